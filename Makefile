@@ -1,0 +1,49 @@
+# Thin front for CMake. `make run` and `make test` install what they need.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build run test test-unit test-asan fuzz bench clean gpu-check
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# Start gpulsed in the foreground with its built-in defaults. With no
+# NVIDIA driver it says so and replays the bundled real H200 recording.
+run: deps build
+	$(BUILD)/gpulsed
+
+test: deps build test-unit test-asan
+
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The whole suite again under AddressSanitizer and UBSan.
+test-asan:
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGPULSE_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure -j $(JOBS)
+
+fuzz:
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DGPULSE_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+	@scripts/run-fuzzers.sh build-fuzz
+
+bench: build
+	@bench/run-all.sh $(BUILD)
+
+# On the GPU machine: build, run every GPU check and benchmark, print a table.
+gpu-check:
+	@scripts/gpu-check.sh
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

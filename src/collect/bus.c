@@ -1,0 +1,231 @@
+/* The sample bus; see bus.h. */
+#include "bus.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "status.h"
+
+#define BUS_MAX_SUBSCRIBERS 8
+
+struct bus_slot {
+	pthread_mutex_t lock;
+	struct gpu_snapshot s;
+	int64_t tier_mono_ns[TIER_COUNT];
+};
+
+struct bus {
+	pthread_mutex_t attach_lock;
+	atomic_int count;
+	atomic_uint_fast64_t generation;
+	int64_t stale_after_ns[TIER_COUNT];
+	int nsubs;
+	bus_subscriber_fn *sub_fn[BUS_MAX_SUBSCRIBERS];
+	void *sub_ctx[BUS_MAX_SUBSCRIBERS];
+	struct bus_slot slot[GPU_MAX];
+};
+
+int bus_create(struct bus **out)
+{
+	struct bus *b = calloc(1, sizeof *b);
+	if (!b)
+		return GPULSE_ENOMEM;
+	pthread_mutex_init(&b->attach_lock, NULL);
+	for (int i = 0; i < GPU_MAX; i++)
+		pthread_mutex_init(&b->slot[i].lock, NULL);
+	*out = b;
+	return GPULSE_OK;
+}
+
+void bus_destroy(struct bus *b)
+{
+	if (!b)
+		return;
+	for (int i = 0; i < GPU_MAX; i++)
+		pthread_mutex_destroy(&b->slot[i].lock);
+	pthread_mutex_destroy(&b->attach_lock);
+	free(b);
+}
+
+void bus_set_stale_after(struct bus *b, enum tier tier, int64_t ns)
+{
+	b->stale_after_ns[tier] = ns;
+}
+
+static void bump(struct bus *b)
+{
+	atomic_fetch_add_explicit(&b->generation, 1, memory_order_release);
+}
+
+int bus_find_uuid(struct bus *b, const char *uuid)
+{
+	int n = atomic_load(&b->count);
+	for (int i = 0; i < n; i++) {
+		struct bus_slot *sl = &b->slot[i];
+		pthread_mutex_lock(&sl->lock);
+		int same = uuid[0] && strcmp(sl->s.id.uuid, uuid) == 0;
+		pthread_mutex_unlock(&sl->lock);
+		if (same)
+			return i;
+	}
+	return -1;
+}
+
+int bus_attach_gpu(struct bus *b, const struct gpu_identity *id, int *slot)
+{
+	int rc = GPULSE_OK;
+	pthread_mutex_lock(&b->attach_lock);
+	int i = bus_find_uuid(b, id->uuid);
+	if (i < 0) {
+		i = atomic_load(&b->count);
+		if (i >= GPU_MAX) {
+			rc = GPULSE_ELIMIT;
+			goto out;
+		}
+		atomic_store(&b->count, i + 1);
+	}
+	struct bus_slot *sl = &b->slot[i];
+	pthread_mutex_lock(&sl->lock);
+	sl->s.id = *id;
+	sl->s.health = GPU_HEALTH_UP;
+	sl->s.health_reason[0] = '\0';
+	sl->s.health_since_wall_ns = clock_wall_ns();
+	pthread_mutex_unlock(&sl->lock);
+	*slot = i;
+	bump(b);
+out:
+	pthread_mutex_unlock(&b->attach_lock);
+	return rc;
+}
+
+int bus_gpu_count(const struct bus *b)
+{
+	return atomic_load(&((struct bus *)b)->count);
+}
+
+void bus_publish(struct bus *b, const struct gpu_update *u)
+{
+	if (u->gpu < 0 || u->gpu >= atomic_load(&b->count))
+		return;
+	struct bus_slot *sl = &b->slot[u->gpu];
+	pthread_mutex_lock(&sl->lock);
+	struct gpu_snapshot *s = &sl->s;
+	uint64_t read = u->mask & u->valid;
+	for (int f = 0; f < FIELD_COUNT; f++)
+		if (read & FIELD_BIT(f))
+			s->v[f] = u->v[f];
+	s->valid = (s->valid & ~u->mask) | read;
+	s->tier_wall_ns[u->tier] = u->wall_ns;
+	sl->tier_mono_ns[u->tier] = clock_mono_ns();
+	s->samples[u->tier]++;
+	if (u->has_procs) {
+		int n = u->nprocs < GPU_PROC_MAX ? u->nprocs : GPU_PROC_MAX;
+		memcpy(s->procs, u->procs, (size_t)n * sizeof u->procs[0]);
+		s->nprocs = n;
+		s->procs_dropped = u->procs_dropped;
+		s->procs_valid = true;
+	}
+	pthread_mutex_unlock(&sl->lock);
+	bump(b);
+	for (int i = 0; i < b->nsubs; i++)
+		b->sub_fn[i](b->sub_ctx[i], u);
+}
+
+void bus_set_health(struct bus *b, int slot, enum gpu_health h, const char *reason)
+{
+	if (slot < 0 || slot >= atomic_load(&b->count))
+		return;
+	struct bus_slot *sl = &b->slot[slot];
+	pthread_mutex_lock(&sl->lock);
+	if (sl->s.health != h) {
+		if (h == GPU_HEALTH_LOST)
+			sl->s.lost_total++;
+		sl->s.health = h;
+		sl->s.health_since_wall_ns = clock_wall_ns();
+	}
+	snprintf(sl->s.health_reason, sizeof sl->s.health_reason, "%s", reason ? reason : "");
+	pthread_mutex_unlock(&sl->lock);
+	bump(b);
+}
+
+void bus_note_xid(struct bus *b, int slot, uint32_t xid, int64_t wall_ns)
+{
+	if (slot < 0 || slot >= atomic_load(&b->count))
+		return;
+	struct bus_slot *sl = &b->slot[slot];
+	pthread_mutex_lock(&sl->lock);
+	struct gpu_snapshot *s = &sl->s;
+	int i;
+	for (i = 0; i < s->nxid; i++)
+		if (s->xid[i].code == xid)
+			break;
+	if (i < s->nxid) {
+		s->xid[i].count++;
+	} else if (s->nxid < GPU_XID_MAX) {
+		s->xid[s->nxid].code = xid;
+		s->xid[s->nxid].count = 1;
+		s->nxid++;
+	} else {
+		s->xid_other++;
+	}
+	s->last_xid = xid;
+	s->last_xid_wall_ns = wall_ns;
+	pthread_mutex_unlock(&sl->lock);
+	bump(b);
+}
+
+void bus_note_ecc_event(struct bus *b, int slot, bool double_bit)
+{
+	if (slot < 0 || slot >= atomic_load(&b->count))
+		return;
+	struct bus_slot *sl = &b->slot[slot];
+	pthread_mutex_lock(&sl->lock);
+	sl->s.ecc_events[double_bit ? 1 : 0]++;
+	pthread_mutex_unlock(&sl->lock);
+	bump(b);
+}
+
+int bus_read(struct bus *b, int slot, struct gpu_snapshot *out)
+{
+	if (slot < 0 || slot >= atomic_load(&b->count))
+		return GPULSE_ENOENT;
+	struct bus_slot *sl = &b->slot[slot];
+	int64_t now = clock_mono_ns();
+	pthread_mutex_lock(&sl->lock);
+	*out = sl->s;
+	int64_t seen[TIER_COUNT];
+	memcpy(seen, sl->tier_mono_ns, sizeof seen);
+	pthread_mutex_unlock(&sl->lock);
+	out->stale = 0;
+	for (int t = 0; t < TIER_COUNT; t++) {
+		int64_t limit = b->stale_after_ns[t];
+		if (limit > 0 && seen[t] > 0 && now - seen[t] > limit)
+			out->stale |= fields_of_tier((enum tier)t) & out->valid;
+	}
+	/* A lost GPU reports nothing but its identity and health. */
+	if (out->health == GPU_HEALTH_LOST)
+		out->stale |= out->valid;
+	out->valid &= ~out->stale;
+	if (out->health == GPU_HEALTH_LOST)
+		out->procs_valid = false;
+	return GPULSE_OK;
+}
+
+uint64_t bus_generation(const struct bus *b)
+{
+	return atomic_load_explicit(&((struct bus *)b)->generation, memory_order_acquire);
+}
+
+int bus_subscribe(struct bus *b, bus_subscriber_fn *fn, void *ctx)
+{
+	if (b->nsubs >= BUS_MAX_SUBSCRIBERS)
+		return GPULSE_ELIMIT;
+	b->sub_fn[b->nsubs] = fn;
+	b->sub_ctx[b->nsubs] = ctx;
+	b->nsubs++;
+	return GPULSE_OK;
+}

@@ -1,0 +1,63 @@
+/* The NVML collector: discovers every GPU, reads each in the tiers of
+ * DESIGN.md (fast, normal, slow) on collector lanes with deadlines, waits
+ * for XID and ECC events on its own thread, and publishes to the bus.
+ *
+ * Lanes: one thread starts serving all GPUs, so one wake-up serves them
+ * all. A watchdog sees a call stuck past the deadline, marks that GPU
+ * stale, leaves the stuck thread alone with it, and starts a new lane for
+ * the other GPUs. A GPU that reports GPU_IS_LOST is marked lost and found
+ * again by UUID when it returns. */
+#ifndef GPULSE_COLLECTOR_H
+#define GPULSE_COLLECTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bus.h"
+#include "nvml_shim.h"
+
+struct collector_config {
+	const char *nvml_path;            /* NULL: libnvidia-ml.so.1 */
+	int64_t period_ns[TIER_COUNT];    /* fast, normal, slow */
+	int64_t call_deadline_ns;         /* a call longer than this marks the GPU stale */
+	int64_t rediscover_ns;            /* how often to look for lost or new GPUs */
+	bool per_process_util;            /* nvmlDeviceGetProcessUtilization (~2 ms a call) */
+	bool gpm;                         /* GPM metrics where supported */
+	bool events;                      /* XID and ECC event thread */
+};
+
+/* Defaults: 100 ms, 1 s, 30 s; deadline 2 s; rediscover 10 s; all on. */
+void collector_config_defaults(struct collector_config *cfg);
+
+struct collector;
+
+struct collector_stats {
+	uint64_t lanes_started;     /* lanes ever started (1 + one per stall) */
+	uint64_t stalls;            /* calls seen past the deadline */
+	uint64_t events;            /* XID and ECC events received */
+	uint64_t event_errors;      /* event waits that failed */
+	uint64_t rediscoveries;     /* GPUs found again after being lost */
+	uint64_t sweeps[TIER_COUNT];/* tier sweeps completed */
+	int lanes_alive;
+};
+
+/* Open NVML, discover GPUs, attach them to `bus` and start sampling.
+ * GPULSE_ENOLIB or GPULSE_ENODRIVER when there is no usable NVML: `err`
+ * then holds one sentence for the user, and nothing was started. */
+int collector_start(struct collector **out, struct bus *bus,
+		    const struct collector_config *cfg, char *err, size_t errlen);
+/* Stop all threads (a lane stuck in NVML is detached, not joined) and
+ * close NVML. Accepts NULL. */
+void collector_stop(struct collector *c);
+/* The NVML table in use, for call statistics. Never NULL after start. */
+struct nvml_lib *collector_nvml(struct collector *c);
+void collector_get_stats(struct collector *c, struct collector_stats *out);
+/* Change tier periods while running (SIGHUP reload). */
+void collector_set_periods(struct collector *c, const int64_t period_ns[TIER_COUNT]);
+
+/* Read the identity of one device; used by discovery and `gpulse record`. */
+void collector_read_identity(struct nvml_lib *nv, nvml_device_t dev, int index,
+			     struct gpu_identity *id);
+
+#endif

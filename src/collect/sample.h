@@ -1,0 +1,103 @@
+/* What collectors produce and the bus keeps: a GPU's identity, one tier's
+ * reading (an update), and the merged latest state (a snapshot). Every
+ * value carries a validity bit: an unreadable value is absent, never a
+ * zero or a repeat (DESIGN.md, decision 2). */
+#ifndef GPULSE_SAMPLE_H
+#define GPULSE_SAMPLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fields.h"
+
+#define GPU_MAX 64          /* GPUs one daemon watches */
+#define GPU_PROC_MAX 64     /* processes kept per GPU; the rest are counted */
+#define GPU_XID_MAX 32      /* distinct XID codes kept per GPU; the rest count as "other" */
+#define GPU_COMM_LEN 16     /* like the kernel's TASK_COMM_LEN */
+
+/* Facts about a GPU that do not change while it is attached. Strings are
+ * empty when unreadable; numbers are 0 when unreadable. */
+struct gpu_identity {
+	int index;                 /* NVML index; the `gpu` label */
+	char uuid[96];
+	char name[96];             /* the `model` label */
+	char pci_bus_id[32];
+	char serial[32];
+	char driver_version[32];
+	char cuda_version[16];     /* "13.0" */
+	char nvml_version[32];
+	char architecture[16];     /* "hopper" */
+	int cc_major, cc_minor;    /* CUDA compute capability */
+	int mig_mode;              /* 1 enabled, 0 disabled, -1 unknown */
+	double max_sm_clock_hz;
+	double max_mem_clock_hz;
+	unsigned pcie_max_gen;
+	unsigned pcie_max_width;
+	unsigned memory_bus_width_bits;
+	unsigned cuda_cores;
+	bool gpm_supported;
+	char source[16];           /* "nvml" or "replay" */
+};
+
+struct gpu_process {
+	uint32_t pid;
+	char comm[GPU_COMM_LEN];
+	bool mem_valid;
+	bool util_valid;
+	uint64_t used_bytes;
+	double sm_ratio;           /* per-process SM utilization, 0-1 */
+	double mem_ratio;          /* per-process memory-controller utilization, 0-1 */
+};
+
+/* One tier's reading of one GPU, handed to the bus. `mask` says which
+ * fields this update speaks for; of those, `valid` says which were read.
+ * A field in mask but not in valid becomes absent in the snapshot. */
+struct gpu_update {
+	int gpu;                   /* bus slot */
+	enum tier tier;
+	int64_t wall_ns;           /* sample time, Unix epoch */
+	uint64_t mask;
+	uint64_t valid;
+	double v[FIELD_COUNT];
+	bool has_procs;            /* the process list below is part of this update */
+	int nprocs;
+	uint32_t procs_dropped;    /* processes beyond GPU_PROC_MAX */
+	struct gpu_process procs[GPU_PROC_MAX];
+};
+
+enum gpu_health {
+	GPU_HEALTH_UP,             /* answering */
+	GPU_HEALTH_STALE,          /* a call is stuck past its deadline */
+	GPU_HEALTH_LOST,           /* NVML says GPU_IS_LOST, or it vanished */
+};
+
+struct gpu_xid_count {
+	uint32_t code;
+	uint64_t count;
+};
+
+/* The merged latest state of one GPU, as readers see it. */
+struct gpu_snapshot {
+	struct gpu_identity id;
+	enum gpu_health health;
+	char health_reason[96];
+	int64_t health_since_wall_ns;
+	uint64_t valid;                    /* after staleness is applied */
+	uint64_t stale;                    /* fields dropped because their tier is late */
+	double v[FIELD_COUNT];
+	int64_t tier_wall_ns[TIER_COUNT];  /* last update of each tier; 0 never */
+	uint64_t samples[TIER_COUNT];      /* updates received per tier */
+	bool procs_valid;
+	int nprocs;
+	uint32_t procs_dropped;
+	struct gpu_process procs[GPU_PROC_MAX];
+	int nxid;
+	struct gpu_xid_count xid[GPU_XID_MAX];
+	uint64_t xid_other;                /* XIDs whose code did not fit */
+	int64_t last_xid_wall_ns;
+	uint32_t last_xid;
+	uint64_t ecc_events[2];            /* [0] single-bit, [1] double-bit events */
+	uint64_t lost_total;               /* times the GPU was lost */
+};
+
+#endif

@@ -1,0 +1,174 @@
+/* Bounded growable buffer; see buf.h. */
+#include "buf.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+
+void buf_init(struct buf *b, size_t max)
+{
+	b->data = NULL;
+	b->len = 0;
+	b->cap = 0;
+	b->max = max;
+	b->failed = 0;
+}
+
+void buf_free(struct buf *b)
+{
+	if (!b)
+		return;
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+	b->failed = 0;
+}
+
+void buf_reset(struct buf *b)
+{
+	b->len = 0;
+	b->failed = 0;
+	if (b->data)
+		b->data[0] = '\0';
+}
+
+int buf_reserve(struct buf *b, size_t extra)
+{
+	if (b->failed)
+		return GPULSE_ELIMIT;
+	if (extra > b->max || b->len > b->max - extra) {
+		b->failed = 1;
+		return GPULSE_ELIMIT;
+	}
+	size_t need = b->len + extra + 1;
+	if (need <= b->cap)
+		return 0;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < need)
+		cap *= 2;
+	if (cap > b->max + 1)
+		cap = b->max + 1;
+	char *p = realloc(b->data, cap);
+	if (!p) {
+		b->failed = 1;
+		return GPULSE_ENOMEM;
+	}
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
+
+int buf_append(struct buf *b, const void *p, size_t n)
+{
+	int rc = buf_reserve(b, n);
+	if (rc)
+		return rc;
+	if (n)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return 0;
+}
+
+int buf_puts(struct buf *b, const char *s)
+{
+	return buf_append(b, s, strlen(s));
+}
+
+int buf_putc(struct buf *b, char c)
+{
+	return buf_append(b, &c, 1);
+}
+
+int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
+{
+	va_list ap2;
+	va_copy(ap2, ap);
+	char small[256];
+	int n = vsnprintf(small, sizeof small, fmt, ap2);
+	va_end(ap2);
+	if (n < 0)
+		return GPULSE_EINVAL;
+	if ((size_t)n < sizeof small)
+		return buf_append(b, small, (size_t)n);
+	int rc = buf_reserve(b, (size_t)n);
+	if (rc)
+		return rc;
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+int buf_printf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = buf_vprintf(b, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int buf_put_double(struct buf *b, double v)
+{
+	if (isnan(v))
+		return buf_puts(b, "NaN");
+	if (isinf(v))
+		return buf_puts(b, v > 0 ? "+Inf" : "-Inf");
+	/* Integers print without an exponent or point, as Go's
+	 * strconv.FormatFloat(v, 'g', -1, 64) would for Prometheus. */
+	if (v == (double)(long long)v && fabs(v) < 1e15)
+		return buf_printf(b, "%lld", (long long)v);
+	char tmp[32];
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+		if (strtod(tmp, NULL) == v)
+			break;
+	}
+	return buf_puts(b, tmp);
+}
+
+int buf_put_json_string(struct buf *b, const char *s)
+{
+	int rc = buf_putc(b, '"');
+	for (const unsigned char *p = (const unsigned char *)s; !rc && *p; p++) {
+		switch (*p) {
+		case '"': rc = buf_puts(b, "\\\""); break;
+		case '\\': rc = buf_puts(b, "\\\\"); break;
+		case '\n': rc = buf_puts(b, "\\n"); break;
+		case '\r': rc = buf_puts(b, "\\r"); break;
+		case '\t': rc = buf_puts(b, "\\t"); break;
+		default:
+			if (*p < 0x20)
+				rc = buf_printf(b, "\\u%04x", *p);
+			else
+				rc = buf_putc(b, (char)*p);
+		}
+	}
+	return rc ? rc : buf_putc(b, '"');
+}
+
+int buf_put_label_value(struct buf *b, const char *s)
+{
+	int rc = 0;
+	for (const char *p = s; !rc && *p; p++) {
+		switch (*p) {
+		case '"': rc = buf_puts(b, "\\\""); break;
+		case '\\': rc = buf_puts(b, "\\\\"); break;
+		case '\n': rc = buf_puts(b, "\\n"); break;
+		default: rc = buf_putc(b, *p);
+		}
+	}
+	return rc;
+}
+
+char *buf_steal(struct buf *b)
+{
+	char *p = b->data;
+	b->data = NULL;
+	b->len = b->cap = 0;
+	b->failed = 0;
+	return p;
+}

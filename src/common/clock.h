@@ -1,0 +1,21 @@
+/* Clocks: monotonic for intervals and deadlines, wall clock only for
+ * sample timestamps (STYLE.md). */
+#ifndef GPULSE_CLOCK_H
+#define GPULSE_CLOCK_H
+
+#include <stdint.h>
+
+#define NS_PER_SEC 1000000000LL
+#define NS_PER_MS 1000000LL
+#define NS_PER_US 1000LL
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t clock_mono_ns(void);
+/* CLOCK_REALTIME in nanoseconds since the Unix epoch. */
+int64_t clock_wall_ns(void);
+/* CPU time used by the whole process, in nanoseconds. */
+int64_t clock_process_cpu_ns(void);
+/* Sleep until the monotonic time `deadline_ns`, resuming after signals. */
+void clock_sleep_until(int64_t deadline_ns);
+
+#endif

@@ -1,0 +1,102 @@
+/* Levelled stderr logging and rate-limited complaints; see log.h. */
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "clock.h"
+#include "status.h"
+
+static atomic_int log_level_now = LOG_INFO;
+static const char *log_ident = "gpulse";
+
+#define COMPLAINT_FIRST_NS (10LL * 1000000000LL)
+#define COMPLAINT_MAX_NS (86400LL * 1000000000LL)
+
+void log_set_level(enum log_level level)
+{
+	atomic_store(&log_level_now, (int)level);
+}
+
+int log_level_parse(const char *s, enum log_level *out)
+{
+	static const char *const names[] = {"error", "warn", "info", "debug"};
+	for (int i = 0; i < 4; i++) {
+		if (strcasecmp(s, names[i]) == 0) {
+			*out = (enum log_level)i;
+			return 0;
+		}
+	}
+	return GPULSE_EINVAL;
+}
+
+void log_set_ident(const char *ident)
+{
+	log_ident = ident;
+}
+
+static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+{
+	static const char *const tag[] = {"error", "warning", "info", "debug"};
+	if ((int)level > atomic_load(&log_level_now))
+		return;
+	char line[1024];
+	int n = snprintf(line, sizeof line, "%s: %s: ", log_ident, tag[level]);
+	if (n < 0 || (size_t)n >= sizeof line)
+		n = 0;
+	vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+	/* One write per line keeps lines from threads whole. */
+	size_t len = strlen(line);
+	if (len + 1 < sizeof line) {
+		line[len++] = '\n';
+		line[len] = '\0';
+	}
+	fputs(line, stderr);
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_vmsg(level, fmt, ap);
+	va_end(ap);
+}
+
+void complain(struct complaint *c, const char *fmt, ...)
+{
+	int64_t now = clock_mono_ns();
+	if (c->interval_ns && now - c->last_ns < c->interval_ns) {
+		c->suppressed++;
+		return;
+	}
+	char msg[768];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (c->suppressed)
+		log_warn("%s (repeated %llu times since last report)", msg,
+			 (unsigned long long)c->suppressed);
+	else
+		log_warn("%s", msg);
+	c->suppressed = 0;
+	c->last_ns = now;
+	c->interval_ns = c->interval_ns ? c->interval_ns * 2 : COMPLAINT_FIRST_NS;
+	if (c->interval_ns > COMPLAINT_MAX_NS)
+		c->interval_ns = COMPLAINT_MAX_NS;
+}
+
+void complaint_clear(struct complaint *c, const char *fmt, ...)
+{
+	if (!c->interval_ns)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	log_vmsg(LOG_INFO, fmt, ap);
+	va_end(ap);
+	c->interval_ns = 0;
+	c->suppressed = 0;
+}

@@ -1,0 +1,57 @@
+/* Recordings: the CSV format of DESIGN.md's contract
+ * (shared/data/telemetry/README.md): a header naming columns, then one row
+ * per sample. `t_s` (Unix seconds) is required; `gpu` (index) is optional,
+ * for several GPUs in one file; every other known column maps to a field
+ * of fields.h and is converted to base units on load. An empty cell means
+ * the value was not readable. Unknown columns are ignored, so newer files
+ * still load.
+ *
+ * A malformed file (a row with the wrong number of cells, a bad number,
+ * time going backwards for a GPU, a duplicate or missing required column)
+ * is refused with "FILE:LINE:COLUMN: problem". */
+#ifndef GPULSE_RECORDING_H
+#define GPULSE_RECORDING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fields.h"
+
+#define RECORDING_MAX_ROWS 20000000   /* about 23 days of one GPU at 10 Hz */
+#define RECORDING_MAX_LINE 8192
+
+struct rec_row {
+	double t_s;                /* Unix seconds */
+	int gpu;                   /* 0 when the file has no gpu column */
+	uint64_t valid;            /* fields present in this row */
+	double v[FIELD_COUNT];     /* base units */
+};
+
+struct recording {
+	size_t nrows;
+	struct rec_row *rows;      /* in file order: time-sorted per GPU */
+	int ngpus;                 /* 1 + highest gpu index */
+	uint64_t columns;          /* fields the header names */
+	bool has_gpu_column;
+};
+
+/* Parse `len` bytes; `name` is used in error messages. On success *out is
+ * the caller's, freed with recording_free. On failure returns
+ * GPULSE_EPARSE (or GPULSE_ELIMIT, GPULSE_ENOMEM) and writes
+ * "NAME:LINE:COL: problem" into err. */
+int recording_parse(const char *data, size_t len, const char *name,
+		    struct recording **out, char *err, size_t errlen);
+/* Read and parse a file. GPULSE_EIO with the reason when it can't be read. */
+int recording_load(const char *path, struct recording **out, char *err, size_t errlen);
+/* Accepts NULL. */
+void recording_free(struct recording *r);
+
+/* Writing: the header (with a gpu column when asked), then rows. Values
+ * are written in the column's unit with enough digits to read back the
+ * same; invalid fields are written as empty cells. 0 or GPULSE_EIO. */
+int recording_write_header(FILE *f, bool with_gpu_column);
+int recording_write_row(FILE *f, const struct rec_row *row, bool with_gpu_column);
+
+#endif
