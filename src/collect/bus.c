@@ -102,9 +102,9 @@ out:
 	return rc;
 }
 
-int bus_gpu_count(const struct bus *b)
+int bus_gpu_count(struct bus *b)
 {
-	return atomic_load(&((struct bus *)b)->count);
+	return atomic_load(&b->count);
 }
 
 void bus_publish(struct bus *b, const struct gpu_update *u)
@@ -215,9 +215,9 @@ int bus_read(struct bus *b, int slot, struct gpu_snapshot *out)
 	return GPULSE_OK;
 }
 
-uint64_t bus_generation(const struct bus *b)
+uint64_t bus_generation(struct bus *b)
 {
-	return atomic_load_explicit(&((struct bus *)b)->generation, memory_order_acquire);
+	return atomic_load_explicit(&b->generation, memory_order_acquire);
 }
 
 int bus_subscribe(struct bus *b, bus_subscriber_fn *fn, void *ctx)

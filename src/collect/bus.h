@@ -31,7 +31,7 @@ int bus_attach_gpu(struct bus *b, const struct gpu_identity *id, int *slot);
 /* Slot of the GPU with this UUID, or -1. */
 int bus_find_uuid(struct bus *b, const char *uuid);
 /* Number of slots in use. Slots are 0..count-1 and never removed. */
-int bus_gpu_count(const struct bus *b);
+int bus_gpu_count(struct bus *b);
 
 /* Merge one tier's reading. */
 void bus_publish(struct bus *b, const struct gpu_update *u);
@@ -47,7 +47,7 @@ void bus_note_ecc_event(struct bus *b, int slot, bool double_bit);
 int bus_read(struct bus *b, int slot, struct gpu_snapshot *out);
 
 /* Increases with every change; lets readers cache what they render. */
-uint64_t bus_generation(const struct bus *b);
+uint64_t bus_generation(struct bus *b);
 
 /* Register a subscriber; at most 8. 0 or GPULSE_ELIMIT. Call before
  * collection starts. */

@@ -44,8 +44,8 @@ enum metric_type { METRIC_GAUGE, METRIC_COUNTER };
 	  "Performance state (0 fastest, 15 slowest).")                                                \
 	X(CLOCK_REASONS, "clocks_event_reasons", 1, NULL, "", GAUGE, NORMAL,                           \
 	  "Bit mask of reasons the clocks are held down (exported decoded).")                          \
-	X(ENERGY, NULL, 1e-3, "gpulse_gpu_energy_joules_total", "", COUNTER, NORMAL,                   \
-	  "Energy used since the driver was loaded.")                                                  \
+	X(ENERGY, NULL, 1e-3, "gpulse_gpu_energy_joules_total", "", COUNTER, SLOW,                     \
+	  "Energy used since the driver was loaded (read every slow period: ~3 ms of CPU a call).")                                                  \
 	X(PROC_COUNT, "proc_count", 1, "gpulse_gpu_processes", "", GAUGE, NORMAL,                      \
 	  "Compute processes running on the GPU.")                                                     \
 	X(GPM_GRAPHICS, "graphics_util", 0.01, "gpulse_gpu_graphics_active_ratio", "", GAUGE, NORMAL,  \

@@ -4,10 +4,18 @@
 #ifndef GPULSE_HTTP_SERVER_H
 #define GPULSE_HTTP_SERVER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "buf.h"
+
+#define HTTP_MAX_ROUTES 32          /* routes one server holds */
+#define HTTP_MAX_ROUTE_PATH 128     /* longest route path, bytes */
+#define HTTP_MAX_URL_BYTES 2048     /* longer request targets get 414 */
+#define HTTP_MAX_LISTEN 256         /* longest listen address accepted */
+#define HTTP_MAX_TLS_FILE (1 << 20) /* largest PEM file read */
 
 struct http_config {
 	const char *listen;          /* "127.0.0.1:9401", "[::1]:9401", ":9401" */
@@ -19,7 +27,21 @@ struct http_config {
 	const char *tls_key_file;
 	const char *auth_token;      /* when set, every request needs
 	                                "Authorization: Bearer TOKEN" */
+	unsigned max_per_ip;         /* connections from one address; 0: all of
+	                                max_connections on a loopback listen,
+	                                else a quarter of it (at least 4) */
+	/* Optional counters the server bumps (NULL: none), so the daemon's
+	 * self-metrics need no glue: every request, and every request refused
+	 * with 401, 405, 413 or 414. */
+	atomic_uint_fast64_t *requests_total;
+	atomic_uint_fast64_t *rejected_total;
 };
+
+/* Zero fields of http_config take these defaults. */
+#define HTTP_DEFAULT_MAX_CONNECTIONS 64
+#define HTTP_DEFAULT_THREADS 2
+#define HTTP_DEFAULT_TIMEOUT_S 10
+#define HTTP_DEFAULT_MAX_BODY (16u << 20)
 
 struct http_request {
 	const char *method;          /* "GET" */
@@ -55,5 +77,20 @@ int http_route(struct http_server *s, const char *path, http_handler_fn *fn, voi
 int http_server_port(const struct http_server *s);
 /* Stop accepting, finish in-flight requests, free. Accepts NULL. */
 void http_server_stop(struct http_server *s);
+/* Requests seen and requests refused since start (see rejected_total). */
+void http_server_counters(const struct http_server *s, uint64_t *requests,
+			  uint64_t *rejected);
+
+/* Split a listen address into host and port without touching the network:
+ *   "a.b.c.d:PORT", "HOSTNAME:PORT", "[IPV6]:PORT" (a zone is allowed:
+ *   "[fe80::1%eth0]:PORT"), ":PORT" or "*:PORT" (all interfaces: host "").
+ * PORT is 0-65535 (0 picks a free port). Writes the host, NUL-terminated,
+ * to host[hostlen] and the port to *port. Returns 0, or GPULSE_EINVAL with
+ * one sentence in err[errlen] (err may be NULL). Pure and thread-safe. */
+int http_parse_listen(const char *listen, char *host, size_t hostlen, int *port,
+		      char *err, size_t errlen);
+/* True when `listen` parses and names only this machine: 127.0.0.0/8,
+ * ::1 (or ::ffff:127.x.x.x), or "localhost". All interfaces is false. */
+bool http_is_loopback_listen(const char *listen);
 
 #endif

@@ -1,0 +1,1127 @@
+/* The NVML collector; see collector.h for the model (lanes, watchdog,
+ * discovery, events). This file owns every NVML read of a running GPU.
+ *
+ * Cost shapes the code: one lane thread wakes once per fast period and
+ * reads every GPU it owns back to back (spaced calls cost far more than
+ * back-to-back ones on the H200), reads that a GPU does not support are
+ * remembered and skipped, and the expensive calls (per-process
+ * utilization, energy) run only as often as their own period allows. */
+#include "collector.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "status.h"
+
+/* Reads a GPU may not support; a NOT_SUPPORTED answer parks the read
+ * until the next re-probe, so unsupported fields cost nothing. */
+enum read_kind {
+	R_UTIL, R_MEMORY, R_POWER, R_SM_CLOCK, R_MEM_CLOCK,
+	R_TEMP, R_MEM_TEMP, R_PSTATE, R_REASONS, R_ENERGY, R_PROCS, R_PROC_UTIL, R_GPM,
+	R_POWER_LIMIT, R_ECC_MODE, R_ECC, R_REMAP, R_REPLAY, R_LINK_GEN, R_LINK_WIDTH,
+	R_COUNT
+};
+
+#define REPROBE_NS (600LL * NS_PER_SEC)      /* retry unsupported reads every 10 min */
+#define PROC_UTIL_PERIOD_NS (10LL * NS_PER_SEC) /* 2.4 ms of CPU a call: every 10 s */
+#define WATCHDOG_PERIOD_NS (100LL * NS_PER_MS)
+#define EVENT_WAIT_MS 500
+#define COMM_CACHE 64
+
+struct gpm_req {
+	unsigned metric_id;
+	enum field_id field;
+};
+
+/* GPM metrics gpulse asks for; each maps to a field in percent or MiB/s. */
+static const struct gpm_req gpm_metrics[] = {
+	{NVML_ABI_GPM_METRIC_GRAPHICS_UTIL, F_GPM_GRAPHICS},
+	{NVML_ABI_GPM_METRIC_SM_UTIL, F_GPM_SM},
+	{NVML_ABI_GPM_METRIC_SM_OCCUPANCY, F_GPM_OCCUPANCY},
+	{NVML_ABI_GPM_METRIC_INTEGER_UTIL, F_GPM_INTEGER},
+	{NVML_ABI_GPM_METRIC_ANY_TENSOR_UTIL, F_GPM_TENSOR},
+	{NVML_ABI_GPM_METRIC_DFMA_TENSOR_UTIL, F_GPM_DFMA},
+	{NVML_ABI_GPM_METRIC_HMMA_TENSOR_UTIL, F_GPM_HMMA},
+	{NVML_ABI_GPM_METRIC_IMMA_TENSOR_UTIL, F_GPM_IMMA},
+	{NVML_ABI_GPM_METRIC_DRAM_BW_UTIL, F_GPM_DRAM},
+	{NVML_ABI_GPM_METRIC_FP64_UTIL, F_GPM_FP64},
+	{NVML_ABI_GPM_METRIC_FP32_UTIL, F_GPM_FP32},
+	{NVML_ABI_GPM_METRIC_FP16_UTIL, F_GPM_FP16},
+	{NVML_ABI_GPM_METRIC_PCIE_TX_PER_SEC, F_GPM_PCIE_TX},
+	{NVML_ABI_GPM_METRIC_PCIE_RX_PER_SEC, F_GPM_PCIE_RX},
+	{NVML_ABI_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, F_GPM_NVLINK_TX},
+	{NVML_ABI_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, F_GPM_NVLINK_RX},
+};
+#define GPM_NREQ ((int)(sizeof gpm_metrics / sizeof gpm_metrics[0]))
+
+struct comm_entry {
+	uint32_t pid;
+	char comm[GPU_COMM_LEN];
+};
+
+struct gpu_ctx {
+	int slot;                      /* bus slot */
+	int index;                     /* NVML index */
+	nvml_device_t dev;
+	struct gpu_identity id;
+	int lane;                      /* owning lane id; under collector.lock */
+	atomic_bool lost;
+	atomic_bool stalled;           /* marked stale by the watchdog */
+	int64_t parked_until[R_COUNT]; /* monotonic; 0 = read allowed */
+	int64_t next_due[TIER_COUNT];
+	int64_t next_proc_util;
+	unsigned long long proc_util_last_us;
+	double proc_sm[GPU_PROC_MAX], proc_mem[GPU_PROC_MAX];
+	bool gpm;
+	bool gpm_primed;
+	nvml_gpm_sample_t gpm_prev, gpm_cur;
+	bool gpm_skip[GPM_NREQ];
+	struct comm_entry comm_cache[COMM_CACHE];
+	int ncomm;
+	struct complaint complaint;
+};
+
+struct lane {
+	struct collector *c;
+	int id;
+	pthread_t thread;
+	struct nvml_call_watch watch;
+	atomic_int current_gpu;        /* gpu index in c->gpu, -1 between reads */
+	atomic_bool orphan;            /* left alone with a stuck GPU */
+	atomic_bool done;
+};
+
+#define LANES_MAX (GPU_MAX + 1)
+
+struct collector {
+	struct collector_config cfg;
+	struct bus *bus;
+	struct nvml_lib *nv;
+	pthread_mutex_t lock;          /* GPU ownership, lane list, gpu list */
+	pthread_cond_t wake;           /* stop and period changes */
+	atomic_bool stopping;
+	int ngpu;
+	struct gpu_ctx *gpu[GPU_MAX];
+	int nlanes;
+	struct lane *lanes[LANES_MAX];
+	pthread_t watchdog, discovery, events;
+	bool have_discovery, have_events;
+	struct nvml_call_watch discovery_watch;
+	nvml_event_set_t event_set;
+	atomic_uint_fast64_t stalls, events_seen, event_errors, rediscoveries;
+	atomic_uint_fast64_t sweeps[TIER_COUNT];
+	atomic_uint_fast64_t lanes_started;
+	int64_t period_ns[TIER_COUNT];
+};
+
+void collector_config_defaults(struct collector_config *cfg)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->period_ns[TIER_FAST] = 100 * NS_PER_MS;
+	cfg->period_ns[TIER_NORMAL] = 1 * NS_PER_SEC;
+	cfg->period_ns[TIER_SLOW] = 30 * NS_PER_SEC;
+	cfg->call_deadline_ns = 2 * NS_PER_SEC;
+	cfg->rediscover_ns = 10 * NS_PER_SEC;
+	cfg->per_process_util = true;
+	cfg->gpm = true;
+	cfg->events = true;
+}
+
+/* ---- one read's outcome --------------------------------------------- */
+
+static bool allowed(struct gpu_ctx *g, enum read_kind k, int64_t now)
+{
+	return g->parked_until[k] == 0 || now >= g->parked_until[k];
+}
+
+/* Judge an NVML return for read `k`: true when the value may be used. */
+static bool judge(struct collector *c, struct gpu_ctx *g, enum read_kind k,
+		  enum nvml_fn fn, nvml_return_t r)
+{
+	switch (r) {
+	case NVML_ABI_SUCCESS:
+		g->parked_until[k] = 0;
+		return true;
+	case NVML_ABI_ERROR_NOT_SUPPORTED:
+	case NVML_ABI_ERROR_FUNCTION_NOT_FOUND:
+		g->parked_until[k] = clock_mono_ns() + REPROBE_NS;
+		return false;
+	case NVML_ABI_ERROR_GPU_IS_LOST:
+		atomic_store(&g->lost, true);
+		return false;
+	default:
+		complain(&g->complaint, "GPU %d: %s failed: %s", g->index, nvml_fn_name(fn),
+			 nvml_lib_strerror(c->nv, r));
+		return false;
+	}
+}
+
+static void put(struct gpu_update *u, enum field_id f, double v)
+{
+	u->v[f] = v;
+	u->valid |= FIELD_BIT(f);
+}
+
+/* ---- tiers ----------------------------------------------------------- */
+
+static void read_fast(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
+{
+	struct nvml_lib *nv = c->nv;
+	nvml_device_t d = g->dev;
+	nvml_return_t r;
+
+	if (nv->device_get_utilization_rates && allowed(g, R_UTIL, now)) {
+		struct nvml_utilization ut;
+		r = NVML_CALL(nv, device_get_utilization_rates, d, &ut);
+		if (judge(c, g, R_UTIL, NVML_FN_device_get_utilization_rates, r)) {
+			put(u, F_GPU_UTIL, ut.gpu / 100.0);
+			put(u, F_MEM_UTIL, ut.memory / 100.0);
+		}
+	}
+	if (atomic_load(&g->lost))
+		return;
+	if (allowed(g, R_MEMORY, now)) {
+		if (nv->device_get_memory_info_v2) {
+			struct nvml_memory_v2 m = {.version = NVML_ABI_MEMORY_V2_VERSION};
+			r = NVML_CALL(nv, device_get_memory_info_v2, d, &m);
+			if (judge(c, g, R_MEMORY, NVML_FN_device_get_memory_info_v2, r)) {
+				put(u, F_MEM_TOTAL, (double)m.total);
+				put(u, F_MEM_USED, (double)m.used);
+				put(u, F_MEM_FREE, (double)m.free);
+				put(u, F_MEM_RESERVED, (double)m.reserved);
+			}
+		} else if (nv->device_get_memory_info) {
+			struct nvml_memory_v1 m;
+			r = NVML_CALL(nv, device_get_memory_info, d, &m);
+			if (judge(c, g, R_MEMORY, NVML_FN_device_get_memory_info, r)) {
+				put(u, F_MEM_TOTAL, (double)m.total);
+				put(u, F_MEM_USED, (double)m.used);
+				put(u, F_MEM_FREE, (double)m.free);
+			}
+		}
+	}
+	if (nv->device_get_power_usage && allowed(g, R_POWER, now)) {
+		unsigned mw;
+		r = NVML_CALL(nv, device_get_power_usage, d, &mw);
+		if (judge(c, g, R_POWER, NVML_FN_device_get_power_usage, r))
+			put(u, F_POWER, mw / 1000.0);
+	}
+	if (nv->device_get_clock_info) {
+		unsigned mhz;
+		if (allowed(g, R_SM_CLOCK, now)) {
+			r = NVML_CALL(nv, device_get_clock_info, d, NVML_ABI_CLOCK_SM, &mhz);
+			if (judge(c, g, R_SM_CLOCK, NVML_FN_device_get_clock_info, r))
+				put(u, F_SM_CLOCK, mhz * 1e6);
+		}
+		if (allowed(g, R_MEM_CLOCK, now)) {
+			r = NVML_CALL(nv, device_get_clock_info, d, NVML_ABI_CLOCK_MEM, &mhz);
+			if (judge(c, g, R_MEM_CLOCK, NVML_FN_device_get_clock_info, r))
+				put(u, F_MEM_CLOCK, mhz * 1e6);
+		}
+	}
+}
+
+static const char *comm_of(struct gpu_ctx *g, uint32_t pid, struct comm_entry *fresh, int *nfresh)
+{
+	for (int i = 0; i < g->ncomm; i++) {
+		if (g->comm_cache[i].pid == pid) {
+			fresh[*nfresh] = g->comm_cache[i];
+			return fresh[(*nfresh)++].comm;
+		}
+	}
+	struct comm_entry *e = &fresh[(*nfresh)++];
+	e->pid = pid;
+	snprintf(e->comm, sizeof e->comm, "unknown");
+	char path[48];
+	snprintf(path, sizeof path, "/proc/%" PRIu32 "/comm", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, e->comm, sizeof e->comm - 1);
+		close(fd);
+		if (n > 0) {
+			e->comm[n] = '\0';
+			char *nl = strchr(e->comm, '\n');
+			if (nl)
+				*nl = '\0';
+		} else {
+			snprintf(e->comm, sizeof e->comm, "unknown");
+		}
+	}
+	return e->comm;
+}
+
+static void read_processes(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
+{
+	struct nvml_lib *nv = c->nv;
+	if (!nv->device_get_compute_running_processes || !allowed(g, R_PROCS, now))
+		return;
+	struct nvml_process_info info[GPU_PROC_MAX];
+	unsigned n = GPU_PROC_MAX;
+	nvml_return_t r = NVML_CALL(nv, device_get_compute_running_processes, g->dev, &n, info);
+	uint32_t dropped = 0;
+	if (r == NVML_ABI_ERROR_INSUFFICIENT_SIZE) {
+		/* More processes than we keep: count the rest, keep none of a
+		 * partial list (NVML fills nothing on this error). */
+		dropped = n > GPU_PROC_MAX ? n - GPU_PROC_MAX : 0;
+		n = 0;
+		r = NVML_ABI_SUCCESS;
+	}
+	if (!judge(c, g, R_PROCS, NVML_FN_device_get_compute_running_processes, r))
+		return;
+	u->has_procs = true;
+	u->nprocs = (int)n;
+	u->procs_dropped = dropped;
+	put(u, F_PROC_COUNT, (double)(n + dropped));
+
+	struct comm_entry fresh[GPU_PROC_MAX];
+	int nfresh = 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct gpu_process *p = &u->procs[i];
+		memset(p, 0, sizeof *p);
+		p->pid = info[i].pid;
+		snprintf(p->comm, sizeof p->comm, "%s", comm_of(g, p->pid, fresh, &nfresh));
+		if (info[i].used_gpu_memory != NVML_ABI_VALUE_NOT_AVAILABLE_ULL) {
+			p->used_bytes = info[i].used_gpu_memory;
+			p->mem_valid = true;
+		}
+	}
+	memcpy(g->comm_cache, fresh, (size_t)nfresh * sizeof fresh[0]);
+	g->ncomm = nfresh;
+
+	/* Per-process utilization costs 2.4 ms of CPU a call on the H200:
+	 * only when something runs, and no more often than PROC_UTIL_PERIOD_NS. */
+	if (!c->cfg.per_process_util || n == 0 || !nv->device_get_process_utilization ||
+	    !allowed(g, R_PROC_UTIL, now) || now < g->next_proc_util)
+		goto carry;
+	g->next_proc_util = now + PROC_UTIL_PERIOD_NS;
+	struct nvml_process_utilization_sample s[GPU_PROC_MAX * 2];
+	unsigned ns = GPU_PROC_MAX * 2;
+	r = NVML_CALL(nv, device_get_process_utilization, g->dev, s, &ns, g->proc_util_last_us);
+	if (r == NVML_ABI_ERROR_NOT_FOUND) {
+		/* No samples since the last call: every process was idle. */
+		for (unsigned i = 0; i < n; i++)
+			g->proc_sm[i] = g->proc_mem[i] = 0;
+		ns = 0;
+	} else if (!judge(c, g, R_PROC_UTIL, NVML_FN_device_get_process_utilization, r)) {
+		for (unsigned i = 0; i < n; i++)
+			g->proc_sm[i] = g->proc_mem[i] = -1;
+		goto carry;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		unsigned long long best_ts = 0;
+		g->proc_sm[i] = g->proc_mem[i] = (r == NVML_ABI_ERROR_NOT_FOUND) ? 0 : -1;
+		for (unsigned j = 0; j < ns; j++) {
+			if (s[j].pid != u->procs[i].pid || s[j].timestamp_us < best_ts)
+				continue;
+			best_ts = s[j].timestamp_us;
+			g->proc_sm[i] = s[j].sm_util / 100.0;
+			g->proc_mem[i] = s[j].mem_util / 100.0;
+		}
+	}
+	for (unsigned j = 0; j < ns; j++)
+		if (s[j].timestamp_us > g->proc_util_last_us)
+			g->proc_util_last_us = s[j].timestamp_us;
+carry:
+	/* Between utilization reads, a process keeps its last reading only
+	 * if it is the same process at the same position; otherwise absent. */
+	for (unsigned i = 0; i < n && i < GPU_PROC_MAX; i++) {
+		if (g->proc_sm[i] >= 0 && c->cfg.per_process_util) {
+			u->procs[i].util_valid = true;
+			u->procs[i].sm_ratio = g->proc_sm[i];
+			u->procs[i].mem_ratio = g->proc_mem[i];
+		}
+	}
+}
+
+static void read_gpm(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
+{
+	struct nvml_lib *nv = c->nv;
+	if (!g->gpm || !allowed(g, R_GPM, now))
+		return;
+	nvml_return_t r = NVML_CALL(nv, gpm_sample_get, g->dev, g->gpm_cur);
+	if (!judge(c, g, R_GPM, NVML_FN_gpm_sample_get, r)) {
+		g->gpm_primed = false;
+		return;
+	}
+	if (g->gpm_primed) {
+		/* Static: the struct is ~3 KiB and each lane reads one GPU at a
+		 * time, but lanes run in parallel, so keep it per call. */
+		struct nvml_gpm_metrics_get mg;
+		memset(&mg, 0, offsetof(struct nvml_gpm_metrics_get, metrics));
+		mg.version = NVML_ABI_GPM_METRICS_GET_VERSION;
+		mg.sample1 = g->gpm_prev;
+		mg.sample2 = g->gpm_cur;
+		int map[GPM_NREQ];
+		unsigned k = 0;
+		for (int i = 0; i < GPM_NREQ; i++) {
+			if (g->gpm_skip[i])
+				continue;
+			memset(&mg.metrics[k], 0, sizeof mg.metrics[k]);
+			mg.metrics[k].metric_id = gpm_metrics[i].metric_id;
+			map[k++] = i;
+		}
+		mg.num_metrics = k;
+		r = NVML_CALL(nv, gpm_metrics_get, &mg);
+		if (judge(c, g, R_GPM, NVML_FN_gpm_metrics_get, r)) {
+			for (unsigned j = 0; j < k; j++) {
+				const struct gpm_req *q = &gpm_metrics[map[j]];
+				if (mg.metrics[j].nvml_return == NVML_ABI_SUCCESS)
+					put(u, q->field, mg.metrics[j].value * field_table[q->field].scale);
+				else if (mg.metrics[j].nvml_return == NVML_ABI_ERROR_NOT_SUPPORTED)
+					g->gpm_skip[map[j]] = true;
+			}
+		}
+	}
+	nvml_gpm_sample_t t = g->gpm_prev;
+	g->gpm_prev = g->gpm_cur;
+	g->gpm_cur = t;
+	g->gpm_primed = true;
+}
+
+static void read_normal(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
+{
+	struct nvml_lib *nv = c->nv;
+	nvml_device_t d = g->dev;
+	nvml_return_t r;
+
+	if (nv->device_get_temperature && allowed(g, R_TEMP, now)) {
+		unsigned t;
+		r = NVML_CALL(nv, device_get_temperature, d, NVML_ABI_TEMPERATURE_GPU, &t);
+		if (judge(c, g, R_TEMP, NVML_FN_device_get_temperature, r))
+			put(u, F_TEMP, t);
+	}
+	if (atomic_load(&g->lost))
+		return;
+	/* HBM temperature exists only as a field value. */
+	if (nv->device_get_field_values && allowed(g, R_MEM_TEMP, now)) {
+		struct nvml_field_value fv;
+		memset(&fv, 0, sizeof fv);
+		fv.field_id = NVML_ABI_FI_DEV_MEMORY_TEMP;
+		r = NVML_CALL(nv, device_get_field_values, d, 1, &fv);
+		if (r == NVML_ABI_SUCCESS)
+			r = fv.nvml_return;
+		if (judge(c, g, R_MEM_TEMP, NVML_FN_device_get_field_values, r))
+			put(u, F_MEM_TEMP, fv.value_type == NVML_ABI_VALUE_TYPE_DOUBLE ? fv.value.d
+										: (double)fv.value.ui);
+	}
+	if (nv->device_get_performance_state && allowed(g, R_PSTATE, now)) {
+		int ps;
+		r = NVML_CALL(nv, device_get_performance_state, d, &ps);
+		if (judge(c, g, R_PSTATE, NVML_FN_device_get_performance_state, r) && ps >= 0 && ps <= 15)
+			put(u, F_PSTATE, ps);
+	}
+	if (nv->device_get_current_clocks_event_reasons && allowed(g, R_REASONS, now)) {
+		unsigned long long bits;
+		r = NVML_CALL(nv, device_get_current_clocks_event_reasons, d, &bits);
+		if (judge(c, g, R_REASONS, NVML_FN_device_get_current_clocks_event_reasons, r))
+			put(u, F_CLOCK_REASONS, (double)bits);
+	}
+	if (atomic_load(&g->lost))
+		return;
+	read_processes(c, g, u, now);
+	if (atomic_load(&g->lost))
+		return;
+	read_gpm(c, g, u, now);
+}
+
+static void read_slow(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
+{
+	struct nvml_lib *nv = c->nv;
+	nvml_device_t d = g->dev;
+	nvml_return_t r;
+	unsigned v;
+
+	if (nv->device_get_enforced_power_limit && allowed(g, R_POWER_LIMIT, now)) {
+		r = NVML_CALL(nv, device_get_enforced_power_limit, d, &v);
+		if (judge(c, g, R_POWER_LIMIT, NVML_FN_device_get_enforced_power_limit, r))
+			put(u, F_POWER_LIMIT, v * 1e-3);
+	}
+	if (atomic_load(&g->lost))
+		return;
+	/* The energy counter costs ~3 ms of CPU a call on the H200 (the
+	 * driver busy-waits), so it lives in the slow tier (DESIGN.md). */
+	if (nv->device_get_total_energy_consumption && allowed(g, R_ENERGY, now)) {
+		unsigned long long mj;
+		r = NVML_CALL(nv, device_get_total_energy_consumption, d, &mj);
+		if (judge(c, g, R_ENERGY, NVML_FN_device_get_total_energy_consumption, r))
+			put(u, F_ENERGY, (double)mj * 1e-3);
+	}
+	if (atomic_load(&g->lost))
+		return;
+	if (nv->device_get_ecc_mode && allowed(g, R_ECC_MODE, now)) {
+		int cur, pending;
+		r = NVML_CALL(nv, device_get_ecc_mode, d, &cur, &pending);
+		if (judge(c, g, R_ECC_MODE, NVML_FN_device_get_ecc_mode, r))
+			put(u, F_ECC_MODE, cur == NVML_ABI_FEATURE_ENABLED);
+	}
+	/* ECC totals, remapped rows and the replay counter in one call. */
+	static const struct { unsigned id; enum field_id f; enum read_kind k; } batch[] = {
+		{NVML_ABI_FI_DEV_ECC_SBE_VOL_TOTAL, F_ECC_SBE_VOL, R_ECC},
+		{NVML_ABI_FI_DEV_ECC_DBE_VOL_TOTAL, F_ECC_DBE_VOL, R_ECC},
+		{NVML_ABI_FI_DEV_ECC_SBE_AGG_TOTAL, F_ECC_SBE_AGG, R_ECC},
+		{NVML_ABI_FI_DEV_ECC_DBE_AGG_TOTAL, F_ECC_DBE_AGG, R_ECC},
+		{NVML_ABI_FI_DEV_REMAPPED_COR, F_REMAP_COR, R_REMAP},
+		{NVML_ABI_FI_DEV_REMAPPED_UNC, F_REMAP_UNC, R_REMAP},
+		{NVML_ABI_FI_DEV_REMAPPED_PENDING, F_REMAP_PENDING, R_REMAP},
+		{NVML_ABI_FI_DEV_REMAPPED_FAILURE, F_REMAP_FAILED, R_REMAP},
+		{NVML_ABI_FI_DEV_PCIE_REPLAY_COUNTER, F_PCIE_REPLAY, R_REPLAY},
+	};
+	enum { NB = sizeof batch / sizeof batch[0] };
+	bool batched = false;
+	if (nv->device_get_field_values) {
+		struct nvml_field_value fv[NB];
+		memset(fv, 0, sizeof fv);
+		for (int i = 0; i < NB; i++)
+			fv[i].field_id = batch[i].id;
+		r = NVML_CALL(nv, device_get_field_values, d, NB, fv);
+		if (r == NVML_ABI_SUCCESS) {
+			batched = true;
+			for (int i = 0; i < NB; i++) {
+				if (fv[i].nvml_return != NVML_ABI_SUCCESS)
+					continue;
+				double x;
+				switch (fv[i].value_type) {
+				case NVML_ABI_VALUE_TYPE_DOUBLE: x = fv[i].value.d; break;
+				case NVML_ABI_VALUE_TYPE_UNSIGNED_INT: x = fv[i].value.ui; break;
+				case NVML_ABI_VALUE_TYPE_UNSIGNED_LONG: x = (double)fv[i].value.ul; break;
+				case NVML_ABI_VALUE_TYPE_SIGNED_LONG_LONG: x = (double)fv[i].value.sll; break;
+				case NVML_ABI_VALUE_TYPE_SIGNED_INT: x = fv[i].value.si; break;
+				case NVML_ABI_VALUE_TYPE_UNSIGNED_SHORT: x = fv[i].value.us; break;
+				default: x = (double)fv[i].value.ull; break;
+				}
+				put(u, batch[i].f, x);
+			}
+		} else if (r == NVML_ABI_ERROR_GPU_IS_LOST) {
+			atomic_store(&g->lost, true);
+			return;
+		}
+	}
+	if (!batched) {
+		if (nv->device_get_total_ecc_errors && allowed(g, R_ECC, now)) {
+			static const struct { int type, counter; enum field_id f; } ecc[] = {
+				{NVML_ABI_MEMORY_ERROR_TYPE_CORRECTED, NVML_ABI_VOLATILE_ECC, F_ECC_SBE_VOL},
+				{NVML_ABI_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_ABI_VOLATILE_ECC, F_ECC_DBE_VOL},
+				{NVML_ABI_MEMORY_ERROR_TYPE_CORRECTED, NVML_ABI_AGGREGATE_ECC, F_ECC_SBE_AGG},
+				{NVML_ABI_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_ABI_AGGREGATE_ECC, F_ECC_DBE_AGG},
+			};
+			for (int i = 0; i < 4; i++) {
+				unsigned long long n;
+				r = NVML_CALL(nv, device_get_total_ecc_errors, d, ecc[i].type, ecc[i].counter, &n);
+				if (!judge(c, g, R_ECC, NVML_FN_device_get_total_ecc_errors, r))
+					break;
+				put(u, ecc[i].f, (double)n);
+			}
+		}
+		if (nv->device_get_remapped_rows && allowed(g, R_REMAP, now)) {
+			unsigned cor, unc, pend, fail;
+			r = NVML_CALL(nv, device_get_remapped_rows, d, &cor, &unc, &pend, &fail);
+			if (judge(c, g, R_REMAP, NVML_FN_device_get_remapped_rows, r)) {
+				put(u, F_REMAP_COR, cor);
+				put(u, F_REMAP_UNC, unc);
+				put(u, F_REMAP_PENDING, pend);
+				put(u, F_REMAP_FAILED, fail);
+			}
+		}
+		if (nv->device_get_pcie_replay_counter && allowed(g, R_REPLAY, now)) {
+			r = NVML_CALL(nv, device_get_pcie_replay_counter, d, &v);
+			if (judge(c, g, R_REPLAY, NVML_FN_device_get_pcie_replay_counter, r))
+				put(u, F_PCIE_REPLAY, v);
+		}
+	}
+	if (atomic_load(&g->lost))
+		return;
+	if (nv->device_get_curr_pcie_link_generation && allowed(g, R_LINK_GEN, now)) {
+		r = NVML_CALL(nv, device_get_curr_pcie_link_generation, d, &v);
+		if (judge(c, g, R_LINK_GEN, NVML_FN_device_get_curr_pcie_link_generation, r))
+			put(u, F_PCIE_GEN, v);
+	}
+	if (nv->device_get_curr_pcie_link_width && allowed(g, R_LINK_WIDTH, now)) {
+		r = NVML_CALL(nv, device_get_curr_pcie_link_width, d, &v);
+		if (judge(c, g, R_LINK_WIDTH, NVML_FN_device_get_curr_pcie_link_width, r))
+			put(u, F_PCIE_WIDTH, v);
+	}
+}
+
+typedef void read_tier_fn(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now);
+static read_tier_fn *const tier_reader[TIER_COUNT] = {read_fast, read_normal, read_slow};
+
+/* Read one tier of one GPU and publish it. */
+static void sweep_gpu(struct collector *c, struct gpu_ctx *g, enum tier t, int64_t now,
+		      struct gpu_update *u)
+{
+	u->gpu = g->slot;
+	u->tier = t;
+	u->wall_ns = clock_wall_ns();
+	u->mask = fields_of_tier(t);
+	u->valid = 0;
+	u->has_procs = false;
+	u->nprocs = 0;
+	u->procs_dropped = 0;
+	tier_reader[t](c, g, u, now);
+	if (atomic_load(&g->lost)) {
+		bus_set_health(c->bus, g->slot, GPU_HEALTH_LOST,
+			       "NVML reports the GPU is lost (GPU_IS_LOST)");
+		log_error("GPU %d (%s) is lost; will look for it again every %.0f s", g->index,
+			  g->id.uuid, (double)c->cfg.rediscover_ns / NS_PER_SEC);
+		g->gpm_primed = false;
+		return;
+	}
+	bus_publish(c->bus, u);
+	if (atomic_exchange(&g->stalled, false)) {
+		bus_set_health(c->bus, g->slot, GPU_HEALTH_UP, "");
+		log_info("GPU %d answers again", g->index);
+	}
+}
+
+/* ---- lanes ----------------------------------------------------------- */
+
+static void *lane_main(void *arg)
+{
+	struct lane *l = arg;
+	struct collector *c = l->c;
+	nvml_current_watch = &l->watch;
+	struct gpu_update *u = malloc(sizeof *u);
+	if (!u) {
+		log_error("collector lane %d: out of memory", l->id);
+		atomic_store(&l->done, true);
+		return NULL;
+	}
+	pthread_mutex_lock(&c->lock);
+	while (!atomic_load(&c->stopping)) {
+		/* Sleep until the earliest due tier of any GPU this lane owns. */
+		int64_t now = clock_mono_ns();
+		int64_t wake = now + c->period_ns[TIER_FAST];
+		for (int i = 0; i < c->ngpu; i++) {
+			struct gpu_ctx *g = c->gpu[i];
+			if (g->lane != l->id || atomic_load(&g->lost))
+				continue;
+			for (int t = 0; t < TIER_COUNT; t++)
+				if (g->next_due[t] < wake)
+					wake = g->next_due[t];
+		}
+		if (wake > now) {
+			struct timespec ts = {.tv_sec = wake / NS_PER_SEC, .tv_nsec = wake % NS_PER_SEC};
+			pthread_cond_timedwait(&c->wake, &c->lock, &ts);
+			continue;
+		}
+		for (int t = 0; t < TIER_COUNT; t++) {
+			bool swept = false;
+			for (int i = 0; i < c->ngpu && !atomic_load(&c->stopping); i++) {
+				struct gpu_ctx *g = c->gpu[i];
+				now = clock_mono_ns();
+				if (g->lane != l->id || atomic_load(&g->lost) || g->next_due[t] > now)
+					continue;
+				/* Schedules stay on their grid; a late lane skips
+				 * missed slots rather than bursting to catch up. */
+				g->next_due[t] += c->period_ns[t];
+				if (g->next_due[t] <= now)
+					g->next_due[t] = now + c->period_ns[t];
+				atomic_store(&l->current_gpu, i);
+				pthread_mutex_unlock(&c->lock);
+				sweep_gpu(c, g, (enum tier)t, now, u);
+				pthread_mutex_lock(&c->lock);
+				atomic_store(&l->current_gpu, -1);
+				swept = true;
+			}
+			if (swept)
+				atomic_fetch_add(&c->sweeps[t], 1);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(u);
+	atomic_store(&l->done, true);
+	return NULL;
+}
+
+/* Start a lane owning every GPU whose lane is `from` (or all when -1),
+ * except `keep`. Called with c->lock held. */
+static int lane_spawn(struct collector *c, int from, int keep)
+{
+	if (c->nlanes >= LANES_MAX)
+		return GPULSE_ELIMIT;
+	struct lane *l = calloc(1, sizeof *l);
+	if (!l)
+		return GPULSE_ENOMEM;
+	l->c = c;
+	l->id = c->nlanes;
+	atomic_init(&l->current_gpu, -1);
+	for (int i = 0; i < c->ngpu; i++)
+		if ((from < 0 || c->gpu[i]->lane == from) && i != keep)
+			c->gpu[i]->lane = l->id;
+	if (pthread_create(&l->thread, NULL, lane_main, l) != 0) {
+		free(l);
+		return GPULSE_ENOMEM;
+	}
+	c->lanes[c->nlanes++] = l;
+	atomic_fetch_add(&c->lanes_started, 1);
+	return GPULSE_OK;
+}
+
+/* ---- watchdog, discovery, events ------------------------------------- */
+
+static void *watchdog_main(void *arg)
+{
+	struct collector *c = arg;
+	while (!atomic_load(&c->stopping)) {
+		clock_sleep_until(clock_mono_ns() + WATCHDOG_PERIOD_NS);
+		int64_t now = clock_mono_ns();
+		pthread_mutex_lock(&c->lock);
+		for (int i = 0; i < c->nlanes; i++) {
+			struct lane *l = c->lanes[i];
+			int64_t start = atomic_load(&l->watch.start_ns);
+			int gi = atomic_load(&l->current_gpu);
+			if (!start || gi < 0 || now - start < c->cfg.call_deadline_ns)
+				continue;
+			struct gpu_ctx *g = c->gpu[gi];
+			if (atomic_load(&g->stalled))
+				continue;
+			atomic_store(&g->stalled, true);
+			atomic_fetch_add(&c->stalls, 1);
+			char why[96];
+			snprintf(why, sizeof why, "%s has not returned for %.1f s",
+				 nvml_fn_name((enum nvml_fn)atomic_load(&l->watch.fn)),
+				 (double)(now - start) / NS_PER_SEC);
+			bus_set_health(c->bus, g->slot, GPU_HEALTH_STALE, why);
+			log_error("GPU %d: %s; marking it stale, the other GPUs go on", g->index, why);
+			/* Leave the stuck lane alone with this GPU; the others
+			 * move to a fresh lane. */
+			if (!atomic_load(&l->orphan)) {
+				bool others = false;
+				for (int k = 0; k < c->ngpu; k++)
+					if (k != gi && c->gpu[k]->lane == l->id)
+						others = true;
+				atomic_store(&l->orphan, true);
+				if (others && lane_spawn(c, l->id, gi) != GPULSE_OK)
+					log_error("cannot start a new collector lane");
+			}
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	return NULL;
+}
+
+/* Register one GPU for XID and ECC events. */
+static void events_register(struct collector *c, struct gpu_ctx *g)
+{
+	struct nvml_lib *nv = c->nv;
+	if (!c->event_set || !nv->device_register_events)
+		return;
+	unsigned long long want = NVML_ABI_EVENT_TYPE_XID_CRITICAL_ERROR |
+				  NVML_ABI_EVENT_TYPE_SINGLE_BIT_ECC_ERROR |
+				  NVML_ABI_EVENT_TYPE_DOUBLE_BIT_ECC_ERROR;
+	unsigned long long supported = want;
+	if (nv->device_get_supported_event_types &&
+	    NVML_CALL(nv, device_get_supported_event_types, g->dev, &supported) == NVML_ABI_SUCCESS)
+		want &= supported;
+	if (!want)
+		return;
+	nvml_return_t r = NVML_CALL(nv, device_register_events, g->dev, want, c->event_set);
+	if (r != NVML_ABI_SUCCESS)
+		log_warn("GPU %d: cannot register for XID/ECC events: %s", g->index,
+			 nvml_lib_strerror(nv, r));
+}
+
+static void *events_main(void *arg)
+{
+	struct collector *c = arg;
+	struct nvml_lib *nv = c->nv;
+	struct complaint cpl = {0};
+	while (!atomic_load(&c->stopping)) {
+		struct nvml_event_data ev;
+		memset(&ev, 0, sizeof ev);
+		nvml_return_t r = NVML_CALL(nv, event_set_wait, c->event_set, &ev, EVENT_WAIT_MS);
+		if (r == NVML_ABI_ERROR_TIMEOUT)
+			continue;
+		if (r != NVML_ABI_SUCCESS) {
+			atomic_fetch_add(&c->event_errors, 1);
+			complain(&cpl, "waiting for NVML events failed: %s", nvml_lib_strerror(nv, r));
+			clock_sleep_until(clock_mono_ns() + EVENT_WAIT_MS * NS_PER_MS);
+			continue;
+		}
+		atomic_fetch_add(&c->events_seen, 1);
+		int slot = -1, index = -1;
+		pthread_mutex_lock(&c->lock);
+		for (int i = 0; i < c->ngpu; i++) {
+			if (c->gpu[i]->dev == ev.device) {
+				slot = c->gpu[i]->slot;
+				index = c->gpu[i]->index;
+			}
+		}
+		pthread_mutex_unlock(&c->lock);
+		if (slot < 0)
+			continue;
+		if (ev.event_type & NVML_ABI_EVENT_TYPE_XID_CRITICAL_ERROR) {
+			bus_note_xid(c->bus, slot, (uint32_t)ev.event_data, clock_wall_ns());
+			log_warn("GPU %d: XID %llu", index, ev.event_data);
+		}
+		if (ev.event_type & NVML_ABI_EVENT_TYPE_SINGLE_BIT_ECC_ERROR)
+			bus_note_ecc_event(c->bus, slot, false);
+		if (ev.event_type & NVML_ABI_EVENT_TYPE_DOUBLE_BIT_ECC_ERROR) {
+			bus_note_ecc_event(c->bus, slot, true);
+			log_error("GPU %d: uncorrectable (double-bit) ECC error", index);
+		}
+	}
+	return NULL;
+}
+
+void collector_read_identity(struct nvml_lib *nv, nvml_device_t dev, int index,
+			     struct gpu_identity *id)
+{
+	memset(id, 0, sizeof *id);
+	id->index = index;
+	id->mig_mode = -1;
+	snprintf(id->source, sizeof id->source, "nvml");
+	if (nv->device_get_uuid)
+		NVML_CALL(nv, device_get_uuid, dev, id->uuid, sizeof id->uuid);
+	if (nv->device_get_name)
+		NVML_CALL(nv, device_get_name, dev, id->name, sizeof id->name);
+	if (nv->device_get_serial)
+		if (NVML_CALL(nv, device_get_serial, dev, id->serial, sizeof id->serial) != NVML_ABI_SUCCESS)
+			id->serial[0] = '\0';
+	if (nv->device_get_pci_info) {
+		struct nvml_pci_info pci;
+		memset(&pci, 0, sizeof pci);
+		if (NVML_CALL(nv, device_get_pci_info, dev, &pci) == NVML_ABI_SUCCESS)
+			snprintf(id->pci_bus_id, sizeof id->pci_bus_id, "%s", pci.bus_id);
+	}
+	if (nv->system_get_driver_version)
+		NVML_CALL(nv, system_get_driver_version, id->driver_version, sizeof id->driver_version);
+	if (nv->system_get_nvml_version)
+		NVML_CALL(nv, system_get_nvml_version, id->nvml_version, sizeof id->nvml_version);
+	int cuda = 0;
+	if (nv->system_get_cuda_driver_version &&
+	    NVML_CALL(nv, system_get_cuda_driver_version, &cuda) == NVML_ABI_SUCCESS && cuda > 0)
+		snprintf(id->cuda_version, sizeof id->cuda_version, "%d.%d", cuda / 1000, (cuda % 1000) / 10);
+	unsigned arch;
+	static const char *const arch_names[] = {
+		[NVML_ABI_DEVICE_ARCH_KEPLER] = "kepler", [NVML_ABI_DEVICE_ARCH_MAXWELL] = "maxwell",
+		[NVML_ABI_DEVICE_ARCH_PASCAL] = "pascal", [NVML_ABI_DEVICE_ARCH_VOLTA] = "volta",
+		[NVML_ABI_DEVICE_ARCH_TURING] = "turing", [NVML_ABI_DEVICE_ARCH_AMPERE] = "ampere",
+		[NVML_ABI_DEVICE_ARCH_ADA] = "ada", [NVML_ABI_DEVICE_ARCH_HOPPER] = "hopper",
+		[10] = "blackwell",
+	};
+	if (nv->device_get_architecture &&
+	    NVML_CALL(nv, device_get_architecture, dev, &arch) == NVML_ABI_SUCCESS)
+		snprintf(id->architecture, sizeof id->architecture, "%s",
+			 arch < sizeof arch_names / sizeof arch_names[0] && arch_names[arch]
+				 ? arch_names[arch] : "unknown");
+	if (nv->device_get_cuda_compute_capability)
+		NVML_CALL(nv, device_get_cuda_compute_capability, dev, &id->cc_major, &id->cc_minor);
+	unsigned cur, pend;
+	if (nv->device_get_mig_mode &&
+	    NVML_CALL(nv, device_get_mig_mode, dev, &cur, &pend) == NVML_ABI_SUCCESS)
+		id->mig_mode = cur == NVML_ABI_FEATURE_ENABLED;
+	unsigned v;
+	if (nv->device_get_max_clock_info) {
+		if (NVML_CALL(nv, device_get_max_clock_info, dev, NVML_ABI_CLOCK_SM, &v) == NVML_ABI_SUCCESS)
+			id->max_sm_clock_hz = v * 1e6;
+		if (NVML_CALL(nv, device_get_max_clock_info, dev, NVML_ABI_CLOCK_MEM, &v) == NVML_ABI_SUCCESS)
+			id->max_mem_clock_hz = v * 1e6;
+	}
+	if (nv->device_get_max_pcie_link_generation &&
+	    NVML_CALL(nv, device_get_max_pcie_link_generation, dev, &v) == NVML_ABI_SUCCESS)
+		id->pcie_max_gen = v;
+	if (nv->device_get_max_pcie_link_width &&
+	    NVML_CALL(nv, device_get_max_pcie_link_width, dev, &v) == NVML_ABI_SUCCESS)
+		id->pcie_max_width = v;
+	if (nv->device_get_memory_bus_width &&
+	    NVML_CALL(nv, device_get_memory_bus_width, dev, &v) == NVML_ABI_SUCCESS)
+		id->memory_bus_width_bits = v;
+	if (nv->device_get_num_gpu_cores &&
+	    NVML_CALL(nv, device_get_num_gpu_cores, dev, &v) == NVML_ABI_SUCCESS)
+		id->cuda_cores = v;
+	if (nv->gpm_query_device_support && nv->gpm_sample_get && nv->gpm_metrics_get &&
+	    nv->gpm_sample_alloc && nv->gpm_sample_free) {
+		struct nvml_gpm_support s = {.version = NVML_ABI_GPM_SUPPORT_VERSION};
+		if (NVML_CALL(nv, gpm_query_device_support, dev, &s) == NVML_ABI_SUCCESS)
+			id->gpm_supported = s.is_supported_device != 0;
+	}
+	if (!id->uuid[0])
+		snprintf(id->uuid, sizeof id->uuid, "index-%d", index);
+}
+
+/* Attach a newly found device. Called with c->lock held. */
+static struct gpu_ctx *gpu_add(struct collector *c, nvml_device_t dev, int index)
+{
+	if (c->ngpu >= GPU_MAX) {
+		log_warn("GPU %d ignored: gpulse watches at most %d GPUs", index, GPU_MAX);
+		return NULL;
+	}
+	struct gpu_ctx *g = calloc(1, sizeof *g);
+	if (!g)
+		return NULL;
+	g->dev = dev;
+	g->index = index;
+	collector_read_identity(c->nv, dev, index, &g->id);
+	if (bus_attach_gpu(c->bus, &g->id, &g->slot) != GPULSE_OK) {
+		free(g);
+		return NULL;
+	}
+	if (c->cfg.gpm && g->id.gpm_supported) {
+		if (NVML_CALL(c->nv, gpm_sample_alloc, &g->gpm_prev) == NVML_ABI_SUCCESS &&
+		    NVML_CALL(c->nv, gpm_sample_alloc, &g->gpm_cur) == NVML_ABI_SUCCESS)
+			g->gpm = true;
+	}
+	int64_t now = clock_mono_ns();
+	for (int t = 0; t < TIER_COUNT; t++)
+		g->next_due[t] = now;
+	g->lane = 0;
+	c->gpu[c->ngpu++] = g;
+	log_info("GPU %d: %s %s %s%s", index, g->id.name, g->id.uuid, g->id.pci_bus_id,
+		 g->gpm ? ", GPM metrics on" : ", no GPM");
+	return g;
+}
+
+/* Look for lost GPUs coming back and for GPUs that were not there. */
+static void rediscover(struct collector *c)
+{
+	struct nvml_lib *nv = c->nv;
+	unsigned count = 0;
+	if (NVML_CALL(nv, device_get_count, &count) != NVML_ABI_SUCCESS)
+		return;
+	for (unsigned i = 0; i < count && !atomic_load(&c->stopping); i++) {
+		nvml_device_t dev;
+		if (NVML_CALL(nv, device_get_handle_by_index, i, &dev) != NVML_ABI_SUCCESS)
+			continue;
+		char uuid[96] = "";
+		if (!nv->device_get_uuid ||
+		    NVML_CALL(nv, device_get_uuid, dev, uuid, sizeof uuid) != NVML_ABI_SUCCESS)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		struct gpu_ctx *known = NULL;
+		for (int k = 0; k < c->ngpu; k++)
+			if (strcmp(c->gpu[k]->id.uuid, uuid) == 0)
+				known = c->gpu[k];
+		if (!known) {
+			struct gpu_ctx *g = gpu_add(c, dev, (int)i);
+			if (g) {
+				/* New GPUs join the first lane that is not stuck. */
+				for (int l = c->nlanes - 1; l >= 0; l--)
+					if (!atomic_load(&c->lanes[l]->orphan))
+						g->lane = c->lanes[l]->id;
+				events_register(c, g);
+			}
+			pthread_cond_broadcast(&c->wake);
+			pthread_mutex_unlock(&c->lock);
+			continue;
+		}
+		bool was_lost = atomic_load(&known->lost);
+		pthread_mutex_unlock(&c->lock);
+		if (!was_lost)
+			continue;
+		/* A cheap call proves the GPU answers before it rejoins. */
+		unsigned mw;
+		nvml_return_t r = nv->device_get_power_usage
+					  ? NVML_CALL(nv, device_get_power_usage, dev, &mw)
+					  : NVML_ABI_SUCCESS;
+		if (r == NVML_ABI_ERROR_GPU_IS_LOST)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		known->dev = dev;
+		known->index = (int)i;
+		known->gpm_primed = false;
+		int64_t now = clock_mono_ns();
+		for (int t = 0; t < TIER_COUNT; t++)
+			known->next_due[t] = now;
+		atomic_store(&known->lost, false);
+		events_register(c, known);
+		pthread_cond_broadcast(&c->wake);
+		pthread_mutex_unlock(&c->lock);
+		bus_set_health(c->bus, known->slot, GPU_HEALTH_UP, "");
+		atomic_fetch_add(&c->rediscoveries, 1);
+		log_info("GPU %d (%s) is back", (int)i, known->id.uuid);
+	}
+}
+
+static void *discovery_main(void *arg)
+{
+	struct collector *c = arg;
+	nvml_current_watch = &c->discovery_watch;
+	while (!atomic_load(&c->stopping)) {
+		int64_t until = clock_mono_ns() + c->cfg.rediscover_ns;
+		while (!atomic_load(&c->stopping) && clock_mono_ns() < until)
+			clock_sleep_until(clock_mono_ns() + 100 * NS_PER_MS);
+		if (!atomic_load(&c->stopping))
+			rediscover(c);
+	}
+	return NULL;
+}
+
+/* ---- start and stop -------------------------------------------------- */
+
+int collector_start(struct collector **out, struct bus *bus,
+		    const struct collector_config *cfg, char *err, size_t errlen)
+{
+	*out = NULL;
+	struct nvml_lib *nv = NULL;
+	int rc = nvml_lib_open(&nv, cfg->nvml_path, err, errlen);
+	if (rc)
+		return rc;
+	struct collector *c = calloc(1, sizeof *c);
+	if (!c) {
+		nvml_lib_close(nv);
+		snprintf(err, errlen, "out of memory");
+		return GPULSE_ENOMEM;
+	}
+	c->cfg = *cfg;
+	c->bus = bus;
+	c->nv = nv;
+	memcpy(c->period_ns, cfg->period_ns, sizeof c->period_ns);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	for (int t = 0; t < TIER_COUNT; t++)
+		bus_set_stale_after(bus, (enum tier)t, 3 * cfg->period_ns[t] + cfg->call_deadline_ns);
+
+	unsigned count = 0;
+	nvml_return_t r = NVML_CALL(nv, device_get_count, &count);
+	if (r != NVML_ABI_SUCCESS) {
+		snprintf(err, errlen, "nvmlDeviceGetCount failed: %s", nvml_lib_strerror(nv, r));
+		rc = GPULSE_EVENDOR;
+		goto fail;
+	}
+	if (cfg->events && nv->event_set_create && nv->event_set_wait &&
+	    NVML_CALL(nv, event_set_create, &c->event_set) != NVML_ABI_SUCCESS)
+		c->event_set = NULL;
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < count; i++) {
+		nvml_device_t dev;
+		r = NVML_CALL(nv, device_get_handle_by_index, i, &dev);
+		if (r != NVML_ABI_SUCCESS) {
+			log_warn("GPU %u: cannot open: %s; will retry", i, nvml_lib_strerror(nv, r));
+			continue;
+		}
+		struct gpu_ctx *g = gpu_add(c, dev, (int)i);
+		if (g)
+			events_register(c, g);
+	}
+	if (count == 0)
+		log_warn("NVML found no GPUs; will look again every %.0f s",
+			 (double)cfg->rediscover_ns / NS_PER_SEC);
+	rc = lane_spawn(c, -1, -1);
+	pthread_mutex_unlock(&c->lock);
+	if (rc) {
+		snprintf(err, errlen, "cannot start the collector thread");
+		goto fail;
+	}
+	pthread_create(&c->watchdog, NULL, watchdog_main, c);
+	c->have_discovery = pthread_create(&c->discovery, NULL, discovery_main, c) == 0;
+	if (c->event_set)
+		c->have_events = pthread_create(&c->events, NULL, events_main, c) == 0;
+	*out = c;
+	return GPULSE_OK;
+fail:
+	nvml_lib_close(nv);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->wake);
+	free(c);
+	return rc;
+}
+
+/* Join a thread, but give up after `ms`: a thread stuck inside NVML is
+ * left behind rather than hanging shutdown. true when joined. */
+static bool join_within(pthread_t t, int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	if (pthread_timedjoin_np(t, NULL, &ts) == 0)
+		return true;
+	pthread_detach(t);
+	return false;
+}
+
+void collector_stop(struct collector *c)
+{
+	if (!c)
+		return;
+	atomic_store(&c->stopping, true);
+	pthread_mutex_lock(&c->lock);
+	pthread_cond_broadcast(&c->wake);
+	pthread_mutex_unlock(&c->lock);
+	bool clean = true;
+	join_within(c->watchdog, 2000);
+	if (c->have_discovery)
+		clean &= join_within(c->discovery, 3000);
+	if (c->have_events)
+		clean &= join_within(c->events, 3000);
+	for (int i = 0; i < c->nlanes; i++) {
+		struct lane *l = c->lanes[i];
+		bool joined = join_within(l->thread, 3000);
+		clean &= joined;
+		if (joined)
+			free(l);
+	}
+	if (!clean) {
+		/* A thread is still inside NVML: shutting NVML down or freeing
+		 * what it uses would crash it. Leak, and say so. */
+		log_warn("an NVML call is still stuck; leaving NVML open at exit");
+		return;
+	}
+	for (int i = 0; i < c->ngpu; i++) {
+		struct gpu_ctx *g = c->gpu[i];
+		if (g->gpm) {
+			NVML_CALL(c->nv, gpm_sample_free, g->gpm_prev);
+			NVML_CALL(c->nv, gpm_sample_free, g->gpm_cur);
+		}
+		free(g);
+	}
+	if (c->event_set && c->nv->event_set_free)
+		NVML_CALL(c->nv, event_set_free, c->event_set);
+	nvml_lib_close(c->nv);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->wake);
+	free(c);
+}
+
+struct nvml_lib *collector_nvml(struct collector *c)
+{
+	return c->nv;
+}
+
+void collector_get_stats(struct collector *c, struct collector_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	out->lanes_started = atomic_load(&c->lanes_started);
+	out->stalls = atomic_load(&c->stalls);
+	out->events = atomic_load(&c->events_seen);
+	out->event_errors = atomic_load(&c->event_errors);
+	out->rediscoveries = atomic_load(&c->rediscoveries);
+	for (int t = 0; t < TIER_COUNT; t++)
+		out->sweeps[t] = atomic_load(&c->sweeps[t]);
+	pthread_mutex_lock(&c->lock);
+	for (int i = 0; i < c->nlanes; i++)
+		out->lanes_alive += !atomic_load(&c->lanes[i]->done);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void collector_set_periods(struct collector *c, const int64_t period_ns[TIER_COUNT])
+{
+	pthread_mutex_lock(&c->lock);
+	memcpy(c->period_ns, period_ns, sizeof c->period_ns);
+	int64_t now = clock_mono_ns();
+	for (int i = 0; i < c->ngpu; i++)
+		for (int t = 0; t < TIER_COUNT; t++)
+			if (c->gpu[i]->next_due[t] > now + period_ns[t])
+				c->gpu[i]->next_due[t] = now + period_ns[t];
+	for (int t = 0; t < TIER_COUNT; t++)
+		bus_set_stale_after(c->bus, (enum tier)t, 3 * period_ns[t] + c->cfg.call_deadline_ns);
+	pthread_cond_broadcast(&c->wake);
+	pthread_mutex_unlock(&c->lock);
+}

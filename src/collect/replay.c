@@ -1,0 +1,251 @@
+/* Replay of a recording as live GPUs; see replay.h. */
+#include "replay.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "recording.h"
+#include "status.h"
+
+struct replay {
+	struct bus *bus;
+	struct recording *rec;
+	struct replay_config cfg;
+	char path[4096];
+	size_t *order;          /* row indices in time order across GPUs */
+	int slot[GPU_MAX];      /* bus slot of each recorded gpu index */
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	bool stopping;
+	atomic_uint_fast64_t rows, loops;
+};
+
+/* Trim spaces and a unit suffix: " 700.00 W" -> "700.00". */
+static void cell_trim(char *s)
+{
+	char *p = s;
+	while (*p == ' ')
+		p++;
+	memmove(s, p, strlen(p) + 1);
+	size_t n = strlen(s);
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+		s[--n] = '\0';
+}
+
+/* Facts of the recorded card from a "PREFIX-device.csv" beside the
+ * recording (nvidia-smi --query-gpu=name,driver_version,... format), so a
+ * replay shows the model it was recorded on. Missing file: generic. */
+static void replay_identity_from_device_csv(const char *rec_path, struct gpu_identity *id)
+{
+	char dir_buf[4096], base_buf[4096], path[8192];
+	snprintf(dir_buf, sizeof dir_buf, "%s", rec_path);
+	snprintf(base_buf, sizeof base_buf, "%s", rec_path);
+	const char *dir = dirname(dir_buf);
+	char *base = basename(base_buf);
+	char *dash = strchr(base, '-');
+	if (dash)
+		*dash = '\0';
+	snprintf(path, sizeof path, "%s/%s-device.csv", dir, base);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	char head[1024], row[1024];
+	if (fgets(head, sizeof head, f) && fgets(row, sizeof row, f)) {
+		char *hs = NULL, *rs = NULL;
+		char *h = strtok_r(head, ",", &hs);
+		char *v = strtok_r(row, ",", &rs);
+		while (h && v) {
+			cell_trim(h);
+			cell_trim(v);
+			double num = strtod(v, NULL);
+			if (strcmp(h, "name") == 0)
+				snprintf(id->name, sizeof id->name, "%s", v);
+			else if (strcmp(h, "driver_version") == 0)
+				snprintf(id->driver_version, sizeof id->driver_version, "%s", v);
+			else if (strncmp(h, "pcie.link.gen.max", 17) == 0)
+				id->pcie_max_gen = (unsigned)num;
+			else if (strncmp(h, "pcie.link.width.max", 19) == 0)
+				id->pcie_max_width = (unsigned)num;
+			else if (strncmp(h, "clocks.max.sm", 13) == 0)
+				id->max_sm_clock_hz = num * 1e6;
+			else if (strncmp(h, "clocks.max.memory", 17) == 0)
+				id->max_mem_clock_hz = num * 1e6;
+			h = strtok_r(NULL, ",", &hs);
+			v = strtok_r(NULL, ",", &rs);
+		}
+	}
+	fclose(f);
+}
+
+static int cmp_row_time(const void *a, const void *b, void *arg)
+{
+	const struct recording *rec = arg;
+	double ta = rec->rows[*(const size_t *)a].t_s, tb = rec->rows[*(const size_t *)b].t_s;
+	if (ta != tb)
+		return ta < tb ? -1 : 1;
+	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+}
+
+/* Wait until monotonic `deadline` or stop; true if stopping. */
+static bool replay_wait(struct replay *r, int64_t deadline)
+{
+	struct timespec ts = {.tv_sec = deadline / NS_PER_SEC, .tv_nsec = deadline % NS_PER_SEC};
+	pthread_mutex_lock(&r->lock);
+	while (!r->stopping && clock_mono_ns() < deadline)
+		if (pthread_cond_timedwait(&r->wake, &r->lock, &ts) == ETIMEDOUT)
+			break;
+	bool stop = r->stopping;
+	pthread_mutex_unlock(&r->lock);
+	return stop;
+}
+
+static void *replay_main(void *arg)
+{
+	struct replay *r = arg;
+	struct recording *rec = r->rec;
+	struct gpu_update *u = calloc(1, sizeof *u);
+	if (!u) {
+		log_error("replay: out of memory");
+		return NULL;
+	}
+	double t0 = rec->rows[r->order[0]].t_s;
+	double span = rec->rows[r->order[rec->nrows - 1]].t_s - t0;
+	/* One gap of the median-ish sample period between loops. */
+	double gap = rec->nrows > 1 ? span / (double)(rec->nrows - 1) : 0.1;
+	int64_t start = clock_mono_ns();
+	for (;;) {
+		for (size_t i = 0; i < rec->nrows; i++) {
+			const struct rec_row *row = &rec->rows[r->order[i]];
+			int64_t due = start + (int64_t)((row->t_s - t0) / r->cfg.speed * 1e9);
+			if (replay_wait(r, due))
+				goto out;
+			u->gpu = r->slot[row->gpu];
+			u->tier = TIER_FAST;
+			u->wall_ns = clock_wall_ns();
+			u->mask = rec->columns;
+			u->valid = row->valid;
+			memcpy(u->v, row->v, sizeof u->v);
+			u->has_procs = false;
+			bus_publish(r->bus, u);
+			atomic_fetch_add(&r->rows, 1);
+		}
+		if (!r->cfg.loop)
+			break;
+		atomic_fetch_add(&r->loops, 1);
+		start += (int64_t)((span + gap) / r->cfg.speed * 1e9);
+	}
+out:
+	free(u);
+	return NULL;
+}
+
+int replay_start(struct replay **out, struct bus *bus, const struct replay_config *cfg,
+		 char *err, size_t errlen)
+{
+	*out = NULL;
+	if (!(cfg->speed > 0)) {
+		snprintf(err, errlen, "replay speed must be above 0");
+		return GPULSE_EINVAL;
+	}
+	struct recording *rec = NULL;
+	int rc = recording_load(cfg->path, &rec, err, errlen);
+	if (rc)
+		return rc;
+	if (rec->nrows == 0) {
+		snprintf(err, errlen, "%s: the recording has no rows", cfg->path);
+		recording_free(rec);
+		return GPULSE_EPARSE;
+	}
+	struct replay *r = calloc(1, sizeof *r);
+	size_t *order = calloc(rec->nrows, sizeof *order);
+	if (!r || !order) {
+		free(r);
+		free(order);
+		recording_free(rec);
+		snprintf(err, errlen, "out of memory");
+		return GPULSE_ENOMEM;
+	}
+	for (size_t i = 0; i < rec->nrows; i++)
+		order[i] = i;
+	qsort_r(order, rec->nrows, sizeof *order, cmp_row_time, rec);
+	r->bus = bus;
+	r->rec = rec;
+	r->cfg = *cfg;
+	r->order = order;
+	snprintf(r->path, sizeof r->path, "%s", cfg->path);
+	r->cfg.path = r->path;
+
+	struct gpu_identity base;
+	memset(&base, 0, sizeof base);
+	snprintf(base.name, sizeof base.name, "recorded GPU");
+	replay_identity_from_device_csv(cfg->path, &base);
+	char fname[4096];
+	snprintf(fname, sizeof fname, "%s", cfg->path);
+	const char *bn = basename(fname);
+	for (int g = 0; g < rec->ngpus; g++) {
+		struct gpu_identity id = base;
+		id.index = g;
+		id.mig_mode = -1;
+		id.gpm_supported = (rec->columns & FIELD_BIT(F_GPM_SM)) != 0;
+		snprintf(id.source, sizeof id.source, "replay");
+		snprintf(id.uuid, sizeof id.uuid, "REPLAY-%.60s-%d", bn, g);
+		rc = bus_attach_gpu(bus, &id, &r->slot[g]);
+		if (rc) {
+			snprintf(err, errlen, "%s: too many GPUs in the recording", cfg->path);
+			goto fail;
+		}
+	}
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&r->thread, NULL, replay_main, r) != 0) {
+		snprintf(err, errlen, "cannot start the replay thread");
+		rc = GPULSE_ENOMEM;
+		pthread_mutex_destroy(&r->lock);
+		pthread_cond_destroy(&r->wake);
+		goto fail;
+	}
+	log_info("replaying %s: %zu rows, %d GPU(s), %.1f s at speed %g%s", cfg->path, rec->nrows,
+		 rec->ngpus, rec->rows[order[rec->nrows - 1]].t_s - rec->rows[order[0]].t_s,
+		 cfg->speed, cfg->loop ? ", looping" : "");
+	*out = r;
+	return GPULSE_OK;
+fail:
+	recording_free(rec);
+	free(order);
+	free(r);
+	return rc;
+}
+
+void replay_stop(struct replay *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stopping = true;
+	pthread_cond_broadcast(&r->wake);
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->thread, NULL);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->wake);
+	recording_free(r->rec);
+	free(r->order);
+	free(r);
+}
+
+void replay_progress(struct replay *r, uint64_t *rows, uint64_t *loops)
+{
+	*rows = atomic_load(&r->rows);
+	*loops = atomic_load(&r->loops);
+}

@@ -1,0 +1,337 @@
+/* gpulsed's glue; see daemon.h. Signals are blocked in every thread and
+ * taken by the main thread with sigtimedwait, so handlers never run in
+ * the middle of a collector or HTTP thread. */
+#include "daemon.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bus.h"
+#include "clock.h"
+#include "collector.h"
+#include "http_server.h"
+#include "log.h"
+#include "prom.h"
+#include "replay.h"
+#include "selfstats.h"
+#include "status.h"
+#include "status_json.h"
+
+#define NVML_RETRY_NS (30LL * NS_PER_SEC)
+#define BUNDLED_RECORDING "recordings/h200-phases-10hz.csv"
+
+struct daemon {
+	const struct daemon_options *opt;
+	struct gpulse_config cfg;
+	struct bus *bus;
+	pthread_rwlock_t source_lock;    /* guards col and rep against swaps */
+	struct collector *col;
+	struct replay *rep;
+	struct self_stats self;
+	struct http_server *http;
+	char token[CONFIG_TOKEN_MAX];
+	int64_t next_nvml_try;
+};
+
+static int apply_overrides(const struct daemon_overrides *ov, struct gpulse_config *c,
+			   char *err, size_t errlen)
+{
+	if (ov->listen)
+		snprintf(c->listen, sizeof c->listen, "%s", ov->listen);
+	if (ov->replay_file)
+		snprintf(c->replay.file, sizeof c->replay.file, "%s", ov->replay_file);
+	if (ov->replay_speed >= 0)
+		c->replay.speed = ov->replay_speed;
+	if (ov->nvml_library)
+		snprintf(c->nvml_library, sizeof c->nvml_library, "%s", ov->nvml_library);
+	if (ov->log_level && log_level_parse(ov->log_level, &c->log_level) != 0) {
+		snprintf(err, errlen, "--log-level: \"%s\" is not one of error, warn, info, debug",
+			 ov->log_level);
+		return GPULSE_EINVAL;
+	}
+	return GPULSE_OK;
+}
+
+int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *out,
+		       char *err, size_t errlen)
+{
+	struct gpulse_config c;
+	config_defaults(&c);
+	int rc;
+	if (opt->config_path && (rc = config_load_file(&c, opt->config_path, err, errlen)) != 0)
+		return rc;
+	if ((rc = apply_overrides(&opt->ov, &c, err, errlen)) != 0)
+		return rc;
+	if ((rc = config_validate(&c, opt->config_path ? opt->config_path : "gpulsed", err, errlen)) != 0)
+		return rc;
+	*out = c;
+	return GPULSE_OK;
+}
+
+const char *daemon_bundled_recording(void)
+{
+	static char path[4096];
+	const char *dirs[] = {getenv("GPULSE_DATA_DIR"), GPULSE_SOURCE_DATADIR, GPULSE_INSTALL_DATADIR};
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		if (!dirs[i] || !*dirs[i])
+			continue;
+		snprintf(path, sizeof path, "%s/%s", dirs[i], BUNDLED_RECORDING);
+		if (access(path, R_OK) == 0)
+			return path;
+	}
+	return NULL;
+}
+
+/* ---- HTTP handlers: render what the bus holds ------------------------ */
+
+static int handle_metrics(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct daemon *d = ctx;
+	int64_t t0 = clock_mono_ns();
+	atomic_fetch_add(&d->self.http_requests_total, 1);
+	bool om = prom_wants_openmetrics(http_request_header(req, "Accept"));
+	pthread_rwlock_rdlock(&d->source_lock);
+	struct collector_stats cs;
+	bool have_cs = d->col != NULL;
+	if (have_cs)
+		collector_get_stats(d->col, &cs);
+	int rc = prom_render(&resp->body, d->bus, d->col ? collector_nvml(d->col) : NULL,
+			     have_cs ? &cs : NULL, &d->self, om);
+	pthread_rwlock_unlock(&d->source_lock);
+	resp->content_type = om ? PROM_CONTENT_TYPE_OPENMETRICS : PROM_CONTENT_TYPE_TEXT;
+	atomic_fetch_add(&d->self.scrapes_total, 1);
+	atomic_store(&d->self.last_scrape_ns, (uint64_t)(clock_mono_ns() - t0));
+	return rc;
+}
+
+static int handle_gpus(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct daemon *d = ctx;
+	(void)req;
+	atomic_fetch_add(&d->self.http_requests_total, 1);
+	resp->content_type = "application/json";
+	return status_json_render(&resp->body, d->bus, &d->self);
+}
+
+static int handle_health(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct daemon *d = ctx;
+	(void)req;
+	atomic_fetch_add(&d->self.http_requests_total, 1);
+	return buf_puts(&resp->body, "ok\n");
+}
+
+static int handle_index(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct daemon *d = ctx;
+	if (strcmp(req->path, "/") != 0) {
+		resp->status = 404;
+		return buf_puts(&resp->body, "not found\n");
+	}
+	atomic_fetch_add(&d->self.http_requests_total, 1);
+	resp->content_type = "text/html; charset=utf-8";
+	return buf_printf(&resp->body,
+			  "<!doctype html><html><head><title>gpulse</title></head><body>"
+			  "<h1>gpulsed %s</h1><p>Source: %s</p><ul>"
+			  "<li><a href=\"/metrics\">/metrics</a> (Prometheus)</li>"
+			  "<li><a href=\"/api/v1/gpus\">/api/v1/gpus</a> (JSON, what "
+			  "<code>gpulse status</code> shows)</li>"
+			  "<li><a href=\"/healthz\">/healthz</a></li></ul></body></html>\n",
+			  GPULSE_VERSION,
+			  d->self.mode == MODE_NVML ? "NVML" :
+			  d->self.mode == MODE_REPLAY ? "REPLAY of a recording" : "none (no NVIDIA driver)");
+}
+
+/* ---- sources ---------------------------------------------------------- */
+
+static int start_replay(struct daemon *d, const char *path, char *err, size_t errlen)
+{
+	struct replay_config rc = {.path = path, .speed = d->cfg.replay.speed, .loop = d->cfg.replay.loop};
+	int r = replay_start(&d->rep, d->bus, &rc, err, errlen);
+	if (r)
+		return r;
+	d->self.mode = MODE_REPLAY;
+	d->self.replay_speed = d->cfg.replay.speed;
+	snprintf(d->self.mode_detail, sizeof d->self.mode_detail, "%s", path);
+	return GPULSE_OK;
+}
+
+/* Try NVML. On success the daemon switches to MODE_NVML. */
+static int try_nvml(struct daemon *d, char *err, size_t errlen)
+{
+	struct collector_config cc;
+	config_to_collector(&d->cfg, &cc);
+	struct collector *col = NULL;
+	int rc = collector_start(&col, d->bus, &cc, err, errlen);
+	if (rc)
+		return rc;
+	pthread_rwlock_wrlock(&d->source_lock);
+	d->col = col;
+	d->self.mode = MODE_NVML;
+	snprintf(d->self.mode_detail, sizeof d->self.mode_detail, "%s",
+		 collector_nvml(col)->path);
+	pthread_rwlock_unlock(&d->source_lock);
+	log_info("watching %d GPU(s) through NVML", bus_gpu_count(d->bus));
+	return GPULSE_OK;
+}
+
+static int start_source(struct daemon *d)
+{
+	char err[512];
+	if (d->cfg.replay.file[0]) {
+		if (start_replay(d, d->cfg.replay.file, err, sizeof err)) {
+			log_error("%s", err);
+			return 2;
+		}
+		log_warn("REPLAY: serving %s as live GPUs (not real hardware)", d->cfg.replay.file);
+		return 0;
+	}
+	int rc = try_nvml(d, err, sizeof err);
+	if (rc == GPULSE_OK)
+		return 0;
+	const char *bundled = d->opt->demo ? daemon_bundled_recording() : NULL;
+	if (bundled) {
+		char why[600];
+		snprintf(why, sizeof why, "%s", err);
+		if (start_replay(d, bundled, err, sizeof err) == GPULSE_OK) {
+			log_warn("no usable NVIDIA driver (%s): REPLAYING the bundled real H200 "
+				 "recording %s, labelled source=\"replay\"", why, bundled);
+			return 0;
+		}
+		log_error("%s", err);
+	}
+	d->self.mode = MODE_NONE;
+	snprintf(d->self.mode_detail, sizeof d->self.mode_detail, "%s", err);
+	log_warn("no usable NVIDIA driver (%s); serving self-metrics only, trying again every %.0f s",
+		 err, (double)NVML_RETRY_NS / NS_PER_SEC);
+	d->next_nvml_try = clock_mono_ns() + NVML_RETRY_NS;
+	return 0;
+}
+
+/* ---- reload ------------------------------------------------------------ */
+
+static void reload(struct daemon *d)
+{
+	char err[512];
+	struct gpulse_config nc;
+	d->self.last_reload_wall_ns = clock_wall_ns();
+	if (daemon_load_config(d->opt, &nc, err, sizeof err) != 0) {
+		atomic_fetch_add(&d->self.reloads_failed_total, 1);
+		atomic_store(&d->self.last_reload_ok, 0);
+		log_error("reload refused, the running configuration stays: %s", err);
+		return;
+	}
+	if (strcmp(nc.listen, d->cfg.listen) || strcmp(nc.nvml_library, d->cfg.nvml_library) ||
+	    strcmp(nc.replay.file, d->cfg.replay.file) || nc.replay.speed != d->cfg.replay.speed ||
+	    nc.sampling.per_process_utilization != d->cfg.sampling.per_process_utilization ||
+	    nc.sampling.gpm != d->cfg.sampling.gpm || nc.sampling.events != d->cfg.sampling.events ||
+	    memcmp(&nc.http, &d->cfg.http, sizeof nc.http) != 0)
+		log_warn("reload: listen, nvml_library, replay, http and the sampling switches "
+			 "take effect at the next restart");
+	log_set_level(nc.log_level);
+	int64_t periods[TIER_COUNT] = {nc.sampling.fast_ns, nc.sampling.normal_ns, nc.sampling.slow_ns};
+	pthread_rwlock_rdlock(&d->source_lock);
+	if (d->col)
+		collector_set_periods(d->col, periods);
+	pthread_rwlock_unlock(&d->source_lock);
+	d->cfg.sampling.fast_ns = nc.sampling.fast_ns;
+	d->cfg.sampling.normal_ns = nc.sampling.normal_ns;
+	d->cfg.sampling.slow_ns = nc.sampling.slow_ns;
+	d->cfg.log_level = nc.log_level;
+	atomic_fetch_add(&d->self.reloads_ok_total, 1);
+	atomic_store(&d->self.last_reload_ok, 1);
+	log_info("configuration reloaded");
+}
+
+/* ---- run ----------------------------------------------------------------- */
+
+int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg)
+{
+	int status = 1;
+	struct daemon *d = calloc(1, sizeof *d);
+	if (!d) {
+		log_error("out of memory");
+		return 1;
+	}
+	d->opt = opt;
+	d->cfg = *cfg;
+	d->self.start_wall_ns = clock_wall_ns();
+	d->self.replay_speed = 0;
+	atomic_store(&d->self.last_reload_ok, 1);
+	pthread_rwlock_init(&d->source_lock, NULL);
+	log_set_level(cfg->log_level);
+
+	/* Block the signals we take before any thread starts, so every
+	 * thread inherits the mask. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (bus_create(&d->bus) != GPULSE_OK) {
+		log_error("out of memory");
+		goto out;
+	}
+	char err[512];
+	struct http_config hc;
+	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token) != 0) {
+		log_error("%s: cannot read the auth token file %s", opt->config_path ? opt->config_path : "gpulsed",
+			  d->cfg.http.auth_token_file);
+		status = 2;
+		goto out;
+	}
+	if (http_server_start(&d->http, &hc, err, sizeof err) != 0) {
+		log_error("%s", err);
+		status = 2;
+		goto out;
+	}
+	http_route(d->http, "/metrics", handle_metrics, d);
+	http_route(d->http, "/api/v1/gpus", handle_gpus, d);
+	http_route(d->http, "/healthz", handle_health, d);
+	http_route(d->http, "/", handle_index, d);
+
+	int src = start_source(d);
+	if (src) {
+		status = src;
+		goto out;
+	}
+	/* Tests and scripts read the bound port from this line (listen
+	 * may say port 0). */
+	log_info("serving http%s://%s port %d (gpulsed %s)", hc.tls_cert_file ? "s" : "",
+		 d->cfg.listen, http_server_port(d->http), GPULSE_VERSION);
+
+	for (;;) {
+		struct timespec tick = {.tv_sec = 1, .tv_nsec = 0};
+		int sig = sigtimedwait(&set, NULL, &tick);
+		if (sig == SIGTERM || sig == SIGINT) {
+			log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+			break;
+		}
+		if (sig == SIGHUP) {
+			reload(d);
+			continue;
+		}
+		if (d->self.mode == MODE_NONE && clock_mono_ns() >= d->next_nvml_try) {
+			if (try_nvml(d, err, sizeof err) != GPULSE_OK)
+				d->next_nvml_try = clock_mono_ns() + NVML_RETRY_NS;
+		}
+	}
+	status = 0;
+out:
+	http_server_stop(d->http);
+	replay_stop(d->rep);
+	collector_stop(d->col);
+	bus_destroy(d->bus);
+	pthread_rwlock_destroy(&d->source_lock);
+	free(d);
+	return status;
+}

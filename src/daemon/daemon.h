@@ -1,0 +1,37 @@
+/* gpulsed's glue: picks the source (NVML, a replay, or none yet), wires
+ * the bus to the HTTP endpoints, and handles reload and shutdown. */
+#ifndef GPULSE_DAEMON_H
+#define GPULSE_DAEMON_H
+
+#include <stdbool.h>
+
+#include "config.h"
+
+/* Command-line overrides, applied over the config file at start and again
+ * at every reload. NULL / negative means "not given". */
+struct daemon_overrides {
+	const char *listen;
+	const char *replay_file;
+	double replay_speed;         /* < 0: not given */
+	const char *nvml_library;
+	const char *log_level;
+};
+
+struct daemon_options {
+	const char *config_path;     /* NULL: built-in defaults only */
+	struct daemon_overrides ov;
+	bool demo;                   /* no driver: replay the bundled recording */
+};
+
+/* Load the configuration (file, then overrides), validate it. 0, or
+ * GPULSE_EPARSE / GPULSE_EINVAL / GPULSE_EIO with one line in err. */
+int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *out,
+		       char *err, size_t errlen);
+
+/* Path of the bundled H200 recording, or NULL when it cannot be found. */
+const char *daemon_bundled_recording(void);
+
+/* Run until SIGTERM or SIGINT. Returns the process exit status. */
+int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg);
+
+#endif

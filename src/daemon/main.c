@@ -1,0 +1,97 @@
+/* gpulsed: the gpulse node daemon. Flags override the config file; a bad
+ * flag or file exits with status 2 and a message naming the problem. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "log.h"
+#include "status.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: gpulsed [options]\n"
+		"  Watch every NVIDIA GPU through NVML and serve Prometheus metrics.\n"
+		"  -c, --config FILE        YAML configuration (default: built-in defaults)\n"
+		"  -l, --listen ADDR:PORT   HTTP address (default 127.0.0.1:9401)\n"
+		"      --replay FILE.csv    serve a recording as live GPUs instead of NVML\n"
+		"      --replay-speed X     replay X times faster than recorded (default 1)\n"
+		"      --nvml-library PATH  NVML to load (default libnvidia-ml.so.1)\n"
+		"      --demo               with no NVIDIA driver, replay the bundled H200 recording\n"
+		"      --log-level LEVEL    error, warn, info (default) or debug\n"
+		"      --print-config       print the effective configuration and exit\n"
+		"  -V, --version            print the version and exit\n"
+		"  -h, --help               this text\n"
+		"Signals: SIGHUP reloads the config file, SIGTERM and SIGINT stop.\n");
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_REPLAY = 256, OPT_SPEED, OPT_NVML, OPT_LOG, OPT_PRINT, OPT_DEMO };
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"listen", required_argument, NULL, 'l'},
+		{"replay", required_argument, NULL, OPT_REPLAY},
+		{"replay-speed", required_argument, NULL, OPT_SPEED},
+		{"nvml-library", required_argument, NULL, OPT_NVML},
+		{"log-level", required_argument, NULL, OPT_LOG},
+		{"print-config", no_argument, NULL, OPT_PRINT},
+		{"demo", no_argument, NULL, OPT_DEMO},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct daemon_options opt;
+	memset(&opt, 0, sizeof opt);
+	opt.ov.replay_speed = -1;
+	bool print = false;
+	log_set_ident("gpulsed");
+	int c;
+	while ((c = getopt_long(argc, argv, "c:l:Vh", opts, NULL)) != -1) {
+		char *end;
+		switch (c) {
+		case 'c': opt.config_path = optarg; break;
+		case 'l': opt.ov.listen = optarg; break;
+		case OPT_REPLAY: opt.ov.replay_file = optarg; break;
+		case OPT_SPEED:
+			opt.ov.replay_speed = strtod(optarg, &end);
+			if (*end || !(opt.ov.replay_speed > 0 && opt.ov.replay_speed <= 1000)) {
+				fprintf(stderr, "gpulsed: --replay-speed: \"%s\" is not a number in (0, 1000]\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case OPT_NVML: opt.ov.nvml_library = optarg; break;
+		case OPT_LOG: opt.ov.log_level = optarg; break;
+		case OPT_PRINT: print = true; break;
+		case OPT_DEMO: opt.demo = true; break;
+		case 'V': printf("gpulsed %s\n", GPULSE_VERSION); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "gpulsed: unexpected argument \"%s\"\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	struct gpulse_config cfg;
+	char err[512];
+	if (daemon_load_config(&opt, &cfg, err, sizeof err) != 0) {
+		fprintf(stderr, "gpulsed: %s\n", err);
+		return 2;
+	}
+	if (print) {
+		struct buf b;
+		buf_init(&b, 1 << 20);
+		int rc = config_dump(&cfg, &b);
+		if (rc == 0)
+			fputs(b.data ? b.data : "", stdout);
+		buf_free(&b);
+		return rc ? 1 : 0;
+	}
+	return daemon_run(&opt, &cfg);
+}

@@ -1,0 +1,67 @@
+# Shared helpers for integration tests: start gpulsed on a free loopback
+# port, wait until it serves, fetch, and clean up on exit. Sourced.
+set -euo pipefail
+
+: "${GPULSED:?}" "${GPULSE:?}" "${GPULSE_TEST_DATA:?}"
+REC="$GPULSE_TEST_DATA/recordings/h200-phases-10hz.csv"
+WORK=$(mktemp -d /tmp/gpulse-it.XXXXXX)
+PIDS=()
+
+cleanup() {
+	for p in "${PIDS[@]:-}"; do
+		[ -n "$p" ] && kill -9 "$p" 2>/dev/null || true
+	done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	for f in "$WORK"/*.log; do
+		[ -f "$f" ] && { echo "--- $f" >&2; tail -n 30 "$f" >&2; }
+	done
+	exit 1
+}
+
+# start_daemon NAME ARGS... : starts gpulsed on 127.0.0.1:0 with ARGS;
+# sets PORT and DAEMON_PID; its stderr goes to $WORK/NAME.log.
+start_daemon() {
+	local name=$1
+	shift
+	"$GPULSED" --listen 127.0.0.1:0 "$@" 2>"$WORK/$name.log" &
+	DAEMON_PID=$!
+	PIDS+=("$DAEMON_PID")
+	PORT=""
+	for _ in $(seq 1 100); do
+		PORT=$(sed -n 's/.*serving http[s]*:\/\/.* port \([0-9]*\) .*/\1/p' "$WORK/$name.log" | head -n1)
+		[ -n "$PORT" ] && break
+		kill -0 "$DAEMON_PID" 2>/dev/null || fail "gpulsed exited early: $(cat "$WORK/$name.log")"
+		sleep 0.1
+	done
+	[ -n "$PORT" ] || fail "gpulsed did not start serving"
+	URL="http://127.0.0.1:$PORT"
+}
+
+fetch() { curl -sf --max-time 5 "$URL$1"; }
+
+# metric NAME LABELMATCH : prints the value of the first sample of NAME
+# whose label set contains LABELMATCH (e.g. 'gpu="0"'), or nothing.
+metric() {
+	fetch /metrics | awk -v n="$1" -v m="${2:-}" '
+		$0 !~ /^#/ { split($0, a, " "); name=a[1]; sub(/\{.*/, "", name);
+		  if (name == n && (m == "" || index($0, m) > 0)) { print $NF; exit } }'
+}
+
+# wait_for CMD... : retry a shell condition for up to 15 s.
+wait_for() {
+	for _ in $(seq 1 150); do
+		if eval "$*"; then return 0; fi
+		sleep 0.1
+	done
+	return 1
+}
+
+# approx A B [REL] : true when |A-B| <= REL*max(|A|,|B|,1e-12)
+approx() {
+	python3 -c 'import sys; a,b,r=float(sys.argv[1]),float(sys.argv[2]),float(sys.argv[3]); sys.exit(0 if abs(a-b) <= r*max(abs(a),abs(b),1e-12) else 1)' "$1" "$2" "${3:-1e-9}"
+}

@@ -1,0 +1,45 @@
+# Configuration: bad files and flags exit 2 naming the problem; SIGHUP
+# reloads, a bad reload keeps the running config and is counted; SIGTERM
+# stops cleanly with status 0.
+source "$(dirname "$0")/lib.sh"
+
+expect_exit2() { # DESCRIPTION PATTERN ARGS...
+	local what=$1 pat=$2
+	shift 2
+	set +e
+	"$GPULSED" "$@" >"$WORK/out.txt" 2>&1
+	local rc=$?
+	set -e
+	[ "$rc" = 2 ] || fail "$what: exit $rc, want 2"
+	grep -q -- "$pat" "$WORK/out.txt" || fail "$what: message lacks '$pat': $(cat "$WORK/out.txt")"
+}
+
+printf 'listen: "127.0.0.1:0"\nsampling:\n  fast: 10x\n' >"$WORK/bad.yml"
+expect_exit2 "bad duration" "bad.yml:3:" --config "$WORK/bad.yml"
+printf 'lisen: "127.0.0.1:0"\n' >"$WORK/typo.yml"
+expect_exit2 "unknown key" "typo.yml:1:1" --config "$WORK/typo.yml"
+expect_exit2 "missing file" "nothere.yml" --config "$WORK/nothere.yml"
+expect_exit2 "bad flag" "unrecognized" --no-such-flag
+expect_exit2 "bad speed" "replay-speed" --replay-speed fast
+expect_exit2 "remote without TLS" "0.0.0.0" --listen 0.0.0.0:9999
+
+"$GPULSED" --print-config | grep -q 'listen: "127.0.0.1:9401"' || fail "--print-config lacks the default listen"
+
+printf 'log_level: info\nreplay:\n  file: "%s"\n  speed: 10\n' "$REC" >"$WORK/good.yml"
+start_daemon sig --config "$WORK/good.yml"
+kill -HUP "$DAEMON_PID"
+wait_for '[ "$(metric gpulse_config_reloads_total result=\"success\")" = 1 ]' || fail "good reload not counted"
+cp "$WORK/good.yml" "$WORK/keep.yml"
+printf 'sampling: [\n' >"$WORK/good.yml"
+kill -HUP "$DAEMON_PID"
+wait_for '[ "$(metric gpulse_config_reloads_total result=\"failure\")" = 1 ]' || fail "bad reload not counted"
+[ "$(metric gpulse_config_last_reload_successful)" = 0 ] || fail "last reload should read failed"
+grep -q 'reload refused' "$WORK/sig.log" || fail "bad reload not logged"
+fetch /healthz >/dev/null || fail "daemon died on a bad reload"
+kill -TERM "$DAEMON_PID"
+set +e
+wait "$DAEMON_PID"
+rc=$?
+set -e
+[ "$rc" = 0 ] || fail "SIGTERM exit status $rc"
+echo PASS
