@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Build gpulse here (Release) and gather what the GPU machine needs into
+# .device/: the programs, the fake-free build, and the shared libraries
+# they link that the GPU machine's image lacks (libmicrohttpd, libyaml,
+# ...; glibc and the NVIDIA driver stay theirs). Then run there:
+#   scripts/gpu-check.sh     (with .device carried)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-device -j "$(nproc)" --target gpulsed gpulse bench_nvml_costs >/dev/null
+rm -rf .device && mkdir -p .device/lib
+cp build-device/gpulsed build-device/gpulse build-device/bench/bench_nvml_costs .device/
+for bin in .device/gpulsed .device/gpulse; do
+	ldd "$bin" | awk '/=> \//{print $3}' | while read -r lib; do
+		case "$(basename "$lib")" in
+		libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libnvidia*) ;;
+		*) cp -Ln "$lib" .device/lib/ ;;
+		esac
+	done
+done
+du -sh .device
