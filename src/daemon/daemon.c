@@ -207,7 +207,12 @@ static int start_source(struct daemon *d)
 		log_error("%s", err);
 	}
 	d->self.mode = MODE_NONE;
-	snprintf(d->self.mode_detail, sizeof d->self.mode_detail, "%s", err);
+	/* The detail is a label value: a long reason is cut, on purpose. */
+	size_t n = strlen(err);
+	if (n >= sizeof d->self.mode_detail)
+		n = sizeof d->self.mode_detail - 1;
+	memcpy(d->self.mode_detail, err, n);
+	d->self.mode_detail[n] = '\0';
 	log_warn("no usable NVIDIA driver (%s); serving self-metrics only, trying again every %.0f s",
 		 err, (double)NVML_RETRY_NS / NS_PER_SEC);
 	d->next_nvml_try = clock_mono_ns() + NVML_RETRY_NS;

@@ -44,12 +44,20 @@ start_daemon() {
 
 fetch() { curl -sf --max-time 5 "$URL$1"; }
 
-# metric NAME LABELMATCH : prints the value of the first sample of NAME
-# whose label set contains LABELMATCH (e.g. 'gpu="0"'), or nothing.
+# metric NAME [MATCH...] : prints the value of the first sample of NAME
+# whose line contains every MATCH (e.g. 'gpu="0"' 'tier="fast"'), or
+# nothing. The exposition is fetched whole first: awk leaving early must
+# not break the pipe under pipefail.
 metric() {
-	fetch /metrics | awk -v n="$1" -v m="${2:-}" '
+	local name=$1 body
+	shift
+	body=$(fetch /metrics) || return 0
+	awk -v n="$name" -v m="$(printf '%s\034' "$@")" '
+		BEGIN { k = split(m, want, "\034") }
 		$0 !~ /^#/ { split($0, a, " "); name=a[1]; sub(/\{.*/, "", name);
-		  if (name == n && (m == "" || index($0, m) > 0)) { print $NF; exit } }'
+		  if (name != n) next
+		  for (i = 1; i <= k; i++) if (want[i] != "" && index($0, want[i]) == 0) next
+		  print $NF; exit }' <<<"$body"
 }
 
 # wait_for CMD... : retry a shell condition for up to 15 s.

@@ -13,7 +13,7 @@ sampling:
   normal: 200ms
   slow: 1s
   call_deadline: 500ms
-  rediscover: 500ms
+  rediscover: 1s
 YML
 
 export GPULSE_FAKE_NVML_RECORDING="$REC" GPULSE_FAKE_NVML_GPUS=3 GPULSE_FAKE_NVML_SPEED=1
@@ -27,9 +27,9 @@ grep -q 'nvmlDeviceGetPowerUsage has not returned' "$WORK/faults.log" || fail "n
 [ "$(metric gpulse_collector_stalls_total)" -ge 1 ] || fail "stall not counted"
 # GPU 1's fast-tier fields are dropped once they are late.
 wait_for '[ -z "$(metric gpulse_gpu_utilization_ratio gpu=\"1\")" ]' || fail "stale GPU 1 still exports values"
-s0=$(metric gpulse_samples_total 'gpu="0",tier="fast"')
+s0=$(metric gpulse_samples_total 'gpu="0"' 'tier="fast"')
 sleep 1
-s1=$(metric gpulse_samples_total 'gpu="0",tier="fast"')
+s1=$(metric gpulse_samples_total 'gpu="0"' 'tier="fast"')
 [ "$s1" -gt "$s0" ] || fail "GPU 0 stopped sampling while GPU 1 hangs ($s0 -> $s1)"
 [ "$(metric gpulse_gpu_up 'gpu="0"')" = 1 ] || fail "GPU 0 not up"
 

@@ -1,0 +1,401 @@
+/* HTTP client for the CLI; see client.h. libcurl does the transport; this
+ * file adds the bounds (time, size), the token, and messages that say
+ * what to do next. */
+#include "client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "commands.h"
+#include "status.h"
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc = CURLE_OK;
+static atomic_bool curl_ready;
+
+/* libcurl is started on first use, so commands that never reach the
+ * daemon (record, help) never load TLS libraries. */
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+	atomic_store(&curl_ready, curl_init_rc == CURLE_OK);
+}
+
+void client_global_cleanup(void)
+{
+	if (atomic_exchange(&curl_ready, false))
+		curl_global_cleanup();
+}
+
+const char *client_base_url(const struct client_opts *o)
+{
+	if (o && o->url && o->url[0])
+		return o->url;
+	const char *env = getenv("GPULSE_URL");
+	return env && env[0] ? env : CLIENT_DEFAULT_URL;
+}
+
+static const char *token_file_of(const struct client_opts *o)
+{
+	if (o && o->token_file && o->token_file[0])
+		return o->token_file;
+	const char *env = getenv("GPULSE_TOKEN_FILE");
+	return env && env[0] ? env : NULL;
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* base + path with the base's trailing slashes dropped. */
+static int build_url(const char *base, const char *path, char *out, size_t outlen,
+		     char *err, size_t errlen)
+{
+	if (strncasecmp(base, "http://", 7) != 0 && strncasecmp(base, "https://", 8) != 0) {
+		set_err(err, errlen, "bad gpulsed URL \"%.200s\": it must start with http:// or https://",
+			base);
+		return GPULSE_EINVAL;
+	}
+	for (const char *p = base; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+			set_err(err, errlen, "bad gpulsed URL: it holds a space or control character");
+			return GPULSE_EINVAL;
+		}
+	size_t n = strlen(base);
+	while (n > 0 && base[n - 1] == '/')
+		n--;
+	int w = snprintf(out, outlen, "%.*s%s", (int)n, base, path);
+	if (w < 0 || (size_t)w >= outlen) {
+		set_err(err, errlen, "bad gpulsed URL: longer than %zu bytes", outlen - 1);
+		return GPULSE_EINVAL;
+	}
+	return 0;
+}
+
+static int read_token(const char *path, char *tok, size_t toklen, char *err, size_t errlen)
+{
+	int rc = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		set_err(err, errlen, "cannot read token file %s: %s", path, strerror(errno));
+		return GPULSE_EIO;
+	}
+	size_t len = 0;
+	for (;;) {
+		ssize_t n = read(fd, tok + len, toklen - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			set_err(err, errlen, "cannot read token file %s: %s", path, strerror(errno));
+			rc = GPULSE_EIO;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len == toklen - 1) {
+			set_err(err, errlen, "token file %s is larger than %zu bytes", path, toklen - 2);
+			rc = GPULSE_EIO;
+			goto out;
+		}
+	}
+	while (len > 0 && (tok[len - 1] == '\n' || tok[len - 1] == '\r' || tok[len - 1] == ' ' ||
+			   tok[len - 1] == '\t'))
+		len--;
+	tok[len] = '\0';
+	if (len == 0) {
+		set_err(err, errlen, "token file %s is empty", path);
+		rc = GPULSE_EIO;
+		goto out;
+	}
+	/* It goes into a header verbatim: no line breaks smuggled in. */
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)tok[i] <= ' ' || tok[i] == 0x7f) {
+			set_err(err, errlen, "token file %s holds a space or control character", path);
+			rc = GPULSE_EIO;
+			goto out;
+		}
+out:
+	close(fd);
+	return rc;
+}
+
+struct sink {
+	struct buf *body;
+	bool too_big;
+};
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ctx)
+{
+	struct sink *s = ctx;
+	size_t n = size * nmemb;
+	if (buf_append(s->body, ptr, n) != 0) {
+		s->too_big = s->body->len + n > s->body->max || n > s->body->max;
+		return 0; /* makes curl stop with CURLE_WRITE_ERROR */
+	}
+	return n;
+}
+
+int client_get(const struct client_opts *o, const char *path, struct buf *body,
+	       long *http_status, char *err, size_t errlen)
+{
+	int rc = 0;
+	CURL *curl = NULL;
+	struct curl_slist *headers = NULL;
+	char url[CLIENT_URL_MAX + 256];
+	char token[CLIENT_TOKEN_MAX + 2];
+	char auth[CLIENT_TOKEN_MAX + 32];
+	char curl_err[CURL_ERROR_SIZE] = "";
+	const char *base = client_base_url(o);
+	long timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : CLIENT_TIMEOUT_MS;
+	token[0] = auth[0] = '\0';
+
+	if ((rc = build_url(base, path, url, sizeof url, err, errlen)))
+		return rc;
+	const char *token_file = token_file_of(o);
+	if (token_file && (rc = read_token(token_file, token, sizeof token, err, errlen)))
+		goto out;
+
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK || !(curl = curl_easy_init())) {
+		set_err(err, errlen, "cannot start libcurl: %s", curl_easy_strerror(curl_init_rc));
+		rc = GPULSE_EIO;
+		goto out;
+	}
+	if (token[0]) {
+		snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+		struct curl_slist *h = curl_slist_append(NULL, auth);
+		if (!h) {
+			rc = GPULSE_ENOMEM;
+			set_err(err, errlen, "out of memory");
+			goto out;
+		}
+		headers = h;
+		curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+	}
+
+	struct sink sink = {.body = body};
+	curl_easy_setopt(curl, CURLOPT_URL, url);
+	curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_err);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
+	curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)body->max);
+	curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
+	curl_easy_setopt(curl, CURLOPT_USERAGENT, "gpulse/" GPULSE_VERSION);
+	/* The token must never follow a redirect elsewhere, nor leave over
+	 * another protocol. */
+	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+	curl_easy_setopt(curl, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	const char *ca = getenv("GPULSE_CA_FILE");
+	if (ca && ca[0])
+		curl_easy_setopt(curl, CURLOPT_CAINFO, ca);
+
+	CURLcode cc = curl_easy_perform(curl);
+	if (cc != CURLE_OK) {
+		long os_errno = 0;
+		curl_easy_getinfo(curl, CURLINFO_OS_ERRNO, &os_errno);
+		const char *why = os_errno ? strerror((int)os_errno)
+					   : curl_err[0] ? curl_err : curl_easy_strerror(cc);
+		switch (cc) {
+		case CURLE_COULDNT_CONNECT:
+			set_err(err, errlen,
+				"cannot reach gpulsed at %s: %s (is it running? start it with 'make run')",
+				base, why);
+			rc = GPULSE_EIO;
+			break;
+		case CURLE_COULDNT_RESOLVE_HOST:
+			set_err(err, errlen, "cannot reach gpulsed at %s: unknown host (%s)", base,
+				curl_err[0] ? curl_err : curl_easy_strerror(cc));
+			rc = GPULSE_EIO;
+			break;
+		case CURLE_OPERATION_TIMEDOUT:
+			set_err(err, errlen, "gpulsed at %s did not answer within %ld ms", base,
+				timeout_ms);
+			rc = GPULSE_ETIMEDOUT;
+			break;
+		case CURLE_FILESIZE_EXCEEDED:
+			set_err(err, errlen, "the answer from gpulsed at %s is larger than %zu bytes",
+				base, body->max);
+			rc = GPULSE_ELIMIT;
+			break;
+		case CURLE_WRITE_ERROR:
+			if (sink.too_big) {
+				set_err(err, errlen, "the answer from gpulsed at %s is larger than %zu bytes",
+					base, body->max);
+				rc = GPULSE_ELIMIT;
+				break;
+			}
+			/* fall through */
+		default:
+			set_err(err, errlen, "request to gpulsed at %s failed: %s", base,
+				curl_err[0] ? curl_err : curl_easy_strerror(cc));
+			rc = GPULSE_EIO;
+		}
+		goto out;
+	}
+	long status = 0;
+	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+	if (http_status)
+		*http_status = status;
+out:
+	curl_slist_free_all(headers);
+	if (curl)
+		curl_easy_cleanup(curl);
+	/* Leave no copy of the secret behind on the stack. */
+	explicit_bzero(token, sizeof token);
+	explicit_bzero(auth, sizeof auth);
+	return rc;
+}
+
+int client_get_json(const struct client_opts *o, const char *path, json_t **out,
+		    struct buf *raw, char *err, size_t errlen)
+{
+	struct buf body;
+	long status = 0;
+	json_t *root = NULL;
+	const char *base = client_base_url(o);
+	buf_init(&body, CLIENT_MAX_RESPONSE);
+	int rc = client_get(o, path, &body, &status, err, errlen);
+	if (rc)
+		goto out;
+
+	json_error_t jerr;
+	root = body.data ? json_loadb(body.data, body.len, 0, &jerr) : NULL;
+	const char *api_status = json_string_value(json_object_get(root, "status"));
+	const char *api_error = json_string_value(json_object_get(root, "error"));
+	if (status < 200 || status > 299) {
+		const char *hint = status == 401 ? " (give a token with --token-file or GPULSE_TOKEN_FILE)"
+				 : status == 404 ? " (is this a gpulsed, and as new as this gpulse?)"
+				 : "";
+		set_err(err, errlen, "gpulsed at %s answered %s with HTTP %ld%s%s%s", base, path,
+			status, api_error ? ": " : "", api_error ? api_error : "", hint);
+		rc = GPULSE_EIO;
+		goto out;
+	}
+	if (!root) {
+		set_err(err, errlen, "gpulsed at %s sent something that is not JSON for %s", base,
+			path);
+		rc = GPULSE_EPARSE;
+		goto out;
+	}
+	if (api_status && strcmp(api_status, "success") != 0) {
+		set_err(err, errlen, "gpulsed at %s refused %s: %s", base, path,
+			api_error ? api_error : api_status);
+		rc = GPULSE_EIO;
+		goto out;
+	}
+	if (raw && (rc = buf_append(raw, body.data, body.len))) {
+		set_err(err, errlen, "the answer from gpulsed is too large");
+		goto out;
+	}
+	*out = root;
+	root = NULL;
+out:
+	json_decref(root);
+	buf_free(&body);
+	return rc;
+}
+
+int client_exit_code(int status)
+{
+	if (status == 0)
+		return CLI_OK;
+	return status == GPULSE_EINVAL ? CLI_USAGE : CLI_FAIL;
+}
+
+static void indent(FILE *out, int depth)
+{
+	fputc('\n', out);
+	for (int i = 0; i < depth; i++)
+		fputs("  ", out);
+}
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+int client_print_json(FILE *out, const char *text, size_t len)
+{
+	int depth = 0;
+	bool in_string = false, escaped = false;
+	for (size_t i = 0; i < len; i++) {
+		char c = text[i];
+		if (in_string) {
+			fputc(c, out);
+			if (escaped)
+				escaped = false;
+			else if (c == '\\')
+				escaped = true;
+			else if (c == '"')
+				in_string = false;
+			continue;
+		}
+		switch (c) {
+		case '"':
+			in_string = true;
+			fputc(c, out);
+			break;
+		case '{':
+		case '[': {
+			size_t j = i + 1;
+			while (j < len && is_space(text[j]))
+				j++;
+			if (j < len && text[j] == (c == '{' ? '}' : ']')) {
+				fputc(c, out);
+				fputc(text[j], out);
+				i = j;
+				break;
+			}
+			fputc(c, out);
+			indent(out, ++depth);
+			break;
+		}
+		case '}':
+		case ']':
+			indent(out, depth > 0 ? --depth : 0);
+			fputc(c, out);
+			break;
+		case ',':
+			fputc(c, out);
+			indent(out, depth);
+			break;
+		case ':':
+			fputs(": ", out);
+			break;
+		default:
+			if (!is_space(c))
+				fputc(c, out);
+		}
+	}
+	fputc('\n', out);
+	return ferror(out) ? GPULSE_EIO : 0;
+}

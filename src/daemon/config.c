@@ -1,0 +1,1351 @@
+/* The daemon's YAML configuration; see config.h and docs/CONFIG.md.
+ *
+ * libyaml's event API reads the file: it keeps the line and column of
+ * every node, stops at the first problem, and never builds a tree, so a
+ * hostile file costs no more than its size. One table (config_keys) says,
+ * for every key, where its value lives in struct gpulse_config, its kind
+ * and its range; the parser, config_validate and config_dump all walk it,
+ * so a key added there is parsed, checked and printed. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <yaml.h>
+
+#include "clock.h"
+#include "collector.h"
+#include "http_server.h"
+#include "status.h"
+
+/* ---- the key table --------------------------------------------------- */
+
+enum key_kind {
+	KIND_SECTION,   /* a mapping of more keys */
+	KIND_STRING,    /* char[size] */
+	KIND_LISTEN,    /* char[size], "HOST:PORT" */
+	KIND_DURATION,  /* int64_t nanoseconds */
+	KIND_BOOL,      /* bool */
+	KIND_UINT,      /* unsigned */
+	KIND_DOUBLE,    /* double */
+	KIND_LOG_LEVEL, /* enum log_level */
+};
+
+struct key_spec {
+	const char *name;
+	enum key_kind kind;
+	size_t offset;                  /* into struct gpulse_config */
+	size_t size;                    /* of the member (string capacity) */
+	double lo, hi;                  /* inclusive range; lo_open makes lo exclusive */
+	bool lo_open;
+	bool has_range;
+	const struct key_spec *children; /* KIND_SECTION */
+	int nchildren;
+};
+
+#define MS (1e6)
+#define SEC (1e9)
+#define OFF(member) offsetof(struct gpulse_config, member)
+#define SZ(member) sizeof(((struct gpulse_config *)0)->member)
+#define LEAF(nm, kd, member) \
+	{.name = nm, .kind = KIND_##kd, .offset = OFF(member), .size = SZ(member)}
+#define RANGED(nm, kd, member, l, h) \
+	{.name = nm, .kind = KIND_##kd, .offset = OFF(member), .size = SZ(member), \
+	 .lo = (l), .hi = (h), .has_range = true}
+#define SECTION(nm, kids) \
+	{.name = nm, .kind = KIND_SECTION, .children = kids, \
+	 .nchildren = (int)(sizeof kids / sizeof kids[0])}
+
+static const struct key_spec sampling_keys[] = {
+	RANGED("fast", DURATION, sampling.fast_ns, 10 * MS, 60 * SEC),
+	RANGED("normal", DURATION, sampling.normal_ns, 10 * MS, 3600 * SEC),
+	RANGED("slow", DURATION, sampling.slow_ns, 10 * MS, 86400 * SEC),
+	RANGED("call_deadline", DURATION, sampling.call_deadline_ns, 10 * MS, 60 * SEC),
+	RANGED("rediscover", DURATION, sampling.rediscover_ns, 1 * SEC, 3600 * SEC),
+	LEAF("per_process_utilization", BOOL, sampling.per_process_utilization),
+	LEAF("gpm", BOOL, sampling.gpm),
+	LEAF("events", BOOL, sampling.events),
+};
+
+static const struct key_spec replay_keys[] = {
+	LEAF("file", STRING, replay.file),
+	{.name = "speed", .kind = KIND_DOUBLE, .offset = OFF(replay.speed), .size = SZ(replay.speed),
+	 .lo = 0, .hi = 1000, .lo_open = true, .has_range = true},
+	LEAF("loop", BOOL, replay.loop),
+};
+
+static const struct key_spec http_keys[] = {
+	RANGED("max_connections", UINT, http.max_connections, 1, 10000),
+	RANGED("threads", UINT, http.threads, 1, 64),
+	RANGED("timeout", DURATION, http.timeout_ns, 1 * SEC, 3600 * SEC),
+	LEAF("tls_cert_file", STRING, http.tls_cert_file),
+	LEAF("tls_key_file", STRING, http.tls_key_file),
+	LEAF("auth_token_file", STRING, http.auth_token_file),
+	LEAF("allow_insecure_remote", BOOL, http.allow_insecure_remote),
+};
+
+static const struct key_spec top_keys[] = {
+	LEAF("listen", LISTEN, listen),
+	LEAF("nvml_library", STRING, nvml_library),
+	SECTION("sampling", sampling_keys),
+	SECTION("replay", replay_keys),
+	SECTION("http", http_keys),
+	LEAF("log_level", LOG_LEVEL, log_level),
+};
+
+static const struct key_spec config_root = SECTION("", top_keys);
+
+#define SECTION_MAX 16 /* most keys in one section (duplicate tracking) */
+
+void config_defaults(struct gpulse_config *c)
+{
+	memset(c, 0, sizeof *c);
+	snprintf(c->listen, sizeof c->listen, "%s", "127.0.0.1:9401");
+	c->sampling.fast_ns = 100 * NS_PER_MS;
+	c->sampling.normal_ns = 1 * NS_PER_SEC;
+	c->sampling.slow_ns = 30 * NS_PER_SEC;
+	c->sampling.call_deadline_ns = 2 * NS_PER_SEC;
+	c->sampling.rediscover_ns = 10 * NS_PER_SEC;
+	c->sampling.per_process_utilization = true;
+	c->sampling.gpm = true;
+	c->sampling.events = true;
+	c->replay.speed = 1.0;
+	c->replay.loop = true;
+	c->http.max_connections = 64;
+	c->http.threads = 2;
+	c->http.timeout_ns = 10 * NS_PER_SEC;
+	c->log_level = LOG_INFO;
+}
+
+/* ---- durations ------------------------------------------------------- */
+
+static const struct {
+	const char *suffix;
+	int64_t ns;
+} duration_units[] = {
+	/* Largest first, as Prometheus writes and requires them. */
+	{"y", 365LL * 86400 * NS_PER_SEC},
+	{"w", 7LL * 86400 * NS_PER_SEC},
+	{"d", 86400LL * NS_PER_SEC},
+	{"h", 3600LL * NS_PER_SEC},
+	{"m", 60LL * NS_PER_SEC},
+	{"s", NS_PER_SEC},
+	{"ms", NS_PER_MS},
+};
+#define DURATION_UNITS ((int)(sizeof duration_units / sizeof duration_units[0]))
+
+static bool is_digit(char ch)
+{
+	return ch >= '0' && ch <= '9';
+}
+
+/* A bare number of seconds: digits, optionally a point and up to nine
+ * more (nanosecond resolution). */
+static int parse_seconds(const char *s, int64_t *ns)
+{
+	int64_t whole = 0, frac = 0;
+	const char *p = s;
+	if (!is_digit(*p) && !(*p == '.' && is_digit(p[1])))
+		return GPULSE_EINVAL;
+	for (; is_digit(*p); p++) {
+		if (whole > (INT64_MAX / NS_PER_SEC) / 10)
+			return GPULSE_ERANGE;
+		whole = whole * 10 + (*p - '0');
+	}
+	if (whole > INT64_MAX / NS_PER_SEC)
+		return GPULSE_ERANGE;
+	if (*p == '.') {
+		p++;
+		if (!is_digit(*p))
+			return GPULSE_EINVAL;
+		int64_t scale = NS_PER_SEC / 10;
+		for (; is_digit(*p); p++) {
+			frac += (*p - '0') * scale; /* digits past 1 ns are dropped */
+			scale /= 10;
+		}
+	}
+	if (*p)
+		return GPULSE_EINVAL;
+	int64_t total = whole * NS_PER_SEC;
+	if (total > INT64_MAX - frac)
+		return GPULSE_ERANGE;
+	*ns = total + frac;
+	return 0;
+}
+
+int config_parse_duration(const char *s, int64_t *ns)
+{
+	if (!s || !*s)
+		return GPULSE_EINVAL;
+	bool all_number = true;
+	for (const char *p = s; *p; p++)
+		if (!is_digit(*p) && *p != '.')
+			all_number = false;
+	if (all_number)
+		return parse_seconds(s, ns);
+
+	int64_t total = 0;
+	int next_unit = 0; /* units must come largest first, each once */
+	const char *p = s;
+	while (*p) {
+		if (!is_digit(*p))
+			return GPULSE_EINVAL;
+		int64_t n = 0;
+		bool overflow = false;
+		for (; is_digit(*p); p++) {
+			if (n > (INT64_MAX - 9) / 10)
+				overflow = true;
+			else
+				n = n * 10 + (*p - '0');
+		}
+		int unit = -1;
+		/* "ms" before "m": the longest suffix wins. */
+		if (p[0] == 'm' && p[1] == 's')
+			unit = DURATION_UNITS - 1;
+		else
+			for (int u = 0; u < DURATION_UNITS - 1; u++)
+				if (*p == duration_units[u].suffix[0]) {
+					unit = u;
+					break;
+				}
+		if (unit < 0 || unit < next_unit)
+			return GPULSE_EINVAL;
+		p += strlen(duration_units[unit].suffix);
+		next_unit = unit + 1;
+		if (overflow || n > INT64_MAX / duration_units[unit].ns)
+			return GPULSE_ERANGE;
+		int64_t part = n * duration_units[unit].ns;
+		if (total > INT64_MAX - part)
+			return GPULSE_ERANGE;
+		total += part;
+	}
+	*ns = total;
+	return 0;
+}
+
+void config_format_duration(int64_t ns, char *out, size_t outlen)
+{
+	if (outlen == 0)
+		return;
+	if (ns == 0) {
+		snprintf(out, outlen, "0s");
+		return;
+	}
+	if (ns < 0) {
+		/* Never valid, but a message may still need to show one. */
+		out[0] = '-';
+		if (outlen > 1)
+			config_format_duration(ns == INT64_MIN ? INT64_MAX : -ns, out + 1, outlen - 1);
+		else
+			out[0] = '\0';
+		return;
+	}
+	if (ns % NS_PER_MS != 0) {
+		/* Finer than the smallest unit: seconds with a fraction. */
+		char digits[16];
+		snprintf(digits, sizeof digits, "%09lld", (long long)(ns % NS_PER_SEC));
+		for (int i = 8; i > 0 && digits[i] == '0'; i--)
+			digits[i] = '\0';
+		snprintf(out, outlen, "%lld.%s", (long long)(ns / NS_PER_SEC), digits);
+		return;
+	}
+	size_t used = 0;
+	out[0] = '\0';
+	int64_t left = ns;
+	for (int u = 0; u < DURATION_UNITS && left > 0; u++) {
+		int64_t n = left / duration_units[u].ns;
+		if (n == 0)
+			continue;
+		left -= n * duration_units[u].ns;
+		int w = snprintf(out + used, outlen - used, "%lld%s", (long long)n,
+				 duration_units[u].suffix);
+		if (w < 0 || (size_t)w >= outlen - used)
+			return;
+		used += (size_t)w;
+	}
+}
+
+/* ---- listen addresses ------------------------------------------------- */
+
+/* The HTTP server's own parser decides what a listen address means, so the
+ * config never accepts an address the server would read differently. */
+bool config_listen_is_loopback(const char *listen)
+{
+	return http_is_loopback_listen(listen);
+}
+
+/* ---- messages ----------------------------------------------------------- */
+
+/* Copy `n` bytes of `s` for a message: quoted, control bytes escaped,
+ * long values cut, so a hostile value cannot garble the one-line error. */
+static void quote_value(char *dst, size_t dstlen, const char *s, size_t n)
+{
+	size_t o = 0;
+	if (dstlen < 8) {
+		if (dstlen)
+			dst[0] = '\0';
+		return;
+	}
+	dst[o++] = '"';
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (o + 8 >= dstlen || i >= 64) {
+			memcpy(dst + o, "...", 3);
+			o += 3;
+			break;
+		}
+		if (ch < 0x20 || ch == 0x7f || ch == '"' || ch == '\\')
+			o += (size_t)snprintf(dst + o, dstlen - o, "\\x%02x", ch);
+		else
+			dst[o++] = (char)ch;
+	}
+	dst[o++] = '"';
+	dst[o] = '\0';
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || errlen == 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static void range_text(const struct key_spec *k, char *out, size_t outlen)
+{
+	if (k->kind == KIND_DURATION) {
+		char lo[40], hi[40];
+		config_format_duration((int64_t)k->lo, lo, sizeof lo);
+		config_format_duration((int64_t)k->hi, hi, sizeof hi);
+		snprintf(out, outlen, "%s..%s", lo, hi);
+	} else if (k->lo_open) {
+		snprintf(out, outlen, "above %g and at most %g", k->lo, k->hi);
+	} else {
+		snprintf(out, outlen, "%g..%g", k->lo, k->hi);
+	}
+}
+
+/* Optimal string alignment distance (edits, with adjacent swaps counted
+ * once), for "did you mean". Names are short; longer input is not a typo. */
+static int edit_distance(const char *a, const char *b)
+{
+	enum { N = 40 };
+	size_t la = strlen(a), lb = strlen(b);
+	if (la >= N || lb >= N)
+		return 99;
+	int d[N][N];
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = (int)i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = (int)j;
+	for (size_t i = 1; i <= la; i++) {
+		for (size_t j = 1; j <= lb; j++) {
+			int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+			int v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (d[i - 1][j - 1] + cost < v)
+				v = d[i - 1][j - 1] + cost;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	}
+	return d[la][lb];
+}
+
+/* ---- the parser ---------------------------------------------------------- */
+
+struct parse {
+	yaml_parser_t yp;
+	const char *name;
+	const char *data;
+	size_t len;
+	char *err;
+	size_t errlen;
+};
+
+static void parse_err(struct parse *p, yaml_mark_t mark, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void parse_err(struct parse *p, yaml_mark_t mark, const char *fmt, ...)
+{
+	if (!p->err || p->errlen == 0)
+		return;
+	int n = snprintf(p->err, p->errlen, "%s:%zu:%zu: ", p->name, mark.line + 1,
+			 mark.column + 1);
+	if (n < 0 || (size_t)n >= p->errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+	va_end(ap);
+}
+
+/* libyaml's reader reports a byte offset, not a mark: count lines. */
+static yaml_mark_t mark_at_offset(const struct parse *p, size_t offset)
+{
+	yaml_mark_t m = {0, 0, 0};
+	for (size_t i = 0; i < offset && i < p->len; i++) {
+		if (p->data[i] == '\n') {
+			m.line++;
+			m.column = 0;
+		} else if (((unsigned char)p->data[i] & 0xc0) != 0x80) {
+			m.column++; /* count characters, not UTF-8 continuation bytes */
+		}
+	}
+	m.index = offset;
+	return m;
+}
+
+/* Next event, or 0 with a syntax error written. */
+static int next_event(struct parse *p, yaml_event_t *ev)
+{
+	if (yaml_parser_parse(&p->yp, ev))
+		return 1;
+	const yaml_parser_t *y = &p->yp;
+	switch (y->error) {
+	case YAML_MEMORY_ERROR:
+		parse_err(p, mark_at_offset(p, 0), "out of memory while reading YAML");
+		break;
+	case YAML_READER_ERROR:
+		parse_err(p, mark_at_offset(p, y->problem_offset),
+			  "not valid YAML text: %s (0x%02x)",
+			  y->problem ? y->problem : "unreadable input", (unsigned)y->problem_value);
+		break;
+	default:
+		if (y->context)
+			parse_err(p, y->problem_mark, "YAML syntax error: %s (%s at line %zu)",
+				  y->problem ? y->problem : "unknown problem", y->context,
+				  y->context_mark.line + 1);
+		else
+			parse_err(p, y->problem_mark, "YAML syntax error: %s",
+				  y->problem ? y->problem : "unknown problem");
+	}
+	return 0;
+}
+
+static const char *event_what(const yaml_event_t *ev)
+{
+	switch (ev->type) {
+	case YAML_MAPPING_START_EVENT: return "a mapping";
+	case YAML_SEQUENCE_START_EVENT: return "a list";
+	case YAML_ALIAS_EVENT: return "an alias";
+	case YAML_SCALAR_EVENT: return "a single value";
+	default: return "something else";
+	}
+}
+
+static bool scalar_is_null(const yaml_event_t *ev)
+{
+	if (ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return false;
+	const char *v = (const char *)ev->data.scalar.value;
+	return ev->data.scalar.length == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 ||
+	       strcmp(v, "Null") == 0 || strcmp(v, "NULL") == 0;
+}
+
+static const char *kind_what(enum key_kind kind)
+{
+	switch (kind) {
+	case KIND_SECTION: return "a mapping of keys";
+	case KIND_STRING: return "a string";
+	case KIND_LISTEN: return "an address like 127.0.0.1:9401";
+	case KIND_DURATION: return "a duration (e.g. 100ms, 1s, 5m)";
+	case KIND_BOOL: return "true or false";
+	case KIND_UINT: return "a whole number";
+	case KIND_DOUBLE: return "a number";
+	case KIND_LOG_LEVEL: return "a log level (error, warn, info, debug)";
+	}
+	return "a value";
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = {"true", "yes", "on"};
+	static const char *const no[] = {"false", "no", "off"};
+	for (int i = 0; i < 3; i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return GPULSE_EINVAL;
+}
+
+static int parse_uint(const char *s, unsigned long long *out)
+{
+	unsigned long long v = 0;
+	if (!is_digit(*s))
+		return GPULSE_EINVAL;
+	for (; is_digit(*s); s++) {
+		if (v > (ULLONG_MAX - 9) / 10)
+			return GPULSE_ERANGE;
+		v = v * 10 + (unsigned long long)(*s - '0');
+	}
+	if (*s)
+		return GPULSE_EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* Decimal numbers only: no hex, inf or nan, which strtod would take. */
+static int parse_double(const char *s, double *out)
+{
+	const char *p = s;
+	if (!is_digit(*p) && *p != '.')
+		return GPULSE_EINVAL;
+	for (; *p; p++)
+		if (!is_digit(*p) && *p != '.' && *p != 'e' && *p != 'E' && *p != '+' && *p != '-')
+			return GPULSE_EINVAL;
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (*end || end == s)
+		return GPULSE_EINVAL;
+	if (errno == ERANGE || !isfinite(v))
+		return GPULSE_ERANGE;
+	*out = v;
+	return 0;
+}
+
+static bool in_range(const struct key_spec *k, double v)
+{
+	if (!k->has_range)
+		return true;
+	if (k->lo_open ? !(v > k->lo) : !(v >= k->lo))
+		return false;
+	return v <= k->hi;
+}
+
+/* Store one scalar into the member `k` describes. Returns 0 or writes the
+ * problem (without location) into `why`. */
+static int store_scalar(const struct key_spec *k, void *member, const char *v, size_t vlen,
+			bool is_null, char *why, size_t whylen)
+{
+	char q[96];
+	quote_value(q, sizeof q, v, vlen);
+	if (strlen(v) != vlen) {
+		snprintf(why, whylen, "contains a NUL character");
+		return GPULSE_EINVAL;
+	}
+	if (is_null && k->kind != KIND_STRING) {
+		snprintf(why, whylen, "has no value (expected %s)", kind_what(k->kind));
+		return GPULSE_EINVAL;
+	}
+	char range[96];
+	range_text(k, range, sizeof range);
+	switch (k->kind) {
+	case KIND_STRING:
+	case KIND_LISTEN: {
+		const char *s = is_null ? "" : v;
+		size_t n = is_null ? 0 : vlen;
+		if (n >= k->size) {
+			snprintf(why, whylen, "is too long (%zu bytes; at most %zu)", n, k->size - 1);
+			return GPULSE_ERANGE;
+		}
+		if (k->kind == KIND_LISTEN) {
+			char host[CONFIG_LISTEN_LEN];
+			int port;
+			/* Checked here first: the server's message quotes the value raw. */
+			for (size_t i = 0; i < n; i++)
+				if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
+					snprintf(why, whylen, "%s holds a control character", q);
+					return GPULSE_EINVAL;
+				}
+			if (http_parse_listen(s, host, sizeof host, &port, why, whylen))
+				return GPULSE_EINVAL;
+		}
+		memcpy(member, s, n);
+		((char *)member)[n] = '\0';
+		return 0;
+	}
+	case KIND_DURATION: {
+		int64_t ns;
+		int rc = config_parse_duration(v, &ns);
+		if (rc == GPULSE_ERANGE) {
+			snprintf(why, whylen, "duration %s is too long", q);
+			return rc;
+		}
+		if (rc) {
+			snprintf(why, whylen, "bad duration %s (use e.g. 100ms, 1s, 5m)", q);
+			return rc;
+		}
+		if (!in_range(k, (double)ns)) {
+			snprintf(why, whylen, "%s is out of range (%s)", q, range);
+			return GPULSE_ERANGE;
+		}
+		*(int64_t *)member = ns;
+		return 0;
+	}
+	case KIND_BOOL:
+		if (parse_bool(v, (bool *)member)) {
+			snprintf(why, whylen, "expected true or false, got %s", q);
+			return GPULSE_EINVAL;
+		}
+		return 0;
+	case KIND_UINT: {
+		unsigned long long n;
+		int rc = parse_uint(v, &n);
+		if (rc == GPULSE_EINVAL) {
+			snprintf(why, whylen, "expected a whole number, got %s", q);
+			return rc;
+		}
+		if (rc || !in_range(k, (double)n)) {
+			snprintf(why, whylen, "%s is out of range (%s)", q, range);
+			return GPULSE_ERANGE;
+		}
+		*(unsigned *)member = (unsigned)n;
+		return 0;
+	}
+	case KIND_DOUBLE: {
+		double d;
+		int rc = parse_double(v, &d);
+		if (rc == GPULSE_EINVAL) {
+			snprintf(why, whylen, "expected a number, got %s", q);
+			return rc;
+		}
+		if (rc || !in_range(k, d)) {
+			snprintf(why, whylen, "%s is out of range (%s)", q, range);
+			return GPULSE_ERANGE;
+		}
+		*(double *)member = d;
+		return 0;
+	}
+	case KIND_LOG_LEVEL:
+		if (log_level_parse(v, (enum log_level *)member)) {
+			snprintf(why, whylen, "unknown level %s (use error, warn, info or debug)", q);
+			return GPULSE_EINVAL;
+		}
+		return 0;
+	case KIND_SECTION:
+		break;
+	}
+	snprintf(why, whylen, "cannot hold a value");
+	return GPULSE_EINVAL;
+}
+
+static void join_path(char *out, size_t outlen, const char *section, const char *key)
+{
+	if (section[0])
+		snprintf(out, outlen, "%s.%s", section, key);
+	else
+		snprintf(out, outlen, "%s", key);
+}
+
+static void unknown_key(struct parse *p, yaml_mark_t mark, const struct key_spec *sec,
+			const char *section, const char *key, size_t keylen)
+{
+	char q[96];
+	quote_value(q, sizeof q, key, keylen);
+	char where[80] = "";
+	if (section[0])
+		snprintf(where, sizeof where, " in %s", section);
+
+	/* A key put in the wrong section: name the right one. */
+	for (int i = 0; i < config_root.nchildren; i++) {
+		const struct key_spec *s = &config_root.children[i];
+		if (s->kind != KIND_SECTION || strcmp(s->name, section) == 0)
+			continue;
+		for (int j = 0; j < s->nchildren; j++)
+			if (strcmp(s->children[j].name, key) == 0) {
+				parse_err(p, mark, "unknown key %s%s (did you mean \"%s.%s\"? it belongs under %s:)",
+					  q, where, s->name, key, s->name);
+				return;
+			}
+	}
+	int best = -1, best_d = 99;
+	for (int i = 0; i < sec->nchildren; i++) {
+		int d = edit_distance(key, sec->children[i].name);
+		if (d < best_d) {
+			best_d = d;
+			best = i;
+		}
+	}
+	if (best >= 0 && best_d <= 2 && (size_t)best_d < strlen(sec->children[best].name)) {
+		parse_err(p, mark, "unknown key %s%s (did you mean \"%s\"?)", q, where,
+			  sec->children[best].name);
+		return;
+	}
+	char known[512];
+	size_t o = 0;
+	known[0] = '\0';
+	for (int i = 0; i < sec->nchildren && o < sizeof known; i++) {
+		int w = snprintf(known + o, sizeof known - o, "%s%s", i ? ", " : "",
+				 sec->children[i].name);
+		if (w < 0)
+			break;
+		o += (size_t)w;
+	}
+	parse_err(p, mark, "unknown key %s%s (known keys: %s)", q, where, known);
+}
+
+/* Read the keys of a mapping whose MAPPING_START was just consumed, up to
+ * and including its MAPPING_END. */
+static int parse_section(struct parse *p, const struct key_spec *sec, const char *section,
+			 struct gpulse_config *cfg)
+{
+	size_t first_line[SECTION_MAX] = {0}; /* 1-based line of each key seen */
+	for (;;) {
+		yaml_event_t key;
+		if (!next_event(p, &key))
+			return GPULSE_EPARSE;
+		if (key.type == YAML_MAPPING_END_EVENT) {
+			yaml_event_delete(&key);
+			return 0;
+		}
+		if (key.type != YAML_SCALAR_EVENT) {
+			parse_err(p, key.start_mark, "%s%skeys must be plain names, not %s",
+				  section, section[0] ? ": " : "", event_what(&key));
+			yaml_event_delete(&key);
+			return GPULSE_EPARSE;
+		}
+		const char *kname = (const char *)key.data.scalar.value;
+		size_t klen = key.data.scalar.length;
+		int idx = -1;
+		if (strlen(kname) == klen)
+			for (int i = 0; i < sec->nchildren; i++)
+				if (strcmp(sec->children[i].name, kname) == 0)
+					idx = i;
+		if (idx < 0) {
+			unknown_key(p, key.start_mark, sec, section, kname, klen);
+			yaml_event_delete(&key);
+			return GPULSE_EPARSE;
+		}
+		const struct key_spec *k = &sec->children[idx];
+		char path[96];
+		join_path(path, sizeof path, section, k->name);
+		if (first_line[idx]) {
+			parse_err(p, key.start_mark, "duplicate key \"%s\" (first given at line %zu)",
+				  path, first_line[idx]);
+			yaml_event_delete(&key);
+			return GPULSE_EPARSE;
+		}
+		first_line[idx] = key.start_mark.line + 1;
+		yaml_event_delete(&key);
+
+		yaml_event_t val;
+		if (!next_event(p, &val))
+			return GPULSE_EPARSE;
+		int rc = 0;
+		if (val.type == YAML_ALIAS_EVENT) {
+			parse_err(p, val.start_mark, "%s: aliases (*name) are not supported here", path);
+			rc = GPULSE_EPARSE;
+		} else if (k->kind == KIND_SECTION) {
+			if (val.type == YAML_MAPPING_START_EVENT) {
+				rc = parse_section(p, k, path, cfg);
+			} else if (val.type == YAML_SCALAR_EVENT && scalar_is_null(&val)) {
+				rc = 0; /* "sampling:" with every key commented out */
+			} else {
+				char q[96] = "";
+				if (val.type == YAML_SCALAR_EVENT)
+					quote_value(q, sizeof q, (const char *)val.data.scalar.value,
+						    val.data.scalar.length);
+				parse_err(p, val.start_mark, "%s: expected a mapping of keys, got %s%s%s",
+					  path, event_what(&val), q[0] ? " " : "", q);
+				rc = GPULSE_EPARSE;
+			}
+		} else if (val.type != YAML_SCALAR_EVENT) {
+			parse_err(p, val.start_mark, "%s: expected %s, got %s", path,
+				  kind_what(k->kind), event_what(&val));
+			rc = GPULSE_EPARSE;
+		} else {
+			char why[256];
+			if (store_scalar(k, (char *)cfg + k->offset, (const char *)val.data.scalar.value,
+					 val.data.scalar.length, scalar_is_null(&val), why, sizeof why)) {
+				parse_err(p, val.start_mark, "%s: %s", path, why);
+				rc = GPULSE_EPARSE;
+			}
+		}
+		yaml_event_delete(&val);
+		if (rc)
+			return rc;
+	}
+}
+
+static int parse_stream(struct parse *p, struct gpulse_config *cfg)
+{
+	yaml_event_t ev;
+	int rc = GPULSE_EPARSE;
+	if (!next_event(p, &ev))
+		return GPULSE_EPARSE;
+	yaml_event_delete(&ev); /* STREAM_START */
+
+	if (!next_event(p, &ev))
+		return GPULSE_EPARSE;
+	if (ev.type == YAML_STREAM_END_EVENT) { /* empty, or only comments */
+		yaml_event_delete(&ev);
+		return 0;
+	}
+	yaml_event_delete(&ev); /* DOCUMENT_START */
+
+	if (!next_event(p, &ev))
+		return GPULSE_EPARSE;
+	if (ev.type == YAML_MAPPING_START_EVENT) {
+		yaml_event_delete(&ev);
+		if ((rc = parse_section(p, &config_root, "", cfg)))
+			return rc;
+	} else if (ev.type == YAML_SCALAR_EVENT && scalar_is_null(&ev)) {
+		yaml_event_delete(&ev);
+	} else {
+		parse_err(p, ev.start_mark,
+			  "the file must be a mapping of keys (like \"listen: 127.0.0.1:9401\"), not %s",
+			  event_what(&ev));
+		yaml_event_delete(&ev);
+		return GPULSE_EPARSE;
+	}
+
+	if (!next_event(p, &ev))
+		return GPULSE_EPARSE;
+	yaml_event_delete(&ev); /* DOCUMENT_END */
+	if (!next_event(p, &ev))
+		return GPULSE_EPARSE;
+	if (ev.type == YAML_DOCUMENT_START_EVENT) {
+		parse_err(p, ev.start_mark,
+			  "a second YAML document; gpulse reads one (remove this \"---\" and what follows)");
+		rc = GPULSE_EPARSE;
+	} else {
+		rc = 0; /* STREAM_END */
+	}
+	yaml_event_delete(&ev);
+	return rc;
+}
+
+/* The first pass: read every event, so that a YAML mistake is reported
+ * where it is, even when libyaml has already handed out a value before it
+ * (as with "key: a: b"), and a second document is refused before its
+ * first is looked at. */
+static int check_syntax(struct parse *p)
+{
+	int documents = 0;
+	for (;;) {
+		yaml_event_t ev;
+		if (!next_event(p, &ev))
+			return GPULSE_EPARSE;
+		yaml_event_type_t type = ev.type;
+		if (type == YAML_DOCUMENT_START_EVENT && ++documents > 1) {
+			parse_err(p, ev.start_mark,
+				  "a second YAML document; gpulse reads one (remove this \"---\" and what follows)");
+			yaml_event_delete(&ev);
+			return GPULSE_EPARSE;
+		}
+		yaml_event_delete(&ev);
+		if (type == YAML_STREAM_END_EVENT)
+			return 0;
+	}
+}
+
+/* Run `pass` over a fresh libyaml parser on p's input. */
+static int run_pass(struct parse *p, struct gpulse_config *cfg)
+{
+	if (!yaml_parser_initialize(&p->yp)) {
+		set_err(p->err, p->errlen, "%s: out of memory", p->name);
+		return GPULSE_ENOMEM;
+	}
+	yaml_parser_set_input_string(&p->yp, (const unsigned char *)p->data, p->len);
+	int rc = cfg ? parse_stream(p, cfg) : check_syntax(p);
+	yaml_parser_delete(&p->yp);
+	return rc;
+}
+
+int config_parse(struct gpulse_config *c, const char *data, size_t len, const char *name,
+		 char *err, size_t errlen)
+{
+	struct parse p = {.name = name ? name : "config", .data = data ? data : "",
+			  .len = data ? len : 0, .err = err, .errlen = errlen};
+	if (err && errlen)
+		err[0] = '\0';
+	int rc = run_pass(&p, NULL);
+	if (rc)
+		return rc;
+	/* Parse into a copy so a file that fails halfway changes nothing. */
+	struct gpulse_config tmp = *c;
+	rc = run_pass(&p, &tmp);
+	if (rc == 0)
+		*c = tmp;
+	return rc;
+}
+
+int config_load_file(struct gpulse_config *c, const char *path, char *err, size_t errlen)
+{
+	int rc = 0;
+	char *data = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		set_err(err, errlen, "cannot read config file %s: %s", path, strerror(errno));
+		return GPULSE_EIO;
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+		set_err(err, errlen, "cannot read config file %s: %s", path,
+			S_ISDIR(st.st_mode) ? "it is a directory" : strerror(errno));
+		rc = GPULSE_EIO;
+		goto out;
+	}
+	/* Read one byte past the bound so a file that grows (or a pipe)
+	 * cannot slip past the size check. */
+	data = malloc(CONFIG_MAX_FILE_BYTES + 1);
+	if (!data) {
+		rc = GPULSE_ENOMEM;
+		set_err(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	size_t len = 0;
+	while (len < CONFIG_MAX_FILE_BYTES + 1) {
+		ssize_t n = read(fd, data + len, CONFIG_MAX_FILE_BYTES + 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			set_err(err, errlen, "cannot read config file %s: %s", path, strerror(errno));
+			rc = GPULSE_EIO;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if (len > CONFIG_MAX_FILE_BYTES) {
+		set_err(err, errlen, "%s: config file is larger than %d bytes; refusing it", path,
+			CONFIG_MAX_FILE_BYTES);
+		rc = GPULSE_ELIMIT;
+		goto out;
+	}
+	rc = config_parse(c, data, len, path, err, errlen);
+out:
+	free(data);
+	close(fd);
+	return rc;
+}
+
+/* ---- validation --------------------------------------------------------- */
+
+/* Read the token file with the checks the security rule asks for. */
+static int read_token(const char *path, char *tok, size_t toklen, char *why, size_t whylen)
+{
+	int rc = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
+		return GPULSE_EIO;
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
+		rc = GPULSE_EIO;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(why, whylen, "%s is not a regular file", path);
+		rc = GPULSE_EINVAL;
+		goto out;
+	}
+	if (st.st_mode & S_IROTH) {
+		snprintf(why, whylen, "%s is readable by every user (mode %04o); run: chmod o-rwx %s",
+			 path, (unsigned)(st.st_mode & 07777), path);
+		rc = GPULSE_EINVAL;
+		goto out;
+	}
+	if (st.st_size == 0) {
+		snprintf(why, whylen, "%s is empty; put the token in it", path);
+		rc = GPULSE_EINVAL;
+		goto out;
+	}
+	if (st.st_size >= CONFIG_TOKEN_MAX || (size_t)st.st_size >= toklen) {
+		snprintf(why, whylen, "%s is too large for a token (%lld bytes)", path,
+			 (long long)st.st_size);
+		rc = GPULSE_EINVAL;
+		goto out;
+	}
+	size_t len = 0;
+	for (;;) {
+		ssize_t n = read(fd, tok + len, toklen - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
+			rc = GPULSE_EIO;
+			goto out;
+		}
+		if (n == 0 || (len += (size_t)n) >= toklen - 1)
+			break;
+	}
+	while (len > 0 && (tok[len - 1] == '\n' || tok[len - 1] == '\r' || tok[len - 1] == ' ' ||
+			   tok[len - 1] == '\t'))
+		len--;
+	tok[len] = '\0';
+	if (len == 0) {
+		snprintf(why, whylen, "%s holds only whitespace; put the token in it", path);
+		rc = GPULSE_EINVAL;
+		goto out;
+	}
+	/* The token goes into an Authorization header verbatim. */
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)tok[i] <= ' ' || tok[i] == 0x7f) {
+			snprintf(why, whylen, "%s: the token holds a space or control character", path);
+			rc = GPULSE_EINVAL;
+			goto out;
+		}
+out:
+	if (rc)
+		memset(tok, 0, toklen);
+	close(fd);
+	return rc;
+}
+
+/* Check every leaf of `sec` against its range again. */
+static int validate_ranges(const struct gpulse_config *c, const struct key_spec *sec,
+			   const char *section, const char *name, char *err, size_t errlen)
+{
+	for (int i = 0; i < sec->nchildren; i++) {
+		const struct key_spec *k = &sec->children[i];
+		const char *member = (const char *)c + k->offset;
+		char path[96], range[96];
+		join_path(path, sizeof path, section, k->name);
+		range_text(k, range, sizeof range);
+		switch (k->kind) {
+		case KIND_SECTION: {
+			int rc = validate_ranges(c, k, path, name, err, errlen);
+			if (rc)
+				return rc;
+			break;
+		}
+		case KIND_DURATION: {
+			int64_t ns;
+			memcpy(&ns, member, sizeof ns);
+			if (!in_range(k, (double)ns)) {
+				char d[32];
+				config_format_duration(ns, d, sizeof d);
+				set_err(err, errlen, "%s: %s: %s is out of range (%s)", name, path, d, range);
+				return GPULSE_EINVAL;
+			}
+			break;
+		}
+		case KIND_UINT: {
+			unsigned u;
+			memcpy(&u, member, sizeof u);
+			if (!in_range(k, u)) {
+				set_err(err, errlen, "%s: %s: %u is out of range (%s)", name, path, u, range);
+				return GPULSE_EINVAL;
+			}
+			break;
+		}
+		case KIND_DOUBLE: {
+			double d;
+			memcpy(&d, member, sizeof d);
+			if (!isfinite(d) || !in_range(k, d)) {
+				set_err(err, errlen, "%s: %s: %g is out of range (%s)", name, path, d, range);
+				return GPULSE_EINVAL;
+			}
+			break;
+		}
+		case KIND_LISTEN: {
+			char host[CONFIG_LISTEN_LEN], why[256] = "is not terminated";
+			int port;
+			if (!memchr(member, '\0', k->size) ||
+			    http_parse_listen(member, host, sizeof host, &port, why, sizeof why)) {
+				set_err(err, errlen, "%s: %s: %s", name, path, why);
+				return GPULSE_EINVAL;
+			}
+			break;
+		}
+		case KIND_STRING:
+			if (!memchr(member, '\0', k->size)) {
+				set_err(err, errlen, "%s: %s: is not terminated", name, path);
+				return GPULSE_EINVAL;
+			}
+			break;
+		case KIND_LOG_LEVEL: {
+			enum log_level l;
+			memcpy(&l, member, sizeof l);
+			if ((int)l < LOG_ERROR || (int)l > LOG_DEBUG) {
+				set_err(err, errlen, "%s: %s: not a log level", name, path);
+				return GPULSE_EINVAL;
+			}
+			break;
+		}
+		case KIND_BOOL:
+			break;
+		}
+	}
+	return 0;
+}
+
+int config_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen)
+{
+	char a[32], b[32];
+	if (!name)
+		name = "config";
+	int rc = validate_ranges(c, &config_root, "", name, err, errlen);
+	if (rc)
+		return rc;
+
+	if (c->sampling.normal_ns < c->sampling.fast_ns) {
+		config_format_duration(c->sampling.normal_ns, a, sizeof a);
+		config_format_duration(c->sampling.fast_ns, b, sizeof b);
+		set_err(err, errlen, "%s: sampling.normal (%s) must not be shorter than sampling.fast (%s)",
+			name, a, b);
+		return GPULSE_EINVAL;
+	}
+	if (c->sampling.slow_ns < c->sampling.normal_ns) {
+		config_format_duration(c->sampling.slow_ns, a, sizeof a);
+		config_format_duration(c->sampling.normal_ns, b, sizeof b);
+		set_err(err, errlen, "%s: sampling.slow (%s) must not be shorter than sampling.normal (%s)",
+			name, a, b);
+		return GPULSE_EINVAL;
+	}
+
+	bool cert = c->http.tls_cert_file[0] != '\0', key = c->http.tls_key_file[0] != '\0';
+	bool token = c->http.auth_token_file[0] != '\0';
+	if (cert != key) {
+		set_err(err, errlen, "%s: http.tls_cert_file and http.tls_key_file go together: set both or neither",
+			name);
+		return GPULSE_EINVAL;
+	}
+	const char *tls_files[2] = {c->http.tls_cert_file, c->http.tls_key_file};
+	const char *tls_keys[2] = {"http.tls_cert_file", "http.tls_key_file"};
+	for (int i = 0; cert && i < 2; i++)
+		if (access(tls_files[i], R_OK) != 0) {
+			set_err(err, errlen, "%s: %s: cannot read %s: %s", name, tls_keys[i], tls_files[i],
+				strerror(errno));
+			return GPULSE_EINVAL;
+		}
+
+	if (!config_listen_is_loopback(c->listen) && !c->http.allow_insecure_remote &&
+	    !(cert && key && token)) {
+		char missing[128] = "";
+		size_t o = 0;
+		const char *names[3] = {"http.tls_cert_file", "http.tls_key_file", "http.auth_token_file"};
+		bool have[3] = {cert, key, token};
+		for (int i = 0; i < 3; i++)
+			if (!have[i])
+				o += (size_t)snprintf(missing + o, sizeof missing - o, "%s%s",
+						      o ? ", " : "", names[i]);
+		set_err(err, errlen,
+			"%s: listen \"%s\" is reachable from other machines, so it needs TLS and a token "
+			"(missing: %s); or set http.allow_insecure_remote: true to serve without them",
+			name, c->listen, missing);
+		return GPULSE_EINVAL;
+	}
+
+	if (token) {
+		char tok[CONFIG_TOKEN_MAX], why[CONFIG_PATH_LEN + 128];
+		rc = read_token(c->http.auth_token_file, tok, sizeof tok, why, sizeof why);
+		memset(tok, 0, sizeof tok);
+		if (rc) {
+			set_err(err, errlen, "%s: http.auth_token_file: %s", name, why);
+			return GPULSE_EINVAL;
+		}
+	}
+	return 0;
+}
+
+bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
+{
+	return strcmp(a->listen, b->listen) == 0 &&
+	       strcmp(a->nvml_library, b->nvml_library) == 0 &&
+	       a->sampling.fast_ns == b->sampling.fast_ns &&
+	       a->sampling.normal_ns == b->sampling.normal_ns &&
+	       a->sampling.slow_ns == b->sampling.slow_ns &&
+	       a->sampling.call_deadline_ns == b->sampling.call_deadline_ns &&
+	       a->sampling.rediscover_ns == b->sampling.rediscover_ns &&
+	       a->sampling.per_process_utilization == b->sampling.per_process_utilization &&
+	       a->sampling.gpm == b->sampling.gpm && a->sampling.events == b->sampling.events &&
+	       strcmp(a->replay.file, b->replay.file) == 0 && a->replay.speed == b->replay.speed &&
+	       a->replay.loop == b->replay.loop &&
+	       a->http.max_connections == b->http.max_connections &&
+	       a->http.threads == b->http.threads && a->http.timeout_ns == b->http.timeout_ns &&
+	       strcmp(a->http.tls_cert_file, b->http.tls_cert_file) == 0 &&
+	       strcmp(a->http.tls_key_file, b->http.tls_key_file) == 0 &&
+	       strcmp(a->http.auth_token_file, b->http.auth_token_file) == 0 &&
+	       a->http.allow_insecure_remote == b->http.allow_insecure_remote &&
+	       a->log_level == b->log_level;
+}
+
+/* ---- translation ---------------------------------------------------------- */
+
+void config_to_collector(const struct gpulse_config *c, struct collector_config *out)
+{
+	memset(out, 0, sizeof *out);
+	out->nvml_path = c->nvml_library[0] ? c->nvml_library : NULL;
+	out->period_ns[TIER_FAST] = c->sampling.fast_ns;
+	out->period_ns[TIER_NORMAL] = c->sampling.normal_ns;
+	out->period_ns[TIER_SLOW] = c->sampling.slow_ns;
+	out->call_deadline_ns = c->sampling.call_deadline_ns;
+	out->rediscover_ns = c->sampling.rediscover_ns;
+	out->per_process_util = c->sampling.per_process_utilization;
+	out->gpm = c->sampling.gpm;
+	out->events = c->sampling.events;
+}
+
+int config_to_http(const struct gpulse_config *c, struct http_config *out, char *token_buf,
+		   size_t token_len)
+{
+	int rc = 0;
+	memset(out, 0, sizeof *out);
+	out->listen = c->listen;
+	out->max_connections = c->http.max_connections;
+	out->threads = c->http.threads;
+	/* Round up: a 1.5 s timeout must not become 1 s. */
+	out->timeout_s = (unsigned)((c->http.timeout_ns + NS_PER_SEC - 1) / NS_PER_SEC);
+	out->max_body_bytes = CONFIG_HTTP_MAX_BODY;
+	out->tls_cert_file = c->http.tls_cert_file[0] ? c->http.tls_cert_file : NULL;
+	out->tls_key_file = c->http.tls_key_file[0] ? c->http.tls_key_file : NULL;
+	out->auth_token = NULL;
+	if (!c->http.auth_token_file[0])
+		return 0;
+	char why[CONFIG_PATH_LEN + 128] = "no room for the token";
+	if (token_buf && token_len >= 2)
+		rc = read_token(c->http.auth_token_file, token_buf, token_len, why, sizeof why);
+	else
+		rc = GPULSE_EINVAL;
+	if (rc) {
+		log_error("http.auth_token_file: %s", why);
+		/* Fail closed: no Authorization header can carry \x01. */
+		static const char never[] = "\x01";
+		out->auth_token = never;
+		if (token_buf && token_len >= sizeof never)
+			memcpy(token_buf, never, sizeof never);
+		return rc;
+	}
+	out->auth_token = token_buf;
+	return 0;
+}
+
+/* ---- dump ------------------------------------------------------------------- */
+
+/* A YAML double-quoted string. Escapes what YAML may not hold raw or would
+ * fold as a line break: C0 and C1 controls, DEL, U+2028/9, U+FEFF,
+ * U+FFFE/F; bytes that are not UTF-8 (possible from a command-line flag)
+ * become \xNN. */
+static int put_yaml_string(struct buf *b, const char *s)
+{
+	int rc = buf_putc(b, '"');
+	const unsigned char *p = (const unsigned char *)s;
+	while (!rc && *p) {
+		unsigned char ch = *p;
+		if (ch == '"' || ch == '\\') {
+			rc = buf_printf(b, "\\%c", ch);
+			p++;
+		} else if (ch < 0x20 || ch == 0x7f) {
+			rc = buf_printf(b, "\\x%02x", ch);
+			p++;
+		} else if (ch < 0x80) {
+			rc = buf_putc(b, (char)ch);
+			p++;
+		} else {
+			int n = ch >= 0xf0 && ch < 0xf5 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc2 ? 2 : 0;
+			if (ch >= 0xf5)
+				n = 0;
+			unsigned cp = n == 2 ? ch & 0x1f : n == 3 ? ch & 0x0f : ch & 0x07;
+			for (int i = 1; i < n; i++) {
+				if ((p[i] & 0xc0) != 0x80) {
+					n = 0;
+					break;
+				}
+				cp = cp << 6 | (p[i] & 0x3f);
+			}
+			bool overlong = (n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff));
+			if (n == 0 || overlong || (cp >= 0xd800 && cp <= 0xdfff)) {
+				rc = buf_printf(b, "\\x%02x", ch);
+				p++;
+			} else if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 ||
+				   cp == 0xfeff || cp == 0xfffe || cp == 0xffff) {
+				rc = buf_printf(b, "\\u%04x", cp);
+				p += n;
+			} else {
+				rc = buf_append(b, p, (size_t)n);
+				p += n;
+			}
+		}
+	}
+	return rc ? rc : buf_putc(b, '"');
+}
+
+static int dump_section(const struct gpulse_config *c, const struct key_spec *sec, int depth,
+			struct buf *out)
+{
+	int rc = 0;
+	for (int i = 0; !rc && i < sec->nchildren; i++) {
+		const struct key_spec *k = &sec->children[i];
+		const char *member = (const char *)c + k->offset;
+		rc = buf_printf(out, "%*s%s:", depth * 2, "", k->name);
+		if (rc)
+			break;
+		switch (k->kind) {
+		case KIND_SECTION:
+			rc = buf_putc(out, '\n');
+			if (!rc)
+				rc = dump_section(c, k, depth + 1, out);
+			continue;
+		case KIND_STRING:
+		case KIND_LISTEN:
+			rc = buf_putc(out, ' ');
+			if (!rc)
+				rc = put_yaml_string(out, member);
+			break;
+		case KIND_DURATION: {
+			int64_t ns;
+			char d[48];
+			memcpy(&ns, member, sizeof ns);
+			config_format_duration(ns, d, sizeof d);
+			rc = buf_printf(out, " %s", d);
+			break;
+		}
+		case KIND_BOOL: {
+			bool v;
+			memcpy(&v, member, sizeof v);
+			rc = buf_puts(out, v ? " true" : " false");
+			break;
+		}
+		case KIND_UINT: {
+			unsigned v;
+			memcpy(&v, member, sizeof v);
+			rc = buf_printf(out, " %u", v);
+			break;
+		}
+		case KIND_DOUBLE: {
+			double v;
+			memcpy(&v, member, sizeof v);
+			rc = buf_putc(out, ' ');
+			if (!rc)
+				rc = buf_put_double(out, v);
+			break;
+		}
+		case KIND_LOG_LEVEL: {
+			static const char *const names[] = {"error", "warn", "info", "debug"};
+			enum log_level l;
+			memcpy(&l, member, sizeof l);
+			rc = buf_printf(out, " %s", (unsigned)l < 4 ? names[l] : "info");
+			break;
+		}
+		}
+		if (!rc)
+			rc = buf_putc(out, '\n');
+	}
+	return rc;
+}
+
+int config_dump(const struct gpulse_config *c, struct buf *out)
+{
+	int rc = buf_puts(out, "# gpulse effective configuration (gpulsed --print-config)\n");
+	return rc ? rc : dump_section(c, &config_root, 0, out);
+}

@@ -1,0 +1,121 @@
+/* The daemon's one configuration file (YAML, etc/gpulse.yml), its safe
+ * defaults, the checks that keep a bad file from starting or reloading the
+ * daemon, and the translation into the plain structs the subsystems take
+ * (DESIGN.md, layering: nothing below the daemon knows about this file).
+ * docs/CONFIG.md documents every key. */
+#ifndef GPULSE_CONFIG_H
+#define GPULSE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "log.h"
+
+struct collector_config;
+struct http_config;
+
+#define CONFIG_MAX_FILE_BYTES (1024 * 1024) /* config_load_file refuses larger */
+#define CONFIG_LISTEN_LEN 256
+#define CONFIG_PATH_LEN 1024
+#define CONFIG_TOKEN_MAX 4096               /* largest auth token file accepted */
+#define CONFIG_HTTP_MAX_BODY (16u << 20)    /* largest response; matches the CLI's bound */
+
+/* Every value is plain data: strings are fixed arrays, so a config may be
+ * copied with `=` and needs no freeing. An empty string means "not set". */
+struct gpulse_config {
+	char listen[CONFIG_LISTEN_LEN];         /* "127.0.0.1:9401", "[::1]:9401", ":9401" */
+	char nvml_library[CONFIG_PATH_LEN];     /* "": libnvidia-ml.so.1 */
+	struct {
+		int64_t fast_ns;
+		int64_t normal_ns;
+		int64_t slow_ns;
+		int64_t call_deadline_ns;
+		int64_t rediscover_ns;
+		bool per_process_utilization;
+		bool gpm;
+		bool events;
+	} sampling;
+	struct {
+		char file[CONFIG_PATH_LEN];     /* "": read the GPUs through NVML */
+		double speed;
+		bool loop;
+	} replay;
+	struct {
+		unsigned max_connections;
+		unsigned threads;
+		int64_t timeout_ns;
+		char tls_cert_file[CONFIG_PATH_LEN];
+		char tls_key_file[CONFIG_PATH_LEN];
+		char auth_token_file[CONFIG_PATH_LEN];
+		bool allow_insecure_remote;
+	} http;
+	enum log_level log_level;
+};
+
+/* Fill `c` with the built-in defaults (safe: loopback only, all
+ * collection on). Every byte of `c` is written. */
+void config_defaults(struct gpulse_config *c);
+
+/* Parse YAML `data` (`len` bytes, need not be NUL-terminated) over the
+ * values already in `c`: keys the file leaves out keep their value. `name`
+ * (the file name) prefixes every message. Each value is checked alone
+ * (type, syntax, range); the rules that join several values, the security
+ * rule among them, are config_validate's, which the caller must run after
+ * applying command-line overrides.
+ * Returns 0, or GPULSE_EPARSE with one line "NAME:LINE:COL: problem"
+ * (1-based) in `err`; `c` is then unchanged. */
+int config_parse(struct gpulse_config *c, const char *data, size_t len, const char *name,
+		 char *err, size_t errlen);
+
+/* Read `path` (at most CONFIG_MAX_FILE_BYTES) and config_parse it over
+ * `c`. GPULSE_EIO, GPULSE_ELIMIT or GPULSE_EPARSE with one line in `err`;
+ * `c` is unchanged on error. Does not validate. */
+int config_load_file(struct gpulse_config *c, const char *path, char *err, size_t errlen);
+
+/* Check every range again (command-line overrides bypass the parser) and
+ * the rules that join values: normal >= fast, slow >= normal, TLS cert
+ * and key given together, and the security rule: a listen address that is
+ * not loopback needs tls_cert_file, tls_key_file and auth_token_file unless
+ * allow_insecure_remote is true. A configured auth_token_file must be a
+ * regular, non-empty file that is not world-readable. `name` prefixes the
+ * message ("gpulse.yml: ..."). 0 or GPULSE_EINVAL with one line in `err`. */
+int config_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
+
+/* Parse a duration: Prometheus style ("100ms", "1s", "5m", "1h30m", units
+ * y w d h m s ms, each once, largest first) or a bare number of seconds
+ * ("30", "0.25"). 0, GPULSE_EINVAL (bad syntax, negative) or GPULSE_ERANGE
+ * (does not fit in int64 nanoseconds). */
+int config_parse_duration(const char *s, int64_t *ns);
+
+/* Write `ns` as config_parse_duration reads it back: "1h30m", "100ms",
+ * "0s", or seconds with a fraction when finer than a millisecond. */
+void config_format_duration(int64_t ns, char *out, size_t outlen);
+
+/* True when `listen` names a loopback host (127.0.0.0/8, ::1,
+ * "localhost"). ":9401" (all interfaces) is not loopback. */
+bool config_listen_is_loopback(const char *listen);
+
+/* Field-by-field equality (for "reload: nothing changed"). */
+bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
+
+/* Fill the collector's struct. Its strings point into `c`, which must
+ * outlive `out`. */
+void config_to_collector(const struct gpulse_config *c, struct collector_config *out);
+
+/* Fill the HTTP server's struct and read the auth token file into
+ * `token_buf` (trailing whitespace removed). Strings point into `c` and
+ * `token_buf`, which must outlive `out`. Returns 0, or GPULSE_EIO /
+ * GPULSE_EINVAL when a configured token file cannot be read (unreadable,
+ * empty, too long for `token_len`, world-readable): the token is then set
+ * to a value no request can present (a control character, which HTTP
+ * headers cannot carry), so a server started anyway fails closed. */
+int config_to_http(const struct gpulse_config *c, struct http_config *out, char *token_buf,
+		   size_t token_len);
+
+/* Append the effective configuration as YAML that config_parse reads back
+ * to the same values (gpulsed --print-config). 0 or the buf's error. */
+int config_dump(const struct gpulse_config *c, struct buf *out);
+
+#endif

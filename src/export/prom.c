@@ -1,0 +1,1145 @@
+/* Prometheus and OpenMetrics exposition; see prom.h.
+ *
+ * Hand-written rather than through a client library: the C clients keep
+ * their own registry of metric objects that would duplicate the bus, and
+ * a scrape here is a straight walk over snapshots. Speed matters (a scrape
+ * every second from several servers, and the CLI polls it): the output is
+ * reserved once, each GPU's label set is escaped once per render and then
+ * copied, and integers are written by hand rather than through printf. */
+#include "prom.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "fields.h"
+#include "status.h"
+
+#ifndef GPULSE_VERSION
+#define GPULSE_VERSION "unknown"
+#endif
+
+const char prom_content_type_text[] = PROM_CONTENT_TYPE_TEXT;
+const char prom_content_type_openmetrics[] = PROM_CONTENT_TYPE_OPENMETRICS;
+
+enum ftype { T_GAUGE, T_COUNTER, T_HISTOGRAM, T_INFO };
+
+/* The writer: the output buffer, the first append error, and the family
+ * whose HELP and TYPE lines wait for its first sample (so a family with no
+ * samples writes nothing). */
+struct pw {
+	struct buf *b;
+	bool om;
+	int rc;
+	bool pending;
+	const char *name;
+	size_t name_len;
+	enum ftype type;
+	const char *help;
+};
+
+struct render {
+	struct pw w;
+	int n;
+	struct gpu_snapshot *snap;
+	struct buf labels;             /* every GPU's escaped label set, end to end */
+	size_t lab_off[GPU_MAX + 1];   /* GPU i's labels are [lab_off[i], lab_off[i+1]) */
+};
+
+/* ---- primitive writers -----------------------------------------------
+ *
+ * They write into out->data directly: one inlined capacity check per
+ * piece, and buf_reserve (which keeps the bound) only to grow. The NUL
+ * that struct buf promises is written once, at the end of the render. */
+
+static bool grow(struct pw *w, size_t n)
+{
+	int rc = buf_reserve(w->b, n);
+	if (rc && !w->rc)
+		w->rc = rc;
+	return rc == 0;
+}
+
+/* Room for n more bytes at the end, or NULL once anything has failed. */
+static inline char *room(struct pw *w, size_t n)
+{
+	struct buf *b = w->b;
+	if (w->rc)
+		return NULL;
+	if (b->len + n >= b->cap && !grow(w, n))
+		return NULL;
+	return b->data + b->len;
+}
+
+static inline void put(struct pw *w, const char *s, size_t n)
+{
+	char *p = room(w, n);
+	if (!p)
+		return;
+	memcpy(p, s, n);
+	w->b->len += n;
+}
+
+#define PUT_LIT(w, lit) put((w), (lit), sizeof(lit) - 1)
+
+static void put_str(struct pw *w, const char *s)
+{
+	put(w, s, strlen(s));
+}
+
+static size_t format_u64(char *out, uint64_t v)
+{
+	char tmp[24];
+	char *p = tmp + sizeof tmp;
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	size_t n = (size_t)(tmp + sizeof tmp - p);
+	memcpy(out, p, n);
+	return n;
+}
+
+static void put_u64(struct pw *w, uint64_t v)
+{
+	char *p = room(w, 24);
+	if (p)
+		w->b->len += format_u64(p, v);
+}
+
+static void put_value(struct pw *w, double v)
+{
+	char *p = room(w, PROM_DOUBLE_MAX);
+	if (p)
+		w->b->len += prom_format_double(p, v);
+}
+
+/* A label value from outside (NVML strings, comm): made UTF-8, then
+ * escaped as buf_put_label_value does (\\, \", \n). */
+static void put_label_text(struct pw *w, const char *s)
+{
+	char clean[256];
+	size_t n = prom_clean_utf8(clean, sizeof clean, s);
+	char *p = room(w, 2 * n);
+	if (!p)
+		return;
+	char *o = p;
+	for (size_t i = 0; i < n; i++) {
+		char c = clean[i];
+		if (c == '\\' || c == '"') {
+			*o++ = '\\';
+			*o++ = c;
+		} else if (c == '\n') {
+			*o++ = '\\';
+			*o++ = 'n';
+		} else {
+			*o++ = c;
+		}
+	}
+	w->b->len += (size_t)(o - p);
+}
+
+/* ---- numbers ----------------------------------------------------------
+ *
+ * buf_put_double's text without its cost: it prints with %.15g, %.16g and
+ * %.17g in turn and reads each back with strtod until one round-trips,
+ * about a microsecond a value. Here integers and short decimals (most
+ * GPU values) are written by hand, and the rest take that same loop. */
+
+static const double pow10_table[20] = {
+	1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,
+	1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
+};
+
+/* a (not an integer, 1e-4 <= a < 1e15) as the decimal m / 10^d with the
+ * fewest digits d, when one with at most 15 significant digits exists
+ * (m < 1e15; from 1e-4 that needs d <= 19). m and 10^d (d <= 22) are
+ * exact doubles, so the division is correctly rounded: it equals a
+ * exactly when strtod would read the text as a. By DBL_DIG (15), such a
+ * decimal is the one %.15g prints for a, and %g prints it without an
+ * exponent in this range. The search is exhaustive: a * 10^d < 1e15 is
+ * within 1/8 of m, so rounding it finds m whenever m exists. */
+static size_t format_short_decimal(char *out, double a)
+{
+	for (int d = 1; d <= 19; d++) {
+		double scaled = a * pow10_table[d];
+		if (scaled >= 1e15)
+			break;
+		double m = floor(scaled + 0.5);
+		if (m / pow10_table[d] != a)
+			continue;
+		char digits[24];
+		size_t n = format_u64(digits, (uint64_t)m);
+		while (d > 0 && digits[n - 1] == '0') { /* never longer than needed */
+			n--;
+			d--;
+		}
+		if (d == 0)
+			return 0;
+		size_t o = 0, ud = (size_t)d;
+		if (n > ud) {
+			memcpy(out, digits, n - ud);
+			o = n - ud;
+		} else {
+			out[o++] = '0';
+		}
+		out[o++] = '.';
+		for (size_t z = n; z < ud; z++)
+			out[o++] = '0';
+		size_t frac = n > ud ? ud : n;
+		memcpy(out + o, digits + n - frac, frac);
+		return o + frac;
+	}
+	return 0;
+}
+
+size_t prom_format_double(char *out, double v)
+{
+	if (isnan(v)) {
+		memcpy(out, "NaN", 4);
+		return 3;
+	}
+	if (isinf(v)) {
+		memcpy(out, v > 0 ? "+Inf" : "-Inf", 5);
+		return 4;
+	}
+	size_t n = 0;
+	double a = fabs(v);
+	if (a < 1e15 && v == (double)(int64_t)v) {
+		if (v < 0)
+			out[n++] = '-';
+		n += format_u64(out + n, (uint64_t)a);
+		out[n] = '\0';
+		return n;
+	}
+	int prec = 15;
+	if (a >= 1e-4 && a < 1e15) {
+		if (v < 0)
+			out[n++] = '-';
+		size_t k = format_short_decimal(out + n, a);
+		if (k) {
+			out[n + k] = '\0';
+			return n + k;
+		}
+		/* The search above is exact here, so no 15-digit text reads
+		 * back as v: skip that try. */
+		prec = 16;
+	}
+	for (; prec <= 17; prec++) {
+		snprintf(out, PROM_DOUBLE_MAX, "%.*g", prec, v);
+		if (strtod(out, NULL) == v)
+			break;
+	}
+	return strlen(out);
+}
+
+static bool ends_with(const char *s, size_t n, const char *suffix, size_t sn)
+{
+	return n > sn && memcmp(s + n - sn, suffix, sn) == 0;
+}
+
+/* ---- families and samples -------------------------------------------- */
+
+static void family(struct pw *w, const char *name, enum ftype type, const char *help)
+{
+	w->pending = true;
+	w->name = name;
+	w->name_len = strlen(name);
+	w->type = type;
+	w->help = help;
+}
+
+static void write_header(struct pw *w)
+{
+	static const char *const text_types[] = {"gauge", "counter", "histogram", "gauge"};
+	static const char *const om_types[] = {"gauge", "counter", "histogram", "info"};
+	size_t n = w->name_len;
+	/* OpenMetrics names the family without the suffix its samples carry. */
+	if (w->om && w->type == T_COUNTER && ends_with(w->name, n, "_total", 6))
+		n -= 6;
+	else if (w->om && w->type == T_INFO && ends_with(w->name, n, "_info", 5))
+		n -= 5;
+	PUT_LIT(w, "# HELP ");
+	put(w, w->name, n);
+	PUT_LIT(w, " ");
+	put_str(w, w->help);
+	PUT_LIT(w, "\n# TYPE ");
+	put(w, w->name, n);
+	PUT_LIT(w, " ");
+	put_str(w, (w->om ? om_types : text_types)[w->type]);
+	PUT_LIT(w, "\n");
+	w->pending = false;
+}
+
+/* Start a sample of the current family: its name and `suffix`. */
+static void sample(struct pw *w, const char *suffix, size_t suffix_len)
+{
+	if (w->pending)
+		write_header(w);
+	put(w, w->name, w->name_len);
+	if (suffix_len)
+		put(w, suffix, suffix_len);
+}
+
+/* Start a per-GPU sample: name{gpu="..",uuid="..",model=".." — the caller
+ * adds any more labels and ends it with end_labels_*. */
+static void gpu_sample(struct render *r, int i)
+{
+	sample(&r->w, "", 0);
+	PUT_LIT(&r->w, "{");
+	put(&r->w, r->labels.data + r->lab_off[i], r->lab_off[i + 1] - r->lab_off[i]);
+}
+
+static void end_value(struct pw *w, double v)
+{
+	PUT_LIT(w, "} ");
+	put_value(w, v);
+	PUT_LIT(w, "\n");
+}
+
+static void end_u64(struct pw *w, uint64_t v)
+{
+	PUT_LIT(w, "} ");
+	put_u64(w, v);
+	PUT_LIT(w, "\n");
+}
+
+/* A sample with no labels at all. */
+static void plain_value(struct pw *w, double v)
+{
+	sample(w, "", 0);
+	PUT_LIT(w, " ");
+	put_value(w, v);
+	PUT_LIT(w, "\n");
+}
+
+static void plain_u64(struct pw *w, uint64_t v)
+{
+	sample(w, "", 0);
+	PUT_LIT(w, " ");
+	put_u64(w, v);
+	PUT_LIT(w, "\n");
+}
+
+/* ---- per-GPU families ------------------------------------------------ */
+
+static void prepare_labels(struct render *r)
+{
+	struct pw lw = {.b = &r->labels};
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_identity *id = &r->snap[i].id;
+		r->lab_off[i] = r->labels.len;
+		PUT_LIT(&lw, "gpu=\"");
+		put_u64(&lw, id->index >= 0 ? (uint64_t)id->index : 0);
+		PUT_LIT(&lw, "\",uuid=\"");
+		put_label_text(&lw, id->uuid);
+		PUT_LIT(&lw, "\",model=\"");
+		put_label_text(&lw, id->name);
+		PUT_LIT(&lw, "\"");
+	}
+	r->lab_off[r->n] = r->labels.len;
+	if (lw.rc && !r->w.rc)
+		r->w.rc = lw.rc;
+}
+
+static bool gpu_is_stale(const struct gpu_snapshot *s)
+{
+	return s->health == GPU_HEALTH_STALE || (s->health == GPU_HEALTH_UP && s->stale != 0);
+}
+
+static void info_label(struct pw *w, const char *name, const char *value)
+{
+	PUT_LIT(w, ",");
+	put_str(w, name);
+	PUT_LIT(w, "=\"");
+	put_label_text(w, value);
+	PUT_LIT(w, "\"");
+}
+
+static const char *mig_name(int mode)
+{
+	return mode == 1 ? "enabled" : mode == 0 ? "disabled" : "unknown";
+}
+
+static void render_health(struct render *r)
+{
+	struct pw *w = &r->w;
+	family(w, "gpulse_gpu_up", T_GAUGE,
+	       "1 while the GPU answers; 0 when it is lost or a call to it is stuck.");
+	for (int i = 0; i < r->n; i++) {
+		gpu_sample(r, i);
+		end_u64(w, r->snap[i].health == GPU_HEALTH_UP);
+	}
+	family(w, "gpulse_gpu_stale", T_GAUGE,
+	       "1 while the GPU's values are late (a stuck call or a late tier) and left out.");
+	for (int i = 0; i < r->n; i++) {
+		gpu_sample(r, i);
+		end_u64(w, gpu_is_stale(&r->snap[i]));
+	}
+	family(w, "gpulse_gpu_info", T_INFO, "Identity of the GPU; value 1.");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_identity *id = &r->snap[i].id;
+		gpu_sample(r, i);
+		info_label(w, "pci_bus_id", id->pci_bus_id);
+		info_label(w, "serial", id->serial);
+		info_label(w, "driver_version", id->driver_version);
+		info_label(w, "cuda_version", id->cuda_version);
+		info_label(w, "architecture", id->architecture);
+		PUT_LIT(w, ",compute_capability=\"");
+		if (id->cc_major > 0) {
+			put_u64(w, (uint64_t)id->cc_major);
+			PUT_LIT(w, ".");
+			put_u64(w, id->cc_minor > 0 ? (uint64_t)id->cc_minor : 0);
+		}
+		PUT_LIT(w, "\",mig_mode=\"");
+		put_str(w, mig_name(id->mig_mode));
+		PUT_LIT(w, "\"");
+		info_label(w, "source", id->source);
+		end_u64(w, 1);
+	}
+}
+
+static void render_identity_numbers(struct render *r)
+{
+	static const struct {
+		const char *name, *help;
+		size_t off;
+		bool is_double;
+	} rows[] = {
+		{"gpulse_gpu_max_sm_clock_hertz", "Highest SM clock the GPU supports.",
+		 offsetof(struct gpu_identity, max_sm_clock_hz), true},
+		{"gpulse_gpu_max_memory_clock_hertz", "Highest memory clock the GPU supports.",
+		 offsetof(struct gpu_identity, max_mem_clock_hz), true},
+		{"gpulse_gpu_pcie_link_max_generation", "Highest PCIe generation of the link.",
+		 offsetof(struct gpu_identity, pcie_max_gen), false},
+		{"gpulse_gpu_pcie_link_max_width", "Widest PCIe link the GPU supports (lanes).",
+		 offsetof(struct gpu_identity, pcie_max_width), false},
+	};
+	for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+		family(&r->w, rows[k].name, T_GAUGE, rows[k].help);
+		for (int i = 0; i < r->n; i++) {
+			const char *base = (const char *)&r->snap[i].id + rows[k].off;
+			double v;
+			if (rows[k].is_double)
+				memcpy(&v, base, sizeof v);
+			else {
+				unsigned u;
+				memcpy(&u, base, sizeof u);
+				v = u;
+			}
+			if (!(v > 0)) /* 0 means unknown */
+				continue;
+			gpu_sample(r, i);
+			end_value(&r->w, v);
+		}
+	}
+}
+
+static bool same_metric(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The field table's families: consecutive rows sharing a metric name. */
+static void render_fields(struct render *r)
+{
+	struct pw *w = &r->w;
+	for (int f = 0; f < FIELD_COUNT;) {
+		const struct field_info *fi = &field_table[f];
+		int end = f + 1;
+		while (end < FIELD_COUNT && same_metric(field_table[end].metric, fi->metric))
+			end++;
+		if (fi->metric) {
+			family(w, fi->metric, fi->type == METRIC_COUNTER ? T_COUNTER : T_GAUGE,
+			       fi->help);
+			for (int i = 0; i < r->n; i++) {
+				const struct gpu_snapshot *s = &r->snap[i];
+				for (int g = f; g < end; g++) {
+					if (!(s->valid & FIELD_BIT(g)))
+						continue;
+					gpu_sample(r, i);
+					if (field_table[g].labels[0]) {
+						PUT_LIT(w, ",");
+						put_str(w, field_table[g].labels);
+					}
+					end_value(w, s->v[g]);
+				}
+			}
+		}
+		f = end;
+	}
+}
+
+static void render_throttle(struct render *r)
+{
+	struct pw *w = &r->w;
+	family(w, "gpulse_gpu_throttle_active", T_GAUGE,
+	       "1 while the clocks are held down for this reason (NVML clock event reasons).");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_snapshot *s = &r->snap[i];
+		if (!(s->valid & FIELD_BIT(F_CLOCK_REASONS)))
+			continue;
+		double v = s->v[F_CLOCK_REASONS];
+		uint64_t mask = (v >= 0 && v < 18446744073709551616.0) ? (uint64_t)v : 0;
+		for (int k = 0; k < clock_reason_count; k++) {
+			gpu_sample(r, i);
+			PUT_LIT(w, ",reason=\"");
+			put_str(w, clock_reason_table[k].label);
+			PUT_LIT(w, "\"");
+			end_u64(w, (mask & clock_reason_table[k].bit) != 0);
+		}
+	}
+}
+
+static void render_events(struct render *r)
+{
+	struct pw *w = &r->w;
+	family(w, "gpulse_gpu_xid_errors_total", T_COUNTER,
+	       "XID errors the driver reported, by code (\"other\" once the codes kept are full).");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_snapshot *s = &r->snap[i];
+		for (int k = 0; k < s->nxid && k < GPU_XID_MAX; k++) {
+			gpu_sample(r, i);
+			PUT_LIT(w, ",xid=\"");
+			put_u64(w, s->xid[k].code);
+			PUT_LIT(w, "\"");
+			end_u64(w, s->xid[k].count);
+		}
+		if (s->xid_other > 0) {
+			gpu_sample(r, i);
+			PUT_LIT(w, ",xid=\"other\"");
+			end_u64(w, s->xid_other);
+		}
+	}
+	family(w, "gpulse_gpu_ecc_events_total", T_COUNTER,
+	       "ECC error events received from the driver, by kind.");
+	for (int i = 0; i < r->n; i++) {
+		gpu_sample(r, i);
+		PUT_LIT(w, ",type=\"single_bit\"");
+		end_u64(w, r->snap[i].ecc_events[0]);
+		gpu_sample(r, i);
+		PUT_LIT(w, ",type=\"double_bit\"");
+		end_u64(w, r->snap[i].ecc_events[1]);
+	}
+	family(w, "gpulse_gpu_lost_total", T_COUNTER, "Times the GPU was found lost.");
+	for (int i = 0; i < r->n; i++) {
+		gpu_sample(r, i);
+		end_u64(w, r->snap[i].lost_total);
+	}
+}
+
+enum proc_metric { P_MEM, P_SM, P_MEMUTIL };
+
+static void render_processes(struct render *r)
+{
+	static const struct {
+		const char *name, *help;
+	} fams[] = {
+		[P_MEM] = {"gpulse_process_gpu_memory_bytes", "Device memory a process uses."},
+		[P_SM] = {"gpulse_process_sm_utilization_ratio",
+			  "Fraction of time a process's kernels ran on the SMs."},
+		[P_MEMUTIL] = {"gpulse_process_memory_utilization_ratio",
+			       "Fraction of time a process read or wrote device memory."},
+	};
+	struct pw *w = &r->w;
+	for (int m = P_MEM; m <= P_MEMUTIL; m++) {
+		family(w, fams[m].name, T_GAUGE, fams[m].help);
+		for (int i = 0; i < r->n; i++) {
+			const struct gpu_snapshot *s = &r->snap[i];
+			if (!s->procs_valid)
+				continue;
+			for (int k = 0; k < s->nprocs && k < GPU_PROC_MAX; k++) {
+				const struct gpu_process *p = &s->procs[k];
+				if (m == P_MEM ? !p->mem_valid : !p->util_valid)
+					continue;
+				gpu_sample(r, i);
+				PUT_LIT(w, ",pid=\"");
+				put_u64(w, p->pid);
+				PUT_LIT(w, "\",comm=\"");
+				char comm[GPU_COMM_LEN + 1];
+				memcpy(comm, p->comm, GPU_COMM_LEN);
+				comm[GPU_COMM_LEN] = '\0';
+				put_label_text(w, comm);
+				PUT_LIT(w, "\"");
+				if (m == P_MEM)
+					end_u64(w, p->used_bytes);
+				else
+					end_value(w, m == P_SM ? p->sm_ratio : p->mem_ratio);
+			}
+		}
+	}
+	family(w, "gpulse_gpu_processes_dropped", T_GAUGE,
+	       "Processes beyond the per-GPU limit, left out of the process metrics.");
+	for (int i = 0; i < r->n; i++) {
+		if (!r->snap[i].procs_valid || r->snap[i].procs_dropped == 0)
+			continue;
+		gpu_sample(r, i);
+		end_u64(w, r->snap[i].procs_dropped);
+	}
+	family(w, "gpulse_samples_total", T_COUNTER,
+	       "Tier updates received from the collector for the GPU.");
+	for (int i = 0; i < r->n; i++) {
+		for (int t = 0; t < TIER_COUNT; t++) {
+			gpu_sample(r, i);
+			PUT_LIT(w, ",tier=\"");
+			put_str(w, tier_name((enum tier)t));
+			PUT_LIT(w, "\"");
+			end_u64(w, r->snap[i].samples[t]);
+		}
+	}
+}
+
+/* ---- daemon families ------------------------------------------------- */
+
+static const char *mode_name(enum daemon_mode m)
+{
+	return m == MODE_NVML ? "nvml" : m == MODE_REPLAY ? "replay" : "none";
+}
+
+static void render_daemon(struct render *r, const struct collector_stats *cs,
+			  const struct self_stats *self)
+{
+	struct pw *w = &r->w;
+	family(w, "gpulse_build_info", T_INFO, "Build of gpulsed; value 1.");
+	sample(w, "", 0);
+	PUT_LIT(w, "{version=\"");
+	put_label_text(w, GPULSE_VERSION);
+	PUT_LIT(w, "\"");
+	end_u64(w, 1);
+	if (self) {
+		family(w, "gpulse_mode_info", T_INFO,
+		       "Where the GPU data comes from (nvml, replay or none) and why; value 1.");
+		sample(w, "", 0);
+		PUT_LIT(w, "{mode=\"");
+		put_str(w, mode_name(self->mode));
+		PUT_LIT(w, "\",detail=\"");
+		put_label_text(w, self->mode_detail);
+		PUT_LIT(w, "\"");
+		end_u64(w, 1);
+		family(w, "gpulse_start_time_seconds", T_GAUGE,
+		       "Time gpulsed started, in seconds since the Unix epoch.");
+		plain_value(w, (double)self->start_wall_ns / 1e9);
+	}
+	int nstale = 0;
+	for (int i = 0; i < r->n; i++)
+		nstale += gpu_is_stale(&r->snap[i]);
+	family(w, "gpulse_gpus", T_GAUGE, "GPUs attached to the daemon.");
+	plain_u64(w, (uint64_t)r->n);
+	family(w, "gpulse_gpus_stale", T_GAUGE, "GPUs whose values are late or stuck.");
+	plain_u64(w, (uint64_t)nstale);
+	if (!cs)
+		return;
+	family(w, "gpulse_collector_lanes", T_GAUGE, "Collector lanes (sampling threads) alive.");
+	plain_u64(w, cs->lanes_alive > 0 ? (uint64_t)cs->lanes_alive : 0);
+	family(w, "gpulse_collector_lanes_started_total", T_COUNTER,
+	       "Collector lanes started, one more after each stall.");
+	plain_u64(w, cs->lanes_started);
+	family(w, "gpulse_collector_stalls_total", T_COUNTER,
+	       "NVML calls seen stuck past their deadline.");
+	plain_u64(w, cs->stalls);
+	family(w, "gpulse_collector_rediscoveries_total", T_COUNTER,
+	       "GPUs found again after being lost.");
+	plain_u64(w, cs->rediscoveries);
+	family(w, "gpulse_collector_sweeps_total", T_COUNTER, "Tier sweeps over all GPUs completed.");
+	for (int t = 0; t < TIER_COUNT; t++) {
+		sample(w, "", 0);
+		PUT_LIT(w, "{tier=\"");
+		put_str(w, tier_name((enum tier)t));
+		PUT_LIT(w, "\"");
+		end_u64(w, cs->sweeps[t]);
+	}
+	family(w, "gpulse_events_total", T_COUNTER, "XID and ECC events received from NVML.");
+	plain_u64(w, cs->events);
+	family(w, "gpulse_event_errors_total", T_COUNTER, "NVML event waits that failed.");
+	plain_u64(w, cs->event_errors);
+}
+
+#define LE_VALUE(x) x,
+static const double latency_le[NVML_LATENCY_BUCKET_COUNT] = {NVML_LATENCY_BUCKETS(LE_VALUE)};
+#undef LE_VALUE
+_Static_assert(sizeof latency_le / sizeof latency_le[0] == NVML_LATENCY_BUCKET_COUNT,
+	       "NVML_LATENCY_BUCKET_COUNT matches NVML_LATENCY_BUCKETS");
+
+/* The le label values, formatted once: Go's shortest form ("2.5e-05") in
+ * the text format, and with ".0" on integers as OpenMetrics wants. */
+static char le_text[2][NVML_LATENCY_BUCKET_COUNT][32];
+static pthread_once_t le_once = PTHREAD_ONCE_INIT;
+
+static void le_fill(void)
+{
+	for (int k = 0; k < NVML_LATENCY_BUCKET_COUNT; k++) {
+		struct buf b;
+		buf_init(&b, 30);
+		if (buf_put_double(&b, latency_le[k]) == 0 && b.data) {
+			memcpy(le_text[0][k], b.data, b.len + 1);
+			memcpy(le_text[1][k], b.data, b.len + 1);
+			if (!strpbrk(b.data, ".eIN"))
+				memcpy(le_text[1][k] + b.len, ".0", 3);
+		}
+		buf_free(&b);
+	}
+}
+
+static uint64_t ld(const atomic_uint_fast64_t *a)
+{
+	return atomic_load_explicit(a, memory_order_relaxed);
+}
+
+/* {call="NAME" for one function, built once per render and copied. */
+struct call_label {
+	char text[96];
+	size_t len;
+};
+
+static void make_call_label(struct call_label *cl, int fn)
+{
+	const char *name = nvml_fn_name((enum nvml_fn)fn);
+	size_t n = strnlen(name, sizeof cl->text - 16);
+	memcpy(cl->text, "{call=\"", 7);
+	memcpy(cl->text + 7, name, n);
+	cl->text[7 + n] = '"';
+	cl->len = 8 + n;
+}
+
+static void render_nvml(struct render *r, struct nvml_lib *nv)
+{
+	struct pw *w = &r->w;
+	struct call_label cl[NVML_FN_COUNT];
+	uint64_t calls_seen[NVML_FN_COUNT];
+	size_t le_len[NVML_LATENCY_BUCKET_COUNT];
+	pthread_once(&le_once, le_fill);
+	for (int k = 0; k < NVML_LATENCY_BUCKET_COUNT; k++)
+		le_len[k] = strlen(le_text[w->om][k]);
+	for (int fn = 0; fn < NVML_FN_COUNT; fn++) {
+		calls_seen[fn] = ld(&nv->stats[fn].calls);
+		if (calls_seen[fn])
+			make_call_label(&cl[fn], fn);
+	}
+	family(w, "gpulse_nvml_calls_total", T_COUNTER, "NVML calls made, by function.");
+	for (int fn = 0; fn < NVML_FN_COUNT; fn++) {
+		if (!calls_seen[fn])
+			continue;
+		sample(w, "", 0);
+		put(w, cl[fn].text, cl[fn].len);
+		end_u64(w, calls_seen[fn]);
+	}
+	family(w, "gpulse_nvml_errors_total", T_COUNTER,
+	       "NVML calls that failed, by function and NVML return code.");
+	for (int fn = 0; fn < NVML_FN_COUNT; fn++) {
+		if (!calls_seen[fn])
+			continue; /* an error is a call: counted before it */
+		for (int c = 1; c < NVML_ERROR_CLASSES; c++) {
+			uint64_t e = ld(&nv->stats[fn].errors[c]);
+			if (!e)
+				continue;
+			sample(w, "", 0);
+			put(w, cl[fn].text, cl[fn].len);
+			PUT_LIT(w, ",error=\"");
+			put_str(w, c == NVML_ERROR_CLASSES - 1 ? "OTHER"
+							       : nvml_return_name((nvml_return_t)c));
+			PUT_LIT(w, "\"");
+			end_u64(w, e);
+		}
+	}
+	family(w, "gpulse_nvml_call_duration_seconds", T_HISTOGRAM,
+	       "Time NVML calls took, by function.");
+	for (int fn = 0; fn < NVML_FN_COUNT; fn++) {
+		const struct nvml_fn_stats *st = &nv->stats[fn];
+		if (!calls_seen[fn])
+			continue;
+		/* Buckets before calls: nvml_account counts the call first, so
+		 * the +Inf bucket read afterwards is never below the others. */
+		uint64_t cum = 0;
+		for (int k = 0; k < NVML_LATENCY_BUCKET_COUNT; k++) {
+			cum += ld(&st->bucket[k]);
+			sample(w, "_bucket", 7);
+			put(w, cl[fn].text, cl[fn].len);
+			PUT_LIT(w, ",le=\"");
+			put(w, le_text[w->om][k], le_len[k]);
+			PUT_LIT(w, "\"");
+			end_u64(w, cum);
+		}
+		uint64_t calls = ld(&st->calls);
+		uint64_t sum_ns = ld(&st->latency_ns_sum);
+		if (calls < cum)
+			calls = cum;
+		sample(w, "_bucket", 7);
+		put(w, cl[fn].text, cl[fn].len);
+		PUT_LIT(w, ",le=\"+Inf\"");
+		end_u64(w, calls);
+		sample(w, "_sum", 4);
+		put(w, cl[fn].text, cl[fn].len);
+		end_value(w, (double)sum_ns / 1e9);
+		sample(w, "_count", 6);
+		put(w, cl[fn].text, cl[fn].len);
+		end_u64(w, calls);
+	}
+}
+
+/* Resident and virtual size from /proc/self/statm, in bytes. */
+static bool read_statm(uint64_t *rss, uint64_t *vsz)
+{
+	char tmp[128];
+	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, tmp, sizeof tmp - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	tmp[n] = '\0';
+	char *end;
+	unsigned long long size = strtoull(tmp, &end, 10);
+	if (end == tmp)
+		return false;
+	char *p = end;
+	unsigned long long res = strtoull(p, &end, 10);
+	if (end == p)
+		return false;
+	long page = sysconf(_SC_PAGESIZE);
+	if (page <= 0)
+		page = 4096;
+	*vsz = size * (uint64_t)page;
+	*rss = res * (uint64_t)page;
+	return true;
+}
+
+static void render_self(struct render *r, const struct self_stats *self)
+{
+	struct pw *w = &r->w;
+	if (self) {
+		family(w, "gpulse_scrapes_total", T_COUNTER, "Renders of /metrics.");
+		plain_u64(w, ld(&self->scrapes_total));
+		family(w, "gpulse_scrape_duration_seconds", T_GAUGE,
+		       "Time the previous render of /metrics took.");
+		plain_value(w, (double)ld(&self->last_scrape_ns) / 1e9);
+		family(w, "gpulse_http_requests_total", T_COUNTER, "HTTP requests received.");
+		plain_u64(w, ld(&self->http_requests_total));
+		family(w, "gpulse_http_rejected_total", T_COUNTER,
+		       "HTTP requests refused (over a limit, not allowed, or unauthorized).");
+		plain_u64(w, ld(&self->http_rejected_total));
+		family(w, "gpulse_config_reloads_total", T_COUNTER,
+		       "Configuration reloads, by result.");
+		sample(w, "", 0);
+		PUT_LIT(w, "{result=\"success\"");
+		end_u64(w, ld(&self->reloads_ok_total));
+		sample(w, "", 0);
+		PUT_LIT(w, "{result=\"failure\"");
+		end_u64(w, ld(&self->reloads_failed_total));
+		family(w, "gpulse_config_last_reload_successful", T_GAUGE,
+		       "1 if the last configuration reload succeeded.");
+		plain_u64(w, atomic_load_explicit(&self->last_reload_ok, memory_order_relaxed) != 0);
+		if (self->last_reload_wall_ns > 0) {
+			family(w, "gpulse_config_last_reload_timestamp_seconds", T_GAUGE,
+			       "Time of the last configuration reload, in seconds since the Unix epoch.");
+			plain_value(w, (double)self->last_reload_wall_ns / 1e9);
+		}
+	}
+	family(w, "process_cpu_seconds_total", T_COUNTER,
+	       "Total user and system CPU time spent in seconds.");
+	plain_value(w, (double)clock_process_cpu_ns() / 1e9);
+	uint64_t rss, vsz;
+	if (read_statm(&rss, &vsz)) {
+		family(w, "process_resident_memory_bytes", T_GAUGE, "Resident memory size in bytes.");
+		plain_u64(w, rss);
+		family(w, "process_virtual_memory_bytes", T_GAUGE, "Virtual memory size in bytes.");
+		plain_u64(w, vsz);
+	}
+	if (self) {
+		family(w, "process_start_time_seconds", T_GAUGE,
+		       "Start time of the process since unix epoch in seconds.");
+		plain_value(w, (double)self->start_wall_ns / 1e9);
+	}
+}
+
+/* ---- entry points ---------------------------------------------------- */
+
+int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
+		const struct collector_stats *cs, const struct self_stats *self,
+		bool openmetrics)
+{
+	struct render r = {.w = {.b = out, .om = openmetrics}};
+	if (out->failed)
+		return GPULSE_ELIMIT;
+	buf_init(&r.labels, 1u << 20);
+	r.n = bus ? bus_gpu_count(bus) : 0;
+	if (r.n > GPU_MAX)
+		r.n = GPU_MAX;
+	if (r.n > 0) {
+		r.snap = malloc((size_t)r.n * sizeof *r.snap);
+		if (!r.snap) {
+			r.w.rc = GPULSE_ENOMEM;
+			goto out;
+		}
+		int got = 0;
+		for (int i = 0; i < r.n; i++)
+			if (bus_read(bus, i, &r.snap[got]) == 0)
+				got++;
+		r.n = got;
+	}
+	prepare_labels(&r);
+	if (r.w.rc)
+		goto out;
+
+	/* One reservation sized from what will be written: about 4 KiB of
+	 * samples per GPU plus its processes, and 1.8 KiB per NVML function
+	 * called (its histogram). */
+	size_t est = 8192 + (size_t)r.n * 4096 + r.labels.len * 40;
+	for (int i = 0; i < r.n; i++)
+		est += r.snap[i].procs_valid ? (size_t)r.snap[i].nprocs * 600 : 0;
+	if (nvml)
+		for (int fn = 0; fn < NVML_FN_COUNT; fn++)
+			est += ld(&nvml->stats[fn].calls) ? 1800 : 0;
+	if (out->max > out->len) {
+		size_t avail = out->max - out->len;
+		buf_reserve(out, est < avail ? est : avail);
+	}
+
+	render_health(&r);
+	render_identity_numbers(&r);
+	render_fields(&r);
+	render_throttle(&r);
+	render_events(&r);
+	render_processes(&r);
+	render_daemon(&r, cs, self);
+	if (nvml)
+		render_nvml(&r, nvml);
+	render_self(&r, self);
+	if (openmetrics)
+		PUT_LIT(&r.w, "# EOF\n");
+out:
+	if (out->data)
+		out->data[out->len] = '\0';
+	free(r.snap);
+	buf_free(&r.labels);
+	if (!r.w.rc && out->failed)
+		r.w.rc = GPULSE_ELIMIT;
+	return r.w.rc;
+}
+
+/* ---- UTF-8 ----------------------------------------------------------- */
+
+/* Length of the well-formed UTF-8 sequence at p (RFC 3629), 0 if none. */
+static size_t utf8_len(const unsigned char *p)
+{
+	unsigned c = p[0];
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		return (p[1] & 0xC0) == 0x80 ? 2 : 0;
+	if (c >= 0xE0 && c <= 0xEF) {
+		unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+		if (p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80)
+			return 0;
+		return 3;
+	}
+	if (c >= 0xF0 && c <= 0xF4) {
+		unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+		if (p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80)
+			return 0;
+		return 4;
+	}
+	return 0;
+}
+
+size_t prom_clean_utf8(char *dst, size_t dstlen, const char *src)
+{
+	const unsigned char *p = (const unsigned char *)src;
+	size_t o = 0;
+	if (dstlen == 0)
+		return 0;
+	while (*p) {
+		size_t n = utf8_len(p);
+		if (n == 0) {
+			if (o + 1 >= dstlen)
+				break;
+			dst[o++] = '?';
+			p++;
+			continue;
+		}
+		if (o + n >= dstlen)
+			break;
+		memcpy(dst + o, p, n);
+		o += n;
+		p += n;
+	}
+	dst[o] = '\0';
+	return o;
+}
+
+/* ---- content negotiation --------------------------------------------- */
+
+struct pref {
+	int spec;    /* -1 unmatched; 0 "* / *", 1 "type/ *", 2 exact */
+	double q;
+	int pos;     /* index of the media range that set it */
+};
+
+static bool is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/* A token ends at a separator that matters to Accept. */
+static size_t token_len(const char *p)
+{
+	size_t n = 0;
+	while (p[n] && !is_ows(p[n]) && p[n] != ',' && p[n] != ';' && p[n] != '=')
+		n++;
+	return n;
+}
+
+/* qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ), read
+ * leniently (more digits allowed); -1 when it is not a number in [0, 1]. */
+static double parse_q(const char *p, size_t n)
+{
+	if (n == 0 || (p[0] != '0' && p[0] != '1'))
+		return -1;
+	double q = p[0] - '0', scale = 0.1;
+	if (n == 1)
+		return q;
+	if (p[1] != '.')
+		return -1;
+	for (size_t i = 2; i < n; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+		q += (p[i] - '0') * scale;
+		scale /= 10;
+	}
+	return q > 1 ? -1 : q;
+}
+
+static bool token_is(const char *p, size_t n, const char *lit)
+{
+	return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
+}
+
+static void consider(struct pref *pr, int spec, double q, int pos)
+{
+	if (spec > pr->spec || (spec == pr->spec && q > pr->q)) {
+		pr->spec = spec;
+		pr->q = q;
+		pr->pos = pos;
+	}
+}
+
+bool prom_wants_openmetrics(const char *accept)
+{
+	struct pref om = {-1, 0, 0}, text = {-1, 0, 0};
+	if (!accept)
+		return false;
+	const char *p = accept;
+	for (int pos = 0; *p; pos++) {
+		while (is_ows(*p) || *p == ',')
+			p++;
+		if (!*p)
+			break;
+		/* media-range: type "/" subtype, leniently split. */
+		size_t tn = token_len(p);
+		const char *type = p, *slash = memchr(p, '/', tn);
+		size_t type_len = slash ? (size_t)(slash - p) : tn;
+		const char *sub = slash ? slash + 1 : p + tn;
+		size_t sub_len = slash ? tn - type_len - 1 : 0;
+		p += tn;
+		double q = 1;
+		bool version_ok = true, bad = !slash;
+		/* parameters: ; name = value, value a token or quoted string */
+		for (;;) {
+			while (is_ows(*p))
+				p++;
+			if (*p != ';')
+				break;
+			p++;
+			while (is_ows(*p))
+				p++;
+			size_t nn = token_len(p);
+			const char *name = p;
+			p += nn;
+			while (is_ows(*p))
+				p++;
+			const char *val = p;
+			size_t vn = 0;
+			if (*p == '=') {
+				p++;
+				while (is_ows(*p))
+					p++;
+				if (*p == '"') {
+					val = ++p;
+					while (*p && *p != '"') {
+						if (*p == '\\' && p[1])
+							p++;
+						p++;
+					}
+					vn = (size_t)(p - val);
+					if (*p == '"')
+						p++;
+				} else {
+					val = p;
+					vn = token_len(p);
+					p += vn;
+				}
+			}
+			if (token_is(name, nn, "q")) {
+				q = parse_q(val, vn);
+				if (q < 0)
+					bad = true;
+			} else if (token_is(name, nn, "version")) {
+				version_ok = token_is(val, vn, "1.0.0") || token_is(val, vn, "0.0.1");
+			}
+		}
+		/* Skip anything left of this range (junk) up to the next comma,
+		 * stepping over quoted strings. */
+		while (*p && *p != ',') {
+			if (*p == '"') {
+				bad = true;
+				p++;
+				while (*p && *p != '"') {
+					if (*p == '\\' && p[1])
+						p++;
+					p++;
+				}
+				if (*p)
+					p++;
+				continue;
+			}
+			if (!is_ows(*p))
+				bad = true;
+			p++;
+		}
+		if (bad)
+			continue;
+		bool star_type = token_is(type, type_len, "*");
+		bool star_sub = token_is(sub, sub_len, "*");
+		if (star_type && star_sub) {
+			consider(&om, 0, q, pos);
+			consider(&text, 0, q, pos);
+		} else if (token_is(type, type_len, "application")) {
+			if (star_sub)
+				consider(&om, 1, q, pos);
+			else if (token_is(sub, sub_len, "openmetrics-text") && version_ok)
+				consider(&om, 2, q, pos);
+		} else if (token_is(type, type_len, "text")) {
+			if (star_sub)
+				consider(&text, 1, q, pos);
+			else if (token_is(sub, sub_len, "plain"))
+				consider(&text, 2, q, pos);
+		}
+	}
+	double oq = om.spec >= 0 ? om.q : 0, tq = text.spec >= 0 ? text.q : 0;
+	if (oq <= 0)
+		return false;
+	if (oq != tq)
+		return oq > tq;
+	/* A tie goes to the more specific range, then to the one listed first;
+	 * "* / *" alone (equal in both) means the default, text. */
+	if (om.spec != text.spec)
+		return om.spec > text.spec;
+	return om.pos < text.pos;
+}

@@ -1,0 +1,345 @@
+/* The status document; see status_json.h. Written straight into the
+ * buffer rather than built as a jansson tree: the shape is fixed, and the
+ * daemon core does not otherwise need jansson. */
+#include "status_json.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fields.h"
+#include "prom.h"
+#include "status.h"
+
+/* The writer works like prom.c's: straight into out->data with one
+ * inlined capacity check per piece, buf_reserve only to grow, and the NUL
+ * written at the end. */
+struct jw {
+	struct buf *b;
+	int rc;
+};
+
+static char *room(struct jw *w, size_t n)
+{
+	struct buf *b = w->b;
+	if (w->rc)
+		return NULL;
+	if (b->len + n >= b->cap) {
+		int rc = buf_reserve(b, n);
+		if (rc) {
+			w->rc = rc;
+			return NULL;
+		}
+	}
+	return b->data + b->len;
+}
+
+static void put(struct jw *w, const char *s, size_t n)
+{
+	char *p = room(w, n);
+	if (p) {
+		memcpy(p, s, n);
+		w->b->len += n;
+	}
+}
+
+static void lit(struct jw *w, const char *s)
+{
+	put(w, s, strlen(s));
+}
+
+/* A JSON string from text that may not be UTF-8: cleaned, then escaped
+ * as buf_put_json_string does. */
+static void str(struct jw *w, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	char clean[512];
+	size_t n = prom_clean_utf8(clean, sizeof clean, s);
+	char *p = room(w, 6 * n + 2);
+	if (!p)
+		return;
+	char *o = p;
+	*o++ = '"';
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)clean[i];
+		switch (c) {
+		case '"': *o++ = '\\'; *o++ = '"'; break;
+		case '\\': *o++ = '\\'; *o++ = '\\'; break;
+		case '\n': *o++ = '\\'; *o++ = 'n'; break;
+		case '\r': *o++ = '\\'; *o++ = 'r'; break;
+		case '\t': *o++ = '\\'; *o++ = 't'; break;
+		default:
+			if (c < 0x20) {
+				memcpy(o, "\\u00", 4);
+				o[4] = hex[c >> 4];
+				o[5] = hex[c & 15];
+				o += 6;
+			} else {
+				*o++ = (char)c;
+			}
+		}
+	}
+	*o++ = '"';
+	w->b->len += (size_t)(o - p);
+}
+
+static void num(struct jw *w, double v)
+{
+	if (!isfinite(v)) {
+		lit(w, "null");
+		return;
+	}
+	/* Its forms ("1e-05", "0.25", "-3") are all valid JSON numbers. */
+	char *p = room(w, PROM_DOUBLE_MAX);
+	if (p)
+		w->b->len += prom_format_double(p, v);
+}
+
+static void u64(struct jw *w, uint64_t v)
+{
+	char tmp[24];
+	char *p = tmp + sizeof tmp;
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	put(w, p, (size_t)(tmp + sizeof tmp - p));
+}
+
+static void i64(struct jw *w, int64_t v)
+{
+	if (v < 0) {
+		lit(w, "-");
+		u64(w, (uint64_t)0 - (uint64_t)v);
+	} else {
+		u64(w, (uint64_t)v);
+	}
+}
+
+/* "key": — keys are our own identifiers and need no escaping. */
+static void key(struct jw *w, const char *k)
+{
+	lit(w, "\"");
+	lit(w, k);
+	lit(w, "\":");
+}
+
+static void key_str(struct jw *w, const char *k, const char *v)
+{
+	key(w, k);
+	str(w, v);
+	lit(w, ",");
+}
+
+static void key_num(struct jw *w, const char *k, double v)
+{
+	key(w, k);
+	num(w, v);
+	lit(w, ",");
+}
+
+static void key_u64(struct jw *w, const char *k, uint64_t v)
+{
+	key(w, k);
+	u64(w, v);
+	lit(w, ",");
+}
+
+static void unix_seconds(struct jw *w, int64_t wall_ns)
+{
+	if (wall_ns <= 0)
+		lit(w, "null");
+	else
+		num(w, (double)wall_ns / 1e9);
+}
+
+static const char *health_name(enum gpu_health h)
+{
+	return h == GPU_HEALTH_UP ? "up" : h == GPU_HEALTH_STALE ? "stale" : "lost";
+}
+
+static void render_gpu(struct jw *w, const struct gpu_snapshot *s)
+{
+	const struct gpu_identity *id = &s->id;
+	lit(w, "{");
+	key(w, "gpu");
+	i64(w, id->index);
+	lit(w, ",");
+	key_str(w, "uuid", id->uuid);
+	key_str(w, "model", id->name);
+	key_str(w, "pci_bus_id", id->pci_bus_id);
+	key_str(w, "serial", id->serial);
+	key_str(w, "driver_version", id->driver_version);
+	key_str(w, "cuda_version", id->cuda_version);
+	key_str(w, "architecture", id->architecture);
+	key(w, "compute_capability");
+	lit(w, "\"");
+	if (id->cc_major > 0) {
+		u64(w, (uint64_t)id->cc_major);
+		lit(w, ".");
+		u64(w, id->cc_minor > 0 ? (uint64_t)id->cc_minor : 0);
+	}
+	lit(w, "\",");
+	key_str(w, "mig_mode", id->mig_mode == 1 ? "enabled" : id->mig_mode == 0 ? "disabled"
+										  : "unknown");
+	key_str(w, "source", id->source);
+	key_str(w, "health", health_name(s->health));
+	key_str(w, "health_reason", s->health_reason);
+	key(w, "health_since");
+	unix_seconds(w, s->health_since_wall_ns);
+	lit(w, ",");
+	key_num(w, "max_sm_clock_hz", id->max_sm_clock_hz);
+	key_num(w, "max_mem_clock_hz", id->max_mem_clock_hz);
+	key_u64(w, "pcie_max_gen", id->pcie_max_gen);
+	key_u64(w, "pcie_max_width", id->pcie_max_width);
+	key(w, "gpm_supported");
+	lit(w, id->gpm_supported ? "true," : "false,");
+
+	key(w, "sample_time");
+	lit(w, "{");
+	for (int t = 0; t < TIER_COUNT; t++) {
+		if (t)
+			lit(w, ",");
+		key(w, tier_name((enum tier)t));
+		unix_seconds(w, s->tier_wall_ns[t]);
+	}
+	lit(w, "},");
+
+	key(w, "fields");
+	lit(w, "{");
+	bool first = true;
+	for (int f = 0; f < FIELD_COUNT; f++) {
+		if (!(s->valid & FIELD_BIT(f)))
+			continue;
+		if (!first)
+			lit(w, ",");
+		first = false;
+		key(w, field_key((enum field_id)f));
+		num(w, s->v[f]);
+	}
+	lit(w, "},");
+
+	key(w, "stale_fields");
+	lit(w, "[");
+	first = true;
+	for (int f = 0; f < FIELD_COUNT; f++) {
+		if (!(s->stale & FIELD_BIT(f)))
+			continue;
+		if (!first)
+			lit(w, ",");
+		first = false;
+		str(w, field_key((enum field_id)f));
+	}
+	lit(w, "],");
+
+	key(w, "throttle_reasons");
+	if (s->valid & FIELD_BIT(F_CLOCK_REASONS)) {
+		double v = s->v[F_CLOCK_REASONS];
+		uint64_t mask = (v >= 0 && v < 18446744073709551616.0) ? (uint64_t)v : 0;
+		lit(w, "[");
+		first = true;
+		for (int k = 0; k < clock_reason_count; k++) {
+			if (!(mask & clock_reason_table[k].bit))
+				continue;
+			if (!first)
+				lit(w, ",");
+			first = false;
+			str(w, clock_reason_table[k].label);
+		}
+		lit(w, "],");
+	} else {
+		lit(w, "null,");
+	}
+
+	key(w, "processes");
+	lit(w, "[");
+	for (int k = 0; s->procs_valid && k < s->nprocs && k < GPU_PROC_MAX; k++) {
+		const struct gpu_process *p = &s->procs[k];
+		char comm[GPU_COMM_LEN + 1];
+		memcpy(comm, p->comm, GPU_COMM_LEN);
+		comm[GPU_COMM_LEN] = '\0';
+		lit(w, k ? ",{" : "{");
+		key_u64(w, "pid", p->pid);
+		key_str(w, "comm", comm);
+		key(w, "used_bytes");
+		if (p->mem_valid)
+			u64(w, p->used_bytes);
+		else
+			lit(w, "null");
+		lit(w, ",");
+		key(w, "sm_ratio");
+		num(w, p->util_valid ? p->sm_ratio : NAN);
+		lit(w, ",");
+		key(w, "mem_ratio");
+		num(w, p->util_valid ? p->mem_ratio : NAN);
+		lit(w, "}");
+	}
+	lit(w, "],");
+	key_u64(w, "processes_dropped", s->procs_valid ? s->procs_dropped : 0);
+
+	key(w, "xid");
+	lit(w, "[");
+	for (int k = 0; k < s->nxid && k < GPU_XID_MAX; k++) {
+		lit(w, k ? ",{" : "{");
+		key_u64(w, "code", s->xid[k].code);
+		key(w, "count");
+		u64(w, s->xid[k].count);
+		lit(w, "}");
+	}
+	lit(w, "],");
+	key_u64(w, "xid_other", s->xid_other);
+	key(w, "ecc_events");
+	lit(w, "{");
+	key_u64(w, "single_bit", s->ecc_events[0]);
+	key(w, "double_bit");
+	u64(w, s->ecc_events[1]);
+	lit(w, "},");
+	key(w, "lost_total");
+	u64(w, s->lost_total);
+	lit(w, "}");
+}
+
+static const char *mode_name(enum daemon_mode m)
+{
+	return m == MODE_NVML ? "nvml" : m == MODE_REPLAY ? "replay" : "none";
+}
+
+int status_json_render(struct buf *out, struct bus *bus, const struct self_stats *self)
+{
+	struct jw w = {.b = out};
+	if (out->failed)
+		return GPULSE_ELIMIT;
+	struct gpu_snapshot *snap = malloc(sizeof *snap);
+	if (!snap)
+		return GPULSE_ENOMEM;
+	int n = bus ? bus_gpu_count(bus) : 0;
+	size_t est = 1024 + (size_t)(n > 0 ? n : 0) * 3072;
+	if (out->max > out->len)
+		buf_reserve(out, est < out->max - out->len ? est : out->max - out->len);
+	lit(&w, "{\"status\":\"success\",\"data\":{");
+	key_str(&w, "mode", mode_name(self ? self->mode : MODE_NONE));
+	key_str(&w, "detail", self ? self->mode_detail : "");
+	key_num(&w, "replay_speed", self ? self->replay_speed : NAN);
+	key(&w, "start_time");
+	unix_seconds(&w, self ? self->start_wall_ns : 0);
+	lit(&w, ",");
+	key(&w, "gpus");
+	lit(&w, "[");
+	bool first = true;
+	for (int i = 0; i < n; i++) {
+		if (bus_read(bus, i, snap) != 0)
+			continue;
+		if (!first)
+			lit(&w, ",");
+		first = false;
+		render_gpu(&w, snap);
+	}
+	lit(&w, "]}}\n");
+	free(snap);
+	if (out->data)
+		out->data[out->len] = '\0';
+	if (!w.rc && out->failed)
+		w.rc = GPULSE_ELIMIT;
+	return w.rc;
+}

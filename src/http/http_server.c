@@ -1,0 +1,742 @@
+/* The HTTP server on libmicrohttpd; see http_server.h. MHD does the
+ * protocol, the connection limits and TLS; this file adds the listen
+ * address syntax, request policy (GET/HEAD only, URL length, bearer token)
+ * and a small route table. Error responses are built once at start and
+ * shared, so a refused request costs no allocation. */
+#include "http_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "status.h"
+
+#define LISTEN_FORMS "expected HOST:PORT, [IPV6]:PORT or :PORT"
+
+struct route {
+	char path[HTTP_MAX_ROUTE_PATH];
+	size_t len;
+	bool prefix;                 /* the path ends in '/' */
+	http_handler_fn *fn;
+	void *ctx;
+};
+
+enum canned { R_401, R_404, R_405, R_413, R_414, R_500, R_COUNT };
+
+struct http_server {
+	struct MHD_Daemon *mhd;
+	int listen_fd;               /* handed to MHD, which closes it */
+	int port;
+	size_t max_body;
+	char *token;                 /* NULL when no auth */
+	size_t token_len;
+	char *tls_cert, *tls_key;    /* must outlive the daemon */
+	atomic_bool started;         /* MHD log lines after start are debug */
+	atomic_int nroutes;          /* published with release after the entry */
+	struct route routes[HTTP_MAX_ROUTES];
+	struct MHD_Response *canned[R_COUNT];
+	atomic_uint_fast64_t requests, rejected;
+	atomic_uint_fast64_t *ext_requests, *ext_rejected;
+};
+
+/* The URI log callback's verdict, stored by MHD as the request's context:
+ * the only place where the whole request target (query included) is seen. */
+static char uri_too_long_marker;
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || errlen == 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- listen addresses ------------------------------------------------ */
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static bool is_alnum(char c)
+{
+	return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* RFC 1123 host name: dot-separated labels of letters, digits and '-',
+ * 1-63 bytes each, not starting or ending with '-'. */
+static bool valid_hostname(const char *h, size_t n)
+{
+	if (n == 0 || n > 253)
+		return false;
+	size_t label = 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = h[i];
+		if (c == '.') {
+			if (label == 0 || h[i - 1] == '-')
+				return false;
+			label = 0;
+			continue;
+		}
+		if (!is_alnum(c) && c != '-')
+			return false;
+		if (c == '-' && label == 0)
+			return false;
+		if (++label > 63)
+			return false;
+	}
+	return label > 0 && h[n - 1] != '-';
+}
+
+static bool all_digits_dots(const char *h, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!is_digit(h[i]) && h[i] != '.')
+			return false;
+	return true;
+}
+
+/* An IPv6 literal as written inside brackets, with an optional zone. */
+static bool valid_ipv6(const char *h, size_t n)
+{
+	char tmp[INET6_ADDRSTRLEN + 1];
+	const char *pct = memchr(h, '%', n);
+	size_t addr_len = pct ? (size_t)(pct - h) : n;
+	if (addr_len == 0 || addr_len >= sizeof tmp)
+		return false;
+	memcpy(tmp, h, addr_len);
+	tmp[addr_len] = '\0';
+	struct in6_addr a;
+	if (inet_pton(AF_INET6, tmp, &a) != 1)
+		return false;
+	if (pct) {
+		size_t zone = n - addr_len - 1;
+		if (zone == 0 || zone > 15) /* IFNAMSIZ - 1 */
+			return false;
+		for (size_t i = addr_len + 1; i < n; i++)
+			if (!is_alnum(h[i]) && h[i] != '_' && h[i] != '.' && h[i] != '-')
+				return false;
+	}
+	return true;
+}
+
+int http_parse_listen(const char *spec, char *host, size_t hostlen, int *port,
+		      char *err, size_t errlen)
+{
+	if (!spec || !spec[0]) {
+		set_err(err, errlen, "The listen address is empty; " LISTEN_FORMS ".");
+		return GPULSE_EINVAL;
+	}
+	size_t n = strnlen(spec, HTTP_MAX_LISTEN + 1);
+	if (n > HTTP_MAX_LISTEN) {
+		set_err(err, errlen, "The listen address is longer than %d bytes.", HTTP_MAX_LISTEN);
+		return GPULSE_EINVAL;
+	}
+	const char *h, *colon;
+	size_t hn;
+	bool v6 = false;
+	if (spec[0] == '[') {
+		const char *close = memchr(spec, ']', n);
+		if (!close) {
+			set_err(err, errlen, "Listen address \"%s\" opens '[' but never closes it; "
+				LISTEN_FORMS ".", spec);
+			return GPULSE_EINVAL;
+		}
+		h = spec + 1;
+		hn = (size_t)(close - h);
+		if (close[1] != ':') {
+			set_err(err, errlen, "Listen address \"%s\" has no port after ']'; "
+				LISTEN_FORMS ".", spec);
+			return GPULSE_EINVAL;
+		}
+		colon = close + 1;
+		if (!valid_ipv6(h, hn)) {
+			set_err(err, errlen, "\"%.*s\" in listen address \"%s\" is not an IPv6 address.",
+				(int)hn, h, spec);
+			return GPULSE_EINVAL;
+		}
+		v6 = true;
+	} else {
+		colon = strrchr(spec, ':');
+		if (!colon) {
+			set_err(err, errlen, "Listen address \"%s\" has no port; " LISTEN_FORMS ".",
+				spec);
+			return GPULSE_EINVAL;
+		}
+		if (memchr(spec, ':', (size_t)(colon - spec))) {
+			set_err(err, errlen, "Listen address \"%s\" looks like an IPv6 address; "
+				"write it in brackets, as in [::1]:9401.", spec);
+			return GPULSE_EINVAL;
+		}
+		h = spec;
+		hn = (size_t)(colon - spec);
+	}
+
+	const char *p = colon + 1;
+	size_t pn = strlen(p);
+	long val = 0;
+	bool ok = pn > 0 && pn <= 5;
+	for (size_t i = 0; ok && i < pn; i++) {
+		if (!is_digit(p[i]))
+			ok = false;
+		else
+			val = val * 10 + (p[i] - '0');
+	}
+	if (!ok || val > 65535) {
+		set_err(err, errlen, "Port \"%.16s\" in listen address \"%s\" is not a number "
+			"from 0 to 65535.", p, spec);
+		return GPULSE_EINVAL;
+	}
+
+	if (!v6) {
+		if (hn == 1 && h[0] == '*') {
+			hn = 0; /* "*:PORT" means all interfaces, as ":PORT" does */
+		} else if (hn > 0 && all_digits_dots(h, hn)) {
+			char tmp[INET_ADDRSTRLEN];
+			struct in_addr a;
+			ok = hn < sizeof tmp;
+			if (ok) {
+				memcpy(tmp, h, hn);
+				tmp[hn] = '\0';
+				ok = inet_pton(AF_INET, tmp, &a) == 1;
+			}
+			if (!ok) {
+				set_err(err, errlen, "\"%.*s\" in listen address \"%s\" is not an IPv4 "
+					"address.", (int)hn, h, spec);
+				return GPULSE_EINVAL;
+			}
+		} else if (hn > 0 && !valid_hostname(h, hn)) {
+			set_err(err, errlen, "\"%.*s\" in listen address \"%s\" is neither an IP "
+				"address nor a host name.", (int)hn, h, spec);
+			return GPULSE_EINVAL;
+		}
+	}
+	if (!host || hn >= hostlen) {
+		set_err(err, errlen, "The host in listen address \"%s\" is too long.", spec);
+		return GPULSE_EINVAL;
+	}
+	memcpy(host, h, hn);
+	host[hn] = '\0';
+	if (port)
+		*port = (int)val;
+	return GPULSE_OK;
+}
+
+bool http_is_loopback_listen(const char *spec)
+{
+	char host[HTTP_MAX_LISTEN + 1];
+	int port;
+	if (http_parse_listen(spec, host, sizeof host, &port, NULL, 0) != 0)
+		return false;
+	if (strcasecmp(host, "localhost") == 0)
+		return true;
+	struct in_addr a4;
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	struct in6_addr a6;
+	char *pct = strchr(host, '%');
+	if (pct)
+		*pct = '\0';
+	if (inet_pton(AF_INET6, host, &a6) == 1) {
+		if (IN6_IS_ADDR_LOOPBACK(&a6))
+			return true;
+		return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+	}
+	return false;
+}
+
+/* Bind and spec ourselves rather than let MHD do it, so a failure comes
+ * back with errno and turns into a sentence a person can act on. */
+static int open_listener(const char *spec, const char *host, int port, int *fd_out,
+			 bool *v6_out, char *err, size_t errlen)
+{
+	struct addrinfo hints = {0}, *res = NULL, any6 = {0}, any4 = {0};
+	struct sockaddr_in6 sa6 = {0};
+	struct sockaddr_in sa4 = {0};
+	int rc = GPULSE_EIO, fd = -1, last_errno = 0;
+	char portstr[8];
+	snprintf(portstr, sizeof portstr, "%d", port);
+
+	if (!host[0]) {
+		/* All interfaces: one dual-stack socket, or IPv4 alone on a
+		 * machine without IPv6. */
+		sa6.sin6_family = AF_INET6;
+		sa6.sin6_addr = in6addr_any;
+		sa6.sin6_port = htons((uint16_t)port);
+		sa4.sin_family = AF_INET;
+		sa4.sin_addr.s_addr = htonl(INADDR_ANY);
+		sa4.sin_port = htons((uint16_t)port);
+		any6.ai_family = AF_INET6;
+		any6.ai_addr = (struct sockaddr *)&sa6;
+		any6.ai_addrlen = sizeof sa6;
+		any6.ai_next = &any4;
+		any4.ai_family = AF_INET;
+		any4.ai_addr = (struct sockaddr *)&sa4;
+		any4.ai_addrlen = sizeof sa4;
+	} else {
+		hints.ai_family = AF_UNSPEC;
+		hints.ai_socktype = SOCK_STREAM;
+		hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+		int g = getaddrinfo(host, portstr, &hints, &res);
+		if (g != 0) {
+			set_err(err, errlen, "Cannot resolve \"%s\" in listen address \"%s\": %s.",
+				host, spec, gai_strerror(g));
+			rc = GPULSE_EINVAL;
+			goto out;
+		}
+	}
+	for (struct addrinfo *ai = host[0] ? res : &any6; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0) {
+			last_errno = errno;
+			continue;
+		}
+		int one = 1, zero = 0;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (ai->ai_family == AF_INET6)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, host[0] ? &one : &zero, sizeof one);
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
+			*v6_out = ai->ai_family == AF_INET6;
+			*fd_out = fd;
+			fd = -1;
+			rc = GPULSE_OK;
+			goto out;
+		}
+		last_errno = errno;
+		close(fd);
+		fd = -1;
+		/* A busy port stays busy on the next address family: say so. */
+		if (last_errno == EADDRINUSE || last_errno == EACCES)
+			break;
+	}
+	if (last_errno == EADDRINUSE)
+		set_err(err, errlen, "Cannot listen on %s: the port is already in use "
+			"(is another gpulsed running?).", spec);
+	else if (last_errno == EACCES)
+		set_err(err, errlen, "Cannot listen on %s: permission denied (ports below 1024 "
+			"need privileges).", spec);
+	else if (last_errno == EADDRNOTAVAIL)
+		set_err(err, errlen, "Cannot listen on %s: no local interface has that address.",
+			spec);
+	else
+		set_err(err, errlen, "Cannot listen on %s: %s.", spec,
+			strerror(last_errno ? last_errno : EINVAL));
+out:
+	if (res)
+		freeaddrinfo(res);
+	return rc;
+}
+
+/* ---- requests -------------------------------------------------------- */
+
+const char *http_request_header(const struct http_request *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *http_request_arg(const struct http_request *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	(void)cls;
+	(void)conn;
+	return strnlen(uri, HTTP_MAX_URL_BYTES + 1) > HTTP_MAX_URL_BYTES ? &uri_too_long_marker
+									  : NULL;
+}
+
+/* "Bearer TOKEN", compared in time that depends only on the expected
+ * token's length, so a client cannot find the token byte by byte. */
+static bool auth_ok(const struct http_server *s, struct MHD_Connection *conn)
+{
+	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_AUTHORIZATION);
+	if (!v)
+		return false;
+	while (*v == ' ' || *v == '\t')
+		v++;
+	if (strncasecmp(v, "Bearer", 6) != 0 || (v[6] != ' ' && v[6] != '\t'))
+		return false;
+	v += 6;
+	while (*v == ' ' || *v == '\t')
+		v++;
+	size_t n = strlen(v);
+	while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+		n--;
+	unsigned diff = (unsigned)(n != s->token_len);
+	for (size_t i = 0; i < s->token_len; i++)
+		diff |= (unsigned char)s->token[i] ^ (unsigned char)(i < n ? v[i] : 0);
+	return diff == 0;
+}
+
+static const struct route *find_route(const struct http_server *s, const char *path)
+{
+	int n = atomic_load_explicit(&s->nroutes, memory_order_acquire);
+	for (int i = 0; i < n; i++) {
+		const struct route *r = &s->routes[i];
+		if (r->prefix ? strncmp(path, r->path, r->len) == 0 : strcmp(path, r->path) == 0)
+			return r;
+	}
+	return NULL;
+}
+
+static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection *conn,
+				   enum canned which, bool rejected)
+{
+	static const unsigned codes[R_COUNT] = {
+		[R_401] = MHD_HTTP_UNAUTHORIZED, [R_404] = MHD_HTTP_NOT_FOUND,
+		[R_405] = MHD_HTTP_METHOD_NOT_ALLOWED, [R_413] = MHD_HTTP_CONTENT_TOO_LARGE,
+		[R_414] = MHD_HTTP_URI_TOO_LONG, [R_500] = MHD_HTTP_INTERNAL_SERVER_ERROR,
+	};
+	if (rejected) {
+		atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
+		if (s->ext_rejected)
+			atomic_fetch_add_explicit(s->ext_rejected, 1, memory_order_relaxed);
+	}
+	return MHD_queue_response(conn, codes[which], s->canned[which]);
+}
+
+/* A request arrives here once, with its headers read: every answer is
+ * queued on this first call, so no per-request state is kept and a body
+ * (never wanted) is not read. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_data_size,
+				  void **req_cls)
+{
+	struct http_server *s = cls;
+	(void)version;
+	(void)upload_data;
+
+	atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
+	if (s->ext_requests)
+		atomic_fetch_add_explicit(s->ext_requests, 1, memory_order_relaxed);
+
+	if (*req_cls == &uri_too_long_marker)
+		return send_canned(s, conn, R_414, true);
+	bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+	if (!head && strcmp(method, MHD_HTTP_METHOD_GET) != 0)
+		return send_canned(s, conn, R_405, true);
+	if (s->token && !auth_ok(s, conn))
+		return send_canned(s, conn, R_401, true);
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (*upload_data_size != 0 || (cl && strcmp(cl, "0") != 0) ||
+	    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+		return send_canned(s, conn, R_413, true);
+
+	const struct route *r = find_route(s, url);
+	if (!r)
+		return send_canned(s, conn, R_404, false);
+
+	struct http_request req = {.method = method, .path = url, .conn = conn};
+	struct http_response resp = {.status = MHD_HTTP_OK, .content_type = NULL};
+	buf_init(&resp.body, s->max_body);
+	if (r->fn(r->ctx, &req, &resp) != 0 || resp.body.failed || resp.status < 100 ||
+	    resp.status > 599) {
+		buf_free(&resp.body);
+		return send_canned(s, conn, R_500, false);
+	}
+	size_t len = resp.body.len;
+	char *data = buf_steal(&resp.body);
+	struct MHD_Response *mr;
+	if (data) {
+		mr = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+		if (!mr)
+			free(data);
+	} else {
+		static char empty[1];
+		mr = MHD_create_response_from_buffer(0, empty, MHD_RESPMEM_PERSISTENT);
+	}
+	if (!mr)
+		return MHD_NO;
+	MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE,
+				resp.content_type ? resp.content_type : "text/plain; charset=utf-8");
+	enum MHD_Result ret = MHD_queue_response(conn, (unsigned)resp.status, mr);
+	MHD_destroy_response(mr);
+	return ret;
+}
+
+/* ---- lifetime -------------------------------------------------------- */
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
+/* MHD's own complaints: worth a warning while starting, but once serving
+ * they are about clients (resets, bad TLS hellos) and would flood the log. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	struct http_server *s = cls;
+	char msg[512];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	size_t n = strlen(msg);
+	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	if (atomic_load_explicit(&s->started, memory_order_relaxed))
+		log_debug("http: %s", msg);
+	else
+		log_warn("http: %s", msg);
+}
+
+/* Read a whole PEM file into a NUL-terminated string (MHD wants it so). */
+static int read_pem(const char *what, const char *path, char **out, char *err, size_t errlen)
+{
+	int rc = GPULSE_EIO;
+	char *data = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		set_err(err, errlen, "Cannot read the TLS %s file %s: %s.", what, path,
+			strerror(errno));
+		goto out;
+	}
+	data = malloc(HTTP_MAX_TLS_FILE + 1);
+	if (!data) {
+		rc = GPULSE_ENOMEM;
+		set_err(err, errlen, "Out of memory reading the TLS %s file.", what);
+		goto out;
+	}
+	size_t len = 0;
+	for (;;) {
+		ssize_t r = read(fd, data + len, HTTP_MAX_TLS_FILE + 1 - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			set_err(err, errlen, "Cannot read the TLS %s file %s: %s.", what, path,
+				strerror(errno));
+			goto out;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+		if (len > HTTP_MAX_TLS_FILE) {
+			set_err(err, errlen, "The TLS %s file %s is larger than %d bytes.", what,
+				path, HTTP_MAX_TLS_FILE);
+			goto out;
+		}
+	}
+	if (len == 0 || !memmem(data, len, "-----BEGIN", 10)) {
+		set_err(err, errlen, "The TLS %s file %s holds no PEM data.", what, path);
+		goto out;
+	}
+	data[len] = '\0';
+	*out = data;
+	data = NULL;
+	rc = GPULSE_OK;
+out:
+	free(data);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static int make_canned(struct http_server *s)
+{
+	static const char *const bodies[R_COUNT] = {
+		[R_401] = "unauthorized: send Authorization: Bearer TOKEN\n",
+		[R_404] = "not found\n",
+		[R_405] = "method not allowed: only GET and HEAD are served\n",
+		[R_413] = "request bodies are not accepted\n",
+		[R_414] = "request target too long\n",
+		[R_500] = "internal error\n",
+	};
+	for (int i = 0; i < R_COUNT; i++) {
+		/* MHD never writes to a PERSISTENT buffer; its prototype is just
+		 * not const. */
+		void *body;
+		memcpy(&body, &bodies[i], sizeof body);
+		s->canned[i] = MHD_create_response_from_buffer(strlen(bodies[i]), body,
+							       MHD_RESPMEM_PERSISTENT);
+		if (!s->canned[i])
+			return GPULSE_ENOMEM;
+		MHD_add_response_header(s->canned[i], MHD_HTTP_HEADER_CONTENT_TYPE,
+					"text/plain; charset=utf-8");
+	}
+	MHD_add_response_header(s->canned[R_405], MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	MHD_add_response_header(s->canned[R_401], MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+				"Bearer realm=\"gpulse\"");
+	return GPULSE_OK;
+}
+
+int http_server_start(struct http_server **out, const struct http_config *cfg,
+		      char *err, size_t errlen)
+{
+	int rc;
+	char host[HTTP_MAX_LISTEN + 1];
+	int port = 0;
+	bool v6 = false;
+	struct http_server *s = calloc(1, sizeof *s);
+	if (!s) {
+		set_err(err, errlen, "Out of memory starting the HTTP server.");
+		return GPULSE_ENOMEM;
+	}
+	s->listen_fd = -1;
+
+	rc = http_parse_listen(cfg->listen, host, sizeof host, &port, err, errlen);
+	if (rc)
+		goto out;
+	unsigned max_conn = cfg->max_connections ? cfg->max_connections
+						 : HTTP_DEFAULT_MAX_CONNECTIONS;
+	unsigned threads = cfg->threads ? cfg->threads : HTTP_DEFAULT_THREADS;
+	unsigned timeout = cfg->timeout_s ? cfg->timeout_s : HTTP_DEFAULT_TIMEOUT_S;
+	unsigned per_ip = cfg->max_per_ip;
+	if (per_ip == 0) {
+		/* On loopback every client shares one address, so a per-address
+		 * cap would only lower the total. */
+		per_ip = http_is_loopback_listen(cfg->listen) ? max_conn : max_conn / 4;
+		if (per_ip < 4)
+			per_ip = max_conn < 4 ? max_conn : 4;
+	}
+	if (threads > max_conn)
+		threads = max_conn;
+	s->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : HTTP_DEFAULT_MAX_BODY;
+	s->ext_requests = cfg->requests_total;
+	s->ext_rejected = cfg->rejected_total;
+
+	if (cfg->auth_token && cfg->auth_token[0]) {
+		s->token = strdup(cfg->auth_token);
+		if (!s->token) {
+			rc = GPULSE_ENOMEM;
+			goto out;
+		}
+		s->token_len = strlen(s->token);
+	}
+
+	bool tls = cfg->tls_cert_file || cfg->tls_key_file;
+	if (tls) {
+		if (!cfg->tls_cert_file || !cfg->tls_key_file) {
+			set_err(err, errlen, "TLS needs both a certificate file and a key file.");
+			rc = GPULSE_EINVAL;
+			goto out;
+		}
+		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+			set_err(err, errlen, "This libmicrohttpd was built without TLS support.");
+			rc = GPULSE_ENOTSUP;
+			goto out;
+		}
+		rc = read_pem("certificate", cfg->tls_cert_file, &s->tls_cert, err, errlen);
+		if (!rc)
+			rc = read_pem("key", cfg->tls_key_file, &s->tls_key, err, errlen);
+		if (rc)
+			goto out;
+	}
+
+	rc = make_canned(s);
+	if (rc) {
+		set_err(err, errlen, "Out of memory starting the HTTP server.");
+		goto out;
+	}
+	rc = open_listener(cfg->listen, host, port, &s->listen_fd, &v6, err, errlen);
+	if (rc)
+		goto out;
+
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	if (v6)
+		flags |= MHD_USE_IPv6;
+	if (tls)
+		flags |= MHD_USE_TLS;
+	struct MHD_OptionItem opts[12];
+	int no = 0;
+	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s};
+	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
+	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)max_conn, NULL};
+	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)per_ip,
+					     NULL};
+	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout, NULL};
+	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, NULL};
+	if (threads > 1)
+		opts[no++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads,
+						     NULL};
+	if (tls) {
+		opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
+		opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
+	}
+	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
+				  MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+	if (!s->mhd) {
+		set_err(err, errlen, "Cannot start the HTTP server on %s (libmicrohttpd refused; "
+			"see the log above).", cfg->listen);
+		rc = GPULSE_EIO;
+		goto out;
+	}
+	s->listen_fd = -1; /* MHD owns it now */
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd,
+								MHD_DAEMON_INFO_BIND_PORT);
+	s->port = info ? info->port : 0;
+	atomic_store(&s->started, true);
+	*out = s;
+	s = NULL;
+	rc = GPULSE_OK;
+out:
+	if (s && s->listen_fd >= 0)
+		close(s->listen_fd);
+	http_server_stop(s);
+	return rc;
+}
+
+int http_route(struct http_server *s, const char *path, http_handler_fn *fn, void *ctx)
+{
+	int n = atomic_load(&s->nroutes);
+	size_t len = strlen(path);
+	if (n >= HTTP_MAX_ROUTES || len == 0 || len >= HTTP_MAX_ROUTE_PATH || !fn)
+		return n >= HTTP_MAX_ROUTES ? GPULSE_ELIMIT : GPULSE_EINVAL;
+	struct route *r = &s->routes[n];
+	memcpy(r->path, path, len + 1);
+	r->len = len;
+	r->prefix = path[len - 1] == '/';
+	r->fn = fn;
+	r->ctx = ctx;
+	atomic_store_explicit(&s->nroutes, n + 1, memory_order_release);
+	return GPULSE_OK;
+}
+
+int http_server_port(const struct http_server *s)
+{
+	return s ? s->port : 0;
+}
+
+void http_server_counters(const struct http_server *s, uint64_t *requests,
+			  uint64_t *rejected)
+{
+	if (requests)
+		*requests = s ? atomic_load_explicit(&s->requests, memory_order_relaxed) : 0;
+	if (rejected)
+		*rejected = s ? atomic_load_explicit(&s->rejected, memory_order_relaxed) : 0;
+}
+
+void http_server_stop(struct http_server *s)
+{
+	if (!s)
+		return;
+	if (s->mhd)
+		MHD_stop_daemon(s->mhd);
+	for (int i = 0; i < R_COUNT; i++)
+		if (s->canned[i])
+			MHD_destroy_response(s->canned[i]);
+	free(s->token);
+	free(s->tls_cert);
+	if (s->tls_key) {
+		/* The private key should not linger in freed memory. */
+		explicit_bzero(s->tls_key, strlen(s->tls_key));
+		free(s->tls_key);
+	}
+	free(s);
+}

@@ -1,0 +1,672 @@
+/* The daemon's configuration file: defaults, a full file, the shipped
+ * etc/gpulse.yml, every class of error with its FILE:LINE:COL (and the
+ * config left untouched), durations, the security rule, and the
+ * translation into the collector's and the HTTP server's structs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "collector.h"
+#include "config.h"
+#include "http_server.h"
+#include "status.h"
+
+#define NAME "t.yml"
+
+static int parse(struct gpulse_config *c, const char *yaml, char *err, size_t errlen)
+{
+	return config_parse(c, yaml, strlen(yaml), NAME, err, errlen);
+}
+
+/* A temporary file holding `content` with `mode`; the caller unlinks it. */
+static void temp_file(char *path, size_t len, const char *content, mode_t mode)
+{
+	const char *dir = getenv("TMPDIR");
+	snprintf(path, len, "%s/gpulse-test-XXXXXX", dir && dir[0] ? dir : "/tmp");
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	size_t n = strlen(content);
+	assert_int_equal(write(fd, content, n), (ssize_t)n);
+	assert_int_equal(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+static void test_defaults(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	config_defaults(&c);
+	assert_string_equal(c.listen, "127.0.0.1:9401");
+	assert_string_equal(c.nvml_library, "");
+	assert_int_equal(c.sampling.fast_ns, 100 * NS_PER_MS);
+	assert_int_equal(c.sampling.normal_ns, NS_PER_SEC);
+	assert_int_equal(c.sampling.slow_ns, 30 * NS_PER_SEC);
+	assert_int_equal(c.sampling.call_deadline_ns, 2 * NS_PER_SEC);
+	assert_int_equal(c.sampling.rediscover_ns, 10 * NS_PER_SEC);
+	assert_true(c.sampling.per_process_utilization);
+	assert_true(c.sampling.gpm);
+	assert_true(c.sampling.events);
+	assert_string_equal(c.replay.file, "");
+	assert_true(c.replay.speed == 1.0);
+	assert_true(c.replay.loop);
+	assert_int_equal(c.http.max_connections, 64);
+	assert_int_equal(c.http.threads, 2);
+	assert_int_equal(c.http.timeout_ns, 10 * NS_PER_SEC);
+	assert_string_equal(c.http.tls_cert_file, "");
+	assert_string_equal(c.http.tls_key_file, "");
+	assert_string_equal(c.http.auth_token_file, "");
+	assert_false(c.http.allow_insecure_remote);
+	assert_int_equal(c.log_level, LOG_INFO);
+
+	char err[512];
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	assert_true(config_listen_is_loopback(c.listen));
+}
+
+static const char full_yaml[] =
+	"# every key, none at its default\n"
+	"listen: \"[::1]:9500\"\n"
+	"nvml_library: /opt/nvidia/libnvidia-ml.so.1\n"
+	"sampling:\n"
+	"  fast: 50ms\n"
+	"  normal: 2s\n"
+	"  slow: 1m\n"
+	"  call_deadline: 500ms\n"
+	"  rediscover: 1m30s\n"
+	"  per_process_utilization: false\n"
+	"  gpm: no\n"
+	"  events: off\n"
+	"replay:\n"
+	"  file: 'data/recordings/h200 phases.csv'\n"
+	"  speed: 12.5\n"
+	"  loop: false\n"
+	"http:\n"
+	"  max_connections: 200\n"
+	"  threads: 8\n"
+	"  timeout: 30\n"
+	"  tls_cert_file: \"\"\n"
+	"  tls_key_file:\n"
+	"  auth_token_file: ~\n"
+	"  allow_insecure_remote: true\n"
+	"log_level: debug\n";
+
+static void test_full_file(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	char err[512] = "";
+	config_defaults(&c);
+	if (parse(&c, full_yaml, err, sizeof err) != 0)
+		fail_msg("%s", err);
+	assert_string_equal(err, "");
+	assert_string_equal(c.listen, "[::1]:9500");
+	assert_string_equal(c.nvml_library, "/opt/nvidia/libnvidia-ml.so.1");
+	assert_int_equal(c.sampling.fast_ns, 50 * NS_PER_MS);
+	assert_int_equal(c.sampling.normal_ns, 2 * NS_PER_SEC);
+	assert_int_equal(c.sampling.slow_ns, 60 * NS_PER_SEC);
+	assert_int_equal(c.sampling.call_deadline_ns, 500 * NS_PER_MS);
+	assert_int_equal(c.sampling.rediscover_ns, 90 * NS_PER_SEC);
+	assert_false(c.sampling.per_process_utilization);
+	assert_false(c.sampling.gpm);
+	assert_false(c.sampling.events);
+	assert_string_equal(c.replay.file, "data/recordings/h200 phases.csv");
+	assert_true(c.replay.speed == 12.5);
+	assert_false(c.replay.loop);
+	assert_int_equal(c.http.max_connections, 200);
+	assert_int_equal(c.http.threads, 8);
+	assert_int_equal(c.http.timeout_ns, 30 * NS_PER_SEC);
+	assert_string_equal(c.http.tls_cert_file, "");
+	assert_string_equal(c.http.tls_key_file, "");
+	assert_string_equal(c.http.auth_token_file, "");
+	assert_true(c.http.allow_insecure_remote);
+	assert_int_equal(c.log_level, LOG_DEBUG);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	assert_true(config_listen_is_loopback(c.listen));
+}
+
+static void test_partial_files_keep_defaults(void **state)
+{
+	(void)state;
+	static const char *const ok[] = {
+		"",                              /* empty file */
+		"# only a comment\n",
+		"---\n",                         /* an empty document */
+		"---\n...\n",
+		"sampling:\n",                   /* every key commented out */
+		"sampling: ~\nhttp:\n  # threads: 4\n",
+		"{}\n",
+	};
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		struct gpulse_config c, d;
+		char err[512] = "";
+		config_defaults(&c);
+		config_defaults(&d);
+		if (parse(&c, ok[i], err, sizeof err) != 0)
+			fail_msg("case %zu: %s", i, err);
+		assert_true(config_equal(&c, &d));
+	}
+	/* Parsing layers over what is already there. */
+	struct gpulse_config c;
+	char err[512];
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "sampling:\n  fast: 20ms\n", err, sizeof err), 0);
+	assert_int_equal(parse(&c, "sampling:\n  slow: 1m\n", err, sizeof err), 0);
+	assert_int_equal(c.sampling.fast_ns, 20 * NS_PER_MS);
+	assert_int_equal(c.sampling.slow_ns, 60 * NS_PER_SEC);
+	assert_int_equal(c.sampling.normal_ns, NS_PER_SEC);
+}
+
+static void test_shipped_file(void **state)
+{
+	(void)state;
+	const char *src = getenv("GPULSE_SOURCE_DIR");
+	if (!src)
+		src = ".";
+	char path[4096], err[512] = "";
+	snprintf(path, sizeof path, "%s/etc/gpulse.yml", src);
+	struct gpulse_config c, d;
+	config_defaults(&d);
+	/* Start from something else, so "unchanged" cannot pass for "read". */
+	config_defaults(&c);
+	c.sampling.fast_ns = 10 * NS_PER_MS;
+	c.http.threads = 9;
+	snprintf(c.listen, sizeof c.listen, "127.0.0.1:1");
+	if (config_load_file(&c, path, err, sizeof err) != 0)
+		fail_msg("%s", err);
+	/* The documented file shows every default, so it reads as them. */
+	assert_true(config_equal(&c, &d));
+	assert_int_equal(config_validate(&c, path, err, sizeof err), 0);
+}
+
+struct bad_case {
+	const char *yaml;
+	const char *want;   /* the message, or its start when `prefix` */
+	bool prefix;
+};
+
+static void test_errors(void **state)
+{
+	(void)state;
+	static const struct bad_case cases[] = {
+		/* unknown keys, with suggestions */
+		{"log_level: info\nlisten: 127.0.0.1:9401\nlisen: 1.2.3.4:80\n",
+		 NAME ":3:1: unknown key \"lisen\" (did you mean \"listen\"?)", false},
+		{"sampling:\n  fats: 1s\n",
+		 NAME ":2:3: unknown key \"fats\" in sampling (did you mean \"fast\"?)", false},
+		{"fast: 1s\n",
+		 NAME ":1:1: unknown key \"fast\" (did you mean \"sampling.fast\"? it belongs under sampling:)",
+		 false},
+		{"http:\n  color: blue\n",
+		 NAME ":2:3: unknown key \"color\" in http (known keys: max_connections, threads, "
+		 "timeout, tls_cert_file, tls_key_file, auth_token_file, allow_insecure_remote)", false},
+		/* wrong types */
+		{"listen:\n  host: a\n",
+		 NAME ":2:3: listen: expected an address like 127.0.0.1:9401, got a mapping", false},
+		{"sampling: 5\n", NAME ":1:11: sampling: expected a mapping of keys, got a single value \"5\"",
+		 false},
+		{"log_level: [info]\n", NAME ":1:12: log_level: expected a log level", true},
+		{"sampling:\n  - fast\n", NAME ":2:3: sampling: expected a mapping of keys, got a list", false},
+		{"- a\n- b\n", NAME ":1:1: the file must be a mapping of keys", true},
+		{"hello\n", NAME ":1:1: the file must be a mapping of keys", true},
+		{"? [a, b]\n: c\n", NAME ":1:3: keys must be plain names, not a list", false},
+		/* duplicates */
+		{"log_level: info\nlisten: 127.0.0.1:1\nlog_level: debug\n",
+		 NAME ":3:1: duplicate key \"log_level\" (first given at line 1)", false},
+		{"http:\n  threads: 2\n  threads: 3\n",
+		 NAME ":3:3: duplicate key \"http.threads\" (first given at line 2)", false},
+		{"sampling:\n  fast: 1s\nsampling:\n  slow: 1m\n",
+		 NAME ":3:1: duplicate key \"sampling\" (first given at line 1)", false},
+		/* values */
+		{"log_level: info\nsampling:\n  normal: 1s\n  slow: 30s\n  call_deadline: 2s\n  gpm: true\n"
+		 "  fast: 10x\n",
+		 NAME ":7:9: sampling.fast: bad duration \"10x\" (use e.g. 100ms, 1s, 5m)", false},
+		{"sampling:\n  fast: 5ms\n", NAME ":2:9: sampling.fast: \"5ms\" is out of range (10ms..1m)",
+		 false},
+		{"sampling:\n  fast: 2m\n", NAME ":2:9: sampling.fast: \"2m\" is out of range (10ms..1m)",
+		 false},
+		{"sampling:\n  call_deadline: -1s\n", NAME ":2:18: sampling.call_deadline: bad duration", true},
+		{"sampling:\n  fast:\n", NAME ":2:8: sampling.fast: has no value (expected a duration", true},
+		{"sampling:\n  slow: 99999999999999999999s\n",
+		 NAME ":2:9: sampling.slow: duration \"99999999999999999999s\" is too long", false},
+		{"replay:\n  loop: maybe\n", NAME ":2:9: replay.loop: expected true or false, got \"maybe\"",
+		 false},
+		{"replay:\n  speed: 0\n", NAME ":2:10: replay.speed: \"0\" is out of range (above 0 and at most 1000)",
+		 false},
+		{"replay:\n  speed: 1001\n", NAME ":2:10: replay.speed: \"1001\" is out of range", true},
+		{"replay:\n  speed: fast\n", NAME ":2:10: replay.speed: expected a number, got \"fast\"", false},
+		{"replay:\n  speed: nan\n", NAME ":2:10: replay.speed: expected a number", true},
+		{"http:\n  threads: 0\n", NAME ":2:12: http.threads: \"0\" is out of range (1..64)", false},
+		{"http:\n  threads: 65\n", NAME ":2:12: http.threads: \"65\" is out of range (1..64)", false},
+		{"http:\n  threads: 1.5\n", NAME ":2:12: http.threads: expected a whole number, got \"1.5\"",
+		 false},
+		{"http:\n  max_connections: 10001\n", NAME ":2:20: http.max_connections: \"10001\" is out of range",
+		 true},
+		{"http:\n  timeout: 500ms\n", NAME ":2:12: http.timeout: \"500ms\" is out of range (1s..1h)",
+		 false},
+		{"log_level: verbose\n",
+		 NAME ":1:12: log_level: unknown level \"verbose\" (use error, warn, info or debug)", false},
+		{"listen: localhost\n", NAME ":1:9: listen: Listen address \"localhost\" has no port", true},
+		{"listen: ::1:9401\n", NAME ":1:9: listen: Listen address \"::1:9401\" looks like an IPv6", true},
+		{"listen: \"127.0.0.1:99999\"\n", NAME ":1:9: listen: Port", true},
+		{"listen: \"a\\x1b[31m:1\"\n", NAME ":1:9: listen: \"a\\x1b[31m:1\" holds a control character",
+		 false},
+		{"nvml_library: \"a\\0b\"\n", NAME ":1:15: nvml_library: contains a NUL character", false},
+		/* YAML itself */
+		{"log_level: info\n---\nlog_level: debug\n", NAME ":2:1: a second YAML document", true},
+		{"sampling:\n  fast: &d 1s\n  normal: *d\n",
+		 NAME ":3:11: sampling.normal: aliases (*name) are not supported here", false},
+		{"listen: 127.0.0.1:1\n]\n", NAME ":2:1: YAML syntax error:", true},
+		{"sampling:\n  fast: 1s\n slow: 2s\n", NAME ":3:2: YAML syntax error:", true},
+		{"log_level: info\nlisten: \"127.0.0.1:9401\n", NAME ":3:1: YAML syntax error:", true},
+		{"log_level: b: c\n", NAME ":1:13: YAML syntax error: mapping values are not allowed", true},
+		{"log_level: info\n\tlisten: x\n", NAME ":2:1: YAML syntax error:", true},
+		{"listen: \"\xff\"\n", NAME ":1:10: not valid YAML text:", true},
+	};
+	/* Start from a config unlike the defaults, to see that nothing moved. */
+	struct gpulse_config before;
+	config_defaults(&before);
+	before.sampling.fast_ns = 20 * NS_PER_MS;
+	before.http.threads = 7;
+	snprintf(before.nvml_library, sizeof before.nvml_library, "/x/libnvidia-ml.so.1");
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct gpulse_config c = before;
+		char err[512] = "";
+		int rc = parse(&c, cases[i].yaml, err, sizeof err);
+		if (rc != GPULSE_EPARSE)
+			fail_msg("case %zu: want a parse error, got %d (%s)", i, rc, err);
+		bool match = cases[i].prefix ? strncmp(err, cases[i].want, strlen(cases[i].want)) == 0
+					     : strcmp(err, cases[i].want) == 0;
+		if (!match)
+			fail_msg("case %zu:\n  want %s\"%s\"\n  got       \"%s\"", i,
+				 cases[i].prefix ? "prefix " : "", cases[i].want, err);
+		if (memcmp(&c, &before, sizeof c) != 0)
+			fail_msg("case %zu: the config changed on error", i);
+	}
+}
+
+static void test_error_buffer_small(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	char err[8];
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "lisen: x\n", err, sizeof err), GPULSE_EPARSE);
+	assert_int_equal(strlen(err), sizeof err - 1);
+	assert_int_equal(parse(&c, "lisen: x\n", NULL, 0), GPULSE_EPARSE);
+}
+
+static void test_durations(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *s;
+		int rc;
+		int64_t ns;
+	} cases[] = {
+		{"100ms", 0, 100 * NS_PER_MS},
+		{"1s", 0, NS_PER_SEC},
+		{"30s", 0, 30 * NS_PER_SEC},
+		{"5m", 0, 300 * NS_PER_SEC},
+		{"1h30m", 0, 5400 * NS_PER_SEC},
+		{"1h30m15s250ms", 0, 5415 * NS_PER_SEC + 250 * NS_PER_MS},
+		{"2d", 0, 2 * 86400 * NS_PER_SEC},
+		{"1w", 0, 7 * 86400 * NS_PER_SEC},
+		{"1y", 0, 365 * 86400 * NS_PER_SEC},
+		{"0s", 0, 0},
+		{"0", 0, 0},
+		{"30", 0, 30 * NS_PER_SEC},
+		{"0.25", 0, 250 * NS_PER_MS},
+		{".5", 0, 500 * NS_PER_MS},
+		{"1.000000001", 0, NS_PER_SEC + 1},
+		{"1.0000000019", 0, NS_PER_SEC + 1},      /* past 1 ns is dropped */
+		{"9223372036", 0, 9223372036LL * NS_PER_SEC},
+		{"9223372037", GPULSE_ERANGE, 0},
+		{"106752d", GPULSE_ERANGE, 0},
+		{"99999999999999999999ms", GPULSE_ERANGE, 0},
+		{"", GPULSE_EINVAL, 0},
+		{"10x", GPULSE_EINVAL, 0},
+		{"s", GPULSE_EINVAL, 0},
+		{"1", 0, NS_PER_SEC},
+		{"1.", GPULSE_EINVAL, 0},
+		{"1.5h", GPULSE_EINVAL, 0},
+		{"-1s", GPULSE_EINVAL, 0},
+		{"+1s", GPULSE_EINVAL, 0},
+		{"1 s", GPULSE_EINVAL, 0},
+		{" 1s", GPULSE_EINVAL, 0},
+		{"30m1h", GPULSE_EINVAL, 0},             /* largest unit first */
+		{"1s1s", GPULSE_EINVAL, 0},              /* each unit once */
+		{"1ms1s", GPULSE_EINVAL, 0},
+		{"1us", GPULSE_EINVAL, 0},
+		{"1.2.3", GPULSE_EINVAL, 0},
+		{"1h ", GPULSE_EINVAL, 0},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		int64_t ns = -42;
+		int rc = config_parse_duration(cases[i].s, &ns);
+		if (rc != cases[i].rc)
+			fail_msg("\"%s\": want rc %d, got %d", cases[i].s, cases[i].rc, rc);
+		if (rc == 0 && ns != cases[i].ns)
+			fail_msg("\"%s\": want %lld ns, got %lld", cases[i].s, (long long)cases[i].ns,
+				 (long long)ns);
+		if (rc != 0 && ns != -42)
+			fail_msg("\"%s\": failed but wrote the output", cases[i].s);
+	}
+
+	/* Formatting reads back to the same value. */
+	static const struct {
+		int64_t ns;
+		const char *s;
+	} fmt[] = {
+		{0, "0s"},
+		{100 * NS_PER_MS, "100ms"},
+		{NS_PER_SEC, "1s"},
+		{5400 * NS_PER_SEC, "1h30m"},
+		{86400 * NS_PER_SEC, "1d"},
+		{1500 * NS_PER_MS, "1s500ms"},
+		{500 * NS_PER_US, "0.0005"},
+		{NS_PER_SEC + 1, "1.000000001"},
+		{INT64_MAX, "9223372036.854775807"},
+		{-NS_PER_SEC, "-1s"},
+	};
+	for (size_t i = 0; i < sizeof fmt / sizeof fmt[0]; i++) {
+		char s[64];
+		config_format_duration(fmt[i].ns, s, sizeof s);
+		assert_string_equal(s, fmt[i].s);
+		int64_t back;
+		if (fmt[i].ns >= 0) {
+			assert_int_equal(config_parse_duration(s, &back), 0);
+			assert_int_equal(back, fmt[i].ns);
+		}
+	}
+}
+
+static void test_cross_field(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	char err[512];
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "sampling:\n  fast: 2s\n", err, sizeof err), 0);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_string_equal(err, NAME ": sampling.normal (1s) must not be shorter than sampling.fast (2s)");
+
+	config_defaults(&c);
+	c.sampling.slow_ns = 500 * NS_PER_MS;
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_string_equal(err, NAME ": sampling.slow (500ms) must not be shorter than sampling.normal (1s)");
+
+	/* Command-line overrides skip the parser; validate catches them. */
+	config_defaults(&c);
+	c.replay.speed = 0;
+	assert_int_equal(config_validate(&c, "gpulsed", err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "gpulsed: replay.speed: 0 is out of range"));
+	config_defaults(&c);
+	c.replay.speed = 2000;
+	assert_int_equal(config_validate(&c, "gpulsed", err, sizeof err), GPULSE_EINVAL);
+	config_defaults(&c);
+	snprintf(c.listen, sizeof c.listen, "nowhere");
+	assert_int_equal(config_validate(&c, "gpulsed", err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "gpulsed: listen: "));
+	config_defaults(&c);
+	c.sampling.call_deadline_ns = 5 * NS_PER_MS;
+	assert_int_equal(config_validate(&c, "gpulsed", err, sizeof err), GPULSE_EINVAL);
+	assert_string_equal(err, "gpulsed: sampling.call_deadline: 5ms is out of range (10ms..1m)");
+	config_defaults(&c);
+	c.http.threads = 0;
+	assert_int_equal(config_validate(&c, "gpulsed", err, sizeof err), GPULSE_EINVAL);
+	assert_string_equal(err, "gpulsed: http.threads: 0 is out of range (1..64)");
+	config_defaults(&c);
+	c.log_level = (enum log_level)9;
+	assert_int_equal(config_validate(&c, "gpulsed", err, sizeof err), GPULSE_EINVAL);
+}
+
+static void test_security_rule(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	char err[2048], cert[256], key[256], token[256];
+	temp_file(cert, sizeof cert, "-----BEGIN CERTIFICATE-----\n", 0644);
+	temp_file(key, sizeof key, "-----BEGIN PRIVATE KEY-----\n", 0600);
+	temp_file(token, sizeof token, "s3cret-token\n", 0600);
+
+	/* Not loopback, no TLS, no token: refused, naming what is missing. */
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "listen: 0.0.0.0:9401\n", err, sizeof err), 0);
+	assert_false(config_listen_is_loopback(c.listen));
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, NAME ": listen \"0.0.0.0:9401\" is reachable from other machines"));
+	assert_non_null(strstr(err, "missing: http.tls_cert_file, http.tls_key_file, http.auth_token_file"));
+	assert_non_null(strstr(err, "allow_insecure_remote"));
+
+	/* ":PORT" is every interface, not loopback. */
+	snprintf(c.listen, sizeof c.listen, ":9401");
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	snprintf(c.listen, sizeof c.listen, "[::]:9401");
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	/* Loopback forms need nothing. */
+	static const char *const loop[] = {"127.0.0.1:9401", "127.1.2.3:1", "[::1]:9401",
+					   "localhost:9401", "[::ffff:127.0.0.1]:80"};
+	for (size_t i = 0; i < sizeof loop / sizeof loop[0]; i++) {
+		snprintf(c.listen, sizeof c.listen, "%s", loop[i]);
+		assert_true(config_listen_is_loopback(c.listen));
+		assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	}
+
+	/* TLS alone is not enough; the token is required too. */
+	snprintf(c.listen, sizeof c.listen, "10.0.0.5:9401");
+	snprintf(c.http.tls_cert_file, sizeof c.http.tls_cert_file, "%s", cert);
+	snprintf(c.http.tls_key_file, sizeof c.http.tls_key_file, "%s", key);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "missing: http.auth_token_file)"));
+	/* With all three: accepted. */
+	snprintf(c.http.auth_token_file, sizeof c.http.auth_token_file, "%s", token);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+
+	/* The opt-out serves in the clear. */
+	struct gpulse_config d;
+	config_defaults(&d);
+	assert_int_equal(parse(&d, "listen: \":9401\"\nhttp:\n  allow_insecure_remote: true\n",
+			       err, sizeof err), 0);
+	assert_int_equal(config_validate(&d, NAME, err, sizeof err), 0);
+
+	/* A world-readable token file is refused, by name. */
+	assert_int_equal(chmod(token, 0644), 0);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "http.auth_token_file"));
+	assert_non_null(strstr(err, token));
+	assert_non_null(strstr(err, "readable by every user (mode 0644)"));
+	/* ...even on loopback. */
+	snprintf(c.listen, sizeof c.listen, "127.0.0.1:9401");
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_int_equal(chmod(token, 0640), 0);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+
+	/* Empty, whitespace-only and missing token files. */
+	char empty[256], blank[256];
+	temp_file(empty, sizeof empty, "", 0600);
+	temp_file(blank, sizeof blank, " \n\n", 0600);
+	snprintf(c.http.auth_token_file, sizeof c.http.auth_token_file, "%s", empty);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "is empty"));
+	snprintf(c.http.auth_token_file, sizeof c.http.auth_token_file, "%s", blank);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "only whitespace"));
+	snprintf(c.http.auth_token_file, sizeof c.http.auth_token_file, "%s.missing", token);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "No such file"));
+	snprintf(c.http.auth_token_file, sizeof c.http.auth_token_file, "%s", token);
+
+	/* Cert and key go together, and must be readable. */
+	c.http.tls_key_file[0] = '\0';
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "set both or neither"));
+	snprintf(c.http.tls_key_file, sizeof c.http.tls_key_file, "%s.missing", key);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "http.tls_key_file: cannot read"));
+
+	unlink(cert);
+	unlink(key);
+	unlink(token);
+	unlink(empty);
+	unlink(blank);
+}
+
+static void test_to_http(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	struct http_config h;
+	char tok[CONFIG_TOKEN_MAX], token[256];
+	config_defaults(&c);
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_string_equal(h.listen, "127.0.0.1:9401");
+	assert_int_equal(h.max_connections, 64);
+	assert_int_equal(h.threads, 2);
+	assert_int_equal(h.timeout_s, 10);
+	assert_true(h.max_body_bytes > 0);
+	assert_null(h.tls_cert_file);
+	assert_null(h.tls_key_file);
+	assert_null(h.auth_token);
+
+	temp_file(token, sizeof token, "abc123\r\n", 0600);
+	snprintf(c.http.auth_token_file, sizeof c.http.auth_token_file, "%s", token);
+	c.http.timeout_ns = 1500 * NS_PER_MS; /* rounds up */
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_string_equal(h.auth_token, "abc123");
+	assert_int_equal(h.timeout_s, 2);
+
+	/* A token that cannot be read fails closed: no request can match. */
+	assert_int_equal(chmod(token, 0604), 0);
+	assert_int_not_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_non_null(h.auth_token);
+	assert_string_equal(h.auth_token, "\x01");
+	unlink(token);
+	assert_int_not_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_string_equal(h.auth_token, "\x01");
+}
+
+static void test_to_collector(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	struct collector_config cc;
+	char err[512];
+	config_defaults(&c);
+	config_to_collector(&c, &cc);
+	assert_null(cc.nvml_path);
+	assert_int_equal(cc.period_ns[TIER_FAST], 100 * NS_PER_MS);
+	assert_int_equal(cc.period_ns[TIER_NORMAL], NS_PER_SEC);
+	assert_int_equal(cc.period_ns[TIER_SLOW], 30 * NS_PER_SEC);
+	assert_int_equal(cc.call_deadline_ns, 2 * NS_PER_SEC);
+	assert_int_equal(cc.rediscover_ns, 10 * NS_PER_SEC);
+	assert_true(cc.per_process_util && cc.gpm && cc.events);
+
+	assert_int_equal(parse(&c, full_yaml, err, sizeof err), 0);
+	config_to_collector(&c, &cc);
+	assert_string_equal(cc.nvml_path, "/opt/nvidia/libnvidia-ml.so.1");
+	assert_int_equal(cc.period_ns[TIER_FAST], 50 * NS_PER_MS);
+	assert_int_equal(cc.period_ns[TIER_SLOW], 60 * NS_PER_SEC);
+	assert_int_equal(cc.call_deadline_ns, 500 * NS_PER_MS);
+	assert_false(cc.per_process_util || cc.gpm || cc.events);
+}
+
+static void test_dump_round_trip(void **state)
+{
+	(void)state;
+	struct gpulse_config c, back;
+	char err[512];
+	config_defaults(&c);
+	assert_int_equal(parse(&c, full_yaml, err, sizeof err), 0);
+	/* Strings YAML cannot hold raw, a duration finer than 1 ms, an odd speed. */
+	snprintf(c.replay.file, sizeof c.replay.file, "q\"uote\\ tab\t nl\n del\x7f é\xc2\x85");
+	c.sampling.rediscover_ns = 1500 * NS_PER_MS + 1;
+	c.replay.speed = 0.1;
+	c.log_level = LOG_WARN;
+
+	struct buf b;
+	buf_init(&b, 1 << 16);
+	assert_int_equal(config_dump(&c, &b), 0);
+	assert_non_null(strstr(b.data, "\nsampling:\n  fast: 50ms\n"));
+	assert_non_null(strstr(b.data, "\n  speed: 0.1\n"));
+	assert_non_null(strstr(b.data, "\nlog_level: warn\n"));
+	config_defaults(&back);
+	if (config_parse(&back, b.data, b.len, "dump", err, sizeof err) != 0)
+		fail_msg("%s\n%s", err, b.data);
+	assert_true(config_equal(&c, &back));
+
+	/* The defaults dump and read back as the defaults. */
+	buf_reset(&b);
+	config_defaults(&c);
+	assert_int_equal(config_dump(&c, &b), 0);
+	assert_non_null(strstr(b.data, "listen: \"127.0.0.1:9401\"\n"));
+	config_defaults(&back);
+	back.http.threads = 5;
+	assert_int_equal(config_parse(&back, b.data, b.len, "dump", err, sizeof err), 0);
+	assert_true(config_equal(&c, &back));
+	buf_free(&b);
+}
+
+static void test_load_file_limits(void **state)
+{
+	(void)state;
+	struct gpulse_config c, d;
+	char err[512], path[256];
+	config_defaults(&c);
+	config_defaults(&d);
+
+	assert_int_equal(config_load_file(&c, "/nonexistent/gpulse.yml", err, sizeof err), GPULSE_EIO);
+	assert_non_null(strstr(err, "/nonexistent/gpulse.yml"));
+	assert_int_equal(config_load_file(&c, "/", err, sizeof err), GPULSE_EIO);
+
+	/* Over 1 MiB: refused before parsing, even when it is all comments. */
+	size_t big = CONFIG_MAX_FILE_BYTES + 10;
+	char *data = malloc(big + 1);
+	assert_non_null(data);
+	memset(data, '#', big);
+	data[big] = '\0';
+	temp_file(path, sizeof path, data, 0600);
+	free(data);
+	assert_int_equal(config_load_file(&c, path, err, sizeof err), GPULSE_ELIMIT);
+	assert_non_null(strstr(err, "larger than"));
+	assert_true(config_equal(&c, &d));
+	unlink(path);
+
+	/* Errors name the path given. */
+	temp_file(path, sizeof path, "http:\n  threads: many\n", 0644);
+	assert_int_equal(config_load_file(&c, path, err, sizeof err), GPULSE_EPARSE);
+	char want[512];
+	snprintf(want, sizeof want, "%s:2:12: http.threads: expected a whole number", path);
+	assert_true(strncmp(err, want, strlen(want)) == 0);
+	assert_true(config_equal(&c, &d));
+	unlink(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_full_file),
+		cmocka_unit_test(test_partial_files_keep_defaults),
+		cmocka_unit_test(test_shipped_file),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_error_buffer_small),
+		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_cross_field),
+		cmocka_unit_test(test_security_rule),
+		cmocka_unit_test(test_to_http),
+		cmocka_unit_test(test_to_collector),
+		cmocka_unit_test(test_dump_round_trip),
+		cmocka_unit_test(test_load_file_limits),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

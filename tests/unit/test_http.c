@@ -1,0 +1,569 @@
+/* Tests for the HTTP server (src/http/http_server.c) through libcurl on
+ * 127.0.0.1:0: routes (exact and prefix), 404, 405 with Allow, 413, 414,
+ * 500 from a failing or oversized handler, HEAD, bearer tokens, counters,
+ * port in use, TLS errors (and TLS itself when openssl is installed), and
+ * the listen address parser. */
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "http_server.h"
+#include "status.h"
+
+struct reply {
+	long status;
+	struct buf body;
+	struct buf headers;
+};
+
+static size_t on_data(char *p, size_t size, size_t n, void *ctx)
+{
+	buf_append(ctx, p, size * n);
+	return size * n;
+}
+
+/* One request. `method` NULL: GET. `auth` NULL: no Authorization. */
+static void fetch(struct reply *r, const char *url, const char *method, const char *auth,
+		  const char *body)
+{
+	CURL *c = curl_easy_init();
+	assert_non_null(c);
+	buf_init(&r->body, 1 << 20);
+	buf_init(&r->headers, 1 << 16);
+	struct curl_slist *hdr = NULL;
+	if (auth)
+		hdr = curl_slist_append(hdr, auth);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r->body);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, &r->headers);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+	if (body)
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	if (method && strcmp(method, "HEAD") == 0)
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	else if (method)
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	CURLcode rc = curl_easy_perform(c);
+	if (rc != CURLE_OK)
+		fail_msg("%s: %s", url, curl_easy_strerror(rc));
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+	curl_slist_free_all(hdr);
+	curl_easy_cleanup(c);
+}
+
+static void reply_free(struct reply *r)
+{
+	buf_free(&r->body);
+	buf_free(&r->headers);
+}
+
+static const char *body_of(const struct reply *r)
+{
+	return r->body.data ? r->body.data : "";
+}
+
+static bool has_header(const struct reply *r, const char *line)
+{
+	return r->headers.data && strcasestr(r->headers.data, line) != NULL;
+}
+
+/* ---- handlers -------------------------------------------------------- */
+
+static int h_hello(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)ctx;
+	(void)req;
+	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+	return buf_puts(&resp->body, "hello\n");
+}
+
+static int h_echo(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	const char *q = http_request_arg(req, "q");
+	const char *ua = http_request_header(req, "X-Test");
+	resp->content_type = "application/json";
+	return buf_printf(&resp->body, "%s %s %s q=%s x=%s", (const char *)ctx, req->method,
+			  req->path, q ? q : "-", ua ? ua : "-");
+}
+
+static int h_fail(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)ctx;
+	(void)req;
+	buf_puts(&resp->body, "partial");
+	return GPULSE_EIO;
+}
+
+static int h_big(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)ctx;
+	(void)req;
+	for (int i = 0; i < 1000; i++)
+		buf_puts(&resp->body, "0123456789abcdef");
+	return 0; /* ignores the failed append: the server must notice */
+}
+
+static int h_empty(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)ctx;
+	(void)req;
+	resp->status = 503;
+	return 0;
+}
+
+struct srv {
+	struct http_server *s;
+	char base[64];
+	atomic_uint_fast64_t requests, rejected;
+};
+
+static void start(struct srv *v, const char *listen, const char *token)
+{
+	memset(v, 0, sizeof *v);
+	struct http_config cfg = {
+		.listen = listen, .threads = 2, .max_connections = 32, .timeout_s = 5,
+		.max_body_bytes = 4096, .auth_token = token,
+		.requests_total = &v->requests, .rejected_total = &v->rejected,
+	};
+	char err[256] = "";
+	int rc = http_server_start(&v->s, &cfg, err, sizeof err);
+	if (rc)
+		fail_msg("start %s: %s", listen, err);
+	assert_int_equal(http_route(v->s, "/metrics", h_hello, NULL), 0);
+	assert_int_equal(http_route(v->s, "/api/v1/", h_echo, "api"), 0);
+	assert_int_equal(http_route(v->s, "/fail", h_fail, NULL), 0);
+	assert_int_equal(http_route(v->s, "/big", h_big, NULL), 0);
+	assert_int_equal(http_route(v->s, "/empty", h_empty, NULL), 0);
+	assert_true(http_server_port(v->s) > 0);
+	snprintf(v->base, sizeof v->base, "http://127.0.0.1:%d", http_server_port(v->s));
+}
+
+static char *url(const struct srv *v, const char *path)
+{
+	static _Thread_local char u[4096];
+	snprintf(u, sizeof u, "%s%s", v->base, path);
+	return u;
+}
+
+/* ---- tests ----------------------------------------------------------- */
+
+static void test_routes(void **state)
+{
+	(void)state;
+	struct srv v;
+	struct reply r;
+	start(&v, "127.0.0.1:0", NULL);
+
+	fetch(&r, url(&v, "/metrics"), NULL, NULL, NULL);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(body_of(&r), "hello\n");
+	assert_true(has_header(&r, "Content-Type: text/plain; version=0.0.4; charset=utf-8"));
+	reply_free(&r);
+
+	fetch(&r, url(&v, "/metrics"), "HEAD", NULL, NULL);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.body.len, 0);
+	assert_true(has_header(&r, "Content-Length: 6"));
+	reply_free(&r);
+
+	fetch(&r, url(&v, "/api/v1/query?q=up%7Bgpu%3D%220%22%7D"), NULL, "X-Test: yes", NULL);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(body_of(&r), "api GET /api/v1/query q=up{gpu=\"0\"} x=yes");
+	assert_true(has_header(&r, "Content-Type: application/json"));
+	reply_free(&r);
+
+	/* Exact routes do not match longer paths; prefix routes need the '/'. */
+	const char *missing[] = {"/metrics/x", "/metricsx", "/", "/api/v1", "/nope"};
+	for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
+		fetch(&r, url(&v, missing[i]), NULL, NULL, NULL);
+		if (r.status != 404)
+			fail_msg("%s: %ld", missing[i], r.status);
+		reply_free(&r);
+	}
+
+	fetch(&r, url(&v, "/fail"), NULL, NULL, NULL);
+	assert_int_equal(r.status, 500);
+	assert_null(strstr(body_of(&r), "partial"));
+	reply_free(&r);
+	fetch(&r, url(&v, "/big"), NULL, NULL, NULL);
+	assert_int_equal(r.status, 500);
+	reply_free(&r);
+	fetch(&r, url(&v, "/empty"), NULL, NULL, NULL);
+	assert_int_equal(r.status, 503);
+	assert_int_equal(r.body.len, 0);
+	reply_free(&r);
+
+	uint64_t req, rej;
+	http_server_counters(v.s, &req, &rej);
+	assert_int_equal(req, 11);
+	assert_int_equal(rej, 0);
+	assert_int_equal(atomic_load(&v.requests), 11);
+	http_server_stop(v.s);
+}
+
+static void test_refusals(void **state)
+{
+	(void)state;
+	struct srv v;
+	struct reply r;
+	start(&v, "127.0.0.1:0", NULL);
+
+	const char *methods[] = {"POST", "PUT", "DELETE", "OPTIONS", "PATCH"};
+	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
+		fetch(&r, url(&v, "/metrics"), methods[i], NULL, i == 0 ? "a=b" : NULL);
+		if (r.status != 405)
+			fail_msg("%s: %ld", methods[i], r.status);
+		assert_true(has_header(&r, "Allow: GET, HEAD"));
+		reply_free(&r);
+	}
+	/* A body on GET is refused too. */
+	fetch(&r, url(&v, "/metrics"), "GET", NULL, "x=1");
+	assert_int_equal(r.status, 413);
+	reply_free(&r);
+
+	/* The limit counts the whole target, query included. */
+	char path[HTTP_MAX_URL_BYTES + 64];
+	memset(path, 'a', sizeof path);
+	memcpy(path, "/api/v1/q?x=", 12);
+	path[HTTP_MAX_URL_BYTES] = '\0'; /* exactly the limit: served */
+	fetch(&r, url(&v, path), NULL, NULL, NULL);
+	assert_int_equal(r.status, 200);
+	reply_free(&r);
+	path[HTTP_MAX_URL_BYTES] = 'a';
+	path[HTTP_MAX_URL_BYTES + 1] = '\0';
+	fetch(&r, url(&v, path), NULL, NULL, NULL);
+	assert_int_equal(r.status, 414);
+	reply_free(&r);
+
+	/* Still serving after all that. */
+	fetch(&r, url(&v, "/metrics"), NULL, NULL, NULL);
+	assert_int_equal(r.status, 200);
+	reply_free(&r);
+
+	assert_int_equal(atomic_load(&v.rejected), 7);
+	http_server_stop(v.s);
+}
+
+static void test_bearer_token(void **state)
+{
+	(void)state;
+	struct srv v;
+	struct reply r;
+	start(&v, "127.0.0.1:0", "s3cret-token");
+	static const struct {
+		const char *header;
+		long status;
+	} cases[] = {
+		{NULL, 401},
+		{"Authorization: Bearer s3cret-token", 200},
+		{"Authorization: bearer    s3cret-token  ", 200},
+		{"Authorization: Bearer s3cret-toke", 401},
+		{"Authorization: Bearer s3cret-tokenX", 401},
+		{"Authorization: Bearer S3CRET-TOKEN", 401},
+		{"Authorization: Basic czNjcmV0LXRva2Vu", 401},
+		{"Authorization: Bearer", 401},
+		{"Authorization: Bearers3cret-token", 401},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		fetch(&r, url(&v, "/metrics"), NULL, cases[i].header, NULL);
+		if (r.status != cases[i].status)
+			fail_msg("%s: %ld", cases[i].header ? cases[i].header : "(none)", r.status);
+		if (r.status == 401)
+			assert_true(has_header(&r, "WWW-Authenticate: Bearer"));
+		reply_free(&r);
+	}
+	/* Unknown paths are not revealed without the token. */
+	fetch(&r, url(&v, "/nope"), NULL, NULL, NULL);
+	assert_int_equal(r.status, 401);
+	reply_free(&r);
+	http_server_stop(v.s);
+}
+
+static void test_start_errors(void **state)
+{
+	(void)state;
+	struct srv v;
+	start(&v, "127.0.0.1:0", NULL);
+	char listen[64], err[256] = "";
+	snprintf(listen, sizeof listen, "127.0.0.1:%d", http_server_port(v.s));
+	struct http_server *s2 = NULL;
+	struct http_config cfg = {.listen = listen};
+	assert_int_not_equal(http_server_start(&s2, &cfg, err, sizeof err), 0);
+	assert_null(s2);
+	assert_non_null(strstr(err, "already in use"));
+	http_server_stop(v.s);
+
+	cfg.listen = "127.0.0.1:99999";
+	assert_int_equal(http_server_start(&s2, &cfg, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "99999"));
+
+	cfg.listen = "127.0.0.1:0";
+	cfg.tls_cert_file = "/nonexistent/cert.pem";
+	cfg.tls_key_file = "/nonexistent/key.pem";
+	assert_int_not_equal(http_server_start(&s2, &cfg, err, sizeof err), 0);
+	assert_non_null(strstr(err, "/nonexistent/cert.pem"));
+
+	cfg.tls_key_file = NULL;
+	assert_int_not_equal(http_server_start(&s2, &cfg, err, sizeof err), 0);
+	assert_non_null(strstr(err, "both"));
+
+	cfg.tls_cert_file = "/etc/hostname"; /* readable, not PEM */
+	cfg.tls_key_file = "/etc/hostname";
+	assert_int_not_equal(http_server_start(&s2, &cfg, err, sizeof err), 0);
+	assert_non_null(strstr(err, "PEM"));
+	http_server_stop(NULL);
+}
+
+static void test_route_limit(void **state)
+{
+	(void)state;
+	struct srv v;
+	start(&v, "127.0.0.1:0", NULL); /* registers 5 */
+	char path[32];
+	for (int i = 5; i < HTTP_MAX_ROUTES; i++) {
+		snprintf(path, sizeof path, "/r%d", i);
+		assert_int_equal(http_route(v.s, path, h_hello, NULL), 0);
+	}
+	assert_int_equal(http_route(v.s, "/one-too-many", h_hello, NULL), GPULSE_ELIMIT);
+	struct reply r;
+	fetch(&r, url(&v, "/r31"), NULL, NULL, NULL);
+	assert_int_equal(r.status, 200);
+	reply_free(&r);
+	http_server_stop(v.s);
+}
+
+static void *hammer(void *arg)
+{
+	struct srv *v = arg;
+	for (int i = 0; i < 50; i++) {
+		struct reply r;
+		fetch(&r, url(v, "/metrics"), NULL, NULL, NULL);
+		assert_int_equal(r.status, 200);
+		reply_free(&r);
+	}
+	return NULL;
+}
+
+static void test_concurrent(void **state)
+{
+	(void)state;
+	struct srv v;
+	start(&v, "127.0.0.1:0", NULL);
+	pthread_t t[4];
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, hammer, &v), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(atomic_load(&v.requests), 200);
+	http_server_stop(v.s);
+}
+
+static void test_all_interfaces_and_ipv6(void **state)
+{
+	(void)state;
+	struct srv v;
+	struct reply r;
+	start(&v, ":0", NULL);
+	fetch(&r, url(&v, "/metrics"), NULL, NULL, NULL);
+	assert_int_equal(r.status, 200);
+	reply_free(&r);
+	http_server_stop(v.s);
+
+	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+	struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+	bool v6 = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+	if (fd >= 0)
+		close(fd);
+	if (!v6)
+		return; /* no IPv6 loopback here */
+	start(&v, "[::1]:0", NULL);
+	snprintf(v.base, sizeof v.base, "http://[::1]:%d", http_server_port(v.s));
+	fetch(&r, url(&v, "/metrics"), NULL, NULL, NULL);
+	assert_int_equal(r.status, 200);
+	reply_free(&r);
+	http_server_stop(v.s);
+}
+
+static void test_tls(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gpulse-tls-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char cmd[512], cert[64], key[64];
+	snprintf(cert, sizeof cert, "%s/cert.pem", dir);
+	snprintf(key, sizeof key, "%s/key.pem", dir);
+	snprintf(cmd, sizeof cmd,
+		 "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s -out %s -days 1 "
+		 "-subj /CN=localhost >/dev/null 2>&1", key, cert);
+	bool have = system(cmd) == 0;
+	struct http_server *s = NULL;
+	char err[256] = "";
+	int rc = -1;
+	if (have) {
+		struct http_config cfg = {.listen = "127.0.0.1:0", .tls_cert_file = cert,
+					  .tls_key_file = key};
+		rc = http_server_start(&s, &cfg, err, sizeof err);
+	}
+	unlink(cert);
+	unlink(key);
+	rmdir(dir);
+	if (!have)
+		skip();
+	if (rc == GPULSE_ENOTSUP)
+		skip();
+	if (rc)
+		fail_msg("TLS start: %s", err);
+	assert_int_equal(http_route(s, "/metrics", h_hello, NULL), 0);
+	char u[64];
+	snprintf(u, sizeof u, "https://127.0.0.1:%d/metrics", http_server_port(s));
+	struct reply r;
+	fetch(&r, u, NULL, NULL, NULL);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(body_of(&r), "hello\n");
+	reply_free(&r);
+	http_server_stop(s);
+}
+
+static void test_parse_listen(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *in;
+		const char *host; /* NULL: rejected */
+		int port;
+	} cases[] = {
+		{"127.0.0.1:9401", "127.0.0.1", 9401},
+		{"0.0.0.0:80", "0.0.0.0", 80},
+		{":9401", "", 9401},
+		{"*:9401", "", 9401},
+		{"[::1]:9401", "::1", 9401},
+		{"[::]:0", "::", 0},
+		{"[fe80::1%eth0]:9401", "fe80::1%eth0", 9401},
+		{"[2001:db8::1]:65535", "2001:db8::1", 65535},
+		{"localhost:9401", "localhost", 9401},
+		{"gpu-node-01.example.com:9401", "gpu-node-01.example.com", 9401},
+		{"127.0.0.1:0", "127.0.0.1", 0},
+		{NULL, NULL, 0},
+		{"", NULL, 0},
+		{"9401", NULL, 0},
+		{"127.0.0.1", NULL, 0},
+		{"127.0.0.1:", NULL, 0},
+		{"127.0.0.1:65536", NULL, 0},
+		{"127.0.0.1:-1", NULL, 0},
+		{"127.0.0.1:94a1", NULL, 0},
+		{"127.0.0.1:000009401", NULL, 0},
+		{"256.0.0.1:80", NULL, 0},
+		{"1.2.3:80", NULL, 0},
+		{"::1:9401", NULL, 0},
+		{"[::1]9401", NULL, 0},
+		{"[::1:9401", NULL, 0},
+		{"[]:80", NULL, 0},
+		{"[not-v6]:80", NULL, 0},
+		{"[fe80::1%]:80", NULL, 0},
+		{"[fe80::1%e/th0]:80", NULL, 0},
+		{"[127.0.0.1]:80", NULL, 0},
+		{"-bad.host:80", NULL, 0},
+		{"bad-.host:80", NULL, 0},
+		{"bad..host:80", NULL, 0},
+		{"bad_host:80", NULL, 0},
+		{"host name:80", NULL, 0},
+		{"héllo:80", NULL, 0},
+		{" 127.0.0.1:80", NULL, 0},
+		{"127.0.0.1:80 ", NULL, 0},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char host[64] = "unchanged", err[256] = "";
+		int port = -5;
+		int rc = http_parse_listen(cases[i].in, host, sizeof host, &port, err, sizeof err);
+		const char *in = cases[i].in ? cases[i].in : "(null)";
+		if (cases[i].host) {
+			if (rc != 0)
+				fail_msg("\"%s\" rejected: %s", in, err);
+			if (strcmp(host, cases[i].host) != 0 || port != cases[i].port)
+				fail_msg("\"%s\" -> \"%s\" %d", in, host, port);
+		} else {
+			if (rc != GPULSE_EINVAL)
+				fail_msg("\"%s\" accepted as \"%s\" %d", in, host, port);
+			if (strlen(err) < 20 || err[strlen(err) - 1] != '.')
+				fail_msg("\"%s\": error is not a sentence: \"%s\"", in, err);
+		}
+	}
+	/* Too small a host buffer is an error, not a truncation. */
+	char tiny[4];
+	int port;
+	assert_int_equal(http_parse_listen("localhost:1", tiny, sizeof tiny, &port, NULL, 0),
+			 GPULSE_EINVAL);
+	/* Over-long input. */
+	char longer[HTTP_MAX_LISTEN + 16];
+	memset(longer, 'a', sizeof longer);
+	memcpy(longer + sizeof longer - 6, ":9401", 6);
+	char host[HTTP_MAX_LISTEN + 16];
+	assert_int_equal(http_parse_listen(longer, host, sizeof host, &port, NULL, 0),
+			 GPULSE_EINVAL);
+}
+
+static void test_loopback(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *in;
+		bool loopback;
+	} cases[] = {
+		{"127.0.0.1:9401", true},  {"127.1.2.3:9401", true},   {"[::1]:9401", true},
+		{"localhost:9401", true},  {"LOCALHOST:1", true},      {"[::ffff:127.0.0.1]:1", true},
+		{":9401", false},          {"*:9401", false},          {"0.0.0.0:9401", false},
+		{"[::]:9401", false},      {"10.0.0.1:9401", false},   {"128.0.0.1:9401", false},
+		{"example.com:80", false}, {"garbage", false},         {NULL, false},
+		{"[::2]:1", false},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		if (http_is_loopback_listen(cases[i].in) != cases[i].loopback)
+			fail_msg("%s: expected %d", cases[i].in ? cases[i].in : "(null)",
+				 cases[i].loopback);
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	return curl_global_init(CURL_GLOBAL_ALL) == CURLE_OK ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	curl_global_cleanup();
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_routes),
+		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_bearer_token),
+		cmocka_unit_test(test_start_errors),
+		cmocka_unit_test(test_route_limit),
+		cmocka_unit_test(test_concurrent),
+		cmocka_unit_test(test_all_interfaces_and_ipv6),
+		cmocka_unit_test(test_tls),
+		cmocka_unit_test(test_parse_listen),
+		cmocka_unit_test(test_loopback),
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
