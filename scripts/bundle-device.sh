@@ -18,4 +18,11 @@ for bin in .device/gpulsed .device/gpulse; do
 		esac
 	done
 done
+# Wrappers point only our programs at the bundled libraries, so Python and
+# PyTorch on the GPU machine keep their own.
+mkdir -p .device/bin
+for prog in gpulsed gpulse; do
+	printf '#!/bin/sh\nd=$(cd "$(dirname "$0")/.." && pwd)\nLD_LIBRARY_PATH="$d/lib" exec "$d/%s" "$@"\n' "$prog" >.device/bin/$prog
+	chmod +x .device/bin/$prog
+done
 du -sh .device

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpulse-gpu-check}
 mkdir -p "$OUT"
 D=$PWD/.device
-export LD_LIBRARY_PATH="$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+B=$D/bin   # wrappers that give our programs the bundled libraries
 PORT=9401
 declare -a TABLE
 row() { TABLE+=("$(printf '%-34s %-5s %s' "$1" "$2" "$3")"); }
@@ -35,14 +35,14 @@ fi
 row "nvml call costs" INFO "nvml-costs.txt"
 
 # 3. gpulsed live under a bf16 matmul
-"$D/gpulsed" --listen 127.0.0.1:$PORT 2>"$OUT/gpulsed.log" &
+"$B/gpulsed" --listen 127.0.0.1:$PORT 2>"$OUT/gpulsed.log" &
 GP=$!
 python3 bench/gpu_load.py matmul 25 >"$OUT/load-matmul.txt" 2>&1 &
 LP=$!
 sleep 12
 curl -s "http://127.0.0.1:$PORT/metrics" >"$OUT/metrics-h200.txt"
-"$D/gpulse" status --url "http://127.0.0.1:$PORT" --no-color >"$OUT/status-h200.txt" 2>&1
-"$D/gpulse" status --url "http://127.0.0.1:$PORT" --json >"$OUT/status-h200.json" 2>&1
+"$B/gpulse" status --url "http://127.0.0.1:$PORT" --no-color >"$OUT/status-h200.txt" 2>&1
+"$B/gpulse" status --url "http://127.0.0.1:$PORT" --json >"$OUT/status-h200.json" 2>&1
 val() { awk -v n="$1" -v m="${2:-}" '$0 !~ /^#/ { split($0,a," "); k=a[1]; sub(/\{.*/,"",k); if (k==n && index($0,m)>0) { print $NF; exit } }' "$OUT/metrics-h200.txt"; }
 sm=$(val gpulse_gpu_sm_active_ratio); tensor=$(val gpulse_gpu_tensor_active_ratio)
 power=$(val gpulse_gpu_power_watts); util=$(val gpulse_gpu_utilization_ratio)
@@ -60,14 +60,14 @@ kill -TERM $GP; wait $GP; rc=$?
 [ $rc = 0 ] && row "gpulsed SIGTERM" PASS "exit 0" || row "gpulsed SIGTERM" FAIL "exit $rc"
 
 # 4. a real recording across phases
-"$D/gpulse" record -o "$OUT/h200-record.csv" --hz 10 --seconds 26 2>"$OUT/record.log" &
+"$B/gpulse" record -o "$OUT/h200-record.csv" --hz 10 --seconds 26 2>"$OUT/record.log" &
 RP=$!
 sleep 1
 for k in matmul copy pcie; do python3 bench/gpu_load.py $k 6 >>"$OUT/load-phases.txt" 2>&1; sleep 1; done
 wait $RP && row "gpulse record" PASS "$(wc -l <"$OUT/h200-record.csv") lines" || row "gpulse record" FAIL "record.log"
 
 # 5. CPU per sample, side by side
-python3 bench/cpu_compare.py "$D/gpulsed" 20 9477 | tee "$OUT/cpu-compare.txt"
+python3 bench/cpu_compare.py "$B/gpulsed" 20 9477 | tee "$OUT/cpu-compare.txt"
 row "cpu per GPU-sample" INFO "$(awk '/gpulsed/{print $(NF-1) " ms, " $NF "x nvidia-smi"}' "$OUT/cpu-compare.txt")"
 
 echo

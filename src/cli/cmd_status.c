@@ -225,13 +225,14 @@ static void render_title(const struct out *o, json_t *g)
 		snprintf(idx, sizeof idx, "-");
 	paint(o, SGR_BOLD, "GPU %s  %s", idx, safe(str_of(g, "model"), b1, sizeof b1));
 
-	/* "GPU-3f2a1b4c-...": the first group is enough to tell GPUs apart. */
+	/* "GPU-3f2a1b4c-...": the first group is enough to tell GPUs apart.
+	 * Other identifiers (a replay's) are shown whole. */
 	const char *uuid = str_of(g, "uuid");
-	char shortid[32];
+	char shortid[128];
 	safe(uuid, shortid, sizeof shortid);
-	if (uuid && uuid[0]) {
-		char *dash = strchr(shortid, '-');
-		if (dash && (dash = strchr(dash + 1, '-')))
+	if (uuid && (strncmp(uuid, "GPU-", 4) == 0 || strncmp(uuid, "MIG-", 4) == 0)) {
+		char *dash = strchr(shortid + 4, '-');
+		if (dash)
 			*dash = '\0';
 	}
 	fprintf(o->f, "  %s", uuid && uuid[0] ? shortid : "-");

@@ -114,6 +114,11 @@ static const char *option_value(int argc, char **argv, int *i, const char *opt, 
 
 static int run_command(const struct cli_command *cmd, int argc, char **argv)
 {
+	/* getopt names the program by argv[0] in its complaints:
+	 * "gpulse status: unrecognized option". */
+	char name[64];
+	snprintf(name, sizeof name, "gpulse %s", cmd->name);
+	argv[0] = name;
 	optind = 1;
 	int rc = cmd->run(argc, argv);
 	client_global_cleanup();

@@ -193,8 +193,11 @@ static void read_fast(struct collector *c, struct gpu_ctx *g, struct gpu_update 
 			struct nvml_memory_v2 m = {.version = NVML_ABI_MEMORY_V2_VERSION};
 			r = NVML_CALL(nv, device_get_memory_info_v2, d, &m);
 			if (judge(c, g, R_MEMORY, NVML_FN_device_get_memory_info_v2, r)) {
+				/* v2's "used" leaves out what the driver reserves;
+				 * v1, nvidia-smi and the recording format count it
+				 * as used, and so do we. */
 				put(u, F_MEM_TOTAL, (double)m.total);
-				put(u, F_MEM_USED, (double)m.used);
+				put(u, F_MEM_USED, (double)(m.used + m.reserved));
 				put(u, F_MEM_FREE, (double)m.free);
 				put(u, F_MEM_RESERVED, (double)m.reserved);
 			}

@@ -26,7 +26,7 @@ enum metric_type { METRIC_GAUGE, METRIC_COUNTER };
 	X(MEM_UTIL, "mem_util", 0.01, "gpulse_gpu_memory_utilization_ratio", "", GAUGE, FAST,          \
 	  "Fraction of the last sample period in which device memory was read or written.")            \
 	X(MEM_USED, "mem_used_mib", MIB, "gpulse_gpu_memory_used_bytes", "", GAUGE, FAST,              \
-	  "Device memory in use.")                                                                     \
+	  "Device memory in use, driver-reserved memory included (as nvidia-smi counts it).") \
 	X(MEM_FREE, NULL, 1, "gpulse_gpu_memory_free_bytes", "", GAUGE, FAST, "Device memory free.")   \
 	X(MEM_TOTAL, "mem_total_mib", MIB, "gpulse_gpu_memory_total_bytes", "", GAUGE, FAST,           \
 	  "Device memory installed.")                                                                  \

@@ -39,6 +39,9 @@ void log_set_ident(const char *ident)
 }
 
 static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
+static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
 	static const char *const tag[] = {"error", "warning", "info", "debug"};
 	if ((int)level > atomic_load(&log_level_now))

@@ -22,6 +22,7 @@
 #include "selfstats.h"
 #include "status.h"
 #include "status_json.h"
+#include "str.h"
 
 #define NVML_RETRY_NS (30LL * NS_PER_SEC)
 #define BUNDLED_RECORDING "recordings/h200-phases-10hz.csv"
@@ -42,14 +43,14 @@ struct daemon {
 static int apply_overrides(const struct daemon_overrides *ov, struct gpulse_config *c,
 			   char *err, size_t errlen)
 {
-	if (ov->listen)
-		snprintf(c->listen, sizeof c->listen, "%s", ov->listen);
-	if (ov->replay_file)
-		snprintf(c->replay.file, sizeof c->replay.file, "%s", ov->replay_file);
+	if ((ov->listen && !str_copy(c->listen, sizeof c->listen, ov->listen)) ||
+	    (ov->replay_file && !str_copy(c->replay.file, sizeof c->replay.file, ov->replay_file)) ||
+	    (ov->nvml_library && !str_copy(c->nvml_library, sizeof c->nvml_library, ov->nvml_library))) {
+		snprintf(err, errlen, "a command-line value is too long (listen, replay or nvml-library)");
+		return GPULSE_EINVAL;
+	}
 	if (ov->replay_speed >= 0)
 		c->replay.speed = ov->replay_speed;
-	if (ov->nvml_library)
-		snprintf(c->nvml_library, sizeof c->nvml_library, "%s", ov->nvml_library);
 	if (ov->log_level && log_level_parse(ov->log_level, &c->log_level) != 0) {
 		snprintf(err, errlen, "--log-level: \"%s\" is not one of error, warn, info, debug",
 			 ov->log_level);
@@ -158,7 +159,7 @@ static int start_replay(struct daemon *d, const char *path, char *err, size_t er
 		return r;
 	d->self.mode = MODE_REPLAY;
 	d->self.replay_speed = d->cfg.replay.speed;
-	snprintf(d->self.mode_detail, sizeof d->self.mode_detail, "%s", path);
+	str_copy(d->self.mode_detail, sizeof d->self.mode_detail, path);
 	return GPULSE_OK;
 }
 
@@ -198,7 +199,7 @@ static int start_source(struct daemon *d)
 	const char *bundled = d->opt->demo ? daemon_bundled_recording() : NULL;
 	if (bundled) {
 		char why[600];
-		snprintf(why, sizeof why, "%s", err);
+		str_copy(why, sizeof why, err);
 		if (start_replay(d, bundled, err, sizeof err) == GPULSE_OK) {
 			log_warn("no usable NVIDIA driver (%s): REPLAYING the bundled real H200 "
 				 "recording %s, labelled source=\"replay\"", why, bundled);
@@ -208,11 +209,7 @@ static int start_source(struct daemon *d)
 	}
 	d->self.mode = MODE_NONE;
 	/* The detail is a label value: a long reason is cut, on purpose. */
-	size_t n = strlen(err);
-	if (n >= sizeof d->self.mode_detail)
-		n = sizeof d->self.mode_detail - 1;
-	memcpy(d->self.mode_detail, err, n);
-	d->self.mode_detail[n] = '\0';
+	str_copy(d->self.mode_detail, sizeof d->self.mode_detail, err);
 	log_warn("no usable NVIDIA driver (%s); serving self-metrics only, trying again every %.0f s",
 		 err, (double)NVML_RETRY_NS / NS_PER_SEC);
 	d->next_nvml_try = clock_mono_ns() + NVML_RETRY_NS;

@@ -50,9 +50,11 @@ struct http_server {
 	atomic_uint_fast64_t *ext_requests, *ext_rejected;
 };
 
-/* The URI log callback's verdict, stored by MHD as the request's context:
- * the only place where the whole request target (query included) is seen. */
-static char uri_too_long_marker;
+/* The URI log callback's verdict, stored by MHD as the request's context
+ * (the only place where the whole request target, query included, is
+ * seen); the access handler then moves an accepted request to "headers
+ * seen". */
+static char uri_ok_marker, uri_too_long_marker, headers_seen_marker;
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -360,7 +362,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	(void)cls;
 	(void)conn;
 	return strnlen(uri, HTTP_MAX_URL_BYTES + 1) > HTTP_MAX_URL_BYTES ? &uri_too_long_marker
-									  : NULL;
+									  : &uri_ok_marker;
 }
 
 /* "Bearer TOKEN", compared in time that depends only on the expected
@@ -414,9 +416,13 @@ static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection 
 	return MHD_queue_response(conn, codes[which], s->canned[which]);
 }
 
-/* A request arrives here once, with its headers read: every answer is
- * queued on this first call, so no per-request state is kept and a body
- * (never wanted) is not read. */
+/* MHD calls this twice for a request without a body: once when the
+ * headers are in, and again when the (empty) body is. A response queued on
+ * the first call makes MHD drop the rest of the request and close the
+ * connection, so the first call answers only what must be refused anyway
+ * (too long, a method that may carry a body, a body) and everything else
+ * is answered on the second, keeping the connection alive. No state is
+ * kept per request beyond the marker in *req_cls. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_data_size,
@@ -426,22 +432,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	(void)version;
 	(void)upload_data;
 
-	atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
-	if (s->ext_requests)
-		atomic_fetch_add_explicit(s->ext_requests, 1, memory_order_relaxed);
-
-	if (*req_cls == &uri_too_long_marker)
-		return send_canned(s, conn, R_414, true);
-	bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-	if (!head && strcmp(method, MHD_HTTP_METHOD_GET) != 0)
-		return send_canned(s, conn, R_405, true);
+	if (*req_cls != &headers_seen_marker) {
+		atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
+		if (s->ext_requests)
+			atomic_fetch_add_explicit(s->ext_requests, 1, memory_order_relaxed);
+		if (*req_cls == &uri_too_long_marker)
+			return send_canned(s, conn, R_414, true);
+		bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+		if (!head && strcmp(method, MHD_HTTP_METHOD_GET) != 0)
+			return send_canned(s, conn, R_405, true);
+		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if ((cl && strcmp(cl, "0") != 0) ||
+		    MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						MHD_HTTP_HEADER_TRANSFER_ENCODING))
+			return send_canned(s, conn, R_413, true);
+		*req_cls = &headers_seen_marker;
+		return MHD_YES;
+	}
+	if (*upload_data_size != 0) /* a body without a length: refuse it */
+		return send_canned(s, conn, R_413, true);
 	if (s->token && !auth_ok(s, conn))
 		return send_canned(s, conn, R_401, true);
-	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_CONTENT_LENGTH);
-	if (*upload_data_size != 0 || (cl && strcmp(cl, "0") != 0) ||
-	    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
-		return send_canned(s, conn, R_413, true);
 
 	const struct route *r = find_route(s, url);
 	if (!r)

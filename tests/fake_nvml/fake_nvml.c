@@ -363,7 +363,7 @@ static int parse_fault(char *spec, struct fault *f, char *why, size_t whylen)
 		}
 		*eq = '\0';
 		const char *key = fields[i], *val = eq + 1;
-		unsigned long u;
+		unsigned long u = 0;
 		bool ok;
 		if (strcmp(key, "gpu") == 0 && f->kind != FAULT_NODRIVER) {
 			ok = parse_uint(val, GPU_MAX - 1, &u);

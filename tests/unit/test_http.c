@@ -295,6 +295,41 @@ static void test_bearer_token(void **state)
 	http_server_stop(v.s);
 }
 
+/* Successful requests keep the connection open (MHD closes it when a
+ * response is queued before the request is fully read). */
+static void test_keepalive(void **state)
+{
+	(void)state;
+	struct srv v;
+	start(&v, "127.0.0.1:0", "tok");
+	CURL *c = curl_easy_init();
+	assert_non_null(c);
+	struct buf body;
+	buf_init(&body, 1 << 16);
+	struct curl_slist *hdr = curl_slist_append(NULL, "Authorization: Bearer tok");
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+	const char *paths[] = {"/metrics", "/metrics", "/nope", "/api/v1/x", "/metrics"};
+	const long want[] = {200, 200, 404, 200, 200};
+	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+		curl_easy_setopt(c, CURLOPT_URL, url(&v, paths[i]));
+		curl_easy_setopt(c, CURLOPT_NOBODY, i == 4 ? 1L : 0L);
+		assert_int_equal(curl_easy_perform(c), CURLE_OK);
+		long status = 0, connects = -1;
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+		curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &connects);
+		assert_int_equal(status, want[i]);
+		if (i > 0 && connects != 0)
+			fail_msg("request %zu (%s) opened a new connection", i, paths[i]);
+	}
+	curl_slist_free_all(hdr);
+	curl_easy_cleanup(c);
+	buf_free(&body);
+	http_server_stop(v.s);
+}
+
 static void test_start_errors(void **state)
 {
 	(void)state;
@@ -557,6 +592,7 @@ int main(void)
 		cmocka_unit_test(test_routes),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_bearer_token),
+		cmocka_unit_test(test_keepalive),
 		cmocka_unit_test(test_start_errors),
 		cmocka_unit_test(test_route_limit),
 		cmocka_unit_test(test_concurrent),
