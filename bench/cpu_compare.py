@@ -1,59 +1,74 @@
 """CPU time per GPU-sample on the GPU machine, side by side in one run:
 gpulsed at its default tiers (10 Hz fast, 1 Hz normal with GPM, 30 s slow),
 nvidia-smi --query-gpu ... -lms 100, and a pynvml loop (bench/pynvml_loop.py).
+Each runs alone; after a warm-up (start-up costs excluded: nvmlInit alone
+is tens of ms), CPU is read from /proc/PID/stat at the start and end of a
+window and divided by the samples taken in it.
 Usage: python3 bench/cpu_compare.py GPULSED SECONDS [PORT]
 Prints a table; nvidia-smi is the anchor (ratio 1.0)."""
 import os
-import re
-import resource
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
+WARMUP = 3.0
+TICK = os.sysconf("SC_CLK_TCK")
 
-def child_cpu():
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
+
+def cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
 
 
 def metric(port, name, match=""):
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     for line in body.splitlines():
-        if line.startswith(name) and match in line:
+        if line.startswith(name + "{") and match in line:
             return float(line.rsplit(" ", 1)[1])
     return None
 
 
-def run_gpulsed(binary, seconds, port):
-    before = child_cpu()
-    p = subprocess.Popen([binary, "--listen", f"127.0.0.1:{port}", "--log-level", "warn"])
+def window(proc, seconds, count):
+    time.sleep(WARMUP)
+    c0, n0 = cpu_s(proc.pid), count()
     time.sleep(seconds)
-    s0 = metric(port, "gpulse_samples_total", 'tier="fast"')
-    p.terminate()
-    p.wait()
-    cpu = child_cpu() - before
-    return cpu, s0
+    c1, n1 = cpu_s(proc.pid), count()
+    proc.terminate()
+    proc.wait()
+    return c1 - c0, n1 - n0
+
+
+def run_gpulsed(binary, seconds, port):
+    p = subprocess.Popen([binary, "--listen", f"127.0.0.1:{port}", "--log-level", "warn"])
+    return window(p, seconds, lambda: metric(port, "gpulse_samples_total", 'tier="fast"'))
 
 
 def run_smi(seconds):
-    before = child_cpu()
     fields = ("utilization.gpu,utilization.memory,memory.used,memory.total,power.draw,"
               "temperature.gpu,clocks.sm,clocks.mem,clocks_event_reasons.active")
     p = subprocess.Popen(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader",
                           "-lms", "100"], stdout=subprocess.PIPE, text=True)
-    time.sleep(seconds)
-    p.terminate()
-    out, _ = p.communicate()
-    cpu = child_cpu() - before
-    return cpu, len([l for l in out.splitlines() if l.strip()])
+    lines = [0]
+
+    def reader():
+        for _ in p.stdout:
+            lines[0] += 1
+    threading.Thread(target=reader, daemon=True).start()
+    return window(p, seconds, lambda: lines[0])
 
 
 def run_pynvml(seconds):
-    out = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "pynvml_loop.py"),
-                          str(seconds)], capture_output=True, text=True, check=True).stdout
-    cpu, n = out.split()
-    return float(cpu), int(n)
+    p = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "pynvml_loop.py"),
+                          str(seconds + WARMUP + 5)], stdout=subprocess.DEVNULL)
+    t = [0.0]
+
+    def count():
+        t[0] = time.monotonic()
+        return t[0] * 10  # the loop samples at 10 Hz
+    return window(p, seconds, count)
 
 
 def main():
@@ -65,6 +80,8 @@ def main():
     rows.append(("pynvml loop 10 Hz, GPM 1 Hz", *run_pynvml(seconds)))
     rows.append(("gpulsed default tiers (GPM 1 Hz, all tiers)", *run_gpulsed(binary, seconds, port)))
     anchor = smi[0] / smi[1]
+    print(f"steady state over {seconds:.0f} s after {WARMUP:.0f} s warm-up; CPU from /proc/PID/stat "
+          f"(tick {1000 / TICK:.0f} ms)")
     print(f"{'sampler':48s} {'cpu_s':>8s} {'samples':>8s} {'ms/sample':>10s} {'vs smi':>7s}")
     for name, cpu, n in rows:
         per = cpu / n if n else float("nan")

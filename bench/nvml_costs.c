@@ -75,6 +75,12 @@ static int c_gpm_tensor(struct ctx *c) { static const unsigned i[] = {5}; return
 static int c_gpm_fp(struct ctx *c) { static const unsigned i[] = {11, 12, 13}; return gpm_get(c, i, 3); }
 static int c_gpm_pcie(struct ctx *c) { static const unsigned i[] = {20, 21}; return gpm_get(c, i, 2); }
 static int c_gpm_core4(struct ctx *c) { static const unsigned i[] = {2, 3, 5, 10}; return gpm_get(c, i, 4); }
+static int c_gpm_graphics(struct ctx *c) { static const unsigned i[] = {1}; return gpm_get(c, i, 1); }
+static int c_gpm_integer(struct ctx *c) { static const unsigned i[] = {4}; return gpm_get(c, i, 1); }
+static int c_gpm_occ(struct ctx *c) { static const unsigned i[] = {3}; return gpm_get(c, i, 1); }
+static int c_gpm_pipes(struct ctx *c) { static const unsigned i[] = {6, 7, 9}; return gpm_get(c, i, 3); }
+static int c_gpm_nvlink(struct ctx *c) { static const unsigned i[] = {60, 61}; return gpm_get(c, i, 2); }
+static int c_fv_fast(struct ctx *c) { struct nvml_field_value f[2]; memset(f, 0, sizeof f); f[0].field_id = NVML_ABI_FI_DEV_POWER_INSTANT; f[1].field_id = NVML_ABI_FI_DEV_MEMORY_TEMP; return c->nv->device_get_field_values(c->dev, 2, f); }
 static int c_mem_v1(struct ctx *c) { struct nvml_memory_v1 m; return c->nv->device_get_memory_info(c->dev, &m); }
 /* The fast tier as gpulsed makes it: five calls back to back. */
 static int c_fast_burst(struct ctx *c)
@@ -121,6 +127,9 @@ int main(int argc, char **argv)
 		{"gpm_metrics_get(sm)", c_gpm_sm}, {"gpm_metrics_get(dram)", c_gpm_dram},
 		{"gpm_metrics_get(tensor)", c_gpm_tensor}, {"gpm_metrics_get(fp64,32,16)", c_gpm_fp},
 		{"gpm_metrics_get(pcie tx,rx)", c_gpm_pcie}, {"gpm_metrics_get(sm,occ,tensor,dram)", c_gpm_core4},
+		{"gpm_metrics_get(graphics)", c_gpm_graphics}, {"gpm_metrics_get(integer)", c_gpm_integer},
+		{"gpm_metrics_get(occupancy)", c_gpm_occ}, {"gpm_metrics_get(dfma,hmma,imma)", c_gpm_pipes},
+		{"gpm_metrics_get(nvlink tx,rx)", c_gpm_nvlink}, {"fieldvalues(power,memtemp)", c_fv_fast},
 		{"memory_v1", c_mem_v1}, {"fast burst (5 calls)", c_fast_burst},
 	};
 	printf("%-30s %6s %12s %12s %12s %12s\n", "call", "ret", "b2b_wall_us", "b2b_cpu_us",

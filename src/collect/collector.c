@@ -377,7 +377,7 @@ static void read_gpm(struct collector *c, struct gpu_ctx *g, struct gpu_update *
 			for (unsigned j = 0; j < k; j++) {
 				const struct gpm_req *q = &gpm_metrics[map[j]];
 				if (mg.metrics[j].nvml_return == NVML_ABI_SUCCESS)
-					put(u, q->field, mg.metrics[j].value * field_table[q->field].scale);
+					put(u, q->field, field_to_base(q->field, mg.metrics[j].value));
 				else if (mg.metrics[j].nvml_return == NVML_ABI_ERROR_NOT_SUPPORTED)
 					g->gpm_skip[map[j]] = true;
 			}

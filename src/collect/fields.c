@@ -1,6 +1,7 @@
 /* The field table of fields.h, expanded. */
 #include "fields.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -75,4 +76,27 @@ int field_by_key(const char *key)
 		if (strcmp(field_key((enum field_id)f), key) == 0)
 			return f;
 	return -1;
+}
+
+/* For scales below 1 whose inverse is a whole number (0.01, 1e-3), the
+ * divisor; 0 otherwise. */
+static double field_divisor(enum field_id f)
+{
+	double sc = field_table[f].scale;
+	if (sc >= 1 || sc <= 0)
+		return 0;
+	double inv = round(1 / sc);
+	return fabs(inv * sc - 1) < 1e-12 ? inv : 0;
+}
+
+double field_to_base(enum field_id f, double unit_value)
+{
+	double d = field_divisor(f);
+	return d ? unit_value / d : unit_value * field_table[f].scale;
+}
+
+double field_from_base(enum field_id f, double base_value)
+{
+	double d = field_divisor(f);
+	return d ? base_value * d : base_value / field_table[f].scale;
 }

@@ -129,6 +129,12 @@ struct field_info {
 
 extern const struct field_info field_table[FIELD_COUNT];
 
+/* Convert a value in the field's recording/NVML unit to base units and
+ * back. A scale like 0.01 is applied as a division by 100, so 57 % becomes
+ * exactly 0.57 (57 * 0.01 would be 0.5700000000000001). */
+double field_to_base(enum field_id f, double unit_value);
+double field_from_base(enum field_id f, double base_value);
+
 /* The field's ID in lower case ("gpm_sm"), the key used by JSON and the
  * CLI. Static storage; thread-safe. */
 const char *field_key(enum field_id f);

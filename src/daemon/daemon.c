@@ -27,8 +27,20 @@
 #define NVML_RETRY_NS (30LL * NS_PER_SEC)
 #define BUNDLED_RECORDING "recordings/h200-phases-10hz.csv"
 
+/* A rendered /metrics body, reused for scrapes that arrive within
+ * METRICS_CACHE_NS of it: the data cannot change faster than the fast
+ * tier, and rendering 8 GPUs with NVML statistics is ~130 KB. */
+#define METRICS_CACHE_NS (50LL * NS_PER_MS)
+
+struct metrics_cache {
+	pthread_mutex_t lock;
+	struct buf body;
+	int64_t rendered_ns;         /* monotonic; 0 = empty */
+};
+
 struct daemon {
 	const struct daemon_options *opt;
+	struct metrics_cache cache[2];   /* [0] text 0.0.4, [1] OpenMetrics */
 	struct gpulse_config cfg;
 	struct bus *bus;
 	pthread_rwlock_t source_lock;    /* guards col and rep against swaps */
@@ -91,23 +103,39 @@ const char *daemon_bundled_recording(void)
 
 /* ---- HTTP handlers: render what the bus holds ------------------------ */
 
-static int handle_metrics(void *ctx, const struct http_request *req, struct http_response *resp)
+static int render_metrics(struct daemon *d, struct buf *out, bool om)
 {
-	struct daemon *d = ctx;
 	int64_t t0 = clock_mono_ns();
-	atomic_fetch_add(&d->self.http_requests_total, 1);
-	bool om = prom_wants_openmetrics(http_request_header(req, "Accept"));
 	pthread_rwlock_rdlock(&d->source_lock);
 	struct collector_stats cs;
 	bool have_cs = d->col != NULL;
 	if (have_cs)
 		collector_get_stats(d->col, &cs);
-	int rc = prom_render(&resp->body, d->bus, d->col ? collector_nvml(d->col) : NULL,
+	int rc = prom_render(out, d->bus, d->col ? collector_nvml(d->col) : NULL,
 			     have_cs ? &cs : NULL, &d->self, om);
 	pthread_rwlock_unlock(&d->source_lock);
+	atomic_store(&d->self.last_scrape_ns, (uint64_t)(clock_mono_ns() - t0));
+	return rc;
+}
+
+static int handle_metrics(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct daemon *d = ctx;
+	bool om = prom_wants_openmetrics(http_request_header(req, "Accept"));
+	struct metrics_cache *mc = &d->cache[om];
 	resp->content_type = om ? PROM_CONTENT_TYPE_OPENMETRICS : PROM_CONTENT_TYPE_TEXT;
 	atomic_fetch_add(&d->self.scrapes_total, 1);
-	atomic_store(&d->self.last_scrape_ns, (uint64_t)(clock_mono_ns() - t0));
+	int rc = 0;
+	pthread_mutex_lock(&mc->lock);
+	int64_t now = clock_mono_ns();
+	if (!mc->rendered_ns || now - mc->rendered_ns >= METRICS_CACHE_NS) {
+		buf_reset(&mc->body);
+		rc = render_metrics(d, &mc->body, om);
+		mc->rendered_ns = rc ? 0 : now;
+	}
+	if (!rc)
+		rc = buf_append(&resp->body, mc->body.data, mc->body.len);
+	pthread_mutex_unlock(&mc->lock);
 	return rc;
 }
 
@@ -115,16 +143,14 @@ static int handle_gpus(void *ctx, const struct http_request *req, struct http_re
 {
 	struct daemon *d = ctx;
 	(void)req;
-	atomic_fetch_add(&d->self.http_requests_total, 1);
 	resp->content_type = "application/json";
 	return status_json_render(&resp->body, d->bus, &d->self);
 }
 
 static int handle_health(void *ctx, const struct http_request *req, struct http_response *resp)
 {
-	struct daemon *d = ctx;
+	(void)ctx;
 	(void)req;
-	atomic_fetch_add(&d->self.http_requests_total, 1);
 	return buf_puts(&resp->body, "ok\n");
 }
 
@@ -135,7 +161,6 @@ static int handle_index(void *ctx, const struct http_request *req, struct http_r
 		resp->status = 404;
 		return buf_puts(&resp->body, "not found\n");
 	}
-	atomic_fetch_add(&d->self.http_requests_total, 1);
 	resp->content_type = "text/html; charset=utf-8";
 	return buf_printf(&resp->body,
 			  "<!doctype html><html><head><title>gpulse</title></head><body>"
@@ -267,6 +292,10 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	d->self.replay_speed = 0;
 	atomic_store(&d->self.last_reload_ok, 1);
 	pthread_rwlock_init(&d->source_lock, NULL);
+	for (int i = 0; i < 2; i++) {
+		pthread_mutex_init(&d->cache[i].lock, NULL);
+		buf_init(&d->cache[i].body, CONFIG_HTTP_MAX_BODY);
+	}
 	log_set_level(cfg->log_level);
 
 	/* Block the signals we take before any thread starts, so every
@@ -291,6 +320,8 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		status = 2;
 		goto out;
 	}
+	hc.requests_total = &d->self.http_requests_total;
+	hc.rejected_total = &d->self.http_rejected_total;
 	if (http_server_start(&d->http, &hc, err, sizeof err) != 0) {
 		log_error("%s", err);
 		status = 2;
@@ -333,6 +364,10 @@ out:
 	replay_stop(d->rep);
 	collector_stop(d->col);
 	bus_destroy(d->bus);
+	for (int i = 0; i < 2; i++) {
+		buf_free(&d->cache[i].body);
+		pthread_mutex_destroy(&d->cache[i].lock);
+	}
 	pthread_rwlock_destroy(&d->source_lock);
 	free(d);
 	return status;

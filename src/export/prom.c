@@ -4,8 +4,9 @@
  * their own registry of metric objects that would duplicate the bus, and
  * a scrape here is a straight walk over snapshots. Speed matters (a scrape
  * every second from several servers, and the CLI polls it): the output is
- * reserved once, each GPU's label set is escaped once per render and then
- * copied, and integers are written by hand rather than through printf. */
+ * reserved once and written without a call per piece, each GPU's label
+ * set is escaped once per render and then copied, and numbers are written
+ * by hand (printf only for the few doubles that need 16 or 17 digits). */
 #include "prom.h"
 
 #include <fcntl.h>

@@ -56,18 +56,29 @@ const char *http_request_arg(const struct http_request *req, const char *name);
 
 struct http_response {
 	int status;                  /* default 200 */
-	const char *content_type;    /* static storage; default text/plain */
+	const char *content_type;    /* default "text/plain; charset=utf-8" */
 	struct buf body;             /* bounded by max_body_bytes */
 };
 
-/* A handler fills `resp` and returns 0; a non-zero return sends a 500. */
+/* A handler fills `resp` and returns 0; a non-zero return, a body that
+ * hit max_body_bytes, or a status outside 100-599 sends a 500 instead.
+ * content_type is copied, so any string valid during the call will do.
+ * Handlers run on the server's threads, several at once. */
 typedef int http_handler_fn(void *ctx, const struct http_request *req,
 			    struct http_response *resp);
 
 struct http_server;
 
-/* Bind and start serving. Errors (bad address, port in use, TLS files)
- * are written to err as one sentence. Free with http_server_stop. */
+/* Bind and start serving on cfg->threads threads (epoll). Errors (bad
+ * address, port in use, TLS files) are written to err as one sentence and
+ * nothing is left running. Free with http_server_stop. `cfg` and its
+ * strings need not outlive the call; the counters it points to must.
+ *
+ * Every request goes through, in order: a target over HTTP_MAX_URL_BYTES
+ * gets 414; a method other than GET or HEAD gets 405 with "Allow: GET,
+ * HEAD"; a request body gets 413; a missing or wrong bearer token (when
+ * configured) gets 401 with WWW-Authenticate; a path with no route gets
+ * 404. Successful answers keep the connection alive. */
 int http_server_start(struct http_server **out, const struct http_config *cfg,
 		      char *err, size_t errlen);
 /* Route `path` (exact match, or a prefix when it ends in '/') for GET and

@@ -284,7 +284,7 @@ static int parse_row(struct parser *p, size_t lineno, size_t len)
 			return fail(p, GPULSE_EPARSE, lineno, i + 1, "bad number \"%s\" in column %s",
 				    q, col_name(p, i));
 		}
-		row->v[m] = v * field_table[m].scale;
+		row->v[m] = field_to_base((enum field_id)m, v);
 		row->valid |= FIELD_BIT(m);
 	}
 
@@ -448,20 +448,30 @@ void recording_free(struct recording *r)
  * value was read from, so the neighbours are tried too; when nothing
  * reads back exactly (a value that never came from a file), the 17-digit
  * form is the closest there is. */
-static void format_value(double base, double scale, char *out, size_t outlen)
+static void format_value(double base, enum field_id f, char *out, size_t outlen)
 {
-	double col = scale == 1 ? base : base / scale;
+	double col = field_from_base(f, base);
 	double cand[5] = {col, nextafter(col, INFINITY), nextafter(col, -INFINITY), 0, 0};
 	cand[3] = nextafter(cand[1], INFINITY);
 	cand[4] = nextafter(cand[2], -INFINITY);
 	for (int prec = 15; prec <= 17; prec++) {
 		for (int k = 0; k < 5; k++) {
 			snprintf(out, outlen, "%.*g", prec, cand[k]);
-			if (strtod(out, NULL) * scale == base)
+			if (field_to_base(f, strtod(out, NULL)) == base)
 				return;
 		}
 	}
 	snprintf(out, outlen, "%.17g", col);
+}
+
+/* The shortest text that reads back to exactly `v` (the time column). */
+static void format_plain(double v, char *out, size_t outlen)
+{
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(out, outlen, "%.*g", prec, v);
+		if (strtod(out, NULL) == v)
+			return;
+	}
 }
 
 /* The order columns are written in: the contract's
@@ -514,7 +524,7 @@ int recording_write_row(FILE *f, const struct rec_row *row, bool with_gpu_column
 	locale_t old_locale = use_c_locale();
 	int bad;
 
-	format_value(row->t_s, 1, num, sizeof num);
+	format_plain(row->t_s, num, sizeof num);
 	bad = fputs(num, f) == EOF;
 	if (with_gpu_column && !bad)
 		bad = fprintf(f, ",%d", row->gpu) < 0;
@@ -525,7 +535,7 @@ int recording_write_row(FILE *f, const struct rec_row *row, bool with_gpu_column
 		 * are as good as unreadable. */
 		if (bad || !(row->valid & FIELD_BIT(i)) || !isfinite(row->v[i]))
 			continue;
-		format_value(row->v[i], field_table[i].scale, num, sizeof num);
+		format_value(row->v[i], (enum field_id)i, num, sizeof num);
 		bad = fputs(num, f) == EOF;
 	}
 	if (!bad)

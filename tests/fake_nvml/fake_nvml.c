@@ -1457,7 +1457,7 @@ FAKE_API nvml_return_t nvmlGpmMetricsGet(struct nvml_gpm_metrics_get *mg)
 			m->nvml_return = NVML_ABI_ERROR_NOT_SUPPORTED;
 			continue;
 		}
-		m->value = row->v[info->field] / field_table[info->field].scale;
+		m->value = field_from_base(info->field, row->v[info->field]);
 		m->nvml_return = NVML_ABI_SUCCESS;
 	}
 	return leave(NVML_ABI_SUCCESS);

@@ -502,14 +502,14 @@ static void test_nvml_families(void **state)
 	assert_line(t, line);
 	assert_line(t, "# TYPE gpulse_nvml_call_duration_seconds histogram");
 	/* Cumulative buckets from the non-cumulative counts 3, 0, 2. */
-	snprintf(line, sizeof line, "gpulse_nvml_call_duration_seconds_bucket{%s,le=\"5e-06\"} 3",
-		 c);
-	assert_line(t, line);
 	snprintf(line, sizeof line, "gpulse_nvml_call_duration_seconds_bucket{%s,le=\"1e-05\"} 3",
 		 c);
 	assert_line(t, line);
+	snprintf(line, sizeof line, "gpulse_nvml_call_duration_seconds_bucket{%s,le=\"5e-05\"} 3",
+		 c);
+	assert_line(t, line);
 	snprintf(line, sizeof line,
-		 "gpulse_nvml_call_duration_seconds_bucket{%s,le=\"2.5e-05\"} 5", c);
+		 "gpulse_nvml_call_duration_seconds_bucket{%s,le=\"0.00025\"} 5", c);
 	assert_line(t, line);
 	snprintf(line, sizeof line, "gpulse_nvml_call_duration_seconds_bucket{%s,le=\"1\"} 5", c);
 	assert_line(t, line);
