@@ -95,6 +95,38 @@ static int c_fast_burst(struct ctx *c)
 	return c->nv->device_get_clock_info(c->dev, NVML_ABI_CLOCK_MEM, &v);
 }
 
+static int c_burst_nomem(struct ctx *c)
+{
+	unsigned v;
+	struct nvml_utilization u;
+	c->nv->device_get_utilization_rates(c->dev, &u);
+	c->nv->device_get_power_usage(c->dev, &v);
+	c->nv->device_get_clock_info(c->dev, NVML_ABI_CLOCK_SM, &v);
+	return c->nv->device_get_clock_info(c->dev, NVML_ABI_CLOCK_MEM, &v);
+}
+static int c_burst_memlast(struct ctx *c)
+{
+	struct nvml_memory_v2 m = {.version = NVML_ABI_MEMORY_V2_VERSION};
+	c_burst_nomem(c);
+	return c->nv->device_get_memory_info_v2(c->dev, &m);
+}
+/* The normal tier right after a fast burst, as gpulsed's lane makes it. */
+static int c_fast_then_normal(struct ctx *c)
+{
+	unsigned v;
+	int ps;
+	unsigned long long bits;
+	struct nvml_process_info p[64];
+	unsigned n = 64;
+	c_burst_memlast(c);
+	c->nv->device_get_temperature(c->dev, 0, &v);
+	c->nv->device_get_performance_state(c->dev, &ps);
+	c->nv->device_get_current_clocks_event_reasons(c->dev, &bits);
+	c->nv->device_get_compute_running_processes(c->dev, &n, p);
+	c->nv->gpm_sample_get(c->dev, c->s1);
+	return c_gpm_core4(c);
+}
+
 struct call { const char *name; call_fn *fn; };
 
 int main(int argc, char **argv)
@@ -131,6 +163,8 @@ int main(int argc, char **argv)
 		{"gpm_metrics_get(occupancy)", c_gpm_occ}, {"gpm_metrics_get(dfma,hmma,imma)", c_gpm_pipes},
 		{"gpm_metrics_get(nvlink tx,rx)", c_gpm_nvlink}, {"fieldvalues(power,memtemp)", c_fv_fast},
 		{"memory_v1", c_mem_v1}, {"fast burst (5 calls)", c_fast_burst},
+		{"fast burst, no memory (4)", c_burst_nomem}, {"fast burst, memory last", c_burst_memlast},
+		{"fast + normal tier burst", c_fast_then_normal},
 	};
 	printf("%-30s %6s %12s %12s %12s %12s\n", "call", "ret", "b2b_wall_us", "b2b_cpu_us",
 	       "spaced_wall", "spaced_cpu");

@@ -9,8 +9,11 @@
 #   4. gpulse record during matmul, copy and PCIe phases (a real recording)
 #   5. CPU per GPU-sample: gpulsed vs nvidia-smi vs a pynvml loop
 # Never changes clocks, power limits, persistence or MIG; never resets.
+#   scripts/gpu-check.sh [SECTION...]   sections: conformance costs live record cpu
 set -u
 cd "$(dirname "$0")/.."
+want() { [ $# -eq 0 ] || [ -z "$SECTIONS" ] || [[ " $SECTIONS " == *" $1 "* ]]; }
+SECTIONS="$*"
 OUT=${OUT:-/tmp/gpulse-gpu-check}
 mkdir -p "$OUT"
 D=$PWD/.device
@@ -23,18 +26,23 @@ nvidia-smi --query-gpu=name,driver_version,pstate,power.limit,clocks.max.sm --fo
 DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n1)
 
 # 1. conformance
+if want conformance; then
 if cc -I/usr/local/cuda/include -Isrc/nvml tests/gpu/nvml_conformance.c -o /tmp/nvml_conformance 2>"$OUT/conformance-build.log" &&
 	/tmp/nvml_conformance | tee "$OUT/conformance.txt"; then
 	row "nvml ABI conformance" PASS "$(tail -n1 "$OUT/conformance.txt" | sed 's/nvml_conformance: //')"
 else
 	row "nvml ABI conformance" FAIL "see conformance.txt / conformance-build.log"
 fi
+fi
 
 # 2. call costs
+if want costs; then
 "$D/bench_nvml_costs" 10 | tee "$OUT/nvml-costs.txt"
 row "nvml call costs" INFO "nvml-costs.txt"
+fi
 
 # 3. gpulsed live under a bf16 matmul
+if want live; then
 "$B/gpulsed" --listen 127.0.0.1:$PORT 2>"$OUT/gpulsed.log" &
 GP=$!
 python3 bench/gpu_load.py matmul 25 >"$OUT/load-matmul.txt" 2>&1 &
@@ -58,18 +66,25 @@ grep -q 'H200' "$OUT/status-h200.txt" && row "gpulse status" PASS "status-h200.t
 wait $LP
 kill -TERM $GP; wait $GP; rc=$?
 [ $rc = 0 ] && row "gpulsed SIGTERM" PASS "exit 0" || row "gpulsed SIGTERM" FAIL "exit $rc"
+fi
 
 # 4. a real recording across phases
+if want record; then
 "$B/gpulse" record -o "$OUT/h200-record.csv" --hz 10 --seconds 26 2>"$OUT/record.log" &
 RP=$!
 sleep 1
 for k in matmul copy pcie; do python3 bench/gpu_load.py $k 6 >>"$OUT/load-phases.txt" 2>&1; sleep 1; done
 wait $RP && row "gpulse record" PASS "$(wc -l <"$OUT/h200-record.csv") lines" || row "gpulse record" FAIL "record.log"
+fi
 
 # 5. CPU per sample, side by side
-python3 bench/cpu_compare.py "$B/gpulsed" 20 9477 | tee "$OUT/cpu-compare.txt"
+if want cpu; then
+python3 bench/cpu_compare.py "$B/gpulsed" 30 9477 | tee "$OUT/cpu-compare.txt"
 row "cpu per GPU-sample" INFO "$(awk '/gpulsed/{print $(NF-1) " ms, " $NF "x nvidia-smi"}' "$OUT/cpu-compare.txt")"
+fi
 
+# At most 8 files come back from the GPU machine: keep the small ones in one.
+(cd "$OUT" && tar czf results.tar.gz --exclude results.tar.gz --exclude '*.csv' * 2>/dev/null)
 echo
 echo "== gpulse GPU checks, $(date -u +%F), driver $DRIVER =="
 printf '%s\n' "${TABLE[@]}"

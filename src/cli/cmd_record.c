@@ -36,9 +36,10 @@ static void record_on_signal(int sig)
 	record_stop = 1;
 }
 
-/* Bus subscriber: fast updates fill a pending row, the normal update of
- * the same sweep completes it. Both tiers share one period, so they come
- * in lockstep. */
+/* Bus subscriber: fast updates fill a pending row, the normal and slow
+ * updates of the same sweep complete it (the slow tier reads
+ * graphics_util from the GPM samples the normal tier just took). All
+ * tiers share one period, so they come in lockstep, fast, normal, slow. */
 static void record_update(void *ctx, const struct gpu_update *u)
 {
 	struct recorder *r = ctx;
@@ -53,16 +54,18 @@ static void record_update(void *ctx, const struct gpu_update *u)
 		row->valid = u->valid & u->mask;
 		memcpy(row->v, u->v, sizeof row->v);
 		r->have_fast[u->gpu] = true;
-	} else if (u->tier == TIER_NORMAL && r->have_fast[u->gpu]) {
+	} else if (r->have_fast[u->gpu]) {
 		uint64_t read = u->valid & u->mask;
 		for (int f = 0; f < FIELD_COUNT; f++)
 			if (read & FIELD_BIT(f))
 				row->v[f] = u->v[f];
 		row->valid |= read;
-		if (!r->failed && recording_write_row(r->out, row, r->gpu_column) != 0)
-			r->failed = true;
-		r->rows++;
-		r->have_fast[u->gpu] = false;
+		if (u->tier == TIER_SLOW) {
+			if (!r->failed && recording_write_row(r->out, row, r->gpu_column) != 0)
+				r->failed = true;
+			r->rows++;
+			r->have_fast[u->gpu] = false;
+		}
 	}
 	pthread_mutex_unlock(&r->lock);
 }
@@ -137,7 +140,10 @@ int cmd_record(int argc, char **argv)
 	struct collector_config cfg;
 	collector_config_defaults(&cfg);
 	cfg.nvml_path = lib ? lib : getenv("GPULSE_NVML_LIBRARY");
-	cfg.period_ns[TIER_FAST] = cfg.period_ns[TIER_NORMAL] = (int64_t)(1e9 / hz);
+	/* Every tier at the requested rate: a recording wants every column
+	 * in every row (graphics_util is a slow-tier read in the daemon). */
+	cfg.period_ns[TIER_FAST] = cfg.period_ns[TIER_NORMAL] = cfg.period_ns[TIER_SLOW] =
+		(int64_t)(1e9 / hz);
 	cfg.per_process_util = false;
 	cfg.events = false;
 	char err[512];

@@ -26,14 +26,18 @@
 enum read_kind {
 	R_UTIL, R_MEMORY, R_POWER, R_SM_CLOCK, R_MEM_CLOCK,
 	R_TEMP, R_MEM_TEMP, R_PSTATE, R_REASONS, R_ENERGY, R_PROCS, R_PROC_UTIL, R_GPM,
+	R_GPM_GRAPHICS,
 	R_POWER_LIMIT, R_ECC_MODE, R_ECC, R_REMAP, R_REPLAY, R_LINK_GEN, R_LINK_WIDTH,
 	R_COUNT
 };
 
 #define REPROBE_NS (600LL * NS_PER_SEC)      /* retry unsupported reads every 10 min */
 #define PROC_UTIL_PERIOD_NS (10LL * NS_PER_SEC) /* 2.4 ms of CPU a call: every 10 s */
-#define WATCHDOG_PERIOD_NS (100LL * NS_PER_MS)
-#define EVENT_WAIT_MS 500
+#define EVENT_WAIT_MS 1000
+/* Each wake-up of an idle thread costs ~40 µs of CPU on the H200 host, as
+ * much as a whole fast-tier read, so helper threads wake rarely: the
+ * watchdog four times per deadline (a hang is seen within 1.25 deadlines),
+ * discovery once per rediscover period, events once a second. */
 #define COMM_CACHE 64
 
 struct gpm_req {
@@ -41,9 +45,10 @@ struct gpm_req {
 	enum field_id field;
 };
 
-/* GPM metrics gpulse asks for; each maps to a field in percent or MiB/s. */
+/* GPM metrics the normal tier asks for; each maps to a field in percent
+ * or MiB/s. Each costs under 1 µs on the H200 except GRAPHICS_UTIL,
+ * 1.5 ms: that one is read by the slow tier (read_gpm_graphics). */
 static const struct gpm_req gpm_metrics[] = {
-	{NVML_ABI_GPM_METRIC_GRAPHICS_UTIL, F_GPM_GRAPHICS},
 	{NVML_ABI_GPM_METRIC_SM_UTIL, F_GPM_SM},
 	{NVML_ABI_GPM_METRIC_SM_OCCUPANCY, F_GPM_OCCUPANCY},
 	{NVML_ABI_GPM_METRIC_INTEGER_UTIL, F_GPM_INTEGER},
@@ -82,6 +87,7 @@ struct gpu_ctx {
 	double proc_sm[GPU_PROC_MAX], proc_mem[GPU_PROC_MAX];
 	bool gpm;
 	bool gpm_primed;
+	int gpm_samples;               /* taken since the last prime; 2+: both hold data */
 	nvml_gpm_sample_t gpm_prev, gpm_cur;
 	bool gpm_skip[GPM_NREQ];
 	struct comm_entry comm_cache[COMM_CACHE];
@@ -387,6 +393,28 @@ static void read_gpm(struct collector *c, struct gpu_ctx *g, struct gpu_update *
 	g->gpm_prev = g->gpm_cur;
 	g->gpm_cur = t;
 	g->gpm_primed = true;
+	g->gpm_samples++;
+}
+
+/* GRAPHICS_UTIL over the last normal-tier interval, from the two samples
+ * the normal tier keeps (gpm_prev newest, gpm_cur the one before). */
+static void read_gpm_graphics(struct collector *c, struct gpu_ctx *g, struct gpu_update *u,
+			      int64_t now)
+{
+	if (!g->gpm || !g->gpm_primed || g->gpm_samples < 2 || !allowed(g, R_GPM_GRAPHICS, now))
+		return;
+	struct nvml_gpm_metrics_get mg;
+	memset(&mg, 0, offsetof(struct nvml_gpm_metrics_get, metrics) + sizeof mg.metrics[0]);
+	mg.version = NVML_ABI_GPM_METRICS_GET_VERSION;
+	mg.num_metrics = 1;
+	mg.sample1 = g->gpm_cur;
+	mg.sample2 = g->gpm_prev;
+	mg.metrics[0].metric_id = NVML_ABI_GPM_METRIC_GRAPHICS_UTIL;
+	nvml_return_t r = NVML_CALL(c->nv, gpm_metrics_get, &mg);
+	if (r == NVML_ABI_SUCCESS)
+		r = mg.metrics[0].nvml_return;
+	if (judge(c, g, R_GPM_GRAPHICS, NVML_FN_gpm_metrics_get, r))
+		put(u, F_GPM_GRAPHICS, field_to_base(F_GPM_GRAPHICS, mg.metrics[0].value));
 }
 
 static void read_normal(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
@@ -541,6 +569,7 @@ static void read_slow(struct collector *c, struct gpu_ctx *g, struct gpu_update 
 	}
 	if (atomic_load(&g->lost))
 		return;
+	read_gpm_graphics(c, g, u, now);
 	if (nv->device_get_curr_pcie_link_generation && allowed(g, R_LINK_GEN, now)) {
 		r = NVML_CALL(nv, device_get_curr_pcie_link_generation, d, &v);
 		if (judge(c, g, R_LINK_GEN, NVML_FN_device_get_curr_pcie_link_generation, r))
@@ -575,6 +604,7 @@ static void sweep_gpu(struct collector *c, struct gpu_ctx *g, enum tier t, int64
 		log_error("GPU %d (%s) is lost; will look for it again every %.0f s", g->index,
 			  g->id.uuid, (double)c->cfg.rediscover_ns / NS_PER_SEC);
 		g->gpm_primed = false;
+		g->gpm_samples = 0;
 		return;
 	}
 	bus_publish(c->bus, u);
@@ -670,13 +700,27 @@ static int lane_spawn(struct collector *c, int from, int keep)
 
 /* ---- watchdog, discovery, events ------------------------------------- */
 
+/* Sleep on the collector's condition for `ns` or until stop; true when
+ * stopping. Called with c->lock held. */
+static bool collector_nap(struct collector *c, int64_t ns)
+{
+	int64_t until = clock_mono_ns() + ns;
+	struct timespec ts = {.tv_sec = until / NS_PER_SEC, .tv_nsec = until % NS_PER_SEC};
+	while (!atomic_load(&c->stopping) && clock_mono_ns() < until)
+		if (pthread_cond_timedwait(&c->wake, &c->lock, &ts) == ETIMEDOUT)
+			break;
+	return atomic_load(&c->stopping);
+}
+
 static void *watchdog_main(void *arg)
 {
 	struct collector *c = arg;
-	while (!atomic_load(&c->stopping)) {
-		clock_sleep_until(clock_mono_ns() + WATCHDOG_PERIOD_NS);
+	int64_t period = c->cfg.call_deadline_ns / 4;
+	if (period < 10 * NS_PER_MS)
+		period = 10 * NS_PER_MS;
+	pthread_mutex_lock(&c->lock);
+	while (!collector_nap(c, period)) {
 		int64_t now = clock_mono_ns();
-		pthread_mutex_lock(&c->lock);
 		for (int i = 0; i < c->nlanes; i++) {
 			struct lane *l = c->lanes[i];
 			int64_t start = atomic_load(&l->watch.start_ns);
@@ -706,8 +750,8 @@ static void *watchdog_main(void *arg)
 					log_error("cannot start a new collector lane");
 			}
 		}
-		pthread_mutex_unlock(&c->lock);
 	}
+	pthread_mutex_unlock(&c->lock);
 	return NULL;
 }
 
@@ -931,6 +975,7 @@ static void rediscover(struct collector *c)
 		known->dev = dev;
 		known->index = (int)i;
 		known->gpm_primed = false;
+		known->gpm_samples = 0;
 		int64_t now = clock_mono_ns();
 		for (int t = 0; t < TIER_COUNT; t++)
 			known->next_due[t] = now;
@@ -948,12 +993,13 @@ static void *discovery_main(void *arg)
 {
 	struct collector *c = arg;
 	nvml_current_watch = &c->discovery_watch;
-	while (!atomic_load(&c->stopping)) {
-		int64_t until = clock_mono_ns() + c->cfg.rediscover_ns;
-		while (!atomic_load(&c->stopping) && clock_mono_ns() < until)
-			clock_sleep_until(clock_mono_ns() + 100 * NS_PER_MS);
-		if (!atomic_load(&c->stopping))
-			rediscover(c);
+	for (;;) {
+		pthread_mutex_lock(&c->lock);
+		bool stop = collector_nap(c, c->cfg.rediscover_ns);
+		pthread_mutex_unlock(&c->lock);
+		if (stop)
+			break;
+		rediscover(c);
 	}
 	return NULL;
 }

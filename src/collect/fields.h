@@ -48,8 +48,8 @@ enum metric_type { METRIC_GAUGE, METRIC_COUNTER };
 	  "Energy used since the driver was loaded (read every slow period: ~3 ms of CPU a call).")                                                  \
 	X(PROC_COUNT, "proc_count", 1, "gpulse_gpu_processes", "", GAUGE, NORMAL,                      \
 	  "Compute processes running on the GPU.")                                                     \
-	X(GPM_GRAPHICS, "graphics_util", 0.01, "gpulse_gpu_graphics_active_ratio", "", GAUGE, NORMAL,  \
-	  "Fraction of time any graphics or compute engine was active (GPM).")                         \
+	X(GPM_GRAPHICS, "graphics_util", 0.01, "gpulse_gpu_graphics_active_ratio", "", GAUGE, SLOW,    \
+	  "Fraction of time any graphics or compute engine was active (GPM; 1.5 ms of CPU a read).") \
 	X(GPM_SM, "sm_util", 0.01, "gpulse_gpu_sm_active_ratio", "", GAUGE, NORMAL,                    \
 	  "Fraction of SM cycles with at least one warp resident (GPM SM_UTIL).")                      \
 	X(GPM_OCCUPANCY, "sm_occupancy", 0.01, "gpulse_gpu_sm_occupancy_ratio", "", GAUGE, NORMAL,     \

@@ -343,8 +343,11 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		 d->cfg.listen, http_server_port(d->http), GPULSE_VERSION);
 
 	for (;;) {
+		/* Wake once a second only while there is no source yet (to
+		 * try NVML again); otherwise sleep until a signal comes. */
 		struct timespec tick = {.tv_sec = 1, .tv_nsec = 0};
-		int sig = sigtimedwait(&set, NULL, &tick);
+		int sig = d->self.mode == MODE_NONE ? sigtimedwait(&set, NULL, &tick)
+						    : sigwaitinfo(&set, NULL);
 		if (sig == SIGTERM || sig == SIGINT) {
 			log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 			break;
