@@ -2,8 +2,9 @@
 gpulsed at its default tiers (10 Hz fast, 1 Hz normal with GPM, 30 s slow),
 nvidia-smi --query-gpu ... -lms 100, and a pynvml loop (bench/pynvml_loop.py).
 Each runs alone; after a warm-up (start-up costs excluded: nvmlInit alone
-is tens of ms), CPU is read from /proc/PID/stat at the start and end of a
-window and divided by the samples taken in it.
+is tens of ms), CPU is read at the start and end of a window from every
+thread's /proc/PID/task/TID/schedstat (nanoseconds on CPU) and divided by
+the samples taken in it. gpulsed's time is also shown per thread.
 Usage: python3 bench/cpu_compare.py GPULSED SECONDS [PORT]
 Prints a table; nvidia-smi is the anchor (ratio 1.0)."""
 import os
@@ -14,13 +15,25 @@ import time
 import urllib.request
 
 WARMUP = 3.0
-TICK = os.sysconf("SC_CLK_TCK")
+
+
+def threads(pid):
+    """{tid: (name, seconds on CPU)} for every thread of pid."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        out[tid] = (name, ns / 1e9)
+    return out
 
 
 def cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+    return sum(v[1] for v in threads(pid).values())
 
 
 def metric(port, name, match=""):
@@ -31,19 +44,26 @@ def metric(port, name, match=""):
     return None
 
 
-def window(proc, seconds, count):
+BREAKDOWN = {}
+
+
+def window(proc, seconds, count, breakdown=False):
     time.sleep(WARMUP)
-    c0, n0 = cpu_s(proc.pid), count()
+    t0, n0 = threads(proc.pid), count()
     time.sleep(seconds)
-    c1, n1 = cpu_s(proc.pid), count()
+    t1, n1 = threads(proc.pid), count()
     proc.terminate()
     proc.wait()
-    return c1 - c0, n1 - n0
+    if breakdown:
+        for tid, (name, s1) in t1.items():
+            s0 = t0.get(tid, (name, 0.0))[1]
+            BREAKDOWN[f"{name}[{tid}]"] = s1 - s0
+    return (sum(v[1] for v in t1.values()) - sum(v[1] for v in t0.values()), n1 - n0)
 
 
 def run_gpulsed(binary, seconds, port):
     p = subprocess.Popen([binary, "--listen", f"127.0.0.1:{port}", "--log-level", "warn"])
-    return window(p, seconds, lambda: metric(port, "gpulse_samples_total", 'tier="fast"'))
+    return window(p, seconds, lambda: metric(port, "gpulse_samples_total", 'tier="fast"'), True)
 
 
 def run_smi(seconds):
@@ -80,12 +100,15 @@ def main():
     rows.append(("pynvml loop 10 Hz, GPM 1 Hz", *run_pynvml(seconds)))
     rows.append(("gpulsed default tiers (GPM 1 Hz, all tiers)", *run_gpulsed(binary, seconds, port)))
     anchor = smi[0] / smi[1]
-    print(f"steady state over {seconds:.0f} s after {WARMUP:.0f} s warm-up; CPU from /proc/PID/stat "
-          f"(tick {1000 / TICK:.0f} ms)")
+    print(f"steady state over {seconds:.0f} s after {WARMUP:.0f} s warm-up; "
+          "CPU from /proc/PID/task/*/schedstat")
     print(f"{'sampler':48s} {'cpu_s':>8s} {'samples':>8s} {'ms/sample':>10s} {'vs smi':>7s}")
     for name, cpu, n in rows:
         per = cpu / n if n else float("nan")
-        print(f"{name:48s} {cpu:8.3f} {n:8.0f} {per * 1e3:10.3f} {per / anchor:7.2f}")
+        print(f"{name:48s} {cpu:8.4f} {n:8.0f} {per * 1e3:10.3f} {per / anchor:7.2f}")
+    print("gpulsed per thread over the window (ms of CPU per second):")
+    for name, sec in sorted(BREAKDOWN.items(), key=lambda kv: -kv[1]):
+        print(f"  {name:40s} {sec / seconds * 1e3:8.3f}")
 
 
 if __name__ == "__main__":

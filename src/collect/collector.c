@@ -620,6 +620,9 @@ static void *lane_main(void *arg)
 {
 	struct lane *l = arg;
 	struct collector *c = l->c;
+	char name[16];
+	snprintf(name, sizeof name, "gpulse-lane%d", l->id % 100);
+	pthread_setname_np(pthread_self(), name);
 	nvml_current_watch = &l->watch;
 	struct gpu_update *u = malloc(sizeof *u);
 	if (!u) {
@@ -715,6 +718,7 @@ static bool collector_nap(struct collector *c, int64_t ns)
 static void *watchdog_main(void *arg)
 {
 	struct collector *c = arg;
+	pthread_setname_np(pthread_self(), "gpulse-watchdog");
 	int64_t period = c->cfg.call_deadline_ns / 4;
 	if (period < 10 * NS_PER_MS)
 		period = 10 * NS_PER_MS;
@@ -781,6 +785,7 @@ static void *events_main(void *arg)
 	struct collector *c = arg;
 	struct nvml_lib *nv = c->nv;
 	struct complaint cpl = {0};
+	pthread_setname_np(pthread_self(), "gpulse-events");
 	while (!atomic_load(&c->stopping)) {
 		struct nvml_event_data ev;
 		memset(&ev, 0, sizeof ev);
@@ -992,6 +997,7 @@ static void rediscover(struct collector *c)
 static void *discovery_main(void *arg)
 {
 	struct collector *c = arg;
+	pthread_setname_np(pthread_self(), "gpulse-discover");
 	nvml_current_watch = &c->discovery_watch;
 	for (;;) {
 		pthread_mutex_lock(&c->lock);

@@ -111,6 +111,7 @@ static void *replay_main(void *arg)
 {
 	struct replay *r = arg;
 	struct recording *rec = r->rec;
+	pthread_setname_np(pthread_self(), "gpulse-replay");
 	struct gpu_update *u = calloc(1, sizeof *u);
 	if (!u) {
 		log_error("replay: out of memory");

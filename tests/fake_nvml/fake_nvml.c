@@ -56,7 +56,6 @@
 #endif
 #define REPLICA_ROW_SHIFT 37
 #define FAULT_MAX 32
-#define WAIT_STEP_NS (10 * 1000000LL)   /* event wait polls this often */
 #define HANG_STEP_NS (100 * 1000000LL)  /* a hang "forever" sleeps in these */
 #define ENERGY_BASE_MJ 1000000000ULL    /* a counter since driver load is never 0 */
 #define GPM_FIELDS                                                              \
@@ -1529,6 +1528,21 @@ static bool xid_due(struct nvml_event_set_st *set, struct nvml_event_data *data)
 	return false;
 }
 
+/* Nanoseconds until the next XID this set has not been given, or -1. */
+static int64_t next_xid_ns(const struct nvml_event_set_st *set)
+{
+	double now = elapsed_s(), best = -1;
+	for (int i = 0; i < st.nfaults; i++) {
+		const struct fault *f = &st.faults[i];
+		if (f->kind != FAULT_XID || (set->delivered & (1U << i)))
+			continue;
+		double in = f->at_s - now;
+		if (best < 0 || in < best)
+			best = in < 0 ? 0 : in;
+	}
+	return best < 0 ? -1 : (int64_t)(best * 1e9) + 1;
+}
+
 FAKE_API nvml_return_t nvmlEventSetWait_v2(nvml_event_set_t set, struct nvml_event_data *data,
 					   unsigned int timeout_ms);
 FAKE_API nvml_return_t nvmlEventSetWait_v2(nvml_event_set_t set, struct nvml_event_data *data,
@@ -1547,10 +1561,15 @@ FAKE_API nvml_return_t nvmlEventSetWait_v2(nvml_event_set_t set, struct nvml_eve
 		int64_t left = deadline - mono_ns();
 		if (left <= 0)
 			return leave(NVML_ABI_ERROR_TIMEOUT);
-		/* Poll in small real-time steps without the lock, so other
-		 * threads' calls go on while this one waits. */
+		/* Sleep without the lock, so other threads' calls go on, until
+		 * the next scheduled XID or the timeout: a real driver blocks
+		 * here, and a fake that polled would bill its wake-ups to
+		 * gpulsed in benchmarks. */
+		int64_t xid = next_xid_ns(set);
+		if (xid >= 0 && xid < left)
+			left = xid;
 		pthread_mutex_unlock(&st.lock);
-		sleep_ns(left < WAIT_STEP_NS ? left : WAIT_STEP_NS);
+		sleep_ns(left);
 		pthread_mutex_lock(&st.lock);
 		if (st.init_count == 0)
 			return leave(NVML_ABI_ERROR_UNINITIALIZED);

@@ -44,6 +44,15 @@ start_daemon() {
 
 fetch() { curl -sf --max-time 5 "$URL$1"; }
 
+# has PATH PATTERN : true when the body of PATH has a line matching the
+# extended regex PATTERN. The body is fetched whole first: `fetch | grep -q`
+# would make curl die of SIGPIPE and fail the pipeline under pipefail.
+has() {
+	local body
+	body=$(fetch "$1") || return 1
+	grep -Eq -- "$2" <<<"$body"
+}
+
 # metric NAME [MATCH...] : prints the value of the first sample of NAME
 # whose line contains every MATCH (e.g. 'gpu="0"' 'tier="fast"'), or
 # nothing. The exposition is fetched whole first: awk leaving early must

@@ -23,7 +23,7 @@ expect_exit2 "bad flag" "unrecognized" --no-such-flag
 expect_exit2 "bad speed" "replay-speed" --replay-speed fast
 expect_exit2 "remote without TLS" "0.0.0.0" --listen 0.0.0.0:9999
 
-"$GPULSED" --print-config | grep -q 'listen: "127.0.0.1:9401"' || fail "--print-config lacks the default listen"
+grep -q 'listen: "127.0.0.1:9401"' <<<"$("$GPULSED" --print-config)" || fail "--print-config lacks the default listen"
 
 printf 'log_level: info\nreplay:\n  file: "%s"\n  speed: 10\n' "$REC" >"$WORK/good.yml"
 start_daemon sig --config "$WORK/good.yml"

@@ -37,7 +37,7 @@ s1=$(metric gpulse_samples_total 'gpu="0"' 'tier="fast"')
 wait_for '[ "$(metric gpulse_gpu_lost_total gpu=\"2\")" = 1 ]' || fail "GPU 2 loss not counted"
 wait_for '[ "$(metric gpulse_gpu_up gpu=\"2\")" = 1 ]' || fail "GPU 2 did not come back"
 [ "$(metric gpulse_collector_rediscoveries_total)" -ge 1 ] || fail "rediscovery not counted"
-fetch /metrics | grep '^gpulse_gpu_info{' | grep -q 'gpu="2",uuid="GPU-fa4e0000-0000-4000-8000-000000000002"' ||
+has /metrics '^gpulse_gpu_info\{gpu="2",uuid="GPU-fa4e0000-0000-4000-8000-000000000002"' ||
 	fail "GPU 2 came back under another identity"
 
 # NOT_SUPPORTED temperature on GPU 0: absent there, present on GPU 2.
@@ -56,12 +56,12 @@ wait_for '! kill -0 $DAEMON_PID 2>/dev/null' || fail "gpulsed hung at shutdown w
 unset GPULSE_FAKE_NVML_FAULTS
 start_daemon nolib --nvml-library /nonexistent/libnvidia-ml.so.1
 grep -q 'cannot load NVML' "$WORK/nolib.log" || fail "no message for a missing library"
-fetch /metrics | grep -q '^gpulse_mode_info{mode="none"' || fail "mode none not exported"
+has /metrics '^gpulse_mode_info\{mode="none"' || fail "mode none not exported"
 kill -TERM "$DAEMON_PID"
 
 # Driver not loaded: same, with that reason.
 GPULSE_FAKE_NVML_FAULTS=nodriver start_daemon nodriver --nvml-library "$FAKE_NVML"
 grep -q 'driver is not loaded' "$WORK/nodriver.log" || fail "no message for a missing driver"
-fetch /healthz | grep -q ok || fail "healthz"
+has /healthz ok || fail "healthz"
 kill -TERM "$DAEMON_PID"
 echo PASS

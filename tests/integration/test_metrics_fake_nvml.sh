@@ -61,11 +61,11 @@ check gpulse_gpu_pstate "$E_PSTATE"
 [ "$(metric gpulse_gpu_throttle_active 'reason="sw_power_cap"')" = 1 ] || fail "sw_power_cap not active"
 [ "$(metric gpulse_gpu_throttle_active 'reason="hw_slowdown"')" = 0 ] || fail "hw_slowdown should be 0"
 [ "$(metric gpulse_gpu_up 'gpu="0"')" = 1 ] || fail "gpu not up"
-fetch /metrics | grep -q '^gpulse_gpu_info{.*uuid="GPU-fa4e.*model="NVIDIA H200"' || fail "gpulse_gpu_info lacks identity"
+has /metrics '^gpulse_gpu_info\{.*uuid="GPU-fa4e.*model="NVIDIA H200"' || fail "gpulse_gpu_info lacks identity"
 # The recording has no NVLink or memory-temperature column: those must be
 # absent, not zero.
-fetch /metrics | grep -q '^gpulse_gpu_nvlink_tx_bytes_per_second{' && fail "nvlink metric present without data"
-fetch /metrics | grep -q '^gpulse_gpu_memory_temperature_celsius{' && fail "memory temperature present without data"
+has /metrics '^gpulse_gpu_nvlink_tx_bytes_per_second\{' && fail "nvlink metric present without data"
+has /metrics '^gpulse_gpu_memory_temperature_celsius\{' && fail "memory temperature present without data"
 # NVML call statistics are exported.
 [ -n "$(metric gpulse_nvml_calls_total 'call="nvmlDeviceGetPowerUsage"')" ] || fail "no NVML call counter"
 

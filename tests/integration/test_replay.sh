@@ -4,8 +4,8 @@ source "$(dirname "$0")/lib.sh"
 
 start_daemon replay --replay "$REC" --replay-speed 20
 wait_for '[ -n "$(metric gpulse_gpu_power_watts gpu=\"0\")" ]' || fail "no replayed values"
-fetch /metrics | grep -q '^gpulse_gpu_info{.*source="replay"' || fail "replayed GPU not labelled"
-fetch /metrics | grep -q '^gpulse_mode_info{mode="replay"' || fail "mode not replay"
+has /metrics '^gpulse_gpu_info\{.*source="replay"' || fail "replayed GPU not labelled"
+has /metrics '^gpulse_mode_info\{mode="replay"' || fail "mode not replay"
 grep -q 'REPLAY' "$WORK/replay.log" || fail "replay not announced in the log"
 "$GPULSE" status --url "$URL" --no-color >"$WORK/status.txt" || fail "gpulse status failed"
 grep -qi 'replay' "$WORK/status.txt" || fail "gpulse status does not say REPLAY"
