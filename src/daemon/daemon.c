@@ -34,7 +34,8 @@
 
 struct metrics_cache {
 	pthread_mutex_t lock;
-	struct buf body;
+	struct buf scratch;          /* where the next rendering is built */
+	struct http_blob *blob;      /* the last rendering, shared by responses */
 	int64_t rendered_ns;         /* monotonic; 0 = empty */
 };
 
@@ -128,13 +129,20 @@ static int handle_metrics(void *ctx, const struct http_request *req, struct http
 	int rc = 0;
 	pthread_mutex_lock(&mc->lock);
 	int64_t now = clock_mono_ns();
-	if (!mc->rendered_ns || now - mc->rendered_ns >= METRICS_CACHE_NS) {
-		buf_reset(&mc->body);
-		rc = render_metrics(d, &mc->body, om);
-		mc->rendered_ns = rc ? 0 : now;
+	if (!mc->blob || now - mc->rendered_ns >= METRICS_CACHE_NS) {
+		buf_reset(&mc->scratch);
+		rc = render_metrics(d, &mc->scratch, om);
+		struct http_blob *b = rc ? NULL : http_blob_new(mc->scratch.data, mc->scratch.len);
+		if (!rc && !b)
+			rc = GPULSE_ENOMEM;
+		if (b) {
+			http_blob_unref(mc->blob);
+			mc->blob = b;
+			mc->rendered_ns = now;
+		}
 	}
 	if (!rc)
-		rc = buf_append(&resp->body, mc->body.data, mc->body.len);
+		resp->blob = http_blob_ref(mc->blob);
 	pthread_mutex_unlock(&mc->lock);
 	return rc;
 }
@@ -294,7 +302,7 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	pthread_rwlock_init(&d->source_lock, NULL);
 	for (int i = 0; i < 2; i++) {
 		pthread_mutex_init(&d->cache[i].lock, NULL);
-		buf_init(&d->cache[i].body, CONFIG_HTTP_MAX_BODY);
+		buf_init(&d->cache[i].scratch, CONFIG_HTTP_MAX_BODY);
 	}
 	log_set_level(cfg->log_level);
 
@@ -368,7 +376,8 @@ out:
 	collector_stop(d->col);
 	bus_destroy(d->bus);
 	for (int i = 0; i < 2; i++) {
-		buf_free(&d->cache[i].body);
+		buf_free(&d->cache[i].scratch);
+		http_blob_unref(d->cache[i].blob);
 		pthread_mutex_destroy(&d->cache[i].lock);
 	}
 	pthread_rwlock_destroy(&d->source_lock);

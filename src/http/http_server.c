@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -365,6 +366,44 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 									  : &uri_ok_marker;
 }
 
+/* ---- shared bodies ---------------------------------------------------- */
+
+struct http_blob {
+	atomic_int refs;
+	size_t len;
+	char data[];
+};
+
+struct http_blob *http_blob_new(const void *data, size_t len)
+{
+	struct http_blob *b = malloc(sizeof *b + (len ? len : 1));
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = len;
+	if (len)
+		memcpy(b->data, data, len);
+	return b;
+}
+
+struct http_blob *http_blob_ref(struct http_blob *b)
+{
+	atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+	return b;
+}
+
+void http_blob_unref(struct http_blob *b)
+{
+	if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+		free(b);
+}
+
+/* MHD calls this when a response built on a blob is done with it. */
+static void blob_release(void *cls)
+{
+	http_blob_unref(cls);
+}
+
 /* "Bearer TOKEN", compared in time that depends only on the expected
  * token's length, so a client cannot find the token byte by byte. */
 static bool auth_ok(const struct http_server *s, struct MHD_Connection *conn)
@@ -465,12 +504,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (r->fn(r->ctx, &req, &resp) != 0 || resp.body.failed || resp.status < 100 ||
 	    resp.status > 599) {
 		buf_free(&resp.body);
+		http_blob_unref(resp.blob);
 		return send_canned(s, conn, R_500, false);
 	}
 	size_t len = resp.body.len;
 	char *data = buf_steal(&resp.body);
 	struct MHD_Response *mr;
-	if (data) {
+	if (resp.blob) {
+		/* No copy: the response points into the blob and drops its
+		 * reference when MHD is done sending. */
+		free(data);
+		mr = MHD_create_response_from_buffer_with_free_callback_cls(
+			resp.blob->len, resp.blob->data, blob_release, resp.blob);
+		if (!mr)
+			http_blob_unref(resp.blob);
+	} else if (data) {
 		mr = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
 		if (!mr)
 			free(data);

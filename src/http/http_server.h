@@ -54,10 +54,24 @@ const char *http_request_header(const struct http_request *req, const char *name
 /* A query-string argument's value or NULL. Valid during the handler. */
 const char *http_request_arg(const struct http_request *req, const char *name);
 
+/* An immutable, reference-counted response body that many responses can
+ * send without copying (a cached /metrics rendering, say). */
+struct http_blob;
+
+/* A blob holding a copy of `len` bytes, with one reference for the
+ * caller. NULL when out of memory. */
+struct http_blob *http_blob_new(const void *data, size_t len);
+/* Take or drop a reference; the last drop frees. Thread-safe; unref
+ * accepts NULL. */
+struct http_blob *http_blob_ref(struct http_blob *b);
+void http_blob_unref(struct http_blob *b);
+
 struct http_response {
 	int status;                  /* default 200 */
 	const char *content_type;    /* default "text/plain; charset=utf-8" */
 	struct buf body;             /* bounded by max_body_bytes */
+	struct http_blob *blob;      /* when set, sent instead of body; the
+	                                server takes over this reference */
 };
 
 /* A handler fills `resp` and returns 0; a non-zero return, a body that
