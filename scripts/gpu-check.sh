@@ -9,7 +9,7 @@
 #   4. gpulse record during matmul, copy and PCIe phases (a real recording)
 #   5. CPU per GPU-sample: gpulsed vs nvidia-smi vs a pynvml loop
 # Never changes clocks, power limits, persistence or MIG; never resets.
-#   scripts/gpu-check.sh [SECTION...]   sections: conformance costs live record cpu
+#   scripts/gpu-check.sh [SECTION...]   sections: conformance costs live record phases cpu
 set -u
 cd "$(dirname "$0")/.."
 want() { [ $# -eq 0 ] || [ -z "$SECTIONS" ] || [[ " $SECTIONS " == *" $1 "* ]]; }
@@ -77,6 +77,17 @@ for k in matmul copy pcie; do python3 bench/gpu_load.py $k 6 >>"$OUT/load-phases
 wait $RP && row "gpulse record" PASS "$(wc -l <"$OUT/h200-record.csv") lines" || row "gpulse record" FAIL "record.log"
 fi
 
+# 4b. a labelled recording of our own workloads (for diagnosis tests)
+if want phases; then
+"$B/gpulse" record -o "$OUT/h200-mixed-10hz.csv" --hz 10 --seconds 150 2>"$OUT/record-mixed.log" &
+RP=$!
+sleep 3
+python3 bench/gpu_phases.py "$OUT/h200-mixed-labels.csv" 10 >"$OUT/phases.txt" 2>&1
+sleep 2
+kill -INT $RP; wait $RP
+row "labelled recording" INFO "$(wc -l <"$OUT/h200-mixed-labels.csv") phases, $(wc -l <"$OUT/h200-mixed-10hz.csv") rows"
+fi
+
 # 5. CPU per sample, side by side
 if want cpu; then
 python3 bench/cpu_compare.py "$B/gpulsed" 30 9477 | tee "$OUT/cpu-compare.txt"
@@ -84,7 +95,8 @@ row "cpu per GPU-sample" INFO "$(awk '/gpulsed/{print $(NF-1) " ms, " $NF "x nvi
 fi
 
 # At most 8 files come back from the GPU machine: keep the small ones in one.
-(cd "$OUT" && tar czf results.tar.gz --exclude results.tar.gz --exclude '*.csv' * 2>/dev/null)
+(cd "$OUT" && tar czf results.tar.gz --exclude results.tar.gz --exclude '*10hz.csv' --exclude h200-record.csv * 2>/dev/null &&
+	find . -maxdepth 1 -type f ! -name results.tar.gz ! -name '*10hz.csv' ! -name h200-record.csv ! -name '*labels.csv' -delete)
 echo
 echo "== gpulse GPU checks, $(date -u +%F), driver $DRIVER =="
 printf '%s\n' "${TABLE[@]}"
