@@ -61,11 +61,13 @@ def main():
     phase("pcie_bound_pageable", lambda t: until(t, lambda: d.copy_(h)))
     del h, d
 
-    # Input starved: one 4096^2 bf16 product, then 40 ms on the host.
-    p = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+    # Input starved: a burst of six 8192^2 bf16 products (~8 ms), then
+    # 40 ms on the host, as a data loader that cannot keep up: the GPU
+    # works about a sixth of the time.
+    p = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
 
     def starved():
-        for _ in range(2):
+        for _ in range(6):
             p @ p
         torch.cuda.synchronize()
         time.sleep(0.04)
@@ -79,17 +81,18 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     del f
 
-    # Mixed: a small transformer encoder training in bf16.
-    model = nn.TransformerEncoder(nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True),
-                                  4).to(dev, torch.bfloat16)
+    # Mixed: a transformer encoder (8 layers, d=1024) training in bf16 on
+    # 16 x 512 tokens: attention, GEMMs, norms and the optimizer together.
+    model = nn.TransformerEncoder(nn.TransformerEncoderLayer(1024, 16, 4096, batch_first=True),
+                                  8).to(dev, torch.bfloat16)
     opt = torch.optim.AdamW(model.parameters(), 1e-4)
-    batch = torch.randn(32, 256, 512, device=dev, dtype=torch.bfloat16)
+    batch = torch.randn(16, 512, 1024, device=dev, dtype=torch.bfloat16)
 
     def train():
         opt.zero_grad(set_to_none=True)
         model(batch).float().pow(2).mean().backward()
         opt.step()
-    phase("transformer_train_small", lambda t: until(t, train))
+    phase("transformer_train_d1024", lambda t: until(t, train))
     del model, opt, batch
 
     # Memory pressure: hold 93% of device memory, light compute.

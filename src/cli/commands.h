@@ -25,5 +25,6 @@ struct cli_command {
 
 int cmd_status(int argc, char **argv);  /* cmd_status.c */
 int cmd_record(int argc, char **argv);  /* cmd_record.c */
+int cmd_diagnose(int argc, char **argv);  /* cmd_diagnose.c */
 
 #endif

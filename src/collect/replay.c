@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "device_file.h"
 #include "log.h"
 #include "recording.h"
 #include "status.h"
@@ -28,61 +29,27 @@ struct replay {
 	atomic_uint_fast64_t rows, loops;
 };
 
-/* Trim spaces and a unit suffix: " 700.00 W" -> "700.00". */
-static void cell_trim(char *s)
-{
-	char *p = s;
-	while (*p == ' ')
-		p++;
-	memmove(s, p, strlen(p) + 1);
-	size_t n = strlen(s);
-	while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\r'))
-		s[--n] = '\0';
-}
-
-/* Facts of the recorded card from a "PREFIX-device.csv" beside the
- * recording (nvidia-smi --query-gpu=name,driver_version,... format), so a
- * replay shows the model it was recorded on. Missing file: generic. */
+/* Facts of the recorded card from the device file beside the recording
+ * (device_file.h), so a replay shows the model it was recorded on. Missing
+ * or unreadable file: generic. */
 static void replay_identity_from_device_csv(const char *rec_path, struct gpu_identity *id)
 {
-	char dir_buf[4096], base_buf[4096], path[8192];
-	snprintf(dir_buf, sizeof dir_buf, "%s", rec_path);
-	snprintf(base_buf, sizeof base_buf, "%s", rec_path);
-	const char *dir = dirname(dir_buf);
-	char *base = basename(base_buf);
-	char *dash = strchr(base, '-');
-	if (dash)
-		*dash = '\0';
-	snprintf(path, sizeof path, "%s/%s-device.csv", dir, base);
-	FILE *f = fopen(path, "r");
-	if (!f)
+	char path[8192], err[256];
+	struct device_file *df = malloc(sizeof *df);
+	if (!df)
 		return;
-	char head[1024], row[1024];
-	if (fgets(head, sizeof head, f) && fgets(row, sizeof row, f)) {
-		char *hs = NULL, *rs = NULL;
-		char *h = strtok_r(head, ",", &hs);
-		char *v = strtok_r(row, ",", &rs);
-		while (h && v) {
-			cell_trim(h);
-			cell_trim(v);
-			double num = strtod(v, NULL);
-			if (strcmp(h, "name") == 0)
-				snprintf(id->name, sizeof id->name, "%s", v);
-			else if (strcmp(h, "driver_version") == 0)
-				snprintf(id->driver_version, sizeof id->driver_version, "%s", v);
-			else if (strncmp(h, "pcie.link.gen.max", 17) == 0)
-				id->pcie_max_gen = (unsigned)num;
-			else if (strncmp(h, "pcie.link.width.max", 19) == 0)
-				id->pcie_max_width = (unsigned)num;
-			else if (strncmp(h, "clocks.max.sm", 13) == 0)
-				id->max_sm_clock_hz = num * 1e6;
-			else if (strncmp(h, "clocks.max.memory", 17) == 0)
-				id->max_mem_clock_hz = num * 1e6;
-			h = strtok_r(NULL, ",", &hs);
-			v = strtok_r(NULL, ",", &rs);
-		}
+	if (device_file_path(rec_path, path, sizeof path) == GPULSE_OK &&
+	    device_file_load(path, df, err, sizeof err) == GPULSE_OK && df->ngpus > 0) {
+		const struct device_facts *d = &df->gpu[0];
+		if (d->name[0])
+			snprintf(id->name, sizeof id->name, "%s", d->name);
+		snprintf(id->driver_version, sizeof id->driver_version, "%s", d->driver_version);
+		id->pcie_max_gen = d->pcie_max_gen;
+		id->pcie_max_width = d->pcie_max_width;
+		id->max_sm_clock_hz = d->max_sm_clock_hz;
+		id->max_mem_clock_hz = d->max_mem_clock_hz;
 	}
-	fclose(f);
+	free(df);
 }
 
 static int cmp_row_time(const void *a, const void *b, void *arg)

@@ -1,0 +1,346 @@
+/* `gpulse diagnose --replay FILE.csv`: why each GPU of a recording was
+ * slow or idle, window by window, with the evidence and advice, as a
+ * table or as DESIGN.md's JSON. The CLI only reads the files and prints:
+ * the classification is src/diagnose/'s, which takes plain structs. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "commands.h"
+#include "device_file.h"
+#include "diagnose.h"
+#include "diagnose_json.h"
+#include "peaks.h"
+#include "recording.h"
+#include "sample.h"
+#include "status.h"
+
+/* One window's JSON is a few kilobytes; the bound only stops a runaway. */
+#define WINDOW_JSON_MAX (1u << 20)
+
+static void diagnose_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: gpulse diagnose --replay FILE.csv [--window SECONDS] [--json] [--device FILE]\n"
+		"  Say why each GPU of a recording was slow or idle, per window, with the\n"
+		"  evidence against the card's own peaks and one line of advice.\n"
+		"  --replay FILE   the recording (gpulse record's CSV format)\n"
+		"  --window S      window length in seconds, 0.001 or more (default 5)\n"
+		"  --json          print {\"windows\": [...]} (DESIGN.md) instead of a table\n"
+		"  --device FILE   the card's facts (nvidia-smi --query-gpu CSV); default:\n"
+		"                  PREFIX-device.csv beside the recording, when present\n"
+		"Exit status: 0 ok, 1 unreadable or malformed file, 2 usage error.\n");
+}
+
+/* The card's peaks for recorded GPU `gpu`: the device file's line for it
+ * (or its first line), the model table, and failing those the recording
+ * itself (its highest SM clock stands in for the maximum). */
+static void peaks_for(struct gpu_peaks *p, const struct device_file *df, int gpu,
+		      const struct rec_row *rows, size_t n)
+{
+	peaks_init(p);
+	if (df && df->ngpus > 0) {
+		const struct device_facts *d = &df->gpu[gpu < df->ngpus ? gpu : 0];
+		snprintf(p->model, sizeof p->model, "%s", d->name);
+		p->pcie_gen = d->pcie_max_gen;
+		p->pcie_width = d->pcie_max_width;
+		if (d->max_sm_clock_hz > 0) {
+			p->sm_clock_max_hz = d->max_sm_clock_hz;
+			p->mem_clock_max_hz = d->max_mem_clock_hz;
+			p->clock_source = "device";
+		}
+		if (d->power_limit_w > 0) {
+			p->power_limit_w = d->power_limit_w;
+			p->power_source = "device";
+		}
+		if (d->mem_total_bytes > 0) {
+			p->mem_total_bytes = d->mem_total_bytes;
+			p->mem_source = "device";
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct rec_row *r = &rows[i];
+		if (!(p->mem_total_bytes > 0) && (r->valid & FIELD_BIT(F_MEM_TOTAL)) &&
+		    r->v[F_MEM_TOTAL] > 0) {
+			p->mem_total_bytes = r->v[F_MEM_TOTAL];
+			p->mem_source = "recording";
+		}
+	}
+	if (!(p->sm_clock_max_hz > 0)) {
+		double hi = 0;
+		for (size_t i = 0; i < n; i++)
+			if ((rows[i].valid & FIELD_BIT(F_SM_CLOCK)) && rows[i].v[F_SM_CLOCK] > hi)
+				hi = rows[i].v[F_SM_CLOCK];
+		if (hi > 0) {
+			p->sm_clock_max_hz = hi;
+			p->clock_source = "recording maximum";
+		}
+	}
+	peaks_derive(p);
+}
+
+static void print_peaks(const struct gpu_peaks *p, int gpu)
+{
+	printf("GPU %d: %s", gpu, p->model[0] ? p->model : "unknown model");
+	if (p->sm_count > 0)
+		printf(", %d SMs", p->sm_count);
+	if (p->dram_bytes_per_s > 0)
+		printf(", DRAM %.2f TB/s (%s)", p->dram_bytes_per_s / 1e12, p->dram_source);
+	else
+		printf(", DRAM peak unknown");
+	if (p->pcie_bytes_per_s > 0)
+		printf(", PCIe gen%u x%u %.1f GB/s per direction", p->pcie_gen, p->pcie_width,
+		       p->pcie_bytes_per_s / 1e9);
+	else
+		printf(", PCIe link unknown");
+	if (p->power_limit_w > 0)
+		printf(", power limit %.0f W (%s)", p->power_limit_w, p->power_source);
+	if (p->sm_clock_max_hz > 0)
+		printf(", max SM clock %.0f MHz (%s)", p->sm_clock_max_hz / 1e6, p->clock_source);
+	printf("\n");
+}
+
+static void print_window(const struct diag_window *w, double origin)
+{
+	char findings[128] = "";
+	for (int f = 0; f < DIAG_FINDING_COUNT; f++) {
+		if (!(w->findings & DIAG_FINDING_BIT(f)))
+			continue;
+		size_t len = strlen(findings);
+		snprintf(findings + len, sizeof findings - len, "%s%s", len ? "," : "",
+			 diag_finding_name((enum diag_finding)f));
+	}
+	printf("%9.1f %9.1f %4d  %-14s %4.2f  %-26s %s\n", w->start_s - origin, w->end_s - origin,
+	       w->gpu, diag_class_name(w->bottleneck), w->confidence,
+	       findings[0] ? findings : "-", w->brief);
+}
+
+static void print_summary(const struct diag_summary *s, const struct gpu_peaks *p)
+{
+	printf("\nGPU %d (%s): %.1f s in %zu windows\n", s->gpu, p->model[0] ? p->model : "unknown model",
+	       s->seconds, s->nwindows);
+	printf("  time by class:");
+	for (int c = 0; c < DIAG_CLASS_COUNT; c++)
+		if (s->class_seconds[c] > 0)
+			printf(" %s %.0f%%", diag_class_name((enum diag_class)c),
+			       100.0 * s->class_seconds[c] / s->seconds);
+	printf("\n");
+	const struct diag_headroom *h = &s->busy_mean;
+	if (s->busy_seconds > 0) {
+		printf("  against peaks (windows not idle):");
+		if (!isnan(h->busy))
+			printf(" busy %.0f%%", 100 * h->busy);
+		if (!isnan(h->sm_active))
+			printf(", SM active %.0f%%", 100 * h->sm_active);
+		if (!isnan(h->tensor))
+			printf(", tensor %.0f%%", 100 * h->tensor);
+		if (!isnan(h->pipe))
+			printf(", busiest other pipe %.0f%%", 100 * h->pipe);
+		if (!isnan(h->dram))
+			printf(", DRAM %.0f%%", 100 * h->dram);
+		if (!isnan(h->pcie))
+			printf(", PCIe %.0f%%", 100 * h->pcie);
+		if (!isnan(h->clock_ratio))
+			printf(", SM clock %.0f%% of max", 100 * h->clock_ratio);
+		printf("\n");
+		if (h->bound_resource && !isnan(h->max_speedup))
+			printf("  nearest hardware limit: %s; the job runs at %.0f%% of it (at most %.1fx "
+			       "left on that resource)\n",
+			       h->bound_resource, 100 / h->max_speedup, h->max_speedup);
+	}
+	if (s->top_finding >= 0)
+		printf("  top finding: %s (%zu of %zu windows)\n",
+		       diag_finding_name((enum diag_finding)s->top_finding),
+		       s->finding_windows[s->top_finding], s->nwindows);
+	else
+		printf("  top finding: none\n");
+}
+
+/* Print what evidence the windows lacked, once, with what it costs. */
+static void print_missing(unsigned missing)
+{
+	if (!missing)
+		return;
+	printf("\nmissing evidence:\n");
+	for (int m = 0; m < DIAG_MISSING_COUNT; m++)
+		if (missing & DIAG_MISSING_BIT(m))
+			printf("  %s: %s\n", diag_missing_name((enum diag_missing)m),
+			       diag_missing_effect((enum diag_missing)m));
+}
+
+static int parse_window(const char *s, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || *end || !isfinite(v) || v < 1e-3 || v > 1e7)
+		return GPULSE_EINVAL;
+	*out = v;
+	return GPULSE_OK;
+}
+
+int cmd_diagnose(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"replay", required_argument, NULL, 'r'},
+		{"window", required_argument, NULL, 'w'},
+		{"json", no_argument, NULL, 'j'},
+		{"device", required_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *path = NULL, *device_path = NULL;
+	double window_s = 5;
+	bool json = false;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r': path = optarg; break;
+		case 'd': device_path = optarg; break;
+		case 'j': json = true; break;
+		case 'w':
+			if (parse_window(optarg, &window_s) != GPULSE_OK) {
+				fprintf(stderr, "gpulse diagnose: --window must be a number of seconds "
+						"from 0.001 to 1e7, not \"%s\"\n", optarg);
+				return CLI_USAGE;
+			}
+			break;
+		case 'h': diagnose_usage(stdout); return CLI_OK;
+		default: diagnose_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (!path || optind < argc) {
+		if (!path)
+			fprintf(stderr, "gpulse diagnose: --replay FILE.csv is required\n");
+		else
+			fprintf(stderr, "gpulse diagnose: unexpected argument \"%s\"\n", argv[optind]);
+		diagnose_usage(stderr);
+		return CLI_USAGE;
+	}
+
+	int rc = CLI_FAIL;
+	char err[1024];
+	struct recording *rec = NULL;
+	struct device_file *df = NULL;
+	struct rec_row *rows = NULL;
+	struct diag_window *win = NULL;
+	struct diag_summary *sums = NULL;
+	struct gpu_peaks *peaks = NULL;
+	struct buf b;
+	buf_init(&b, WINDOW_JSON_MAX);
+
+	if (recording_load(path, &rec, err, sizeof err) != GPULSE_OK) {
+		fprintf(stderr, "gpulse diagnose: %s\n", err);
+		goto out;
+	}
+	df = calloc(1, sizeof *df);
+	sums = calloc(GPU_MAX, sizeof *sums);
+	peaks = calloc(GPU_MAX, sizeof *peaks);
+	rows = malloc((rec->nrows ? rec->nrows : 1) * sizeof *rows);
+	if (!df || !sums || !peaks || !rows) {
+		fprintf(stderr, "gpulse diagnose: out of memory\n");
+		goto out;
+	}
+	char dpath[8192];
+	bool explicit_device = device_path != NULL;
+	if (!device_path && device_file_path(path, dpath, sizeof dpath) == GPULSE_OK)
+		device_path = dpath;
+	if (device_path) {
+		int drc = device_file_load(device_path, df, err, sizeof err);
+		if (drc != GPULSE_OK && (drc != GPULSE_ENOENT || explicit_device))
+			fprintf(stderr, "gpulse diagnose: %s (going on without the card's facts)\n", err);
+	}
+
+	/* Windows align to the recording's first time, across GPUs. */
+	double origin = INFINITY;
+	for (size_t i = 0; i < rec->nrows; i++)
+		origin = fmin(origin, rec->rows[i].t_s);
+
+	if (json)
+		fputs("{\"windows\": [", stdout);
+	else
+		printf("%s: %zu samples, %d GPU(s), %g s windows from t=%.3f (times below are "
+		       "seconds after it)\n",
+		       path, rec->nrows, rec->ngpus, window_s, isfinite(origin) ? origin : 0);
+	bool first = true;
+	int nsums = 0;
+	unsigned missing = 0;
+	for (int g = 0; g < rec->ngpus; g++) {
+		size_t n = 0;
+		for (size_t i = 0; i < rec->nrows; i++)
+			if (rec->rows[i].gpu == g)
+				rows[n++] = rec->rows[i];
+		if (!n)
+			continue;
+		struct gpu_peaks *pk = &peaks[nsums];
+		peaks_for(pk, df, g, rows, n);
+		struct diag_input in = {
+			.gpu = g, .rows = rows, .nrows = n, .origin_s = origin, .window_s = window_s,
+		};
+		size_t nw = 0;
+		if (diagnose_gpu(&in, pk, &win, &nw) != GPULSE_OK) {
+			fprintf(stderr, "gpulse diagnose: out of memory\n");
+			goto out;
+		}
+		if (!json) {
+			printf("\n");
+			print_peaks(pk, g);
+			printf("%9s %9s %4s  %-14s %4s  %-26s %s\n", "start_s", "end_s", "gpu",
+			       "bottleneck", "conf", "findings", "evidence");
+		}
+		for (size_t k = 0; k < nw; k++) {
+			missing |= win[k].missing;
+			if (!json) {
+				print_window(&win[k], origin);
+				continue;
+			}
+			buf_reset(&b);
+			if (diag_json_window(&b, &win[k]) != GPULSE_OK) {
+				fprintf(stderr, "gpulse diagnose: a window's JSON exceeds %u bytes\n",
+					WINDOW_JSON_MAX);
+				goto out;
+			}
+			fputs(first ? "\n  " : ",\n  ", stdout);
+			fwrite(b.data, 1, b.len, stdout);
+			first = false;
+		}
+		diagnose_summarize(win, nw, &sums[nsums++]);
+		free(win);
+		win = NULL;
+	}
+
+	if (json) {
+		fputs("\n], \"summary\": [", stdout);
+		for (int i = 0; i < nsums; i++) {
+			buf_reset(&b);
+			diag_json_summary(&b, &sums[i]);
+			fputs(i ? ",\n  " : "\n  ", stdout);
+			fwrite(b.data, 1, b.len, stdout);
+		}
+		fputs("\n], \"peaks\": [", stdout);
+		for (int i = 0; i < nsums; i++) {
+			buf_reset(&b);
+			diag_json_peaks(&b, sums[i].gpu, &peaks[i]);
+			fputs(i ? ",\n  " : "\n  ", stdout);
+			fwrite(b.data, 1, b.len, stdout);
+		}
+		fputs("\n]}\n", stdout);
+	} else {
+		for (int i = 0; i < nsums; i++)
+			print_summary(&sums[i], &peaks[i]);
+		print_missing(missing);
+	}
+	rc = CLI_OK;
+out:
+	buf_free(&b);
+	free(win);
+	free(rows);
+	free(peaks);
+	free(sums);
+	free(df);
+	recording_free(rec);
+	return rc;
+}

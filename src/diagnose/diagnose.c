@@ -1,0 +1,1256 @@
+/* The bottleneck classifier; see diagnose.h, and docs/DIAGNOSIS.md for
+ * every rule with the reason behind each threshold. The thresholds are
+ * fractions of the card's own peaks or facts of how the counters behave,
+ * never values fitted to one recording.
+ *
+ * For each window the classifier first reduces the samples to the
+ * distribution of each quantity it uses (mean, percentiles, share of
+ * samples past a level), then walks the rules in the order an expert
+ * would: is anything running at all; is the busy time data movement; is
+ * it work too thin to fill the GPU (launches); is the GPU idle more than
+ * it works (starved); and only then, for a GPU that is busy, which of its
+ * resources the kernels exhaust. Findings (memory capacity, power,
+ * thermal, hardware, ECC, XID) are judged independently of the class. */
+#include "diagnose.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fields.h"
+#include "status.h"
+
+/* ---- Thresholds (docs/DIAGNOSIS.md, "Rules", gives each its reason) ---- */
+
+/* Idle. NVML utilization counts whole percent and reads 0-1 % with no
+ * work (driver housekeeping); GPM SM activity reads 0 with no warp
+ * resident; PCIe below 1 % of the link is control traffic. */
+#define IDLE_BUSY 0.02
+#define IDLE_SM 0.01
+#define IDLE_PCIE 0.01
+#define IDLE_PCIE_ABS 100e6          /* bytes/s, when the link is unknown */
+
+/* Data movement. Half the link's raw rate per direction is well over half
+ * of what DMA achieves in practice (80-90 % of raw); 5 % of the link
+ * (3 GB/s on Gen5 x16) is bulk copying, 25x the launch traffic of a
+ * launch-bound loop; 1 GB/s is the absolute stand-in when the link is
+ * unknown. */
+#define PCIE_SATURATED 0.5
+#define PCIE_SATURATED_SM 0.5
+#define PCIE_BULK 0.05
+#define PCIE_BULK_ABS 1e9
+
+/* Thin busy time: SM activity per unit of busy time. A kernel that fills
+ * the GPU keeps SM activity near utilization (0.8-1.0); below a quarter,
+ * the typical kernel leaves three quarters of the SMs empty while it runs
+ * (microsecond kernels live mostly in launch ramp-up and tail). */
+#define THIN_SM_PER_BUSY 0.25
+/* Busy time that is the compute engine's (GPM graphics_util) rather than
+ * the copy engines'. */
+#define ENGINE_SHARE 0.5
+
+/* Starved: the GPU idles more than it works, or sits idle for whole
+ * sample periods for at least 30 % of the window. */
+#define STARVED_DUTY 0.5
+#define IDLE_SAMPLE_BUSY 0.05
+#define STARVED_IDLE_SAMPLES 0.3
+
+/* Busy GPU. A pipe active in half of all SM cycles is the leading
+ * consumer (dense GEMMs reach 0.75-0.95); DRAM at 60 % of theoretical is
+ * two thirds of the ~90 % HBM achieves in practice. DRAM busy 80 % of the
+ * time (mem_util) at 30 %+ of peak bandwidth is latency-bound access. */
+#define PIPE_BOUND 0.5
+#define DRAM_BOUND 0.6
+#define MEM_BUSY_TIME 0.8
+#define DRAM_LATENCY_MIN 0.3
+#define PIPE_CEILING 1.0
+#define DRAM_CEILING 0.9
+
+/* Without GPM: a card doing SM or DRAM work draws well over half its
+ * limit; busy at under 30 % (datacenter cards idle at 10-20 %) means the
+ * busy time loads nothing. */
+#define POWER_IDLE_LIKE 0.3
+#define POWER_LOADED 0.5
+
+/* Findings. */
+#define MEMORY_PRESSURE 0.9
+#define SHARE_POWER_CAP 0.2
+#define SHARE_RARE 0.05
+#define POWER_AT_LIMIT 0.97
+#define CLOCK_HELD 0.95
+
+/* Confidence (docs/DIAGNOSIS.md, "Confidence"). */
+#define CONF_BASE 0.9
+#define CONF_NEAR 0.15               /* relative distance to a threshold */
+#define CONF_FEW_SAMPLES 5
+#define CONF_NO_GPM_CAP 0.45
+
+#define REASON_SW_POWER_CAP 0x4ULL
+#define REASON_HW_SLOWDOWN 0x8ULL
+#define REASON_SW_THERMAL 0x20ULL
+#define REASON_HW_THERMAL 0x40ULL
+#define REASON_HW_POWER_BRAKE 0x80ULL
+
+/* ---- Names ---- */
+
+static const char *const class_names[] = {
+#define DIAG_CLASS_NAME(id, name) name,
+	DIAG_CLASSES(DIAG_CLASS_NAME)
+#undef DIAG_CLASS_NAME
+};
+static const char *const finding_names[] = {
+#define DIAG_FINDING_NAME(id, name) name,
+	DIAG_FINDINGS(DIAG_FINDING_NAME)
+#undef DIAG_FINDING_NAME
+};
+static const char *const missing_names[] = {
+#define DIAG_MISSING_NAME(id, name, effect) name,
+	DIAG_MISSING(DIAG_MISSING_NAME)
+#undef DIAG_MISSING_NAME
+};
+static const char *const missing_effects[] = {
+#define DIAG_MISSING_EFFECT(id, name, effect) effect,
+	DIAG_MISSING(DIAG_MISSING_EFFECT)
+#undef DIAG_MISSING_EFFECT
+};
+
+const char *diag_class_name(enum diag_class c)
+{
+	return (unsigned)c < DIAG_CLASS_COUNT ? class_names[c] : "?";
+}
+
+const char *diag_finding_name(enum diag_finding f)
+{
+	return (unsigned)f < DIAG_FINDING_COUNT ? finding_names[f] : "?";
+}
+
+const char *diag_missing_name(enum diag_missing m)
+{
+	return (unsigned)m < DIAG_MISSING_COUNT ? missing_names[m] : "?";
+}
+
+const char *diag_missing_effect(enum diag_missing m)
+{
+	return (unsigned)m < DIAG_MISSING_COUNT ? missing_effects[m] : "?";
+}
+
+int diag_class_by_name(const char *name)
+{
+	for (int c = 0; c < DIAG_CLASS_COUNT; c++)
+		if (strcmp(class_names[c], name) == 0)
+			return c;
+	return -1;
+}
+
+/* ---- Per-window distributions ---- */
+
+/* The quantities a window is reduced to; each is per sample, and absent
+ * from a sample that lacks what it needs. Shares (Q_*_SAMPLE, Q_REASON_*,
+ * Q_AT_LIMIT) are 1 or 0 per sample, so their mean is a share of samples. */
+enum qty {
+	Q_BUSY,          /* gpu_util */
+	Q_MEM_BUSY,      /* mem_util */
+	Q_SM,
+	Q_OCCUPANCY,
+	Q_TENSOR,
+	Q_FP64,          /* the non-tensor pipes */
+	Q_FP32,
+	Q_FP16,
+	Q_INT,
+	Q_DRAM,
+	Q_GRAPHICS,
+	Q_PCIE_TX,       /* bytes/s */
+	Q_PCIE_RX,
+	Q_PCIE_MAX,      /* busier direction, bytes/s */
+	Q_PCIE_FRAC,     /* busier direction over the link's peak */
+	Q_POWER,
+	Q_POWER_RATIO,   /* over the limit */
+	Q_SM_CLOCK,
+	Q_CLOCK_RATIO,   /* over the maximum */
+	Q_MEM_RATIO,     /* used over total */
+	Q_IDLE_SAMPLE,
+	Q_REASON_POWER,
+	Q_REASON_THERMAL,
+	Q_REASON_HW,
+	Q_AT_LIMIT,      /* power at the limit with the clock held down */
+	Q_COUNT
+};
+
+struct series {
+	size_t n;
+	double mean, p10, p50, p90, max;
+};
+
+struct wstats {
+	struct series q[Q_COUNT];
+	double ecc_increase;  /* ECC errors counted during the window, or NAN */
+};
+
+static bool has(const struct rec_row *r, enum field_id f)
+{
+	return (r->valid & FIELD_BIT(f)) && isfinite(r->v[f]);
+}
+
+static bool sample_value(const struct rec_row *r, enum qty q, const struct gpu_peaks *pk,
+			 double *out)
+{
+	switch (q) {
+	case Q_BUSY:
+		*out = r->v[F_GPU_UTIL];
+		return has(r, F_GPU_UTIL);
+	case Q_MEM_BUSY:
+		*out = r->v[F_MEM_UTIL];
+		return has(r, F_MEM_UTIL);
+	case Q_SM:
+		*out = r->v[F_GPM_SM];
+		return has(r, F_GPM_SM);
+	case Q_OCCUPANCY:
+		*out = r->v[F_GPM_OCCUPANCY];
+		return has(r, F_GPM_OCCUPANCY);
+	case Q_TENSOR:
+		*out = r->v[F_GPM_TENSOR];
+		return has(r, F_GPM_TENSOR);
+	case Q_FP64:
+		*out = r->v[F_GPM_FP64];
+		return has(r, F_GPM_FP64);
+	case Q_FP32:
+		*out = r->v[F_GPM_FP32];
+		return has(r, F_GPM_FP32);
+	case Q_FP16:
+		*out = r->v[F_GPM_FP16];
+		return has(r, F_GPM_FP16);
+	case Q_INT:
+		*out = r->v[F_GPM_INTEGER];
+		return has(r, F_GPM_INTEGER);
+	case Q_DRAM:
+		*out = r->v[F_GPM_DRAM];
+		return has(r, F_GPM_DRAM);
+	case Q_GRAPHICS:
+		*out = r->v[F_GPM_GRAPHICS];
+		return has(r, F_GPM_GRAPHICS);
+	case Q_PCIE_TX:
+		*out = r->v[F_GPM_PCIE_TX];
+		return has(r, F_GPM_PCIE_TX);
+	case Q_PCIE_RX:
+		*out = r->v[F_GPM_PCIE_RX];
+		return has(r, F_GPM_PCIE_RX);
+	case Q_PCIE_MAX:
+	case Q_PCIE_FRAC: {
+		bool tx = has(r, F_GPM_PCIE_TX), rx = has(r, F_GPM_PCIE_RX);
+		if (!tx && !rx)
+			return false;
+		double m = fmax(tx ? r->v[F_GPM_PCIE_TX] : 0, rx ? r->v[F_GPM_PCIE_RX] : 0);
+		if (q == Q_PCIE_MAX) {
+			*out = m;
+			return true;
+		}
+		*out = pk->pcie_bytes_per_s > 0 ? m / pk->pcie_bytes_per_s : 0;
+		return pk->pcie_bytes_per_s > 0;
+	}
+	case Q_POWER:
+		*out = r->v[F_POWER];
+		return has(r, F_POWER);
+	case Q_POWER_RATIO:
+		*out = pk->power_limit_w > 0 ? r->v[F_POWER] / pk->power_limit_w : 0;
+		return has(r, F_POWER) && pk->power_limit_w > 0;
+	case Q_SM_CLOCK:
+		*out = r->v[F_SM_CLOCK];
+		return has(r, F_SM_CLOCK);
+	case Q_CLOCK_RATIO:
+		*out = pk->sm_clock_max_hz > 0 ? r->v[F_SM_CLOCK] / pk->sm_clock_max_hz : 0;
+		return has(r, F_SM_CLOCK) && pk->sm_clock_max_hz > 0;
+	case Q_MEM_RATIO: {
+		double total = has(r, F_MEM_TOTAL) && r->v[F_MEM_TOTAL] > 0 ? r->v[F_MEM_TOTAL]
+									  : pk->mem_total_bytes;
+		*out = total > 0 ? r->v[F_MEM_USED] / total : 0;
+		return has(r, F_MEM_USED) && total > 0;
+	}
+	case Q_IDLE_SAMPLE:
+		/* A sample period in which essentially nothing ran. GPM SM
+		 * activity is exact over each sample interval; NVML
+		 * utilization averages over its own period (1/6 s to 1 s),
+		 * which smears short gaps, so it only stands in. */
+		if (has(r, F_GPM_SM)) {
+			*out = r->v[F_GPM_SM] < IDLE_SAMPLE_BUSY;
+			return true;
+		}
+		*out = r->v[F_GPU_UTIL] < IDLE_SAMPLE_BUSY;
+		return has(r, F_GPU_UTIL);
+	case Q_REASON_POWER:
+	case Q_REASON_THERMAL:
+	case Q_REASON_HW: {
+		if (!has(r, F_CLOCK_REASONS))
+			return false;
+		uint64_t bits = (uint64_t)r->v[F_CLOCK_REASONS];
+		uint64_t want = q == Q_REASON_POWER     ? REASON_SW_POWER_CAP
+				: q == Q_REASON_THERMAL ? (REASON_SW_THERMAL | REASON_HW_THERMAL)
+							: (REASON_HW_SLOWDOWN | REASON_HW_POWER_BRAKE);
+		*out = (bits & want) != 0;
+		return true;
+	}
+	case Q_AT_LIMIT:
+		if (!(has(r, F_POWER) && has(r, F_SM_CLOCK) && pk->power_limit_w > 0 &&
+		      pk->sm_clock_max_hz > 0))
+			return false;
+		*out = r->v[F_POWER] >= POWER_AT_LIMIT * pk->power_limit_w &&
+		       r->v[F_SM_CLOCK] < CLOCK_HELD * pk->sm_clock_max_hz;
+		return true;
+	case Q_COUNT:
+		break;
+	}
+	return false;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Linear interpolation between closest ranks of sorted v[0..n). */
+static double percentile(const double *v, size_t n, double p)
+{
+	double pos = p * (double)(n - 1);
+	size_t lo = (size_t)pos;
+	if (lo + 1 >= n)
+		return v[n - 1];
+	return v[lo] + (pos - (double)lo) * (v[lo + 1] - v[lo]);
+}
+
+static void window_stats(struct wstats *st, const struct rec_row *rows, size_t n,
+			 const struct gpu_peaks *pk, double *scratch)
+{
+	for (int q = 0; q < Q_COUNT; q++) {
+		struct series *s = &st->q[q];
+		double sum = 0;
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			double v;
+			if (sample_value(&rows[i], (enum qty)q, pk, &v) && isfinite(v)) {
+				scratch[k++] = v;
+				sum += v;
+			}
+		}
+		memset(s, 0, sizeof *s);
+		s->n = k;
+		if (!k) {
+			s->mean = s->p10 = s->p50 = s->p90 = s->max = NAN;
+			continue;
+		}
+		qsort(scratch, k, sizeof *scratch, cmp_double);
+		s->mean = sum / (double)k;
+		s->p10 = percentile(scratch, k, 0.10);
+		s->p50 = percentile(scratch, k, 0.50);
+		s->p90 = percentile(scratch, k, 0.90);
+		s->max = scratch[k - 1];
+	}
+	/* ECC counters only grow; any growth inside the window is new errors. */
+	st->ecc_increase = NAN;
+	static const enum field_id ecc[] = {F_ECC_SBE_VOL, F_ECC_DBE_VOL};
+	for (size_t e = 0; e < sizeof ecc / sizeof ecc[0]; e++) {
+		double lo = NAN, hi = NAN;
+		for (size_t i = 0; i < n; i++) {
+			if (!has(&rows[i], ecc[e]))
+				continue;
+			double v = rows[i].v[ecc[e]];
+			lo = isnan(lo) || v < lo ? v : lo;
+			hi = isnan(hi) || v > hi ? v : hi;
+		}
+		if (!isnan(lo))
+			st->ecc_increase = (isnan(st->ecc_increase) ? 0 : st->ecc_increase) + (hi - lo);
+	}
+}
+
+/* ---- Building a window's verdict ---- */
+
+struct verdict {
+	struct diag_window *w;
+	const char *rule;      /* the rule that decided */
+	const char *advice;    /* advice of that rule, when not the class's */
+	const struct wstats *st;
+	const struct gpu_peaks *pk;
+	int decisive;          /* evidence index whose margin sets confidence, or -1 */
+	double conf_cap;       /* confidence ceiling from missing evidence */
+	double conf_penalty;
+};
+
+static bool have(const struct verdict *v, enum qty q)
+{
+	return v->st->q[q].n > 0;
+}
+
+static double mean(const struct verdict *v, enum qty q)
+{
+	return v->st->q[q].mean;
+}
+
+/* The busiest non-tensor pipe's mean activity, and its column; NAN and
+ * NULL when the window has none of them. */
+static double busiest_pipe(const struct verdict *v, const char **name)
+{
+	static const struct {
+		enum qty q;
+		const char *name;
+	} pipes[] = {
+		{Q_FP64, "fp64_util"}, {Q_FP32, "fp32_util"}, {Q_FP16, "fp16_util"},
+		{Q_INT, "integer_util"},
+	};
+	double best = NAN;
+	*name = NULL;
+	for (size_t i = 0; i < sizeof pipes / sizeof pipes[0]; i++)
+		if (have(v, pipes[i].q) && (isnan(best) || mean(v, pipes[i].q) > best)) {
+			best = mean(v, pipes[i].q);
+			*name = pipes[i].name;
+		}
+	return best;
+}
+
+/* Record one comparison; returns whether it held. */
+static bool ev(struct verdict *v, const char *name, const char *stat, double value,
+	       const char *op, double threshold, double peak, const char *unit)
+{
+	bool holds = false;
+	if (strcmp(op, "<") == 0)
+		holds = value < threshold;
+	else if (strcmp(op, ">=") == 0)
+		holds = value >= threshold;
+	struct diag_window *w = v->w;
+	if (w->nevidence < DIAG_EVIDENCE_MAX) {
+		struct diag_evidence *e = &w->evidence[w->nevidence++];
+		e->name = name;
+		e->stat = stat;
+		e->value = value;
+		e->op = op;
+		e->threshold = threshold;
+		e->peak = peak;
+		e->unit = unit;
+		e->holds = holds;
+	}
+	return holds;
+}
+
+/* Context: a number shown with the verdict but not compared. */
+static void ctx(struct verdict *v, const char *name, const char *stat, double value, double peak,
+		const char *unit)
+{
+	ev(v, name, stat, value, "", NAN, peak, unit);
+}
+
+/* Mark the evidence just recorded as the one the class hinges on. */
+static void decisive(struct verdict *v)
+{
+	v->decisive = v->w->nevidence - 1;
+}
+
+static void missing(struct verdict *v, enum diag_missing m)
+{
+	v->w->missing |= DIAG_MISSING_BIT(m);
+}
+
+static double link_peak(const struct verdict *v)
+{
+	return v->pk->pcie_bytes_per_s > 0 ? v->pk->pcie_bytes_per_s : NAN;
+}
+
+/* PCIe at bulk-copy level: a share of the link when it is known, an
+ * absolute rate when not. */
+static bool pcie_bulk(struct verdict *v)
+{
+	if (have(v, Q_PCIE_FRAC))
+		return ev(v, "pcie_busier_direction", "mean", mean(v, Q_PCIE_MAX), ">=",
+			  PCIE_BULK * v->pk->pcie_bytes_per_s, link_peak(v), "bytes_per_second");
+	missing(v, DIAG_MISSING_LINK_PEAK);
+	bool bulk = ev(v, "pcie_busier_direction", "mean", mean(v, Q_PCIE_MAX), ">=",
+		       PCIE_BULK_ABS, NAN, "bytes_per_second");
+	if (bulk)
+		v->conf_penalty += 0.15;
+	return bulk;
+}
+
+static enum diag_class classify_idle(struct verdict *v, bool *idle)
+{
+	bool busy_ok = have(v, Q_BUSY), sm_ok = have(v, Q_SM), pcie_ok = have(v, Q_PCIE_MAX);
+	*idle = true;
+	if (busy_ok) {
+		*idle &= ev(v, "gpu_util", "mean", mean(v, Q_BUSY), "<", IDLE_BUSY, NAN, "ratio");
+		decisive(v);
+	}
+	if (sm_ok) {
+		*idle &= ev(v, "sm_util", "mean", mean(v, Q_SM), "<", IDLE_SM, NAN, "ratio");
+		if (!busy_ok)
+			decisive(v);
+	}
+	if (pcie_ok) {
+		if (have(v, Q_PCIE_FRAC))
+			*idle &= ev(v, "pcie_busier_direction", "mean", mean(v, Q_PCIE_MAX), "<",
+				    IDLE_PCIE * v->pk->pcie_bytes_per_s, link_peak(v),
+				    "bytes_per_second");
+		else
+			*idle &= ev(v, "pcie_busier_direction", "mean", mean(v, Q_PCIE_MAX), "<",
+				    IDLE_PCIE_ABS, NAN, "bytes_per_second");
+	}
+	return DIAG_IDLE;
+}
+
+/* Classification without GPM counters (pre-Hopper cards, MIG slices, or
+ * recordings without those columns): utilization, memory activity and
+ * power only. The class is weaker and says so. */
+static enum diag_class classify_no_gpm_busy(struct verdict *v)
+{
+	v->conf_cap = fmin(v->conf_cap, CONF_NO_GPM_CAP);
+	bool power_ok = have(v, Q_POWER_RATIO);
+	if (!power_ok && have(v, Q_POWER))
+		missing(v, DIAG_MISSING_POWER_LIMIT);
+	if (power_ok && ev(v, "power_over_limit", "mean", mean(v, Q_POWER_RATIO), "<",
+			   POWER_IDLE_LIKE, v->pk->power_limit_w, "ratio")) {
+		decisive(v);
+		v->rule = "without GPM: busy at near-idle power, so the busy time loads neither "
+			  "SMs nor DRAM (copies; launch_bound not excluded)";
+		return DIAG_PCIE_BOUND;
+	}
+	if (have(v, Q_MEM_BUSY) && ev(v, "mem_util", "mean", mean(v, Q_MEM_BUSY), ">=",
+				      MEM_BUSY_TIME, NAN, "ratio")) {
+		decisive(v);
+		v->rule = "without GPM: DRAM busy nearly all the time (bandwidth not measured)";
+		return DIAG_MEMORY_BOUND;
+	}
+	if (power_ok && ev(v, "power_over_limit", "mean", mean(v, Q_POWER_RATIO), ">=",
+			   POWER_LOADED, v->pk->power_limit_w, "ratio")) {
+		decisive(v);
+		v->rule = "without GPM: busy at high power with DRAM not busy: compute by "
+			  "elimination";
+		return DIAG_COMPUTE_BOUND;
+	}
+	v->rule = "without GPM: busy, and neither DRAM time nor power points anywhere";
+	return DIAG_MIXED;
+}
+
+/* Without GPM SM activity, a GPU busy less than half the time cannot be
+ * told launch-bound from starved; starved is the likelier reading of low
+ * utilization, and the output says launch_bound was not excluded. */
+static enum diag_class classify_no_gpm(struct verdict *v, double duty)
+{
+	v->conf_cap = fmin(v->conf_cap, CONF_NO_GPM_CAP);
+	if (ev(v, "gpu_util", "mean", duty, "<", STARVED_DUTY, NAN, "ratio")) {
+		decisive(v);
+		v->rule = "without GPM: busy less than half the time (launch_bound not excluded)";
+		return DIAG_INPUT_STARVED;
+	}
+	if (have(v, Q_IDLE_SAMPLE) &&
+	    ev(v, "idle_samples", "share_of_samples", mean(v, Q_IDLE_SAMPLE), ">=",
+	       STARVED_IDLE_SAMPLES, NAN, "ratio")) {
+		decisive(v);
+		v->rule = "without GPM: bursts between whole sample periods of idle";
+		return DIAG_INPUT_STARVED;
+	}
+	return classify_no_gpm_busy(v);
+}
+
+/* A GPU busy at least half the time with kernels that fill it: which
+ * resource do they exhaust? */
+static enum diag_class classify_busy(struct verdict *v)
+{
+	const char *pipe_name;
+	double other = busiest_pipe(v, &pipe_name);
+	bool pipes_ok = have(v, Q_TENSOR) || pipe_name, dram_ok = have(v, Q_DRAM);
+	if (!pipes_ok)
+		missing(v, DIAG_MISSING_PIPES);
+	if (!dram_ok)
+		missing(v, DIAG_MISSING_DRAM);
+	if (!pipes_ok && !dram_ok)
+		return classify_no_gpm_busy(v);
+	if (!pipes_ok || !dram_ok)
+		v->conf_cap = fmin(v->conf_cap, 0.6);
+
+	double tensor = have(v, Q_TENSOR) ? mean(v, Q_TENSOR) : 0;
+	double fp = pipe_name ? other : 0;
+	double pipe = fmax(tensor, fp);
+	double dram = dram_ok ? mean(v, Q_DRAM) : 0;
+	bool comp = false, mem = false;
+	int comp_ev = -1, mem_ev = -1;
+
+	if (pipes_ok) {
+		comp = ev(v, tensor >= fp || !pipe_name ? "tensor_util" : pipe_name, "mean", pipe,
+			  ">=", PIPE_BOUND, NAN, "ratio");
+		comp_ev = v->w->nevidence - 1;
+	}
+	if (dram_ok) {
+		mem = ev(v, "dram_bw_util", "mean", dram, ">=", DRAM_BOUND,
+			 v->pk->dram_bytes_per_s > 0 ? v->pk->dram_bytes_per_s : NAN, "ratio");
+		mem_ev = v->w->nevidence - 1;
+		/* Latency-bound access: DRAM busy nearly all the time
+		 * without reaching its bandwidth, and no pipe busy. */
+		if (!mem && !comp && have(v, Q_MEM_BUSY) && dram >= DRAM_LATENCY_MIN &&
+		    ev(v, "mem_util", "mean", mean(v, Q_MEM_BUSY), ">=", MEM_BUSY_TIME, NAN,
+		       "ratio")) {
+			ev(v, "dram_bw_util", "mean", dram, ">=", DRAM_LATENCY_MIN, NAN, "ratio");
+			mem = true;
+			mem_ev = v->w->nevidence - 2;
+		}
+	}
+	if (have(v, Q_SM) && !have(v, Q_BUSY))
+		ctx(v, "sm_util", "mean", mean(v, Q_SM), NAN, "ratio");
+	if (have(v, Q_OCCUPANCY))
+		ctx(v, "sm_occupancy", "mean", mean(v, Q_OCCUPANCY), NAN, "ratio");
+	if (comp && mem) {
+		/* A kernel near the ridge point: the resource closer to its
+		 * practical ceiling is the one that binds. */
+		if (pipe / PIPE_CEILING >= dram / DRAM_CEILING) {
+			v->decisive = comp_ev;
+			v->rule = "compute bound: pipes and DRAM both high, the pipes nearer their "
+				  "ceiling";
+			return DIAG_COMPUTE_BOUND;
+		}
+		v->decisive = mem_ev;
+		v->rule = "memory bound: DRAM and pipes both high, DRAM nearer its ceiling";
+		return DIAG_MEMORY_BOUND;
+	}
+	if (comp) {
+		v->decisive = comp_ev;
+		if (dram_ok)
+			ctx(v, "dram_bw_util", "mean", dram, NAN, "ratio");
+		v->rule = "compute bound: a math pipe busy most SM cycles, DRAM not saturated";
+		return DIAG_COMPUTE_BOUND;
+	}
+	if (mem) {
+		v->decisive = mem_ev;
+		v->rule = dram >= DRAM_BOUND
+				  ? "memory bound: DRAM bandwidth a large share of peak, pipes not "
+				    "near theirs"
+				  : "memory bound (latency): DRAM busy nearly all the time below its "
+				    "bandwidth, pipes idle";
+		return DIAG_MEMORY_BOUND;
+	}
+	/* Nothing dominates: the class hinges on whichever resource came
+	 * closest to its threshold. */
+	v->decisive = (dram_ok && dram / DRAM_BOUND > pipe / PIPE_BOUND) ? mem_ev : comp_ev;
+	v->rule = "mixed: the GPU is busy but no pipe, DRAM or link dominates";
+	return DIAG_MIXED;
+}
+
+static enum diag_class classify(struct verdict *v)
+{
+	bool busy_ok = have(v, Q_BUSY), sm_ok = have(v, Q_SM), pcie_ok = have(v, Q_PCIE_MAX);
+	if (!busy_ok)
+		missing(v, DIAG_MISSING_UTIL);
+	if (!sm_ok)
+		missing(v, DIAG_MISSING_SM_ACTIVITY);
+	if (!pcie_ok)
+		missing(v, DIAG_MISSING_PCIE);
+	if (!busy_ok && !sm_ok) {
+		/* Nothing says whether anything ran. */
+		v->conf_cap = 0.05;
+		v->rule = "no utilization or SM activity: nothing to judge by";
+		return DIAG_MIXED;
+	}
+
+	bool idle;
+	classify_idle(v, &idle);
+	if (idle) {
+		v->rule = "idle: nothing ran and the link is quiet";
+		return DIAG_IDLE;
+	}
+	v->w->nevidence = 0;
+	v->decisive = -1;
+
+	double duty = busy_ok ? mean(v, Q_BUSY) : mean(v, Q_SM);
+	if (!sm_ok)
+		return classify_no_gpm(v, duty);
+
+	/* Thin busy time: SM activity far below the time anything ran. */
+	bool thin = false;
+	int thin_ev = -1;
+	if (busy_ok) {
+		thin = ev(v, "sm_per_busy", "ratio_of_means", mean(v, Q_SM) / duty, "<",
+			  THIN_SM_PER_BUSY, NAN, "ratio");
+		thin_ev = v->w->nevidence - 1;
+		ctx(v, "gpu_util", "mean", duty, NAN, "ratio");
+		ctx(v, "sm_util", "mean", mean(v, Q_SM), NAN, "ratio");
+	}
+	if (thin) {
+		/* Data movement: copies, not kernels, fill the busy time,
+		 * and the link carries bulk traffic. */
+		if (pcie_ok && pcie_bulk(v)) {
+			v->decisive = thin_ev;
+			v->rule = "data movement: copies fill the busy time, the SMs are idle and "
+				  "PCIe carries bulk traffic";
+			return DIAG_PCIE_BOUND;
+		}
+		if (!pcie_ok)
+			v->conf_cap = fmin(v->conf_cap, 0.5);
+		if (have(v, Q_GRAPHICS)) {
+			/* Busy time that is not the compute engine's is
+			 * copy-engine time on a path the PCIe counter does
+			 * not see (device-local memsets and copies, NVLink
+			 * peers): data movement, but no class names it. */
+			if (ev(v, "graphics_per_busy", "ratio_of_means", mean(v, Q_GRAPHICS) / duty,
+			       "<", ENGINE_SHARE, NAN, "ratio")) {
+				decisive(v);
+				v->conf_cap = fmin(v->conf_cap, 0.4);
+				v->rule = "copy engines busy without host traffic (device-local or "
+					  "NVLink copies; no NVLink counters recorded)";
+				v->advice = "copy engines, not kernels, fill the busy time: batch small "
+					    "copies and memsets, overlap them with compute on other "
+					    "streams";
+				return DIAG_MIXED;
+			}
+		} else {
+			missing(v, DIAG_MISSING_GRAPHICS);
+			v->conf_penalty += 0.1;
+		}
+		if (have(v, Q_PCIE_RX))
+			ctx(v, "pcie_rx_launch_traffic", "mean", mean(v, Q_PCIE_RX), link_peak(v),
+			    "bytes_per_second");
+		v->decisive = thin_ev;
+		v->rule = "launch bound: the GPU is busy in a thin way, SM activity far below "
+			  "the busy time, no bulk copies";
+		return DIAG_LAUNCH_BOUND;
+	}
+
+	/* Data movement with kernels running: the link itself near
+	 * saturation while the SMs are mostly free. */
+	if (have(v, Q_PCIE_FRAC) &&
+	    ev(v, "pcie_busier_direction", "mean", mean(v, Q_PCIE_MAX), ">=",
+	       PCIE_SATURATED * v->pk->pcie_bytes_per_s, link_peak(v), "bytes_per_second")) {
+		decisive(v);
+		if (ev(v, "sm_util", "mean", mean(v, Q_SM), "<", PCIE_SATURATED_SM, NAN, "ratio")) {
+			v->rule = "data movement: the PCIe link near saturation with the SMs mostly "
+				  "free";
+			return DIAG_PCIE_BOUND;
+		}
+	}
+
+	/* Starved: more idle than busy, or idle for whole sample periods
+	 * for a large share of the window, with work that fills the GPU
+	 * when it comes. */
+	if (ev(v, "gpu_util", "mean", duty, "<", STARVED_DUTY, NAN, "ratio")) {
+		decisive(v);
+		if (have(v, Q_BUSY))
+			ctx(v, "gpu_util", "p90", v->st->q[Q_BUSY].p90, NAN, "ratio");
+		ctx(v, "sm_util", "p90", v->st->q[Q_SM].p90, NAN, "ratio");
+		v->rule = "input starved: the GPU is busy less than half the time, with work that "
+			  "fills it when it comes";
+		return DIAG_INPUT_STARVED;
+	}
+	if (have(v, Q_IDLE_SAMPLE) &&
+	    ev(v, "idle_samples", "share_of_samples", mean(v, Q_IDLE_SAMPLE), ">=",
+	       STARVED_IDLE_SAMPLES, NAN, "ratio")) {
+		decisive(v);
+		v->rule = "input starved: bursts of work between whole sample periods of idle";
+		return DIAG_INPUT_STARVED;
+	}
+	return classify_busy(v);
+}
+
+/* Findings, each judged on its own. */
+static void judge_findings(struct verdict *v, const struct diag_input *in)
+{
+	struct diag_window *w = v->w;
+	const struct wstats *st = v->st;
+
+	if (have(v, Q_MEM_RATIO)) {
+		if (ev(v, "memory_used_over_total", "p50", st->q[Q_MEM_RATIO].p50, ">=",
+		       MEMORY_PRESSURE, v->pk->mem_total_bytes > 0 ? v->pk->mem_total_bytes : NAN,
+		       "ratio"))
+			w->findings |= DIAG_FINDING_BIT(DIAG_FINDING_MEMORY_PRESSURE);
+	} else {
+		missing(v, DIAG_MISSING_MEMORY);
+	}
+
+	if (have(v, Q_REASON_POWER)) {
+		if (ev(v, "sw_power_cap_samples", "share_of_samples", mean(v, Q_REASON_POWER), ">=",
+		       SHARE_POWER_CAP, NAN, "ratio"))
+			w->findings |= DIAG_FINDING_BIT(DIAG_FINDING_POWER_CAPPED);
+		if (ev(v, "thermal_slowdown_samples", "share_of_samples", mean(v, Q_REASON_THERMAL),
+		       ">=", SHARE_RARE, NAN, "ratio"))
+			w->findings |= DIAG_FINDING_BIT(DIAG_FINDING_THERMAL_THROTTLED);
+		if (ev(v, "hw_slowdown_samples", "share_of_samples", mean(v, Q_REASON_HW), ">=",
+		       SHARE_RARE, NAN, "ratio"))
+			w->findings |= DIAG_FINDING_BIT(DIAG_FINDING_HW_SLOWDOWN);
+	} else {
+		missing(v, DIAG_MISSING_REASONS);
+		if (have(v, Q_AT_LIMIT) &&
+		    ev(v, "at_power_limit_clock_held_samples", "share_of_samples",
+		       mean(v, Q_AT_LIMIT), ">=", SHARE_POWER_CAP, NAN, "ratio"))
+			w->findings |= DIAG_FINDING_BIT(DIAG_FINDING_POWER_CAPPED);
+	}
+	if (w->findings & DIAG_FINDING_BIT(DIAG_FINDING_POWER_CAPPED)) {
+		if (have(v, Q_POWER))
+			ctx(v, "power", "mean", mean(v, Q_POWER),
+			    v->pk->power_limit_w > 0 ? v->pk->power_limit_w : NAN, "watts");
+		if (have(v, Q_SM_CLOCK))
+			ctx(v, "sm_clock", "mean", mean(v, Q_SM_CLOCK),
+			    v->pk->sm_clock_max_hz > 0 ? v->pk->sm_clock_max_hz : NAN, "hertz");
+	}
+	if (have(v, Q_POWER) && !(v->pk->power_limit_w > 0))
+		missing(v, DIAG_MISSING_POWER_LIMIT);
+
+	if (!isnan(st->ecc_increase) &&
+	    ev(v, "ecc_errors_counted", "increase", st->ecc_increase, ">=", 1, NAN, "errors"))
+		w->findings |= DIAG_FINDING_BIT(DIAG_FINDING_ECC_ERRORS);
+
+	size_t xids = 0;
+	for (size_t i = 0; i < in->nxids; i++)
+		if (in->xids[i].t_s >= w->start_s && in->xids[i].t_s < w->end_s)
+			xids++;
+	if (xids && ev(v, "xid_events", "count", (double)xids, ">=", 1, NAN, "events"))
+		w->findings |= DIAG_FINDING_BIT(DIAG_FINDING_XID);
+}
+
+/* ---- Headroom and words ---- */
+
+static double nan_if_tiny(double x)
+{
+	return x >= 0.01 ? x : NAN;
+}
+
+static void fill_headroom(struct verdict *v)
+{
+	struct diag_headroom *h = &v->w->headroom;
+	const struct gpu_peaks *pk = v->pk;
+	h->sm_active = mean(v, Q_SM);
+	h->clock_ratio = mean(v, Q_CLOCK_RATIO);
+	double clock = isnan(h->clock_ratio) ? 1.0 : h->clock_ratio;
+	h->tensor_active = mean(v, Q_TENSOR);
+	h->tensor = h->tensor_active * clock;
+	h->pipe_active = busiest_pipe(v, &h->pipe_name);
+	h->pipe = h->pipe_active * clock;
+	h->dram = mean(v, Q_DRAM);
+	h->dram_bytes_per_s = pk->dram_bytes_per_s > 0 ? h->dram * pk->dram_bytes_per_s : NAN;
+	h->pcie = mean(v, Q_PCIE_FRAC);
+	h->pcie_tx_bytes_per_s = mean(v, Q_PCIE_TX);
+	h->pcie_rx_bytes_per_s = mean(v, Q_PCIE_RX);
+	h->memory_used = mean(v, Q_MEM_RATIO);
+	h->busy = mean(v, Q_BUSY);
+	h->bound_resource = NULL;
+	h->max_speedup = NAN;
+	if (isnan(h->clock_ratio) && (have(v, Q_TENSOR) || h->pipe_name))
+		missing(v, DIAG_MISSING_CLOCK_MAX);
+	if (have(v, Q_DRAM) && !(pk->dram_bytes_per_s > 0))
+		missing(v, DIAG_MISSING_DRAM_PEAK);
+
+	double frac = NAN;
+	switch (v->w->bottleneck) {
+	case DIAG_COMPUTE_BOUND:
+		if (!isnan(h->tensor) && (isnan(h->pipe) || h->tensor >= h->pipe)) {
+			h->bound_resource = "tensor";
+			frac = h->tensor;
+		} else if (!isnan(h->pipe)) {
+			h->bound_resource = "pipe";
+			frac = h->pipe;
+		}
+		break;
+	case DIAG_MEMORY_BOUND:
+		h->bound_resource = "dram";
+		frac = h->dram;
+		break;
+	case DIAG_PCIE_BOUND:
+		h->bound_resource = "pcie";
+		frac = h->pcie;
+		break;
+	case DIAG_INPUT_STARVED:
+		h->bound_resource = "busy time";
+		frac = isnan(h->busy) ? h->sm_active : h->busy;
+		break;
+	case DIAG_MIXED: {
+		/* The resource nearest its peak limits how far the mix can
+		 * be pushed. */
+		const char *names[] = {"tensor", "pipe", "dram", "pcie"};
+		double vals[] = {h->tensor, h->pipe, h->dram, h->pcie};
+		for (int i = 0; i < 4; i++)
+			if (!isnan(vals[i]) && (isnan(frac) || vals[i] > frac)) {
+				frac = vals[i];
+				h->bound_resource = names[i];
+			}
+		break;
+	}
+	case DIAG_IDLE:
+	case DIAG_LAUNCH_BOUND:
+	case DIAG_CLASS_COUNT:
+		break;
+	}
+	frac = nan_if_tiny(frac);
+	h->max_speedup = isnan(frac) ? NAN : 1.0 / fmin(frac, 1.0);
+}
+
+static void appendf(char *buf, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void appendf(char *buf, size_t size, const char *fmt, ...)
+{
+	size_t len = strlen(buf);
+	if (len + 1 >= size)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf + len, size - len, fmt, ap);
+	va_end(ap);
+}
+
+static double pct(double ratio)
+{
+	return ratio * 100.0;
+}
+
+/* "fp32_util" -> "fp32". */
+static const char *pipe_label(const char *column)
+{
+	if (!column)
+		return "pipe";
+	if (strcmp(column, "fp64_util") == 0)
+		return "fp64";
+	if (strcmp(column, "fp32_util") == 0)
+		return "fp32";
+	if (strcmp(column, "fp16_util") == 0)
+		return "fp16";
+	return "integer";
+}
+
+static void headroom_words(struct diag_window *w, const struct gpu_peaks *pk)
+{
+	const struct diag_headroom *h = &w->headroom;
+	char *t = w->headroom_text;
+	size_t n = sizeof w->headroom_text;
+	t[0] = '\0';
+	switch (w->bottleneck) {
+	case DIAG_COMPUTE_BOUND:
+		if (h->bound_resource && strcmp(h->bound_resource, "tensor") == 0)
+			appendf(t, n, "tensor pipes at %.0f%% of peak (active %.0f%%", pct(h->tensor),
+				pct(h->tensor_active));
+		else
+			appendf(t, n, "%s pipe at %.0f%% of peak (active %.0f%%",
+				pipe_label(h->pipe_name), pct(h->pipe), pct(h->pipe_active));
+		if (!isnan(h->clock_ratio))
+			appendf(t, n, " at %.0f%% of max clock", pct(h->clock_ratio));
+		appendf(t, n, ")");
+		if (!isnan(h->max_speedup))
+			appendf(t, n, ": at most %.2fx from faster math", h->max_speedup);
+		if (!isnan(h->dram))
+			appendf(t, n, "; DRAM %.0f%%", pct(h->dram));
+		break;
+	case DIAG_MEMORY_BOUND:
+		appendf(t, n, "DRAM at %.0f%% of peak", pct(h->dram));
+		if (!isnan(h->dram_bytes_per_s))
+			appendf(t, n, " (%.2f of %.2f TB/s)", h->dram_bytes_per_s / 1e12,
+				pk->dram_bytes_per_s / 1e12);
+		if (!isnan(h->max_speedup))
+			appendf(t, n, ": at most %.2fx from better memory access", h->max_speedup);
+		if (!isnan(h->tensor_active) && h->tensor_active < 0.5)
+			appendf(t, n, "; tensor pipes idle %.0f%%: lower precision math will not help",
+				pct(1 - h->tensor_active));
+		break;
+	case DIAG_PCIE_BOUND:
+		appendf(t, n, "PCIe %.1f GB/s in, %.1f GB/s out",
+			isnan(h->pcie_rx_bytes_per_s) ? 0 : h->pcie_rx_bytes_per_s / 1e9,
+			isnan(h->pcie_tx_bytes_per_s) ? 0 : h->pcie_tx_bytes_per_s / 1e9);
+		if (!isnan(h->pcie))
+			appendf(t, n, " (%.0f%% of %.1f GB/s per direction)", pct(h->pcie),
+				pk->pcie_bytes_per_s / 1e9);
+		if (!isnan(h->sm_active))
+			appendf(t, n, "; SMs idle %.0f%%", pct(1 - h->sm_active));
+		break;
+	case DIAG_LAUNCH_BOUND:
+		appendf(t, n, "SMs active %.2f%% while the GPU is busy %.0f%% of the time: "
+			      "kernels too small to measure against the peaks",
+			pct(h->sm_active), pct(h->busy));
+		break;
+	case DIAG_INPUT_STARVED:
+		appendf(t, n, "GPU busy %.0f%% of the time",
+			pct(isnan(h->busy) ? h->sm_active : h->busy));
+		if (!isnan(h->max_speedup))
+			appendf(t, n, ": up to %.1fx from keeping it fed", h->max_speedup);
+		break;
+	case DIAG_MIXED:
+		if (h->bound_resource)
+			appendf(t, n, "nearest limit: %s at %.0f%% of peak", h->bound_resource,
+				pct(strcmp(h->bound_resource, "tensor") == 0 ? h->tensor
+				    : strcmp(h->bound_resource, "pipe") == 0 ? h->pipe
+				    : strcmp(h->bound_resource, "dram") == 0 ? h->dram
+									     : h->pcie));
+		if (!isnan(h->sm_active))
+			appendf(t, n, "%sSM active %.0f%%", t[0] ? "; " : "", pct(h->sm_active));
+		break;
+	case DIAG_IDLE:
+		appendf(t, n, "nothing ran");
+		break;
+	case DIAG_CLASS_COUNT:
+		break;
+	}
+}
+
+static void advice_words(struct diag_window *w, const char *rule_advice)
+{
+	const struct diag_headroom *h = &w->headroom;
+	char *a = w->advice;
+	size_t n = sizeof w->advice;
+	a[0] = '\0';
+	/* Memory capacity first, as an expert reads it. */
+	if (w->findings & DIAG_FINDING_BIT(DIAG_FINDING_MEMORY_PRESSURE))
+		appendf(a, n, "memory %.0f%% full: one more allocation can fail, cut batch or "
+			      "activation memory; ",
+			pct(h->memory_used));
+	switch (rule_advice ? DIAG_CLASS_COUNT : w->bottleneck) {
+	case DIAG_IDLE:
+		appendf(a, n, "nothing runs: release the GPU or check that the job started");
+		break;
+	case DIAG_COMPUTE_BOUND:
+		if (h->bound_resource && strcmp(h->bound_resource, "pipe") == 0 &&
+		    h->pipe_name && strcmp(h->pipe_name, "integer_util") != 0 &&
+		    !(h->tensor_active >= 0.05))
+			appendf(a, n, "math runs on FP pipes with tensor cores idle: use TF32/BF16/FP8 "
+				      "tensor-core math where accuracy allows");
+		else
+			appendf(a, n, "the math units are the limit: lower precision (FP8/BF16) or "
+				      "fewer FLOPs per step are what is left");
+		break;
+	case DIAG_MEMORY_BOUND:
+		appendf(a, n, "memory-bandwidth bound: fuse elementwise ops, keep data in "
+			      "registers/shared memory, or use lower precision to move fewer bytes");
+		break;
+	case DIAG_PCIE_BOUND:
+		appendf(a, n, "data movement bound with SMs idle: overlap copies with compute on "
+			      "separate streams, use pinned memory, keep data on the GPU");
+		break;
+	case DIAG_LAUNCH_BOUND:
+		appendf(a, n, "launch bound: many tiny kernels; capture them in CUDA graphs, fuse "
+			      "them (torch.compile), or give each more work");
+		break;
+	case DIAG_INPUT_STARVED:
+		appendf(a, n, "input starved: the GPU waits between short bursts; the data pipeline "
+			      "or CPU is the limit (more loader workers, prefetch, pinned memory, "
+			      "larger batches)");
+		break;
+	case DIAG_MIXED:
+		appendf(a, n, "no single resource dominates: profile the top kernels (Nsight "
+			      "Compute) for occupancy and stalls");
+		break;
+	case DIAG_CLASS_COUNT:
+		appendf(a, n, "%s", rule_advice ? rule_advice : "");
+		break;
+	}
+	if (w->findings & DIAG_FINDING_BIT(DIAG_FINDING_POWER_CAPPED)) {
+		if (!isnan(h->clock_ratio))
+			appendf(a, n, "; power cap holds clocks at %.0f%% of max", pct(h->clock_ratio));
+		else
+			appendf(a, n, "; the power cap holds clocks down");
+	}
+	if (w->findings & DIAG_FINDING_BIT(DIAG_FINDING_THERMAL_THROTTLED))
+		appendf(a, n, "; thermal slowdown: check cooling and airflow");
+	if (w->findings & DIAG_FINDING_BIT(DIAG_FINDING_HW_SLOWDOWN))
+		appendf(a, n, "; hardware slowdown: check power supply and temperature");
+	if (w->findings & DIAG_FINDING_BIT(DIAG_FINDING_ECC_ERRORS))
+		appendf(a, n, "; ECC errors: watch for row remapping, plan a reset");
+	if (w->findings & DIAG_FINDING_BIT(DIAG_FINDING_XID))
+		appendf(a, n, "; XID errors: see the driver log");
+}
+
+/* The numbers that matter for a line of the table, "-" where absent. */
+static void brief_words(struct diag_window *w)
+{
+	const struct diag_headroom *h = &w->headroom;
+	char *b = w->brief;
+	size_t n = sizeof w->brief;
+	b[0] = '\0';
+	if (!isnan(h->busy))
+		appendf(b, n, "busy %.0f%%", pct(h->busy));
+	if (!isnan(h->sm_active))
+		appendf(b, n, "%ssm %.1f%%", b[0] ? " " : "", pct(h->sm_active));
+	if (!isnan(h->tensor_active))
+		appendf(b, n, " tensor %.0f%%", pct(h->tensor_active));
+	if (!isnan(h->pipe_active))
+		appendf(b, n, " %s %.0f%%", pipe_label(h->pipe_name), pct(h->pipe_active));
+	if (!isnan(h->dram))
+		appendf(b, n, " dram %.0f%%", pct(h->dram));
+	if (!isnan(h->pcie_tx_bytes_per_s) || !isnan(h->pcie_rx_bytes_per_s))
+		appendf(b, n, " pcie %.2f GB/s",
+			fmax(isnan(h->pcie_tx_bytes_per_s) ? 0 : h->pcie_tx_bytes_per_s,
+			     isnan(h->pcie_rx_bytes_per_s) ? 0 : h->pcie_rx_bytes_per_s) / 1e9);
+	if (!isnan(h->memory_used))
+		appendf(b, n, " mem %.0f%%", pct(h->memory_used));
+	if (w->nsamples)
+		appendf(b, n, " (%zu samples)", w->nsamples);
+}
+
+static double confidence(const struct verdict *v)
+{
+	const struct diag_window *w = v->w;
+	double c = CONF_BASE - v->conf_penalty;
+	if (v->decisive >= 0 && v->decisive < w->nevidence) {
+		const struct diag_evidence *e = &w->evidence[v->decisive];
+		if (isfinite(e->threshold) && e->threshold != 0 &&
+		    fabs(e->value - e->threshold) < CONF_NEAR * fabs(e->threshold))
+			c -= 0.25;
+	}
+	if (w->nsamples < CONF_FEW_SAMPLES)
+		c -= 0.2;
+	c = fmin(c, v->conf_cap);
+	return fmax(0.05, fmin(c, CONF_BASE));
+}
+
+static void diagnose_window(struct diag_window *w, const struct diag_input *in,
+			    const struct gpu_peaks *pk, const struct rec_row *rows, size_t n,
+			    double *scratch)
+{
+	struct wstats st;
+	window_stats(&st, rows, n, pk, scratch);
+	w->nsamples = n;
+	w->gpu = in->gpu;
+	struct verdict v = {.w = w, .st = &st, .pk = pk, .decisive = -1, .conf_cap = 1.0};
+	w->bottleneck = classify(&v);
+	w->rule = v.rule ? v.rule : "";
+	judge_findings(&v, in);
+	fill_headroom(&v);
+	w->confidence = confidence(&v);
+	headroom_words(w, pk);
+	advice_words(w, v.advice);
+	brief_words(w);
+}
+
+int diagnose_gpu(const struct diag_input *in, const struct gpu_peaks *peaks,
+		 struct diag_window **out, size_t *nout)
+{
+	*out = NULL;
+	*nout = 0;
+	/* Below a millisecond, window edges would round together at Unix
+	 * time magnitudes; a window that long is a sample or less anyway. */
+	if (!(in->window_s >= 1e-3) || !isfinite(in->window_s) || !isfinite(in->origin_s))
+		return GPULSE_EINVAL;
+	if (in->nrows == 0)
+		return GPULSE_OK;
+
+	int rc = GPULSE_OK;
+	size_t cap = 0, count = 0;
+	struct diag_window *win = NULL;
+	double *scratch = malloc(in->nrows * sizeof *scratch);
+	if (!scratch)
+		return GPULSE_ENOMEM;
+
+	const double o = in->origin_s, len = in->window_s;
+	for (size_t i = 0; i < in->nrows;) {
+		double t = in->rows[i].t_s;
+		/* The window holding t: a first guess by division, then made
+		 * exact against the edges as they are printed (origin +
+		 * k * len), so a sample on an edge opens the next window. */
+		double k = floor((t - o) / len);
+		while (t < o + k * len)
+			k -= 1;
+		while (t >= o + (k + 1) * len)
+			k += 1;
+		double start = o + k * len, end = o + (k + 1) * len;
+		size_t j = i;
+		while (j < in->nrows && in->rows[j].t_s < end)
+			j++;
+		if (count == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			struct diag_window *nw = realloc(win, ncap * sizeof *nw);
+			if (!nw) {
+				rc = GPULSE_ENOMEM;
+				goto out;
+			}
+			win = nw;
+			cap = ncap;
+		}
+		struct diag_window *w = &win[count++];
+		memset(w, 0, sizeof *w);
+		w->start_s = start;
+		w->end_s = end;
+		diagnose_window(w, in, peaks, in->rows + i, j - i, scratch);
+		i = j;
+	}
+	*out = win;
+	*nout = count;
+	win = NULL;
+out:
+	free(win);
+	free(scratch);
+	return rc;
+}
+
+/* ---- Summary ---- */
+
+/* Time-weighted mean of one headroom number over the windows that have it. */
+struct acc {
+	double sum, weight;
+};
+
+static void acc_add(struct acc *a, double v, double weight)
+{
+	if (!isnan(v)) {
+		a->sum += v * weight;
+		a->weight += weight;
+	}
+}
+
+static double acc_mean(const struct acc *a)
+{
+	return a->weight > 0 ? a->sum / a->weight : NAN;
+}
+
+#define HEADROOM_NUMBERS(X)                                                              \
+	X(sm_active) X(tensor_active) X(tensor) X(pipe_active) X(pipe) X(clock_ratio) X(dram) \
+	X(dram_bytes_per_s) X(pcie) X(pcie_tx_bytes_per_s) X(pcie_rx_bytes_per_s)        \
+	X(memory_used) X(busy)
+
+static void mean_headroom(const struct diag_window *w, size_t n, bool busy_only,
+			  struct diag_headroom *out)
+{
+#define ACC_DECL(f) struct acc f = {0, 0};
+	HEADROOM_NUMBERS(ACC_DECL)
+#undef ACC_DECL
+	for (size_t i = 0; i < n; i++) {
+		if (busy_only && w[i].bottleneck == DIAG_IDLE)
+			continue;
+		double wt = w[i].end_s - w[i].start_s;
+#define ACC_ADD(f) acc_add(&f, w[i].headroom.f, wt);
+		HEADROOM_NUMBERS(ACC_ADD)
+#undef ACC_ADD
+	}
+	memset(out, 0, sizeof *out);
+#define ACC_OUT(f) out->f = acc_mean(&f);
+	HEADROOM_NUMBERS(ACC_OUT)
+#undef ACC_OUT
+	/* For the whole run, the nearest hardware limit. */
+	const char *names[] = {"tensor", "pipe", "dram", "pcie"};
+	double vals[] = {out->tensor, out->pipe, out->dram, out->pcie};
+	double frac = NAN;
+	out->bound_resource = NULL;
+	for (int k = 0; k < 4; k++)
+		if (!isnan(vals[k]) && (isnan(frac) || vals[k] > frac)) {
+			frac = vals[k];
+			out->bound_resource = names[k];
+		}
+	frac = nan_if_tiny(frac);
+	out->max_speedup = isnan(frac) ? NAN : 1.0 / fmin(frac, 1.0);
+}
+
+void diagnose_summarize(const struct diag_window *w, size_t n, struct diag_summary *out)
+{
+	memset(out, 0, sizeof *out);
+	out->gpu = n ? w[0].gpu : -1;
+	out->nwindows = n;
+	out->top_finding = -1;
+	for (size_t i = 0; i < n; i++) {
+		double len = w[i].end_s - w[i].start_s;
+		out->seconds += len;
+		if ((unsigned)w[i].bottleneck < DIAG_CLASS_COUNT)
+			out->class_seconds[w[i].bottleneck] += len;
+		if (w[i].bottleneck != DIAG_IDLE)
+			out->busy_seconds += len;
+		for (int f = 0; f < DIAG_FINDING_COUNT; f++)
+			if (w[i].findings & DIAG_FINDING_BIT(f))
+				out->finding_windows[f]++;
+	}
+	/* Ties go to the earlier finding: memory capacity before power. */
+	for (int f = 0; f < DIAG_FINDING_COUNT; f++)
+		if (out->finding_windows[f] &&
+		    (out->top_finding < 0 || out->finding_windows[f] > out->finding_windows[out->top_finding]))
+			out->top_finding = f;
+	out->top_class = DIAG_IDLE;
+	for (int c = 0; c < DIAG_CLASS_COUNT; c++)
+		if (out->class_seconds[c] > out->class_seconds[out->top_class])
+			out->top_class = (enum diag_class)c;
+	mean_headroom(w, n, false, &out->mean);
+	mean_headroom(w, n, true, &out->busy_mean);
+}
