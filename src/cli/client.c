@@ -19,6 +19,8 @@
 
 #include "commands.h"
 #include "status.h"
+#include "str.h"
+#include "token.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc = CURLE_OK;
@@ -54,31 +56,18 @@ static const char *token_file_of(const struct client_opts *o)
 	return env && env[0] ? env : NULL;
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* base + path with the base's trailing slashes dropped. */
 static int build_url(const char *base, const char *path, char *out, size_t outlen,
 		     char *err, size_t errlen)
 {
 	if (strncasecmp(base, "http://", 7) != 0 && strncasecmp(base, "https://", 8) != 0) {
-		set_err(err, errlen, "bad gpulsed URL \"%.200s\": it must start with http:// or https://",
+		str_errf(err, errlen, "bad gpulsed URL \"%.200s\": it must start with http:// or https://",
 			base);
 		return GPULSE_EINVAL;
 	}
 	for (const char *p = base; *p; p++)
 		if ((unsigned char)*p <= ' ' || *p == 0x7f) {
-			set_err(err, errlen, "bad gpulsed URL: it holds a space or control character");
+			str_errf(err, errlen, "bad gpulsed URL: it holds a space or control character");
 			return GPULSE_EINVAL;
 		}
 	size_t n = strlen(base);
@@ -86,7 +75,7 @@ static int build_url(const char *base, const char *path, char *out, size_t outle
 		n--;
 	int w = snprintf(out, outlen, "%.*s%s", (int)n, base, path);
 	if (w < 0 || (size_t)w >= outlen) {
-		set_err(err, errlen, "bad gpulsed URL: longer than %zu bytes", outlen - 1);
+		str_errf(err, errlen, "bad gpulsed URL: longer than %zu bytes", outlen - 1);
 		return GPULSE_EINVAL;
 	}
 	return 0;
@@ -94,50 +83,7 @@ static int build_url(const char *base, const char *path, char *out, size_t outle
 
 static int read_token(const char *path, char *tok, size_t toklen, char *err, size_t errlen)
 {
-	int rc = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		set_err(err, errlen, "cannot read token file %s: %s", path, strerror(errno));
-		return GPULSE_EIO;
-	}
-	size_t len = 0;
-	for (;;) {
-		ssize_t n = read(fd, tok + len, toklen - 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			set_err(err, errlen, "cannot read token file %s: %s", path, strerror(errno));
-			rc = GPULSE_EIO;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len == toklen - 1) {
-			set_err(err, errlen, "token file %s is larger than %zu bytes", path, toklen - 2);
-			rc = GPULSE_EIO;
-			goto out;
-		}
-	}
-	while (len > 0 && (tok[len - 1] == '\n' || tok[len - 1] == '\r' || tok[len - 1] == ' ' ||
-			   tok[len - 1] == '\t'))
-		len--;
-	tok[len] = '\0';
-	if (len == 0) {
-		set_err(err, errlen, "token file %s is empty", path);
-		rc = GPULSE_EIO;
-		goto out;
-	}
-	/* It goes into a header verbatim: no line breaks smuggled in. */
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)tok[i] <= ' ' || tok[i] == 0x7f) {
-			set_err(err, errlen, "token file %s holds a space or control character", path);
-			rc = GPULSE_EIO;
-			goto out;
-		}
-out:
-	close(fd);
-	return rc;
+	return token_file_read(path, false, tok, toklen, err, errlen) ? GPULSE_EIO : 0;
 }
 
 struct sink {
@@ -178,7 +124,7 @@ int client_get(const struct client_opts *o, const char *path, struct buf *body,
 
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_rc != CURLE_OK || !(curl = curl_easy_init())) {
-		set_err(err, errlen, "cannot start libcurl: %s", curl_easy_strerror(curl_init_rc));
+		str_errf(err, errlen, "cannot start libcurl: %s", curl_easy_strerror(curl_init_rc));
 		rc = GPULSE_EIO;
 		goto out;
 	}
@@ -187,7 +133,7 @@ int client_get(const struct client_opts *o, const char *path, struct buf *body,
 		struct curl_slist *h = curl_slist_append(NULL, auth);
 		if (!h) {
 			rc = GPULSE_ENOMEM;
-			set_err(err, errlen, "out of memory");
+			str_errf(err, errlen, "out of memory");
 			goto out;
 		}
 		headers = h;
@@ -226,36 +172,36 @@ int client_get(const struct client_opts *o, const char *path, struct buf *body,
 					   : curl_err[0] ? curl_err : curl_easy_strerror(cc);
 		switch (cc) {
 		case CURLE_COULDNT_CONNECT:
-			set_err(err, errlen,
+			str_errf(err, errlen,
 				"cannot reach gpulsed at %s: %s (is it running? start it with 'make run')",
 				base, why);
 			rc = GPULSE_EIO;
 			break;
 		case CURLE_COULDNT_RESOLVE_HOST:
-			set_err(err, errlen, "cannot reach gpulsed at %s: unknown host (%s)", base,
+			str_errf(err, errlen, "cannot reach gpulsed at %s: unknown host (%s)", base,
 				curl_err[0] ? curl_err : curl_easy_strerror(cc));
 			rc = GPULSE_EIO;
 			break;
 		case CURLE_OPERATION_TIMEDOUT:
-			set_err(err, errlen, "gpulsed at %s did not answer within %ld ms", base,
+			str_errf(err, errlen, "gpulsed at %s did not answer within %ld ms", base,
 				timeout_ms);
 			rc = GPULSE_ETIMEDOUT;
 			break;
 		case CURLE_FILESIZE_EXCEEDED:
-			set_err(err, errlen, "the answer from gpulsed at %s is larger than %zu bytes",
+			str_errf(err, errlen, "the answer from gpulsed at %s is larger than %zu bytes",
 				base, body->max);
 			rc = GPULSE_ELIMIT;
 			break;
 		case CURLE_WRITE_ERROR:
 			if (sink.too_big) {
-				set_err(err, errlen, "the answer from gpulsed at %s is larger than %zu bytes",
+				str_errf(err, errlen, "the answer from gpulsed at %s is larger than %zu bytes",
 					base, body->max);
 				rc = GPULSE_ELIMIT;
 				break;
 			}
 			/* fall through */
 		default:
-			set_err(err, errlen, "request to gpulsed at %s failed: %s", base,
+			str_errf(err, errlen, "request to gpulsed at %s failed: %s", base,
 				curl_err[0] ? curl_err : curl_easy_strerror(cc));
 			rc = GPULSE_EIO;
 		}
@@ -295,25 +241,25 @@ int client_get_json(const struct client_opts *o, const char *path, json_t **out,
 		const char *hint = status == 401 ? " (give a token with --token-file or GPULSE_TOKEN_FILE)"
 				 : status == 404 ? " (is this a gpulsed, and as new as this gpulse?)"
 				 : "";
-		set_err(err, errlen, "gpulsed at %s answered %s with HTTP %ld%s%s%s", base, path,
+		str_errf(err, errlen, "gpulsed at %s answered %s with HTTP %ld%s%s%s", base, path,
 			status, api_error ? ": " : "", api_error ? api_error : "", hint);
 		rc = GPULSE_EIO;
 		goto out;
 	}
 	if (!root) {
-		set_err(err, errlen, "gpulsed at %s sent something that is not JSON for %s", base,
+		str_errf(err, errlen, "gpulsed at %s sent something that is not JSON for %s", base,
 			path);
 		rc = GPULSE_EPARSE;
 		goto out;
 	}
 	if (api_status && strcmp(api_status, "success") != 0) {
-		set_err(err, errlen, "gpulsed at %s refused %s: %s", base, path,
+		str_errf(err, errlen, "gpulsed at %s refused %s: %s", base, path,
 			api_error ? api_error : api_status);
 		rc = GPULSE_EIO;
 		goto out;
 	}
 	if (raw && (rc = buf_append(raw, body.data, body.len))) {
-		set_err(err, errlen, "the answer from gpulsed is too large");
+		str_errf(err, errlen, "the answer from gpulsed is too large");
 		goto out;
 	}
 	*out = root;

@@ -1,6 +1,8 @@
 /* String helpers; see str.h. */
 #include "str.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 bool str_copy(char *dst, size_t size, const char *src)
@@ -12,4 +14,14 @@ bool str_copy(char *dst, size_t size, const char *src)
 	memcpy(dst, src, n);
 	dst[n] = '\0';
 	return fits;
+}
+
+void str_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || errlen == 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
 }

@@ -10,4 +10,8 @@
  * cut is acceptable (labels, messages); check the result where not. */
 bool str_copy(char *dst, size_t size, const char *src);
 
+/* Write a formatted message into err[errlen] for the caller to show; a
+ * NULL or empty buffer is left alone. */
+void str_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif

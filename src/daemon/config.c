@@ -26,6 +26,8 @@
 #include "collector.h"
 #include "http_server.h"
 #include "status.h"
+#include "str.h"
+#include "token.h"
 
 /* ---- the key table --------------------------------------------------- */
 
@@ -310,19 +312,6 @@ static void quote_value(char *dst, size_t dstlen, const char *s, size_t n)
 	}
 	dst[o++] = '"';
 	dst[o] = '\0';
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 static void range_text(const struct key_spec *k, char *out, size_t outlen)
@@ -858,7 +847,7 @@ static int check_syntax(struct parse *p)
 static int run_pass(struct parse *p, struct gpulse_config *cfg)
 {
 	if (!yaml_parser_initialize(&p->yp)) {
-		set_err(p->err, p->errlen, "%s: out of memory", p->name);
+		str_errf(p->err, p->errlen, "%s: out of memory", p->name);
 		return GPULSE_ENOMEM;
 	}
 	yaml_parser_set_input_string(&p->yp, (const unsigned char *)p->data, p->len);
@@ -891,12 +880,12 @@ int config_load_file(struct gpulse_config *c, const char *path, char *err, size_
 	char *data = NULL;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		set_err(err, errlen, "cannot read config file %s: %s", path, strerror(errno));
+		str_errf(err, errlen, "cannot read config file %s: %s", path, strerror(errno));
 		return GPULSE_EIO;
 	}
 	struct stat st;
 	if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-		set_err(err, errlen, "cannot read config file %s: %s", path,
+		str_errf(err, errlen, "cannot read config file %s: %s", path,
 			S_ISDIR(st.st_mode) ? "it is a directory" : strerror(errno));
 		rc = GPULSE_EIO;
 		goto out;
@@ -906,7 +895,7 @@ int config_load_file(struct gpulse_config *c, const char *path, char *err, size_
 	data = malloc(CONFIG_MAX_FILE_BYTES + 1);
 	if (!data) {
 		rc = GPULSE_ENOMEM;
-		set_err(err, errlen, "%s: out of memory", path);
+		str_errf(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
 	size_t len = 0;
@@ -915,7 +904,7 @@ int config_load_file(struct gpulse_config *c, const char *path, char *err, size_
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			set_err(err, errlen, "cannot read config file %s: %s", path, strerror(errno));
+			str_errf(err, errlen, "cannot read config file %s: %s", path, strerror(errno));
 			rc = GPULSE_EIO;
 			goto out;
 		}
@@ -924,7 +913,7 @@ int config_load_file(struct gpulse_config *c, const char *path, char *err, size_
 		len += (size_t)n;
 	}
 	if (len > CONFIG_MAX_FILE_BYTES) {
-		set_err(err, errlen, "%s: config file is larger than %d bytes; refusing it", path,
+		str_errf(err, errlen, "%s: config file is larger than %d bytes; refusing it", path,
 			CONFIG_MAX_FILE_BYTES);
 		rc = GPULSE_ELIMIT;
 		goto out;
@@ -941,74 +930,9 @@ out:
 /* Read the token file with the checks the security rule asks for. */
 static int read_token(const char *path, char *tok, size_t toklen, char *why, size_t whylen)
 {
-	int rc = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
-		return GPULSE_EIO;
-	}
-	struct stat st;
-	if (fstat(fd, &st) != 0) {
-		snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
-		rc = GPULSE_EIO;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		snprintf(why, whylen, "%s is not a regular file", path);
-		rc = GPULSE_EINVAL;
-		goto out;
-	}
-	if (st.st_mode & S_IROTH) {
-		snprintf(why, whylen, "%s is readable by every user (mode %04o); run: chmod o-rwx %s",
-			 path, (unsigned)(st.st_mode & 07777), path);
-		rc = GPULSE_EINVAL;
-		goto out;
-	}
-	if (st.st_size == 0) {
-		snprintf(why, whylen, "%s is empty; put the token in it", path);
-		rc = GPULSE_EINVAL;
-		goto out;
-	}
-	if (st.st_size >= CONFIG_TOKEN_MAX || (size_t)st.st_size >= toklen) {
-		snprintf(why, whylen, "%s is too large for a token (%lld bytes)", path,
-			 (long long)st.st_size);
-		rc = GPULSE_EINVAL;
-		goto out;
-	}
-	size_t len = 0;
-	for (;;) {
-		ssize_t n = read(fd, tok + len, toklen - 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
-			rc = GPULSE_EIO;
-			goto out;
-		}
-		if (n == 0 || (len += (size_t)n) >= toklen - 1)
-			break;
-	}
-	while (len > 0 && (tok[len - 1] == '\n' || tok[len - 1] == '\r' || tok[len - 1] == ' ' ||
-			   tok[len - 1] == '\t'))
-		len--;
-	tok[len] = '\0';
-	if (len == 0) {
-		snprintf(why, whylen, "%s holds only whitespace; put the token in it", path);
-		rc = GPULSE_EINVAL;
-		goto out;
-	}
-	/* The token goes into an Authorization header verbatim. */
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)tok[i] <= ' ' || tok[i] == 0x7f) {
-			snprintf(why, whylen, "%s: the token holds a space or control character", path);
-			rc = GPULSE_EINVAL;
-			goto out;
-		}
-out:
-	if (rc)
-		memset(tok, 0, toklen);
-	close(fd);
-	return rc;
+	if (toklen > CONFIG_TOKEN_MAX)
+		toklen = CONFIG_TOKEN_MAX;
+	return token_file_read(path, true, tok, toklen, why, whylen);
 }
 
 /* Check every leaf of `sec` against its range again. */
@@ -1034,7 +958,7 @@ static int validate_ranges(const struct gpulse_config *c, const struct key_spec 
 			if (!in_range(k, (double)ns)) {
 				char d[32];
 				config_format_duration(ns, d, sizeof d);
-				set_err(err, errlen, "%s: %s: %s is out of range (%s)", name, path, d, range);
+				str_errf(err, errlen, "%s: %s: %s is out of range (%s)", name, path, d, range);
 				return GPULSE_EINVAL;
 			}
 			break;
@@ -1043,7 +967,7 @@ static int validate_ranges(const struct gpulse_config *c, const struct key_spec 
 			unsigned u;
 			memcpy(&u, member, sizeof u);
 			if (!in_range(k, u)) {
-				set_err(err, errlen, "%s: %s: %u is out of range (%s)", name, path, u, range);
+				str_errf(err, errlen, "%s: %s: %u is out of range (%s)", name, path, u, range);
 				return GPULSE_EINVAL;
 			}
 			break;
@@ -1052,7 +976,7 @@ static int validate_ranges(const struct gpulse_config *c, const struct key_spec 
 			double d;
 			memcpy(&d, member, sizeof d);
 			if (!isfinite(d) || !in_range(k, d)) {
-				set_err(err, errlen, "%s: %s: %g is out of range (%s)", name, path, d, range);
+				str_errf(err, errlen, "%s: %s: %g is out of range (%s)", name, path, d, range);
 				return GPULSE_EINVAL;
 			}
 			break;
@@ -1062,14 +986,14 @@ static int validate_ranges(const struct gpulse_config *c, const struct key_spec 
 			int port;
 			if (!memchr(member, '\0', k->size) ||
 			    http_parse_listen(member, host, sizeof host, &port, why, sizeof why)) {
-				set_err(err, errlen, "%s: %s: %s", name, path, why);
+				str_errf(err, errlen, "%s: %s: %s", name, path, why);
 				return GPULSE_EINVAL;
 			}
 			break;
 		}
 		case KIND_STRING:
 			if (!memchr(member, '\0', k->size)) {
-				set_err(err, errlen, "%s: %s: is not terminated", name, path);
+				str_errf(err, errlen, "%s: %s: is not terminated", name, path);
 				return GPULSE_EINVAL;
 			}
 			break;
@@ -1077,7 +1001,7 @@ static int validate_ranges(const struct gpulse_config *c, const struct key_spec 
 			enum log_level l;
 			memcpy(&l, member, sizeof l);
 			if ((int)l < LOG_ERROR || (int)l > LOG_DEBUG) {
-				set_err(err, errlen, "%s: %s: not a log level", name, path);
+				str_errf(err, errlen, "%s: %s: not a log level", name, path);
 				return GPULSE_EINVAL;
 			}
 			break;
@@ -1101,14 +1025,14 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 	if (c->sampling.normal_ns < c->sampling.fast_ns) {
 		config_format_duration(c->sampling.normal_ns, a, sizeof a);
 		config_format_duration(c->sampling.fast_ns, b, sizeof b);
-		set_err(err, errlen, "%s: sampling.normal (%s) must not be shorter than sampling.fast (%s)",
+		str_errf(err, errlen, "%s: sampling.normal (%s) must not be shorter than sampling.fast (%s)",
 			name, a, b);
 		return GPULSE_EINVAL;
 	}
 	if (c->sampling.slow_ns < c->sampling.normal_ns) {
 		config_format_duration(c->sampling.slow_ns, a, sizeof a);
 		config_format_duration(c->sampling.normal_ns, b, sizeof b);
-		set_err(err, errlen, "%s: sampling.slow (%s) must not be shorter than sampling.normal (%s)",
+		str_errf(err, errlen, "%s: sampling.slow (%s) must not be shorter than sampling.normal (%s)",
 			name, a, b);
 		return GPULSE_EINVAL;
 	}
@@ -1116,7 +1040,7 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 	bool cert = c->http.tls_cert_file[0] != '\0', key = c->http.tls_key_file[0] != '\0';
 	bool token = c->http.auth_token_file[0] != '\0';
 	if (cert != key) {
-		set_err(err, errlen, "%s: http.tls_cert_file and http.tls_key_file go together: set both or neither",
+		str_errf(err, errlen, "%s: http.tls_cert_file and http.tls_key_file go together: set both or neither",
 			name);
 		return GPULSE_EINVAL;
 	}
@@ -1124,7 +1048,7 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 	const char *tls_keys[2] = {"http.tls_cert_file", "http.tls_key_file"};
 	for (int i = 0; cert && i < 2; i++)
 		if (access(tls_files[i], R_OK) != 0) {
-			set_err(err, errlen, "%s: %s: cannot read %s: %s", name, tls_keys[i], tls_files[i],
+			str_errf(err, errlen, "%s: %s: cannot read %s: %s", name, tls_keys[i], tls_files[i],
 				strerror(errno));
 			return GPULSE_EINVAL;
 		}
@@ -1139,7 +1063,7 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 			if (!have[i])
 				o += (size_t)snprintf(missing + o, sizeof missing - o, "%s%s",
 						      o ? ", " : "", names[i]);
-		set_err(err, errlen,
+		str_errf(err, errlen,
 			"%s: listen \"%s\" is reachable from other machines, so it needs TLS and a token "
 			"(missing: %s); or set http.allow_insecure_remote: true to serve without them",
 			name, c->listen, missing);
@@ -1151,7 +1075,7 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 		rc = read_token(c->http.auth_token_file, tok, sizeof tok, why, sizeof why);
 		memset(tok, 0, sizeof tok);
 		if (rc) {
-			set_err(err, errlen, "%s: http.auth_token_file: %s", name, why);
+			str_errf(err, errlen, "%s: http.auth_token_file: %s", name, why);
 			return GPULSE_EINVAL;
 		}
 	}

@@ -22,6 +22,7 @@
 
 #include "log.h"
 #include "status.h"
+#include "str.h"
 
 #define LISTEN_FORMS "expected HOST:PORT, [IPV6]:PORT or :PORT"
 
@@ -56,19 +57,6 @@ struct http_server {
  * seen); the access handler then moves an accepted request to "headers
  * seen". */
 static char uri_ok_marker, uri_too_long_marker, headers_seen_marker;
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- listen addresses ------------------------------------------------ */
 
@@ -143,12 +131,12 @@ int http_parse_listen(const char *spec, char *host, size_t hostlen, int *port,
 		      char *err, size_t errlen)
 {
 	if (!spec || !spec[0]) {
-		set_err(err, errlen, "The listen address is empty; " LISTEN_FORMS ".");
+		str_errf(err, errlen, "The listen address is empty; " LISTEN_FORMS ".");
 		return GPULSE_EINVAL;
 	}
 	size_t n = strnlen(spec, HTTP_MAX_LISTEN + 1);
 	if (n > HTTP_MAX_LISTEN) {
-		set_err(err, errlen, "The listen address is longer than %d bytes.", HTTP_MAX_LISTEN);
+		str_errf(err, errlen, "The listen address is longer than %d bytes.", HTTP_MAX_LISTEN);
 		return GPULSE_EINVAL;
 	}
 	const char *h, *colon;
@@ -157,20 +145,20 @@ int http_parse_listen(const char *spec, char *host, size_t hostlen, int *port,
 	if (spec[0] == '[') {
 		const char *close = memchr(spec, ']', n);
 		if (!close) {
-			set_err(err, errlen, "Listen address \"%s\" opens '[' but never closes it; "
+			str_errf(err, errlen, "Listen address \"%s\" opens '[' but never closes it; "
 				LISTEN_FORMS ".", spec);
 			return GPULSE_EINVAL;
 		}
 		h = spec + 1;
 		hn = (size_t)(close - h);
 		if (close[1] != ':') {
-			set_err(err, errlen, "Listen address \"%s\" has no port after ']'; "
+			str_errf(err, errlen, "Listen address \"%s\" has no port after ']'; "
 				LISTEN_FORMS ".", spec);
 			return GPULSE_EINVAL;
 		}
 		colon = close + 1;
 		if (!valid_ipv6(h, hn)) {
-			set_err(err, errlen, "\"%.*s\" in listen address \"%s\" is not an IPv6 address.",
+			str_errf(err, errlen, "\"%.*s\" in listen address \"%s\" is not an IPv6 address.",
 				(int)hn, h, spec);
 			return GPULSE_EINVAL;
 		}
@@ -178,12 +166,12 @@ int http_parse_listen(const char *spec, char *host, size_t hostlen, int *port,
 	} else {
 		colon = strrchr(spec, ':');
 		if (!colon) {
-			set_err(err, errlen, "Listen address \"%s\" has no port; " LISTEN_FORMS ".",
+			str_errf(err, errlen, "Listen address \"%s\" has no port; " LISTEN_FORMS ".",
 				spec);
 			return GPULSE_EINVAL;
 		}
 		if (memchr(spec, ':', (size_t)(colon - spec))) {
-			set_err(err, errlen, "Listen address \"%s\" looks like an IPv6 address; "
+			str_errf(err, errlen, "Listen address \"%s\" looks like an IPv6 address; "
 				"write it in brackets, as in [::1]:9401.", spec);
 			return GPULSE_EINVAL;
 		}
@@ -202,7 +190,7 @@ int http_parse_listen(const char *spec, char *host, size_t hostlen, int *port,
 			val = val * 10 + (p[i] - '0');
 	}
 	if (!ok || val > 65535) {
-		set_err(err, errlen, "Port \"%.16s\" in listen address \"%s\" is not a number "
+		str_errf(err, errlen, "Port \"%.16s\" in listen address \"%s\" is not a number "
 			"from 0 to 65535.", p, spec);
 		return GPULSE_EINVAL;
 	}
@@ -220,18 +208,18 @@ int http_parse_listen(const char *spec, char *host, size_t hostlen, int *port,
 				ok = inet_pton(AF_INET, tmp, &a) == 1;
 			}
 			if (!ok) {
-				set_err(err, errlen, "\"%.*s\" in listen address \"%s\" is not an IPv4 "
+				str_errf(err, errlen, "\"%.*s\" in listen address \"%s\" is not an IPv4 "
 					"address.", (int)hn, h, spec);
 				return GPULSE_EINVAL;
 			}
 		} else if (hn > 0 && !valid_hostname(h, hn)) {
-			set_err(err, errlen, "\"%.*s\" in listen address \"%s\" is neither an IP "
+			str_errf(err, errlen, "\"%.*s\" in listen address \"%s\" is neither an IP "
 				"address nor a host name.", (int)hn, h, spec);
 			return GPULSE_EINVAL;
 		}
 	}
 	if (!host || hn >= hostlen) {
-		set_err(err, errlen, "The host in listen address \"%s\" is too long.", spec);
+		str_errf(err, errlen, "The host in listen address \"%s\" is too long.", spec);
 		return GPULSE_EINVAL;
 	}
 	memcpy(host, h, hn);
@@ -298,7 +286,7 @@ static int open_listener(const char *spec, const char *host, int port, int *fd_o
 		hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
 		int g = getaddrinfo(host, portstr, &hints, &res);
 		if (g != 0) {
-			set_err(err, errlen, "Cannot resolve \"%s\" in listen address \"%s\": %s.",
+			str_errf(err, errlen, "Cannot resolve \"%s\" in listen address \"%s\": %s.",
 				host, spec, gai_strerror(g));
 			rc = GPULSE_EINVAL;
 			goto out;
@@ -329,16 +317,16 @@ static int open_listener(const char *spec, const char *host, int port, int *fd_o
 			break;
 	}
 	if (last_errno == EADDRINUSE)
-		set_err(err, errlen, "Cannot listen on %s: the port is already in use "
+		str_errf(err, errlen, "Cannot listen on %s: the port is already in use "
 			"(is another gpulsed running?).", spec);
 	else if (last_errno == EACCES)
-		set_err(err, errlen, "Cannot listen on %s: permission denied (ports below 1024 "
+		str_errf(err, errlen, "Cannot listen on %s: permission denied (ports below 1024 "
 			"need privileges).", spec);
 	else if (last_errno == EADDRNOTAVAIL)
-		set_err(err, errlen, "Cannot listen on %s: no local interface has that address.",
+		str_errf(err, errlen, "Cannot listen on %s: no local interface has that address.",
 			spec);
 	else
-		set_err(err, errlen, "Cannot listen on %s: %s.", spec,
+		str_errf(err, errlen, "Cannot listen on %s: %s.", spec,
 			strerror(last_errno ? last_errno : EINVAL));
 out:
 	if (res)
@@ -563,14 +551,14 @@ static int read_pem(const char *what, const char *path, char **out, char *err, s
 	char *data = NULL;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		set_err(err, errlen, "Cannot read the TLS %s file %s: %s.", what, path,
+		str_errf(err, errlen, "Cannot read the TLS %s file %s: %s.", what, path,
 			strerror(errno));
 		goto out;
 	}
 	data = malloc(HTTP_MAX_TLS_FILE + 1);
 	if (!data) {
 		rc = GPULSE_ENOMEM;
-		set_err(err, errlen, "Out of memory reading the TLS %s file.", what);
+		str_errf(err, errlen, "Out of memory reading the TLS %s file.", what);
 		goto out;
 	}
 	size_t len = 0;
@@ -579,7 +567,7 @@ static int read_pem(const char *what, const char *path, char **out, char *err, s
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			set_err(err, errlen, "Cannot read the TLS %s file %s: %s.", what, path,
+			str_errf(err, errlen, "Cannot read the TLS %s file %s: %s.", what, path,
 				strerror(errno));
 			goto out;
 		}
@@ -587,13 +575,13 @@ static int read_pem(const char *what, const char *path, char **out, char *err, s
 			break;
 		len += (size_t)r;
 		if (len > HTTP_MAX_TLS_FILE) {
-			set_err(err, errlen, "The TLS %s file %s is larger than %d bytes.", what,
+			str_errf(err, errlen, "The TLS %s file %s is larger than %d bytes.", what,
 				path, HTTP_MAX_TLS_FILE);
 			goto out;
 		}
 	}
 	if (len == 0 || !memmem(data, len, "-----BEGIN", 10)) {
-		set_err(err, errlen, "The TLS %s file %s holds no PEM data.", what, path);
+		str_errf(err, errlen, "The TLS %s file %s holds no PEM data.", what, path);
 		goto out;
 	}
 	data[len] = '\0';
@@ -644,7 +632,7 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	bool v6 = false;
 	struct http_server *s = calloc(1, sizeof *s);
 	if (!s) {
-		set_err(err, errlen, "Out of memory starting the HTTP server.");
+		str_errf(err, errlen, "Out of memory starting the HTTP server.");
 		return GPULSE_ENOMEM;
 	}
 	s->listen_fd = -1;
@@ -682,12 +670,12 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	bool tls = cfg->tls_cert_file || cfg->tls_key_file;
 	if (tls) {
 		if (!cfg->tls_cert_file || !cfg->tls_key_file) {
-			set_err(err, errlen, "TLS needs both a certificate file and a key file.");
+			str_errf(err, errlen, "TLS needs both a certificate file and a key file.");
 			rc = GPULSE_EINVAL;
 			goto out;
 		}
 		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-			set_err(err, errlen, "This libmicrohttpd was built without TLS support.");
+			str_errf(err, errlen, "This libmicrohttpd was built without TLS support.");
 			rc = GPULSE_ENOTSUP;
 			goto out;
 		}
@@ -700,7 +688,7 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 
 	rc = make_canned(s);
 	if (rc) {
-		set_err(err, errlen, "Out of memory starting the HTTP server.");
+		str_errf(err, errlen, "Out of memory starting the HTTP server.");
 		goto out;
 	}
 	rc = open_listener(cfg->listen, host, port, &s->listen_fd, &v6, err, errlen);
@@ -732,7 +720,7 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
 				  MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
 	if (!s->mhd) {
-		set_err(err, errlen, "Cannot start the HTTP server on %s (libmicrohttpd refused; "
+		str_errf(err, errlen, "Cannot start the HTTP server on %s (libmicrohttpd refused; "
 			"see the log above).", cfg->listen);
 		rc = GPULSE_EIO;
 		goto out;
