@@ -18,7 +18,7 @@ build:
 # Start gpulsed in the foreground with its built-in defaults. With no
 # NVIDIA driver it says so and replays the bundled real H200 recording.
 run: deps build
-	$(BUILD)/gpulsed
+	$(BUILD)/gpulsed --demo
 
 test: deps build test-unit test-asan
 

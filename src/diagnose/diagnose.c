@@ -1069,7 +1069,11 @@ static void brief_words(struct diag_window *w)
 			     isnan(h->pcie_rx_bytes_per_s) ? 0 : h->pcie_rx_bytes_per_s) / 1e9);
 	if (!isnan(h->memory_used))
 		appendf(b, n, " mem %.0f%%", pct(h->memory_used));
-	if (w->nsamples)
+	if (w->span_note)
+		appendf(b, n, " (%zu samples; idle %.1f s around a job %s)", w->nsamples,
+			(w->judged_start_s - w->start_s) + (w->end_s - w->judged_end_s),
+			w->judged_start_s > w->start_s ? "start" : "end");
+	else if (w->nsamples)
 		appendf(b, n, " (%zu samples)", w->nsamples);
 }
 
@@ -1089,17 +1093,82 @@ static double confidence(const struct verdict *v)
 	return fmax(0.05, fmin(c, CONF_BASE));
 }
 
-static void diagnose_window(struct diag_window *w, const struct diag_input *in,
-			    const struct gpu_peaks *pk, const struct rec_row *rows, size_t n,
-			    double *scratch)
+/* A sample in which nothing ran, by every counter that says. */
+static bool nothing_ran(const struct rec_row *r)
 {
+	bool util = has(r, F_GPU_UTIL), sm = has(r, F_GPM_SM);
+	return (util || sm) && (!util || r->v[F_GPU_UTIL] < IDLE_SAMPLE_BUSY) &&
+	       (!sm || r->v[F_GPM_SM] < IDLE_SAMPLE_BUSY);
+}
+
+/* The part of window rows[i..j) to judge, as [*a, *b). A workload that
+ * starts or stops inside the window leaves one idle run at its edge that
+ * joins an idle stretch of at least a window's length across the edge:
+ * that is a job boundary, not starvation (which is short gaps between
+ * bursts, again and again), so the window is judged on its active part.
+ * An active part too small to judge alone (under 3 samples or a fifth of
+ * the window) leaves the window whole. */
+static void active_part(const struct rec_row *rows, size_t nrows, size_t i, size_t j,
+			double len, size_t *a, size_t *b)
+{
+	size_t lo = i, hi = j;
+	size_t lead = 0;
+	while (lo + lead < j && nothing_ran(&rows[lo + lead]))
+		lead++;
+	if (lead && lead < j - i) {
+		size_t k = i;
+		while (k > 0 && nothing_ran(&rows[k - 1]))
+			k--;
+		if (rows[i + lead].t_s - rows[k].t_s >= len)
+			lo = i + lead;
+	}
+	size_t trail = 0;
+	while (hi - trail > lo && nothing_ran(&rows[hi - 1 - trail]))
+		trail++;
+	if (trail && hi - trail > lo) {
+		size_t k = j;
+		while (k < nrows && nothing_ran(&rows[k]))
+			k++;
+		double idle_end = k < nrows ? rows[k].t_s : rows[nrows - 1].t_s;
+		if (idle_end - rows[hi - trail].t_s >= len)
+			hi -= trail;
+	}
+	size_t n = j - i, keep = hi - lo;
+	if (keep < 3 || keep * 5 < n) {
+		lo = i;
+		hi = j;
+	}
+	*a = lo;
+	*b = hi;
+}
+
+static void diagnose_window(struct diag_window *w, const struct diag_input *in,
+			    const struct gpu_peaks *pk, size_t i, size_t j, double *scratch)
+{
+	size_t a, b;
+	active_part(in->rows, in->nrows, i, j, in->window_s, &a, &b);
+	const struct rec_row *rows = in->rows + a;
+	size_t n = b - a;
 	struct wstats st;
 	window_stats(&st, rows, n, pk, scratch);
-	w->nsamples = n;
+	w->nsamples = j - i;
+	w->judged_samples = n;
 	w->gpu = in->gpu;
+	w->judged_start_s = a > i ? in->rows[a].t_s : w->start_s;
+	w->judged_end_s = b < j ? in->rows[b].t_s : w->end_s;
 	struct verdict v = {.w = w, .st = &st, .pk = pk, .decisive = -1, .conf_cap = 1.0};
 	w->bottleneck = classify(&v);
 	w->rule = v.rule ? v.rule : "";
+	if (a > i || b < j) {
+		w->span_note = a > i && b < j ? "the workload started and stopped in this window "
+						"after and before long idle: judged on its active part"
+			       : a > i	       ? "the workload started in this window after a long "
+						"idle: judged on its active part"
+					       : "the workload stopped in this window, a long idle "
+						 "follows: judged on its active part";
+		ctx(&v, "idle_in_window_s", "duration",
+		    (w->judged_start_s - w->start_s) + (w->end_s - w->judged_end_s), NAN, "seconds");
+	}
 	judge_findings(&v, in);
 	fill_headroom(&v);
 	w->confidence = confidence(&v);
@@ -1156,7 +1225,7 @@ int diagnose_gpu(const struct diag_input *in, const struct gpu_peaks *peaks,
 		memset(w, 0, sizeof *w);
 		w->start_s = start;
 		w->end_s = end;
-		diagnose_window(w, in, peaks, in->rows + i, j - i, scratch);
+		diagnose_window(w, in, peaks, i, j, scratch);
 		i = j;
 	}
 	*out = win;
@@ -1233,11 +1302,16 @@ void diagnose_summarize(const struct diag_window *w, size_t n, struct diag_summa
 	out->top_finding = -1;
 	for (size_t i = 0; i < n; i++) {
 		double len = w[i].end_s - w[i].start_s;
+		/* A window judged on its active part was idle for the rest. */
+		double judged = w[i].judged_end_s - w[i].judged_start_s;
+		if (!(judged > 0 && judged <= len))
+			judged = len;
 		out->seconds += len;
 		if ((unsigned)w[i].bottleneck < DIAG_CLASS_COUNT)
-			out->class_seconds[w[i].bottleneck] += len;
+			out->class_seconds[w[i].bottleneck] += judged;
+		out->class_seconds[DIAG_IDLE] += len - judged;
 		if (w[i].bottleneck != DIAG_IDLE)
-			out->busy_seconds += len;
+			out->busy_seconds += judged;
 		for (int f = 0; f < DIAG_FINDING_COUNT; f++)
 			if (w[i].findings & DIAG_FINDING_BIT(f))
 				out->finding_windows[f]++;

@@ -138,6 +138,12 @@ struct diag_window {
 	double start_s, end_s;          /* Unix seconds, [start, end) */
 	int gpu;
 	size_t nsamples;
+	/* The part the class was judged on: the whole window, unless a
+	 * workload started or stopped in it after or before a long idle
+	 * (docs/DIAGNOSIS.md, "Job boundaries"). */
+	double judged_start_s, judged_end_s;
+	size_t judged_samples;
+	const char *span_note;          /* static; NULL when the whole window was judged */
 	enum diag_class bottleneck;
 	const char *rule;               /* static: the rule that decided, in words */
 	unsigned findings;              /* DIAG_FINDING_BIT set */

@@ -109,6 +109,16 @@ int diag_json_window(struct buf *b, const struct diag_window *w)
 	knum(b, "confidence", w->confidence, 0);
 	key(b, "samples", 0);
 	buf_printf(b, "%zu", w->nsamples);
+	if (w->span_note) {
+		key(b, "judged_span", 0);
+		buf_putc(b, '{');
+		knum(b, "start_s", w->judged_start_s, 1);
+		knum(b, "end_s", w->judged_end_s, 0);
+		key(b, "samples", 0);
+		buf_printf(b, "%zu", w->judged_samples);
+		kstr(b, "note", w->span_note, 0);
+		buf_putc(b, '}');
+	}
 	key(b, "headroom", 0);
 	headroom(b, &w->headroom, w->headroom_text);
 	key(b, "missing_evidence", 0);
