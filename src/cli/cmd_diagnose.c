@@ -265,24 +265,40 @@ int cmd_diagnose(int argc, char **argv)
 		printf("%s: %zu samples, %d GPU(s), %g s windows from t=%.3f (times below are "
 		       "seconds after it)\n",
 		       path, rec->nrows, rec->ngpus, window_s, isfinite(origin) ? origin : 0);
+	/* Each GPU's rows together, in file (time) order: a counting sort
+	 * by GPU, one pass. */
+	size_t count[GPU_MAX + 1] = {0};
+	for (size_t i = 0; i < rec->nrows; i++)
+		count[rec->rows[i].gpu + 1]++;
+	for (int g = 0; g < GPU_MAX; g++)
+		count[g + 1] += count[g];
+	size_t fill[GPU_MAX];
+	memcpy(fill, count, sizeof fill);
+	for (size_t i = 0; i < rec->nrows; i++)
+		rows[fill[rec->rows[i].gpu]++] = rec->rows[i];
+
 	bool first = true;
 	int nsums = 0;
 	unsigned missing = 0;
 	for (int g = 0; g < rec->ngpus; g++) {
-		size_t n = 0;
-		for (size_t i = 0; i < rec->nrows; i++)
-			if (rec->rows[i].gpu == g)
-				rows[n++] = rec->rows[i];
+		size_t n = count[g + 1] - count[g];
 		if (!n)
 			continue;
+		const struct rec_row *grows = rows + count[g];
 		struct gpu_peaks *pk = &peaks[nsums];
-		peaks_for(pk, df, g, rows, n);
+		peaks_for(pk, df, g, grows, n);
 		struct diag_input in = {
-			.gpu = g, .rows = rows, .nrows = n, .origin_s = origin, .window_s = window_s,
+			.gpu = g, .rows = grows, .nrows = n, .origin_s = origin, .window_s = window_s,
 		};
 		size_t nw = 0;
-		if (diagnose_gpu(&in, pk, &win, &nw) != GPULSE_OK) {
-			fprintf(stderr, "gpulse diagnose: out of memory\n");
+		int drc = diagnose_gpu(&in, pk, &win, &nw);
+		if (drc == GPULSE_ERANGE) {
+			fprintf(stderr, "gpulse diagnose: %s: the times span too many %g s windows "
+					"to place exactly\n", path, window_s);
+			goto out;
+		}
+		if (drc != GPULSE_OK) {
+			fprintf(stderr, "gpulse diagnose: %s\n", gpulse_strerror(drc));
 			goto out;
 		}
 		if (!json) {

@@ -361,8 +361,8 @@ static void read_gpm(struct collector *c, struct gpu_ctx *g, struct gpu_update *
 		return;
 	}
 	if (g->gpm_primed) {
-		/* Static: the struct is ~3 KiB and each lane reads one GPU at a
-		 * time, but lanes run in parallel, so keep it per call. */
+		/* On the stack (~3 KiB): lanes run in parallel, so no static.
+		 * Only the header and the entries used are cleared. */
 		struct nvml_gpm_metrics_get mg;
 		memset(&mg, 0, offsetof(struct nvml_gpm_metrics_get, metrics));
 		mg.version = NVML_ABI_GPM_METRICS_GET_VERSION;

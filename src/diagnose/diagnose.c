@@ -3,14 +3,16 @@
  * fractions of the card's own peaks or facts of how the counters behave,
  * never values fitted to one recording.
  *
- * For each window the classifier first reduces the samples to the
- * distribution of each quantity it uses (mean, percentiles, share of
- * samples past a level), then walks the rules in the order an expert
- * would: is anything running at all; is the busy time data movement; is
- * it work too thin to fill the GPU (launches); is the GPU idle more than
- * it works (starved); and only then, for a GPU that is busy, which of its
- * resources the kernels exhaust. Findings (memory capacity, power,
- * thermal, hardware, ECC, XID) are judged independently of the class. */
+ * For each window the classifier first finds the part to judge (all of
+ * it, unless a job started or stopped in it after or before a long idle),
+ * reduces those samples to the distribution of each quantity it uses
+ * (mean, percentiles, share of samples past a level), then walks the
+ * rules in the order an expert would: is anything running at all; is the
+ * busy time thin, and if so is it copies or launches; is the link
+ * saturated; is the GPU idle more than it works (starved); and only then,
+ * for a GPU busy with kernels that fill it, which of its resources the
+ * kernels exhaust. Findings (memory capacity, power, thermal, hardware,
+ * ECC, XID) are judged independently of the class. */
 #include "diagnose.h"
 
 #include <math.h>
@@ -34,8 +36,8 @@
 
 /* Data movement. Half the link's raw rate per direction is well over half
  * of what DMA achieves in practice (80-90 % of raw); 5 % of the link
- * (3 GB/s on Gen5 x16) is bulk copying, 25x the launch traffic of a
- * launch-bound loop; 1 GB/s is the absolute stand-in when the link is
+ * (3.2 GB/s on Gen5 x16) is bulk copying, over 15x the launch traffic of
+ * a Python launch loop; 1 GB/s is the absolute stand-in when the link is
  * unknown. */
 #define PCIE_SATURATED 0.5
 #define PCIE_SATURATED_SM 0.5
@@ -188,6 +190,28 @@ struct wstats {
 	double ecc_increase;  /* ECC errors counted during the window, or NAN */
 };
 
+/* ECC errors counted in rows[i..j), measured from the sample before the
+ * window when there is one (the counters only grow, so any growth is new
+ * errors); NAN when no sample carries an ECC counter. */
+static double ecc_increase(const struct rec_row *rows, size_t i, size_t j)
+{
+	static const enum field_id ecc[] = {F_ECC_SBE_VOL, F_ECC_DBE_VOL};
+	double total = NAN;
+	for (size_t e = 0; e < sizeof ecc / sizeof ecc[0]; e++) {
+		double lo = NAN, hi = NAN;
+		for (size_t k = i > 0 ? i - 1 : 0; k < j; k++) {
+			if (!(rows[k].valid & FIELD_BIT(ecc[e])) || !isfinite(rows[k].v[ecc[e]]))
+				continue;
+			double v = rows[k].v[ecc[e]];
+			lo = isnan(lo) || v < lo ? v : lo;
+			hi = isnan(hi) || v > hi ? v : hi;
+		}
+		if (!isnan(lo))
+			total = (isnan(total) ? 0 : total) + (hi - lo);
+	}
+	return total;
+}
+
 static bool has(const struct rec_row *r, enum field_id f)
 {
 	return (r->valid & FIELD_BIT(f)) && isfinite(r->v[f]);
@@ -281,9 +305,11 @@ static bool sample_value(const struct rec_row *r, enum qty q, const struct gpu_p
 	case Q_REASON_POWER:
 	case Q_REASON_THERMAL:
 	case Q_REASON_HW: {
-		if (!has(r, F_CLOCK_REASONS))
+		/* A mask outside 0..2^63 is no mask (and would not convert). */
+		double mask = r->v[F_CLOCK_REASONS];
+		if (!has(r, F_CLOCK_REASONS) || !(mask >= 0 && mask < 9.2e18))
 			return false;
-		uint64_t bits = (uint64_t)r->v[F_CLOCK_REASONS];
+		uint64_t bits = (uint64_t)mask;
 		uint64_t want = q == Q_REASON_POWER     ? REASON_SW_POWER_CAP
 				: q == Q_REASON_THERMAL ? (REASON_SW_THERMAL | REASON_HW_THERMAL)
 							: (REASON_HW_SLOWDOWN | REASON_HW_POWER_BRAKE);
@@ -345,21 +371,6 @@ static void window_stats(struct wstats *st, const struct rec_row *rows, size_t n
 		s->p50 = percentile(scratch, k, 0.50);
 		s->p90 = percentile(scratch, k, 0.90);
 		s->max = scratch[k - 1];
-	}
-	/* ECC counters only grow; any growth inside the window is new errors. */
-	st->ecc_increase = NAN;
-	static const enum field_id ecc[] = {F_ECC_SBE_VOL, F_ECC_DBE_VOL};
-	for (size_t e = 0; e < sizeof ecc / sizeof ecc[0]; e++) {
-		double lo = NAN, hi = NAN;
-		for (size_t i = 0; i < n; i++) {
-			if (!has(&rows[i], ecc[e]))
-				continue;
-			double v = rows[i].v[ecc[e]];
-			lo = isnan(lo) || v < lo ? v : lo;
-			hi = isnan(hi) || v > hi ? v : hi;
-		}
-		if (!isnan(lo))
-			st->ecc_increase = (isnan(st->ecc_increase) ? 0 : st->ecc_increase) + (hi - lo);
 	}
 }
 
@@ -461,7 +472,6 @@ static bool pcie_bulk(struct verdict *v)
 	if (have(v, Q_PCIE_FRAC))
 		return ev(v, "pcie_busier_direction", "mean", mean(v, Q_PCIE_MAX), ">=",
 			  PCIE_BULK * v->pk->pcie_bytes_per_s, link_peak(v), "bytes_per_second");
-	missing(v, DIAG_MISSING_LINK_PEAK);
 	bool bulk = ev(v, "pcie_busier_direction", "mean", mean(v, Q_PCIE_MAX), ">=",
 		       PCIE_BULK_ABS, NAN, "bytes_per_second");
 	if (bulk)
@@ -469,29 +479,27 @@ static bool pcie_bulk(struct verdict *v)
 	return bulk;
 }
 
-static enum diag_class classify_idle(struct verdict *v, bool *idle)
+/* Nothing ran: no busy time, no SM activity, a quiet link, by every
+ * counter the window has. */
+static bool is_idle(struct verdict *v)
 {
-	bool busy_ok = have(v, Q_BUSY), sm_ok = have(v, Q_SM), pcie_ok = have(v, Q_PCIE_MAX);
-	*idle = true;
-	if (busy_ok) {
-		*idle &= ev(v, "gpu_util", "mean", mean(v, Q_BUSY), "<", IDLE_BUSY, NAN, "ratio");
+	bool idle = true;
+	if (have(v, Q_BUSY)) {
+		idle &= ev(v, "gpu_util", "mean", mean(v, Q_BUSY), "<", IDLE_BUSY, NAN, "ratio");
 		decisive(v);
 	}
-	if (sm_ok) {
-		*idle &= ev(v, "sm_util", "mean", mean(v, Q_SM), "<", IDLE_SM, NAN, "ratio");
-		if (!busy_ok)
+	if (have(v, Q_SM)) {
+		idle &= ev(v, "sm_util", "mean", mean(v, Q_SM), "<", IDLE_SM, NAN, "ratio");
+		if (!have(v, Q_BUSY))
 			decisive(v);
 	}
-	if (pcie_ok) {
-		if (have(v, Q_PCIE_FRAC))
-			*idle &= ev(v, "pcie_busier_direction", "mean", mean(v, Q_PCIE_MAX), "<",
-				    IDLE_PCIE * v->pk->pcie_bytes_per_s, link_peak(v),
-				    "bytes_per_second");
-		else
-			*idle &= ev(v, "pcie_busier_direction", "mean", mean(v, Q_PCIE_MAX), "<",
-				    IDLE_PCIE_ABS, NAN, "bytes_per_second");
-	}
-	return DIAG_IDLE;
+	if (have(v, Q_PCIE_FRAC))
+		idle &= ev(v, "pcie_busier_direction", "mean", mean(v, Q_PCIE_MAX), "<",
+			   IDLE_PCIE * v->pk->pcie_bytes_per_s, link_peak(v), "bytes_per_second");
+	else if (have(v, Q_PCIE_MAX))
+		idle &= ev(v, "pcie_busier_direction", "mean", mean(v, Q_PCIE_MAX), "<",
+			   IDLE_PCIE_ABS, NAN, "bytes_per_second");
+	return idle;
 }
 
 /* Classification without GPM counters (pre-Hopper cards, MIG slices, or
@@ -555,10 +563,6 @@ static enum diag_class classify_busy(struct verdict *v)
 	const char *pipe_name;
 	double other = busiest_pipe(v, &pipe_name);
 	bool pipes_ok = have(v, Q_TENSOR) || pipe_name, dram_ok = have(v, Q_DRAM);
-	if (!pipes_ok)
-		missing(v, DIAG_MISSING_PIPES);
-	if (!dram_ok)
-		missing(v, DIAG_MISSING_DRAM);
 	if (!pipes_ok && !dram_ok)
 		return classify_no_gpm_busy(v);
 	if (!pipes_ok || !dram_ok)
@@ -633,12 +637,21 @@ static enum diag_class classify_busy(struct verdict *v)
 static enum diag_class classify(struct verdict *v)
 {
 	bool busy_ok = have(v, Q_BUSY), sm_ok = have(v, Q_SM), pcie_ok = have(v, Q_PCIE_MAX);
+	/* Say what is absent whatever path the rules take: each gap
+	 * weakens the classes it would have told apart. */
 	if (!busy_ok)
 		missing(v, DIAG_MISSING_UTIL);
 	if (!sm_ok)
 		missing(v, DIAG_MISSING_SM_ACTIVITY);
+	if (!have(v, Q_TENSOR) && !have(v, Q_FP64) && !have(v, Q_FP32) && !have(v, Q_FP16) &&
+	    !have(v, Q_INT))
+		missing(v, DIAG_MISSING_PIPES);
+	if (!have(v, Q_DRAM))
+		missing(v, DIAG_MISSING_DRAM);
 	if (!pcie_ok)
 		missing(v, DIAG_MISSING_PCIE);
+	else if (!have(v, Q_PCIE_FRAC))
+		missing(v, DIAG_MISSING_LINK_PEAK);
 	if (!busy_ok && !sm_ok) {
 		/* Nothing says whether anything ran. */
 		v->conf_cap = 0.05;
@@ -646,12 +659,11 @@ static enum diag_class classify(struct verdict *v)
 		return DIAG_MIXED;
 	}
 
-	bool idle;
-	classify_idle(v, &idle);
-	if (idle) {
+	if (is_idle(v)) {
 		v->rule = "idle: nothing ran and the link is quiet";
 		return DIAG_IDLE;
 	}
+	/* The idle tests failed; what follows says what ran instead. */
 	v->w->nevidence = 0;
 	v->decisive = -1;
 
@@ -659,10 +671,12 @@ static enum diag_class classify(struct verdict *v)
 	if (!sm_ok)
 		return classify_no_gpm(v, duty);
 
-	/* Thin busy time: SM activity far below the time anything ran. */
+	/* Thin busy time: SM activity far below the time anything ran.
+	 * (Not judged without busy time to measure against: a window that
+	 * is not idle only by its link or a trace of SM activity.) */
 	bool thin = false;
 	int thin_ev = -1;
-	if (busy_ok) {
+	if (busy_ok && duty >= IDLE_BUSY) {
 		thin = ev(v, "sm_per_busy", "ratio_of_means", mean(v, Q_SM) / duty, "<",
 			  THIN_SM_PER_BUSY, NAN, "ratio");
 		thin_ev = v->w->nevidence - 1;
@@ -1059,7 +1073,7 @@ static void brief_words(struct diag_window *w)
 		appendf(b, n, "%ssm %.1f%%", b[0] ? " " : "", pct(h->sm_active));
 	if (!isnan(h->tensor_active))
 		appendf(b, n, " tensor %.0f%%", pct(h->tensor_active));
-	if (!isnan(h->pipe_active))
+	if (h->pipe_active >= 0.005)   /* an idle pipe's name would only mislead */
 		appendf(b, n, " %s %.0f%%", pipe_label(h->pipe_name), pct(h->pipe_active));
 	if (!isnan(h->dram))
 		appendf(b, n, " dram %.0f%%", pct(h->dram));
@@ -1151,6 +1165,7 @@ static void diagnose_window(struct diag_window *w, const struct diag_input *in,
 	size_t n = b - a;
 	struct wstats st;
 	window_stats(&st, rows, n, pk, scratch);
+	st.ecc_increase = ecc_increase(in->rows, i, j);
 	w->nsamples = j - i;
 	w->judged_samples = n;
 	w->gpu = in->gpu;
@@ -1188,6 +1203,15 @@ int diagnose_gpu(const struct diag_input *in, const struct gpu_peaks *peaks,
 		return GPULSE_EINVAL;
 	if (in->nrows == 0)
 		return GPULSE_OK;
+	/* Window edges must stay distinct and exact in doubles: a window
+	 * under ~450 ulps of the times, or over 2^50 windows from the
+	 * origin, cannot be placed reliably. */
+	for (size_t i = 0; i < in->nrows; i++) {
+		double t = in->rows[i].t_s;
+		if (!isfinite(t) || fmax(fabs(t), fabs(in->origin_s)) * 1e-13 > in->window_s ||
+		    fabs(t - in->origin_s) / in->window_s > 0x1p50)
+			return GPULSE_ERANGE;
+	}
 
 	int rc = GPULSE_OK;
 	size_t cap = 0, count = 0;

@@ -176,8 +176,10 @@ struct diag_input {
 
 /* Classify every non-empty window of one GPU. On success *out (NULL when
  * there are no windows) holds *nout windows in time order; the caller
- * frees it with free(). GPULSE_EINVAL for a bad window length or origin,
- * GPULSE_ENOMEM. */
+ * frees it with free(). GPULSE_EINVAL for a window under 1 ms or a
+ * non-finite origin; GPULSE_ERANGE when the times are too large for the
+ * window to be placed exactly (over 2^50 windows from the origin, or a
+ * window under 1e-13 of the times' magnitude); GPULSE_ENOMEM. */
 int diagnose_gpu(const struct diag_input *in, const struct gpu_peaks *peaks,
 		 struct diag_window **out, size_t *nout);
 
