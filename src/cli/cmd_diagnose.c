@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "client.h"
 #include "commands.h"
 #include "device_file.h"
 #include "diagnose.h"
@@ -24,15 +25,22 @@
 static void diagnose_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: gpulse diagnose --replay FILE.csv [--window SECONDS] [--json] [--device FILE]\n"
-		"  Say why each GPU of a recording was slow or idle, per window, with the\n"
-		"  evidence against the card's own peaks and one line of advice.\n"
+		"usage: gpulse diagnose [--gpu N] [--since DURATION] [--window S] [--json] [--url URL]\n"
+		"       gpulse diagnose --replay FILE.csv [--window S] [--json] [--device FILE]\n"
+		"  Say why each GPU was slow or idle, per window, with the evidence against\n"
+		"  the card's own peaks and one line of advice: from the running gpulsed's\n"
+		"  recent history, or from a recording.\n"
+		"  --gpu N         only this GPU (daemon)\n"
+		"  --since D       how far back, e.g. 10m, 30s (daemon; default: its whole history)\n"
+		"  --url URL       gpulsed's address (default $GPULSE_URL, else " CLIENT_DEFAULT_URL ")\n"
+		"  --token-file F  bearer token for gpulsed (default $GPULSE_TOKEN_FILE)\n"
 		"  --replay FILE   the recording (gpulse record's CSV format)\n"
-		"  --window S      window length in seconds, 0.001 or more (default 5)\n"
+		"  --window S      window length in seconds (default 5; the daemon's: 1 or more)\n"
 		"  --json          print {\"windows\": [...]} (DESIGN.md) instead of a table\n"
 		"  --device FILE   the card's facts (nvidia-smi --query-gpu CSV); default:\n"
 		"                  PREFIX-device.csv beside the recording, when present\n"
-		"Exit status: 0 ok, 1 unreadable or malformed file, 2 usage error.\n");
+		"Exit status: 0 ok, 1 unreadable or malformed file or gpulsed unreachable,\n"
+		"2 usage error.\n");
 }
 
 /* The card's peaks for recorded GPU `gpu`: the device file's line for it
@@ -181,9 +189,87 @@ static int parse_window(const char *s, double *out)
 	return GPULSE_OK;
 }
 
+/* One line per window from the daemon's JSON, as print_window does. */
+static void print_json_window(json_t *w)
+{
+	char findings[64] = "";
+	json_t *f;
+	size_t i;
+	json_array_foreach(json_object_get(w, "findings"), i, f) {
+		size_t len = strlen(findings);
+		snprintf(findings + len, sizeof findings - len, "%s%s", len ? "," : "",
+			 json_string_value(f) ? json_string_value(f) : "?");
+	}
+	const char *brief = json_string_value(json_object_get(w, "brief"));
+	const char *advice = json_string_value(json_object_get(w, "advice"));
+	printf("%14.1f %14.1f %4lld  %-14s %-26s %s\n",
+	       json_number_value(json_object_get(w, "start_s")),
+	       json_number_value(json_object_get(w, "end_s")),
+	       (long long)json_integer_value(json_object_get(w, "gpu")),
+	       json_string_value(json_object_get(w, "bottleneck")) ?
+		       json_string_value(json_object_get(w, "bottleneck")) : "?",
+	       findings[0] ? findings : "-", brief ? brief : (advice ? advice : ""));
+}
+
+/* gpulse diagnose without --replay: the running gpulsed's live diagnosis. */
+static int diagnose_daemon(const struct client_opts *co, int gpu, const char *since,
+			   const char *window, bool json)
+{
+	char path[256], err[1024];
+	int n = snprintf(path, sizeof path, "/api/v1/diagnosis");
+	char sep = '?';
+	if (gpu >= 0) {
+		n += snprintf(path + n, sizeof path - (size_t)n, "%cgpu=%d", sep, gpu);
+		sep = '&';
+	}
+	if (since) {
+		n += snprintf(path + n, sizeof path - (size_t)n, "%csince=%.60s", sep, since);
+		sep = '&';
+	}
+	if (window)
+		snprintf(path + n, sizeof path - (size_t)n, "%cwindow=%s", sep, window);
+	json_t *root = NULL;
+	int rc = client_get_json(co, path, &root, NULL, err, sizeof err);
+	if (rc) {
+		fprintf(stderr, "gpulse: %s\n", err);
+		return client_exit_code(rc);
+	}
+	json_t *data = json_object_get(root, "data");
+	json_t *windows = json_object_get(data, "windows");
+	if (!json_is_array(windows)) {
+		fprintf(stderr, "gpulse: gpulsed sent /api/v1/diagnosis in an unexpected shape\n");
+		json_decref(root);
+		return CLI_FAIL;
+	}
+	if (json) {
+		/* The same document `--replay --json` prints. */
+		json_dumpf(data, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+		fputc('\n', stdout);
+	} else {
+		printf("%s: live diagnosis, %g s windows over the last %g s held\n",
+		       client_base_url(co), json_number_value(json_object_get(data, "window_s")),
+		       json_number_value(json_object_get(data, "history_s")));
+		printf("%14s %14s %4s  %-14s %-26s %s\n", "start_s", "end_s", "gpu", "bottleneck",
+		       "findings", "evidence");
+		json_t *w;
+		size_t i;
+		json_array_foreach(windows, i, w)
+			print_json_window(w);
+		if (json_array_size(windows) == 0)
+			printf("(no complete window yet)\n");
+	}
+	json_decref(root);
+	return CLI_OK;
+}
+
 int cmd_diagnose(int argc, char **argv)
 {
+	enum { OPT_URL = 256, OPT_TOKEN, OPT_GPU, OPT_SINCE };
 	static const struct option opts[] = {
+		{"gpu", required_argument, NULL, OPT_GPU},
+		{"since", required_argument, NULL, OPT_SINCE},
+		{"url", required_argument, NULL, OPT_URL},
+		{"token-file", required_argument, NULL, OPT_TOKEN},
 		{"replay", required_argument, NULL, 'r'},
 		{"window", required_argument, NULL, 'w'},
 		{"json", no_argument, NULL, 'j'},
@@ -191,17 +277,39 @@ int cmd_diagnose(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *path = NULL, *device_path = NULL;
+	const char *path = NULL, *device_path = NULL, *since = NULL, *window_arg = NULL;
+	struct client_opts co = {0};
+	int gpu = -1;
 	double window_s = 5;
 	bool json = false;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		char *end;
 		switch (c) {
+		case OPT_URL: co.url = optarg; break;
+		case OPT_TOKEN: co.token_file = optarg; break;
+		case OPT_SINCE:
+			since = optarg;
+			if (!*since || strspn(since, "0123456789.smhdwy") != strlen(since)) {
+				fprintf(stderr, "gpulse diagnose: --since must be a duration such as "
+						"10m or 30s, not \"%s\"\n", optarg);
+				return CLI_USAGE;
+			}
+			break;
+		case OPT_GPU:
+			gpu = (int)strtol(optarg, &end, 10);
+			if (!*optarg || *end || gpu < 0 || gpu >= GPU_MAX) {
+				fprintf(stderr, "gpulse diagnose: --gpu must be a GPU index, not \"%s\"\n",
+					optarg);
+				return CLI_USAGE;
+			}
+			break;
 		case 'r': path = optarg; break;
 		case 'd': device_path = optarg; break;
 		case 'j': json = true; break;
 		case 'w':
+			window_arg = optarg;
 			if (parse_window(optarg, &window_s) != GPULSE_OK) {
 				fprintf(stderr, "gpulse diagnose: --window must be a number of seconds "
 						"from 0.001 to 1e7, not \"%s\"\n", optarg);
@@ -212,12 +320,21 @@ int cmd_diagnose(int argc, char **argv)
 		default: diagnose_usage(stderr); return CLI_USAGE;
 		}
 	}
-	if (!path || optind < argc) {
-		if (!path)
-			fprintf(stderr, "gpulse diagnose: --replay FILE.csv is required\n");
-		else
-			fprintf(stderr, "gpulse diagnose: unexpected argument \"%s\"\n", argv[optind]);
+	if (optind < argc) {
+		fprintf(stderr, "gpulse diagnose: unexpected argument \"%s\"\n", argv[optind]);
 		diagnose_usage(stderr);
+		return CLI_USAGE;
+	}
+	if (!path) {
+		/* The daemon reads a bare number as seconds. */
+		char wbuf[32];
+		if (window_arg)
+			snprintf(wbuf, sizeof wbuf, "%g", window_s);
+		return diagnose_daemon(&co, gpu, since, window_arg ? wbuf : NULL, json);
+	}
+	if (gpu >= 0 || since || co.url) {
+		fprintf(stderr, "gpulse diagnose: --gpu, --since and --url are for the running "
+				"gpulsed, not --replay\n");
 		return CLI_USAGE;
 	}
 

@@ -35,8 +35,10 @@ int bus_create(struct bus **out)
 	if (!b)
 		return GPULSE_ENOMEM;
 	pthread_mutex_init(&b->attach_lock, NULL);
-	for (int i = 0; i < GPU_MAX; i++)
+	for (int i = 0; i < GPU_MAX; i++) {
 		pthread_mutex_init(&b->slot[i].lock, NULL);
+		b->slot[i].s.diag_class = -1;
+	}
 	*out = b;
 	return GPULSE_OK;
 }
@@ -189,6 +191,20 @@ void bus_note_ecc_event(struct bus *b, int slot, bool double_bit)
 	bump(b);
 }
 
+void bus_set_diagnosis(struct bus *b, int slot, int diag_class, unsigned findings,
+		       double window_end_s)
+{
+	if (slot < 0 || slot >= atomic_load(&b->count))
+		return;
+	struct bus_slot *sl = &b->slot[slot];
+	pthread_mutex_lock(&sl->lock);
+	sl->s.diag_class = diag_class;
+	sl->s.diag_findings = findings;
+	sl->s.diag_window_end_s = window_end_s;
+	pthread_mutex_unlock(&sl->lock);
+	bump(b);
+}
+
 int bus_read(struct bus *b, int slot, struct gpu_snapshot *out)
 {
 	if (slot < 0 || slot >= atomic_load(&b->count))
@@ -212,6 +228,9 @@ int bus_read(struct bus *b, int slot, struct gpu_snapshot *out)
 	out->valid &= ~out->stale;
 	if (out->health == GPU_HEALTH_LOST)
 		out->procs_valid = false;
+	/* A verdict holds only while the GPU answers. */
+	if (out->health != GPU_HEALTH_UP)
+		out->diag_class = -1;
 	return GPULSE_OK;
 }
 

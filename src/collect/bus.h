@@ -11,8 +11,8 @@
 
 struct bus;
 
-/* Called for every update after it is merged, on the publisher's thread.
- * Must not block and must not call back into the bus for the same GPU. */
+/* Called for every update after it is merged and the slot unlocked, on the
+ * publisher's thread. Must not block; it may call the bus's setters. */
 typedef void bus_subscriber_fn(void *ctx, const struct gpu_update *u);
 
 /* Create an empty bus. 0 or GPULSE_ENOMEM. Free with bus_destroy. */
@@ -41,6 +41,11 @@ void bus_set_health(struct bus *b, int slot, enum gpu_health h, const char *reas
 void bus_note_xid(struct bus *b, int slot, uint32_t xid, int64_t wall_ns);
 /* Count one ECC event (double_bit false: single-bit). */
 void bus_note_ecc_event(struct bus *b, int slot, bool double_bit);
+
+/* Record the live diagnosis of a GPU's last complete window (class index
+ * of diagnose.h or -1, finding bits, the window's end in Unix seconds). */
+void bus_set_diagnosis(struct bus *b, int slot, int diag_class, unsigned findings,
+		       double window_end_s);
 
 /* Copy slot's state into *out, applying staleness at monotonic time now.
  * 0 or GPULSE_ENOENT. */

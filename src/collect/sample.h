@@ -98,6 +98,12 @@ struct gpu_snapshot {
 	uint32_t last_xid;
 	uint64_t ecc_events[2];            /* [0] single-bit, [1] double-bit events */
 	uint64_t lost_total;               /* times the GPU was lost */
+	/* The verdict of the live diagnosis on the last complete window
+	 * (src/diagnose/live.h): a class index of diagnose.h, -1 while
+	 * there is none. */
+	int diag_class;
+	unsigned diag_findings;
+	double diag_window_end_s;
 };
 
 #endif

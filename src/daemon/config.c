@@ -95,11 +95,17 @@ static const struct key_spec http_keys[] = {
 	LEAF("allow_insecure_remote", BOOL, http.allow_insecure_remote),
 };
 
+static const struct key_spec diagnosis_keys[] = {
+	RANGED("window", DURATION, diagnosis.window_ns, 1 * SEC, 3600 * SEC),
+	RANGED("history", DURATION, diagnosis.history_ns, 10 * SEC, 86400 * SEC),
+};
+
 static const struct key_spec top_keys[] = {
 	LEAF("listen", LISTEN, listen),
 	LEAF("nvml_library", STRING, nvml_library),
 	SECTION("sampling", sampling_keys),
 	SECTION("replay", replay_keys),
+	SECTION("diagnosis", diagnosis_keys),
 	SECTION("http", http_keys),
 	LEAF("log_level", LOG_LEVEL, log_level),
 };
@@ -122,6 +128,8 @@ void config_defaults(struct gpulse_config *c)
 	c->sampling.events = true;
 	c->replay.speed = 1.0;
 	c->replay.loop = true;
+	c->diagnosis.window_ns = 5 * NS_PER_SEC;
+	c->diagnosis.history_ns = 300 * NS_PER_SEC;
 	c->http.max_connections = 64;
 	c->http.threads = 2;
 	c->http.timeout_ns = 10 * NS_PER_SEC;
@@ -1033,6 +1041,13 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 		config_format_duration(c->sampling.slow_ns, a, sizeof a);
 		config_format_duration(c->sampling.normal_ns, b, sizeof b);
 		str_errf(err, errlen, "%s: sampling.slow (%s) must not be shorter than sampling.normal (%s)",
+			name, a, b);
+		return GPULSE_EINVAL;
+	}
+	if (c->diagnosis.history_ns < c->diagnosis.window_ns) {
+		config_format_duration(c->diagnosis.history_ns, a, sizeof a);
+		config_format_duration(c->diagnosis.window_ns, b, sizeof b);
+		str_errf(err, errlen, "%s: diagnosis.history (%s) must not be shorter than diagnosis.window (%s)",
 			name, a, b);
 		return GPULSE_EINVAL;
 	}

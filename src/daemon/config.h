@@ -43,6 +43,10 @@ struct gpulse_config {
 		bool loop;
 	} replay;
 	struct {
+		int64_t window_ns;      /* live diagnosis window */
+		int64_t history_ns;     /* held in memory for /api/v1/diagnosis */
+	} diagnosis;
+	struct {
 		unsigned max_connections;
 		unsigned threads;
 		int64_t timeout_ns;

@@ -4,6 +4,7 @@
 #include "daemon.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,7 +16,9 @@
 #include "bus.h"
 #include "clock.h"
 #include "collector.h"
+#include "diagnose_json.h"
 #include "http_server.h"
+#include "live.h"
 #include "log.h"
 #include "prom.h"
 #include "replay.h"
@@ -49,6 +52,7 @@ struct daemon {
 	struct replay *rep;
 	struct self_stats self;
 	struct http_server *http;
+	struct diag_live *diag;
 	char token[CONFIG_TOKEN_MAX];
 	int64_t next_nvml_try;
 };
@@ -155,6 +159,97 @@ static int handle_gpus(void *ctx, const struct http_request *req, struct http_re
 	return status_json_render(&resp->body, d->bus, &d->self);
 }
 
+/* Prometheus's error envelope with HTTP 400. */
+static int bad_request(struct http_response *resp, const char *msg)
+{
+	resp->status = 400;
+	resp->content_type = "application/json";
+	buf_puts(&resp->body, "{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":");
+	buf_put_json_string(&resp->body, msg);
+	return buf_puts(&resp->body, "}\n");
+}
+
+/* /api/v1/diagnosis?gpu=N&since=10m&window=5s: the live diagnosis of the
+ * held history, in the document `gpulse diagnose --json` prints, inside
+ * the API's envelope. */
+static int handle_diagnosis(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct daemon *d = ctx;
+	const char *gpu_arg = http_request_arg(req, "gpu");
+	const char *since_arg = http_request_arg(req, "since");
+	const char *window_arg = http_request_arg(req, "window");
+	char msg[128];
+	int want_gpu = -1;
+	if (gpu_arg) {
+		char *end;
+		long g = strtol(gpu_arg, &end, 10);
+		if (*gpu_arg == '\0' || *end || g < 0 || g >= GPU_MAX)
+		{
+			snprintf(msg, sizeof msg, "gpu: \"%.40s\" is not a GPU index", gpu_arg);
+			return bad_request(resp, msg);
+		}
+		want_gpu = (int)g;
+	}
+	int64_t since_ns = (int64_t)(diag_live_history_s(d->diag) * 1e9), window_ns = 0;
+	if (since_arg && config_parse_duration(since_arg, &since_ns) != 0) {
+		snprintf(msg, sizeof msg, "since: \"%.40s\" is not a duration (e.g. 10m, 30s)", since_arg);
+		return bad_request(resp, msg);
+	}
+	if (window_arg && (config_parse_duration(window_arg, &window_ns) != 0 ||
+			   window_ns < NS_PER_SEC)) {
+		snprintf(msg, sizeof msg, "window: \"%.40s\" is not a duration of 1s or more", window_arg);
+		return bad_request(resp, msg);
+	}
+	double since_s = (double)clock_wall_ns() / 1e9 - (double)since_ns / 1e9;
+	double window_s = window_ns ? (double)window_ns / 1e9 : diag_live_window_s(d->diag);
+
+	struct buf *b = &resp->body;
+	resp->content_type = "application/json";
+	buf_printf(b, "{\"status\":\"success\",\"data\":{\"window_s\":");
+	buf_put_double(b, window_s);
+	buf_puts(b, ",\"history_s\":");
+	buf_put_double(b, diag_live_history_s(d->diag));
+	buf_puts(b, ",\"windows\":[");
+	struct buf sums, pks;
+	buf_init(&sums, CONFIG_HTTP_MAX_BODY);
+	buf_init(&pks, CONFIG_HTTP_MAX_BODY);
+	bool first = true, first_sum = true;
+	int rc = 0;
+	for (int g = 0; g < bus_gpu_count(d->bus) && !rc; g++) {
+		if (want_gpu >= 0 && g != want_gpu)
+			continue;
+		struct diag_window *w = NULL;
+		size_t n = 0;
+		struct gpu_peaks pk;
+		if (diag_live_windows(d->diag, g, since_s, window_s, &w, &n, &pk) != GPULSE_OK)
+			continue;
+		for (size_t k = 0; k < n && !rc; k++) {
+			if (!first)
+				buf_putc(b, ',');
+			first = false;
+			rc = diag_json_window(b, &w[k]);
+		}
+		struct diag_summary sum;
+		diagnose_summarize(w, n, &sum);
+		free(w);
+		if (!first_sum) {
+			buf_putc(&sums, ',');
+			buf_putc(&pks, ',');
+		}
+		first_sum = false;
+		diag_json_summary(&sums, &sum);
+		diag_json_peaks(&pks, g, &pk);
+	}
+	buf_puts(b, "],\"summary\":[");
+	buf_append(b, sums.data ? sums.data : "", sums.len);
+	buf_puts(b, "],\"peaks\":[");
+	buf_append(b, pks.data ? pks.data : "", pks.len);
+	buf_puts(b, "]}}\n");
+	buf_free(&sums);
+	buf_free(&pks);
+	return rc ? rc : (b->failed ? GPULSE_ELIMIT : 0);
+}
+
 static int handle_health(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	(void)ctx;
@@ -176,6 +271,8 @@ static int handle_index(void *ctx, const struct http_request *req, struct http_r
 			  "<li><a href=\"/metrics\">/metrics</a> (Prometheus)</li>"
 			  "<li><a href=\"/api/v1/gpus\">/api/v1/gpus</a> (JSON, what "
 			  "<code>gpulse status</code> shows)</li>"
+			  "<li><a href=\"/api/v1/diagnosis\">/api/v1/diagnosis</a> (what limits each GPU, "
+			  "window by window)</li>"
 			  "<li><a href=\"/healthz\">/healthz</a></li></ul></body></html>\n",
 			  GPULSE_VERSION,
 			  d->self.mode == MODE_NVML ? "NVML" :
@@ -338,7 +435,18 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	http_route(d->http, "/metrics", handle_metrics, d);
 	http_route(d->http, "/api/v1/gpus", handle_gpus, d);
 	http_route(d->http, "/healthz", handle_health, d);
+	http_route(d->http, "/api/v1/diagnosis", handle_diagnosis, d);
 	http_route(d->http, "/", handle_index, d);
+
+	/* The live diagnosis subscribes before any source publishes. */
+	double rate_hz = 1e9 / (double)d->cfg.sampling.fast_ns;
+	if (d->cfg.replay.file[0] || opt->demo)
+		rate_hz = fmax(rate_hz, 10 * d->cfg.replay.speed);
+	if (diag_live_create(&d->diag, d->bus, (double)d->cfg.diagnosis.window_ns / 1e9,
+			     (double)d->cfg.diagnosis.history_ns / 1e9, rate_hz) != GPULSE_OK) {
+		log_error("cannot start the live diagnosis");
+		goto out;
+	}
 
 	int src = start_source(d);
 	if (src) {
@@ -374,6 +482,7 @@ out:
 	http_server_stop(d->http);
 	replay_stop(d->rep);
 	collector_stop(d->col);
+	diag_live_destroy(d->diag);
 	bus_destroy(d->bus);
 	for (int i = 0; i < 2; i++) {
 		buf_free(&d->cache[i].scratch);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "diagnose.h"
 #include "fields.h"
 #include "status.h"
 
@@ -499,6 +500,42 @@ static void render_throttle(struct render *r)
 	}
 }
 
+/* The live diagnosis's verdict on the last complete window: 1 for the
+ * class, 0 for the others, so rules and dashboards can select on it. */
+static void render_bottleneck(struct render *r)
+{
+	struct pw *w = &r->w;
+	family(w, "gpulse_gpu_bottleneck", T_GAUGE,
+	       "1 for what limits the GPU in the last complete diagnosis window, 0 for the other "
+	       "classes (docs/DIAGNOSIS.md).");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_snapshot *s = &r->snap[i];
+		if (s->diag_class < 0)
+			continue;
+		for (int c = 0; c < DIAG_CLASS_COUNT; c++) {
+			gpu_sample(r, i);
+			PUT_LIT(w, ",class=\"");
+			put_str(w, diag_class_name((enum diag_class)c));
+			PUT_LIT(w, "\"");
+			end_u64(w, c == s->diag_class);
+		}
+	}
+	family(w, "gpulse_gpu_diagnosis_finding", T_GAUGE,
+	       "1 while the last complete diagnosis window carries this finding, 0 otherwise.");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_snapshot *s = &r->snap[i];
+		if (s->diag_class < 0)
+			continue;
+		for (int f = 0; f < DIAG_FINDING_COUNT; f++) {
+			gpu_sample(r, i);
+			PUT_LIT(w, ",finding=\"");
+			put_str(w, diag_finding_name((enum diag_finding)f));
+			PUT_LIT(w, "\"");
+			end_u64(w, (s->diag_findings & DIAG_FINDING_BIT(f)) != 0);
+		}
+	}
+}
+
 static void render_events(struct render *r)
 {
 	struct pw *w = &r->w;
@@ -907,6 +944,7 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 	render_identity_numbers(&r);
 	render_fields(&r);
 	render_throttle(&r);
+	render_bottleneck(&r);
 	render_events(&r);
 	render_processes(&r);
 	render_daemon(&r, cs, self);

@@ -102,7 +102,11 @@ expect_exit() { # CODE ARGS...
 	[ "$rc" = "$want" ] || fail "diagnose $*: exit $rc, want $want: $(cat "$WORK/err.txt")"
 }
 expect_exit 2 --bogus
-expect_exit 2 --json
+# Without --replay it asks gpulsed: unreachable here is a runtime failure;
+# daemon options do not mix with --replay.
+expect_exit 1 --json --url http://127.0.0.1:9
+grep -q "cannot reach gpulsed" "$WORK/err.txt" || fail "unreachable daemon: $(cat "$WORK/err.txt")"
+expect_exit 2 --replay "$REC" --since 10m
 expect_exit 2 --replay "$REC" --window 0
 expect_exit 2 --replay "$REC" --window abc
 expect_exit 2 --replay "$REC" extra

@@ -1,0 +1,64 @@
+# The live diagnosis in gpulsed: on the fake NVML serving the bf16 tensor
+# phase of the real recording, every complete window is compute_bound with
+# power_capped, exported as gpulse_gpu_bottleneck{class} and served on
+# /api/v1/diagnosis; `gpulse diagnose` shows it; bad arguments are refused.
+source "$(dirname "$0")/lib.sh"
+: "${FAKE_NVML:?}"
+
+python3 - "$REC" "$WORK/bf16.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head, body = rows[0], rows[1:]
+t = head.index("t_s")
+# Inside the compute_bf16_tensor phase (1795965318.6 .. 1795965330.6),
+# away from its edges.
+pick = [x for x in body if 1795965320.0 <= float(x[t]) <= 1795965329.0]
+w = csv.writer(open(sys.argv[2], "w", newline=""), lineterminator="\n")
+w.writerow(head); w.writerows(pick)
+PY
+cat >"$WORK/diag.yml" <<'YML'
+sampling:
+  fast: 100ms
+  normal: 500ms
+diagnosis:
+  window: 2s
+  history: 1m
+YML
+export GPULSE_FAKE_NVML_RECORDING="$WORK/bf16.csv" GPULSE_FAKE_NVML_SPEED=1
+start_daemon live --config "$WORK/diag.yml" --nvml-library "$FAKE_NVML"
+wait_for '[ "$(metric gpulse_gpu_bottleneck class=\"compute_bound\")" = 1 ]' ||
+	fail "no compute_bound verdict: $(fetch /metrics | grep bottleneck)"
+[ "$(metric gpulse_gpu_bottleneck 'class="memory_bound"')" = 0 ] || fail "other classes must read 0"
+[ "$(metric gpulse_gpu_diagnosis_finding 'finding="power_capped"')" = 1 ] || fail "power_capped finding missing"
+fetch /metrics >"$WORK/m.txt"
+promtool check metrics <"$WORK/m.txt" >"$WORK/pt.log" 2>&1 || fail "promtool: $(cat "$WORK/pt.log")"
+
+fetch "/api/v1/diagnosis?gpu=0&since=30s" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["status"] == "success", d
+data = d["data"]
+w = data["windows"]
+assert w, "no windows"
+for x in w:
+    for k in ("start_s", "end_s", "gpu", "bottleneck", "findings", "evidence", "advice"):
+        assert k in x, k
+assert data["window_s"] == 2, data["window_s"]
+# Every full window (2 s) after the first is the tensor workload.
+full = [x for x in w if abs(x["end_s"] - x["start_s"] - 2) < 1e-6]
+assert full and all(x["bottleneck"] == "compute_bound" for x in full[1:]), [x["bottleneck"] for x in full]
+' || fail "/api/v1/diagnosis"
+code=$(curl -s -o "$WORK/bad.json" -w '%{http_code}' "$URL/api/v1/diagnosis?since=soon")
+[ "$code" = 400 ] || fail "bad since gave HTTP $code"
+grep -q '"errorType":"bad_data"' "$WORK/bad.json" || fail "bad since: no Prometheus error body"
+
+"$GPULSE" diagnose --url "$URL" --gpu 0 >"$WORK/cli.txt" || fail "gpulse diagnose (daemon) failed"
+grep -q compute_bound "$WORK/cli.txt" || fail "gpulse diagnose shows no compute_bound: $(cat "$WORK/cli.txt")"
+"$GPULSE" diagnose --url "$URL" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert "windows" in d' ||
+	fail "gpulse diagnose --json (daemon)"
+set +e
+"$GPULSE" diagnose --url "$URL" --since 'x&y' 2>/dev/null; rc=$?
+set -e
+[ "$rc" = 2 ] || fail "bad --since: exit $rc, want 2"
+kill -TERM "$DAEMON_PID"
+echo PASS
