@@ -257,6 +257,21 @@ static int diagnose_daemon(const struct client_opts *co, int gpu, const char *si
 			print_json_window(w);
 		if (json_array_size(windows) == 0)
 			printf("(no complete window yet)\n");
+		json_t *o;
+		json_array_foreach(json_object_get(data, "owners"), i, o) {
+			const char *basis = json_string_value(json_object_get(o, "basis"));
+			bool mem = basis && strcmp(basis, "gpu_memory_bytes") == 0;
+			double v = json_number_value(json_object_get(o, "value"));
+			printf("GPU %lld: the bottleneck's owner is pid %lld (%s), the largest %s "
+			       "(%.0f%s) of %lld process(es)\n",
+			       (long long)json_integer_value(json_object_get(o, "gpu")),
+			       (long long)json_integer_value(json_object_get(o, "pid")),
+			       json_string_value(json_object_get(o, "comm")) ?
+				       json_string_value(json_object_get(o, "comm")) : "?",
+			       mem ? "GPU memory user" : "SM user", mem ? v / 1048576 : v * 100,
+			       mem ? " MiB" : "%",
+			       (long long)json_integer_value(json_object_get(o, "processes")));
+		}
 	}
 	json_decref(root);
 	return CLI_OK;

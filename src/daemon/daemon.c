@@ -169,6 +169,54 @@ static int bad_request(struct http_response *resp, const char *msg)
 	return buf_puts(&resp->body, "}\n");
 }
 
+/* Which process owns each GPU's bottleneck, from what runs now: the one
+ * with the largest SM share (NVML's per-process utilization), or, when
+ * that is unknown or the GPU is short of memory, the largest user of
+ * memory. One object per GPU with processes. */
+static void render_owners(struct daemon *d, struct buf *b, int want_gpu)
+{
+	bool first = true;
+	for (int g = 0; g < bus_gpu_count(d->bus); g++) {
+		if (want_gpu >= 0 && g != want_gpu)
+			continue;
+		struct gpu_snapshot s;
+		if (bus_read(d->bus, g, &s) != GPULSE_OK || !s.procs_valid || s.nprocs == 0)
+			continue;
+		bool by_memory = s.diag_class >= 0 &&
+				 (s.diag_findings & DIAG_FINDING_BIT(DIAG_FINDING_MEMORY_PRESSURE));
+		int best = -1;
+		double best_v = -1;
+		for (int pass = 0; pass < 2 && best < 0; pass++) {
+			bool mem = by_memory || pass == 1;
+			for (int i = 0; i < s.nprocs; i++) {
+				const struct gpu_process *p = &s.procs[i];
+				double v = mem ? (p->mem_valid ? (double)p->used_bytes : -1)
+					       : (p->util_valid ? p->sm_ratio : -1);
+				if (v > best_v) {
+					best_v = v;
+					best = i;
+				}
+			}
+			if (best >= 0) {
+				by_memory = mem;
+				break;
+			}
+		}
+		if (best < 0)
+			continue;
+		const struct gpu_process *p = &s.procs[best];
+		if (!first)
+			buf_putc(b, ',');
+		first = false;
+		buf_printf(b, "{\"gpu\":%d,\"pid\":%u,\"comm\":", s.id.index, p->pid);
+		buf_put_json_string(b, p->comm);
+		buf_printf(b, ",\"basis\":\"%s\",\"value\":", by_memory ? "gpu_memory_bytes"
+									   : "sm_utilization_ratio");
+		buf_put_double(b, best_v);
+		buf_printf(b, ",\"processes\":%d}", s.nprocs);
+	}
+}
+
 /* /api/v1/diagnosis?gpu=N&since=10m&window=5s: the live diagnosis of the
  * held history, in the document `gpulse diagnose --json` prints, inside
  * the API's envelope. */
@@ -240,6 +288,8 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 		diag_json_summary(&sums, &sum);
 		diag_json_peaks(&pks, g, &pk);
 	}
+	buf_puts(b, "],\"owners\":[");
+	render_owners(d, b, want_gpu);
 	buf_puts(b, "],\"summary\":[");
 	buf_append(b, sums.data ? sums.data : "", sums.len);
 	buf_puts(b, "],\"peaks\":[");

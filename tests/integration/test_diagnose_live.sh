@@ -47,6 +47,11 @@ assert data["window_s"] == 2, data["window_s"]
 # Every full window (2 s) after the first is the tensor workload.
 full = [x for x in w if abs(x["end_s"] - x["start_s"] - 2) < 1e-6]
 assert full and all(x["bottleneck"] == "compute_bound" for x in full[1:]), [x["bottleneck"] for x in full]
+# The fake NVML reports the calling process (gpulsed itself) as the one
+# process on the GPU, with the recorded SM utilization.
+o = data["owners"]
+assert len(o) == 1 and o[0]["gpu"] == 0 and o[0]["comm"] == "gpulsed", o
+assert o[0]["basis"] == "sm_utilization_ratio" and o[0]["value"] > 0.5, o
 ' || fail "/api/v1/diagnosis"
 code=$(curl -s -o "$WORK/bad.json" -w '%{http_code}' "$URL/api/v1/diagnosis?since=soon")
 [ "$code" = 400 ] || fail "bad since gave HTTP $code"
@@ -54,6 +59,7 @@ grep -q '"errorType":"bad_data"' "$WORK/bad.json" || fail "bad since: no Prometh
 
 "$GPULSE" diagnose --url "$URL" --gpu 0 >"$WORK/cli.txt" || fail "gpulse diagnose (daemon) failed"
 grep -q compute_bound "$WORK/cli.txt" || fail "gpulse diagnose shows no compute_bound: $(cat "$WORK/cli.txt")"
+grep -q "owner is pid [0-9]* (gpulsed)" "$WORK/cli.txt" || fail "gpulse diagnose names no owner: $(cat "$WORK/cli.txt")"
 "$GPULSE" diagnose --url "$URL" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert "windows" in d' ||
 	fail "gpulse diagnose --json (daemon)"
 set +e
