@@ -119,7 +119,9 @@ int buf_put_double(struct buf *b, double v)
 		return buf_puts(b, v > 0 ? "+Inf" : "-Inf");
 	/* Integers print without an exponent or point, as Go's
 	 * strconv.FormatFloat(v, 'g', -1, 64) would for Prometheus. */
-	if (v == (double)(long long)v && fabs(v) < 1e15)
+	/* The range check comes first: converting a double beyond long
+	 * long's range is undefined behaviour. */
+	if (fabs(v) < 1e15 && v == (double)(long long)v)
 		return buf_printf(b, "%lld", (long long)v);
 	char tmp[32];
 	for (int prec = 15; prec <= 17; prec++) {

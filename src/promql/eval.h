@@ -1,0 +1,75 @@
+/* PromQL evaluation with Prometheus 2.x semantics: an instant query at one
+ * time or a range query over [start, end] every step, reading series
+ * through a promql_queryable. See docs/internals/promql.md. */
+#ifndef GPULSE_PROMQL_EVAL_H
+#define GPULSE_PROMQL_EVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ast.h"
+#include "buf.h"
+#include "queryable.h"
+
+#define PROMQL_DEFAULT_LOOKBACK_MS (5 * 60 * 1000)
+#define PROMQL_DEFAULT_MAX_SERIES  100000   /* per selector */
+#define PROMQL_DEFAULT_MAX_SAMPLES 5000000  /* loaded or produced per query */
+#define PROMQL_MAX_STEPS           11000    /* as Prometheus's API allows */
+
+struct promql_opts {
+	int64_t lookback_ms;       /* instant selectors look this far back */
+	size_t max_series;         /* series one selector may select */
+	size_t max_samples;        /* samples one query may load or produce */
+};
+
+/* Fill *o with the defaults above. */
+void promql_opts_default(struct promql_opts *o);
+
+/* One series of a result. For a vector every series has exactly one
+ * point (at the evaluation time); for a matrix, points in time order. */
+struct promql_result_series {
+	const struct promql_label *labels; /* sorted by name */
+	size_t nlabels;
+	const struct promql_sample *points;
+	size_t npoints;
+};
+
+struct promql_result {
+	enum promql_type type;  /* SCALAR, VECTOR, MATRIX or STRING */
+	int64_t t_ms;           /* SCALAR and STRING: the evaluation time */
+	double scalar;          /* SCALAR */
+	const char *string;     /* STRING */
+	const struct promql_result_series *series; /* VECTOR and MATRIX */
+	size_t nseries;
+	void *mem;              /* owns everything above */
+};
+
+/* Evaluate `e` at t_ms. On success *out is a new result the caller frees
+ * with promql_result_free; the tree and the storage are not retained. A
+ * vector keeps Prometheus's order (topk/bottomk sorted by value, others
+ * as produced); an instant query of a range selector gives a matrix.
+ * Errors: a status code with a message in err (for example
+ * GPULSE_EINVAL "found duplicate series for the match group ...",
+ * GPULSE_ELIMIT "query processing would load too many samples ..."). */
+int promql_eval_instant(const struct promql_expr *e, const struct promql_queryable *q, void *qctx,
+			const struct promql_opts *opts, int64_t t_ms,
+			struct promql_result **out, char *err, size_t errlen);
+
+/* Evaluate `e` at start, start+step, ... <= end, each step on its own as
+ * Prometheus 2.x does; the result is always a MATRIX, series sorted by
+ * labels. The expression must be of scalar or instant vector type. */
+int promql_eval_range(const struct promql_expr *e, const struct promql_queryable *q, void *qctx,
+		      const struct promql_opts *opts, int64_t start_ms, int64_t end_ms, int64_t step_ms,
+		      struct promql_result **out, char *err, size_t errlen);
+
+/* Accepts NULL. */
+void promql_result_free(struct promql_result *r);
+
+/* Append v as Prometheus's API writes sample values:
+ * strconv.FormatFloat(v, 'f', -1, 64), "NaN", "+Inf", "-Inf". */
+int promql_format_value(struct buf *b, double v);
+
+/* Append a label set as Prometheus prints one: {a="1", b="2"}. */
+int promql_format_labels(struct buf *b, const struct promql_label *labels, size_t n);
+
+#endif

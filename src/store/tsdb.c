@@ -1,0 +1,1759 @@
+/* The store engine: series table, sharded in-memory head, flush into
+ * SQLite, select, rollups, retention, records. The layout and the crash
+ * model are in docs/internals/store.md; the contracts in tsdb.h. */
+#include "tsdb.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <regex.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chunk.h"
+#include "clock.h"
+#include "log.h"
+#include "status.h"
+#include "str.h"
+
+#define SHARDS 16
+#define DEFAULT_FLUSH_MS 1000
+#define DEFAULT_RAW_RETENTION_MS (48LL * 3600 * 1000)
+#define DEFAULT_ROLLUP_RETENTION_MS (30LL * 24 * 3600 * 1000)
+#define DEFAULT_ROLLUP_STEP_MS 60000
+#define DEFAULT_MAX_SERIES 100000
+#define DEFAULT_MAX_HEAD_BYTES (256u << 20)
+#define RETENTION_PERIOD_MS 60000
+#define BUSY_TIMEOUT_MS 5000
+#define RECORD_LIST_MAX 10000
+#define RECORD_FIELD_MAX 65536          /* kind and key bytes */
+#define RECORD_JSON_MAX (16u << 20)
+
+/* A completed chunk waiting in the head for a flush. */
+struct pend {
+	struct pend *next;
+	int64_t mint, maxt;
+	uint16_t n;
+	uint16_t len;
+	uint8_t data[];
+};
+
+struct series {
+	uint32_t id;                 /* the ref; index + 1 */
+	uint32_t nlabels;
+	struct tsdb_label *labels;   /* sorted by name, pointing into blob */
+	uint8_t *blob;               /* name\0value\0... as stored on disk */
+	size_t blob_len;
+	uint64_t hash;
+	struct series *hnext;
+	/* Under the store's db_mu. */
+	bool on_disk;
+	int64_t rolled_until;        /* rollup rows exist for buckets before this */
+	/* Under the shard's mutex. */
+	struct chunk_enc *open;
+	struct pend *ph, *pt;        /* pending full chunks, oldest first */
+	bool has_last;
+	int64_t last_t;
+	uint16_t open_saved_n;       /* samples of the open chunk already on disk */
+};
+
+struct shard {
+	pthread_mutex_t mu;
+	uint64_t appended;
+	uint64_t dropped;
+} __attribute__((aligned(64)));
+
+enum stmt_id {
+	ST_SERIES_INSERT, ST_CHUNK_PUT, ST_CHUNK_RANGE, ST_ROLLUP_PUT, ST_ROLLUP_RANGE,
+	ST_SERIES_ROLLED, ST_RET_CHUNKS, ST_RET_ROLLUPS, ST_REC_PUT, ST_REC_GET, ST_REC_LIST,
+	ST_REC_DEL, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_COUNT
+};
+
+static const char *const stmt_sql[ST_COUNT] = {
+	[ST_SERIES_INSERT] = "INSERT OR REPLACE INTO series(id, labels, rolled_until_ms) VALUES (?1, ?2, ?3)",
+	[ST_CHUNK_PUT] = "INSERT OR REPLACE INTO chunks(series_id, mint, maxt, n, data) VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_CHUNK_RANGE] = "SELECT mint, data FROM chunks WHERE series_id = ?1 AND mint <= ?3 AND maxt >= ?2 ORDER BY mint",
+	[ST_ROLLUP_PUT] = "INSERT OR REPLACE INTO rollups(series_id, t, min, max, sum, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[ST_ROLLUP_RANGE] = "SELECT t, min, max, sum, count FROM rollups WHERE series_id = ?1 AND t >= ?2 AND t <= ?3 ORDER BY t",
+	[ST_SERIES_ROLLED] = "UPDATE series SET rolled_until_ms = ?2 WHERE id = ?1",
+	[ST_RET_CHUNKS] = "DELETE FROM chunks WHERE series_id = ?1 AND mint < ?2 AND maxt < ?2",
+	[ST_RET_ROLLUPS] = "DELETE FROM rollups WHERE series_id = ?1 AND t < ?2",
+	[ST_REC_PUT] = "INSERT OR REPLACE INTO records(kind, key, t_ms, json) VALUES (?1, ?2, ?3, ?4)",
+	[ST_REC_GET] = "SELECT t_ms, json FROM records WHERE kind = ?1 AND key = ?2",
+	[ST_REC_LIST] = "SELECT key, t_ms, json FROM records WHERE kind = ?1 AND t_ms >= ?2 AND t_ms <= ?3 ORDER BY t_ms, key LIMIT ?4",
+	[ST_REC_DEL] = "DELETE FROM records WHERE kind = ?1 AND key = ?2",
+	[ST_BEGIN] = "BEGIN IMMEDIATE",
+	[ST_COMMIT] = "COMMIT",
+	[ST_ROLLBACK] = "ROLLBACK",
+};
+
+/* Versioned migrations: entry i takes the schema from version i to i + 1,
+ * in one transaction with the version bump. Append only. */
+static const char *const migrations[TSDB_SCHEMA_VERSION] = {
+	/* 1: series (labels as name\0value\0..., unique in memory), chunks
+	 * (a rowid table: a chunk of at most CHUNK_MAX_BYTES stays on its
+	 * leaf page, where WITHOUT ROWID would spill it to overflow pages),
+	 * rollups, records. Kept terse: every table and index costs a page. */
+	"CREATE TABLE series(id INTEGER PRIMARY KEY, labels BLOB NOT NULL,"
+	" rolled_until_ms INTEGER NOT NULL DEFAULT 0);"
+	"CREATE TABLE chunks(id INTEGER PRIMARY KEY, series_id INTEGER NOT NULL,"
+	" mint INTEGER NOT NULL, maxt INTEGER NOT NULL, n INTEGER NOT NULL, data BLOB NOT NULL);"
+	"CREATE UNIQUE INDEX chunks_series_time ON chunks(series_id, mint);"
+	"CREATE TABLE rollups(series_id INTEGER NOT NULL, t INTEGER NOT NULL,"
+	" min REAL, max REAL, sum REAL, count INTEGER NOT NULL,"
+	" PRIMARY KEY(series_id, t)) WITHOUT ROWID;"
+	"CREATE TABLE records(kind TEXT NOT NULL, key TEXT NOT NULL, t_ms INTEGER NOT NULL,"
+	" json TEXT NOT NULL, PRIMARY KEY(kind, key)) WITHOUT ROWID;",
+};
+
+struct tsdb {
+	struct tsdb_opts o;
+	char *path;
+	int lock_fd;                 /* flock on PATH.lock: one store per file */
+	sqlite3 *sql;
+	sqlite3_stmt *st[ST_COUNT];
+	pthread_mutex_t db_mu;       /* the connection, flushes, series on_disk/rolled_until */
+
+	struct series **series;      /* o.max_series slots; published by nseries */
+	_Atomic size_t nseries;
+	pthread_mutex_t series_mu;   /* creation and the hash table */
+	struct series **htab;
+	size_t hcap;
+
+	struct shard shards[SHARDS];
+	_Atomic uint64_t head_bytes;
+	_Atomic uint64_t head_dropped;
+	_Atomic uint64_t chunks_flushed;
+	_Atomic uint64_t storage_errors;
+	_Atomic uint64_t flushes;
+	_Atomic uint64_t series_limit_hits;
+	_Atomic uint64_t label_limit_hits;
+	struct complaint flush_complaint;   /* under db_mu */
+	bool flush_failing;
+
+	pthread_t flusher;
+	bool flusher_running;
+	bool flusher_stop;
+	pthread_mutex_t fl_mu;
+	pthread_cond_t fl_cv;
+};
+
+/* ---- small helpers ---- */
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+	int64_t q = a / b;
+	return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+/* The start of t's bucket; saturates at INT64_MIN for the far past. */
+static int64_t bucket_of(int64_t t, int64_t step)
+{
+	int64_t q = floor_div(t, step);
+	return q < INT64_MIN / step ? INT64_MIN : q * step;
+}
+
+static int64_t wall_ms(void)
+{
+	return clock_wall_ns() / NS_PER_MS;
+}
+
+static uint64_t hash_bytes(const uint8_t *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;    /* FNV-1a */
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static struct series *series_at(struct tsdb *db, uint32_t ref)
+{
+	size_t n = atomic_load_explicit(&db->nseries, memory_order_acquire);
+	if (ref == 0 || ref > n)
+		return NULL;
+	return db->series[ref - 1];
+}
+
+static void series_free(struct series *s)
+{
+	if (!s)
+		return;
+	struct pend *p = s->ph;
+	while (p) {
+		struct pend *next = p->next;
+		free(p);
+		p = next;
+	}
+	free(s->open);
+	free(s->labels);
+	free(s->blob);
+	free(s);
+}
+
+static bool label_name_ok(const char *s)
+{
+	if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+		return false;
+	for (s++; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_' ||
+		      (*s >= '0' && *s <= '9')))
+			return false;
+	return true;
+}
+
+static int label_cmp(const void *a, const void *b)
+{
+	const struct tsdb_label *x = a, *y = b;
+	return strcmp(x->name, y->name);
+}
+
+/* Build a series (labels parsed out of a blob that the caller hands over). */
+static int series_from_blob(uint8_t *blob, size_t len, struct series **out)
+{
+	struct series *s = calloc(1, sizeof *s);
+	if (!s) {
+		free(blob);
+		return GPULSE_ENOMEM;
+	}
+	s->blob = blob;
+	s->blob_len = len;
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		if (blob[i] == 0)
+			n++;
+	if (n == 0 || n % 2 || n / 2 > TSDB_MAX_LABELS || blob[len - 1] != 0) {
+		series_free(s);
+		return GPULSE_EPARSE;
+	}
+	s->nlabels = (uint32_t)(n / 2);
+	s->labels = calloc(s->nlabels, sizeof *s->labels);
+	s->open = malloc(sizeof *s->open);
+	if (!s->labels || !s->open) {
+		series_free(s);
+		return GPULSE_ENOMEM;
+	}
+	chunk_enc_init(s->open);
+	const char *p = (const char *)blob;
+	for (uint32_t i = 0; i < s->nlabels; i++) {
+		s->labels[i].name = p;
+		p += strlen(p) + 1;
+		s->labels[i].value = p;
+		p += strlen(p) + 1;
+		if (i > 0 && strcmp(s->labels[i - 1].name, s->labels[i].name) >= 0) {
+			series_free(s);
+			return GPULSE_EPARSE;
+		}
+	}
+	s->hash = hash_bytes(blob, len);
+	*out = s;
+	return 0;
+}
+
+static struct series *htab_find(struct tsdb *db, const uint8_t *blob, size_t len, uint64_t h)
+{
+	for (struct series *s = db->htab[h & (db->hcap - 1)]; s; s = s->hnext)
+		if (s->hash == h && s->blob_len == len && memcmp(s->blob, blob, len) == 0)
+			return s;
+	return NULL;
+}
+
+/* Add a series under series_mu; the slot count was checked. */
+static void series_publish(struct tsdb *db, struct series *s)
+{
+	size_t n = atomic_load_explicit(&db->nseries, memory_order_relaxed);
+	s->id = (uint32_t)(n + 1);
+	size_t b = s->hash & (db->hcap - 1);
+	s->hnext = db->htab[b];
+	db->htab[b] = s;
+	db->series[n] = s;
+	atomic_fetch_add(&db->head_bytes, sizeof *s + sizeof *s->open + s->blob_len);
+	atomic_store_explicit(&db->nseries, n + 1, memory_order_release);
+}
+
+/* ---- SQLite plumbing ---- */
+
+static int sql_step_done(sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : rc;
+}
+
+static int exec_stmt(struct tsdb *db, enum stmt_id id)
+{
+	return sql_step_done(db->st[id]);
+}
+
+static int pragma_int(sqlite3 *sql, const char *q, int64_t *out, int *sqlrc)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(sql, q, -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW) {
+			*out = sqlite3_column_int64(st, 0);
+			rc = SQLITE_OK;
+		} else if (rc == SQLITE_DONE) {
+			*out = 0;
+			rc = SQLITE_OK;
+		}
+	}
+	sqlite3_finalize(st);
+	*sqlrc = rc;
+	return rc == SQLITE_OK ? 0 : GPULSE_EIO;
+}
+
+static int check_file(struct tsdb *db, int64_t *version, char *err, size_t errlen)
+{
+	int64_t app = 0, tables = 0;
+	int sqlrc = 0;
+	if (pragma_int(db->sql, "PRAGMA application_id", &app, &sqlrc) != 0) {
+		str_errf(err, errlen, "%s: not a gpulse database: %s", db->path,
+			 sqlite3_errstr(sqlrc));
+		return GPULSE_EPARSE;
+	}
+	if (pragma_int(db->sql, "PRAGMA user_version", version, &sqlrc) != 0 ||
+	    pragma_int(db->sql, "SELECT count(*) FROM sqlite_master", &tables, &sqlrc) != 0) {
+		str_errf(err, errlen, "%s: damaged or unreadable database: %s", db->path,
+			 sqlite3_errstr(sqlrc));
+		return GPULSE_EPARSE;
+	}
+	if (app != TSDB_APPLICATION_ID && (app != 0 || tables > 0)) {
+		str_errf(err, errlen,
+			 "%s: an SQLite database of another application (application_id 0x%llx, %lld tables), not a gpulse store",
+			 db->path, (unsigned long long)app, (long long)tables);
+		return GPULSE_EPARSE;
+	}
+	if (*version > TSDB_SCHEMA_VERSION) {
+		str_errf(err, errlen, "%s: schema version %lld is newer than this gpulse (%d)",
+			 db->path, (long long)*version, TSDB_SCHEMA_VERSION);
+		return GPULSE_EPARSE;
+	}
+	/* The quick form: checks page structure without reading every index
+	 * entry back, fast enough for every open. */
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(db->sql, "PRAGMA quick_check(1)", -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		str_errf(err, errlen, "%s: damaged database: %s", db->path, sqlite3_errmsg(db->sql));
+		sqlite3_finalize(st);
+		return GPULSE_EPARSE;
+	}
+	const char *res = (const char *)sqlite3_column_text(st, 0);
+	if (!res || strcmp(res, "ok") != 0) {
+		str_errf(err, errlen, "%s: damaged database: %.200s", db->path, res ? res : "?");
+		sqlite3_finalize(st);
+		return GPULSE_EPARSE;
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+static int migrate(struct tsdb *db, int64_t from, char *err, size_t errlen)
+{
+	for (int64_t v = from; v < TSDB_SCHEMA_VERSION; v++) {
+		char tail[256];
+		/* The schema version is the header's user_version. */
+		snprintf(tail, sizeof tail, "PRAGMA application_id = %d; PRAGMA user_version = %lld;",
+			 TSDB_APPLICATION_ID, (long long)v + 1);
+		char *msg = NULL;
+		int rc = sqlite3_exec(db->sql, "BEGIN IMMEDIATE", NULL, NULL, &msg);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(db->sql, migrations[v], NULL, NULL, &msg);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(db->sql, tail, NULL, NULL, &msg);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(db->sql, "COMMIT", NULL, NULL, &msg);
+		if (rc != SQLITE_OK) {
+			str_errf(err, errlen, "%s: migration to schema %lld failed: %s", db->path,
+				 (long long)v + 1, msg ? msg : sqlite3_errstr(rc));
+			sqlite3_free(msg);
+			sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
+			return GPULSE_EIO;
+		}
+	}
+	return 0;
+}
+
+static int load_series(struct tsdb *db, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(db->sql,
+				    "SELECT id, labels, rolled_until_ms FROM series ORDER BY id", -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		goto sqlfail;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t id = sqlite3_column_int64(st, 0);
+		size_t len = (size_t)sqlite3_column_bytes(st, 1);
+		const void *b = sqlite3_column_blob(st, 1);
+		size_t n = atomic_load(&db->nseries);
+		if (id != (int64_t)n + 1 || !b || len == 0 ||
+		    len > TSDB_MAX_LABELS * (TSDB_MAX_LABEL_NAME + TSDB_MAX_LABEL_VALUE + 2)) {
+			str_errf(err, errlen, "%s: damaged series table (row id %lld)", db->path,
+				 (long long)id);
+			sqlite3_finalize(st);
+			return GPULSE_EPARSE;
+		}
+		if (n >= db->o.max_series) {
+			str_errf(err, errlen, "%s: holds more series than max_series (%zu)", db->path,
+				 db->o.max_series);
+			sqlite3_finalize(st);
+			return GPULSE_ELIMIT;
+		}
+		uint8_t *copy = malloc(len);
+		if (!copy) {
+			sqlite3_finalize(st);
+			return GPULSE_ENOMEM;
+		}
+		memcpy(copy, b, len);
+		struct series *s;
+		int r = series_from_blob(copy, len, &s);
+		if (r != 0) {
+			str_errf(err, errlen, "%s: damaged label set of series %lld", db->path,
+				 (long long)id);
+			sqlite3_finalize(st);
+			return r;
+		}
+		s->on_disk = true;
+		s->rolled_until = sqlite3_column_int64(st, 2);
+		series_publish(db, s);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto sqlfail;
+	/* Appends after a restart continue after what is on disk. */
+	rc = sqlite3_prepare_v2(db->sql, "SELECT series_id, max(maxt) FROM chunks GROUP BY series_id",
+				-1, &st, NULL);
+	if (rc != SQLITE_OK)
+		goto sqlfail;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct series *s = series_at(db, (uint32_t)sqlite3_column_int64(st, 0));
+		if (s) {
+			s->has_last = true;
+			s->last_t = sqlite3_column_int64(st, 1);
+		}
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto sqlfail;
+	return 0;
+sqlfail:
+	str_errf(err, errlen, "%s: cannot load series: %s", db->path, sqlite3_errmsg(db->sql));
+	return GPULSE_EPARSE;
+}
+
+/* ---- open / close ---- */
+
+static int set_page_cap(struct tsdb *db, int64_t pages)
+{
+	char q[64];
+	/* SQLite's largest page count stands for "no cap". */
+	snprintf(q, sizeof q, "PRAGMA max_page_count = %lld",
+		 (long long)(pages > 0 ? pages : 4294967294LL));
+	return sqlite3_exec(db->sql, q, NULL, NULL, NULL) == SQLITE_OK ? 0 : GPULSE_EIO;
+}
+
+int tsdb_set_max_db_pages(struct tsdb *db, int64_t pages)
+{
+	pthread_mutex_lock(&db->db_mu);
+	int rc = set_page_cap(db, pages);
+	pthread_mutex_unlock(&db->db_mu);
+	return rc;
+}
+
+static void db_free(struct tsdb *db)
+{
+	for (int i = 0; i < ST_COUNT; i++)
+		sqlite3_finalize(db->st[i]);
+	if (db->sql)
+		sqlite3_close(db->sql);
+	size_t n = atomic_load(&db->nseries);
+	for (size_t i = 0; i < n; i++)
+		series_free(db->series[i]);
+	free(db->series);
+	free(db->htab);
+	for (int i = 0; i < SHARDS; i++)
+		pthread_mutex_destroy(&db->shards[i].mu);
+	pthread_mutex_destroy(&db->db_mu);
+	pthread_mutex_destroy(&db->series_mu);
+	pthread_mutex_destroy(&db->fl_mu);
+	pthread_cond_destroy(&db->fl_cv);
+	if (db->lock_fd >= 0)
+		close(db->lock_fd);   /* releases the flock */
+	free(db->path);
+	free(db);
+}
+
+/* Series ids are allocated in memory, so two stores writing one file would
+ * corrupt each other's series: the second open is refused. The kernel drops
+ * the lock when the process dies, kill -9 included. */
+static int lock_file(struct tsdb *db, char *err, size_t errlen)
+{
+	char lp[4096];
+	if ((size_t)snprintf(lp, sizeof lp, "%s.lock", db->path) >= sizeof lp) {
+		str_errf(err, errlen, "%s: path too long", db->path);
+		return GPULSE_EINVAL;
+	}
+	db->lock_fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (db->lock_fd < 0) {
+		str_errf(err, errlen, "%s: cannot open: %s", lp, strerror(errno));
+		return GPULSE_EIO;
+	}
+	if (flock(db->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+		int e = errno;
+		str_errf(err, errlen, "%s: %s", db->path,
+			 e == EWOULDBLOCK ? "in use by another gpulse store (its .lock file is held)"
+					  : strerror(e));
+		return e == EWOULDBLOCK ? GPULSE_EBUSY : GPULSE_EIO;
+	}
+	return 0;
+}
+
+int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t errlen)
+{
+	*out = NULL;
+	if (!opts || !opts->path || !*opts->path) {
+		str_errf(err, errlen, "tsdb: no database path");
+		return GPULSE_EINVAL;
+	}
+	struct tsdb *db = calloc(1, sizeof *db);
+	if (!db)
+		return GPULSE_ENOMEM;
+	db->lock_fd = -1;
+	db->o = *opts;
+	if (db->o.flush_interval_ms <= 0)
+		db->o.flush_interval_ms = DEFAULT_FLUSH_MS;
+	if (db->o.raw_retention_ms <= 0)
+		db->o.raw_retention_ms = DEFAULT_RAW_RETENTION_MS;
+	if (db->o.rollup_retention_ms <= 0)
+		db->o.rollup_retention_ms = DEFAULT_ROLLUP_RETENTION_MS;
+	if (db->o.rollup_step_ms <= 0)
+		db->o.rollup_step_ms = DEFAULT_ROLLUP_STEP_MS;
+	if (db->o.max_series == 0)
+		db->o.max_series = DEFAULT_MAX_SERIES;
+	if (db->o.max_head_bytes == 0)
+		db->o.max_head_bytes = DEFAULT_MAX_HEAD_BYTES;
+	if (db->o.max_series > UINT32_MAX / 2)
+		db->o.max_series = UINT32_MAX / 2;
+	pthread_mutex_init(&db->db_mu, NULL);
+	pthread_mutex_init(&db->series_mu, NULL);
+	pthread_mutex_init(&db->fl_mu, NULL);
+	pthread_cond_init(&db->fl_cv, NULL);
+	for (int i = 0; i < SHARDS; i++)
+		pthread_mutex_init(&db->shards[i].mu, NULL);
+	db->path = strdup(opts->path);
+	db->series = calloc(db->o.max_series, sizeof *db->series);
+	db->hcap = 1024;
+	while (db->hcap < db->o.max_series && db->hcap < (1u << 24))
+		db->hcap <<= 1;
+	db->htab = calloc(db->hcap, sizeof *db->htab);
+	if (!db->path || !db->series || !db->htab) {
+		db_free(db);
+		return GPULSE_ENOMEM;
+	}
+
+	int r = lock_file(db, err, errlen);
+	if (r != 0) {
+		db_free(db);
+		return r;
+	}
+	int rc = sqlite3_open_v2(db->path, &db->sql, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	if (rc != SQLITE_OK) {
+		str_errf(err, errlen, "%s: cannot open: %s", db->path,
+			 db->sql ? sqlite3_errmsg(db->sql) : sqlite3_errstr(rc));
+		db_free(db);
+		return GPULSE_EIO;
+	}
+	sqlite3_extended_result_codes(db->sql, 1);
+	sqlite3_busy_timeout(db->sql, BUSY_TIMEOUT_MS);
+	int64_t version = 0;
+	r = check_file(db, &version, err, errlen);
+	if (r != 0) {
+		db_free(db);
+		return r;
+	}
+	char *msg = NULL;
+	/* Small pages for a new file: a store of a few GPUs is small, and
+	 * every table and index costs at least one page. */
+	if (version == 0)
+		sqlite3_exec(db->sql, "PRAGMA page_size = 1024", NULL, NULL, NULL);
+	rc = sqlite3_exec(db->sql, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, &msg);
+	if (rc != SQLITE_OK) {
+		str_errf(err, errlen, "%s: cannot enable WAL: %s", db->path, msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		db_free(db);
+		return GPULSE_EIO;
+	}
+	r = migrate(db, version, err, errlen);
+	if (r != 0) {
+		db_free(db);
+		return r;
+	}
+	if (db->o.max_db_pages > 0)
+		set_page_cap(db, db->o.max_db_pages);
+	for (int i = 0; i < ST_COUNT; i++) {
+		rc = sqlite3_prepare_v3(db->sql, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &db->st[i], NULL);
+		if (rc != SQLITE_OK) {
+			str_errf(err, errlen, "%s: unexpected schema: %s", db->path, sqlite3_errmsg(db->sql));
+			db_free(db);
+			return GPULSE_EPARSE;
+		}
+	}
+	r = load_series(db, err, errlen);
+	if (r != 0) {
+		db_free(db);
+		return r;
+	}
+	*out = db;
+	return 0;
+}
+
+void tsdb_close(struct tsdb *db)
+{
+	if (!db)
+		return;
+	tsdb_stop_flusher(db);
+	tsdb_flush(db);
+	db_free(db);
+}
+
+/* ---- series ---- */
+
+int tsdb_series(struct tsdb *db, const struct tsdb_label *labels, size_t n, uint32_t *ref,
+		char *err, size_t errlen)
+{
+	struct tsdb_label sorted[TSDB_MAX_LABELS];
+	if (n > TSDB_MAX_LABELS) {
+		atomic_fetch_add(&db->label_limit_hits, 1);
+		str_errf(err, errlen, "series has %zu labels; the limit is %d", n, TSDB_MAX_LABELS);
+		return GPULSE_ELIMIT;
+	}
+	size_t len = 0;
+	bool has_name = false;
+	for (size_t i = 0; i < n; i++) {
+		if (!labels[i].name || !labels[i].value || !label_name_ok(labels[i].name)) {
+			str_errf(err, errlen, "invalid label name \"%.64s\"",
+				 labels[i].name ? labels[i].name : "(null)");
+			return GPULSE_EINVAL;
+		}
+		size_t ln = strlen(labels[i].name), lv = strlen(labels[i].value);
+		if (ln > TSDB_MAX_LABEL_NAME || lv > TSDB_MAX_LABEL_VALUE) {
+			atomic_fetch_add(&db->label_limit_hits, 1);
+			str_errf(err, errlen, "label %.64s: name or value longer than %d/%d bytes",
+				 labels[i].name, TSDB_MAX_LABEL_NAME, TSDB_MAX_LABEL_VALUE);
+			return GPULSE_ELIMIT;
+		}
+		if (lv == 0) {
+			str_errf(err, errlen, "label %.64s has an empty value", labels[i].name);
+			return GPULSE_EINVAL;
+		}
+		if (strcmp(labels[i].name, "__name__") == 0)
+			has_name = true;
+		sorted[i] = labels[i];
+		len += ln + lv + 2;
+	}
+	if (!has_name) {
+		str_errf(err, errlen, "series has no __name__ label");
+		return GPULSE_EINVAL;
+	}
+	qsort(sorted, n, sizeof *sorted, label_cmp);
+	for (size_t i = 1; i < n; i++)
+		if (strcmp(sorted[i - 1].name, sorted[i].name) == 0) {
+			str_errf(err, errlen, "label %.64s given twice", sorted[i].name);
+			return GPULSE_EINVAL;
+		}
+	uint8_t *blob = malloc(len);
+	if (!blob)
+		return GPULSE_ENOMEM;
+	uint8_t *p = blob;
+	for (size_t i = 0; i < n; i++) {
+		size_t ln = strlen(sorted[i].name) + 1, lv = strlen(sorted[i].value) + 1;
+		memcpy(p, sorted[i].name, ln);
+		memcpy(p + ln, sorted[i].value, lv);
+		p += ln + lv;
+	}
+	uint64_t h = hash_bytes(blob, len);
+	pthread_mutex_lock(&db->series_mu);
+	struct series *s = htab_find(db, blob, len, h);
+	if (s) {
+		*ref = s->id;
+		pthread_mutex_unlock(&db->series_mu);
+		free(blob);
+		return 0;
+	}
+	if (atomic_load(&db->nseries) >= db->o.max_series) {
+		pthread_mutex_unlock(&db->series_mu);
+		free(blob);
+		atomic_fetch_add(&db->series_limit_hits, 1);
+		str_errf(err, errlen, "series limit reached (max_series %zu)", db->o.max_series);
+		return GPULSE_ELIMIT;
+	}
+	int rc = series_from_blob(blob, len, &s);
+	if (rc == 0) {
+		series_publish(db, s);
+		*ref = s->id;
+	}
+	pthread_mutex_unlock(&db->series_mu);
+	if (rc != 0)
+		str_errf(err, errlen, "cannot create series: %s", gpulse_strerror(rc));
+	return rc;
+}
+
+/* ---- the head ---- */
+
+static void drop_oldest(struct tsdb *db, struct shard *sh, struct series *s)
+{
+	struct pend *p = s->ph;
+	s->ph = p->next;
+	if (!s->ph)
+		s->pt = NULL;
+	sh->dropped += p->n;
+	atomic_fetch_sub(&db->head_bytes, sizeof *p + p->len);
+	free(p);
+}
+
+/* The open chunk is full: move its bytes to the pending list (one
+ * allocation per chunk) and start a new one. Under the shard lock. */
+static void cut_chunk(struct tsdb *db, struct shard *sh, struct series *s)
+{
+	struct chunk_enc *e = s->open;
+	size_t len = chunk_enc_len(e);
+	struct pend *p = malloc(sizeof *p + len);
+	if (!p) {
+		sh->dropped += e->n;
+	} else {
+		memcpy(p->data, chunk_enc_bytes(e), len);
+		p->len = (uint16_t)len;
+		p->n = e->n;
+		p->mint = e->t_first;
+		p->maxt = e->t_last;
+		p->next = NULL;
+		if (s->pt)
+			s->pt->next = p;
+		else
+			s->ph = p;
+		s->pt = p;
+		uint64_t hb = atomic_fetch_add(&db->head_bytes, sizeof *p + len) + sizeof *p + len;
+		/* Over the bound (the disk has been failing): the oldest chunk of
+		 * this series goes, counted. */
+		if (hb > db->o.max_head_bytes)
+			drop_oldest(db, sh, s);
+	}
+	chunk_enc_init(e);
+	s->open_saved_n = 0;
+}
+
+int tsdb_append(struct tsdb *db, uint32_t ref, int64_t t_ms, double v)
+{
+	struct series *s = series_at(db, ref);
+	if (!s)
+		return GPULSE_EINVAL;
+	struct shard *sh = &db->shards[ref % SHARDS];
+	pthread_mutex_lock(&sh->mu);
+	if (s->has_last && t_ms <= s->last_t) {
+		sh->dropped++;
+		pthread_mutex_unlock(&sh->mu);
+		return GPULSE_ERANGE;
+	}
+	int rc = chunk_enc_append(s->open, t_ms, v);
+	if (rc == GPULSE_ELIMIT) {
+		cut_chunk(db, sh, s);
+		rc = chunk_enc_append(s->open, t_ms, v);
+	}
+	if (rc == 0) {
+		s->has_last = true;
+		s->last_t = t_ms;
+		sh->appended++;
+	} else {
+		sh->dropped++;
+	}
+	pthread_mutex_unlock(&sh->mu);
+	return rc;
+}
+
+/* ---- flush ---- */
+
+struct flush_item {
+	struct series *s;
+	struct pend *list;      /* detached pending chunks */
+	struct pend *snap;      /* copy of the open chunk, or NULL */
+	int64_t newest;         /* newest sample written, or INT64_MIN */
+	int64_t rolled_until;   /* new watermark */
+};
+
+static int put_chunk(struct tsdb *db, uint32_t id, const struct pend *p)
+{
+	sqlite3_stmt *st = db->st[ST_CHUNK_PUT];
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, p->mint);
+	sqlite3_bind_int64(st, 3, p->maxt);
+	sqlite3_bind_int(st, 4, p->n);
+	sqlite3_bind_blob(st, 5, p->data, p->len, SQLITE_STATIC);
+	int rc = sql_step_done(st);
+	sqlite3_clear_bindings(st);
+	return rc;
+}
+
+struct racc {
+	int64_t t;
+	double min, max, sum;
+	uint64_t count;
+};
+
+static void racc_add(struct racc *a, double v)
+{
+	if (isnan(v))
+		return;   /* staleness markers and missing values are not data */
+	if (a->count == 0 || v < a->min)
+		a->min = v;
+	if (a->count == 0 || v > a->max)
+		a->max = v;
+	a->sum += v;
+	a->count++;
+}
+
+static int put_rollup(struct tsdb *db, uint32_t id, const struct racc *a)
+{
+	if (a->count == 0)
+		return 0;
+	sqlite3_stmt *st = db->st[ST_ROLLUP_PUT];
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, a->t);
+	sqlite3_bind_double(st, 3, a->min);
+	sqlite3_bind_double(st, 4, a->max);
+	sqlite3_bind_double(st, 5, a->sum);
+	sqlite3_bind_int64(st, 6, (int64_t)a->count);
+	return sql_step_done(st);
+}
+
+/* Decode the chunks of one series on disk overlapping [lo, hi] and call
+ * `fn` for each sample in range. Under db_mu. 0, an SQLite code, or -1 for
+ * an undecodable chunk. */
+typedef void sample_fn(void *ctx, int64_t t, double v);
+
+static int scan_disk(struct tsdb *db, uint32_t id, int64_t lo, int64_t hi, sample_fn *fn, void *ctx)
+{
+	sqlite3_stmt *st = db->st[ST_CHUNK_RANGE];
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, lo);
+	sqlite3_bind_int64(st, 3, hi);
+	int rc, bad = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct chunk_iter it;
+		const uint8_t *b = sqlite3_column_blob(st, 1);
+		size_t len = (size_t)sqlite3_column_bytes(st, 1);
+		int64_t t;
+		double v;
+		if (chunk_iter_init(&it, b, len) != 0) {
+			bad = 1;
+			continue;
+		}
+		int r;
+		while ((r = chunk_iter_next(&it, &t, &v)) == 1)
+			if (t >= lo && t <= hi)
+				fn(ctx, t, v);
+		if (r < 0)
+			bad = 1;
+	}
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		return rc;
+	return bad ? -1 : 0;
+}
+
+struct roll_ctx {
+	struct tsdb *db;
+	uint32_t id;
+	struct racc a;
+	int rc;
+};
+
+static void roll_sample(void *ctx, int64_t t, double v)
+{
+	struct roll_ctx *c = ctx;
+	int64_t b = bucket_of(t, c->db->o.rollup_step_ms);
+	if (b != c->a.t) {
+		if (c->rc == 0)
+			c->rc = put_rollup(c->db, c->id, &c->a);
+		memset(&c->a, 0, sizeof c->a);
+		c->a.t = b;
+	}
+	racc_add(&c->a, v);
+}
+
+/* Write the rollup rows of buckets that the newest flushed sample closed. */
+static int roll_series(struct tsdb *db, struct flush_item *it)
+{
+	struct series *s = it->s;
+	it->rolled_until = s->rolled_until;
+	if (it->newest == INT64_MIN)
+		return 0;
+	int64_t hi = bucket_of(it->newest, db->o.rollup_step_ms);
+	if (hi <= s->rolled_until)
+		return 0;
+	struct roll_ctx c = { .db = db, .id = s->id, .a = { .t = INT64_MIN } };
+	int rc = scan_disk(db, s->id, s->rolled_until, hi - 1, roll_sample, &c);
+	if (rc < 0)
+		rc = 0;   /* an undecodable chunk rolls up as what could be read */
+	if (rc == 0)
+		rc = c.rc;
+	if (rc == 0 && c.a.t != INT64_MIN)
+		rc = put_rollup(db, s->id, &c.a);
+	if (rc == 0) {
+		sqlite3_stmt *st = db->st[ST_SERIES_ROLLED];
+		sqlite3_bind_int64(st, 1, s->id);
+		sqlite3_bind_int64(st, 2, hi);
+		rc = sql_step_done(st);
+	}
+	if (rc == 0)
+		it->rolled_until = hi;
+	return rc;
+}
+
+static struct pend *snapshot_open(struct chunk_enc *e)
+{
+	size_t len = chunk_enc_len(e);
+	struct pend *p = malloc(sizeof *p + len);
+	if (!p)
+		return NULL;
+	memcpy(p->data, chunk_enc_bytes(e), len);
+	p->len = (uint16_t)len;
+	p->n = e->n;
+	p->mint = e->t_first;
+	p->maxt = e->t_last;
+	p->next = NULL;
+	return p;
+}
+
+static void free_list(struct pend *p)
+{
+	while (p) {
+		struct pend *next = p->next;
+		free(p);
+		p = next;
+	}
+}
+
+static int write_items(struct tsdb *db, struct flush_item *items, size_t n, uint64_t *chunks)
+{
+	int rc = exec_stmt(db, ST_BEGIN);
+	if (rc != 0)
+		return rc;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct series *s = items[i].s;
+		if (!s->on_disk) {
+			sqlite3_stmt *st = db->st[ST_SERIES_INSERT];
+			sqlite3_bind_int64(st, 1, s->id);
+			sqlite3_bind_blob(st, 2, s->blob, (int)s->blob_len, SQLITE_STATIC);
+			sqlite3_bind_int64(st, 3, s->rolled_until);
+			rc = sql_step_done(st);
+			sqlite3_clear_bindings(st);
+		}
+		for (struct pend *p = items[i].list; p && rc == 0; p = p->next) {
+			rc = put_chunk(db, s->id, p);
+			items[i].newest = p->maxt;
+			(*chunks)++;
+		}
+		if (items[i].snap && rc == 0) {
+			rc = put_chunk(db, s->id, items[i].snap);
+			items[i].newest = items[i].snap->maxt;
+			(*chunks)++;
+		}
+	}
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = roll_series(db, &items[i]);
+	if (rc == 0)
+		rc = exec_stmt(db, ST_COMMIT);
+	if (rc != 0)
+		exec_stmt(db, ST_ROLLBACK);
+	return rc;
+}
+
+int tsdb_flush(struct tsdb *db)
+{
+	pthread_mutex_lock(&db->db_mu);
+	size_t n = atomic_load_explicit(&db->nseries, memory_order_acquire);
+	struct flush_item *items = calloc(n ? n : 1, sizeof *items);
+	if (!items) {
+		pthread_mutex_unlock(&db->db_mu);
+		return GPULSE_ENOMEM;
+	}
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct series *s = db->series[i];
+		struct shard *sh = &db->shards[s->id % SHARDS];
+		struct flush_item *it = &items[m];
+		pthread_mutex_lock(&sh->mu);
+		it->list = s->ph;
+		s->ph = s->pt = NULL;
+		if (s->open->n > 0 && s->open->n != s->open_saved_n)
+			it->snap = snapshot_open(s->open);
+		pthread_mutex_unlock(&sh->mu);
+		it->newest = INT64_MIN;
+		if (it->list || it->snap || !s->on_disk) {
+			it->s = s;
+			m++;
+		}
+	}
+	uint64_t chunks = 0;
+	int rc = m ? write_items(db, items, m, &chunks) : 0;
+	for (size_t i = 0; i < m; i++) {
+		struct flush_item *it = &items[i];
+		struct series *s = it->s;
+		struct shard *sh = &db->shards[s->id % SHARDS];
+		pthread_mutex_lock(&sh->mu);
+		if (rc == 0) {
+			/* The open chunk may have been cut meanwhile: its full
+			 * version is pending and replaces the partial row. */
+			if (it->snap && s->open->n > 0 && s->open->t_first == it->snap->mint)
+				s->open_saved_n = it->snap->n;
+		} else if (it->list) {
+			/* Put the chunks back in front of any cut since. */
+			struct pend *last = it->list;
+			while (last->next)
+				last = last->next;
+			last->next = s->ph;
+			s->ph = it->list;
+			if (!s->pt)
+				s->pt = last;
+			it->list = NULL;
+		}
+		pthread_mutex_unlock(&sh->mu);
+		if (rc == 0) {
+			uint64_t freed = 0;
+			for (struct pend *p = it->list; p; p = p->next)
+				freed += sizeof *p + p->len;
+			atomic_fetch_sub(&db->head_bytes, freed);
+			s->on_disk = true;
+			s->rolled_until = it->rolled_until;
+		}
+		free_list(it->list);
+		free(it->snap);
+	}
+	free(items);
+	atomic_fetch_add(&db->flushes, 1);
+	if (rc != 0) {
+		atomic_fetch_add(&db->storage_errors, 1);
+		complain(&db->flush_complaint, "tsdb: %s: flush failed, samples kept in memory: %s",
+			 db->path, sqlite3_errstr(rc));
+		db->flush_failing = true;
+	} else {
+		atomic_fetch_add(&db->chunks_flushed, chunks);
+		if (db->flush_failing)
+			complaint_clear(&db->flush_complaint, "tsdb: %s: writing again", db->path);
+		db->flush_failing = false;
+	}
+	pthread_mutex_unlock(&db->db_mu);
+	return rc == 0 ? 0 : GPULSE_EIO;
+}
+
+int tsdb_enforce_retention(struct tsdb *db, int64_t now_ms)
+{
+	pthread_mutex_lock(&db->db_mu);
+	size_t n = atomic_load_explicit(&db->nseries, memory_order_acquire);
+	int rc = exec_stmt(db, ST_BEGIN);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct series *s = db->series[i];
+		if (!s->on_disk)
+			continue;
+		sqlite3_stmt *st = db->st[ST_RET_CHUNKS];
+		sqlite3_bind_int64(st, 1, s->id);
+		sqlite3_bind_int64(st, 2, now_ms - db->o.raw_retention_ms);
+		rc = sql_step_done(st);
+		if (rc != 0)
+			break;
+		st = db->st[ST_RET_ROLLUPS];
+		sqlite3_bind_int64(st, 1, s->id);
+		/* A bucket goes when all of it is older than the retention. */
+		sqlite3_bind_int64(st, 2, now_ms - db->o.rollup_retention_ms - db->o.rollup_step_ms + 1);
+		rc = sql_step_done(st);
+	}
+	if (rc == 0)
+		rc = exec_stmt(db, ST_COMMIT);
+	if (rc != 0) {
+		exec_stmt(db, ST_ROLLBACK);
+		atomic_fetch_add(&db->storage_errors, 1);
+	}
+	pthread_mutex_unlock(&db->db_mu);
+	return rc == 0 ? 0 : GPULSE_EIO;
+}
+
+/* ---- the flusher thread ---- */
+
+static void *flusher_main(void *arg)
+{
+	struct tsdb *db = arg;
+	int64_t next_ret = clock_mono_ns();
+	pthread_mutex_lock(&db->fl_mu);
+	while (!db->flusher_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		int64_t ns = (int64_t)ts.tv_sec * NS_PER_SEC + ts.tv_nsec + db->o.flush_interval_ms * NS_PER_MS;
+		ts.tv_sec = ns / NS_PER_SEC;
+		ts.tv_nsec = ns % NS_PER_SEC;
+		while (!db->flusher_stop &&
+		       pthread_cond_timedwait(&db->fl_cv, &db->fl_mu, &ts) != ETIMEDOUT)
+			;
+		if (db->flusher_stop)
+			break;
+		pthread_mutex_unlock(&db->fl_mu);
+		tsdb_flush(db);
+		if (clock_mono_ns() >= next_ret) {
+			tsdb_enforce_retention(db, wall_ms());
+			next_ret = clock_mono_ns() + RETENTION_PERIOD_MS * NS_PER_MS;
+		}
+		pthread_mutex_lock(&db->fl_mu);
+	}
+	pthread_mutex_unlock(&db->fl_mu);
+	return NULL;
+}
+
+int tsdb_start_flusher(struct tsdb *db)
+{
+	pthread_mutex_lock(&db->fl_mu);
+	if (db->flusher_running) {
+		pthread_mutex_unlock(&db->fl_mu);
+		return GPULSE_ESTATE;
+	}
+	db->flusher_stop = false;
+	pthread_mutex_unlock(&db->fl_mu);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_destroy(&db->fl_cv);
+	pthread_cond_init(&db->fl_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&db->flusher, NULL, flusher_main, db) != 0)
+		return GPULSE_ENOMEM;
+	db->flusher_running = true;
+	return 0;
+}
+
+void tsdb_stop_flusher(struct tsdb *db)
+{
+	if (!db || !db->flusher_running)
+		return;
+	pthread_mutex_lock(&db->fl_mu);
+	db->flusher_stop = true;
+	pthread_cond_signal(&db->fl_cv);
+	pthread_mutex_unlock(&db->fl_mu);
+	pthread_join(db->flusher, NULL);
+	db->flusher_running = false;
+}
+
+void tsdb_get_stats(struct tsdb *db, struct tsdb_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	for (int i = 0; i < SHARDS; i++) {
+		pthread_mutex_lock(&db->shards[i].mu);
+		out->samples_appended_total += db->shards[i].appended;
+		out->samples_dropped_total += db->shards[i].dropped;
+		pthread_mutex_unlock(&db->shards[i].mu);
+	}
+	out->samples_dropped_total += atomic_load(&db->head_dropped);
+	out->chunks_flushed_total = atomic_load(&db->chunks_flushed);
+	out->storage_errors_total = atomic_load(&db->storage_errors);
+	out->flushes_total = atomic_load(&db->flushes);
+	out->series_limit_hits_total = atomic_load(&db->series_limit_hits);
+	out->label_limit_hits_total = atomic_load(&db->label_limit_hits);
+	out->series = atomic_load(&db->nseries);
+	out->head_bytes = atomic_load(&db->head_bytes);
+	struct stat st;
+	char wal[4096];
+	if (stat(db->path, &st) == 0)
+		out->db_bytes += (uint64_t)st.st_size;
+	snprintf(wal, sizeof wal, "%s-wal", db->path);
+	if (stat(wal, &st) == 0)
+		out->db_bytes += (uint64_t)st.st_size;
+}
+
+/* ---- select ---- */
+
+struct tsample {
+	int64_t t;
+	double v;
+};
+
+struct cmatcher {
+	enum tsdb_match_op op;
+	const char *name;
+	const char *value;
+	regex_t re;
+	bool compiled;
+};
+
+struct tsdb_iter {
+	struct tsdb *db;
+	struct tsdb_select_opts o;
+	bool rollup;
+	struct series **match;
+	size_t nmatch, next;
+	struct series *cur;
+	struct tsample *s;           /* the current series' samples */
+	size_t ns, caps, pos;
+	struct tsdb_rollup *r;       /* or its buckets */
+	size_t nr, capr, rpos;
+	int err;
+};
+
+static bool matcher_ok(const struct cmatcher *m, const char *v)
+{
+	switch (m->op) {
+	case TSDB_MATCH_EQ: return strcmp(v, m->value) == 0;
+	case TSDB_MATCH_NE: return strcmp(v, m->value) != 0;
+	case TSDB_MATCH_RE: return regexec(&m->re, v, 0, NULL, 0) == 0;
+	case TSDB_MATCH_NRE: return regexec(&m->re, v, 0, NULL, 0) != 0;
+	}
+	return false;
+}
+
+static const char *series_label(const struct series *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->nlabels; i++)
+		if (strcmp(s->labels[i].name, name) == 0)
+			return s->labels[i].value;
+	return "";
+}
+
+static int series_cmp(const void *a, const void *b)
+{
+	const struct series *x = *(struct series *const *)a, *y = *(struct series *const *)b;
+	for (uint32_t i = 0; i < x->nlabels && i < y->nlabels; i++) {
+		int c = strcmp(x->labels[i].name, y->labels[i].name);
+		if (c == 0)
+			c = strcmp(x->labels[i].value, y->labels[i].value);
+		if (c != 0)
+			return c;
+	}
+	return (x->nlabels > y->nlabels) - (x->nlabels < y->nlabels);
+}
+
+static void free_matchers(struct cmatcher *cm, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (cm[i].compiled)
+			regfree(&cm[i].re);
+}
+
+int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
+		const struct tsdb_select_opts *o, struct tsdb_iter **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	if (nm == 0 || nm > TSDB_MAX_MATCHERS || !o || o->mint > o->maxt) {
+		str_errf(err, errlen, "select needs 1 to %d matchers and mint <= maxt", TSDB_MAX_MATCHERS);
+		return GPULSE_EINVAL;
+	}
+	struct cmatcher cm[TSDB_MAX_MATCHERS];
+	memset(cm, 0, sizeof cm);
+	bool nonempty = false;
+	int rc = 0;
+	for (size_t i = 0; i < nm; i++) {
+		if (!m[i].name || !m[i].value || (unsigned)m[i].op > TSDB_MATCH_NRE) {
+			str_errf(err, errlen, "matcher %zu is incomplete", i);
+			rc = GPULSE_EINVAL;
+			goto out;
+		}
+		cm[i].op = m[i].op;
+		cm[i].name = m[i].name;
+		cm[i].value = m[i].value;
+		if (m[i].op == TSDB_MATCH_RE || m[i].op == TSDB_MATCH_NRE) {
+			/* Prometheus anchors: ^(?:re)$; a POSIX group does the same. */
+			size_t len = strlen(m[i].value);
+			char *pat = malloc(len + 5);
+			if (!pat) {
+				rc = GPULSE_ENOMEM;
+				goto out;
+			}
+			snprintf(pat, len + 5, "^(%s)$", m[i].value);
+			/* The bare pattern must compile too: "a)|(b" would
+			 * otherwise slip out of the anchoring group. */
+			int r = regcomp(&cm[i].re, m[i].value, REG_EXTENDED | REG_NOSUB);
+			if (r == 0) {
+				regfree(&cm[i].re);
+				r = regcomp(&cm[i].re, pat, REG_EXTENDED | REG_NOSUB);
+			}
+			free(pat);
+			if (r != 0) {
+				char msg[128];
+				regerror(r, &cm[i].re, msg, sizeof msg);
+				str_errf(err, errlen, "bad regular expression \"%.64s\": %s", m[i].value, msg);
+				rc = GPULSE_EINVAL;
+				goto out;
+			}
+			cm[i].compiled = true;
+		}
+		if (!matcher_ok(&cm[i], ""))
+			nonempty = true;
+	}
+	if (!nonempty) {
+		str_errf(err, errlen, "at least one matcher must not match the empty string");
+		rc = GPULSE_EINVAL;
+		goto out;
+	}
+	struct tsdb_iter *it = calloc(1, sizeof *it);
+	size_t n = atomic_load_explicit(&db->nseries, memory_order_acquire);
+	if (!it || !(it->match = malloc((n ? n : 1) * sizeof *it->match))) {
+		free(it);
+		rc = GPULSE_ENOMEM;
+		goto out;
+	}
+	it->db = db;
+	it->o = *o;
+	for (size_t i = 0; i < n; i++) {
+		struct series *s = db->series[i];
+		bool ok = true;
+		for (size_t j = 0; j < nm && ok; j++)
+			ok = matcher_ok(&cm[j], series_label(s, cm[j].name));
+		if (ok)
+			it->match[it->nmatch++] = s;
+	}
+	qsort(it->match, it->nmatch, sizeof *it->match, series_cmp);
+	int64_t now = o->now_ms ? o->now_ms : wall_ms();
+	it->rollup = o->mode == TSDB_READ_ROLLUP ||
+		     (o->mode == TSDB_READ_AUTO &&
+		      (o->step_hint_ms >= db->o.rollup_step_ms || o->mint < now - db->o.raw_retention_ms));
+	*out = it;
+out:
+	free_matchers(cm, nm);
+	return rc;
+}
+
+static void iter_push(void *ctx, int64_t t, double v)
+{
+	struct tsdb_iter *it = ctx;
+	if (it->err)
+		return;
+	if (it->ns == it->caps) {
+		size_t cap = it->caps ? it->caps * 2 : 256;
+		struct tsample *p = realloc(it->s, cap * sizeof *p);
+		if (!p) {
+			it->err = GPULSE_ENOMEM;
+			return;
+		}
+		it->s = p;
+		it->caps = cap;
+	}
+	it->s[it->ns].t = t;
+	it->s[it->ns].v = v;
+	it->ns++;
+}
+
+static int tsample_cmp(const void *a, const void *b)
+{
+	const struct tsample *x = a, *y = b;
+	return (x->t > y->t) - (x->t < y->t);
+}
+
+static void push_chunk(struct tsdb_iter *it, const uint8_t *data, size_t len, int64_t lo, int64_t hi)
+{
+	struct chunk_iter ci;
+	int64_t t;
+	double v;
+	if (chunk_iter_init(&ci, data, len) != 0)
+		return;
+	while (chunk_iter_next(&ci, &t, &v) == 1)
+		if (t >= lo && t <= hi)
+			iter_push(it, t, v);
+}
+
+/* Gather raw samples of `s` in [lo, hi] from disk and head, sorted, one
+ * per timestamp (the open chunk is both on disk and in the head). Under
+ * db_mu, which keeps a flush from detaching head chunks meanwhile. */
+static int gather_raw(struct tsdb_iter *it, struct series *s, int64_t lo, int64_t hi)
+{
+	struct tsdb *db = it->db;
+	it->ns = 0;
+	int rc = 0;
+	if (s->on_disk) {
+		rc = scan_disk(db, s->id, lo, hi, iter_push, it);
+		if (rc > 0)
+			return GPULSE_EIO;
+		if (rc < 0)
+			return GPULSE_EPARSE;
+	}
+	struct shard *sh = &db->shards[s->id % SHARDS];
+	pthread_mutex_lock(&sh->mu);
+	for (struct pend *p = s->ph; p; p = p->next)
+		if (p->maxt >= lo && p->mint <= hi)
+			push_chunk(it, p->data, p->len, lo, hi);
+	if (s->open->n > 0 && s->open->t_last >= lo && s->open->t_first <= hi)
+		push_chunk(it, chunk_enc_bytes(s->open), chunk_enc_len(s->open), lo, hi);
+	pthread_mutex_unlock(&sh->mu);
+	if (it->err)
+		return it->err;
+	/* Usually sorted already; qsort is cheap then, and it is what makes
+	 * the merge order-proof. */
+	bool sorted = true;
+	for (size_t i = 1; i < it->ns && sorted; i++)
+		sorted = it->s[i - 1].t < it->s[i].t;
+	if (!sorted) {
+		qsort(it->s, it->ns, sizeof *it->s, tsample_cmp);
+		size_t w = 0;
+		for (size_t i = 0; i < it->ns; i++)
+			if (w == 0 || it->s[w - 1].t != it->s[i].t)
+				it->s[w++] = it->s[i];
+		it->ns = w;
+	}
+	return 0;
+}
+
+static int push_rollup(struct tsdb_iter *it, const struct racc *a)
+{
+	if (a->count == 0)
+		return 0;
+	if (it->nr == it->capr) {
+		size_t cap = it->capr ? it->capr * 2 : 64;
+		struct tsdb_rollup *p = realloc(it->r, cap * sizeof *p);
+		if (!p)
+			return GPULSE_ENOMEM;
+		it->r = p;
+		it->capr = cap;
+	}
+	it->r[it->nr++] = (struct tsdb_rollup){ a->t, a->min, a->max, a->sum, a->count };
+	return 0;
+}
+
+/* Rollup rows from disk below the watermark, buckets computed from raw
+ * samples above it. Under db_mu. */
+static int gather_rollup(struct tsdb_iter *it, struct series *s)
+{
+	struct tsdb *db = it->db;
+	int64_t step = db->o.rollup_step_ms;
+	int64_t lo = bucket_of(it->o.mint, step);
+	int rc = 0;
+	it->nr = 0;
+	if (s->on_disk && lo < s->rolled_until) {
+		sqlite3_stmt *st = db->st[ST_ROLLUP_RANGE];
+		sqlite3_bind_int64(st, 1, s->id);
+		sqlite3_bind_int64(st, 2, lo);
+		sqlite3_bind_int64(st, 3, it->o.maxt < s->rolled_until - 1 ? it->o.maxt : s->rolled_until - 1);
+		int r;
+		while ((r = sqlite3_step(st)) == SQLITE_ROW && rc == 0) {
+			struct racc a = { sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1),
+					  sqlite3_column_double(st, 2), sqlite3_column_double(st, 3),
+					  (uint64_t)sqlite3_column_int64(st, 4) };
+			rc = push_rollup(it, &a);
+		}
+		sqlite3_reset(st);
+		if (rc == 0 && r != SQLITE_DONE && r != SQLITE_ROW)
+			rc = GPULSE_EIO;
+	}
+	int64_t from = lo > s->rolled_until ? lo : s->rolled_until;
+	if (rc == 0 && from <= it->o.maxt)
+		rc = gather_raw(it, s, from, it->o.maxt);
+	if (rc != 0)
+		return rc;
+	struct racc a = { .t = INT64_MIN };
+	for (size_t i = 0; i < it->ns && rc == 0; i++) {
+		int64_t b = bucket_of(it->s[i].t, step);
+		if (b != a.t) {
+			rc = push_rollup(it, &a);
+			memset(&a, 0, sizeof a);
+			a.t = b;
+		}
+		racc_add(&a, it->s[i].v);
+	}
+	if (rc == 0)
+		rc = push_rollup(it, &a);
+	it->ns = 0;
+	return rc;
+}
+
+int tsdb_iter_next_series(struct tsdb_iter *it)
+{
+	while (it->next < it->nmatch) {
+		struct series *s = it->match[it->next++];
+		pthread_mutex_lock(&it->db->db_mu);
+		int rc = it->rollup ? gather_rollup(it, s) : gather_raw(it, s, it->o.mint, it->o.maxt);
+		pthread_mutex_unlock(&it->db->db_mu);
+		it->err = 0;
+		if (rc != 0)
+			return -rc;   /* negative: GPULSE_ENOMEM is 1 */
+		it->pos = it->rpos = 0;
+		if ((it->rollup && it->nr > 0) || (!it->rollup && it->ns > 0)) {
+			it->cur = s;
+			return 1;
+		}
+	}
+	it->cur = NULL;
+	return 0;
+}
+
+const struct tsdb_label *tsdb_iter_labels(const struct tsdb_iter *it, size_t *n)
+{
+	*n = it->cur ? it->cur->nlabels : 0;
+	return it->cur ? it->cur->labels : NULL;
+}
+
+bool tsdb_iter_is_rollup(const struct tsdb_iter *it)
+{
+	return it->rollup;
+}
+
+int tsdb_iter_next_sample(struct tsdb_iter *it, int64_t *t_ms, double *v)
+{
+	if (it->rollup || !it->cur || it->pos >= it->ns)
+		return 0;
+	*t_ms = it->s[it->pos].t;
+	*v = it->s[it->pos].v;
+	it->pos++;
+	return 1;
+}
+
+int tsdb_iter_next_rollup(struct tsdb_iter *it, struct tsdb_rollup *r)
+{
+	if (!it->rollup || !it->cur || it->rpos >= it->nr)
+		return 0;
+	*r = it->r[it->rpos++];
+	return 1;
+}
+
+void tsdb_iter_free(struct tsdb_iter *it)
+{
+	if (!it)
+		return;
+	free(it->match);
+	free(it->s);
+	free(it->r);
+	free(it);
+}
+
+/* ---- label listing (from the in-memory series table) ---- */
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void tsdb_strings_free(char **s, size_t n)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(s[i]);
+	free(s);
+}
+
+/* Collect the names (name == NULL) or the values of `name`, sort, unique. */
+static int list_labels(struct tsdb *db, const char *name, char ***out, size_t *nout)
+{
+	*out = NULL;
+	*nout = 0;
+	size_t n = atomic_load_explicit(&db->nseries, memory_order_acquire);
+	size_t cap = 0, cnt = 0;
+	const char **tmp = NULL;
+	for (size_t i = 0; i < n; i++) {
+		struct series *s = db->series[i];
+		for (uint32_t j = 0; j < s->nlabels; j++) {
+			const char *x = NULL;
+			if (!name)
+				x = s->labels[j].name;
+			else if (strcmp(s->labels[j].name, name) == 0)
+				x = s->labels[j].value;
+			if (!x)
+				continue;
+			if (cnt == cap) {
+				cap = cap ? cap * 2 : 64;
+				const char **p = realloc(tmp, cap * sizeof *p);
+				if (!p) {
+					free(tmp);
+					return GPULSE_ENOMEM;
+				}
+				tmp = p;
+			}
+			tmp[cnt++] = x;
+		}
+	}
+	qsort(tmp, cnt, sizeof *tmp, str_cmp);
+	char **res = calloc(cnt ? cnt : 1, sizeof *res);
+	if (!res) {
+		free(tmp);
+		return GPULSE_ENOMEM;
+	}
+	size_t w = 0;
+	for (size_t i = 0; i < cnt; i++) {
+		if (w > 0 && strcmp(res[w - 1], tmp[i]) == 0)
+			continue;
+		if (!(res[w] = strdup(tmp[i]))) {
+			tsdb_strings_free(res, w);
+			free(tmp);
+			return GPULSE_ENOMEM;
+		}
+		w++;
+	}
+	free(tmp);
+	*out = res;
+	*nout = w;
+	return 0;
+}
+
+int tsdb_label_names(struct tsdb *db, char ***out, size_t *n)
+{
+	return list_labels(db, NULL, out, n);
+}
+
+int tsdb_label_values(struct tsdb *db, const char *name, char ***out, size_t *n)
+{
+	if (!name)
+		return GPULSE_EINVAL;
+	return list_labels(db, name, out, n);
+}
+
+/* ---- records ---- */
+
+static bool record_args_ok(const char *kind, const char *key)
+{
+	return kind && key && *kind && strlen(kind) < RECORD_FIELD_MAX && strlen(key) < RECORD_FIELD_MAX;
+}
+
+int tsdb_record_put(struct tsdb *db, const char *kind, const char *key, int64_t t_ms, const char *json)
+{
+	if (!record_args_ok(kind, key) || !json || strlen(json) > RECORD_JSON_MAX)
+		return GPULSE_EINVAL;
+	pthread_mutex_lock(&db->db_mu);
+	sqlite3_stmt *st = db->st[ST_REC_PUT];
+	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, t_ms);
+	sqlite3_bind_text(st, 4, json, -1, SQLITE_STATIC);
+	int rc = sql_step_done(st);
+	sqlite3_clear_bindings(st);
+	pthread_mutex_unlock(&db->db_mu);
+	if (rc != 0) {
+		atomic_fetch_add(&db->storage_errors, 1);
+		log_warn("tsdb: %s: record %s/%s not written: %s", db->path, kind, key, sqlite3_errstr(rc));
+		return GPULSE_EIO;
+	}
+	return 0;
+}
+
+void tsdb_record_clear(struct tsdb_record *r)
+{
+	if (!r)
+		return;
+	free(r->kind);
+	free(r->key);
+	free(r->json);
+	memset(r, 0, sizeof *r);
+}
+
+void tsdb_records_free(struct tsdb_record *r, size_t n)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < n; i++)
+		tsdb_record_clear(&r[i]);
+	free(r);
+}
+
+static int record_fill(struct tsdb_record *r, const char *kind, const char *key, int64_t t,
+		       const unsigned char *json)
+{
+	r->kind = strdup(kind);
+	r->key = strdup(key);
+	r->t_ms = t;
+	r->json = strdup(json ? (const char *)json : "");
+	if (!r->kind || !r->key || !r->json) {
+		tsdb_record_clear(r);
+		return GPULSE_ENOMEM;
+	}
+	return 0;
+}
+
+int tsdb_record_get(struct tsdb *db, const char *kind, const char *key, struct tsdb_record *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!record_args_ok(kind, key))
+		return GPULSE_EINVAL;
+	pthread_mutex_lock(&db->db_mu);
+	sqlite3_stmt *st = db->st[ST_REC_GET];
+	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+	int r = sqlite3_step(st), rc;
+	if (r == SQLITE_ROW)
+		rc = record_fill(out, kind, key, sqlite3_column_int64(st, 0), sqlite3_column_text(st, 1));
+	else
+		rc = r == SQLITE_DONE ? GPULSE_ENOENT : GPULSE_EIO;
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	pthread_mutex_unlock(&db->db_mu);
+	return rc;
+}
+
+int tsdb_record_list(struct tsdb *db, const char *kind, int64_t mint, int64_t maxt, size_t limit,
+		     struct tsdb_record **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	if (!record_args_ok(kind, ""))
+		return GPULSE_EINVAL;
+	if (limit == 0 || limit > RECORD_LIST_MAX)
+		limit = RECORD_LIST_MAX;
+	struct tsdb_record *res = NULL;
+	size_t cnt = 0, cap = 0;
+	int rc = 0, r;
+	pthread_mutex_lock(&db->db_mu);
+	sqlite3_stmt *st = db->st[ST_REC_LIST];
+	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, mint);
+	sqlite3_bind_int64(st, 3, maxt);
+	sqlite3_bind_int64(st, 4, (int64_t)limit);
+	while (rc == 0 && (r = sqlite3_step(st)) == SQLITE_ROW) {
+		if (cnt == cap) {
+			cap = cap ? cap * 2 : 16;
+			struct tsdb_record *p = realloc(res, cap * sizeof *p);
+			if (!p) {
+				rc = GPULSE_ENOMEM;
+				break;
+			}
+			res = p;
+		}
+		const unsigned char *key = sqlite3_column_text(st, 0);
+		rc = record_fill(&res[cnt], kind, key ? (const char *)key : "",
+				 sqlite3_column_int64(st, 1), sqlite3_column_text(st, 2));
+		if (rc == 0)
+			cnt++;
+	}
+	if (rc == 0 && r != SQLITE_DONE)
+		rc = GPULSE_EIO;
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	pthread_mutex_unlock(&db->db_mu);
+	if (rc != 0) {
+		tsdb_records_free(res, cnt);
+		return rc;
+	}
+	*out = res;
+	*n = cnt;
+	return 0;
+}
+
+int tsdb_record_delete(struct tsdb *db, const char *kind, const char *key)
+{
+	if (!record_args_ok(kind, key))
+		return GPULSE_EINVAL;
+	pthread_mutex_lock(&db->db_mu);
+	sqlite3_stmt *st = db->st[ST_REC_DEL];
+	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+	int rc = sql_step_done(st);
+	int changes = sqlite3_changes(db->sql);
+	sqlite3_clear_bindings(st);
+	pthread_mutex_unlock(&db->db_mu);
+	if (rc != 0) {
+		atomic_fetch_add(&db->storage_errors, 1);
+		return GPULSE_EIO;
+	}
+	return changes > 0 ? 0 : GPULSE_ENOENT;
+}

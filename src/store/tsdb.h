@@ -1,0 +1,197 @@
+/* The embedded time-series store (DESIGN.md decision 6): SQLite in WAL mode
+ * holds compressed chunks (chunk.h), 1-minute rollups, the series table and
+ * generic records; an in-memory head per series takes appends without
+ * touching SQLite. A flush moves head chunks into SQLite in one
+ * transaction, so a crash loses at most what was appended since the last
+ * flush. docs/internals/store.md describes the schema and the models.
+ *
+ * Threads: tsdb_append may be called from any number of threads (a mutex
+ * per shard of series: appends to different shards never contend); every
+ * other call is thread-safe too (the one SQLite connection is behind its
+ * own lock), except tsdb_close, which must come last, after every iterator
+ * was freed. An iterator belongs to one thread. Times are milliseconds
+ * since the Unix epoch. */
+#ifndef GPULSE_TSDB_H
+#define GPULSE_TSDB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TSDB_MAX_LABELS 32          /* labels per series, __name__ included */
+#define TSDB_MAX_LABEL_NAME 128     /* bytes */
+#define TSDB_MAX_LABEL_VALUE 1024   /* bytes */
+#define TSDB_MAX_MATCHERS 32
+#define TSDB_SCHEMA_VERSION 1
+#define TSDB_APPLICATION_ID 0x47504c53  /* "GPLS" in the SQLite header */
+
+struct tsdb;
+
+struct tsdb_opts {
+	const char *path;              /* the database file; created if missing */
+	int64_t flush_interval_ms;     /* flusher period; 0: 1000 */
+	int64_t raw_retention_ms;      /* raw chunks kept; 0: 48 h */
+	int64_t rollup_retention_ms;   /* rollup rows kept; 0: 30 days */
+	int64_t rollup_step_ms;        /* rollup bucket; 0: 60000 */
+	size_t max_series;             /* 0: 100000 */
+	size_t max_head_bytes;         /* head memory bound; 0: 256 MiB */
+	int64_t max_db_pages;          /* 0: none. Caps the file through
+	                                * PRAGMA max_page_count: tests use it
+	                                * to simulate a full disk. */
+};
+
+struct tsdb_stats {
+	uint64_t samples_appended_total;
+	uint64_t samples_dropped_total;   /* out of order, or lost to the head bound */
+	uint64_t chunks_flushed_total;
+	uint64_t storage_errors_total;    /* failed flushes and record writes */
+	uint64_t flushes_total;
+	uint64_t series_limit_hits_total; /* series refused by max_series */
+	uint64_t label_limit_hits_total;  /* label sets refused by the bounds */
+	uint64_t series;
+	uint64_t head_bytes;              /* memory held by the head */
+	uint64_t db_bytes;                /* database file plus WAL */
+};
+
+struct tsdb_label {
+	const char *name;
+	const char *value;
+};
+
+/* Open (or create) the store. On success *out is the caller's, closed with
+ * tsdb_close. A file that is not SQLite, an SQLite database of another
+ * application, a newer schema or a damaged file is refused with
+ * GPULSE_EPARSE (GPULSE_EIO when it can't be opened at all) and a sentence
+ * in err naming the file. A file another store holds open (in this or
+ * another process: a flock on PATH.lock) gives GPULSE_EBUSY. */
+int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t errlen);
+/* Stop the flusher, flush what the head holds, close. Accepts NULL. */
+void tsdb_close(struct tsdb *db);
+
+/* The reference of the series with these labels (any order; `__name__`
+ * required), created when new. Label names must match
+ * [a-zA-Z_][a-zA-Z0-9_]*, values be non-empty and within the bounds.
+ * 0; GPULSE_EINVAL (bad label set), GPULSE_ELIMIT (a bound or max_series;
+ * counted), with a sentence in err. References stay valid until close. */
+int tsdb_series(struct tsdb *db, const struct tsdb_label *labels, size_t n,
+		uint32_t *ref, char *err, size_t errlen);
+
+/* Append one sample: the hot path (no SQLite, no allocation except one
+ * per completed chunk). 0; GPULSE_ERANGE when t_ms is not after the
+ * series' last sample (dropped and counted); GPULSE_EINVAL for a bad ref. */
+int tsdb_append(struct tsdb *db, uint32_t ref, int64_t t_ms, double v);
+
+/* Write every head chunk (full ones and the open one of each series) to
+ * SQLite in one transaction, then the rollups that became due. 0, or
+ * GPULSE_EIO when SQLite failed (disk full, I/O error): the chunks stay in
+ * the head, the error is counted, and the next flush retries. */
+int tsdb_flush(struct tsdb *db);
+/* Run tsdb_flush every flush interval (and retention every minute) on a
+ * thread the store owns. 0, GPULSE_ESTATE if running, GPULSE_ENOMEM. */
+int tsdb_start_flusher(struct tsdb *db);
+/* Stop it (waits for a flush in progress). Safe when not running; accepts
+ * NULL. */
+void tsdb_stop_flusher(struct tsdb *db);
+
+/* Delete raw chunks ending before now_ms - raw retention and rollups
+ * before now_ms - rollup retention. 0 or GPULSE_EIO. */
+int tsdb_enforce_retention(struct tsdb *db, int64_t now_ms);
+
+void tsdb_get_stats(struct tsdb *db, struct tsdb_stats *out);
+
+/* Change the cap of opts.max_db_pages (0: none) while open: tests use it
+ * to fill and then free a simulated disk. 0 or GPULSE_EIO. */
+int tsdb_set_max_db_pages(struct tsdb *db, int64_t pages);
+
+/* ---- reading ---- */
+
+enum tsdb_match_op { TSDB_MATCH_EQ, TSDB_MATCH_NE, TSDB_MATCH_RE, TSDB_MATCH_NRE };
+
+/* As PromQL: a missing label has the value "", regular expressions are
+ * POSIX extended and anchored at both ends. */
+struct tsdb_matcher {
+	enum tsdb_match_op op;
+	const char *name;
+	const char *value;
+};
+
+enum tsdb_read_mode {
+	TSDB_READ_RAW,      /* samples */
+	TSDB_READ_ROLLUP,   /* min/max/sum/count per rollup step */
+	TSDB_READ_AUTO,     /* rollups when step_hint_ms >= the rollup step or
+	                     * the range starts before raw retention */
+};
+
+struct tsdb_select_opts {
+	int64_t mint, maxt;            /* inclusive */
+	enum tsdb_read_mode mode;
+	int64_t step_hint_ms;          /* the caller's resolution; 0: none */
+	int64_t now_ms;                /* for AUTO; 0: the wall clock */
+};
+
+/* One rollup bucket [t_ms, t_ms + step). NaN samples (staleness markers)
+ * are not counted. */
+struct tsdb_rollup {
+	int64_t t_ms;
+	double min, max, sum;
+	uint64_t count;
+};
+
+struct tsdb_iter;
+
+/* Select the series matching every matcher (at least one must not match
+ * the empty string, as in PromQL). On success *out is the caller's, freed
+ * with tsdb_iter_free. GPULSE_EINVAL (bad regex or matcher set, with a
+ * sentence in err), GPULSE_EIO, GPULSE_ENOMEM. */
+int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
+		const struct tsdb_select_opts *o, struct tsdb_iter **out,
+		char *err, size_t errlen);
+/* Move to the next series (in ascending label order) that has data in the
+ * range: 1, 0 at the end, or a negated GPULSE_ code when reading failed
+ * (-GPULSE_EPARSE for a damaged chunk, -GPULSE_EIO, -GPULSE_ENOMEM). */
+int tsdb_iter_next_series(struct tsdb_iter *it);
+/* The current series' labels, sorted by name; valid until the next
+ * tsdb_iter_next_series. */
+const struct tsdb_label *tsdb_iter_labels(const struct tsdb_iter *it, size_t *n);
+/* Whether the iterator reads rollups (decided once, from the mode). */
+bool tsdb_iter_is_rollup(const struct tsdb_iter *it);
+/* The current series' next sample in time order (raw mode): 1 or 0. */
+int tsdb_iter_next_sample(struct tsdb_iter *it, int64_t *t_ms, double *v);
+/* The current series' next bucket (rollup mode): 1 or 0. */
+int tsdb_iter_next_rollup(struct tsdb_iter *it, struct tsdb_rollup *r);
+/* Accepts NULL. */
+void tsdb_iter_free(struct tsdb_iter *it);
+
+/* Sorted distinct label names of all series, or the values of one name.
+ * *out (an array of *n strings) is the caller's: tsdb_strings_free. */
+int tsdb_label_names(struct tsdb *db, char ***out, size_t *n);
+int tsdb_label_values(struct tsdb *db, const char *name, char ***out, size_t *n);
+void tsdb_strings_free(char **s, size_t n);
+
+/* ---- records: non-series data (alert state, benchmark results,
+ * diagnosis windows), one row per (kind, key), written synchronously ---- */
+
+struct tsdb_record {
+	char *kind;
+	char *key;
+	int64_t t_ms;
+	char *json;        /* JSON text, stored as given */
+};
+
+/* Insert or replace. 0, GPULSE_EINVAL, GPULSE_EIO (counted). */
+int tsdb_record_put(struct tsdb *db, const char *kind, const char *key, int64_t t_ms,
+		    const char *json);
+/* 0 with *out filled (the caller frees it with tsdb_record_clear), or
+ * GPULSE_ENOENT. */
+int tsdb_record_get(struct tsdb *db, const char *kind, const char *key,
+		    struct tsdb_record *out);
+/* Records of one kind with mint <= t_ms <= maxt, oldest first, at most
+ * `limit` (0: 10000). *out is the caller's: tsdb_records_free. */
+int tsdb_record_list(struct tsdb *db, const char *kind, int64_t mint, int64_t maxt,
+		     size_t limit, struct tsdb_record **out, size_t *n);
+/* 0, or GPULSE_ENOENT when there was no such record. */
+int tsdb_record_delete(struct tsdb *db, const char *kind, const char *key);
+void tsdb_record_clear(struct tsdb_record *r);
+void tsdb_records_free(struct tsdb_record *r, size_t n);
+
+#endif

@@ -1,0 +1,719 @@
+/* The store: what is appended comes back exactly after flush and reopen
+ * (the real H200 recording, 22 series), head and disk merge without
+ * duplicates, matchers select like PromQL, rollups equal min/max/sum/count
+ * computed directly, retention drops old data, records persist, bounds
+ * give errors and count, a full database keeps samples in memory and
+ * resumes, and foreign or damaged files are refused with a sentence. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "status.h"
+#include "tsdb.h"
+
+#define STALE_NAN 0x7ff0000000000002ull
+#define T0 1795965289000LL
+
+static char dir[64];
+static char path[128];
+
+static int setup(void **state)
+{
+	(void)state;
+	strcpy(dir, "/tmp/gpulse-tsdbXXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/store.db", dir);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+	return 0;
+}
+
+static struct tsdb *open_db(const struct tsdb_opts *extra)
+{
+	struct tsdb_opts o = { 0 };
+	if (extra)
+		o = *extra;
+	o.path = path;
+	struct tsdb *db = NULL;
+	char err[256] = "";
+	int rc = tsdb_open(&db, &o, err, sizeof err);
+	if (rc != 0)
+		fail_msg("tsdb_open: %s", err);
+	return db;
+}
+
+static uint32_t series2(struct tsdb *db, const char *name, const char *k, const char *v)
+{
+	struct tsdb_label l[2] = { { "__name__", name }, { k, v } };
+	uint32_t ref = 0;
+	char err[256];
+	assert_int_equal(tsdb_series(db, l, k ? 2 : 1, &ref, err, sizeof err), 0);
+	return ref;
+}
+
+static uint64_t bits(double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, sizeof u);
+	return u;
+}
+
+/* All samples of the one series matching __name__=name, into t/v. */
+static size_t read_series(struct tsdb *db, const char *name, int64_t mint, int64_t maxt,
+			  int64_t *t, double *v, size_t max)
+{
+	struct tsdb_matcher m = { TSDB_MATCH_EQ, "__name__", name };
+	struct tsdb_select_opts so = { .mint = mint, .maxt = maxt, .mode = TSDB_READ_RAW };
+	struct tsdb_iter *it;
+	char err[256];
+	assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+	size_t n = 0;
+	int rc = tsdb_iter_next_series(it);
+	assert_true(rc >= 0);
+	if (rc == 1) {
+		while (n < max && tsdb_iter_next_sample(it, &t[n], &v[n]) == 1)
+			n++;
+		assert_int_equal(tsdb_iter_next_series(it), 0);
+	}
+	tsdb_iter_free(it);
+	return n;
+}
+
+/* ---- the real recording ---- */
+
+enum { MAXR = 4000, MAXC = 32 };
+static int64_t rt[MAXR];
+static double rv[MAXC][MAXR];
+static char rnames[MAXC][64];
+static size_t nrows;
+static int ncols;
+
+static void load_recording(void)
+{
+	if (nrows)
+		return;
+	const char *d = getenv("GPULSE_TEST_DATA");
+	char p[4096];
+	snprintf(p, sizeof p, "%s/recordings/h200-phases-10hz.csv", d ? d : GPULSE_SOURCE_DATADIR);
+	FILE *f = fopen(p, "r");
+	assert_non_null(f);
+	char line[8192];
+	assert_non_null(fgets(line, sizeof line, f));
+	line[strcspn(line, "\r\n")] = 0;
+	char *save = NULL;
+	char *tok = strtok_r(line, ",", &save);   /* t_s */
+	while ((tok = strtok_r(NULL, ",", &save)) && ncols < MAXC)
+		snprintf(rnames[ncols++], sizeof rnames[0], "gpulse_gpu_%s", tok);
+	while (fgets(line, sizeof line, f) && nrows < MAXR) {
+		char *end;
+		rt[nrows] = (int64_t)llround(strtod(line, &end) * 1000.0);
+		for (int c = 0; c < ncols; c++)
+			rv[c][nrows] = strtod(end + 1, &end);
+		nrows++;
+	}
+	fclose(f);
+	assert_int_equal(ncols, 22);
+}
+
+static void check_recording(struct tsdb *db, size_t upto)
+{
+	static int64_t t[MAXR];
+	static double v[MAXR];
+	for (int c = 0; c < ncols; c++) {
+		size_t n = read_series(db, rnames[c], INT64_MIN, INT64_MAX, t, v, MAXR);
+		assert_int_equal(n, upto);
+		for (size_t i = 0; i < n; i++) {
+			assert_int_equal(t[i], rt[i]);
+			assert_true(bits(v[i]) == bits(rv[c][i]));
+		}
+	}
+}
+
+static void test_real_round_trip(void **state)
+{
+	(void)state;
+	load_recording();
+	struct tsdb *db = open_db(NULL);
+	uint32_t ref[MAXC];
+	for (int c = 0; c < ncols; c++)
+		ref[c] = series2(db, rnames[c], "gpu", "0");
+	size_t half = nrows / 2 + 17;
+	for (size_t i = 0; i < half; i++)
+		for (int c = 0; c < ncols; c++)
+			assert_int_equal(tsdb_append(db, ref[c], rt[i], rv[c][i]), 0);
+	assert_int_equal(tsdb_flush(db), 0);
+	/* The open chunk is now both on disk and in the head; more samples go
+	 * into the same chunk: the merge must show each sample once. */
+	for (size_t i = half; i < nrows; i++)
+		for (int c = 0; c < ncols; c++)
+			assert_int_equal(tsdb_append(db, ref[c], rt[i], rv[c][i]), 0);
+	check_recording(db, nrows);
+	assert_int_equal(tsdb_flush(db), 0);
+	check_recording(db, nrows);
+	struct tsdb_stats st;
+	tsdb_get_stats(db, &st);
+	assert_int_equal(st.samples_appended_total, nrows * (size_t)ncols);
+	assert_int_equal(st.series, (uint64_t)ncols);
+	assert_int_equal(st.storage_errors_total, 0);
+	assert_true(st.chunks_flushed_total > 0);
+	tsdb_close(db);
+
+	db = open_db(NULL);
+	check_recording(db, nrows);
+	/* References are stable across reopen; appends continue after the
+	 * last stored sample and refuse older ones. */
+	assert_int_equal(series2(db, rnames[3], "gpu", "0"), ref[3]);
+	assert_int_equal(tsdb_append(db, ref[3], rt[nrows - 1], 1.0), GPULSE_ERANGE);
+	tsdb_get_stats(db, &st);
+	assert_int_equal(st.samples_dropped_total, 1);
+	tsdb_close(db);
+}
+
+/* ---- matchers ---- */
+
+static size_t select_names(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
+			   char out[][64], size_t max)
+{
+	struct tsdb_select_opts so = { .mint = 0, .maxt = INT64_MAX };
+	struct tsdb_iter *it;
+	char err[256];
+	assert_int_equal(tsdb_select(db, m, nm, &so, &it, err, sizeof err), 0);
+	size_t n = 0;
+	while (tsdb_iter_next_series(it) == 1 && n < max) {
+		size_t nl;
+		const struct tsdb_label *l = tsdb_iter_labels(it, &nl);
+		out[n][0] = 0;
+		for (size_t i = 0; i < nl; i++) {
+			size_t len = strlen(out[n]);
+			snprintf(out[n] + len, 64 - len, "%s%s=%s", i ? "," : "", l[i].name, l[i].value);
+		}
+		n++;
+	}
+	tsdb_iter_free(it);
+	return n;
+}
+
+static void test_matchers(void **state)
+{
+	(void)state;
+	struct tsdb *db = open_db(NULL);
+	const char *gpus[] = { "0", "1", "2", "10" };
+	for (int g = 0; g < 4; g++) {
+		uint32_t a = series2(db, "power", "gpu", gpus[g]);
+		uint32_t b = series2(db, "temp", "gpu", gpus[g]);
+		assert_int_equal(tsdb_append(db, a, 1000, g), 0);
+		assert_int_equal(tsdb_append(db, b, 1000, g), 0);
+	}
+	uint32_t c = series2(db, "power", NULL, NULL);   /* no gpu label */
+	assert_int_equal(tsdb_append(db, c, 1000, 9), 0);
+	series2(db, "empty", "gpu", "0");               /* no samples: not returned */
+	char got[16][64];
+	struct tsdb_matcher m[3];
+
+	m[0] = (struct tsdb_matcher){ TSDB_MATCH_EQ, "__name__", "power" };
+	assert_int_equal(select_names(db, m, 1, got, 16), 5);
+	assert_string_equal(got[0], "__name__=power");   /* fewer labels sort first */
+	assert_string_equal(got[1], "__name__=power,gpu=0");
+	assert_string_equal(got[2], "__name__=power,gpu=1");
+	assert_string_equal(got[3], "__name__=power,gpu=10");
+
+	m[1] = (struct tsdb_matcher){ TSDB_MATCH_NE, "gpu", "1" };
+	assert_int_equal(select_names(db, m, 2, got, 16), 4);   /* missing gpu is "" != "1" */
+
+	/* Anchored: "1" does not match "10". */
+	m[1] = (struct tsdb_matcher){ TSDB_MATCH_RE, "gpu", "1" };
+	assert_int_equal(select_names(db, m, 2, got, 16), 1);
+	assert_string_equal(got[0], "__name__=power,gpu=1");
+	m[1] = (struct tsdb_matcher){ TSDB_MATCH_RE, "gpu", "1|2" };
+	assert_int_equal(select_names(db, m, 2, got, 16), 2);
+	m[1] = (struct tsdb_matcher){ TSDB_MATCH_RE, "gpu", "1.*" };
+	assert_int_equal(select_names(db, m, 2, got, 16), 2);
+	m[1] = (struct tsdb_matcher){ TSDB_MATCH_NRE, "gpu", "[0-9]" };
+	assert_int_equal(select_names(db, m, 2, got, 16), 2);    /* "" and "10" */
+	m[1] = (struct tsdb_matcher){ TSDB_MATCH_EQ, "gpu", "" };
+	assert_int_equal(select_names(db, m, 2, got, 16), 1);    /* label absent */
+	m[0] = (struct tsdb_matcher){ TSDB_MATCH_RE, "__name__", "p.*|t.*" };
+	m[1] = (struct tsdb_matcher){ TSDB_MATCH_EQ, "gpu", "2" };
+	assert_int_equal(select_names(db, m, 2, got, 16), 2);
+
+	struct tsdb_select_opts so = { .mint = 0, .maxt = INT64_MAX };
+	struct tsdb_iter *it = NULL;
+	char err[256];
+	m[0] = (struct tsdb_matcher){ TSDB_MATCH_RE, "gpu", "(" };
+	assert_int_equal(tsdb_select(db, m, 1, &so, &it, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "regular expression"));
+	m[0] = (struct tsdb_matcher){ TSDB_MATCH_RE, "gpu", "1)|(2" };
+	assert_int_equal(tsdb_select(db, m, 1, &so, &it, err, sizeof err), GPULSE_EINVAL);
+	m[0] = (struct tsdb_matcher){ TSDB_MATCH_RE, "gpu", ".*" };
+	assert_int_equal(tsdb_select(db, m, 1, &so, &it, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "empty string"));
+	assert_null(it);
+
+	char **names;
+	size_t n;
+	assert_int_equal(tsdb_label_names(db, &names, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(names[0], "__name__");
+	assert_string_equal(names[1], "gpu");
+	tsdb_strings_free(names, n);
+	assert_int_equal(tsdb_label_values(db, "__name__", &names, &n), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(names[0], "empty");
+	assert_string_equal(names[2], "temp");
+	tsdb_strings_free(names, n);
+	tsdb_close(db);
+}
+
+/* ---- rollups and retention ---- */
+
+static void test_rollups(void **state)
+{
+	(void)state;
+	struct tsdb *db = open_db(NULL);
+	uint32_t ref = series2(db, "x", "gpu", "0");
+	enum { N = 6000 };   /* 10 minutes at 10 Hz, starting mid-minute */
+	static int64_t t[N];
+	static double v[N];
+	int64_t start = 1800000000000LL + 30000;
+	for (int i = 0; i < N; i++) {
+		t[i] = start + i * 100 + (i % 3);
+		uint64_t stale = STALE_NAN;
+		if (i % 97 == 0)
+			memcpy(&v[i], &stale, sizeof v[i]);
+		else
+			v[i] = sin(i * 0.01) * 100 + (i % 7) * 0.125;
+		assert_int_equal(tsdb_append(db, ref, t[i], v[i]), 0);
+		if (i % 1000 == 999)
+			assert_int_equal(tsdb_flush(db), 0);
+	}
+	assert_int_equal(tsdb_flush(db), 0);
+	/* Raw reads keep staleness markers bit for bit. */
+	static int64_t rt2[N];
+	static double rv2[N];
+	assert_int_equal(read_series(db, "x", 0, INT64_MAX, rt2, rv2, N), N);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(rt2[i], t[i]);
+		assert_true(bits(rv2[i]) == bits(v[i]));
+	}
+	assert_true(bits(rv2[97]) == STALE_NAN);
+	/* Computed directly, bucket by bucket. */
+	struct tsdb_rollup want[16];
+	int nw = 0;
+	for (int i = 0; i < N; i++) {
+		int64_t b = t[i] / 60000 * 60000;
+		if (nw == 0 || want[nw - 1].t_ms != b)
+			want[nw++] = (struct tsdb_rollup){ .t_ms = b };
+		if (isnan(v[i]))
+			continue;
+		struct tsdb_rollup *w = &want[nw - 1];
+		if (w->count == 0 || v[i] < w->min)
+			w->min = v[i];
+		if (w->count == 0 || v[i] > w->max)
+			w->max = v[i];
+		w->sum += v[i];
+		w->count++;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		struct tsdb_matcher m = { TSDB_MATCH_EQ, "__name__", "x" };
+		/* AUTO with a coarse step reads rollups. */
+		struct tsdb_select_opts so = { .mint = 0, .maxt = INT64_MAX, .mode = TSDB_READ_AUTO,
+					       .step_hint_ms = 300000, .now_ms = start };
+		struct tsdb_iter *it;
+		char err[256];
+		assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+		assert_true(tsdb_iter_is_rollup(it));
+		assert_int_equal(tsdb_iter_next_series(it), 1);
+		struct tsdb_rollup r;
+		int k = 0;
+		while (tsdb_iter_next_rollup(it, &r) == 1) {
+			assert_true(k < nw);
+			assert_int_equal(r.t_ms, want[k].t_ms);
+			assert_int_equal(r.count, want[k].count);
+			assert_true(r.min == want[k].min);
+			assert_true(r.max == want[k].max);
+			/* The same additions in the same order. */
+			assert_true(r.sum == want[k].sum);
+			k++;
+		}
+		assert_int_equal(k, nw);
+		tsdb_iter_free(it);
+		/* A fine step over recent data reads raw. */
+		so.step_hint_ms = 1000;
+		so.mint = start;
+		assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+		assert_false(tsdb_iter_is_rollup(it));
+		tsdb_iter_free(it);
+		tsdb_close(db);
+		db = open_db(NULL);   /* and again from disk only */
+	}
+	sqlite3 *s;
+	assert_int_equal(sqlite3_open(path, &s), SQLITE_OK);
+	sqlite3_stmt *st;
+	assert_int_equal(sqlite3_prepare_v2(s, "SELECT count(*) FROM rollups", -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	/* Every bucket but the one holding the newest sample is on disk. */
+	assert_int_equal(sqlite3_column_int(st, 0), nw - 1);
+	sqlite3_finalize(st);
+	sqlite3_close(s);
+
+	/* Retention: raw goes after 48 h, rollups stay for 30 days. */
+	int64_t end = t[N - 1];
+	assert_int_equal(tsdb_enforce_retention(db, end + 47LL * 3600 * 1000), 0);
+	int64_t tt[10];
+	double vv[10];
+	assert_int_equal(read_series(db, "x", 0, INT64_MAX, tt, vv, 10), 10);
+	assert_int_equal(tsdb_enforce_retention(db, end + 49LL * 3600 * 1000), 0);
+	assert_int_equal(read_series(db, "x", 0, INT64_MAX, tt, vv, 10), 0);
+	struct tsdb_matcher m = { TSDB_MATCH_EQ, "__name__", "x" };
+	struct tsdb_select_opts so = { .mint = 0, .maxt = INT64_MAX, .mode = TSDB_READ_AUTO,
+				       .now_ms = end + 49LL * 3600 * 1000 };
+	struct tsdb_iter *it;
+	char err[256];
+	/* A range older than raw retention reads rollups without a hint. */
+	assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+	assert_true(tsdb_iter_is_rollup(it));
+	assert_int_equal(tsdb_iter_next_series(it), 1);
+	int k = 0;
+	struct tsdb_rollup r;
+	while (tsdb_iter_next_rollup(it, &r) == 1)
+		k++;
+	assert_int_equal(k, nw - 1);
+	tsdb_iter_free(it);
+	assert_int_equal(tsdb_enforce_retention(db, end + 31LL * 24 * 3600 * 1000), 0);
+	so.mode = TSDB_READ_ROLLUP;
+	assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+	assert_int_equal(tsdb_iter_next_series(it), 0);
+	tsdb_iter_free(it);
+	tsdb_close(db);
+}
+
+/* ---- bounds ---- */
+
+static void test_limits(void **state)
+{
+	(void)state;
+	struct tsdb_opts o = { .max_series = 3 };
+	struct tsdb *db = open_db(&o);
+	char err[256];
+	uint32_t ref;
+	series2(db, "a", "i", "1");
+	series2(db, "a", "i", "2");
+	series2(db, "a", "i", "3");
+	assert_int_equal(series2(db, "a", "i", "2"), 2);   /* existing: fine */
+	struct tsdb_label l4[2] = { { "i", "4" }, { "__name__", "a" } };
+	assert_int_equal(tsdb_series(db, l4, 2, &ref, err, sizeof err), GPULSE_ELIMIT);
+	assert_non_null(strstr(err, "max_series"));
+
+	char longv[TSDB_MAX_LABEL_VALUE + 2];
+	memset(longv, 'v', sizeof longv - 1);
+	longv[sizeof longv - 1] = 0;
+	struct tsdb_label ll[2] = { { "__name__", "a" }, { "k", longv } };
+	assert_int_equal(tsdb_series(db, ll, 2, &ref, err, sizeof err), GPULSE_ELIMIT);
+	struct tsdb_label many[TSDB_MAX_LABELS + 1];
+	assert_int_equal(tsdb_series(db, many, TSDB_MAX_LABELS + 1, &ref, err, sizeof err), GPULSE_ELIMIT);
+	struct tsdb_label noname[1] = { { "gpu", "0" } };
+	assert_int_equal(tsdb_series(db, noname, 1, &ref, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "__name__"));
+	struct tsdb_label badname[2] = { { "__name__", "a" }, { "9x", "0" } };
+	assert_int_equal(tsdb_series(db, badname, 2, &ref, err, sizeof err), GPULSE_EINVAL);
+	struct tsdb_label dup[3] = { { "__name__", "a" }, { "x", "0" }, { "x", "1" } };
+	assert_int_equal(tsdb_series(db, dup, 3, &ref, err, sizeof err), GPULSE_EINVAL);
+	assert_int_equal(tsdb_append(db, 0, 1, 1), GPULSE_EINVAL);
+	assert_int_equal(tsdb_append(db, 99, 1, 1), GPULSE_EINVAL);
+
+	struct tsdb_stats st;
+	tsdb_get_stats(db, &st);
+	assert_int_equal(st.series, 3);
+	assert_int_equal(st.series_limit_hits_total, 1);
+	assert_int_equal(st.label_limit_hits_total, 2);
+	tsdb_close(db);
+}
+
+/* ---- records ---- */
+
+static void test_records(void **state)
+{
+	(void)state;
+	struct tsdb *db = open_db(NULL);
+	assert_int_equal(tsdb_record_put(db, "alert", "HighTemp{gpu=\"0\"}", 2000, "{\"state\":\"firing\"}"), 0);
+	assert_int_equal(tsdb_record_put(db, "alert", "b", 1000, "{}"), 0);
+	assert_int_equal(tsdb_record_put(db, "bench", "b", 5, "[1,2]"), 0);
+	assert_int_equal(tsdb_record_put(db, "alert", "b", 3000, "{\"v\":2}"), 0);   /* replaces */
+	tsdb_close(db);
+	db = open_db(NULL);
+	struct tsdb_record r;
+	assert_int_equal(tsdb_record_get(db, "alert", "b", &r), 0);
+	assert_int_equal(r.t_ms, 3000);
+	assert_string_equal(r.json, "{\"v\":2}");
+	tsdb_record_clear(&r);
+	assert_int_equal(tsdb_record_get(db, "alert", "zz", &r), GPULSE_ENOENT);
+	struct tsdb_record *list;
+	size_t n;
+	assert_int_equal(tsdb_record_list(db, "alert", 0, INT64_MAX, 0, &list, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(list[0].key, "HighTemp{gpu=\"0\"}");
+	assert_string_equal(list[1].key, "b");
+	tsdb_records_free(list, n);
+	assert_int_equal(tsdb_record_list(db, "alert", 2500, INT64_MAX, 0, &list, &n), 0);
+	assert_int_equal(n, 1);
+	tsdb_records_free(list, n);
+	assert_int_equal(tsdb_record_delete(db, "alert", "b"), 0);
+	assert_int_equal(tsdb_record_delete(db, "alert", "b"), GPULSE_ENOENT);
+	assert_int_equal(tsdb_record_put(db, "", "k", 0, "{}"), GPULSE_EINVAL);
+	tsdb_close(db);
+}
+
+/* ---- full disk, simulated with max_page_count ---- */
+
+static void test_full_disk(void **state)
+{
+	(void)state;
+	struct tsdb *db = open_db(NULL);
+	uint32_t ref[8];
+	char name[16];
+	for (int s = 0; s < 8; s++) {
+		snprintf(name, sizeof name, "s%d", s);
+		ref[s] = series2(db, name, "gpu", "0");
+	}
+	assert_int_equal(tsdb_flush(db), 0);
+	struct tsdb_stats st;
+	tsdb_get_stats(db, &st);
+	/* A cap a little above the current size. */
+	sqlite3 *sq;
+	assert_int_equal(sqlite3_open(path, &sq), SQLITE_OK);
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_prepare_v2(sq, "PRAGMA page_count", -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	int pages = sqlite3_column_int(q, 0);
+	sqlite3_finalize(q);
+	sqlite3_close(sq);
+	assert_int_equal(tsdb_set_max_db_pages(db, pages + 3), 0);
+
+	enum { N = 20000 };
+	int64_t t = T0;
+	int failures = 0;
+	for (int i = 0; i < N; i++) {
+		t += 100;
+		for (int s = 0; s < 8; s++)
+			assert_int_equal(tsdb_append(db, ref[s], t, (double)((i * 31 + s) % 1000) + 0.001 * i), 0);
+		if (i % 500 == 499 && tsdb_flush(db) != 0)
+			failures++;
+	}
+	assert_true(failures > 0);
+	tsdb_get_stats(db, &st);
+	assert_true(st.storage_errors_total >= (uint64_t)failures);
+	assert_int_equal(st.samples_dropped_total, 0);
+	/* Everything is still served, from disk and memory together. */
+	static int64_t tt[N];
+	static double vv[N];
+	assert_int_equal(read_series(db, "s3", 0, INT64_MAX, tt, vv, N), N);
+	for (int i = 0; i < N; i++)
+		assert_true(vv[i] == (double)((i * 31 + 3) % 1000) + 0.001 * i);
+
+	/* Space returns: the next flush writes everything. */
+	assert_int_equal(tsdb_set_max_db_pages(db, 0), 0);
+	assert_int_equal(tsdb_flush(db), 0);
+	tsdb_close(db);
+	db = open_db(NULL);
+	assert_int_equal(read_series(db, "s7", 0, INT64_MAX, tt, vv, N), N);
+	tsdb_close(db);
+
+	/* The head's byte bound: with the disk full for good, the oldest
+	 * chunks go, counted. */
+	struct tsdb_opts o = { .max_head_bytes = 64 * 1024 };
+	db = open_db(&o);
+	/* SQLite keeps the cap at least at the current size: full now. */
+	assert_int_equal(tsdb_set_max_db_pages(db, 1), 0);
+	for (int i = 0; i < N; i++) {
+		t += 100;
+		for (int s = 0; s < 8; s++)
+			assert_int_equal(tsdb_append(db, ref[s], t, (double)i), 0);
+		if (i % 2000 == 0)
+			tsdb_flush(db);
+	}
+	tsdb_get_stats(db, &st);
+	assert_true(st.storage_errors_total > 0);
+	assert_true(st.samples_dropped_total > 0);
+	assert_true(st.head_bytes <= 64 * 1024 + 8 * 2200);
+	assert_int_equal(tsdb_set_max_db_pages(db, 0), 0);
+	tsdb_close(db);
+}
+
+/* ---- foreign and damaged files ---- */
+
+static void expect_refused(const char *what, int want_rc)
+{
+	struct tsdb_opts o = { .path = path };
+	struct tsdb *db = NULL;
+	char err[256] = "";
+	int rc = tsdb_open(&db, &o, err, sizeof err);
+	assert_int_equal(rc, want_rc);
+	assert_null(db);
+	if (!strstr(err, what) || !strstr(err, path))
+		fail_msg("error \"%s\" should name the file and say \"%s\"", err, what);
+}
+
+static void write_file(const char *p, const void *data, size_t len)
+{
+	FILE *f = fopen(p, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	fclose(f);
+}
+
+static void test_foreign(void **state)
+{
+	(void)state;
+	char garbage[8192];
+	for (size_t i = 0; i < sizeof garbage; i++)
+		garbage[i] = (char)(i * 7 + 3);
+	write_file(path, garbage, sizeof garbage);
+	expect_refused("not a gpulse database", GPULSE_EPARSE);
+	unlink(path);
+
+	sqlite3 *s;
+	assert_int_equal(sqlite3_open(path, &s), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(s, "CREATE TABLE moz_places(id INTEGER PRIMARY KEY, url TEXT)", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(s);
+	expect_refused("another application", GPULSE_EPARSE);
+	unlink(path);
+
+	/* Our own file from a newer gpulse. */
+	struct tsdb *db = open_db(NULL);
+	tsdb_close(db);
+	assert_int_equal(sqlite3_open(path, &s), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(s, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(s);
+	expect_refused("newer", GPULSE_EPARSE);
+	unlink(path);
+
+	/* A damaged file: pages past the header overwritten. */
+	db = open_db(NULL);
+	uint32_t ref = series2(db, "x", NULL, NULL);
+	for (int i = 0; i < 50000; i++)
+		assert_int_equal(tsdb_append(db, ref, T0 + i * 100, (double)(i % 977) * 1.37), 0);
+	tsdb_close(db);
+	assert_int_equal(sqlite3_open(path, &s), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(s, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(s);
+	FILE *f = fopen(path, "r+b");
+	assert_non_null(f);
+	fseek(f, 4096, SEEK_SET);
+	assert_int_equal(fwrite(garbage, 1, sizeof garbage, f), sizeof garbage);
+	fclose(f);
+	expect_refused("damaged", GPULSE_EPARSE);
+	unlink(path);
+
+	/* A damaged chunk inside a sound file: select says so, no crash. */
+	db = open_db(NULL);
+	ref = series2(db, "x", NULL, NULL);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(tsdb_append(db, ref, T0 + i * 100, (double)i * 0.5), 0);
+	tsdb_close(db);
+	assert_int_equal(sqlite3_open(path, &s), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(s, "UPDATE chunks SET data = substr(data, 1, 20)", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(s);
+	db = open_db(NULL);
+	struct tsdb_matcher m = { TSDB_MATCH_EQ, "__name__", "x" };
+	struct tsdb_select_opts so = { .mint = 0, .maxt = INT64_MAX };
+	struct tsdb_iter *it;
+	char err[256];
+	assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+	assert_int_equal(tsdb_iter_next_series(it), -GPULSE_EPARSE);
+	tsdb_iter_free(it);
+	tsdb_close(db);
+	unlink(path);
+
+	/* An empty file is a new database. */
+	write_file(path, "", 0);
+	db = open_db(NULL);
+	/* One store per file: a second open is refused while the first lives. */
+	expect_refused("in use", GPULSE_EBUSY);
+	tsdb_close(db);
+	db = open_db(NULL);
+	tsdb_close(db);
+}
+
+/* ---- threads: appenders, the flusher and readers together ---- */
+
+struct writer {
+	struct tsdb *db;
+	uint32_t ref[4];
+	int n;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	for (int i = 0; i < w->n; i++)
+		for (int s = 0; s < 4; s++)
+			if (tsdb_append(w->db, w->ref[s], T0 + i * 10, (double)i) != 0)
+				abort();
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	(void)state;
+	struct tsdb_opts o = { .flush_interval_ms = 5 };
+	struct tsdb *db = open_db(&o);
+	assert_int_equal(tsdb_start_flusher(db), 0);
+	assert_int_equal(tsdb_start_flusher(db), GPULSE_ESTATE);
+	struct writer w[2];
+	pthread_t th[2];
+	char name[16];
+	for (int k = 0; k < 2; k++) {
+		w[k].db = db;
+		w[k].n = 50000;
+		for (int s = 0; s < 4; s++) {
+			snprintf(name, sizeof name, "w%d_%d", k, s);
+			w[k].ref[s] = series2(db, name, NULL, NULL);
+		}
+		assert_int_equal(pthread_create(&th[k], NULL, writer_main, &w[k]), 0);
+	}
+	static int64_t t[50000];
+	static double v[50000];
+	for (int r = 0; r < 20; r++) {
+		size_t n = read_series(db, "w1_2", 0, INT64_MAX, t, v, 50000);
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(t[i], T0 + (int64_t)i * 10);   /* a prefix, no gap or duplicate */
+	}
+	for (int k = 0; k < 2; k++)
+		pthread_join(th[k], NULL);
+	tsdb_close(db);
+	db = open_db(NULL);
+	assert_int_equal(read_series(db, "w0_3", 0, INT64_MAX, t, v, 50000), 50000);
+	tsdb_close(db);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_real_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_matchers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rollups, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_disk, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_foreign, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
