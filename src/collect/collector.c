@@ -644,8 +644,7 @@ static void *lane_main(void *arg)
 					wake = g->next_due[t];
 		}
 		if (wake > now) {
-			struct timespec ts = {.tv_sec = wake / NS_PER_SEC, .tv_nsec = wake % NS_PER_SEC};
-			pthread_cond_timedwait(&c->wake, &c->lock, &ts);
+			clock_cond_wait_until(&c->wake, &c->lock, wake);
 			continue;
 		}
 		for (int t = 0; t < TIER_COUNT; t++) {
@@ -708,9 +707,8 @@ static int lane_spawn(struct collector *c, int from, int keep)
 static bool collector_nap(struct collector *c, int64_t ns)
 {
 	int64_t until = clock_mono_ns() + ns;
-	struct timespec ts = {.tv_sec = until / NS_PER_SEC, .tv_nsec = until % NS_PER_SEC};
 	while (!atomic_load(&c->stopping) && clock_mono_ns() < until)
-		if (pthread_cond_timedwait(&c->wake, &c->lock, &ts) == ETIMEDOUT)
+		if (clock_cond_wait_until(&c->wake, &c->lock, until) == ETIMEDOUT)
 			break;
 	return atomic_load(&c->stopping);
 }
@@ -1031,11 +1029,7 @@ int collector_start(struct collector **out, struct bus *bus,
 	c->nv = nv;
 	memcpy(c->period_ns, cfg->period_ns, sizeof c->period_ns);
 	pthread_mutex_init(&c->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->wake, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&c->wake);
 	for (int t = 0; t < TIER_COUNT; t++)
 		bus_set_stale_after(bus, (enum tier)t, 3 * cfg->period_ns[t] + cfg->call_deadline_ns);
 

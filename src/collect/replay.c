@@ -64,10 +64,9 @@ static int cmp_row_time(const void *a, const void *b, void *arg)
 /* Wait until monotonic `deadline` or stop; true if stopping. */
 static bool replay_wait(struct replay *r, int64_t deadline)
 {
-	struct timespec ts = {.tv_sec = deadline / NS_PER_SEC, .tv_nsec = deadline % NS_PER_SEC};
 	pthread_mutex_lock(&r->lock);
 	while (!r->stopping && clock_mono_ns() < deadline)
-		if (pthread_cond_timedwait(&r->wake, &r->lock, &ts) == ETIMEDOUT)
+		if (clock_cond_wait_until(&r->wake, &r->lock, deadline) == ETIMEDOUT)
 			break;
 	bool stop = r->stopping;
 	pthread_mutex_unlock(&r->lock);
@@ -172,11 +171,7 @@ int replay_start(struct replay **out, struct bus *bus, const struct replay_confi
 		}
 	}
 	pthread_mutex_init(&r->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->wake, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&r->wake);
 	if (pthread_create(&r->thread, NULL, replay_main, r) != 0) {
 		snprintf(err, errlen, "cannot start the replay thread");
 		rc = GPULSE_ENOMEM;

@@ -3,6 +3,7 @@
 #ifndef GPULSE_CLOCK_H
 #define GPULSE_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #define NS_PER_SEC 1000000000LL
@@ -15,6 +16,12 @@ int64_t clock_mono_ns(void);
 int64_t clock_wall_ns(void);
 /* CPU time used by the whole process, in nanoseconds. */
 int64_t clock_process_cpu_ns(void);
+/* Initialise a condition variable whose timed waits run on the monotonic
+ * clock (so a wall-clock step cannot stretch or cut a wait). */
+void clock_cond_init(pthread_cond_t *c);
+/* pthread_cond_timedwait on a clock_cond_init condition until the
+ * monotonic time `deadline_ns`; returns its result (ETIMEDOUT, 0). */
+int clock_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadline_ns);
 /* Sleep until the monotonic time `deadline_ns`, resuming after signals. */
 void clock_sleep_until(int64_t deadline_ns);
 
