@@ -100,12 +100,20 @@ static const struct key_spec diagnosis_keys[] = {
 	RANGED("history", DURATION, diagnosis.history_ns, 10 * SEC, 86400 * SEC),
 };
 
+static const struct key_spec storage_keys[] = {
+	LEAF("path", STRING, storage.path),
+	RANGED("flush_interval", DURATION, storage.flush_interval_ns, 100 * MS, 3600 * SEC),
+	RANGED("retention", DURATION, storage.retention_ns, 60 * SEC, 3650 * 86400 * SEC),
+	RANGED("rollup_retention", DURATION, storage.rollup_retention_ns, 60 * SEC, 3650 * 86400 * SEC),
+};
+
 static const struct key_spec top_keys[] = {
 	LEAF("listen", LISTEN, listen),
 	LEAF("nvml_library", STRING, nvml_library),
 	SECTION("sampling", sampling_keys),
 	SECTION("replay", replay_keys),
 	SECTION("diagnosis", diagnosis_keys),
+	SECTION("storage", storage_keys),
 	SECTION("http", http_keys),
 	LEAF("log_level", LOG_LEVEL, log_level),
 };
@@ -130,6 +138,9 @@ void config_defaults(struct gpulse_config *c)
 	c->replay.loop = true;
 	c->diagnosis.window_ns = 5 * NS_PER_SEC;
 	c->diagnosis.history_ns = 300 * NS_PER_SEC;
+	c->storage.flush_interval_ns = 1 * NS_PER_SEC;
+	c->storage.retention_ns = 48LL * 3600 * NS_PER_SEC;
+	c->storage.rollup_retention_ns = 30LL * 86400 * NS_PER_SEC;
 	c->http.max_connections = 64;
 	c->http.threads = 2;
 	c->http.timeout_ns = 10 * NS_PER_SEC;
@@ -1110,6 +1121,10 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       a->sampling.gpm == b->sampling.gpm && a->sampling.events == b->sampling.events &&
 	       strcmp(a->replay.file, b->replay.file) == 0 && a->replay.speed == b->replay.speed &&
 	       a->replay.loop == b->replay.loop &&
+	       strcmp(a->storage.path, b->storage.path) == 0 &&
+	       a->storage.flush_interval_ns == b->storage.flush_interval_ns &&
+	       a->storage.retention_ns == b->storage.retention_ns &&
+	       a->storage.rollup_retention_ns == b->storage.rollup_retention_ns &&
 	       a->http.max_connections == b->http.max_connections &&
 	       a->http.threads == b->http.threads && a->http.timeout_ns == b->http.timeout_ns &&
 	       strcmp(a->http.tls_cert_file, b->http.tls_cert_file) == 0 &&

@@ -43,6 +43,12 @@ struct gpulse_config {
 		bool loop;
 	} replay;
 	struct {
+		char path[CONFIG_PATH_LEN];     /* "": no storage (no /api/v1/query) */
+		int64_t flush_interval_ns;      /* head -> SQLite */
+		int64_t retention_ns;           /* raw samples kept */
+		int64_t rollup_retention_ns;    /* 1-minute rollups kept */
+	} storage;
+	struct {
 		int64_t window_ns;      /* live diagnosis window */
 		int64_t history_ns;     /* held in memory for /api/v1/diagnosis */
 	} diagnosis;

@@ -13,11 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "bus.h"
 #include "clock.h"
 #include "collector.h"
 #include "diagnose_json.h"
 #include "http_server.h"
+#include "ingest.h"
 #include "live.h"
 #include "log.h"
 #include "prom.h"
@@ -26,6 +28,7 @@
 #include "status.h"
 #include "status_json.h"
 #include "str.h"
+#include "tsdb.h"
 
 #define NVML_RETRY_NS (30LL * NS_PER_SEC)
 #define BUNDLED_RECORDING "recordings/h200-phases-10hz.csv"
@@ -53,6 +56,9 @@ struct daemon {
 	struct self_stats self;
 	struct http_server *http;
 	struct diag_live *diag;
+	struct tsdb *db;                 /* NULL: storage off */
+	struct ingest *ingest;
+	struct api api;
 	char token[CONFIG_TOKEN_MAX];
 	int64_t next_nvml_try;
 };
@@ -62,8 +68,10 @@ static int apply_overrides(const struct daemon_overrides *ov, struct gpulse_conf
 {
 	if ((ov->listen && !str_copy(c->listen, sizeof c->listen, ov->listen)) ||
 	    (ov->replay_file && !str_copy(c->replay.file, sizeof c->replay.file, ov->replay_file)) ||
-	    (ov->nvml_library && !str_copy(c->nvml_library, sizeof c->nvml_library, ov->nvml_library))) {
-		snprintf(err, errlen, "a command-line value is too long (listen, replay or nvml-library)");
+	    (ov->nvml_library && !str_copy(c->nvml_library, sizeof c->nvml_library, ov->nvml_library)) ||
+	    (ov->storage_path && !str_copy(c->storage.path, sizeof c->storage.path, ov->storage_path))) {
+		snprintf(err, errlen, "a command-line value is too long (listen, replay, nvml-library or "
+			 "storage-path)");
 		return GPULSE_EINVAL;
 	}
 	if (ov->replay_speed >= 0)
@@ -323,10 +331,60 @@ static int handle_index(void *ctx, const struct http_request *req, struct http_r
 			  "<code>gpulse status</code> shows)</li>"
 			  "<li><a href=\"/api/v1/diagnosis\">/api/v1/diagnosis</a> (what limits each GPU, "
 			  "window by window)</li>"
+			  "<li><a href=\"/api/v1/labels\">/api/v1/labels</a>, <code>/api/v1/query</code>, "
+			  "<code>/api/v1/query_range</code>, <code>/api/v1/series</code> (Prometheus's "
+			  "query API over the stored history)</li>"
 			  "<li><a href=\"/healthz\">/healthz</a></li></ul></body></html>\n",
 			  GPULSE_VERSION,
 			  d->self.mode == MODE_NVML ? "NVML" :
 			  d->self.mode == MODE_REPLAY ? "REPLAY of a recording" : "none (no NVIDIA driver)");
+}
+
+/* ---- storage ------------------------------------------------------------ */
+
+static void storage_stats(void *ctx, struct storage_self_stats *out)
+{
+	struct tsdb_stats st;
+	tsdb_get_stats(ctx, &st);
+	out->errors_total = st.storage_errors_total;
+	out->samples_appended_total = st.samples_appended_total;
+	out->samples_dropped_total = st.samples_dropped_total;
+	out->series = st.series;
+	out->head_bytes = st.head_bytes;
+	out->db_bytes = st.db_bytes;
+}
+
+/* Open the store, subscribe the ingest to the bus (before any source
+ * publishes) and start the flusher. Storage is optional, but a path that
+ * was asked for and cannot be used (held by another gpulsed, damaged, not
+ * ours) stops the daemon: serving without the history asked for would
+ * hide the problem. */
+static int start_storage(struct daemon *d)
+{
+	if (!d->cfg.storage.path[0])
+		return 0;
+	char err[1024];
+	struct tsdb_opts o = {
+		.path = d->cfg.storage.path,
+		.flush_interval_ms = d->cfg.storage.flush_interval_ns / NS_PER_MS,
+		.raw_retention_ms = d->cfg.storage.retention_ns / NS_PER_MS,
+		.rollup_retention_ms = d->cfg.storage.rollup_retention_ns / NS_PER_MS,
+	};
+	int rc = tsdb_open(&d->db, &o, err, sizeof err);
+	if (rc) {
+		log_error("storage: %s", err);
+		d->db = NULL;
+		return 2;
+	}
+	if (ingest_create(&d->ingest, d->db, d->bus) != GPULSE_OK ||
+	    ingest_subscribe(d->ingest) != GPULSE_OK || tsdb_start_flusher(d->db) != GPULSE_OK) {
+		log_error("storage: cannot start the ingest or the flusher");
+		return 1;
+	}
+	d->self.storage_stats = storage_stats;
+	d->self.storage_ctx = d->db;
+	log_info("storage: keeping samples in %s", d->cfg.storage.path);
+	return 0;
 }
 
 /* ---- sources ---------------------------------------------------------- */
@@ -413,9 +471,10 @@ static void reload(struct daemon *d)
 	    strcmp(nc.replay.file, d->cfg.replay.file) || nc.replay.speed != d->cfg.replay.speed ||
 	    nc.sampling.per_process_utilization != d->cfg.sampling.per_process_utilization ||
 	    nc.sampling.gpm != d->cfg.sampling.gpm || nc.sampling.events != d->cfg.sampling.events ||
-	    memcmp(&nc.http, &d->cfg.http, sizeof nc.http) != 0)
-		log_warn("reload: listen, nvml_library, replay, http and the sampling switches "
-			 "take effect at the next restart");
+	    memcmp(&nc.http, &d->cfg.http, sizeof nc.http) != 0 ||
+	    memcmp(&nc.storage, &d->cfg.storage, sizeof nc.storage) != 0)
+		log_warn("reload: listen, nvml_library, replay, http, storage and the sampling "
+			 "switches take effect at the next restart");
 	log_set_level(nc.log_level);
 	int64_t periods[TIER_COUNT] = {nc.sampling.fast_ns, nc.sampling.normal_ns, nc.sampling.slow_ns};
 	pthread_rwlock_rdlock(&d->source_lock);
@@ -468,6 +527,12 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		goto out;
 	}
 	char err[512];
+	int st = start_storage(d);
+	if (st) {
+		status = st;
+		goto out;
+	}
+	api_init(&d->api, d->db);
 	struct http_config hc;
 	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token) != 0) {
 		log_error("%s: cannot read the auth token file %s", opt->config_path ? opt->config_path : "gpulsed",
@@ -486,6 +551,7 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	http_route(d->http, "/api/v1/gpus", handle_gpus, d);
 	http_route(d->http, "/healthz", handle_health, d);
 	http_route(d->http, "/api/v1/diagnosis", handle_diagnosis, d);
+	api_register(d->http, &d->api);
 	http_route(d->http, "/", handle_index, d);
 
 	/* The live diagnosis subscribes before any source publishes. */
@@ -533,6 +599,9 @@ out:
 	replay_stop(d->rep);
 	collector_stop(d->col);
 	diag_live_destroy(d->diag);
+	/* Publishers have stopped: the final flush sees every sample. */
+	tsdb_close(d->db);
+	ingest_destroy(d->ingest);
 	bus_destroy(d->bus);
 	for (int i = 0; i < 2; i++) {
 		buf_free(&d->cache[i].scratch);

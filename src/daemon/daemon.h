@@ -15,6 +15,7 @@ struct daemon_overrides {
 	double replay_speed;         /* < 0: not given */
 	const char *nvml_library;
 	const char *log_level;
+	const char *storage_path;    /* "" turns storage off */
 };
 
 struct daemon_options {

@@ -22,6 +22,8 @@ static void usage(FILE *f)
 		"      --nvml-library PATH  NVML to load (default libnvidia-ml.so.1)\n"
 		"      --demo               with no NVIDIA driver, replay the bundled H200 recording\n"
 		"      --log-level LEVEL    error, warn, info (default) or debug\n"
+		"      --storage-path PATH  keep samples in this database (\"\": none) and serve\n"
+		"                           the Prometheus query API (/api/v1/query...)\n"
 		"      --print-config       print the effective configuration and exit\n"
 		"  -V, --version            print the version and exit\n"
 		"  -h, --help               this text\n"
@@ -30,7 +32,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_REPLAY = 256, OPT_SPEED, OPT_NVML, OPT_LOG, OPT_PRINT, OPT_DEMO };
+	enum { OPT_REPLAY = 256, OPT_SPEED, OPT_NVML, OPT_LOG, OPT_PRINT, OPT_DEMO, OPT_STORAGE };
 	static const struct option opts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"listen", required_argument, NULL, 'l'},
@@ -38,6 +40,7 @@ int main(int argc, char **argv)
 		{"replay-speed", required_argument, NULL, OPT_SPEED},
 		{"nvml-library", required_argument, NULL, OPT_NVML},
 		{"log-level", required_argument, NULL, OPT_LOG},
+		{"storage-path", required_argument, NULL, OPT_STORAGE},
 		{"print-config", no_argument, NULL, OPT_PRINT},
 		{"demo", no_argument, NULL, OPT_DEMO},
 		{"version", no_argument, NULL, 'V'},
@@ -66,6 +69,7 @@ int main(int argc, char **argv)
 			break;
 		case OPT_NVML: opt.ov.nvml_library = optarg; break;
 		case OPT_LOG: opt.ov.log_level = optarg; break;
+		case OPT_STORAGE: opt.ov.storage_path = optarg; break;
 		case OPT_PRINT: print = true; break;
 		case OPT_DEMO: opt.demo = true; break;
 		case 'V': printf("gpulsed %s\n", GPULSE_VERSION); return 0;

@@ -879,6 +879,28 @@ static void render_self(struct render *r, const struct self_stats *self)
 			       "Time of the last configuration reload, in seconds since the Unix epoch.");
 			plain_value(w, (double)self->last_reload_wall_ns / 1e9);
 		}
+		if (self->storage_stats) {
+			struct storage_self_stats st;
+			memset(&st, 0, sizeof st);
+			self->storage_stats(self->storage_ctx, &st);
+			family(w, "gpulse_storage_errors_total", T_COUNTER,
+			       "Store operations that failed (flushes, record writes).");
+			plain_u64(w, st.errors_total);
+			family(w, "gpulse_storage_samples_appended_total", T_COUNTER,
+			       "Samples appended to the store.");
+			plain_u64(w, st.samples_appended_total);
+			family(w, "gpulse_storage_samples_dropped_total", T_COUNTER,
+			       "Samples the store dropped (out of order, or over the head memory bound).");
+			plain_u64(w, st.samples_dropped_total);
+			family(w, "gpulse_storage_series", T_GAUGE, "Series in the store.");
+			plain_u64(w, st.series);
+			family(w, "gpulse_storage_head_bytes", T_GAUGE,
+			       "Memory held by the store's in-memory head.");
+			plain_u64(w, st.head_bytes);
+			family(w, "gpulse_storage_db_bytes", T_GAUGE,
+			       "Size of the database file and its write-ahead log.");
+			plain_u64(w, st.db_bytes);
+		}
 	}
 	family(w, "process_cpu_seconds_total", T_COUNTER,
 	       "Total user and system CPU time spent in seconds.");

@@ -9,6 +9,18 @@
 
 enum daemon_mode { MODE_NVML, MODE_REPLAY, MODE_NONE };
 
+/* The embedded store's counters as /metrics shows them (gpulse_storage_*).
+ * Filled by a callback so the exporter needs nothing of the store. */
+struct storage_self_stats {
+	uint64_t errors_total;            /* failed flushes and record writes */
+	uint64_t samples_appended_total;
+	uint64_t samples_dropped_total;   /* out of order or over the head bound */
+	uint64_t series;
+	uint64_t head_bytes;
+	uint64_t db_bytes;
+};
+typedef void storage_stats_fn(void *ctx, struct storage_self_stats *out);
+
 struct self_stats {
 	int64_t start_wall_ns;
 	enum daemon_mode mode;
@@ -22,6 +34,10 @@ struct self_stats {
 	atomic_uint_fast64_t reloads_failed_total;
 	atomic_int last_reload_ok;                   /* 1 or 0 */
 	int64_t last_reload_wall_ns;
+	/* Set while storage is on (NULL: the gpulse_storage_* families are
+	 * left out). Set before the HTTP server starts; read-only after. */
+	storage_stats_fn *storage_stats;
+	void *storage_ctx;
 };
 
 #endif

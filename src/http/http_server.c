@@ -346,6 +346,33 @@ const char *http_request_arg(const struct http_request *req, const char *name)
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+struct args_walk {
+	const char *name;
+	const char **out;
+	size_t max, n;
+};
+
+static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+				   const char *value)
+{
+	struct args_walk *w = cls;
+	(void)kind;
+	if (key && strcmp(key, w->name) == 0) {
+		if (w->n < w->max)
+			w->out[w->n] = value ? value : "";
+		w->n++;
+	}
+	return MHD_YES;
+}
+
+size_t http_request_args(const struct http_request *req, const char *name, const char **out,
+			 size_t max)
+{
+	struct args_walk w = {.name = name, .out = out, .max = max, .n = 0};
+	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, collect_arg, &w);
+	return w.n;
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	(void)cls;

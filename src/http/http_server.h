@@ -53,6 +53,11 @@ struct http_request {
 const char *http_request_header(const struct http_request *req, const char *name);
 /* A query-string argument's value or NULL. Valid during the handler. */
 const char *http_request_arg(const struct http_request *req, const char *name);
+/* Every value of a query-string argument that may repeat (Prometheus's
+ * match[]), in request order: the first `max` go to out[], the return is
+ * how many there were in all. Valid during the handler. */
+size_t http_request_args(const struct http_request *req, const char *name, const char **out,
+			 size_t max);
 
 /* An immutable, reference-counted response body that many responses can
  * send without copying (a cached /metrics rendering, say). */

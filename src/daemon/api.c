@@ -1,0 +1,591 @@
+/* Prometheus's query API over the store; see api.h. Each handler checks
+ * its parameters as Prometheus's web/api/v1 does and with its messages,
+ * evaluates through promql_eval_* over tsdb_queryable, and writes the
+ * answer in Prometheus's JSON (values as strings, times as seconds with
+ * millisecond precision). */
+#include "api.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "config.h"
+#include "parser.h"
+#include "status.h"
+#include "tsdb_queryable.h"
+
+#define API_MIN_TIME_MS (-(1LL << 52))
+#define API_MAX_TIME_MS (1LL << 52)
+
+void api_init(struct api *a, struct tsdb *db)
+{
+	memset(a, 0, sizeof *a);
+	a->db = db;
+	promql_opts_default(&a->opts);
+}
+
+/* ---- parameters -------------------------------------------------------- */
+
+static int two_digits(const char *p, int *v)
+{
+	if (!isdigit((unsigned char)p[0]) || !isdigit((unsigned char)p[1]))
+		return -1;
+	*v = (p[0] - '0') * 10 + (p[1] - '0');
+	return 0;
+}
+
+/* RFC 3339: YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM). */
+static int parse_rfc3339(const char *s, int64_t *t_ms)
+{
+	int y = 0, mo, d, h, mi, se;
+	for (int i = 0; i < 4; i++) {
+		if (!isdigit((unsigned char)s[i]))
+			return GPULSE_EINVAL;
+		y = y * 10 + (s[i] - '0');
+	}
+	if (s[4] != '-' || two_digits(s + 5, &mo) || s[7] != '-' || two_digits(s + 8, &d) ||
+	    (s[10] != 'T' && s[10] != 't') || two_digits(s + 11, &h) || s[13] != ':' ||
+	    two_digits(s + 14, &mi) || s[16] != ':' || two_digits(s + 17, &se))
+		return GPULSE_EINVAL;
+	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
+		return GPULSE_EINVAL;
+	const char *p = s + 19;
+	int64_t frac_ms = 0;
+	if (*p == '.') {
+		p++;
+		int digits = 0;
+		double scale = 100;
+		double frac = 0;
+		while (isdigit((unsigned char)*p)) {
+			frac += (*p - '0') * scale;
+			scale /= 10;
+			p++;
+			digits++;
+		}
+		if (!digits)
+			return GPULSE_EINVAL;
+		frac_ms = (int64_t)floor(frac + 1e-9); /* time.Time truncates to ms */
+	}
+	int64_t off_s = 0;
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int oh, om;
+		if (two_digits(p + 1, &oh) || p[3] != ':' || two_digits(p + 4, &om) || oh > 23 || om > 59)
+			return GPULSE_EINVAL;
+		off_s = (int64_t)(oh * 3600 + om * 60) * (*p == '-' ? -1 : 1);
+		p += 6;
+	} else {
+		return GPULSE_EINVAL;
+	}
+	if (*p)
+		return GPULSE_EINVAL;
+	struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h,
+			.tm_min = mi, .tm_sec = se};
+	time_t t = timegm(&tm);
+	*t_ms = ((int64_t)t - off_s) * 1000 + frac_ms;
+	return GPULSE_OK;
+}
+
+int api_parse_time(const char *s, int64_t *t_ms)
+{
+	if (!s || !*s)
+		return GPULSE_EINVAL;
+	char *end;
+	double v = strtod(s, &end);
+	if (*end == '\0' && end != s) {
+		/* As Prometheus: whole seconds, then the fraction rounded to ms. */
+		if (!isfinite(v) || fabs(v) > (double)API_MAX_TIME_MS / 1000)
+			return GPULSE_EINVAL;
+		double whole;
+		double frac = modf(v, &whole);
+		*t_ms = (int64_t)whole * 1000 + (int64_t)llround(frac * 1000);
+		return GPULSE_OK;
+	}
+	return parse_rfc3339(s, t_ms);
+}
+
+int api_parse_duration(const char *s, int64_t *ms)
+{
+	int64_t ns;
+	if (!s || !*s || config_parse_duration(s, &ns) != 0)
+		return GPULSE_EINVAL;
+	*ms = ns / 1000000;
+	return GPULSE_OK;
+}
+
+int api_put_time(struct buf *b, int64_t t_ms)
+{
+	const char *sign = "";
+	uint64_t u = (uint64_t)t_ms;
+	if (t_ms < 0) {
+		sign = "-";
+		u = (uint64_t)0 - u;
+	}
+	uint64_t sec = u / 1000, ms = u % 1000;
+	if (ms == 0)
+		return buf_printf(b, "%s%llu", sign, (unsigned long long)sec);
+	char frac[4];
+	snprintf(frac, sizeof frac, "%03u", (unsigned)ms);
+	for (int i = 2; i > 0 && frac[i] == '0'; i--)
+		frac[i] = '\0';
+	return buf_printf(b, "%s%llu.%s", sign, (unsigned long long)sec, frac);
+}
+
+/* ---- envelopes ------------------------------------------------------------ */
+
+static int api_error(struct http_response *resp, int status, const char *type, const char *msg)
+{
+	buf_reset(&resp->body);
+	resp->status = status;
+	resp->content_type = "application/json";
+	buf_puts(&resp->body, "{\"status\":\"error\",\"errorType\":\"");
+	buf_puts(&resp->body, type);
+	buf_puts(&resp->body, "\",\"error\":");
+	buf_put_json_string(&resp->body, msg);
+	return buf_puts(&resp->body, "}\n");
+}
+
+static int bad_param(struct http_response *resp, const char *param, const char *what)
+{
+	char msg[1200];
+	snprintf(msg, sizeof msg, "invalid parameter \"%s\": %s", param, what);
+	return api_error(resp, 400, "bad_data", msg);
+}
+
+static int bad_time(struct http_response *resp, const char *param, const char *value)
+{
+	char what[300];
+	snprintf(what, sizeof what, "cannot parse \"%.200s\" to a valid timestamp", value ? value : "");
+	return bad_param(resp, param, what);
+}
+
+static bool storage_off(struct api *a, struct http_response *resp)
+{
+	if (a->db)
+		return false;
+	api_error(resp, 503, "unavailable",
+		  "storage is disabled: start gpulsed with storage.path or --storage-path to query "
+		  "its history");
+	return true;
+}
+
+/* A result too large for the response bound is the client's to narrow. */
+static int finish(struct http_response *resp)
+{
+	if (resp->body.failed)
+		return api_error(resp, 422, "execution",
+				 "the result exceeds the response size bound; narrow the query or "
+				 "raise the step");
+	return 0;
+}
+
+static int eval_error(struct http_response *resp, int rc, const char *err)
+{
+	if (rc == GPULSE_ELIMIT || rc == GPULSE_EINVAL || rc == GPULSE_ERANGE)
+		return api_error(resp, 422, "execution", err);
+	return api_error(resp, 500, "internal", err);
+}
+
+static void put_labels(struct buf *b, const struct promql_label *l, size_t n)
+{
+	buf_putc(b, '{');
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_putc(b, ',');
+		buf_put_json_string(b, l[i].name);
+		buf_putc(b, ':');
+		buf_put_json_string(b, l[i].value);
+	}
+	buf_putc(b, '}');
+}
+
+static void put_point(struct buf *b, int64_t t_ms, double v)
+{
+	buf_putc(b, '[');
+	api_put_time(b, t_ms);
+	buf_puts(b, ",\"");
+	promql_format_value(b, v);
+	buf_puts(b, "\"]");
+}
+
+static void put_result(struct buf *b, const struct promql_result *r)
+{
+	static const char *const kinds[] = {
+		[PROMQL_TYPE_SCALAR] = "scalar", [PROMQL_TYPE_VECTOR] = "vector",
+		[PROMQL_TYPE_MATRIX] = "matrix", [PROMQL_TYPE_STRING] = "string",
+	};
+	buf_puts(b, "{\"status\":\"success\",\"data\":{\"resultType\":\"");
+	buf_puts(b, kinds[r->type]);
+	buf_puts(b, "\",\"result\":");
+	switch (r->type) {
+	case PROMQL_TYPE_SCALAR:
+		put_point(b, r->t_ms, r->scalar);
+		break;
+	case PROMQL_TYPE_STRING:
+		buf_putc(b, '[');
+		api_put_time(b, r->t_ms);
+		buf_putc(b, ',');
+		buf_put_json_string(b, r->string ? r->string : "");
+		buf_putc(b, ']');
+		break;
+	default: {
+		bool vector = r->type == PROMQL_TYPE_VECTOR;
+		buf_putc(b, '[');
+		for (size_t i = 0; i < r->nseries; i++) {
+			const struct promql_result_series *s = &r->series[i];
+			if (i)
+				buf_putc(b, ',');
+			buf_puts(b, "{\"metric\":");
+			put_labels(b, s->labels, s->nlabels);
+			buf_puts(b, vector ? ",\"value\":" : ",\"values\":[");
+			for (size_t k = 0; k < s->npoints; k++) {
+				if (k)
+					buf_putc(b, ',');
+				put_point(b, s->points[k].t_ms, s->points[k].v);
+				if (vector)
+					break;
+			}
+			buf_puts(b, vector ? "}" : "]}");
+		}
+		buf_putc(b, ']');
+		break;
+	}
+	}
+	buf_puts(b, "}}\n");
+}
+
+static int parse_query(struct http_response *resp, const char *q, struct promql_expr **e)
+{
+	char err[512];
+	if (promql_parse(q ? q : "", e, err, sizeof err) != 0) {
+		bad_param(resp, "query", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- /api/v1/query and /api/v1/query_range ------------------------------------ */
+
+static int handle_query(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct api *a = ctx;
+	if (storage_off(a, resp))
+		return 0;
+	const char *ts = http_request_arg(req, "time");
+	int64_t t_ms = clock_wall_ns() / 1000000;
+	if (ts && api_parse_time(ts, &t_ms) != 0)
+		return bad_time(resp, "time", ts);
+	struct promql_expr *e;
+	if (parse_query(resp, http_request_arg(req, "query"), &e))
+		return 0;
+	struct tsdb_queryable_ctx qc = {a->db, a->opts.max_series, a->opts.max_samples};
+	struct promql_result *r = NULL;
+	char err[512];
+	int rc = promql_eval_instant(e, &tsdb_queryable, &qc, &a->opts, t_ms, &r, err, sizeof err);
+	promql_expr_free(e);
+	if (rc)
+		return eval_error(resp, rc, err);
+	resp->content_type = "application/json";
+	put_result(&resp->body, r);
+	promql_result_free(r);
+	return finish(resp);
+}
+
+static int handle_query_range(void *ctx, const struct http_request *req,
+			      struct http_response *resp)
+{
+	struct api *a = ctx;
+	if (storage_off(a, resp))
+		return 0;
+	const char *ss = http_request_arg(req, "start"), *es = http_request_arg(req, "end");
+	const char *st = http_request_arg(req, "step");
+	int64_t start, end, step;
+	if (api_parse_time(ss, &start) != 0)
+		return bad_time(resp, "start", ss);
+	if (api_parse_time(es, &end) != 0)
+		return bad_time(resp, "end", es);
+	if (end < start)
+		return bad_param(resp, "end", "end timestamp must not be before start time");
+	if (api_parse_duration(st, &step) != 0) {
+		char what[300];
+		snprintf(what, sizeof what, "cannot parse \"%.200s\" to a valid duration", st ? st : "");
+		return bad_param(resp, "step", what);
+	}
+	if (step <= 0)
+		return bad_param(resp, "step", "zero or negative query resolution step widths are not "
+					       "accepted. Try a positive integer");
+	if ((end - start) / step > PROMQL_MAX_STEPS)
+		return api_error(resp, 400, "bad_data",
+				 "exceeded maximum resolution of 11,000 points per timeseries. Try "
+				 "decreasing the query resolution (?step=XX)");
+	if (end - start > API_MAX_RANGE_MS) {
+		char d[32], msg[160];
+		config_format_duration(API_MAX_RANGE_MS * 1000000, d, sizeof d);
+		snprintf(msg, sizeof msg, "the query range exceeds the maximum of %s", d);
+		return bad_param(resp, "end", msg);
+	}
+	struct promql_expr *e;
+	if (parse_query(resp, http_request_arg(req, "query"), &e))
+		return 0;
+	if (e->type != PROMQL_TYPE_SCALAR && e->type != PROMQL_TYPE_VECTOR) {
+		char msg[160];
+		snprintf(msg, sizeof msg, "invalid expression type \"%s\" for range query, must be "
+			 "Scalar or instant Vector", promql_type_name(e->type));
+		promql_expr_free(e);
+		return api_error(resp, 400, "bad_data", msg);
+	}
+	struct tsdb_queryable_ctx qc = {a->db, a->opts.max_series, a->opts.max_samples};
+	struct promql_result *r = NULL;
+	char err[512];
+	int rc = promql_eval_range(e, &tsdb_queryable, &qc, &a->opts, start, end, step, &r, err,
+				   sizeof err);
+	promql_expr_free(e);
+	if (rc)
+		return eval_error(resp, rc, err);
+	resp->content_type = "application/json";
+	put_result(&resp->body, r);
+	promql_result_free(r);
+	return finish(resp);
+}
+
+/* ---- /api/v1/series, labels, label values ---------------------------------------- */
+
+static int cmp_str(const void *x, const void *y)
+{
+	return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+static int handle_series(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct api *a = ctx;
+	if (storage_off(a, resp))
+		return 0;
+	const char *match[API_MAX_MATCH];
+	size_t nm = http_request_args(req, "match[]", match, API_MAX_MATCH);
+	if (nm == 0)
+		return api_error(resp, 400, "bad_data", "no match[] parameter provided");
+	if (nm > API_MAX_MATCH) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "more than %d match[] parameters", API_MAX_MATCH);
+		return api_error(resp, 400, "bad_data", msg);
+	}
+	const char *ss = http_request_arg(req, "start"), *es = http_request_arg(req, "end");
+	int64_t start = API_MIN_TIME_MS, end = API_MAX_TIME_MS;
+	if (ss && api_parse_time(ss, &start) != 0)
+		return bad_time(resp, "start", ss);
+	if (es && api_parse_time(es, &end) != 0)
+		return bad_time(resp, "end", es);
+
+	/* Each series as its JSON object; sorted and made unique at the end
+	 * (several match[] may select the same series). */
+	char **objs = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	struct buf one;
+	buf_init(&one, 1 << 20);
+	for (size_t i = 0; i < nm && !rc; i++) {
+		struct promql_expr *e;
+		char err[512];
+		if (promql_parse(match[i], &e, err, sizeof err) != 0) {
+			bad_param(resp, "match[]", err);
+			rc = -1;
+			break;
+		}
+		if (e->kind != PROMQL_NODE_VECTOR_SEL || e->offset_ms != 0) {
+			promql_expr_free(e);
+			char what[300];
+			snprintf(what, sizeof what, "\"%.200s\" is not a series selector", match[i]);
+			bad_param(resp, "match[]", what);
+			rc = -1;
+			break;
+		}
+		if (e->nmatchers > TSDB_MAX_MATCHERS) {
+			promql_expr_free(e);
+			char what[96];
+			snprintf(what, sizeof what, "more than %d label matchers", TSDB_MAX_MATCHERS);
+			bad_param(resp, "match[]", what);
+			rc = -1;
+			break;
+		}
+		struct tsdb_matcher tm[TSDB_MAX_MATCHERS];
+		size_t k = e->nmatchers;
+		for (size_t j = 0; j < k; j++) {
+			enum promql_match_op op = e->matchers[j].op;
+			tm[j] = (struct tsdb_matcher){
+				op == PROMQL_MATCH_NEQ ? TSDB_MATCH_NE : op == PROMQL_MATCH_RE ? TSDB_MATCH_RE
+					: op == PROMQL_MATCH_NRE ? TSDB_MATCH_NRE : TSDB_MATCH_EQ,
+				e->matchers[j].name, e->matchers[j].value};
+		}
+		struct tsdb_select_opts so = {.mint = start, .maxt = end, .mode = TSDB_READ_RAW};
+		struct tsdb_iter *it = NULL;
+		int src = tsdb_select(a->db, tm, k, &so, &it, err, sizeof err);
+		if (src) {
+			promql_expr_free(e);
+			if (src == GPULSE_EINVAL)
+				bad_param(resp, "match[]", err);
+			else
+				api_error(resp, 500, "internal", err);
+			rc = -1;
+			break;
+		}
+		int more;
+		while ((more = tsdb_iter_next_series(it)) == 1) {
+			if (n == API_MAX_SERIES_RESULT) {
+				char msg[96];
+				snprintf(msg, sizeof msg, "more than %d series match", API_MAX_SERIES_RESULT);
+				api_error(resp, 422, "execution", msg);
+				rc = -1;
+				break;
+			}
+			size_t nl;
+			const struct tsdb_label *tl = tsdb_iter_labels(it, &nl);
+			buf_reset(&one);
+			buf_putc(&one, '{');
+			for (size_t j = 0; j < nl; j++) {
+				if (j)
+					buf_putc(&one, ',');
+				buf_put_json_string(&one, tl[j].name);
+				buf_putc(&one, ':');
+				buf_put_json_string(&one, tl[j].value);
+			}
+			buf_putc(&one, '}');
+			if (one.failed)
+				continue;
+			if (n == cap) {
+				cap = cap ? cap * 2 : 64;
+				char **grown = realloc(objs, cap * sizeof *objs);
+				if (!grown) {
+					rc = GPULSE_ENOMEM;
+					break;
+				}
+				objs = grown;
+			}
+			objs[n] = strndup(one.data, one.len);
+			if (!objs[n]) {
+				rc = GPULSE_ENOMEM;
+				break;
+			}
+			n++;
+		}
+		if (more < 0 && !rc) {
+			api_error(resp, 500, "internal", gpulse_strerror(-more));
+			rc = -1;
+		}
+		tsdb_iter_free(it);
+		promql_expr_free(e);
+	}
+	if (!rc) {
+		if (n > 1)
+			qsort(objs, n, sizeof *objs, cmp_str);
+		resp->content_type = "application/json";
+		buf_puts(&resp->body, "{\"status\":\"success\",\"data\":[");
+		for (size_t i = 0; i < n; i++) {
+			if (i && strcmp(objs[i], objs[i - 1]) == 0)
+				continue;
+			if (i)
+				buf_putc(&resp->body, ',');
+			buf_puts(&resp->body, objs[i]);
+		}
+		buf_puts(&resp->body, "]}\n");
+	}
+	for (size_t i = 0; i < n; i++)
+		free(objs[i]);
+	free(objs);
+	buf_free(&one);
+	if (rc > 0)
+		return rc;
+	return rc ? 0 : finish(resp);
+}
+
+static int put_strings(struct http_response *resp, char **s, size_t n)
+{
+	resp->content_type = "application/json";
+	buf_puts(&resp->body, "{\"status\":\"success\",\"data\":[");
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_putc(&resp->body, ',');
+		buf_put_json_string(&resp->body, s[i]);
+	}
+	buf_puts(&resp->body, "]}\n");
+	return finish(resp);
+}
+
+static int handle_labels(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct api *a = ctx;
+	(void)req;
+	if (storage_off(a, resp))
+		return 0;
+	char **s = NULL;
+	size_t n = 0;
+	int rc = tsdb_label_names(a->db, &s, &n);
+	if (rc)
+		return api_error(resp, 500, "internal", gpulse_strerror(rc));
+	rc = put_strings(resp, s, n);
+	tsdb_strings_free(s, n);
+	return rc;
+}
+
+static bool label_name_ok(const char *s, size_t n)
+{
+	if (n == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!(isalnum((unsigned char)s[i]) || s[i] == '_'))
+			return false;
+	return true;
+}
+
+/* /api/v1/label/NAME/values */
+static int handle_label_values(void *ctx, const struct http_request *req,
+			       struct http_response *resp)
+{
+	struct api *a = ctx;
+	static const char prefix[] = "/api/v1/label/", suffix[] = "/values";
+	const char *name = req->path + sizeof prefix - 1;
+	size_t len = strlen(name);
+	if (len < sizeof suffix || strcmp(name + len - (sizeof suffix - 1), suffix) != 0) {
+		resp->status = 404;
+		return buf_puts(&resp->body, "not found\n");
+	}
+	len -= sizeof suffix - 1;
+	if (storage_off(a, resp))
+		return 0;
+	char label[TSDB_MAX_LABEL_NAME];
+	if (!label_name_ok(name, len) || len >= sizeof label) {
+		char msg[200];
+		snprintf(msg, sizeof msg, "invalid label name: \"%.*s\"", (int)(len < 100 ? len : 100), name);
+		return api_error(resp, 400, "bad_data", msg);
+	}
+	memcpy(label, name, len);
+	label[len] = '\0';
+	char **s = NULL;
+	size_t n = 0;
+	int rc = tsdb_label_values(a->db, label, &s, &n);
+	if (rc == GPULSE_ENOENT)
+		return put_strings(resp, NULL, 0);
+	if (rc)
+		return api_error(resp, 500, "internal", gpulse_strerror(rc));
+	rc = put_strings(resp, s, n);
+	tsdb_strings_free(s, n);
+	return rc;
+}
+
+int api_register(struct http_server *s, struct api *a)
+{
+	int rc = http_route(s, "/api/v1/query", handle_query, a);
+	if (!rc)
+		rc = http_route(s, "/api/v1/query_range", handle_query_range, a);
+	if (!rc)
+		rc = http_route(s, "/api/v1/series", handle_series, a);
+	if (!rc)
+		rc = http_route(s, "/api/v1/labels", handle_labels, a);
+	if (!rc)
+		rc = http_route(s, "/api/v1/label/", handle_label_values, a);
+	return rc;
+}

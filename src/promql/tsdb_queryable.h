@@ -1,0 +1,22 @@
+/* The PromQL storage interface (queryable.h) over the embedded store
+ * (tsdb.h): the query engine sits above the store, so the adapter lives
+ * with the engine. Reads raw samples, staleness markers included. */
+#ifndef GPULSE_TSDB_QUERYABLE_H
+#define GPULSE_TSDB_QUERYABLE_H
+
+#include <stddef.h>
+
+#include "queryable.h"
+#include "tsdb.h"
+
+extern const struct promql_queryable tsdb_queryable;
+
+/* The context tsdb_queryable's functions take. Bounds stop a select
+ * before it loads more than the evaluator would accept anyway. */
+struct tsdb_queryable_ctx {
+	struct tsdb *db;
+	size_t max_series;   /* 0: PROMQL_DEFAULT_MAX_SERIES */
+	size_t max_samples;  /* 0: PROMQL_DEFAULT_MAX_SAMPLES */
+};
+
+#endif

@@ -1,0 +1,221 @@
+/* Bus -> tsdb; see ingest.h. References are created lazily, under a
+ * per-GPU mutex taken only on that slow path; the fast path is an atomic
+ * load of the reference and one tsdb_append per valid field. */
+#include "ingest.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "prom.h"
+#include "queryable.h"
+#include "status.h"
+
+#define SLOT_UP FIELD_COUNT       /* gpulse_gpu_up */
+#define NSLOTS (FIELD_COUNT + 1)
+#define EXTRA_LABELS_MAX 4        /* extra label pairs of one field */
+#define EXTRA_TEXT_MAX 128
+
+struct gpu_refs {
+	pthread_mutex_t lock;             /* creating references only */
+	bool have_id;
+	char gpu[16];
+	char uuid[96];
+	char model[96];
+	atomic_uint_least32_t ref[NSLOTS]; /* ref + 1; 0: not created yet */
+	atomic_uint_least32_t failed[NSLOTS]; /* the store refused this series */
+	atomic_uint_fast64_t was_valid;   /* fields that held a value last time */
+};
+
+struct ingest {
+	struct tsdb *db;
+	struct bus *bus;
+	atomic_uint_fast64_t updates, appended, stale, append_errors, series_errors;
+	struct gpu_refs gpu[GPU_MAX];
+};
+
+int ingest_create(struct ingest **out, struct tsdb *db, struct bus *bus)
+{
+	struct ingest *ing = calloc(1, sizeof *ing);
+	if (!ing)
+		return GPULSE_ENOMEM;
+	ing->db = db;
+	ing->bus = bus;
+	for (int g = 0; g < GPU_MAX; g++)
+		pthread_mutex_init(&ing->gpu[g].lock, NULL);
+	*out = ing;
+	return GPULSE_OK;
+}
+
+int ingest_subscribe(struct ingest *ing)
+{
+	return bus_subscribe(ing->bus, ingest_on_update, ing);
+}
+
+void ingest_destroy(struct ingest *ing)
+{
+	if (!ing)
+		return;
+	for (int g = 0; g < GPU_MAX; g++)
+		pthread_mutex_destroy(&ing->gpu[g].lock);
+	free(ing);
+}
+
+void ingest_get_stats(const struct ingest *ing, struct ingest_stats *out)
+{
+	struct ingest *m = (struct ingest *)(uintptr_t)ing; /* atomics are read-only here */
+	out->updates_total = atomic_load(&m->updates);
+	out->samples_appended_total = atomic_load(&m->appended);
+	out->stale_markers_total = atomic_load(&m->stale);
+	out->append_errors_total = atomic_load(&m->append_errors);
+	out->series_errors_total = atomic_load(&m->series_errors);
+}
+
+/* Split fields.h's extra labels ("type=\"corrected\"", pairs joined by
+ * commas, values without escapes) into `labels`, names and values written
+ * into `text`. Returns the number of pairs. */
+static size_t parse_extra(const char *s, struct tsdb_label *labels, size_t max, char *text,
+			  size_t textlen)
+{
+	size_t n = 0, o = 0;
+	while (*s && n < max) {
+		const char *eq = strchr(s, '=');
+		if (!eq || eq[1] != '"')
+			break;
+		const char *end = strchr(eq + 2, '"');
+		if (!end)
+			break;
+		size_t nl = (size_t)(eq - s), vl = (size_t)(end - (eq + 2));
+		if (o + nl + vl + 2 > textlen)
+			break;
+		memcpy(text + o, s, nl);
+		text[o + nl] = '\0';
+		labels[n].name = text + o;
+		o += nl + 1;
+		memcpy(text + o, eq + 2, vl);
+		text[o + vl] = '\0';
+		labels[n].value = text + o;
+		o += vl + 1;
+		n++;
+		s = end + 1;
+		if (*s == ',')
+			s++;
+	}
+	return n;
+}
+
+static const char *slot_metric(int slot)
+{
+	if (slot == SLOT_UP)
+		return INGEST_UP_METRIC;
+	if (slot == F_CLOCK_REASONS)
+		return INGEST_CLOCK_REASONS_METRIC;
+	return field_table[slot].metric;
+}
+
+/* The slow path: read the GPU's identity once, then create the series. */
+static int create_ref(struct ingest *ing, int g, int slot, uint32_t *ref)
+{
+	struct gpu_refs *gr = &ing->gpu[g];
+	int rc = GPULSE_OK;
+	pthread_mutex_lock(&gr->lock);
+	uint32_t have = atomic_load(&gr->ref[slot]);
+	if (have) {
+		*ref = have - 1;
+		goto out;
+	}
+	if (atomic_load(&gr->failed[slot])) {
+		rc = GPULSE_ELIMIT;
+		goto out;
+	}
+	if (!gr->have_id) {
+		/* bus_read copies a whole snapshot: done once per GPU. */
+		struct gpu_snapshot *s = malloc(sizeof *s);
+		if (!s || bus_read(ing->bus, g, s) != GPULSE_OK) {
+			free(s);
+			rc = GPULSE_ENOENT;
+			goto out;
+		}
+		snprintf(gr->gpu, sizeof gr->gpu, "%d", s->id.index >= 0 ? s->id.index : 0);
+		prom_clean_utf8(gr->uuid, sizeof gr->uuid, s->id.uuid);
+		prom_clean_utf8(gr->model, sizeof gr->model, s->id.name);
+		free(s);
+		gr->have_id = true;
+	}
+	struct tsdb_label l[4 + EXTRA_LABELS_MAX];
+	char text[EXTRA_TEXT_MAX];
+	size_t n = 0;
+	l[n++] = (struct tsdb_label){"__name__", slot_metric(slot)};
+	l[n++] = (struct tsdb_label){"gpu", gr->gpu};
+	/* An empty value is no label at all, as in Prometheus. */
+	if (gr->uuid[0])
+		l[n++] = (struct tsdb_label){"uuid", gr->uuid};
+	if (gr->model[0])
+		l[n++] = (struct tsdb_label){"model", gr->model};
+	if (slot < FIELD_COUNT)
+		n += parse_extra(field_table[slot].labels, l + n, EXTRA_LABELS_MAX, text, sizeof text);
+	char err[256];
+	uint32_t r;
+	rc = tsdb_series(ing->db, l, n, &r, err, sizeof err);
+	if (rc) {
+		atomic_store(&gr->failed[slot], 1);
+		atomic_fetch_add(&ing->series_errors, 1);
+		log_warn("store: series %s of GPU %d refused: %s", slot_metric(slot), g, err);
+		goto out;
+	}
+	atomic_store(&gr->ref[slot], r + 1);
+	*ref = r;
+out:
+	pthread_mutex_unlock(&gr->lock);
+	return rc;
+}
+
+static void append(struct ingest *ing, int g, int slot, int64_t t_ms, double v)
+{
+	uint32_t ref = atomic_load(&ing->gpu[g].ref[slot]);
+	if (ref)
+		ref--;
+	else if (create_ref(ing, g, slot, &ref) != GPULSE_OK)
+		return;
+	if (tsdb_append(ing->db, ref, t_ms, v) == GPULSE_OK)
+		atomic_fetch_add(&ing->appended, 1);
+	else
+		atomic_fetch_add(&ing->append_errors, 1);
+}
+
+void ingest_on_update(void *ctx, const struct gpu_update *u)
+{
+	struct ingest *ing = ctx;
+	if (u->gpu < 0 || u->gpu >= GPU_MAX)
+		return;
+	atomic_fetch_add(&ing->updates, 1);
+	struct gpu_refs *gr = &ing->gpu[u->gpu];
+	int64_t t_ms = u->wall_ns / 1000000;
+	double stale = promql_stale_nan();
+	uint64_t now_valid = 0, gone = 0;
+	uint64_t before = atomic_load(&gr->was_valid);
+	for (int f = 0; f < FIELD_COUNT; f++) {
+		uint64_t bit = FIELD_BIT(f);
+		if (!(u->mask & bit) || !slot_metric(f))
+			continue;
+		if (u->valid & bit) {
+			append(ing, u->gpu, f, t_ms, u->v[f]);
+			now_valid |= bit;
+		} else if (before & bit) {
+			append(ing, u->gpu, f, t_ms, stale);
+			atomic_fetch_add(&ing->stale, 1);
+			gone |= bit;
+		}
+	}
+	if (now_valid)
+		atomic_fetch_or(&gr->was_valid, now_valid);
+	if (gone)
+		atomic_fetch_and(&gr->was_valid, ~gone);
+	if (u->tier == TIER_FAST)
+		append(ing, u->gpu, SLOT_UP, t_ms, 1);
+}

@@ -1,0 +1,133 @@
+# gpulsed keeps what it samples in its store (--storage-path) and answers
+# Prometheus's query API from it: instant and range queries, series,
+# labels and label values in Prometheus's JSON; bad input gets 400 with
+# Prometheus's error envelope; the history survives a restart; a store
+# held by another gpulsed or a foreign file stops the daemon (exit 2);
+# with no storage the API answers 503.
+source "$(dirname "$0")/lib.sh"
+
+DB="$WORK/db"
+start_daemon api --replay "$REC" --replay-speed 1 --storage-path "$DB"
+
+# q PATH: the JSON body of PATH, whatever the status (curl -f would hide
+# the error envelope).
+q() { curl -s --max-time 5 "$URL$1"; }
+code() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL$1"; }
+# jcheck PYTHON-EXPR: evaluates EXPR with d = the JSON on stdin.
+jcheck() { python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if ($1) else 1)"; }
+enc() { python3 -c 'import sys,urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"; }
+
+wait_for '[ "$(q "/api/v1/query?query=gpulse_gpu_power_watts" | jcheck "len(d[\"data\"][\"result\"])==1" && echo y)" = y ]' ||
+	fail "no power sample in the store: $(q "/api/v1/query?query=gpulse_gpu_power_watts")"
+sleep 6
+
+# An instant vector in Prometheus's format: labels as on /metrics, the
+# value a string, the time a number.
+q "/api/v1/query?query=gpulse_gpu_power_watts" | jcheck '
+d["status"]=="success" and d["data"]["resultType"]=="vector" and
+[set(r["metric"]) for r in d["data"]["result"]]==[{"__name__","gpu","uuid","model"}] and
+d["data"]["result"][0]["metric"]["gpu"]=="0" and
+isinstance(d["data"]["result"][0]["value"][0],(int,float)) and
+isinstance(d["data"]["result"][0]["value"][1],str) and float(d["data"]["result"][0]["value"][1])>0' ||
+	fail "instant query: $(q "/api/v1/query?query=gpulse_gpu_power_watts")"
+
+# The stored value is the one /metrics shows (the replay holds each row 100 ms).
+now=$(date +%s.%N | cut -c1-14)
+avg=$(q "/api/v1/query?query=$(enc 'avg_over_time(gpulse_gpu_utilization_ratio[5s])')&time=$now" |
+	python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; assert len(r)==1 and "__name__" not in r[0]["metric"]; v=float(r[0]["value"][1]); assert 0<=v<=1; print(v)') ||
+	fail "avg_over_time"
+# The same average from the raw points of a range selector.
+q "/api/v1/query?query=$(enc 'gpulse_gpu_utilization_ratio[5s]')&time=$now" | python3 -c '
+import json,sys
+d=json.load(sys.stdin); assert d["data"]["resultType"]=="matrix"
+vs=[float(v) for t,v in d["data"]["result"][0]["values"]]
+assert 40<=len(vs)<=52, len(vs)
+a=sum(vs)/len(vs); b=float(sys.argv[1]); assert abs(a-b)<=1e-9*max(1,abs(a)), (a,b)' "$avg" ||
+	fail "avg_over_time does not match the raw samples"
+q "/api/v1/query?query=$(enc 'sum by (gpu) (gpulse_gpu_memory_used_bytes)')" |
+	jcheck 'd["data"]["result"][0]["metric"]=={"gpu":"0"}' || fail "sum by (gpu)"
+q "/api/v1/query?query=1%2B1" | jcheck 'd["data"]["resultType"]=="scalar" and d["data"]["result"][1]=="2"' ||
+	fail "scalar result"
+
+# query_range, step 1s, Grafana-style parameters (fractional seconds).
+end=$(date +%s.%N | cut -c1-14); start=$(python3 -c "print(round($end-4,3))")
+q "/api/v1/query_range?query=gpulse_gpu_power_watts&start=$start&end=$end&step=1" | python3 -c '
+import json,sys
+d=json.load(sys.stdin); assert d["status"]=="success" and d["data"]["resultType"]=="matrix", d
+vals=d["data"]["result"][0]["values"]; s=float(sys.argv[1])
+assert len(vals)==5, vals
+assert all(abs(t-(s+i))<1e-6 for i,(t,v) in enumerate(vals)), vals' "$start" || fail "query_range step 1s"
+q "/api/v1/query_range?query=$(enc 'avg_over_time(gpulse_gpu_power_watts[2s])')&start=$start&end=$end&step=2s" |
+	jcheck 'len(d["data"]["result"][0]["values"])==3' || fail "query_range step=2s"
+rfc_start=$(date -u -d "@${start%.*}" +%Y-%m-%dT%H:%M:%S.000Z); rfc_end=$(date -u -d "@${end%.*}" +%Y-%m-%dT%H:%M:%SZ)
+q "/api/v1/query_range?query=gpulse_gpu_up&start=$rfc_start&end=$rfc_end&step=15" |
+	jcheck 'd["status"]=="success" and d["data"]["result"][0]["values"][0][1]=="1"' || fail "RFC 3339 times"
+q "/api/v1/query?query=gpulse_gpu_up&time=$rfc_end" | jcheck 'd["data"]["result"][0]["value"][1]=="1"' ||
+	fail "instant query at an RFC 3339 time"
+
+# series, labels, label values.
+q "/api/v1/series?match%5B%5D=gpulse_gpu_up&match%5B%5D=$(enc 'gpulse_gpu_power_watts{gpu="0"}')" | jcheck '
+d["status"]=="success" and sorted(s["__name__"] for s in d["data"])==["gpulse_gpu_power_watts","gpulse_gpu_up"]' ||
+	fail "series: $(q "/api/v1/series?match%5B%5D=gpulse_gpu_up")"
+q "/api/v1/labels" | jcheck 'd["status"]=="success" and {"__name__","gpu","uuid","model"}<=set(d["data"])' ||
+	fail "labels"
+q "/api/v1/label/__name__/values" | jcheck '"gpulse_gpu_utilization_ratio" in d["data"] and "gpulse_gpu_up" in d["data"] and d["data"]==sorted(d["data"])' ||
+	fail "label values"
+q "/api/v1/label/gpu/values" | jcheck 'd["data"]==["0"]' || fail "gpu values"
+
+# Errors in Prometheus's envelope.
+[ "$(code "/api/v1/query?query=sum(")" = 400 ] || fail "bad query: not 400"
+q "/api/v1/query?query=sum(" | jcheck 'd["status"]=="error" and d["errorType"]=="bad_data" and d["error"].startswith("invalid parameter \"query\"")' ||
+	fail "bad query envelope: $(q "/api/v1/query?query=sum(")"
+[ "$(code "/api/v1/query?query=up&time=yesterday")" = 400 ] || fail "bad time: not 400"
+[ "$(code "/api/v1/query_range?query=up&start=10&end=5&step=1")" = 400 ] || fail "end before start"
+[ "$(code "/api/v1/query_range?query=up&start=0&end=10&step=0")" = 400 ] || fail "zero step"
+q "/api/v1/query_range?query=up&start=0&end=20000&step=1" | jcheck 'd["error"].startswith("exceeded maximum resolution of 11,000 points per timeseries")' ||
+	fail "11,000 points"
+[ "$(code "/api/v1/query_range?query=$(enc 'up[5m]')&start=0&end=10&step=1")" = 400 ] || fail "range vector in query_range"
+[ "$(code "/api/v1/series")" = 400 ] || fail "series without match[]"
+[ "$(code "/api/v1/label/1bad/values")" = 400 ] || fail "bad label name"
+
+# Storage families on /metrics, and the exposition stays clean.
+wait_for '[ "$(metric gpulse_storage_series)" -gt 20 ] 2>/dev/null' || fail "gpulse_storage_series"
+[ "$(metric gpulse_storage_samples_appended_total)" -gt 100 ] || fail "samples appended"
+[ "$(metric gpulse_storage_errors_total)" = 0 ] || fail "storage errors"
+if command -v promtool >/dev/null; then
+	fetch /metrics | promtool check metrics >"$WORK/promtool.txt" 2>&1 || fail "promtool: $(cat "$WORK/promtool.txt")"
+fi
+
+# A second gpulsed on the same store is refused with the store's message.
+set +e
+"$GPULSED" --listen 127.0.0.1:0 --replay "$REC" --storage-path "$DB" 2>"$WORK/second.txt"
+rc=$?
+set -e
+[ "$rc" = 2 ] || fail "second gpulsed on the same store: exit $rc, want 2"
+grep -q "$DB" "$WORK/second.txt" || fail "no message naming the store: $(cat "$WORK/second.txt")"
+
+# The history survives a restart: what the store answered for a past
+# time before SIGTERM, it answers again after.
+past=$(python3 -c "print(round($end-2,3))")
+before=$(q "/api/v1/query_range?query=gpulse_gpu_power_watts&start=$start&end=$past&step=0.5")
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID" || fail "gpulsed did not stop cleanly"
+start_daemon again --replay "$REC" --storage-path "$DB"
+after=$(q "/api/v1/query_range?query=gpulse_gpu_power_watts&start=$start&end=$past&step=0.5")
+[ "$before" = "$after" ] || fail "history changed across the restart: $before vs $after"
+jcheck 'len(d["data"]["result"][0]["values"])>=5' <<<"$after" || fail "no history after restart: $after"
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID" || true
+
+# A file that is not a gpulse store: exit 2, the message names it.
+echo "not a database" >"$WORK/foreign.db"
+set +e
+"$GPULSED" --listen 127.0.0.1:0 --replay "$REC" --storage-path "$WORK/foreign.db" 2>"$WORK/foreign.txt"
+rc=$?
+set -e
+[ "$rc" = 2 ] || fail "foreign file: exit $rc, want 2"
+grep -q "foreign.db" "$WORK/foreign.txt" || fail "foreign file: $(cat "$WORK/foreign.txt")"
+
+# No storage: the API says so with 503.
+start_daemon nostore --replay "$REC"
+[ "$(code "/api/v1/query?query=up")" = 503 ] || fail "no storage: not 503"
+q "/api/v1/query?query=up" | jcheck 'd["status"]=="error" and d["errorType"]=="unavailable"' || fail "503 envelope"
+echo PASS
