@@ -17,6 +17,7 @@ static const struct cli_command commands[] = {
 	{"status", cmd_status, "one screen for all GPUs"},
 	{"record", cmd_record, "write a recording of every GPU (CSV)"},
 	{"diagnose", cmd_diagnose, "why a GPU is slow or idle, with evidence (from a recording)"},
+	{"rules", cmd_rules, "check rule files and run their unit tests (promtool's format)"},
 };
 #define COMMAND_COUNT ((int)(sizeof commands / sizeof commands[0]))
 

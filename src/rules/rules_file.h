@@ -1,0 +1,88 @@
+/* Prometheus rule files (groups of recording and alerting rules), parsed
+ * and checked as `promtool check rules` does, and the evaluation of a
+ * group's recording rules at one time into a memstore, with Prometheus's
+ * semantics: rules run in order, each sees what the earlier ones of the
+ * same evaluation recorded, and series a rule stops producing get a
+ * staleness marker. Rule files come from users: every size is bounded
+ * (bytes, groups, rules, labels, YAML nodes and depth in ytree.h). */
+#ifndef GPULSE_RULES_FILE_H
+#define GPULSE_RULES_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "eval.h"
+#include "memstore.h"
+#include "queryable.h"
+
+#define RULES_MAX_FILE_BYTES (16 * 1024 * 1024) /* one rule file */
+#define RULES_MAX_GROUPS     10000              /* groups of one file */
+#define RULES_MAX_RULES      100000             /* rules of one file */
+#define RULES_MAX_LABELS     256                /* labels or annotations of one rule */
+
+struct rules_rule {
+	char *record;              /* recording rule: the new series' name; else NULL */
+	char *alert;               /* alerting rule: the alert's name; else NULL */
+	char *expr_text;
+	struct promql_expr *expr;  /* parsed expr_text */
+	int64_t for_ms;            /* alerting only */
+	int64_t keep_firing_for_ms;
+	struct promql_label *labels; /* owned strings */
+	size_t nlabels;
+	struct promql_label *annotations;
+	size_t nannotations;
+	int line, col;             /* where the rule starts */
+};
+
+struct rules_group {
+	char *name;
+	int64_t interval_ms;       /* 0: the default */
+	int64_t limit;
+	struct rules_rule *rules;
+	size_t nrules;
+	int line, col;
+};
+
+struct rules_file {
+	char *path;
+	struct rules_group *groups;
+	size_t ngroups;
+};
+
+/* Parse the rule file text data[len]; `path` is used in messages. On
+ * success *out is a new file freed with rules_file_free. On failure every
+ * problem found is appended to errs as "PATH:LINE:COL: message\n" (as
+ * many as promtool would list, up to the buffer's maximum) and
+ * GPULSE_EPARSE (GPULSE_ELIMIT for a bound) is returned. */
+int rules_file_parse(const char *path, const char *data, size_t len, struct rules_file **out,
+		     struct buf *errs);
+
+/* Read and parse the file at `path` (at most RULES_MAX_FILE_BYTES). */
+int rules_file_load(const char *path, struct rules_file **out, struct buf *errs);
+
+/* Accepts NULL. */
+void rules_file_free(struct rules_file *f);
+
+/* Rules of every group. */
+size_t rules_file_count(const struct rules_file *f);
+
+/* What a group remembers between evaluations: the series each recording
+ * rule produced last time, to mark them stale when they disappear. */
+struct rules_group_state;
+
+/* A new state for `g` (which must outlive it). Free with
+ * rules_group_state_free (accepts NULL). */
+struct rules_group_state *rules_group_state_new(const struct rules_group *g);
+void rules_group_state_free(struct rules_group_state *s);
+
+/* Evaluate g's recording rules in order at t_ms against `ms`, appending
+ * each result series to `ms` at t_ms with __name__ = record and the
+ * rule's labels, so that later rules see it. Alerting rules are skipped
+ * (not evaluated yet). On a rule's error, errs gets the line
+ * "    rule: NAME, time: T, err: MESSAGE" (promtool's) and the first
+ * error's status is returned; later rules still run (as Prometheus does). */
+int rules_group_eval(const struct rules_group *g, struct rules_group_state *s, struct memstore *ms,
+		     const struct promql_opts *opts, int64_t t_ms, struct buf *errs);
+
+#endif
