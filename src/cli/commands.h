@@ -27,5 +27,6 @@ int cmd_status(int argc, char **argv);  /* cmd_status.c */
 int cmd_record(int argc, char **argv);  /* cmd_record.c */
 int cmd_diagnose(int argc, char **argv);  /* cmd_diagnose.c */
 int cmd_rules(int argc, char **argv);  /* cmd_rules.c */
+int cmd_query(int argc, char **argv);  /* cmd_query.c */
 
 #endif

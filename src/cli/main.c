@@ -18,6 +18,7 @@ static const struct cli_command commands[] = {
 	{"record", cmd_record, "write a recording of every GPU (CSV)"},
 	{"diagnose", cmd_diagnose, "why a GPU is slow or idle, with evidence (from a recording)"},
 	{"rules", cmd_rules, "check rule files and run their unit tests (promtool's format)"},
+	{"query", cmd_query, "PromQL against gpulsed's history (a table, or sparklines for a range)"},
 };
 #define COMMAND_COUNT ((int)(sizeof commands / sizeof commands[0]))
 

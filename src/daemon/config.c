@@ -40,6 +40,7 @@ enum key_kind {
 	KIND_UINT,      /* unsigned */
 	KIND_DOUBLE,    /* double */
 	KIND_LOG_LEVEL, /* enum log_level */
+	KIND_PATH_LIST, /* char[n][CONFIG_PATH_LEN], a YAML list; "" ends it */
 };
 
 struct key_spec {
@@ -116,6 +117,8 @@ static const struct key_spec top_keys[] = {
 	SECTION("storage", storage_keys),
 	SECTION("http", http_keys),
 	LEAF("log_level", LOG_LEVEL, log_level),
+	LEAF("rule_files", PATH_LIST, rule_files),
+	RANGED("rule_evaluation_interval", DURATION, rule_evaluation_interval_ns, 1 * SEC, 86400 * SEC),
 };
 
 static const struct key_spec config_root = SECTION("", top_keys);
@@ -145,6 +148,7 @@ void config_defaults(struct gpulse_config *c)
 	c->http.threads = 2;
 	c->http.timeout_ns = 10 * NS_PER_SEC;
 	c->log_level = LOG_INFO;
+	c->rule_evaluation_interval_ns = 60 * NS_PER_SEC;
 }
 
 /* ---- durations ------------------------------------------------------- */
@@ -479,6 +483,7 @@ static const char *kind_what(enum key_kind kind)
 	case KIND_UINT: return "a whole number";
 	case KIND_DOUBLE: return "a number";
 	case KIND_LOG_LEVEL: return "a log level (error, warn, info, debug)";
+	case KIND_PATH_LIST: return "a list of file paths";
 	}
 	return "a value";
 }
@@ -646,6 +651,7 @@ static int store_scalar(const struct key_spec *k, void *member, const char *v, s
 		}
 		return 0;
 	case KIND_SECTION:
+	case KIND_PATH_LIST:
 		break;
 	}
 	snprintf(why, whylen, "cannot hold a value");
@@ -705,6 +711,75 @@ static void unknown_key(struct parse *p, yaml_mark_t mark, const struct key_spec
 		o += (size_t)w;
 	}
 	parse_err(p, mark, "unknown key %s%s (known keys: %s)", q, where, known);
+}
+
+/* Resolve `v` (vlen bytes) against the directory of the config file
+ * p->name: rule files named relatively follow the config file, as
+ * Prometheus's do. 0 or -1 when the result does not fit. */
+static int resolve_path(const struct parse *p, const char *v, size_t vlen, char *out, size_t outlen)
+{
+	const char *slash = strrchr(p->name, '/');
+	if (v[0] == '/' || !slash) {
+		if (vlen >= outlen)
+			return -1;
+		memcpy(out, v, vlen);
+		out[vlen] = '\0';
+		return 0;
+	}
+	int n = snprintf(out, outlen, "%.*s/%.*s", (int)(slash - p->name), p->name, (int)vlen, v);
+	return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
+/* Read a list of paths (`val` is the event after the key): a block or flow
+ * sequence of strings, or nothing (the empty list). */
+static int parse_path_list(struct parse *p, const struct key_spec *k, const char *path,
+			   const yaml_event_t *val, char *member)
+{
+	size_t cap = k->size / CONFIG_PATH_LEN;
+	char tmp[CONFIG_MAX_RULE_FILES][CONFIG_PATH_LEN];
+	memset(tmp, 0, sizeof tmp);
+	if (val->type == YAML_SCALAR_EVENT && scalar_is_null(val)) {
+		memcpy(member, tmp, k->size);
+		return 0;
+	}
+	if (val->type != YAML_SEQUENCE_START_EVENT) {
+		parse_err(p, val->start_mark, "%s: expected %s, got %s", path, kind_what(k->kind),
+			  event_what(val));
+		return GPULSE_EPARSE;
+	}
+	size_t n = 0;
+	for (;;) {
+		yaml_event_t ev;
+		if (!next_event(p, &ev))
+			return GPULSE_EPARSE;
+		if (ev.type == YAML_SEQUENCE_END_EVENT) {
+			yaml_event_delete(&ev);
+			break;
+		}
+		const char *v = ev.type == YAML_SCALAR_EVENT ? (const char *)ev.data.scalar.value : NULL;
+		size_t vlen = v ? ev.data.scalar.length : 0;
+		if (!v || scalar_is_null(&ev) || vlen == 0 || strlen(v) != vlen) {
+			parse_err(p, ev.start_mark, "%s: each entry must be a file path, not %s", path,
+				  event_what(&ev));
+			yaml_event_delete(&ev);
+			return GPULSE_EPARSE;
+		}
+		if (n >= cap) {
+			parse_err(p, ev.start_mark, "%s: more than %zu files", path, cap);
+			yaml_event_delete(&ev);
+			return GPULSE_EPARSE;
+		}
+		if (resolve_path(p, v, vlen, tmp[n], CONFIG_PATH_LEN)) {
+			parse_err(p, ev.start_mark, "%s: path is too long (at most %d bytes)", path,
+				  CONFIG_PATH_LEN - 1);
+			yaml_event_delete(&ev);
+			return GPULSE_EPARSE;
+		}
+		n++;
+		yaml_event_delete(&ev);
+	}
+	memcpy(member, tmp, k->size);
+	return 0;
 }
 
 /* Read the keys of a mapping whose MAPPING_START was just consumed, up to
@@ -772,6 +847,8 @@ static int parse_section(struct parse *p, const struct key_spec *sec, const char
 					  path, event_what(&val), q[0] ? " " : "", q);
 				rc = GPULSE_EPARSE;
 			}
+		} else if (k->kind == KIND_PATH_LIST) {
+			rc = parse_path_list(p, k, path, &val, (char *)cfg + k->offset);
 		} else if (val.type != YAML_SCALAR_EVENT) {
 			parse_err(p, val.start_mark, "%s: expected %s, got %s", path,
 				  kind_what(k->kind), event_what(&val));
@@ -1027,6 +1104,13 @@ static int validate_ranges(const struct gpulse_config *c, const struct key_spec 
 		}
 		case KIND_BOOL:
 			break;
+		case KIND_PATH_LIST:
+			for (size_t j = 0; j < k->size / CONFIG_PATH_LEN; j++)
+				if (!memchr(member + j * CONFIG_PATH_LEN, '\0', CONFIG_PATH_LEN)) {
+					str_errf(err, errlen, "%s: %s: is not terminated", name, path);
+					return GPULSE_EINVAL;
+				}
+			break;
 		}
 	}
 	return 0;
@@ -1131,6 +1215,8 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       strcmp(a->http.tls_key_file, b->http.tls_key_file) == 0 &&
 	       strcmp(a->http.auth_token_file, b->http.auth_token_file) == 0 &&
 	       a->http.allow_insecure_remote == b->http.allow_insecure_remote &&
+	       memcmp(a->rule_files, b->rule_files, sizeof a->rule_files) == 0 &&
+	       a->rule_evaluation_interval_ns == b->rule_evaluation_interval_ns &&
 	       a->log_level == b->log_level;
 }
 
@@ -1291,6 +1377,18 @@ static int dump_section(const struct gpulse_config *c, const struct key_spec *se
 			rc = buf_printf(out, " %s", (unsigned)l < 4 ? names[l] : "info");
 			break;
 		}
+		case KIND_PATH_LIST:
+			rc = buf_puts(out, " [");
+			for (size_t j = 0; !rc && j < k->size / CONFIG_PATH_LEN &&
+					   member[j * CONFIG_PATH_LEN]; j++) {
+				if (j)
+					rc = buf_puts(out, ", ");
+				if (!rc)
+					rc = put_yaml_string(out, member + j * CONFIG_PATH_LEN);
+			}
+			if (!rc)
+				rc = buf_putc(out, ']');
+			break;
 		}
 		if (!rc)
 			rc = buf_putc(out, '\n');

@@ -21,6 +21,7 @@ struct http_config;
 #define CONFIG_PATH_LEN 1024
 #define CONFIG_TOKEN_MAX 4096               /* largest auth token file accepted */
 #define CONFIG_HTTP_MAX_BODY (16u << 20)    /* largest response; matches the CLI's bound */
+#define CONFIG_MAX_RULE_FILES 16            /* entries of rule_files */
 
 /* Every value is plain data: strings are fixed arrays, so a config may be
  * copied with `=` and needs no freeing. An empty string means "not set". */
@@ -61,6 +62,10 @@ struct gpulse_config {
 		char auth_token_file[CONFIG_PATH_LEN];
 		bool allow_insecure_remote;
 	} http;
+	/* Prometheus rule files, relative paths already resolved against the
+	 * config file's directory; the list ends at the first empty string. */
+	char rule_files[CONFIG_MAX_RULE_FILES][CONFIG_PATH_LEN];
+	int64_t rule_evaluation_interval_ns;    /* groups without their own interval */
 	enum log_level log_level;
 };
 

@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "collector.h"
 #include "diagnose_json.h"
+#include "engine.h"
 #include "http_server.h"
 #include "ingest.h"
 #include "live.h"
@@ -58,6 +59,7 @@ struct daemon {
 	struct diag_live *diag;
 	struct tsdb *db;                 /* NULL: storage off */
 	struct ingest *ingest;
+	struct rules_engine *rules;      /* NULL: no rule files, or storage off */
 	struct api api;
 	char token[CONFIG_TOKEN_MAX];
 	int64_t next_nvml_try;
@@ -84,6 +86,31 @@ static int apply_overrides(const struct daemon_overrides *ov, struct gpulse_conf
 	return GPULSE_OK;
 }
 
+/* Parse every file of c->rule_files. On failure `err` holds the first
+ * problem as "FILE:LINE:COL: message" (promtool's format). */
+static int load_rule_files(const struct gpulse_config *c, struct rules_file ***files, size_t *n,
+			   char *err, size_t errlen)
+{
+	const char *paths[CONFIG_MAX_RULE_FILES];
+	size_t np = 0;
+	while (np < CONFIG_MAX_RULE_FILES && c->rule_files[np][0]) {
+		paths[np] = c->rule_files[np];
+		np++;
+	}
+	struct buf errs;
+	buf_init(&errs, 64 * 1024);
+	int rc = rules_files_load(paths, np, files, &errs);
+	if (rc) {
+		const char *msg = errs.len ? errs.data : gpulse_strerror(rc);
+		size_t len = strcspn(msg, "\n");
+		snprintf(err, errlen, "rule file: %.*s", (int)len, msg);
+	} else {
+		*n = np;
+	}
+	buf_free(&errs);
+	return rc;
+}
+
 int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *out,
 		       char *err, size_t errlen)
 {
@@ -96,6 +123,11 @@ int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *o
 		return rc;
 	if ((rc = config_validate(&c, opt->config_path ? opt->config_path : "gpulsed", err, errlen)) != 0)
 		return rc;
+	struct rules_file **files = NULL;
+	size_t nfiles = 0;
+	if ((rc = load_rule_files(&c, &files, &nfiles, err, errlen)) != 0)
+		return rc;
+	rules_files_free(files, nfiles);
 	*out = c;
 	return GPULSE_OK;
 }
@@ -387,6 +419,90 @@ static int start_storage(struct daemon *d)
 	return 0;
 }
 
+/* ---- recording rules ------------------------------------------------------ */
+
+static size_t rule_stats(void *ctx, struct rule_group_self_stats *out, size_t max)
+{
+	struct rules_group_stats *gs = calloc(max ? max : 1, sizeof *gs);
+	if (!gs)
+		return 0;
+	size_t n = rules_engine_stats(ctx, gs, max);
+	if (n > max)
+		n = max;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(out[i].name, sizeof out[i].name, "%s", gs[i].name);
+		out[i].last_duration_s = gs[i].last_duration_s;
+		out[i].evaluations_total = gs[i].evaluations_total;
+		out[i].failures_total = gs[i].failures_total;
+	}
+	free(gs);
+	return n;
+}
+
+/* Start the rules thread when rule files are configured. They were
+ * checked when the configuration was loaded; a failure here (a file
+ * changed since) stops the daemon as a bad file at start does. */
+static int start_rules(struct daemon *d)
+{
+	if (!d->cfg.rule_files[0][0])
+		return 0;
+	if (!d->db) {
+		log_warn("rule_files: recording rules need storage (storage.path); not evaluating them");
+		return 0;
+	}
+	char err[1024];
+	struct rules_file **files = NULL;
+	size_t n = 0;
+	if (load_rule_files(&d->cfg, &files, &n, err, sizeof err)) {
+		log_error("%s", err);
+		return 2;
+	}
+	struct rules_engine_config rc = {
+		.db = d->db,
+		.default_interval_ms = d->cfg.rule_evaluation_interval_ns / NS_PER_MS,
+	};
+	if (rules_engine_new(&d->rules, &rc, files, n) || rules_engine_start(d->rules)) {
+		log_error("rules: cannot start the evaluation thread");
+		return 1;
+	}
+	d->self.rule_stats = rule_stats;
+	d->self.rule_ctx = d->rules;
+	log_info("rules: evaluating %zu group(s) from %zu file(s)", rules_engine_group_count(d->rules), n);
+	return 0;
+}
+
+/* Re-read the rule files of `nc` into the running engine. The files were
+ * parsed moments ago by daemon_load_config; this reads them again. */
+static int reload_rules(struct daemon *d, const struct gpulse_config *nc, char *err, size_t errlen)
+{
+	if (!d->rules) {
+		if (nc->rule_files[0][0])
+			log_warn("reload: recording rules start at the next restart (storage needed)");
+		return 0;
+	}
+	struct rules_file **files = NULL;
+	size_t n = 0;
+	int rc = load_rule_files(nc, &files, &n, err, errlen);
+	if (rc)
+		return rc;
+	return rules_engine_replace(d->rules, files, n);
+}
+
+/* /api/v1/rules: Prometheus's document. Alerting rules are listed,
+ * inactive: they are not evaluated yet. */
+static int handle_rules(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct daemon *d = ctx;
+	(void)req;
+	struct buf *b = &resp->body;
+	resp->content_type = "application/json";
+	buf_puts(b, "{\"status\":\"success\",\"data\":{\"groups\":");
+	int rc = d->rules ? rules_engine_write_json(d->rules, b) : buf_puts(b, "[]");
+	if (rc)
+		return rc;
+	return buf_puts(b, "}}\n");
+}
+
 /* ---- sources ---------------------------------------------------------- */
 
 static int start_replay(struct daemon *d, const char *path, char *err, size_t errlen)
@@ -475,6 +591,13 @@ static void reload(struct daemon *d)
 	    memcmp(&nc.storage, &d->cfg.storage, sizeof nc.storage) != 0)
 		log_warn("reload: listen, nvml_library, replay, http, storage and the sampling "
 			 "switches take effect at the next restart");
+	if (reload_rules(d, &nc, err, sizeof err) != 0) {
+		atomic_fetch_add(&d->self.reloads_failed_total, 1);
+		atomic_store(&d->self.last_reload_ok, 0);
+		log_error("reload refused, the running configuration stays: %s", err);
+		return;
+	}
+	memcpy(d->cfg.rule_files, nc.rule_files, sizeof nc.rule_files);
 	log_set_level(nc.log_level);
 	int64_t periods[TIER_COUNT] = {nc.sampling.fast_ns, nc.sampling.normal_ns, nc.sampling.slow_ns};
 	pthread_rwlock_rdlock(&d->source_lock);
@@ -532,6 +655,10 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		status = st;
 		goto out;
 	}
+	if ((st = start_rules(d)) != 0) {
+		status = st;
+		goto out;
+	}
 	api_init(&d->api, d->db);
 	struct http_config hc;
 	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token) != 0) {
@@ -551,6 +678,7 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	http_route(d->http, "/api/v1/gpus", handle_gpus, d);
 	http_route(d->http, "/healthz", handle_health, d);
 	http_route(d->http, "/api/v1/diagnosis", handle_diagnosis, d);
+	http_route(d->http, "/api/v1/rules", handle_rules, d);
 	api_register(d->http, &d->api);
 	http_route(d->http, "/", handle_index, d);
 
@@ -599,6 +727,7 @@ out:
 	replay_stop(d->rep);
 	collector_stop(d->col);
 	diag_live_destroy(d->diag);
+	rules_engine_free(d->rules);
 	/* Publishers have stopped: the final flush sees every sample. */
 	tsdb_close(d->db);
 	ingest_destroy(d->ingest);

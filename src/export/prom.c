@@ -330,6 +330,44 @@ static void plain_u64(struct pw *w, uint64_t v)
 	PUT_LIT(w, "\n");
 }
 
+/* The recording-rule groups' families, one sample per group each. */
+static void render_rule_stats(struct pw *w, const struct self_stats *self)
+{
+	struct rule_group_self_stats *rs = calloc(RULE_STATS_MAX, sizeof *rs);
+	if (!rs)
+		return;
+	size_t n = self->rule_stats(self->rule_ctx, rs, RULE_STATS_MAX);
+	if (n > RULE_STATS_MAX)
+		n = RULE_STATS_MAX;
+	static const struct {
+		const char *name;
+		enum ftype type;
+		const char *help;
+	} fams[] = {
+		{"gpulse_rule_group_last_duration_seconds", T_GAUGE,
+		 "How long the last evaluation of the rule group took."},
+		{"gpulse_rule_evaluations_total", T_COUNTER, "Rule evaluations, by group."},
+		{"gpulse_rule_evaluation_failures_total", T_COUNTER,
+		 "Rule evaluations that failed, by group."},
+	};
+	for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+		family(w, fams[f].name, fams[f].type, fams[f].help);
+		for (size_t i = 0; i < n; i++) {
+			sample(w, "", 0);
+			PUT_LIT(w, "{rule_group=\"");
+			put_label_text(w, rs[i].name);
+			if (f == 0) {
+				PUT_LIT(w, "\"");
+				end_value(w, rs[i].last_duration_s);
+			} else {
+				PUT_LIT(w, "\"");
+				end_u64(w, f == 1 ? rs[i].evaluations_total : rs[i].failures_total);
+			}
+		}
+	}
+	free(rs);
+}
+
 /* ---- per-GPU families ------------------------------------------------ */
 
 static void prepare_labels(struct render *r)
@@ -901,6 +939,8 @@ static void render_self(struct render *r, const struct self_stats *self)
 			       "Size of the database file and its write-ahead log.");
 			plain_u64(w, st.db_bytes);
 		}
+		if (self->rule_stats)
+			render_rule_stats(w, self);
 	}
 	family(w, "process_cpu_seconds_total", T_COUNTER,
 	       "Total user and system CPU time spent in seconds.");

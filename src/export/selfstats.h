@@ -21,6 +21,19 @@ struct storage_self_stats {
 };
 typedef void storage_stats_fn(void *ctx, struct storage_self_stats *out);
 
+/* One recording-rule group's counters (gpulse_rule_*), filled by a
+ * callback like the store's. `name` is Prometheus's rule_group label:
+ * "FILE;GROUP". */
+#define RULE_STATS_MAX 1024 /* groups shown on /metrics */
+struct rule_group_self_stats {
+	char name[1400];
+	double last_duration_s;
+	uint64_t evaluations_total;
+	uint64_t failures_total;
+};
+/* Fill up to `max` entries; return how many were filled. */
+typedef size_t rule_stats_fn(void *ctx, struct rule_group_self_stats *out, size_t max);
+
 struct self_stats {
 	int64_t start_wall_ns;
 	enum daemon_mode mode;
@@ -38,6 +51,10 @@ struct self_stats {
 	 * left out). Set before the HTTP server starts; read-only after. */
 	storage_stats_fn *storage_stats;
 	void *storage_ctx;
+	/* Set while recording rules run (NULL: no gpulse_rule_* families);
+	 * set before the HTTP server starts. */
+	rule_stats_fn *rule_stats;
+	void *rule_ctx;
 };
 
 #endif

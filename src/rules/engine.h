@@ -1,0 +1,85 @@
+/* The recording-rule engine of gpulsed: a thread that evaluates each
+ * group of the loaded rule files every group interval, at times aligned to
+ * that interval, over the embedded store (tsdb.h) through the PromQL
+ * evaluator, and appends each rule's result to the store under the rule's
+ * `record` name, so later rules of the group (and queries) read it. A
+ * series a rule stops producing gets Prometheus's staleness marker.
+ * Alerting rules are listed but not evaluated yet. Below the daemon: it
+ * takes the parsed files, a store and a clock, and knows nothing of the
+ * configuration file. */
+#ifndef GPULSE_RULES_ENGINE_H
+#define GPULSE_RULES_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "rules_file.h"
+#include "tsdb.h"
+
+#define RULES_ENGINE_NAME_MAX 1400 /* bytes of "FILE;GROUP" in stats */
+
+struct rules_engine;
+
+/* Wall-clock time in milliseconds since the Unix epoch. */
+typedef int64_t rules_clock_fn(void *ctx);
+
+struct rules_engine_config {
+	struct tsdb *db;                  /* must outlive the engine */
+	int64_t default_interval_ms;      /* for groups without `interval`; 0: 60000 */
+	rules_clock_fn *now_ms;           /* NULL: the wall clock */
+	void *clock_ctx;
+};
+
+/* Counters of one group as /metrics shows them. */
+struct rules_group_stats {
+	char name[RULES_ENGINE_NAME_MAX]; /* "FILE;GROUP", Prometheus's rule_group */
+	double last_duration_s;
+	uint64_t evaluations_total;       /* rule evaluations */
+	uint64_t failures_total;          /* rule evaluations that failed */
+};
+
+/* A new engine over `files[nfiles]`, which it takes (freed with the
+ * engine or when replaced; the array itself stays the caller's). 0 or
+ * GPULSE_ENOMEM (the files are then freed). Free with rules_engine_free. */
+int rules_engine_new(struct rules_engine **out, const struct rules_engine_config *c,
+		     struct rules_file **files, size_t nfiles);
+
+/* Stop the thread if running and free everything. Accepts NULL. */
+void rules_engine_free(struct rules_engine *e);
+
+/* Start / stop the evaluation thread. Start: 0, GPULSE_ESTATE (running),
+ * GPULSE_ENOMEM. Stop is safe when not running. */
+int rules_engine_start(struct rules_engine *e);
+void rules_engine_stop(struct rules_engine *e);
+
+/* Replace the rules (SIGHUP) with `files[nfiles]`, taken as by
+ * rules_engine_new. Series of the old rules are not marked stale. 0 or
+ * GPULSE_ENOMEM (the old rules stay; the new files are freed). */
+int rules_engine_replace(struct rules_engine *e, struct rules_file **files, size_t nfiles);
+
+/* Groups over all files. */
+size_t rules_engine_group_count(struct rules_engine *e);
+
+/* Evaluate group `gi` (in file order) at t_ms now, on the caller's thread
+ * (tests; the thread does the same). 0, GPULSE_ENOENT for no such group,
+ * or the first failing rule's status (later rules still ran). */
+int rules_engine_eval_group(struct rules_engine *e, size_t gi, int64_t t_ms);
+
+/* Copy up to `max` groups' counters into out; returns how many groups
+ * there are (may exceed max). */
+size_t rules_engine_stats(struct rules_engine *e, struct rules_group_stats *out, size_t max);
+
+/* Append Prometheus's /api/v1/rules `groups` array ("[...]"). 0 or the
+ * buf's error. */
+int rules_engine_write_json(struct rules_engine *e, struct buf *b);
+
+/* Load every path in paths[n]; on success *out is a new array of n files
+ * (free with rules_files_free). On failure errs gets the FILE:LINE:COL
+ * lines and the first status is returned. */
+int rules_files_load(const char *const *paths, size_t n, struct rules_file ***out,
+		     struct buf *errs);
+/* Free an array from rules_files_load. Accepts NULL. */
+void rules_files_free(struct rules_file **files, size_t n);
+
+#endif
