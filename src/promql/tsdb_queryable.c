@@ -68,7 +68,11 @@ static int tq_select(void *ctx, const struct promql_matcher *matchers, size_t nm
 	for (size_t i = 0; i < nmatchers; i++)
 		tm[i] = (struct tsdb_matcher){match_op(matchers[i].op), matchers[i].name,
 					      matchers[i].value};
-	struct tsdb_select_opts so = {.mint = mint_ms, .maxt = maxt_ms, .mode = TSDB_READ_RAW};
+	/* AUTO: raw samples, unless the range reaches back past raw
+	 * retention, where only the 1-minute rollups are left; a rollup
+	 * bucket then reads as one sample, its mean, at the bucket's start. */
+	struct tsdb_select_opts so = {.mint = mint_ms, .maxt = maxt_ms,
+				      .mode = c->rollups ? TSDB_READ_AUTO : TSDB_READ_RAW};
 	struct tsdb_iter *it = NULL;
 	int rc = tsdb_select(c->db, tm, nmatchers, &so, &it, err, errlen);
 	if (rc)
@@ -93,7 +97,19 @@ static int tq_select(void *ctx, const struct promql_matcher *matchers, size_t nm
 		size_t np = 0, cap = 0;
 		int64_t t;
 		double v;
-		while (tsdb_iter_next_sample(it, &t, &v) == 1) {
+		bool rollup = tsdb_iter_is_rollup(it);
+		struct tsdb_rollup ru;
+		for (;;) {
+			if (rollup) {
+				if (tsdb_iter_next_rollup(it, &ru) != 1)
+					break;
+				if (ru.count == 0)
+					continue;
+				t = ru.t_ms;
+				v = ru.sum / (double)ru.count;
+			} else if (tsdb_iter_next_sample(it, &t, &v) != 1) {
+				break;
+			}
 			if (t < mint_ms || t > maxt_ms)
 				continue;
 			if (++total > max_samples) {

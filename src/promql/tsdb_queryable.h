@@ -1,9 +1,15 @@
 /* The PromQL storage interface (queryable.h) over the embedded store
  * (tsdb.h): the query engine sits above the store, so the adapter lives
- * with the engine. Reads raw samples, staleness markers included. */
+ * with the engine. Reads raw samples, staleness markers included; with
+ * `rollups` set, a range that reaches back past the store's raw retention
+ * is read from the
+ * 1-minute rollups instead, each bucket as one sample (its mean) at the
+ * bucket's start, so long-range queries still answer at that resolution
+ * (max_over_time then sees the largest minute mean, not the largest sample). */
 #ifndef GPULSE_TSDB_QUERYABLE_H
 #define GPULSE_TSDB_QUERYABLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "queryable.h"
@@ -17,6 +23,9 @@ struct tsdb_queryable_ctx {
 	struct tsdb *db;
 	size_t max_series;   /* 0: PROMQL_DEFAULT_MAX_SERIES */
 	size_t max_samples;  /* 0: PROMQL_DEFAULT_MAX_SAMPLES */
+	bool rollups;        /* read rollups for ranges older than raw retention
+	                        (by the wall clock): the query API sets it;
+	                        off, only raw samples are read */
 };
 
 #endif
