@@ -351,6 +351,13 @@ int rules_engine_eval_group(struct rules_engine *e, size_t gi, int64_t t_ms)
 	return rc;
 }
 
+/* Samples reach the store shortly after their timestamps (a collector
+ * sweep, a slow sanitizer build): a group due at t is evaluated at time t
+ * but only once the wall clock has passed t + EVAL_DELAY_MS, so every
+ * sample stamped up to t is in. (Prometheus 2.53 added `query_offset`
+ * for the same reason.) */
+#define EVAL_DELAY_MS 1000
+
 /* The thread: wake at the earliest due group, evaluate every due group at
  * its aligned time, schedule it for the next multiple of its interval. */
 static void *engine_main(void *arg)
@@ -365,14 +372,14 @@ static void *engine_main(void *arg)
 			int64_t iv = gs->interval_ms;
 			if (gs->next_ms == 0)
 				gs->next_ms = (now / iv + 1) * iv;
-			if (gs->next_ms <= now) {
+			if (gs->next_ms + EVAL_DELAY_MS <= now) {
 				eval_group_locked(e, gs, gs->next_ms);
 				now = engine_now_ms(e);
 				/* Missed iterations are skipped, as Prometheus does. */
-				gs->next_ms = (now / iv + 1) * iv;
+				gs->next_ms = ((now - EVAL_DELAY_MS) / iv + 1) * iv;
 			}
-			if (gs->next_ms < next_due)
-				next_due = gs->next_ms;
+			if (gs->next_ms + EVAL_DELAY_MS < next_due)
+				next_due = gs->next_ms + EVAL_DELAY_MS;
 		}
 		int64_t wait_ms = next_due - engine_now_ms(e);
 		if (wait_ms > 1000)
