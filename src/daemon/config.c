@@ -1125,25 +1125,22 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 	if (rc)
 		return rc;
 
-	if (c->sampling.normal_ns < c->sampling.fast_ns) {
-		config_format_duration(c->sampling.normal_ns, a, sizeof a);
-		config_format_duration(c->sampling.fast_ns, b, sizeof b);
-		str_errf(err, errlen, "%s: sampling.normal (%s) must not be shorter than sampling.fast (%s)",
-			name, a, b);
-		return GPULSE_EINVAL;
-	}
-	if (c->sampling.slow_ns < c->sampling.normal_ns) {
-		config_format_duration(c->sampling.slow_ns, a, sizeof a);
-		config_format_duration(c->sampling.normal_ns, b, sizeof b);
-		str_errf(err, errlen, "%s: sampling.slow (%s) must not be shorter than sampling.normal (%s)",
-			name, a, b);
-		return GPULSE_EINVAL;
-	}
-	if (c->diagnosis.history_ns < c->diagnosis.window_ns) {
-		config_format_duration(c->diagnosis.history_ns, a, sizeof a);
-		config_format_duration(c->diagnosis.window_ns, b, sizeof b);
-		str_errf(err, errlen, "%s: diagnosis.history (%s) must not be shorter than diagnosis.window (%s)",
-			name, a, b);
+	/* Durations that must not be shorter than another. */
+	const struct {
+		int64_t longer, shorter;
+		const char *longer_key, *shorter_key;
+	} order[] = {
+		{c->sampling.normal_ns, c->sampling.fast_ns, "sampling.normal", "sampling.fast"},
+		{c->sampling.slow_ns, c->sampling.normal_ns, "sampling.slow", "sampling.normal"},
+		{c->diagnosis.history_ns, c->diagnosis.window_ns, "diagnosis.history", "diagnosis.window"},
+	};
+	for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+		if (order[i].longer >= order[i].shorter)
+			continue;
+		config_format_duration(order[i].longer, a, sizeof a);
+		config_format_duration(order[i].shorter, b, sizeof b);
+		str_errf(err, errlen, "%s: %s (%s) must not be shorter than %s (%s)", name,
+			 order[i].longer_key, a, order[i].shorter_key, b);
 		return GPULSE_EINVAL;
 	}
 
