@@ -820,33 +820,14 @@ static double nan_if_tiny(double x)
 	return x >= 0.01 ? x : NAN;
 }
 
-static void fill_headroom(struct verdict *v)
+/* What bounds a window of class c, and how far its share of that
+ * resource's peak leaves it from the limit. */
+static void headroom_bound(struct diag_headroom *h, enum diag_class c)
 {
-	struct diag_headroom *h = &v->w->headroom;
-	const struct gpu_peaks *pk = v->pk;
-	h->sm_active = mean(v, Q_SM);
-	h->clock_ratio = mean(v, Q_CLOCK_RATIO);
-	double clock = isnan(h->clock_ratio) ? 1.0 : h->clock_ratio;
-	h->tensor_active = mean(v, Q_TENSOR);
-	h->tensor = h->tensor_active * clock;
-	h->pipe_active = busiest_pipe(v, &h->pipe_name);
-	h->pipe = h->pipe_active * clock;
-	h->dram = mean(v, Q_DRAM);
-	h->dram_bytes_per_s = pk->dram_bytes_per_s > 0 ? h->dram * pk->dram_bytes_per_s : NAN;
-	h->pcie = mean(v, Q_PCIE_FRAC);
-	h->pcie_tx_bytes_per_s = mean(v, Q_PCIE_TX);
-	h->pcie_rx_bytes_per_s = mean(v, Q_PCIE_RX);
-	h->memory_used = mean(v, Q_MEM_RATIO);
-	h->busy = mean(v, Q_BUSY);
 	h->bound_resource = NULL;
 	h->max_speedup = NAN;
-	if (isnan(h->clock_ratio) && (have(v, Q_TENSOR) || h->pipe_name))
-		missing(v, DIAG_MISSING_CLOCK_MAX);
-	if (have(v, Q_DRAM) && !(pk->dram_bytes_per_s > 0))
-		missing(v, DIAG_MISSING_DRAM_PEAK);
-
 	double frac = NAN;
-	switch (v->w->bottleneck) {
+	switch (c) {
 	case DIAG_COMPUTE_BOUND:
 		if (!isnan(h->tensor) && (isnan(h->pipe) || h->tensor >= h->pipe)) {
 			h->bound_resource = "tensor";
@@ -887,6 +868,34 @@ static void fill_headroom(struct verdict *v)
 	}
 	frac = nan_if_tiny(frac);
 	h->max_speedup = isnan(frac) ? NAN : 1.0 / fmin(frac, 1.0);
+}
+
+static void fill_headroom(struct verdict *v)
+{
+	struct diag_headroom *h = &v->w->headroom;
+	const struct gpu_peaks *pk = v->pk;
+	h->sm_active = mean(v, Q_SM);
+	h->clock_ratio = mean(v, Q_CLOCK_RATIO);
+	double clock = isnan(h->clock_ratio) ? 1.0 : h->clock_ratio;
+	h->tensor_active = mean(v, Q_TENSOR);
+	h->tensor = h->tensor_active * clock;
+	h->pipe_active = busiest_pipe(v, &h->pipe_name);
+	h->pipe = h->pipe_active * clock;
+	h->dram = mean(v, Q_DRAM);
+	h->dram_bytes_per_s = pk->dram_bytes_per_s > 0 ? h->dram * pk->dram_bytes_per_s : NAN;
+	h->pcie = mean(v, Q_PCIE_FRAC);
+	h->pcie_tx_bytes_per_s = mean(v, Q_PCIE_TX);
+	h->pcie_rx_bytes_per_s = mean(v, Q_PCIE_RX);
+	h->memory_used = mean(v, Q_MEM_RATIO);
+	h->busy = mean(v, Q_BUSY);
+	h->bound_resource = NULL;
+	h->max_speedup = NAN;
+	if (isnan(h->clock_ratio) && (have(v, Q_TENSOR) || h->pipe_name))
+		missing(v, DIAG_MISSING_CLOCK_MAX);
+	if (have(v, Q_DRAM) && !(pk->dram_bytes_per_s > 0))
+		missing(v, DIAG_MISSING_DRAM_PEAK);
+
+	headroom_bound(h, v->w->bottleneck);
 }
 
 static void appendf(char *buf, size_t size, const char *fmt, ...)
@@ -1351,4 +1360,12 @@ void diagnose_summarize(const struct diag_window *w, size_t n, struct diag_summa
 			out->top_class = (enum diag_class)c;
 	mean_headroom(w, n, false, &out->mean);
 	mean_headroom(w, n, true, &out->busy_mean);
+}
+
+void diagnose_describe(struct diag_window *w, const struct gpu_peaks *pk)
+{
+	headroom_bound(&w->headroom, w->bottleneck);
+	headroom_words(w, pk);
+	advice_words(w, NULL);
+	brief_words(w);
 }

@@ -197,6 +197,13 @@ struct diag_summary {
 	enum diag_class top_class;
 };
 
+/* Fill w's headroom.bound_resource and max_speedup, headroom_text,
+ * advice and brief from its bottleneck, findings and headroom numbers, as
+ * diagnose_gpu does for the windows it judges. For windows put together
+ * from stored verdicts (history.h), which have the numbers but not the
+ * samples. */
+void diagnose_describe(struct diag_window *w, const struct gpu_peaks *pk);
+
 /* Sum `n` windows of one GPU. */
 void diagnose_summarize(const struct diag_window *w, size_t n, struct diag_summary *out);
 

@@ -41,6 +41,8 @@ struct diag_live {
 	int col_field[LIVE_FIELDS_MAX];  /* live column -> field */
 	int field_col[FIELD_COUNT];      /* field -> live column or -1 */
 	struct live_gpu gpu[GPU_MAX];
+	diag_live_sink_fn *sink;
+	void *sink_ctx;
 };
 
 static struct live_row *row_at(const struct diag_live *dl, struct live_gpu *g, size_t i)
@@ -133,8 +135,11 @@ static void judge_ready(struct diag_live *dl, struct live_gpu *g, int slot)
 				.origin_s = start, .window_s = w};
 	struct diag_window *win = NULL;
 	size_t nw = 0;
-	if (m && diagnose_gpu(&in, &pk, &win, &nw) == GPULSE_OK && nw > 0)
+	if (m && diagnose_gpu(&in, &pk, &win, &nw) == GPULSE_OK && nw > 0) {
 		bus_set_diagnosis(dl->bus, slot, (int)win[nw - 1].bottleneck, win[nw - 1].findings, end);
+		if (dl->sink)
+			dl->sink(dl->sink_ctx, &g->id, &win[nw - 1]);
+	}
 	free(win);
 	free(rows);
 	g->judged_until_s = end;
@@ -283,6 +288,33 @@ int diag_live_windows(struct diag_live *dl, int slot, double since_s, double win
 	rc = diagnose_gpu(&in, peaks, out, n);
 out:
 	free(rows);
+	return rc;
+}
+
+void diag_live_set_sink(struct diag_live *dl, diag_live_sink_fn *fn, void *ctx)
+{
+	dl->sink = fn;
+	dl->sink_ctx = ctx;
+}
+
+int diag_live_peaks(struct diag_live *dl, int slot, struct gpu_peaks *peaks)
+{
+	if (slot < 0 || slot >= GPU_MAX)
+		return GPULSE_ENOENT;
+	struct live_gpu *g = &dl->gpu[slot];
+	pthread_mutex_lock(&g->lock);
+	int rc = g->have_id ? GPULSE_OK : GPULSE_ENOENT;
+	if (rc == GPULSE_OK) {
+		struct rec_row *rows = NULL;
+		size_t n = 0;
+		double since = g->count ? row_at(dl, g, g->count - 1)->t_s : 0;
+		if (g->count && rows_since(dl, g, since, &rows, &n) == GPULSE_OK && n)
+			peaks_of(&g->id, &rows[n - 1], peaks);
+		else
+			peaks_of(&g->id, NULL, peaks);
+		free(rows);
+	}
+	pthread_mutex_unlock(&g->lock);
 	return rc;
 }
 

@@ -33,6 +33,15 @@ int diag_live_create(struct diag_live **out, struct bus *bus, double window_s, d
 /* Accepts NULL. The bus's publishers must have stopped. */
 void diag_live_destroy(struct diag_live *dl);
 
+/* Called with every window the live diagnosis judges, on the bus's
+ * publishing thread (so it must not block), with that GPU's lock held. */
+typedef void diag_live_sink_fn(void *ctx, const struct gpu_identity *id,
+			       const struct diag_window *w);
+
+/* Hand every judged window to `fn` as well (the store's history.h). Set
+ * before collection starts; NULL: none. */
+void diag_live_set_sink(struct diag_live *dl, diag_live_sink_fn *fn, void *ctx);
+
 /* Classify the held history of GPU `slot` from `since_s` (Unix seconds;
  * older than the history: from its start) with windows of `window_s`
  * (0: the live window). *out (NULL when no window) is the caller's, freed
@@ -40,6 +49,10 @@ void diag_live_destroy(struct diag_live *dl);
  * such GPU or no history yet), GPULSE_EINVAL, GPULSE_ENOMEM. */
 int diag_live_windows(struct diag_live *dl, int slot, double since_s, double window_s,
 		      struct diag_window **out, size_t *n, struct gpu_peaks *peaks);
+
+/* The peaks GPU `slot` is measured against (its identity and last
+ * sample). 0 or GPULSE_ENOENT (no such GPU yet). */
+int diag_live_peaks(struct diag_live *dl, int slot, struct gpu_peaks *peaks);
 
 /* The seconds of history held per GPU and the live window length. */
 double diag_live_history_s(const struct diag_live *dl);

@@ -74,7 +74,7 @@ struct shard {
 enum stmt_id {
 	ST_SERIES_INSERT, ST_CHUNK_PUT, ST_CHUNK_RANGE, ST_ROLLUP_PUT, ST_ROLLUP_RANGE,
 	ST_SERIES_ROLLED, ST_RET_CHUNKS, ST_RET_ROLLUPS, ST_REC_PUT, ST_REC_GET, ST_REC_LIST,
-	ST_REC_DEL, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_COUNT
+	ST_REC_DEL, ST_REC_PRUNE, ST_REC_KEYS, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_COUNT
 };
 
 static const char *const stmt_sql[ST_COUNT] = {
@@ -90,6 +90,8 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_REC_GET] = "SELECT t_ms, json FROM records WHERE kind = ?1 AND key = ?2",
 	[ST_REC_LIST] = "SELECT key, t_ms, json FROM records WHERE kind = ?1 AND t_ms >= ?2 AND t_ms <= ?3 ORDER BY t_ms, key LIMIT ?4",
 	[ST_REC_DEL] = "DELETE FROM records WHERE kind = ?1 AND key = ?2",
+	[ST_REC_PRUNE] = "DELETE FROM records WHERE kind = ?1 AND t_ms < ?2",
+	[ST_REC_KEYS] = "SELECT key, t_ms, json FROM records WHERE kind = ?1 AND key >= ?2 AND key <= ?3 ORDER BY key DESC LIMIT ?4",
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
@@ -1691,24 +1693,13 @@ int tsdb_record_get(struct tsdb *db, const char *kind, const char *key, struct t
 	return rc;
 }
 
-int tsdb_record_list(struct tsdb *db, const char *kind, int64_t mint, int64_t maxt, size_t limit,
-		     struct tsdb_record **out, size_t *n)
+/* Step `st` (bound, locked by the caller) and copy its rows (key, t_ms,
+ * json) into a new array. */
+static int collect_records(sqlite3_stmt *st, const char *kind, struct tsdb_record **out, size_t *n)
 {
-	*out = NULL;
-	*n = 0;
-	if (!record_args_ok(kind, ""))
-		return GPULSE_EINVAL;
-	if (limit == 0 || limit > RECORD_LIST_MAX)
-		limit = RECORD_LIST_MAX;
 	struct tsdb_record *res = NULL;
 	size_t cnt = 0, cap = 0;
-	int rc = 0, r;
-	pthread_mutex_lock(&db->db_mu);
-	sqlite3_stmt *st = db->st[ST_REC_LIST];
-	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, mint);
-	sqlite3_bind_int64(st, 3, maxt);
-	sqlite3_bind_int64(st, 4, (int64_t)limit);
+	int rc = 0, r = SQLITE_DONE;
 	while (rc == 0 && (r = sqlite3_step(st)) == SQLITE_ROW) {
 		if (cnt == cap) {
 			cap = cap ? cap * 2 : 16;
@@ -1729,7 +1720,6 @@ int tsdb_record_list(struct tsdb *db, const char *kind, int64_t mint, int64_t ma
 		rc = GPULSE_EIO;
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
-	pthread_mutex_unlock(&db->db_mu);
 	if (rc != 0) {
 		tsdb_records_free(res, cnt);
 		return rc;
@@ -1737,6 +1727,46 @@ int tsdb_record_list(struct tsdb *db, const char *kind, int64_t mint, int64_t ma
 	*out = res;
 	*n = cnt;
 	return 0;
+}
+
+int tsdb_record_list(struct tsdb *db, const char *kind, int64_t mint, int64_t maxt, size_t limit,
+		     struct tsdb_record **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	if (!record_args_ok(kind, ""))
+		return GPULSE_EINVAL;
+	if (limit == 0 || limit > RECORD_LIST_MAX)
+		limit = RECORD_LIST_MAX;
+	pthread_mutex_lock(&db->db_mu);
+	sqlite3_stmt *st = db->st[ST_REC_LIST];
+	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, mint);
+	sqlite3_bind_int64(st, 3, maxt);
+	sqlite3_bind_int64(st, 4, (int64_t)limit);
+	int rc = collect_records(st, kind, out, n);
+	pthread_mutex_unlock(&db->db_mu);
+	return rc;
+}
+
+int tsdb_record_keys(struct tsdb *db, const char *kind, const char *key_lo, const char *key_hi,
+		     size_t limit, struct tsdb_record **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	if (!record_args_ok(kind, key_lo) || !record_args_ok(kind, key_hi))
+		return GPULSE_EINVAL;
+	if (limit == 0 || limit > RECORD_LIST_MAX)
+		limit = RECORD_LIST_MAX;
+	pthread_mutex_lock(&db->db_mu);
+	sqlite3_stmt *st = db->st[ST_REC_KEYS];
+	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, key_lo, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, key_hi, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, (int64_t)limit);
+	int rc = collect_records(st, kind, out, n);
+	pthread_mutex_unlock(&db->db_mu);
+	return rc;
 }
 
 int tsdb_record_delete(struct tsdb *db, const char *kind, const char *key)
@@ -1756,4 +1786,27 @@ int tsdb_record_delete(struct tsdb *db, const char *kind, const char *key)
 		return GPULSE_EIO;
 	}
 	return changes > 0 ? 0 : GPULSE_ENOENT;
+}
+
+int tsdb_record_prune(struct tsdb *db, const char *kind, int64_t before_ms, size_t *deleted)
+{
+	if (deleted)
+		*deleted = 0;
+	if (!record_args_ok(kind, ""))
+		return GPULSE_EINVAL;
+	pthread_mutex_lock(&db->db_mu);
+	sqlite3_stmt *st = db->st[ST_REC_PRUNE];
+	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, before_ms);
+	int rc = sql_step_done(st);
+	int changes = sqlite3_changes(db->sql);
+	sqlite3_clear_bindings(st);
+	pthread_mutex_unlock(&db->db_mu);
+	if (rc != 0) {
+		atomic_fetch_add(&db->storage_errors, 1);
+		return GPULSE_EIO;
+	}
+	if (deleted)
+		*deleted = (size_t)changes;
+	return 0;
 }

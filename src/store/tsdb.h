@@ -189,8 +189,16 @@ int tsdb_record_get(struct tsdb *db, const char *kind, const char *key,
  * `limit` (0: 10000). *out is the caller's: tsdb_records_free. */
 int tsdb_record_list(struct tsdb *db, const char *kind, int64_t mint, int64_t maxt,
 		     size_t limit, struct tsdb_record **out, size_t *n);
+/* Records of one kind with key_lo <= key <= key_hi (byte order), the
+ * greatest keys first, at most `limit` (0: 10000): with keys that end in
+ * a zero-padded time, the newest of a prefix. *out: tsdb_records_free. */
+int tsdb_record_keys(struct tsdb *db, const char *kind, const char *key_lo, const char *key_hi,
+		     size_t limit, struct tsdb_record **out, size_t *n);
 /* 0, or GPULSE_ENOENT when there was no such record. */
 int tsdb_record_delete(struct tsdb *db, const char *kind, const char *key);
+/* Delete the records of `kind` older than before_ms (t_ms < before_ms);
+ * *deleted (may be NULL) gets how many. 0, GPULSE_EINVAL, GPULSE_EIO. */
+int tsdb_record_prune(struct tsdb *db, const char *kind, int64_t before_ms, size_t *deleted);
 void tsdb_record_clear(struct tsdb_record *r);
 void tsdb_records_free(struct tsdb_record *r, size_t n);
 

@@ -1,0 +1,577 @@
+/* Diagnosis history in the store; see history.h. */
+#include "history.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "diagnose_json.h"
+#include "log.h"
+#include "status.h"
+
+#define RECORD_JSON_MAX (64 * 1024)
+#define MIN_RECORD_GAP_S 1.0
+#define FINDING_SHARE 0.1         /* of a window's stored verdicts */
+#define PRUNE_EVERY_NS (600LL * NS_PER_SEC)
+
+/* The headroom numbers kept, each a series. */
+#define HEADROOM_SERIES(X)                                                  \
+	X(sm_active, "gpulse_gpu_headroom_ratio", "resource", "sm_active")   \
+	X(tensor_active, "gpulse_gpu_headroom_ratio", "resource", "tensor_active") \
+	X(tensor, "gpulse_gpu_headroom_ratio", "resource", "tensor")         \
+	X(pipe_active, "gpulse_gpu_headroom_ratio", "resource", "pipe_active") \
+	X(pipe, "gpulse_gpu_headroom_ratio", "resource", "pipe")             \
+	X(clock_ratio, "gpulse_gpu_headroom_ratio", "resource", "clock")     \
+	X(dram, "gpulse_gpu_headroom_ratio", "resource", "dram")             \
+	X(pcie, "gpulse_gpu_headroom_ratio", "resource", "pcie")             \
+	X(memory_used, "gpulse_gpu_headroom_ratio", "resource", "memory")    \
+	X(busy, "gpulse_gpu_headroom_ratio", "resource", "busy")             \
+	X(dram_bytes_per_s, "gpulse_gpu_diagnosis_bytes_per_second", "path", "dram") \
+	X(pcie_tx_bytes_per_s, "gpulse_gpu_diagnosis_bytes_per_second", "path", "pcie_tx") \
+	X(pcie_rx_bytes_per_s, "gpulse_gpu_diagnosis_bytes_per_second", "path", "pcie_rx")
+
+enum {
+#define H_ENUM(field, name, lname, lvalue) H_##field,
+	HEADROOM_SERIES(H_ENUM)
+#undef H_ENUM
+	H_COUNT
+};
+
+static const struct {
+	size_t offset;
+	const char *name, *label, *value;
+} headroom_series[H_COUNT] = {
+#define H_ROW(field, name, lname, lvalue) \
+	{offsetof(struct diag_headroom, field), name, lname, lvalue},
+	HEADROOM_SERIES(H_ROW)
+#undef H_ROW
+};
+
+/* Series of one GPU, in this order. */
+#define S_CLASS 0
+#define S_FINDING (S_CLASS + DIAG_CLASS_COUNT)
+#define S_CONF (S_FINDING + DIAG_FINDING_COUNT)
+#define S_HEAD (S_CONF + 1)
+#define S_COUNT (S_HEAD + H_COUNT)
+
+#define NAME_CLASS "gpulse_gpu_bottleneck"
+#define NAME_FINDING "gpulse_gpu_diagnosis_finding"
+#define NAME_CONF "gpulse_gpu_diagnosis_confidence_ratio"
+
+struct hist_gpu {
+	pthread_mutex_t lock;
+	char uuid[96];
+	uint32_t ref[S_COUNT];
+	bool have_refs;
+	int last_class;
+	unsigned last_findings;
+	double last_record_s;
+};
+
+struct pending {
+	char key[160];
+	int64_t t_ms;
+	char *json;
+};
+
+struct diag_history {
+	struct tsdb *db;
+	struct diag_history_opts o;
+	struct hist_gpu gpu[GPU_MAX];
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	struct pending q[DIAG_HISTORY_QUEUE];
+	size_t qhead, qlen;
+	bool stop, writing;
+	pthread_t thread;
+	int64_t next_prune_ns;
+	atomic_uint_fast64_t windows, append_errors, records, dropped;
+};
+
+static double headroom_get(const struct diag_headroom *h, int i)
+{
+	double v;
+	memcpy(&v, (const char *)h + headroom_series[i].offset, sizeof v);
+	return v;
+}
+
+static void headroom_set(struct diag_headroom *h, int i, double v)
+{
+	memcpy((char *)h + headroom_series[i].offset, &v, sizeof v);
+}
+
+/* The name and extra label of series s of a GPU. */
+static void series_of(int s, const char **name, const char **lname, const char **lvalue)
+{
+	*lname = NULL;
+	*lvalue = NULL;
+	if (s < S_FINDING) {
+		*name = NAME_CLASS;
+		*lname = "class";
+		*lvalue = diag_class_name((enum diag_class)(s - S_CLASS));
+	} else if (s < S_CONF) {
+		*name = NAME_FINDING;
+		*lname = "finding";
+		*lvalue = diag_finding_name((enum diag_finding)(s - S_FINDING));
+	} else if (s == S_CONF) {
+		*name = NAME_CONF;
+	} else {
+		*name = headroom_series[s - S_HEAD].name;
+		*lname = headroom_series[s - S_HEAD].label;
+		*lvalue = headroom_series[s - S_HEAD].value;
+	}
+}
+
+/* The series index of a stored series' labels, or -1. */
+static int series_index(const struct tsdb_label *l, size_t n)
+{
+	const char *name = NULL, *cls = NULL, *fnd = NULL, *res = NULL, *path = NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(l[i].name, "__name__") == 0)
+			name = l[i].value;
+		else if (strcmp(l[i].name, "class") == 0)
+			cls = l[i].value;
+		else if (strcmp(l[i].name, "finding") == 0)
+			fnd = l[i].value;
+		else if (strcmp(l[i].name, "resource") == 0)
+			res = l[i].value;
+		else if (strcmp(l[i].name, "path") == 0)
+			path = l[i].value;
+	}
+	if (!name)
+		return -1;
+	if (strcmp(name, NAME_CLASS) == 0) {
+		int c = cls ? diag_class_by_name(cls) : -1;
+		return c < 0 ? -1 : S_CLASS + c;
+	}
+	if (strcmp(name, NAME_FINDING) == 0) {
+		for (int f = 0; fnd && f < DIAG_FINDING_COUNT; f++)
+			if (strcmp(fnd, diag_finding_name((enum diag_finding)f)) == 0)
+				return S_FINDING + f;
+		return -1;
+	}
+	if (strcmp(name, NAME_CONF) == 0)
+		return S_CONF;
+	const char *v = res ? res : path;
+	for (int i = 0; v && i < H_COUNT; i++)
+		if (strcmp(name, headroom_series[i].name) == 0 && strcmp(v, headroom_series[i].value) == 0)
+			return S_HEAD + i;
+	return -1;
+}
+
+static int make_refs(struct diag_history *h, struct hist_gpu *g, const struct gpu_identity *id)
+{
+	char gpu[16];
+	snprintf(gpu, sizeof gpu, "%d", id->index);
+	for (int s = 0; s < S_COUNT; s++) {
+		const char *name, *lname, *lvalue;
+		series_of(s, &name, &lname, &lvalue);
+		struct tsdb_label l[5];
+		size_t n = 0;
+		l[n++] = (struct tsdb_label){"__name__", name};
+		l[n++] = (struct tsdb_label){"gpu", gpu};
+		if (id->uuid[0])
+			l[n++] = (struct tsdb_label){"uuid", id->uuid};
+		if (id->name[0])
+			l[n++] = (struct tsdb_label){"model", id->name};
+		if (lname)
+			l[n++] = (struct tsdb_label){lname, lvalue};
+		char err[160];
+		int rc = tsdb_series(h->db, l, n, &g->ref[s], err, sizeof err);
+		if (rc) {
+			log_warn("diagnosis history: series %s of GPU %d not stored: %s", name,
+				 id->index, err);
+			return rc;
+		}
+	}
+	snprintf(g->uuid, sizeof g->uuid, "%s", id->uuid);
+	g->have_refs = true;
+	return GPULSE_OK;
+}
+
+static void append(struct diag_history *h, uint32_t ref, int64_t t_ms, double v)
+{
+	if (isnan(v))
+		return;  /* absent, not zero (DESIGN.md decision 2) */
+	if (tsdb_append(h->db, ref, t_ms, v) != GPULSE_OK)
+		atomic_fetch_add(&h->append_errors, 1);
+}
+
+static void enqueue(struct diag_history *h, const char *uuid, const struct diag_window *w,
+		    int64_t t_ms)
+{
+	struct buf b;
+	buf_init(&b, RECORD_JSON_MAX);
+	if (diag_json_window(&b, w) != GPULSE_OK || buf_putc(&b, '\0') != GPULSE_OK) {
+		buf_free(&b);
+		atomic_fetch_add(&h->dropped, 1);
+		return;
+	}
+	pthread_mutex_lock(&h->qlock);
+	if (h->qlen == DIAG_HISTORY_QUEUE || h->stop) {
+		pthread_mutex_unlock(&h->qlock);
+		buf_free(&b);
+		atomic_fetch_add(&h->dropped, 1);
+		return;
+	}
+	struct pending *p = &h->q[(h->qhead + h->qlen) % DIAG_HISTORY_QUEUE];
+	snprintf(p->key, sizeof p->key, "%s/%013lld", uuid[0] ? uuid : "-", (long long)t_ms + 1);
+	p->t_ms = t_ms;
+	p->json = b.data;  /* the queue owns it now */
+	h->qlen++;
+	pthread_cond_signal(&h->qcond);
+	pthread_mutex_unlock(&h->qlock);
+}
+
+void diag_history_put(struct diag_history *h, const struct gpu_identity *id,
+		      const struct diag_window *w)
+{
+	if (!h || id->index < 0 || id->index >= GPU_MAX)
+		return;
+	struct hist_gpu *g = &h->gpu[id->index];
+	/* Stamped at the window's last millisecond, so a sample lies in the
+	 * window (and rollup bucket) it describes. */
+	int64_t t_ms = (int64_t)llround(w->end_s * 1000.0) - 1;
+	pthread_mutex_lock(&g->lock);
+	if (g->have_refs && strcmp(g->uuid, id->uuid) != 0) {
+		g->have_refs = false;  /* another card in this slot */
+		g->last_class = -1;
+	}
+	if (!g->have_refs && make_refs(h, g, id) != GPULSE_OK) {
+		pthread_mutex_unlock(&g->lock);
+		atomic_fetch_add(&h->append_errors, 1);
+		return;
+	}
+	for (int c = 0; c < DIAG_CLASS_COUNT; c++)
+		append(h, g->ref[S_CLASS + c], t_ms, (int)w->bottleneck == c);
+	for (int f = 0; f < DIAG_FINDING_COUNT; f++)
+		append(h, g->ref[S_FINDING + f], t_ms, (w->findings & DIAG_FINDING_BIT(f)) != 0);
+	append(h, g->ref[S_CONF], t_ms, w->confidence);
+	for (int i = 0; i < H_COUNT; i++)
+		append(h, g->ref[S_HEAD + i], t_ms, headroom_get(&w->headroom, i));
+	atomic_fetch_add(&h->windows, 1);
+	bool changed = g->last_class != (int)w->bottleneck || g->last_findings != w->findings;
+	bool due = w->end_s - g->last_record_s >= h->o.record_interval_s;
+	bool record = (changed || due) && w->end_s - g->last_record_s >= MIN_RECORD_GAP_S;
+	if (record) {
+		g->last_class = (int)w->bottleneck;
+		g->last_findings = w->findings;
+		g->last_record_s = w->end_s;
+	}
+	char uuid[96];
+	memcpy(uuid, g->uuid, sizeof uuid);
+	pthread_mutex_unlock(&g->lock);
+	if (record)
+		enqueue(h, uuid, w, t_ms);
+}
+
+/* Write the queued records; called with qlock held, drops it meanwhile. */
+static void drain(struct diag_history *h)
+{
+	while (h->qlen) {
+		struct pending p = h->q[h->qhead];
+		h->qhead = (h->qhead + 1) % DIAG_HISTORY_QUEUE;
+		h->qlen--;
+		h->writing = true;
+		pthread_mutex_unlock(&h->qlock);
+		if (tsdb_record_put(h->db, DIAG_HISTORY_KIND, p.key, p.t_ms, p.json) == GPULSE_OK)
+			atomic_fetch_add(&h->records, 1);
+		else
+			atomic_fetch_add(&h->dropped, 1);
+		free(p.json);
+		pthread_mutex_lock(&h->qlock);
+		h->writing = false;
+	}
+	pthread_cond_broadcast(&h->qcond);
+}
+
+static void prune(struct diag_history *h)
+{
+	int64_t now = clock_mono_ns();
+	if (now < h->next_prune_ns)
+		return;
+	h->next_prune_ns = now + PRUNE_EVERY_NS;
+	int64_t before = clock_wall_ns() / NS_PER_MS - h->o.record_retention_ms;
+	size_t n = 0;
+	if (tsdb_record_prune(h->db, DIAG_HISTORY_KIND, before, &n) == GPULSE_OK && n)
+		log_debug("diagnosis history: pruned %zu record(s)", n);
+}
+
+static void *writer(void *arg)
+{
+	struct diag_history *h = arg;
+	pthread_mutex_lock(&h->qlock);
+	while (!h->stop || h->qlen) {
+		drain(h);
+		pthread_mutex_unlock(&h->qlock);
+		prune(h);
+		pthread_mutex_lock(&h->qlock);
+		if (!h->stop && !h->qlen) {
+			clock_cond_wait_until(&h->qcond, &h->qlock,
+					      clock_mono_ns() + 60 * NS_PER_SEC);
+		}
+	}
+	pthread_mutex_unlock(&h->qlock);
+	return NULL;
+}
+
+int diag_history_create(struct diag_history **out, struct tsdb *db,
+			const struct diag_history_opts *o)
+{
+	*out = NULL;
+	if (!db || (o && (o->record_interval_s < 0 || o->record_retention_ms < 0)))
+		return GPULSE_EINVAL;
+	struct diag_history *h = calloc(1, sizeof *h);
+	if (!h)
+		return GPULSE_ENOMEM;
+	h->db = db;
+	if (o)
+		h->o = *o;
+	if (h->o.record_interval_s == 0)
+		h->o.record_interval_s = 60;
+	if (h->o.record_retention_ms == 0)
+		h->o.record_retention_ms = 48LL * 3600 * 1000;
+	for (int i = 0; i < GPU_MAX; i++) {
+		pthread_mutex_init(&h->gpu[i].lock, NULL);
+		h->gpu[i].last_class = -1;
+	}
+	pthread_mutex_init(&h->qlock, NULL);
+	clock_cond_init(&h->qcond);
+	if (pthread_create(&h->thread, NULL, writer, h) != 0) {
+		for (int i = 0; i < GPU_MAX; i++)
+			pthread_mutex_destroy(&h->gpu[i].lock);
+		pthread_mutex_destroy(&h->qlock);
+		pthread_cond_destroy(&h->qcond);
+		free(h);
+		return GPULSE_ENOMEM;
+	}
+	*out = h;
+	return GPULSE_OK;
+}
+
+void diag_history_destroy(struct diag_history *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->qlock);
+	h->stop = true;
+	pthread_cond_broadcast(&h->qcond);
+	pthread_mutex_unlock(&h->qlock);
+	pthread_join(h->thread, NULL);
+	for (int i = 0; i < GPU_MAX; i++)
+		pthread_mutex_destroy(&h->gpu[i].lock);
+	pthread_mutex_destroy(&h->qlock);
+	pthread_cond_destroy(&h->qcond);
+	free(h);
+}
+
+void diag_history_sync(struct diag_history *h)
+{
+	pthread_mutex_lock(&h->qlock);
+	pthread_cond_broadcast(&h->qcond);
+	while (h->qlen || h->writing)
+		pthread_cond_wait(&h->qcond, &h->qlock);
+	pthread_mutex_unlock(&h->qlock);
+}
+
+void diag_history_get_stats(struct diag_history *h, struct diag_history_stats *out)
+{
+	out->windows_total = atomic_load(&h->windows);
+	out->append_errors_total = atomic_load(&h->append_errors);
+	out->records_total = atomic_load(&h->records);
+	out->records_dropped_total = atomic_load(&h->dropped);
+}
+
+/* ---- reading ---- */
+
+/* Sums of one output window. */
+struct acc {
+	double sum[S_COUNT];
+	double cnt[S_COUNT];
+};
+
+static void finish_window(struct diag_window *w, const struct acc *a, const struct gpu_peaks *pk)
+{
+	double nsub = 0;
+	for (int c = 0; c < DIAG_CLASS_COUNT; c++)
+		nsub = fmax(nsub, a->cnt[S_CLASS + c]);
+	w->nsamples = w->judged_samples = (size_t)llround(nsub);
+	w->judged_start_s = w->start_s;
+	w->judged_end_s = w->end_s;
+	w->rule = "the class of most of the stored windows (share of each in the evidence)";
+	int best = 0;
+	for (int c = 1; c < DIAG_CLASS_COUNT; c++)
+		if (a->sum[S_CLASS + c] > a->sum[S_CLASS + best])
+			best = c;
+	w->bottleneck = (enum diag_class)best;
+	double top_share = nsub > 0 ? a->sum[S_CLASS + best] / nsub : 0;
+	for (int c = 0; c < DIAG_CLASS_COUNT && w->nevidence < DIAG_EVIDENCE_MAX; c++) {
+		double share = nsub > 0 ? a->sum[S_CLASS + c] / nsub : 0;
+		if (share <= 0)
+			continue;
+		w->evidence[w->nevidence++] = (struct diag_evidence){
+			.name = diag_class_name((enum diag_class)c), .stat = "share_of_windows",
+			.value = share, .op = c == best ? ">=" : "", .threshold = c == best ? share : NAN,
+			.peak = NAN, .unit = "ratio", .holds = c == best};
+	}
+	for (int f = 0; f < DIAG_FINDING_COUNT; f++) {
+		double share = nsub > 0 ? a->sum[S_FINDING + f] / nsub : 0;
+		if (share <= 0)
+			continue;
+		bool keep = a->sum[S_FINDING + f] >= 1 && share >= FINDING_SHARE;
+		if (keep)
+			w->findings |= DIAG_FINDING_BIT(f);
+		if (w->nevidence < DIAG_EVIDENCE_MAX)
+			w->evidence[w->nevidence++] = (struct diag_evidence){
+				.name = diag_finding_name((enum diag_finding)f),
+				.stat = "share_of_windows", .value = share, .op = ">=",
+				.threshold = FINDING_SHARE, .peak = NAN, .unit = "ratio", .holds = keep};
+	}
+	double conf = a->cnt[S_CONF] > 0 ? a->sum[S_CONF] / a->cnt[S_CONF] : NAN;
+	w->confidence = isnan(conf) ? top_share : conf * top_share;
+	for (int i = 0; i < H_COUNT; i++) {
+		int s = S_HEAD + i;
+		headroom_set(&w->headroom, i, a->cnt[s] > 0 ? a->sum[s] / a->cnt[s] : NAN);
+	}
+	w->headroom.pipe_name = NULL;
+	diagnose_describe(w, pk);
+}
+
+int diag_history_read(struct diag_history *h, int gpu, double since_s, double until_s,
+		      double window_s, size_t max_windows, const struct gpu_peaks *peaks,
+		      struct diag_window **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	if (!(window_s >= 0.1) || !(until_s > since_s) || !isfinite(since_s) || !isfinite(until_s) ||
+	    gpu < 0 || gpu >= GPU_MAX)
+		return GPULSE_EINVAL;
+	double origin = floor(since_s / window_s) * window_s;
+	double span = ceil((until_s - origin) / window_s);
+	if (!(span >= 1) || span > (double)max_windows)
+		return GPULSE_EINVAL;
+	size_t nwin = (size_t)span;
+	int64_t origin_ms = (int64_t)llround(origin * 1000.0);
+	int64_t win_ms = (int64_t)llround(window_s * 1000.0);
+	struct acc *acc = calloc(nwin, sizeof *acc);
+	if (!acc)
+		return GPULSE_ENOMEM;
+	char g[16];
+	snprintf(g, sizeof g, "%d", gpu);
+	struct tsdb_matcher m[2] = {
+		{TSDB_MATCH_RE, "__name__",
+		 NAME_CLASS "|" NAME_FINDING "|" NAME_CONF
+			    "|gpulse_gpu_headroom_ratio|gpulse_gpu_diagnosis_bytes_per_second"},
+		{TSDB_MATCH_EQ, "gpu", g},
+	};
+	struct tsdb_select_opts so = {
+		.mint = (int64_t)floor(since_s * 1000.0) + 1, .maxt = (int64_t)floor(until_s * 1000.0),
+		.mode = TSDB_READ_AUTO, .step_hint_ms = win_ms};
+	struct tsdb_iter *it = NULL;
+	char err[160];
+	int rc = tsdb_select(h->db, m, 2, &so, &it, err, sizeof err);
+	if (rc)
+		goto out;
+	bool rollup = tsdb_iter_is_rollup(it);
+	int r;
+	while ((r = tsdb_iter_next_series(it)) == 1) {
+		size_t nl;
+		const struct tsdb_label *l = tsdb_iter_labels(it, &nl);
+		int s = series_index(l, nl);
+		if (s < 0)
+			continue;
+		int64_t t;
+		double v;
+		struct tsdb_rollup ru;
+		for (;;) {
+			double sum, cnt;
+			if (rollup) {
+				if (tsdb_iter_next_rollup(it, &ru) != 1)
+					break;
+				t = ru.t_ms;
+				sum = ru.sum;
+				cnt = (double)ru.count;
+			} else {
+				if (tsdb_iter_next_sample(it, &t, &v) != 1)
+					break;
+				if (isnan(v))
+					continue;  /* staleness marker */
+				sum = v;
+				cnt = 1;
+			}
+			if (t < origin_ms)
+				continue;
+			size_t k = (size_t)((t - origin_ms) / win_ms);
+			if (k >= nwin)
+				continue;
+			acc[k].sum[s] += sum;
+			acc[k].cnt[s] += cnt;
+		}
+	}
+	tsdb_iter_free(it);
+	if (r < 0) {
+		rc = -r;
+		goto out;
+	}
+	size_t used = 0;
+	for (size_t k = 0; k < nwin; k++) {
+		double nsub = 0;
+		for (int c = 0; c < DIAG_CLASS_COUNT; c++)
+			nsub += acc[k].cnt[S_CLASS + c];
+		if (nsub > 0)
+			used++;
+	}
+	if (used == 0)
+		goto out;
+	struct diag_window *w = calloc(used, sizeof *w);
+	if (!w) {
+		rc = GPULSE_ENOMEM;
+		goto out;
+	}
+	size_t j = 0;
+	for (size_t k = 0; k < nwin && j < used; k++) {
+		double nsub = 0;
+		for (int c = 0; c < DIAG_CLASS_COUNT; c++)
+			nsub += acc[k].cnt[S_CLASS + c];
+		if (nsub == 0)
+			continue;
+		w[j].gpu = gpu;
+		w[j].start_s = origin + (double)k * window_s;
+		w[j].end_s = w[j].start_s + window_s;
+		finish_window(&w[j], &acc[k], peaks);
+		j++;
+	}
+	*out = w;
+	*n = j;
+out:
+	free(acc);
+	return rc;
+}
+
+int diag_history_records_json(struct diag_history *h, const char *uuid, double since_s,
+			      double until_s, size_t limit, struct buf *b)
+{
+	char lo[160], hi[160];  /* keys hold the window's end */
+	snprintf(lo, sizeof lo, "%s/%013lld", uuid[0] ? uuid : "-",
+		 (long long)floor(since_s * 1000.0) + 1);
+	snprintf(hi, sizeof hi, "%s/%013lld", uuid[0] ? uuid : "-", (long long)floor(until_s * 1000.0));
+	struct tsdb_record *r = NULL;
+	size_t nr = 0;
+	int rc = tsdb_record_keys(h->db, DIAG_HISTORY_KIND, lo, hi, limit, &r, &nr);
+	if (rc)
+		return rc;
+	/* Newest first from the store; oldest first in the document. */
+	buf_putc(b, '[');
+	for (size_t i = nr; i-- > 0;) {
+		buf_puts(b, r[i].json);
+		if (i)
+			buf_putc(b, ',');
+	}
+	buf_putc(b, ']');
+	tsdb_records_free(r, nr);
+	return b->failed ? GPULSE_ELIMIT : GPULSE_OK;
+}
