@@ -14,7 +14,8 @@
 #include "status.h"
 
 #define RECORD_JSON_MAX (64 * 1024)
-#define MIN_RECORD_GAP_S 1.0
+#define MIN_RECORD_GAP_S 30.0     /* between two records of one GPU */
+#define STABLE_WINDOWS 3          /* a change is recorded once it held this long */
 #define FINDING_SHARE 0.1         /* of a window's stored verdicts */
 #define PRUNE_EVERY_NS (600LL * NS_PER_SEC)
 
@@ -67,9 +68,11 @@ struct hist_gpu {
 	char uuid[96];
 	uint32_t ref[S_COUNT];
 	bool have_refs;
-	int last_class;
+	int last_class;               /* of the last record */
 	unsigned last_findings;
 	double last_record_s;
+	struct diag_window cand;      /* first window of a change not yet recorded */
+	int cand_run;                 /* windows the change has held; 0: none */
 };
 
 struct pending {
@@ -254,19 +257,36 @@ void diag_history_put(struct diag_history *h, const struct gpu_identity *id,
 	for (int i = 0; i < H_COUNT; i++)
 		append(h, g->ref[S_HEAD + i], t_ms, headroom_get(&w->headroom, i));
 	atomic_fetch_add(&h->windows, 1);
-	bool changed = g->last_class != (int)w->bottleneck || g->last_findings != w->findings;
-	bool due = w->end_s - g->last_record_s >= h->o.record_interval_s;
-	bool record = (changed || due) && w->end_s - g->last_record_s >= MIN_RECORD_GAP_S;
-	if (record) {
-		g->last_class = (int)w->bottleneck;
-		g->last_findings = w->findings;
-		g->last_record_s = w->end_s;
+	/* A record holds the whole window at a change of class or findings
+	 * that lasted STABLE_WINDOWS windows (flapping writes none), at most
+	 * one per MIN_RECORD_GAP_S, and one every record_interval_s while
+	 * nothing changes. */
+	const struct diag_window *rec = NULL;
+	if (g->last_class == (int)w->bottleneck && g->last_findings == w->findings) {
+		g->cand_run = 0;
+		if (w->end_s - g->last_record_s >= h->o.record_interval_s)
+			rec = w;
+	} else {
+		if (g->cand_run && g->cand.bottleneck == w->bottleneck &&
+		    g->cand.findings == w->findings) {
+			g->cand_run++;
+		} else {
+			g->cand = *w;
+			g->cand_run = 1;
+		}
+		if (g->cand_run >= STABLE_WINDOWS && w->end_s - g->last_record_s >= MIN_RECORD_GAP_S)
+			rec = &g->cand;
 	}
 	char uuid[96];
 	memcpy(uuid, g->uuid, sizeof uuid);
+	if (rec) {
+		g->last_class = (int)rec->bottleneck;
+		g->last_findings = rec->findings;
+		g->last_record_s = w->end_s;
+		g->cand_run = 0;
+		enqueue(h, uuid, rec, (int64_t)llround(rec->end_s * 1000.0) - 1);
+	}
 	pthread_mutex_unlock(&g->lock);
-	if (record)
-		enqueue(h, uuid, w, t_ms);
 }
 
 /* Write the queued records; called with qlock held, drops it meanwhile. */
@@ -332,7 +352,7 @@ int diag_history_create(struct diag_history **out, struct tsdb *db,
 	if (o)
 		h->o = *o;
 	if (h->o.record_interval_s == 0)
-		h->o.record_interval_s = 60;
+		h->o.record_interval_s = 600;
 	if (h->o.record_retention_ms == 0)
 		h->o.record_retention_ms = 48LL * 3600 * 1000;
 	for (int i = 0; i < GPU_MAX; i++) {

@@ -13,10 +13,14 @@
  *                                               pipe_active, pipe, clock, dram,
  *                                               pcie, memory, busy
  *   gpulse_gpu_diagnosis_bytes_per_second{path} dram, pcie_tx, pcie_rx
+ * Samples are stamped at the window's last millisecond, so each lies in
+ * the window (and the rollup minute) it describes.
  * Records (kind "diagnosis", key "UUID/END_MS", the window's JSON as
- * `gpulse diagnose --json` writes it): when the class or the findings
- * change, and at least every `record_interval_s` while they do not; at
- * most one a second per GPU. Records are written by the history's own
+ * `gpulse diagnose --json` writes it): the first window of a change of
+ * class or findings once the change has held 3 windows (flapping writes
+ * none), and one every `record_interval_s` while nothing changes; at most
+ * one per 30 s per GPU (under 3 KB each: at most ~8 MB a day per GPU).
+ * Records are written by the history's own
  * thread (SQLite must not run on the bus's publishing thread) through a
  * bounded queue; a full queue drops and counts. Records older than the
  * raw retention are pruned. */
@@ -38,7 +42,7 @@
 struct diag_history;
 
 struct diag_history_opts {
-	double record_interval_s;    /* 0: 60 */
+	double record_interval_s;    /* 0: 600 */
 	int64_t record_retention_ms; /* 0: 48 h */
 };
 
