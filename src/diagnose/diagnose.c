@@ -1165,6 +1165,103 @@ static void active_part(const struct rec_row *rows, size_t nrows, size_t i, size
 	*b = hi;
 }
 
+/* ---- Refined by kernel traces ----
+ *
+ * Device counters cannot tell a GPU waiting for launches from one waiting
+ * for input when kernels are not tiny, nor see copies that are not bulk
+ * PCIe traffic. When the injection library traced processes on this GPU
+ * in the window, their kernels decide those cases. Only the classes the
+ * counters leave open (mixed, input_starved, launch_bound) are revised:
+ * saturation the counters measured directly stands. Thresholds:
+ * launching a kernel costs the host 2-5 us (CUDA runtime), so kernels
+ * averaging under TRACE_TINY_KERNEL_S at over TRACE_LAUNCH_RATE a second
+ * with the GPU idle part of the traced time are launch bound; kernels
+ * longer than that with the GPU idle at least half the traced time wait
+ * for the host (input starved); copies filling half the traced time with
+ * kernels idle at least half of it are data movement (pcie_bound). */
+#define TRACE_TINY_KERNEL_S 20e-6
+#define TRACE_LAUNCH_RATE 10000.0
+#define TRACE_LAUNCH_BUSY_MAX 0.8
+#define TRACE_STARVED_BUSY_MAX 0.5
+#define TRACE_COPY_SHARE 0.5
+
+/* The traces' amounts within [a, b), each interval prorated by overlap. */
+static void trace_sum(const struct diag_input *in, double a, double b, struct diag_trace *t)
+{
+	memset(t, 0, sizeof *t);
+	t->start_s = a;
+	t->end_s = b;
+	for (size_t i = 0; i < in->ntraces; i++) {
+		const struct diag_trace *x = &in->traces[i];
+		double lo = fmax(a, x->start_s), hi = fmin(b, x->end_s);
+		double len = x->end_s - x->start_s;
+		if (!(hi > lo) || !(len > 0))
+			continue;
+		double f = (hi - lo) / len;
+		t->traced_s += f * x->traced_s;
+		t->launches += f * x->launches;
+		t->kernel_s += f * x->kernel_s;
+		t->copy_bytes += f * x->copy_bytes;
+		t->copy_s += f * x->copy_s;
+		t->sync_wait_s += f * x->sync_wait_s;
+		if (x->processes > t->processes)
+			t->processes = x->processes;
+	}
+}
+
+static enum diag_class refine_with_trace(struct verdict *v, const struct diag_input *in,
+					 enum diag_class c)
+{
+	struct diag_trace t;
+	trace_sum(in, v->w->start_s, v->w->end_s, &t);
+	if (!(t.traced_s >= DIAG_TRACE_MIN_S))
+		return c;
+	double busy = t.kernel_s / t.traced_s;
+	double copy_share = t.copy_s / t.traced_s;
+	ctx(v, "trace_traced_s", "sum", t.traced_s, NAN, "seconds");
+	ctx(v, "trace_kernel_busy", "ratio_of_sums", busy, NAN, "ratio");
+	if (t.copy_s > 0)
+		ctx(v, "trace_copy_bytes_per_s", "ratio_of_sums", t.copy_bytes / t.copy_s, link_peak(v),
+		    "bytes_per_second");
+	if (c != DIAG_MIXED && c != DIAG_INPUT_STARVED && c != DIAG_LAUNCH_BOUND)
+		return c;
+	if (ev(v, "trace_copy_share", "ratio_of_sums", copy_share, ">=", TRACE_COPY_SHARE, NAN,
+	       "ratio") &&
+	    ev(v, "trace_kernel_busy", "ratio_of_sums", busy, "<", TRACE_STARVED_BUSY_MAX, NAN,
+	       "ratio")) {
+		decisive(v);
+		v->rule = "traced copies fill the time while kernels idle (injection library)";
+		v->advice = NULL;
+		return DIAG_PCIE_BOUND;
+	}
+	if (!(t.launches >= DIAG_TRACE_MIN_LAUNCHES))
+		return c;
+	double mean_kernel = t.kernel_s / t.launches;
+	double rate = t.launches / t.traced_s;
+	if (ev(v, "trace_mean_kernel_s", "ratio_of_sums", mean_kernel, "<", TRACE_TINY_KERNEL_S, NAN,
+	       "seconds") &&
+	    ev(v, "trace_launches_per_s", "ratio_of_sums", rate, ">=", TRACE_LAUNCH_RATE, NAN,
+	       "per_second") &&
+	    ev(v, "trace_kernel_busy", "ratio_of_sums", busy, "<", TRACE_LAUNCH_BUSY_MAX, NAN,
+	       "ratio")) {
+		decisive(v);
+		v->rule = "traced kernels are tiny and launched back to back with the GPU waiting "
+			  "between them (injection library)";
+		v->advice = NULL;
+		return DIAG_LAUNCH_BOUND;
+	}
+	if (mean_kernel >= TRACE_TINY_KERNEL_S &&
+	    ev(v, "trace_kernel_busy", "ratio_of_sums", busy, "<", TRACE_STARVED_BUSY_MAX, NAN,
+	       "ratio")) {
+		decisive(v);
+		v->rule = "traced kernels are long enough but the GPU waits between them "
+			  "(injection library)";
+		v->advice = NULL;
+		return DIAG_INPUT_STARVED;
+	}
+	return c;
+}
+
 static void diagnose_window(struct diag_window *w, const struct diag_input *in,
 			    const struct gpu_peaks *pk, size_t i, size_t j, double *scratch)
 {
@@ -1182,6 +1279,8 @@ static void diagnose_window(struct diag_window *w, const struct diag_input *in,
 	w->judged_end_s = b < j ? in->rows[b].t_s : w->end_s;
 	struct verdict v = {.w = w, .st = &st, .pk = pk, .decisive = -1, .conf_cap = 1.0};
 	w->bottleneck = classify(&v);
+	if (in->ntraces)
+		w->bottleneck = refine_with_trace(&v, in, w->bottleneck);
 	w->rule = v.rule ? v.rule : "";
 	if (a > i || b < j) {
 		w->span_note = a > i && b < j ? "the workload started and stopped in this window "

@@ -164,6 +164,26 @@ struct diag_xid {
 	unsigned code;
 };
 
+/* What the injection library (src/inject, through src/profile) saw on
+ * this GPU over [start_s, end_s), summed over the traced processes.
+ * Tracing runs in duty-cycled windows, so every amount is over traced_s,
+ * the time tracing was on; rates divide by it. */
+struct diag_trace {
+	double start_s, end_s;
+	double traced_s;
+	double launches;        /* kernels that ran */
+	double kernel_s;        /* their durations, summed */
+	double copy_bytes;      /* host<->device copies */
+	double copy_s;          /* their durations, summed */
+	double sync_wait_s;     /* host time in synchronize calls */
+	unsigned processes;
+};
+
+/* Below these, a window's trace is too thin to judge by
+ * (docs/DIAGNOSIS.md, "Refined by kernel traces"). */
+#define DIAG_TRACE_MIN_S 0.05
+#define DIAG_TRACE_MIN_LAUNCHES 50
+
 struct diag_input {
 	int gpu;
 	const struct rec_row *rows;     /* this GPU's samples, in time order */
@@ -172,6 +192,8 @@ struct diag_input {
 	size_t nxids;
 	double origin_s;                /* windows align to this (the recording's first time) */
 	double window_s;                /* > 0 */
+	const struct diag_trace *traces; /* in time order; may be NULL */
+	size_t ntraces;
 };
 
 /* Classify every non-empty window of one GPU. On success *out (NULL when

@@ -43,6 +43,8 @@ struct diag_live {
 	struct live_gpu gpu[GPU_MAX];
 	diag_live_sink_fn *sink;
 	void *sink_ctx;
+	diag_live_trace_fn *trace;
+	void *trace_ctx;
 };
 
 static struct live_row *row_at(const struct diag_live *dl, struct live_gpu *g, size_t i)
@@ -133,6 +135,11 @@ static void judge_ready(struct diag_live *dl, struct live_gpu *g, int slot)
 	peaks_of(&g->id, m ? &rows[m - 1] : NULL, &pk);
 	struct diag_input in = {.gpu = g->id.index, .rows = rows, .nrows = m,
 				.origin_s = start, .window_s = w};
+	struct diag_trace tr;
+	if (dl->trace && dl->trace(dl->trace_ctx, g->id.index, start, end, &tr)) {
+		in.traces = &tr;
+		in.ntraces = 1;
+	}
 	struct diag_window *win = NULL;
 	size_t nw = 0;
 	if (m && diagnose_gpu(&in, &pk, &win, &nw) == GPULSE_OK && nw > 0) {
@@ -285,10 +292,28 @@ int diag_live_windows(struct diag_live *dl, int slot, double since_s, double win
 	struct diag_input in = {.gpu = id.index, .rows = rows, .nrows = nr,
 				.origin_s = floor(rows[0].t_s / window_s) * window_s,
 				.window_s = window_s};
+	/* One trace summary per window, where processes were traced. */
+	size_t nwin = (size_t)ceil((rows[nr - 1].t_s - in.origin_s) / window_s) + 1;
+	struct diag_trace *tr = dl->trace ? calloc(nwin, sizeof *tr) : NULL;
+	size_t ntr = 0;
+	for (size_t k = 0; tr && k < nwin; k++) {
+		double a = in.origin_s + (double)k * window_s;
+		if (dl->trace(dl->trace_ctx, id.index, a, a + window_s, &tr[ntr]))
+			ntr++;
+	}
+	in.traces = tr;
+	in.ntraces = ntr;
 	rc = diagnose_gpu(&in, peaks, out, n);
+	free(tr);
 out:
 	free(rows);
 	return rc;
+}
+
+void diag_live_set_trace_source(struct diag_live *dl, diag_live_trace_fn *fn, void *ctx)
+{
+	dl->trace = fn;
+	dl->trace_ctx = ctx;
 }
 
 void diag_live_set_sink(struct diag_live *dl, diag_live_sink_fn *fn, void *ctx)

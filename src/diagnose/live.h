@@ -14,6 +14,7 @@
 #ifndef GPULSE_DIAG_LIVE_H
 #define GPULSE_DIAG_LIVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "bus.h"
@@ -41,6 +42,16 @@ typedef void diag_live_sink_fn(void *ctx, const struct gpu_identity *id,
 /* Hand every judged window to `fn` as well (the store's history.h). Set
  * before collection starts; NULL: none. */
 void diag_live_set_sink(struct diag_live *dl, diag_live_sink_fn *fn, void *ctx);
+
+/* What traced processes did on GPU `gpu` over [a_s, b_s), summed
+ * (src/profile). Returns false when nothing was traced there. Called on
+ * the bus's publishing thread: must not block. */
+typedef bool diag_live_trace_fn(void *ctx, int gpu, double a_s, double b_s,
+				struct diag_trace *out);
+
+/* Refine each judged window by kernel traces from `fn`. Set before
+ * collection starts; NULL: none. */
+void diag_live_set_trace_source(struct diag_live *dl, diag_live_trace_fn *fn, void *ctx);
 
 /* Classify the held history of GPU `slot` from `since_s` (Unix seconds;
  * older than the history: from its start) with windows of `window_s`

@@ -679,8 +679,8 @@ static struct synth base_synth(void)
 	return s;
 }
 
-static struct diag_window classify_synth(const struct synth *s, const struct diag_xid *xids,
-					 size_t nxids)
+static struct diag_window classify_traced(const struct synth *s, const struct diag_xid *xids,
+					  size_t nxids, const struct diag_trace *tr, size_t ntr)
 {
 	struct rec_row rows[50];
 	synth_rows(rows, 50, s);
@@ -693,7 +693,8 @@ static struct diag_window classify_synth(const struct synth *s, const struct dia
 	pk.sm_clock_max_hz = 1980e6;
 	peaks_derive(&pk);
 	struct diag_input in = {.gpu = 0, .rows = rows, .nrows = 50, .origin_s = 100.0,
-				.window_s = 5.0, .xids = xids, .nxids = nxids};
+				.window_s = 5.0, .xids = xids, .nxids = nxids, .traces = tr,
+				.ntraces = ntr};
 	struct diag_window *w = NULL;
 	size_t nw = 0;
 	assert_int_equal(diagnose_gpu(&in, &pk, &w, &nw), GPULSE_OK);
@@ -703,6 +704,93 @@ static struct diag_window classify_synth(const struct synth *s, const struct dia
 	assert_true(out.advice[0] != '\0');
 	assert_true(out.nevidence > 0);
 	return out;
+}
+
+static struct diag_window classify_synth(const struct synth *s, const struct diag_xid *xids,
+					 size_t nxids)
+{
+	return classify_traced(s, xids, nxids, NULL, 0);
+}
+
+static bool has_evidence(const struct diag_window *w, const char *name)
+{
+	for (int i = 0; i < w->nevidence; i++)
+		if (strcmp(w->evidence[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+/* Kernel traces from the injection library decide what the counters leave
+ * open, and only that. The window is [100, 105); traces are given as two
+ * intervals that each half-overlap it, so proration is exercised. */
+static void test_trace_refinement(void **state)
+{
+	(void)state;
+	/* A moderately busy GPU the counters call mixed or starved. */
+	struct synth s = base_synth();
+	s.util = 0.45;
+	s.sm = 0.3;
+	s.tensor = 0.05;
+	s.dram = 0.1;
+	s.graphics = 0.45;
+	struct diag_window plain = classify_synth(&s, NULL, 0);
+	assert_true(plain.bottleneck == DIAG_MIXED || plain.bottleneck == DIAG_INPUT_STARVED);
+
+	/* 8 us kernels at 40 000/s, GPU busy 32% of the traced time. Each
+	 * interval is 5 s long and half inside the window: half of each
+	 * counts, 0.5 s traced in all. */
+	struct diag_trace tr[2] = {
+		{.start_s = 97.5, .end_s = 102.5, .traced_s = 0.5, .launches = 20000,
+		 .kernel_s = 0.16, .processes = 1},
+		{.start_s = 102.5, .end_s = 107.5, .traced_s = 0.5, .launches = 20000,
+		 .kernel_s = 0.16, .processes = 1},
+	};
+	struct diag_window w = classify_traced(&s, NULL, 0, tr, 2);
+	assert_int_equal(w.bottleneck, DIAG_LAUNCH_BOUND);
+	assert_non_null(strstr(w.rule, "injection library"));
+	assert_true(has_evidence(&w, "trace_mean_kernel_s"));
+	assert_non_null(strstr(w.advice, "CUDA graphs"));
+	for (int i = 0; i < w.nevidence; i++)
+		if (strcmp(w.evidence[i].name, "trace_launches_per_s") == 0)
+			assert_true(fabs(w.evidence[i].value - 40000) < 1e-6);
+
+	/* 2 ms kernels, GPU busy 20% of the traced time: waiting on the host. */
+	for (int i = 0; i < 2; i++) {
+		tr[i].launches = 100;
+		tr[i].kernel_s = 0.1;
+	}
+	w = classify_traced(&s, NULL, 0, tr, 2);
+	assert_int_equal(w.bottleneck, DIAG_INPUT_STARVED);
+
+	/* Copies fill 70% of the traced time, kernels 20%: data movement. */
+	for (int i = 0; i < 2; i++) {
+		tr[i].copy_s = 0.35;
+		tr[i].copy_bytes = 0.35 * 12e9;
+	}
+	w = classify_traced(&s, NULL, 0, tr, 2);
+	assert_int_equal(w.bottleneck, DIAG_PCIE_BOUND);
+	assert_true(has_evidence(&w, "trace_copy_bytes_per_s"));
+
+	/* A trace too thin to judge by changes nothing. */
+	for (int i = 0; i < 2; i++) {
+		tr[i] = (struct diag_trace){.start_s = 100, .end_s = 105, .traced_s = 0.01,
+					    .launches = 2000, .kernel_s = 0.001};
+	}
+	w = classify_traced(&s, NULL, 0, tr, 2);
+	assert_int_equal(w.bottleneck, plain.bottleneck);
+	/* Nor one outside the window. */
+	struct diag_trace late = {.start_s = 105, .end_s = 110, .traced_s = 5, .launches = 1e6,
+				  .kernel_s = 0.5};
+	w = classify_traced(&s, NULL, 0, &late, 1);
+	assert_int_equal(w.bottleneck, plain.bottleneck);
+
+	/* Saturation the counters measured stands, whatever the trace says. */
+	s = base_synth();
+	tr[0] = (struct diag_trace){.start_s = 100, .end_s = 105, .traced_s = 1, .launches = 40000,
+				    .kernel_s = 0.3};
+	w = classify_traced(&s, NULL, 0, tr, 1);
+	assert_int_equal(w.bottleneck, DIAG_COMPUTE_BOUND);
+	assert_true(has_evidence(&w, "trace_kernel_busy"));  /* shown as context */
 }
 
 static void test_rules(void **state)
@@ -1088,6 +1176,7 @@ int main(void)
 		cmocka_unit_test(test_window_edges),
 		cmocka_unit_test(test_multi_gpu),
 		cmocka_unit_test(test_rules),
+		cmocka_unit_test(test_trace_refinement),
 		cmocka_unit_test(test_ecc),
 		cmocka_unit_test(test_peaks),
 		cmocka_unit_test(test_device_file),
