@@ -211,6 +211,34 @@ static void print_json_window(json_t *w)
 	       findings[0] ? findings : "-", brief ? brief : (advice ? advice : ""));
 }
 
+/* One line per GPU: the share of time in each class, largest first. */
+static void print_json_summaries(json_t *summaries)
+{
+	json_t *s;
+	size_t i;
+	json_array_foreach(summaries, i, s) {
+		json_t *share = json_object_get(s, "class_share");
+		double v[DIAG_CLASS_COUNT];
+		for (int c = 0; c < DIAG_CLASS_COUNT; c++)
+			v[c] = json_number_value(
+				json_object_get(share, diag_class_name((enum diag_class)c)));
+		printf("GPU %lld over %.0f s:", (long long)json_integer_value(json_object_get(s, "gpu")),
+		       json_number_value(json_object_get(s, "seconds")));
+		for (int k = 0; k < DIAG_CLASS_COUNT; k++) {
+			int best = -1;
+			for (int c = 0; c < DIAG_CLASS_COUNT; c++)
+				if (v[c] > 0 && (best < 0 || v[c] > v[best]))
+					best = c;
+			if (best < 0)
+				break;
+			printf("%s %s %.0f%%", k ? "," : "", diag_class_name((enum diag_class)best),
+			       v[best] * 100);
+			v[best] = 0;
+		}
+		printf("\n");
+	}
+}
+
 /* gpulse diagnose without --replay: the running gpulsed's live diagnosis. */
 static int diagnose_daemon(const struct client_opts *co, int gpu, const char *since,
 			   const char *window, bool json)
@@ -246,9 +274,15 @@ static int diagnose_daemon(const struct client_opts *co, int gpu, const char *si
 		json_dumpf(data, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
 		fputc('\n', stdout);
 	} else {
-		printf("%s: live diagnosis, %g s windows over the last %g s held\n",
-		       client_base_url(co), json_number_value(json_object_get(data, "window_s")),
-		       json_number_value(json_object_get(data, "history_s")));
+		const char *source = json_string_value(json_object_get(data, "source"));
+		if (source && strcmp(source, "store") == 0)
+			printf("%s: stored diagnosis, %g s windows (each the class of most of the "
+			       "live windows in it)\n",
+			       client_base_url(co), json_number_value(json_object_get(data, "window_s")));
+		else
+			printf("%s: live diagnosis, %g s windows over the last %g s held\n",
+			       client_base_url(co), json_number_value(json_object_get(data, "window_s")),
+			       json_number_value(json_object_get(data, "history_s")));
 		printf("%14s %14s %4s  %-14s %-26s %s\n", "start_s", "end_s", "gpu", "bottleneck",
 		       "findings", "evidence");
 		json_t *w;
@@ -257,6 +291,7 @@ static int diagnose_daemon(const struct client_opts *co, int gpu, const char *si
 			print_json_window(w);
 		if (json_array_size(windows) == 0)
 			printf("(no complete window yet)\n");
+		print_json_summaries(json_object_get(data, "summary"));
 		json_t *o;
 		json_array_foreach(json_object_get(data, "owners"), i, o) {
 			const char *basis = json_string_value(json_object_get(o, "basis"));
