@@ -1,0 +1,333 @@
+/* Continuous CUDA profiling in gpulsed; see profiling.h. The logic lives
+ * in src/profile (aggregate, socket server, trace writer); this file turns
+ * the configuration into their structs and serves HTTP. */
+#include "profiling.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "perfetto.h"
+#include "profile_agg.h"
+#include "profile_server.h"
+#include "status.h"
+#include "str.h"
+#include "wire.h"
+
+#ifndef WIRE_DEFAULT_SOCKET
+#define WIRE_DEFAULT_SOCKET "/run/gpulse/inject.sock"
+#endif
+
+struct profiling {
+	const struct gpulse_config *cfg;
+	struct profile_agg *agg;          /* NULL: profiling off */
+	struct profile_server *server;    /* NULL: off, or the socket failed */
+	struct profile_timeline *timeline; /* what traced processes did when */
+	bool writes_allowed;              /* token configured, or loopback */
+	char why_off[512];                /* "" while serving */
+};
+
+void profiling_config_defaults(struct gpulse_config *c)
+{
+	c->profiling.enabled = true;
+	str_copy(c->profiling.socket, sizeof c->profiling.socket, WIRE_DEFAULT_SOCKET);
+	c->profiling.max_clients = 128;
+	c->profiling.max_clients_per_uid = 32;
+	c->profiling.max_processes = 512;
+	c->profiling.kernels_per_process = 32;
+	c->profiling.max_kernel_series = 4096;
+	c->profiling.process_expiry_ns = 300LL * 1000000000LL;
+	str_copy(c->profiling.mode, sizeof c->profiling.mode, "continuous");
+	c->profiling.budget_percent = 0.5;
+	c->profiling.trace_max_events = 50000;
+	c->profiling.store_interval_ns = 15LL * 1000000000LL;
+}
+
+int profiling_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen)
+{
+	int mode = profile_mode_parse(c->profiling.mode);
+	if (mode < 0) {
+		str_errf(err, errlen, "%s: profiling.mode: \"%s\" is not one of continuous, "
+			 "profiler-api, nvtx, full, off", name, c->profiling.mode);
+		return GPULSE_EINVAL;
+	}
+	if (mode == WIRE_MODE_FOCUSED_NVTX && !c->profiling.nvtx_range[0]) {
+		str_errf(err, errlen, "%s: profiling.mode nvtx needs profiling.nvtx_range", name);
+		return GPULSE_EINVAL;
+	}
+	if (strlen(c->profiling.nvtx_range) > WIRE_NAME_MAX) {
+		str_errf(err, errlen, "%s: profiling.nvtx_range is longer than %d bytes", name,
+			 WIRE_NAME_MAX);
+		return GPULSE_EINVAL;
+	}
+	if (c->profiling.enabled && !c->profiling.socket[0]) {
+		str_errf(err, errlen, "%s: profiling.socket is empty (set profiling.enabled: false "
+			 "to turn profiling off)", name);
+		return GPULSE_EINVAL;
+	}
+	uint32_t ids[PROFILE_MAX_ALLOWED_IDS];
+	size_t n;
+	char why[128];
+	const char *lists[2] = {c->profiling.allowed_uids, c->profiling.allowed_gids};
+	const char *keys[2] = {"allowed_uids", "allowed_gids"};
+	for (int i = 0; i < 2; i++)
+		if (profile_parse_ids(lists[i], ids, PROFILE_MAX_ALLOWED_IDS, &n, why, sizeof why)) {
+			str_errf(err, errlen, "%s: profiling.%s: %s", name, keys[i], why);
+			return GPULSE_EINVAL;
+		}
+	return 0;
+}
+
+bool profiling_config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
+{
+	const typeof(a->profiling) *x = &a->profiling, *y = &b->profiling;
+	return x->enabled == y->enabled && strcmp(x->socket, y->socket) == 0 &&
+	       x->max_clients == y->max_clients && x->max_clients_per_uid == y->max_clients_per_uid &&
+	       strcmp(x->allowed_uids, y->allowed_uids) == 0 &&
+	       strcmp(x->allowed_gids, y->allowed_gids) == 0 &&
+	       x->max_processes == y->max_processes &&
+	       x->kernels_per_process == y->kernels_per_process &&
+	       x->max_kernel_series == y->max_kernel_series &&
+	       x->process_expiry_ns == y->process_expiry_ns && strcmp(x->mode, y->mode) == 0 &&
+	       x->budget_percent == y->budget_percent && strcmp(x->nvtx_range, y->nvtx_range) == 0 &&
+	       x->trace_max_events == y->trace_max_events &&
+	       x->store_interval_ns == y->store_interval_ns;
+}
+
+int profiling_start(struct profiling **out, const struct gpulse_config *c, struct tsdb *db,
+		    profile_uuid_fn *resolve, void *resolve_ctx)
+{
+	struct profiling *p = calloc(1, sizeof *p);
+	if (!p)
+		return GPULSE_ENOMEM;
+	p->cfg = c;
+	p->writes_allowed = c->http.auth_token_file[0] != '\0' || config_listen_is_loopback(c->listen);
+	*out = p;
+	if (!c->profiling.enabled) {
+		str_copy(p->why_off, sizeof p->why_off, "profiling.enabled is false");
+		return 0;
+	}
+	struct profile_limits lim = {
+		.max_processes = c->profiling.max_processes,
+		.kernels_per_process = c->profiling.kernels_per_process,
+		.max_kernel_series = c->profiling.max_kernel_series,
+		.expire_ns = c->profiling.process_expiry_ns,
+	};
+	if (profile_agg_new(&p->agg, &lim) != 0 ||
+	    profile_timeline_new(&p->timeline, resolve, resolve_ctx) != 0)
+		return GPULSE_ENOMEM;
+	struct profile_server_config sc = {
+		.socket_path = c->profiling.socket,
+		.max_clients = c->profiling.max_clients,
+		.max_clients_per_uid = c->profiling.max_clients_per_uid,
+		.capture_max_events = c->profiling.trace_max_events,
+		.agg = p->agg,
+		.timeline = p->timeline,
+		.db = db,
+		.store_interval_ns = c->profiling.store_interval_ns,
+	};
+	char err[512];
+	/* Validated already; parsed again into the server's arrays. */
+	profile_parse_ids(c->profiling.allowed_uids, sc.allowed_uids, PROFILE_MAX_ALLOWED_IDS,
+			  &sc.n_allowed_uids, err, sizeof err);
+	profile_parse_ids(c->profiling.allowed_gids, sc.allowed_gids, PROFILE_MAX_ALLOWED_IDS,
+			  &sc.n_allowed_gids, err, sizeof err);
+	sc.defaults.mode = (uint8_t)profile_mode_parse(c->profiling.mode);
+	sc.defaults.budget_ppm = (uint32_t)(c->profiling.budget_percent * 10000 + 0.5);
+	str_copy(sc.defaults.nvtx_range, sizeof sc.defaults.nvtx_range, c->profiling.nvtx_range);
+	if (profile_server_start(&p->server, &sc, err, sizeof err) != 0) {
+		p->server = NULL;
+		str_copy(p->why_off, sizeof p->why_off, err);
+		log_warn("%s; CUDA profiling is off, GPU monitoring goes on", err);
+		return 0;
+	}
+	log_info("profiling: serving libgpulse-inject.so on %s", c->profiling.socket);
+	return 0;
+}
+
+bool profiling_window(struct profiling *p, int gpu, double a_s, double b_s,
+		      struct profile_window_sum *out)
+{
+	if (!p || !p->server || !p->timeline)
+		return false;
+	return profile_timeline_sum(p->timeline, gpu, a_s, b_s, out);
+}
+
+void profiling_interrupt(struct profiling *p)
+{
+	if (p)
+		profile_server_interrupt(p->server);
+}
+
+void profiling_stop(struct profiling *p)
+{
+	if (!p)
+		return;
+	profile_server_stop(p->server);
+	profile_agg_free(p->agg);
+	profile_timeline_free(p->timeline);
+	free(p);
+}
+
+int profiling_metrics(void *ctx, struct buf *out, bool openmetrics)
+{
+	struct profiling *p = ctx;
+	struct profile_prom_emitter pe;
+	profile_prom_emitter_init(&pe, out, openmetrics);
+	profile_family(&pe.e, "gpulse_profile_socket_up", PROFILE_GAUGE,
+		       "1 while gpulsed serves the injection library's socket (profiling.socket).");
+	pe.e.sample(&pe.e, NULL, NULL, 0, p->server ? 1 : 0);
+	if (p->server) {
+		profile_server_emit(p->server, &pe.e);
+		profile_agg_emit(p->agg, &pe.e);
+	}
+	return out->failed ? GPULSE_ELIMIT : 0;
+}
+
+/* ---- HTTP ------------------------------------------------------------------- */
+
+static int api_error(struct http_response *resp, int status, const char *type, const char *msg)
+{
+	resp->status = status;
+	resp->content_type = "application/json";
+	buf_printf(&resp->body, "{\"status\":\"error\",\"errorType\":\"%s\",\"error\":", type);
+	buf_put_json_string(&resp->body, msg);
+	return buf_puts(&resp->body, "}\n");
+}
+
+/* An optional unsigned argument: 0 when absent (value untouched), 1 when
+ * parsed, -1 after writing a 400. */
+static int uint_arg(const struct http_request *req, struct http_response *resp, const char *name,
+		    unsigned long lo, unsigned long hi, unsigned long *v)
+{
+	const char *s = http_request_arg(req, name);
+	if (!s)
+		return 0;
+	char *end;
+	unsigned long x = strtoul(s, &end, 10);
+	if (!*s || *end || *s == '-' || *s == '+' || x < lo || x > hi) {
+		char msg[160];
+		snprintf(msg, sizeof msg, "%s: \"%.40s\" is not a whole number from %lu to %lu", name, s,
+			 lo, hi);
+		api_error(resp, 400, "bad_data", msg);
+		return -1;
+	}
+	*v = x;
+	return 1;
+}
+
+static void put_state(struct profiling *p, struct buf *b)
+{
+	buf_printf(b, "\"profiling\":{\"enabled\":%s,\"serving\":%s,\"socket\":",
+		   p->cfg->profiling.enabled ? "true" : "false", p->server ? "true" : "false");
+	buf_put_json_string(b, p->cfg->profiling.socket);
+	if (!p->server) {
+		buf_puts(b, ",\"why_off\":");
+		buf_put_json_string(b, p->why_off);
+	}
+	buf_putc(b, '}');
+}
+
+static int handle_processes(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct profiling *p = ctx;
+	(void)req;
+	if (!p)
+		return api_error(resp, 503, "unavailable", "profiling is not set up");
+	struct buf *b = &resp->body;
+	resp->content_type = "application/json";
+	buf_puts(b, "{\"status\":\"success\",\"data\":{");
+	put_state(p, b);
+	if (p->agg) {
+		buf_putc(b, ',');
+		int rc = profile_agg_processes_json(p->agg, b);
+		if (rc)
+			return rc;
+	} else {
+		buf_puts(b, ",\"processes\":[]");
+	}
+	return buf_puts(b, "}}\n");
+}
+
+static int handle_kernels(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct profiling *p = ctx;
+	if (!p)
+		return api_error(resp, 503, "unavailable", "profiling is not set up");
+	unsigned long pid = 0, gpu = 0, limit = 50;
+	int has_pid, has_gpu;
+	if ((has_pid = uint_arg(req, resp, "pid", 1, UINT32_MAX, &pid)) < 0 ||
+	    (has_gpu = uint_arg(req, resp, "gpu", 0, UINT32_MAX, &gpu)) < 0 ||
+	    uint_arg(req, resp, "limit", 1, PROFILING_MAX_KERNEL_ROWS, &limit) < 0)
+		return 0;
+	struct buf *b = &resp->body;
+	resp->content_type = "application/json";
+	buf_puts(b, "{\"status\":\"success\",\"data\":{");
+	put_state(p, b);
+	if (p->agg) {
+		buf_putc(b, ',');
+		int rc = profile_agg_kernels_json(p->agg, b, has_pid ? (int64_t)pid : -1,
+						  has_gpu ? (int64_t)gpu : -1, (unsigned)limit);
+		if (rc)
+			return rc;
+	} else {
+		buf_puts(b, ",\"kernels\":[],\"total\":0");
+	}
+	return buf_puts(b, "}}\n");
+}
+
+static int handle_trace(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct profiling *p = ctx;
+	if (!p || !p->server)
+		return api_error(resp, 503, "unavailable",
+				 p ? p->why_off : "profiling is not set up");
+	if (strcmp(req->method, "GET") != 0)
+		return api_error(resp, 405, "bad_data", "a trace is started with GET only");
+	if (!p->writes_allowed)
+		return api_error(resp, 403, "forbidden",
+				 "a trace is a write action: configure http.auth_token_file, or let "
+				 "gpulsed listen on loopback only");
+	unsigned long pid = 0, seconds = PROFILING_DEFAULT_TRACE_SECONDS;
+	int has_pid;
+	if ((has_pid = uint_arg(req, resp, "pid", 1, UINT32_MAX, &pid)) < 0 ||
+	    uint_arg(req, resp, "seconds", 1, PROFILING_MAX_TRACE_SECONDS, &seconds) < 0)
+		return 0;
+	if (!has_pid)
+		return api_error(resp, 400, "bad_data", "pid: required (the process to trace)");
+	struct profile_capture cap = {.pid = (uint32_t)pid, .seconds = (uint32_t)seconds};
+	char err[256];
+	int rc = profile_server_capture(p->server, &cap, err, sizeof err);
+	if (rc == GPULSE_ENOENT)
+		return api_error(resp, 404, "not_found", err);
+	if (rc == GPULSE_EBUSY)
+		return api_error(resp, 409, "busy", err);
+	if (rc)
+		return api_error(resp, 503, "unavailable", err);
+	struct perfetto_meta meta = {
+		.pid = cap.pid,
+		.process_name = cap.comm,
+		.capture_id = cap.capture_id,
+		.seconds = cap.seconds,
+		.max_events = cap.max_events,
+		.events_received = cap.received,
+		.events_dropped_daemon = cap.dropped_daemon,
+		.events_dropped_library = cap.dropped_library,
+		.complete = cap.complete,
+	};
+	resp->content_type = "application/json";
+	rc = perfetto_write(&resp->body, cap.events, cap.n, &meta);
+	free(cap.events);
+	return rc;
+}
+
+int profiling_register(struct profiling *p, struct http_server *s)
+{
+	int rc = http_route(s, "/api/v1/processes", handle_processes, p);
+	if (!rc)
+		rc = http_route(s, "/api/v1/kernels", handle_kernels, p);
+	if (!rc)
+		rc = http_route(s, "/api/v1/trace", handle_trace, p);
+	return rc;
+}

@@ -1,0 +1,61 @@
+/* gpulsed's hookup of continuous CUDA profiling (issue 5, DESIGN.md
+ * decision 7): the `profiling:` configuration section, the socket server
+ * for libgpulse-inject.so (src/profile/profile_server.h) and its
+ * aggregate, the families it adds to /metrics, and three HTTP endpoints:
+ *
+ *   GET /api/v1/processes               traced processes and their library's status
+ *   GET /api/v1/kernels?pid=N&gpu=N&limit=N   top kernels by GPU time
+ *   GET /api/v1/trace?pid=N&seconds=S   a capture, as Chrome trace-event JSON
+ *
+ * /api/v1/trace is a write action (it makes a process trace everything):
+ * with an auth token configured the HTTP server already demands it;
+ * without one, it is served only when gpulsed listens on loopback. */
+#ifndef GPULSE_PROFILING_H
+#define GPULSE_PROFILING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "buf.h"
+#include "config.h"
+#include "http_server.h"
+#include "profile_timeline.h"
+#include "tsdb.h"
+
+#define PROFILING_MAX_TRACE_SECONDS 600
+#define PROFILING_DEFAULT_TRACE_SECONDS 5
+#define PROFILING_MAX_KERNEL_ROWS 10000
+
+struct profiling;
+
+/* The section's defaults (config_defaults calls it). */
+void profiling_config_defaults(struct gpulse_config *c);
+/* The checks that the key table cannot make: mode is a known name, nvtx
+ * mode has a range, allowed_uids/gids are id lists. 0 or GPULSE_EINVAL
+ * with "NAME: profiling.KEY: ..." in err. */
+int profiling_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
+bool profiling_config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
+
+/* Start serving the socket when profiling.enabled. A socket that cannot
+ * be served (another gpulsed holds it, no permission) is logged and
+ * leaves profiling off: GPU monitoring goes on. *out is set in every case
+ * but out of memory (GPULSE_ENOMEM); `c` and `db` must outlive it. */
+int profiling_start(struct profiling **out, const struct gpulse_config *c, struct tsdb *db,
+		    profile_uuid_fn *resolve, void *resolve_ctx);
+/* What traced processes did on GPU `gpu` over [a_s, b_s), for the
+ * diagnosis (profile_timeline.h). False when nothing was traced there or
+ * profiling is off. p may be NULL. */
+bool profiling_window(struct profiling *p, int gpu, double a_s, double b_s,
+		      struct profile_window_sum *out);
+/* Route the three endpoints (p may be NULL: they answer 503). */
+int profiling_register(struct profiling *p, struct http_server *s);
+/* self_stats.profile_metrics: the gpulse_process_*, gpulse_inject_* and
+ * gpulse_profile_* families. ctx is a struct profiling. */
+int profiling_metrics(void *ctx, struct buf *out, bool openmetrics);
+/* Make captures in progress answer now (gpulsed is stopping): call
+ * before stopping the HTTP server. Accepts NULL. */
+void profiling_interrupt(struct profiling *p);
+/* Stop the socket thread and free. Accepts NULL. */
+void profiling_stop(struct profiling *p);
+
+#endif
