@@ -106,4 +106,10 @@ struct gpu_snapshot {
 	double diag_window_end_s;
 };
 
+/* Whether a snapshot's values are late or stuck (gpulse_gpu_stale). */
+static inline bool gpu_snapshot_is_stale(const struct gpu_snapshot *s)
+{
+	return s->health == GPU_HEALTH_STALE || (s->health == GPU_HEALTH_UP && s->stale != 0);
+}
+
 #endif

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "prom.h"
 #include "queryable.h"
@@ -35,6 +36,11 @@ struct gpu_refs {
 struct ingest {
 	struct tsdb *db;
 	struct bus *bus;
+	pthread_t ticker;
+	pthread_mutex_t tick_lock;
+	pthread_cond_t tick_cond;
+	bool ticking, stop;
+	int64_t tick_ns;
 	atomic_uint_fast64_t updates, appended, stale, append_errors, series_errors;
 	struct gpu_refs gpu[GPU_MAX];
 };
@@ -46,6 +52,8 @@ int ingest_create(struct ingest **out, struct tsdb *db, struct bus *bus)
 		return GPULSE_ENOMEM;
 	ing->db = db;
 	ing->bus = bus;
+	pthread_mutex_init(&ing->tick_lock, NULL);
+	clock_cond_init(&ing->tick_cond);
 	for (int g = 0; g < GPU_MAX; g++)
 		pthread_mutex_init(&ing->gpu[g].lock, NULL);
 	*out = ing;
@@ -61,6 +69,9 @@ void ingest_destroy(struct ingest *ing)
 {
 	if (!ing)
 		return;
+	ingest_stop(ing);
+	pthread_mutex_destroy(&ing->tick_lock);
+	pthread_cond_destroy(&ing->tick_cond);
 	for (int g = 0; g < GPU_MAX; g++)
 		pthread_mutex_destroy(&ing->gpu[g].lock);
 	free(ing);
@@ -216,6 +227,147 @@ void ingest_on_update(void *ctx, const struct gpu_update *u)
 		atomic_fetch_or(&gr->was_valid, now_valid);
 	if (gone)
 		atomic_fetch_and(&gr->was_valid, ~gone);
-	if (u->tier == TIER_FAST)
-		append(ing, u->gpu, SLOT_UP, t_ms, 1);
+}
+
+/* ---- the ticker ---- */
+
+/* Append v at t_ms to the series NAME{gpu,uuid,model[,lname=lvalue]}. */
+static void tick_put(struct ingest *ing, const struct gpu_refs *gr, const char *name,
+		     const char *lname, const char *lvalue, int64_t t_ms, double v)
+{
+	struct tsdb_label l[5];
+	size_t n = 0;
+	l[n++] = (struct tsdb_label){"__name__", name};
+	l[n++] = (struct tsdb_label){"gpu", gr->gpu};
+	if (gr->uuid[0])
+		l[n++] = (struct tsdb_label){"uuid", gr->uuid};
+	if (gr->model[0])
+		l[n++] = (struct tsdb_label){"model", gr->model};
+	if (lname)
+		l[n++] = (struct tsdb_label){lname, lvalue};
+	char err[160];
+	uint32_t ref;
+	if (tsdb_series(ing->db, l, n, &ref, err, sizeof err) != GPULSE_OK) {
+		atomic_fetch_add(&ing->series_errors, 1);
+		return;
+	}
+	if (tsdb_append(ing->db, ref, t_ms, v) == GPULSE_OK)
+		atomic_fetch_add(&ing->appended, 1);
+	else
+		atomic_fetch_add(&ing->append_errors, 1);
+}
+
+static void tick_gpu(struct ingest *ing, int g, const struct gpu_snapshot *s, int64_t t_ms)
+{
+	struct gpu_refs *gr = &ing->gpu[g];
+	pthread_mutex_lock(&gr->lock);
+	if (!gr->have_id) {
+		snprintf(gr->gpu, sizeof gr->gpu, "%d", s->id.index >= 0 ? s->id.index : 0);
+		prom_clean_utf8(gr->uuid, sizeof gr->uuid, s->id.uuid);
+		prom_clean_utf8(gr->model, sizeof gr->model, s->id.name);
+		gr->have_id = true;
+	}
+	pthread_mutex_unlock(&gr->lock);
+	bool up = s->health == GPU_HEALTH_UP, stale = gpu_snapshot_is_stale(s);
+	tick_put(ing, gr, INGEST_UP_METRIC, NULL, NULL, t_ms, up);
+	tick_put(ing, gr, "gpulse_gpu_stale", NULL, NULL, t_ms, stale);
+	if (!up || s->health == GPU_HEALTH_STALE) {
+		/* Lost or stuck: its values are gone. End their series now,
+		 * as a failed scrape ends a target's. */
+		uint64_t was = atomic_exchange(&gr->was_valid, 0);
+		for (int f = 0; f < FIELD_COUNT; f++)
+			if ((was & FIELD_BIT(f)) && slot_metric(f)) {
+				append(ing, g, f, t_ms, promql_stale_nan());
+				atomic_fetch_add(&ing->stale, 1);
+			}
+	} else if (!stale && (s->valid & FIELD_BIT(F_CLOCK_REASONS))) {
+		double v = s->v[F_CLOCK_REASONS];
+		uint64_t mask = (v >= 0 && v < 18446744073709551616.0) ? (uint64_t)v : 0;
+		for (int k = 0; k < clock_reason_count; k++)
+			tick_put(ing, gr, "gpulse_gpu_throttle_active", "reason",
+				 clock_reason_table[k].label, t_ms,
+				 (mask & clock_reason_table[k].bit) != 0);
+	}
+	char code[24];
+	for (int k = 0; k < s->nxid && k < GPU_XID_MAX; k++) {
+		snprintf(code, sizeof code, "%u", (unsigned)s->xid[k].code);
+		tick_put(ing, gr, "gpulse_gpu_xid_errors_total", "xid", code, t_ms,
+			 (double)s->xid[k].count);
+	}
+	if (s->xid_other)
+		tick_put(ing, gr, "gpulse_gpu_xid_errors_total", "xid", "other", t_ms,
+			 (double)s->xid_other);
+	tick_put(ing, gr, "gpulse_gpu_ecc_events_total", "type", "single_bit", t_ms,
+		 (double)s->ecc_events[0]);
+	tick_put(ing, gr, "gpulse_gpu_ecc_events_total", "type", "double_bit", t_ms,
+		 (double)s->ecc_events[1]);
+	tick_put(ing, gr, "gpulse_gpu_lost_total", NULL, NULL, t_ms, (double)s->lost_total);
+	if (s->id.pcie_max_gen)
+		tick_put(ing, gr, "gpulse_gpu_pcie_link_max_generation", NULL, NULL, t_ms,
+			 s->id.pcie_max_gen);
+	if (s->id.pcie_max_width)
+		tick_put(ing, gr, "gpulse_gpu_pcie_link_max_width", NULL, NULL, t_ms,
+			 s->id.pcie_max_width);
+}
+
+void ingest_tick(struct ingest *ing, int64_t t_ms)
+{
+	struct gpu_snapshot *s = malloc(sizeof *s);
+	if (!s)
+		return;
+	int n = bus_gpu_count(ing->bus);
+	for (int g = 0; g < n && g < GPU_MAX; g++)
+		if (bus_read(ing->bus, g, s) == GPULSE_OK)
+			tick_gpu(ing, g, s, t_ms);
+	free(s);
+}
+
+static void *ticker(void *arg)
+{
+	struct ingest *ing = arg;
+	pthread_mutex_lock(&ing->tick_lock);
+	int64_t next = clock_mono_ns();
+	while (!ing->stop) {
+		next += ing->tick_ns;
+		while (!ing->stop && clock_mono_ns() < next)
+			clock_cond_wait_until(&ing->tick_cond, &ing->tick_lock, next);
+		if (ing->stop)
+			break;
+		pthread_mutex_unlock(&ing->tick_lock);
+		ingest_tick(ing, clock_wall_ns() / NS_PER_MS);
+		pthread_mutex_lock(&ing->tick_lock);
+		if (clock_mono_ns() > next + ing->tick_ns)
+			next = clock_mono_ns();  /* fell behind: do not catch up in a burst */
+	}
+	pthread_mutex_unlock(&ing->tick_lock);
+	return NULL;
+}
+
+int ingest_start(struct ingest *ing, int64_t tick_ns)
+{
+	pthread_mutex_lock(&ing->tick_lock);
+	if (ing->ticking) {
+		pthread_mutex_unlock(&ing->tick_lock);
+		return GPULSE_ESTATE;
+	}
+	ing->tick_ns = tick_ns > 0 ? tick_ns : NS_PER_SEC;
+	ing->stop = false;
+	int rc = pthread_create(&ing->ticker, NULL, ticker, ing) == 0 ? GPULSE_OK : GPULSE_ENOMEM;
+	ing->ticking = rc == GPULSE_OK;
+	pthread_mutex_unlock(&ing->tick_lock);
+	return rc;
+}
+
+void ingest_stop(struct ingest *ing)
+{
+	if (!ing)
+		return;
+	pthread_mutex_lock(&ing->tick_lock);
+	bool was = ing->ticking;
+	ing->stop = true;
+	ing->ticking = false;
+	pthread_cond_broadcast(&ing->tick_cond);
+	pthread_mutex_unlock(&ing->tick_lock);
+	if (was)
+		pthread_join(ing->ticker, NULL);
 }

@@ -1,10 +1,20 @@
 /* The bridge from the sample bus to the store: a bus subscriber that
  * appends every tier update into the tsdb, one series per (GPU, field with
  * a metric), named and labelled as on /metrics (fields.h, prom.c), plus
- * gpulse_gpu_up per fast update and the raw clock-reasons bit mask as
- * gpulse_gpu_clocks_event_reasons. A field that goes from valid to absent
- * gets one Prometheus staleness marker, so PromQL stops returning it at
- * once instead of after the lookback.
+ * the raw clock-reasons bit mask as gpulse_gpu_clocks_event_reasons. A
+ * field that goes from valid to absent gets one Prometheus staleness
+ * marker, so PromQL stops returning it at once instead of after the
+ * lookback.
+ *
+ * A ticker thread (ingest_start) adds, once a tick, what /metrics shows
+ * beside the fields and that no update carries, so rules at the edge see
+ * what a Prometheus scraping /metrics sees: gpulse_gpu_up (0 while lost or
+ * stuck), gpulse_gpu_stale, gpulse_gpu_throttle_active{reason},
+ * gpulse_gpu_xid_errors_total{xid}, gpulse_gpu_ecc_events_total{type},
+ * gpulse_gpu_lost_total and gpulse_gpu_pcie_link_max_{generation,width}.
+ * A GPU that is lost or stale gets staleness markers on its field series
+ * (Prometheus drops a target's series the same way when it stops
+ * answering).
  *
  * Threads: ingest_on_update runs on the publishers' threads (collector
  * lanes, the replay thread) and never blocks on I/O: tsdb_append is the
@@ -39,7 +49,15 @@ int ingest_subscribe(struct ingest *ing);
 /* The subscriber itself (bus_subscriber_fn); ctx is a struct ingest. */
 void ingest_on_update(void *ctx, const struct gpu_update *u);
 void ingest_get_stats(const struct ingest *ing, struct ingest_stats *out);
-/* Accepts NULL. Publishers must have stopped. */
+/* Start the ticker (every tick_ns; 0: 1 s). 0, GPULSE_ESTATE (running),
+ * GPULSE_ENOMEM. */
+int ingest_start(struct ingest *ing, int64_t tick_ns);
+/* Run one tick now at wall time t_ms (tests; the ticker does the same). */
+void ingest_tick(struct ingest *ing, int64_t t_ms);
+/* Stop the ticker; safe when not running, accepts NULL. Call before the
+ * store closes. */
+void ingest_stop(struct ingest *ing);
+/* Stops the ticker too. Accepts NULL. Publishers must have stopped. */
 void ingest_destroy(struct ingest *ing);
 
 #endif

@@ -1,6 +1,7 @@
 /* The bus -> store ingest: updates published on a bus come back from the
  * store as series named and labelled as on /metrics (extra labels of the
- * field table included), gpulse_gpu_up follows fast updates, a field that
+ * field table included), the ticker adds gpulse_gpu_up, staleness, clock
+ * reasons, XIDs, ECC events and link maxima and ends a lost GPU's series, a field that
  * becomes absent gets exactly one staleness marker so PromQL stops
  * returning it at once, out-of-order appends are counted and never fatal,
  * and the data survives a flush and reopen. */
@@ -164,8 +165,6 @@ static void test_values_and_labels(void **state)
 	}
 	assert_int_equal(read_series("gpulse_gpu_utilization_ratio", NULL, NULL, t, x, 16, &nl), 5);
 	assert_true(x[3] == 0.1 * 3);
-	assert_int_equal(read_series("gpulse_gpu_up", NULL, NULL, t, x, 16, &nl), 5);
-	assert_true(x[4] == 1);
 	assert_int_equal(read_series("gpulse_gpu_ecc_errors_total", "type", "corrected", t, x, 16, &nl), 1);
 	assert_int_equal(nl, 5);
 	assert_true(x[0] == 7);
@@ -179,7 +178,7 @@ static void test_values_and_labels(void **state)
 	struct ingest_stats st;
 	ingest_get_stats(fx.ing, &st);
 	assert_int_equal(st.updates_total, 7);
-	assert_int_equal(st.samples_appended_total, 5 * 3 + 3);
+	assert_int_equal(st.samples_appended_total, 5 * 2 + 3);  /* memory, util; ECC, reasons */
 	assert_int_equal(st.append_errors_total, 0);
 
 	/* Flushed and reopened, the same samples come back. */
@@ -209,6 +208,65 @@ static size_t instant(const char *q, int64_t t_ms, double *v)
 	promql_result_free(r);
 	promql_expr_free(e);
 	return n;
+}
+
+/* The ticker: what /metrics shows beyond the fields, and a lost GPU's
+ * series ended with staleness markers. */
+static void test_tick(void **state)
+{
+	(void)state;
+	double v[FIELD_COUNT] = {0};
+	v[F_MEM_USED] = 1e9;
+	v[F_CLOCK_REASONS] = 4;  /* SW power cap */
+	publish(TIER_FAST, T0_MS, FIELD_BIT(F_MEM_USED) | FIELD_BIT(F_CLOCK_REASONS),
+		FIELD_BIT(F_MEM_USED) | FIELD_BIT(F_CLOCK_REASONS), v);
+	bus_note_xid(fx.bus, fx.slot, 79, (T0_MS + 50) * 1000000);
+	bus_note_xid(fx.bus, fx.slot, 79, (T0_MS + 60) * 1000000);
+	bus_note_xid(fx.bus, fx.slot, 13, (T0_MS + 70) * 1000000);
+	bus_note_ecc_event(fx.bus, fx.slot, true);
+	ingest_tick(fx.ing, T0_MS + 100);
+	int64_t t[16];
+	double x[16];
+	size_t nl;
+	assert_int_equal(read_series("gpulse_gpu_up", NULL, NULL, t, x, 16, &nl), 1);
+	assert_true(x[0] == 1 && t[0] == T0_MS + 100);
+	assert_int_equal(read_series("gpulse_gpu_stale", NULL, NULL, t, x, 16, &nl), 1);
+	assert_true(x[0] == 0);
+	assert_int_equal(read_series("gpulse_gpu_xid_errors_total", "xid", "79", t, x, 16, &nl), 1);
+	assert_true(x[0] == 2);
+	assert_int_equal(read_series("gpulse_gpu_xid_errors_total", "xid", "13", t, x, 16, &nl), 1);
+	assert_true(x[0] == 1);
+	assert_int_equal(read_series("gpulse_gpu_ecc_events_total", "type", "double_bit", t, x, 16,
+				     &nl), 1);
+	assert_true(x[0] == 1);
+	assert_int_equal(read_series("gpulse_gpu_throttle_active", "reason", "sw_power_cap", t, x,
+				     16, &nl), 1);
+	assert_true(x[0] == 1);
+	assert_int_equal(read_series("gpulse_gpu_throttle_active", "reason", "hw_slowdown", t, x, 16,
+				     &nl), 1);
+	assert_true(x[0] == 0);
+
+	/* Lost: up 0, and the memory series ends with a staleness marker. */
+	bus_set_health(fx.bus, fx.slot, GPU_HEALTH_LOST, "test");
+	ingest_tick(fx.ing, T0_MS + 1100);
+	assert_int_equal(read_series("gpulse_gpu_up", NULL, NULL, t, x, 16, &nl), 2);
+	assert_true(x[1] == 0);
+	assert_int_equal(read_series("gpulse_gpu_memory_used_bytes", NULL, NULL, t, x, 16, &nl), 2);
+	assert_true(x[0] == 1e9);
+	assert_true(is_stale(x[1]) && t[1] == T0_MS + 1100);
+	/* Only once. */
+	ingest_tick(fx.ing, T0_MS + 2100);
+	assert_int_equal(read_series("gpulse_gpu_memory_used_bytes", NULL, NULL, t, x, 16, &nl), 2);
+	struct ingest_stats st;
+	ingest_get_stats(fx.ing, &st);
+	assert_int_equal(st.append_errors_total, 0);
+
+	/* The ticker thread runs ticks on its own. */
+	assert_int_equal(ingest_start(fx.ing, 20 * 1000000), GPULSE_OK);
+	assert_int_equal(ingest_start(fx.ing, 20 * 1000000), GPULSE_ESTATE);
+	usleep(200 * 1000);
+	ingest_stop(fx.ing);
+	assert_true(read_series("gpulse_gpu_up", NULL, NULL, t, x, 16, &nl) > 4);
 }
 
 static void test_stale_marker(void **state)
@@ -264,11 +322,11 @@ static void test_out_of_order_counted(void **state)
 	publish(TIER_FAST, T0_MS, m, m, v);        /* older */
 	struct ingest_stats st;
 	ingest_get_stats(fx.ing, &st);
-	assert_int_equal(st.append_errors_total, 4); /* power and up, twice */
-	assert_int_equal(st.samples_appended_total, 2);
+	assert_int_equal(st.append_errors_total, 2); /* power, twice */
+	assert_int_equal(st.samples_appended_total, 1);
 	struct tsdb_stats ts;
 	tsdb_get_stats(fx.db, &ts);
-	assert_int_equal(ts.samples_dropped_total, 4);
+	assert_int_equal(ts.samples_dropped_total, 2);
 }
 
 int main(void)
@@ -276,6 +334,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_values_and_labels, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_marker, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tick, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_out_of_order_counted, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
