@@ -403,7 +403,12 @@ static void select_all(struct ev *ev, const struct promql_expr *e, int64_t start
 		memset(s, 0, sizeof *s);
 		s->node = e;
 		char err[256] = "";
-		int rc = ev->q->select(ev->qctx, e->matchers, e->nmatchers, mint, maxt, &s->set, err, sizeof err);
+		/* Evaluated at one time, an instant selector needs only each
+		 * series' newest sample. */
+		bool latest = e->kind == PROMQL_NODE_VECTOR_SEL && start == end && ev->q->select_latest;
+		int rc = (latest ? ev->q->select_latest : ev->q->select)(ev->qctx, e->matchers,
+									e->nmatchers, mint, maxt,
+									&s->set, err, sizeof err);
 		if (rc) {
 			ev->nsel--;
 			everr(ev, rc, "storage: %s", err[0] ? err : gpulse_strerror(rc));

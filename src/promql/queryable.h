@@ -48,6 +48,13 @@ struct promql_queryable {
 	int (*select)(void *ctx, const struct promql_matcher *matchers, size_t nmatchers,
 		      int64_t mint_ms, int64_t maxt_ms, struct promql_series_set *out,
 		      char *err, size_t errlen);
+	/* Optional (NULL: select is used): like select, but each series
+	 * needs only its newest sample in [mint_ms, maxt_ms] (stale markers
+	 * included), as an instant vector selector at maxt_ms reads. A
+	 * store can answer it without decoding the whole lookback. */
+	int (*select_latest)(void *ctx, const struct promql_matcher *matchers, size_t nmatchers,
+			     int64_t mint_ms, int64_t maxt_ms, struct promql_series_set *out,
+			     char *err, size_t errlen);
 	/* Give back what select returned. */
 	void (*release)(void *ctx, struct promql_series_set *set);
 };

@@ -52,9 +52,9 @@ static enum tsdb_match_op match_op(enum promql_match_op op)
 	}
 }
 
-static int tq_select(void *ctx, const struct promql_matcher *matchers, size_t nmatchers,
-		     int64_t mint_ms, int64_t maxt_ms, struct promql_series_set *out, char *err,
-		     size_t errlen)
+static int tq_select_mode(void *ctx, const struct promql_matcher *matchers, size_t nmatchers,
+			  int64_t mint_ms, int64_t maxt_ms, bool latest,
+			  struct promql_series_set *out, char *err, size_t errlen)
 {
 	const struct tsdb_queryable_ctx *c = ctx;
 	size_t max_series = c->max_series ? c->max_series : PROMQL_DEFAULT_MAX_SERIES;
@@ -72,7 +72,8 @@ static int tq_select(void *ctx, const struct promql_matcher *matchers, size_t nm
 	 * retention, where only the 1-minute rollups are left; a rollup
 	 * bucket then reads as one sample, its mean, at the bucket's start. */
 	struct tsdb_select_opts so = {.mint = mint_ms, .maxt = maxt_ms,
-				      .mode = c->rollups ? TSDB_READ_AUTO : TSDB_READ_RAW};
+				      .mode = latest ? TSDB_READ_LATEST
+					      : c->rollups ? TSDB_READ_AUTO : TSDB_READ_RAW};
 	struct tsdb_iter *it = NULL;
 	int rc = tsdb_select(c->db, tm, nmatchers, &so, &it, err, errlen);
 	if (rc)
@@ -149,6 +150,25 @@ fail:
 	return rc;
 }
 
+static int tq_select(void *ctx, const struct promql_matcher *matchers, size_t nmatchers,
+		     int64_t mint_ms, int64_t maxt_ms, struct promql_series_set *out, char *err,
+		     size_t errlen)
+{
+	return tq_select_mode(ctx, matchers, nmatchers, mint_ms, maxt_ms, false, out, err, errlen);
+}
+
+/* Instant selectors read one chunk per series, not the lookback. With
+ * rollups allowed (a query that may reach past raw retention) the plain
+ * select decides between raw samples and rollups. */
+static int tq_select_latest(void *ctx, const struct promql_matcher *matchers, size_t nmatchers,
+			    int64_t mint_ms, int64_t maxt_ms, struct promql_series_set *out,
+			    char *err, size_t errlen)
+{
+	const struct tsdb_queryable_ctx *c = ctx;
+	return tq_select_mode(ctx, matchers, nmatchers, mint_ms, maxt_ms, !c->rollups, out, err,
+			      errlen);
+}
+
 static void tq_release(void *ctx, struct promql_series_set *set)
 {
 	(void)ctx;
@@ -159,5 +179,6 @@ static void tq_release(void *ctx, struct promql_series_set *set)
 const struct promql_queryable tsdb_queryable = {
 	.name = "tsdb",
 	.select = tq_select,
+	.select_latest = tq_select_latest,
 	.release = tq_release,
 };

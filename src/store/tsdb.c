@@ -1369,6 +1369,57 @@ static void push_chunk(struct tsdb_iter *it, const uint8_t *data, size_t len, in
 			iter_push(it, t, v);
 }
 
+/* The newest sample of a chunk within [lo, hi] into *best when it is
+ * newer than *best's (best->t = INT64_MIN: none yet). */
+static void newest_in_chunk(const uint8_t *data, size_t len, int64_t lo, int64_t hi,
+			    struct tsample *best)
+{
+	struct chunk_iter ci;
+	int64_t t;
+	double v;
+	if (chunk_iter_init(&ci, data, len) != 0)
+		return;
+	while (chunk_iter_next(&ci, &t, &v) == 1)
+		if (t >= lo && t <= hi && t > best->t)
+			*best = (struct tsample){.t = t, .v = v};
+}
+
+static void keep_newest(void *ctx, int64_t t, double v)
+{
+	struct tsample *best = ctx;
+	if (t > best->t)
+		*best = (struct tsample){.t = t, .v = v};
+}
+
+/* Only the newest sample of `s` in [lo, hi]: the open chunk holds the
+ * newest data, then the head's full chunks, then disk (older still), so
+ * the search stops at the first place that has one. Under db_mu. */
+static int gather_latest(struct tsdb_iter *it, struct series *s, int64_t lo, int64_t hi)
+{
+	struct tsdb *db = it->db;
+	struct tsample best = {.t = INT64_MIN};
+	it->ns = 0;
+	struct shard *sh = &db->shards[s->id % SHARDS];
+	pthread_mutex_lock(&sh->mu);
+	if (s->open->n > 0 && s->open->t_last >= lo && s->open->t_first <= hi)
+		newest_in_chunk(chunk_enc_bytes(s->open), chunk_enc_len(s->open), lo, hi, &best);
+	if (best.t == INT64_MIN)
+		for (struct pend *p = s->ph; p; p = p->next)
+			if (p->maxt >= lo && p->mint <= hi)
+				newest_in_chunk(p->data, p->len, lo, hi, &best);
+	pthread_mutex_unlock(&sh->mu);
+	if (best.t == INT64_MIN && s->on_disk) {
+		int rc = scan_disk(db, s->id, lo, hi, keep_newest, &best);
+		if (rc > 0)
+			return GPULSE_EIO;
+		if (rc < 0)
+			return GPULSE_EPARSE;
+	}
+	if (best.t != INT64_MIN)
+		iter_push(it, best.t, best.v);
+	return it->err;
+}
+
 /* Gather raw samples of `s` in [lo, hi] from disk and head, sorted, one
  * per timestamp (the open chunk is both on disk and in the head). Under
  * db_mu, which keeps a flush from detaching head chunks meanwhile. */
@@ -1477,7 +1528,9 @@ int tsdb_iter_next_series(struct tsdb_iter *it)
 	while (it->next < it->nmatch) {
 		struct series *s = it->match[it->next++];
 		pthread_mutex_lock(&it->db->db_mu);
-		int rc = it->rollup ? gather_rollup(it, s) : gather_raw(it, s, it->o.mint, it->o.maxt);
+		int rc = it->rollup ? gather_rollup(it, s)
+			 : it->o.mode == TSDB_READ_LATEST ? gather_latest(it, s, it->o.mint, it->o.maxt)
+							  : gather_raw(it, s, it->o.mint, it->o.maxt);
 		pthread_mutex_unlock(&it->db->db_mu);
 		it->err = 0;
 		if (rc != 0)

@@ -120,6 +120,9 @@ enum tsdb_read_mode {
 	TSDB_READ_ROLLUP,   /* min/max/sum/count per rollup step */
 	TSDB_READ_AUTO,     /* rollups when step_hint_ms >= the rollup step or
 	                     * the range starts before raw retention */
+	TSDB_READ_LATEST,   /* raw, only each series' newest sample in the
+	                     * range: what an instant vector selector needs,
+	                     * decoding one chunk instead of the lookback */
 };
 
 struct tsdb_select_opts {
