@@ -1428,14 +1428,21 @@ static int gather_raw(struct tsdb_iter *it, struct series *s, int64_t lo, int64_
 	struct tsdb *db = it->db;
 	it->ns = 0;
 	int rc = 0;
-	if (s->on_disk) {
-		rc = scan_disk(db, s->id, lo, hi, iter_push, it);
+	struct shard *sh = &db->shards[s->id % SHARDS];
+	/* Disk holds what is older than the head, plus a copy of the part of
+	 * the open chunk the last flush saw: read disk only below the head,
+	 * so the pieces come in order and need no sort. */
+	pthread_mutex_lock(&sh->mu);
+	int64_t head_first = s->ph ? s->ph->mint : s->open->n ? s->open->t_first : INT64_MAX;
+	pthread_mutex_unlock(&sh->mu);
+	int64_t disk_hi = head_first - 1 < hi ? head_first - 1 : hi;
+	if (s->on_disk && disk_hi >= lo) {
+		rc = scan_disk(db, s->id, lo, disk_hi, iter_push, it);
 		if (rc > 0)
 			return GPULSE_EIO;
 		if (rc < 0)
 			return GPULSE_EPARSE;
 	}
-	struct shard *sh = &db->shards[s->id % SHARDS];
 	pthread_mutex_lock(&sh->mu);
 	for (struct pend *p = s->ph; p; p = p->next)
 		if (p->maxt >= lo && p->mint <= hi)
