@@ -8,8 +8,11 @@
 #      /metrics and `gpulse status` must show real GPM values
 #   4. gpulse record during matmul, copy and PCIe phases (a real recording)
 #   5. CPU per GPU-sample: gpulsed vs nvidia-smi vs a pynvml loop
+#   6. libgpulse-inject.so: exact counts, socket, PyTorch with torch.profiler
+#   7. libgpulse-inject.so overhead table (a call of its own: ~5-8 minutes)
 # Never changes clocks, power limits, persistence or MIG; never resets.
 #   scripts/gpu-check.sh [SECTION...]   sections: conformance costs live record phases cpu
+#                                       inject inject-overhead
 set -u
 cd "$(dirname "$0")/.."
 want() { [ $# -eq 0 ] || [ -z "$SECTIONS" ] || [[ " $SECTIONS " == *" $1 "* ]]; }
@@ -92,6 +95,101 @@ fi
 if want cpu; then
 python3 bench/cpu_compare.py "$B/gpulsed" 30 9477 | tee "$OUT/cpu-compare.txt"
 row "cpu per GPU-sample" INFO "$(awk '/gpulsed/{print $(NF-1) " ms, " $NF "x nvidia-smi"}' "$OUT/cpu-compare.txt")"
+fi
+
+# 6. libgpulse-inject.so: exact counts on a known CUDA program in each
+#    mode, the socket and a capture against a stand-in daemon, PyTorch
+#    with torch.profiler in the same process (about 2 minutes).
+#    INJECT_LIB overrides the bundled library.
+if want inject; then
+IL=${INJECT_LIB:-$D/libgpulse-inject.so}
+IL=$(cd "$(dirname "$IL")" && pwd)/$(basename "$IL")
+IB=/tmp/gpulse-inject-bin; mkdir -p $IB
+if nvcc -O2 -arch=sm_90 -o $IB/inject_known tests/gpu/inject_known.cu -ldl 2>"$OUT/inject-build.log" &&
+	nvcc -O2 -arch=sm_90 -o $IB/inject_empty bench/inject_empty.cu 2>>"$OUT/inject-build.log"; then
+	$IB/inject_known $IB/expected.json >/dev/null 2>"$OUT/inject-plain.log" &&
+		row "inject: known program plain" PASS "" || row "inject: known program plain" FAIL "inject-plain.log"
+	for m in full profiler-api nvtx continuous off; do
+		gm=$m; [ $m = nvtx ] && gm=nvtx:phase_a
+		rm -f $IB/dump-$m.json
+		CUDA_INJECTION64_PATH=$IL GPULSE_MODE=$gm GPULSE_INJECT_DUMP=$IB/dump-$m.json \
+			GPULSE_SOCKET=/nonexistent/inject.sock timeout 120 $IB/inject_known $IB/expected-$m.json \
+			>/dev/null 2>"$OUT/inject-$m.log"
+		rc=$?
+		cp $IB/dump-$m.json "$OUT/inject-dump-$m.json" 2>/dev/null
+		if [ $rc = 0 ] && python3 tests/gpu/inject_check.py $IB/expected-$m.json $IB/dump-$m.json $m \
+			>"$OUT/inject-check-$m.txt" 2>&1; then
+			row "inject: exact counts, $m" PASS "$(grep -c ^PASS "$OUT/inject-check-$m.txt") checks"
+		else
+			row "inject: exact counts, $m" FAIL "rc=$rc, $(grep -m1 ^FAIL "$OUT/inject-check-$m.txt" | cut -c1-120)"
+		fi
+	done
+	# The socket: HELLO first, statistics, a capture answered with events.
+	python3 tests/gpu/inject_fake_daemon.py $IB/inject.sock $IB/daemon.json 2 60 >"$OUT/inject-daemon.log" 2>&1 &
+	DP=$!
+	for i in $(seq 50); do [ -S $IB/inject.sock ] && break; sleep 0.1; done
+	CUDA_INJECTION64_PATH=$IL GPULSE_SOCKET=$IB/inject.sock GPULSE_INJECT_DUMP=$IB/dump-sock.json \
+		timeout 120 $IB/inject_known $IB/expected-sock.json >/dev/null 2>"$OUT/inject-sock.log"
+	wait $DP
+	cp $IB/daemon.json "$OUT/inject-daemon.json" 2>/dev/null
+	msg=$(python3 - $IB/daemon.json 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = d["frames"]
+ok = f.get("HELLO", 0) >= 1 and f.get("KERNELS", 0) >= 1 and f.get("STATUS", 0) >= 1 and \
+    f.get("TRACE_EVENTS", 0) >= 1 and d["trace_end"] and d["trace_end"][0]["events_total"] > 0 and d["bad"] == 0
+print(json.dumps(f), d["trace_end"])
+sys.exit(0 if ok else 1)
+PY
+)
+	[ $? = 0 ] && row "inject: socket + capture" PASS "${msg:0:150}" || row "inject: socket + capture" FAIL "${msg:0:150}"
+	# PyTorch: a training step under gpulse, then torch.profiler in the same
+	# process (started after gpulse, and before CUDA so it owns CUPTI first).
+	for v in plain gpulse late early; do
+		args=(train --seconds 2)
+		env=(env -u CUDA_INJECTION64_PATH)
+		[ $v != plain ] && env+=(CUDA_INJECTION64_PATH=$IL GPULSE_INJECT_DUMP=$IB/dump-torch-$v.json)
+		[ $v = late ] && args+=(--profiler)
+		[ $v = early ] && args+=(--early-profiler)
+		"${env[@]}" timeout 300 python3 bench/inject_torch.py "${args[@]}" >$IB/torch-$v.json 2>"$OUT/inject-torch-$v.log"
+		echo "rc=$?" >>"$OUT/inject-torch-$v.log"
+		cp $IB/dump-torch-$v.json "$OUT/inject-dump-torch-$v.json" 2>/dev/null
+	done
+	msg=$(python3 - $IB "$OUT" 2>&1 <<'PY'
+import json, sys
+d, out = sys.argv[1], sys.argv[2]
+r = {v: json.loads(open(f"{d}/torch-{v}.json").read().strip().splitlines()[-1]) for v in ["plain", "gpulse", "late", "early"]}
+same = all(abs(r[v]["checksum"] - r["plain"]["checksum"]) <= 1e-6 * max(1, abs(r["plain"]["checksum"])) for v in r)
+g = json.load(open(f"{d}/dump-torch-gpulse.json"))
+logs = {v: open(f"{out}/inject-torch-{v}.log").read() for v in ["late", "early"]}
+aside = {v: "gpulse-inject: stepping aside" in logs[v] for v in logs}
+prof = {v: r[v]["profiler_cuda_events"] for v in ["late", "early"]}
+print(f"same results {same}; gpulse saw {len(g['kernels'])} kernels; stepped aside late={aside['late']} early={aside['early']}; torch.profiler CUDA events {prof}")
+sys.exit(0 if same and len(g["kernels"]) > 0 and aside["early"] and aside["late"] and all(prof.values()) else 1)
+PY
+)
+	[ $? = 0 ] && row "inject: pytorch + torch.profiler" PASS "${msg:0:150}" || row "inject: pytorch + torch.profiler" FAIL "${msg:0:150}"
+else
+	row "inject: build" FAIL "inject-build.log"
+fi
+fi
+
+# 7. libgpulse-inject.so overhead table (bench/inject_overhead.sh): about
+#    2-4 minutes a round, so its own section and call. INJECT_ROUNDS
+#    (default 2) interleaved rounds of INJECT_SECONDS (default 2) timing.
+if want inject-overhead; then
+IL=${INJECT_LIB:-$D/libgpulse-inject.so}
+IL=$(cd "$(dirname "$IL")" && pwd)/$(basename "$IL")
+IB=/tmp/gpulse-inject-bin; mkdir -p $IB
+if [ -x $IB/inject_empty ] || nvcc -O2 -arch=sm_90 -o $IB/inject_empty bench/inject_empty.cu 2>"$OUT/inject-build.log"; then
+	bench/inject_overhead.sh $IL $IB/inject_empty $IB/overhead ${INJECT_ROUNDS:-2} ${INJECT_SECONDS:-2} \
+		| tee "$OUT/inject-overhead-table.txt"
+	cp $IB/overhead/inject-overhead.json $IB/overhead/inject-overhead-runs.jsonl "$OUT/" 2>/dev/null
+	tail -n 40 $IB/overhead/inject-overhead-stderr.txt >"$OUT/inject-overhead-stderr-tail.txt" 2>/dev/null
+	row "inject: overhead table" INFO "inject-overhead-table.txt"
+else
+	row "inject: overhead build" FAIL "inject-build.log"
+fi
 fi
 
 # At most 8 files come back from the GPU machine: keep the small ones in one.

@@ -28,5 +28,9 @@ int cmd_record(int argc, char **argv);  /* cmd_record.c */
 int cmd_diagnose(int argc, char **argv);  /* cmd_diagnose.c */
 int cmd_rules(int argc, char **argv);  /* cmd_rules.c */
 int cmd_query(int argc, char **argv);  /* cmd_query.c */
+int cmd_alerts(int argc, char **argv);  /* cmd_alerts.c */
+int cmd_kernels(int argc, char **argv);  /* cmd_kernels.c */
+int cmd_run(int argc, char **argv);  /* cmd_run.c */
+int cmd_trace(int argc, char **argv);  /* cmd_trace.c */
 
 #endif

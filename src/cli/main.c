@@ -19,6 +19,10 @@ static const struct cli_command commands[] = {
 	{"diagnose", cmd_diagnose, "why a GPU is slow or idle, with evidence (from a recording)"},
 	{"rules", cmd_rules, "check rule files and run their unit tests (promtool's format)"},
 	{"query", cmd_query, "PromQL against gpulsed's history (a table, or sparklines for a range)"},
+	{"alerts", cmd_alerts, "firing and pending alerts of gpulsed's rules, with since and value"},
+	{"kernels", cmd_kernels, "top CUDA kernels by GPU time, per process (gpulse run)"},
+	{"run", cmd_run, "run a program with continuous CUDA profiling (libgpulse-inject.so)"},
+	{"trace", cmd_trace, "capture a process's CUDA timeline to a Perfetto/Chrome JSON file"},
 };
 #define COMMAND_COUNT ((int)(sizeof commands / sizeof commands[0]))
 

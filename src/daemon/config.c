@@ -22,9 +22,12 @@
 
 #include <yaml.h>
 
+#include "alerting.h"
 #include "clock.h"
 #include "collector.h"
 #include "http_server.h"
+#include "matcher.h"
+#include "profiling.h"
 #include "status.h"
 #include "str.h"
 #include "token.h"
@@ -41,7 +44,13 @@ enum key_kind {
 	KIND_DOUBLE,    /* double */
 	KIND_LOG_LEVEL, /* enum log_level */
 	KIND_PATH_LIST, /* char[n][CONFIG_PATH_LEN], a YAML list; "" ends it */
+	KIND_STR_LIST,  /* char[size / elem][elem], a YAML list of strings; "" ends it */
+	KIND_LABEL_MAP, /* char[n][2][elem], a mapping of label names to values */
+	KIND_INHIBIT_RULES, /* struct config_inhibit_rule[n] (alerting.inhibit_rules) */
 };
+
+/* What the entries of a KIND_STR_LIST must be. */
+enum item_check { ITEM_ANY, ITEM_LABEL_NAME, ITEM_GROUP_LABEL, ITEM_MATCHER };
 
 struct key_spec {
 	const char *name;
@@ -53,6 +62,8 @@ struct key_spec {
 	bool has_range;
 	const struct key_spec *children; /* KIND_SECTION */
 	int nchildren;
+	size_t elem;                    /* KIND_STR_LIST, KIND_LABEL_MAP: one entry's capacity */
+	enum item_check check;          /* KIND_STR_LIST */
 };
 
 #define MS (1e6)
@@ -67,6 +78,9 @@ struct key_spec {
 #define SECTION(nm, kids) \
 	{.name = nm, .kind = KIND_SECTION, .children = kids, \
 	 .nchildren = (int)(sizeof kids / sizeof kids[0])}
+#define STRLIST(nm, member, chk) \
+	{.name = nm, .kind = KIND_STR_LIST, .offset = OFF(member), .size = SZ(member), \
+	 .elem = SZ(member[0]), .check = chk}
 
 static const struct key_spec sampling_keys[] = {
 	RANGED("fast", DURATION, sampling.fast_ns, 10 * MS, 60 * SEC),
@@ -101,11 +115,83 @@ static const struct key_spec diagnosis_keys[] = {
 	RANGED("history", DURATION, diagnosis.history_ns, 10 * SEC, 86400 * SEC),
 };
 
+static const struct key_spec anomaly_keys[] = {
+	LEAF("enabled", BOOL, anomaly.enabled),
+	RANGED("step", DURATION, anomaly.step_ns, 100 * MS, 60 * SEC),
+	RANGED("halflife", DURATION, anomaly.halflife_ns, 1 * SEC, 30 * 86400 * SEC),
+	RANGED("season_halflife", DURATION, anomaly.season_halflife_ns, 3600 * SEC, 365 * 86400 * SEC),
+	RANGED("warmup", DURATION, anomaly.warmup_ns, 0, 86400 * SEC),
+	RANGED("season_buckets", UINT, anomaly.season_buckets, 0, 96),
+};
+
 static const struct key_spec storage_keys[] = {
 	LEAF("path", STRING, storage.path),
 	RANGED("flush_interval", DURATION, storage.flush_interval_ns, 100 * MS, 3600 * SEC),
 	RANGED("retention", DURATION, storage.retention_ns, 60 * SEC, 3650 * 86400 * SEC),
 	RANGED("rollup_retention", DURATION, storage.rollup_retention_ns, 60 * SEC, 3650 * 86400 * SEC),
+};
+
+static const struct key_spec alertmanagers_keys[] = {
+	STRLIST("urls", alerting.alertmanagers.urls, ITEM_ANY),
+	RANGED("timeout", DURATION, alerting.alertmanagers.timeout_ns, 100 * MS, 600 * SEC),
+	LEAF("bearer_token_file", STRING, alerting.alertmanagers.bearer_token_file),
+	LEAF("inhibit", BOOL, alerting.alertmanagers.inhibit),
+};
+
+static const struct key_spec webhooks_keys[] = {
+	STRLIST("urls", alerting.webhooks.urls, ITEM_ANY),
+	RANGED("timeout", DURATION, alerting.webhooks.timeout_ns, 100 * MS, 600 * SEC),
+	LEAF("bearer_token_file", STRING, alerting.webhooks.bearer_token_file),
+};
+
+static const struct key_spec exec_keys[] = {
+	LEAF("path", STRING, alerting.exec.path),
+	STRLIST("args", alerting.exec.args, ITEM_ANY),
+	RANGED("timeout", DURATION, alerting.exec.timeout_ns, 100 * MS, 600 * SEC),
+};
+
+static const struct key_spec queue_keys[] = {
+	LEAF("path", STRING, alerting.queue.path),
+	RANGED("max_bytes", UINT, alerting.queue.max_bytes, 65536, 4294967295.0),
+	RANGED("max_batches", UINT, alerting.queue.max_batches, 1, 1000000),
+};
+
+static const struct key_spec alerting_keys[] = {
+	LEAF("external_url", STRING, alerting.external_url),
+	{.name = "external_labels", .kind = KIND_LABEL_MAP, .offset = OFF(alerting.external_labels),
+	 .size = SZ(alerting.external_labels), .elem = SZ(alerting.external_labels[0][0])},
+	RANGED("resend_delay", DURATION, alerting.resend_delay_ns, 1 * SEC, 86400 * SEC),
+	SECTION("alertmanagers", alertmanagers_keys),
+	SECTION("webhooks", webhooks_keys),
+	SECTION("exec", exec_keys),
+	SECTION("queue", queue_keys),
+	RANGED("retry_backoff", DURATION, alerting.retry_backoff_ns, 10 * MS, 3600 * SEC),
+	RANGED("max_retry_backoff", DURATION, alerting.max_retry_backoff_ns, 10 * MS, 86400 * SEC),
+	STRLIST("group_by", alerting.group_by, ITEM_GROUP_LABEL),
+	RANGED("group_wait", DURATION, alerting.group_wait_ns, 0, 86400 * SEC),
+	RANGED("group_interval", DURATION, alerting.group_interval_ns, 1 * SEC, 86400 * SEC),
+	RANGED("repeat_interval", DURATION, alerting.repeat_interval_ns, 1 * SEC, 30 * 86400 * SEC),
+	{.name = "inhibit_rules", .kind = KIND_INHIBIT_RULES, .offset = OFF(alerting.inhibit_rules),
+	 .size = SZ(alerting.inhibit_rules)},
+};
+
+static const struct key_spec profiling_keys[] = {
+	LEAF("enabled", BOOL, profiling.enabled),
+	LEAF("socket", STRING, profiling.socket),
+	RANGED("max_clients", UINT, profiling.max_clients, 1, 4096),
+	RANGED("max_clients_per_uid", UINT, profiling.max_clients_per_uid, 1, 4096),
+	LEAF("allowed_uids", STRING, profiling.allowed_uids),
+	LEAF("allowed_gids", STRING, profiling.allowed_gids),
+	RANGED("max_processes", UINT, profiling.max_processes, 1, 65536),
+	RANGED("kernels_per_process", UINT, profiling.kernels_per_process, 1, 256),
+	RANGED("max_kernel_series", UINT, profiling.max_kernel_series, 1, 100000),
+	RANGED("process_expiry", DURATION, profiling.process_expiry_ns, 1 * SEC, 7 * 86400 * SEC),
+	LEAF("mode", STRING, profiling.mode),
+	{.name = "budget_percent", .kind = KIND_DOUBLE, .offset = OFF(profiling.budget_percent),
+	 .size = SZ(profiling.budget_percent), .lo = 0, .hi = 100, .lo_open = true, .has_range = true},
+	LEAF("nvtx_range", STRING, profiling.nvtx_range),
+	RANGED("trace_max_events", UINT, profiling.trace_max_events, 1, 200000),
+	RANGED("store_interval", DURATION, profiling.store_interval_ns, 1 * SEC, 3600 * SEC),
 };
 
 static const struct key_spec top_keys[] = {
@@ -114,11 +200,15 @@ static const struct key_spec top_keys[] = {
 	SECTION("sampling", sampling_keys),
 	SECTION("replay", replay_keys),
 	SECTION("diagnosis", diagnosis_keys),
+	SECTION("anomaly", anomaly_keys),
 	SECTION("storage", storage_keys),
 	SECTION("http", http_keys),
 	LEAF("log_level", LOG_LEVEL, log_level),
 	LEAF("rule_files", PATH_LIST, rule_files),
+	SECTION("alerting", alerting_keys),
+	SECTION("profiling", profiling_keys),
 	RANGED("rule_evaluation_interval", DURATION, rule_evaluation_interval_ns, 1 * SEC, 86400 * SEC),
+	RANGED("rule_evaluation_delay", DURATION, rule_evaluation_delay_ns, 0, 60 * SEC),
 };
 
 static const struct key_spec config_root = SECTION("", top_keys);
@@ -141,6 +231,12 @@ void config_defaults(struct gpulse_config *c)
 	c->replay.loop = true;
 	c->diagnosis.window_ns = 5 * NS_PER_SEC;
 	c->diagnosis.history_ns = 300 * NS_PER_SEC;
+	c->anomaly.enabled = true;
+	c->anomaly.step_ns = 1 * NS_PER_SEC;
+	c->anomaly.halflife_ns = 600 * NS_PER_SEC;
+	c->anomaly.season_halflife_ns = 7LL * 86400 * NS_PER_SEC;
+	c->anomaly.warmup_ns = 60 * NS_PER_SEC;
+	c->anomaly.season_buckets = 24;
 	c->storage.flush_interval_ns = 1 * NS_PER_SEC;
 	c->storage.retention_ns = 48LL * 3600 * NS_PER_SEC;
 	c->storage.rollup_retention_ns = 30LL * 86400 * NS_PER_SEC;
@@ -148,7 +244,13 @@ void config_defaults(struct gpulse_config *c)
 	c->http.threads = 2;
 	c->http.timeout_ns = 10 * NS_PER_SEC;
 	c->log_level = LOG_INFO;
-	c->rule_evaluation_interval_ns = 60 * NS_PER_SEC;
+	/* Rules at the edge run every second (alerts seconds after the
+	 * hardware shows a problem), 50 ms after their evaluation time so
+	 * the samples stamped up to it are in. */
+	c->rule_evaluation_interval_ns = 1 * NS_PER_SEC;
+	c->rule_evaluation_delay_ns = 50 * NS_PER_MS;
+	config_alerting_defaults(c);
+	profiling_config_defaults(c);
 }
 
 /* ---- durations ------------------------------------------------------- */
@@ -484,6 +586,9 @@ static const char *kind_what(enum key_kind kind)
 	case KIND_DOUBLE: return "a number";
 	case KIND_LOG_LEVEL: return "a log level (error, warn, info, debug)";
 	case KIND_PATH_LIST: return "a list of file paths";
+	case KIND_STR_LIST: return "a list of strings";
+	case KIND_LABEL_MAP: return "a mapping of label names to values";
+	case KIND_INHIBIT_RULES: return "a list of inhibit rules";
 	}
 	return "a value";
 }
@@ -589,7 +694,7 @@ static int store_scalar(const struct key_spec *k, void *member, const char *v, s
 				return GPULSE_EINVAL;
 		}
 		memcpy(member, s, n);
-		((char *)member)[n] = '\0';
+		memset((char *)member + n, 0, k->size - n); /* config_equal may memcmp */
 		return 0;
 	}
 	case KIND_DURATION: {
@@ -652,6 +757,9 @@ static int store_scalar(const struct key_spec *k, void *member, const char *v, s
 		return 0;
 	case KIND_SECTION:
 	case KIND_PATH_LIST:
+	case KIND_STR_LIST:
+	case KIND_LABEL_MAP:
+	case KIND_INHIBIT_RULES:
 		break;
 	}
 	snprintf(why, whylen, "cannot hold a value");
@@ -782,6 +890,247 @@ static int parse_path_list(struct parse *p, const struct key_spec *k, const char
 	return 0;
 }
 
+static bool is_label_name(const char *s)
+{
+	if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+		return false;
+	for (s++; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_' ||
+		      (*s >= '0' && *s <= '9')))
+			return false;
+	return true;
+}
+
+/* Read a list of strings (`val` is the event after the key) into
+ * member[size / elem][elem], zero-filled past the last entry; each entry
+ * checked as `check` says. A null value is the empty list. */
+static int parse_str_list(struct parse *p, const char *path, const yaml_event_t *val, char *member,
+			  size_t size, size_t elem, enum item_check check)
+{
+	size_t cap = size / elem;
+	char *tmp = calloc(1, size);
+	int rc = GPULSE_EPARSE;
+	if (!tmp) {
+		parse_err(p, val->start_mark, "out of memory");
+		return GPULSE_ENOMEM;
+	}
+	if (val->type == YAML_SCALAR_EVENT && scalar_is_null(val))
+		goto done;
+	if (val->type != YAML_SEQUENCE_START_EVENT) {
+		parse_err(p, val->start_mark, "%s: expected a list of strings, got %s", path,
+			  event_what(val));
+		goto out;
+	}
+	for (size_t n = 0;; n++) {
+		yaml_event_t ev;
+		if (!next_event(p, &ev))
+			goto out;
+		if (ev.type == YAML_SEQUENCE_END_EVENT) {
+			yaml_event_delete(&ev);
+			break;
+		}
+		const char *v = ev.type == YAML_SCALAR_EVENT ? (const char *)ev.data.scalar.value : NULL;
+		size_t vlen = v ? ev.data.scalar.length : 0;
+		char why[512] = "";
+		if (!v || scalar_is_null(&ev) || vlen == 0 || strlen(v) != vlen)
+			snprintf(why, sizeof why, "each entry must be a non-empty string, not %s",
+				 v ? "an empty value" : event_what(&ev));
+		else if (n >= cap)
+			snprintf(why, sizeof why, "more than %zu entries", cap);
+		else if (vlen >= elem)
+			snprintf(why, sizeof why, "entry is too long (%zu bytes; at most %zu)", vlen,
+				 elem - 1);
+		else if (check == ITEM_LABEL_NAME && !is_label_name(v))
+			snprintf(why, sizeof why, "\"%.60s\" is not a label name", v);
+		else if (check == ITEM_GROUP_LABEL && !is_label_name(v) && strcmp(v, "...") != 0)
+			snprintf(why, sizeof why, "\"%.60s\" is not a label name (or \"...\" for all)", v);
+		else if (check == ITEM_MATCHER) {
+			struct alert_matcher m;
+			char merr[400];
+			if (alert_matcher_parse(v, &m, merr, sizeof merr) != 0)
+				snprintf(why, sizeof why, "%s", merr);
+			alert_matcher_free(&m);
+		}
+		if (why[0]) {
+			parse_err(p, ev.start_mark, "%s: %s", path, why);
+			yaml_event_delete(&ev);
+			goto out;
+		}
+		memcpy(tmp + n * elem, v, vlen);
+		yaml_event_delete(&ev);
+	}
+done:
+	memcpy(member, tmp, size);
+	rc = 0;
+out:
+	free(tmp);
+	return rc;
+}
+
+/* A mapping of label names to values into member[n][2][elem]. */
+static int parse_label_map(struct parse *p, const struct key_spec *k, const char *path,
+			   const yaml_event_t *val, char *member)
+{
+	size_t cap = k->size / (2 * k->elem);
+	char *tmp = calloc(1, k->size);
+	int rc = GPULSE_EPARSE;
+	if (!tmp)
+		return GPULSE_ENOMEM;
+	if (val->type == YAML_SCALAR_EVENT && scalar_is_null(val))
+		goto done;
+	if (val->type != YAML_MAPPING_START_EVENT) {
+		parse_err(p, val->start_mark, "%s: expected %s, got %s", path, kind_what(k->kind),
+			  event_what(val));
+		goto out;
+	}
+	for (size_t n = 0;; n++) {
+		yaml_event_t key, v;
+		if (!next_event(p, &key))
+			goto out;
+		if (key.type == YAML_MAPPING_END_EVENT) {
+			yaml_event_delete(&key);
+			break;
+		}
+		const char *name = key.type == YAML_SCALAR_EVENT ? (const char *)key.data.scalar.value : "";
+		size_t nlen = key.type == YAML_SCALAR_EVENT ? key.data.scalar.length : 0;
+		char why[256] = "";
+		if (key.type != YAML_SCALAR_EVENT || strlen(name) != nlen || !is_label_name(name))
+			snprintf(why, sizeof why, "label names must match [a-zA-Z_][a-zA-Z0-9_]*");
+		else if (nlen >= k->elem)
+			snprintf(why, sizeof why, "label name is too long");
+		else if (n >= cap)
+			snprintf(why, sizeof why, "more than %zu labels", cap);
+		for (size_t j = 0; !why[0] && j < n; j++)
+			if (strcmp(tmp + (2 * j) * k->elem, name) == 0)
+				snprintf(why, sizeof why, "label \"%.60s\" is given twice", name);
+		if (why[0]) {
+			parse_err(p, key.start_mark, "%s: %s", path, why);
+			yaml_event_delete(&key);
+			goto out;
+		}
+		memcpy(tmp + (2 * n) * k->elem, name, nlen);
+		if (!next_event(p, &v)) {
+			yaml_event_delete(&key);
+			goto out;
+		}
+		const char *value = v.type == YAML_SCALAR_EVENT ? (const char *)v.data.scalar.value : NULL;
+		size_t vlen = value ? v.data.scalar.length : 0;
+		if (!value || strlen(value) != vlen || vlen >= k->elem) {
+			parse_err(p, v.start_mark, "%s.%s: the value must be a string of at most %zu bytes",
+				  path, name, k->elem - 1);
+			yaml_event_delete(&key);
+			yaml_event_delete(&v);
+			goto out;
+		}
+		memcpy(tmp + (2 * n + 1) * k->elem, value, vlen);
+		yaml_event_delete(&key);
+		yaml_event_delete(&v);
+	}
+done:
+	memcpy(member, tmp, k->size);
+	rc = 0;
+out:
+	free(tmp);
+	return rc;
+}
+
+/* alerting.inhibit_rules: a list of mappings with source_matchers,
+ * target_matchers and equal, each a list; matchers are checked here so a
+ * bad one is reported at its line. */
+static int parse_inhibit_rules(struct parse *p, const char *path, const yaml_event_t *val,
+			       struct gpulse_config *cfg)
+{
+	struct config_inhibit_rule *tmp = calloc(CONFIG_MAX_INHIBIT_RULES, sizeof *tmp);
+	unsigned n = 0;
+	int rc = GPULSE_EPARSE;
+	if (!tmp)
+		return GPULSE_ENOMEM;
+	if (val->type == YAML_SCALAR_EVENT && scalar_is_null(val))
+		goto done;
+	if (val->type != YAML_SEQUENCE_START_EVENT) {
+		parse_err(p, val->start_mark, "%s: expected a list of inhibit rules, got %s", path,
+			  event_what(val));
+		goto out;
+	}
+	for (;;) {
+		yaml_event_t ev;
+		if (!next_event(p, &ev))
+			goto out;
+		if (ev.type == YAML_SEQUENCE_END_EVENT) {
+			yaml_event_delete(&ev);
+			break;
+		}
+		if (ev.type != YAML_MAPPING_START_EVENT || n >= CONFIG_MAX_INHIBIT_RULES) {
+			parse_err(p, ev.start_mark, "%s: %s", path,
+				  n >= CONFIG_MAX_INHIBIT_RULES ? "more than 8 inhibit rules"
+								: "each rule must be a mapping (source_matchers, target_matchers, equal)");
+			yaml_event_delete(&ev);
+			goto out;
+		}
+		yaml_mark_t rule_mark = ev.start_mark;
+		yaml_event_delete(&ev);
+		char rpath[128];
+		snprintf(rpath, sizeof rpath, "%s[%u]", path, n);
+		bool seen[3] = {false, false, false};
+		for (;;) {
+			yaml_event_t key;
+			if (!next_event(p, &key))
+				goto out;
+			if (key.type == YAML_MAPPING_END_EVENT) {
+				yaml_event_delete(&key);
+				break;
+			}
+			static const char *const names[3] = {"source_matchers", "target_matchers", "equal"};
+			int which = -1;
+			for (int i = 0; i < 3 && key.type == YAML_SCALAR_EVENT; i++)
+				if (strcmp((const char *)key.data.scalar.value, names[i]) == 0)
+					which = i;
+			if (which < 0 || seen[which]) {
+				char q[96] = "";
+				if (key.type == YAML_SCALAR_EVENT)
+					quote_value(q, sizeof q, (const char *)key.data.scalar.value,
+						    key.data.scalar.length);
+				parse_err(p, key.start_mark, which < 0
+					  ? "%s: unknown key %s (known keys: source_matchers, target_matchers, equal)"
+					  : "%s: duplicate key %s", rpath, q);
+				yaml_event_delete(&key);
+				goto out;
+			}
+			seen[which] = true;
+			yaml_event_delete(&key);
+			yaml_event_t v;
+			if (!next_event(p, &v))
+				goto out;
+			char kpath[160];
+			snprintf(kpath, sizeof kpath, "%s.%s", rpath, names[which]);
+			struct config_inhibit_rule *r = &tmp[n];
+			int lrc = which == 0 ? parse_str_list(p, kpath, &v, (char *)r->source_matchers,
+							     sizeof r->source_matchers,
+							     sizeof r->source_matchers[0], ITEM_MATCHER)
+				: which == 1 ? parse_str_list(p, kpath, &v, (char *)r->target_matchers,
+							      sizeof r->target_matchers,
+							      sizeof r->target_matchers[0], ITEM_MATCHER)
+					     : parse_str_list(p, kpath, &v, (char *)r->equal, sizeof r->equal,
+							      sizeof r->equal[0], ITEM_LABEL_NAME);
+			yaml_event_delete(&v);
+			if (lrc)
+				goto out;
+		}
+		if (!tmp[n].source_matchers[0][0]) {
+			parse_err(p, rule_mark, "%s: source_matchers must name at least one matcher", rpath);
+			goto out;
+		}
+		n++;
+	}
+done:
+	memcpy(cfg->alerting.inhibit_rules, tmp, sizeof cfg->alerting.inhibit_rules);
+	cfg->alerting.ninhibit_rules = n;
+	rc = 0;
+out:
+	free(tmp);
+	return rc;
+}
+
 /* Read the keys of a mapping whose MAPPING_START was just consumed, up to
  * and including its MAPPING_END. */
 static int parse_section(struct parse *p, const struct key_spec *sec, const char *section,
@@ -849,6 +1198,13 @@ static int parse_section(struct parse *p, const struct key_spec *sec, const char
 			}
 		} else if (k->kind == KIND_PATH_LIST) {
 			rc = parse_path_list(p, k, path, &val, (char *)cfg + k->offset);
+		} else if (k->kind == KIND_STR_LIST) {
+			rc = parse_str_list(p, path, &val, (char *)cfg + k->offset, k->size, k->elem,
+					    k->check);
+		} else if (k->kind == KIND_LABEL_MAP) {
+			rc = parse_label_map(p, k, path, &val, (char *)cfg + k->offset);
+		} else if (k->kind == KIND_INHIBIT_RULES) {
+			rc = parse_inhibit_rules(p, path, &val, cfg);
 		} else if (val.type != YAML_SCALAR_EVENT) {
 			parse_err(p, val.start_mark, "%s: expected %s, got %s", path,
 				  kind_what(k->kind), event_what(&val));
@@ -1111,6 +1467,16 @@ static int validate_ranges(const struct gpulse_config *c, const struct key_spec 
 					return GPULSE_EINVAL;
 				}
 			break;
+		case KIND_STR_LIST:
+		case KIND_LABEL_MAP:
+			for (size_t j = 0; j < k->size / k->elem; j++)
+				if (!memchr(member + j * k->elem, '\0', k->elem)) {
+					str_errf(err, errlen, "%s: %s: is not terminated", name, path);
+					return GPULSE_EINVAL;
+				}
+			break;
+		case KIND_INHIBIT_RULES:
+			break; /* alerting_validate checks the rules */
 		}
 	}
 	return 0;
@@ -1133,6 +1499,7 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 		{c->sampling.normal_ns, c->sampling.fast_ns, "sampling.normal", "sampling.fast"},
 		{c->sampling.slow_ns, c->sampling.normal_ns, "sampling.slow", "sampling.normal"},
 		{c->diagnosis.history_ns, c->diagnosis.window_ns, "diagnosis.history", "diagnosis.window"},
+		{c->anomaly.halflife_ns, c->anomaly.step_ns, "anomaly.halflife", "anomaly.step"},
 	};
 	for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
 		if (order[i].longer >= order[i].shorter)
@@ -1177,6 +1544,8 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 		return GPULSE_EINVAL;
 	}
 
+	if ((rc = profiling_validate(c, name, err, errlen)) != 0)
+		return rc;
 	if (token) {
 		char tok[CONFIG_TOKEN_MAX], why[CONFIG_PATH_LEN + 128];
 		rc = read_token(c->http.auth_token_file, tok, sizeof tok, why, sizeof why);
@@ -1186,7 +1555,7 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 			return GPULSE_EINVAL;
 		}
 	}
-	return 0;
+	return alerting_validate(c, name, err, errlen);
 }
 
 bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
@@ -1213,7 +1582,11 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       strcmp(a->http.auth_token_file, b->http.auth_token_file) == 0 &&
 	       a->http.allow_insecure_remote == b->http.allow_insecure_remote &&
 	       memcmp(a->rule_files, b->rule_files, sizeof a->rule_files) == 0 &&
+	       memcmp(&a->alerting, &b->alerting, sizeof a->alerting) == 0 &&
 	       a->rule_evaluation_interval_ns == b->rule_evaluation_interval_ns &&
+	       a->rule_evaluation_delay_ns == b->rule_evaluation_delay_ns &&
+	       memcmp(&a->anomaly, &b->anomaly, sizeof a->anomaly) == 0 &&
+	       profiling_config_equal(a, b) &&
 	       a->log_level == b->log_level;
 }
 
@@ -1317,6 +1690,19 @@ static int put_yaml_string(struct buf *b, const char *s)
 	return rc ? rc : buf_putc(b, '"');
 }
 
+/* A flow list of YAML strings: ["a", "b"]. */
+static int dump_str_list(struct buf *out, const char *member, size_t size, size_t elem)
+{
+	int rc = buf_putc(out, '[');
+	for (size_t j = 0; !rc && j < size / elem && member[j * elem]; j++) {
+		if (j)
+			rc = buf_puts(out, ", ");
+		if (!rc)
+			rc = put_yaml_string(out, member + j * elem);
+	}
+	return rc ? rc : buf_putc(out, ']');
+}
+
 static int dump_section(const struct gpulse_config *c, const struct key_spec *sec, int depth,
 			struct buf *out)
 {
@@ -1382,6 +1768,52 @@ static int dump_section(const struct gpulse_config *c, const struct key_spec *se
 					rc = buf_puts(out, ", ");
 				if (!rc)
 					rc = put_yaml_string(out, member + j * CONFIG_PATH_LEN);
+			}
+			if (!rc)
+				rc = buf_putc(out, ']');
+			break;
+		case KIND_STR_LIST:
+			rc = buf_putc(out, ' ');
+			if (!rc)
+				rc = dump_str_list(out, member, k->size, k->elem);
+			break;
+		case KIND_LABEL_MAP:
+			rc = buf_puts(out, " {");
+			for (size_t j = 0; !rc && j < k->size / (2 * k->elem) && member[2 * j * k->elem];
+			     j++) {
+				if (j)
+					rc = buf_puts(out, ", ");
+				if (!rc)
+					rc = put_yaml_string(out, member + 2 * j * k->elem);
+				if (!rc)
+					rc = buf_puts(out, ": ");
+				if (!rc)
+					rc = put_yaml_string(out, member + (2 * j + 1) * k->elem);
+			}
+			if (!rc)
+				rc = buf_putc(out, '}');
+			break;
+		case KIND_INHIBIT_RULES:
+			rc = buf_puts(out, " [");
+			for (unsigned j = 0; !rc && j < c->alerting.ninhibit_rules &&
+					     j < CONFIG_MAX_INHIBIT_RULES; j++) {
+				const struct config_inhibit_rule *r = &c->alerting.inhibit_rules[j];
+				rc = buf_puts(out, j ? ", {source_matchers: " : "{source_matchers: ");
+				if (!rc)
+					rc = dump_str_list(out, (const char *)r->source_matchers,
+							   sizeof r->source_matchers, sizeof r->source_matchers[0]);
+				if (!rc)
+					rc = buf_puts(out, ", target_matchers: ");
+				if (!rc)
+					rc = dump_str_list(out, (const char *)r->target_matchers,
+							   sizeof r->target_matchers, sizeof r->target_matchers[0]);
+				if (!rc)
+					rc = buf_puts(out, ", equal: ");
+				if (!rc)
+					rc = dump_str_list(out, (const char *)r->equal, sizeof r->equal,
+							   sizeof r->equal[0]);
+				if (!rc)
+					rc = buf_putc(out, '}');
 			}
 			if (!rc)
 				rc = buf_putc(out, ']');

@@ -22,6 +22,24 @@ struct http_config;
 #define CONFIG_TOKEN_MAX 4096               /* largest auth token file accepted */
 #define CONFIG_HTTP_MAX_BODY (16u << 20)    /* largest response; matches the CLI's bound */
 #define CONFIG_MAX_RULE_FILES 16            /* entries of rule_files */
+/* alerting: (src/daemon/alerting.h, docs/CONFIG.md) */
+#define CONFIG_URL_LEN 512
+#define CONFIG_MAX_URLS 8                   /* per receiver kind */
+#define CONFIG_MAX_ARGS 16                  /* alerting.exec.args */
+#define CONFIG_ARG_LEN 256
+#define CONFIG_MAX_LABELS 16                /* external_labels, group_by, equal */
+#define CONFIG_LABEL_NAME_LEN 128
+#define CONFIG_LABEL_VALUE_LEN 256
+#define CONFIG_MAX_INHIBIT_RULES 8
+#define CONFIG_MAX_MATCHERS 4               /* per side of an inhibit rule */
+#define CONFIG_MATCHER_LEN 256
+
+/* One Alertmanager-style inhibit rule; lists end at the first "". */
+struct config_inhibit_rule {
+	char source_matchers[CONFIG_MAX_MATCHERS][CONFIG_MATCHER_LEN];
+	char target_matchers[CONFIG_MAX_MATCHERS][CONFIG_MATCHER_LEN];
+	char equal[CONFIG_MAX_LABELS][CONFIG_LABEL_NAME_LEN];
+};
 
 /* Every value is plain data: strings are fixed arrays, so a config may be
  * copied with `=` and needs no freeing. An empty string means "not set". */
@@ -54,6 +72,14 @@ struct gpulse_config {
 		int64_t history_ns;     /* held in memory for /api/v1/diagnosis */
 	} diagnosis;
 	struct {
+		bool enabled;                   /* gpulse_anomaly_score (src/anomaly) */
+		int64_t step_ns;                /* samples averaged per judged value */
+		int64_t halflife_ns;            /* short-term baseline's memory */
+		int64_t season_halflife_ns;     /* time-of-day baselines' memory */
+		int64_t warmup_ns;              /* history before a baseline scores */
+		unsigned season_buckets;        /* time-of-day buckets; 0: none */
+	} anomaly;
+	struct {
 		unsigned max_connections;
 		unsigned threads;
 		int64_t timeout_ns;
@@ -66,6 +92,60 @@ struct gpulse_config {
 	 * config file's directory; the list ends at the first empty string. */
 	char rule_files[CONFIG_MAX_RULE_FILES][CONFIG_PATH_LEN];
 	int64_t rule_evaluation_interval_ns;    /* groups without their own interval */
+	int64_t rule_evaluation_delay_ns;       /* a group due at t runs at t + this */
+	/* Alert delivery; every list ends at its first empty string. */
+	struct {
+		char external_url[CONFIG_URL_LEN];
+		char external_labels[CONFIG_MAX_LABELS][2][CONFIG_LABEL_VALUE_LEN]; /* name, value */
+		int64_t resend_delay_ns;
+		struct {
+			char urls[CONFIG_MAX_URLS][CONFIG_URL_LEN];
+			int64_t timeout_ns;
+			char bearer_token_file[CONFIG_PATH_LEN];
+			bool inhibit;           /* apply inhibit_rules before Alertmanager too */
+		} alertmanagers;
+		struct {
+			char urls[CONFIG_MAX_URLS][CONFIG_URL_LEN];
+			int64_t timeout_ns;
+			char bearer_token_file[CONFIG_PATH_LEN];
+		} webhooks;
+		struct {
+			char path[CONFIG_PATH_LEN];
+			char args[CONFIG_MAX_ARGS][CONFIG_ARG_LEN];
+			int64_t timeout_ns;
+		} exec;
+		struct {
+			char path[CONFIG_PATH_LEN];     /* "": STORAGE/alert-queue, or memory only */
+			unsigned max_bytes;
+			unsigned max_batches;
+		} queue;
+		int64_t retry_backoff_ns;
+		int64_t max_retry_backoff_ns;
+		char group_by[CONFIG_MAX_LABELS][CONFIG_LABEL_NAME_LEN]; /* "...": every label */
+		int64_t group_wait_ns;
+		int64_t group_interval_ns;
+		int64_t repeat_interval_ns;
+		struct config_inhibit_rule inhibit_rules[CONFIG_MAX_INHIBIT_RULES];
+		unsigned ninhibit_rules;
+	} alerting;
+	/* The injection library's socket (src/daemon/profiling.h). */
+	struct {
+		bool enabled;
+		char socket[CONFIG_PATH_LEN];
+		unsigned max_clients;
+		unsigned max_clients_per_uid;
+		char allowed_uids[CONFIG_LISTEN_LEN];   /* "": any user; "0,1000" */
+		char allowed_gids[CONFIG_LISTEN_LEN];
+		unsigned max_processes;
+		unsigned kernels_per_process;
+		unsigned max_kernel_series;
+		int64_t process_expiry_ns;
+		char mode[32];                          /* continuous, profiler-api, nvtx, full, off */
+		double budget_percent;
+		char nvtx_range[CONFIG_LISTEN_LEN];
+		unsigned trace_max_events;
+		int64_t store_interval_ns;
+	} profiling;
 	enum log_level log_level;
 };
 

@@ -13,16 +13,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alerting.h"
+#include "anomaly.h"
 #include "api.h"
 #include "bus.h"
 #include "clock.h"
 #include "collector.h"
 #include "diagnose_json.h"
+#include "history.h"
 #include "engine.h"
 #include "http_server.h"
 #include "ingest.h"
 #include "live.h"
 #include "log.h"
+#include "profiling.h"
 #include "prom.h"
 #include "replay.h"
 #include "selfstats.h"
@@ -57,9 +61,13 @@ struct daemon {
 	struct self_stats self;
 	struct http_server *http;
 	struct diag_live *diag;
+	struct diag_history *hist;       /* NULL: storage off */
 	struct tsdb *db;                 /* NULL: storage off */
 	struct ingest *ingest;
+	struct anomaly *anomaly;         /* NULL: anomaly.enabled false */
 	struct rules_engine *rules;      /* NULL: no rule files, or storage off */
+	struct alerting *alerting;       /* alert delivery (alerting.h) */
+	struct profiling *prof;          /* the injection library's socket */
 	struct api api;
 	char token[CONFIG_TOKEN_MAX];
 	int64_t next_nvml_try;
@@ -213,6 +221,34 @@ static int bad_request(struct http_response *resp, const char *msg)
  * with the largest SM share (NVML's per-process utilization), or, when
  * that is unknown or the GPU is short of memory, the largest user of
  * memory. One object per GPU with processes. */
+/* The traced process with the most kernel time on GPU `gpu` over the
+ * last two live windows, as an owner; false when none was traced. */
+static bool traced_owner(struct daemon *d, const struct gpu_snapshot *s, struct buf *b,
+			 bool first)
+{
+	struct profile_window_sum ps;
+	double now = (double)clock_wall_ns() / 1e9, win = diag_live_window_s(d->diag);
+	if (!profiling_window(d->prof, s->id.index, now - 2 * win, now, &ps) || !ps.top_pid ||
+	    !(ps.kernel_s > 0))
+		return false;
+	const char *comm = "";
+	for (int i = 0; s->procs_valid && i < s->nprocs; i++)
+		if (s->procs[i].pid == ps.top_pid)
+			comm = s->procs[i].comm;
+	if (!first)
+		buf_putc(b, ',');
+	buf_printf(b, "{\"gpu\":%d,\"pid\":%u,\"comm\":", s->id.index, ps.top_pid);
+	buf_put_json_string(b, comm);
+	buf_puts(b, ",\"basis\":\"traced_kernel_share\",\"value\":");
+	buf_put_double(b, ps.top_kernel_s / ps.kernel_s);
+	buf_printf(b, ",\"processes\":%u}", ps.processes);
+	return true;
+}
+
+/* For each GPU, the process that owns its bottleneck: the largest memory
+ * user under memory pressure (capacity first), else the process with the
+ * most traced kernel time, else the largest SM user by NVML's
+ * per-process utilization, else the largest memory user. */
 static void render_owners(struct daemon *d, struct buf *b, int want_gpu)
 {
 	bool first = true;
@@ -220,10 +256,16 @@ static void render_owners(struct daemon *d, struct buf *b, int want_gpu)
 		if (want_gpu >= 0 && g != want_gpu)
 			continue;
 		struct gpu_snapshot s;
-		if (bus_read(d->bus, g, &s) != GPULSE_OK || !s.procs_valid || s.nprocs == 0)
+		if (bus_read(d->bus, g, &s) != GPULSE_OK)
 			continue;
 		bool by_memory = s.diag_class >= 0 &&
 				 (s.diag_findings & DIAG_FINDING_BIT(DIAG_FINDING_MEMORY_PRESSURE));
+		if (!by_memory && traced_owner(d, &s, b, first)) {
+			first = false;
+			continue;
+		}
+		if (!s.procs_valid || s.nprocs == 0)
+			continue;
 		int best = -1;
 		double best_v = -1;
 		for (int pass = 0; pass < 2 && best < 0; pass++) {
@@ -257,16 +299,68 @@ static void render_owners(struct daemon *d, struct buf *b, int want_gpu)
 	}
 }
 
-/* /api/v1/diagnosis?gpu=N&since=10m&window=5s: the live diagnosis of the
- * held history, in the document `gpulse diagnose --json` prints, inside
- * the API's envelope. */
+/* The GPU index of the GPU with this UUID (CUDA_VISIBLE_DEVICES may name
+ * GPUs by UUID or a prefix of it), or -1. */
+static int gpu_by_uuid(void *ctx, const char *uuid)
+{
+	struct daemon *d = ctx;
+	size_t n = strlen(uuid);
+	for (int g = 0; g < bus_gpu_count(d->bus); g++) {
+		struct gpu_snapshot s;
+		if (bus_read(d->bus, g, &s) == GPULSE_OK && n >= 8 && strncmp(s.id.uuid, uuid, n) == 0)
+			return s.id.index;
+	}
+	return -1;
+}
+
+/* The live diagnosis's kernel traces: what traced processes did. */
+static bool trace_source(void *ctx, int gpu, double a_s, double b_s, struct diag_trace *out)
+{
+	struct profile_window_sum ps;
+	if (!profiling_window(ctx, gpu, a_s, b_s, &ps))
+		return false;
+	*out = (struct diag_trace){
+		.start_s = a_s, .end_s = b_s, .traced_s = ps.traced_s, .launches = ps.launches,
+		.kernel_s = ps.kernel_s, .copy_bytes = ps.copy_bytes, .copy_s = ps.copy_s,
+		.sync_wait_s = ps.sync_wait_s, .processes = ps.processes};
+	return true;
+}
+
+/* The live diagnosis's windows go to the store as well. */
+static void history_sink(void *ctx, const struct gpu_identity *id, const struct diag_window *w)
+{
+	diag_history_put(ctx, id, w);
+}
+
+#define DIAG_API_MAX_WINDOWS 20000     /* windows of all GPUs in one answer */
+#define DIAG_API_AUTO_WINDOWS 720      /* per GPU, when no window is asked for */
+#define DIAG_API_TRANSITIONS 50        /* stored class changes per GPU */
+
+/* A window for `since_s` of stored history: the shortest round length
+ * that keeps it to DIAG_API_AUTO_WINDOWS windows. */
+static double auto_window_s(double since_s, double live_s)
+{
+	static const double steps[] = {5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600,
+				       7200, 21600, 43200, 86400};
+	double want = fmax(live_s, since_s / DIAG_API_AUTO_WINDOWS);
+	for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+		if (steps[i] >= want)
+			return steps[i];
+	return ceil(want / 86400) * 86400;
+}
+
+/* /api/v1/diagnosis?gpu=N&since=10m&window=5s: the diagnosis of the last
+ * `since`, in the document `gpulse diagnose --json` prints, inside the
+ * API's envelope. Within the live history it classifies the held samples;
+ * past it (with storage on) it reads the stored verdicts (history.h) and
+ * adds each GPU's stored class changes with their whole evidence. */
 static int handle_diagnosis(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	struct daemon *d = ctx;
 	const char *gpu_arg = http_request_arg(req, "gpu");
 	const char *since_arg = http_request_arg(req, "since");
 	const char *window_arg = http_request_arg(req, "window");
-	char msg[128];
+	char msg[192];
 	int want_gpu = -1;
 	if (gpu_arg) {
 		char *end;
@@ -278,8 +372,9 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 		}
 		want_gpu = (int)g;
 	}
-	int64_t since_ns = (int64_t)(diag_live_history_s(d->diag) * 1e9), window_ns = 0;
-	if (since_arg && config_parse_duration(since_arg, &since_ns) != 0) {
+	double history_s = diag_live_history_s(d->diag);
+	int64_t since_ns = (int64_t)(history_s * 1e9), window_ns = 0;
+	if (since_arg && (config_parse_duration(since_arg, &since_ns) != 0 || since_ns <= 0)) {
 		snprintf(msg, sizeof msg, "since: \"%.40s\" is not a duration (e.g. 10m, 30s)", since_arg);
 		return bad_request(resp, msg);
 	}
@@ -288,19 +383,35 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 		snprintf(msg, sizeof msg, "window: \"%.40s\" is not a duration of 1s or more", window_arg);
 		return bad_request(resp, msg);
 	}
-	double since_s = (double)clock_wall_ns() / 1e9 - (double)since_ns / 1e9;
-	double window_s = window_ns ? (double)window_ns / 1e9 : diag_live_window_s(d->diag);
+	double now_s = (double)clock_wall_ns() / 1e9;
+	double since_len_s = (double)since_ns / 1e9;
+	double since_s = now_s - since_len_s;
+	bool from_store = d->hist && since_len_s > history_s;
+	double window_s = window_ns ? (double)window_ns / 1e9
+			  : from_store ? auto_window_s(since_len_s, diag_live_window_s(d->diag))
+				       : diag_live_window_s(d->diag);
+	int ngpus = want_gpu >= 0 ? 1 : bus_gpu_count(d->bus);
+	size_t per_gpu = DIAG_API_MAX_WINDOWS / (size_t)(ngpus > 0 ? ngpus : 1);
+	if (from_store && since_len_s / window_s > (double)per_gpu) {
+		snprintf(msg, sizeof msg, "window: %.0f windows of %gs in since=%gs for %d GPU(s) is "
+			 "over the limit of %d; ask for a window of at least %.0fs",
+			 since_len_s / window_s, window_s, since_len_s, ngpus, DIAG_API_MAX_WINDOWS,
+			 ceil(since_len_s / (double)per_gpu));
+		return bad_request(resp, msg);
+	}
 
 	struct buf *b = &resp->body;
 	resp->content_type = "application/json";
-	buf_printf(b, "{\"status\":\"success\",\"data\":{\"window_s\":");
+	buf_printf(b, "{\"status\":\"success\",\"data\":{\"source\":\"%s\",\"window_s\":",
+		   from_store ? "store" : "memory");
 	buf_put_double(b, window_s);
 	buf_puts(b, ",\"history_s\":");
-	buf_put_double(b, diag_live_history_s(d->diag));
+	buf_put_double(b, history_s);
 	buf_puts(b, ",\"windows\":[");
-	struct buf sums, pks;
+	struct buf sums, pks, trans;
 	buf_init(&sums, CONFIG_HTTP_MAX_BODY);
 	buf_init(&pks, CONFIG_HTTP_MAX_BODY);
+	buf_init(&trans, CONFIG_HTTP_MAX_BODY);
 	bool first = true, first_sum = true;
 	int rc = 0;
 	for (int g = 0; g < bus_gpu_count(d->bus) && !rc; g++) {
@@ -309,8 +420,24 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 		struct diag_window *w = NULL;
 		size_t n = 0;
 		struct gpu_peaks pk;
-		if (diag_live_windows(d->diag, g, since_s, window_s, &w, &n, &pk) != GPULSE_OK)
+		if (from_store) {
+			struct gpu_snapshot snap;
+			if (diag_live_peaks(d->diag, g, &pk) != GPULSE_OK ||
+			    bus_read(d->bus, g, &snap) != GPULSE_OK ||
+			    diag_history_read(d->hist, snap.id.index, since_s, now_s, window_s, per_gpu,
+					      &pk, &w, &n) != GPULSE_OK || n == 0) {
+				free(w);
+				continue;
+			}
+			if (trans.len)
+				buf_putc(&trans, ',');
+			buf_printf(&trans, "{\"gpu\":%d,\"windows\":", snap.id.index);
+			rc = diag_history_records_json(d->hist, snap.id.uuid, since_s, now_s,
+						       DIAG_API_TRANSITIONS, &trans);
+			buf_putc(&trans, '}');
+		} else if (diag_live_windows(d->diag, g, since_s, window_s, &w, &n, &pk) != GPULSE_OK) {
 			continue;
+		}
 		for (size_t k = 0; k < n && !rc; k++) {
 			if (!first)
 				buf_putc(b, ',');
@@ -334,10 +461,14 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 	buf_append(b, sums.data ? sums.data : "", sums.len);
 	buf_puts(b, "],\"peaks\":[");
 	buf_append(b, pks.data ? pks.data : "", pks.len);
+	buf_puts(b, "],\"transitions\":[");
+	buf_append(b, trans.data ? trans.data : "", trans.len);
 	buf_puts(b, "]}}\n");
+	bool failed = sums.failed || pks.failed || trans.failed;
 	buf_free(&sums);
 	buf_free(&pks);
-	return rc ? rc : (b->failed ? GPULSE_ELIMIT : 0);
+	buf_free(&trans);
+	return rc ? rc : (b->failed || failed ? GPULSE_ELIMIT : 0);
 }
 
 static int handle_health(void *ctx, const struct http_request *req, struct http_response *resp)
@@ -409,7 +540,8 @@ static int start_storage(struct daemon *d)
 		return 2;
 	}
 	if (ingest_create(&d->ingest, d->db, d->bus) != GPULSE_OK ||
-	    ingest_subscribe(d->ingest) != GPULSE_OK || tsdb_start_flusher(d->db) != GPULSE_OK) {
+	    ingest_subscribe(d->ingest) != GPULSE_OK || ingest_start(d->ingest, NS_PER_SEC) != GPULSE_OK ||
+	    tsdb_start_flusher(d->db) != GPULSE_OK) {
 		log_error("storage: cannot start the ingest or the flusher");
 		return 1;
 	}
@@ -439,6 +571,14 @@ static size_t rule_stats(void *ctx, struct rule_group_self_stats *out, size_t ma
 	return n;
 }
 
+static void rule_alert_stats(void *ctx, struct rule_alert_self_stats *out)
+{
+	struct rules_alert_stats st;
+	rules_engine_alert_stats(ctx, &st);
+	*out = (struct rule_alert_self_stats){st.pending, st.firing, st.held, st.notifications_total,
+					 st.flaps_held_total, st.restored_total, st.persist_errors_total};
+}
+
 /* Start the rules thread when rule files are configured. They were
  * checked when the configuration was loaded; a failure here (a file
  * changed since) stops the daemon as a bad file at start does. */
@@ -457,9 +597,23 @@ static int start_rules(struct daemon *d)
 		log_error("%s", err);
 		return 2;
 	}
+	struct promql_label ext[CONFIG_MAX_LABELS];
+	size_t next = 0;
+	for (; next < CONFIG_MAX_LABELS && d->cfg.alerting.external_labels[next][0][0]; next++)
+		ext[next] = (struct promql_label){d->cfg.alerting.external_labels[next][0],
+						  d->cfg.alerting.external_labels[next][1]};
 	struct rules_engine_config rc = {
 		.db = d->db,
 		.default_interval_ms = d->cfg.rule_evaluation_interval_ns / NS_PER_MS,
+		/* The engine reads 0 as its own default: none is < 0. */
+		.eval_delay_ms = d->cfg.rule_evaluation_delay_ns > 0
+					 ? d->cfg.rule_evaluation_delay_ns / NS_PER_MS : -1,
+		.alert_sink = alerting_sink(),
+		.alert_sink_ctx = alerting_sink_ctx(d->alerting),
+		.resend_delay_ms = d->cfg.alerting.resend_delay_ns / NS_PER_MS,
+		.external_labels = ext,
+		.nexternal_labels = next,
+		.external_url = d->cfg.alerting.external_url[0] ? d->cfg.alerting.external_url : NULL,
 	};
 	if (rules_engine_new(&d->rules, &rc, files, n) || rules_engine_start(d->rules)) {
 		log_error("rules: cannot start the evaluation thread");
@@ -467,6 +621,8 @@ static int start_rules(struct daemon *d)
 	}
 	d->self.rule_stats = rule_stats;
 	d->self.rule_ctx = d->rules;
+	d->self.rule_alert_stats = rule_alert_stats;
+	d->self.rule_alert_ctx = d->rules;
 	log_info("rules: evaluating %zu group(s) from %zu file(s)", rules_engine_group_count(d->rules), n);
 	return 0;
 }
@@ -488,8 +644,21 @@ static int reload_rules(struct daemon *d, const struct gpulse_config *nc, char *
 	return rules_engine_replace(d->rules, files, n);
 }
 
-/* /api/v1/rules: Prometheus's document. Alerting rules are listed,
- * inactive: they are not evaluated yet. */
+/* /api/v1/alerts: Prometheus's document, the pending and firing alerts. */
+static int handle_alerts(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct daemon *d = ctx;
+	(void)req;
+	struct buf *b = &resp->body;
+	resp->content_type = "application/json";
+	buf_puts(b, "{\"status\":\"success\",\"data\":{\"alerts\":");
+	int rc = d->rules ? rules_engine_write_alerts_json(d->rules, b) : buf_puts(b, "[]");
+	if (rc)
+		return rc;
+	return buf_puts(b, "}}\n");
+}
+
+/* /api/v1/rules: Prometheus's document, alerting rules with their alerts. */
 static int handle_rules(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	struct daemon *d = ctx;
@@ -588,15 +757,24 @@ static void reload(struct daemon *d)
 	    nc.sampling.per_process_utilization != d->cfg.sampling.per_process_utilization ||
 	    nc.sampling.gpm != d->cfg.sampling.gpm || nc.sampling.events != d->cfg.sampling.events ||
 	    memcmp(&nc.http, &d->cfg.http, sizeof nc.http) != 0 ||
-	    memcmp(&nc.storage, &d->cfg.storage, sizeof nc.storage) != 0)
-		log_warn("reload: listen, nvml_library, replay, http, storage and the sampling "
-			 "switches take effect at the next restart");
+	    memcmp(&nc.storage, &d->cfg.storage, sizeof nc.storage) != 0 ||
+	    memcmp(&nc.anomaly, &d->cfg.anomaly, sizeof nc.anomaly) != 0 ||
+	    !profiling_config_equal(&nc, &d->cfg))
+		log_warn("reload: listen, nvml_library, replay, http, storage, anomaly, profiling and "
+			 "the sampling switches take effect at the next restart");
 	if (reload_rules(d, &nc, err, sizeof err) != 0) {
 		atomic_fetch_add(&d->self.reloads_failed_total, 1);
 		atomic_store(&d->self.last_reload_ok, 0);
 		log_error("reload refused, the running configuration stays: %s", err);
 		return;
 	}
+	if (alerting_reload(d->alerting, &nc, err, sizeof err) != 0) {
+		atomic_fetch_add(&d->self.reloads_failed_total, 1);
+		atomic_store(&d->self.last_reload_ok, 0);
+		log_error("reload: alerting refused, its running configuration stays: %s", err);
+		return;
+	}
+	d->cfg.alerting = nc.alerting;
 	memcpy(d->cfg.rule_files, nc.rule_files, sizeof nc.rule_files);
 	log_set_level(nc.log_level);
 	int64_t periods[TIER_COUNT] = {nc.sampling.fast_ns, nc.sampling.normal_ns, nc.sampling.slow_ns};
@@ -655,10 +833,44 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		status = st;
 		goto out;
 	}
+	if (alerting_start(&d->alerting, &d->cfg, err, sizeof err) != 0) {
+		log_error("alerting: %s", err);
+		status = 2;
+		goto out;
+	}
+	d->self.notify_stats = alerting_stats;
+	d->self.notify_ctx = alerting_sink_ctx(d->alerting);
 	if ((st = start_rules(d)) != 0) {
 		status = st;
 		goto out;
 	}
+	/* The anomaly detector subscribes before any source publishes and
+	 * before the HTTP server reads d->self (gpulse_anomaly_score). */
+	if (d->cfg.anomaly.enabled) {
+		struct anomaly_config ac = {
+			.step_ns = d->cfg.anomaly.step_ns,
+			.halflife_ns = d->cfg.anomaly.halflife_ns,
+			.season_halflife_ns = d->cfg.anomaly.season_halflife_ns,
+			.warmup_ns = d->cfg.anomaly.warmup_ns,
+			.season_buckets = (int)d->cfg.anomaly.season_buckets,
+		};
+		if (anomaly_create(&d->anomaly, &ac, d->bus, d->db) != GPULSE_OK ||
+		    anomaly_subscribe(d->anomaly) != GPULSE_OK) {
+			log_error("cannot start the anomaly detector");
+			goto out;
+		}
+		d->self.anomaly_scores = anomaly_scores_uuid;
+		d->self.anomaly_ctx = d->anomaly;
+	}
+
+	/* The profiling socket, before the HTTP server reads d->self. */
+	if (profiling_start(&d->prof, &d->cfg, d->db, gpu_by_uuid, d) != GPULSE_OK) {
+		log_error("out of memory");
+		goto out;
+	}
+	d->self.profile_metrics = profiling_metrics;
+	d->self.profile_ctx = d->prof;
+
 	api_init(&d->api, d->db);
 	struct http_config hc;
 	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token) != 0) {
@@ -679,7 +891,9 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	http_route(d->http, "/healthz", handle_health, d);
 	http_route(d->http, "/api/v1/diagnosis", handle_diagnosis, d);
 	http_route(d->http, "/api/v1/rules", handle_rules, d);
+	http_route(d->http, "/api/v1/alerts", handle_alerts, d);
 	api_register(d->http, &d->api);
+	profiling_register(d->prof, d->http);
 	http_route(d->http, "/", handle_index, d);
 
 	/* The live diagnosis subscribes before any source publishes. */
@@ -690,6 +904,16 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 			     (double)d->cfg.diagnosis.history_ns / 1e9, rate_hz) != GPULSE_OK) {
 		log_error("cannot start the live diagnosis");
 		goto out;
+	}
+	diag_live_set_trace_source(d->diag, trace_source, d->prof);
+	if (d->db) {
+		struct diag_history_opts ho = {.record_retention_ms = d->cfg.storage.retention_ns /
+								      NS_PER_MS};
+		if (diag_history_create(&d->hist, d->db, &ho) != GPULSE_OK) {
+			log_error("cannot keep the diagnosis in the store");
+			goto out;
+		}
+		diag_live_set_sink(d->diag, history_sink, d->hist);
 	}
 
 	int src = start_source(d);
@@ -723,11 +947,17 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	}
 	status = 0;
 out:
+	profiling_interrupt(d->prof);  /* captures answer before HTTP stops */
 	http_server_stop(d->http);
 	replay_stop(d->rep);
 	collector_stop(d->col);
 	diag_live_destroy(d->diag);
+	anomaly_destroy(d->anomaly);
+	diag_history_destroy(d->hist);
 	rules_engine_free(d->rules);
+	alerting_stop(d->alerting); /* the engine no longer calls its sink */
+	profiling_stop(d->prof);
+	ingest_stop(d->ingest);
 	/* Publishers have stopped: the final flush sees every sample. */
 	tsdb_close(d->db);
 	ingest_destroy(d->ingest);

@@ -19,9 +19,11 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "anomaly.h"
 #include "clock.h"
 #include "diagnose.h"
 #include "fields.h"
+#include "notify.h"
 #include "status.h"
 
 #ifndef GPULSE_VERSION
@@ -368,6 +370,149 @@ static void render_rule_stats(struct pw *w, const struct self_stats *self)
 	free(rs);
 }
 
+/* Alert delivery's families (src/alert/notify.h): Prometheus's
+ * prometheus_notifications_* under gpulse_, per receiver where it has
+ * one. */
+static void receiver_labels(struct pw *w, const struct notify_receiver_stats *r)
+{
+	PUT_LIT(w, "{receiver=\"");
+	put_label_text(w, r->target);
+	PUT_LIT(w, "\",type=\"");
+	put_str(w, notify_kind_name(r->kind));
+	PUT_LIT(w, "\"");
+}
+
+static void render_notify_stats(struct pw *w, const struct self_stats *self)
+{
+	struct notify_stats *st = calloc(1, sizeof *st);
+	if (!st)
+		return;
+	self->notify_stats(self->notify_ctx, st);
+	size_t nr = st->nreceivers < NOTIFY_MAX_RECEIVERS ? st->nreceivers : NOTIFY_MAX_RECEIVERS;
+	static const struct {
+		const char *name;
+		const char *help;
+		enum ftype type;
+		size_t off;
+	} per[] = {
+		{"gpulse_notifications_sent_total", "Alerts delivered, by receiver.", T_COUNTER,
+		 offsetof(struct notify_receiver_stats, sent_total)},
+		{"gpulse_notifications_errors_total", "Alerts in delivery attempts that failed, by receiver.",
+		 T_COUNTER, offsetof(struct notify_receiver_stats, errors_total)},
+		{"gpulse_notifications_dropped_total",
+		 "Alerts given up, by receiver: refused by it, or dropped over the queue bound.", T_COUNTER,
+		 offsetof(struct notify_receiver_stats, dropped_total)},
+		{"gpulse_notifications_pending_batches", "Batches waiting for the receiver.", T_GAUGE,
+		 offsetof(struct notify_receiver_stats, pending_batches)},
+		{"gpulse_notifications_pending_bytes", "Bytes of batches waiting for the receiver.", T_GAUGE,
+		 offsetof(struct notify_receiver_stats, pending_bytes)},
+	};
+	for (size_t f = 0; f < sizeof per / sizeof per[0]; f++) {
+		family(w, per[f].name, per[f].type, per[f].help);
+		for (size_t i = 0; i < nr; i++) {
+			uint64_t v;
+			memcpy(&v, (const char *)&st->receivers[i] + per[f].off, sizeof v);
+			sample(w, "", 0);
+			receiver_labels(w, &st->receivers[i]);
+			end_u64(w, v);
+		}
+	}
+	family(w, "gpulse_notifications_latency_seconds", T_HISTOGRAM,
+	       "Time from the rule engine handing an alert over to the receiver accepting it.");
+	for (size_t i = 0; i < nr; i++) {
+		const struct notify_receiver_stats *r = &st->receivers[i];
+		uint64_t cum = 0;
+		for (int k = 0; k < NOTIFY_LATENCY_BUCKETS; k++) {
+			cum += r->latency_bucket[k];
+			sample(w, "_bucket", 7);
+			receiver_labels(w, r);
+			PUT_LIT(w, ",le=\"");
+			put_value(w, notify_latency_bounds[k]);
+			PUT_LIT(w, "\"");
+			end_u64(w, cum);
+		}
+		sample(w, "_bucket", 7);
+		receiver_labels(w, r);
+		PUT_LIT(w, ",le=\"+Inf\"");
+		end_u64(w, r->latency_count);
+		sample(w, "_sum", 4);
+		receiver_labels(w, r);
+		end_value(w, r->latency_sum_s);
+		sample(w, "_count", 6);
+		receiver_labels(w, r);
+		end_u64(w, r->latency_count);
+	}
+	static const struct {
+		const char *name;
+		const char *help;
+		enum ftype type;
+		size_t off;
+	} one[] = {
+		{"gpulse_notifications_queue_length", "Alert notices waiting for the dispatcher.", T_GAUGE,
+		 offsetof(struct notify_stats, ring_length)},
+		{"gpulse_notifications_queue_capacity", "Alert notices the dispatcher's queue holds.",
+		 T_GAUGE, offsetof(struct notify_stats, ring_capacity)},
+		{"gpulse_notifications_queue_dropped_total",
+		 "Alert notices dropped because the dispatcher's queue was full.", T_COUNTER,
+		 offsetof(struct notify_stats, ring_dropped_total)},
+		{"gpulse_notifications_backlog_batches", "Batches waiting for any receiver (memory and disk).",
+		 T_GAUGE, offsetof(struct notify_stats, queue_batches)},
+		{"gpulse_notifications_backlog_bytes", "Bytes of batches waiting for any receiver.", T_GAUGE,
+		 offsetof(struct notify_stats, queue_bytes)},
+		{"gpulse_notifications_backlog_max_batches", "The bound on waiting batches.", T_GAUGE,
+		 offsetof(struct notify_stats, queue_max_batches)},
+		{"gpulse_notifications_backlog_max_bytes", "The bound on bytes of waiting batches.", T_GAUGE,
+		 offsetof(struct notify_stats, queue_max_bytes)},
+		{"gpulse_notifications_queue_disk_errors_total",
+		 "Queue files that could not be written, read or removed.", T_COUNTER,
+		 offsetof(struct notify_stats, disk_errors_total)},
+		{"gpulse_notifications_inhibited_total", "Alerts left out of notifications by inhibit rules.",
+		 T_COUNTER, offsetof(struct notify_stats, inhibited_total)},
+	};
+	for (size_t f = 0; f < sizeof one / sizeof one[0]; f++) {
+		uint64_t v;
+		memcpy(&v, (const char *)st + one[f].off, sizeof v);
+		family(w, one[f].name, one[f].type, one[f].help);
+		plain_u64(w, v);
+	}
+	uint64_t ams = 0;
+	for (size_t i = 0; i < nr; i++)
+		ams += st->receivers[i].kind == NOTIFY_ALERTMANAGER;
+	family(w, "gpulse_notifications_alertmanagers_discovered", T_GAUGE,
+	       "Alertmanagers gpulsed sends to.");
+	plain_u64(w, ams);
+	free(st);
+}
+
+/* The rule engine's alerts: how many by state, and its counters. */
+static void render_rule_alert_stats(struct pw *w, const struct self_stats *self)
+{
+	struct rule_alert_self_stats st;
+	self->rule_alert_stats(self->rule_alert_ctx, &st);
+	family(w, "gpulse_alerts", T_GAUGE, "Alerts by state (held: firing, held by flap detection).");
+	static const char *const states[] = {"pending", "firing", "held"};
+	const uint64_t nv[] = {st.pending, st.firing, st.held};
+	for (size_t i = 0; i < 3; i++) {
+		sample(w, "", 0);
+		PUT_LIT(w, "{state=\"");
+		put_label_text(w, states[i]);
+		PUT_LIT(w, "\"");
+		end_u64(w, nv[i]);
+	}
+	family(w, "gpulse_alert_notifications_total", T_COUNTER,
+	       "Alert notices (firing and resolved) handed to delivery.");
+	plain_u64(w, st.notifications_total);
+	family(w, "gpulse_alert_flaps_held_total", T_COUNTER,
+	       "Times flap detection held a toggling alert firing.");
+	plain_u64(w, st.flaps_held_total);
+	family(w, "gpulse_alerts_restored_total", T_COUNTER,
+	       "Alerts restored from the store when the rule engine started.");
+	plain_u64(w, st.restored_total);
+	family(w, "gpulse_alert_persist_errors_total", T_COUNTER,
+	       "Alert states that could not be written to the store.");
+	plain_u64(w, st.persist_errors_total);
+}
+
 /* ---- per-GPU families ------------------------------------------------ */
 
 static void prepare_labels(struct render *r)
@@ -391,7 +536,7 @@ static void prepare_labels(struct render *r)
 
 static bool gpu_is_stale(const struct gpu_snapshot *s)
 {
-	return s->health == GPU_HEALTH_STALE || (s->health == GPU_HEALTH_UP && s->stale != 0);
+	return gpu_snapshot_is_stale(s);
 }
 
 static void info_label(struct pw *w, const char *name, const char *value)
@@ -572,6 +717,49 @@ static void render_bottleneck(struct render *r)
 			end_u64(w, (s->diag_findings & DIAG_FINDING_BIT(f)) != 0);
 		}
 	}
+}
+
+/* The anomaly detector's scores (src/anomaly), one sample per watched
+ * metric whose value the GPU reports now. */
+static void render_anomaly(struct render *r, const struct self_stats *self)
+{
+	struct pw *w = &r->w;
+	if (!self || !self->anomaly_scores)
+		return;
+	family(w, ANOMALY_METRIC, T_GAUGE,
+	       "How far the metric's last second is from its learned normal (robust z-score; "
+	       "docs/internals/anomaly.md).");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_snapshot *s = &r->snap[i];
+		double sc[ANOMALY_WATCH_COUNT];
+		if (self->anomaly_scores(self->anomaly_ctx, s->id.uuid, sc, ANOMALY_WATCH_COUNT) != 0)
+			continue;
+		for (int k = 0; k < ANOMALY_WATCH_COUNT; k++) {
+			if (!isfinite(sc[k]) ||
+			    !(s->valid & FIELD_BIT(anomaly_watch_field((enum anomaly_watch)k))))
+				continue;
+			gpu_sample(r, i);
+			PUT_LIT(w, ",metric=\"");
+			put_str(w, anomaly_watch_name((enum anomaly_watch)k));
+			PUT_LIT(w, "\"");
+			end_value(w, sc[k]);
+		}
+	}
+	/* The detector's own counters; anomaly_ctx is its struct anomaly. */
+	struct anomaly_stats st;
+	anomaly_get_stats(self->anomaly_ctx, &st);
+	family(w, "gpulse_anomaly_ticks_total", T_COUNTER,
+	       "Values the anomaly detector judged (one per GPU, metric and step).");
+	plain_u64(w, st.ticks_total);
+	family(w, "gpulse_anomaly_scores_stored_total", T_COUNTER,
+	       "Anomaly scores appended to the store.");
+	plain_u64(w, st.scores_appended_total);
+	family(w, "gpulse_anomaly_store_errors_total", T_COUNTER,
+	       "Anomaly score series the store refused, or appends it dropped.");
+	plain_u64(w, st.store_errors_total);
+	family(w, "gpulse_anomaly_model_bytes", T_GAUGE,
+	       "Memory held by the anomaly detector's baselines.");
+	plain_u64(w, st.model_bytes);
 }
 
 static void render_events(struct render *r)
@@ -941,6 +1129,10 @@ static void render_self(struct render *r, const struct self_stats *self)
 		}
 		if (self->rule_stats)
 			render_rule_stats(w, self);
+		if (self->rule_alert_stats)
+			render_rule_alert_stats(w, self);
+		if (self->notify_stats)
+			render_notify_stats(w, self);
 	}
 	family(w, "process_cpu_seconds_total", T_COUNTER,
 	       "Total user and system CPU time spent in seconds.");
@@ -1007,12 +1199,15 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 	render_fields(&r);
 	render_throttle(&r);
 	render_bottleneck(&r);
+	render_anomaly(&r, self);
 	render_events(&r);
 	render_processes(&r);
 	render_daemon(&r, cs, self);
 	if (nvml)
 		render_nvml(&r, nvml);
 	render_self(&r, self);
+	if (self && self->profile_metrics && !r.w.rc)
+		r.w.rc = self->profile_metrics(self->profile_ctx, out, openmetrics);
 	if (openmetrics)
 		PUT_LIT(&r.w, "# EOF\n");
 out:

@@ -5,7 +5,10 @@
 #define GPULSE_SELFSTATS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "buf.h"
 
 enum daemon_mode { MODE_NVML, MODE_REPLAY, MODE_NONE };
 
@@ -34,6 +37,33 @@ struct rule_group_self_stats {
 /* Fill up to `max` entries; return how many were filled. */
 typedef size_t rule_stats_fn(void *ctx, struct rule_group_self_stats *out, size_t max);
 
+/* The anomaly detector's current scores of the GPU with this UUID
+ * (gpulse_anomaly_score{metric}): scores[n] in anomaly.h's watch order,
+ * NaN where there is none. 0 when the GPU is known. */
+typedef int anomaly_scores_fn(void *ctx, const char *uuid, double *scores, size_t n);
+
+/* Append more families to a /metrics rendering (in its format); 0 or
+ * the buf's error. */
+typedef int profile_metrics_fn(void *ctx, struct buf *out, bool openmetrics);
+
+/* Alert delivery's counters (gpulse_notifications_*), filled by a
+ * callback like the store's: notify.h's struct notify_stats. */
+struct notify_stats;
+typedef void notify_stats_fn(void *ctx, struct notify_stats *out);
+
+/* The rule engine's alerts (gpulse_alerts{state}, gpulse_alert_*),
+ * filled by a callback like the store's. */
+struct rule_alert_self_stats {
+	uint64_t pending;
+	uint64_t firing;
+	uint64_t held;                  /* firing, held by flap detection */
+	uint64_t notifications_total;   /* notices handed to delivery */
+	uint64_t flaps_held_total;
+	uint64_t restored_total;        /* restored from the store at start */
+	uint64_t persist_errors_total;
+};
+typedef void rule_alert_stats_fn(void *ctx, struct rule_alert_self_stats *out);
+
 struct self_stats {
 	int64_t start_wall_ns;
 	enum daemon_mode mode;
@@ -55,6 +85,24 @@ struct self_stats {
 	 * set before the HTTP server starts. */
 	rule_stats_fn *rule_stats;
 	void *rule_ctx;
+	/* Set while rules run (NULL: no gpulse_alerts / gpulse_alert_*
+	 * families); set before the HTTP server starts. */
+	rule_alert_stats_fn *rule_alert_stats;
+	void *rule_alert_ctx;
+	/* Set while alert delivery runs (NULL: no gpulse_notifications_*);
+	 * set before the HTTP server starts. */
+	notify_stats_fn *notify_stats;
+	void *notify_ctx;
+	/* Set while the anomaly detector runs (NULL: no gpulse_anomaly_*);
+	 * anomaly_ctx is its struct anomaly (anomaly.h), whose counters are
+	 * shown too. Set before the HTTP server starts. */
+	anomaly_scores_fn *anomaly_scores;
+	void *anomaly_ctx;
+	/* Set while profiling is configured (src/daemon/profiling.c): appends
+	 * the gpulse_process_*, gpulse_inject_* and gpulse_profile_* families.
+	 * Set before the HTTP server starts. */
+	profile_metrics_fn *profile_metrics;
+	void *profile_ctx;
 };
 
 #endif

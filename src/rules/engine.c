@@ -1,9 +1,11 @@
-/* The recording-rule engine; see engine.h. One mutex guards the rules and
- * their state: an evaluation holds it for its duration, so a reload or a
+/* The rule engine; see engine.h. One mutex guards the rules and their
+ * state: an evaluation holds it for its duration, so a reload or a
  * /api/v1/rules read waits for the group in progress, never sees it half
- * done. */
+ * done. The sink is called with the lock held (notice.h: it must not
+ * block). */
 #include "engine.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -12,12 +14,23 @@
 #include <string.h>
 #include <time.h>
 
+#include "alert_state.h"
 #include "clock.h"
 #include "eval.h"
+#include "rules_util.h"
 #include "status.h"
 #include "tsdb_queryable.h"
+#include "xalloc.h"
 
 #define ERR_LEN 512
+
+/* Samples reach the store shortly after their timestamps (a collector
+ * sweep, a slow sanitizer build): a group due at t is evaluated at time t
+ * but only once the wall clock has passed t + the delay, so every sample
+ * stamped up to t is in. (Prometheus 2.53 added `query_offset` for the
+ * same reason.) The default of rules_engine_config.eval_delay_ms; a
+ * daemon that wants alerts sooner sets less. */
+#define EVAL_DELAY_MS 1000
 
 struct rule_state {
 	uint32_t *prev;          /* series written at the last evaluation */
@@ -26,6 +39,9 @@ struct rule_state {
 	int health;              /* 0 unknown, 1 ok, 2 err */
 	double eval_s;
 	int64_t last_eval_ms;    /* 0: never */
+	struct alert_rule_state alerts; /* alerting rules */
+	uint64_t *persisted;     /* fingerprints with a record in the store */
+	size_t npersisted;
 };
 
 struct group_state {
@@ -37,6 +53,7 @@ struct group_state {
 	double last_duration_s;
 	int64_t last_eval_ms;
 	uint64_t evaluations_total, failures_total;
+	bool restored;           /* alerts restored from the store (first evaluation) */
 };
 
 struct rules_engine {
@@ -50,6 +67,11 @@ struct rules_engine {
 	struct group_state *groups;
 	size_t ngroups;
 	struct promql_opts opts;
+	struct promql_label *ext;  /* copies of the configured external labels */
+	size_t next;
+	char *url;
+	uint64_t notifications_total, flaps_held_base, restored_total, persist_errors_total;
+	bool swept;                /* records of rules no longer loaded were dropped */
 };
 
 static int64_t engine_now_ms(const struct rules_engine *e)
@@ -92,8 +114,11 @@ static void groups_free(struct group_state *gs, size_t n)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		if (gs[i].rules)
-			for (size_t r = 0; r < gs[i].g->nrules; r++)
+			for (size_t r = 0; r < gs[i].g->nrules; r++) {
 				free(gs[i].rules[r].prev);
+				alert_rule_state_clear(&gs[i].rules[r].alerts);
+				free(gs[i].rules[r].persisted);
+			}
 		free(gs[i].rules);
 	}
 	free(gs);
@@ -138,6 +163,27 @@ int rules_engine_new(struct rules_engine **out, const struct rules_engine_config
 	e->cfg = *c;
 	if (e->cfg.default_interval_ms <= 0)
 		e->cfg.default_interval_ms = 60000;
+	if (e->cfg.resend_delay_ms <= 0)
+		e->cfg.resend_delay_ms = 60000;
+	if (e->cfg.eval_delay_ms == 0)
+		e->cfg.eval_delay_ms = EVAL_DELAY_MS;
+	else if (e->cfg.eval_delay_ms < 0)
+		e->cfg.eval_delay_ms = 0;
+	if (e->cfg.for_grace_period_ms <= 0)
+		e->cfg.for_grace_period_ms = 10 * 60 * 1000;
+	if (e->cfg.flap_max_toggles == 0)
+		e->cfg.flap_max_toggles = ALERT_DEFAULT_FLAP_TOGGLES;
+	if (e->cfg.flap_window_ms <= 0)
+		e->cfg.flap_window_ms = ALERT_DEFAULT_FLAP_WINDOW_MS;
+	e->ext = xcalloc(c->nexternal_labels + 1, sizeof *e->ext);
+	for (size_t i = 0; i < c->nexternal_labels; i++) {
+		e->ext[i].name = xstrdup(c->external_labels[i].name);
+		e->ext[i].value = xstrdup(c->external_labels[i].value);
+	}
+	e->next = c->nexternal_labels;
+	e->url = c->external_url ? xstrdup(c->external_url) : NULL;
+	e->cfg.external_labels = NULL;
+	e->cfg.external_url = NULL;
 	promql_opts_default(&e->opts);
 	pthread_mutex_init(&e->lock, NULL);
 	clock_cond_init(&e->wake);
@@ -161,9 +207,86 @@ void rules_engine_free(struct rules_engine *e)
 	rules_engine_stop(e);
 	groups_free(e->groups, e->ngroups);
 	rules_files_free(e->files, e->nfiles);
+	rules_labels_free(e->ext, e->next);
+	free(e->url);
 	pthread_mutex_destroy(&e->lock);
 	pthread_cond_destroy(&e->wake);
 	free(e);
+}
+
+static void record_key(const struct group_state *gs, const struct rules_rule *r, uint64_t fp,
+		       struct buf *b);
+
+/* Delete the store records of the alerts still held by gs[n] (rules a
+ * reload removed: carry_state moved the others' alerts away). Held lock. */
+static void drop_records(struct rules_engine *e, struct group_state *gs, size_t n)
+{
+	struct buf key;
+	buf_init(&key, 16 * 1024);
+	for (size_t i = 0; i < n; i++)
+		for (size_t r = 0; r < gs[i].g->nrules; r++) {
+			const struct rule_state *st = &gs[i].rules[r];
+			for (size_t k = 0; gs[i].g->rules[r].alert && k < st->npersisted; k++) {
+				buf_reset(&key);
+				record_key(&gs[i], &gs[i].g->rules[r], st->persisted[k], &key);
+				if (!key.failed)
+					tsdb_record_delete(e->cfg.db, "alert", key.data);
+			}
+		}
+	buf_free(&key);
+}
+
+/* Prometheus's Group.CopyState on reload: a group of the same file and
+ * name keeps the state of its rules that have the same name (the k-th
+ * rule of a name takes the old k-th one's), so alerts neither restart
+ * their `for` nor fire again. Held lock. */
+static uint64_t flaps_of(const struct group_state *gs, size_t n)
+{
+	uint64_t t = 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t r = 0; r < gs[i].g->nrules; r++)
+			t += gs[i].rules[r].alerts.flaps_held_total;
+	return t;
+}
+
+static void carry_state(struct rules_engine *e, struct group_state *gs, size_t n)
+{
+	/* Flap counters of rules that go away stay counted. */
+	e->flaps_held_base += flaps_of(e->groups, e->ngroups);
+	for (size_t i = 0; i < n; i++) {
+		struct group_state *ng = &gs[i];
+		struct group_state *og = NULL;
+		for (size_t k = 0; k < e->ngroups && !og; k++)
+			if (strcmp(e->groups[k].file->path, ng->file->path) == 0 &&
+			    strcmp(e->groups[k].g->name, ng->g->name) == 0)
+				og = &e->groups[k];
+		if (!og)
+			continue;
+		ng->restored = og->restored;
+		for (size_t r = 0; r < ng->g->nrules; r++) {
+			const struct rules_rule *nr = &ng->g->rules[r];
+			const char *name = nr->record ? nr->record : nr->alert;
+			size_t nth = 0;
+			for (size_t q = 0; q < r; q++) {
+				const struct rules_rule *x = &ng->g->rules[q];
+				if (strcmp(x->record ? x->record : x->alert, name) == 0)
+					nth++;
+			}
+			for (size_t q = 0; q < og->g->nrules; q++) {
+				const struct rules_rule *x = &og->g->rules[q];
+				if (strcmp(x->record ? x->record : x->alert, name) != 0 ||
+				    !x->alert != !nr->alert)
+					continue;
+				if (nth--)
+					continue;
+				struct rule_state tmp = ng->rules[r];
+				ng->rules[r] = og->rules[q];
+				og->rules[q] = tmp;
+				break;
+			}
+		}
+	}
+	e->flaps_held_base -= flaps_of(gs, n);
 }
 
 int rules_engine_replace(struct rules_engine *e, struct rules_file **files, size_t nfiles)
@@ -175,6 +298,8 @@ int rules_engine_replace(struct rules_engine *e, struct rules_file **files, size
 		return GPULSE_ENOMEM;
 	}
 	pthread_mutex_lock(&e->lock);
+	carry_state(e, gs, n);
+	drop_records(e, e->groups, e->ngroups);
 	struct group_state *old = e->groups;
 	size_t nold = e->ngroups;
 	struct rules_file **oldf = e->files;
@@ -321,22 +446,391 @@ out:
 	return rc;
 }
 
+/* ---- alerting rules ---------------------------------------------------- */
+
+/* "FILE;GROUP;ALERT;" : the prefix of a rule's alert records. */
+static void record_prefix(const struct group_state *gs, const struct rules_rule *r, struct buf *b)
+{
+	buf_printf(b, "%s;%s;%s;", gs->file->path, gs->g->name, r->alert);
+}
+
+static void record_key(const struct group_state *gs, const struct rules_rule *r, uint64_t fp,
+		       struct buf *b)
+{
+	record_prefix(gs, r, b);
+	buf_printf(b, "%016llx", (unsigned long long)fp);
+}
+
+/* Labels for the store from a PromQL label set. */
+static size_t to_tsdb(const struct promql_label *in, size_t n, struct tsdb_label *out)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = (struct tsdb_label){in[i].name, in[i].value};
+	return n;
+}
+
+/* Write the ALERTS and ALERTS_FOR_STATE samples of a's state at t_ms;
+ * their refs go to refs[*nrefs]. */
+static int write_alert_series(struct rules_engine *e, struct alert *a, int64_t t_ms, uint32_t *refs,
+			      size_t *nrefs, char *err, size_t errlen)
+{
+	if (!a->refs_valid || a->ref_state != a->state) {
+		struct promql_label l[TSDB_MAX_LABELS + 2];
+		struct tsdb_label tl[TSDB_MAX_LABELS + 2];
+		for (int fs = 0; fs < 2; fs++) {
+			size_t n = alert_series_labels(a, fs, l, TSDB_MAX_LABELS);
+			if (!n) {
+				snprintf(err, errlen, "too many labels (at most %d)", TSDB_MAX_LABELS);
+				return GPULSE_ELIMIT;
+			}
+			int rc = tsdb_series(e->cfg.db, tl, to_tsdb(l, n, tl), fs ? &a->ref_for_state : &a->ref_alerts,
+					     err, errlen);
+			if (rc)
+				return rc;
+		}
+		a->refs_valid = true;
+		a->ref_state = a->state;
+	}
+	refs[(*nrefs)++] = a->ref_alerts;
+	refs[(*nrefs)++] = a->ref_for_state;
+	int rc = tsdb_append(e->cfg.db, a->ref_alerts, t_ms, 1.0);
+	if (!rc || rc == GPULSE_ERANGE)
+		rc = tsdb_append(e->cfg.db, a->ref_for_state, t_ms, (double)(a->active_at_ms / 1000));
+	if (rc == GPULSE_ERANGE)
+		rc = 0; /* a repeated evaluation at the same time: keep the first */
+	if (rc)
+		snprintf(err, errlen, "cannot append to the store");
+	return rc;
+}
+
+/* Evaluate one alerting rule at t_ms: Prometheus's AlertingRule.Eval and
+ * the samples it returns. */
+static int eval_alert_rule(struct rules_engine *e, const struct rules_rule *r, struct rule_state *st,
+			   int64_t t_ms)
+{
+	char err[ERR_LEN] = "";
+	struct tsdb_queryable_ctx qc = {.db = e->cfg.db, .max_series = e->opts.max_series,
+					.max_samples = e->opts.max_samples};
+	struct promql_result *res = NULL;
+	uint32_t *refs = NULL;
+	size_t nrefs = 0;
+	int64_t t0 = clock_mono_ns();
+	int rc = promql_eval_instant(r->expr, &tsdb_queryable, &qc, &e->opts, t_ms, &res, err, sizeof err);
+	if (!rc) {
+		struct alert_opts ao = {.ext_labels = e->ext, .next_labels = e->next, .external_url = e->url,
+					.flap_max_toggles = e->cfg.flap_max_toggles,
+					.flap_window_ms = e->cfg.flap_window_ms};
+		rc = alert_rule_eval(&st->alerts, r, res, t_ms, &ao, err, sizeof err);
+	}
+	promql_result_free(res);
+	if (!rc) {
+		refs = xcalloc(2 * st->alerts.n + 1, sizeof *refs);
+		for (size_t i = 0; i < st->alerts.n && !rc; i++) {
+			struct alert *a = &st->alerts.alerts[i];
+			if (a->state != ALERT_INACTIVE)
+				rc = write_alert_series(e, a, t_ms, refs, &nrefs, err, sizeof err);
+		}
+	}
+	if (rc) {
+		free(refs);
+		if (!err[0])
+			snprintf(err, sizeof err, "%s", gpulse_strerror(rc));
+		snprintf(st->last_error, sizeof st->last_error, "%s", err);
+		st->health = 2;
+	} else {
+		for (size_t i = 0; i < st->nprev; i++)
+			if (!ref_in(refs, nrefs, st->prev[i]))
+				tsdb_append(e->cfg.db, st->prev[i], t_ms, promql_stale_nan());
+		free(st->prev);
+		st->prev = refs;
+		st->nprev = nrefs;
+		st->last_error[0] = '\0';
+		st->health = 1;
+	}
+	st->eval_s = (double)(clock_mono_ns() - t0) / 1e9;
+	st->last_eval_ms = engine_now_ms(e);
+	return rc;
+}
+
+/* Prometheus's percent-encoding of a query in a generator URL. */
+static void put_query_escaped(struct buf *b, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
+			buf_putc(b, (char)c);
+		else if (c == ' ')
+			buf_putc(b, '+');
+		else
+			buf_printf(b, "%%%02X", c);
+	}
+}
+
+/* Hand the group's alerts that are due (Prometheus's sendAlerts) to the
+ * sink. Held lock. */
+static void send_alerts(struct rules_engine *e, struct group_state *gs, int64_t t_ms)
+{
+	size_t due = 0, nlab = 0;
+	for (size_t i = 0; i < gs->g->nrules; i++) {
+		const struct alert_rule_state *as = &gs->rules[i].alerts;
+		for (size_t k = 0; gs->g->rules[i].alert && k < as->n; k++)
+			if (alert_needs_sending(&as->alerts[k], t_ms, e->cfg.resend_delay_ms)) {
+				due++;
+				nlab += as->alerts[k].nlabels + as->alerts[k].nannotations;
+			}
+	}
+	if (!due)
+		return;
+	struct alert_notice *nv = xcalloc(due, sizeof *nv);
+	struct alert_label *lv = xcalloc(nlab + 1, sizeof *lv);
+	char **urls = xcalloc(due, sizeof *urls);
+	int64_t delta = e->cfg.resend_delay_ms > gs->interval_ms ? e->cfg.resend_delay_ms : gs->interval_ms;
+	size_t n = 0, li = 0;
+	for (size_t i = 0; i < gs->g->nrules; i++) {
+		const struct rules_rule *r = &gs->g->rules[i];
+		struct alert_rule_state *as = &gs->rules[i].alerts;
+		for (size_t k = 0; r->alert && k < as->n; k++) {
+			struct alert *a = &as->alerts[k];
+			if (!alert_needs_sending(a, t_ms, e->cfg.resend_delay_ms))
+				continue;
+			a->last_sent_ms = t_ms;
+			a->valid_until_ms = t_ms + 4 * delta;
+			a->dirty = true;
+			struct alert_notice *no = &nv[n];
+			no->labels = &lv[li];
+			for (size_t j = 0; j < a->nlabels; j++)
+				lv[li++] = (struct alert_label){a->labels[j].name, a->labels[j].value};
+			no->nlabels = a->nlabels;
+			no->annotations = &lv[li];
+			for (size_t j = 0; j < a->nannotations; j++)
+				lv[li++] = (struct alert_label){a->annotations[j].name, a->annotations[j].value};
+			no->nannotations = a->nannotations;
+			/* Prometheus: startsAt is when the alert fired. */
+			no->starts_at_ms = a->fired_at_ms ? a->fired_at_ms : a->active_at_ms;
+			no->resolved = a->resolved_at_ms != 0;
+			no->ends_at_ms = no->resolved ? a->resolved_at_ms : a->valid_until_ms;
+			no->fingerprint = a->fp;
+			if (e->url) {
+				struct buf u;
+				buf_init(&u, 64 * 1024);
+				buf_printf(&u, "%s/graph?g0.expr=", e->url);
+				put_query_escaped(&u, r->expr_text);
+				buf_puts(&u, "&g0.tab=1");
+				urls[n] = buf_steal(&u);
+			}
+			no->generator_url = urls[n];
+			n++;
+		}
+	}
+	if (e->cfg.alert_sink) {
+		e->cfg.alert_sink(e->cfg.alert_sink_ctx, nv, n);
+		e->notifications_total += n;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(urls[i]);
+	free(urls);
+	free(lv);
+	free(nv);
+}
+
+static bool fp_in(const uint64_t *v, size_t n, uint64_t fp)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == fp)
+			return true;
+	return false;
+}
+
+/* Write the changed alerts of the group to the store's records and drop
+ * the records of alerts that are gone. Held lock. */
+static void persist_alerts(struct rules_engine *e, struct group_state *gs, int64_t t_ms)
+{
+	struct buf key, json;
+	buf_init(&key, 16 * 1024);
+	buf_init(&json, 1024 * 1024);
+	for (size_t i = 0; i < gs->g->nrules; i++) {
+		const struct rules_rule *r = &gs->g->rules[i];
+		struct rule_state *st = &gs->rules[i];
+		if (!r->alert)
+			continue;
+		bool changed = st->alerts.n != st->npersisted;
+		for (size_t k = 0; k < st->alerts.n && !changed; k++)
+			changed = st->alerts.alerts[k].dirty;
+		if (!changed)
+			continue;
+		uint64_t *now = xcalloc(st->alerts.n + 1, sizeof *now);
+		for (size_t k = 0; k < st->alerts.n; k++) {
+			struct alert *a = &st->alerts.alerts[k];
+			now[k] = a->fp;
+			if (!a->dirty && fp_in(st->persisted, st->npersisted, a->fp))
+				continue;
+			buf_reset(&key);
+			buf_reset(&json);
+			record_key(gs, r, a->fp, &key);
+			alert_to_json(a, &json);
+			if (key.failed || json.failed ||
+			    tsdb_record_put(e->cfg.db, "alert", key.data, t_ms, json.data) != 0)
+				e->persist_errors_total++;
+			else
+				a->dirty = false;
+		}
+		for (size_t k = 0; k < st->npersisted; k++) {
+			if (fp_in(now, st->alerts.n, st->persisted[k]))
+				continue;
+			buf_reset(&key);
+			record_key(gs, r, st->persisted[k], &key);
+			if (!key.failed)
+				tsdb_record_delete(e->cfg.db, "alert", key.data);
+		}
+		free(st->persisted);
+		st->persisted = now;
+		st->npersisted = st->alerts.n;
+	}
+	buf_free(&key);
+	buf_free(&json);
+}
+
+/* When the ALERTS_FOR_STATE series of a last had a sample before t_ms
+ * (within an hour, Prometheus's outage tolerance): the time the engine
+ * went down. 0 when none. */
+static int64_t last_for_state_sample(struct rules_engine *e, const struct alert *a, int64_t t_ms)
+{
+	struct promql_label l[TSDB_MAX_LABELS + 2];
+	size_t n = alert_series_labels(a, true, l, TSDB_MAX_LABELS);
+	if (!n)
+		return 0;
+	struct tsdb_matcher m[TSDB_MAX_LABELS + 2];
+	for (size_t i = 0; i < n; i++)
+		m[i] = (struct tsdb_matcher){TSDB_MATCH_EQ, l[i].name, l[i].value};
+	struct tsdb_select_opts o = {.mint = t_ms - 3600 * 1000, .maxt = t_ms, .mode = TSDB_READ_RAW};
+	struct tsdb_iter *it = NULL;
+	char err[256];
+	int64_t last = 0;
+	if (tsdb_select(e->cfg.db, m, n, &o, &it, err, sizeof err) != 0)
+		return 0;
+	while (tsdb_iter_next_series(it) == 1) {
+		size_t nl;
+		tsdb_iter_labels(it, &nl);
+		if (nl != n)
+			continue; /* a superset of the labels: another alert */
+		int64_t ts;
+		double v;
+		while (tsdb_iter_next_sample(it, &ts, &v) == 1)
+			if (ts > last)
+				last = ts;
+	}
+	tsdb_iter_free(it);
+	return last;
+}
+
+/* Restore the group's alerts from the store's records (the first
+ * evaluation after start): firing ones as they were (active, fired and
+ * last-sent times kept, so nothing is sent twice), pending ones with
+ * Prometheus's ALERTS_FOR_STATE rule: the time the engine was down does
+ * not count toward `for` (or, for a `for` of at least the grace period
+ * that would end within it, the alert waits the grace period). Held
+ * lock. */
+static void restore_group(struct rules_engine *e, struct group_state *gs, int64_t t_ms)
+{
+	gs->restored = true;
+	struct tsdb_record *recs = NULL;
+	size_t nrec = 0;
+	if (tsdb_record_list(e->cfg.db, "alert", INT64_MIN, INT64_MAX, 0, &recs, &nrec) != 0)
+		return;
+	struct buf pre;
+	buf_init(&pre, 16 * 1024);
+	if (!e->swept) {
+		/* Once per engine: records of alerting rules no longer loaded
+		 * (removed while the daemon was down) go. */
+		e->swept = true;
+		for (size_t k = 0; k < nrec; k++) {
+			bool known = false;
+			for (size_t g = 0; g < e->ngroups && !known; g++)
+				for (size_t i = 0; i < e->groups[g].g->nrules && !known; i++) {
+					const struct rules_rule *r = &e->groups[g].g->rules[i];
+					if (!r->alert)
+						continue;
+					buf_reset(&pre);
+					record_prefix(&e->groups[g], r, &pre);
+					known = !pre.failed && pre.data && strncmp(recs[k].key, pre.data, pre.len) == 0;
+				}
+			if (!known)
+				tsdb_record_delete(e->cfg.db, "alert", recs[k].key);
+		}
+	}
+	for (size_t i = 0; i < gs->g->nrules; i++) {
+		const struct rules_rule *r = &gs->g->rules[i];
+		struct rule_state *st = &gs->rules[i];
+		if (!r->alert)
+			continue;
+		buf_reset(&pre);
+		record_prefix(gs, r, &pre);
+		if (pre.failed || !pre.data)
+			continue;
+		for (size_t k = 0; k < nrec; k++) {
+			if (strncmp(recs[k].key, pre.data, pre.len) != 0 || strchr(recs[k].key + pre.len, ';'))
+				continue;
+			struct alert a;
+			if (alert_from_json(recs[k].json, &a) != 0) {
+				tsdb_record_delete(e->cfg.db, "alert", recs[k].key);
+				continue;
+			}
+			if (a.state == ALERT_PENDING && r->for_ms > 0) {
+				int64_t down = last_for_state_sample(e, &a, t_ms);
+				if (down <= 0 || down > t_ms)
+					down = recs[k].t_ms > a.active_at_ms ? recs[k].t_ms : a.active_at_ms;
+				int64_t remaining = r->for_ms - (down - a.active_at_ms);
+				if (remaining > 0) {
+					if (r->for_ms >= e->cfg.for_grace_period_ms &&
+					    remaining < e->cfg.for_grace_period_ms)
+						a.active_at_ms = t_ms + e->cfg.for_grace_period_ms - r->for_ms;
+					else
+						a.active_at_ms += t_ms - down;
+				}
+				a.dirty = true;
+			}
+			uint64_t fp = a.fp;
+			if (alert_rule_state_adopt(&st->alerts, &a) != 0) {
+				alert_free(&a);
+				continue;
+			}
+			e->restored_total++;
+			if (!fp_in(st->persisted, st->npersisted, fp)) {
+				st->persisted = xrealloc(st->persisted, (st->npersisted + 1) * sizeof *st->persisted);
+				st->persisted[st->npersisted++] = fp;
+			}
+		}
+	}
+	buf_free(&pre);
+	tsdb_records_free(recs, nrec);
+}
+
 /* Call with the lock held. */
 static int eval_group_locked(struct rules_engine *e, struct group_state *gs, int64_t t_ms)
 {
 	int64_t t0 = clock_mono_ns();
 	int first = 0;
+	bool alerting = false;
+	for (size_t i = 0; i < gs->g->nrules && !alerting; i++)
+		alerting = gs->g->rules[i].alert != NULL;
+	if (alerting && !gs->restored)
+		restore_group(e, gs, t_ms);
 	for (size_t i = 0; i < gs->g->nrules; i++) {
 		const struct rules_rule *r = &gs->g->rules[i];
-		if (!r->record)
+		if (!r->expr)
 			continue;
-		int rc = eval_rule(e, r, &gs->rules[i], t_ms);
+		int rc = r->record ? eval_rule(e, r, &gs->rules[i], t_ms)
+				   : eval_alert_rule(e, r, &gs->rules[i], t_ms);
 		gs->evaluations_total++;
 		if (rc) {
 			gs->failures_total++;
 			if (!first)
 				first = rc;
 		}
+	}
+	if (alerting) {
+		send_alerts(e, gs, t_ms);
+		persist_alerts(e, gs, t_ms);
 	}
 	gs->last_duration_s = (double)(clock_mono_ns() - t0) / 1e9;
 	gs->last_eval_ms = engine_now_ms(e);
@@ -351,12 +845,6 @@ int rules_engine_eval_group(struct rules_engine *e, size_t gi, int64_t t_ms)
 	return rc;
 }
 
-/* Samples reach the store shortly after their timestamps (a collector
- * sweep, a slow sanitizer build): a group due at t is evaluated at time t
- * but only once the wall clock has passed t + EVAL_DELAY_MS, so every
- * sample stamped up to t is in. (Prometheus 2.53 added `query_offset`
- * for the same reason.) */
-#define EVAL_DELAY_MS 1000
 
 /* The thread: wake at the earliest due group, evaluate every due group at
  * its aligned time, schedule it for the next multiple of its interval. */
@@ -372,14 +860,14 @@ static void *engine_main(void *arg)
 			int64_t iv = gs->interval_ms;
 			if (gs->next_ms == 0)
 				gs->next_ms = (now / iv + 1) * iv;
-			if (gs->next_ms + EVAL_DELAY_MS <= now) {
+			if (gs->next_ms + e->cfg.eval_delay_ms <= now) {
 				eval_group_locked(e, gs, gs->next_ms);
 				now = engine_now_ms(e);
 				/* Missed iterations are skipped, as Prometheus does. */
-				gs->next_ms = ((now - EVAL_DELAY_MS) / iv + 1) * iv;
+				gs->next_ms = ((now - e->cfg.eval_delay_ms) / iv + 1) * iv;
 			}
-			if (gs->next_ms + EVAL_DELAY_MS < next_due)
-				next_due = gs->next_ms + EVAL_DELAY_MS;
+			if (gs->next_ms + e->cfg.eval_delay_ms < next_due)
+				next_due = gs->next_ms + e->cfg.eval_delay_ms;
 		}
 		int64_t wait_ms = next_due - engine_now_ms(e);
 		if (wait_ms > 1000)
@@ -492,11 +980,22 @@ int rules_engine_write_json(struct rules_engine *e, struct buf *b)
 				put_labels(b, r->annotations, r->nannotations);
 				buf_puts(b, ",\"duration\":");
 				buf_put_double(b, (double)r->for_ms / 1000.0);
-				buf_puts(b, ",\"alerts\":[],\"state\":\"inactive\"");
+				buf_puts(b, ",\"keepFiringFor\":");
+				buf_put_double(b, (double)r->keep_firing_for_ms / 1000.0);
+				buf_puts(b, ",\"alerts\":[");
+				size_t na = 0;
+				for (size_t a = 0; a < st->alerts.n; a++) {
+					if (st->alerts.alerts[a].state == ALERT_INACTIVE)
+						continue;
+					if (na++)
+						buf_putc(b, ',');
+					alert_write_json(b, &st->alerts.alerts[a]);
+				}
+				buf_printf(b, "],\"state\":\"%s\"",
+					   alert_state_name(alert_rule_state_max(&st->alerts)));
 			}
 			buf_puts(b, ",\"health\":");
-			buf_puts(b, r->alert ? "\"unknown\"" : st->health == 1 ? "\"ok\"" :
-				    st->health == 2 ? "\"err\"" : "\"unknown\"");
+			buf_puts(b, st->health == 1 ? "\"ok\"" : st->health == 2 ? "\"err\"" : "\"unknown\"");
 			if (st->health == 2) {
 				buf_puts(b, ",\"lastError\":");
 				buf_put_json_string(b, st->last_error);
@@ -516,4 +1015,50 @@ int rules_engine_write_json(struct rules_engine *e, struct buf *b)
 	int rc = buf_putc(b, ']');
 	pthread_mutex_unlock(&e->lock);
 	return b->failed ? GPULSE_ELIMIT : rc;
+}
+
+int rules_engine_write_alerts_json(struct rules_engine *e, struct buf *b)
+{
+	pthread_mutex_lock(&e->lock);
+	buf_putc(b, '[');
+	size_t n = 0;
+	for (size_t i = 0; i < e->ngroups; i++) {
+		const struct group_state *gs = &e->groups[i];
+		for (size_t k = 0; k < gs->g->nrules; k++) {
+			const struct alert_rule_state *as = &gs->rules[k].alerts;
+			for (size_t a = 0; gs->g->rules[k].alert && a < as->n; a++) {
+				if (as->alerts[a].state == ALERT_INACTIVE)
+					continue;
+				if (n++)
+					buf_putc(b, ',');
+				alert_write_json(b, &as->alerts[a]);
+			}
+		}
+	}
+	buf_putc(b, ']');
+	pthread_mutex_unlock(&e->lock);
+	return b->failed ? GPULSE_ELIMIT : 0;
+}
+
+void rules_engine_alert_stats(struct rules_engine *e, struct rules_alert_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	pthread_mutex_lock(&e->lock);
+	for (size_t i = 0; i < e->ngroups; i++) {
+		const struct group_state *gs = &e->groups[i];
+		for (size_t k = 0; k < gs->g->nrules; k++) {
+			const struct alert_rule_state *as = &gs->rules[k].alerts;
+			for (size_t a = 0; gs->g->rules[k].alert && a < as->n; a++) {
+				const struct alert *x = &as->alerts[a];
+				out->pending += x->state == ALERT_PENDING;
+				out->firing += x->state == ALERT_FIRING;
+				out->held += x->state == ALERT_FIRING && x->held;
+			}
+		}
+	}
+	out->notifications_total = e->notifications_total;
+	out->flaps_held_total = e->flaps_held_base + flaps_of(e->groups, e->ngroups);
+	out->restored_total = e->restored_total;
+	out->persist_errors_total = e->persist_errors_total;
+	pthread_mutex_unlock(&e->lock);
 }

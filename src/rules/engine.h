@@ -1,12 +1,16 @@
-/* The recording-rule engine of gpulsed: a thread that evaluates each
- * group of the loaded rule files every group interval, at times aligned to
- * that interval, over the embedded store (tsdb.h) through the PromQL
- * evaluator, and appends each rule's result to the store under the rule's
- * `record` name, so later rules of the group (and queries) read it. A
- * series a rule stops producing gets Prometheus's staleness marker.
- * Alerting rules are listed but not evaluated yet. Below the daemon: it
- * takes the parsed files, a store and a clock, and knows nothing of the
- * configuration file. */
+/* The rule engine of gpulsed: a thread that evaluates each group of the
+ * loaded rule files every group interval, at times aligned to that
+ * interval, over the embedded store (tsdb.h) through the PromQL
+ * evaluator. A recording rule's result is appended to the store under its
+ * `record` name, so later rules of the group (and queries) read it; a
+ * series a rule stops producing gets Prometheus's staleness marker. An
+ * alerting rule drives its alerts' state machine (alert_state.h), writes the
+ * ALERTS and ALERTS_FOR_STATE series, persists every alert in the store's
+ * records (kind "alert") so a restart restores them, and after each group
+ * evaluation hands the alerts due for sending to the alert sink
+ * (alert/notice.h) as Prometheus does. Below the daemon: it takes the
+ * parsed files, a store, a sink and a clock, and knows nothing of the
+ * configuration file. docs/internals/rules.md describes it. */
 #ifndef GPULSE_RULES_ENGINE_H
 #define GPULSE_RULES_ENGINE_H
 
@@ -14,6 +18,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "notice.h"
 #include "rules_file.h"
 #include "tsdb.h"
 
@@ -29,6 +34,33 @@ struct rules_engine_config {
 	int64_t default_interval_ms;      /* for groups without `interval`; 0: 60000 */
 	rules_clock_fn *now_ms;           /* NULL: the wall clock */
 	void *clock_ctx;
+	/* A group due at t is evaluated at t once the clock passes t + this,
+	 * so samples stamped up to t that reach the store a little late are
+	 * in (Prometheus's query_offset, for the same reason). It adds to
+	 * alert latency. 0: 1000; < 0: none. */
+	int64_t eval_delay_ms;
+	/* Alerts: where they go after each group evaluation (NULL: nowhere,
+	 * the alerts are still evaluated, stored and shown). */
+	alert_sink_fn *alert_sink;
+	void *alert_sink_ctx;
+	int64_t resend_delay_ms;          /* firing alerts resent this often; 0: 60000 */
+	int64_t for_grace_period_ms;      /* Prometheus's for-grace-period at restore; 0: 10 min */
+	int flap_max_toggles;             /* more toggles in the window: held; 0: 4; < 0: off */
+	int64_t flap_window_ms;           /* 0: 10 min */
+	const struct promql_label *external_labels; /* $externalLabels; copied */
+	size_t nexternal_labels;
+	const char *external_url;         /* $externalURL and generator URLs; NULL: none; copied */
+};
+
+/* The engine's alert counters (gpulse_alerts, gpulse_alert_*). */
+struct rules_alert_stats {
+	uint64_t pending;                 /* alerts pending now */
+	uint64_t firing;                  /* alerts firing now (held ones included) */
+	uint64_t held;                    /* of those, held firing by flap detection */
+	uint64_t notifications_total;     /* alert notices handed to the sink */
+	uint64_t flaps_held_total;        /* times flap detection held an alert */
+	uint64_t restored_total;          /* alerts restored from the store at start */
+	uint64_t persist_errors_total;    /* alert records that could not be written */
 };
 
 /* Counters of one group as /metrics shows them. */
@@ -39,9 +71,10 @@ struct rules_group_stats {
 	uint64_t failures_total;          /* rule evaluations that failed */
 };
 
-/* A new engine over `files[nfiles]`, which it takes (freed with the
- * engine or when replaced; the array itself stays the caller's). 0 or
- * GPULSE_ENOMEM (the files are then freed). Free with rules_engine_free. */
+/* A new engine over `files[nfiles]`, which it takes, the array included
+ * (a malloc'ed array as rules_files_load makes; freed with
+ * rules_files_free with the engine or when replaced). 0 or GPULSE_ENOMEM
+ * (the files are then freed). Free with rules_engine_free. */
 int rules_engine_new(struct rules_engine **out, const struct rules_engine_config *c,
 		     struct rules_file **files, size_t nfiles);
 
@@ -70,9 +103,16 @@ int rules_engine_eval_group(struct rules_engine *e, size_t gi, int64_t t_ms);
  * there are (may exceed max). */
 size_t rules_engine_stats(struct rules_engine *e, struct rules_group_stats *out, size_t max);
 
-/* Append Prometheus's /api/v1/rules `groups` array ("[...]"). 0 or the
- * buf's error. */
+/* Append Prometheus's /api/v1/rules `groups` array ("[...]"), alerting
+ * rules with their state, health, lastError and alerts. 0 or the buf's
+ * error. */
 int rules_engine_write_json(struct rules_engine *e, struct buf *b);
+
+/* Append Prometheus's /api/v1/alerts `alerts` array: every pending and
+ * firing alert ("[...]"). 0 or GPULSE_ELIMIT. */
+int rules_engine_write_alerts_json(struct rules_engine *e, struct buf *b);
+
+void rules_engine_alert_stats(struct rules_engine *e, struct rules_alert_stats *out);
 
 /* Load every path in paths[n]; on success *out is a new array of n files
  * (free with rules_files_free). On failure errs gets the FILE:LINE:COL

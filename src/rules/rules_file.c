@@ -12,11 +12,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "alert_state.h"
 #include "lexer.h"
 #include "parser.h"
 #include "rules_util.h"
 #include "status.h"
 #include "str.h"
+#include "template.h"
 #include "xalloc.h"
 #include "ytree.h"
 
@@ -26,6 +28,12 @@ static void rule_free(struct rules_rule *r)
 	free(r->alert);
 	free(r->expr_text);
 	promql_expr_free(r->expr);
+	for (size_t i = 0; r->label_tmpls && i < r->nlabels; i++)
+		tmpl_free(r->label_tmpls[i]);
+	for (size_t i = 0; r->ann_tmpls && i < r->nannotations; i++)
+		tmpl_free(r->ann_tmpls[i]);
+	free(r->label_tmpls);
+	free(r->ann_tmpls);
 	rules_labels_free(r->labels, r->nlabels);
 	rules_labels_free(r->annotations, r->nannotations);
 }
@@ -139,6 +147,36 @@ static const char *scalar_or_null(struct ctx *c, const struct ynode *n, const ch
 	return n->value;
 }
 
+/* Parse the templates of an alerting rule's label or annotation values
+ * (map node n, already read into l[nl]) as Prometheus does when it loads
+ * the rule, so a bad template is refused at load: promtool's message,
+ * with the value's FILE:LINE:COL in front. */
+static struct tmpl **parse_templates(struct ctx *c, const struct rules_group *g, size_t idx,
+				     const char *rname, const struct ynode *n,
+				     const struct promql_label *l, size_t nl, const char *what)
+{
+	if (!nl)
+		return NULL;
+	struct tmpl **t = xcalloc(nl, sizeof *t);
+	char tname[600];
+	snprintf(tname, sizeof tname, "__alert_%s", rname);
+	size_t k = 0;
+	for (size_t i = 0; n && i + 1 < n->n && k < nl; i += 2) {
+		const struct ynode *key = n->items[i], *val = n->items[i + 1];
+		if (key->kind != YNODE_SCALAR || (val->kind != YNODE_SCALAR && !ynode_is_null(val)))
+			continue;
+		const char *text = l[k].value;
+		if (strstr(text, "{{")) {
+			char e[600];
+			if (tmpl_parse(tname, text, &t[k], e, sizeof e))
+				perr(c, ynode_is_null(val) ? key : val, "group \"%s\", rule %zu, \"%s\": %s \"%s\": %s",
+				     g->name, idx + 1, rname, what, l[k].name, e);
+		}
+		k++;
+	}
+	return t;
+}
+
 static void parse_rule(struct ctx *c, const struct rules_group *g, size_t idx,
 		       const struct ynode *n, struct rules_rule *r)
 {
@@ -198,6 +236,11 @@ static void parse_rule(struct ctx *c, const struct rules_group *g, size_t idx,
 		if (!rules_valid_metric_name(rec_s))
 			perr(c, record, "group \"%s\", rule %zu, \"%s\": invalid recording rule name: %s",
 			     g->name, idx + 1, rname, rec_s);
+	}
+	if (alert_s) {
+		r->label_tmpls = parse_templates(c, g, idx, rname, labels, r->labels, r->nlabels, "label");
+		r->ann_tmpls = parse_templates(c, g, idx, rname, ann, r->annotations, r->nannotations,
+					       "annotation");
 	}
 	for (size_t i = 0; i < r->nlabels; i++)
 		if (!rules_valid_label_name(r->labels[i].name))
@@ -349,6 +392,10 @@ struct rule_state {
 struct rules_group_state {
 	const struct rules_group *g;
 	struct rule_state *rules; /* one per rule of g */
+	struct alert_rule_state *alerts; /* one per rule of g (used by alerting rules) */
+	struct promql_label *ext;  /* owned strings */
+	size_t next;
+	char *url;
 };
 
 static void prev_free(struct rule_state *rs)
@@ -365,16 +412,43 @@ struct rules_group_state *rules_group_state_new(const struct rules_group *g)
 	struct rules_group_state *s = xcalloc(1, sizeof *s);
 	s->g = g;
 	s->rules = xcalloc(g->nrules ? g->nrules : 1, sizeof *s->rules);
+	s->alerts = xcalloc(g->nrules ? g->nrules : 1, sizeof *s->alerts);
 	return s;
+}
+
+void rules_group_state_set_external(struct rules_group_state *s, const struct promql_label *ext,
+				    size_t next, const char *url)
+{
+	rules_labels_free(s->ext, s->next);
+	free(s->url);
+	s->ext = xcalloc(next + 1, sizeof *s->ext);
+	for (size_t i = 0; i < next; i++) {
+		s->ext[i].name = xstrdup(ext[i].name);
+		s->ext[i].value = xstrdup(ext[i].value);
+	}
+	s->next = next;
+	s->url = url ? xstrdup(url) : NULL;
+}
+
+const struct alert_rule_state *rules_group_state_alerts(const struct rules_group_state *s, size_t ri)
+{
+	if (ri >= s->g->nrules || !s->g->rules[ri].alert)
+		return NULL;
+	return &s->alerts[ri];
 }
 
 void rules_group_state_free(struct rules_group_state *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->g->nrules; i++)
+	for (size_t i = 0; i < s->g->nrules; i++) {
 		prev_free(&s->rules[i]);
+		alert_rule_state_clear(&s->alerts[i]);
+	}
 	free(s->rules);
+	free(s->alerts);
+	rules_labels_free(s->ext, s->next);
+	free(s->url);
 	free(s);
 }
 
@@ -418,9 +492,56 @@ static struct prev_series relabel(const struct rules_rule *r, const struct promq
 	return p;
 }
 
-static int eval_rule(const struct rules_rule *r, struct rule_state *rs, struct memstore *ms,
-		     const struct promql_opts *opts, int64_t t_ms, char *err, size_t errlen)
+/* An owned copy of a label set. */
+static struct prev_series copy_series(const struct promql_label *l, size_t n)
 {
+	struct prev_series p = {.labels = xcalloc(n + 1, sizeof *p.labels), .n = n};
+	for (size_t i = 0; i < n; i++) {
+		p.labels[i].name = xstrdup(l[i].name);
+		p.labels[i].value = xstrdup(l[i].value);
+	}
+	return p;
+}
+
+/* An alerting rule: update its alerts, then the ALERTS and
+ * ALERTS_FOR_STATE series of the pending and firing ones. */
+static int alert_series(const struct rules_rule *r, struct rules_group_state *gs, size_t ri,
+			const struct promql_result *res, int64_t t_ms, struct prev_series **cur_out,
+			double **vals_out, size_t *n_out, char *err, size_t errlen)
+{
+	struct alert_rule_state *as = &gs->alerts[ri];
+	struct alert_opts ao = {.ext_labels = gs->ext, .next_labels = gs->next, .external_url = gs->url};
+	int rc = alert_rule_eval(as, r, res, t_ms, &ao, err, errlen);
+	if (rc)
+		return rc;
+	struct prev_series *cur = xcalloc(2 * as->n + 1, sizeof *cur);
+	double *vals = xcalloc(2 * as->n + 1, sizeof *vals);
+	size_t n = 0;
+	struct promql_label l[RULES_MAX_LABELS + 8];
+	for (size_t i = 0; i < as->n; i++) {
+		const struct alert *a = &as->alerts[i];
+		if (a->state == ALERT_INACTIVE)
+			continue;
+		for (int fs = 0; fs < 2; fs++) {
+			size_t nl = alert_series_labels(a, fs, l, sizeof l / sizeof l[0]);
+			if (!nl)
+				continue;
+			cur[n] = copy_series(l, nl);
+			vals[n] = fs ? (double)(a->active_at_ms / 1000) : 1.0;
+			n++;
+		}
+	}
+	*cur_out = cur;
+	*vals_out = vals;
+	*n_out = n;
+	return 0;
+}
+
+static int eval_rule(const struct rules_rule *r, struct rules_group_state *gs, size_t ri,
+		     struct memstore *ms, const struct promql_opts *opts, int64_t t_ms, char *err,
+		     size_t errlen)
+{
+	struct rule_state *rs = &gs->rules[ri];
 	struct promql_result *res = NULL;
 	int rc = promql_eval_instant(r->expr, &memstore_queryable, ms, opts, t_ms, &res, err, errlen);
 	if (rc)
@@ -428,7 +549,12 @@ static int eval_rule(const struct rules_rule *r, struct rule_state *rs, struct m
 	struct prev_series *cur = NULL;
 	double *vals = NULL;
 	size_t n = 0;
-	if (res->type == PROMQL_TYPE_SCALAR) {
+	if (r->alert) {
+		rc = alert_series(r, gs, ri, res, t_ms, &cur, &vals, &n, err, errlen);
+		promql_result_free(res);
+		if (rc)
+			return rc;
+	} else if (res->type == PROMQL_TYPE_SCALAR) {
 		cur = xcalloc(1, sizeof *cur);
 		vals = xcalloc(1, sizeof *vals);
 		cur[0] = relabel(r, NULL, 0);
@@ -446,7 +572,8 @@ static int eval_rule(const struct rules_rule *r, struct rule_state *rs, struct m
 		promql_result_free(res);
 		return GPULSE_EINVAL;
 	}
-	promql_result_free(res);
+	if (!r->alert)
+		promql_result_free(res);
 
 	/* Sorted copies find duplicates and vanished series in n log n. */
 	struct prev_series *sorted = xcalloc(n + 1, sizeof *sorted);
@@ -491,14 +618,15 @@ int rules_group_eval(const struct rules_group *g, struct rules_group_state *s, s
 	int first = 0;
 	for (size_t i = 0; i < g->nrules; i++) {
 		const struct rules_rule *r = &g->rules[i];
-		if (!r->record || !r->expr)
+		if (!r->expr)
 			continue;
 		char err[512];
-		int rc = eval_rule(r, &s->rules[i], ms, opts, t_ms, err, sizeof err);
+		int rc = eval_rule(r, s, i, ms, opts, t_ms, err, sizeof err);
 		if (rc) {
 			char ts[64];
 			promql_format_duration(t_ms, ts, sizeof ts);
-			buf_printf(errs, "    rule: %s, time: %s, err: %s\n", r->record, ts, err);
+			buf_printf(errs, "    rule: %s, time: %s, err: %s\n", r->record ? r->record : r->alert,
+				   ts, err);
 			if (!first)
 				first = rc;
 		}

@@ -32,6 +32,12 @@ struct rules_rule {
 	size_t nlabels;
 	struct promql_label *annotations;
 	size_t nannotations;
+	/* Alerting rules: the parsed template of each label and annotation
+	 * value (template.h), parallel to labels / annotations; an entry is
+	 * NULL for a value without "{{" (used as it is). NULL arrays for
+	 * recording rules. */
+	struct tmpl **label_tmpls;
+	struct tmpl **ann_tmpls;
 	int line, col;             /* where the rule starts */
 };
 
@@ -67,22 +73,36 @@ void rules_file_free(struct rules_file *f);
 /* Rules of every group. */
 size_t rules_file_count(const struct rules_file *f);
 
-/* What a group remembers between evaluations: the series each recording
- * rule produced last time, to mark them stale when they disappear. */
+/* What a group remembers between evaluations: the series each rule
+ * produced last time, to mark them stale when they disappear, and each
+ * alerting rule's alerts (alert_state.h). */
 struct rules_group_state;
+struct alert_rule_state;
+struct alert_opts;
 
 /* A new state for `g` (which must outlive it). Free with
  * rules_group_state_free (accepts NULL). */
 struct rules_group_state *rules_group_state_new(const struct rules_group *g);
 void rules_group_state_free(struct rules_group_state *s);
 
-/* Evaluate g's recording rules in order at t_ms against `ms`, appending
- * each result series to `ms` at t_ms with __name__ = record and the
- * rule's labels, so that later rules see it. Alerting rules are skipped
- * (not evaluated yet). On a rule's error, errs gets the line
- * "    rule: NAME, time: T, err: MESSAGE" (promtool's) and the first
- * error's status is returned; later rules still run (as Prometheus does). */
+/* Evaluate g's rules in order at t_ms against `ms`: a recording rule's
+ * result series go to `ms` at t_ms with __name__ = record and the rule's
+ * labels; an alerting rule updates its alerts (alert_state.h) and writes
+ * the ALERTS and ALERTS_FOR_STATE series of its pending and firing
+ * alerts, as Prometheus does, so later rules and queries see them. On a
+ * rule's error, errs gets the line "    rule: NAME, time: T, err:
+ * MESSAGE" (promtool's) and the first error's status is returned; later
+ * rules still run (as Prometheus does). */
 int rules_group_eval(const struct rules_group *g, struct rules_group_state *s, struct memstore *ms,
 		     const struct promql_opts *opts, int64_t t_ms, struct buf *errs);
+
+/* Template data for the alerting rules of s ($externalLabels,
+ * $externalURL); both are copied. Flap holding stays off here (promtool
+ * has none). */
+void rules_group_state_set_external(struct rules_group_state *s, const struct promql_label *ext,
+				    size_t next, const char *url);
+
+/* The alerts of rule `ri` of the group (NULL for a recording rule). */
+const struct alert_rule_state *rules_group_state_alerts(const struct rules_group_state *s, size_t ri);
 
 #endif

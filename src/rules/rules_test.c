@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alert_state.h"
 #include "eval.h"
 #include "lexer.h"
 #include "memstore.h"
@@ -77,6 +78,17 @@ void rules_test_file_free(struct rules_test_file *f)
 			free(g->exprs[i].expr);
 		}
 		free(g->exprs);
+		for (size_t i = 0; i < g->nalerts; i++) {
+			for (size_t j = 0; j < g->alerts[i].nexp; j++) {
+				rules_labels_free(g->alerts[i].exp[j].labels, g->alerts[i].exp[j].nlabels);
+				rules_labels_free(g->alerts[i].exp[j].ann, g->alerts[i].exp[j].nann);
+			}
+			free(g->alerts[i].exp);
+			free(g->alerts[i].alertname);
+		}
+		free(g->alerts);
+		rules_labels_free(g->ext_labels, g->next_labels);
+		free(g->external_url);
 		free(g->name);
 	}
 	free(f->tests);
@@ -162,6 +174,71 @@ static const char *const group_keys[] = {"name", "interval", "input_series", "al
 static const char *const input_keys[] = {"series", "values", NULL};
 static const char *const expr_keys[] = {"expr", "eval_time", "exp_samples", NULL};
 static const char *const sample_keys[] = {"labels", "value", NULL};
+static const char *const alert_test_keys[] = {"eval_time", "alertname", "exp_alerts", NULL};
+static const char *const exp_alert_keys[] = {"exp_labels", "exp_annotations", NULL};
+
+/* A map of strings (exp_labels, external_labels) into owned labels. */
+static void string_map(struct ctx *c, const struct ynode *n, const char *what, struct promql_label **out,
+		       size_t *nout)
+{
+	*out = NULL;
+	*nout = 0;
+	if (ynode_is_null(n))
+		return;
+	if (n->kind != YNODE_MAP) {
+		perr(c, n, "%s: cannot unmarshal %s into map[string]string", what, ynode_kind_name(n));
+		return;
+	}
+	struct promql_label *l = xcalloc(n->n / 2 + 1, sizeof *l);
+	size_t k = 0;
+	for (size_t i = 0; i + 1 < n->n; i += 2) {
+		const struct ynode *key = n->items[i], *val = n->items[i + 1];
+		if (key->kind != YNODE_SCALAR || (val->kind != YNODE_SCALAR && !ynode_is_null(val))) {
+			perr(c, key, "%s: cannot unmarshal %s into string", what, ynode_kind_name(val));
+			continue;
+		}
+		l[k].name = xstrdup(key->value);
+		l[k].value = xstrdup(ynode_is_null(val) ? "" : val->value);
+		k++;
+	}
+	rules_labels_sort(l, k);
+	*out = l;
+	*nout = k;
+}
+
+static void parse_alert_test(struct ctx *c, const struct ynode *n, struct rules_alert_test *a)
+{
+	a->line = n->line;
+	a->col = n->col;
+	if (n->kind != YNODE_MAP) {
+		perr(c, n, "an alert_rule_test must be a mapping");
+		a->alertname = xstrdup("");
+		return;
+	}
+	if (rules_check_keys(c->path, n, alert_test_keys, "main.alertTestCase", c->errs, &c->nerr)) {
+		a->alertname = xstrdup("");
+		return;
+	}
+	a->eval_time_ms = dur_field(c, rules_map_get(n, "eval_time"), "eval_time");
+	a->alertname = str_field(c, rules_map_get(n, "alertname"), "alertname");
+	const struct ynode *s = seq_field(c, rules_map_get(n, "exp_alerts"), "exp_alerts");
+	if (!s)
+		return;
+	a->exp = xcalloc(s->n + 1, sizeof *a->exp);
+	for (size_t i = 0; i < s->n; i++) {
+		const struct ynode *m = s->items[i];
+		struct rules_exp_alert *x = &a->exp[a->nexp++];
+		if (ynode_is_null(m))
+			continue;
+		if (m->kind != YNODE_MAP) {
+			perr(c, m, "an exp_alerts entry must be a mapping");
+			continue;
+		}
+		rules_check_keys(c->path, m, exp_alert_keys, "main.alert", c->errs, &c->nerr);
+		string_map(c, rules_map_get(m, "exp_labels"), "exp_labels", &x->labels, &x->nlabels);
+		string_map(c, rules_map_get(m, "exp_annotations"), "exp_annotations", &x->ann, &x->nann);
+	}
+}
 
 static void parse_expr_test(struct ctx *c, const struct ynode *n, struct rules_expr_test *e)
 {
@@ -233,7 +310,16 @@ static void parse_group(struct ctx *c, const struct ynode *n, struct rules_test_
 			parse_expr_test(c, ex->items[i], &g->exprs[g->nexprs++]);
 	}
 	const struct ynode *al = seq_field(c, rules_map_get(n, "alert_rule_test"), "alert_rule_test");
-	g->nalert_tests = al ? al->n : 0;
+	if (al) {
+		g->alerts = xcalloc(al->n + 1, sizeof *g->alerts);
+		for (size_t i = 0; i < al->n; i++)
+			parse_alert_test(c, al->items[i], &g->alerts[g->nalerts++]);
+	}
+	string_map(c, rules_map_get(n, "external_labels"), "external_labels", &g->ext_labels,
+		   &g->next_labels);
+	const struct ynode *url = rules_map_get(n, "external_url");
+	if (!ynode_is_null(url))
+		g->external_url = str_field(c, url, "external_url");
 }
 
 static char **string_list(struct ctx *c, const struct ynode *n, const char *what, size_t *count)
@@ -438,14 +524,117 @@ static int load_till(struct input *in, size_t n, int64_t interval_ms, int64_t ti
 	return 0;
 }
 
+static int i64_cmp(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* promtool's labelAndAnnotation. The strings are borrowed. */
+struct la {
+	const struct promql_label *labels;
+	size_t nlabels;
+	const struct promql_label *ann;
+	size_t nann;
+};
+
+static int la_cmp(const void *a, const void *b)
+{
+	const struct la *x = a, *y = b;
+	int c = rules_labels_cmp(x->labels, x->nlabels, y->labels, y->nlabels);
+	return c ? c : rules_labels_cmp(x->ann, x->nann, y->ann, y->nann);
+}
+
+/* Go's labelsAndAnnotations.String(), each line after the first
+ * indented by 12 spaces (promtool's indentLines). */
+static void put_las(struct buf *b, const struct la *l, size_t n)
+{
+	static const char ind[] = "            ";
+	if (n == 0) {
+		buf_puts(b, "[]");
+		return;
+	}
+	buf_puts(b, "[");
+	for (size_t i = 0; i < n; i++) {
+		buf_printf(b, "%s\n%s%zu:\n%s  Labels:", i ? "," : "", ind, i, ind);
+		promql_format_labels(b, l[i].labels, l[i].nlabels);
+		buf_printf(b, "\n%s  Annotations:", ind);
+		promql_format_labels(b, l[i].ann, l[i].nann);
+	}
+	buf_printf(b, "\n%s]", ind);
+}
+
+/* Compare the firing alerts at alert eval time t with every
+ * alert_rule_test of that time, as promtool does. */
+static void check_alerts(const struct rules_test_group *tg, int64_t t,
+			 const struct rules_group *const *groups, struct rules_group_state **st,
+			 size_t ngroups, struct buf *errs)
+{
+	for (size_t k = 0; k < tg->nalerts; k++) {
+		const struct rules_alert_test *at = &tg->alerts[k];
+		if (at->eval_time_ms != t)
+			continue;
+		size_t cap = 16, ngot = 0;
+		struct la *got = xcalloc(cap, sizeof *got);
+		for (size_t g = 0; g < ngroups; g++)
+			for (size_t r = 0; r < groups[g]->nrules; r++) {
+				const struct rules_rule *rule = &groups[g]->rules[r];
+				if (!rule->alert || strcmp(rule->alert, at->alertname) != 0)
+					continue;
+				const struct alert_rule_state *as = rules_group_state_alerts(st[g], r);
+				for (size_t i = 0; as && i < as->n; i++) {
+					const struct alert *a = &as->alerts[i];
+					if (a->state != ALERT_FIRING)
+						continue;
+					if (ngot == cap) {
+						cap *= 2;
+						got = xrealloc(got, cap * sizeof *got);
+					}
+					got[ngot++] = (struct la){a->labels, a->nlabels, a->annotations, a->nannotations};
+				}
+			}
+		/* Expected labels get alertname added, as promtool adds it. */
+		struct la *exp = xcalloc(at->nexp + 1, sizeof *exp);
+		struct promql_label **owned = xcalloc(at->nexp + 1, sizeof *owned);
+		for (size_t i = 0; i < at->nexp; i++) {
+			const struct rules_exp_alert *x = &at->exp[i];
+			struct promql_label *l = xcalloc(x->nlabels + 1, sizeof *l);
+			size_t n = 0;
+			for (size_t j = 0; j < x->nlabels; j++)
+				if (strcmp(x->labels[j].name, "alertname") != 0)
+					l[n++] = x->labels[j];
+			l[n++] = (struct promql_label){"alertname", at->alertname};
+			rules_labels_sort(l, n);
+			owned[i] = l;
+			exp[i] = (struct la){l, n, x->ann, x->nann};
+		}
+		qsort(got, ngot, sizeof *got, la_cmp);
+		qsort(exp, at->nexp, sizeof *exp, la_cmp);
+		bool same = ngot == at->nexp;
+		for (size_t i = 0; same && i < ngot; i++)
+			same = la_cmp(&got[i], &exp[i]) == 0;
+		if (!same) {
+			char ts[64];
+			promql_format_duration(t, ts, sizeof ts);
+			if (tg->name && *tg->name)
+				buf_printf(errs, "    name: %s,\n", tg->name);
+			buf_printf(errs, "    alertname: %s, time: %s, \n        exp:", at->alertname, ts);
+			put_las(errs, exp, at->nexp);
+			buf_puts(errs, ", \n        got:");
+			put_las(errs, got, ngot);
+			buf_puts(errs, "\n\n");
+		}
+		for (size_t i = 0; i < at->nexp; i++)
+			free(owned[i]);
+		free(owned);
+		free(exp);
+		free(got);
+	}
+}
+
 static void run_group(const struct rules_test_file *f, const struct rules_test_group *tg,
 		      const struct rules_group *const *groups, size_t ngroups, struct buf *errs)
 {
-	if (tg->nalert_tests) {
-		buf_printf(errs, "    alert_rule_test: alerting-rule unit tests are not supported by gpulse yet "
-			   "(%zu in the test group at line %d)\n", tg->nalert_tests, tg->line);
-		return;
-	}
 	/* promtool 2.42 does not default the input interval: without
 	 * `interval` every value lands at t = 0 and the first one wins. */
 	int64_t interval = tg->interval_ms;
@@ -457,6 +646,8 @@ static void run_group(const struct rules_test_file *f, const struct rules_test_g
 	promql_opts_default(&opts);
 	size_t len0 = errs->len;
 	char err[512];
+	int64_t *aet = NULL;
+	size_t naet = 0, curr = 0;
 	for (size_t i = 0; i < tg->ninputs; i++) {
 		const struct rules_input_series *s = &tg->inputs[i];
 		if (promql_parse_series_labels(s->series, &in[i].labels, &in[i].nlabels, err, sizeof err) ||
@@ -469,13 +660,28 @@ static void run_group(const struct rules_test_file *f, const struct rules_test_g
 	for (size_t i = 0; i < tg->nexprs; i++)
 		if (tg->exprs[i].eval_time_ms > maxt)
 			maxt = tg->exprs[i].eval_time_ms;
+	/* The distinct alert eval times, ascending (promtool's alertEvalTimes). */
+	aet = xcalloc(tg->nalerts + 1, sizeof *aet);
+	for (size_t i = 0; i < tg->nalerts; i++) {
+		int64_t t = tg->alerts[i].eval_time_ms;
+		if (t > maxt)
+			maxt = t;
+		bool seen = false;
+		for (size_t k = 0; k < naet && !seen; k++)
+			seen = aet[k] == t;
+		if (!seen)
+			aet[naet++] = t;
+	}
+	qsort(aet, naet, sizeof *aet, i64_cmp);
 	if (maxt / ei >= RULES_TEST_MAX_EVAL_STEPS) {
 		buf_printf(errs, "    more than %d rule evaluations up to the last eval_time\n",
 			   RULES_TEST_MAX_EVAL_STEPS);
 		goto out;
 	}
-	for (size_t g = 0; g < ngroups; g++)
+	for (size_t g = 0; g < ngroups; g++) {
 		st[g] = rules_group_state_new(groups[g]);
+		rules_group_state_set_external(st[g], tg->ext_labels, tg->next_labels, tg->external_url);
+	}
 	/* As promtool: inputs are fed up to each evaluation time only, so a
 	 * query after the last evaluation sees nothing newer than it. */
 	for (int64_t ts = 0; ts <= maxt; ts += ei) {
@@ -485,10 +691,15 @@ static void run_group(const struct rules_test_file *f, const struct rules_test_g
 			rules_group_eval(groups[g], st[g], ms, &opts, ts, errs);
 		if (errs->len != len0)
 			goto out;
+		/* Alert tests whose eval_time falls in [ts, ts + interval) look
+		 * at this evaluation. */
+		for (; curr < naet && ts <= aet[curr] && aet[curr] < ts + ei; curr++)
+			check_alerts(tg, aet[curr], groups, st, ngroups, errs);
 	}
 	for (size_t i = 0; i < tg->nexprs; i++)
 		run_expr_test(&tg->exprs[i], ms, &opts, errs);
 out:
+	free(aet);
 	for (size_t g = 0; g < ngroups; g++)
 		rules_group_state_free(st[g]);
 	free(st);

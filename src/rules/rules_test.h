@@ -2,8 +2,10 @@
  * the series notation, rule files evaluated every evaluation_interval with
  * their recorded series fed back, and PromQL expressions checked against
  * expected samples at given times, with promtool 2.42's semantics and
- * messages. Alerting-rule tests are not supported yet: a test group with
- * alert_rule_test entries fails, saying so. */
+ * messages, and alert_rule_test cases compared as promtool does: the
+ * firing alerts of the named rule at the evaluation at or just before
+ * eval_time, labels (alertname added to the expected ones) and expanded
+ * annotations, sorted, compared exactly. */
 #ifndef GPULSE_RULES_TEST_H
 #define GPULSE_RULES_TEST_H
 
@@ -12,6 +14,7 @@
 #include <stdio.h>
 
 #include "buf.h"
+#include "queryable.h"
 
 #define RULES_TEST_MAX_FILE_BYTES (16 * 1024 * 1024)
 #define RULES_TEST_MAX_EVAL_STEPS 1000000 /* group evaluations of one test group */
@@ -30,6 +33,22 @@ struct rules_expr_test {
 	int line, col;
 };
 
+/* One expected alert: exp_labels (without alertname) and exp_annotations. */
+struct rules_exp_alert {
+	struct promql_label *labels;   /* owned strings */
+	size_t nlabels;
+	struct promql_label *ann;
+	size_t nann;
+};
+
+struct rules_alert_test {
+	int64_t eval_time_ms;
+	char *alertname;
+	struct rules_exp_alert *exp;
+	size_t nexp;
+	int line, col;
+};
+
 struct rules_input_series {
 	char *series;
 	char *values;
@@ -43,7 +62,11 @@ struct rules_test_group {
 	size_t ninputs;
 	struct rules_expr_test *exprs;
 	size_t nexprs;
-	size_t nalert_tests;     /* alert_rule_test entries (not run yet) */
+	struct rules_alert_test *alerts;
+	size_t nalerts;
+	struct promql_label *ext_labels; /* external_labels; owned strings */
+	size_t next_labels;
+	char *external_url;      /* NULL: none */
 	int line, col;
 };
 

@@ -27,6 +27,12 @@
 #define WIRE_HEADER_BYTES 12
 #define WIRE_MAX_PAYLOAD  (256 * 1024)
 
+/* Where gpulsed listens and the injection library connects unless
+ * GPULSE_SOCKET says otherwise. Without access to /run/gpulse the
+ * library falls back to $XDG_RUNTIME_DIR/gpulse/inject.sock, then
+ * /tmp/gpulse-<uid>/inject.sock. */
+#define WIRE_DEFAULT_SOCKET "/run/gpulse/inject.sock"
+
 /* Bounds (DESIGN.md decision 8). */
 #define WIRE_NAME_MAX       256   /* kernel / NVTX range name bytes (demangled, capped) */
 #define WIRE_CMD_MAX        512   /* process command line bytes */

@@ -25,9 +25,12 @@ groups:
       - alert: PowerHigh
         expr: gpulse_gpu_power_watts > 10000
 YML
+# Every evaluation is compared with the expression at its time, so all
+# samples up to it must be in when it runs, on a loaded sanitizer build too.
 cat >"$WORK/cfg.yml" <<'YML'
 rule_files:
   - rules/power.yml
+rule_evaluation_delay: 1s
 YML
 
 start_daemon rules --replay "$REC" --storage-path "$WORK/db" --config "$WORK/cfg.yml"

@@ -3,9 +3,12 @@
 # "Contracts"): on every unit-test file of tests/rules/ both pass or both
 # fail, and where both fail on expressions they report the same
 # expressions, expectations and results. The corpus must hold at least 5
-# passing and 5 failing files, so that this test can fail. `gpulse rules
-# check` agrees with `promtool check rules` on the rule files there, and a
-# file with alert_rule_test fails with a clear "not supported" message.
+# passing and 5 failing files, so that this test can fail. At least 12 of the files hold alert_rule_test cases (firing,
+# pending, keep_firing_for, templates, ALERTS series), some passing and
+# some failing; for those both tools must print the same alert failures
+# (alertname, time, expected and got alerts with labels and expanded
+# annotations). `gpulse rules check` agrees with `promtool check rules`
+# on the rule files there, bad templates included, naming FILE:LINE:COL.
 set -euo pipefail
 
 : "${GPULSE:?}" "${GPULSE_SOURCE_DIR:?}"
@@ -24,13 +27,16 @@ fail() {
 # The failure details both tools print, without blank lines or the
 # wording of errors that differ by design (PromQL parse-error text).
 details() {
-	grep -E '^ *(expr|exp|got): ' "$1" | grep -v ', err: ' || true
+	grep -E '^ *(expr|exp|got): |^ *(name|alertname): |^ *(exp|got):\[|^ *[0-9]+:$|^ *(Labels|Annotations):|^ *\],? *$' "$1" |
+		grep -v ', err: ' || true
 }
 
 cd "$CORPUS"
 npass=0
 nfail=0
-for f in *.test.yml; do
+apass=0
+afail=0
+for f in *.test.yml alert_unsupported.yml; do
 	p=pass
 	g=pass
 	promtool test rules "$f" >"$WORK/p.out" 2>&1 || p=fail
@@ -45,7 +51,13 @@ for f in *.test.yml; do
 		fail "$f: both fail, but report different failures"
 	fi
 	if [ "$p" = pass ]; then npass=$((npass + 1)); else nfail=$((nfail + 1)); fi
+	if grep -q '^ *alert_rule_test:' "$f"; then
+		if [ "$p" = pass ]; then apass=$((apass + 1)); else afail=$((afail + 1)); fi
+	fi
 done
+[ $((apass + afail)) -ge 12 ] || fail "only $((apass + afail)) test files with alert_rule_test"
+[ "$apass" -ge 4 ] && [ "$afail" -ge 4 ] || fail "alert tests: $apass pass, $afail fail (want 4 of each)"
+echo "alert tests: promtool and gpulse agree on all $((apass + afail)) files ($apass pass, $afail fail)"
 [ "$npass" -ge 5 ] || fail "only $npass passing test files in the corpus"
 [ "$nfail" -ge 5 ] || fail "only $nfail failing test files in the corpus"
 [ $((npass + nfail)) -ge 15 ] || fail "only $((npass + nfail)) test files in the corpus"
@@ -69,11 +81,19 @@ done
 "$GPULSE" rules check gpu.rules.yml | grep -q "SUCCESS: 4 rules found" || fail "rules check count"
 echo "rules check: promtool and gpulse agree on all $nchk rule files ($nbad invalid)"
 
-# Alerting-rule tests are not run yet: the group fails, saying so.
-if "$GPULSE" rules test alert_unsupported.yml >"$WORK/a.out" 2>&1; then
-	fail "a file with alert_rule_test passed"
-fi
-grep -q "alert_rule_test: .*not supported" "$WORK/a.out" || fail "no 'not supported' message: $(cat "$WORK/a.out")"
+# A bad template names its place and Go's reason, as promtool's does.
+"$GPULSE" rules check bad_template.rules.yml >"$WORK/t.out" 2>&1 && fail "bad templates passed"
+grep -q '^bad_template.rules.yml:10:20: group "templates", rule 1, "Unclosed": annotation "summary": template: __alert_Unclosed:1: unclosed action$' "$WORK/t.out" ||
+	fail "bad template message: $(cat "$WORK/t.out")"
+grep -q 'function "nosuchfunc" not defined' "$WORK/t.out" || fail "unknown template function not named"
+# Both tools give the same reason for every bad template (gpulse adds the
+# place after the file name).
+for f in bad_template*.rules.yml; do
+	promtool check rules "$f" 2>&1 | sed -nE "s/^$f: (group .*template: .*)/\1/p" >"$WORK/pr.out" || true
+	"$GPULSE" rules check "$f" 2>&1 | sed -nE "s/^$f:[0-9]+:[0-9]+: (group .*template: .*)/\1/p" >"$WORK/gr.out" || true
+	[ -s "$WORK/pr.out" ] || fail "$f: promtool reported no template error"
+	diff "$WORK/pr.out" "$WORK/gr.out" >"$WORK/d.out" || { cat "$WORK/d.out" >&2; fail "$f: template errors differ"; }
+done
 
 # Unreadable and invalid test files fail, naming the place.
 if "$GPULSE" rules test "$WORK/none.yml" >"$WORK/n.out" 2>&1; then fail "missing file passed"; fi

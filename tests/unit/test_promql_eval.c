@@ -30,9 +30,9 @@ static struct memstore *ms;
  * from t = 0. */
 static void load(int64_t interval_ms, const char *series, const char *values)
 {
-	struct promql_label *l;
-	struct promql_series_value *v;
-	size_t nl, nv;
+	struct promql_label *l = NULL;
+	struct promql_series_value *v = NULL;
+	size_t nl = 0, nv = 0;
 	char err[256];
 	if (promql_parse_series_labels(series, &l, &nl, err, sizeof err) ||
 	    promql_parse_series_values(values, &v, &nv, err, sizeof err))

@@ -285,7 +285,7 @@ static void test_test_file_parse(void **state)
 	assert_int_equal(f->tests[0].exprs[0].nexp, 2);
 	assert_true(isnan(f->tests[0].exprs[0].exp[0].value));
 	assert_true(f->tests[0].exprs[0].exp[1].value == -1500);
-	assert_int_equal(f->tests[0].nalert_tests, 1);
+	assert_int_equal(f->tests[0].nalerts, 1);
 	rules_test_file_free(f);
 
 	/* promtool (Go's yaml.v2) refuses "NaN" as a float and unknown fields. */
@@ -381,9 +381,14 @@ static void test_run_file(void **state)
 	assert_non_null(strstr(out, "        exp: nil\n"
 				    "        got: {__name__=\"x\", i=\"0\"} 1E-01, {__name__=\"x\", i=\"1\"} 2E-01\n"));
 
-	const char *alerts = "rule_files: [r.yml]\ntests:\n  - alert_rule_test:\n      - eval_time: 1m\n";
-	assert_int_not_equal(run_text(rules, alerts, out, sizeof out), 0);
-	assert_non_null(strstr(out, "not supported"));
+	/* An alert test: no rule defines the alert, so the expected one is
+	 * missing, reported as promtool reports it. */
+	const char *alerts = "rule_files: [r.yml]\ntests:\n  - alert_rule_test:\n      - eval_time: 1m\n"
+			     "        alertname: Nope\n        exp_alerts:\n          - exp_labels: {a: b}\n";
+	assert_int_equal(run_text(rules, alerts, out, sizeof out), GPULSE_EINVAL);
+	assert_non_null(strstr(out, "    alertname: Nope, time: 1m, \n        exp:[\n"
+				    "            0:\n              Labels:{a=\"b\", alertname=\"Nope\"}\n"));
+	assert_non_null(strstr(out, "        got:[]\n"));
 
 	const char *missing = "rule_files: [nope.yml]\ntests: []\n";
 	assert_int_not_equal(run_text(rules, missing, out, sizeof out), 0);

@@ -117,7 +117,7 @@ static void test_value_and_chain(void **state)
 	struct rules_group_stats st[2];
 	assert_int_equal(rules_engine_stats(e, st, 2), 1);
 	assert_string_equal(st[0].name, "test.yml;power");
-	assert_int_equal(st[0].evaluations_total, 6); /* 3 recording rules, twice */
+	assert_int_equal(st[0].evaluations_total, 8); /* 3 recording rules and an alert, twice */
 	assert_int_equal(st[0].failures_total, 0);
 
 	struct buf b;

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Overhead of libgpulse-inject.so on the GPU machine: each workload runs
+# plain, under gpulse at default settings (continuous, 0.5% budget),
+# under gpulse full trace (GPULSE_MODE=full: every kernel traced, the
+# naive always-on CUPTI trace), and under torch.profiler (PyTorch
+# workloads), ROUNDS times interleaved, each a fresh process. A run
+# reports the median time per iteration of its steady state (after
+# warm-up); the table gives each configuration's median as a ratio to
+# the plain runs of the same call, and the memory gpulse added (max RSS
+# minus plain's).
+#   bench/inject_overhead.sh LIB.so INJECT_EMPTY_BIN OUTDIR [ROUNDS] [SECONDS]
+set -u
+LIB=$1 EMPTY=$2 OUTD=$3 ROUNDS=${4:-3} SECS=${5:-3}
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUTD"
+RUNS=$OUTD/inject-overhead-runs.jsonl
+: >"$RUNS"
+run() { # workload config
+	local w=$1 c=$2 line rc
+	local -a env=(env -u CUDA_INJECTION64_PATH -u GPULSE_MODE)
+	local -a cmd
+	case $c in
+	default) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_INJECT_DUMP="$OUTD/dump-$w-$c.json") ;;
+	full) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_MODE=full GPULSE_INJECT_DUMP="$OUTD/dump-$w-$c.json") ;;
+	esac
+	if [ "$w" = empty ]; then
+		cmd=("$EMPTY" 200000 7)
+	else
+		cmd=(python3 "$HERE/inject_torch.py" "$w" --seconds "$SECS")
+		[ "$c" = torchprof ] && cmd+=(--profiler)
+	fi
+	line=$(timeout 300 "${env[@]}" "${cmd[@]}" 2>>"$OUTD/inject-overhead-stderr.txt" | tail -n1)
+	rc=$?
+	printf '{"workload":"%s","config":"%s","rc":%d,"result":%s}\n' "$w" "$c" "$rc" "${line:-null}" >>"$RUNS"
+}
+for r in $(seq 1 "$ROUNDS"); do
+	for w in empty train infer matmul; do
+		for c in plain default full torchprof; do
+			[ "$w" = empty ] && [ "$c" = torchprof ] && continue
+			run "$w" "$c"
+		done
+	done
+done
+python3 - "$RUNS" "$OUTD" <<'PY'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+res = {}
+bad = []
+for r in runs:
+    if r["rc"] != 0 or not r["result"]:
+        bad.append(f"{r['workload']}/{r['config']} rc={r['rc']}")
+        continue
+    res.setdefault((r["workload"], r["config"]), []).append(r["result"])
+lines = ["workload  config      per-iter (median)   ratio to plain   RSS added   checksum",
+         "--------  ----------  ------------------  ---------------  ----------  --------"]
+table = {}
+for w in ["empty", "train", "infer", "matmul"]:
+    plain = res.get((w, "plain"))
+    if not plain:
+        continue
+    p = statistics.median(x["per_iter_ms"] for x in plain)
+    prss = statistics.median(x["maxrss_kb"] for x in plain)
+    pck = plain[0]["checksum"]
+    for c in ["plain", "default", "full", "torchprof"]:
+        xs = res.get((w, c))
+        if not xs:
+            continue
+        m = statistics.median(x["per_iter_ms"] for x in xs)
+        rss = statistics.median(x["maxrss_kb"] for x in xs) - prss
+        same = all(abs(x["checksum"] - pck) <= 1e-6 * max(1, abs(pck)) for x in xs)
+        unit = f"{m*1e6:.0f} ns" if w == "empty" else f"{m:.3f} ms"
+        table[f"{w}/{c}"] = {"median_ms": m, "ratio": m / p, "rss_added_kb": rss, "checksum_same": same,
+                             "runs": [x["per_iter_ms"] for x in xs]}
+        lines.append(f"{w:8s}  {c:10s}  {unit:>18s}  {m/p:15.4f}  {rss/1024:8.1f}MB  {'same' if same else 'DIFFERS'}")
+if bad:
+    lines.append("failed runs: " + ", ".join(bad))
+open(sys.argv[2] + "/inject-overhead.txt", "w").write("\n".join(lines) + "\n")
+json.dump(table, open(sys.argv[2] + "/inject-overhead.json", "w"), indent=1)
+print("\n".join(lines))
+PY

@@ -1,0 +1,241 @@
+/* `gpulse alerts`: the firing and pending alerts of gpulsed's rule engine
+ * (its /api/v1/alerts, Prometheus's shape), one row per alert: state,
+ * alert name, how long it has been active, its value and its other
+ * labels; firing ones first. --json prints the daemon's answer as it
+ * came, re-indented. */
+#include <getopt.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "buf.h"
+#include "client.h"
+#include "commands.h"
+#include "status.h"
+
+#define ALERTS_MAX 100000 /* rows shown; the daemon bounds them too */
+
+struct row {
+	const char *state;
+	const char *name;
+	double since_s;     /* active for; < 0 when unknown */
+	double value;
+	char labels[1024];  /* the other labels, k=v,... (cut when longer) */
+};
+
+/* RFC 3339 ("2026-11-29T18:00:00.5Z") to Unix seconds; NAN when not. */
+static double parse_rfc3339(const char *s)
+{
+	if (!s)
+		return NAN;
+	struct tm tm;
+	memset(&tm, 0, sizeof tm);
+	const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!p)
+		return NAN;
+	double frac = 0;
+	if (*p == '.') {
+		char *end;
+		frac = strtod(p, &end);
+		p = end;
+	}
+	long off = 0;
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int hh, mm;
+		if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
+			return NAN;
+		off = (hh * 3600L + mm * 60L) * (*p == '-' ? -1 : 1);
+		p += 6;
+	}
+	if (*p)
+		return NAN;
+	return (double)timegm(&tm) - (double)off + frac;
+}
+
+/* "3d 4h", "2h 5m", "4m 10s", "12s". */
+static void fmt_since(char *out, size_t n, double s)
+{
+	if (!(s >= 0)) {
+		snprintf(out, n, "?");
+		return;
+	}
+	long long t = (long long)s;
+	if (t >= 86400)
+		snprintf(out, n, "%lldd %lldh", t / 86400, t % 86400 / 3600);
+	else if (t >= 3600)
+		snprintf(out, n, "%lldh %lldm", t / 3600, t % 3600 / 60);
+	else if (t >= 60)
+		snprintf(out, n, "%lldm %llds", t / 60, t % 60);
+	else
+		snprintf(out, n, "%llds", t);
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	int fx = strcmp(x->state, "firing") == 0, fy = strcmp(y->state, "firing") == 0;
+	if (fx != fy)
+		return fy - fx;
+	int c = strcmp(x->name, y->name);
+	if (c)
+		return c;
+	c = strcmp(x->labels, y->labels);
+	return c ? c : (x->since_s < y->since_s) - (x->since_s > y->since_s);
+}
+
+/* Print the table of `alerts` (the API's data.alerts) as seen at now_s.
+ * 0, or GPULSE_EPARSE when the document is not of the expected shape. */
+static int render(json_t *alerts, const char *want_state, double now_s, FILE *out)
+{
+	if (!json_is_array(alerts))
+		return GPULSE_EPARSE;
+	size_t n = json_array_size(alerts);
+	if (n > ALERTS_MAX)
+		n = ALERTS_MAX;
+	struct row *rows = calloc(n ? n : 1, sizeof *rows);
+	if (!rows)
+		return GPULSE_ENOMEM;
+	size_t k = 0;
+	size_t wname = strlen("ALERT");
+	for (size_t i = 0; i < n; i++) {
+		json_t *a = json_array_get(alerts, i);
+		json_t *labels = json_object_get(a, "labels");
+		const char *state = json_string_value(json_object_get(a, "state"));
+		const char *name = json_string_value(json_object_get(labels, "alertname"));
+		if (!json_is_object(labels) || !state || !name) {
+			free(rows);
+			return GPULSE_EPARSE;
+		}
+		if (want_state && strcmp(state, want_state) != 0)
+			continue;
+		struct row *r = &rows[k++];
+		r->state = state;
+		r->name = name;
+		double at = parse_rfc3339(json_string_value(json_object_get(a, "activeAt")));
+		r->since_s = isnan(at) ? -1 : now_s - at;
+		const char *v = json_string_value(json_object_get(a, "value"));
+		r->value = v ? strtod(v, NULL) : NAN;
+		struct buf lb;
+		buf_init(&lb, sizeof r->labels - 1);
+		const char *key;
+		json_t *val;
+		/* jansson keeps insertion order; the daemon writes them sorted. */
+		json_object_foreach(labels, key, val) {
+			if (strcmp(key, "alertname") == 0 || !json_is_string(val))
+				continue;
+			buf_printf(&lb, "%s%s=%s", lb.len ? "," : "", key, json_string_value(val));
+		}
+		snprintf(r->labels, sizeof r->labels, "%s", lb.data ? lb.data : "");
+		if (lb.failed)
+			snprintf(r->labels + sizeof r->labels - 4, 4, "...");
+		buf_free(&lb);
+		if (strlen(name) > wname)
+			wname = strlen(name);
+	}
+	if (k == 0) {
+		fprintf(out, "no %s alerts\n", want_state ? want_state : "firing or pending");
+		free(rows);
+		return 0;
+	}
+	qsort(rows, k, sizeof *rows, row_cmp);
+	if (wname > 60)
+		wname = 60;
+	fprintf(out, "%-8s %-*s %-10s %-12s %s\n", "STATE", (int)wname, "ALERT", "SINCE", "VALUE", "LABELS");
+	for (size_t i = 0; i < k; i++) {
+		char since[32];
+		fmt_since(since, sizeof since, rows[i].since_s);
+		fprintf(out, "%-8s %-*.*s %-10s %-12.6g %s\n", rows[i].state, (int)wname, (int)wname,
+			rows[i].name, since, rows[i].value, rows[i].labels);
+	}
+	free(rows);
+	return 0;
+}
+
+static void alerts_usage(FILE *f)
+{
+	fputs("usage: gpulse alerts [--state firing|pending] [--json] [--url URL] [--token-file FILE]\n"
+	      "\n"
+	      "The alerts gpulsed's rule engine has firing or pending (its /api/v1/alerts):\n"
+	      "state, name, how long active (SINCE), the value of the rule's expression\n"
+	      "and the alert's other labels; firing alerts first.\n"
+	      "\n"
+	      "  --state S          only firing or only pending alerts\n"
+	      "  --json             print gpulsed's JSON answer\n"
+	      "  --url URL          gpulsed to ask (env GPULSE_URL)\n"
+	      "  --token-file FILE  file holding the bearer token (env GPULSE_TOKEN_FILE)\n"
+	      "\n"
+	      "Exit status: 0 ok (with or without alerts), 1 gpulsed unreachable or its\n"
+	      "answer unusable, 2 usage.\n",
+	      f);
+}
+
+int cmd_alerts(int argc, char **argv)
+{
+	enum { OPT_URL = 256, OPT_TOKEN, OPT_STATE };
+	static const struct option longopts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{"state", required_argument, NULL, OPT_STATE},
+		{"url", required_argument, NULL, OPT_URL},
+		{"token-file", required_argument, NULL, OPT_TOKEN},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct client_opts co = {0};
+	bool json = false;
+	const char *state = NULL;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "jh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'j': json = true; break;
+		case OPT_STATE: state = optarg; break;
+		case OPT_URL: co.url = optarg; break;
+		case OPT_TOKEN: co.token_file = optarg; break;
+		case 'h': alerts_usage(stdout); return CLI_OK;
+		default: alerts_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "gpulse alerts: unexpected argument \"%s\"\n", argv[optind]);
+		return CLI_USAGE;
+	}
+	if (state && strcmp(state, "firing") != 0 && strcmp(state, "pending") != 0) {
+		fprintf(stderr, "gpulse alerts: bad --state \"%s\" (firing or pending)\n", state);
+		return CLI_USAGE;
+	}
+	int exit_code = CLI_FAIL;
+	char err[1024];
+	struct buf body;
+	json_t *root = NULL;
+	buf_init(&body, CLIENT_MAX_RESPONSE);
+	int rc = client_get_json(&co, "/api/v1/alerts", &root, json ? &body : NULL, err, sizeof err);
+	if (rc) {
+		fprintf(stderr, "gpulse: %s\n", err);
+		exit_code = client_exit_code(rc);
+		goto out;
+	}
+	if (json) {
+		if (client_print_json(stdout, body.data, body.len) == 0)
+			exit_code = CLI_OK;
+		goto out;
+	}
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	rc = render(json_object_get(json_object_get(root, "data"), "alerts"), state,
+		    (double)tv.tv_sec + tv.tv_usec / 1e6, stdout);
+	if (rc) {
+		fprintf(stderr, "gpulse: gpulsed at %s sent its alerts in an unexpected shape (is it the "
+			"same version as this gpulse?)\n", client_base_url(&co));
+		goto out;
+	}
+	exit_code = CLI_OK;
+out:
+	json_decref(root);
+	buf_free(&body);
+	return exit_code;
+}

@@ -1,0 +1,128 @@
+/* Duty-cycle arithmetic of continuous mode; see governor.h. */
+#include "governor.h"
+
+#include <string.h>
+
+#define MIN_ON_NS 1000000ull /* 1 ms: shorter windows see too little to measure */
+
+void governor_config_default(struct governor_config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->budget_ppm = 5000;
+	c->cost_ns = 2000;
+	c->fixed_ns = 100000;
+	c->window_min_ns = 2000000;
+	c->window_max_ns = 50000000;
+	c->period_ns = 1000000000;
+	c->period_max_ns = 30000000000ull;
+}
+
+/* Fraction of wall time added per unit of traced time. */
+static double traced_fraction(const struct governor *g)
+{
+	return g->rate_hz * g->cost_ns / 1e9;
+}
+
+uint32_t governor_predict_ppm(const struct governor *g, uint64_t on_ns, uint64_t off_ns)
+{
+	double cycle = (double)on_ns + (double)off_ns;
+	if (cycle <= 0)
+		return 0;
+	/* A window that stays open (off == 0) is not closed and reopened. */
+	double fixed = off_ns ? g->fixed_ns : 0;
+	double ppm = ((double)on_ns * traced_fraction(g) + fixed) / cycle * 1e6;
+	return ppm >= 4e9 ? UINT32_MAX : (uint32_t)(ppm + 0.5);
+}
+
+static void plan(struct governor *g)
+{
+	const struct governor_config *c = &g->cfg;
+	double budget = (double)c->budget_ppm / 1e6;
+	double f = traced_fraction(g);
+	uint64_t on, off;
+	if (!g->have_rate) {
+		/* Probe: one short window, right away. */
+		on = c->window_min_ns;
+		off = 0;
+	} else if (f <= budget) {
+		/* Tracing all the time fits: keep the window open. */
+		on = c->window_max_ns;
+		off = 0;
+	} else {
+		double want_on = (budget * (double)c->period_ns - g->fixed_ns) / f;
+		if (want_on < (double)c->window_min_ns)
+			want_on = (double)c->window_min_ns;
+		if (want_on > (double)c->window_max_ns)
+			want_on = (double)c->window_max_ns;
+		double period = budget > 0 ? (want_on * f + g->fixed_ns) / budget : 1e30;
+		if (period > (double)c->period_max_ns) {
+			period = (double)c->period_max_ns;
+			want_on = (budget * period - g->fixed_ns) / f;
+			if (want_on < (double)MIN_ON_NS)
+				want_on = (double)MIN_ON_NS;
+		}
+		if (period < want_on)
+			period = want_on;
+		on = (uint64_t)want_on;
+		off = (uint64_t)(period - want_on);
+	}
+	g->on_ns = on;
+	g->off_ns = off;
+	g->duty_ppm = (uint32_t)((double)on / ((double)on + (double)off) * 1e6 + 0.5);
+	g->estimate_ppm = governor_predict_ppm(g, on, off);
+}
+
+void governor_init(struct governor *g, const struct governor_config *c)
+{
+	memset(g, 0, sizeof *g);
+	g->cfg = *c;
+	if (g->cfg.window_min_ns < MIN_ON_NS)
+		g->cfg.window_min_ns = MIN_ON_NS;
+	if (g->cfg.window_max_ns < g->cfg.window_min_ns)
+		g->cfg.window_max_ns = g->cfg.window_min_ns;
+	if (g->cfg.period_ns < g->cfg.window_max_ns)
+		g->cfg.period_ns = g->cfg.window_max_ns;
+	if (g->cfg.period_max_ns < g->cfg.period_ns)
+		g->cfg.period_max_ns = g->cfg.period_ns;
+	g->cost_ns = c->cost_ns > 0 ? c->cost_ns : 2000;
+	g->fixed_ns = c->fixed_ns >= 0 ? c->fixed_ns : 0;
+	plan(g);
+}
+
+void governor_window_done(struct governor *g, uint64_t on_ns, uint64_t records,
+			  double window_cost_ns)
+{
+	g->windows++;
+	if (on_ns > 0) {
+		/* The rate seen while tracing is slowed by tracing itself:
+		 * a thread that launched r per second spends r * cost of
+		 * each second in tracing, so untraced r = r_t / (1 - r_t * cost). */
+		double rt = (double)records * 1e9 / (double)on_ns;
+		double busy = rt * g->cost_ns / 1e9;
+		double r = busy < 0.95 ? rt / (1.0 - busy) : rt / 0.05;
+		if (!g->have_rate || r > g->rate_hz)
+			g->rate_hz = r; /* rises are believed at once */
+		else
+			g->rate_hz = 0.5 * g->rate_hz + 0.5 * r;
+		g->have_rate = 1;
+	}
+	if (window_cost_ns > 0)
+		g->fixed_ns = g->windows == 1 ? window_cost_ns : 0.8 * g->fixed_ns + 0.2 * window_cost_ns;
+	plan(g);
+}
+
+void governor_observe_processing(struct governor *g, double ns_per_record)
+{
+	if (!(ns_per_record >= 0) || ns_per_record > 1e6)
+		return;
+	double extra = g->cost_ns - g->cfg.cost_ns;
+	extra = 0.8 * extra + 0.2 * ns_per_record;
+	g->cost_ns = g->cfg.cost_ns + extra;
+	plan(g);
+}
+
+void governor_set_budget(struct governor *g, uint32_t budget_ppm)
+{
+	g->cfg.budget_ppm = budget_ppm;
+	plan(g);
+}

@@ -1,0 +1,1374 @@
+/* libgpulse-inject.so: loaded by the CUDA driver through
+ * CUDA_INJECTION64_PATH, it records what the application's GPUs do with
+ * CUPTI's activity and callback APIs, aggregates it in-process (agg.c),
+ * keeps its cost under a budget (governor.c) and ships summaries to
+ * gpulsed (client.c). docs/internals/inject.md has the design.
+ *
+ * Rules (DESIGN.md decision 7): never abort, never block an application
+ * thread, bounded memory, every drop counted, and step aside with one log
+ * line when CUPTI is missing, incompatible or taken by another profiler.
+ *
+ * Threads: the application's threads only run CUPTI callbacks here
+ * (profiler start/stop, NVTX push/pop, context creation), which take no
+ * lock that can be held for long (trylock, counted when busy). CUPTI's
+ * own thread hands completed activity buffers to buffer_completed, which
+ * aggregates under g.mu. The library's thread ("gpulse-inject") opens
+ * and closes tracing windows, flushes once a second and encodes frames;
+ * the client's thread owns the socket. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cupti.h>
+#include <generated_nvtx_meta.h>
+
+#include "agg.h"
+#include "capture.h"
+#include "inject_client.h"
+#include "clock.h"
+#include "cupti_shim.h"
+#include "governor.h"
+#include "inject_config.h"
+#include "status.h"
+#include "str.h"
+#include "wire.h"
+
+#define API __attribute__((visibility("default")))
+#define LOG_PREFIX "gpulse-inject: "
+
+#define BUFFER_BYTES    (1u << 20)  /* one CUPTI activity buffer */
+#define BUFFERS_MAX     32          /* outstanding: 32 MiB at most */
+#define NAME_CACHE      1024        /* demangled kernel names, by CUPTI's pointer */
+#define NVTX_DEPTH      32          /* nested ranges tracked per thread */
+#define FLUSH_NS        NS_PER_SEC
+#define EXIT_FLUSH_NS   (200 * NS_PER_MS)
+#define THREAD_TICK_NS  (100 * NS_PER_MS)
+
+static const CUpti_ActivityKind traced_kinds[] = {
+	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+	CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET,
+	CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+};
+#define NKINDS (sizeof traced_kinds / sizeof traced_kinds[0])
+
+#define MARKERS_OPEN 256  /* NVTX ranges open at once (continuous and full modes) */
+
+struct marker_open {
+	uint32_t id;               /* 0: free */
+	uint64_t start_ns;
+	char name[WIRE_NAME_MAX + 1];
+};
+
+struct name_entry {
+	const char *key;           /* CUPTI's name pointer (stable per function) */
+	char name[WIRE_NAME_MAX + 1];
+};
+
+static struct {
+	int initialized;
+	struct inject_config cfg;
+	struct cupti_lib cupti;
+	CUpti_SubscriberHandle sub;
+	int have_cupti;            /* CUPTI opened and subscribed */
+	int stepped_aside;
+	char reason[WIRE_REASON_MAX + 1];
+	int is_fork_child;         /* CUDA is unusable in a forked child */
+	uint32_t driver_version;
+
+	pthread_mutex_t mu;        /* agg, capture, names, counters below */
+	pthread_cond_t wake;
+	struct agg *cur, *snap, *total;
+	struct agg_encoder *enc;
+	struct capture *cap;
+	struct name_entry *names;  /* NAME_CACHE */
+	uint64_t names_uncached;
+	int64_t cupti_to_wall_ns;  /* add to a CUPTI timestamp for wall clock */
+	int64_t mono_to_wall_ns;
+
+	/* Tracing state (g.mu, except where atomic). */
+	uint8_t mode;
+	uint32_t budget_ppm;
+	char nvtx_focus[WIRE_NAME_MAX + 1];
+	atomic_int active;         /* activity kinds enabled now */
+	atomic_int focus_on;       /* focused mode: inside the range/profiler region */
+	atomic_int capture_on;
+	int64_t window_start_ns;   /* monotonic, when active */
+	int64_t window_next_ns;
+	int64_t interval_start_wall_ns;
+	struct governor gov;
+
+	/* Counters. */
+	atomic_uint_fast64_t launch_records; /* kernels + copies + memsets seen */
+	int holds_subscriber;      /* focused modes: callbacks need one */
+	int uvm_state;             /* 0 not yet, 1 on, -1 given up */
+	struct marker_open *markers; /* MARKERS_OPEN, under g.mu */
+	atomic_uint_fast64_t records_total;
+	atomic_uint_fast64_t records_dropped; /* CUPTI's drops, refused buffers, bounds */
+	atomic_uint_fast64_t buffers_out;
+	atomic_uint_fast64_t proc_ns, proc_records;
+	atomic_uint_fast64_t nvtx_dropped;
+	atomic_int_fast64_t active_since; /* monotonic, when tracing last turned on */
+	atomic_uint_fast64_t traced_accum; /* traced time of windows already closed */
+	uint64_t frames_dropped;   /* frames that could not be encoded or queued */
+	uint64_t kernels_other;
+	atomic_uint_fast64_t enable_failures;
+	uint64_t windows;
+	unsigned config_refused;   /* CONFIG frames asking for a focus we cannot give */
+
+	struct client *client;
+	pthread_t thread;
+	int thread_started;
+	int stop;
+	int exited;
+} g = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+struct nvtx_frame {
+	int64_t start_mono_ns;
+	uint8_t focus;
+	char name[WIRE_NAME_MAX + 1];
+};
+
+static _Thread_local struct {
+	unsigned depth;
+	struct nvtx_frame frames[NVTX_DEPTH];
+} nvtx_stack;
+
+API const char *gpulse_inject_version(void);
+API int gpulse_inject_status_json(char *buf, size_t len);
+API int InitializeInjection(void);
+
+/* One line on stderr, always prefixed; the library says little. */
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, LOG_PREFIX "%s\n", line);
+}
+
+static void step_aside(const char *why)
+{
+	g.stepped_aside = 1;
+	g.mode = WIRE_MODE_OFF;
+	str_copy(g.reason, sizeof g.reason, why);
+	say("stepping aside, the application runs untraced: %s", why);
+}
+
+/* ---- names ---- */
+
+typedef char *cxa_demangle_fn(const char *, char *, size_t *, int *);
+static cxa_demangle_fn *demangler;
+
+static void find_demangler(void)
+{
+	*(void **)(&demangler) = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+	if (!demangler) {
+		void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
+		if (h)
+			*(void **)(&demangler) = dlsym(h, "__cxa_demangle");
+	}
+}
+
+static void demangle_into(const char *mangled, char *out, size_t outlen)
+{
+	int status = -1;
+	char *d = NULL;
+	if (demangler && mangled[0] == '_' && mangled[1] == 'Z')
+		d = demangler(mangled, NULL, NULL, &status);
+	const char *src = (d && status == 0) ? d : mangled;
+	size_t n = strnlen(src, outlen - 1);
+	/* Cut on a UTF-8 boundary. */
+	if (src[n] != '\0')
+		while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
+			n--;
+	memcpy(out, src, n);
+	out[n] = '\0';
+	free(d);
+}
+
+/* Demangled name for CUPTI's name pointer; under g.mu. */
+static const char *kernel_name(const char *mangled)
+{
+	static char scratch[WIRE_NAME_MAX + 1];
+	if (!mangled)
+		return "(unnamed)";
+	if (g.names) {
+		uintptr_t h = ((uintptr_t)mangled >> 4) * 0x9e3779b97f4a7c15ull;
+		unsigned i = (unsigned)(h >> 40) & (NAME_CACHE - 1);
+		for (unsigned probe = 0; probe < 16; probe++, i = (i + 1) & (NAME_CACHE - 1)) {
+			struct name_entry *e = &g.names[i];
+			if (e->key == mangled)
+				return e->name;
+			if (!e->key) {
+				e->key = mangled;
+				demangle_into(mangled, e->name, sizeof e->name);
+				return e->name;
+			}
+		}
+	}
+	g.names_uncached++;
+	demangle_into(mangled, scratch, sizeof scratch);
+	return scratch;
+}
+
+/* ---- activity ---- */
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+	*max_records = 0;
+	*buffer = NULL;
+	*size = 0;
+	/* Past the cap CUPTI drops records and counts them; we read its
+	 * count when the next buffer completes. */
+	if (atomic_fetch_add(&g.buffers_out, 1) >= BUFFERS_MAX) {
+		atomic_fetch_sub(&g.buffers_out, 1);
+		return;
+	}
+	uint8_t *b = aligned_alloc(8, BUFFER_BYTES);
+	if (!b) {
+		atomic_fetch_sub(&g.buffers_out, 1);
+		return;
+	}
+	*buffer = b;
+	*size = BUFFER_BYTES;
+}
+
+static uint8_t copy_kind(uint8_t cupti_kind)
+{
+	switch (cupti_kind) {
+	case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return WIRE_COPY_H2D;
+	case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return WIRE_COPY_D2H;
+	case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return WIRE_COPY_D2D;
+	case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return WIRE_COPY_PEER;
+	default: return WIRE_COPY_OTHER;
+	}
+}
+
+/* Host memory is pageable only when CUPTI says so; device memory on
+ * both sides counts as pinned. */
+static uint8_t copy_pinned(uint8_t kind, uint8_t src_kind, uint8_t dst_kind)
+{
+	uint8_t host = kind == WIRE_COPY_H2D ? src_kind : kind == WIRE_COPY_D2H ? dst_kind : 0;
+	if (kind == WIRE_COPY_OTHER)
+		host = src_kind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE ? src_kind : dst_kind;
+	return host != CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+}
+
+static int capturing(void)
+{
+	return atomic_load_explicit(&g.capture_on, memory_order_relaxed) &&
+	       capture_active(g.cap, clock_mono_ns());
+}
+
+/* NVTX ranges from MARKER records (continuous and full modes): a start
+ * record names the range, the end record with the same id closes it.
+ * Under g.mu. */
+static void marker(uint32_t flags, uint32_t id, uint64_t ts, const char *name, int cap)
+{
+	if (!g.markers || id == 0)
+		return;
+	unsigned h = (id * 2654435761u) & (MARKERS_OPEN - 1);
+	if (flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
+		for (unsigned p = 0; p < MARKERS_OPEN; p++, h = (h + 1) & (MARKERS_OPEN - 1)) {
+			struct marker_open *m = &g.markers[h];
+			if (m->id == 0) {
+				m->id = id;
+				m->start_ns = ts;
+				str_copy(m->name, sizeof m->name, name ? name : "");
+				return;
+			}
+		}
+		atomic_fetch_add(&g.nvtx_dropped, 1); /* too many open ranges */
+	} else if (flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
+		for (unsigned p = 0; p < MARKERS_OPEN; p++, h = (h + 1) & (MARKERS_OPEN - 1)) {
+			struct marker_open *m = &g.markers[h];
+			if (m->id != id)
+				continue;
+			agg_add_range(g.cur, m->name, ts > m->start_ns ? ts - m->start_ns : 0);
+			if (cap)
+				capture_add(g.cap, WIRE_EV_RANGE, 0, 0, 0,
+					    m->start_ns + (uint64_t)g.cupti_to_wall_ns,
+					    ts + (uint64_t)g.cupti_to_wall_ns, 0, m->name);
+			m->id = 0;
+			/* Re-seat the entries after it in the probe run, so later
+			 * lookups still find them. */
+			unsigned j = (h + 1) & (MARKERS_OPEN - 1);
+			while (g.markers[j].id) {
+				struct marker_open t = g.markers[j];
+				g.markers[j].id = 0;
+				unsigned k = (t.id * 2654435761u) & (MARKERS_OPEN - 1);
+				while (g.markers[k].id)
+					k = (k + 1) & (MARKERS_OPEN - 1);
+				g.markers[k] = t;
+				j = (j + 1) & (MARKERS_OPEN - 1);
+			}
+			return;
+		}
+	}
+}
+
+static void process_record(CUpti_Activity *rec, int cap)
+{
+	switch (rec->kind) {
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+		const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
+		struct agg_kernel_rec r = {
+			.name = kernel_name(k->name), .device = k->deviceId, .context = k->contextId,
+			.stream = k->streamId, .start_ns = k->start, .end_ns = k->end,
+			.grid = { (uint32_t)k->gridX, (uint32_t)k->gridY, (uint32_t)k->gridZ },
+			.block = { (uint32_t)k->blockX, (uint32_t)k->blockY, (uint32_t)k->blockZ },
+			.registers = k->registersPerThread,
+			.shared_bytes = (uint32_t)k->staticSharedMemory + (uint32_t)k->dynamicSharedMemory,
+		};
+		agg_add_kernel(g.cur, &r);
+		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
+		if (cap)
+			capture_add(g.cap, WIRE_EV_KERNEL, 0, k->deviceId, k->streamId,
+				    k->start + (uint64_t)g.cupti_to_wall_ns,
+				    k->end + (uint64_t)g.cupti_to_wall_ns, 0, r.name);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMCPY: {
+		const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
+		uint8_t kind = copy_kind(m->copyKind);
+		struct agg_copy_rec r = {
+			.kind = kind, .pinned = copy_pinned(kind, m->srcKind, m->dstKind),
+			.device = m->deviceId, .context = m->contextId, .stream = m->streamId,
+			.start_ns = m->start, .end_ns = m->end, .bytes = m->bytes,
+		};
+		agg_add_copy(g.cur, &r);
+		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
+		if (cap)
+			capture_add(g.cap, WIRE_EV_COPY, kind, m->deviceId, m->streamId,
+				    m->start + (uint64_t)g.cupti_to_wall_ns,
+				    m->end + (uint64_t)g.cupti_to_wall_ns, m->bytes,
+				    agg_copy_kind_name(kind));
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+		const CUpti_ActivityMemcpyPtoP4 *m = (const CUpti_ActivityMemcpyPtoP4 *)rec;
+		struct agg_copy_rec r = {
+			.kind = WIRE_COPY_PEER, .pinned = 1, .device = m->deviceId,
+			.context = m->contextId, .stream = m->streamId, .start_ns = m->start,
+			.end_ns = m->end, .bytes = m->bytes,
+		};
+		agg_add_copy(g.cur, &r);
+		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
+		if (cap)
+			capture_add(g.cap, WIRE_EV_COPY, WIRE_COPY_PEER, m->deviceId, m->streamId,
+				    m->start + (uint64_t)g.cupti_to_wall_ns,
+				    m->end + (uint64_t)g.cupti_to_wall_ns, m->bytes, "peer");
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMSET: {
+		const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
+		struct agg_copy_rec r = {
+			.kind = WIRE_COPY_MEMSET, .pinned = 1, .device = m->deviceId,
+			.context = m->contextId, .stream = m->streamId, .start_ns = m->start,
+			.end_ns = m->end, .bytes = m->bytes,
+		};
+		agg_add_copy(g.cur, &r);
+		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
+		if (cap)
+			capture_add(g.cap, WIRE_EV_MEMSET, WIRE_COPY_MEMSET, m->deviceId, m->streamId,
+				    m->start + (uint64_t)g.cupti_to_wall_ns,
+				    m->end + (uint64_t)g.cupti_to_wall_ns, m->bytes, "memset");
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+		const CUpti_ActivitySynchronization2 *s = (const CUpti_ActivitySynchronization2 *)rec;
+		/* A stream waiting on an event is GPU-side ordering, not a
+		 * host wait. */
+		if (s->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT)
+			break;
+		struct agg_sync_rec r = {
+			.device = 0, .context = s->contextId,
+			.stream = s->streamId == CUPTI_SYNCHRONIZATION_INVALID_VALUE ? AGG_STREAM_NONE
+										    : s->streamId,
+			.start_ns = s->start, .end_ns = s->end,
+		};
+		/* The record names no device; the context's kernels do. */
+		for (unsigned i = 0; i < g.cur->nscopes; i++)
+			if (g.cur->scopes[i].context == s->contextId)
+				r.device = g.cur->scopes[i].device;
+		agg_add_sync(g.cur, &r);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_MARKER: {
+		const CUpti_ActivityMarker2 *mk = (const CUpti_ActivityMarker2 *)rec;
+		marker(mk->flags, mk->id, mk->timestamp, mk->name, cap);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER: {
+		const CUpti_ActivityUnifiedMemoryCounter3 *u =
+			(const CUpti_ActivityUnifiedMemoryCounter3 *)rec;
+		enum agg_uvm_counter c;
+		uint32_t dev = u->srcId;
+		switch (u->counterKind) {
+		case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD:
+			c = AGG_UVM_BYTES_H2D;
+			dev = u->dstId;
+			break;
+		case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH:
+			c = AGG_UVM_BYTES_D2H;
+			break;
+		case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT:
+			/* One record per CPU fault; its value is not a count
+			 * (the H200 showed address-sized numbers there). */
+			agg_add_uvm(g.cur, 0, AGG_UVM_CPU_FAULTS, 1);
+			return;
+		case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT:
+			c = AGG_UVM_GPU_FAULTS;
+			break;
+		case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING:
+			c = AGG_UVM_THRASHING;
+			break;
+		case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THROTTLING:
+			c = AGG_UVM_THROTTLING;
+			break;
+		default:
+			return;
+		}
+		if (dev >= 1024)
+			dev = 0; /* a CPU id or "invalid" on the other side */
+		agg_add_uvm(g.cur, dev, c, u->value);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
+				      size_t size, size_t valid)
+{
+	(void)size;
+	if (buffer && valid > 0 && g.cur) {
+		int64_t t0 = clock_mono_ns();
+		uint64_t n = 0;
+		pthread_mutex_lock(&g.mu);
+		int cap = capturing();
+		uint64_t dropped_before = g.cur->dropped;
+		CUpti_Activity *rec = NULL;
+		while (g.cupti.activity_get_next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
+			process_record(rec, cap);
+			n++;
+		}
+		uint64_t bound_drops = g.cur->dropped - dropped_before;
+		pthread_mutex_unlock(&g.mu);
+		atomic_fetch_add(&g.records_total, n);
+		atomic_fetch_add(&g.records_dropped, bound_drops);
+		atomic_fetch_add(&g.proc_ns, (uint64_t)(clock_mono_ns() - t0));
+		atomic_fetch_add(&g.proc_records, n);
+	}
+	size_t dropped = 0;
+	if (g.cupti.activity_get_num_dropped_records &&
+	    g.cupti.activity_get_num_dropped_records(ctx, stream_id, &dropped) == CUPTI_SUCCESS &&
+	    dropped)
+		atomic_fetch_add(&g.records_dropped, dropped);
+	if (buffer) {
+		free(buffer);
+		atomic_fetch_sub(&g.buffers_out, 1);
+	}
+}
+
+/* Turn the traced kinds on or off. Called from the library's thread,
+ * and from callbacks of the focused modes. */
+static void set_tracing(int on)
+{
+	if (!g.have_cupti || g.is_fork_child)
+		return;
+	int was = atomic_exchange(&g.active, on);
+	if (was == on)
+		return;
+	int64_t now = clock_mono_ns();
+	if (on)
+		atomic_store(&g.active_since, now);
+	else
+		atomic_fetch_add(&g.traced_accum, (uint64_t)(now - atomic_load(&g.active_since)));
+	for (size_t i = 0; i < NKINDS; i++) {
+		CUptiResult r = on ? g.cupti.activity_enable(traced_kinds[i])
+				   : g.cupti.activity_disable(traced_kinds[i]);
+		/* May run on an application thread (focused modes): no lock. */
+		if (r != CUPTI_SUCCESS && atomic_fetch_add(&g.enable_failures, 1) == 0)
+			say("cannot %s activity kind %d: %s (counted; going on)",
+			    on ? "enable" : "disable", (int)traced_kinds[i],
+			    cupti_lib_strerror(&g.cupti, r));
+	}
+}
+
+/* Whether another CUPTI client holds the subscriber now. In continuous
+ * and full modes the library holds none (it needs no callbacks there), so
+ * a profiler that starts later (torch.profiler, whose CUPTI setup fails
+ * if a subscriber exists) can take CUPTI; the library checks before it
+ * touches CUPTI's state and gives way when it sees one. */
+static void CUPTIAPI probe_cb(void *u, CUpti_CallbackDomain d, CUpti_CallbackId c, const void *x)
+{
+	(void)u;
+	(void)d;
+	(void)c;
+	(void)x;
+}
+
+static int cupti_taken(void)
+{
+	CUpti_SubscriberHandle s;
+	CUptiResult r = g.cupti.subscribe(&s, probe_cb, NULL);
+	if (r == CUPTI_SUCCESS) {
+		g.cupti.unsubscribe(s);
+		return 0;
+	}
+	return r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+}
+
+/* Another profiler took CUPTI: leave every CUPTI setting as it is (the
+ * other tool owns them now) and stop tracing for good. */
+static void give_way(void)
+{
+	g.have_cupti = 0;
+	atomic_store(&g.active, 0);
+	step_aside("another profiler started using CUPTI (torch.profiler, Nsight); "
+		   "gpulse leaves it to them");
+}
+
+/* ---- callbacks ---- */
+
+static void nvtx_push(const char *name)
+{
+	if (nvtx_stack.depth >= NVTX_DEPTH) {
+		nvtx_stack.depth++; /* keep pops balanced; the range is not timed */
+		atomic_fetch_add(&g.nvtx_dropped, 1);
+		return;
+	}
+	struct nvtx_frame *f = &nvtx_stack.frames[nvtx_stack.depth++];
+	str_copy(f->name, sizeof f->name, name ? name : "");
+	f->focus = g.mode == WIRE_MODE_FOCUSED_NVTX && strcmp(f->name, g.nvtx_focus) == 0;
+	if (f->focus && atomic_fetch_add(&g.focus_on, 1) == 0)
+		set_tracing(1);
+	f->start_mono_ns = clock_mono_ns();
+}
+
+static void nvtx_pop(void)
+{
+	int64_t end = clock_mono_ns();
+	if (nvtx_stack.depth == 0)
+		return; /* a pop without a push seen (the range began before us) */
+	if (nvtx_stack.depth > NVTX_DEPTH) {
+		nvtx_stack.depth--;
+		return;
+	}
+	struct nvtx_frame *f = &nvtx_stack.frames[--nvtx_stack.depth];
+	uint64_t dur = end > f->start_mono_ns ? (uint64_t)(end - f->start_mono_ns) : 0;
+	if (f->focus && atomic_fetch_sub(&g.focus_on, 1) == 1)
+		set_tracing(0);
+	/* Never wait on an application thread: if the lock is busy (a
+	 * flush is copying the tables), the range is counted as dropped. */
+	if (pthread_mutex_trylock(&g.mu) != 0) {
+		atomic_fetch_add(&g.nvtx_dropped, 1);
+		return;
+	}
+	if (g.cur)
+		agg_add_range(g.cur, f->name, dur);
+	if (capturing())
+		capture_add(g.cap, WIRE_EV_RANGE, 0, 0, 0,
+			    (uint64_t)(f->start_mono_ns + g.mono_to_wall_ns),
+			    (uint64_t)(end + g.mono_to_wall_ns), 0, f->name);
+	pthread_mutex_unlock(&g.mu);
+}
+
+/* Unified-memory counters need a context: enabling them in
+ * InitializeInjection fails with NOT_READY, so the library's thread tries
+ * each tick until a context exists (and focused modes from the
+ * context-created callback). */
+static void enable_uvm(void)
+{
+	if (g.uvm_state != 0 || !g.cupti.activity_configure_uvm)
+		return;
+	CUpti_ActivityUnifiedMemoryCounterConfig cfg[4];
+	static const CUpti_ActivityUnifiedMemoryCounterKind kinds[4] = {
+		CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,
+		CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
+		CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT,
+		CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT,
+	};
+	for (int i = 0; i < 4; i++) {
+		cfg[i].scope = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE;
+		cfg[i].kind = kinds[i];
+		cfg[i].deviceId = 0;
+		cfg[i].enable = 1;
+	}
+	CUptiResult r = g.cupti.activity_configure_uvm(cfg, 4);
+	if (r == CUPTI_SUCCESS)
+		r = g.cupti.activity_enable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+	if (r == CUPTI_SUCCESS) {
+		g.uvm_state = 1;
+	} else if (r != CUPTI_ERROR_NOT_READY) {
+		g.uvm_state = -1;
+		say("unified-memory counters unavailable: %s; going on without them",
+		    cupti_lib_strerror(&g.cupti, r));
+	}
+}
+
+static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+				 const void *data)
+{
+	(void)user;
+	if (g.exited || g.is_fork_child)
+		return;
+	if (domain == CUPTI_CB_DOMAIN_NVTX) {
+		const CUpti_NvtxData *d = data;
+		switch (cbid) {
+		case CUPTI_CBID_NVTX_nvtxRangePushA:
+			nvtx_push(((const nvtxRangePushA_params *)d->functionParams)->message);
+			break;
+		case CUPTI_CBID_NVTX_nvtxRangePushEx: {
+			const nvtxEventAttributes_t *a =
+				((const nvtxRangePushEx_params *)d->functionParams)->eventAttrib;
+			nvtx_push(a && a->messageType == NVTX_MESSAGE_TYPE_ASCII ? a->message.ascii : "");
+			break;
+		}
+		case CUPTI_CBID_NVTX_nvtxDomainRangePushEx: {
+			const nvtxEventAttributes_t *a =
+				((const nvtxDomainRangePushEx_params *)d->functionParams)->core.eventAttrib;
+			nvtx_push(a && a->messageType == NVTX_MESSAGE_TYPE_ASCII ? a->message.ascii : "");
+			break;
+		}
+		case CUPTI_CBID_NVTX_nvtxRangePop:
+		case CUPTI_CBID_NVTX_nvtxDomainRangePop:
+			nvtx_pop();
+			break;
+		default:
+			break;
+		}
+		return;
+	}
+	if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+		if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED && !(g.cfg.skip & INJECT_SKIP_UVM))
+			enable_uvm(); /* fails with NOT_READY before a context exists */
+		return;
+	}
+	const CUpti_CallbackData *d = data;
+	if (g.mode != WIRE_MODE_FOCUSED_PROFILER)
+		return;
+	int start = (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+		     cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000) ||
+		    (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
+	/* The runtime's start calls the driver's: both fire, and turning
+	 * tracing on twice is a no-op. On at exit of start, off at entry of
+	 * stop, so only the work in between is traced. */
+	if (start && d->callbackSite == CUPTI_API_EXIT) {
+		atomic_store(&g.focus_on, 1);
+		set_tracing(1);
+	} else if (!start && d->callbackSite == CUPTI_API_ENTER) {
+		atomic_store(&g.focus_on, 0);
+		set_tracing(0);
+	}
+}
+
+/* The library's thread has no CUDA context, and CUPTI enables the
+ * unified-memory counters only with one current. Borrow the primary
+ * context of the first device whose primary context the application
+ * already made active (never create one: that would take GPU memory on a
+ * device the application may not use). */
+static struct {
+	int loaded;
+	__typeof__(cuDeviceGetCount) *device_count;
+	__typeof__(cuDeviceGet) *device_get;
+	__typeof__(cuDevicePrimaryCtxGetState) *primary_state;
+	__typeof__(cuDevicePrimaryCtxRetain) *primary_retain;
+	__typeof__(cuDevicePrimaryCtxRelease) *primary_release;
+	__typeof__(cuCtxPushCurrent) *push;
+	__typeof__(cuCtxPopCurrent) *pop;
+} drv;
+
+static void load_driver_fns(void)
+{
+	if (drv.loaded)
+		return;
+	drv.loaded = 1;
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	if (!h)
+		return;
+	*(void **)(&drv.device_count) = dlsym(h, "cuDeviceGetCount");
+	*(void **)(&drv.device_get) = dlsym(h, "cuDeviceGet");
+	*(void **)(&drv.primary_state) = dlsym(h, "cuDevicePrimaryCtxGetState");
+	*(void **)(&drv.primary_retain) = dlsym(h, "cuDevicePrimaryCtxRetain");
+	*(void **)(&drv.primary_release) = dlsym(h, "cuDevicePrimaryCtxRelease_v2");
+	*(void **)(&drv.push) = dlsym(h, "cuCtxPushCurrent_v2");
+	*(void **)(&drv.pop) = dlsym(h, "cuCtxPopCurrent_v2");
+}
+
+static void enable_uvm_from_thread(void)
+{
+	load_driver_fns();
+	if (!drv.device_count || !drv.device_get || !drv.primary_state || !drv.primary_retain ||
+	    !drv.primary_release || !drv.push || !drv.pop) {
+		g.uvm_state = -1;
+		return;
+	}
+	int n = 0;
+	if (drv.device_count(&n) != CUDA_SUCCESS)
+		return;
+	for (int i = 0; i < n; i++) {
+		CUdevice dev;
+		unsigned flags = 0;
+		int active = 0;
+		if (drv.device_get(&dev, i) != CUDA_SUCCESS ||
+		    drv.primary_state(dev, &flags, &active) != CUDA_SUCCESS || !active)
+			continue;
+		CUcontext ctx = NULL;
+		if (drv.primary_retain(&ctx, dev) != CUDA_SUCCESS)
+			continue;
+		if (drv.push(ctx) == CUDA_SUCCESS) {
+			enable_uvm();
+			CUcontext popped;
+			drv.pop(&popped);
+		}
+		drv.primary_release(dev);
+		return;
+	}
+}
+
+/* ---- frames ---- */
+
+static int push_frame(const uint8_t *frame, size_t len, void *user)
+{
+	(void)user;
+	if (!g.client)
+		return 0; /* no daemon connection is configured: nothing to count */
+	client_push(g.client, frame, len); /* drops are counted by the client */
+	return 0;
+}
+
+static void fill_hello(struct wire_hello *h)
+{
+	memset(h, 0, sizeof *h);
+	h->pid = (uint32_t)getpid();
+	h->ppid = (uint32_t)getppid();
+	h->uid = (uint32_t)getuid();
+	h->cupti_version = g.have_cupti ? g.cupti.version : 0;
+	h->cuda_driver_version = g.driver_version;
+	h->mode = g.mode;
+	h->budget_ppm = g.budget_ppm;
+	h->start_wall_ns = (uint64_t)clock_wall_ns();
+	str_copy(h->lib_version, sizeof h->lib_version, GPULSE_VERSION);
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, h->cmdline, WIRE_CMD_MAX);
+		close(fd);
+		if (n > 0) {
+			for (ssize_t i = 0; i < n; i++)
+				if (h->cmdline[i] == '\0')
+					h->cmdline[i] = ' ';
+			while (n > 0 && h->cmdline[n - 1] == ' ')
+				n--;
+			h->cmdline[n] = '\0';
+		}
+	}
+}
+
+static void fill_status(struct wire_status *s)
+{
+	memset(s, 0, sizeof *s);
+	s->t_wall_ns = (uint64_t)clock_wall_ns();
+	s->mode = g.mode;
+	s->active = (uint8_t)atomic_load(&g.active);
+	s->stepped_aside = (uint8_t)g.stepped_aside;
+	str_copy(s->reason, sizeof s->reason, g.reason);
+	s->budget_ppm = g.budget_ppm;
+	if (g.mode == WIRE_MODE_CONTINUOUS) {
+		s->overhead_est_ppm = g.gov.estimate_ppm;
+		s->duty_ppm = g.gov.duty_ppm;
+		s->window_ns = g.gov.on_ns;
+	} else if (g.mode == WIRE_MODE_FULL) {
+		s->overhead_est_ppm = governor_predict_ppm(&g.gov, 1, 0);
+		s->duty_ppm = 1000000;
+	}
+	s->launch_rate_hz = g.gov.rate_hz;
+	s->records_total = atomic_load(&g.records_total);
+	s->records_dropped_total = atomic_load(&g.records_dropped) + atomic_load(&g.nvtx_dropped);
+	uint64_t fd = g.frames_dropped;
+	if (g.client) {
+		struct client_stats cs;
+		client_get_stats(g.client, &cs);
+		fd += cs.frames_dropped;
+	}
+	s->frames_dropped_total = fd;
+	s->kernels_other_total = g.kernels_other;
+}
+
+/* End the interval: swap the tables out, encode and queue the frames.
+ * Runs on the library's thread (or at exit, once that thread is gone). */
+static void flush_interval(int64_t now_mono)
+{
+	int64_t now_wall = clock_wall_ns();
+	uint64_t traced = atomic_exchange(&g.traced_accum, 0);
+	if (atomic_load(&g.active)) {
+		int64_t since = atomic_exchange(&g.active_since, now_mono);
+		traced += now_mono > since ? (uint64_t)(now_mono - since) : 0;
+	}
+	pthread_mutex_lock(&g.mu);
+	agg_take(g.cur, g.snap);
+	pthread_mutex_unlock(&g.mu);
+	struct agg_interval iv = {
+		.start_ns = (uint64_t)g.interval_start_wall_ns, .end_ns = (uint64_t)now_wall,
+		.traced_ns = traced, .topk = g.cfg.topk,
+	};
+	uint64_t folded = 0;
+	if (agg_encode(g.enc, g.snap, &iv, push_frame, NULL, &folded) != 0)
+		g.frames_dropped++;
+	g.kernels_other += g.snap->kernels_other + folded;
+	if (g.total)
+		agg_merge(g.total, g.snap);
+	g.interval_start_wall_ns = now_wall;
+	/* Capture frames, then the status. */
+	pthread_mutex_lock(&g.mu);
+	if (capture_pending(g.cap)) {
+		capture_drain(g.cap, now_mono, 0, push_frame, NULL);
+		if (!capture_pending(g.cap))
+			atomic_store(&g.capture_on, 0);
+	}
+	pthread_mutex_unlock(&g.mu);
+	struct wire_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = WIRE_STATUS;
+	fill_status(&m.u.status);
+	uint8_t frame[WIRE_HEADER_BYTES + 512];
+	size_t len = wire_encode(&m, frame, sizeof frame);
+	if (len)
+		push_frame(frame, len, NULL);
+	else
+		g.frames_dropped++;
+}
+
+/* ---- the library's thread ---- */
+
+/* Whether tracing should be on now, by mode. */
+static int want_tracing(int64_t now)
+{
+	if (g.stepped_aside || !g.have_cupti)
+		return 0;
+	if (atomic_load(&g.capture_on))
+		return 1;
+	switch (g.mode) {
+	case WIRE_MODE_FULL: return 1;
+	case WIRE_MODE_CONTINUOUS:
+		if (atomic_load(&g.active))
+			return g.gov.off_ns == 0 || now < g.window_start_ns + (int64_t)g.gov.on_ns;
+		return now >= g.window_next_ns;
+	case WIRE_MODE_FOCUSED_PROFILER:
+	case WIRE_MODE_FOCUSED_NVTX:
+		return atomic_load(&g.focus_on) > 0;
+	default: return 0;
+	}
+}
+
+static uint64_t window_records_base;
+
+static void open_window(int64_t now)
+{
+	if (!g.holds_subscriber && cupti_taken()) {
+		give_way();
+		return;
+	}
+	pthread_mutex_lock(&g.mu);
+	agg_window_begin(g.cur);
+	pthread_mutex_unlock(&g.mu);
+	set_tracing(1);
+	g.window_start_ns = now;
+	window_records_base = atomic_load(&g.launch_records);
+}
+
+/* Close (or, when always on, just measure) the continuous window. */
+static void close_window(int64_t now, int keep_open)
+{
+	int64_t t0 = clock_mono_ns();
+	if (!g.holds_subscriber && cupti_taken()) {
+		give_way();
+		return;
+	}
+	if (!keep_open)
+		set_tracing(0);
+	/* Forced: a partly filled buffer holds most of a short window's
+	 * records, and the launch rate is measured from them. */
+	g.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	int64_t cost = clock_mono_ns() - t0;
+	uint64_t on = (uint64_t)(now - g.window_start_ns);
+	uint64_t recs = atomic_load(&g.launch_records) - window_records_base;
+	uint64_t pn = atomic_exchange(&g.proc_ns, 0), pr = atomic_exchange(&g.proc_records, 0);
+	if (pr)
+		governor_observe_processing(&g.gov, (double)pn / (double)pr);
+	governor_window_done(&g.gov, on, recs, keep_open ? 0 : (double)cost * 2);
+	g.windows++;
+	g.window_next_ns = now + (int64_t)g.gov.off_ns;
+	g.window_start_ns = keep_open ? now : 0;
+	window_records_base = atomic_load(&g.launch_records);
+}
+
+static void *inject_main(void *arg)
+{
+	(void)arg;
+	int64_t next_flush = clock_mono_ns() + FLUSH_NS;
+	pthread_mutex_lock(&g.mu);
+	while (!g.stop) {
+		pthread_mutex_unlock(&g.mu);
+		int64_t now = clock_mono_ns();
+		int want = want_tracing(now);
+		int on = atomic_load(&g.active);
+		if (g.mode == WIRE_MODE_CONTINUOUS && !atomic_load(&g.capture_on) && g.have_cupti &&
+		    !g.stepped_aside) {
+			if (!on && want) {
+				open_window(now);
+			} else if (on && now >= g.window_start_ns + (int64_t)g.gov.on_ns) {
+				close_window(now, g.gov.off_ns == 0);
+				if (g.gov.off_ns == 0 && !atomic_load(&g.active))
+					open_window(now);
+			}
+		} else if (want != on) {
+			if (want) {
+				set_tracing(1);
+				g.window_start_ns = now;
+			} else {
+				set_tracing(0);
+				g.window_start_ns = 0;
+			}
+		}
+		if (now >= next_flush) {
+			if (g.have_cupti)
+				g.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+			if (!g.holds_subscriber && g.have_cupti && (g.mode == WIRE_MODE_FULL) &&
+			    cupti_taken())
+				give_way();
+			if (g.uvm_state == 0 && g.have_cupti && !(g.cfg.skip & INJECT_SKIP_UVM) &&
+			    (g.mode == WIRE_MODE_CONTINUOUS || g.mode == WIRE_MODE_FULL))
+				enable_uvm_from_thread();
+			flush_interval(now);
+			next_flush = now + FLUSH_NS;
+		}
+		/* Sleep until the next thing to do. */
+		int64_t until = next_flush;
+		if (g.mode == WIRE_MODE_CONTINUOUS) {
+			int64_t edge = atomic_load(&g.active) ? g.window_start_ns + (int64_t)g.gov.on_ns
+							      : g.window_next_ns;
+			if (edge > now && edge < until)
+				until = edge;
+		}
+		if (until > now + THREAD_TICK_NS)
+			until = now + THREAD_TICK_NS;
+		pthread_mutex_lock(&g.mu);
+		if (!g.stop)
+			clock_cond_wait_until(&g.wake, &g.mu, until);
+	}
+	pthread_mutex_unlock(&g.mu);
+	return NULL;
+}
+
+static int start_thread(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&g.thread, NULL, inject_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	g.thread_started = rc == 0;
+	return rc;
+}
+
+/* Daemon frames arrive on the client's thread. */
+static void on_daemon_msg(const struct wire_msg *m, void *user)
+{
+	(void)user;
+	if (m->type == WIRE_CAPTURE) {
+		if (!g.have_cupti || g.stepped_aside)
+			return;
+		uint32_t secs = m->u.capture.seconds;
+		if (secs == 0 || secs > CAPTURE_SECONDS_MAX)
+			secs = secs ? CAPTURE_SECONDS_MAX : 1;
+		pthread_mutex_lock(&g.mu);
+		capture_start(g.cap, m->u.capture.capture_id, m->u.capture.max_events,
+			      clock_mono_ns() + (int64_t)secs * NS_PER_SEC);
+		atomic_store(&g.capture_on, 1);
+		pthread_cond_signal(&g.wake);
+		pthread_mutex_unlock(&g.mu);
+	} else if (m->type == WIRE_CONFIG) {
+		if (g.stepped_aside || m->u.config.mode == WIRE_MODE_OFF)
+			return; /* off is chosen at start (GPULSE_MODE=off) */
+		pthread_mutex_lock(&g.mu);
+		if (m->u.config.budget_ppm && m->u.config.budget_ppm <= 1000000) {
+			g.budget_ppm = m->u.config.budget_ppm;
+			governor_set_budget(&g.gov, g.budget_ppm);
+		}
+		/* Focused modes need the callbacks set up at start (they hold
+		 * the subscriber): a running process switches between them
+		 * only if it started in one. */
+		int to_focus = m->u.config.mode == WIRE_MODE_FOCUSED_PROFILER ||
+			       m->u.config.mode == WIRE_MODE_FOCUSED_NVTX;
+		if (m->u.config.mode != g.mode && m->u.config.mode < WIRE_MODE_OFF &&
+		    (!to_focus || g.holds_subscriber)) {
+			g.mode = m->u.config.mode;
+			str_copy(g.nvtx_focus, sizeof g.nvtx_focus, m->u.config.nvtx_range);
+			atomic_store(&g.focus_on, 0);
+		} else if (to_focus && !g.holds_subscriber && !g.config_refused++) {
+			say("a focused mode can only be chosen at start (GPULSE_MODE, gpulse run "
+			    "--focus); staying %s", inject_mode_name(g.mode));
+		}
+		pthread_cond_signal(&g.wake);
+		pthread_mutex_unlock(&g.mu);
+	}
+}
+
+/* ---- exit and fork ---- */
+
+static void write_dump(void)
+{
+	if (!g.cfg.dump_path[0] || !g.total)
+		return;
+	char path[INJECT_PATH_MAX + 16];
+	if (g.is_fork_child)
+		snprintf(path, sizeof path, "%s.%d", g.cfg.dump_path, (int)getpid());
+	else
+		str_copy(path, sizeof path, g.cfg.dump_path);
+	FILE *f = fopen(path, "we");
+	if (!f) {
+		say("cannot write %s: %s", path, strerror(errno));
+		return;
+	}
+	char extra[4096];
+	struct client_stats cs;
+	memset(&cs, 0, sizeof cs);
+	if (g.client)
+		client_get_stats(g.client, &cs);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	char reason[2 * WIRE_REASON_MAX + 4];
+	size_t o = 0;
+	for (const char *p = g.reason; *p && o + 3 < sizeof reason; p++) {
+		if (*p == '"' || *p == '\\')
+			reason[o++] = '\\';
+		reason[o++] = (*p >= 0x20) ? *p : ' ';
+	}
+	reason[o] = '\0';
+	snprintf(extra, sizeof extra,
+		 "\"pid\": %d, \"mode\": \"%s\", \"stepped_aside\": %s, \"reason\": \"%s\", "
+		 "\"cupti_version\": %u, \"budget_ppm\": %u, \"records_total\": %llu, "
+		 "\"records_dropped_total\": %llu, \"nvtx_dropped\": %llu, "
+		 "\"kernels_other_total\": %llu, \"windows\": %llu, "
+		 "\"governor\": {\"rate_hz\": %.1f, \"cost_ns\": %.1f, \"fixed_ns\": %.1f, "
+		 "\"on_ns\": %llu, \"off_ns\": %llu, \"duty_ppm\": %u, \"estimate_ppm\": %u}, "
+		 "\"client\": {\"connects\": %llu, \"frames_sent\": %llu, \"frames_dropped\": %llu}, "
+		 "\"enable_failures\": %llu, \"uvm_state\": %d, \"holds_subscriber\": %s, "
+		 "\"maxrss_kb\": %ld",
+		 (int)getpid(), g.mode == WIRE_MODE_FOCUSED_NVTX ? "nvtx" : inject_mode_name(g.mode),
+		 g.stepped_aside ? "true" : "false", reason, g.have_cupti ? g.cupti.version : 0,
+		 g.budget_ppm, (unsigned long long)atomic_load(&g.records_total),
+		 (unsigned long long)atomic_load(&g.records_dropped),
+		 (unsigned long long)atomic_load(&g.nvtx_dropped),
+		 (unsigned long long)g.kernels_other, (unsigned long long)g.windows, g.gov.rate_hz,
+		 g.gov.cost_ns, g.gov.fixed_ns, (unsigned long long)g.gov.on_ns,
+		 (unsigned long long)g.gov.off_ns, g.gov.duty_ppm, g.gov.estimate_ppm,
+		 (unsigned long long)cs.connects, (unsigned long long)cs.frames_sent,
+		 (unsigned long long)(cs.frames_dropped + g.frames_dropped),
+		 (unsigned long long)atomic_load(&g.enable_failures), g.uvm_state,
+		 g.holds_subscriber ? "true" : "false", ru.ru_maxrss);
+	agg_dump_json(g.total, f, extra);
+	fclose(f);
+}
+
+static void at_exit(void)
+{
+	if (!g.initialized || g.exited)
+		return;
+	int thread_stuck = 0;
+	if (g.thread_started) {
+		pthread_mutex_lock(&g.mu);
+		g.stop = 1;
+		pthread_cond_signal(&g.wake);
+		pthread_mutex_unlock(&g.mu);
+		/* The thread may be inside a CUPTI or driver call; exit must
+		 * not wait on it for long. */
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 500 * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		if (pthread_timedjoin_np(g.thread, NULL, &until) != 0) {
+			thread_stuck = 1;
+			say("the library's thread did not stop within 500 ms; exiting without the last flush");
+		}
+		g.thread_started = 0;
+	}
+	if (thread_stuck) {
+		g.exited = 1;
+		write_dump();
+		return;
+	}
+	int64_t now = clock_mono_ns();
+	if (g.have_cupti && !g.is_fork_child) {
+		/* Everything recorded so far, including partly filled buffers. */
+		g.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	}
+	if (g.cur) {
+		flush_interval(now);
+		pthread_mutex_lock(&g.mu);
+		if (capture_pending(g.cap))
+			capture_drain(g.cap, now, 1, push_frame, NULL);
+		pthread_mutex_unlock(&g.mu);
+	}
+	g.exited = 1;
+	if (g.have_cupti && !g.is_fork_child)
+		set_tracing(0);
+	if (g.client)
+		client_flush(g.client, now + EXIT_FLUSH_NS);
+	write_dump();
+	/* The client's thread is stopped, but its memory stays: CUPTI's
+	 * thread may still be inside a callback that reads g. */
+	if (g.client)
+		client_destroy(g.client);
+	g.client = NULL;
+}
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&g.mu);
+	if (g.client)
+		client_fork_prepare(g.client);
+}
+
+static void fork_parent(void)
+{
+	if (g.client)
+		client_fork_parent(g.client);
+	pthread_mutex_unlock(&g.mu);
+}
+
+static void fork_child(void)
+{
+	/* The child has one thread and a CUDA context it must not use.
+	 * It reports as a new process with nothing traced: statistics
+	 * start from zero, and a fork+exec child loads the library anew. */
+	pthread_mutex_init(&g.mu, NULL);
+	clock_cond_init(&g.wake);
+	g.is_fork_child = 1;
+	atomic_store(&g.active, 0);
+	atomic_store(&g.capture_on, 0);
+	if (g.cur)
+		agg_clear(g.cur);
+	if (g.total)
+		agg_clear(g.total);
+	atomic_store(&g.records_total, 0);
+	atomic_store(&g.records_dropped, 0);
+	g.frames_dropped = 0;
+	g.kernels_other = 0;
+	g.stop = 0;
+	g.thread_started = 0;
+	nvtx_stack.depth = 0;
+	if (g.client) {
+		struct wire_hello h;
+		fill_hello(&h);
+		client_fork_child(g.client, &h);
+	}
+	start_thread();
+}
+
+/* ---- entry ---- */
+
+static const char *env_get(const char *name)
+{
+	return getenv(name);
+}
+
+static void connect_daemon(void)
+{
+	struct client_config cc;
+	memset(&cc, 0, sizeof cc);
+	for (int i = 0; i < CLIENT_PATHS_MAX; i++)
+		cc.paths[i] = g.cfg.socket_paths[i][0] ? g.cfg.socket_paths[i] : NULL;
+	cc.on_msg = on_daemon_msg;
+	struct wire_hello h;
+	fill_hello(&h);
+	if (client_create(&g.client, &cc, &h) != GPULSE_OK) {
+		say("cannot start the daemon connection (out of memory or threads); "
+		    "statistics stay in the process");
+		g.client = NULL;
+	}
+}
+
+/* NVTX reaches CUPTI only when NVTX_INJECTION64_PATH names CUPTI and is
+ * set before the application's first NVTX call (CUDA initialises, and
+ * loads this library, before most applications annotate anything). */
+static void setenv_nvtx(void)
+{
+	if (!getenv("NVTX_INJECTION64_PATH") && g.cupti.path[0] == '/')
+		setenv("NVTX_INJECTION64_PATH", g.cupti.path, 0);
+}
+
+static int setup_cupti(void)
+{
+	char err[WIRE_REASON_MAX + 1] = "";
+	int rc = cupti_lib_open(&g.cupti, g.cfg.cupti_path, err, sizeof err);
+	if (rc != GPULSE_OK) {
+		step_aside(err);
+		return rc;
+	}
+	CUptiResult r;
+	char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = "";
+	int focused = g.mode == WIRE_MODE_FOCUSED_PROFILER || g.mode == WIRE_MODE_FOCUSED_NVTX;
+	if (g.cupti.subscribe_v2) {
+		CUpti_SubscriberParams p;
+		memset(&p, 0, sizeof p);
+		p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+		p.subscriberName = "gpulse";
+		p.oldSubscriberName = other;
+		p.oldSubscriberSize = sizeof other - 1;
+		r = g.cupti.subscribe_v2(&g.sub, on_callback, NULL, &p);
+	} else {
+		r = g.cupti.subscribe(&g.sub, on_callback, NULL);
+	}
+	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+		snprintf(err, sizeof err, "CUPTI is already in use by another profiler%s%s%s",
+			 other[0] ? " (" : "", other, other[0] ? ")" : "");
+		step_aside(err);
+		return GPULSE_EBUSY;
+	}
+	if (r != CUPTI_SUCCESS) {
+		snprintf(err, sizeof err, "cuptiSubscribe failed: %s", cupti_lib_strerror(&g.cupti, r));
+		step_aside(err);
+		return GPULSE_EVENDOR;
+	}
+	/* Continuous and full modes need no callbacks: the subscription was
+	 * only the check that no other profiler is here. */
+	if (!focused)
+		g.cupti.unsubscribe(g.sub);
+	g.holds_subscriber = focused;
+	r = g.cupti.activity_register_callbacks(buffer_requested, buffer_completed);
+	if (r != CUPTI_SUCCESS) {
+		snprintf(err, sizeof err, "cuptiActivityRegisterCallbacks failed: %s",
+			 cupti_lib_strerror(&g.cupti, r));
+		if (focused)
+			g.cupti.unsubscribe(g.sub);
+		step_aside(err);
+		return GPULSE_EVENDOR;
+	}
+	g.have_cupti = 1;
+	if (!focused) {
+		/* NVTX ranges arrive as MARKER records; the kind costs only
+		 * the application's own NVTX calls, so it stays on. */
+		if (!(g.cfg.skip & INJECT_SKIP_NVTX)) {
+			g.markers = calloc(MARKERS_OPEN, sizeof *g.markers);
+			if (g.markers && g.cupti.activity_enable(CUPTI_ACTIVITY_KIND_MARKER) == CUPTI_SUCCESS)
+				setenv_nvtx();
+		}
+		goto timestamps;
+	}
+	/* Callbacks that stay on in every mode cost nothing on launches. */
+	g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+	if (g.mode == WIRE_MODE_FOCUSED_PROFILER) {
+		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+					CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
+		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+					CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
+		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API,
+					CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
+		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API,
+					CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
+	}
+	static const CUpti_CallbackId nvtx_ids[] = {
+		CUPTI_CBID_NVTX_nvtxRangePushA, CUPTI_CBID_NVTX_nvtxRangePushEx,
+		CUPTI_CBID_NVTX_nvtxRangePop, CUPTI_CBID_NVTX_nvtxDomainRangePushEx,
+		CUPTI_CBID_NVTX_nvtxDomainRangePop,
+	};
+	for (size_t i = 0; i < sizeof nvtx_ids / sizeof nvtx_ids[0]; i++)
+		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_NVTX, nvtx_ids[i]);
+	setenv_nvtx();
+timestamps:;
+	uint64_t ts = 0;
+	if (g.cupti.get_timestamp(&ts) == CUPTI_SUCCESS)
+		g.cupti_to_wall_ns = clock_wall_ns() - (int64_t)ts;
+	return GPULSE_OK;
+}
+
+API const char *gpulse_inject_version(void)
+{
+	return GPULSE_VERSION;
+}
+
+API int gpulse_inject_status_json(char *buf, size_t len)
+{
+	if (!buf || len == 0)
+		return GPULSE_EINVAL;
+	int n = snprintf(buf, len,
+			 "{\"mode\":\"%s\",\"stepped_aside\":%s,\"active\":%d,\"records_total\":%llu,"
+			 "\"records_dropped_total\":%llu,\"duty_ppm\":%u,\"estimate_ppm\":%u}",
+			 inject_mode_name(g.mode), g.stepped_aside ? "true" : "false",
+			 atomic_load(&g.active), (unsigned long long)atomic_load(&g.records_total),
+			 (unsigned long long)atomic_load(&g.records_dropped), g.gov.duty_ppm,
+			 g.gov.estimate_ppm);
+	return n > 0 && (size_t)n < len ? GPULSE_OK : GPULSE_ELIMIT;
+}
+
+API int InitializeInjection(void)
+{
+	if (g.initialized)
+		return 1;
+	g.initialized = 1;
+	clock_cond_init(&g.wake);
+	g.mono_to_wall_ns = clock_wall_ns() - clock_mono_ns();
+	g.interval_start_wall_ns = clock_wall_ns();
+	char err[1024];
+	inject_config_load(&g.cfg, env_get, (unsigned)getuid(), err, sizeof err);
+	if (err[0])
+		say("%s", err);
+	g.mode = g.cfg.mode;
+	g.budget_ppm = g.cfg.budget_ppm;
+	str_copy(g.nvtx_focus, sizeof g.nvtx_focus, g.cfg.nvtx_range);
+	struct governor_config gc;
+	governor_config_default(&gc);
+	gc.budget_ppm = g.budget_ppm;
+	gc.cost_ns = g.cfg.cost_ns;
+	governor_init(&g.gov, &gc);
+	int (*get_version)(int *) = NULL;
+	void *libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	*(void **)(&get_version) = dlsym(libcuda ? libcuda : RTLD_DEFAULT, "cuDriverGetVersion");
+	int dv = 0;
+	if (get_version && get_version(&dv) == 0)
+		g.driver_version = (uint32_t)dv;
+
+	g.cur = agg_create();
+	g.snap = agg_create();
+	g.total = g.cfg.dump_path[0] ? agg_create() : NULL;
+	g.enc = agg_encoder_create();
+	g.cap = capture_create();
+	g.names = calloc(NAME_CACHE, sizeof *g.names);
+	if (!g.cur || !g.snap || !g.enc || !g.cap || (g.cfg.dump_path[0] && !g.total)) {
+		step_aside("out of memory for the aggregation tables");
+		return 1;
+	}
+	if (g.mode == WIRE_MODE_OFF) {
+		step_aside("GPULSE_MODE=off");
+	} else {
+		find_demangler();
+		setup_cupti();
+	}
+	connect_daemon();
+	atexit(at_exit);
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	if (g.have_cupti && g.mode == WIRE_MODE_FULL)
+		set_tracing(1);
+	if (start_thread() != 0)
+		say("cannot start the library's thread; statistics are written at exit only");
+	return 1;
+}

@@ -1,0 +1,169 @@
+/* Environment settings of the injection library; see inject_config.h. */
+#include "inject_config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+#include "str.h"
+
+const char *inject_mode_name(unsigned mode)
+{
+	switch (mode) {
+	case WIRE_MODE_CONTINUOUS: return "continuous";
+	case WIRE_MODE_FOCUSED_PROFILER: return "profiler-api";
+	case WIRE_MODE_FOCUSED_NVTX: return "nvtx";
+	case WIRE_MODE_FULL: return "full";
+	case WIRE_MODE_OFF: return "off";
+	default: return "unknown";
+	}
+}
+
+int inject_parse_mode(const char *s, uint8_t *mode, char *nvtx, size_t nvtxlen)
+{
+	if (!s)
+		return GPULSE_EINVAL;
+	if (strcmp(s, "continuous") == 0)
+		*mode = WIRE_MODE_CONTINUOUS;
+	else if (strcmp(s, "profiler-api") == 0)
+		*mode = WIRE_MODE_FOCUSED_PROFILER;
+	else if (strcmp(s, "full") == 0)
+		*mode = WIRE_MODE_FULL;
+	else if (strcmp(s, "off") == 0)
+		*mode = WIRE_MODE_OFF;
+	else if (strncmp(s, "nvtx:", 5) == 0 && s[5] && strlen(s + 5) <= WIRE_NAME_MAX) {
+		*mode = WIRE_MODE_FOCUSED_NVTX;
+		if (nvtx)
+			str_copy(nvtx, nvtxlen, s + 5);
+	} else
+		return GPULSE_EINVAL;
+	return GPULSE_OK;
+}
+
+int inject_parse_budget(const char *s, uint32_t *ppm)
+{
+	if (!s || !*s)
+		return GPULSE_EINVAL;
+	errno = 0;
+	char *end;
+	double v = strtod(s, &end);
+	if (errno || end == s || !isfinite(v))
+		return GPULSE_EINVAL;
+	double scale;
+	if (strcmp(end, "%") == 0)
+		scale = 1e4;
+	else if (strcmp(end, "ppm") == 0)
+		scale = 1;
+	else if (*end == '\0')
+		scale = 1e6;
+	else
+		return GPULSE_EINVAL;
+	double p = v * scale;
+	if (!(p > 0) || p > 1e6)
+		return GPULSE_EINVAL;
+	*ppm = p < 1 ? 1 : (uint32_t)(p + 0.5);
+	return GPULSE_OK;
+}
+
+static void add_err(char *err, size_t errlen, const char *msg)
+{
+	if (!err || errlen == 0)
+		return;
+	size_t n = strlen(err);
+	snprintf(err + n, errlen - n, "%s%s", n ? "; " : "", msg);
+}
+
+void inject_config_load(struct inject_config *c, const char *(*get)(const char *name),
+			unsigned uid, char *err, size_t errlen)
+{
+	char msg[WIRE_NAME_MAX + 128];
+	memset(c, 0, sizeof *c);
+	if (err && errlen)
+		err[0] = '\0';
+	c->mode = WIRE_MODE_CONTINUOUS;
+	c->budget_ppm = 5000;
+	c->topk = 64;
+	c->cost_ns = 2000;
+	const char *v = get("GPULSE_MODE");
+	if (v && *v && inject_parse_mode(v, &c->mode, c->nvtx_range, sizeof c->nvtx_range)) {
+		snprintf(msg, sizeof msg, "GPULSE_MODE=%.64s is not continuous, profiler-api, "
+			 "nvtx:NAME, full or off; using continuous", v);
+		add_err(err, errlen, msg);
+	}
+	v = get("GPULSE_BUDGET");
+	if (v && *v && inject_parse_budget(v, &c->budget_ppm)) {
+		snprintf(msg, sizeof msg, "GPULSE_BUDGET=%.64s is not a share like 0.5%% or "
+			 "5000ppm in (0, 100%%]; using 0.5%%", v);
+		add_err(err, errlen, msg);
+	}
+	v = get("GPULSE_TOPK");
+	if (v && *v) {
+		char *end;
+		unsigned long k = strtoul(v, &end, 10);
+		if (*end || k < 1 || k >= WIRE_MAX_KERNELS) {
+			snprintf(msg, sizeof msg, "GPULSE_TOPK=%.64s is not in 1..%d; using 64", v,
+				 WIRE_MAX_KERNELS - 1);
+			add_err(err, errlen, msg);
+		} else {
+			c->topk = (unsigned)k;
+		}
+	}
+	v = get("GPULSE_COST_NS");
+	if (v && *v) {
+		char *end;
+		double d = strtod(v, &end);
+		if (*end || !(d > 0) || d > 1e6) {
+			snprintf(msg, sizeof msg, "GPULSE_COST_NS=%.64s is not in (0, 1e6]; using 2000", v);
+			add_err(err, errlen, msg);
+		} else {
+			c->cost_ns = d;
+		}
+	}
+	v = get("GPULSE_SOCKET");
+	if (v && *v) {
+		if (!str_copy(c->socket_paths[0], INJECT_PATH_MAX, v))
+			add_err(err, errlen, "GPULSE_SOCKET is too long; using the default paths");
+		else
+			goto sock_done;
+		c->socket_paths[0][0] = '\0';
+	}
+	{
+		unsigned n = 0;
+		str_copy(c->socket_paths[n++], INJECT_PATH_MAX, WIRE_DEFAULT_SOCKET);
+		const char *xdg = get("XDG_RUNTIME_DIR");
+		if (xdg && *xdg && strlen(xdg) + 32 < INJECT_PATH_MAX)
+			snprintf(c->socket_paths[n++], INJECT_PATH_MAX, "%s/gpulse/inject.sock", xdg);
+		snprintf(c->socket_paths[n], INJECT_PATH_MAX, "/tmp/gpulse-%u/inject.sock", uid);
+	}
+sock_done:
+	v = get("GPULSE_INJECT_DUMP");
+	if (v && *v && !str_copy(c->dump_path, sizeof c->dump_path, v)) {
+		c->dump_path[0] = '\0';
+		add_err(err, errlen, "GPULSE_INJECT_DUMP is too long; no dump");
+	}
+	v = get("GPULSE_INJECT_SKIP");
+	if (v && *v) {
+		char list[128];
+		str_copy(list, sizeof list, v);
+		char *save = NULL;
+		for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			if (strcmp(t, "uvm") == 0)
+				c->skip |= INJECT_SKIP_UVM;
+			else if (strcmp(t, "nvtx") == 0)
+				c->skip |= INJECT_SKIP_NVTX;
+			else {
+				snprintf(msg, sizeof msg, "GPULSE_INJECT_SKIP: unknown part '%.32s' "
+					 "(known: uvm, nvtx); ignored", t);
+				add_err(err, errlen, msg);
+			}
+		}
+	}
+	v = get("GPULSE_CUPTI_PATH");
+	if (v && *v && !str_copy(c->cupti_path, sizeof c->cupti_path, v)) {
+		c->cupti_path[0] = '\0';
+		add_err(err, errlen, "GPULSE_CUPTI_PATH is too long; searching the usual places");
+	}
+}

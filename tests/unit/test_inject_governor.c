@@ -1,0 +1,180 @@
+/* Tests for the overhead governor's arithmetic (src/inject/governor.c):
+ * at launch rates from idle to launch-bound, the plan keeps the predicted
+ * added time within the budget (or says when it cannot), windows stay in
+ * their bounds, the rate rises at once and falls slowly, the slowdown of
+ * tracing itself is corrected for, and the budget can change. A model of
+ * the application checks the prediction against simulated added time. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "governor.h"
+
+static struct governor make(uint32_t budget_ppm)
+{
+	struct governor_config c;
+	governor_config_default(&c);
+	c.budget_ppm = budget_ppm;
+	struct governor g;
+	governor_init(&g, &c);
+	return g;
+}
+
+/* Feed the governor a window observed in an application that launches
+ * `rate` records per second untraced, each costing cost_ns while traced:
+ * in `on` ns of tracing it gets through fewer, as tracing slows it. */
+static void observe(struct governor *g, double rate, double cost_ns)
+{
+	double on = (double)g->on_ns;
+	double traced_rate = rate / (1.0 + rate * cost_ns / 1e9);
+	governor_window_done(g, g->on_ns, (uint64_t)(traced_rate * on / 1e9), 0);
+}
+
+static void test_probe_first(void **state)
+{
+	(void)state;
+	struct governor g = make(5000);
+	assert_false(g.have_rate);
+	assert_int_equal(g.on_ns, g.cfg.window_min_ns);
+	assert_int_equal(g.off_ns, 0);
+}
+
+static void test_budget_met_across_rates(void **state)
+{
+	(void)state;
+	const double rates[] = { 10, 1000, 20000, 100000, 250000, 400000 };
+	for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
+		struct governor g = make(5000);
+		for (int w = 0; w < 5; w++)
+			observe(&g, rates[i], 2000);
+		/* The rate is recovered, corrected for tracing's slowdown. */
+		/* Within 1%, or one record per window for slow rates. */
+		double tol = rates[i] * 0.01 + 1e9 / (double)g.on_ns * 1.5;
+		assert_true(fabs(g.rate_hz - rates[i]) <= tol);
+		assert_true(g.on_ns >= g.cfg.window_min_ns);
+		assert_true(g.on_ns <= g.cfg.window_max_ns);
+		assert_true(g.on_ns + g.off_ns <= g.cfg.period_max_ns);
+		assert_true(g.estimate_ppm <= 5000 + 1);
+		/* The simulated application: tracing adds rate*cost per traced
+		 * second, plus the fixed cost of each closed window. */
+		double f = rates[i] * 2000 / 1e9;
+		double added = (double)g.on_ns * f + (g.off_ns ? g.fixed_ns : 0);
+		double ppm = added / (double)(g.on_ns + g.off_ns) * 1e6;
+		/* The rate is estimated from whole records per window, so
+		 * the real share may exceed the plan by the estimate's error. */
+		assert_true(ppm <= 5000 * 1.02);
+		if (f * 1e6 <= 5000) {
+			assert_int_equal(g.off_ns, 0); /* cheap enough to stay on */
+			assert_int_equal(g.duty_ppm, 1000000);
+		} else {
+			assert_true(g.off_ns > 0);
+			assert_true(g.duty_ppm < 1000000);
+		}
+	}
+}
+
+static void test_launch_bound_numbers(void **state)
+{
+	(void)state;
+	/* 400k launches/s at 2 µs: tracing doubles-ish the launch path
+	 * (f = 0.8); 0.5% allows a duty of about 0.6%. */
+	struct governor g = make(5000);
+	for (int w = 0; w < 3; w++)
+		observe(&g, 400000, 2000);
+	assert_true(g.duty_ppm > 5000 && g.duty_ppm < 7000);
+	assert_true(g.on_ns >= 2000000 && g.on_ns <= 10000000);
+	assert_true(g.off_ns >= 900000000);
+}
+
+static void test_unreachable_budget_is_reported(void **state)
+{
+	(void)state;
+	/* A budget so small that even 1 ms windows every 30 s exceed it:
+	 * the plan takes the floor and the estimate says so. */
+	struct governor g = make(1);
+	for (int w = 0; w < 3; w++)
+		observe(&g, 400000, 2000);
+	assert_int_equal(g.on_ns + g.off_ns, g.cfg.period_max_ns);
+	assert_true(g.on_ns >= 1000000);
+	assert_true(g.estimate_ppm > 1);
+}
+
+static void test_rate_rises_at_once_falls_slowly(void **state)
+{
+	(void)state;
+	struct governor g = make(5000);
+	for (int w = 0; w < 3; w++)
+		observe(&g, 1000, 2000);
+	assert_int_equal(g.off_ns, 0);
+	observe(&g, 300000, 2000);
+	assert_true(g.rate_hz > 299000);
+	assert_true(g.off_ns > 0);
+	uint64_t off_high = g.off_ns;
+	observe(&g, 1000, 2000);
+	/* Halfway down, not all the way: still duty-cycled. */
+	assert_true(g.rate_hz > 100000 && g.rate_hz < 200000);
+	assert_true(g.off_ns > 0 && g.off_ns < off_high);
+	for (int w = 0; w < 20; w++)
+		observe(&g, 1000, 2000);
+	assert_true(g.rate_hz < 2000);
+	assert_int_equal(g.off_ns, 0);
+}
+
+static void test_measured_costs_shorten_duty(void **state)
+{
+	(void)state;
+	struct governor g = make(5000);
+	for (int w = 0; w < 3; w++)
+		observe(&g, 100000, 2000);
+	uint32_t duty = g.duty_ppm;
+	/* The library's own processing adds 1 µs per record. */
+	for (int i = 0; i < 30; i++)
+		governor_observe_processing(&g, 1000);
+	assert_true(g.cost_ns > 2900 && g.cost_ns <= 3000);
+	assert_true(g.duty_ppm < duty);
+	/* Nonsense measurements are ignored. */
+	double c = g.cost_ns;
+	governor_observe_processing(&g, -5);
+	governor_observe_processing(&g, 1e9);
+	assert_true(g.cost_ns == c);
+	/* A measured window cost replaces the prior. */
+	governor_window_done(&g, g.on_ns, (uint64_t)(100000.0 * (double)g.on_ns / 1e9 / 1.3), 800000);
+	assert_true(g.fixed_ns < 800000 && g.fixed_ns > 100000);
+}
+
+static void test_budget_change(void **state)
+{
+	(void)state;
+	struct governor g = make(5000);
+	for (int w = 0; w < 3; w++)
+		observe(&g, 200000, 2000);
+	uint32_t duty = g.duty_ppm;
+	governor_set_budget(&g, 20000);
+	assert_true(g.duty_ppm > duty * 3);
+	assert_true(g.estimate_ppm <= 20001);
+	assert_int_equal(governor_predict_ppm(&g, 0, 0), 0);
+	/* Always on: the added share is rate * cost, no window costs. */
+	assert_int_equal(governor_predict_ppm(&g, 1000, 0),
+			 (uint32_t)(g.rate_hz * g.cost_ns / 1e9 * 1e6 + 0.5));
+	assert_true(g.rate_hz > 198000 && g.rate_hz < 202000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_probe_first),
+		cmocka_unit_test(test_budget_met_across_rates),
+		cmocka_unit_test(test_launch_bound_numbers),
+		cmocka_unit_test(test_unreachable_budget_is_reported),
+		cmocka_unit_test(test_rate_rises_at_once_falls_slowly),
+		cmocka_unit_test(test_measured_costs_shorten_duty),
+		cmocka_unit_test(test_budget_change),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
