@@ -221,7 +221,7 @@ int main(int argc, char **argv)
 	double per_s = 0;
 	for (size_t g = 0; g < ng; g++) {
 		const struct rules_group *gr = &pf[0]->groups[g];
-		int64_t iv = gr->interval_ms > 0 ? gr->interval_ms : 60000;
+		int64_t iv = gr->interval_ms > 0 ? gr->interval_ms : 1000; /* gpulsed's default */
 		double m = gms[g] / cycles;
 		per_s += m * 1000.0 / (double)iv;
 		printf("  group %-28s interval %6.0f s  %8.3f ms per evaluation\n", gr->name,
