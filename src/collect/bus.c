@@ -22,7 +22,7 @@ struct bus {
 	pthread_mutex_t attach_lock;
 	atomic_int count;
 	atomic_uint_fast64_t generation;
-	int64_t stale_after_ns[TIER_COUNT];
+	_Atomic int64_t stale_after_ns[TIER_COUNT]; /* set on reload, read by readers */
 	int nsubs;
 	bus_subscriber_fn *sub_fn[BUS_MAX_SUBSCRIBERS];
 	void *sub_ctx[BUS_MAX_SUBSCRIBERS];
@@ -55,7 +55,7 @@ void bus_destroy(struct bus *b)
 
 void bus_set_stale_after(struct bus *b, enum tier tier, int64_t ns)
 {
-	b->stale_after_ns[tier] = ns;
+	atomic_store(&b->stale_after_ns[tier], ns);
 }
 
 static void bump(struct bus *b)
@@ -218,7 +218,7 @@ int bus_read(struct bus *b, int slot, struct gpu_snapshot *out)
 	pthread_mutex_unlock(&sl->lock);
 	out->stale = 0;
 	for (int t = 0; t < TIER_COUNT; t++) {
-		int64_t limit = b->stale_after_ns[t];
+		int64_t limit = atomic_load(&b->stale_after_ns[t]);
 		if (limit > 0 && seen[t] > 0 && now - seen[t] > limit)
 			out->stale |= fields_of_tier((enum tier)t) & out->valid;
 	}

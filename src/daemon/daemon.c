@@ -745,7 +745,7 @@ static void reload(struct daemon *d)
 {
 	char err[512];
 	struct gpulse_config nc;
-	d->self.last_reload_wall_ns = clock_wall_ns();
+	atomic_store(&d->self.last_reload_wall_ns, clock_wall_ns());
 	if (daemon_load_config(d->opt, &nc, err, sizeof err) != 0) {
 		atomic_fetch_add(&d->self.reloads_failed_total, 1);
 		atomic_store(&d->self.last_reload_ok, 0);

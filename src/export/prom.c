@@ -1100,10 +1100,11 @@ static void render_self(struct render *r, const struct self_stats *self)
 		family(w, "gpulse_config_last_reload_successful", T_GAUGE,
 		       "1 if the last configuration reload succeeded.");
 		plain_u64(w, atomic_load_explicit(&self->last_reload_ok, memory_order_relaxed) != 0);
-		if (self->last_reload_wall_ns > 0) {
+		int64_t reload_ns = atomic_load_explicit(&self->last_reload_wall_ns, memory_order_relaxed);
+		if (reload_ns > 0) {
 			family(w, "gpulse_config_last_reload_timestamp_seconds", T_GAUGE,
 			       "Time of the last configuration reload, in seconds since the Unix epoch.");
-			plain_value(w, (double)self->last_reload_wall_ns / 1e9);
+			plain_value(w, (double)reload_ns / 1e9);
 		}
 		if (self->storage_stats) {
 			struct storage_self_stats st;

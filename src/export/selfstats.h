@@ -76,7 +76,7 @@ struct self_stats {
 	atomic_uint_fast64_t reloads_ok_total;
 	atomic_uint_fast64_t reloads_failed_total;
 	atomic_int last_reload_ok;                   /* 1 or 0 */
-	int64_t last_reload_wall_ns;
+	atomic_int_fast64_t last_reload_wall_ns;     /* written by reload, read by /metrics */
 	/* Set while storage is on (NULL: the gpulse_storage_* families are
 	 * left out). Set before the HTTP server starts; read-only after. */
 	storage_stats_fn *storage_stats;
