@@ -111,14 +111,9 @@ bool alert_item_is_resolved(const struct alert_item *it, int64_t now_ms)
 
 int alert_put_time(struct buf *b, int64_t ms)
 {
-	if (ms <= 0)
-		return buf_puts(b, "\"0001-01-01T00:00:00Z\"");
-	time_t s = (time_t)(ms / 1000);
-	struct tm tm;
-	gmtime_r(&s, &tm);
-	return buf_printf(b, "\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"", tm.tm_year + 1900,
-			  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-			  (int)(ms % 1000));
+	buf_putc(b, '"');
+	buf_put_rfc3339(b, ms, false);
+	return buf_putc(b, '"');
 }
 
 int alert_put_labels(struct buf *b, const struct alert_label *l, size_t n)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "status.h"
 
@@ -173,4 +174,25 @@ char *buf_steal(struct buf *b)
 	b->len = b->cap = 0;
 	b->failed = 0;
 	return p;
+}
+
+int buf_put_rfc3339(struct buf *b, int64_t t_ms, bool trim)
+{
+	if (t_ms <= 0)
+		return buf_puts(b, "0001-01-01T00:00:00Z");
+	time_t s = (time_t)(t_ms / 1000);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	buf_printf(b, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+		   tm.tm_hour, tm.tm_min, tm.tm_sec);
+	int ms = (int)(t_ms % 1000);
+	if (!trim)
+		buf_printf(b, ".%03d", ms);
+	else if (ms % 100 == 0 && ms)
+		buf_printf(b, ".%d", ms / 100);
+	else if (ms % 10 == 0 && ms)
+		buf_printf(b, ".%02d", ms / 10);
+	else if (ms)
+		buf_printf(b, ".%03d", ms);
+	return buf_putc(b, 'Z');
 }

@@ -5,7 +5,9 @@
 #define GPULSE_BUF_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct buf {
 	char *data;     /* always NUL-terminated when non-NULL */
@@ -35,6 +37,12 @@ int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
 int buf_put_double(struct buf *b, double v);
 /* Append `s` as a JSON string literal, quotes included. */
 int buf_put_json_string(struct buf *b, const char *s);
+/* Append the UTC time t_ms (ms since the Unix epoch) in RFC 3339, no
+ * quotes: "2026-11-29T19:30:00.250Z" with three fraction digits, or with
+ * `trim` as Go's RFC3339Nano writes it (trailing zeros and a zero
+ * fraction left out). t_ms <= 0 is Go's zero time,
+ * "0001-01-01T00:00:00Z", as Prometheus's APIs write "never". */
+int buf_put_rfc3339(struct buf *b, int64_t t_ms, bool trim);
 /* Append `s` escaped for a Prometheus label value (\\, \", \n), no quotes. */
 int buf_put_label_value(struct buf *b, const char *s);
 /* Hand the data to the caller, who frees it with free(); `b` becomes empty.

@@ -191,19 +191,6 @@ static int eval_error(struct http_response *resp, int rc, const char *err)
 	return api_error(resp, 500, "internal", err);
 }
 
-static void put_labels(struct buf *b, const struct promql_label *l, size_t n)
-{
-	buf_putc(b, '{');
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			buf_putc(b, ',');
-		buf_put_json_string(b, l[i].name);
-		buf_putc(b, ':');
-		buf_put_json_string(b, l[i].value);
-	}
-	buf_putc(b, '}');
-}
-
 static void put_point(struct buf *b, int64_t t_ms, double v)
 {
 	buf_putc(b, '[');
@@ -241,7 +228,7 @@ static void put_result(struct buf *b, const struct promql_result *r)
 			if (i)
 				buf_putc(b, ',');
 			buf_puts(b, "{\"metric\":");
-			put_labels(b, s->labels, s->nlabels);
+			promql_put_json_labels(b, s->labels, s->nlabels);
 			buf_puts(b, vector ? ",\"value\":" : ",\"values\":[");
 			for (size_t k = 0; k < s->npoints; k++) {
 				if (k)

@@ -1534,6 +1534,19 @@ int promql_format_value(struct buf *b, double v)
 	return b->failed ? GPULSE_ELIMIT : 0;
 }
 
+int promql_put_json_labels(struct buf *b, const struct promql_label *l, size_t n)
+{
+	buf_putc(b, '{');
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_putc(b, ',');
+		buf_put_json_string(b, l[i].name);
+		buf_putc(b, ':');
+		buf_put_json_string(b, l[i].value);
+	}
+	return buf_putc(b, '}');
+}
+
 int promql_format_labels(struct buf *b, const struct promql_label *labels, size_t n)
 {
 	buf_putc(b, '{');

@@ -69,6 +69,10 @@ void promql_result_free(struct promql_result *r);
  * strconv.FormatFloat(v, 'f', -1, 64), "NaN", "+Inf", "-Inf". */
 int promql_format_value(struct buf *b, double v);
 
+/* Append a label set as a JSON object, {"a":"1","b":"2"}, as Prometheus's
+ * APIs write labels. */
+int promql_put_json_labels(struct buf *b, const struct promql_label *l, size_t n);
+
 /* Append a label set as Prometheus prints one: {a="1", b="2"}. */
 int promql_format_labels(struct buf *b, const struct promql_label *labels, size_t n);
 

@@ -416,46 +416,15 @@ void alert_format_value(struct buf *b, double v)
 
 void alert_format_time(struct buf *b, int64_t t_ms)
 {
-	if (t_ms <= 0) {
-		buf_puts(b, "0001-01-01T00:00:00Z");
-		return;
-	}
-	time_t s = (time_t)(t_ms / 1000);
-	struct tm tm;
-	gmtime_r(&s, &tm);
-	buf_printf(b, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-		   tm.tm_hour, tm.tm_min, tm.tm_sec);
-	int ms = (int)(t_ms % 1000);
-	if (ms) {
-		char f[8];
-		snprintf(f, sizeof f, "%03d", ms);
-		size_t l = strlen(f);
-		while (l && f[l - 1] == '0')
-			f[--l] = '\0';
-		buf_printf(b, ".%s", f);
-	}
-	buf_putc(b, 'Z');
-}
-
-static void put_label_obj(struct buf *b, const struct promql_label *l, size_t n)
-{
-	buf_putc(b, '{');
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			buf_putc(b, ',');
-		buf_put_json_string(b, l[i].name);
-		buf_putc(b, ':');
-		buf_put_json_string(b, l[i].value);
-	}
-	buf_putc(b, '}');
+	buf_put_rfc3339(b, t_ms, true);
 }
 
 void alert_write_json(struct buf *b, const struct alert *a)
 {
 	buf_puts(b, "{\"labels\":");
-	put_label_obj(b, a->labels, a->nlabels);
+	promql_put_json_labels(b, a->labels, a->nlabels);
 	buf_puts(b, ",\"annotations\":");
-	put_label_obj(b, a->annotations, a->nannotations);
+	promql_put_json_labels(b, a->annotations, a->nannotations);
 	buf_printf(b, ",\"state\":\"%s\",\"activeAt\":\"", alert_state_name(a->state));
 	alert_format_time(b, a->active_at_ms);
 	buf_puts(b, "\",\"value\":\"");
@@ -474,9 +443,9 @@ void alert_write_json(struct buf *b, const struct alert *a)
 int alert_to_json(const struct alert *a, struct buf *b)
 {
 	buf_puts(b, "{\"labels\":");
-	put_label_obj(b, a->labels, a->nlabels);
+	promql_put_json_labels(b, a->labels, a->nlabels);
 	buf_puts(b, ",\"annotations\":");
-	put_label_obj(b, a->annotations, a->nannotations);
+	promql_put_json_labels(b, a->annotations, a->nannotations);
 	buf_printf(b, ",\"state\":\"%s\",\"value\":", alert_state_name(a->state));
 	if (isfinite(a->value))
 		buf_put_double(b, a->value);

@@ -923,30 +923,12 @@ size_t rules_engine_stats(struct rules_engine *e, struct rules_group_stats *out,
 	return n;
 }
 
-/* RFC 3339 with milliseconds, UTC; Go's zero time when never. */
+/* RFC 3339 with milliseconds, UTC, quoted; Go's zero time when never. */
 static int put_rfc3339(struct buf *b, int64_t t_ms)
 {
-	if (t_ms <= 0)
-		return buf_puts(b, "\"0001-01-01T00:00:00Z\"");
-	time_t s = (time_t)(t_ms / 1000);
-	struct tm tm;
-	gmtime_r(&s, &tm);
-	return buf_printf(b, "\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"", tm.tm_year + 1900,
-			  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-			  (int)(t_ms % 1000));
-}
-
-static int put_labels(struct buf *b, const struct promql_label *l, size_t n)
-{
-	buf_putc(b, '{');
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			buf_putc(b, ',');
-		buf_put_json_string(b, l[i].name);
-		buf_putc(b, ':');
-		buf_put_json_string(b, l[i].value);
-	}
-	return buf_putc(b, '}');
+	buf_putc(b, '"');
+	buf_put_rfc3339(b, t_ms, false);
+	return buf_putc(b, '"');
 }
 
 int rules_engine_write_json(struct rules_engine *e, struct buf *b)
@@ -974,10 +956,10 @@ int rules_engine_write_json(struct rules_engine *e, struct buf *b)
 			buf_puts(b, ",\"query\":");
 			buf_put_json_string(b, r->expr_text);
 			buf_puts(b, ",\"labels\":");
-			put_labels(b, r->labels, r->nlabels);
+			promql_put_json_labels(b, r->labels, r->nlabels);
 			if (r->alert) {
 				buf_puts(b, ",\"annotations\":");
-				put_labels(b, r->annotations, r->nannotations);
+				promql_put_json_labels(b, r->annotations, r->nannotations);
 				buf_puts(b, ",\"duration\":");
 				buf_put_double(b, (double)r->for_ms / 1000.0);
 				buf_puts(b, ",\"keepFiringFor\":");
