@@ -54,6 +54,8 @@ struct series {
 	size_t blob_len;
 	uint64_t hash;
 	struct series *hnext;
+	const char *name;            /* the __name__ value ("" when none) */
+	struct series *nnext;        /* the next series of the same name bucket */
 	/* Under the store's db_mu. */
 	bool on_disk;
 	int64_t rolled_until;        /* rollup rows exist for buckets before this */
@@ -129,6 +131,10 @@ struct tsdb {
 	pthread_mutex_t series_mu;   /* creation and the hash table */
 	struct series **htab;
 	size_t hcap;
+	/* Series by metric name (hcap buckets, newest first): selectors name
+	 * their metric, and a select then visits only its series. Buckets
+	 * are published with release stores, read without the lock. */
+	struct series *_Atomic *ntab;
 
 	struct shard shards[SHARDS];
 	_Atomic uint64_t head_bytes;
@@ -269,6 +275,8 @@ static struct series *htab_find(struct tsdb *db, const uint8_t *blob, size_t len
 	return NULL;
 }
 
+static const char *series_label(const struct series *s, const char *name);
+
 /* Add a series under series_mu; the slot count was checked. */
 static void series_publish(struct tsdb *db, struct series *s)
 {
@@ -277,6 +285,10 @@ static void series_publish(struct tsdb *db, struct series *s)
 	size_t b = s->hash & (db->hcap - 1);
 	s->hnext = db->htab[b];
 	db->htab[b] = s;
+	s->name = series_label(s, "__name__");
+	size_t nb = hash_bytes((const uint8_t *)s->name, strlen(s->name)) & (db->hcap - 1);
+	s->nnext = atomic_load_explicit(&db->ntab[nb], memory_order_relaxed);
+	atomic_store_explicit(&db->ntab[nb], s, memory_order_release);
 	db->series[n] = s;
 	atomic_fetch_add(&db->head_bytes, sizeof *s + sizeof *s->open + s->blob_len);
 	atomic_store_explicit(&db->nseries, n + 1, memory_order_release);
@@ -485,6 +497,7 @@ static void db_free(struct tsdb *db)
 		series_free(db->series[i]);
 	free(db->series);
 	free(db->htab);
+	free(db->ntab);
 	for (int i = 0; i < SHARDS; i++)
 		pthread_mutex_destroy(&db->shards[i].mu);
 	pthread_mutex_destroy(&db->db_mu);
@@ -560,7 +573,8 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	while (db->hcap < db->o.max_series && db->hcap < (1u << 24))
 		db->hcap <<= 1;
 	db->htab = calloc(db->hcap, sizeof *db->htab);
-	if (!db->path || !db->series || !db->htab) {
+	db->ntab = calloc(db->hcap, sizeof *db->ntab);
+	if (!db->path || !db->series || !db->htab || !db->ntab) {
 		db_free(db);
 		return GPULSE_ENOMEM;
 	}
@@ -1312,13 +1326,33 @@ int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
 	}
 	it->db = db;
 	it->o = *o;
-	for (size_t i = 0; i < n; i++) {
-		struct series *s = db->series[i];
-		bool ok = true;
-		for (size_t j = 0; j < nm && ok; j++)
-			ok = matcher_ok(&cm[j], series_label(s, cm[j].name));
-		if (ok)
-			it->match[it->nmatch++] = s;
+	const char *want_name = NULL;
+	for (size_t j = 0; j < nm && !want_name; j++)
+		if (cm[j].op == TSDB_MATCH_EQ && strcmp(cm[j].name, "__name__") == 0)
+			want_name = cm[j].value;
+	if (want_name) {
+		/* Only the series of that name: its bucket's chain, series
+		 * published up to n (later ones are not in this select). */
+		size_t nb = hash_bytes((const uint8_t *)want_name, strlen(want_name)) & (db->hcap - 1);
+		for (struct series *s = atomic_load_explicit(&db->ntab[nb], memory_order_acquire); s;
+		     s = s->nnext) {
+			if (s->id > n || strcmp(s->name, want_name) != 0)
+				continue;
+			bool ok = true;
+			for (size_t j = 0; j < nm && ok; j++)
+				ok = matcher_ok(&cm[j], series_label(s, cm[j].name));
+			if (ok)
+				it->match[it->nmatch++] = s;
+		}
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			struct series *s = db->series[i];
+			bool ok = true;
+			for (size_t j = 0; j < nm && ok; j++)
+				ok = matcher_ok(&cm[j], series_label(s, cm[j].name));
+			if (ok)
+				it->match[it->nmatch++] = s;
+		}
 	}
 	qsort(it->match, it->nmatch, sizeof *it->match, series_cmp);
 	int64_t now = o->now_ms ? o->now_ms : wall_ms();
