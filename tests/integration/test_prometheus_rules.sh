@@ -162,35 +162,34 @@ while True:
 print("anomaly scores: in gpulsed's store and in Prometheus for", sorted(want))
 PY
 
-# gpulsed's own alert engine, when it has one: the same names and labels
-# for the alerts whose inputs its store holds, on the GPU that answers.
-# Not compared (the store lacks their inputs; see docs/ALERTS.md, "At the
-# edge"): the XID alerts (no gpulse_gpu_xid_errors_total in the store),
-# GPULost (the store never holds gpulse_gpu_up 0), and the lost GPU 1,
-# whose last values the store keeps for the 5-minute lookback.
-code=$(curl -s -o "$WORK/galerts.json" -w '%{http_code}' "$URL/api/v1/alerts" || true)
-if [ "$code" = 200 ] && python3 -c 'import json,sys; json.load(open(sys.argv[1]))["data"]["alerts"]' "$WORK/galerts.json" 2>/dev/null; then
+# gpulsed's own alert engine, on the same rule file: the expected alerts
+# and none of the forbidden ones (its store holds what /metrics shows:
+# gpulse_gpu_up 0 for the lost GPU, XID counters, throttle reasons), then
+# the same names and labels as Prometheus for every expected alert.
+check_alerts "$URL" gpulsed || fail "gpulsed did not fire the pack's alerts"
 	python3 - "$URL" "$PROM" <<'PY' || fail "gpulsed and Prometheus fire different alerts"
 import json, sys, time, urllib.request
 url, prom = sys.argv[1], sys.argv[2]
-names = ("GPUMemoryHigh", "GPUMemoryCritical", "GPUUtilizationHigh")
-pick = lambda labels: labels.get("alertname") in names and labels.get("gpu") == "0"
+names = ("GPUMemoryHigh", "GPUMemoryCritical", "GPUUtilizationHigh", "GPUFallenOffBus",
+         "GPUXidMemoryError", "GPUXidApplicationFault", "GPULost", "GPUDown")
+# GPUUtilizationHigh only on GPU 0: gpulsed stored 10 Hz samples of GPUs 1
+# and 2 before they failed, where Prometheus scraped one or two, so their
+# 5-minute averages differ by design.
+pick = lambda labels: labels.get("alertname") in names and not (
+    labels.get("alertname") == "GPUUtilizationHigh" and labels.get("gpu") != "0")
 def alerts(base):
     got = json.load(urllib.request.urlopen(base + "/api/v1/alerts", timeout=5))["data"]["alerts"]
     return {tuple(sorted((k, v) for k, v in a["labels"].items() if k not in ("job", "instance")))
             for a in got if pick(a["labels"])}
-# Both sides are polled until they agree on all three (groups run at their
-# own offsets, so one may be a few seconds behind the other).
+# Both sides are polled until they agree (groups run at their own
+# offsets, so one may be a few seconds behind the other).
 deadline = time.time() + 60
 while True:
     g, p = alerts(url), alerts(prom)
-    if g == p and {dict(a)["alertname"] for a in g} == set(names):
+    if g == p and {dict(a)["alertname"] for a in g} >= set(names) - {"GPUUtilizationHigh"}:
         break
     assert time.time() < deadline, ("gpulsed", sorted(g), "prometheus", sorted(p))
     time.sleep(1)
-print(f"gpulsed: the same {len(g)} alerts as Prometheus on GPU 0: {sorted(dict(a)['alertname'] for a in g)}")
+print(f"gpulsed: the same {len(g)} alerts as Prometheus: {sorted(dict(a)['alertname'] for a in g)}")
 PY
-else
-	echo "gpulsed has no /api/v1/alerts yet: compared with Prometheus only"
-fi
 echo PASS
