@@ -79,7 +79,7 @@ static double time_bare(struct tsdb *db, int gpus, double since, double until, u
 			{TSDB_MATCH_RE, "__name__",
 			 "gpulse_gpu_bottleneck|gpulse_gpu_diagnosis_finding|"
 			 "gpulse_gpu_diagnosis_confidence_ratio|gpulse_gpu_headroom_ratio|"
-			 "gpulse_gpu_diagnosis_bytes_per_second"},
+			 "gpulse_gpu_diagnosis_bytes_per_second|gpulse_gpu_diagnosis_evidence_missing"},
 			{TSDB_MATCH_EQ, "gpu", gs}};
 		struct tsdb_select_opts so = {.mint = (int64_t)(since * 1000), .maxt = (int64_t)(until * 1000),
 					      .mode = TSDB_READ_RAW};

@@ -57,11 +57,13 @@ static const struct {
 #define S_FINDING (S_CLASS + DIAG_CLASS_COUNT)
 #define S_CONF (S_FINDING + DIAG_FINDING_COUNT)
 #define S_HEAD (S_CONF + 1)
-#define S_COUNT (S_HEAD + H_COUNT)
+#define S_MISSING (S_HEAD + H_COUNT)
+#define S_COUNT (S_MISSING + DIAG_MISSING_COUNT)
 
 #define NAME_CLASS "gpulse_gpu_bottleneck"
 #define NAME_FINDING "gpulse_gpu_diagnosis_finding"
 #define NAME_CONF "gpulse_gpu_diagnosis_confidence_ratio"
+#define NAME_MISSING "gpulse_gpu_diagnosis_evidence_missing"
 
 struct hist_gpu {
 	pthread_mutex_t lock;
@@ -122,6 +124,10 @@ static void series_of(int s, const char **name, const char **lname, const char *
 		*lvalue = diag_finding_name((enum diag_finding)(s - S_FINDING));
 	} else if (s == S_CONF) {
 		*name = NAME_CONF;
+	} else if (s >= S_MISSING) {
+		*name = NAME_MISSING;
+		*lname = "evidence";
+		*lvalue = diag_missing_name((enum diag_missing)(s - S_MISSING));
 	} else {
 		*name = headroom_series[s - S_HEAD].name;
 		*lname = headroom_series[s - S_HEAD].label;
@@ -132,7 +138,7 @@ static void series_of(int s, const char **name, const char **lname, const char *
 /* The series index of a stored series' labels, or -1. */
 static int series_index(const struct tsdb_label *l, size_t n)
 {
-	const char *name = NULL, *cls = NULL, *fnd = NULL, *res = NULL, *path = NULL;
+	const char *name = NULL, *cls = NULL, *fnd = NULL, *res = NULL, *path = NULL, *evd = NULL;
 	for (size_t i = 0; i < n; i++) {
 		if (strcmp(l[i].name, "__name__") == 0)
 			name = l[i].value;
@@ -144,6 +150,8 @@ static int series_index(const struct tsdb_label *l, size_t n)
 			res = l[i].value;
 		else if (strcmp(l[i].name, "path") == 0)
 			path = l[i].value;
+		else if (strcmp(l[i].name, "evidence") == 0)
+			evd = l[i].value;
 	}
 	if (!name)
 		return -1;
@@ -159,6 +167,12 @@ static int series_index(const struct tsdb_label *l, size_t n)
 	}
 	if (strcmp(name, NAME_CONF) == 0)
 		return S_CONF;
+	if (strcmp(name, NAME_MISSING) == 0) {
+		for (int m = 0; evd && m < DIAG_MISSING_COUNT; m++)
+			if (strcmp(evd, diag_missing_name((enum diag_missing)m)) == 0)
+				return S_MISSING + m;
+		return -1;
+	}
 	const char *v = res ? res : path;
 	for (int i = 0; v && i < H_COUNT; i++)
 		if (strcmp(name, headroom_series[i].name) == 0 && strcmp(v, headroom_series[i].value) == 0)
@@ -256,6 +270,8 @@ void diag_history_put(struct diag_history *h, const struct gpu_identity *id,
 	append(h, g->ref[S_CONF], t_ms, w->confidence);
 	for (int i = 0; i < H_COUNT; i++)
 		append(h, g->ref[S_HEAD + i], t_ms, headroom_get(&w->headroom, i));
+	for (int m = 0; m < DIAG_MISSING_COUNT; m++)
+		append(h, g->ref[S_MISSING + m], t_ms, (w->missing & DIAG_MISSING_BIT(m)) != 0);
 	atomic_fetch_add(&h->windows, 1);
 	/* A record holds the whole window at a change of class or findings
 	 * that lasted STABLE_WINDOWS windows (flapping writes none), at most
@@ -451,6 +467,10 @@ static void finish_window(struct diag_window *w, const struct acc *a, const stru
 				.stat = "share_of_windows", .value = share, .op = ">=",
 				.threshold = FINDING_SHARE, .peak = NAN, .unit = "ratio", .holds = keep};
 	}
+	/* Evidence missing from any of its windows weakens the whole. */
+	for (int m = 0; m < DIAG_MISSING_COUNT; m++)
+		if (a->sum[S_MISSING + m] > 0)
+			w->missing |= DIAG_MISSING_BIT(m);
 	double conf = a->cnt[S_CONF] > 0 ? a->sum[S_CONF] / a->cnt[S_CONF] : NAN;
 	w->confidence = isnan(conf) ? top_share : conf * top_share;
 	for (int i = 0; i < H_COUNT; i++) {
@@ -484,7 +504,7 @@ int diag_history_read(struct diag_history *h, int gpu, double since_s, double un
 	snprintf(g, sizeof g, "%d", gpu);
 	struct tsdb_matcher m[2] = {
 		{TSDB_MATCH_RE, "__name__",
-		 NAME_CLASS "|" NAME_FINDING "|" NAME_CONF
+		 NAME_CLASS "|" NAME_FINDING "|" NAME_CONF "|" NAME_MISSING
 			    "|gpulse_gpu_headroom_ratio|gpulse_gpu_diagnosis_bytes_per_second"},
 		{TSDB_MATCH_EQ, "gpu", g},
 	};

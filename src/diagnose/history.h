@@ -13,6 +13,7 @@
  *                                               pipe_active, pipe, clock, dram,
  *                                               pcie, memory, busy
  *   gpulse_gpu_diagnosis_bytes_per_second{path} dram, pcie_tx, pcie_rx
+ *   gpulse_gpu_diagnosis_evidence_missing{evidence} 1 when the window lacked it
  * Samples are stamped at the window's last millisecond, so each lies in
  * the window (and the rollup minute) it describes.
  * Records (kind "diagnosis", key "UUID/END_MS", the window's JSON as
