@@ -1863,6 +1863,21 @@ int tsdb_record_keys(struct tsdb *db, const char *kind, const char *key_lo, cons
 	return rc;
 }
 
+/* Run the bound delete `st` (db_mu held by the caller, released here) and
+ * count the rows it removed. 0 or GPULSE_EIO (counted). */
+static int run_delete(struct tsdb *db, sqlite3_stmt *st, int *changes)
+{
+	int rc = sql_step_done(st);
+	*changes = sqlite3_changes(db->sql);
+	sqlite3_clear_bindings(st);
+	pthread_mutex_unlock(&db->db_mu);
+	if (rc != 0) {
+		atomic_fetch_add(&db->storage_errors, 1);
+		return GPULSE_EIO;
+	}
+	return 0;
+}
+
 int tsdb_record_delete(struct tsdb *db, const char *kind, const char *key)
 {
 	if (!record_args_ok(kind, key))
@@ -1871,15 +1886,9 @@ int tsdb_record_delete(struct tsdb *db, const char *kind, const char *key)
 	sqlite3_stmt *st = db->st[ST_REC_DEL];
 	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-	int rc = sql_step_done(st);
-	int changes = sqlite3_changes(db->sql);
-	sqlite3_clear_bindings(st);
-	pthread_mutex_unlock(&db->db_mu);
-	if (rc != 0) {
-		atomic_fetch_add(&db->storage_errors, 1);
-		return GPULSE_EIO;
-	}
-	return changes > 0 ? 0 : GPULSE_ENOENT;
+	int changes;
+	int rc = run_delete(db, st, &changes);
+	return rc ? rc : changes > 0 ? 0 : GPULSE_ENOENT;
 }
 
 int tsdb_record_prune(struct tsdb *db, const char *kind, int64_t before_ms, size_t *deleted)
@@ -1892,15 +1901,9 @@ int tsdb_record_prune(struct tsdb *db, const char *kind, int64_t before_ms, size
 	sqlite3_stmt *st = db->st[ST_REC_PRUNE];
 	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, before_ms);
-	int rc = sql_step_done(st);
-	int changes = sqlite3_changes(db->sql);
-	sqlite3_clear_bindings(st);
-	pthread_mutex_unlock(&db->db_mu);
-	if (rc != 0) {
-		atomic_fetch_add(&db->storage_errors, 1);
-		return GPULSE_EIO;
-	}
-	if (deleted)
+	int changes;
+	int rc = run_delete(db, st, &changes);
+	if (rc == 0 && deleted)
 		*deleted = (size_t)changes;
-	return 0;
+	return rc;
 }
