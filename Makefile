@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-unit test-asan fuzz bench clean gpu-check
+.PHONY: all deps build run test test-unit test-asan test-tsan fuzz bench clean gpu-check
 
 all: build
 
@@ -31,6 +31,13 @@ test-asan:
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure -j $(JOBS)
+
+# The whole suite under ThreadSanitizer (by hand: slower, not in `make test`).
+test-tsan:
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DGPULSE_TSAN=ON >/dev/null
+	@cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:die_after_fork=0 \
 		ctest --output-on-failure -j $(JOBS)
 
 fuzz:

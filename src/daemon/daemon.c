@@ -486,6 +486,7 @@ static int handle_index(void *ctx, const struct http_request *req, struct http_r
 		return buf_puts(&resp->body, "not found\n");
 	}
 	resp->content_type = "text/html; charset=utf-8";
+	enum daemon_mode mode = self_stats_get_mode(&d->self, NULL, 0, NULL);
 	return buf_printf(&resp->body,
 			  "<!doctype html><html><head><title>gpulse</title></head><body>"
 			  "<h1>gpulsed %s</h1><p>Source: %s</p><ul>"
@@ -499,8 +500,8 @@ static int handle_index(void *ctx, const struct http_request *req, struct http_r
 			  "query API over the stored history)</li>"
 			  "<li><a href=\"/healthz\">/healthz</a></li></ul></body></html>\n",
 			  GPULSE_VERSION,
-			  d->self.mode == MODE_NVML ? "NVML" :
-			  d->self.mode == MODE_REPLAY ? "REPLAY of a recording" : "none (no NVIDIA driver)");
+			  mode == MODE_NVML ? "NVML" :
+			  mode == MODE_REPLAY ? "REPLAY of a recording" : "none (no NVIDIA driver)");
 }
 
 /* ---- storage ------------------------------------------------------------ */
@@ -680,9 +681,7 @@ static int start_replay(struct daemon *d, const char *path, char *err, size_t er
 	int r = replay_start(&d->rep, d->bus, &rc, err, errlen);
 	if (r)
 		return r;
-	d->self.mode = MODE_REPLAY;
-	d->self.replay_speed = d->cfg.replay.speed;
-	str_copy(d->self.mode_detail, sizeof d->self.mode_detail, path);
+	self_stats_set_mode(&d->self, MODE_REPLAY, path, d->cfg.replay.speed);
 	return GPULSE_OK;
 }
 
@@ -697,9 +696,7 @@ static int try_nvml(struct daemon *d, char *err, size_t errlen)
 		return rc;
 	pthread_rwlock_wrlock(&d->source_lock);
 	d->col = col;
-	d->self.mode = MODE_NVML;
-	snprintf(d->self.mode_detail, sizeof d->self.mode_detail, "%s",
-		 collector_nvml(col)->path);
+	self_stats_set_mode(&d->self, MODE_NVML, collector_nvml(col)->path, 0);
 	pthread_rwlock_unlock(&d->source_lock);
 	log_info("watching %d GPU(s) through NVML", bus_gpu_count(d->bus));
 	return GPULSE_OK;
@@ -730,9 +727,8 @@ static int start_source(struct daemon *d)
 		}
 		log_error("%s", err);
 	}
-	d->self.mode = MODE_NONE;
 	/* The detail is a label value: a long reason is cut, on purpose. */
-	str_copy(d->self.mode_detail, sizeof d->self.mode_detail, err);
+	self_stats_set_mode(&d->self, MODE_NONE, err, 0);
 	log_warn("no usable NVIDIA driver (%s); serving self-metrics only, trying again every %.0f s",
 		 err, (double)NVML_RETRY_NS / NS_PER_SEC);
 	d->next_nvml_try = clock_mono_ns() + NVML_RETRY_NS;
@@ -804,6 +800,7 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	d->opt = opt;
 	d->cfg = *cfg;
 	d->self.start_wall_ns = clock_wall_ns();
+	pthread_mutex_init(&d->self.mode_lock, NULL);
 	d->self.replay_speed = 0;
 	atomic_store(&d->self.last_reload_ok, 1);
 	pthread_rwlock_init(&d->source_lock, NULL);
@@ -871,6 +868,27 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	d->self.profile_metrics = profiling_metrics;
 	d->self.profile_ctx = d->prof;
 
+	/* The live diagnosis subscribes before any source publishes, and
+	 * exists before the HTTP server can ask it (/api/v1/diagnosis). */
+	double rate_hz = 1e9 / (double)d->cfg.sampling.fast_ns;
+	if (d->cfg.replay.file[0] || opt->demo)
+		rate_hz = fmax(rate_hz, 10 * d->cfg.replay.speed);
+	if (diag_live_create(&d->diag, d->bus, (double)d->cfg.diagnosis.window_ns / 1e9,
+			     (double)d->cfg.diagnosis.history_ns / 1e9, rate_hz) != GPULSE_OK) {
+		log_error("cannot start the live diagnosis");
+		goto out;
+	}
+	diag_live_set_trace_source(d->diag, trace_source, d->prof);
+	if (d->db) {
+		struct diag_history_opts ho = {.record_retention_ms = d->cfg.storage.retention_ns /
+								      NS_PER_MS};
+		if (diag_history_create(&d->hist, d->db, &ho) != GPULSE_OK) {
+			log_error("cannot keep the diagnosis in the store");
+			goto out;
+		}
+		diag_live_set_sink(d->diag, history_sink, d->hist);
+	}
+
 	api_init(&d->api, d->db);
 	struct http_config hc;
 	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token) != 0) {
@@ -895,26 +913,6 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	api_register(d->http, &d->api);
 	profiling_register(d->prof, d->http);
 	http_route(d->http, "/", handle_index, d);
-
-	/* The live diagnosis subscribes before any source publishes. */
-	double rate_hz = 1e9 / (double)d->cfg.sampling.fast_ns;
-	if (d->cfg.replay.file[0] || opt->demo)
-		rate_hz = fmax(rate_hz, 10 * d->cfg.replay.speed);
-	if (diag_live_create(&d->diag, d->bus, (double)d->cfg.diagnosis.window_ns / 1e9,
-			     (double)d->cfg.diagnosis.history_ns / 1e9, rate_hz) != GPULSE_OK) {
-		log_error("cannot start the live diagnosis");
-		goto out;
-	}
-	diag_live_set_trace_source(d->diag, trace_source, d->prof);
-	if (d->db) {
-		struct diag_history_opts ho = {.record_retention_ms = d->cfg.storage.retention_ns /
-								      NS_PER_MS};
-		if (diag_history_create(&d->hist, d->db, &ho) != GPULSE_OK) {
-			log_error("cannot keep the diagnosis in the store");
-			goto out;
-		}
-		diag_live_set_sink(d->diag, history_sink, d->hist);
-	}
 
 	int src = start_source(d);
 	if (src) {
@@ -968,6 +966,7 @@ out:
 		pthread_mutex_destroy(&d->cache[i].lock);
 	}
 	pthread_rwlock_destroy(&d->source_lock);
+	pthread_mutex_destroy(&d->self.mode_lock);
 	free(d);
 	return status;
 }

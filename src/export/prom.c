@@ -882,9 +882,10 @@ static void render_daemon(struct render *r, const struct collector_stats *cs,
 		       "Where the GPU data comes from (nvml, replay or none) and why; value 1.");
 		sample(w, "", 0);
 		PUT_LIT(w, "{mode=\"");
-		put_str(w, mode_name(self->mode));
+		char detail[sizeof self->mode_detail];
+		put_str(w, mode_name(self_stats_get_mode(self, detail, sizeof detail, NULL)));
 		PUT_LIT(w, "\",detail=\"");
-		put_label_text(w, self->mode_detail);
+		put_label_text(w, detail);
 		PUT_LIT(w, "\"");
 		end_u64(w, 1);
 		family(w, "gpulse_start_time_seconds", T_GAUGE,

@@ -4,7 +4,10 @@
 #ifndef GPULSE_SELFSTATS_H
 #define GPULSE_SELFSTATS_H
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -66,6 +69,10 @@ typedef void rule_alert_stats_fn(void *ctx, struct rule_alert_self_stats *out);
 
 struct self_stats {
 	int64_t start_wall_ns;
+	/* A source starting (replay, NVML found later) changes these while
+	 * HTTP threads read them: under mode_lock, through the two helpers
+	 * below (the main thread, their only writer, may read them bare). */
+	pthread_mutex_t mode_lock;
 	enum daemon_mode mode;
 	char mode_detail[256];   /* why there is no NVML, or the replay file */
 	double replay_speed;
@@ -104,5 +111,34 @@ struct self_stats {
 	profile_metrics_fn *profile_metrics;
 	void *profile_ctx;
 };
+
+/* Set the source's mode, its detail and the replay speed together. */
+static inline void self_stats_set_mode(struct self_stats *s, enum daemon_mode mode,
+				       const char *detail, double replay_speed)
+{
+	pthread_mutex_lock(&s->mode_lock);
+	s->mode = mode;
+	/* A long reason is cut, on purpose: it becomes a label value. */
+	size_t n = detail ? strnlen(detail, sizeof s->mode_detail - 1) : 0;
+	memcpy(s->mode_detail, detail ? detail : "", n);
+	s->mode_detail[n] = '\0';
+	s->replay_speed = replay_speed;
+	pthread_mutex_unlock(&s->mode_lock);
+}
+
+/* A consistent copy of them, from any thread. */
+static inline enum daemon_mode self_stats_get_mode(const struct self_stats *s, char *detail,
+						   size_t detail_len, double *replay_speed)
+{
+	pthread_mutex_t *lock = (pthread_mutex_t *)(uintptr_t)&s->mode_lock;
+	pthread_mutex_lock(lock);
+	enum daemon_mode mode = s->mode;
+	if (detail && detail_len)
+		snprintf(detail, detail_len, "%s", s->mode_detail);
+	if (replay_speed)
+		*replay_speed = s->replay_speed;
+	pthread_mutex_unlock(lock);
+	return mode;
+}
 
 #endif

@@ -318,9 +318,12 @@ int status_json_render(struct buf *out, struct bus *bus, const struct self_stats
 	if (out->max > out->len)
 		buf_reserve(out, est < out->max - out->len ? est : out->max - out->len);
 	lit(&w, "{\"status\":\"success\",\"data\":{");
-	key_str(&w, "mode", mode_name(self ? self->mode : MODE_NONE));
-	key_str(&w, "detail", self ? self->mode_detail : "");
-	key_num(&w, "replay_speed", self ? self->replay_speed : NAN);
+	char detail[sizeof self->mode_detail] = "";
+	double speed = NAN;
+	enum daemon_mode mode = self ? self_stats_get_mode(self, detail, sizeof detail, &speed) : MODE_NONE;
+	key_str(&w, "mode", mode_name(mode));
+	key_str(&w, "detail", detail);
+	key_num(&w, "replay_speed", speed);
 	key(&w, "start_time");
 	unix_seconds(&w, self ? self->start_wall_ns : 0);
 	lit(&w, ",");
