@@ -44,6 +44,14 @@ static void plan(struct governor *g)
 		/* Probe: one short window, right away. */
 		on = c->window_min_ns;
 		off = 0;
+	} else if (g->rate_hz <= 0) {
+		/* Windows saw no records at all. That is an idle process, or
+		 * records that did not come back (seen on the H200: a window's
+		 * kernels missing while launches still paid for tracing), so
+		 * "free, stay on" is not safe: one window a period keeps
+		 * looking at a fixed, small cost. */
+		on = c->window_max_ns;
+		off = c->period_ns > on ? c->period_ns - on : on;
 	} else if (f <= budget) {
 		/* Tracing all the time fits: keep the window open. */
 		on = c->window_max_ns;

@@ -49,7 +49,9 @@ struct governor {
 	uint64_t windows;         /* windows completed */
 };
 
-/* Start with no rate known: the first window is a short probe. */
+/* Start with no rate known: the first window is a short probe. A rate
+ * measured as zero (windows with no records) plans one longest window a
+ * period, never tracing all the time on that evidence. */
 void governor_init(struct governor *g, const struct governor_config *c);
 
 /* A window of on_ns saw `records` records, and opening + closing it took

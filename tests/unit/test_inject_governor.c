@@ -54,7 +54,8 @@ static void test_budget_met_across_rates(void **state)
 		for (int w = 0; w < 5; w++)
 			observe(&g, rates[i], 2000);
 		/* The rate is recovered, corrected for tracing's slowdown. */
-		/* Within 1%, or one record per window for slow rates. */
+		/* Within 1%, or one record per window for slow rates (or 0
+		 * when no window is long enough to see one). */
 		double tol = rates[i] * 0.01 + 1e9 / (double)g.on_ns * 1.5;
 		assert_true(fabs(g.rate_hz - rates[i]) <= tol);
 		assert_true(g.on_ns >= g.cfg.window_min_ns);
@@ -69,7 +70,11 @@ static void test_budget_met_across_rates(void **state)
 		/* The rate is estimated from whole records per window, so
 		 * the real share may exceed the plan by the estimate's error. */
 		assert_true(ppm <= 5000 * 1.02);
-		if (f * 1e6 <= 5000) {
+		if (g.rate_hz == 0) {
+			/* Too slow for a window to see one record: one window
+			 * a period, as for an idle process. */
+			assert_int_equal(g.on_ns + g.off_ns, g.cfg.period_ns);
+		} else if (f * 1e6 <= 5000) {
 			assert_int_equal(g.off_ns, 0); /* cheap enough to stay on */
 			assert_int_equal(g.duty_ppm, 1000000);
 		} else {
@@ -77,6 +82,26 @@ static void test_budget_met_across_rates(void **state)
 			assert_true(g.duty_ppm < 1000000);
 		}
 	}
+}
+
+/* Windows that see no records do not make tracing permanent: one window
+ * a period, until records appear; then the plan follows the rate. */
+static void test_no_records_is_not_free(void **state)
+{
+	(void)state;
+	struct governor g = make(5000);
+	for (int w = 0; w < 3; w++)
+		governor_window_done(&g, g.on_ns, 0, 0);
+	assert_true(g.rate_hz == 0);
+	assert_true(g.off_ns > 0);
+	assert_int_equal(g.on_ns + g.off_ns, g.cfg.period_ns);
+	assert_true(g.duty_ppm <= 60000);  /* 50 ms a second */
+	/* Records come back: a slow rate may stay on, a fast one cycles. */
+	observe(&g, 100, 2000);
+	assert_true(g.rate_hz > 0);
+	assert_int_equal(g.off_ns, 0);
+	observe(&g, 250000, 2000);
+	assert_true(g.off_ns > 0 && g.estimate_ppm <= 5000 + 1);
 }
 
 static void test_launch_bound_numbers(void **state)
@@ -170,6 +195,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_probe_first),
 		cmocka_unit_test(test_budget_met_across_rates),
+		cmocka_unit_test(test_no_records_is_not_free),
 		cmocka_unit_test(test_launch_bound_numbers),
 		cmocka_unit_test(test_unreachable_budget_is_reported),
 		cmocka_unit_test(test_rate_rises_at_once_falls_slowly),
