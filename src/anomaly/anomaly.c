@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "fields.h"
+#include "ingest.h"
 #include "log.h"
 #include "prom.h"
 #include "queryable.h"
@@ -432,15 +433,9 @@ static void store_score(struct anomaly *a, struct gpu_state *gs, int w, int64_t 
 	if (!a->db || ws->ref_failed)
 		return;
 	if (!ws->ref) {
-		struct tsdb_label l[5];
-		size_t n = 0;
-		l[n++] = (struct tsdb_label){"__name__", ANOMALY_METRIC};
-		l[n++] = (struct tsdb_label){"gpu", gs->gpu};
-		if (gs->uuid[0])
-			l[n++] = (struct tsdb_label){"uuid", gs->uuid};
-		if (gs->model[0])
-			l[n++] = (struct tsdb_label){"model", gs->model};
-		l[n++] = (struct tsdb_label){"metric", watch_table[w].name};
+		struct tsdb_label l[INGEST_GPU_LABELS_MAX];
+		size_t n = ingest_gpu_labels(l, ANOMALY_METRIC, gs->gpu, gs->uuid, gs->model, "metric",
+					     watch_table[w].name);
 		char err[256];
 		uint32_t r;
 		if (tsdb_series(a->db, l, n, &r, err, sizeof err) != GPULSE_OK) {

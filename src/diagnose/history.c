@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "diagnose_json.h"
+#include "ingest.h"
 #include "log.h"
 #include "status.h"
 
@@ -187,16 +188,8 @@ static int make_refs(struct diag_history *h, struct hist_gpu *g, const struct gp
 	for (int s = 0; s < S_COUNT; s++) {
 		const char *name, *lname, *lvalue;
 		series_of(s, &name, &lname, &lvalue);
-		struct tsdb_label l[5];
-		size_t n = 0;
-		l[n++] = (struct tsdb_label){"__name__", name};
-		l[n++] = (struct tsdb_label){"gpu", gpu};
-		if (id->uuid[0])
-			l[n++] = (struct tsdb_label){"uuid", id->uuid};
-		if (id->name[0])
-			l[n++] = (struct tsdb_label){"model", id->name};
-		if (lname)
-			l[n++] = (struct tsdb_label){lname, lvalue};
+		struct tsdb_label l[INGEST_GPU_LABELS_MAX];
+		size_t n = ingest_gpu_labels(l, name, gpu, id->uuid, id->name, lname, lvalue);
 		char err[160];
 		int rc = tsdb_series(h->db, l, n, &g->ref[s], err, sizeof err);
 		if (rc) {

@@ -331,6 +331,33 @@ static bool ref_in(const uint32_t *refs, size_t n, uint32_t r)
 	return false;
 }
 
+/* Close one rule's evaluation at t_ms (started at monotonic t0): on
+ * success the series it wrote (refs, taken) replace the last ones, and
+ * those it no longer writes get a staleness marker; on error Prometheus
+ * keeps the previous series (no staleness) and the rule records why. */
+static int finish_rule(struct rules_engine *e, struct rule_state *st, int rc, const char *err,
+		       uint32_t *refs, size_t nrefs, int64_t t_ms, int64_t t0)
+{
+	if (rc) {
+		free(refs);
+		snprintf(st->last_error, sizeof st->last_error, "%s",
+			 err[0] ? err : gpulse_strerror(rc));
+		st->health = 2;
+	} else {
+		for (size_t i = 0; i < st->nprev; i++)
+			if (!ref_in(refs, nrefs, st->prev[i]))
+				tsdb_append(e->cfg.db, st->prev[i], t_ms, promql_stale_nan());
+		free(st->prev);
+		st->prev = refs;
+		st->nprev = nrefs;
+		st->last_error[0] = '\0';
+		st->health = 1;
+	}
+	st->eval_s = (double)(clock_mono_ns() - t0) / 1e9;
+	st->last_eval_ms = engine_now_ms(e);
+	return rc;
+}
+
 /* Write one result series as `record` with the rule's labels; its ref
  * goes to refs[*nrefs]. */
 static int write_series(struct rules_engine *e, const struct rules_rule *r,
@@ -423,27 +450,7 @@ static int eval_rule(struct rules_engine *e, const struct rules_rule *r, struct 
 	}
 out:
 	promql_result_free(res);
-	if (rc) {
-		/* Prometheus keeps the previous series (no staleness) on error. */
-		free(refs);
-		if (!err[0])
-			snprintf(err, sizeof err, "%s", gpulse_strerror(rc));
-		snprintf(st->last_error, sizeof st->last_error, "%s", err);
-		st->health = 2;
-	} else {
-		/* What the last evaluation wrote and this one did not: stale. */
-		for (size_t i = 0; i < st->nprev; i++)
-			if (!ref_in(refs, nrefs, st->prev[i]))
-				tsdb_append(e->cfg.db, st->prev[i], t_ms, promql_stale_nan());
-		free(st->prev);
-		st->prev = refs;
-		st->nprev = nrefs;
-		st->last_error[0] = '\0';
-		st->health = 1;
-	}
-	st->eval_s = (double)(clock_mono_ns() - t0) / 1e9;
-	st->last_eval_ms = engine_now_ms(e);
-	return rc;
+	return finish_rule(e, st, rc, err, refs, nrefs, t_ms, t0);
 }
 
 /* ---- alerting rules ---------------------------------------------------- */
@@ -531,25 +538,7 @@ static int eval_alert_rule(struct rules_engine *e, const struct rules_rule *r, s
 				rc = write_alert_series(e, a, t_ms, refs, &nrefs, err, sizeof err);
 		}
 	}
-	if (rc) {
-		free(refs);
-		if (!err[0])
-			snprintf(err, sizeof err, "%s", gpulse_strerror(rc));
-		snprintf(st->last_error, sizeof st->last_error, "%s", err);
-		st->health = 2;
-	} else {
-		for (size_t i = 0; i < st->nprev; i++)
-			if (!ref_in(refs, nrefs, st->prev[i]))
-				tsdb_append(e->cfg.db, st->prev[i], t_ms, promql_stale_nan());
-		free(st->prev);
-		st->prev = refs;
-		st->nprev = nrefs;
-		st->last_error[0] = '\0';
-		st->health = 1;
-	}
-	st->eval_s = (double)(clock_mono_ns() - t0) / 1e9;
-	st->last_eval_ms = engine_now_ms(e);
-	return rc;
+	return finish_rule(e, st, rc, err, refs, nrefs, t_ms, t0);
 }
 
 /* Prometheus's percent-encoding of a query in a generator URL. */

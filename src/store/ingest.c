@@ -129,6 +129,21 @@ static const char *slot_metric(int slot)
 	return field_table[slot].metric;
 }
 
+size_t ingest_gpu_labels(struct tsdb_label *l, const char *name, const char *gpu,
+			 const char *uuid, const char *model, const char *lname, const char *lvalue)
+{
+	size_t n = 0;
+	l[n++] = (struct tsdb_label){"__name__", name};
+	l[n++] = (struct tsdb_label){"gpu", gpu};
+	if (uuid && uuid[0])
+		l[n++] = (struct tsdb_label){"uuid", uuid};
+	if (model && model[0])
+		l[n++] = (struct tsdb_label){"model", model};
+	if (lname)
+		l[n++] = (struct tsdb_label){lname, lvalue};
+	return n;
+}
+
 /* The slow path: read the GPU's identity once, then create the series. */
 static int create_ref(struct ingest *ing, int g, int slot, uint32_t *ref)
 {
@@ -158,16 +173,9 @@ static int create_ref(struct ingest *ing, int g, int slot, uint32_t *ref)
 		free(s);
 		gr->have_id = true;
 	}
-	struct tsdb_label l[4 + EXTRA_LABELS_MAX];
+	struct tsdb_label l[INGEST_GPU_LABELS_MAX + EXTRA_LABELS_MAX];
 	char text[EXTRA_TEXT_MAX];
-	size_t n = 0;
-	l[n++] = (struct tsdb_label){"__name__", slot_metric(slot)};
-	l[n++] = (struct tsdb_label){"gpu", gr->gpu};
-	/* An empty value is no label at all, as in Prometheus. */
-	if (gr->uuid[0])
-		l[n++] = (struct tsdb_label){"uuid", gr->uuid};
-	if (gr->model[0])
-		l[n++] = (struct tsdb_label){"model", gr->model};
+	size_t n = ingest_gpu_labels(l, slot_metric(slot), gr->gpu, gr->uuid, gr->model, NULL, NULL);
 	if (slot < FIELD_COUNT)
 		n += parse_extra(field_table[slot].labels, l + n, EXTRA_LABELS_MAX, text, sizeof text);
 	char err[256];
@@ -235,16 +243,8 @@ void ingest_on_update(void *ctx, const struct gpu_update *u)
 static void tick_put(struct ingest *ing, const struct gpu_refs *gr, const char *name,
 		     const char *lname, const char *lvalue, int64_t t_ms, double v)
 {
-	struct tsdb_label l[5];
-	size_t n = 0;
-	l[n++] = (struct tsdb_label){"__name__", name};
-	l[n++] = (struct tsdb_label){"gpu", gr->gpu};
-	if (gr->uuid[0])
-		l[n++] = (struct tsdb_label){"uuid", gr->uuid};
-	if (gr->model[0])
-		l[n++] = (struct tsdb_label){"model", gr->model};
-	if (lname)
-		l[n++] = (struct tsdb_label){lname, lvalue};
+	struct tsdb_label l[INGEST_GPU_LABELS_MAX];
+	size_t n = ingest_gpu_labels(l, name, gr->gpu, gr->uuid, gr->model, lname, lvalue);
 	char err[160];
 	uint32_t ref;
 	if (tsdb_series(ing->db, l, n, &ref, err, sizeof err) != GPULSE_OK) {

@@ -32,6 +32,16 @@
 
 struct ingest;
 
+#define INGEST_GPU_LABELS_MAX 5  /* __name__, gpu, uuid, model, one more */
+
+/* The label set of a GPU's series, as every GPU series in the store has
+ * it: __name__, gpu, uuid and model (left out when empty: an empty value
+ * is no label at all, as in Prometheus), then lname=lvalue when lname is
+ * not NULL. Fills l[INGEST_GPU_LABELS_MAX] with pointers to the given
+ * strings; returns how many. */
+size_t ingest_gpu_labels(struct tsdb_label *l, const char *name, const char *gpu,
+			 const char *uuid, const char *model, const char *lname, const char *lvalue);
+
 struct ingest_stats {
 	uint64_t updates_total;          /* bus updates seen */
 	uint64_t samples_appended_total; /* appends the store took */
