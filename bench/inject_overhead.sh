@@ -9,6 +9,10 @@
 # the plain runs of the same call, and the memory gpulse added (max RSS
 # minus plain's).
 #   bench/inject_overhead.sh LIB.so INJECT_EMPTY_BIN OUTDIR [ROUNDS] [SECONDS]
+# WORKLOADS and CONFIGS (environment) choose a subset; config "once" is
+# the library at a budget so small (1 ppm) that it traces one probe
+# window at the start and then nothing: the cost of CUPTI's state after
+# tracing has been on once.
 set -u
 LIB=$1 EMPTY=$2 OUTD=$3 ROUNDS=${4:-3} SECS=${5:-3}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +26,7 @@ run() { # workload config
 	case $c in
 	default) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_INJECT_DUMP="$OUTD/dump-$w-$c.json") ;;
 	full) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_MODE=full GPULSE_INJECT_DUMP="$OUTD/dump-$w-$c.json") ;;
+	once) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_BUDGET=1ppm GPULSE_INJECT_DUMP="$OUTD/dump-$w-$c.json") ;;
 	esac
 	if [ "$w" = empty ]; then
 		cmd=("$EMPTY" 200000 7)
@@ -34,8 +39,8 @@ run() { # workload config
 	printf '{"workload":"%s","config":"%s","rc":%d,"result":%s}\n' "$w" "$c" "$rc" "${line:-null}" >>"$RUNS"
 }
 for r in $(seq 1 "$ROUNDS"); do
-	for w in empty train infer matmul; do
-		for c in plain default full torchprof; do
+	for w in ${WORKLOADS:-empty train infer matmul}; do
+		for c in ${CONFIGS:-plain default full torchprof}; do
 			[ "$w" = empty ] && [ "$c" = torchprof ] && continue
 			run "$w" "$c"
 		done
@@ -61,7 +66,7 @@ for w in ["empty", "train", "infer", "matmul"]:
     p = statistics.median(x["per_iter_ms"] for x in plain)
     prss = statistics.median(x["maxrss_kb"] for x in plain)
     pck = plain[0]["checksum"]
-    for c in ["plain", "default", "full", "torchprof"]:
+    for c in ["plain", "default", "full", "once", "torchprof"]:
         xs = res.get((w, c))
         if not xs:
             continue

@@ -10,9 +10,11 @@
 #   5. CPU per GPU-sample: gpulsed vs nvidia-smi vs a pynvml loop
 #   6. libgpulse-inject.so: exact counts, socket, PyTorch with torch.profiler
 #   7. libgpulse-inject.so overhead table (a call of its own: ~5-8 minutes)
+#   8. what each CUPTI state and a tracing window's edges cost a launch
+#      (bench/cupti_states.cu, about 40 s)
 # Never changes clocks, power limits, persistence or MIG; never resets.
 #   scripts/gpu-check.sh [SECTION...]   sections: conformance costs live record phases cpu
-#                                       inject inject-overhead
+#                                       inject inject-overhead cupti-states
 set -u
 cd "$(dirname "$0")/.."
 want() { [ $# -eq 0 ] || [ -z "$SECTIONS" ] || [[ " $SECTIONS " == *" $1 "* ]]; }
@@ -184,11 +186,25 @@ IB=/tmp/gpulse-inject-bin; mkdir -p $IB
 if [ -x $IB/inject_empty ] || nvcc -O2 -arch=sm_90 -o $IB/inject_empty bench/inject_empty.cu 2>"$OUT/inject-build.log"; then
 	bench/inject_overhead.sh $IL $IB/inject_empty $IB/overhead ${INJECT_ROUNDS:-2} ${INJECT_SECONDS:-2} \
 		| tee "$OUT/inject-overhead-table.txt"
-	cp $IB/overhead/inject-overhead.json $IB/overhead/inject-overhead-runs.jsonl "$OUT/" 2>/dev/null
+	cp $IB/overhead/inject-overhead.json $IB/overhead/inject-overhead-runs.jsonl $IB/overhead/dump-*.json "$OUT/" 2>/dev/null
 	tail -n 40 $IB/overhead/inject-overhead-stderr.txt >"$OUT/inject-overhead-stderr-tail.txt" 2>/dev/null
 	row "inject: overhead table" INFO "inject-overhead-table.txt"
 else
 	row "inject: overhead build" FAIL "inject-build.log"
+fi
+fi
+
+# 8. CUPTI's states and window edges, measured directly (no library)
+if want cupti-states; then
+CL=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:/usr/local/cuda/lib
+if nvcc -O2 -arch=sm_90 -o /tmp/cupti_states bench/cupti_states.cu -L/usr/local/cuda/lib64 \
+	-L/usr/local/cuda/extras/CUPTI/lib64 -lcupti -lcuda -lpthread 2>"$OUT/cupti-states-build.log" &&
+	for seq in ${CUPTI_SEQUENCES:-PPPPPP PRPMPP PRSPTPTP PREPDPEPDP PRKPkP PRMPW PREPDPZPP PPV PREDZPREDZPP}; do
+		LD_LIBRARY_PATH=$CL timeout 120 /tmp/cupti_states $seq
+	done | tee "$OUT/cupti-states.txt"; then
+	row "cupti states and window edges" INFO "cupti-states.txt"
+else
+	row "cupti states and window edges" FAIL "cupti-states-build.log"
 fi
 fi
 

@@ -10,11 +10,11 @@ void governor_config_default(struct governor_config *c)
 	memset(c, 0, sizeof *c);
 	c->budget_ppm = 5000;
 	c->cost_ns = 2000;
-	c->fixed_ns = 100000;
+	c->fixed_ns = 20000000;
 	c->window_min_ns = 2000000;
-	c->window_max_ns = 50000000;
-	c->period_ns = 1000000000;
-	c->period_max_ns = 30000000000ull;
+	c->window_max_ns = 200000000;
+	c->period_ns = 10000000000ull;
+	c->period_max_ns = 60000000000ull;
 }
 
 /* Fraction of wall time added per unit of traced time. */
@@ -49,9 +49,17 @@ static void plan(struct governor *g)
 		 * records that did not come back (seen on the H200: a window's
 		 * kernels missing while launches still paid for tracing), so
 		 * "free, stay on" is not safe: one window a period keeps
-		 * looking at a fixed, small cost. */
+		 * looking at a fixed, small cost (a longer period when
+		 * the budget cannot pay a window's fixed cost each period). */
 		on = c->window_max_ns;
-		off = c->period_ns > on ? c->period_ns - on : on;
+		double cycle = (double)c->period_ns;
+		/* Each window's fixed cost must fit the budget too. */
+		double need = budget > 0 ? g->fixed_ns / budget : (double)c->period_max_ns;
+		if (need > cycle)
+			cycle = need;
+		if (cycle > (double)c->period_max_ns)
+			cycle = (double)c->period_max_ns;
+		off = cycle > (double)on ? (uint64_t)(cycle - (double)on) : on;
 	} else if (f <= budget) {
 		/* Tracing all the time fits: keep the window open. */
 		on = c->window_max_ns;
@@ -114,8 +122,15 @@ void governor_window_done(struct governor *g, uint64_t on_ns, uint64_t records,
 			g->rate_hz = 0.5 * g->rate_hz + 0.5 * r;
 		g->have_rate = 1;
 	}
-	if (window_cost_ns > 0)
-		g->fixed_ns = g->windows == 1 ? window_cost_ns : 0.8 * g->fixed_ns + 0.2 * window_cost_ns;
+	if (window_cost_ns > 0) {
+		/* What the library's thread measures is a floor of what the
+		 * application pays for a window, never less than the prior. */
+		g->fixed_measured_ns = g->fixed_measured_ns > 0
+					       ? 0.8 * g->fixed_measured_ns + 0.2 * window_cost_ns
+					       : window_cost_ns;
+		g->fixed_ns = g->fixed_measured_ns > g->cfg.fixed_ns ? g->fixed_measured_ns
+								     : g->cfg.fixed_ns;
+	}
 	plan(g);
 }
 

@@ -6,7 +6,13 @@
  * copy, a memset) costs the launching thread about cost_ns (2 µs on
  * Hopper by the measurements in DESIGN.md, plus the library's own
  * processing per record, measured), and opening and closing a window
- * costs fixed_ns. With r records per second (measured in the windows,
+ * costs fixed_ns. That fixed cost is mostly not the library's: on the
+ * H200 (docs/PERFORMANCE.md, 2026-11-29 evening) the duty-cycled mode
+ * cost PyTorch as much as tracing all the time, or more, while the
+ * library's thread spent about 1 ms a window; the application pays for
+ * CUPTI's switch in ways no clock of the library sees. So the prior is
+ * 20 ms, the measured time of the library's thread only ever raises it,
+ * and windows are few: one every 10 s by aim. With r records per second (measured in the windows,
  * corrected for the slowdown tracing itself causes), a cycle of `on`
  * traced and `off` untraced nanoseconds adds
  *
@@ -33,8 +39,8 @@ struct governor_config {
 	uint64_t period_max_ns;   /* longest cycle: at least one window this often */
 };
 
-/* Defaults: 0.5% budget, 2 µs per record, 100 µs per window, windows of
- * 2-50 ms, one per second, at least one every 30 s. */
+/* Defaults: 0.5% budget, 2 µs per record, 20 ms per window, windows of
+ * 2-200 ms, one per 10 s by aim, at least one every 60 s. */
 void governor_config_default(struct governor_config *c);
 
 struct governor {
@@ -42,7 +48,8 @@ struct governor {
 	double rate_hz;           /* records per second without tracing (estimate) */
 	int have_rate;
 	double cost_ns;           /* current per-record cost */
-	double fixed_ns;          /* current per-window cost */
+	double fixed_ns;          /* current per-window cost: max(prior, measured) */
+	double fixed_measured_ns; /* the library thread's time per window, smoothed (0: none yet) */
 	uint64_t on_ns, off_ns;   /* plan for the next cycle */
 	uint32_t duty_ppm;        /* on / (on + off) */
 	uint32_t estimate_ppm;    /* predicted added time of the plan */
@@ -55,8 +62,9 @@ struct governor {
 void governor_init(struct governor *g, const struct governor_config *c);
 
 /* A window of on_ns saw `records` records, and opening + closing it took
- * window_cost_ns of measured time (0: keep the prior). Updates the rate
- * and plans the next cycle. */
+ * window_cost_ns of the library thread's time (0: not measured), which
+ * raises the per-window cost above the prior but never lowers it below.
+ * Updates the rate and plans the next cycle. */
 void governor_window_done(struct governor *g, uint64_t on_ns, uint64_t records,
 			  double window_cost_ns);
 
