@@ -53,6 +53,7 @@
 #define FLUSH_NS        NS_PER_SEC
 #define EXIT_FLUSH_NS   (200 * NS_PER_MS)
 #define THREAD_TICK_NS  (100 * NS_PER_MS)
+#define SUB_HOLD_MAX_NS (10 * NS_PER_SEC)
 
 static const CUpti_ActivityKind traced_kinds[] = {
 	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
@@ -103,6 +104,7 @@ static struct {
 	atomic_int focus_on;       /* focused mode: inside the range/profiler region */
 	atomic_int capture_on;
 	int64_t window_start_ns;   /* monotonic, when active */
+	int64_t sub_deadline_ns;   /* full mode: release the subscriber by then */
 	int64_t window_next_ns;
 	int64_t interval_start_wall_ns;
 	struct governor gov;
@@ -110,6 +112,7 @@ static struct {
 	/* Counters. */
 	atomic_uint_fast64_t launch_records; /* kernels + copies + memsets seen */
 	int holds_subscriber;      /* focused modes: callbacks need one */
+	atomic_int sub_until_context; /* full mode: subscribed until the first context exists */
 	int uvm_state;             /* 0 not yet, 1 on, -1 given up */
 	struct marker_open *markers; /* MARKERS_OPEN, under g.mu */
 	atomic_uint_fast64_t records_total;
@@ -915,6 +918,15 @@ static void close_window(int64_t now, int keep_open)
 	window_records_base = atomic_load(&g.launch_records);
 }
 
+/* Full mode's subscriber, held until the unified-memory counters are
+ * on (or given up), or for SUB_HOLD_MAX_NS if no context appears, so that
+ * a profiler started later can still take CUPTI. */
+static void release_context_subscriber(void)
+{
+	if (atomic_exchange(&g.sub_until_context, 0))
+		g.cupti.unsubscribe(g.sub);
+}
+
 static void *inject_main(void *arg)
 {
 	(void)arg;
@@ -943,14 +955,18 @@ static void *inject_main(void *arg)
 				g.window_start_ns = 0;
 			}
 		}
+		if (atomic_load(&g.sub_until_context) && (g.uvm_state != 0 || !g.have_cupti ||
+							   now >= g.sub_deadline_ns))
+			release_context_subscriber();
 		if (now >= next_flush) {
 			if (g.have_cupti)
 				g.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-			if (!g.holds_subscriber && g.have_cupti &&
+			if (!g.holds_subscriber && !atomic_load(&g.sub_until_context) && g.have_cupti &&
 			    (g.mode == WIRE_MODE_FULL || g.mode == WIRE_MODE_CONTINUOUS) &&
 			    cupti_taken())
 				give_way();
 			if (g.uvm_state == 0 && g.have_cupti && !(g.cfg.skip & INJECT_SKIP_UVM) &&
+			    !atomic_load(&g.sub_until_context) &&
 			    (g.mode == WIRE_MODE_CONTINUOUS || g.mode == WIRE_MODE_FULL))
 				enable_uvm_from_thread();
 			flush_interval(now);
@@ -1162,6 +1178,7 @@ static void fork_child(void)
 	pthread_mutex_init(&g.mu, NULL);
 	clock_cond_init(&g.wake);
 	g.is_fork_child = 1;
+	atomic_store(&g.sub_until_context, 0); /* the parent's; CUPTI is not the child's to touch */
 	atomic_store(&g.active, 0);
 	atomic_store(&g.capture_on, 0);
 	if (g.cur)
@@ -1249,15 +1266,27 @@ static int setup_cupti(void)
 		return GPULSE_EVENDOR;
 	}
 	/* Continuous and full modes need no callbacks: the subscription was
-	 * only the check that no other profiler is here. */
-	if (!focused)
+	 * only the check that no other profiler is here. Full mode keeps it
+	 * until the first context exists, to enable the unified-memory
+	 * counters in the context-created callback, before the application
+	 * can touch managed memory (the library's thread, which enables
+	 * them in continuous mode, comes up to a second late: the H200 runs
+	 * of 2026-11-29 missed every migration of a short program). */
+	int until_context = g.mode == WIRE_MODE_FULL && !(g.cfg.skip & INJECT_SKIP_UVM) &&
+			    g.cupti.activity_configure_uvm;
+	if (until_context) {
+		atomic_store(&g.sub_until_context, 1);
+		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE,
+					CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+	} else if (!focused) {
 		g.cupti.unsubscribe(g.sub);
+	}
 	g.holds_subscriber = focused;
 	r = g.cupti.activity_register_callbacks(buffer_requested, buffer_completed);
 	if (r != CUPTI_SUCCESS) {
 		snprintf(err, sizeof err, "cuptiActivityRegisterCallbacks failed: %s",
 			 cupti_lib_strerror(&g.cupti, r));
-		if (focused)
+		if (focused || atomic_exchange(&g.sub_until_context, 0))
 			g.cupti.unsubscribe(g.sub);
 		step_aside(err);
 		return GPULSE_EVENDOR;
@@ -1365,6 +1394,7 @@ API int InitializeInjection(void)
 	connect_daemon();
 	atexit(at_exit);
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	g.sub_deadline_ns = clock_mono_ns() + SUB_HOLD_MAX_NS;
 	if (g.have_cupti && g.mode == WIRE_MODE_FULL)
 		set_tracing(1);
 	if (start_thread() != 0)
