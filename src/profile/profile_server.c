@@ -379,6 +379,46 @@ static void read_comm(uint32_t pid, char *out, size_t len)
 	out[strcspn(out, "\n")] = '\0';
 }
 
+/* A process in another pid namespace (a container) knows itself by the
+ * pid of its innermost namespace: the last field of the NSpid line in
+ * /proc/PID/status, where PID is the pid this daemon sees. Returns that
+ * pid (0 when unreadable, or when the process is in this daemon's own
+ * namespace only) and the parent's pid as this daemon sees it. */
+static uint32_t inner_ns_pid(uint32_t pid, uint32_t *ppid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof path, "/proc/%u/status", (unsigned)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	uint32_t inner = 0;
+	unsigned fields = 0;
+	for (char *line = buf, *next; line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (strncmp(line, "PPid:", 5) == 0) {
+			*ppid = (uint32_t)strtoul(line + 5, NULL, 10);
+		} else if (strncmp(line, "NSpid:", 6) == 0) {
+			char *p = line + 6, *end;
+			for (;;) {
+				unsigned long v = strtoul(p, &end, 10);
+				if (end == p)
+					break;
+				inner = (uint32_t)v;
+				fields++;
+				p = end;
+			}
+		}
+	}
+	return fields > 1 ? inner : 0;
+}
+
 static struct capture_slot *capture_of(struct profile_server *s, uint32_t pid, uint64_t id)
 {
 	for (int k = 0; k < PROFILE_MAX_CAPTURES; k++)
@@ -466,9 +506,21 @@ static bool on_frame(struct profile_server *s, unsigned i)
 			count_bad(s, PROFILE_BAD_DUPLICATE_HELLO);
 			return true;
 		}
-		/* The pid and uid a library claims must be its own. */
-		if (m->u.hello.pid != c->pid || m->u.hello.uid != c->uid) {
-			bool pid_bad = m->u.hello.pid != c->pid;
+		/* The pid and uid a library claims must be its own: the pid as
+		 * this daemon sees it, or, for a process in a container's pid
+		 * namespace, as it sees itself there. Series carry the pid this
+		 * daemon sees, the one NVML reports. */
+		struct wire_hello hello = m->u.hello;
+		uint32_t host_ppid = 0;
+		if (hello.pid != c->pid && hello.pid != 0 &&
+		    inner_ns_pid(c->pid, &host_ppid) == hello.pid) {
+			log_debug("profiling: pid %u is pid %u in its own namespace", (unsigned)c->pid,
+				  (unsigned)hello.pid);
+			hello.pid = c->pid;
+			hello.ppid = host_ppid;
+		}
+		if (hello.pid != c->pid || hello.uid != c->uid) {
+			bool pid_bad = hello.pid != c->pid;
 			count_refused(s, pid_bad ? PROFILE_REFUSE_PID_MISMATCH : PROFILE_REFUSE_UID_MISMATCH);
 			log_warn("profiling: refused a library whose HELLO says %s %u but whose "
 				 "connection is from %s %u", pid_bad ? "pid" : "uid",
@@ -478,7 +530,7 @@ static bool on_frame(struct profile_server *s, unsigned i)
 		}
 		char comm[PROFILE_COMM_MAX];
 		read_comm(c->pid, comm, sizeof comm);
-		rc = profile_agg_hello(s->cfg.agg, &m->u.hello, comm, clock_mono_ns());
+		rc = profile_agg_hello(s->cfg.agg, &hello, comm, clock_mono_ns());
 		if (rc) {
 			count_refused(s, PROFILE_REFUSE_MAX_PROCESSES);
 			return false;

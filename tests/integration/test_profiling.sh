@@ -234,4 +234,26 @@ PIDS+=("$B2")
 wait_for '[ "$(metric gpulse_process_kernel_launches_total "pid=\"$B2\"" kernel=\"gemm_kernel\")" = 200 ]' ||
 	fail "no statistics after the restart"
 [ "$(metric gpulse_profile_connections_total 'result="accepted"')" = 1 ] || fail "accepted after restart"
+
+# ---- a process in its own pid namespace (as in a container) says it is
+# pid 1; gpulsed checks that against /proc and keeps it under the pid it
+# sees (the one NVML reports). Needs pid namespaces (root or user
+# namespaces); skipped, and said so, where unshare cannot make one.
+if unshare --pid --fork true 2>/dev/null; then
+	unshare --pid --fork "$FAKE" "$SOCK" kernels 3 >"$WORK/ns.out" 2>&1 &
+	NSU=$!
+	PIDS+=("$NSU")
+	wait_for '[ -n "$(pgrep -P "$NSU")" ]' || fail "the namespaced client is gone (refused?): $(cat "$WORK/ns.out")"
+	NSP=$(pgrep -P "$NSU")
+	grep -Eq '^NSpid:[[:space:]]+'"$NSP"'[[:space:]]+1$' "/proc/$NSP/status" ||
+		fail "the client is not pid 1 in its namespace: $(grep NSpid "/proc/$NSP/status")"
+	wait_for '[ "$(metric gpulse_process_kernel_launches_total "pid=\"$NSP\"" kernel=\"k_2\")" = 3 ]' ||
+		fail "a namespaced process's kernels: $(fetch /metrics | grep 'kernel="k_2"')"
+	[ -n "$(metric gpulse_inject_info "pid=\"$NSP\"" 'comm="fake_inject_cli"')" ] || fail "namespaced comm"
+	[ -z "$(metric gpulse_inject_info 'pid="1"')" ] || fail "series under the namespace's pid 1"
+	[ "$(metric gpulse_profile_connections_total 'result="pid_mismatch"')" = "" ] ||
+		[ "$(metric gpulse_profile_connections_total 'result="pid_mismatch"')" = 0 ] || fail "namespaced pid refused"
+else
+	echo "skip: pid namespaces are not available here; the container case was not run"
+fi
 echo "ok"
