@@ -9,6 +9,11 @@
 # the plain runs of the same call, and the memory gpulse added (max RSS
 # minus plain's).
 #   bench/inject_overhead.sh LIB.so INJECT_EMPTY_BIN OUTDIR [ROUNDS] [SECONDS]
+# PIN=CPU runs every process on that CPU (taskset): single runs of one
+# binary differed by up to 25% between processes on the H200, and pinning
+# takes the choice of core out of that spread. The table gives each
+# configuration's spread ((max - min) / median over its runs): a ratio is
+# worth no more than the spreads of its two rows.
 # WORKLOADS and CONFIGS (environment) choose a subset; config "once" is
 # the library at a budget so small (1 ppm) that it traces one probe
 # window at the start and then nothing: the cost of CUPTI's state after
@@ -34,6 +39,7 @@ run() { # workload config
 		cmd=(python3 "$HERE/inject_torch.py" "$w" --seconds "$SECS")
 		[ "$c" = torchprof ] && cmd+=(--profiler)
 	fi
+	[ -n "${PIN:-}" ] && cmd=(taskset -c "$PIN" "${cmd[@]}")
 	line=$(timeout 300 "${env[@]}" "${cmd[@]}" 2>>"$OUTD/inject-overhead-stderr.txt" | tail -n1)
 	rc=$?
 	printf '{"workload":"%s","config":"%s","rc":%d,"result":%s}\n' "$w" "$c" "$rc" "${line:-null}" >>"$RUNS"
@@ -56,8 +62,8 @@ for r in runs:
         bad.append(f"{r['workload']}/{r['config']} rc={r['rc']}")
         continue
     res.setdefault((r["workload"], r["config"]), []).append(r["result"])
-lines = ["workload  config      per-iter (median)   ratio to plain   RSS added   checksum",
-         "--------  ----------  ------------------  ---------------  ----------  --------"]
+lines = ["workload  config      per-iter (median)   ratio to plain   spread   RSS added   checksum",
+         "--------  ----------  ------------------  ---------------  -------  ----------  --------"]
 table = {}
 for w in ["empty", "train", "infer", "matmul"]:
     plain = res.get((w, "plain"))
@@ -71,12 +77,15 @@ for w in ["empty", "train", "infer", "matmul"]:
         if not xs:
             continue
         m = statistics.median(x["per_iter_ms"] for x in xs)
+        spread = (max(x["per_iter_ms"] for x in xs) - min(x["per_iter_ms"] for x in xs)) / m
         rss = statistics.median(x["maxrss_kb"] for x in xs) - prss
         same = all(abs(x["checksum"] - pck) <= 1e-6 * max(1, abs(pck)) for x in xs)
         unit = f"{m*1e6:.0f} ns" if w == "empty" else f"{m:.3f} ms"
-        table[f"{w}/{c}"] = {"median_ms": m, "ratio": m / p, "rss_added_kb": rss, "checksum_same": same,
+        table[f"{w}/{c}"] = {"median_ms": m, "ratio": m / p, "spread": spread, "rss_added_kb": rss,
+                             "checksum_same": same,
                              "runs": [x["per_iter_ms"] for x in xs]}
-        lines.append(f"{w:8s}  {c:10s}  {unit:>18s}  {m/p:15.4f}  {rss/1024:8.1f}MB  {'same' if same else 'DIFFERS'}")
+        lines.append(f"{w:8s}  {c:10s}  {unit:>18s}  {m/p:15.4f}  {spread:7.3f}  {rss/1024:8.1f}MB  "
+                     f"{'same' if same else 'DIFFERS'}")
 if bad:
     lines.append("failed runs: " + ", ".join(bad))
 open(sys.argv[2] + "/inject-overhead.txt", "w").write("\n".join(lines) + "\n")
