@@ -97,8 +97,16 @@ int profile_visible_device(const char *visible, uint32_t ordinal, profile_uuid_f
 			idx = resolve(ctx, item);
 			if (idx < 0 || idx >= PROFILE_TIMELINE_GPUS)
 				return -1;
+		} else if (strncmp(item, "MIG-GPU-", 8) == 0 && resolve) {
+			/* A MIG instance by its parent GPU (MIG-GPU-UUID/GI/CI,
+			 * the form of drivers before R470): the work runs on
+			 * that GPU. The later MIG-UUID form names no GPU. */
+			item[strcspn(item, "/")] = '\0';
+			idx = resolve(ctx, item + 4);
+			if (idx < 0 || idx >= PROFILE_TIMELINE_GPUS)
+				return -1;
 		} else {
-			return -1;  /* MIG instances, or what CUDA would stop at */
+			return -1;  /* MIG-UUID instances, or what CUDA would stop at */
 		}
 		if (k == ordinal)
 			return idx;

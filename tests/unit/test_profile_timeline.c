@@ -57,6 +57,11 @@ static void visible_devices(void **state)
 	assert_int_equal(profile_visible_device("GPU-bbbb", 0, resolve, NULL), -1);
 	assert_int_equal(profile_visible_device("GPU-aaaa", 0, NULL, NULL), -1);
 	assert_int_equal(profile_visible_device("MIG-1234", 0, resolve, NULL), -1);
+	/* A MIG instance named by its parent GPU runs on that GPU. */
+	assert_int_equal(profile_visible_device("MIG-GPU-aaaa1234/1/0", 0, resolve, NULL), 3);
+	assert_int_equal(profile_visible_device("0,MIG-GPU-aaaa1234/2/0", 1, resolve, NULL), 3);
+	assert_int_equal(profile_visible_device("MIG-GPU-bbbb1234/1/0", 0, resolve, NULL), -1);
+	assert_int_equal(profile_visible_device("MIG-GPU-aaaa1234/1/0", 0, NULL, NULL), -1);
 	/* CUDA stops at the first invalid entry. */
 	assert_int_equal(profile_visible_device("1,x,2", 2, NULL, NULL), -1);
 	assert_int_equal(profile_visible_device("1,x,2", 0, NULL, NULL), 1);
