@@ -1,0 +1,403 @@
+/* A stand-in for CUPTI, for testing libgpulse-inject.so on machines
+ * without a GPU (tests/unit/test_inject_fake_cupti.c). It implements the
+ * CUPTI calls the library makes, with CUPTI's rules as far as the library
+ * depends on them: one subscriber at a time, activity records only for
+ * enabled kinds, buffers from the library's request callback, returned
+ * by a flush or when full, unified-memory counters NOT_READY until a
+ * context exists. The test plays the application through the fake_cupti_*
+ * calls: launches, copies, migrations, API callbacks, a context created,
+ * another profiler taking CUPTI. Records sit in fixed 512-byte slots (the
+ * library reads them only through cuptiActivityGetNextRecord). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cupti.h>
+
+#include "fake_cupti.h"
+
+#define API __attribute__((visibility("default")))
+#define SLOT 512
+#define KINDS 128
+#define CALLBACKS 64
+
+_Static_assert(sizeof(CUpti_ActivityKernel10) <= SLOT, "kernel record fits a slot");
+_Static_assert(sizeof(CUpti_ActivityMemcpy6) <= SLOT, "copy record fits a slot");
+_Static_assert(sizeof(CUpti_ActivityUnifiedMemoryCounter3) <= SLOT, "uvm record fits a slot");
+
+
+static struct {
+	pthread_mutex_t mu;
+	CUpti_BuffersCallbackRequestFunc request;
+	CUpti_BuffersCallbackCompleteFunc complete;
+	uint8_t *buf;
+	size_t size, used;
+	size_t dropped;
+	uint8_t on[KINDS];
+	int context;
+	int uvm_configured;
+	int subscribed, foreign;
+	CUpti_CallbackFunc cb;
+	void *cb_user;
+	struct { CUpti_CallbackDomain d; CUpti_CallbackId id; } cbs[CALLBACKS];
+	int ncbs;
+	struct fake_cupti_stats st;
+	uint32_t correlation;
+} f = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static int token;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+API CUptiResult cuptiGetVersion(uint32_t *v)
+{
+	*v = CUPTI_API_VERSION;
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
+{
+	*s = r == CUPTI_SUCCESS ? "CUPTI_SUCCESS" : r == CUPTI_ERROR_NOT_READY ? "CUPTI_ERROR_NOT_READY"
+		: r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+		: "CUPTI_ERROR_UNKNOWN";
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiGetTimestamp(uint64_t *t)
+{
+	*t = now_ns();
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb, void *user)
+{
+	pthread_mutex_lock(&f.mu);
+	if (f.subscribed) {
+		pthread_mutex_unlock(&f.mu);
+		return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+	}
+	f.subscribed = 1;
+	f.foreign = 0;
+	f.cb = cb;
+	f.cb_user = user;
+	f.ncbs = 0;
+	f.st.subscribes++;
+	*sub = (CUpti_SubscriberHandle)&token;
+	pthread_mutex_unlock(&f.mu);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle sub)
+{
+	(void)sub;
+	pthread_mutex_lock(&f.mu);
+	f.subscribed = 0;
+	f.cb = NULL;
+	f.ncbs = 0;
+	pthread_mutex_unlock(&f.mu);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle sub,
+				    CUpti_CallbackDomain d, CUpti_CallbackId id)
+{
+	(void)sub;
+	pthread_mutex_lock(&f.mu);
+	if (enable && f.ncbs < CALLBACKS) {
+		f.cbs[f.ncbs].d = d;
+		f.cbs[f.ncbs].id = id;
+		f.ncbs++;
+	}
+	pthread_mutex_unlock(&f.mu);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
+					       CUpti_BuffersCallbackCompleteFunc done)
+{
+	pthread_mutex_lock(&f.mu);
+	f.request = req;
+	f.complete = done;
+	pthread_mutex_unlock(&f.mu);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(CUpti_ActivityUnifiedMemoryCounterConfig *c,
+							   uint32_t n)
+{
+	(void)c;
+	(void)n;
+	pthread_mutex_lock(&f.mu);
+	CUptiResult r = f.context ? CUPTI_SUCCESS : CUPTI_ERROR_NOT_READY;
+	f.uvm_configured |= f.context;
+	pthread_mutex_unlock(&f.mu);
+	return r;
+}
+
+API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
+{
+	if ((unsigned)k >= KINDS)
+		return CUPTI_ERROR_INVALID_KIND;
+	pthread_mutex_lock(&f.mu);
+	CUptiResult r = CUPTI_SUCCESS;
+	if (k == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER && !f.uvm_configured)
+		r = CUPTI_ERROR_NOT_READY;
+	else
+		f.on[k] = 1;
+	if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+		f.st.enables++;
+	pthread_mutex_unlock(&f.mu);
+	return r;
+}
+
+API CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
+{
+	if ((unsigned)k >= KINDS)
+		return CUPTI_ERROR_INVALID_KIND;
+	pthread_mutex_lock(&f.mu);
+	f.on[k] = 0;
+	if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+		f.st.disables++;
+	pthread_mutex_unlock(&f.mu);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *size, void *value)
+{
+	(void)a;
+	(void)size;
+	(void)value;
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUpti_Activity **rec)
+{
+	uint8_t *next = *rec ? (uint8_t *)*rec + SLOT : buffer;
+	if (next + SLOT > buffer + valid)
+		return CUPTI_ERROR_MAX_LIMIT_REACHED;
+	*rec = (CUpti_Activity *)next;
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c, uint32_t stream, size_t *dropped)
+{
+	(void)c;
+	(void)stream;
+	pthread_mutex_lock(&f.mu);
+	*dropped = f.dropped;
+	f.dropped = 0;
+	pthread_mutex_unlock(&f.mu);
+	return CUPTI_SUCCESS;
+}
+
+/* Hand the current buffer back (outside the lock: the library's callback
+ * takes its own). */
+static void deliver(uint8_t *b, size_t size, size_t used, CUpti_BuffersCallbackCompleteFunc done)
+{
+	if (b && done)
+		done(NULL, 0, b, size, used);
+}
+
+API CUptiResult cuptiActivityFlushAll(uint32_t flag)
+{
+	(void)flag;
+	pthread_mutex_lock(&f.mu);
+	uint8_t *b = f.buf;
+	size_t size = f.size, used = f.used;
+	CUpti_BuffersCallbackCompleteFunc done = f.complete;
+	f.buf = NULL;
+	f.used = 0;
+	pthread_mutex_unlock(&f.mu);
+	deliver(b, size, used, done);
+	return CUPTI_SUCCESS;
+}
+
+/* Append one record of `kind` (if that kind is on); returns 1 if kept. */
+static int append(const void *rec, size_t len, CUpti_ActivityKind kind)
+{
+	pthread_mutex_lock(&f.mu);
+	if (!f.on[kind]) {
+		pthread_mutex_unlock(&f.mu);
+		return 0;
+	}
+	uint8_t *full = NULL;
+	size_t full_size = 0, full_used = 0;
+	if (f.buf && f.used + SLOT > f.size) {
+		full = f.buf;
+		full_size = f.size;
+		full_used = f.used;
+		f.buf = NULL;
+	}
+	if (!f.buf && f.request) {
+		uint8_t *b = NULL;
+		size_t size = 0, max = 0;
+		f.request(&b, &size, &max);
+		if (b && size >= SLOT) {
+			f.buf = b;
+			f.size = size;
+			f.used = 0;
+		}
+	}
+	int kept = 0;
+	if (f.buf) {
+		memset(f.buf + f.used, 0, SLOT);
+		memcpy(f.buf + f.used, rec, len);
+		f.used += SLOT;
+		kept = 1;
+	} else {
+		f.dropped++;
+	}
+	CUpti_BuffersCallbackCompleteFunc done = f.complete;
+	pthread_mutex_unlock(&f.mu);
+	deliver(full, full_size, full_used, done);
+	return kept;
+}
+
+/* ---- the test's side ---- */
+
+API void fake_cupti_context_created(void)
+{
+	pthread_mutex_lock(&f.mu);
+	f.context = 1;
+	CUpti_CallbackFunc cb = NULL;
+	for (int i = 0; i < f.ncbs; i++)
+		if (f.subscribed && f.cbs[i].d == CUPTI_CB_DOMAIN_RESOURCE &&
+		    f.cbs[i].id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
+			cb = f.cb;
+	void *user = f.cb_user;
+	pthread_mutex_unlock(&f.mu);
+	CUpti_ResourceData rd;
+	memset(&rd, 0, sizeof rd);
+	if (cb)
+		cb(user, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED, &rd);
+}
+
+/* An API call the subscriber may have asked to hear about (site:
+ * CUPTI_API_ENTER or CUPTI_API_EXIT). */
+API void fake_cupti_api(int domain, int cbid, int site)
+{
+	pthread_mutex_lock(&f.mu);
+	CUpti_CallbackFunc cb = NULL;
+	for (int i = 0; i < f.ncbs; i++)
+		if (f.subscribed && f.cbs[i].d == (CUpti_CallbackDomain)domain &&
+		    f.cbs[i].id == (CUpti_CallbackId)cbid)
+			cb = f.cb;
+	void *user = f.cb_user;
+	pthread_mutex_unlock(&f.mu);
+	CUpti_CallbackData d;
+	memset(&d, 0, sizeof d);
+	d.callbackSite = (CUpti_ApiCallbackSite)site;
+	d.functionName = "fake";
+	if (cb)
+		cb(user, (CUpti_CallbackDomain)domain, (CUpti_CallbackId)cbid, &d);
+}
+
+/* n launches of a kernel `name` (a pointer that stays valid, as CUPTI's
+ * names do) lasting dur_ns each, on stream 7 of device 0. */
+API void fake_cupti_launch(const char *name, uint64_t dur_ns, int n)
+{
+	for (int i = 0; i < n; i++) {
+		CUpti_ActivityKernel10 k;
+		memset(&k, 0, sizeof k);
+		k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+		k.name = name;
+		k.deviceId = 0;
+		k.contextId = 1;
+		k.streamId = 7;
+		k.start = now_ns();
+		k.end = k.start + dur_ns;
+		k.gridX = 128, k.gridY = 1, k.gridZ = 1;
+		k.blockX = 256, k.blockY = 1, k.blockZ = 1;
+		k.registersPerThread = 32;
+		k.correlationId = __atomic_add_fetch(&f.correlation, 1, __ATOMIC_RELAXED);
+		int kept = append(&k, sizeof k, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+		pthread_mutex_lock(&f.mu);
+		f.st.launches++;
+		f.st.kernel_records += (uint64_t)kept;
+		pthread_mutex_unlock(&f.mu);
+	}
+}
+
+/* The application's cudaProfilerStart (start = 1: the callback at its
+ * exit) or cudaProfilerStop (start = 0: at its entry). */
+API void fake_cupti_profiler(int start)
+{
+	if (start)
+		fake_cupti_api(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000,
+			       CUPTI_API_EXIT);
+	else
+		fake_cupti_api(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000,
+			       CUPTI_API_ENTER);
+}
+
+/* A copy of `bytes`, host to device (to_device = 1) or back, from pinned
+ * or pageable host memory. */
+API void fake_cupti_memcpy(int to_device, int pinned, uint64_t bytes, uint64_t dur_ns)
+{
+	int copy_kind = to_device ? CUPTI_ACTIVITY_MEMCPY_KIND_HTOD : CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+	CUpti_ActivityMemcpy6 m;
+	memset(&m, 0, sizeof m);
+	m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+	m.copyKind = (uint8_t)copy_kind;
+	uint8_t host = pinned ? CUPTI_ACTIVITY_MEMORY_KIND_PINNED : CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+	m.srcKind = copy_kind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD ? host : CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	m.dstKind = copy_kind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? host : CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	m.bytes = bytes;
+	m.start = now_ns();
+	m.end = m.start + dur_ns;
+	m.deviceId = 0;
+	m.contextId = 1;
+	m.streamId = 7;
+	append(&m, sizeof m, CUPTI_ACTIVITY_KIND_MEMCPY);
+}
+
+/* One unified-memory migration of `bytes`, to the device (to_device =
+ * 1) or back. */
+API void fake_cupti_uvm(int to_device, uint64_t value)
+{
+	CUpti_ActivityUnifiedMemoryCounter3 u;
+	memset(&u, 0, sizeof u);
+	u.kind = CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER;
+	u.counterKind = to_device ? CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD
+				  : CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH;
+	u.value = value;
+	u.start = now_ns();
+	u.end = u.start + 1000;
+	u.srcId = 0;
+	u.dstId = 0;
+	append(&u, sizeof u, CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+}
+
+/* Another profiler (torch.profiler, Nsight) takes CUPTI's one
+ * subscriber; fails (returns 0) if someone holds it. */
+API int fake_cupti_take_subscriber(void)
+{
+	pthread_mutex_lock(&f.mu);
+	int ok = !f.subscribed;
+	if (ok) {
+		f.subscribed = 1;
+		f.foreign = 1;
+		f.cb = NULL;
+		f.ncbs = 0;
+	}
+	pthread_mutex_unlock(&f.mu);
+	return ok;
+}
+
+API void fake_cupti_stats(struct fake_cupti_stats *s)
+{
+	pthread_mutex_lock(&f.mu);
+	*s = f.st;
+	s->subscribed = f.subscribed;
+	s->foreign = f.foreign;
+	s->kernel_kind_on = f.on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL];
+	s->uvm_on = f.on[CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER];
+	pthread_mutex_unlock(&f.mu);
+}

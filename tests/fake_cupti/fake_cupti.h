@@ -1,0 +1,41 @@
+/* The test's side of the CUPTI stand-in (tests/fake_cupti/fake_cupti.c):
+ * what the application does, and what the stand-in saw. No CUPTI types,
+ * so tests include it anywhere (they find the functions with dlsym). */
+#ifndef GPULSE_TESTS_FAKE_CUPTI_H
+#define GPULSE_TESTS_FAKE_CUPTI_H
+
+#include <stdint.h>
+
+struct fake_cupti_stats {
+	uint64_t launches;          /* kernels the application launched */
+	uint64_t kernel_records;    /* of them, recorded (kernel kind on) */
+	uint64_t enables, disables; /* calls for the kernel kind */
+	uint64_t subscribes;        /* successful cuptiSubscribe calls */
+	int subscribed;             /* a subscriber exists now */
+	int foreign;                /* it is the test's "other profiler" */
+	int kernel_kind_on;
+	int uvm_on;
+};
+
+/* A context exists now: unified-memory counters can be configured, and a
+ * subscriber that asked for context creation hears of it. */
+void fake_cupti_context_created(void);
+/* An API call the subscriber may have asked to hear about (site:
+ * CUPTI_API_ENTER 0, CUPTI_API_EXIT 1). */
+void fake_cupti_api(int domain, int cbid, int site);
+/* n launches of `name` (a pointer that stays valid, as CUPTI's names do),
+ * dur_ns each, on stream 7 of device 0. */
+void fake_cupti_launch(const char *name, uint64_t dur_ns, int n);
+/* cudaProfilerStart (start = 1: the callback at its exit) or
+ * cudaProfilerStop (start = 0: at its entry). */
+void fake_cupti_profiler(int start);
+/* A copy of `bytes` to the device (to_device = 1) or back, from pinned or
+ * pageable host memory. */
+void fake_cupti_memcpy(int to_device, int pinned, uint64_t bytes, uint64_t dur_ns);
+/* A unified-memory migration of `bytes`, to the device or back. */
+void fake_cupti_uvm(int to_device, uint64_t bytes);
+/* Another profiler takes CUPTI's one subscriber; 0 if someone holds it. */
+int fake_cupti_take_subscriber(void);
+void fake_cupti_stats(struct fake_cupti_stats *s);
+
+#endif

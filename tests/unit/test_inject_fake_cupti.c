@@ -1,0 +1,411 @@
+/* libgpulse-inject.so driven through a CUPTI stand-in
+ * (tests/fake_cupti/fake_cupti.c) on a machine without a GPU: the test
+ * plays the application (launches, copies, migrations, a context created,
+ * cudaProfilerStart/Stop, another profiler taking CUPTI) and reads what
+ * the library recorded from its dump (GPULSE_INJECT_DUMP). Checked:
+ * exact counts in full mode, including unified memory enabled at the
+ * first context and the subscriber given back after it; continuous
+ * windows (opened and closed by the library's thread, every traced record
+ * in the dump, none lost); profiler-api mode recording only the region;
+ * stepping aside for a profiler there before it, and giving way to one
+ * that comes later. Each case runs in a child process (the library keeps
+ * process-wide state). Skipped, and reported so, where the library and
+ * the stand-in were not built (no CUPTI headers). */
+#include <dlfcn.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "clock.h"
+#include "../fake_cupti/fake_cupti.h"
+
+
+struct hooks {
+	void (*context_created)(void);
+	void (*launch)(const char *name, uint64_t dur_ns, int n);
+	void (*memcpy)(int to_device, int pinned, uint64_t bytes, uint64_t dur_ns);
+	void (*uvm)(int to_device, uint64_t bytes);
+	void (*profiler)(int start);
+	int (*take_subscriber)(void);
+	void (*stats)(struct fake_cupti_stats *s);
+};
+
+static char so_path[PATH_MAX + 64], fake_path[PATH_MAX + 64];
+
+/* The library sits at <build>/src/inject/, the stand-in at <build>/tests/
+ * and this test at <build>/tests/. */
+static int find_libs(void)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n <= 0)
+		return 0;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return 0;
+	*slash = '\0';
+	snprintf(so_path, sizeof so_path, "%s/../src/inject/libgpulse-inject.so", exe);
+	snprintf(fake_path, sizeof fake_path, "%s/libfake_cupti.so", exe);
+	return access(so_path, R_OK) == 0 && access(fake_path, R_OK) == 0;
+}
+
+/* In the child: a failed step ends it with a message. */
+#define NEED(cond)                                                                        \
+	do {                                                                              \
+		if (!(cond)) {                                                            \
+			fprintf(stderr, "child: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+			_exit(10);                                                        \
+		}                                                                         \
+	} while (0)
+
+static void load_hooks(struct hooks *h)
+{
+	void *f = dlopen(fake_path, RTLD_NOW | RTLD_GLOBAL);
+	NEED(f);
+#define HOOK(member, sym)                                      \
+	do {                                                   \
+		*(void **)(&h->member) = dlsym(f, sym);        \
+		NEED(h->member);                               \
+	} while (0)
+	HOOK(context_created, "fake_cupti_context_created");
+	HOOK(launch, "fake_cupti_launch");
+	HOOK(memcpy, "fake_cupti_memcpy");
+	HOOK(uvm, "fake_cupti_uvm");
+	HOOK(profiler, "fake_cupti_profiler");
+	HOOK(take_subscriber, "fake_cupti_take_subscriber");
+	HOOK(stats, "fake_cupti_stats");
+#undef HOOK
+}
+
+static void init_library(void)
+{
+	void *l = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
+	NEED(l);
+	int (*init)(void) = NULL;
+	*(void **)(&init) = dlsym(l, "InitializeInjection");
+	NEED(init && init() == 1);
+}
+
+static int64_t ms(int64_t n)
+{
+	return n * NS_PER_MS;
+}
+
+/* Launch k_loop in bursts of `burst` a millisecond until `until`
+ * (monotonic ns). */
+static void launch_until(const struct hooks *h, int burst, int64_t until)
+{
+	while (clock_mono_ns() < until) {
+		h->launch("k_loop(float*)", 2000, burst);
+		usleep(1000);
+	}
+}
+
+enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_LATER };
+
+/* Everything a case leaves for the parent. */
+struct outcome {
+	struct fake_cupti_stats end, at_take, before_end;
+	int released_ms; /* full mode: when the subscriber was given back (-1 never) */
+};
+
+static void play(enum scenario sc, struct outcome *o)
+{
+	struct hooks h;
+	load_hooks(&h);
+	o->released_ms = -1;
+	if (sc == TAKEN_BEFORE)
+		NEED(h.take_subscriber());
+	init_library();
+	struct fake_cupti_stats s;
+	switch (sc) {
+	case FULL: {
+		h.stats(&s);
+		NEED(s.subscribed && !s.foreign); /* held until a context exists */
+		h.context_created();
+		h.stats(&s);
+		NEED(s.uvm_on);
+		int64_t t0 = clock_mono_ns();
+		while (clock_mono_ns() < t0 + ms(2000)) {
+			h.stats(&s);
+			if (!s.subscribed) {
+				o->released_ms = (int)((clock_mono_ns() - t0) / NS_PER_MS);
+				break;
+			}
+			usleep(5000);
+		}
+		h.launch("k_alpha(float*, int)", 5000, 100);
+		h.launch("void k_beta<float>(float*)", 20000, 37);
+		for (int i = 0; i < 10; i++)
+			h.memcpy(1, 1, 1 << 20, 100000);
+		for (int i = 0; i < 3; i++)
+			h.memcpy(0, 0, 4096, 5000);
+		h.uvm(1, 65536);
+		h.uvm(1, 65536);
+		h.uvm(0, 4096);
+		break;
+	}
+	case CONTINUOUS:
+		h.context_created();
+		launch_until(&h, 100, clock_mono_ns() + ms(3000));
+		break;
+	case PROFILER_API:
+		h.context_created();
+		h.launch("k_before()", 1000, 10);
+		h.profiler(1);
+		h.launch("k_inside()", 1000, 20);
+		h.profiler(0);
+		h.launch("k_after()", 1000, 5);
+		break;
+	case TAKEN_BEFORE:
+		h.context_created();
+		h.launch("k_any()", 1000, 50);
+		break;
+	case TAKEN_LATER:
+		h.context_created();
+		launch_until(&h, 100, clock_mono_ns() + ms(500));
+		NEED(h.take_subscriber());
+		h.stats(&o->at_take);
+		launch_until(&h, 100, clock_mono_ns() + ms(1800));
+		h.stats(&o->before_end);
+		launch_until(&h, 100, clock_mono_ns() + ms(500));
+		break;
+	}
+	h.stats(&o->end);
+}
+
+/* Run a case in a child with GPULSE_MODE/BUDGET as given; returns the
+ * library's dump (to json_decref) and fills *o. */
+static json_t *run_case(enum scenario sc, const char *mode, const char *budget, struct outcome *o)
+{
+	char dump[96], out[96];
+	snprintf(dump, sizeof dump, "/tmp/gpulse-test-fakecupti-%d-%d.json", (int)getpid(), (int)sc);
+	snprintf(out, sizeof out, "/tmp/gpulse-test-fakecupti-%d-%d.bin", (int)getpid(), (int)sc);
+	unlink(dump);
+	unlink(out);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char e1[160], e2[160], e3[PATH_MAX + 128], e4[64];
+		snprintf(e1, sizeof e1, "GPULSE_INJECT_DUMP=%s", dump);
+		snprintf(e2, sizeof e2, "GPULSE_MODE=%s", mode);
+		snprintf(e3, sizeof e3, "GPULSE_CUPTI_PATH=%s", fake_path);
+		snprintf(e4, sizeof e4, "GPULSE_BUDGET=%s", budget ? budget : "0.5%");
+		putenv(e1), putenv(e2), putenv(e3), putenv(e4);
+		putenv((char *)(uintptr_t)"GPULSE_SOCKET=/nonexistent/inject.sock");
+		struct outcome res;
+		memset(&res, 0, sizeof res);
+		play(sc, &res);
+		FILE *fo = fopen(out, "we");
+		NEED(fo && fwrite(&res, sizeof res, 1, fo) == 1);
+		fclose(fo);
+		exit(0); /* the library's exit flush and dump */
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	FILE *fi = fopen(out, "re");
+	assert_non_null(fi);
+	assert_int_equal(fread(o, sizeof *o, 1, fi), 1);
+	fclose(fi);
+	json_error_t je;
+	json_t *j = json_load_file(dump, 0, &je);
+	if (!j)
+		fail_msg("no dump at %s: %s", dump, je.text);
+	unlink(dump);
+	unlink(out);
+	return j;
+}
+
+static json_int_t num(const json_t *o, const char *key)
+{
+	const json_t *v = json_object_get(o, key);
+	if (!v)
+		fail_msg("no %s in the dump", key);
+	return json_is_integer(v) ? json_integer_value(v) : (json_int_t)json_number_value(v);
+}
+
+/* The launches the dump has for kernels whose name starts with prefix
+ * (-1: no such kernel). */
+static json_int_t launches_of(const json_t *dump, const char *prefix)
+{
+	const json_t *ks = json_object_get(dump, "kernels");
+	size_t i;
+	const json_t *k;
+	json_int_t n = -1;
+	json_array_foreach(ks, i, k) {
+		if (strncmp(json_string_value(json_object_get(k, "name")), prefix, strlen(prefix)) == 0)
+			n = (n < 0 ? 0 : n) + num(k, "launches");
+	}
+	return n;
+}
+
+static json_int_t total_launches(const json_t *dump)
+{
+	const json_t *ks = json_object_get(dump, "kernels");
+	size_t i;
+	const json_t *k;
+	json_int_t n = 0;
+	json_array_foreach(ks, i, k)
+		n += num(k, "launches");
+	return n;
+}
+
+static const json_t *copy_of(const json_t *dump, const char *kind, int pinned)
+{
+	const json_t *cs = json_object_get(dump, "copies");
+	size_t i;
+	const json_t *c;
+	json_array_foreach(cs, i, c) {
+		if (strcmp(json_string_value(json_object_get(c, "kind")), kind) == 0 &&
+		    json_is_true(json_object_get(c, "pinned")) == pinned)
+			return c;
+	}
+	fail_msg("no %s copy (pinned %d) in the dump", kind, pinned);
+	return NULL;
+}
+
+static void test_full_mode_exact(void **state)
+{
+	(void)state;
+	if (!find_libs())
+		skip();
+	struct outcome o;
+	json_t *d = run_case(FULL, "full", NULL, &o);
+	assert_string_equal(json_string_value(json_object_get(d, "mode")), "full");
+	assert_false(json_is_true(json_object_get(d, "stepped_aside")));
+	/* The subscriber went back within a tick of the library's thread. */
+	assert_true(o.released_ms >= 0 && o.released_ms <= 500);
+	assert_int_equal(num(d, "uvm_state"), 1);
+	assert_int_equal(launches_of(d, "k_alpha(float*, int)"), 100);
+	assert_int_equal(launches_of(d, "void k_beta<float>(float*)"), 37);
+	assert_int_equal(total_launches(d), 137);
+	assert_int_equal(o.end.kernel_records, 137);
+	const json_t *h2d = copy_of(d, "H2D", 1);
+	assert_int_equal(num(h2d, "count"), 10);
+	assert_int_equal(num(h2d, "bytes"), 10 << 20);
+	assert_int_equal(num(h2d, "total_ns"), 1000000);
+	const json_t *d2h = copy_of(d, "D2H", 0);
+	assert_int_equal(num(d2h, "count"), 3);
+	assert_int_equal(num(d2h, "bytes"), 3 * 4096);
+	json_int_t uh = 0, ud = 0;
+	size_t i;
+	const json_t *u;
+	json_array_foreach(json_object_get(d, "uvm"), i, u) {
+		uh += num(u, "bytes_h2d");
+		ud += num(u, "bytes_d2h");
+	}
+	assert_int_equal(uh, 131072);
+	assert_int_equal(ud, 4096);
+	assert_int_equal(num(d, "records_dropped_total"), 0);
+	json_decref(d);
+}
+
+static void test_continuous_windows(void **state)
+{
+	(void)state;
+	if (!find_libs())
+		skip();
+	struct outcome o;
+	/* About 100 000 launches a second at 2 µs each (f = 0.25) and a
+	 * budget of 10%: windows of 200 ms about every 0.7 s. (The 0.5%
+	 * default would trace one window in 10 s.) */
+	json_t *d = run_case(CONTINUOUS, "continuous", "10%", &o);
+	assert_string_equal(json_string_value(json_object_get(d, "mode")), "continuous");
+	assert_false(json_is_true(json_object_get(d, "stepped_aside")));
+	json_int_t windows = num(d, "windows");
+	const json_t *gov = json_object_get(d, "governor");
+	if (windows < 3) {
+		char *g = json_dumps(gov, JSON_COMPACT);
+		fail_msg("%lld windows; governor %s; %llu of %llu launches traced", (long long)windows, g,
+			 (unsigned long long)o.end.kernel_records, (unsigned long long)o.end.launches);
+	}
+	/* Each window opened and closed the kernel kind: on at most once
+	 * more than off (the last may be open at exit). */
+	assert_true(o.end.enables >= 3);
+	assert_true(o.end.enables - o.end.disables <= 1);
+	/* Every record taken in a window reached the dump, none lost. */
+	assert_int_equal(launches_of(d, "k_loop(float*)"), (json_int_t)o.end.kernel_records);
+	assert_int_equal(num(d, "records_dropped_total"), 0);
+	/* Only part of the time traced. */
+	assert_true(o.end.kernel_records > 0);
+	assert_true(o.end.kernel_records < o.end.launches * 6 / 10);
+	assert_true(json_number_value(json_object_get(gov, "rate_hz")) > 10000);
+	assert_true(num(gov, "off_ns") > 0);
+	assert_true(num(gov, "estimate_ppm") <= 100001);
+	/* No context-created callback without a subscriber, and no driver
+	 * here to borrow a context from: unified memory is given up. */
+	assert_int_equal(num(d, "uvm_state"), -1);
+	json_decref(d);
+}
+
+static void test_profiler_api_region_only(void **state)
+{
+	(void)state;
+	if (!find_libs())
+		skip();
+	struct outcome o;
+	json_t *d = run_case(PROFILER_API, "profiler-api", NULL, &o);
+	assert_int_equal(launches_of(d, "k_inside()"), 20);
+	assert_int_equal(launches_of(d, "k_before()"), -1);
+	assert_int_equal(launches_of(d, "k_after()"), -1);
+	assert_int_equal(total_launches(d), 20);
+	assert_true(o.end.subscribed && !o.end.foreign); /* held for the callbacks */
+	json_decref(d);
+}
+
+static void test_steps_aside_for_profiler_there_first(void **state)
+{
+	(void)state;
+	if (!find_libs())
+		skip();
+	struct outcome o;
+	json_t *d = run_case(TAKEN_BEFORE, "continuous", NULL, &o);
+	assert_true(json_is_true(json_object_get(d, "stepped_aside")));
+	assert_non_null(strstr(json_string_value(json_object_get(d, "reason")), "already in use"));
+	assert_int_equal(total_launches(d), 0);
+	assert_int_equal(o.end.enables, 0);
+	assert_int_equal(o.end.kernel_records, 0);
+	json_decref(d);
+}
+
+static void test_gives_way_to_profiler_that_comes_later(void **state)
+{
+	(void)state;
+	if (!find_libs())
+		skip();
+	struct outcome o;
+	json_t *d = run_case(TAKEN_LATER, "continuous", "50%", &o);
+	assert_true(json_is_true(json_object_get(d, "stepped_aside")));
+	assert_non_null(strstr(json_string_value(json_object_get(d, "reason")), "another profiler"));
+	/* Found within the once-a-second probe; after that the library
+	 * touches none of CUPTI's settings (they are the other tool's). */
+	assert_int_equal(o.before_end.enables, o.end.enables);
+	assert_int_equal(o.before_end.disables, o.end.disables);
+	assert_true(o.end.subscribed && o.end.foreign);
+	json_decref(d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_full_mode_exact),
+		cmocka_unit_test(test_continuous_windows),
+		cmocka_unit_test(test_profiler_api_region_only),
+		cmocka_unit_test(test_steps_aside_for_profiler_there_first),
+		cmocka_unit_test(test_gives_way_to_profiler_that_comes_later),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
