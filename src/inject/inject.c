@@ -146,6 +146,19 @@ static _Thread_local struct {
 	struct nvtx_frame frames[NVTX_DEPTH];
 } nvtx_stack;
 
+/* NVTX start/end ranges (focused nvtx mode): unlike push/pop they may end
+ * on another thread, so they live in one small table under their own
+ * lock, held only to copy an entry in or out. */
+#define NVTX_OPEN_MAX 64
+
+static struct {
+	pthread_mutex_t mu;
+	struct nvtx_open {
+		uint64_t id;           /* nvtxRangeId_t; 0: free */
+		struct nvtx_frame f;
+	} open[NVTX_OPEN_MAX];
+} nvtx_ranges = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
 API const char *gpulse_inject_version(void);
 API int gpulse_inject_status_json(char *buf, size_t len);
 API int InitializeInjection(void);
@@ -548,6 +561,18 @@ static void give_way(void)
 
 /* ---- callbacks ---- */
 
+/* A range opens: name it, and turn tracing on if it is the focus. */
+static void range_begin(struct nvtx_frame *f, const char *name)
+{
+	str_copy(f->name, sizeof f->name, name ? name : "");
+	f->focus = g.mode == WIRE_MODE_FOCUSED_NVTX && strcmp(f->name, g.nvtx_focus) == 0;
+	if (f->focus && atomic_fetch_add(&g.focus_on, 1) == 0)
+		set_tracing(1);
+	f->start_mono_ns = clock_mono_ns();
+}
+
+static void range_end(const struct nvtx_frame *f, int64_t end);
+
 static void nvtx_push(const char *name)
 {
 	if (nvtx_stack.depth >= NVTX_DEPTH) {
@@ -555,12 +580,7 @@ static void nvtx_push(const char *name)
 		atomic_fetch_add(&g.nvtx_dropped, 1);
 		return;
 	}
-	struct nvtx_frame *f = &nvtx_stack.frames[nvtx_stack.depth++];
-	str_copy(f->name, sizeof f->name, name ? name : "");
-	f->focus = g.mode == WIRE_MODE_FOCUSED_NVTX && strcmp(f->name, g.nvtx_focus) == 0;
-	if (f->focus && atomic_fetch_add(&g.focus_on, 1) == 0)
-		set_tracing(1);
-	f->start_mono_ns = clock_mono_ns();
+	range_begin(&nvtx_stack.frames[nvtx_stack.depth++], name);
 }
 
 static void nvtx_pop(void)
@@ -572,7 +592,58 @@ static void nvtx_pop(void)
 		nvtx_stack.depth--;
 		return;
 	}
-	struct nvtx_frame *f = &nvtx_stack.frames[--nvtx_stack.depth];
+	range_end(&nvtx_stack.frames[--nvtx_stack.depth], end);
+}
+
+/* nvtxRangeStart*: CUPTI passes the new range's id as the call's return
+ * value. A range whose id is not given cannot be matched to its end, so
+ * it is not timed and never turns tracing on (counted). */
+static void nvtx_start(const char *name, const void *ret)
+{
+	uint64_t id = ret ? *(const nvtxRangeId_t *)ret : 0;
+	if (id == 0) {
+		atomic_fetch_add(&g.nvtx_dropped, 1);
+		return;
+	}
+	struct nvtx_frame f;
+	range_begin(&f, name);
+	pthread_mutex_lock(&nvtx_ranges.mu);
+	struct nvtx_open *slot = NULL;
+	for (int i = 0; i < NVTX_OPEN_MAX && !slot; i++)
+		if (nvtx_ranges.open[i].id == 0)
+			slot = &nvtx_ranges.open[i];
+	if (slot) {
+		slot->id = id;
+		slot->f = f;
+	}
+	pthread_mutex_unlock(&nvtx_ranges.mu);
+	if (!slot) {
+		/* Too many open: untimed, and its focus is given back now. */
+		atomic_fetch_add(&g.nvtx_dropped, 1);
+		if (f.focus && atomic_fetch_sub(&g.focus_on, 1) == 1)
+			set_tracing(0);
+	}
+}
+
+static void nvtx_end(uint64_t id)
+{
+	int64_t end = clock_mono_ns();
+	struct nvtx_frame f;
+	int found = 0;
+	pthread_mutex_lock(&nvtx_ranges.mu);
+	for (int i = 0; i < NVTX_OPEN_MAX && !found; i++)
+		if (id && nvtx_ranges.open[i].id == id) {
+			f = nvtx_ranges.open[i].f;
+			nvtx_ranges.open[i].id = 0;
+			found = 1;
+		}
+	pthread_mutex_unlock(&nvtx_ranges.mu);
+	if (found)
+		range_end(&f, end); /* else it began before us, or was dropped */
+}
+
+static void range_end(const struct nvtx_frame *f, int64_t end)
+{
 	uint64_t dur = end > f->start_mono_ns ? (uint64_t)(end - f->start_mono_ns) : 0;
 	if (f->focus && atomic_fetch_sub(&g.focus_on, 1) == 1)
 		set_tracing(0);
@@ -651,6 +722,30 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
 		case CUPTI_CBID_NVTX_nvtxRangePop:
 		case CUPTI_CBID_NVTX_nvtxDomainRangePop:
 			nvtx_pop();
+			break;
+		case CUPTI_CBID_NVTX_nvtxRangeStartA:
+			nvtx_start(((const nvtxRangeStartA_params *)d->functionParams)->message,
+				   d->functionReturnValue);
+			break;
+		case CUPTI_CBID_NVTX_nvtxRangeStartEx: {
+			const nvtxEventAttributes_t *a =
+				((const nvtxRangeStartEx_params *)d->functionParams)->eventAttrib;
+			nvtx_start(a && a->messageType == NVTX_MESSAGE_TYPE_ASCII ? a->message.ascii : "",
+				   d->functionReturnValue);
+			break;
+		}
+		case CUPTI_CBID_NVTX_nvtxDomainRangeStartEx: {
+			const nvtxEventAttributes_t *a =
+				((const nvtxDomainRangeStartEx_params *)d->functionParams)->core.eventAttrib;
+			nvtx_start(a && a->messageType == NVTX_MESSAGE_TYPE_ASCII ? a->message.ascii : "",
+				   d->functionReturnValue);
+			break;
+		}
+		case CUPTI_CBID_NVTX_nvtxRangeEnd:
+			nvtx_end(((const nvtxRangeEnd_params *)d->functionParams)->id);
+			break;
+		case CUPTI_CBID_NVTX_nvtxDomainRangeEnd:
+			nvtx_end(((const nvtxDomainRangeEnd_params *)d->functionParams)->core.id);
 			break;
 		default:
 			break;
@@ -1178,6 +1273,8 @@ static void fork_child(void)
 	pthread_mutex_init(&g.mu, NULL);
 	clock_cond_init(&g.wake);
 	g.is_fork_child = 1;
+	pthread_mutex_init(&nvtx_ranges.mu, NULL);
+	memset(nvtx_ranges.open, 0, sizeof nvtx_ranges.open);
 	atomic_store(&g.sub_until_context, 0); /* the parent's; CUPTI is not the child's to touch */
 	atomic_store(&g.active, 0);
 	atomic_store(&g.capture_on, 0);
@@ -1317,7 +1414,9 @@ static int setup_cupti(void)
 	static const CUpti_CallbackId nvtx_ids[] = {
 		CUPTI_CBID_NVTX_nvtxRangePushA, CUPTI_CBID_NVTX_nvtxRangePushEx,
 		CUPTI_CBID_NVTX_nvtxRangePop, CUPTI_CBID_NVTX_nvtxDomainRangePushEx,
-		CUPTI_CBID_NVTX_nvtxDomainRangePop,
+		CUPTI_CBID_NVTX_nvtxDomainRangePop, CUPTI_CBID_NVTX_nvtxRangeStartA,
+		CUPTI_CBID_NVTX_nvtxRangeStartEx, CUPTI_CBID_NVTX_nvtxRangeEnd,
+		CUPTI_CBID_NVTX_nvtxDomainRangeStartEx, CUPTI_CBID_NVTX_nvtxDomainRangeEnd,
 	};
 	for (size_t i = 0; i < sizeof nvtx_ids / sizeof nvtx_ids[0]; i++)
 		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_NVTX, nvtx_ids[i]);

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include <cupti.h>
+#include <generated_nvtx_meta.h>
 
 #include "fake_cupti.h"
 
@@ -400,4 +401,49 @@ API void fake_cupti_stats(struct fake_cupti_stats *s)
 	s->kernel_kind_on = f.on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL];
 	s->uvm_on = f.on[CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER];
 	pthread_mutex_unlock(&f.mu);
+}
+
+/* NVTX through CUPTI's callbacks (what NVTX_INJECTION64_PATH gives):
+ * params as CUPTI passes them, and for a start the new range's id as the
+ * return value (ret_id 0: none given). */
+static void nvtx_cb(CUpti_CallbackId cbid, const void *params, const void *ret)
+{
+	pthread_mutex_lock(&f.mu);
+	CUpti_CallbackFunc cb = NULL;
+	for (int i = 0; i < f.ncbs; i++)
+		if (f.subscribed && f.cbs[i].d == CUPTI_CB_DOMAIN_NVTX && f.cbs[i].id == cbid)
+			cb = f.cb;
+	void *user = f.cb_user;
+	pthread_mutex_unlock(&f.mu);
+	CUpti_NvtxData d;
+	memset(&d, 0, sizeof d);
+	d.functionName = "nvtx";
+	d.functionParams = params;
+	d.functionReturnValue = ret;
+	if (cb)
+		cb(user, CUPTI_CB_DOMAIN_NVTX, cbid, &d);
+}
+
+API void fake_cupti_nvtx_push(const char *name)
+{
+	nvtxRangePushA_params p = { .message = name };
+	nvtx_cb(CUPTI_CBID_NVTX_nvtxRangePushA, &p, NULL);
+}
+
+API void fake_cupti_nvtx_pop(void)
+{
+	nvtx_cb(CUPTI_CBID_NVTX_nvtxRangePop, NULL, NULL);
+}
+
+API void fake_cupti_nvtx_start(const char *name, uint64_t ret_id)
+{
+	nvtxRangeStartA_params p = { .message = name };
+	nvtxRangeId_t id = ret_id;
+	nvtx_cb(CUPTI_CBID_NVTX_nvtxRangeStartA, &p, ret_id ? &id : NULL);
+}
+
+API void fake_cupti_nvtx_end(uint64_t id)
+{
+	nvtxRangeEnd_params p = { .id = id };
+	nvtx_cb(CUPTI_CBID_NVTX_nvtxRangeEnd, &p, NULL);
 }

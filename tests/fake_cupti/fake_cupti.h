@@ -37,5 +37,12 @@ void fake_cupti_uvm(int to_device, uint64_t bytes);
 /* Another profiler takes CUPTI's one subscriber; 0 if someone holds it. */
 int fake_cupti_take_subscriber(void);
 void fake_cupti_stats(struct fake_cupti_stats *s);
+/* NVTX calls as CUPTI's callbacks report them: push/pop (one thread),
+ * start/end (any threads; a start's id is its return value, ret_id 0 for
+ * a start whose id CUPTI did not pass). */
+void fake_cupti_nvtx_push(const char *name);
+void fake_cupti_nvtx_pop(void);
+void fake_cupti_nvtx_start(const char *name, uint64_t ret_id);
+void fake_cupti_nvtx_end(uint64_t id);
 
 #endif

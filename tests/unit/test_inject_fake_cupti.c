@@ -7,6 +7,8 @@
  * first context and the subscriber given back after it; continuous
  * windows (opened and closed by the library's thread, every traced record
  * in the dump, none lost); profiler-api mode recording only the region;
+ * nvtx:NAME mode by push/pop and by start/end ranges (ended on another
+ * thread);
  * stepping aside for a profiler there before it, and giving way to one
  * that comes later. Each case runs in a child process (the library keeps
  * process-wide state). Skipped, and reported so, where the library and
@@ -20,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +41,10 @@ struct hooks {
 	void (*profiler)(int start);
 	int (*take_subscriber)(void);
 	void (*stats)(struct fake_cupti_stats *s);
+	void (*nvtx_push)(const char *name);
+	void (*nvtx_pop)(void);
+	void (*nvtx_start)(const char *name, uint64_t ret_id);
+	void (*nvtx_end)(uint64_t id);
 };
 
 static char so_path[PATH_MAX + 64], fake_path[PATH_MAX + 64];
@@ -85,6 +92,10 @@ static void load_hooks(struct hooks *h)
 	HOOK(profiler, "fake_cupti_profiler");
 	HOOK(take_subscriber, "fake_cupti_take_subscriber");
 	HOOK(stats, "fake_cupti_stats");
+	HOOK(nvtx_push, "fake_cupti_nvtx_push");
+	HOOK(nvtx_pop, "fake_cupti_nvtx_pop");
+	HOOK(nvtx_start, "fake_cupti_nvtx_start");
+	HOOK(nvtx_end, "fake_cupti_nvtx_end");
 #undef HOOK
 }
 
@@ -112,7 +123,16 @@ static void launch_until(const struct hooks *h, int burst, int64_t until)
 	}
 }
 
-enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_LATER };
+enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_LATER, NVTX_FOCUS };
+
+static const struct hooks *end_hooks;
+
+/* nvtxRangeEnd on another thread than the start. */
+static void *end_elsewhere(void *arg)
+{
+	end_hooks->nvtx_end((uint64_t)(uintptr_t)arg);
+	return NULL;
+}
 
 /* Everything a case leaves for the parent. */
 struct outcome {
@@ -168,6 +188,29 @@ static void play(enum scenario sc, struct outcome *o)
 		h.profiler(0);
 		h.launch("k_after()", 1000, 5);
 		break;
+	case NVTX_FOCUS: {
+		h.context_created();
+		h.nvtx_push("other");
+		h.launch("k_out()", 1000, 3); /* not the focus */
+		h.nvtx_pop();
+		h.nvtx_start("step", 42);
+		h.launch("k_in()", 1000, 10);
+		end_hooks = &h;
+		pthread_t t;
+		NEED(pthread_create(&t, NULL, end_elsewhere, (void *)(uintptr_t)42) == 0);
+		pthread_join(t, NULL);
+		h.launch("k_out()", 1000, 4);
+		h.nvtx_push("step");
+		h.nvtx_push("inner");
+		h.launch("k_in()", 1000, 6);
+		h.nvtx_pop();
+		h.nvtx_pop();
+		h.nvtx_start("step", 0); /* no id: cannot be matched, not traced */
+		h.launch("k_out()", 1000, 5);
+		h.nvtx_end(77);          /* an end whose start was never seen */
+		h.launch("k_out()", 1000, 2);
+		break;
+	}
 	case TAKEN_BEFORE:
 		h.context_created();
 		h.launch("k_any()", 1000, 50);
@@ -398,6 +441,40 @@ static void test_gives_way_to_profiler_that_comes_later(void **state)
 	json_decref(d);
 }
 
+/* Focused on NVTX ranges named "step", by push/pop or start/end (the end
+ * on another thread): only the kernels inside are traced; every range is
+ * timed; a start without an id is counted, not traced. */
+static void test_nvtx_focus_push_pop_and_start_end(void **state)
+{
+	(void)state;
+	if (!find_libs())
+		skip();
+	struct outcome o;
+	json_t *d = run_case(NVTX_FOCUS, "nvtx:step", NULL, &o);
+	assert_string_equal(json_string_value(json_object_get(d, "mode")), "nvtx");
+	assert_int_equal(launches_of(d, "k_in()"), 16);
+	assert_int_equal(launches_of(d, "k_out()"), -1);
+	json_int_t step = 0, other = 0, inner = 0;
+	size_t i;
+	const json_t *r;
+	json_array_foreach(json_object_get(d, "ranges"), i, r) {
+		const char *n = json_string_value(json_object_get(r, "name"));
+		json_int_t c = num(r, "count");
+		if (strcmp(n, "step") == 0)
+			step += c;
+		else if (strcmp(n, "other") == 0)
+			other += c;
+		else if (strcmp(n, "inner") == 0)
+			inner += c;
+	}
+	assert_int_equal(step, 2);
+	assert_int_equal(other, 1);
+	assert_int_equal(inner, 1);
+	assert_int_equal(num(d, "nvtx_dropped"), 1);
+	assert_false(o.end.kernel_kind_on); /* off again after the last range */
+	json_decref(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -406,6 +483,7 @@ int main(void)
 		cmocka_unit_test(test_profiler_api_region_only),
 		cmocka_unit_test(test_steps_aside_for_profiler_there_first),
 		cmocka_unit_test(test_gives_way_to_profiler_that_comes_later),
+		cmocka_unit_test(test_nvtx_focus_push_pop_and_start_end),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
