@@ -17,7 +17,7 @@ struct cap_event {
 struct capture {
 	int state;                 /* 0 idle, 1 recording, 2 recording over, END not sent */
 	uint64_t id;
-	int64_t end_ns;
+	int64_t start_ns, end_ns;  /* the window, monotonic */
 	uint32_t max_events;
 	struct cap_event *events;  /* max_events */
 	uint32_t nevents, sent;    /* kept; already emitted */
@@ -63,7 +63,8 @@ void capture_destroy(struct capture *c)
 	free(c);
 }
 
-int capture_start(struct capture *c, uint64_t id, uint32_t max_events, int64_t end_ns)
+int capture_start(struct capture *c, uint64_t id, uint32_t max_events, int64_t start_ns,
+		  int64_t end_ns)
 {
 	if (c->state == 1)
 		c->state = 2;
@@ -74,6 +75,7 @@ int capture_start(struct capture *c, uint64_t id, uint32_t max_events, int64_t e
 		release(c);
 	}
 	c->id = id;
+	c->start_ns = start_ns;
 	c->end_ns = end_ns;
 	c->dropped = 0;
 	c->lost = 0;
@@ -89,9 +91,9 @@ int capture_start(struct capture *c, uint64_t id, uint32_t max_events, int64_t e
 	return GPULSE_OK;
 }
 
-int capture_active(const struct capture *c, int64_t now_ns)
+int capture_active(const struct capture *c, int64_t t_ns)
 {
-	return c->state == 1 && now_ns < c->end_ns;
+	return c->state == 1 && t_ns >= c->start_ns && t_ns < c->end_ns;
 }
 
 int capture_pending(const struct capture *c)

@@ -25,15 +25,19 @@ struct capture;
 struct capture *capture_create(void);
 void capture_destroy(struct capture *c);
 
-/* Begin capture `id` until the monotonic time end_ns, keeping at most
- * max_events (0 or over the cap: CAPTURE_EVENTS_MAX). A capture still
- * running or not yet drained is abandoned (the daemon times it out).
- * 0, or GPULSE_ENOMEM (the capture ends at once with every event
- * counted as dropped). */
-int capture_start(struct capture *c, uint64_t id, uint32_t max_events, int64_t end_ns);
+/* Begin capture `id` of what happens from the monotonic time start_ns to
+ * end_ns, keeping at most max_events (0 or over the cap:
+ * CAPTURE_EVENTS_MAX). A capture still running or not yet drained is
+ * abandoned (the daemon times it out). 0, or GPULSE_ENOMEM (the capture
+ * ends at once with every event counted as dropped). */
+int capture_start(struct capture *c, uint64_t id, uint32_t max_events, int64_t start_ns,
+		  int64_t end_ns);
 
-/* Whether events are being kept at monotonic time now_ns. */
-int capture_active(const struct capture *c, int64_t now_ns);
+/* Whether an event at monotonic time t_ns belongs to the capture: it is
+ * still open (not yet ended by a drain) and t_ns lies in its window.
+ * Activity records arrive up to a flush after they happen, so they are
+ * judged by their own start time, not by when they are processed. */
+int capture_active(const struct capture *c, int64_t t_ns);
 
 /* Keep one event (wall-clock times). Counted as dropped past the cap. */
 void capture_add(struct capture *c, uint8_t kind, uint8_t copy_kind, uint32_t device,

@@ -282,10 +282,19 @@ static uint8_t copy_pinned(uint8_t kind, uint8_t src_kind, uint8_t dst_kind)
 	return host != CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
 }
 
+/* Whether what happens now belongs to a capture (callbacks, which run
+ * as it happens); under g.mu. */
 static int capturing(void)
 {
 	return atomic_load_explicit(&g.capture_on, memory_order_relaxed) &&
 	       capture_active(g.cap, clock_mono_ns());
+}
+
+/* Whether an activity record that started at CUPTI time ts belongs to a
+ * capture (records arrive up to a flush later); under g.mu. */
+static int captured(int cap, uint64_t ts)
+{
+	return cap && capture_active(g.cap, (int64_t)ts + g.cupti_to_wall_ns - g.mono_to_wall_ns);
 }
 
 /* NVTX ranges from MARKER records (continuous and full modes): a start
@@ -313,7 +322,7 @@ static void marker(uint32_t flags, uint32_t id, uint64_t ts, const char *name, i
 			if (m->id != id)
 				continue;
 			agg_add_range(g.cur, m->name, ts > m->start_ns ? ts - m->start_ns : 0);
-			if (cap)
+			if (captured(cap, m->start_ns))
 				capture_add(g.cap, WIRE_EV_RANGE, 0, 0, 0,
 					    m->start_ns + (uint64_t)g.cupti_to_wall_ns,
 					    ts + (uint64_t)g.cupti_to_wall_ns, 0, m->name);
@@ -350,7 +359,7 @@ static void process_record(CUpti_Activity *rec, int cap)
 		};
 		agg_add_kernel(g.cur, &r);
 		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
-		if (cap)
+		if (captured(cap, k->start))
 			capture_add(g.cap, WIRE_EV_KERNEL, 0, k->deviceId, k->streamId,
 				    k->start + (uint64_t)g.cupti_to_wall_ns,
 				    k->end + (uint64_t)g.cupti_to_wall_ns, 0, r.name);
@@ -366,7 +375,7 @@ static void process_record(CUpti_Activity *rec, int cap)
 		};
 		agg_add_copy(g.cur, &r);
 		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
-		if (cap)
+		if (captured(cap, m->start))
 			capture_add(g.cap, WIRE_EV_COPY, kind, m->deviceId, m->streamId,
 				    m->start + (uint64_t)g.cupti_to_wall_ns,
 				    m->end + (uint64_t)g.cupti_to_wall_ns, m->bytes,
@@ -382,7 +391,7 @@ static void process_record(CUpti_Activity *rec, int cap)
 		};
 		agg_add_copy(g.cur, &r);
 		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
-		if (cap)
+		if (captured(cap, m->start))
 			capture_add(g.cap, WIRE_EV_COPY, WIRE_COPY_PEER, m->deviceId, m->streamId,
 				    m->start + (uint64_t)g.cupti_to_wall_ns,
 				    m->end + (uint64_t)g.cupti_to_wall_ns, m->bytes, "peer");
@@ -397,7 +406,7 @@ static void process_record(CUpti_Activity *rec, int cap)
 		};
 		agg_add_copy(g.cur, &r);
 		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
-		if (cap)
+		if (captured(cap, m->start))
 			capture_add(g.cap, WIRE_EV_MEMSET, WIRE_COPY_MEMSET, m->deviceId, m->streamId,
 				    m->start + (uint64_t)g.cupti_to_wall_ns,
 				    m->end + (uint64_t)g.cupti_to_wall_ns, m->bytes, "memset");
@@ -475,7 +484,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 		int64_t t0 = clock_mono_ns();
 		uint64_t n = 0;
 		pthread_mutex_lock(&g.mu);
-		int cap = capturing();
+		int cap = atomic_load(&g.capture_on);
 		uint64_t dropped_before = g.cur->dropped;
 		CUpti_Activity *rec = NULL;
 		while (g.cupti.activity_get_next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
@@ -1107,8 +1116,9 @@ static void on_daemon_msg(const struct wire_msg *m, void *user)
 		if (secs == 0 || secs > CAPTURE_SECONDS_MAX)
 			secs = secs ? CAPTURE_SECONDS_MAX : 1;
 		pthread_mutex_lock(&g.mu);
-		capture_start(g.cap, m->u.capture.capture_id, m->u.capture.max_events,
-			      clock_mono_ns() + (int64_t)secs * NS_PER_SEC);
+		int64_t now = clock_mono_ns();
+		capture_start(g.cap, m->u.capture.capture_id, m->u.capture.max_events, now,
+			      now + (int64_t)secs * NS_PER_SEC);
 		atomic_store(&g.capture_on, 1);
 		pthread_cond_signal(&g.wake);
 		pthread_mutex_unlock(&g.mu);

@@ -175,9 +175,11 @@ static void test_capture_frames_and_cap(void **state)
 	struct capture *c = capture_create();
 	assert_non_null(c);
 	assert_false(capture_pending(c));
-	assert_int_equal(capture_start(c, 5, 3000, 1000), 0);
+	assert_int_equal(capture_start(c, 5, 3000, 0, 1000), 0);
+	assert_true(capture_active(c, 0));
 	assert_true(capture_active(c, 999));
 	assert_false(capture_active(c, 1000));
+	assert_false(capture_active(c, -1)); /* before the capture began */
 	char name[32];
 	for (int i = 0; i < 3500; i++) {
 		snprintf(name, sizeof name, "k%d", i % 2000); /* 2000 names > the table */
@@ -207,7 +209,7 @@ static void test_capture_refused_frames_counted(void **state)
 {
 	(void)state;
 	struct capture *c = capture_create();
-	assert_int_equal(capture_start(c, 5, 0, 100), 0);
+	assert_int_equal(capture_start(c, 5, 0, 0, 100), 0);
 	for (int i = 0; i < 10; i++)
 		capture_add(c, WIRE_EV_MEMSET, WIRE_COPY_MEMSET, 0, 1, 1, 2, 64, "memset");
 	struct got g = { .refuse = 2 };
