@@ -23,6 +23,7 @@
 #define SLOT 512
 #define KINDS 128
 #define CALLBACKS 64
+#define HELD_MAX 1024
 
 _Static_assert(sizeof(CUpti_ActivityKernel10) <= SLOT, "kernel record fits a slot");
 _Static_assert(sizeof(CUpti_ActivityMemcpy6) <= SLOT, "copy record fits a slot");
@@ -46,6 +47,9 @@ static struct {
 	int ncbs;
 	struct fake_cupti_stats st;
 	uint32_t correlation;
+	int hold;                 /* keep full buffers until a flush */
+	struct held { uint8_t *buf; size_t size, used; } held[HELD_MAX];
+	int nheld;
 } f = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static int token;
@@ -210,13 +214,18 @@ API CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
 	(void)flag;
 	pthread_mutex_lock(&f.mu);
-	uint8_t *b = f.buf;
-	size_t size = f.size, used = f.used;
+	struct held out[HELD_MAX + 1];
+	int n = f.nheld;
+	memcpy(out, f.held, (size_t)n * sizeof out[0]);
+	f.nheld = 0;
+	if (f.buf)
+		out[n++] = (struct held){ f.buf, f.size, f.used };
 	CUpti_BuffersCallbackCompleteFunc done = f.complete;
 	f.buf = NULL;
 	f.used = 0;
 	pthread_mutex_unlock(&f.mu);
-	deliver(b, size, used, done);
+	for (int i = 0; i < n; i++)
+		deliver(out[i].buf, out[i].size, out[i].used, done);
 	return CUPTI_SUCCESS;
 }
 
@@ -231,9 +240,15 @@ static int append(const void *rec, size_t len, CUpti_ActivityKind kind)
 	uint8_t *full = NULL;
 	size_t full_size = 0, full_used = 0;
 	if (f.buf && f.used + SLOT > f.size) {
-		full = f.buf;
-		full_size = f.size;
-		full_used = f.used;
+		if (f.hold && f.nheld < HELD_MAX) {
+			/* As CUPTI does when its thread is behind: the buffer
+			 * waits, and the next one is asked for. */
+			f.held[f.nheld++] = (struct held){ f.buf, f.size, f.used };
+		} else {
+			full = f.buf;
+			full_size = f.size;
+			full_used = f.used;
+		}
 		f.buf = NULL;
 	}
 	if (!f.buf && f.request) {
@@ -446,4 +461,13 @@ API void fake_cupti_nvtx_end(uint64_t id)
 {
 	nvtxRangeEnd_params p = { .id = id };
 	nvtx_cb(CUPTI_CBID_NVTX_nvtxRangeEnd, &p, NULL);
+}
+
+/* Keep full buffers until the next flush (on = 1), so that the library's
+ * cap on outstanding buffers is reached and records are dropped. */
+API void fake_cupti_hold_buffers(int on)
+{
+	pthread_mutex_lock(&f.mu);
+	f.hold = on;
+	pthread_mutex_unlock(&f.mu);
 }

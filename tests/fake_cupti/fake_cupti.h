@@ -44,5 +44,8 @@ void fake_cupti_nvtx_push(const char *name);
 void fake_cupti_nvtx_pop(void);
 void fake_cupti_nvtx_start(const char *name, uint64_t ret_id);
 void fake_cupti_nvtx_end(uint64_t id);
+/* Keep full buffers until the next flush (on = 1), as CUPTI does when its
+ * thread falls behind, so the library's cap on buffers is reached. */
+void fake_cupti_hold_buffers(int on);
 
 #endif

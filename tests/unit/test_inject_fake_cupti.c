@@ -8,7 +8,8 @@
  * windows (opened and closed by the library's thread, every traced record
  * in the dump, none lost); profiler-api mode recording only the region;
  * nvtx:NAME mode by push/pop and by start/end ranges (ended on another
- * thread);
+ * thread); a capture asked over the socket; records dropped when CUPTI
+ * holds its buffers, every one counted; a fork after CUDA started;
  * stepping aside for a profiler there before it, and giving way to one
  * that comes later. Each case runs in a child process (the library keeps
  * process-wide state). Skipped, and reported so, where the library and
@@ -49,6 +50,7 @@ struct hooks {
 	void (*nvtx_pop)(void);
 	void (*nvtx_start)(const char *name, uint64_t ret_id);
 	void (*nvtx_end)(uint64_t id);
+	void (*hold_buffers)(int on);
 };
 
 static char so_path[PATH_MAX + 64], fake_path[PATH_MAX + 64];
@@ -100,6 +102,7 @@ static void load_hooks(struct hooks *h)
 	HOOK(nvtx_pop, "fake_cupti_nvtx_pop");
 	HOOK(nvtx_start, "fake_cupti_nvtx_start");
 	HOOK(nvtx_end, "fake_cupti_nvtx_end");
+	HOOK(hold_buffers, "fake_cupti_hold_buffers");
 #undef HOOK
 }
 
@@ -127,7 +130,7 @@ static void launch_until(const struct hooks *h, int burst, int64_t until)
 	}
 }
 
-enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_LATER, NVTX_FOCUS, CAPTURE };
+enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK };
 
 static const struct hooks *end_hooks;
 
@@ -142,6 +145,8 @@ static void *end_elsewhere(void *arg)
 struct outcome {
 	struct fake_cupti_stats end, at_take, before_end;
 	int released_ms; /* full mode: when the subscriber was given back (-1 never) */
+	int child_exit_ms; /* fork: how long the forked child took to exit */
+	pid_t child_pid;
 };
 
 static void play(enum scenario sc, struct outcome *o)
@@ -234,6 +239,34 @@ static void play(enum scenario sc, struct outcome *o)
 		} while (s.kernel_kind_on && clock_mono_ns() < until);
 		NEED(!s.kernel_kind_on);
 		h.launch("k_after()", 1000, 30);
+		break;
+	}
+	case DROPS:
+		/* 100 000 records while CUPTI holds every full buffer: more
+		 * than the library's 32 outstanding buffers of 2048 slots. */
+		h.context_created();
+		h.hold_buffers(1);
+		h.launch("k_many()", 1000, 100000);
+		h.hold_buffers(0);
+		break;
+	case FORK: {
+		/* A child forked after CUDA started: CUDA is unusable there, the
+		 * library reports it as a new process with nothing traced and
+		 * leaves at once; the parent goes on tracing. */
+		h.context_created();
+		h.launch("k_parent()", 1000, 10);
+		pid_t kid = fork();
+		NEED(kid >= 0);
+		if (kid == 0) {
+			h.launch("k_child()", 1000, 5);
+			exit(0);
+		}
+		int st = 0;
+		int64_t t0 = clock_mono_ns();
+		NEED(waitpid(kid, &st, 0) == kid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		o->child_exit_ms = (int)((clock_mono_ns() - t0) / NS_PER_MS);
+		o->child_pid = kid;
+		h.launch("k_parent()", 1000, 10);
 		break;
 	}
 	case TAKEN_BEFORE:
@@ -625,6 +658,46 @@ static void test_capture_over_socket(void **state)
 	json_decref(d);
 }
 
+/* No record is lost without being counted: with CUPTI holding its full
+ * buffers, what the library kept and what it counted as dropped add up to
+ * every launch. */
+static void test_drops_counted(void **state)
+{
+	(void)state;
+	struct outcome o;
+	json_t *d = run_case(DROPS, "full", NULL, &o);
+	json_int_t kept = launches_of(d, "k_many()"), dropped = num(d, "records_dropped_total");
+	assert_true(dropped > 0);
+	assert_int_equal(kept + dropped, 100000);
+	assert_int_equal((json_int_t)o.end.kernel_records, 100000 - dropped);
+	json_decref(d);
+}
+
+/* fork after CUDA started: the child's dump (DUMP.PID) has nothing
+ * traced and the child exits promptly; the parent's counts are exact. */
+static void test_fork_child(void **state)
+{
+	(void)state;
+	struct outcome o;
+	json_t *d = run_case(FORK, "full", NULL, &o);
+	assert_int_equal(launches_of(d, "k_parent()"), 20);
+	assert_int_equal(launches_of(d, "k_child()"), -1);
+	assert_true(o.child_exit_ms < 2000);
+	char path[160];
+	snprintf(path, sizeof path, "/tmp/gpulse-test-fakecupti-%d-%d.json.%d", (int)getpid(), (int)FORK,
+		 (int)o.child_pid);
+	json_error_t je;
+	json_t *c = json_load_file(path, 0, &je);
+	if (!c)
+		fail_msg("no dump from the forked child at %s: %s", path, je.text);
+	unlink(path);
+	assert_int_equal(num(c, "pid"), o.child_pid);
+	assert_int_equal(num(c, "records_total"), 0);
+	assert_int_equal(total_launches(c), 0);
+	json_decref(c);
+	json_decref(d);
+}
+
 int main(void)
 {
 	if (!find_libs()) {
@@ -641,6 +714,8 @@ int main(void)
 		cmocka_unit_test(test_gives_way_to_profiler_that_comes_later),
 		cmocka_unit_test(test_nvtx_focus_push_pop_and_start_end),
 		cmocka_unit_test(test_capture_over_socket),
+		cmocka_unit_test(test_drops_counted),
+		cmocka_unit_test(test_fork_child),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
