@@ -146,32 +146,31 @@ API CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(CUpti_ActivityUnified
 	return r;
 }
 
-API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
+/* A kind on or off; the kernel kind's switches are counted. */
+static CUptiResult set_kind(CUpti_ActivityKind k, int on)
 {
 	if ((unsigned)k >= KINDS)
 		return CUPTI_ERROR_INVALID_KIND;
 	pthread_mutex_lock(&f.mu);
 	CUptiResult r = CUPTI_SUCCESS;
-	if (k == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER && !f.uvm_configured)
+	if (on && k == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER && !f.uvm_configured)
 		r = CUPTI_ERROR_NOT_READY;
 	else
-		f.on[k] = 1;
+		f.on[k] = (uint8_t)on;
 	if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
-		f.st.enables++;
+		*(on ? &f.st.enables : &f.st.disables) += 1;
 	pthread_mutex_unlock(&f.mu);
 	return r;
 }
 
+API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
+{
+	return set_kind(k, 1);
+}
+
 API CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
 {
-	if ((unsigned)k >= KINDS)
-		return CUPTI_ERROR_INVALID_KIND;
-	pthread_mutex_lock(&f.mu);
-	f.on[k] = 0;
-	if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
-		f.st.disables++;
-	pthread_mutex_unlock(&f.mu);
-	return CUPTI_SUCCESS;
+	return set_kind(k, 0);
 }
 
 API CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *size, void *value)

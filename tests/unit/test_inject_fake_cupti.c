@@ -23,10 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <pthread.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +31,7 @@
 #include <jansson.h>
 
 #include "clock.h"
+#include "inject_test.h"
 #include "wire.h"
 #include "../fake_cupti/fake_cupti.h"
 
@@ -55,22 +53,12 @@ struct hooks {
 
 static char so_path[PATH_MAX + 64], fake_path[PATH_MAX + 64];
 
-/* The library sits at <build>/src/inject/, the stand-in at <build>/tests/
- * and this test at <build>/tests/. */
+/* The library sits at <build>/src/inject/, the stand-in and this test at
+ * <build>/tests/. */
 static int find_libs(void)
 {
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (n <= 0)
-		return 0;
-	exe[n] = '\0';
-	char *slash = strrchr(exe, '/');
-	if (!slash)
-		return 0;
-	*slash = '\0';
-	snprintf(so_path, sizeof so_path, "%s/../src/inject/libgpulse-inject.so", exe);
-	snprintf(fake_path, sizeof fake_path, "%s/libfake_cupti.so", exe);
-	return access(so_path, R_OK) == 0 && access(fake_path, R_OK) == 0;
+	return inject_test_path("../src/inject/libgpulse-inject.so", so_path, sizeof so_path) &&
+	       inject_test_path("libfake_cupti.so", fake_path, sizeof fake_path);
 }
 
 /* In the child: a failed step ends it with a message. */
@@ -548,8 +536,8 @@ static void test_nvtx_focus_push_pop_and_start_end(void **state)
 	json_decref(d);
 }
 
-/* Frames from the library until TRACE_END or EOF or 10 s: the capture's
- * kernel events named k_cap, all events, and the TRACE_END. */
+/* What comes back from a capture: HELLO (answered with the CAPTURE),
+ * kernel events named k_cap and others, the TRACE_END. */
 struct capture_seen {
 	int hello;
 	uint64_t k_cap, other, events;
@@ -557,61 +545,35 @@ struct capture_seen {
 	struct wire_trace_end end;
 };
 
-static void read_capture(int fd, struct capture_seen *c, int send_capture)
+static int on_capture_frame(int fd, unsigned type, const struct wire_msg *m, void *user)
 {
-	static uint8_t buf[1 << 20];
-	size_t len = 0;
-	int64_t deadline = clock_mono_ns() + 10 * NS_PER_SEC;
-	while (!c->ended) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int left = (int)((deadline - clock_mono_ns()) / NS_PER_MS);
-		if (left <= 0 || poll(&p, 1, left) <= 0)
-			break;
-		ssize_t r = read(fd, buf + len, sizeof buf - len);
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-		size_t off = 0;
-		while (len - off >= WIRE_HEADER_BYTES) {
-			unsigned type;
-			uint32_t plen;
-			assert_int_equal(wire_header_parse(buf + off, &type, &plen), 0);
-			if (len - off < WIRE_HEADER_BYTES + plen)
-				break;
-			struct wire_msg m;
-			memset(&m, 0, sizeof m);
-			assert_int_equal(wire_decode(&m, type, buf + off + WIRE_HEADER_BYTES, plen, NULL, 0), 0);
-			if (type == WIRE_HELLO && !c->hello++ && send_capture) {
-				struct wire_msg cap = { .type = WIRE_CAPTURE };
-				cap.u.capture.capture_id = 7;
-				cap.u.capture.seconds = 1;
-				cap.u.capture.max_events = 10000;
-				uint8_t frame[256];
-				size_t n = wire_encode(&cap, frame, sizeof frame);
-				assert_true(n > 0);
-				assert_int_equal(write(fd, frame, n), (ssize_t)n);
-			}
-			if (type == WIRE_TRACE_EVENTS) {
-				assert_int_equal(m.u.trace_events.capture_id, 7);
-				for (uint32_t i = 0; i < m.u.trace_events.count; i++) {
-					const struct wire_event *e = &m.u.trace_events.events[i];
-					c->events++;
-					if (e->kind == WIRE_EV_KERNEL && strcmp(e->name, "k_cap()") == 0)
-						c->k_cap++;
-					else
-						c->other++;
-				}
-			}
-			if (type == WIRE_TRACE_END) {
-				c->end = m.u.trace_end;
-				c->ended = 1;
-			}
-			wire_msg_free(&m);
-			off += WIRE_HEADER_BYTES + plen;
-		}
-		memmove(buf, buf + off, len - off);
-		len -= off;
+	struct capture_seen *c = user;
+	if (type == WIRE_HELLO && !c->hello++) {
+		struct wire_msg cap = { .type = WIRE_CAPTURE };
+		cap.u.capture.capture_id = 7;
+		cap.u.capture.seconds = 1;
+		cap.u.capture.max_events = 10000;
+		uint8_t frame[256];
+		size_t n = wire_encode(&cap, frame, sizeof frame);
+		assert_true(n > 0);
+		assert_int_equal(write(fd, frame, n), (ssize_t)n);
 	}
+	if (type == WIRE_TRACE_EVENTS) {
+		assert_int_equal(m->u.trace_events.capture_id, 7);
+		for (uint32_t i = 0; i < m->u.trace_events.count; i++) {
+			const struct wire_event *e = &m->u.trace_events.events[i];
+			c->events++;
+			if (e->kind == WIRE_EV_KERNEL && strcmp(e->name, "k_cap()") == 0)
+				c->k_cap++;
+			else
+				c->other++;
+		}
+	}
+	if (type == WIRE_TRACE_END) {
+		c->end = m->u.trace_end;
+		c->ended = 1;
+	}
+	return c->ended;
 }
 
 /* gpulsed asks for a capture over the socket: tracing turns on for its
@@ -623,11 +585,8 @@ static void test_capture_over_socket(void **state)
 	char path[108];
 	snprintf(path, sizeof path, "/tmp/gpulse-test-fakecupti-%d.sock", (int)getpid());
 	unlink(path);
-	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
-	assert_int_equal(listen(lfd, 4), 0);
+	int lfd = inject_test_listen(path);
+	assert_true(lfd >= 0);
 	pid_t child;
 	struct outcome o;
 	assert_null(run_case_at(CAPTURE, "profiler-api", NULL, path, &child, &o));
@@ -637,7 +596,7 @@ static void test_capture_over_socket(void **state)
 	assert_true(fd >= 0);
 	struct capture_seen c;
 	memset(&c, 0, sizeof c);
-	read_capture(fd, &c, 1);
+	inject_test_read_frames(fd, 10, on_capture_frame, &c);
 	json_t *d = run_case_finish(CAPTURE, child, &o);
 	close(fd);
 	close(lfd);

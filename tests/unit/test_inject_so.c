@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "clock.h"
+#include "inject_test.h"
 #include "wire.h"
 
 static char so_path[PATH_MAX + 64];
@@ -34,17 +35,7 @@ static char so_path[PATH_MAX + 64];
 /* The library sits at <build>/src/inject/ and this test at <build>/tests/. */
 static int find_so(void)
 {
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (n <= 0)
-		return 0;
-	exe[n] = '\0';
-	char *slash = strrchr(exe, '/');
-	if (!slash)
-		return 0;
-	*slash = '\0';
-	snprintf(so_path, sizeof so_path, "%s/../src/inject/libgpulse-inject.so", exe);
-	return access(so_path, R_OK) == 0;
+	return inject_test_path("../src/inject/libgpulse-inject.so", so_path, sizeof so_path);
 }
 
 static void test_exports(void **state)
@@ -169,48 +160,27 @@ static void test_bad_settings_one_line_each(void **state)
 	assert_non_null(strstr(err, "GPULSE_MODE=off"));
 }
 
-/* Read frames from fd until EOF or the deadline; remember HELLO's pid and
- * the last STATUS. */
-static void read_frames(int fd, uint32_t *hello_pid, int *first_is_hello,
-			struct wire_status *status, int *statuses)
+/* What the reader remembers: HELLO's pid, whether it came first, the
+ * last STATUS. */
+struct seen {
+	uint32_t hello_pid;
+	int first_is_hello, frames, statuses;
+	struct wire_status status;
+};
+
+static int on_frame(int fd, unsigned type, const struct wire_msg *m, void *user)
 {
-	static uint8_t buf[1 << 20];
-	size_t len = 0;
-	int64_t deadline = clock_mono_ns() + 10 * NS_PER_SEC;
-	int nframes = 0;
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int left = (int)((deadline - clock_mono_ns()) / NS_PER_MS);
-		if (left <= 0 || poll(&p, 1, left) <= 0)
-			break;
-		ssize_t r = read(fd, buf + len, sizeof buf - len);
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-		size_t off = 0;
-		while (len - off >= WIRE_HEADER_BYTES) {
-			unsigned type;
-			uint32_t plen;
-			assert_int_equal(wire_header_parse(buf + off, &type, &plen), 0);
-			if (len - off < WIRE_HEADER_BYTES + plen)
-				break;
-			struct wire_msg m;
-			memset(&m, 0, sizeof m);
-			assert_int_equal(wire_decode(&m, type, buf + off + WIRE_HEADER_BYTES, plen, NULL, 0), 0);
-			if (nframes++ == 0)
-				*first_is_hello = type == WIRE_HELLO;
-			if (type == WIRE_HELLO)
-				*hello_pid = m.u.hello.pid;
-			if (type == WIRE_STATUS) {
-				*status = m.u.status;
-				(*statuses)++;
-			}
-			wire_msg_free(&m);
-			off += WIRE_HEADER_BYTES + plen;
-		}
-		memmove(buf, buf + off, len - off);
-		len -= off;
+	(void)fd;
+	struct seen *s = user;
+	if (s->frames++ == 0)
+		s->first_is_hello = type == WIRE_HELLO;
+	if (type == WIRE_HELLO)
+		s->hello_pid = m->u.hello.pid;
+	if (type == WIRE_STATUS) {
+		s->status = m->u.status;
+		s->statuses++;
 	}
+	return 0;
 }
 
 static void test_daemon_told_why(void **state)
@@ -221,11 +191,8 @@ static void test_daemon_told_why(void **state)
 	char path[108];
 	snprintf(path, sizeof path, "/tmp/gpulse-test-inject-%d.sock", (int)getpid());
 	unlink(path);
-	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
-	assert_int_equal(listen(lfd, 4), 0);
+	int lfd = inject_test_listen(path);
+	assert_true(lfd >= 0);
 	char sock_env[160];
 	snprintf(sock_env, sizeof sock_env, "GPULSE_SOCKET=%s", path);
 	const char *env[] = { "GPULSE_CUPTI_PATH=/nonexistent/libcupti.so", sock_env, NULL };
@@ -243,20 +210,18 @@ static void test_daemon_told_why(void **state)
 	assert_int_equal(poll(&p, 1, 10000), 1);
 	int fd = accept(lfd, NULL, NULL);
 	assert_true(fd >= 0);
-	uint32_t hello_pid = 0;
-	int first_is_hello = 0, statuses = 0;
-	struct wire_status st;
-	memset(&st, 0, sizeof st);
-	read_frames(fd, &hello_pid, &first_is_hello, &st, &statuses);
+	struct seen seen;
+	memset(&seen, 0, sizeof seen);
+	inject_test_read_frames(fd, 10, on_frame, &seen);
 	int status = 0;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	assert_true(first_is_hello);
-	assert_true(hello_pid > 0 && hello_pid != (uint32_t)getpid());
-	assert_true(statuses >= 1);
-	assert_int_equal(st.stepped_aside, 1);
-	assert_int_equal(st.mode, WIRE_MODE_OFF);
-	assert_non_null(strstr(st.reason, "GPULSE_CUPTI_PATH"));
+	assert_true(seen.first_is_hello);
+	assert_true(seen.hello_pid > 0 && seen.hello_pid != (uint32_t)getpid());
+	assert_true(seen.statuses >= 1);
+	assert_int_equal(seen.status.stepped_aside, 1);
+	assert_int_equal(seen.status.mode, WIRE_MODE_OFF);
+	assert_non_null(strstr(seen.status.reason, "GPULSE_CUPTI_PATH"));
 	close(fd);
 	close(lfd);
 	unlink(path);
