@@ -7,7 +7,8 @@
 // two streams; H2D/D2H copies from pinned and pageable memory, D2D
 // copies, memsets, all with known sizes; managed memory touched by the
 // CPU then the GPU then the CPU (page faults, migrations); NVTX ranges
-// (nested); and one cudaProfilerStart/Stop region holding k_inside.
+// (nested push/pop, and one start/end range); and one
+// cudaProfilerStart/Stop region holding k_inside.
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
@@ -121,6 +122,13 @@ int main(int argc, char **argv)
 		}
 		nvtxRangePop();
 	}
+	// And one start/end range of the same name (nvtxRangeStartA returns
+	// the id that nvtxRangeEnd closes), holding NVTX_INNER more kernels.
+	nvtxRangeId_t rid = nvtxRangeStartA("phase_a");
+	for (int i = 0; i < NVTX_INNER; i++)
+		k_nvtx<<<1, 32>>>(d);
+	CHECK(cudaDeviceSynchronize());
+	nvtxRangeEnd(rid);
 
 	// One profiler region.
 	CHECK(cudaProfilerStart());
@@ -147,8 +155,8 @@ int main(int argc, char **argv)
 		" \"ranges\": {\"phase_a\": %d, \"inner\": %d},\n"
 		" \"nvtx_kernel\": \"k_nvtx(\", \"profiler_kernel\": \"k_inside(\",\n"
 		" \"managed_bytes\": %zu}\n",
-		ADD, SCALE, EMPTY, NVTX_OUTER * NVTX_INNER, INSIDE, n / 256, 10 * MiB, 15 * MiB,
-		14 * MiB, 3 * MiB, 32 * MiB, 24 * MiB, NVTX_OUTER, NVTX_OUTER * NVTX_INNER, mbytes);
+		ADD, SCALE, EMPTY, (NVTX_OUTER + 1) * NVTX_INNER, INSIDE, n / 256, 10 * MiB, 15 * MiB,
+		14 * MiB, 3 * MiB, 32 * MiB, 24 * MiB, NVTX_OUTER + 1, NVTX_OUTER * NVTX_INNER, mbytes);
 	fclose(f);
 	printf("inject_known: done\n");
 	return 0;
