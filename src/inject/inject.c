@@ -113,7 +113,7 @@ static struct {
 	atomic_uint_fast64_t launch_records; /* kernels + copies + memsets seen */
 	int holds_subscriber;      /* focused modes: callbacks need one */
 	atomic_int sub_until_context; /* full mode: subscribed until the first context exists */
-	int uvm_state;             /* 0 not yet, 1 on, -1 given up */
+	atomic_int uvm_state;      /* 0 not yet, 1 on, -1 given up (set on a callback, read by the thread) */
 	struct marker_open *markers; /* MARKERS_OPEN, under g.mu */
 	atomic_uint_fast64_t records_total;
 	atomic_uint_fast64_t records_dropped; /* CUPTI's drops, refused buffers, bounds */
