@@ -108,12 +108,19 @@ static int64_t ms(int64_t n)
 	return n * NS_PER_MS;
 }
 
-/* Launch k_loop in bursts of `burst` a millisecond until `until`
- * (monotonic ns). */
-static void launch_until(const struct hooks *h, int burst, int64_t until)
+/* Launch k_loop at `rate` a second until `until` (monotonic ns), in
+ * bursts about a millisecond apart: paced by the clock, so a loaded
+ * machine that sleeps longer gets bigger bursts, not a lower rate. */
+static void launch_until(const struct hooks *h, int rate, int64_t until)
 {
-	while (clock_mono_ns() < until) {
-		h->launch("k_loop(float*)", 2000, burst);
+	int64_t t0 = clock_mono_ns();
+	int64_t done = 0;
+	for (int64_t now = t0; now < until; now = clock_mono_ns()) {
+		int64_t due = (now - t0) * rate / NS_PER_SEC;
+		if (due > done) {
+			h->launch("k_loop(float*)", 2000, (int)(due - done));
+			done = due;
+		}
 		usleep(1000);
 	}
 }
@@ -175,7 +182,7 @@ static void play(enum scenario sc, struct outcome *o)
 	}
 	case CONTINUOUS:
 		h.context_created();
-		launch_until(&h, 100, clock_mono_ns() + ms(3000));
+		launch_until(&h, 100000, clock_mono_ns() + ms(3000));
 		break;
 	case PROFILER_API:
 		h.context_created();
@@ -264,12 +271,12 @@ static void play(enum scenario sc, struct outcome *o)
 		break;
 	case TAKEN_LATER:
 		h.context_created();
-		launch_until(&h, 100, clock_mono_ns() + ms(500));
+		launch_until(&h, 100000, clock_mono_ns() + ms(500));
 		NEED(h.take_subscriber());
 		h.stats(&o->at_take);
-		launch_until(&h, 100, clock_mono_ns() + ms(1800));
+		launch_until(&h, 100000, clock_mono_ns() + ms(1800));
 		h.stats(&o->before_end);
-		launch_until(&h, 100, clock_mono_ns() + ms(500));
+		launch_until(&h, 100000, clock_mono_ns() + ms(500));
 		break;
 	}
 	h.stats(&o->end);
