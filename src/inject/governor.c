@@ -112,10 +112,14 @@ void governor_window_done(struct governor *g, uint64_t on_ns, uint64_t records,
 	if (on_ns > 0) {
 		/* The rate seen while tracing is slowed by tracing itself:
 		 * a thread that launched r per second spends r * cost of
-		 * each second in tracing, so untraced r = r_t / (1 - r_t * cost). */
+		 * each second in tracing, so untraced r = r_t / (1 - r_t * cost).
+		 * At most twice r_t: a window that saw more than half its time
+		 * in tracing costs caught a burst (or a cost below the prior),
+		 * and dividing by what is left would inflate the rate without
+		 * bound (a burst in a 2 ms probe read as 20 times its rate). */
 		double rt = (double)records * 1e9 / (double)on_ns;
 		double busy = rt * g->cost_ns / 1e9;
-		double r = busy < 0.95 ? rt / (1.0 - busy) : rt / 0.05;
+		double r = busy < 0.5 ? rt / (1.0 - busy) : rt * 2.0;
 		if (!g->have_rate || r > g->rate_hz)
 			g->rate_hz = r; /* rises are believed at once */
 		else

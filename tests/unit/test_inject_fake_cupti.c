@@ -182,7 +182,7 @@ static void play(enum scenario sc, struct outcome *o)
 	}
 	case CONTINUOUS:
 		h.context_created();
-		launch_until(&h, 100000, clock_mono_ns() + ms(3000));
+		launch_until(&h, 100000, clock_mono_ns() + ms(4000));
 		break;
 	case PROFILER_API:
 		h.context_created();
@@ -439,8 +439,9 @@ static void test_continuous_windows(void **state)
 {
 	(void)state;
 	struct outcome o;
-	/* About 100 000 launches a second at 2 µs each (f = 0.25) and a
-	 * budget of 10%: windows of 200 ms about every 0.7 s. (The 0.5%
+	/* About 100 000 launches a second for 4 s at 2 µs each (f = 0.25)
+	 * and a budget of 10%: windows of 200 ms about every 0.7 s, or every
+	 * 1.5 s where a loaded machine makes the launches bursty. (The 0.5%
 	 * default would trace one window in 10 s.) */
 	json_t *d = run_case(CONTINUOUS, "continuous", "10%", &o);
 	assert_string_equal(json_string_value(json_object_get(d, "mode")), "continuous");
@@ -645,6 +646,14 @@ static void test_drops_counted(void **state)
 static void test_fork_child(void **state)
 {
 	(void)state;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	/* Under the sanitizers a fork of a multi-threaded process can inherit
+	 * their allocator's lock held (seen: the child hung inside ASan's
+	 * calloc), and TSan refuses threads after such a fork. The case runs
+	 * in the normal build. */
+	printf("test_fork_child: not run under a sanitizer (it runs in the normal build)\n");
+	skip();
+#endif
 	struct outcome o;
 	json_t *d = run_case(FORK, "full", NULL, &o);
 	assert_int_equal(launches_of(d, "k_parent()"), 20);

@@ -122,6 +122,17 @@ static void test_no_records_respects_budget(void **state)
 	assert_int_equal(d.on_ns + d.off_ns, d.cfg.period_ns);
 }
 
+/* A burst that fills a window with more records than tracing's cost
+ * allows (1.5 M/s at 2 µs each) is read as at most twice what was seen,
+ * not twenty times. */
+static void test_burst_not_inflated(void **state)
+{
+	(void)state;
+	struct governor g = make(5000);
+	governor_window_done(&g, 2000000, 3000, 0); /* 3000 records in 2 ms */
+	assert_true(g.rate_hz == 3000000.0);
+}
+
 static void test_launch_bound_numbers(void **state)
 {
 	(void)state;
@@ -224,6 +235,7 @@ int main(void)
 		cmocka_unit_test(test_budget_met_across_rates),
 		cmocka_unit_test(test_no_records_is_not_free),
 		cmocka_unit_test(test_no_records_respects_budget),
+		cmocka_unit_test(test_burst_not_inflated),
 		cmocka_unit_test(test_launch_bound_numbers),
 		cmocka_unit_test(test_unreachable_budget_is_reported),
 		cmocka_unit_test(test_rate_rises_at_once_falls_slowly),
