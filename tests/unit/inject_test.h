@@ -48,6 +48,17 @@ static int inject_test_listen(const char *path)
 	return fd;
 }
 
+/* The library's connection to the listening socket, within 10 s (the
+ * test fails otherwise). */
+static int inject_test_accept(int lfd)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 10000), 1);
+	int fd = accept(lfd, NULL, NULL);
+	assert_true(fd >= 0);
+	return fd;
+}
+
 /* Called for each decoded frame; nonzero stops the reading. */
 typedef int inject_test_frame_fn(int fd, unsigned type, const struct wire_msg *m, void *user);
 

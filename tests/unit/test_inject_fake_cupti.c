@@ -599,10 +599,7 @@ static void test_capture_over_socket(void **state)
 	pid_t child;
 	struct outcome o;
 	assert_null(run_case_at(CAPTURE, "profiler-api", NULL, path, &child, &o));
-	struct pollfd p = { .fd = lfd, .events = POLLIN };
-	assert_int_equal(poll(&p, 1, 10000), 1);
-	int fd = accept(lfd, NULL, NULL);
-	assert_true(fd >= 0);
+	int fd = inject_test_accept(lfd);
 	struct capture_seen c;
 	memset(&c, 0, sizeof c);
 	inject_test_read_frames(fd, 10, on_capture_frame, &c);

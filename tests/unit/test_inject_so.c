@@ -206,10 +206,7 @@ static void test_daemon_told_why(void **state)
 		int st = run_child(env, err, sizeof err, &took);
 		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 9);
 	}
-	struct pollfd p = { .fd = lfd, .events = POLLIN };
-	assert_int_equal(poll(&p, 1, 10000), 1);
-	int fd = accept(lfd, NULL, NULL);
-	assert_true(fd >= 0);
+	int fd = inject_test_accept(lfd);
 	struct seen seen;
 	memset(&seen, 0, sizeof seen);
 	inject_test_read_frames(fd, 10, on_frame, &seen);
