@@ -317,7 +317,10 @@ static void marker(uint32_t flags, uint32_t id, uint64_t ts, const char *name, i
 		}
 		atomic_fetch_add(&g.nvtx_dropped, 1); /* too many open ranges */
 	} else if (flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
-		for (unsigned p = 0; p < MARKERS_OPEN; p++, h = (h + 1) & (MARKERS_OPEN - 1)) {
+		/* Linear probing: the run from the id's home slot ends at the
+		 * first free slot (deletions re-seat what follows them). */
+		for (unsigned p = 0; p < MARKERS_OPEN && g.markers[h].id;
+		     p++, h = (h + 1) & (MARKERS_OPEN - 1)) {
 			struct marker_open *m = &g.markers[h];
 			if (m->id != id)
 				continue;

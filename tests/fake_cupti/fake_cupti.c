@@ -28,6 +28,7 @@
 _Static_assert(sizeof(CUpti_ActivityKernel10) <= SLOT, "kernel record fits a slot");
 _Static_assert(sizeof(CUpti_ActivityMemcpy6) <= SLOT, "copy record fits a slot");
 _Static_assert(sizeof(CUpti_ActivityUnifiedMemoryCounter3) <= SLOT, "uvm record fits a slot");
+_Static_assert(sizeof(CUpti_ActivityMarker2) <= SLOT, "marker record fits a slot");
 
 
 static struct {
@@ -469,4 +470,19 @@ API void fake_cupti_hold_buffers(int on)
 	pthread_mutex_lock(&f.mu);
 	f.hold = on;
 	pthread_mutex_unlock(&f.mu);
+}
+
+/* An NVTX range edge as a MARKER activity record (what continuous and
+ * full modes see): start = 1 opens range `id` named `name`, start = 0
+ * closes it. */
+API void fake_cupti_marker(int start, uint32_t id, const char *name)
+{
+	CUpti_ActivityMarker2 mk;
+	memset(&mk, 0, sizeof mk);
+	mk.kind = CUPTI_ACTIVITY_KIND_MARKER;
+	mk.flags = start ? CUPTI_ACTIVITY_FLAG_MARKER_START : CUPTI_ACTIVITY_FLAG_MARKER_END;
+	mk.timestamp = now_ns();
+	mk.id = id;
+	mk.name = start ? name : NULL;
+	append(&mk, sizeof mk, CUPTI_ACTIVITY_KIND_MARKER);
 }

@@ -47,5 +47,9 @@ void fake_cupti_nvtx_end(uint64_t id);
 /* Keep full buffers until the next flush (on = 1), as CUPTI does when its
  * thread falls behind, so the library's cap on buffers is reached. */
 void fake_cupti_hold_buffers(int on);
+/* An NVTX range edge as a MARKER activity record (continuous and full
+ * modes): start = 1 opens range `id` named `name` (a lasting pointer),
+ * start = 0 closes it. */
+void fake_cupti_marker(int start, uint32_t id, const char *name);
 
 #endif

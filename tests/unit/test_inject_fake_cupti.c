@@ -9,7 +9,9 @@
  * in the dump, none lost); profiler-api mode recording only the region;
  * nvtx:NAME mode by push/pop and by start/end ranges (ended on another
  * thread); a capture asked over the socket; records dropped when CUPTI
- * holds its buffers, every one counted; a fork after CUDA started;
+ * holds its buffers, every one counted; a fork after CUDA started; NVTX
+ * ranges as MARKER records (colliding ids closed out of order, the bound
+ * on open ranges);
  * stepping aside for a profiler there before it, and giving way to one
  * that comes later. Each case runs in a child process (the library keeps
  * process-wide state). Skipped, and reported so, where the library and
@@ -49,6 +51,7 @@ struct hooks {
 	void (*nvtx_start)(const char *name, uint64_t ret_id);
 	void (*nvtx_end)(uint64_t id);
 	void (*hold_buffers)(int on);
+	void (*marker)(int start, uint32_t id, const char *name);
 };
 
 static char so_path[PATH_MAX + 64], fake_path[PATH_MAX + 64];
@@ -91,6 +94,7 @@ static void load_hooks(struct hooks *h)
 	HOOK(nvtx_start, "fake_cupti_nvtx_start");
 	HOOK(nvtx_end, "fake_cupti_nvtx_end");
 	HOOK(hold_buffers, "fake_cupti_hold_buffers");
+	HOOK(marker, "fake_cupti_marker");
 #undef HOOK
 }
 
@@ -125,7 +129,7 @@ static void launch_until(const struct hooks *h, int rate, int64_t until)
 	}
 }
 
-enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK };
+enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK, MARKERS };
 
 static const struct hooks *end_hooks;
 
@@ -263,6 +267,31 @@ static void play(enum scenario sc, struct outcome *o)
 		o->child_exit_ms = (int)((clock_mono_ns() - t0) / NS_PER_MS);
 		o->child_pid = kid;
 		h.launch("k_parent()", 1000, 10);
+		break;
+	}
+	case MARKERS: {
+		/* 40 ranges whose ids share one slot of the library's table
+		 * (open addressing: a cluster), closed in a scrambled order;
+		 * then 300 ranges open at once, 256 fitting. */
+		h.context_created();
+		uint32_t same[40];
+		int n = 0;
+		for (uint32_t id = 1; n < 40; id++)
+			if (((id * 2654435761u) & 255) == 7)
+				same[n++] = id;
+		for (int i = 0; i < 40; i++)
+			h.marker(1, same[i], "cluster");
+		for (uint32_t i = 0, k = 0; i < 40; i++) {
+			k = (k + 17) % 40; /* 17 is prime to 40: every index once */
+			h.marker(0, same[k], NULL);
+		}
+		static const char *const names[3] = { "a", "b", "c" };
+		for (uint32_t id = 1000; id < 1300; id++)
+			h.marker(1, id, names[id % 3]);
+		for (uint32_t i = 0, k = 0; i < 300; i++) {
+			k = (k + 7) % 300;
+			h.marker(0, 1000 + k, NULL);
+		}
 		break;
 	}
 	case TAKEN_BEFORE:
@@ -671,6 +700,34 @@ static void test_fork_child(void **state)
 	json_decref(d);
 }
 
+/* NVTX ranges as MARKER records: a cluster of colliding ids closed out
+ * of order, every one found; past 256 open at once, the rest counted. */
+static void test_marker_ranges(void **state)
+{
+	(void)state;
+	struct outcome o;
+	json_t *d = run_case(MARKERS, "full", NULL, &o);
+	json_int_t count[4] = { 0 }; /* cluster, a, b, c */
+	size_t i;
+	const json_t *r;
+	json_array_foreach(json_object_get(d, "ranges"), i, r) {
+		const char *n = json_string_value(json_object_get(r, "name"));
+		int k = strcmp(n, "cluster") == 0 ? 0 : n[0] - 'a' + 1;
+		assert_true(k >= 0 && k < 4);
+		count[k] += num(r, "count");
+	}
+	assert_int_equal(count[0], 40);
+	/* Ids 1000..1255 fit (1000 % 3 == 1: "b" first). */
+	json_int_t want[3] = { 0 };
+	for (int id = 1000; id < 1256; id++)
+		want[id % 3]++;
+	assert_int_equal(count[1], want[0]);
+	assert_int_equal(count[2], want[1]);
+	assert_int_equal(count[3], want[2]);
+	assert_int_equal(num(d, "nvtx_dropped"), 44);
+	json_decref(d);
+}
+
 int main(void)
 {
 	if (!find_libs()) {
@@ -689,6 +746,7 @@ int main(void)
 		cmocka_unit_test(test_capture_over_socket),
 		cmocka_unit_test(test_drops_counted),
 		cmocka_unit_test(test_fork_child),
+		cmocka_unit_test(test_marker_ranges),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
