@@ -49,6 +49,7 @@ static struct {
 	struct fake_cupti_stats st;
 	uint32_t correlation;
 	int hold;                 /* keep full buffers until a flush */
+	int slow_flush_ms;        /* a flush takes this long (a stuck CUPTI) */
 	struct held { uint8_t *buf; size_t size, used; } held[HELD_MAX];
 	int nheld;
 } f = { .mu = PTHREAD_MUTEX_INITIALIZER };
@@ -213,6 +214,13 @@ static void deliver(uint8_t *b, size_t size, size_t used, CUpti_BuffersCallbackC
 API CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
 	(void)flag;
+	pthread_mutex_lock(&f.mu);
+	int slow = f.slow_flush_ms;
+	pthread_mutex_unlock(&f.mu);
+	if (slow > 0) {
+		struct timespec ts = { slow / 1000, (long)(slow % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
 	pthread_mutex_lock(&f.mu);
 	struct held out[HELD_MAX + 1];
 	int n = f.nheld;
@@ -485,4 +493,13 @@ API void fake_cupti_marker(int start, uint32_t id, const char *name)
 	mk.id = id;
 	mk.name = start ? name : NULL;
 	append(&mk, sizeof mk, CUPTI_ACTIVITY_KIND_MARKER);
+}
+
+/* From now on every flush takes ms milliseconds, as when CUPTI's thread
+ * is stuck behind the driver. */
+API void fake_cupti_slow_flush(int ms)
+{
+	pthread_mutex_lock(&f.mu);
+	f.slow_flush_ms = ms;
+	pthread_mutex_unlock(&f.mu);
 }

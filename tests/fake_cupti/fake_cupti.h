@@ -51,5 +51,7 @@ void fake_cupti_hold_buffers(int on);
  * modes): start = 1 opens range `id` named `name` (a lasting pointer),
  * start = 0 closes it. */
 void fake_cupti_marker(int start, uint32_t id, const char *name);
+/* From now on every flush takes ms milliseconds (a stuck CUPTI). */
+void fake_cupti_slow_flush(int ms);
 
 #endif

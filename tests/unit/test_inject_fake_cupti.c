@@ -11,7 +11,7 @@
  * thread); a capture asked over the socket; records dropped when CUPTI
  * holds its buffers, every one counted; a fork after CUDA started; NVTX
  * ranges as MARKER records (colliding ids closed out of order, the bound
- * on open ranges);
+ * on open ranges); exit bounded with CUPTI stuck in a flush;
  * stepping aside for a profiler there before it, and giving way to one
  * that comes later. Each case runs in a child process (the library keeps
  * process-wide state). Skipped, and reported so, where the library and
@@ -52,6 +52,7 @@ struct hooks {
 	void (*nvtx_end)(uint64_t id);
 	void (*hold_buffers)(int on);
 	void (*marker)(int start, uint32_t id, const char *name);
+	void (*slow_flush)(int ms);
 };
 
 static char so_path[PATH_MAX + 64], fake_path[PATH_MAX + 64];
@@ -95,6 +96,7 @@ static void load_hooks(struct hooks *h)
 	HOOK(nvtx_end, "fake_cupti_nvtx_end");
 	HOOK(hold_buffers, "fake_cupti_hold_buffers");
 	HOOK(marker, "fake_cupti_marker");
+	HOOK(slow_flush, "fake_cupti_slow_flush");
 #undef HOOK
 }
 
@@ -129,7 +131,7 @@ static void launch_until(const struct hooks *h, int rate, int64_t until)
 	}
 }
 
-enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK, MARKERS };
+enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK, MARKERS, STUCK };
 
 static const struct hooks *end_hooks;
 
@@ -146,6 +148,7 @@ struct outcome {
 	int released_ms; /* full mode: when the subscriber was given back (-1 never) */
 	int child_exit_ms; /* fork: how long the forked child took to exit */
 	pid_t child_pid;
+	int64_t exit_start_ns; /* when the case called exit (monotonic) */
 };
 
 static void play(enum scenario sc, struct outcome *o)
@@ -294,6 +297,14 @@ static void play(enum scenario sc, struct outcome *o)
 		}
 		break;
 	}
+	case STUCK:
+		/* CUPTI stuck: every flush takes 5 s, and the library's thread
+		 * is inside one when the application exits. */
+		h.context_created();
+		h.launch("k_any()", 1000, 10);
+		h.slow_flush(5000);
+		usleep(1300 * 1000); /* past the thread's once-a-second flush */
+		break;
 	case TAKEN_BEFORE:
 		h.context_created();
 		h.launch("k_any()", 1000, 50);
@@ -348,6 +359,7 @@ static json_t *run_case_at(enum scenario sc, const char *mode, const char *budge
 		struct outcome res;
 		memset(&res, 0, sizeof res);
 		play(sc, &res);
+		res.exit_start_ns = clock_mono_ns();
 		FILE *fo = fopen(out, "we");
 		NEED(fo && fwrite(&res, sizeof res, 1, fo) == 1);
 		fclose(fo);
@@ -367,12 +379,14 @@ static json_t *run_case_finish(enum scenario sc, pid_t pid, struct outcome *o)
 	snprintf(out, sizeof out, "/tmp/gpulse-test-fakecupti-%d-%d.bin", (int)getpid(), (int)sc);
 	int status = 0;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
+	int64_t exited_ns = clock_mono_ns();
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	FILE *fi = fopen(out, "re");
 	assert_non_null(fi);
 	assert_int_equal(fread(o, sizeof *o, 1, fi), 1);
 	fclose(fi);
+	o->exit_start_ns = exited_ns - o->exit_start_ns; /* now: how long exit took */
 	json_error_t je;
 	json_t *j = json_load_file(dump, 0, &je);
 	if (!j)
@@ -728,6 +742,18 @@ static void test_marker_ranges(void **state)
 	json_decref(d);
 }
 
+/* Never hang the application: with CUPTI stuck in a flush, exit waits
+ * for the library's thread 500 ms, then leaves, the dump still written. */
+static void test_exit_with_cupti_stuck(void **state)
+{
+	(void)state;
+	struct outcome o;
+	json_t *d = run_case(STUCK, "full", NULL, &o);
+	assert_true(o.exit_start_ns < 2 * NS_PER_SEC);
+	assert_string_equal(json_string_value(json_object_get(d, "mode")), "full");
+	json_decref(d);
+}
+
 int main(void)
 {
 	if (!find_libs()) {
@@ -747,6 +773,7 @@ int main(void)
 		cmocka_unit_test(test_drops_counted),
 		cmocka_unit_test(test_fork_child),
 		cmocka_unit_test(test_marker_ranges),
+		cmocka_unit_test(test_exit_with_cupti_stuck),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
