@@ -1129,7 +1129,10 @@ static void on_daemon_msg(const struct wire_msg *m, void *user)
 		if (g.stepped_aside || m->u.config.mode == WIRE_MODE_OFF)
 			return; /* off is chosen at start (GPULSE_MODE=off) */
 		pthread_mutex_lock(&g.mu);
-		if (m->u.config.budget_ppm && m->u.config.budget_ppm <= 1000000) {
+		/* gpulsed's settings are defaults: what the process's own
+		 * environment set (GPULSE_MODE, GPULSE_BUDGET; gpulse run
+		 * --focus, --budget) stays. */
+		if (!g.cfg.budget_set && m->u.config.budget_ppm && m->u.config.budget_ppm <= 1000000) {
 			g.budget_ppm = m->u.config.budget_ppm;
 			governor_set_budget(&g.gov, g.budget_ppm);
 		}
@@ -1138,7 +1141,9 @@ static void on_daemon_msg(const struct wire_msg *m, void *user)
 		 * only if it started in one. */
 		int to_focus = m->u.config.mode == WIRE_MODE_FOCUSED_PROFILER ||
 			       m->u.config.mode == WIRE_MODE_FOCUSED_NVTX;
-		if (m->u.config.mode != g.mode && m->u.config.mode < WIRE_MODE_OFF &&
+		if (g.cfg.mode_set) {
+			/* the environment's mode stays */
+		} else if (m->u.config.mode != g.mode && m->u.config.mode < WIRE_MODE_OFF &&
 		    (!to_focus || g.holds_subscriber)) {
 			g.mode = m->u.config.mode;
 			str_copy(g.nvtx_focus, sizeof g.nvtx_focus, m->u.config.nvtx_range);

@@ -92,12 +92,16 @@ void inject_config_load(struct inject_config *c, const char *(*get)(const char *
 		snprintf(msg, sizeof msg, "GPULSE_MODE=%.64s is not continuous, profiler-api, "
 			 "nvtx:NAME, full or off; using continuous", v);
 		add_err(err, errlen, msg);
+	} else if (v && *v) {
+		c->mode_set = 1;
 	}
 	v = get("GPULSE_BUDGET");
 	if (v && *v && inject_parse_budget(v, &c->budget_ppm)) {
 		snprintf(msg, sizeof msg, "GPULSE_BUDGET=%.64s is not a share like 0.5%% or "
 			 "5000ppm in (0, 100%%]; using 0.5%%", v);
 		add_err(err, errlen, msg);
+	} else if (v && *v) {
+		c->budget_set = 1;
 	}
 	v = get("GPULSE_TOPK");
 	if (v && *v) {

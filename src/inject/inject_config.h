@@ -17,6 +17,8 @@
 
 struct inject_config {
 	uint8_t mode;                 /* enum wire_mode */
+	int mode_set, budget_set;     /* given (validly) in the environment: they
+				       * take precedence over gpulsed's CONFIG */
 	char nvtx_range[WIRE_NAME_MAX + 1]; /* for WIRE_MODE_FOCUSED_NVTX */
 	uint32_t budget_ppm;          /* default 5000 (0.5%) */
 	unsigned topk;                /* kernels per scope and interval (default 64) */

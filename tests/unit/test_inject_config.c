@@ -71,6 +71,7 @@ static void test_load_defaults_and_paths(void **state)
 	assert_string_equal(err, "");
 	assert_int_equal(c.mode, WIRE_MODE_CONTINUOUS);
 	assert_int_equal(c.budget_ppm, 5000);
+	assert_false(c.mode_set || c.budget_set); /* gpulsed's CONFIG may set them */
 	assert_int_equal(c.topk, 64);
 	assert_string_equal(c.socket_paths[0], WIRE_DEFAULT_SOCKET);
 	assert_string_equal(c.socket_paths[1], "/tmp/gpulse-1000/inject.sock");
@@ -91,6 +92,7 @@ static void test_load_defaults_and_paths(void **state)
 	assert_int_equal(c.mode, WIRE_MODE_FOCUSED_NVTX);
 	assert_string_equal(c.nvtx_range, "step");
 	assert_int_equal(c.budget_ppm, 10000);
+	assert_true(c.mode_set && c.budget_set); /* they outrank gpulsed's CONFIG */
 	assert_string_equal(c.socket_paths[0], "/x/y.sock");
 	assert_string_equal(c.socket_paths[1], "");
 	assert_int_equal(c.topk, 10);
@@ -112,6 +114,7 @@ static void test_load_bad_values_keep_defaults(void **state)
 	inject_config_load(&c, fake_get, 0, err, sizeof err);
 	assert_int_equal(c.mode, WIRE_MODE_CONTINUOUS);
 	assert_int_equal(c.budget_ppm, 5000);
+	assert_false(c.mode_set || c.budget_set); /* bad values set nothing */
 	assert_int_equal(c.topk, 64);
 	assert_int_equal(c.skip, INJECT_SKIP_UVM);
 	assert_true(c.cost_ns == 2000);

@@ -1,0 +1,58 @@
+# The real libgpulse-inject.so talking to a real gpulsed, without a GPU:
+# tests/profile/fake_cuda_app loads the library against the CUPTI
+# stand-in (tests/fake_cupti) and launches known kernels and copies.
+# Checked: gpulsed's per-process and per-kernel series hold exactly what
+# the application did; the process's own GPULSE_MODE and GPULSE_BUDGET
+# outrank gpulsed's profiling defaults (full at 0.2% stays so, though
+# gpulsed sends continuous at 0.5%); gpulse kernels lists the kernel; the
+# library connects, reports its mode and leaves cleanly. Skipped (77),
+# and said so, where the library was not built (no CUPTI headers).
+source "$(dirname "$0")/lib.sh"
+: "${GPULSE_BUILD_DIR:?}"
+APP="$GPULSE_BUILD_DIR/tests/fake_cuda_app"
+LIB="$GPULSE_BUILD_DIR/src/inject/libgpulse-inject.so"
+FAKE="$GPULSE_BUILD_DIR/tests/libfake_cupti.so"
+if [ ! -x "$APP" ] || [ ! -f "$LIB" ] || [ ! -f "$FAKE" ]; then
+	echo "skip: libgpulse-inject.so or the CUPTI stand-in was not built here (no CUPTI headers)"
+	exit 77
+fi
+
+SOCK="$WORK/run/inject.sock"
+cat >"$WORK/g.yml" <<YML
+profiling:
+  socket: "$SOCK"
+  budget_percent: 0.5
+YML
+start_daemon a --config "$WORK/g.yml"
+wait_for '[ -S "$SOCK" ]' || fail "no socket"
+
+GPULSE_MODE=full GPULSE_BUDGET=0.2% GPULSE_SOCKET="$SOCK" GPULSE_INJECT_DUMP="$WORK/dump.json" \
+	"$APP" "$FAKE" "$LIB" 3 >"$WORK/app.out" 2>"$WORK/app.log" &
+APP_PID=$!
+PIDS+=("$APP_PID")
+P="pid=\"$APP_PID\""
+# While it runs: connected, in its own mode and budget.
+wait_for '[ "$(metric gpulse_inject_connected "$P")" = 1 ]' || fail "the library did not connect"
+wait_for '[ -n "$(metric gpulse_inject_info "$P" mode=\"full\")" ]' ||
+	fail "mode: $(fetch /metrics | grep "^gpulse_inject_info{$P")"
+wait_for '[ "$(metric gpulse_inject_budget_ratio "$P")" = 0.002 ]' ||
+	fail "budget: $(metric gpulse_inject_budget_ratio "$P")"
+wait "$APP_PID" || fail "the application failed: $(cat "$WORK/app.log")"
+read -r _ KERNELS _ COPIES <"$WORK/app.out"
+[ "$KERNELS" -gt 0 ] || fail "app output: $(cat "$WORK/app.out")"
+# After its exit flush: every launch and copy, exactly.
+wait_for '[ "$(metric gpulse_process_kernel_launches_total "$P" kernel=\"k_e2e\(float\*\)\")" = "$KERNELS" ]' ||
+	fail "launches: $(metric gpulse_process_kernel_launches_total "$P") of $KERNELS"
+want_s=$(awk -v n="$KERNELS" 'BEGIN { printf "%.6f", n * 50e-6 }')
+got_s=$(metric gpulse_process_kernel_seconds_total "$P" 'kernel="k_e2e(float*)"')
+approx "$got_s" "$want_s" 1e-9 || fail "kernel seconds $got_s, want $want_s"
+[ "$(metric gpulse_process_copy_bytes_total "$P" 'kind="h2d"' 'pinned="true"')" = $((COPIES * 1048576)) ] ||
+	fail "h2d bytes: $(metric gpulse_process_copy_bytes_total "$P")"
+[ "$(metric gpulse_inject_records_dropped_total "$P")" = 0 ] || fail "records dropped"
+GPULSE_URL=$URL "$GPULSE" kernels --pid "$APP_PID" >"$WORK/kernels.txt" 2>&1 || fail "gpulse kernels: $(cat "$WORK/kernels.txt")"
+grep -q "k_e2e(float\*)" "$WORK/kernels.txt" || fail "gpulse kernels: $(cat "$WORK/kernels.txt")"
+wait_for '[ "$(metric gpulse_inject_connected "$P")" = 0 ]' || fail "still connected after exit"
+# The library's own account agrees.
+grep -q '"mode": "full"' "$WORK/dump.json" || fail "dump mode: $(head -c 300 "$WORK/dump.json")"
+! grep -q "gpulse-inject:" "$WORK/app.log" || fail "the library complained: $(cat "$WORK/app.log")"
+echo "ok"

@@ -1,0 +1,68 @@
+/* A stand-in CUDA application for tests/integration/test_inject_e2e.sh:
+ * it loads the CUPTI stand-in (tests/fake_cupti) and the real
+ * libgpulse-inject.so, starts the library as the CUDA driver would
+ * (InitializeInjection), then launches known kernels and copies through
+ * the stand-in, so the real library talks to a real gpulsed in CI.
+ *   fake_cuda_app FAKE_CUPTI.so LIBGPULSE_INJECT.so SECONDS
+ * Launches k_e2e(float*) 1000 times a second and one 1 MiB H2D copy a
+ * second, for SECONDS; prints the totals on its last line, then exits
+ * (the library's exit flush sends the rest). The library's settings
+ * come from the environment (GPULSE_MODE, GPULSE_SOCKET, ...). */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../fake_cupti/fake_cupti.h"
+
+static void *sym(void *h, const char *name)
+{
+	void *p = dlsym(h, name);
+	if (!p) {
+		fprintf(stderr, "fake_cuda_app: %s missing\n", name);
+		exit(2);
+	}
+	return p;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4) {
+		fprintf(stderr, "usage: fake_cuda_app FAKE_CUPTI.so LIBGPULSE_INJECT.so SECONDS\n");
+		return 2;
+	}
+	void *fc = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
+	void *lib = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+	if (!fc || !lib) {
+		fprintf(stderr, "fake_cuda_app: %s\n", dlerror());
+		return 2;
+	}
+	setenv("GPULSE_CUPTI_PATH", argv[1], 1);
+	int (*init)(void);
+	void (*context_created)(void);
+	void (*launch)(const char *, uint64_t, int);
+	void (*copy)(int, int, uint64_t, uint64_t);
+	*(void **)(&init) = sym(lib, "InitializeInjection");
+	*(void **)(&context_created) = sym(fc, "fake_cupti_context_created");
+	*(void **)(&launch) = sym(fc, "fake_cupti_launch");
+	*(void **)(&copy) = sym(fc, "fake_cupti_memcpy");
+	if (init() != 1)
+		return 3;
+	context_created();
+	int seconds = atoi(argv[3]);
+	long kernels = 0, copies = 0;
+	for (int s = 0; s < seconds; s++) {
+		for (int ms = 0; ms < 1000; ms += 10) {
+			launch("k_e2e(float*)", 50000, 10); /* 50 µs each */
+			kernels += 10;
+			usleep(10000);
+		}
+		copy(1, 1, 1 << 20, 100000);
+		copies++;
+	}
+	printf("kernels %ld copies %ld\n", kernels, copies);
+	fflush(stdout);
+	return 0;
+}
