@@ -4,7 +4,8 @@
 # Checked: gpulsed's per-process and per-kernel series hold exactly what
 # the application did; the process's own GPULSE_MODE and GPULSE_BUDGET
 # outrank gpulsed's profiling defaults (full at 0.2% stays so, though
-# gpulsed sends continuous at 0.5%); gpulse kernels lists the kernel; the
+# gpulsed sends continuous at 0.5%); gpulse trace captures the running
+# process as Chrome trace JSON; gpulse kernels lists the kernel; the
 # library connects, reports its mode and leaves cleanly. Skipped (77),
 # and said so, where the library was not built (no CUPTI headers).
 source "$(dirname "$0")/lib.sh"
@@ -27,7 +28,7 @@ start_daemon a --config "$WORK/g.yml"
 wait_for '[ -S "$SOCK" ]' || fail "no socket"
 
 GPULSE_MODE=full GPULSE_BUDGET=0.2% GPULSE_SOCKET="$SOCK" GPULSE_INJECT_DUMP="$WORK/dump.json" \
-	"$APP" "$FAKE" "$LIB" 3 >"$WORK/app.out" 2>"$WORK/app.log" &
+	"$APP" "$FAKE" "$LIB" 4 >"$WORK/app.out" 2>"$WORK/app.log" &
 APP_PID=$!
 PIDS+=("$APP_PID")
 P="pid=\"$APP_PID\""
@@ -37,6 +38,22 @@ wait_for '[ -n "$(metric gpulse_inject_info "$P" mode=\"full\")" ]' ||
 	fail "mode: $(fetch /metrics | grep "^gpulse_inject_info{$P")"
 wait_for '[ "$(metric gpulse_inject_budget_ratio "$P")" = 0.002 ]' ||
 	fail "budget: $(metric gpulse_inject_budget_ratio "$P")"
+# gpulse trace while it runs: a capture by the library, as Chrome trace
+# JSON (10 kernels of 50 us every 10 ms, one stream).
+GPULSE_URL=$URL "$GPULSE" trace --pid "$APP_PID" --seconds 1 -o "$WORK/t.json" 2>"$WORK/trace.log" ||
+	fail "gpulse trace: $(cat "$WORK/trace.log")"
+python3 - "$WORK/t.json" "$APP_PID" <<'PY' || fail "trace JSON: $(head -c 1500 "$WORK/t.json")"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+pid = int(sys.argv[2])
+x = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+k = [e for e in x if e["cat"] == "kernel"]
+assert 500 <= len(k) <= 1100, len(k)  # 1 s of 1000 launches/s, give or take a burst
+assert all(e["name"] == "k_e2e(float*)" and e["dur"] == 50.0 and e["tid"] == 7 and e["pid"] == pid for e in k), k[:3]
+assert [e["ts"] for e in x] == sorted(e["ts"] for e in x)
+m = doc["otherData"]
+assert m["complete"] is True and m["cap_hit"] is False and m["events"] == len(x), m
+PY
 wait "$APP_PID" || fail "the application failed: $(cat "$WORK/app.log")"
 read -r _ KERNELS _ COPIES <"$WORK/app.out"
 [ "$KERNELS" -gt 0 ] || fail "app output: $(cat "$WORK/app.out")"

@@ -4,8 +4,8 @@
  * (InitializeInjection), then launches known kernels and copies through
  * the stand-in, so the real library talks to a real gpulsed in CI.
  *   fake_cuda_app FAKE_CUPTI.so LIBGPULSE_INJECT.so SECONDS
- * Launches k_e2e(float*) 1000 times a second and one 1 MiB H2D copy a
- * second, for SECONDS; prints the totals on its last line, then exits
+ * Launches k_e2e(float*) 1000 times a second (paced by the clock) and
+ * one 1 MiB H2D copy a second, for SECONDS; prints the totals on its last line, then exits
  * (the library's exit flush sends the rest). The library's settings
  * come from the environment (GPULSE_MODE, GPULSE_SOCKET, ...). */
 #include <dlfcn.h>
@@ -53,14 +53,25 @@ int main(int argc, char **argv)
 	context_created();
 	int seconds = atoi(argv[3]);
 	long kernels = 0, copies = 0;
-	for (int s = 0; s < seconds; s++) {
-		for (int ms = 0; ms < 1000; ms += 10) {
-			launch("k_e2e(float*)", 50000, 10); /* 50 µs each */
-			kernels += 10;
-			usleep(10000);
+	/* Paced by the clock: a loaded machine that sleeps longer gets
+	 * bigger bursts, not fewer launches a second. */
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		double el = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9;
+		if (el >= seconds)
+			break;
+		long due = (long)(el * 1000);
+		if (due > kernels) {
+			launch("k_e2e(float*)", 50000, (int)(due - kernels)); /* 50 µs each */
+			kernels = due;
 		}
-		copy(1, 1, 1 << 20, 100000);
-		copies++;
+		if ((long)el >= copies) {
+			copy(1, 1, 1 << 20, 100000);
+			copies++;
+		}
+		usleep(10000);
 	}
 	printf("kernels %ld copies %ld\n", kernels, copies);
 	fflush(stdout);
