@@ -50,7 +50,8 @@ enum key_kind {
 };
 
 /* What the entries of a KIND_STR_LIST must be. */
-enum item_check { ITEM_ANY, ITEM_LABEL_NAME, ITEM_GROUP_LABEL, ITEM_MATCHER };
+enum item_check { ITEM_ANY, ITEM_LABEL_NAME, ITEM_GROUP_LABEL, ITEM_MATCHER,
+		  ITEM_PATH /* a file path, resolved against the config file's folder */ };
 
 struct key_spec {
 	const char *name;
@@ -838,58 +839,6 @@ static int resolve_path(const struct parse *p, const char *v, size_t vlen, char 
 	return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }
 
-/* Read a list of paths (`val` is the event after the key): a block or flow
- * sequence of strings, or nothing (the empty list). */
-static int parse_path_list(struct parse *p, const struct key_spec *k, const char *path,
-			   const yaml_event_t *val, char *member)
-{
-	size_t cap = k->size / CONFIG_PATH_LEN;
-	char tmp[CONFIG_MAX_RULE_FILES][CONFIG_PATH_LEN];
-	memset(tmp, 0, sizeof tmp);
-	if (val->type == YAML_SCALAR_EVENT && scalar_is_null(val)) {
-		memcpy(member, tmp, k->size);
-		return 0;
-	}
-	if (val->type != YAML_SEQUENCE_START_EVENT) {
-		parse_err(p, val->start_mark, "%s: expected %s, got %s", path, kind_what(k->kind),
-			  event_what(val));
-		return GPULSE_EPARSE;
-	}
-	size_t n = 0;
-	for (;;) {
-		yaml_event_t ev;
-		if (!next_event(p, &ev))
-			return GPULSE_EPARSE;
-		if (ev.type == YAML_SEQUENCE_END_EVENT) {
-			yaml_event_delete(&ev);
-			break;
-		}
-		const char *v = ev.type == YAML_SCALAR_EVENT ? (const char *)ev.data.scalar.value : NULL;
-		size_t vlen = v ? ev.data.scalar.length : 0;
-		if (!v || scalar_is_null(&ev) || vlen == 0 || strlen(v) != vlen) {
-			parse_err(p, ev.start_mark, "%s: each entry must be a file path, not %s", path,
-				  event_what(&ev));
-			yaml_event_delete(&ev);
-			return GPULSE_EPARSE;
-		}
-		if (n >= cap) {
-			parse_err(p, ev.start_mark, "%s: more than %zu files", path, cap);
-			yaml_event_delete(&ev);
-			return GPULSE_EPARSE;
-		}
-		if (resolve_path(p, v, vlen, tmp[n], CONFIG_PATH_LEN)) {
-			parse_err(p, ev.start_mark, "%s: path is too long (at most %d bytes)", path,
-				  CONFIG_PATH_LEN - 1);
-			yaml_event_delete(&ev);
-			return GPULSE_EPARSE;
-		}
-		n++;
-		yaml_event_delete(&ev);
-	}
-	memcpy(member, tmp, k->size);
-	return 0;
-}
-
 static bool is_label_name(const char *s)
 {
 	if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
@@ -903,7 +852,8 @@ static bool is_label_name(const char *s)
 
 /* Read a list of strings (`val` is the event after the key) into
  * member[size / elem][elem], zero-filled past the last entry; each entry
- * checked as `check` says. A null value is the empty list. */
+ * checked as `check` says (ITEM_PATH: stored resolved against the config
+ * file's folder). A null value is the empty list. */
 static int parse_str_list(struct parse *p, const char *path, const yaml_event_t *val, char *member,
 			  size_t size, size_t elem, enum item_check check)
 {
@@ -916,9 +866,10 @@ static int parse_str_list(struct parse *p, const char *path, const yaml_event_t 
 	}
 	if (val->type == YAML_SCALAR_EVENT && scalar_is_null(val))
 		goto done;
+	bool paths = check == ITEM_PATH;
 	if (val->type != YAML_SEQUENCE_START_EVENT) {
-		parse_err(p, val->start_mark, "%s: expected a list of strings, got %s", path,
-			  event_what(val));
+		parse_err(p, val->start_mark, "%s: expected %s, got %s", path,
+			  kind_what(paths ? KIND_PATH_LIST : KIND_STR_LIST), event_what(val));
 		goto out;
 	}
 	for (size_t n = 0;; n++) {
@@ -932,12 +883,18 @@ static int parse_str_list(struct parse *p, const char *path, const yaml_event_t 
 		const char *v = ev.type == YAML_SCALAR_EVENT ? (const char *)ev.data.scalar.value : NULL;
 		size_t vlen = v ? ev.data.scalar.length : 0;
 		char why[512] = "";
-		if (!v || scalar_is_null(&ev) || vlen == 0 || strlen(v) != vlen)
+		bool empty = !v || scalar_is_null(&ev) || vlen == 0 || strlen(v) != vlen;
+		if (empty && paths)
+			snprintf(why, sizeof why, "each entry must be a file path, not %s", event_what(&ev));
+		else if (empty)
 			snprintf(why, sizeof why, "each entry must be a non-empty string, not %s",
 				 v ? "an empty value" : event_what(&ev));
 		else if (n >= cap)
-			snprintf(why, sizeof why, "more than %zu entries", cap);
-		else if (vlen >= elem)
+			snprintf(why, sizeof why, "more than %zu %s", cap, paths ? "files" : "entries");
+		else if (paths) {
+			if (resolve_path(p, v, vlen, tmp + n * elem, elem))
+				snprintf(why, sizeof why, "path is too long (at most %zu bytes)", elem - 1);
+		} else if (vlen >= elem)
 			snprintf(why, sizeof why, "entry is too long (%zu bytes; at most %zu)", vlen,
 				 elem - 1);
 		else if (check == ITEM_LABEL_NAME && !is_label_name(v))
@@ -956,7 +913,8 @@ static int parse_str_list(struct parse *p, const char *path, const yaml_event_t 
 			yaml_event_delete(&ev);
 			goto out;
 		}
-		memcpy(tmp + n * elem, v, vlen);
+		if (!paths)
+			memcpy(tmp + n * elem, v, vlen);
 		yaml_event_delete(&ev);
 	}
 done:
@@ -1197,7 +1155,8 @@ static int parse_section(struct parse *p, const struct key_spec *sec, const char
 				rc = GPULSE_EPARSE;
 			}
 		} else if (k->kind == KIND_PATH_LIST) {
-			rc = parse_path_list(p, k, path, &val, (char *)cfg + k->offset);
+			rc = parse_str_list(p, path, &val, (char *)cfg + k->offset, k->size,
+					    CONFIG_PATH_LEN, ITEM_PATH);
 		} else if (k->kind == KIND_STR_LIST) {
 			rc = parse_str_list(p, path, &val, (char *)cfg + k->offset, k->size, k->elem,
 					    k->check);
