@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "client.h"
+#include "clock.h"
 #include "commands.h"
 #include "status.h"
 
@@ -30,32 +31,8 @@ struct row {
 /* RFC 3339 ("2026-11-29T18:00:00.5Z") to Unix seconds; NAN when not. */
 static double parse_rfc3339(const char *s)
 {
-	if (!s)
-		return NAN;
-	struct tm tm;
-	memset(&tm, 0, sizeof tm);
-	const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!p)
-		return NAN;
-	double frac = 0;
-	if (*p == '.') {
-		char *end;
-		frac = strtod(p, &end);
-		p = end;
-	}
-	long off = 0;
-	if (*p == 'Z' || *p == 'z') {
-		p++;
-	} else if (*p == '+' || *p == '-') {
-		int hh, mm;
-		if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
-			return NAN;
-		off = (hh * 3600L + mm * 60L) * (*p == '-' ? -1 : 1);
-		p += 6;
-	}
-	if (*p)
-		return NAN;
-	return (double)timegm(&tm) - (double)off + frac;
+	int64_t ms;
+	return s && clock_parse_rfc3339(s, &ms) == 0 ? (double)ms / 1000 : NAN;
 }
 
 /* "3d 4h", "2h 5m", "4m 10s", "12s". */

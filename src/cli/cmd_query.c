@@ -20,6 +20,7 @@
 
 #include "buf.h"
 #include "client.h"
+#include "clock.h"
 #include "status.h"
 
 #define SPARK_WIDTH 40      /* at most this many characters per sparkline */
@@ -93,31 +94,10 @@ static int parse_time(const char *s, double *t)
 		*t = v;
 		return 0;
 	}
-	struct tm tm;
-	memset(&tm, 0, sizeof tm);
-	const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!p)
+	int64_t ms;
+	if (clock_parse_rfc3339(s, &ms) != 0)
 		return GPULSE_EINVAL;
-	double frac = 0;
-	if (*p == '.') {
-		frac = strtod(p, &end);
-		p = end;
-	}
-	long off = 0;
-	if (*p == 'Z' || *p == 'z') {
-		p++;
-	} else if (*p == '+' || *p == '-') {
-		int hh, mm;
-		if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
-			return GPULSE_EINVAL;
-		off = (hh * 3600L + mm * 60L) * (*p == '-' ? -1 : 1);
-		p += 6;
-	} else {
-		return GPULSE_EINVAL;
-	}
-	if (*p != '\0')
-		return GPULSE_EINVAL;
-	*t = (double)timegm(&tm) - (double)off + frac;
+	*t = (double)ms / 1000;
 	return 0;
 }
 

@@ -24,5 +24,10 @@ void clock_cond_init(pthread_cond_t *c);
 int clock_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadline_ns);
 /* Sleep until the monotonic time `deadline_ns`, resuming after signals. */
 void clock_sleep_until(int64_t deadline_ns);
+/* RFC 3339 as Prometheus's API takes it, YYYY-MM-DDTHH:MM:SS[.frac]
+ * (Z|+HH:MM|-HH:MM), to milliseconds since the epoch (the fraction
+ * truncated to ms, as Go's time.Time). 0, or GPULSE_EINVAL. The writer is
+ * buf_put_rfc3339. */
+int clock_parse_rfc3339(const char *s, int64_t *t_ms);
 
 #endif

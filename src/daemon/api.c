@@ -30,67 +30,6 @@ void api_init(struct api *a, struct tsdb *db)
 
 /* ---- parameters -------------------------------------------------------- */
 
-static int two_digits(const char *p, int *v)
-{
-	if (!isdigit((unsigned char)p[0]) || !isdigit((unsigned char)p[1]))
-		return -1;
-	*v = (p[0] - '0') * 10 + (p[1] - '0');
-	return 0;
-}
-
-/* RFC 3339: YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM). */
-static int parse_rfc3339(const char *s, int64_t *t_ms)
-{
-	int y = 0, mo, d, h, mi, se;
-	for (int i = 0; i < 4; i++) {
-		if (!isdigit((unsigned char)s[i]))
-			return GPULSE_EINVAL;
-		y = y * 10 + (s[i] - '0');
-	}
-	if (s[4] != '-' || two_digits(s + 5, &mo) || s[7] != '-' || two_digits(s + 8, &d) ||
-	    (s[10] != 'T' && s[10] != 't') || two_digits(s + 11, &h) || s[13] != ':' ||
-	    two_digits(s + 14, &mi) || s[16] != ':' || two_digits(s + 17, &se))
-		return GPULSE_EINVAL;
-	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
-		return GPULSE_EINVAL;
-	const char *p = s + 19;
-	int64_t frac_ms = 0;
-	if (*p == '.') {
-		p++;
-		int digits = 0;
-		double scale = 100;
-		double frac = 0;
-		while (isdigit((unsigned char)*p)) {
-			frac += (*p - '0') * scale;
-			scale /= 10;
-			p++;
-			digits++;
-		}
-		if (!digits)
-			return GPULSE_EINVAL;
-		frac_ms = (int64_t)floor(frac + 1e-9); /* time.Time truncates to ms */
-	}
-	int64_t off_s = 0;
-	if (*p == 'Z' || *p == 'z') {
-		p++;
-	} else if (*p == '+' || *p == '-') {
-		int oh, om;
-		if (two_digits(p + 1, &oh) || p[3] != ':' || two_digits(p + 4, &om) || oh > 23 || om > 59)
-			return GPULSE_EINVAL;
-		off_s = (int64_t)(oh * 3600 + om * 60) * (*p == '-' ? -1 : 1);
-		p += 6;
-	} else {
-		return GPULSE_EINVAL;
-	}
-	if (*p)
-		return GPULSE_EINVAL;
-	struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h,
-			.tm_min = mi, .tm_sec = se};
-	time_t t = timegm(&tm);
-	*t_ms = ((int64_t)t - off_s) * 1000 + frac_ms;
-	return GPULSE_OK;
-}
-
 int api_parse_time(const char *s, int64_t *t_ms)
 {
 	if (!s || !*s)
@@ -106,7 +45,7 @@ int api_parse_time(const char *s, int64_t *t_ms)
 		*t_ms = (int64_t)whole * 1000 + (int64_t)llround(frac * 1000);
 		return GPULSE_OK;
 	}
-	return parse_rfc3339(s, t_ms);
+	return clock_parse_rfc3339(s, t_ms);
 }
 
 int api_parse_duration(const char *s, int64_t *ms)
