@@ -4,8 +4,10 @@
 # under gpulse full trace (GPULSE_MODE=full: every kernel traced, the
 # naive always-on CUPTI trace), and under torch.profiler (PyTorch
 # workloads), ROUNDS times interleaved, each a fresh process. A run
-# reports the median time per iteration of its steady state (after
-# warm-up); the table gives each configuration's median as a ratio to
+# reports the mean time per iteration of its steady state (after
+# warm-up), so the windows of continuous mode count in it: runs must be
+# several of the governor's periods (10 s) long to be fair to it, e.g.
+# SECONDS=30. The table gives each configuration's median run as a ratio to
 # the plain runs of the same call, and the memory gpulse added (max RSS
 # minus plain's).
 #   bench/inject_overhead.sh LIB.so INJECT_EMPTY_BIN OUTDIR [ROUNDS] [SECONDS]
@@ -17,24 +19,29 @@
 # WORKLOADS and CONFIGS (environment) choose a subset; config "once" is
 # the library at a budget so small (1 ppm) that it traces one probe
 # window at the start and then nothing: the cost of CUPTI's state after
-# tracing has been on once.
+# tracing has been on once; "skip-A+B" is default with
+# GPULSE_INJECT_SKIP=A,B (which part costs what). The empty loop's runs
+# carry their per-round series and the dumps the windows' edges:
+# bench/inject_windows.py lines them up.
 set -u
 LIB=$1 EMPTY=$2 OUTD=$3 ROUNDS=${4:-3} SECS=${5:-3}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUTD"
 RUNS=$OUTD/inject-overhead-runs.jsonl
 : >"$RUNS"
-run() { # workload config
-	local w=$1 c=$2 line rc
-	local -a env=(env -u CUDA_INJECTION64_PATH -u GPULSE_MODE)
+run() { # workload config round
+	local w=$1 c=$2 line rc dump="$OUTD/dump-$w-$c-$3.json"
+	local -a env=(env -u CUDA_INJECTION64_PATH -u GPULSE_MODE -u GPULSE_INJECT_SKIP)
 	local -a cmd
 	case $c in
-	default) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_INJECT_DUMP="$OUTD/dump-$w-$c.json") ;;
-	full) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_MODE=full GPULSE_INJECT_DUMP="$OUTD/dump-$w-$c.json") ;;
-	once) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_BUDGET=1ppm GPULSE_INJECT_DUMP="$OUTD/dump-$w-$c.json") ;;
+	default) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_INJECT_DUMP="$dump") ;;
+	full) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_MODE=full GPULSE_INJECT_DUMP="$dump") ;;
+	once) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_BUDGET=1ppm GPULSE_INJECT_DUMP="$dump") ;;
+	skip-*) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_INJECT_SKIP="$(echo "${c#skip-}" | tr + ,)"
+		      GPULSE_INJECT_DUMP="$dump") ;;
 	esac
 	if [ "$w" = empty ]; then
-		cmd=("$EMPTY" 200000 7)
+		cmd=("$EMPTY" 50000 $((SECS * 5 + 1))) # rounds of ~0.2 s
 	else
 		cmd=(python3 "$HERE/inject_torch.py" "$w" --seconds "$SECS")
 		[ "$c" = torchprof ] && cmd+=(--profiler)
@@ -42,13 +49,15 @@ run() { # workload config
 	[ -n "${PIN:-}" ] && cmd=(taskset -c "$PIN" "${cmd[@]}")
 	line=$(timeout 300 "${env[@]}" "${cmd[@]}" 2>>"$OUTD/inject-overhead-stderr.txt" | tail -n1)
 	rc=$?
-	printf '{"workload":"%s","config":"%s","rc":%d,"result":%s}\n' "$w" "$c" "$rc" "${line:-null}" >>"$RUNS"
+	[ -f "$dump" ] || dump=
+	printf '{"workload":"%s","config":"%s","round":%d,"rc":%d,"dump":"%s","result":%s}\n' \
+		"$w" "$c" "$3" "$rc" "$dump" "${line:-null}" >>"$RUNS"
 }
 for r in $(seq 1 "$ROUNDS"); do
 	for w in ${WORKLOADS:-empty train infer matmul}; do
 		for c in ${CONFIGS:-plain default full torchprof}; do
 			[ "$w" = empty ] && [ "$c" = torchprof ] && continue
-			run "$w" "$c"
+			run "$w" "$c" "$r"
 		done
 	done
 done
@@ -62,8 +71,8 @@ for r in runs:
         bad.append(f"{r['workload']}/{r['config']} rc={r['rc']}")
         continue
     res.setdefault((r["workload"], r["config"]), []).append(r["result"])
-lines = ["workload  config      per-iter (median)   ratio to plain   spread   RSS added   checksum",
-         "--------  ----------  ------------------  ---------------  -------  ----------  --------"]
+lines = ["workload  config            per-iter (median)   ratio to plain   spread   RSS added   checksum",
+         "--------  ----------------  ------------------  ---------------  -------  ----------  --------"]
 table = {}
 for w in ["empty", "train", "infer", "matmul"]:
     plain = res.get((w, "plain"))
@@ -72,7 +81,8 @@ for w in ["empty", "train", "infer", "matmul"]:
     p = statistics.median(x["per_iter_ms"] for x in plain)
     prss = statistics.median(x["maxrss_kb"] for x in plain)
     pck = plain[0]["checksum"]
-    for c in ["plain", "default", "full", "once", "torchprof"]:
+    configs = list(dict.fromkeys(r["config"] for r in runs))
+    for c in configs:
         xs = res.get((w, c))
         if not xs:
             continue
@@ -84,7 +94,7 @@ for w in ["empty", "train", "infer", "matmul"]:
         table[f"{w}/{c}"] = {"median_ms": m, "ratio": m / p, "spread": spread, "rss_added_kb": rss,
                              "checksum_same": same,
                              "runs": [x["per_iter_ms"] for x in xs]}
-        lines.append(f"{w:8s}  {c:10s}  {unit:>18s}  {m/p:15.4f}  {spread:7.3f}  {rss/1024:8.1f}MB  "
+        lines.append(f"{w:8s}  {c:16s}  {unit:>18s}  {m/p:15.4f}  {spread:7.3f}  {rss/1024:8.1f}MB  "
                      f"{'same' if same else 'DIFFERS'}")
 if bad:
     lines.append("failed runs: " + ", ".join(bad))

@@ -14,7 +14,8 @@
 #      (bench/cupti_states.cu, about a minute)
 # Never changes clocks, power limits, persistence or MIG; never resets.
 #   scripts/gpu-check.sh [SECTION...]   sections: conformance costs live record phases cpu
-#                                       inject inject-overhead cupti-states
+#                                       inject (inject-torch: its PyTorch part only)
+#                                       inject-overhead cupti-states
 set -u
 cd "$(dirname "$0")/.."
 want() { [ $# -eq 0 ] || [ -z "$SECTIONS" ] || [[ " $SECTIONS " == *" $1 "* ]]; }
@@ -103,12 +104,13 @@ fi
 #    mode, the socket and a capture against a stand-in daemon, PyTorch
 #    with torch.profiler in the same process (about 2 minutes).
 #    INJECT_LIB overrides the bundled library.
-if want inject; then
+if want inject || want inject-torch; then
 IL=${INJECT_LIB:-$D/libgpulse-inject.so}
 IL=$(cd "$(dirname "$IL")" && pwd)/$(basename "$IL")
 IB=/tmp/gpulse-inject-bin; mkdir -p $IB
 if nvcc -O2 -arch=sm_90 -o $IB/inject_known tests/gpu/inject_known.cu -ldl 2>"$OUT/inject-build.log" &&
 	nvcc -O2 -arch=sm_90 -o $IB/inject_empty bench/inject_empty.cu 2>>"$OUT/inject-build.log"; then
+	if want inject; then
 	$IB/inject_known $IB/expected.json >/dev/null 2>"$OUT/inject-plain.log" &&
 		row "inject: known program plain" PASS "" || row "inject: known program plain" FAIL "inject-plain.log"
 	for m in full profiler-api nvtx continuous off; do
@@ -145,12 +147,17 @@ sys.exit(0 if ok else 1)
 PY
 )
 	[ $? = 0 ] && row "inject: socket + capture" PASS "${msg:0:150}" || row "inject: socket + capture" FAIL "${msg:0:150}"
-	# PyTorch: a training step under gpulse, then torch.profiler in the same
-	# process (started after gpulse, and before CUDA so it owns CUPTI first).
+	fi
+	# PyTorch: a training step under gpulse (full mode, so that a short run
+	# must record kernels: continuous mode's first window comes a second
+	# in, and the next a period later), then torch.profiler in the same
+	# process in continuous mode (started after gpulse, and before CUDA so
+	# it owns CUPTI first): gpulse steps aside and torch.profiler records.
 	for v in plain gpulse late early; do
 		args=(train --seconds 2)
 		env=(env -u CUDA_INJECTION64_PATH)
 		[ $v != plain ] && env+=(CUDA_INJECTION64_PATH=$IL GPULSE_INJECT_DUMP=$IB/dump-torch-$v.json)
+		[ $v = gpulse ] && env+=(GPULSE_MODE=full)
 		[ $v = late ] && args+=(--profiler)
 		[ $v = early ] && args+=(--early-profiler)
 		"${env[@]}" timeout 300 python3 bench/inject_torch.py "${args[@]}" >$IB/torch-$v.json 2>"$OUT/inject-torch-$v.log"
@@ -186,6 +193,7 @@ IB=/tmp/gpulse-inject-bin; mkdir -p $IB
 if [ -x $IB/inject_empty ] || nvcc -O2 -arch=sm_90 -o $IB/inject_empty bench/inject_empty.cu 2>"$OUT/inject-build.log"; then
 	bench/inject_overhead.sh $IL $IB/inject_empty $IB/overhead ${INJECT_ROUNDS:-2} ${INJECT_SECONDS:-2} \
 		| tee "$OUT/inject-overhead-table.txt"
+	python3 bench/inject_windows.py $IB/overhead/inject-overhead-runs.jsonl 2>&1 | tee "$OUT/inject-windows.txt"
 	cp $IB/overhead/inject-overhead.json $IB/overhead/inject-overhead-runs.jsonl $IB/overhead/dump-*.json "$OUT/" 2>/dev/null
 	tail -n 40 $IB/overhead/inject-overhead-stderr.txt >"$OUT/inject-overhead-stderr-tail.txt" 2>/dev/null
 	row "inject: overhead table" INFO "inject-overhead-table.txt"

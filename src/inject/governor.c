@@ -4,6 +4,7 @@
 #include <string.h>
 
 #define MIN_ON_NS 1000000ull /* 1 ms: shorter windows see too little to measure */
+#define PERIOD_CAP_NS 3600000000000ull /* an hour: the longest cycle, whatever the budget */
 
 void governor_config_default(struct governor_config *c)
 {
@@ -11,10 +12,11 @@ void governor_config_default(struct governor_config *c)
 	c->budget_ppm = 5000;
 	c->cost_ns = 2000;
 	c->fixed_ns = 20000000;
+	c->tail_ns = 2000000000;
 	c->window_min_ns = 2000000;
 	c->window_max_ns = 200000000;
 	c->period_ns = 10000000000ull;
-	c->period_max_ns = 60000000000ull;
+	c->period_max_ns = 600000000000ull;
 }
 
 /* Fraction of wall time added per unit of traced time. */
@@ -23,13 +25,21 @@ static double traced_fraction(const struct governor *g)
 	return g->rate_hz * g->cost_ns / 1e9;
 }
 
+/* What closing and reopening one window costs the application: the
+ * fixed part, and the tail it leaves (launches stay dearer after tracing
+ * stops, in proportion to how much tracing cost them). */
+static double window_fixed_ns(const struct governor *g)
+{
+	return g->fixed_ns + (double)g->cfg.tail_ns * traced_fraction(g);
+}
+
 uint32_t governor_predict_ppm(const struct governor *g, uint64_t on_ns, uint64_t off_ns)
 {
 	double cycle = (double)on_ns + (double)off_ns;
 	if (cycle <= 0)
 		return 0;
 	/* A window that stays open (off == 0) is not closed and reopened. */
-	double fixed = off_ns ? g->fixed_ns : 0;
+	double fixed = off_ns ? window_fixed_ns(g) : 0;
 	double ppm = ((double)on_ns * traced_fraction(g) + fixed) / cycle * 1e6;
 	return ppm >= 4e9 ? UINT32_MAX : (uint32_t)(ppm + 0.5);
 }
@@ -65,17 +75,24 @@ static void plan(struct governor *g)
 		on = c->window_max_ns;
 		off = 0;
 	} else {
-		double want_on = (budget * (double)c->period_ns - g->fixed_ns) / f;
-		if (want_on < (double)c->window_min_ns)
-			want_on = (double)c->window_min_ns;
-		if (want_on > (double)c->window_max_ns)
-			want_on = (double)c->window_max_ns;
-		double period = budget > 0 ? (want_on * f + g->fixed_ns) / budget : 1e30;
+		/* Each window costs its fixed part and the tail it leaves,
+		 * whatever its length, so windows are as long as allowed and
+		 * the period stretches to fit the budget: the most traced time
+		 * for the cost. A period beyond the longest is cut back by
+		 * shortening the window, down to MIN_ON_NS; past that the
+		 * budget wins over "at least one window a longest period". */
+		double fixed = window_fixed_ns(g);
+		double want_on = (double)c->window_max_ns;
+		double period = budget > 0 ? (want_on * f + fixed) / budget : 1e30;
 		if (period > (double)c->period_max_ns) {
-			period = (double)c->period_max_ns;
-			want_on = (budget * period - g->fixed_ns) / f;
+			want_on = (budget * (double)c->period_max_ns - fixed) / f;
 			if (want_on < (double)MIN_ON_NS)
 				want_on = (double)MIN_ON_NS;
+			period = budget > 0 ? (want_on * f + fixed) / budget : 1e30;
+			if (period < (double)c->period_max_ns)
+				period = (double)c->period_max_ns;
+			if (period > (double)PERIOD_CAP_NS)
+				period = (double)PERIOD_CAP_NS;
 		}
 		if (period < want_on)
 			period = want_on;

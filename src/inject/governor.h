@@ -5,25 +5,28 @@
  * Model: while tracing is on, each activity record (a kernel launch, a
  * copy, a memset) costs the launching thread about cost_ns (2 µs on
  * Hopper by the measurements in DESIGN.md, plus the library's own
- * processing per record, measured), and opening and closing a window
- * costs fixed_ns. That fixed cost is mostly not the library's: on the
- * H200 (docs/PERFORMANCE.md, 2026-11-29 evening) the duty-cycled mode
- * cost PyTorch as much as tracing all the time, or more, while the
- * library's thread spent about 1 ms a window; the application pays for
- * CUPTI's switch in ways no clock of the library sees. So the prior is
- * 20 ms, the measured time of the library's thread only ever raises it,
- * and windows are few: one every 10 s by aim. With r records per second (measured in the windows,
- * corrected for the slowdown tracing itself causes), a cycle of `on`
- * traced and `off` untraced nanoseconds adds
+ * processing per record, measured). Each window also costs the
+ * application two things that no clock of the library sees:
+ *   - fixed_ns for opening and closing it (a prior; the library thread's
+ *     measured time only ever raises it);
+ *   - a tail: after tracing stops, launches stay dearer for seconds. On
+ *     the H200 (docs/PERFORMANCE.md, 2026-11-30) an empty-kernel loop ran
+ *     +16% in the first second after a window, +6% 1-5 s after, +2%
+ *     later, which adds up to about tail_ns = 2 s of tracing's own cost
+ *     per window (4 s and more with the process pinned to one core).
+ * With r records per second (measured in the windows, corrected for the
+ * slowdown tracing itself causes) and f = r * cost the share tracing
+ * adds, a cycle of `on` traced and `off` untraced nanoseconds adds
  *
- *     added = on * r * cost + fixed          per cycle of on + off,
+ *     added = on * f + fixed + tail * f      per cycle of on + off,
  *
- * and the governor picks on and off so that added / (on + off) <= budget,
- * aiming at one window per `period_ns` (the flush interval) with windows
- * between window_min_ns and window_max_ns. Windows are short so that a
- * sudden rise in the launch rate costs at most one short window before
- * the governor sees it; the rate estimate rises at once and falls slowly.
- * Pure arithmetic: no clocks, no CUPTI, tested in CI. */
+ * and the governor keeps added / (on + off) <= budget. Since a window's
+ * fixed part and tail do not depend on its length, windows are as long
+ * as allowed (window_max_ns) and the period stretches to fit the
+ * budget, up to period_max_ns (then windows shorten; the budget wins
+ * over the longest period). A rate cheap enough to trace all the time
+ * (f <= budget) keeps the window open. The rate estimate rises at once
+ * and falls slowly. Pure arithmetic: no clocks, no CUPTI, tested in CI. */
 #ifndef GPULSE_INJECT_GOVERNOR_H
 #define GPULSE_INJECT_GOVERNOR_H
 
@@ -33,14 +36,16 @@ struct governor_config {
 	uint32_t budget_ppm;      /* added time allowed, parts per million (5000 = 0.5%) */
 	double cost_ns;           /* prior cost of one record while tracing */
 	double fixed_ns;          /* prior cost of opening + closing one window */
+	uint64_t tail_ns;         /* what a window leaves behind, in traced time */
 	uint64_t window_min_ns;   /* shortest on-window */
 	uint64_t window_max_ns;   /* longest on-window (also when always on) */
-	uint64_t period_ns;       /* aim: one window per period */
-	uint64_t period_max_ns;   /* longest cycle: at least one window this often */
+	uint64_t period_ns;       /* idle processes: one window per period */
+	uint64_t period_max_ns;   /* longest cycle, unless the budget needs longer */
 };
 
-/* Defaults: 0.5% budget, 2 µs per record, 20 ms per window, windows of
- * 2-200 ms, one per 10 s by aim, at least one every 60 s. */
+/* Defaults: 0.5% budget, 2 µs per record, 20 ms per window and a tail
+ * of 2 s, windows of 2-200 ms, one per 10 s for an idle process, at least
+ * one every 10 minutes where the budget allows. */
 void governor_config_default(struct governor_config *c);
 
 struct governor {

@@ -62,6 +62,18 @@ static const CUpti_ActivityKind traced_kinds[] = {
 };
 #define NKINDS (sizeof traced_kinds / sizeof traced_kinds[0])
 
+#define WINDOW_LOG 32 /* continuous windows whose edges the dump lists */
+
+/* Whether GPULSE_INJECT_SKIP leaves a traced kind off. */
+static int kind_skipped(CUpti_ActivityKind k, unsigned skip)
+{
+	if (k == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)
+		return (skip & INJECT_SKIP_SYNC) != 0;
+	if (k != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+		return (skip & INJECT_SKIP_COPIES) != 0;
+	return 0;
+}
+
 #define MARKERS_OPEN 256  /* NVTX ranges open at once (continuous and full modes) */
 
 struct marker_open {
@@ -113,6 +125,7 @@ static struct {
 	atomic_uint_fast64_t launch_records; /* kernels + copies + memsets seen */
 	int holds_subscriber;      /* focused modes: callbacks need one */
 	atomic_int sub_until_context; /* full mode: subscribed until the first context exists */
+	atomic_int arm_pending;    /* continuous mode: CUPTI not touched until the first tick */
 	atomic_int uvm_state;      /* 0 not yet, 1 on, -1 given up (set on a callback, read by the thread) */
 	struct marker_open *markers; /* MARKERS_OPEN, under g.mu */
 	atomic_uint_fast64_t records_total;
@@ -126,6 +139,7 @@ static struct {
 	uint64_t kernels_other;
 	atomic_uint_fast64_t enable_failures;
 	uint64_t windows;
+	int64_t window_log[WINDOW_LOG][2]; /* monotonic open, close of the last windows (dump) */
 	unsigned config_refused;   /* CONFIG frames asking for a focus we cannot give */
 
 	struct client *client;
@@ -527,6 +541,8 @@ static void set_tracing(int on)
 	else
 		atomic_fetch_add(&g.traced_accum, (uint64_t)(now - atomic_load(&g.active_since)));
 	for (size_t i = 0; i < NKINDS; i++) {
+		if (kind_skipped(traced_kinds[i], g.cfg.skip))
+			continue;
 		CUptiResult r = on ? g.cupti.activity_enable(traced_kinds[i])
 				   : g.cupti.activity_disable(traced_kinds[i]);
 		/* May run on an application thread (focused modes): no lock. */
@@ -963,6 +979,58 @@ static void flush_interval(int64_t now_mono)
 		g.frames_dropped++;
 }
 
+/* NVTX reaches CUPTI only when NVTX_INJECTION64_PATH names CUPTI and is
+ * set before the application's first NVTX call (CUDA initialises, and
+ * loads this library, before most applications annotate anything). */
+static void setenv_nvtx(void)
+{
+	if (!getenv("NVTX_INJECTION64_PATH") && g.cupti.path[0] == '/')
+		setenv("NVTX_INJECTION64_PATH", g.cupti.path, 0);
+}
+
+/* Route CUPTI's activity buffers to this library. */
+static int register_buffers(char *err, size_t errlen)
+{
+	CUptiResult r = g.cupti.activity_register_callbacks(buffer_requested, buffer_completed);
+	if (r == CUPTI_SUCCESS)
+		return GPULSE_OK;
+	snprintf(err, errlen, "cuptiActivityRegisterCallbacks failed: %s", cupti_lib_strerror(&g.cupti, r));
+	return GPULSE_EVENDOR;
+}
+
+/* Continuous and full modes: NVTX ranges arrive as MARKER records; the
+ * kind costs only the application's own NVTX calls, so it stays on. */
+static void enable_markers(void)
+{
+	if (g.cfg.skip & INJECT_SKIP_NVTX)
+		return;
+	g.markers = calloc(MARKERS_OPEN, sizeof *g.markers);
+	if (g.markers && g.cupti.activity_enable(CUPTI_ACTIVITY_KIND_MARKER) == CUPTI_SUCCESS)
+		setenv_nvtx();
+}
+
+/* Continuous mode, the library's first tick: if CUPTI is still free,
+ * take the buffers and start the windows; else step aside having
+ * touched nothing. */
+static void arm_continuous(void)
+{
+	if (!atomic_exchange(&g.arm_pending, 0) || g.stepped_aside)
+		return;
+	char err[WIRE_REASON_MAX + 1];
+	if (cupti_taken()) {
+		step_aside("CUPTI was taken by another profiler (torch.profiler, Nsight) as the "
+			   "application started; gpulse leaves it to them");
+		return;
+	}
+	if (register_buffers(err, sizeof err) != GPULSE_OK) {
+		step_aside(err);
+		return;
+	}
+	enable_markers();
+	g.have_cupti = 1;
+	g.window_next_ns = clock_mono_ns();
+}
+
 /* ---- the library's thread ---- */
 
 /* Whether tracing should be on now, by mode. */
@@ -1001,6 +1069,8 @@ static void open_window(int64_t now)
 	set_tracing(1);
 	g.window_start_ns = now;
 	window_records_base = atomic_load(&g.launch_records);
+	g.window_log[g.windows % WINDOW_LOG][0] = now;
+	g.window_log[g.windows % WINDOW_LOG][1] = 0;
 }
 
 /* Close (or, when always on, just measure) the continuous window. */
@@ -1019,7 +1089,12 @@ static void close_window(int64_t now, int keep_open)
 	if (pr)
 		governor_observe_processing(&g.gov, (double)pn / (double)pr);
 	governor_window_done(&g.gov, on, recs, keep_open ? 0 : (double)cost * 2);
+	g.window_log[g.windows % WINDOW_LOG][1] = now;
 	g.windows++;
+	if (keep_open) { /* the next window opens now */
+		g.window_log[g.windows % WINDOW_LOG][0] = now;
+		g.window_log[g.windows % WINDOW_LOG][1] = 0;
+	}
 	g.window_next_ns = now + (int64_t)g.gov.off_ns;
 	g.window_start_ns = keep_open ? now : 0;
 	window_records_base = atomic_load(&g.launch_records);
@@ -1066,11 +1141,13 @@ static void *inject_main(void *arg)
 							   now >= g.sub_deadline_ns))
 			release_context_subscriber();
 		if (now >= next_flush) {
+			if (atomic_load(&g.arm_pending) && !g.is_fork_child)
+				arm_continuous();
 			if (g.have_cupti)
 				g.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 			if (!g.holds_subscriber && !atomic_load(&g.sub_until_context) && g.have_cupti &&
 			    (g.mode == WIRE_MODE_FULL || g.mode == WIRE_MODE_CONTINUOUS) &&
-			    cupti_taken())
+			    !(g.cfg.skip & INJECT_SKIP_PROBE) && cupti_taken())
 				give_way();
 			if (g.uvm_state == 0 && g.have_cupti && !(g.cfg.skip & INJECT_SKIP_UVM) &&
 			    !atomic_load(&g.sub_until_context) &&
@@ -1173,7 +1250,7 @@ static void write_dump(void)
 		say("cannot write %s: %s", path, strerror(errno));
 		return;
 	}
-	char extra[4096];
+	char extra[8192];
 	struct client_stats cs;
 	memset(&cs, 0, sizeof cs);
 	if (g.client)
@@ -1210,6 +1287,19 @@ static void write_dump(void)
 		 (unsigned long long)(cs.frames_dropped + g.frames_dropped),
 		 (unsigned long long)atomic_load(&g.enable_failures), g.uvm_state,
 		 g.holds_subscriber ? "true" : "false", ru.ru_maxrss);
+	/* The edges of the last windows, on CLOCK_MONOTONIC (benchmarks line
+	 * their own timings up with them); close 0: still open. */
+	size_t o2 = strlen(extra);
+	o2 += (size_t)snprintf(extra + o2, sizeof extra - o2, ", \"window_log_mono_ns\": [");
+	uint64_t first = g.windows > WINDOW_LOG ? g.windows - WINDOW_LOG : 0;
+	int open_now = g.mode == WIRE_MODE_CONTINUOUS && g.window_log[g.windows % WINDOW_LOG][0] &&
+		       !g.window_log[g.windows % WINDOW_LOG][1];
+	for (uint64_t w = first; w < g.windows + (uint64_t)open_now && o2 < sizeof extra; w++)
+		o2 += (size_t)snprintf(extra + o2, sizeof extra - o2, "%s[%lld, %lld]",
+				       w > first ? ", " : "", (long long)g.window_log[w % WINDOW_LOG][0],
+				       (long long)g.window_log[w % WINDOW_LOG][1]);
+	if (o2 < sizeof extra)
+		snprintf(extra + o2, sizeof extra - o2, "]");
 	agg_dump_json(g.total, f, extra);
 	fclose(f);
 }
@@ -1338,15 +1428,6 @@ static void connect_daemon(void)
 	}
 }
 
-/* NVTX reaches CUPTI only when NVTX_INJECTION64_PATH names CUPTI and is
- * set before the application's first NVTX call (CUDA initialises, and
- * loads this library, before most applications annotate anything). */
-static void setenv_nvtx(void)
-{
-	if (!getenv("NVTX_INJECTION64_PATH") && g.cupti.path[0] == '/')
-		setenv("NVTX_INJECTION64_PATH", g.cupti.path, 0);
-}
-
 static int setup_cupti(void)
 {
 	char err[WIRE_REASON_MAX + 1] = "";
@@ -1397,10 +1478,21 @@ static int setup_cupti(void)
 		g.cupti.unsubscribe(g.sub);
 	}
 	g.holds_subscriber = focused;
-	r = g.cupti.activity_register_callbacks(buffer_requested, buffer_completed);
-	if (r != CUPTI_SUCCESS) {
-		snprintf(err, sizeof err, "cuptiActivityRegisterCallbacks failed: %s",
-			 cupti_lib_strerror(&g.cupti, r));
+	if (g.mode == WIRE_MODE_CONTINUOUS) {
+		/* Touch no CUPTI setting until the library's first tick has
+		 * checked again that CUPTI is free (arm_continuous): a
+		 * profiler started before CUDA (torch.profiler entered before
+		 * the first CUDA call) may have registered its buffers and
+		 * enabled its kinds without holding a subscriber yet, and
+		 * registering ours, or closing a window, would take them from
+		 * it (the H200 run of 2026-11-30: torch.profiler saw 0 CUDA
+		 * events). NVTX must reach CUPTI before the first NVTX call. */
+		if (!(g.cfg.skip & INJECT_SKIP_NVTX))
+			setenv_nvtx();
+		atomic_store(&g.arm_pending, 1);
+		goto timestamps;
+	}
+	if (register_buffers(err, sizeof err) != GPULSE_OK) {
 		if (focused || atomic_exchange(&g.sub_until_context, 0))
 			g.cupti.unsubscribe(g.sub);
 		step_aside(err);
@@ -1408,13 +1500,7 @@ static int setup_cupti(void)
 	}
 	g.have_cupti = 1;
 	if (!focused) {
-		/* NVTX ranges arrive as MARKER records; the kind costs only
-		 * the application's own NVTX calls, so it stays on. */
-		if (!(g.cfg.skip & INJECT_SKIP_NVTX)) {
-			g.markers = calloc(MARKERS_OPEN, sizeof *g.markers);
-			if (g.markers && g.cupti.activity_enable(CUPTI_ACTIVITY_KIND_MARKER) == CUPTI_SUCCESS)
-				setenv_nvtx();
-		}
+		enable_markers();
 		goto timestamps;
 	}
 	/* Callbacks that stay on in every mode cost nothing on launches. */
@@ -1484,6 +1570,7 @@ API int InitializeInjection(void)
 	governor_config_default(&gc);
 	gc.budget_ppm = g.budget_ppm;
 	gc.cost_ns = g.cfg.cost_ns;
+	gc.tail_ns = g.cfg.tail_ns;
 	governor_init(&g.gov, &gc);
 	int (*get_version)(int *) = NULL;
 	void *libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);

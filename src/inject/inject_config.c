@@ -87,6 +87,7 @@ void inject_config_load(struct inject_config *c, const char *(*get)(const char *
 	c->budget_ppm = 5000;
 	c->topk = 64;
 	c->cost_ns = 2000;
+	c->tail_ns = 2000000000ull;
 	const char *v = get("GPULSE_MODE");
 	if (v && *v && inject_parse_mode(v, &c->mode, c->nvtx_range, sizeof c->nvtx_range)) {
 		snprintf(msg, sizeof msg, "GPULSE_MODE=%.64s is not continuous, profiler-api, "
@@ -126,6 +127,17 @@ void inject_config_load(struct inject_config *c, const char *(*get)(const char *
 			c->cost_ns = d;
 		}
 	}
+	v = get("GPULSE_TAIL_NS");
+	if (v && *v) {
+		char *end;
+		double d = strtod(v, &end);
+		if (*end || !(d >= 0) || d > 60e9) {
+			snprintf(msg, sizeof msg, "GPULSE_TAIL_NS=%.64s is not in [0, 6e10]; using 2e9", v);
+			add_err(err, errlen, msg);
+		} else {
+			c->tail_ns = (uint64_t)d;
+		}
+	}
 	v = get("GPULSE_SOCKET");
 	if (v && *v) {
 		if (!str_copy(c->socket_paths[0], INJECT_PATH_MAX, v))
@@ -154,13 +166,22 @@ sock_done:
 		str_copy(list, sizeof list, v);
 		char *save = NULL;
 		for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-			if (strcmp(t, "uvm") == 0)
-				c->skip |= INJECT_SKIP_UVM;
-			else if (strcmp(t, "nvtx") == 0)
-				c->skip |= INJECT_SKIP_NVTX;
-			else {
+			static const struct {
+				const char *name;
+				unsigned bit;
+			} parts[] = {
+				{"uvm", INJECT_SKIP_UVM},     {"nvtx", INJECT_SKIP_NVTX},
+				{"probe", INJECT_SKIP_PROBE}, {"sync", INJECT_SKIP_SYNC},
+				{"copies", INJECT_SKIP_COPIES},
+			};
+			size_t i = 0;
+			while (i < sizeof parts / sizeof parts[0] && strcmp(t, parts[i].name) != 0)
+				i++;
+			if (i < sizeof parts / sizeof parts[0]) {
+				c->skip |= parts[i].bit;
+			} else {
 				snprintf(msg, sizeof msg, "GPULSE_INJECT_SKIP: unknown part '%.32s' "
-					 "(known: uvm, nvtx); ignored", t);
+					 "(known: uvm, nvtx, probe, sync, copies); ignored", t);
 				add_err(err, errlen, msg);
 			}
 		}

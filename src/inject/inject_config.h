@@ -1,7 +1,7 @@
 /* Settings of libgpulse-inject.so from its environment (the only input it
  * has before gpulsed answers): GPULSE_MODE, GPULSE_BUDGET, GPULSE_SOCKET,
- * GPULSE_TOPK, GPULSE_COST_NS, GPULSE_INJECT_DUMP, GPULSE_CUPTI_PATH,
- * GPULSE_INJECT_SKIP.
+ * GPULSE_TOPK, GPULSE_COST_NS, GPULSE_TAIL_NS, GPULSE_INJECT_DUMP,
+ * GPULSE_CUPTI_PATH, GPULSE_INJECT_SKIP.
  * CUPTI-free and tested in CI. A bad value is reported (one line) and the
  * default kept: the library never refuses to let the application run. */
 #ifndef GPULSE_INJECT_CONFIG_H
@@ -23,16 +23,22 @@ struct inject_config {
 	uint32_t budget_ppm;          /* default 5000 (0.5%) */
 	unsigned topk;                /* kernels per scope and interval (default 64) */
 	double cost_ns;               /* prior cost per traced record (default 2000) */
+	uint64_t tail_ns;             /* a window's tail in traced time (default 2e9; governor.h) */
 	char socket_paths[CLIENT_PATHS_MAX][INJECT_PATH_MAX]; /* tried in order; "" ends */
 	char dump_path[INJECT_PATH_MAX]; /* GPULSE_INJECT_DUMP: JSON totals at exit */
 	char cupti_path[INJECT_PATH_MAX];
-	unsigned skip;                /* INJECT_SKIP_*: GPULSE_INJECT_SKIP=uvm,nvtx */
+	unsigned skip;                /* INJECT_SKIP_*: GPULSE_INJECT_SKIP=uvm,nvtx,... */
 };
 
 /* Parts that GPULSE_INJECT_SKIP turns off (troubleshooting, overhead
- * comparisons). */
-#define INJECT_SKIP_UVM  1u
-#define INJECT_SKIP_NVTX 2u
+ * comparisons): unified-memory counters, NVTX ranges, the once-a-second
+ * check for another profiler, the SYNCHRONIZATION kind, the copy and
+ * memset kinds. */
+#define INJECT_SKIP_UVM    1u
+#define INJECT_SKIP_NVTX   2u
+#define INJECT_SKIP_PROBE  4u
+#define INJECT_SKIP_SYNC   8u
+#define INJECT_SKIP_COPIES 16u
 
 /* Parse "continuous", "profiler-api", "nvtx:NAME", "full", "off". 0 or
  * GPULSE_EINVAL. */

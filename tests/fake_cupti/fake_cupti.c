@@ -132,6 +132,7 @@ API CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc 
 	pthread_mutex_lock(&f.mu);
 	f.request = req;
 	f.complete = done;
+	f.st.registrations++;
 	pthread_mutex_unlock(&f.mu);
 	return CUPTI_SUCCESS;
 }
@@ -161,6 +162,7 @@ static CUptiResult set_kind(CUpti_ActivityKind k, int on)
 		f.on[k] = (uint8_t)on;
 	if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
 		*(on ? &f.st.enables : &f.st.disables) += 1;
+	f.st.kind_changes++;
 	pthread_mutex_unlock(&f.mu);
 	return r;
 }

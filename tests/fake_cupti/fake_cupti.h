@@ -11,6 +11,8 @@ struct fake_cupti_stats {
 	uint64_t kernel_records;    /* of them, recorded (kernel kind on) */
 	uint64_t enables, disables; /* calls for the kernel kind */
 	uint64_t subscribes;        /* successful cuptiSubscribe calls */
+	uint64_t registrations;     /* cuptiActivityRegisterCallbacks calls */
+	uint64_t kind_changes;      /* enable/disable calls for any kind */
 	int subscribed;             /* a subscriber exists now */
 	int foreign;                /* it is the test's "other profiler" */
 	int kernel_kind_on;

@@ -83,8 +83,9 @@ static void test_load_defaults_and_paths(void **state)
 	assert_string_equal(c.socket_paths[2], "/tmp/gpulse-1000/inject.sock");
 	static const char *const set[] = {
 		"GPULSE_MODE", "nvtx:step", "GPULSE_BUDGET", "1%", "GPULSE_SOCKET", "/x/y.sock",
-		"GPULSE_TOPK", "10", "GPULSE_INJECT_DUMP", "/tmp/d.json", "GPULSE_INJECT_SKIP", "uvm,nvtx",
-		"GPULSE_COST_NS", "1500", NULL,
+		"GPULSE_TOPK", "10", "GPULSE_INJECT_DUMP", "/tmp/d.json",
+		"GPULSE_INJECT_SKIP", "uvm,nvtx,probe,sync,copies",
+		"GPULSE_COST_NS", "1500", "GPULSE_TAIL_NS", "5e8", NULL,
 	};
 	env_table = set;
 	inject_config_load(&c, fake_get, 0, err, sizeof err);
@@ -97,8 +98,10 @@ static void test_load_defaults_and_paths(void **state)
 	assert_string_equal(c.socket_paths[1], "");
 	assert_int_equal(c.topk, 10);
 	assert_string_equal(c.dump_path, "/tmp/d.json");
-	assert_int_equal(c.skip, INJECT_SKIP_UVM | INJECT_SKIP_NVTX);
+	assert_int_equal(c.skip, INJECT_SKIP_UVM | INJECT_SKIP_NVTX | INJECT_SKIP_PROBE |
+				     INJECT_SKIP_SYNC | INJECT_SKIP_COPIES);
 	assert_true(c.cost_ns == 1500);
+	assert_int_equal(c.tail_ns, 500000000);
 }
 
 static void test_load_bad_values_keep_defaults(void **state)
@@ -108,7 +111,7 @@ static void test_load_bad_values_keep_defaults(void **state)
 	char err[1024];
 	static const char *const bad[] = {
 		"GPULSE_MODE", "turbo", "GPULSE_BUDGET", "lots", "GPULSE_TOPK", "0",
-		"GPULSE_INJECT_SKIP", "uvm,gpu", "GPULSE_COST_NS", "-3", NULL,
+		"GPULSE_INJECT_SKIP", "uvm,gpu", "GPULSE_COST_NS", "-3", "GPULSE_TAIL_NS", "-1", NULL,
 	};
 	env_table = bad;
 	inject_config_load(&c, fake_get, 0, err, sizeof err);
@@ -123,6 +126,8 @@ static void test_load_bad_values_keep_defaults(void **state)
 	assert_non_null(strstr(err, "GPULSE_TOPK=0"));
 	assert_non_null(strstr(err, "'gpu'"));
 	assert_non_null(strstr(err, "GPULSE_COST_NS=-3"));
+	assert_non_null(strstr(err, "GPULSE_TAIL_NS=-1"));
+	assert_int_equal(c.tail_ns, 2000000000);
 }
 
 struct got {

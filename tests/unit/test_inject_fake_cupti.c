@@ -131,7 +131,7 @@ static void launch_until(const struct hooks *h, int rate, int64_t until)
 	}
 }
 
-enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK, MARKERS, STUCK };
+enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_EARLY, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK, MARKERS, STUCK };
 
 static const struct hooks *end_hooks;
 
@@ -189,7 +189,7 @@ static void play(enum scenario sc, struct outcome *o)
 	}
 	case CONTINUOUS:
 		h.context_created();
-		launch_until(&h, 100000, clock_mono_ns() + ms(4000));
+		launch_until(&h, 100000, clock_mono_ns() + ms(5000));
 		break;
 	case PROFILER_API:
 		h.context_created();
@@ -309,6 +309,15 @@ static void play(enum scenario sc, struct outcome *o)
 		h.context_created();
 		h.launch("k_any()", 1000, 50);
 		break;
+	case TAKEN_EARLY:
+		/* A profiler that set CUPTI up before CUDA but subscribes only
+		 * after the library's start (torch.profiler entered before
+		 * the first CUDA call). */
+		h.context_created();
+		launch_until(&h, 100000, clock_mono_ns() + ms(200));
+		NEED(h.take_subscriber());
+		launch_until(&h, 100000, clock_mono_ns() + ms(1500));
+		break;
 	case TAKEN_LATER:
 		h.context_created();
 		launch_until(&h, 100000, clock_mono_ns() + ms(500));
@@ -356,6 +365,9 @@ static json_t *run_case_at(enum scenario sc, const char *mode, const char *budge
 		static char e5[160];
 		snprintf(e5, sizeof e5, "GPULSE_SOCKET=%s", sock ? sock : "/nonexistent/inject.sock");
 		putenv(e5);
+		/* The stand-in's launches cost the same after a window as
+		 * before: no tail. */
+		putenv((char *)"GPULSE_TAIL_NS=0");
 		struct outcome res;
 		memset(&res, 0, sizeof res);
 		play(sc, &res);
@@ -482,10 +494,12 @@ static void test_continuous_windows(void **state)
 {
 	(void)state;
 	struct outcome o;
-	/* About 100 000 launches a second for 4 s at 2 µs each (f = 0.25)
+	/* About 100 000 launches a second for 5 s (the first second untraced:
+	 * CUPTI is taken at the first tick) at 2 µs each (f = 0.25)
 	 * and a budget of 10%: windows of 200 ms about every 0.7 s, or every
-	 * 1.5 s where a loaded machine makes the launches bursty. (The 0.5%
-	 * default would trace one window in 10 s.) */
+	 * 1.5 s where a loaded machine makes the launches bursty. The
+	 * stand-in has no tail (GPULSE_TAIL_NS=0); the 0.5% default would
+	 * trace one window in 14 s. */
 	json_t *d = run_case(CONTINUOUS, "continuous", "10%", &o);
 	assert_string_equal(json_string_value(json_object_get(d, "mode")), "continuous");
 	assert_false(json_is_true(json_object_get(d, "stepped_aside")));
@@ -509,6 +523,22 @@ static void test_continuous_windows(void **state)
 	assert_true(json_number_value(json_object_get(gov, "rate_hz")) > 10000);
 	assert_true(num(gov, "off_ns") > 0);
 	assert_true(num(gov, "estimate_ppm") <= 100001);
+	/* The dump lists each window's edges, in order, each closed after it
+	 * opened (the last may still be open: close 0). */
+	const json_t *log = json_object_get(d, "window_log_mono_ns");
+	assert_true(json_is_array(log));
+	assert_int_equal((json_int_t)json_array_size(log),
+			 windows + (o.end.enables - o.end.disables));
+	json_int_t prev_close = 0;
+	for (size_t i = 0; i < json_array_size(log); i++) {
+		json_int_t open = json_integer_value(json_array_get(json_array_get(log, i), 0));
+		json_int_t close = json_integer_value(json_array_get(json_array_get(log, i), 1));
+		if (open < prev_close || open <= 0)
+			fail_msg("window %zu: open %lld after close %lld", i, (long long)open,
+				 (long long)prev_close);
+		assert_true(close > open || (close == 0 && i + 1 == json_array_size(log)));
+		prev_close = close;
+	}
 	/* No context-created callback without a subscriber, and no driver
 	 * here to borrow a context from: unified memory is given up. */
 	assert_int_equal(num(d, "uvm_state"), -1);
@@ -538,6 +568,23 @@ static void test_steps_aside_for_profiler_there_first(void **state)
 	assert_int_equal(total_launches(d), 0);
 	assert_int_equal(o.end.enables, 0);
 	assert_int_equal(o.end.kernel_records, 0);
+	json_decref(d);
+}
+
+/* Continuous mode touches no CUPTI setting before its first tick: a
+ * profiler that subscribes in the meantime finds its buffers and kinds as
+ * it left them (the H200 run where torch.profiler, entered before CUDA,
+ * saw no CUDA events). */
+static void test_touches_nothing_before_first_tick(void **state)
+{
+	(void)state;
+	struct outcome o;
+	json_t *d = run_case(TAKEN_EARLY, "continuous", "50%", &o);
+	assert_true(json_is_true(json_object_get(d, "stepped_aside")));
+	assert_non_null(strstr(json_string_value(json_object_get(d, "reason")), "as the application started"));
+	assert_int_equal(o.end.registrations, 0);
+	assert_int_equal(o.end.kind_changes, 0);
+	assert_int_equal(num(d, "windows"), 0);
 	json_decref(d);
 }
 
@@ -765,6 +812,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_full_mode_exact),
 		cmocka_unit_test(test_continuous_windows),
+		cmocka_unit_test(test_touches_nothing_before_first_tick),
 		cmocka_unit_test(test_profiler_api_region_only),
 		cmocka_unit_test(test_steps_aside_for_profiler_there_first),
 		cmocka_unit_test(test_gives_way_to_profiler_that_comes_later),

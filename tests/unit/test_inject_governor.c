@@ -63,9 +63,9 @@ static void test_budget_met_across_rates(void **state)
 		assert_true(g.on_ns + g.off_ns <= g.cfg.period_max_ns);
 		assert_true(g.estimate_ppm <= 5000 + 1);
 		/* The simulated application: tracing adds rate*cost per traced
-		 * second, plus the fixed cost of each closed window. */
+		 * second, plus the fixed cost and the tail of each closed window. */
 		double f = rates[i] * 2000 / 1e9;
-		double added = (double)g.on_ns * f + (g.off_ns ? g.fixed_ns : 0);
+		double added = (double)g.on_ns * f + (g.off_ns ? g.fixed_ns + (double)g.cfg.tail_ns * f : 0);
 		double ppm = added / (double)(g.on_ns + g.off_ns) * 1e6;
 		/* The rate is estimated from whole records per window, so
 		 * the real share may exceed the plan by the estimate's error. */
@@ -136,27 +136,35 @@ static void test_burst_not_inflated(void **state)
 static void test_launch_bound_numbers(void **state)
 {
 	(void)state;
-	/* 400k launches/s at 2 µs: tracing doubles-ish the launch path
-	 * (f = 0.8). Of the 0.5% budget over a 10 s period, 20 ms goes to
-	 * the window's fixed cost and 30 ms to tracing: a 37.5 ms window,
-	 * duty 0.375%. */
+	/* 400k launches/s at 2 µs: tracing nearly doubles the launch path
+	 * (f = 0.8). A window costs 20 ms fixed and a tail of 2 s at f,
+	 * 1.62 s; with the longest window (200 ms, 160 ms added) the 0.5%
+	 * budget needs a period of (0.16 + 1.62) / 0.005 = 356 s. */
 	struct governor g = make(5000);
 	for (int w = 0; w < 3; w++)
 		observe(&g, 400000, 2000);
-	assert_true(g.duty_ppm > 3500 && g.duty_ppm < 4000);
-	assert_true(g.on_ns >= 35000000 && g.on_ns <= 40000000);
-	assert_true(g.off_ns >= 9900000000ull);
+	assert_int_equal(g.on_ns, g.cfg.window_max_ns);
+	assert_true(g.on_ns + g.off_ns >= 355000000000ull && g.on_ns + g.off_ns <= 357000000000ull);
+	assert_true(g.duty_ppm > 550 && g.duty_ppm < 575);
+	assert_true(g.estimate_ppm <= 5001);
+	/* A rate of 20k/s (f = 0.04): 100 ms a window, 108 ms with the
+	 * window's own tracing: 21.6 s a cycle. */
+	struct governor m = make(5000);
+	for (int w = 0; w < 3; w++)
+		observe(&m, 20000, 2000);
+	assert_int_equal(m.on_ns, m.cfg.window_max_ns);
+	assert_true(m.on_ns + m.off_ns >= 21400000000ull && m.on_ns + m.off_ns <= 21800000000ull);
 }
 
 static void test_unreachable_budget_is_reported(void **state)
 {
 	(void)state;
-	/* A budget so small that even 1 ms windows every 30 s exceed it:
-	 * the plan takes the floor and the estimate says so. */
+	/* A budget so small that even 1 ms windows once an hour exceed it:
+	 * the plan takes the floor (an hour, the cap) and the estimate says so. */
 	struct governor g = make(1);
 	for (int w = 0; w < 3; w++)
 		observe(&g, 400000, 2000);
-	assert_int_equal(g.on_ns + g.off_ns, g.cfg.period_max_ns);
+	assert_int_equal(g.on_ns + g.off_ns, 3600000000000ull);
 	assert_true(g.on_ns >= 1000000);
 	assert_true(g.estimate_ppm > 1);
 }
