@@ -10,7 +10,7 @@
  *   - fixed_ns for opening and closing it (a prior; the library thread's
  *     measured time only ever raises it);
  *   - a tail: after tracing stops, launches stay dearer for seconds. On
- *     the H200 (docs/PERFORMANCE.md, 2026-11-30) an empty-kernel loop ran
+ *     the H200 (docs/PERFORMANCE.md, 2026-11-29) an empty-kernel loop ran
  *     +16% in the first second after a window, +6% 1-5 s after, +2%
  *     later, which adds up to about tail_ns = 2 s of tracing's own cost
  *     per window (4 s and more with the process pinned to one core).

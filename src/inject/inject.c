@@ -1485,7 +1485,7 @@ static int setup_cupti(void)
 		 * the first CUDA call) may have registered its buffers and
 		 * enabled its kinds without holding a subscriber yet, and
 		 * registering ours, or closing a window, would take them from
-		 * it (the H200 run of 2026-11-30: torch.profiler saw 0 CUDA
+		 * it (the H200 run of 2026-11-29: torch.profiler saw 0 CUDA
 		 * events). NVTX must reach CUPTI before the first NVTX call. */
 		if (!(g.cfg.skip & INJECT_SKIP_NVTX))
 			setenv_nvtx();
