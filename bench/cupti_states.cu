@@ -360,7 +360,8 @@ static void closes(void)
 // (cuptiFinalize at the next API call), V duty cycles that detach
 // between windows, L check each launch with cudaGetLastError from now on,
 // Y detach through the arming thread's own driver call, c/d kernels on/off
-// for the current context only, H CUPTI's buffers in pinned host memory.
+// for the current context only, H CUPTI's buffers in pinned host memory,
+// G one shared activity buffer instead of per-thread ones (before R).
 static double base = 0;
 static void step(char c)
 {
@@ -373,6 +374,14 @@ static void step(char c)
 		report(line, base, "ns");
 		break;
 	case 'R': cuptiActivityRegisterCallbacks(req, done); break;
+	case 'G': { // one shared activity buffer instead of per-thread ones (before R)
+		uint8_t no = 0;
+		size_t sz = sizeof no;
+		CUptiResult r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &sz, &no);
+		if (r != CUPTI_SUCCESS)
+			report("per-thread buffers off refused", (double)r, "");
+		break;
+	}
 	case 'M': cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER); break;
 	case 'S':
 		if (cuptiSubscribe(&s, NULL, NULL) == CUPTI_SUCCESS)

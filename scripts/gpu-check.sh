@@ -210,7 +210,7 @@ if nvcc -O2 -arch=sm_90 -o /tmp/cupti_states bench/cupti_states.cu -L/usr/local/
 	# V (detach between windows while another thread launches) is left
 	# out: it crashed inside CUPTI 13.0 on driver 580 every time
 	# (CUPTI_SEQUENCES=PPV to try it on another driver).
-	for seq in ${CUPTI_SEQUENCES:-PPPPPP PRPMPP PRSPTPTP PREPDPEPDP PRKPkPPPPP PRcPdPP PRMPW PREPDPZPP PREDZPREDZPP}; do
+	for seq in ${CUPTI_SEQUENCES:-PPPPPP PRPMPP PRSPTPTP PREPDPEPDP PRKPkPPPPP PGRKPkPPPPP PRcPdPP PRMPW PREPDPZPP PREDZPREDZPP}; do
 		LD_LIBRARY_PATH=$CL timeout 120 /tmp/cupti_states $seq
 	done | tee "$OUT/cupti-states.txt"; then
 	row "cupti states and window edges" INFO "cupti-states.txt"

@@ -991,6 +991,16 @@ static void setenv_nvtx(void)
 /* Route CUPTI's activity buffers to this library. */
 static int register_buffers(char *err, size_t errlen)
 {
+	if ((g.cfg.skip & INJECT_SKIP_PERTHREAD) && g.cupti.activity_set_attribute) {
+		/* Must come before the callbacks and any kind (cupti_activity.h). */
+		uint8_t no = 0;
+		size_t sz = sizeof no;
+		CUptiResult a = g.cupti.activity_set_attribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER,
+							       &sz, &no);
+		if (a != CUPTI_SUCCESS)
+			say("cannot turn per-thread activity buffers off: %s; going on",
+			    cupti_lib_strerror(&g.cupti, a));
+	}
 	CUptiResult r = g.cupti.activity_register_callbacks(buffer_requested, buffer_completed);
 	if (r == CUPTI_SUCCESS)
 		return GPULSE_OK;

@@ -33,12 +33,14 @@ struct inject_config {
 /* Parts that GPULSE_INJECT_SKIP turns off (troubleshooting, overhead
  * comparisons): unified-memory counters, NVTX ranges, the once-a-second
  * check for another profiler, the SYNCHRONIZATION kind, the copy and
- * memset kinds. */
+ * memset kinds, CUPTI's per-thread activity buffers (one shared buffer
+ * instead). */
 #define INJECT_SKIP_UVM    1u
 #define INJECT_SKIP_NVTX   2u
 #define INJECT_SKIP_PROBE  4u
 #define INJECT_SKIP_SYNC   8u
 #define INJECT_SKIP_COPIES 16u
+#define INJECT_SKIP_PERTHREAD 32u
 
 /* Parse "continuous", "profiler-api", "nvtx:NAME", "full", "off". 0 or
  * GPULSE_EINVAL. */
