@@ -92,8 +92,8 @@ static struct {
 	struct inject_config cfg;
 	struct cupti_lib cupti;
 	CUpti_SubscriberHandle sub;
-	int have_cupti;            /* CUPTI opened and subscribed */
-	int stepped_aside;
+	atomic_int have_cupti;     /* CUPTI opened and ours (read on the client's thread too) */
+	atomic_int stepped_aside;  /* read on the client's thread too */
 	char reason[WIRE_REASON_MAX + 1];
 	int is_fork_child;         /* CUDA is unusable in a forked child */
 	uint32_t driver_version;
@@ -884,7 +884,7 @@ static void fill_hello(struct wire_hello *h)
 	h->pid = (uint32_t)getpid();
 	h->ppid = (uint32_t)getppid();
 	h->uid = (uint32_t)getuid();
-	h->cupti_version = g.have_cupti ? g.cupti.version : 0;
+	h->cupti_version = g.have_cupti || atomic_load(&g.arm_pending) ? g.cupti.version : 0;
 	h->cuda_driver_version = g.driver_version;
 	h->mode = g.mode;
 	h->budget_ppm = g.budget_ppm;
@@ -1200,7 +1200,9 @@ static void on_daemon_msg(const struct wire_msg *m, void *user)
 {
 	(void)user;
 	if (m->type == WIRE_CAPTURE) {
-		if (!g.have_cupti || g.stepped_aside)
+		/* Before continuous mode's first tick the capture waits for
+		 * CUPTI to be taken (at most a second). */
+		if ((!g.have_cupti && !atomic_load(&g.arm_pending)) || g.stepped_aside)
 			return;
 		uint32_t secs = m->u.capture.seconds;
 		if (secs == 0 || secs > CAPTURE_SECONDS_MAX)
