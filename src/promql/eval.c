@@ -9,7 +9,10 @@
  * which copies them, so the series set can be released at once. */
 #include "eval.h"
 
+#include <ctype.h>
 #include <math.h>
+#include <regex.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +89,7 @@ struct lset {
 struct vsample {
 	struct lset ls;
 	double v;
+	int64_t t; /* the sample's own time: set by instant selectors only (timestamp()) */
 };
 
 struct value {
@@ -498,7 +502,7 @@ static bool eval_vector_sel(struct ev *ev, const struct promql_expr *e, struct v
 		 * a staleness marker. */
 		if (p->t_ms < ref - ev->opts.lookback_ms || promql_is_stale_nan(p->v))
 			continue;
-		out->s[out->n++] = (struct vsample){series_lset(s), p->v};
+		out->s[out->n++] = (struct vsample){series_lset(s), p->v, p->t_ms};
 	}
 	return true;
 }
@@ -654,6 +658,124 @@ static bool over_time(enum promql_func_id id, const struct promql_sample *p, siz
 	}
 }
 
+/* Least-squares line through the samples, x in seconds from t0, as
+ * Prometheus's linearRegression (compensated sums; a constant series has
+ * slope 0 exactly, NaN when it is infinite). */
+static void linear_regression(const struct promql_sample *p, size_t n, int64_t t0, double *slope,
+			      double *intercept)
+{
+	double sx = 0, cx = 0, sy = 0, cy = 0, sxy = 0, cxy = 0, sx2 = 0, cx2 = 0;
+	bool const_y = true;
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0 && p[i].v != p[0].v)
+			const_y = false;
+		double x = (double)(p[i].t_ms - t0) / 1e3;
+		kahan_inc(x, &sx, &cx);
+		kahan_inc(p[i].v, &sy, &cy);
+		kahan_inc(x * p[i].v, &sxy, &cxy);
+		kahan_inc(x * x, &sx2, &cx2);
+	}
+	if (const_y) {
+		*slope = isinf(p[0].v) ? NAN : 0;
+		*intercept = isinf(p[0].v) ? NAN : p[0].v;
+		return;
+	}
+	sx += cx;
+	sy += cy;
+	sxy += cxy;
+	sx2 += cx2;
+	double cnt = (double)n;
+	double cov = sxy - sx * sy / cnt, var = sx2 - sx * sx / cnt;
+	*slope = cov / var;
+	*intercept = sy / cnt - *slope * sx / cnt;
+}
+
+/* Double exponential smoothing with smoothing factor sf and trend factor
+ * tf, as Prometheus's holt_winters. */
+static double holt_winters(const struct promql_sample *p, size_t n, double sf, double tf)
+{
+	double s0 = 0, s1 = p[0].v, b = p[1].v - p[0].v;
+	for (size_t i = 1; i < n; i++) {
+		double x = sf * p[i].v;
+		if (i > 1)
+			b = tf * (s1 - s0) + (1 - tf) * b;
+		double y = (1 - sf) * (s1 + b);
+		s0 = s1;
+		s1 = x + y;
+	}
+	return s1;
+}
+
+/* The range functions other than rate's family and *_over_time: false
+ * when the series gives no output. sc holds the scalar arguments. */
+static bool range_fn(struct ev *ev, enum promql_func_id id, const struct promql_sample *p, size_t n,
+		     const double *sc, double *out)
+{
+	switch (id) {
+	case PROMQL_FN_CHANGES:
+	case PROMQL_FN_RESETS: {
+		if (n == 0)
+			return false;
+		double count = 0;
+		for (size_t i = 1; i < n; i++) {
+			double prev = p[i - 1].v, cur = p[i].v;
+			if (id == PROMQL_FN_CHANGES ? cur != prev && !(isnan(cur) && isnan(prev)) : cur < prev)
+				count++;
+		}
+		*out = count;
+		return true;
+	}
+	case PROMQL_FN_IDELTA:
+		if (n < 2)
+			return false;
+		*out = p[n - 1].v - p[n - 2].v;
+		return true;
+	case PROMQL_FN_DERIV: {
+		if (n < 2)
+			return false;
+		double slope, icpt;
+		linear_regression(p, n, p[0].t_ms, &slope, &icpt);
+		*out = slope;
+		return true;
+	}
+	case PROMQL_FN_PREDICT_LINEAR: {
+		if (n < 2)
+			return false;
+		double slope, icpt;
+		linear_regression(p, n, ev->ts, &slope, &icpt);
+		*out = slope * sc[0] + icpt;
+		return true;
+	}
+	case PROMQL_FN_HOLT_WINTERS:
+		if (n < 2)
+			return false;
+		*out = holt_winters(p, n, sc[0], sc[1]);
+		return true;
+	case PROMQL_FN_STDVAR_OVER_TIME: {
+		if (n == 0)
+			return false;
+		double count = 0, mean = 0, cmean = 0, aux = 0, caux = 0;
+		for (size_t i = 0; i < n; i++) {
+			count++;
+			double delta = p[i].v - (mean + cmean);
+			kahan_inc(delta / count, &mean, &cmean);
+			kahan_inc(delta * (p[i].v - (mean + cmean)), &aux, &caux);
+		}
+		*out = (aux + caux) / count;
+		return true;
+	}
+	case PROMQL_FN_PRESENT_OVER_TIME:
+		if (n == 0)
+			return false;
+		*out = 1;
+		return true;
+	default:
+		return false;
+	}
+}
+
+static struct lset absent_labels(struct ev *ev, const struct promql_expr *arg);
+
 static bool check_unique(struct ev *ev, const struct value *v)
 {
 	if (v->type != PROMQL_TYPE_VECTOR || v->n < 2)
@@ -674,22 +796,39 @@ static bool check_unique(struct ev *ev, const struct value *v)
 static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct value *out)
 {
 	enum promql_func_id id = e->func->id;
-	double q = 0;
-	const struct promql_expr *arg = e->args[e->nargs - 1];
-	if (id == PROMQL_FN_QUANTILE_OVER_TIME) {
-		struct value qv;
-		if (!eval(ev, e->args[0], &qv))
+	/* The scalar arguments: quantile_over_time's first, predict_linear's
+	 * and holt_winters's after the range. */
+	double sc[2] = {0, 0};
+	size_t nsc = 0, mi = 0;
+	for (size_t i = 0; i < e->nargs; i++) {
+		if (e->args[i]->type == PROMQL_TYPE_MATRIX) {
+			mi = i;
+			continue;
+		}
+		struct value v;
+		if (!eval(ev, e->args[i], &v))
 			return false;
-		q = qv.scalar;
+		if (nsc < 2)
+			sc[nsc++] = v.scalar;
 	}
-	const struct promql_expr *ms = unparen(arg);
+	if (id == PROMQL_FN_HOLT_WINTERS) {
+		for (int i = 0; i < 2; i++)
+			if (!(sc[i] > 0 && sc[i] < 1)) {
+				everr(ev, GPULSE_EINVAL, "invalid %s factor. Expected: 0 < %s < 1, got: %g",
+				      i ? "trend" : "smoothing", i ? "tf" : "sf", sc[i]);
+				return false;
+			}
+	}
+	const struct promql_expr *ms = unparen(e->args[mi]);
 	struct selection *sel = find_sel(ev, ms);
-	vec_alloc(ev, out, sel->set.nseries);
+	vec_alloc(ev, out, sel->set.nseries ? sel->set.nseries : 1);
 	int64_t range_end = ev->ts - ms->offset_ms;
 	int64_t range_start = range_end - ms->range_ms;
+	bool any = false;
 	for (size_t i = 0; i < sel->set.nseries; i++) {
 		const struct promql_series *s = &sel->set.series[i];
 		size_t n = window(ev, s, range_start, range_end);
+		any = any || n > 0;
 		double v;
 		bool ok;
 		switch (id) {
@@ -715,8 +854,21 @@ static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct 
 			ok = true;
 			break;
 		}
+		case PROMQL_FN_ABSENT_OVER_TIME:
+			ok = false; /* answered below, from all the series */
+			break;
+		case PROMQL_FN_AVG_OVER_TIME:
+		case PROMQL_FN_MIN_OVER_TIME:
+		case PROMQL_FN_MAX_OVER_TIME:
+		case PROMQL_FN_SUM_OVER_TIME:
+		case PROMQL_FN_COUNT_OVER_TIME:
+		case PROMQL_FN_STDDEV_OVER_TIME:
+		case PROMQL_FN_QUANTILE_OVER_TIME:
+		case PROMQL_FN_LAST_OVER_TIME:
+			ok = over_time(id, ev->tmp, n, sc[0], &v);
+			break;
 		default:
-			ok = over_time(id, ev->tmp, n, q, &v);
+			ok = range_fn(ev, id, ev->tmp, n, sc, &v);
 			break;
 		}
 		if (!ok)
@@ -726,6 +878,8 @@ static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct 
 			ls = drop_name(ev, ls);
 		out->s[out->n++] = (struct vsample){ls, v};
 	}
+	if (id == PROMQL_FN_ABSENT_OVER_TIME && !any)
+		out->s[out->n++] = (struct vsample){absent_labels(ev, ms), 1};
 	return check_unique(ev, out);
 }
 
@@ -751,20 +905,370 @@ static struct lset absent_labels(struct ev *ev, const struct promql_expr *arg)
 	return ls;
 }
 
+/* Go's math on one value, for the element-wise functions. */
+static double math_fn(enum promql_func_id id, double v)
+{
+	switch (id) {
+	case PROMQL_FN_ABS: return fabs(v);
+	case PROMQL_FN_CEIL: return ceil(v);
+	case PROMQL_FN_FLOOR: return floor(v);
+	case PROMQL_FN_EXP: return exp(v);
+	case PROMQL_FN_LN: return log(v);
+	case PROMQL_FN_LOG2: return log2(v);
+	case PROMQL_FN_LOG10: return log10(v);
+	case PROMQL_FN_SQRT: return sqrt(v);
+	case PROMQL_FN_SGN: return v > 0 ? 1 : v < 0 ? -1 : v; /* 0, -0 and NaN stay */
+	case PROMQL_FN_DEG: return v * 180 / M_PI;
+	case PROMQL_FN_RAD: return v * M_PI / 180;
+	case PROMQL_FN_ACOS: return acos(v);
+	case PROMQL_FN_ACOSH: return acosh(v);
+	case PROMQL_FN_ASIN: return asin(v);
+	case PROMQL_FN_ASINH: return asinh(v);
+	case PROMQL_FN_ATAN: return atan(v);
+	case PROMQL_FN_ATANH: return atanh(v);
+	case PROMQL_FN_COS: return cos(v);
+	case PROMQL_FN_COSH: return cosh(v);
+	case PROMQL_FN_SIN: return sin(v);
+	case PROMQL_FN_SINH: return sinh(v);
+	case PROMQL_FN_TAN: return tan(v);
+	case PROMQL_FN_TANH: return tanh(v);
+	default: return v;
+	}
+}
+
+/* A calendar field of unix time v (seconds, UTC), as Go's time package
+ * gives it. */
+static bool calendar_fn(enum promql_func_id id, double v, double *out)
+{
+	if (!(v >= -9.2e18 && v <= 9.2e18))
+		return false; /* NaN, infinities: no time */
+	time_t t = (time_t)(int64_t)v;
+	struct tm tm;
+	if (!gmtime_r(&t, &tm))
+		return false;
+	static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	int year = tm.tm_year + 1900;
+	bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+	switch (id) {
+	case PROMQL_FN_DAY_OF_MONTH: *out = tm.tm_mday; break;
+	case PROMQL_FN_DAY_OF_WEEK: *out = tm.tm_wday; break;
+	case PROMQL_FN_DAY_OF_YEAR: *out = tm.tm_yday + 1; break;
+	case PROMQL_FN_DAYS_IN_MONTH: *out = mdays[tm.tm_mon] + (tm.tm_mon == 1 && leap); break;
+	case PROMQL_FN_HOUR: *out = tm.tm_hour; break;
+	case PROMQL_FN_MINUTE: *out = tm.tm_min; break;
+	case PROMQL_FN_MONTH: *out = tm.tm_mon + 1; break;
+	case PROMQL_FN_YEAR: *out = year; break;
+	default: return false;
+	}
+	return true;
+}
+
+#define LABEL_VALUE_MAX (1 << 20) /* what label_replace and label_join may build */
+
+static bool is_label_name(const char *s)
+{
+	if (!s || !(isalpha((unsigned char)*s) || *s == '_'))
+		return false;
+	for (s++; *s; s++)
+		if (!(isalnum((unsigned char)*s) || *s == '_'))
+			return false;
+	return true;
+}
+
+/* Go's Regexp.Expand of a replacement template: $1, ${1}, $name, ${name},
+ * $$ for a dollar. A name is the longest run of letters, digits and
+ * underscores; a number names a group, any other name (POSIX groups have
+ * none) or a group that did not take part gives "". `grp` is the index
+ * in m[] of the expression's group 0 (the anchored wrapper adds one). */
+static void expand_template(struct buf *b, const char *tpl, const char *src, const regmatch_t *m,
+			    size_t nm, size_t grp)
+{
+	for (const char *p = tpl; *p; p++) {
+		if (*p != '$') {
+			buf_putc(b, *p);
+			continue;
+		}
+		if (p[1] == '$') {
+			buf_putc(b, '$');
+			p++;
+			continue;
+		}
+		const char *name = p + 1, *end;
+		bool brace = *name == '{';
+		if (brace) {
+			name++;
+			end = strchr(name, '}');
+		} else {
+			end = name;
+			while (isalnum((unsigned char)*end) || *end == '_')
+				end++;
+		}
+		if (!end || end == name) { /* not a reference: the $ stays */
+			buf_putc(b, '$');
+			continue;
+		}
+		bool digits = true;
+		size_t k = 0;
+		for (const char *q = name; q < end; q++) {
+			if (!isdigit((unsigned char)*q) || k > 100000)
+				digits = false;
+			else
+				k = k * 10 + (size_t)(*q - '0');
+		}
+		if (brace && !digits)
+			for (const char *q = name; q < end; q++)
+				if (!(isalnum((unsigned char)*q) || *q == '_'))
+					goto literal;
+		if (digits && grp + k < nm && m[grp + k].rm_so >= 0)
+			buf_append(b, src + m[grp + k].rm_so, (size_t)(m[grp + k].rm_eo - m[grp + k].rm_so));
+		p = brace ? end : end - 1;
+		continue;
+literal:
+		buf_putc(b, '$');
+	}
+}
+
+static bool eval_label_replace(struct ev *ev, const struct promql_expr *e, const struct value *v,
+			       struct value *out)
+{
+	struct value a[4];
+	for (int i = 0; i < 4; i++)
+		if (!eval(ev, e->args[i + 1], &a[i]))
+			return false;
+	const char *dst = a[0].string, *repl = a[1].string, *src = a[2].string, *re = a[3].string;
+	if (!is_label_name(dst)) {
+		everr(ev, GPULSE_EINVAL, "invalid destination label name in label_replace(): %s", dst);
+		return false;
+	}
+	const char *why = promql_regex_too_complex(re);
+	if (why) {
+		everr(ev, GPULSE_EINVAL, "invalid regular expression in label_replace(): %s", why);
+		return false;
+	}
+	size_t rl = strlen(re);
+	char *anchored = arena_alloc(&ev->step, rl + 5);
+	snprintf(anchored, rl + 5, "^(%s)$", re);
+	regex_t rx;
+	int rc = regcomp(&rx, anchored, REG_EXTENDED);
+	if (rc != 0) {
+		char msg[128];
+		regerror(rc, &rx, msg, sizeof msg);
+		everr(ev, GPULSE_EINVAL, "invalid regular expression in label_replace(): %s", msg);
+		return false;
+	}
+	regmatch_t m[10];
+	size_t nm = rx.re_nsub + 1 < 10 ? rx.re_nsub + 1 : 10;
+	vec_alloc(ev, out, v->n);
+	struct buf b;
+	buf_init(&b, LABEL_VALUE_MAX);
+	for (size_t i = 0; i < v->n; i++) {
+		struct lset ls = v->s[i].ls;
+		const char *sv = lset_get(ls, src);
+		sv = sv ? sv : "";
+		if (regexec(&rx, sv, nm, m, 0) == 0) {
+			buf_reset(&b);
+			expand_template(&b, repl, sv, m, nm, 1);
+			if (b.failed) {
+				everr(ev, GPULSE_ELIMIT, "label_replace(): a value over %d bytes", LABEL_VALUE_MAX);
+				break;
+			}
+			ls = lset_set(ev, ls, dst, arena_strdup(&ev->step, b.data ? b.data : ""));
+		}
+		out->s[out->n++] = (struct vsample){ls, v->s[i].v};
+	}
+	buf_free(&b);
+	regfree(&rx);
+	return !ev->status && check_unique(ev, out);
+}
+
+static bool eval_label_join(struct ev *ev, const struct promql_expr *e, const struct value *v,
+			    struct value *out)
+{
+	size_t ns = e->nargs - 1;
+	const char **str = arena_calloc(&ev->step, ns, sizeof *str);
+	for (size_t i = 0; i < ns; i++) {
+		struct value a;
+		if (!eval(ev, e->args[i + 1], &a))
+			return false;
+		str[i] = a.string;
+	}
+	if (!is_label_name(str[0])) {
+		everr(ev, GPULSE_EINVAL, "invalid destination label name in label_join(): %s", str[0]);
+		return false;
+	}
+	for (size_t i = 2; i < ns; i++)
+		if (!is_label_name(str[i])) {
+			everr(ev, GPULSE_EINVAL, "invalid source label name in label_join(): %s", str[i]);
+			return false;
+		}
+	vec_alloc(ev, out, v->n);
+	struct buf b;
+	buf_init(&b, LABEL_VALUE_MAX);
+	for (size_t i = 0; i < v->n; i++) {
+		buf_reset(&b);
+		for (size_t k = 2; k < ns; k++) {
+			const char *lv = lset_get(v->s[i].ls, str[k]);
+			if (k > 2)
+				buf_puts(&b, str[1]);
+			buf_puts(&b, lv ? lv : "");
+		}
+		if (b.failed) {
+			everr(ev, GPULSE_ELIMIT, "label_join(): a value over %d bytes", LABEL_VALUE_MAX);
+			break;
+		}
+		struct lset ls = lset_set(ev, v->s[i].ls, str[0], arena_strdup(&ev->step, b.data ? b.data : ""));
+		out->s[out->n++] = (struct vsample){ls, v->s[i].v};
+	}
+	buf_free(&b);
+	return !ev->status && check_unique(ev, out);
+}
+
+/* Classic histograms: the q-quantile of each group of `le` buckets, as
+ * Prometheus's bucketQuantile (buckets of one bound merged, counts made
+ * monotonic, linear interpolation inside the bucket). */
+struct bucket {
+	double le, count;
+};
+
+static int cmp_bucket(const void *a, const void *b)
+{
+	double x = ((const struct bucket *)a)->le, y = ((const struct bucket *)b)->le;
+	return x < y ? -1 : x > y;
+}
+
+static double bucket_quantile(double q, struct bucket *bk, size_t n)
+{
+	if (isnan(q))
+		return NAN;
+	if (q < 0)
+		return -INFINITY;
+	if (q > 1)
+		return INFINITY;
+	qsort(bk, n, sizeof *bk, cmp_bucket);
+	if (!(isinf(bk[n - 1].le) && bk[n - 1].le > 0))
+		return NAN;
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (m > 0 && bk[m - 1].le == bk[i].le)
+			bk[m - 1].count += bk[i].count;
+		else
+			bk[m++] = bk[i];
+	}
+	double max = -INFINITY;
+	for (size_t i = 0; i < m; i++) {
+		if (bk[i].count > max)
+			max = bk[i].count;
+		else if (bk[i].count < max)
+			bk[i].count = max;
+	}
+	if (m < 2)
+		return NAN;
+	double obs = bk[m - 1].count;
+	if (obs == 0)
+		return NAN;
+	double rank = q * obs;
+	size_t b = 0;
+	while (b < m - 1 && !(bk[b].count >= rank))
+		b++;
+	if (b == m - 1)
+		return bk[m - 2].le;
+	if (b == 0 && bk[0].le <= 0)
+		return bk[0].le;
+	double start = 0, end = bk[b].le, count = bk[b].count;
+	if (b > 0) {
+		start = bk[b - 1].le;
+		count -= bk[b - 1].count;
+		rank -= bk[b - 1].count;
+	}
+	return start + (end - start) * (rank / count);
+}
+
+static bool eval_histogram_quantile(struct ev *ev, double q, const struct value *v, struct value *out)
+{
+	static char *const le[] = {"le"};
+	struct smap groups;
+	smap_init(ev, &groups, v->n);
+	size_t *first = arena_calloc(&ev->step, v->n ? v->n : 1, sizeof *first);
+	size_t *next = arena_calloc(&ev->step, v->n ? v->n : 1, sizeof *next);
+	double *bound = arena_calloc(&ev->step, v->n ? v->n : 1, sizeof *bound);
+	size_t ngroups = 0;
+	for (size_t i = 0; i < v->n; i++) {
+		const char *lv = lset_get(v->s[i].ls, "le");
+		char *end = NULL;
+		if (!lv || !*lv)
+			continue;
+		bound[i] = strtod(lv, &end);
+		if (*end || isnan(bound[i]))
+			continue; /* no bucket bound: skipped, as Prometheus does */
+		const char *key = sig(ev, v->s[i].ls, false, le, 1);
+		size_t g;
+		next[i] = SIZE_MAX;
+		if (smap_get(&groups, key, &g)) {
+			next[i] = first[g];
+			first[g] = i;
+		} else {
+			first[ngroups] = i;
+			smap_put(&groups, key, ngroups++);
+		}
+	}
+	vec_alloc(ev, out, ngroups ? ngroups : 1);
+	struct bucket *bk = arena_calloc(&ev->step, v->n ? v->n : 1, sizeof *bk);
+	for (size_t g = 0; g < ngroups; g++) {
+		size_t n = 0;
+		for (size_t i = first[g]; i != SIZE_MAX; i = next[i])
+			bk[n++] = (struct bucket){bound[i], v->s[i].v};
+		struct lset ls = lset_filter(ev, v->s[first[g]].ls, true, false, le, 1);
+		out->s[out->n++] = (struct vsample){ls, bucket_quantile(q, bk, n)};
+	}
+	return check_unique(ev, out);
+}
+
+static int cmp_vsample_value(const void *a, const void *b)
+{
+	double x = ((const struct vsample *)a)->v, y = ((const struct vsample *)b)->v;
+	if (isnan(x) || isnan(y))
+		return isnan(x) ? (isnan(y) ? 0 : -1) : 1; /* NaN first, as Prometheus */
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_vsample_value_desc(const void *a, const void *b)
+{
+	double x = ((const struct vsample *)a)->v, y = ((const struct vsample *)b)->v;
+	if (isnan(x) || isnan(y))
+		return isnan(x) ? (isnan(y) ? 0 : -1) : 1;
+	return x > y ? -1 : x < y;
+}
+
 static bool eval_call(struct ev *ev, const struct promql_expr *e, struct value *out)
 {
 	const struct promql_func *f = e->func;
 	for (size_t i = 0; i < e->nargs; i++)
 		if (e->args[i]->type == PROMQL_TYPE_MATRIX)
 			return eval_matrix_call(ev, e, out);
-	struct value a[2];
-	for (size_t i = 0; i < e->nargs; i++)
+	switch (f->id) {
+	case PROMQL_FN_LABEL_REPLACE:
+	case PROMQL_FN_LABEL_JOIN: {
+		struct value v;
+		if (!eval(ev, e->args[0], &v))
+			return false;
+		return f->id == PROMQL_FN_LABEL_REPLACE ? eval_label_replace(ev, e, &v, out)
+							: eval_label_join(ev, e, &v, out);
+	}
+	default:
+		break;
+	}
+	struct value a[3];
+	for (size_t i = 0; i < e->nargs && i < 3; i++)
 		if (!eval(ev, e->args[i], &a[i]))
 			return false;
 	switch (f->id) {
 	case PROMQL_FN_TIME:
 		out->type = PROMQL_TYPE_SCALAR;
 		out->scalar = (double)ev->ts / 1000;
+		return true;
+	case PROMQL_FN_PI:
+		out->type = PROMQL_TYPE_SCALAR;
+		out->scalar = M_PI;
 		return true;
 	case PROMQL_FN_VECTOR:
 		vec_alloc(ev, out, 1);
@@ -779,23 +1283,61 @@ static bool eval_call(struct ev *ev, const struct promql_expr *e, struct value *
 		if (a[0].n == 0)
 			out->s[out->n++] = (struct vsample){absent_labels(ev, e->args[0]), 1};
 		return true;
+	case PROMQL_FN_HISTOGRAM_QUANTILE:
+		return eval_histogram_quantile(ev, a[0].scalar, &a[1], out);
+	case PROMQL_FN_SORT:
+	case PROMQL_FN_SORT_DESC:
+		*out = a[0];
+		qsort(out->s, out->n, sizeof *out->s,
+		      f->id == PROMQL_FN_SORT ? cmp_vsample_value : cmp_vsample_value_desc);
+		return true;
+	case PROMQL_FN_DAY_OF_MONTH:
+	case PROMQL_FN_DAY_OF_WEEK:
+	case PROMQL_FN_DAY_OF_YEAR:
+	case PROMQL_FN_DAYS_IN_MONTH:
+	case PROMQL_FN_HOUR:
+	case PROMQL_FN_MINUTE:
+	case PROMQL_FN_MONTH:
+	case PROMQL_FN_YEAR:
+		if (e->nargs == 0) { /* of vector(time()) */
+			vec_alloc(ev, out, 1);
+			double v;
+			if (calendar_fn(f->id, (double)ev->ts / 1000, &v))
+				out->s[out->n++] = (struct vsample){{NULL, 0}, v};
+			return true;
+		}
+		vec_alloc(ev, out, a[0].n);
+		for (size_t i = 0; i < a[0].n; i++) {
+			double v;
+			if (calendar_fn(f->id, a[0].s[i].v, &v))
+				out->s[out->n++] = (struct vsample){drop_name(ev, a[0].s[i].ls), v};
+		}
+		return check_unique(ev, out);
 	default:
 		break;
 	}
 	vec_alloc(ev, out, a[0].n);
+	if (f->id == PROMQL_FN_CLAMP && a[2].scalar < a[1].scalar)
+		return true; /* max below min: an empty vector */
 	double to_nearest_inverse = 1;
 	if (f->id == PROMQL_FN_ROUND && e->nargs == 2)
 		to_nearest_inverse = 1.0 / a[1].scalar;
+	bool selector = unparen(e->args[0])->kind == PROMQL_NODE_VECTOR_SEL;
 	for (size_t i = 0; i < a[0].n; i++) {
 		double v = a[0].s[i].v;
 		switch (f->id) {
-		case PROMQL_FN_ABS: v = fabs(v); break;
 		case PROMQL_FN_CLAMP_MIN: v = go_max(a[1].scalar, v); break;
 		case PROMQL_FN_CLAMP_MAX: v = go_min(a[1].scalar, v); break;
+		case PROMQL_FN_CLAMP: v = go_max(a[1].scalar, go_min(a[2].scalar, v)); break;
 		case PROMQL_FN_ROUND:
 			v = floor(v * to_nearest_inverse + 0.5) / to_nearest_inverse;
 			break;
-		default: break;
+		case PROMQL_FN_TIMESTAMP:
+			/* A selector's samples keep their own time; any other
+			 * expression's samples are at the evaluation time. */
+			v = (double)(selector ? a[0].s[i].t : ev->ts) / 1000;
+			break;
+		default: v = math_fn(f->id, v); break;
 		}
 		out->s[out->n++] = (struct vsample){drop_name(ev, a[0].s[i].ls), v};
 	}

@@ -17,6 +17,8 @@
 #include "str.h"
 #include "xalloc.h"
 
+#define ARGS_MAX 64 /* arguments of one call (label_join takes any number) */
+
 static const struct promql_func funcs[] = {
 	{"rate", PROMQL_FN_RATE, {PROMQL_TYPE_MATRIX}, 1, 1, PROMQL_TYPE_VECTOR},
 	{"irate", PROMQL_FN_IRATE, {PROMQL_TYPE_MATRIX}, 1, 1, PROMQL_TYPE_VECTOR},
@@ -38,20 +40,50 @@ static const struct promql_func funcs[] = {
 	{"time", PROMQL_FN_TIME, {PROMQL_TYPE_SCALAR}, 0, 0, PROMQL_TYPE_SCALAR},
 	{"vector", PROMQL_FN_VECTOR, {PROMQL_TYPE_SCALAR}, 1, 1, PROMQL_TYPE_VECTOR},
 	{"scalar", PROMQL_FN_SCALAR, {PROMQL_TYPE_VECTOR}, 1, 1, PROMQL_TYPE_SCALAR},
+#define V_TO_V(name, id) {name, id, {PROMQL_TYPE_VECTOR}, 1, 1, PROMQL_TYPE_VECTOR}
+#define CAL(name, id) {name, id, {PROMQL_TYPE_VECTOR}, 0, 1, PROMQL_TYPE_VECTOR}
+#define M_TO_V(name, id) {name, id, {PROMQL_TYPE_MATRIX}, 1, 1, PROMQL_TYPE_VECTOR}
+	V_TO_V("ceil", PROMQL_FN_CEIL), V_TO_V("floor", PROMQL_FN_FLOOR),
+	V_TO_V("exp", PROMQL_FN_EXP), V_TO_V("ln", PROMQL_FN_LN),
+	V_TO_V("log2", PROMQL_FN_LOG2), V_TO_V("log10", PROMQL_FN_LOG10),
+	V_TO_V("sqrt", PROMQL_FN_SQRT), V_TO_V("sgn", PROMQL_FN_SGN),
+	V_TO_V("deg", PROMQL_FN_DEG), V_TO_V("rad", PROMQL_FN_RAD),
+	V_TO_V("acos", PROMQL_FN_ACOS), V_TO_V("acosh", PROMQL_FN_ACOSH),
+	V_TO_V("asin", PROMQL_FN_ASIN), V_TO_V("asinh", PROMQL_FN_ASINH),
+	V_TO_V("atan", PROMQL_FN_ATAN), V_TO_V("atanh", PROMQL_FN_ATANH),
+	V_TO_V("cos", PROMQL_FN_COS), V_TO_V("cosh", PROMQL_FN_COSH),
+	V_TO_V("sin", PROMQL_FN_SIN), V_TO_V("sinh", PROMQL_FN_SINH),
+	V_TO_V("tan", PROMQL_FN_TAN), V_TO_V("tanh", PROMQL_FN_TANH),
+	V_TO_V("timestamp", PROMQL_FN_TIMESTAMP), V_TO_V("sort", PROMQL_FN_SORT),
+	V_TO_V("sort_desc", PROMQL_FN_SORT_DESC),
+	{"clamp", PROMQL_FN_CLAMP, {PROMQL_TYPE_VECTOR, PROMQL_TYPE_SCALAR, PROMQL_TYPE_SCALAR}, 3, 3, PROMQL_TYPE_VECTOR},
+	{"pi", PROMQL_FN_PI, {PROMQL_TYPE_SCALAR}, 0, 0, PROMQL_TYPE_SCALAR},
+	CAL("day_of_month", PROMQL_FN_DAY_OF_MONTH), CAL("day_of_week", PROMQL_FN_DAY_OF_WEEK),
+	CAL("day_of_year", PROMQL_FN_DAY_OF_YEAR), CAL("days_in_month", PROMQL_FN_DAYS_IN_MONTH),
+	CAL("hour", PROMQL_FN_HOUR), CAL("minute", PROMQL_FN_MINUTE),
+	CAL("month", PROMQL_FN_MONTH), CAL("year", PROMQL_FN_YEAR),
+	M_TO_V("changes", PROMQL_FN_CHANGES), M_TO_V("resets", PROMQL_FN_RESETS),
+	M_TO_V("deriv", PROMQL_FN_DERIV), M_TO_V("idelta", PROMQL_FN_IDELTA),
+	M_TO_V("stdvar_over_time", PROMQL_FN_STDVAR_OVER_TIME),
+	M_TO_V("present_over_time", PROMQL_FN_PRESENT_OVER_TIME),
+	M_TO_V("absent_over_time", PROMQL_FN_ABSENT_OVER_TIME),
+	{"predict_linear", PROMQL_FN_PREDICT_LINEAR, {PROMQL_TYPE_MATRIX, PROMQL_TYPE_SCALAR}, 2, 2, PROMQL_TYPE_VECTOR},
+	{"holt_winters", PROMQL_FN_HOLT_WINTERS, {PROMQL_TYPE_MATRIX, PROMQL_TYPE_SCALAR, PROMQL_TYPE_SCALAR}, 3, 3, PROMQL_TYPE_VECTOR},
+	{"label_replace", PROMQL_FN_LABEL_REPLACE,
+	 {PROMQL_TYPE_VECTOR, PROMQL_TYPE_STRING, PROMQL_TYPE_STRING, PROMQL_TYPE_STRING, PROMQL_TYPE_STRING},
+	 5, 5, PROMQL_TYPE_VECTOR},
+	{"label_join", PROMQL_FN_LABEL_JOIN,
+	 {PROMQL_TYPE_VECTOR, PROMQL_TYPE_STRING, PROMQL_TYPE_STRING, PROMQL_TYPE_STRING}, 3, -1, PROMQL_TYPE_VECTOR},
+	{"histogram_quantile", PROMQL_FN_HISTOGRAM_QUANTILE, {PROMQL_TYPE_SCALAR, PROMQL_TYPE_VECTOR}, 2, 2, PROMQL_TYPE_VECTOR},
+#undef V_TO_V
+#undef CAL
+#undef M_TO_V
 };
 
 /* Prometheus functions outside the subset: named as unsupported rather
  * than unknown, so a user sees the difference. */
 static const char *const unsupported_funcs[] = {
-	"absent_over_time", "acos", "acosh", "asin", "asinh", "atan", "atanh",
-	"ceil", "changes", "clamp", "cos", "cosh", "day_of_month", "day_of_week",
-	"day_of_year", "days_in_month", "deg", "deriv", "exp", "floor",
-	"histogram_count", "histogram_fraction", "histogram_quantile",
-	"histogram_sum", "holt_winters", "hour", "idelta", "label_join",
-	"label_replace", "ln", "log10", "log2", "minute", "month", "pi",
-	"predict_linear", "present_over_time", "rad", "resets", "sgn", "sin",
-	"sinh", "sort", "sort_desc", "sqrt", "stdvar_over_time", "tan", "tanh",
-	"timestamp", "year",
+	"histogram_count", "histogram_fraction", "histogram_sum", /* native histograms */
 };
 
 static const char *const agg_names[] = {
@@ -290,7 +322,7 @@ static bool parse_label_list(struct parser *p, const char *context, char ***out,
  * depth, the expansion of counted repetitions, and the number of repeated
  * groups (regcomp is exponential in those that can match empty, such as
  * "(a*|b*)*"). NULL when acceptable. */
-static const char *regex_too_complex(const char *re)
+const char *promql_regex_too_complex(const char *re)
 {
 	size_t len = strlen(re);
 	int depth = 0;
@@ -373,7 +405,7 @@ static bool compile_matcher(struct parser *p, struct promql_matcher *m, int pos)
 {
 	if (m->op != PROMQL_MATCH_RE && m->op != PROMQL_MATCH_NRE)
 		return true;
-	const char *why = regex_too_complex(m->value);
+	const char *why = promql_regex_too_complex(m->value);
 	if (why) {
 		perr(p, pos, "invalid regular expression \"%.60s\": %s", m->value, why);
 		return false;
@@ -582,11 +614,15 @@ static struct promql_expr *parse_call(struct parser *p)
 	e->type = f->ret;
 	advance(p); /* name */
 	advance(p); /* ( */
-	e->args = xcalloc(3, sizeof *e->args);
+	size_t cap = 0;
 	while (p->tok.kind != PROMQL_TOK_RPAREN) {
-		if (e->nargs == 3) {
+		if (e->nargs == ARGS_MAX) {
 			perr(p, p->tok.pos, "too many arguments in call to \"%s\"", f->name);
 			goto fail;
+		}
+		if (e->nargs == cap) {
+			cap = cap ? cap * 2 : 3;
+			e->args = xrealloc(e->args, cap * sizeof *e->args);
 		}
 		struct promql_expr *a = parse_expr(p, 0);
 		if (!a)
@@ -604,15 +640,20 @@ static struct promql_expr *parse_call(struct parser *p)
 		}
 	}
 	advance(p);
-	if ((int)e->nargs < f->min_args || (int)e->nargs > f->max_args) {
+	if ((int)e->nargs < f->min_args || (f->max_args >= 0 && (int)e->nargs > f->max_args)) {
 		if (f->min_args == f->max_args)
 			perr(p, pos, "expected %d argument(s) in call to \"%s\", got %zu", f->min_args, f->name, e->nargs);
+		else if ((int)e->nargs < f->min_args)
+			perr(p, pos, "expected at least %d argument(s) in call to \"%s\", got %zu", f->min_args, f->name, e->nargs);
 		else
 			perr(p, pos, "expected at most %d argument(s) in call to \"%s\", got %zu", f->max_args, f->name, e->nargs);
 		goto fail;
 	}
 	for (size_t i = 0; i < e->nargs; i++) {
-		enum promql_type want = f->arg_types[i], got = e->args[i]->type;
+		/* A variadic function's extra arguments have the type of its
+		 * first optional one. */
+		size_t ti = f->max_args < 0 && i > (size_t)f->min_args ? (size_t)f->min_args : i;
+		enum promql_type want = f->arg_types[ti], got = e->args[i]->type;
 		if (want != got) {
 			perr(p, e->args[i]->pos, "expected type %s in call to function \"%s\", got %s",
 			     promql_type_name(want), f->name, promql_type_name(got));

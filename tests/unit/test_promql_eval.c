@@ -485,6 +485,40 @@ static void test_functions(void **state)
 	expect_scalar("scalar(m4)", 0, 7);
 	expect_scalar("scalar(m1)", 0, NAN);
 	expect_scalar("scalar(nothing)", 0, NAN);
+	/* sort and sort_desc keep their order in the result (promtool
+	 * compares sets, so the conformance test cannot see it) */
+	r = query("sort(x)", 0);
+	assert_int_equal(r->nseries, 5);
+	for (size_t i = 1; i < r->nseries; i++)
+		assert_true(r->series[i - 1].points[0].v <= r->series[i].points[0].v);
+	assert_true(r->series[0].points[0].v == 1 && r->series[4].points[0].v == 10);
+	promql_result_free(r);
+	r = query("sort_desc(x)", 0);
+	for (size_t i = 1; i < r->nseries; i++)
+		assert_true(r->series[i - 1].points[0].v >= r->series[i].points[0].v);
+	assert_true(r->series[0].points[0].v == 10 && r->series[4].points[0].v == 1);
+	promql_result_free(r);
+	/* errors, worded as Prometheus words them */
+	expect_error("label_replace(x, \"1bad\", \"v\", \"job\", \"(.*)\")", 0, GPULSE_EINVAL,
+		     "invalid destination label name in label_replace(): 1bad");
+	expect_error("label_replace(x, \"d\", \"v\", \"job\", \"(a\")", 0, GPULSE_EINVAL,
+		     "invalid regular expression in label_replace()");
+	expect_error("label_replace(x, \"d\", \"v\", \"job\", \"(a*)*(b*)*(c*)*(d*)*(e*)*(f*)*\")", 0,
+		     GPULSE_EINVAL, "invalid regular expression in label_replace()");
+	expect_error("label_join(x, \"d\", \",\", \"job\", \"no-good\")", 0, GPULSE_EINVAL,
+		     "invalid source label name in label_join(): no-good");
+	expect_error("label_replace(x, \"i\", \"\", \"i\", \".*\")", 0, GPULSE_EINVAL,
+		     "vector cannot contain metrics with the same labelset");
+	expect_error("holt_winters(w[5m], 1, 0.5)", 4 * MIN_MS, GPULSE_EINVAL, "invalid smoothing factor");
+	expect_error("holt_winters(w[5m], 0.5, 0)", 4 * MIN_MS, GPULSE_EINVAL, "invalid trend factor");
+	/* label_replace keeps the metric name and leaves what does not match */
+	r = query("label_replace(x, \"jj\", \"<$1$1>\", \"job\", \"(a)\")", 0);
+	expect_sample(r, "{__name__=\"x\", i=\"1\", jj=\"<aa>\", job=\"a\"}", 1);
+	expect_sample(r, "{__name__=\"x\", i=\"3\", job=\"b\"}", 4);
+	promql_result_free(r);
+	/* timestamp: a selector's own sample time, not the evaluation's */
+	expect1("timestamp(old)", 5 * MIN_MS, "{}", 0);
+	expect1("timestamp(vector(1))", 5 * MIN_MS, "{}", 300);
 	r = query("\"hello\"", 0);
 	assert_int_equal(r->type, PROMQL_TYPE_STRING);
 	assert_string_equal(r->string, "hello");
