@@ -631,7 +631,8 @@ static bool over_time(enum promql_func_id id, const struct promql_sample *p, siz
 	case PROMQL_FN_COUNT_OVER_TIME:
 		*out = (double)n;
 		return true;
-	case PROMQL_FN_STDDEV_OVER_TIME: {
+	case PROMQL_FN_STDDEV_OVER_TIME:
+	case PROMQL_FN_STDVAR_OVER_TIME: {
 		double count = 0, mean = 0, cmean = 0, aux = 0, caux = 0;
 		for (size_t i = 0; i < n; i++) {
 			count++;
@@ -639,7 +640,8 @@ static bool over_time(enum promql_func_id id, const struct promql_sample *p, siz
 			kahan_inc(delta / count, &mean, &cmean);
 			kahan_inc(delta * (p[i].v - (mean + cmean)), &aux, &caux);
 		}
-		*out = sqrt((aux + caux) / count);
+		double var = (aux + caux) / count;
+		*out = id == PROMQL_FN_STDDEV_OVER_TIME ? sqrt(var) : var;
 		return true;
 	}
 	case PROMQL_FN_QUANTILE_OVER_TIME: {
@@ -751,19 +753,6 @@ static bool range_fn(struct ev *ev, enum promql_func_id id, const struct promql_
 			return false;
 		*out = holt_winters(p, n, sc[0], sc[1]);
 		return true;
-	case PROMQL_FN_STDVAR_OVER_TIME: {
-		if (n == 0)
-			return false;
-		double count = 0, mean = 0, cmean = 0, aux = 0, caux = 0;
-		for (size_t i = 0; i < n; i++) {
-			count++;
-			double delta = p[i].v - (mean + cmean);
-			kahan_inc(delta / count, &mean, &cmean);
-			kahan_inc(delta * (p[i].v - (mean + cmean)), &aux, &caux);
-		}
-		*out = (aux + caux) / count;
-		return true;
-	}
 	case PROMQL_FN_PRESENT_OVER_TIME:
 		if (n == 0)
 			return false;
@@ -863,6 +852,7 @@ static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct 
 		case PROMQL_FN_SUM_OVER_TIME:
 		case PROMQL_FN_COUNT_OVER_TIME:
 		case PROMQL_FN_STDDEV_OVER_TIME:
+		case PROMQL_FN_STDVAR_OVER_TIME:
 		case PROMQL_FN_QUANTILE_OVER_TIME:
 		case PROMQL_FN_LAST_OVER_TIME:
 			ok = over_time(id, ev->tmp, n, sc[0], &v);
