@@ -353,6 +353,7 @@ static double elem_binop(enum promql_binop op, double l, double r, bool *keep)
 	case PROMQL_OP_DIV: return l / r;
 	case PROMQL_OP_POW: return pow(l, r);
 	case PROMQL_OP_MOD: return fmod(l, r);
+	case PROMQL_OP_ATAN2: return atan2(l, r);
 	case PROMQL_OP_EQL: *keep = l == r; return l;
 	case PROMQL_OP_NEQ: *keep = l != r; return l;
 	case PROMQL_OP_GTR: *keep = l > r; return l;
@@ -1336,6 +1337,54 @@ static bool eval_call(struct ev *ev, const struct promql_expr *e, struct value *
 
 /* ---- aggregation ---- */
 
+/* Go's strconv.FormatFloat(v, 'f', -1, 64): the shortest digits that
+ * read back as v, in fixed notation (count_values' label values). */
+static void go_format_f(char *out, size_t len, double v)
+{
+	if (isnan(v) || isinf(v)) {
+		snprintf(out, len, "%s", isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
+		return;
+	}
+	char e[40];
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(e, sizeof e, "%.*e", prec - 1, v);
+		if (strtod(e, NULL) == v)
+			break;
+	}
+	/* e is "[-]d[.ddd]e[+-]XX": the digits and the decimal exponent. */
+	char digits[24];
+	size_t nd = 0;
+	const char *q = e;
+	bool neg = *q == '-';
+	if (neg)
+		q++;
+	for (; *q && *q != 'e'; q++)
+		if (isdigit((unsigned char)*q) && nd < sizeof digits - 1)
+			digits[nd++] = *q;
+	int exp10 = atoi(q + 1);
+	while (nd > 1 && digits[nd - 1] == '0')
+		nd--;
+	size_t o = 0;
+	if (neg && o + 1 < len)
+		out[o++] = '-';
+	if (exp10 < 0) {
+		for (int i = 0; i < 2 && o + 1 < len; i++)
+			out[o++] = "0."[i];
+		for (int i = 0; i < -exp10 - 1 && o + 1 < len; i++)
+			out[o++] = '0';
+		for (size_t i = 0; i < nd && o + 1 < len; i++)
+			out[o++] = digits[i];
+	} else {
+		for (size_t i = 0; i < nd || (int)i <= exp10; i++) {
+			if ((int)i == exp10 + 1 && o + 1 < len)
+				out[o++] = '.';
+			if (o + 1 < len)
+				out[o++] = i < nd ? digits[i] : '0';
+		}
+	}
+	out[o] = '\0';
+}
+
 struct group {
 	struct lset ls;
 	double value, mean;
@@ -1425,6 +1474,11 @@ static bool eval_agg(struct ev *ev, const struct promql_expr *e, struct value *o
 			return true;
 		}
 	}
+	const char *value_label = e->agg == PROMQL_AGG_COUNT_VALUES ? param.string : NULL;
+	if (value_label && !is_label_name(value_label)) {
+		everr(ev, GPULSE_EINVAL, "invalid label name \"%s\"", value_label);
+		return false;
+	}
 	struct group *groups = arena_calloc(&ev->step, in.n ? in.n : 1, sizeof *groups);
 	size_t ngroups = 0;
 	struct smap m;
@@ -1438,6 +1492,11 @@ static bool eval_agg(struct ev *ev, const struct promql_expr *e, struct value *o
 			gl = lset_filter(ev, s->ls, true, false, e->grouping, e->ngrouping);
 		else
 			gl = lset_filter(ev, s->ls, false, true, e->grouping, e->ngrouping);
+		if (value_label) { /* count_values: the value is one more grouping label */
+			char num[64];
+			go_format_f(num, sizeof num, s->v);
+			gl = lset_set(ev, gl, value_label, arena_strdup(&ev->step, num));
+		}
 		const char *key = full_key(ev, gl);
 		size_t gi;
 		if (!smap_get(&m, key, &gi)) {
@@ -1448,7 +1507,7 @@ static bool eval_agg(struct ev *ev, const struct promql_expr *e, struct value *o
 			g->value = s->v;
 			g->mean = s->v;
 			g->count = 1;
-			if (e->agg == PROMQL_AGG_STDDEV)
+			if (e->agg == PROMQL_AGG_STDDEV || e->agg == PROMQL_AGG_STDVAR)
 				g->value = 0;
 			if (is_k) {
 				g->heap = arena_alloc(&ev->step, heapcap * sizeof *g->heap);
@@ -1486,9 +1545,13 @@ static bool eval_agg(struct ev *ev, const struct promql_expr *e, struct value *o
 				g->value = s->v;
 			break;
 		case PROMQL_AGG_COUNT:
+		case PROMQL_AGG_COUNT_VALUES:
 			g->count++;
 			break;
-		case PROMQL_AGG_STDDEV: {
+		case PROMQL_AGG_GROUP:
+			break;
+		case PROMQL_AGG_STDDEV:
+		case PROMQL_AGG_STDVAR: {
 			g->count++;
 			double delta = s->v - g->mean;
 			g->mean += delta / (double)g->count;
@@ -1521,8 +1584,11 @@ static bool eval_agg(struct ev *ev, const struct promql_expr *e, struct value *o
 		double v = g->value;
 		switch (e->agg) {
 		case PROMQL_AGG_AVG: v = g->mean; break;
-		case PROMQL_AGG_COUNT: v = (double)g->count; break;
+		case PROMQL_AGG_COUNT:
+		case PROMQL_AGG_COUNT_VALUES: v = (double)g->count; break;
+		case PROMQL_AGG_GROUP: v = 1; break;
 		case PROMQL_AGG_STDDEV: v = sqrt(g->value / (double)g->count); break;
+		case PROMQL_AGG_STDVAR: v = g->value / (double)g->count; break;
 		case PROMQL_AGG_QUANTILE: v = quantile(param.scalar, g->vals, g->heapn); break;
 		case PROMQL_AGG_TOPK:
 		case PROMQL_AGG_BOTTOMK:

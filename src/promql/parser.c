@@ -91,12 +91,14 @@ static const char *const agg_names[] = {
 	[PROMQL_AGG_MIN] = "min", [PROMQL_AGG_MAX] = "max",
 	[PROMQL_AGG_COUNT] = "count", [PROMQL_AGG_STDDEV] = "stddev",
 	[PROMQL_AGG_TOPK] = "topk", [PROMQL_AGG_BOTTOMK] = "bottomk",
-	[PROMQL_AGG_QUANTILE] = "quantile",
+	[PROMQL_AGG_QUANTILE] = "quantile", [PROMQL_AGG_STDVAR] = "stdvar",
+	[PROMQL_AGG_GROUP] = "group", [PROMQL_AGG_COUNT_VALUES] = "count_values",
 };
 
 static const char *const binop_names[] = {
 	[PROMQL_OP_ADD] = "+", [PROMQL_OP_SUB] = "-", [PROMQL_OP_MUL] = "*",
 	[PROMQL_OP_DIV] = "/", [PROMQL_OP_MOD] = "%", [PROMQL_OP_POW] = "^",
+	[PROMQL_OP_ATAN2] = "atan2",
 	[PROMQL_OP_EQL] = "==", [PROMQL_OP_NEQ] = "!=", [PROMQL_OP_GTR] = ">",
 	[PROMQL_OP_LSS] = "<", [PROMQL_OP_GTE] = ">=", [PROMQL_OP_LTE] = "<=",
 	[PROMQL_OP_AND] = "and", [PROMQL_OP_OR] = "or",
@@ -684,6 +686,8 @@ static struct promql_expr *parse_aggregation(struct parser *p)
 		{"max", PROMQL_AGG_MAX}, {"count", PROMQL_AGG_COUNT},
 		{"stddev", PROMQL_AGG_STDDEV}, {"topk", PROMQL_AGG_TOPK},
 		{"bottomk", PROMQL_AGG_BOTTOMK}, {"quantile", PROMQL_AGG_QUANTILE},
+		{"stdvar", PROMQL_AGG_STDVAR}, {"group", PROMQL_AGG_GROUP},
+		{"count_values", PROMQL_AGG_COUNT_VALUES},
 	};
 	int pos = p->tok.pos;
 	size_t i;
@@ -711,7 +715,8 @@ static struct promql_expr *parse_aggregation(struct parser *p)
 		goto fail;
 	}
 	advance(p);
-	bool has_param = e->agg == PROMQL_AGG_TOPK || e->agg == PROMQL_AGG_BOTTOMK || e->agg == PROMQL_AGG_QUANTILE;
+	bool has_param = e->agg == PROMQL_AGG_TOPK || e->agg == PROMQL_AGG_BOTTOMK ||
+			 e->agg == PROMQL_AGG_QUANTILE || e->agg == PROMQL_AGG_COUNT_VALUES;
 	if (has_param) {
 		e->param = parse_expr(p, 0);
 		if (!e->param)
@@ -738,9 +743,10 @@ static struct promql_expr *parse_aggregation(struct parser *p)
 		if (!parse_grouping(p, e))
 			goto fail;
 	}
-	if (e->param && e->param->type != PROMQL_TYPE_SCALAR) {
-		perr(p, e->param->pos, "expected type scalar in aggregation parameter, got %s",
-		     promql_type_name(e->param->type));
+	enum promql_type want = e->agg == PROMQL_AGG_COUNT_VALUES ? PROMQL_TYPE_STRING : PROMQL_TYPE_SCALAR;
+	if (e->param && e->param->type != want) {
+		perr(p, e->param->pos, "expected type %s in aggregation parameter, got %s",
+		     promql_type_name(want), promql_type_name(e->param->type));
 		goto fail;
 	}
 	if (e->lhs->type != PROMQL_TYPE_VECTOR) {
@@ -874,6 +880,7 @@ static int binop_of(enum promql_tok k, enum promql_binop *op)
 	case PROMQL_TOK_MUL: *op = PROMQL_OP_MUL; return 5;
 	case PROMQL_TOK_DIV: *op = PROMQL_OP_DIV; return 5;
 	case PROMQL_TOK_MOD: *op = PROMQL_OP_MOD; return 5;
+	case PROMQL_TOK_ATAN2: *op = PROMQL_OP_ATAN2; return 5;
 	case PROMQL_TOK_POW: *op = PROMQL_OP_POW; return 6;
 	default: return 0;
 	}
@@ -974,10 +981,6 @@ static struct promql_expr *parse_expr(struct parser *p, int min_prec)
 	while (lhs) {
 		enum promql_binop op;
 		int prec = binop_of(p->tok.kind, &op);
-		if (p->tok.kind == PROMQL_TOK_ATAN2) {
-			perr(p, p->tok.pos, "operator \"atan2\" is not supported by gpulse");
-			goto fail;
-		}
 		if (prec == 0 || prec < min_prec)
 			break;
 		int op_pos = p->tok.pos;

@@ -509,6 +509,8 @@ static void test_functions(void **state)
 		     "invalid source label name in label_join(): no-good");
 	expect_error("label_replace(x, \"i\", \"\", \"i\", \".*\")", 0, GPULSE_EINVAL,
 		     "vector cannot contain metrics with the same labelset");
+	expect_error("count_values(\"1x\", x)", 0, GPULSE_EINVAL, "invalid label name \"1x\"");
+	expect1("count_values by (job) (\"v\", x{job=\"b\"} > 5)", 0, "{job=\"b\", v=\"10\"}", 2);
 	expect_error("holt_winters(w[5m], 1, 0.5)", 4 * MIN_MS, GPULSE_EINVAL, "invalid smoothing factor");
 	expect_error("holt_winters(w[5m], 0.5, 0)", 4 * MIN_MS, GPULSE_EINVAL, "invalid trend factor");
 	/* label_replace keeps the metric name and leaves what does not match */
