@@ -52,6 +52,7 @@ enum promql_node_kind {
 	PROMQL_NODE_BINARY,
 	PROMQL_NODE_UNARY,      /* unary minus (plus is folded away) */
 	PROMQL_NODE_PAREN,
+	PROMQL_NODE_SUBQUERY,   /* expr[range:step] [offset d]; lhs is expr */
 };
 
 enum promql_binop {
@@ -93,8 +94,9 @@ struct promql_expr {
 	char *metric_name;                /* owned; NULL when only {..} given */
 	struct promql_matcher *matchers;  /* owned array, name matcher included */
 	size_t nmatchers;
-	int64_t range_ms;                 /* MATRIX_SEL only */
-	int64_t offset_ms;
+	int64_t range_ms;                 /* MATRIX_SEL and SUBQUERY */
+	int64_t offset_ms;                /* selectors and SUBQUERY */
+	int64_t step_ms;                  /* SUBQUERY: 0 for the default step */
 
 	/* CALL */
 	const struct promql_func *func;   /* static table entry */

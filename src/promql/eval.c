@@ -432,6 +432,12 @@ static void select_all(struct ev *ev, const struct promql_expr *e, int64_t start
 			      ev->opts.max_samples);
 		return;
 	}
+	if (e->kind == PROMQL_NODE_SUBQUERY) {
+		/* The inner expression is evaluated at the subquery's steps,
+		 * up to its range before each evaluation time. */
+		select_all(ev, e->lhs, start - e->offset_ms - e->range_ms, end - e->offset_ms);
+		return;
+	}
 	select_all(ev, e->param, start, end);
 	select_all(ev, e->lhs, start, end);
 	select_all(ev, e->rhs, start, end);
@@ -709,6 +715,106 @@ static double holt_winters(const struct promql_sample *p, size_t n, double sf, d
 	return s1;
 }
 
+/* A subquery at ev->ts: the inner expression evaluated at every multiple
+ * of the step (absolute, as Prometheus aligns them) in [ts - offset -
+ * range, ts - offset], gathered into series in the step arena. */
+static bool eval_subquery(struct ev *ev, const struct promql_expr *sq, struct promql_series_set *out)
+{
+	memset(out, 0, sizeof *out);
+	int64_t step = sq->step_ms ? sq->step_ms : ev->opts.subquery_step_ms;
+	int64_t end = ev->ts - sq->offset_ms, first = end - sq->range_ms;
+	int64_t t0 = first / step * step; /* Go's division truncates: fixed below */
+	if (t0 < first)
+		t0 += step;
+	int64_t saved = ev->ts;
+	size_t nsteps = t0 <= end ? (size_t)((end - t0) / step) + 1 : 0;
+	/* Each step's evaluation and each point it gives count against the
+	 * query's sample limit, over all the steps of a range query, so that
+	 * work stays bounded. */
+	ev->loaded_samples += nsteps;
+	if (nsteps > ev->opts.max_samples || ev->loaded_samples > ev->opts.max_samples) {
+		everr(ev, GPULSE_ELIMIT, "subquery of %zu steps is over the limit of %zu samples", nsteps,
+		      ev->opts.max_samples);
+		return false;
+	}
+	struct smap idx;
+	smap_init(ev, &idx, 16);
+	struct promql_series *series = NULL;
+	struct promql_sample **pts = NULL; /* series[k].samples, writable */
+	size_t *cap = NULL, n = 0, ncap = 0;
+	bool ok = true;
+	for (int64_t t = t0; t <= end && ok; t += step) {
+		ev->ts = t;
+		struct value v;
+		if (!eval(ev, sq->lhs, &v)) {
+			ok = false;
+			break;
+		}
+		for (size_t i = 0; i < v.n; i++) {
+			const char *key = full_key(ev, v.s[i].ls);
+			size_t k;
+			if (!smap_get(&idx, key, &k)) {
+				if (n == ncap) {
+					size_t nc = ncap ? ncap * 2 : 16;
+					struct promql_series *ns = arena_calloc(&ev->step, nc, sizeof *ns);
+					size_t *ncp = arena_calloc(&ev->step, nc, sizeof *ncp);
+					struct promql_sample **npt = arena_calloc(&ev->step, nc, sizeof *npt);
+					if (n) {
+						memcpy(ns, series, n * sizeof *ns);
+						memcpy(ncp, cap, n * sizeof *ncp);
+						memcpy(npt, pts, n * sizeof *npt);
+					}
+					series = ns;
+					cap = ncp;
+					pts = npt;
+					ncap = nc;
+					/* the map grows with the series (smap_put expects room) */
+					struct smap bigger;
+					smap_init(ev, &bigger, nc);
+					for (size_t j = 0; j < n; j++)
+						smap_put(&bigger, full_key(ev, (struct lset){series[j].labels, series[j].nlabels}), j);
+					idx = bigger;
+				}
+				k = n++;
+				smap_put(&idx, key, k);
+				series[k].labels = v.s[i].ls.v;
+				series[k].nlabels = v.s[i].ls.n;
+			}
+			struct promql_series *s = &series[k];
+			if (s->nsamples == cap[k]) {
+				size_t nc = cap[k] ? cap[k] * 2 : 8;
+				struct promql_sample *np = arena_alloc(&ev->step, nc * sizeof *np);
+				if (s->nsamples)
+					memcpy(np, pts[k], s->nsamples * sizeof *np);
+				pts[k] = np;
+				s->samples = np;
+				cap[k] = nc;
+			}
+			pts[k][s->nsamples++] = (struct promql_sample){t, v.s[i].v};
+			if (++ev->loaded_samples > ev->opts.max_samples) {
+				everr(ev, GPULSE_ELIMIT, "query processing would load too many samples into memory in query execution (limit %zu)",
+				      ev->opts.max_samples);
+				ok = false;
+				break;
+			}
+		}
+	}
+	ev->ts = saved;
+	out->series = series;
+	out->nseries = n;
+	return ok;
+}
+
+/* The series a range function reads: a range selector's, or a
+ * subquery's evaluated now. */
+static bool range_input(struct ev *ev, const struct promql_expr *ms, struct promql_series_set *out)
+{
+	if (ms->kind == PROMQL_NODE_SUBQUERY)
+		return eval_subquery(ev, ms, out);
+	*out = find_sel(ev, ms)->set;
+	return true;
+}
+
 /* The range functions other than rate's family and *_over_time: false
  * when the series gives no output. sc holds the scalar arguments. */
 static bool range_fn(struct ev *ev, enum promql_func_id id, const struct promql_sample *p, size_t n,
@@ -810,13 +916,15 @@ static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct 
 			}
 	}
 	const struct promql_expr *ms = unparen(e->args[mi]);
-	struct selection *sel = find_sel(ev, ms);
-	vec_alloc(ev, out, sel->set.nseries ? sel->set.nseries : 1);
+	struct promql_series_set set;
+	if (!range_input(ev, ms, &set))
+		return false;
+	vec_alloc(ev, out, set.nseries ? set.nseries : 1);
 	int64_t range_end = ev->ts - ms->offset_ms;
 	int64_t range_start = range_end - ms->range_ms;
 	bool any = false;
-	for (size_t i = 0; i < sel->set.nseries; i++) {
-		const struct promql_series *s = &sel->set.series[i];
+	for (size_t i = 0; i < set.nseries; i++) {
+		const struct promql_series *s = &set.series[i];
 		size_t n = window(ev, s, range_start, range_end);
 		any = any || n > 0;
 		double v;
@@ -1800,6 +1908,7 @@ static bool eval(struct ev *ev, const struct promql_expr *e, struct value *out)
 	case PROMQL_NODE_VECTOR_SEL:
 		return eval_vector_sel(ev, e, out);
 	case PROMQL_NODE_MATRIX_SEL:
+	case PROMQL_NODE_SUBQUERY:
 		everr(ev, GPULSE_EINVAL, "a range vector can only be a function argument or the whole query");
 		return false;
 	case PROMQL_NODE_CALL:
@@ -1892,6 +2001,7 @@ void promql_opts_default(struct promql_opts *o)
 	o->lookback_ms = PROMQL_DEFAULT_LOOKBACK_MS;
 	o->max_series = PROMQL_DEFAULT_MAX_SERIES;
 	o->max_samples = PROMQL_DEFAULT_MAX_SAMPLES;
+	o->subquery_step_ms = 60000;
 }
 
 int promql_eval_instant(const struct promql_expr *e, const struct promql_queryable *q, void *qctx,
@@ -1911,17 +2021,19 @@ int promql_eval_instant(const struct promql_expr *e, const struct promql_queryab
 	const struct promql_expr *u = unparen(e);
 	if (ev.status) {
 		/* reported below */
-	} else if (u->kind == PROMQL_NODE_MATRIX_SEL) {
-		struct selection *sel = find_sel(&ev, u);
-		struct promql_result_series *rs = arena_calloc(&m->a, sel->set.nseries + 1, sizeof *rs);
+	} else if (u->kind == PROMQL_NODE_MATRIX_SEL || u->kind == PROMQL_NODE_SUBQUERY) {
+		struct promql_series_set set;
+		if (!range_input(&ev, u, &set))
+			set.nseries = 0; /* the error is reported below */
+		struct promql_result_series *rs = arena_calloc(&m->a, set.nseries + 1, sizeof *rs);
 		int64_t maxt = t_ms - u->offset_ms;
-		for (size_t i = 0; i < sel->set.nseries; i++) {
-			size_t n = window(&ev, &sel->set.series[i], maxt - u->range_ms, maxt);
+		for (size_t i = 0; i < set.nseries; i++) {
+			size_t n = window(&ev, &set.series[i], maxt - u->range_ms, maxt);
 			if (n == 0)
 				continue;
 			struct promql_sample *pts = arena_alloc(&m->a, n * sizeof *pts);
 			memcpy(pts, ev.tmp, n * sizeof *pts);
-			struct lset ls = series_lset(&sel->set.series[i]);
+			struct lset ls = series_lset(&set.series[i]);
 			rs[r->nseries++] = (struct promql_result_series){copy_labels(&m->a, ls), ls.n, pts, n};
 		}
 		r->series = rs;

@@ -20,6 +20,8 @@ struct promql_opts {
 	int64_t lookback_ms;       /* instant selectors look this far back */
 	size_t max_series;         /* series one selector may select */
 	size_t max_samples;        /* samples one query may load or produce */
+	int64_t subquery_step_ms;  /* a subquery's step when it names none (Prometheus:
+				    * the evaluation interval; default 1m) */
 };
 
 /* Fill *o with the defaults above. */

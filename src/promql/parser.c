@@ -520,7 +520,45 @@ fail:
 	return NULL;
 }
 
-/* [range], offset and @ after a primary expression. */
+/* ":step]" after "expr[range" (the colon is the current token): a
+ * subquery over e, which it takes. NULL on error (e is then the caller's
+ * to free). */
+static struct promql_expr *parse_subquery(struct parser *p, struct promql_expr *e, int64_t range, int pos)
+{
+	advance(p); /* : */
+	int64_t step = 0;
+	if (p->tok.kind == PROMQL_TOK_DURATION) {
+		step = p->tok.duration_ms;
+		if (step <= 0) {
+			perr(p, p->tok.pos, "zero or negative subquery step");
+			return NULL;
+		}
+		advance(p);
+	}
+	if (p->tok.kind != PROMQL_TOK_RBRACKET) {
+		unexpected(p, "subquery selector", "\"]\"");
+		return NULL;
+	}
+	if (e->type != PROMQL_TYPE_VECTOR) {
+		perr(p, pos, "subquery is only allowed on instant vector, got %s", promql_type_name(e->type));
+		return NULL;
+	}
+	if (range <= 0) {
+		perr(p, pos, "range must be greater than 0s");
+		return NULL;
+	}
+	advance(p); /* ] */
+	struct promql_expr *sq = new_node(p, PROMQL_NODE_SUBQUERY, e->pos);
+	if (!sq)
+		return NULL;
+	sq->lhs = e;
+	sq->type = PROMQL_TYPE_MATRIX;
+	sq->range_ms = range;
+	sq->step_ms = step;
+	return sq;
+}
+
+/* [range], [range:step], offset and @ after a primary expression. */
 static struct promql_expr *parse_postfix(struct parser *p, struct promql_expr *e)
 {
 	for (;;) {
@@ -538,8 +576,11 @@ static struct promql_expr *parse_postfix(struct parser *p, struct promql_expr *e
 			int64_t range = p->tok.duration_ms;
 			advance(p);
 			if (p->tok.kind == PROMQL_TOK_COLON) {
-				perr(p, p->tok.pos, "subqueries are not supported by gpulse");
-				goto fail;
+				struct promql_expr *sq = parse_subquery(p, e, range, pos);
+				if (!sq)
+					goto fail;
+				e = sq;
+				continue;
 			}
 			if (p->tok.kind != PROMQL_TOK_RBRACKET) {
 				unexpected(p, "range", "\"]\"");
@@ -559,8 +600,9 @@ static struct promql_expr *parse_postfix(struct parser *p, struct promql_expr *e
 			e->range_ms = range;
 		} else if (p->tok.kind == PROMQL_TOK_OFFSET) {
 			int pos = p->tok.pos;
-			if (e->kind != PROMQL_NODE_VECTOR_SEL && e->kind != PROMQL_NODE_MATRIX_SEL) {
-				perr(p, pos, "offset modifier must be preceded by an instant vector selector or range vector selector");
+			if (e->kind != PROMQL_NODE_VECTOR_SEL && e->kind != PROMQL_NODE_MATRIX_SEL &&
+			    e->kind != PROMQL_NODE_SUBQUERY) {
+				perr(p, pos, "offset modifier must be preceded by an instant vector selector or range vector selector or a subquery");
 				goto fail;
 			}
 			if (e->offset_ms != 0) {
@@ -1152,6 +1194,20 @@ int promql_expr_format(const struct promql_expr *e, struct buf *b)
 		}
 		break;
 	}
+	case PROMQL_NODE_SUBQUERY:
+		promql_expr_format(e->lhs, b);
+		promql_format_duration(e->range_ms, dur, sizeof dur);
+		buf_printf(b, "[%s:", dur);
+		if (e->step_ms) {
+			promql_format_duration(e->step_ms, dur, sizeof dur);
+			buf_puts(b, dur);
+		}
+		buf_putc(b, ']');
+		if (e->offset_ms) {
+			promql_format_duration(e->offset_ms, dur, sizeof dur);
+			buf_printf(b, " offset %s", dur);
+		}
+		break;
 	case PROMQL_NODE_CALL:
 		buf_puts(b, e->func->name);
 		buf_putc(b, '(');

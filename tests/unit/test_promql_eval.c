@@ -518,6 +518,15 @@ static void test_functions(void **state)
 	expect_sample(r, "{__name__=\"x\", i=\"1\", jj=\"<aa>\", job=\"a\"}", 1);
 	expect_sample(r, "{__name__=\"x\", i=\"3\", job=\"b\"}", 4);
 	promql_result_free(r);
+	/* a subquery as the whole query: its points, at absolute multiples
+	 * of the step (the default step is a minute) */
+	r = query("w[3m:]", 3 * MIN_MS + 30000);
+	assert_int_equal(r->type, PROMQL_TYPE_MATRIX);
+	assert_int_equal(r->nseries, 1);
+	assert_int_equal(r->series[0].npoints, 3);
+	assert_true(r->series[0].points[0].t_ms == MIN_MS && r->series[0].points[0].v == 2);
+	assert_true(r->series[0].points[2].t_ms == 3 * MIN_MS && r->series[0].points[2].v == 8);
+	promql_result_free(r);
 	/* timestamp: a selector's own sample time, not the evaluation's */
 	expect1("timestamp(old)", 5 * MIN_MS, "{}", 0);
 	expect1("timestamp(vector(1))", 5 * MIN_MS, "{}", 300);
@@ -590,6 +599,14 @@ static void test_limits(void **state)
 	o.max_samples = 4; /* x has 5 */
 	assert_int_equal(promql_eval_instant(e, &memstore_queryable, ms, &o, 0, &r, err, sizeof err), GPULSE_ELIMIT);
 	assert_non_null(strstr(err, "too many samples"));
+	promql_expr_free(e);
+	/* a subquery's steps count against the sample limit */
+	promql_opts_default(&o);
+	o.max_samples = 10;
+	assert_int_equal(promql_parse("max_over_time(w[3m:10s])", &e, err, sizeof err), 0);
+	assert_int_equal(promql_eval_instant(e, &memstore_queryable, ms, &o, 3 * MIN_MS, &r, err, sizeof err),
+			 GPULSE_ELIMIT);
+	assert_non_null(strstr(err, "subquery of 19 steps"));
 	promql_expr_free(e);
 	/* a shorter lookback */
 	promql_opts_default(&o);
