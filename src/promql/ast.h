@@ -15,6 +15,9 @@
 #include <stdint.h>
 
 /* Types of PromQL values, as the type checker sees them. */
+/* The @ modifier: none, a fixed time, the query's start() or end(). */
+enum { PROMQL_AT_NONE, PROMQL_AT_TIME, PROMQL_AT_START, PROMQL_AT_END };
+
 enum promql_type {
 	PROMQL_TYPE_SCALAR,
 	PROMQL_TYPE_VECTOR, /* instant vector */
@@ -97,6 +100,8 @@ struct promql_expr {
 	int64_t range_ms;                 /* MATRIX_SEL and SUBQUERY */
 	int64_t offset_ms;                /* selectors and SUBQUERY */
 	int64_t step_ms;                  /* SUBQUERY: 0 for the default step */
+	uint8_t at_mode;                  /* selectors, SUBQUERY: PROMQL_AT_* */
+	int64_t at_ms;                    /* PROMQL_AT_TIME */
 
 	/* CALL */
 	const struct promql_func *func;   /* static table entry */

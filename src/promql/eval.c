@@ -145,6 +145,7 @@ struct ev {
 	struct promql_opts opts;
 	struct arena step;
 	int64_t ts;
+	int64_t qstart, qend;      /* the query's start and end: @ start(), @ end() */
 	struct selection *sel;
 	size_t nsel, capsel;
 	size_t loaded_samples;
@@ -383,6 +384,25 @@ static const struct promql_expr *unparen(const struct promql_expr *e)
 	return e;
 }
 
+/* The time a selector or subquery is evaluated at: its @ time, or the
+ * step's. */
+static int64_t at_time(const struct ev *ev, const struct promql_expr *e)
+{
+	switch (e->at_mode) {
+	case PROMQL_AT_TIME: return e->at_ms;
+	case PROMQL_AT_START: return ev->qstart;
+	case PROMQL_AT_END: return ev->qend;
+	default: return ev->ts;
+	}
+}
+
+/* at_time over the steps [start, end] of a query: the span it covers. */
+static void at_span(const struct ev *ev, const struct promql_expr *e, int64_t *start, int64_t *end)
+{
+	if (e->at_mode != PROMQL_AT_NONE)
+		*start = *end = at_time(ev, e);
+}
+
 static struct selection *find_sel(struct ev *ev, const struct promql_expr *node)
 {
 	for (size_t i = 0; i < ev->nsel; i++)
@@ -397,6 +417,9 @@ static void select_all(struct ev *ev, const struct promql_expr *e, int64_t start
 {
 	if (!e || ev->status)
 		return;
+	if (e->kind == PROMQL_NODE_VECTOR_SEL || e->kind == PROMQL_NODE_MATRIX_SEL ||
+	    e->kind == PROMQL_NODE_SUBQUERY)
+		at_span(ev, e, &start, &end);
 	if (e->kind == PROMQL_NODE_VECTOR_SEL || e->kind == PROMQL_NODE_MATRIX_SEL) {
 		int64_t back = e->kind == PROMQL_NODE_MATRIX_SEL ? e->range_ms : ev->opts.lookback_ms;
 		int64_t mint = start - e->offset_ms - back, maxt = end - e->offset_ms;
@@ -490,7 +513,7 @@ static bool eval_vector_sel(struct ev *ev, const struct promql_expr *e, struct v
 {
 	struct selection *sel = find_sel(ev, e);
 	vec_alloc(ev, out, sel->set.nseries);
-	int64_t ref = ev->ts - e->offset_ms;
+	int64_t ref = at_time(ev, e) - e->offset_ms;
 	for (size_t i = 0; i < sel->set.nseries; i++) {
 		const struct promql_series *s = &sel->set.series[i];
 		/* The latest sample at or before ref... */
@@ -722,7 +745,7 @@ static bool eval_subquery(struct ev *ev, const struct promql_expr *sq, struct pr
 {
 	memset(out, 0, sizeof *out);
 	int64_t step = sq->step_ms ? sq->step_ms : ev->opts.subquery_step_ms;
-	int64_t end = ev->ts - sq->offset_ms, first = end - sq->range_ms;
+	int64_t end = at_time(ev, sq) - sq->offset_ms, first = end - sq->range_ms;
 	int64_t t0 = first / step * step; /* Go's division truncates: fixed below */
 	if (t0 < first)
 		t0 += step;
@@ -920,7 +943,7 @@ static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct 
 	if (!range_input(ev, ms, &set))
 		return false;
 	vec_alloc(ev, out, set.nseries ? set.nseries : 1);
-	int64_t range_end = ev->ts - ms->offset_ms;
+	int64_t range_end = at_time(ev, ms) - ms->offset_ms;
 	int64_t range_start = range_end - ms->range_ms;
 	bool any = false;
 	for (size_t i = 0; i < set.nseries; i++) {
@@ -2011,6 +2034,7 @@ int promql_eval_instant(const struct promql_expr *e, const struct promql_queryab
 	struct ev ev;
 	*out = NULL;
 	ev_init(&ev, q, qctx, opts);
+	ev.qstart = ev.qend = t_ms;
 	select_all(&ev, e, t_ms, t_ms);
 	struct result_mem *m = result_new();
 	struct promql_result *r = &m->r;
@@ -2026,7 +2050,7 @@ int promql_eval_instant(const struct promql_expr *e, const struct promql_queryab
 		if (!range_input(&ev, u, &set))
 			set.nseries = 0; /* the error is reported below */
 		struct promql_result_series *rs = arena_calloc(&m->a, set.nseries + 1, sizeof *rs);
-		int64_t maxt = t_ms - u->offset_ms;
+		int64_t maxt = at_time(&ev, u) - u->offset_ms;
 		for (size_t i = 0; i < set.nseries; i++) {
 			size_t n = window(&ev, &set.series[i], maxt - u->range_ms, maxt);
 			if (n == 0)
@@ -2092,6 +2116,8 @@ int promql_eval_range(const struct promql_expr *e, const struct promql_queryable
 	}
 	struct ev ev;
 	ev_init(&ev, q, qctx, opts);
+	ev.qstart = start_ms;
+	ev.qend = end_ms;
 	select_all(&ev, e, start_ms, end_ms);
 	struct result_mem *m = result_new();
 	struct promql_result *r = &m->r;

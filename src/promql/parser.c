@@ -558,6 +558,54 @@ static struct promql_expr *parse_subquery(struct parser *p, struct promql_expr *
 	return sq;
 }
 
+/* "@ T", "@ start()" or "@ end()" after a selector or subquery (the @
+ * is the current token). T is Unix seconds, to the millisecond. */
+static bool parse_at(struct parser *p, struct promql_expr *e)
+{
+	int pos = p->tok.pos;
+	if (e->kind != PROMQL_NODE_VECTOR_SEL && e->kind != PROMQL_NODE_MATRIX_SEL &&
+	    e->kind != PROMQL_NODE_SUBQUERY) {
+		perr(p, pos, "@ modifier must be preceded by an instant vector selector or range vector selector or a subquery");
+		return false;
+	}
+	if (e->at_mode != PROMQL_AT_NONE) {
+		perr(p, pos, "@ <timestamp> may not be set multiple times");
+		return false;
+	}
+	advance(p);
+	if (p->tok.kind == PROMQL_TOK_IDENT && peek(p)->kind == PROMQL_TOK_LPAREN &&
+	    ((p->tok.len == 5 && memcmp(p->tok.text, "start", 5) == 0) ||
+	     (p->tok.len == 3 && memcmp(p->tok.text, "end", 3) == 0))) {
+		e->at_mode = p->tok.len == 5 ? PROMQL_AT_START : PROMQL_AT_END;
+		advance(p);
+		advance(p);
+		if (p->tok.kind != PROMQL_TOK_RPAREN) {
+			unexpected(p, "@", "\")\"");
+			return false;
+		}
+		advance(p);
+		return true;
+	}
+	int sign = 1;
+	if (p->tok.kind == PROMQL_TOK_SUB || p->tok.kind == PROMQL_TOK_ADD) {
+		sign = p->tok.kind == PROMQL_TOK_SUB ? -1 : 1;
+		advance(p);
+	}
+	if (p->tok.kind != PROMQL_TOK_NUMBER) {
+		unexpected(p, "@", "timestamp");
+		return false;
+	}
+	double t = sign * p->tok.number * 1000;
+	if (!(t >= -9.2e18 && t <= 9.2e18)) {
+		perr(p, p->tok.pos, "timestamp out of bounds for @ modifier");
+		return false;
+	}
+	e->at_mode = PROMQL_AT_TIME;
+	e->at_ms = (int64_t)round(t);
+	advance(p);
+	return true;
+}
+
 /* [range], [range:step], offset and @ after a primary expression. */
 static struct promql_expr *parse_postfix(struct parser *p, struct promql_expr *e)
 {
@@ -566,6 +614,10 @@ static struct promql_expr *parse_postfix(struct parser *p, struct promql_expr *e
 			int pos = p->tok.pos;
 			if (e->kind == PROMQL_NODE_VECTOR_SEL && e->offset_ms != 0) {
 				perr(p, pos, "no offset modifiers allowed before range");
+				goto fail;
+			}
+			if (e->kind == PROMQL_NODE_VECTOR_SEL && e->at_mode != PROMQL_AT_NONE) {
+				perr(p, pos, "no @ modifiers allowed before range");
 				goto fail;
 			}
 			advance(p);
@@ -622,8 +674,8 @@ static struct promql_expr *parse_postfix(struct parser *p, struct promql_expr *e
 			e->offset_ms = sign * p->tok.duration_ms;
 			advance(p);
 		} else if (p->tok.kind == PROMQL_TOK_AT) {
-			perr(p, p->tok.pos, "the @ modifier is not supported by gpulse");
-			goto fail;
+			if (!parse_at(p, e))
+				goto fail;
 		} else {
 			return e;
 		}
@@ -1158,6 +1210,17 @@ static const char *match_op_text(enum promql_match_op op)
 	return "?";
 }
 
+/* " @ 100.000", " @ start()", " @ end()", as Prometheus prints them. */
+static void format_at(const struct promql_expr *e, struct buf *b)
+{
+	if (e->at_mode == PROMQL_AT_TIME)
+		buf_printf(b, " @ %.3f", (double)e->at_ms / 1000);
+	else if (e->at_mode == PROMQL_AT_START)
+		buf_puts(b, " @ start()");
+	else if (e->at_mode == PROMQL_AT_END)
+		buf_puts(b, " @ end()");
+}
+
 int promql_expr_format(const struct promql_expr *e, struct buf *b)
 {
 	char dur[64];
@@ -1188,6 +1251,7 @@ int promql_expr_format(const struct promql_expr *e, struct buf *b)
 			promql_format_duration(e->range_ms, dur, sizeof dur);
 			buf_printf(b, "[%s]", dur);
 		}
+		format_at(e, b);
 		if (e->offset_ms) {
 			promql_format_duration(e->offset_ms, dur, sizeof dur);
 			buf_printf(b, " offset %s", dur);
@@ -1203,6 +1267,7 @@ int promql_expr_format(const struct promql_expr *e, struct buf *b)
 			buf_puts(b, dur);
 		}
 		buf_putc(b, ']');
+		format_at(e, b);
 		if (e->offset_ms) {
 			promql_format_duration(e->offset_ms, dur, sizeof dur);
 			buf_printf(b, " offset %s", dur);

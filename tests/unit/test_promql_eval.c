@@ -570,6 +570,20 @@ static void test_range_query(void **state)
 	assert_int_equal(r->series[1].npoints, 3);
 	assert_true(close(r->series[1].points[2].v, 100.0 / 3000));
 	promql_result_free(r);
+	promql_expr_free(e);
+	/* @ start() is the range query's start at every step; @ T a fixed time */
+	assert_int_equal(promql_parse("m @ start() + 0 * m", &e, err, sizeof err), 0);
+	assert_int_equal(promql_eval_range(e, &memstore_queryable, ms, NULL, MIN_MS, 2 * MIN_MS, MIN_MS, &r, err, sizeof err), 0);
+	assert_int_equal(r->nseries, 1);
+	assert_int_equal(r->series[0].npoints, 2);
+	assert_true(r->series[0].points[0].v == 2 && r->series[0].points[1].v == 2);
+	promql_result_free(r);
+	promql_expr_free(e);
+	assert_int_equal(promql_parse("m @ 120", &e, err, sizeof err), 0);
+	assert_int_equal(promql_eval_range(e, &memstore_queryable, ms, NULL, 0, 10 * MIN_MS, 5 * MIN_MS, &r, err, sizeof err), 0);
+	assert_int_equal(r->series[0].npoints, 3);
+	assert_true(r->series[0].points[0].v == 3 && r->series[0].points[2].v == 3);
+	promql_result_free(r);
 	/* only scalar and instant vector expressions */
 	promql_expr_free(e);
 	assert_int_equal(promql_parse("m[5m]", &e, err, sizeof err), 0);
