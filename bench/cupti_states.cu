@@ -362,6 +362,15 @@ static void closes(void)
 // Y detach through the arming thread's own driver call, c/d kernels on/off
 // for the current context only, H CUPTI's buffers in pinned host memory,
 // G one shared activity buffer instead of per-thread ones (before R).
+// A one-byte activity attribute; reports `refused` with CUPTI's code.
+static void set_u8_attr(CUpti_ActivityAttribute a, uint8_t v, const char *refused)
+{
+	size_t sz = sizeof v;
+	CUptiResult r = cuptiActivitySetAttribute(a, &sz, &v);
+	if (r != CUPTI_SUCCESS)
+		report(refused, (double)r, "");
+}
+
 static double base = 0;
 static void step(char c)
 {
@@ -374,14 +383,9 @@ static void step(char c)
 		report(line, base, "ns");
 		break;
 	case 'R': cuptiActivityRegisterCallbacks(req, done); break;
-	case 'G': { // one shared activity buffer instead of per-thread ones (before R)
-		uint8_t no = 0;
-		size_t sz = sizeof no;
-		CUptiResult r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &sz, &no);
-		if (r != CUPTI_SUCCESS)
-			report("per-thread buffers off refused", (double)r, "");
+	case 'G': // one shared activity buffer instead of per-thread ones (before R)
+		set_u8_attr(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, 0, "per-thread buffers off refused");
 		break;
-	}
 	case 'M': cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER); break;
 	case 'S':
 		if (cuptiSubscribe(&s, NULL, NULL) == CUPTI_SUCCESS)
@@ -411,14 +415,9 @@ static void step(char c)
 			report("context enable/disable failed", (double)r, "");
 		break;
 	}
-	case 'H': {
-		uint8_t one = 1;
-		size_t sz = sizeof one;
-		CUptiResult r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &sz, &one);
-		if (r != CUPTI_SUCCESS)
-			report("pinned host buffers refused", (double)r, "");
+	case 'H':
+		set_u8_attr(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, 1, "pinned host buffers refused");
 		break;
-	}
 	case 'Z': {
 		cudaDeviceSynchronize();
 		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);

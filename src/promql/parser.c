@@ -558,6 +558,16 @@ static struct promql_expr *parse_subquery(struct parser *p, struct promql_expr *
 	return sq;
 }
 
+/* An optional "+" or "-" (of an offset or an @ time): -1 or 1. */
+static int parse_sign(struct parser *p)
+{
+	if (p->tok.kind != PROMQL_TOK_SUB && p->tok.kind != PROMQL_TOK_ADD)
+		return 1;
+	int sign = p->tok.kind == PROMQL_TOK_SUB ? -1 : 1;
+	advance(p);
+	return sign;
+}
+
 /* "@ T", "@ start()" or "@ end()" after a selector or subquery (the @
  * is the current token). T is Unix seconds, to the millisecond. */
 static bool parse_at(struct parser *p, struct promql_expr *e)
@@ -586,11 +596,7 @@ static bool parse_at(struct parser *p, struct promql_expr *e)
 		advance(p);
 		return true;
 	}
-	int sign = 1;
-	if (p->tok.kind == PROMQL_TOK_SUB || p->tok.kind == PROMQL_TOK_ADD) {
-		sign = p->tok.kind == PROMQL_TOK_SUB ? -1 : 1;
-		advance(p);
-	}
+	int sign = parse_sign(p);
 	if (p->tok.kind != PROMQL_TOK_NUMBER) {
 		unexpected(p, "@", "timestamp");
 		return false;
@@ -662,11 +668,7 @@ static struct promql_expr *parse_postfix(struct parser *p, struct promql_expr *e
 				goto fail;
 			}
 			advance(p);
-			int sign = 1;
-			if (p->tok.kind == PROMQL_TOK_SUB || p->tok.kind == PROMQL_TOK_ADD) {
-				sign = p->tok.kind == PROMQL_TOK_SUB ? -1 : 1;
-				advance(p);
-			}
+			int sign = parse_sign(p);
 			if (p->tok.kind != PROMQL_TOK_DURATION) {
 				unexpected(p, "offset", "duration");
 				goto fail;
