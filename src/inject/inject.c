@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1021,24 +1022,26 @@ static void enable_markers(void)
 
 /* Continuous mode, the library's first tick: if CUPTI is still free,
  * take the buffers and start the windows; else step aside having
- * touched nothing. */
-static void arm_continuous(void)
+ * touched nothing. Returns whether it probed for another profiler (that
+ * tick's probe is then done). */
+static bool arm_continuous(void)
 {
 	if (!atomic_exchange(&g.arm_pending, 0) || g.stepped_aside)
-		return;
+		return false;
 	char err[WIRE_REASON_MAX + 1];
 	if (cupti_taken()) {
 		step_aside("CUPTI was taken by another profiler (torch.profiler, Nsight) as the "
 			   "application started; gpulse leaves it to them");
-		return;
+		return true;
 	}
 	if (register_buffers(err, sizeof err) != GPULSE_OK) {
 		step_aside(err);
-		return;
+		return true;
 	}
 	enable_markers();
 	g.have_cupti = 1;
 	g.window_next_ns = clock_mono_ns();
+	return true;
 }
 
 /* ---- the library's thread ---- */
@@ -1065,6 +1068,13 @@ static int want_tracing(int64_t now)
 
 static uint64_t window_records_base;
 
+/* The dump's log: window number g.windows opened at `now`, not yet closed. */
+static void log_window_open(int64_t now)
+{
+	g.window_log[g.windows % WINDOW_LOG][0] = now;
+	g.window_log[g.windows % WINDOW_LOG][1] = 0;
+}
+
 /* Windows do not probe for another profiler (cupti_taken subscribes and
  * unsubscribes): the H200 run of 19:17 UTC showed continuous mode, which
  * probed twice a window, costing +39-66% while full trace, which probes
@@ -1079,8 +1089,7 @@ static void open_window(int64_t now)
 	set_tracing(1);
 	g.window_start_ns = now;
 	window_records_base = atomic_load(&g.launch_records);
-	g.window_log[g.windows % WINDOW_LOG][0] = now;
-	g.window_log[g.windows % WINDOW_LOG][1] = 0;
+	log_window_open(now);
 }
 
 /* Close (or, when always on, just measure) the continuous window. */
@@ -1101,10 +1110,8 @@ static void close_window(int64_t now, int keep_open)
 	governor_window_done(&g.gov, on, recs, keep_open ? 0 : (double)cost * 2);
 	g.window_log[g.windows % WINDOW_LOG][1] = now;
 	g.windows++;
-	if (keep_open) { /* the next window opens now */
-		g.window_log[g.windows % WINDOW_LOG][0] = now;
-		g.window_log[g.windows % WINDOW_LOG][1] = 0;
-	}
+	if (keep_open)
+		log_window_open(now); /* the next window opens now */
 	g.window_next_ns = now + (int64_t)g.gov.off_ns;
 	g.window_start_ns = keep_open ? now : 0;
 	window_records_base = atomic_load(&g.launch_records);
@@ -1151,11 +1158,10 @@ static void *inject_main(void *arg)
 							   now >= g.sub_deadline_ns))
 			release_context_subscriber();
 		if (now >= next_flush) {
-			if (atomic_load(&g.arm_pending) && !g.is_fork_child)
-				arm_continuous();
+			bool probed = atomic_load(&g.arm_pending) && !g.is_fork_child && arm_continuous();
 			if (g.have_cupti)
 				g.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-			if (!g.holds_subscriber && !atomic_load(&g.sub_until_context) && g.have_cupti &&
+			if (!probed && !g.holds_subscriber && !atomic_load(&g.sub_until_context) && g.have_cupti &&
 			    (g.mode == WIRE_MODE_FULL || g.mode == WIRE_MODE_CONTINUOUS) &&
 			    !(g.cfg.skip & INJECT_SKIP_PROBE) && cupti_taken())
 				give_way();

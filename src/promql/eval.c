@@ -764,6 +764,7 @@ static bool eval_subquery(struct ev *ev, const struct promql_expr *sq, struct pr
 	smap_init(ev, &idx, 16);
 	struct promql_series *series = NULL;
 	struct promql_sample **pts = NULL; /* series[k].samples, writable */
+	const char **keys = NULL;          /* series[k]'s key in idx */
 	size_t *cap = NULL, n = 0, ncap = 0;
 	bool ok = true;
 	for (int64_t t = t0; t <= end && ok; t += step) {
@@ -782,24 +783,28 @@ static bool eval_subquery(struct ev *ev, const struct promql_expr *sq, struct pr
 					struct promql_series *ns = arena_calloc(&ev->step, nc, sizeof *ns);
 					size_t *ncp = arena_calloc(&ev->step, nc, sizeof *ncp);
 					struct promql_sample **npt = arena_calloc(&ev->step, nc, sizeof *npt);
+					const char **nk = arena_calloc(&ev->step, nc, sizeof *nk);
 					if (n) {
 						memcpy(ns, series, n * sizeof *ns);
 						memcpy(ncp, cap, n * sizeof *ncp);
 						memcpy(npt, pts, n * sizeof *npt);
+						memcpy(nk, keys, n * sizeof *nk);
 					}
 					series = ns;
 					cap = ncp;
 					pts = npt;
+					keys = nk;
 					ncap = nc;
 					/* the map grows with the series (smap_put expects room) */
 					struct smap bigger;
 					smap_init(ev, &bigger, nc);
 					for (size_t j = 0; j < n; j++)
-						smap_put(&bigger, full_key(ev, (struct lset){series[j].labels, series[j].nlabels}), j);
+						smap_put(&bigger, keys[j], j);
 					idx = bigger;
 				}
 				k = n++;
 				smap_put(&idx, key, k);
+				keys[k] = key;
 				series[k].labels = v.s[i].ls.v;
 				series[k].nlabels = v.s[i].ls.n;
 			}
@@ -1468,54 +1473,6 @@ static bool eval_call(struct ev *ev, const struct promql_expr *e, struct value *
 
 /* ---- aggregation ---- */
 
-/* Go's strconv.FormatFloat(v, 'f', -1, 64): the shortest digits that
- * read back as v, in fixed notation (count_values' label values). */
-static void go_format_f(char *out, size_t len, double v)
-{
-	if (isnan(v) || isinf(v)) {
-		snprintf(out, len, "%s", isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
-		return;
-	}
-	char e[40];
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(e, sizeof e, "%.*e", prec - 1, v);
-		if (strtod(e, NULL) == v)
-			break;
-	}
-	/* e is "[-]d[.ddd]e[+-]XX": the digits and the decimal exponent. */
-	char digits[24];
-	size_t nd = 0;
-	const char *q = e;
-	bool neg = *q == '-';
-	if (neg)
-		q++;
-	for (; *q && *q != 'e'; q++)
-		if (isdigit((unsigned char)*q) && nd < sizeof digits - 1)
-			digits[nd++] = *q;
-	int exp10 = atoi(q + 1);
-	while (nd > 1 && digits[nd - 1] == '0')
-		nd--;
-	size_t o = 0;
-	if (neg && o + 1 < len)
-		out[o++] = '-';
-	if (exp10 < 0) {
-		for (int i = 0; i < 2 && o + 1 < len; i++)
-			out[o++] = "0."[i];
-		for (int i = 0; i < -exp10 - 1 && o + 1 < len; i++)
-			out[o++] = '0';
-		for (size_t i = 0; i < nd && o + 1 < len; i++)
-			out[o++] = digits[i];
-	} else {
-		for (size_t i = 0; i < nd || (int)i <= exp10; i++) {
-			if ((int)i == exp10 + 1 && o + 1 < len)
-				out[o++] = '.';
-			if (o + 1 < len)
-				out[o++] = i < nd ? digits[i] : '0';
-		}
-	}
-	out[o] = '\0';
-}
-
 struct group {
 	struct lset ls;
 	double value, mean;
@@ -1624,9 +1581,11 @@ static bool eval_agg(struct ev *ev, const struct promql_expr *e, struct value *o
 		else
 			gl = lset_filter(ev, s->ls, false, true, e->grouping, e->ngrouping);
 		if (value_label) { /* count_values: the value is one more grouping label */
-			char num[64];
-			go_format_f(num, sizeof num, s->v);
-			gl = lset_set(ev, gl, value_label, arena_strdup(&ev->step, num));
+			struct buf num;
+			buf_init(&num, 512);
+			promql_format_value(&num, s->v); /* Go's FormatFloat(v, 'f', -1, 64) */
+			gl = lset_set(ev, gl, value_label, arena_strdup(&ev->step, num.data ? num.data : ""));
+			buf_free(&num);
 		}
 		const char *key = full_key(ev, gl);
 		size_t gi;
