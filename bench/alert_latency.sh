@@ -60,6 +60,7 @@ alerting:
     urls: ["$AM"]
 YML
 START=$(date +%s.%N)
+: >"$WORK/gpulsed.log"
 GPULSE_FAKE_NVML_RECORDING="$REC" GPULSE_FAKE_NVML_GPUS=8 GPULSE_FAKE_NVML_SPEED=4 \
 	"$GPULSED" --listen 127.0.0.1:0 --config "$WORK/cfg.yml" --nvml-library "$FAKE" \
 	--storage-path "$WORK/db" 2>"$WORK/gpulsed.log" &

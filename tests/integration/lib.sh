@@ -28,6 +28,9 @@ fail() {
 start_daemon() {
 	local name=$1
 	shift
+	# The log exists before the daemon does: the background job opens it
+	# only when it runs, and the reader below must not race that open.
+	: >"$WORK/$name.log"
 	"$GPULSED" --listen 127.0.0.1:0 "$@" 2>"$WORK/$name.log" &
 	DAEMON_PID=$!
 	PIDS+=("$DAEMON_PID")
