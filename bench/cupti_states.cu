@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 __global__ void k_empty(void) {}
+__global__ void k_other(void) {} /* launched only by step Q: never traced unless Q runs in a window */
 
 static const CUpti_ActivityKind kinds[] = {
 	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2,
@@ -28,6 +29,7 @@ static const CUpti_ActivityKind kinds[] = {
 static unsigned long recs, zero_ts, buffers;
 static int n_launch = 50000;
 static int check_each; /* cudaGetLastError after each launch (step L) */
+static int use_other;  /* launch k_other instead of k_empty (step Q) */
 
 static double now_ns(void)
 {
@@ -88,6 +90,9 @@ static double measure(int reps)
 				k_empty<<<1, 1>>>();
 				(void)cudaGetLastError(); /* as PyTorch checks each launch */
 			}
+		else if (use_other)
+			for (int i = 0; i < n_launch; i++)
+				k_other<<<1, 1>>>();
 		else
 			for (int i = 0; i < n_launch; i++)
 				k_empty<<<1, 1>>>();
@@ -372,6 +377,13 @@ static void set_u8_attr(CUpti_ActivityAttribute a, uint8_t v, const char *refuse
 }
 
 static double base = 0;
+
+// Step N: the same measurement from a thread that has never launched.
+static void *measure_thread(void *out)
+{
+	*(double *)out = measure(7);
+	return NULL;
+}
 static void step(char c)
 {
 	char line[64];
@@ -382,6 +394,18 @@ static void step(char c)
 		base = measure(7);
 		report(line, base, "ns");
 		break;
+	case 'Q': // the other kernel: is the state after a window per function?
+		use_other = 1;
+		report("  measure k_other", measure(7), "ns");
+		use_other = 0;
+		break;
+	case 'N': { // a fresh thread: is the state after a window per thread?
+		pthread_t th;
+		double v = 0;
+		if (pthread_create(&th, NULL, measure_thread, &v) == 0 && pthread_join(th, NULL) == 0)
+			report("  measure on a new thread", v, "ns");
+		break;
+	}
 	case 'R': cuptiActivityRegisterCallbacks(req, done); break;
 	case 'G': // one shared activity buffer instead of per-thread ones (before R)
 		set_u8_attr(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, 0, "per-thread buffers off refused");
@@ -449,8 +473,10 @@ int main(int argc, char **argv)
 	const char *seq = argc > 1 ? argv[1] : "PRPMPSPEPDPXCPW";
 	if (argc > 2)
 		n_launch = atoi(argv[2]);
-	for (int i = 0; i < 200000; i++)
+	for (int i = 0; i < 200000; i++) {
 		k_empty<<<1, 1>>>();
+		k_other<<<1, 1>>>();
+	}
 	cudaDeviceSynchronize();
 	printf("sequence %s\n", seq);
 	for (const char *p = seq; *p; p++) {
