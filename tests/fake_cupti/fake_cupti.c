@@ -177,11 +177,20 @@ API CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
 	return set_kind(k, 0);
 }
 
+/* CUPTI reads the per-thread buffer attribute only before the buffer
+ * callbacks are registered and before any kind is enabled; setting it
+ * later is undefined there, and counted here. */
 API CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *size, void *value)
 {
-	(void)a;
-	(void)size;
-	(void)value;
+	if (a != CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER)
+		return CUPTI_SUCCESS;
+	if (!size || *size != sizeof(uint8_t) || !value)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&f.mu);
+	if (f.st.registrations || f.st.kind_changes)
+		f.st.late_attributes++;
+	f.st.shared_buffer = *(const uint8_t *)value == 0;
+	pthread_mutex_unlock(&f.mu);
 	return CUPTI_SUCCESS;
 }
 

@@ -13,6 +13,9 @@ struct fake_cupti_stats {
 	uint64_t subscribes;        /* successful cuptiSubscribe calls */
 	uint64_t registrations;     /* cuptiActivityRegisterCallbacks calls */
 	uint64_t kind_changes;      /* enable/disable calls for any kind */
+	int shared_buffer;          /* per-thread activity buffers turned off */
+	uint64_t late_attributes;   /* that attribute set after the callbacks
+				     * or a kind: undefined in CUPTI */
 	int subscribed;             /* a subscriber exists now */
 	int foreign;                /* it is the test's "other profiler" */
 	int kernel_kind_on;

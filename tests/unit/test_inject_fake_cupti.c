@@ -338,6 +338,9 @@ static void play(enum scenario sc, struct outcome *o)
 static json_t *run_case_at(enum scenario sc, const char *mode, const char *budget, const char *sock,
 			   pid_t *child, struct outcome *o);
 
+/* GPULSE_INJECT_SKIP for the next cases (NULL: none). */
+static const char *case_skip;
+
 static json_t *run_case(enum scenario sc, const char *mode, const char *budget, struct outcome *o)
 {
 	return run_case_at(sc, mode, budget, NULL, NULL, o);
@@ -370,6 +373,11 @@ static json_t *run_case_at(enum scenario sc, const char *mode, const char *budge
 		/* The stand-in's launches cost the same after a window as
 		 * before: no tail. */
 		putenv((char *)"GPULSE_TAIL_NS=0");
+		if (case_skip) {
+			static char e6[96];
+			snprintf(e6, sizeof e6, "GPULSE_INJECT_SKIP=%s", case_skip);
+			putenv(e6);
+		}
 		struct outcome res;
 		memset(&res, 0, sizeof res);
 		play(sc, &res);
@@ -488,6 +496,25 @@ static void test_full_mode_exact(void **state)
 	}
 	assert_int_equal(uh, 131072);
 	assert_int_equal(ud, 4096);
+	assert_int_equal(num(d, "records_dropped_total"), 0);
+	assert_false(o.end.shared_buffer); /* CUPTI's default kept */
+	json_decref(d);
+}
+
+/* GPULSE_INJECT_SKIP=perthread: one shared activity buffer, asked for
+ * before the buffer callbacks and any kind, as CUPTI requires; every
+ * record still arrives. */
+static void test_shared_buffer_set_in_time(void **state)
+{
+	(void)state;
+	struct outcome o;
+	case_skip = "perthread";
+	json_t *d = run_case(FULL, "full", NULL, &o);
+	case_skip = NULL;
+	assert_true(o.end.shared_buffer);
+	assert_int_equal(o.end.late_attributes, 0);
+	assert_int_equal(total_launches(d), 137);
+	assert_int_equal(o.end.kernel_records, 137);
 	assert_int_equal(num(d, "records_dropped_total"), 0);
 	json_decref(d);
 }
@@ -818,6 +845,7 @@ int main(void)
 	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_full_mode_exact),
+		cmocka_unit_test(test_shared_buffer_set_in_time),
 		cmocka_unit_test(test_continuous_windows),
 		cmocka_unit_test(test_touches_nothing_before_first_tick),
 		cmocka_unit_test(test_profiler_api_region_only),
