@@ -10,6 +10,10 @@
  * cut is acceptable (labels, messages); check the result where not. */
 bool str_copy(char *dst, size_t size, const char *src);
 
+/* Whether s is a Prometheus label name, [a-zA-Z_][a-zA-Z0-9_]* (NULL
+ * is not). */
+bool str_is_label_name(const char *s);
+
 /* Write a formatted message into err[errlen] for the caller to show; a
  * NULL or empty buffer is left alone. */
 void str_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

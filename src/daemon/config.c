@@ -839,17 +839,6 @@ static int resolve_path(const struct parse *p, const char *v, size_t vlen, char 
 	return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }
 
-static bool is_label_name(const char *s)
-{
-	if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
-		return false;
-	for (s++; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_' ||
-		      (*s >= '0' && *s <= '9')))
-			return false;
-	return true;
-}
-
 /* Read a list of strings (`val` is the event after the key) into
  * member[size / elem][elem], zero-filled past the last entry; each entry
  * checked as `check` says (ITEM_PATH: stored resolved against the config
@@ -897,9 +886,9 @@ static int parse_str_list(struct parse *p, const char *path, const yaml_event_t 
 		} else if (vlen >= elem)
 			snprintf(why, sizeof why, "entry is too long (%zu bytes; at most %zu)", vlen,
 				 elem - 1);
-		else if (check == ITEM_LABEL_NAME && !is_label_name(v))
+		else if (check == ITEM_LABEL_NAME && !str_is_label_name(v))
 			snprintf(why, sizeof why, "\"%.60s\" is not a label name", v);
-		else if (check == ITEM_GROUP_LABEL && !is_label_name(v) && strcmp(v, "...") != 0)
+		else if (check == ITEM_GROUP_LABEL && !str_is_label_name(v) && strcmp(v, "...") != 0)
 			snprintf(why, sizeof why, "\"%.60s\" is not a label name (or \"...\" for all)", v);
 		else if (check == ITEM_MATCHER) {
 			struct alert_matcher m;
@@ -952,7 +941,7 @@ static int parse_label_map(struct parse *p, const struct key_spec *k, const char
 		const char *name = key.type == YAML_SCALAR_EVENT ? (const char *)key.data.scalar.value : "";
 		size_t nlen = key.type == YAML_SCALAR_EVENT ? key.data.scalar.length : 0;
 		char why[256] = "";
-		if (key.type != YAML_SCALAR_EVENT || strlen(name) != nlen || !is_label_name(name))
+		if (key.type != YAML_SCALAR_EVENT || strlen(name) != nlen || !str_is_label_name(name))
 			snprintf(why, sizeof why, "label names must match [a-zA-Z_][a-zA-Z0-9_]*");
 		else if (nlen >= k->elem)
 			snprintf(why, sizeof why, "label name is too long");

@@ -76,6 +76,27 @@ static void add_err(char *err, size_t errlen, const char *msg)
 	snprintf(err + n, errlen - n, "%s%s", n ? "; " : "", msg);
 }
 
+/* A number of nanoseconds from the environment: 1 and *out when `name`
+ * is set to one in (lo, hi] (lo < 0: in [0, hi]); else 0, and a line in
+ * err naming the value and `range` ("(0, 1e6]; using 2000") when set. */
+static int env_number(const char *(*get)(const char *), const char *name, double lo, double hi,
+		      const char *range, double *out, char *err, size_t errlen)
+{
+	const char *v = get(name);
+	if (!v || !*v)
+		return 0;
+	char *end;
+	double d = strtod(v, &end);
+	if (*end || !(lo < 0 ? d >= 0 : d > lo) || d > hi) {
+		char msg[192];
+		snprintf(msg, sizeof msg, "%s=%.64s is not in %s", name, v, range);
+		add_err(err, errlen, msg);
+		return 0;
+	}
+	*out = d;
+	return 1;
+}
+
 void inject_config_load(struct inject_config *c, const char *(*get)(const char *name),
 			unsigned uid, char *err, size_t errlen)
 {
@@ -116,28 +137,11 @@ void inject_config_load(struct inject_config *c, const char *(*get)(const char *
 			c->topk = (unsigned)k;
 		}
 	}
-	v = get("GPULSE_COST_NS");
-	if (v && *v) {
-		char *end;
-		double d = strtod(v, &end);
-		if (*end || !(d > 0) || d > 1e6) {
-			snprintf(msg, sizeof msg, "GPULSE_COST_NS=%.64s is not in (0, 1e6]; using 2000", v);
-			add_err(err, errlen, msg);
-		} else {
-			c->cost_ns = d;
-		}
-	}
-	v = get("GPULSE_TAIL_NS");
-	if (v && *v) {
-		char *end;
-		double d = strtod(v, &end);
-		if (*end || !(d >= 0) || d > 60e9) {
-			snprintf(msg, sizeof msg, "GPULSE_TAIL_NS=%.64s is not in [0, 6e10]; using 2e9", v);
-			add_err(err, errlen, msg);
-		} else {
-			c->tail_ns = (uint64_t)d;
-		}
-	}
+	double d;
+	if (env_number(get, "GPULSE_COST_NS", 0, 1e6, "(0, 1e6]; using 2000", &d, err, errlen))
+		c->cost_ns = d;
+	if (env_number(get, "GPULSE_TAIL_NS", -1, 60e9, "[0, 6e10]; using 2e9", &d, err, errlen))
+		c->tail_ns = (uint64_t)d;
 	v = get("GPULSE_SOCKET");
 	if (v && *v) {
 		if (!str_copy(c->socket_paths[0], INJECT_PATH_MAX, v))

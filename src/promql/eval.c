@@ -1092,16 +1092,6 @@ static bool calendar_fn(enum promql_func_id id, double v, double *out)
 
 #define LABEL_VALUE_MAX (1 << 20) /* what label_replace and label_join may build */
 
-static bool is_label_name(const char *s)
-{
-	if (!s || !(isalpha((unsigned char)*s) || *s == '_'))
-		return false;
-	for (s++; *s; s++)
-		if (!(isalnum((unsigned char)*s) || *s == '_'))
-			return false;
-	return true;
-}
-
 /* Go's Regexp.Expand of a replacement template: $1, ${1}, $name, ${name},
  * $$ for a dollar. A name is the longest run of letters, digits and
  * underscores; a number names a group, any other name (POSIX groups have
@@ -1163,7 +1153,7 @@ static bool eval_label_replace(struct ev *ev, const struct promql_expr *e, const
 		if (!eval(ev, e->args[i + 1], &a[i]))
 			return false;
 	const char *dst = a[0].string, *repl = a[1].string, *src = a[2].string, *re = a[3].string;
-	if (!is_label_name(dst)) {
+	if (!str_is_label_name(dst)) {
 		everr(ev, GPULSE_EINVAL, "invalid destination label name in label_replace(): %s", dst);
 		return false;
 	}
@@ -1219,12 +1209,12 @@ static bool eval_label_join(struct ev *ev, const struct promql_expr *e, const st
 			return false;
 		str[i] = a.string;
 	}
-	if (!is_label_name(str[0])) {
+	if (!str_is_label_name(str[0])) {
 		everr(ev, GPULSE_EINVAL, "invalid destination label name in label_join(): %s", str[0]);
 		return false;
 	}
 	for (size_t i = 2; i < ns; i++)
-		if (!is_label_name(str[i])) {
+		if (!str_is_label_name(str[i])) {
 			everr(ev, GPULSE_EINVAL, "invalid source label name in label_join(): %s", str[i]);
 			return false;
 		}
@@ -1563,7 +1553,7 @@ static bool eval_agg(struct ev *ev, const struct promql_expr *e, struct value *o
 		}
 	}
 	const char *value_label = e->agg == PROMQL_AGG_COUNT_VALUES ? param.string : NULL;
-	if (value_label && !is_label_name(value_label)) {
+	if (value_label && !str_is_label_name(value_label)) {
 		everr(ev, GPULSE_EINVAL, "invalid label name \"%s\"", value_label);
 		return false;
 	}

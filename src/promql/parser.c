@@ -1212,8 +1212,9 @@ static const char *match_op_text(enum promql_match_op op)
 	return "?";
 }
 
-/* " @ 100.000", " @ start()", " @ end()", as Prometheus prints them. */
-static void format_at(const struct promql_expr *e, struct buf *b)
+/* A selector's or subquery's modifiers as Prometheus prints them: the @
+ * first (" @ 100.000", " @ start()", " @ end()"), then " offset 5m". */
+static void format_modifiers(const struct promql_expr *e, struct buf *b)
 {
 	if (e->at_mode == PROMQL_AT_TIME)
 		buf_printf(b, " @ %.3f", (double)e->at_ms / 1000);
@@ -1221,6 +1222,11 @@ static void format_at(const struct promql_expr *e, struct buf *b)
 		buf_puts(b, " @ start()");
 	else if (e->at_mode == PROMQL_AT_END)
 		buf_puts(b, " @ end()");
+	if (e->offset_ms) {
+		char dur[64];
+		promql_format_duration(e->offset_ms, dur, sizeof dur);
+		buf_printf(b, " offset %s", dur);
+	}
 }
 
 int promql_expr_format(const struct promql_expr *e, struct buf *b)
@@ -1253,11 +1259,7 @@ int promql_expr_format(const struct promql_expr *e, struct buf *b)
 			promql_format_duration(e->range_ms, dur, sizeof dur);
 			buf_printf(b, "[%s]", dur);
 		}
-		format_at(e, b);
-		if (e->offset_ms) {
-			promql_format_duration(e->offset_ms, dur, sizeof dur);
-			buf_printf(b, " offset %s", dur);
-		}
+		format_modifiers(e, b);
 		break;
 	}
 	case PROMQL_NODE_SUBQUERY:
@@ -1269,11 +1271,7 @@ int promql_expr_format(const struct promql_expr *e, struct buf *b)
 			buf_puts(b, dur);
 		}
 		buf_putc(b, ']');
-		format_at(e, b);
-		if (e->offset_ms) {
-			promql_format_duration(e->offset_ms, dur, sizeof dur);
-			buf_printf(b, " offset %s", dur);
-		}
+		format_modifiers(e, b);
 		break;
 	case PROMQL_NODE_CALL:
 		buf_puts(b, e->func->name);

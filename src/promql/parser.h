@@ -49,7 +49,7 @@ enum promql_func_id {
 struct promql_func {
 	const char *name;
 	enum promql_func_id id;
-	enum promql_type arg_types[5]; /* beyond max: the last one (variadic) */
+	enum promql_type arg_types[5]; /* variadic: extra arguments take the first optional one's */
 	int min_args, max_args;        /* max -1: any number (label_join) */
 	enum promql_type ret;
 };

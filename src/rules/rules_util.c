@@ -58,28 +58,23 @@ int rules_check_keys(const char *path, const struct ynode *n, const char *const 
 	return bad;
 }
 
-static bool name_ok(const char *s, bool colon)
+bool rules_valid_metric_name(const char *s)
 {
 	if (!*s)
 		return false;
 	for (size_t i = 0; s[i]; i++) {
 		char c = s[i];
-		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-			  (colon && c == ':') || (i > 0 && c >= '0' && c <= '9');
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
+			  (i > 0 && c >= '0' && c <= '9');
 		if (!ok)
 			return false;
 	}
 	return true;
 }
 
-bool rules_valid_metric_name(const char *s)
-{
-	return name_ok(s, true);
-}
-
 bool rules_valid_label_name(const char *s)
 {
-	return name_ok(s, false);
+	return str_is_label_name(s);
 }
 
 void rules_labels_free(struct promql_label *l, size_t n)

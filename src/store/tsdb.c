@@ -208,17 +208,6 @@ static void series_free(struct series *s)
 	free(s);
 }
 
-static bool label_name_ok(const char *s)
-{
-	if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
-		return false;
-	for (s++; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_' ||
-		      (*s >= '0' && *s <= '9')))
-			return false;
-	return true;
-}
-
 static int label_cmp(const void *a, const void *b)
 {
 	const struct tsdb_label *x = a, *y = b;
@@ -658,7 +647,7 @@ int tsdb_series(struct tsdb *db, const struct tsdb_label *labels, size_t n, uint
 	size_t len = 0;
 	bool has_name = false;
 	for (size_t i = 0; i < n; i++) {
-		if (!labels[i].name || !labels[i].value || !label_name_ok(labels[i].name)) {
+		if (!labels[i].name || !labels[i].value || !str_is_label_name(labels[i].name)) {
 			str_errf(err, errlen, "invalid label name \"%.64s\"",
 				 labels[i].name ? labels[i].name : "(null)");
 			return GPULSE_EINVAL;
