@@ -18,8 +18,8 @@ static void rules_usage(FILE *f)
 		"usage: gpulse rules test FILE...\n"
 		"       gpulse rules check FILE...\n"
 		"  test   run the rule unit tests of each file (promtool's test-file format:\n"
-		"         rule_files, evaluation_interval, tests with input_series and\n"
-		"         promql_expr_test; alert_rule_test is not supported yet and fails)\n"
+		"         rule_files, evaluation_interval, tests with input_series,\n"
+		"         promql_expr_test and alert_rule_test, judged as promtool 2.42 does)\n"
 		"  check  check the syntax and the expressions of Prometheus rule files\n"
 		"Exit status: 0 all passed, 1 a test failed or a file is unreadable or\n"
 		"invalid, 2 usage error.\n");
