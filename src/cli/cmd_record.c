@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bus.h"
 #include "clock.h"
@@ -46,6 +47,11 @@ static void record_update(void *ctx, const struct gpu_update *u)
 	if (u->gpu < 0 || u->gpu >= GPU_MAX)
 		return;
 	pthread_mutex_lock(&r->lock);
+	if (!r->out) {
+		/* Discovery failed or found no GPU: nothing is written. */
+		pthread_mutex_unlock(&r->lock);
+		return;
+	}
 	struct rec_row *row = &r->pending[u->gpu];
 	if (u->tier == TIER_FAST) {
 		memset(row, 0, sizeof *row);
@@ -126,13 +132,9 @@ int cmd_record(int argc, char **argv)
 	struct bus *bus = NULL;
 	struct collector *col = NULL;
 	struct recorder rec;
+	bool to_stdout = strcmp(path, "-") == 0, created = false;
 	memset(&rec, 0, sizeof rec);
 	pthread_mutex_init(&rec.lock, NULL);
-	rec.out = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
-	if (!rec.out) {
-		fprintf(stderr, "gpulse record: cannot write %s: %m\n", path);
-		goto out;
-	}
 	if (bus_create(&bus) != GPULSE_OK)
 		goto out;
 	bus_subscribe(bus, record_update, &rec);
@@ -149,22 +151,32 @@ int cmd_record(int argc, char **argv)
 	char err[512];
 	/* The header is written before collection starts, so the number of
 	 * GPUs decides the gpu column: discover first with the collector
-	 * paused behind the lock. */
+	 * paused behind the lock. The file is created only once there is a
+	 * GPU to record, so a host without a driver or a GPU is left no
+	 * empty file that looks like a recording. */
 	pthread_mutex_lock(&rec.lock);
 	if (collector_start(&col, bus, &cfg, err, sizeof err) != GPULSE_OK) {
 		pthread_mutex_unlock(&rec.lock);
-		fprintf(stderr, "gpulse record: %s\n", err);
+		fprintf(stderr, "gpulse record: %s; %s not written\n", err, path);
 		goto out;
 	}
 	int ngpus = bus_gpu_count(bus);
+	if (ngpus == 0) {
+		pthread_mutex_unlock(&rec.lock);
+		fprintf(stderr, "gpulse record: NVML found no GPUs; %s not written\n", path);
+		goto out;
+	}
+	rec.out = to_stdout ? stdout : fopen(path, "w");
+	if (!rec.out) {
+		pthread_mutex_unlock(&rec.lock);
+		fprintf(stderr, "gpulse record: cannot write %s: %m\n", path);
+		goto out;
+	}
+	created = !to_stdout;
 	rec.gpu_column = ngpus > 1;
 	if (recording_write_header(rec.out, rec.gpu_column) != 0)
 		rec.failed = true;
 	pthread_mutex_unlock(&rec.lock);
-	if (ngpus == 0) {
-		fprintf(stderr, "gpulse record: NVML found no GPUs\n");
-		goto out;
-	}
 	fprintf(stderr, "gpulse record: %d GPU(s) at %g Hz to %s%s\n", ngpus, hz, path,
 		seconds > 0 ? "" : " (Ctrl-C to stop)");
 
@@ -188,6 +200,11 @@ int cmd_record(int argc, char **argv)
 		fprintf(stderr, "gpulse record: writing %s failed\n", path);
 		goto out;
 	}
+	if (rows == 0) {
+		/* A header alone is not a recording (the parser refuses it). */
+		fprintf(stderr, "gpulse record: no sample was taken; %s not written\n", path);
+		goto out;
+	}
 	fprintf(stderr, "gpulse record: wrote %llu rows to %s\n", (unsigned long long)rows, path);
 	rc = 0;
 out:
@@ -197,6 +214,9 @@ out:
 		fprintf(stderr, "gpulse record: closing %s failed\n", path);
 		rc = 1;
 	}
+	/* A file this run created and did not complete is removed. */
+	if (rc != 0 && created)
+		unlink(path);
 	pthread_mutex_destroy(&rec.lock);
 	return rc;
 }

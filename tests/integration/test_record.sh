@@ -27,11 +27,14 @@ PY
 start_daemon again --replay "$WORK/out.csv" --replay-speed 5
 wait_for '[ -n "$(metric gpulse_gpu_power_watts gpu=\"0\")" ]' || fail "recorded file does not replay"
 kill -TERM "$DAEMON_PID"
-# No driver: a clear error and exit 1.
+# No driver: a clear error, exit 1 and no file.
 set +e
 GPULSE_FAKE_NVML_FAULTS=nodriver "$GPULSE" record -o "$WORK/x.csv" --seconds 1 --nvml-library "$FAKE_NVML" 2>"$WORK/nd.log"
 rc=$?
 set -e
 [ "$rc" = 1 ] || fail "record without driver: exit $rc"
 grep -q 'driver is not loaded' "$WORK/nd.log" || fail "record without driver: $(cat "$WORK/nd.log")"
+grep -q "x.csv not written" "$WORK/nd.log" || fail "record without driver does not say the file was not written: $(cat "$WORK/nd.log")"
+# ... and leaves no file behind (an empty one would look like a recording).
+[ ! -e "$WORK/x.csv" ] || fail "record without driver left $(wc -c <"$WORK/x.csv")-byte x.csv"
 echo PASS
