@@ -129,7 +129,10 @@ int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *o
 		return rc;
 	if ((rc = apply_overrides(&opt->ov, &c, err, errlen)) != 0)
 		return rc;
-	if ((rc = config_validate(&c, opt->config_path ? opt->config_path : "gpulsed", err, errlen)) != 0)
+	/* The message names where the bad value came from; main adds the
+	 * program's name in front. */
+	if ((rc = config_validate(&c, opt->config_path ? opt->config_path : "command line", err,
+				  errlen)) != 0)
 		return rc;
 	struct rules_file **files = NULL;
 	size_t nfiles = 0;
@@ -892,8 +895,8 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	api_init(&d->api, d->db);
 	struct http_config hc;
 	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token) != 0) {
-		log_error("%s: cannot read the auth token file %s", opt->config_path ? opt->config_path : "gpulsed",
-			  d->cfg.http.auth_token_file);
+		log_error("%s: http.auth_token_file: cannot read %s",
+			  opt->config_path ? opt->config_path : "command line", d->cfg.http.auth_token_file);
 		status = 2;
 		goto out;
 	}

@@ -12,6 +12,8 @@ expect_exit2() { # DESCRIPTION PATTERN ARGS...
 	set -e
 	[ "$rc" = 2 ] || fail "$what: exit $rc, want 2"
 	grep -q -- "$pat" "$WORK/out.txt" || fail "$what: message lacks '$pat': $(cat "$WORK/out.txt")"
+	# The program's name comes once, in front.
+	! grep -q 'gpulsed: gpulsed:' "$WORK/out.txt" || fail "$what: name doubled: $(cat "$WORK/out.txt")"
 }
 
 printf 'listen: "127.0.0.1:0"\nsampling:\n  fast: 10x\n' >"$WORK/bad.yml"
@@ -22,6 +24,10 @@ expect_exit2 "missing file" "nothere.yml" --config "$WORK/nothere.yml"
 expect_exit2 "bad flag" "unrecognized" --no-such-flag
 expect_exit2 "bad speed" "replay-speed" --replay-speed fast
 expect_exit2 "remote without TLS" "0.0.0.0" --listen 0.0.0.0:9999
+# A bad flag value without a config file: the message says it came from
+# the command line.
+expect_exit2 "bad listen flag" '^gpulsed: command line: listen: ' --listen nope
+expect_exit2 "remote flag" '^gpulsed: command line: listen "0.0.0.0:9999"' --listen 0.0.0.0:9999
 
 grep -q 'listen: "127.0.0.1:9401"' <<<"$("$GPULSED" --print-config)" || fail "--print-config lacks the default listen"
 
