@@ -53,8 +53,31 @@ int main(int argc, char **argv)
 	bool print = false;
 	log_set_ident("gpulsed");
 	int c;
-	while ((c = getopt_long(argc, argv, "c:l:Vh", opts, NULL)) != -1) {
+	opterr = 0; /* our messages, with the program's name rather than argv[0] */
+	while ((c = getopt_long(argc, argv, ":c:l:Vh", opts, NULL)) != -1) {
 		char *end;
+		if (c == '?' || c == ':') {
+			/* The word getopt stopped at: the unknown option, or the
+			 * option that lacks its value at the end of the line. */
+			const char *word = argv[optind - 1];
+			if (c == '?' && optopt)
+				fprintf(stderr, "gpulsed: unrecognized option '-%c'\n", optopt);
+			else if (c == '?')
+				fprintf(stderr, "gpulsed: unrecognized option '%s'\n", word);
+			else
+				fprintf(stderr, "gpulsed: %s needs a value\n", word);
+			fprintf(stderr, "(gpulsed --help lists the options)\n");
+			return 2;
+		}
+		/* getopt takes the word after an option that needs a value as
+		 * that value, even "--print-config": such a value means the real
+		 * one was forgotten. --listen=--x still passes it on purpose. */
+		if (optarg && optarg == argv[optind - 1] && strncmp(optarg, "--", 2) == 0) {
+			fprintf(stderr, "gpulsed: %s needs a value, got the option \"%s\" (write %s=VALUE "
+				"for a value that starts with \"--\")\n", argv[optind - 2], optarg,
+				argv[optind - 2]);
+			return 2;
+		}
 		switch (c) {
 		case 'c': opt.config_path = optarg; break;
 		case 'l': opt.ov.listen = optarg; break;
@@ -74,7 +97,7 @@ int main(int argc, char **argv)
 		case OPT_DEMO: opt.demo = true; break;
 		case 'V': printf("gpulsed %s\n", GPULSE_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return 2; /* an option of opts[] without a case: not reached */
 		}
 	}
 	if (optind < argc) {

@@ -21,7 +21,13 @@ expect_exit2 "bad duration" "bad.yml:3:" --config "$WORK/bad.yml"
 printf 'lisen: "127.0.0.1:0"\n' >"$WORK/typo.yml"
 expect_exit2 "unknown key" "typo.yml:1:1" --config "$WORK/typo.yml"
 expect_exit2 "missing file" "nothere.yml" --config "$WORK/nothere.yml"
-expect_exit2 "bad flag" "unrecognized" --no-such-flag
+expect_exit2 "bad flag" "^gpulsed: unrecognized option '--no-such-flag'" --no-such-flag
+expect_exit2 "no value at the end" '^gpulsed: --listen needs a value$' --listen
+# An option where a value belongs: refused, not taken as the value.
+expect_exit2 "option as a value" '^gpulsed: --listen needs a value, got the option "--print-config"' \
+	--listen --print-config
+expect_exit2 "option as a short option's value" '^gpulsed: -c needs a value, got the option "--demo"' \
+	-c --demo
 expect_exit2 "bad speed" "replay-speed" --replay-speed fast
 expect_exit2 "remote without TLS" "0.0.0.0" --listen 0.0.0.0:9999
 # A bad flag value without a config file: the message says it came from
