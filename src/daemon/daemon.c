@@ -86,6 +86,8 @@ static int apply_overrides(const struct daemon_overrides *ov, struct gpulse_conf
 	}
 	if (ov->replay_speed >= 0)
 		c->replay.speed = ov->replay_speed;
+	if (ov->allow_insecure_remote)
+		c->http.allow_insecure_remote = true;
 	if (ov->log_level && log_level_parse(ov->log_level, &c->log_level) != 0) {
 		snprintf(err, errlen, "--log-level: \"%s\" is not one of error, warn, info, debug",
 			 ov->log_level);

@@ -16,6 +16,7 @@ struct daemon_overrides {
 	const char *nvml_library;
 	const char *log_level;
 	const char *storage_path;    /* "" turns storage off */
+	bool allow_insecure_remote;  /* true: http.allow_insecure_remote on */
 };
 
 struct daemon_options {

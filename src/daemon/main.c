@@ -24,6 +24,9 @@ static void usage(FILE *f)
 		"      --log-level LEVEL    error, warn, info (default) or debug\n"
 		"      --storage-path PATH  keep samples in this database (\"\": none) and serve\n"
 		"                           the Prometheus query API (/api/v1/query...)\n"
+		"      --allow-insecure-remote\n"
+		"                           serve a non-loopback --listen without TLS and a token\n"
+		"                           (http.allow_insecure_remote; trusted networks only)\n"
 		"      --print-config       print the effective configuration and exit\n"
 		"  -V, --version            print the version and exit\n"
 		"  -h, --help               this text\n"
@@ -32,7 +35,8 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_REPLAY = 256, OPT_SPEED, OPT_NVML, OPT_LOG, OPT_PRINT, OPT_DEMO, OPT_STORAGE };
+	enum { OPT_REPLAY = 256, OPT_SPEED, OPT_NVML, OPT_LOG, OPT_PRINT, OPT_DEMO, OPT_STORAGE,
+	       OPT_INSECURE };
 	static const struct option opts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"listen", required_argument, NULL, 'l'},
@@ -41,6 +45,7 @@ int main(int argc, char **argv)
 		{"nvml-library", required_argument, NULL, OPT_NVML},
 		{"log-level", required_argument, NULL, OPT_LOG},
 		{"storage-path", required_argument, NULL, OPT_STORAGE},
+		{"allow-insecure-remote", no_argument, NULL, OPT_INSECURE},
 		{"print-config", no_argument, NULL, OPT_PRINT},
 		{"demo", no_argument, NULL, OPT_DEMO},
 		{"version", no_argument, NULL, 'V'},
@@ -93,6 +98,7 @@ int main(int argc, char **argv)
 		case OPT_NVML: opt.ov.nvml_library = optarg; break;
 		case OPT_LOG: opt.ov.log_level = optarg; break;
 		case OPT_STORAGE: opt.ov.storage_path = optarg; break;
+		case OPT_INSECURE: opt.ov.allow_insecure_remote = true; break;
 		case OPT_PRINT: print = true; break;
 		case OPT_DEMO: opt.demo = true; break;
 		case 'V': printf("gpulsed %s\n", GPULSE_VERSION); return 0;

@@ -36,6 +36,12 @@ expect_exit2 "bad listen flag" '^gpulsed: command line: listen: ' --listen nope
 expect_exit2 "remote flag" '^gpulsed: command line: listen "0.0.0.0:9999"' --listen 0.0.0.0:9999
 
 grep -q 'listen: "127.0.0.1:9401"' <<<"$("$GPULSED" --print-config)" || fail "--print-config lacks the default listen"
+# --allow-insecure-remote is http.allow_insecure_remote: the remote
+# address refused above passes with it, and the flag is in --help.
+out=$("$GPULSED" --listen 0.0.0.0:9999 --allow-insecure-remote --print-config) ||
+	fail "--allow-insecure-remote refused: $out"
+grep -q '^  allow_insecure_remote: true' <<<"$out" || fail "--allow-insecure-remote not applied: $out"
+"$GPULSED" --help | grep -q -- '--allow-insecure-remote' || fail "--help lacks --allow-insecure-remote"
 
 printf 'log_level: info\nreplay:\n  file: "%s"\n  speed: 10\n' "$REC" >"$WORK/good.yml"
 start_daemon sig --config "$WORK/good.yml"
