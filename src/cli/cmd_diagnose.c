@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "buf.h"
 #include "client.h"
@@ -189,8 +190,84 @@ static int parse_window(const char *s, double *out)
 	return GPULSE_OK;
 }
 
-/* One line per window from the daemon's JSON, as print_window does. */
-static void print_json_window(json_t *w)
+/* How absolute times are printed: local wall-clock time, the date only
+ * when the times span more than one day (or always, in a header), and
+ * milliseconds only when some time needs them. */
+struct time_style {
+	bool date;
+	bool millis;
+};
+
+/* `t_s` (Unix seconds) as local "YYYY-MM-DD HH:MM:SS[.mmm]" or
+ * "HH:MM:SS[.mmm]". */
+static void format_time(double t_s, struct time_style st, char *out, size_t outlen)
+{
+	if (!isfinite(t_s) || fabs(t_s) > 1e15) {
+		snprintf(out, outlen, "?");
+		return;
+	}
+	/* Rounded to the millisecond first, so 59.9996 prints as the next
+	 * second, never as ":59.1000". */
+	long long ms = llround(t_s * 1000);
+	long long sec = ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000);
+	time_t tt = (time_t)sec;
+	struct tm tm;
+	if (!localtime_r(&tt, &tm)) {
+		snprintf(out, outlen, "?");
+		return;
+	}
+	size_t n = strftime(out, outlen, st.date ? "%Y-%m-%d %H:%M:%S" : "%H:%M:%S", &tm);
+	if (st.millis && n > 0 && n < outlen)
+		snprintf(out + n, outlen - n, ".%03lld", ms - sec * 1000);
+}
+
+/* The local time zone's offset at `t_s`, as "UTC+01:00". */
+static void format_zone(double t_s, char *out, size_t outlen)
+{
+	time_t tt = isfinite(t_s) && fabs(t_s) < 1e15 ? (time_t)t_s : 0;
+	struct tm tm;
+	char z[16];
+	if (!localtime_r(&tt, &tm) || strftime(z, sizeof z, "%z", &tm) != 5) {
+		snprintf(out, outlen, "local time");
+		return;
+	}
+	snprintf(out, outlen, "UTC%.3s:%.2s", z, z + 3);
+}
+
+/* The style that prints the daemon's windows unambiguously: the date when
+ * they cross a local midnight, milliseconds when an edge is not on a
+ * whole second. Also reports the span they cover. */
+static struct time_style windows_style(json_t *windows, double *first_s, double *last_s)
+{
+	struct time_style st = {false, false};
+	double lo = INFINITY, hi = -INFINITY;
+	json_t *w;
+	size_t i;
+	json_array_foreach(windows, i, w) {
+		double a = json_number_value(json_object_get(w, "start_s"));
+		double b = json_number_value(json_object_get(w, "end_s"));
+		lo = fmin(lo, a);
+		hi = fmax(hi, b);
+		if (fabs(a - round(a)) > 5e-4 || fabs(b - round(b)) > 5e-4)
+			st.millis = true;
+	}
+	*first_s = lo;
+	*last_s = hi;
+	if (isfinite(lo) && isfinite(hi)) {
+		char d1[32], d2[32];
+		struct time_style day = {true, false};
+		format_time(lo, day, d1, sizeof d1);
+		/* The end is exclusive: a span ending at midnight is one day. */
+		format_time(fmax(lo, hi - 1e-3), day, d2, sizeof d2);
+		st.date = strncmp(d1, d2, 10) != 0;
+	}
+	return st;
+}
+
+/* One line per window from the daemon's JSON, as print_window does: the
+ * window's local times, and in the evidence column its one-line summary
+ * of the deciding numbers (the advice is not evidence). */
+static void print_json_window(json_t *w, struct time_style st)
 {
 	char findings[64] = "";
 	json_t *f;
@@ -200,15 +277,16 @@ static void print_json_window(json_t *w)
 		snprintf(findings + len, sizeof findings - len, "%s%s", len ? "," : "",
 			 json_string_value(f) ? json_string_value(f) : "?");
 	}
-	const char *brief = json_string_value(json_object_get(w, "brief"));
-	const char *advice = json_string_value(json_object_get(w, "advice"));
-	printf("%14.1f %14.1f %4lld  %-14s %-26s %s\n",
-	       json_number_value(json_object_get(w, "start_s")),
-	       json_number_value(json_object_get(w, "end_s")),
+	const char *brief = json_string_value(json_object_get(w, "summary"));
+	char a[40], b[40];
+	format_time(json_number_value(json_object_get(w, "start_s")), st, a, sizeof a);
+	format_time(json_number_value(json_object_get(w, "end_s")), st, b, sizeof b);
+	int tw = st.date ? (st.millis ? 23 : 19) : (st.millis ? 12 : 8);
+	printf("%-*s %-*s %4lld  %-14s %-26s %s\n", tw, a, tw, b,
 	       (long long)json_integer_value(json_object_get(w, "gpu")),
 	       json_string_value(json_object_get(w, "bottleneck")) ?
 		       json_string_value(json_object_get(w, "bottleneck")) : "?",
-	       findings[0] ? findings : "-", brief ? brief : (advice ? advice : ""));
+	       findings[0] ? findings : "-", brief ? brief : "-");
 }
 
 /* One line per GPU: the share of time in each class, largest first. */
@@ -275,20 +353,32 @@ static int diagnose_daemon(const struct client_opts *co, int gpu, const char *si
 		fputc('\n', stdout);
 	} else {
 		const char *source = json_string_value(json_object_get(data, "source"));
+		double first_s, last_s;
+		struct time_style st = windows_style(windows, &first_s, &last_s);
 		if (source && strcmp(source, "store") == 0)
 			printf("%s: stored diagnosis, %g s windows (each the class of most of the "
-			       "live windows in it)\n",
+			       "live windows in it)",
 			       client_base_url(co), json_number_value(json_object_get(data, "window_s")));
 		else
-			printf("%s: live diagnosis, %g s windows over the last %g s held\n",
-			       client_base_url(co), json_number_value(json_object_get(data, "window_s")),
-			       json_number_value(json_object_get(data, "history_s")));
-		printf("%14s %14s %4s  %-14s %-26s %s\n", "start_s", "end_s", "gpu", "bottleneck",
-		       "findings", "evidence");
+			printf("%s: live diagnosis, %g s windows", client_base_url(co),
+			       json_number_value(json_object_get(data, "window_s")));
+		/* The span the windows cover, not the history the daemon can
+		 * hold: a daemon up for a minute has a minute. */
+		if (isfinite(first_s) && isfinite(last_s)) {
+			char a[40], b[40], z[24];
+			format_time(first_s, (struct time_style){true, st.millis}, a, sizeof a);
+			format_time(last_s, st, b, sizeof b);
+			format_zone(first_s, z, sizeof z);
+			printf(" over %g s, %s to %s (%s)", last_s - first_s, a, b, z);
+		}
+		printf("\n");
+		int tw = st.date ? (st.millis ? 23 : 19) : (st.millis ? 12 : 8);
+		printf("%-*s %-*s %4s  %-14s %-26s %s\n", tw, "start", tw, "end", "gpu",
+		       "bottleneck", "findings", "evidence");
 		json_t *w;
 		size_t i;
 		json_array_foreach(windows, i, w)
-			print_json_window(w);
+			print_json_window(w, st);
 		if (json_array_size(windows) == 0)
 			printf("(no complete window yet)\n");
 		print_json_summaries(json_object_get(data, "summary"));
@@ -428,10 +518,16 @@ int cmd_diagnose(int argc, char **argv)
 
 	if (json)
 		fputs("{\"windows\": [", stdout);
-	else
-		printf("%s: %zu samples, %d GPU(s), %g s windows from t=%.3f (times below are "
-		       "seconds after it)\n",
-		       path, rec->nrows, rec->ngpus, window_s, isfinite(origin) ? origin : 0);
+	else if (isfinite(origin)) {
+		char at[40], z[24];
+		format_time(origin, (struct time_style){true, true}, at, sizeof at);
+		format_zone(origin, z, sizeof z);
+		printf("%s: %zu samples, %d GPU(s), %g s windows from %s (%s; t=%.3f); times "
+		       "below are seconds after it\n",
+		       path, rec->nrows, rec->ngpus, window_s, at, z, origin);
+	} else {
+		printf("%s: no samples\n", path);
+	}
 	/* Each GPU's rows together, in file (time) order: a counting sort
 	 * by GPU, one pass. */
 	size_t count[GPU_MAX + 1] = {0};

@@ -25,6 +25,7 @@ diagnosis:
   history: 1m
 YML
 export GPULSE_FAKE_NVML_RECORDING="$WORK/bf16.csv" GPULSE_FAKE_NVML_SPEED=1
+started_s=$(date +%s)
 start_daemon live --config "$WORK/diag.yml" --nvml-library "$FAKE_NVML"
 wait_for '[ "$(metric gpulse_gpu_bottleneck class=\"compute_bound\")" = 1 ]' ||
 	fail "no compute_bound verdict: $(fetch /metrics | grep bottleneck)"
@@ -60,6 +61,35 @@ grep -q '"errorType":"bad_data"' "$WORK/bad.json" || fail "bad since: no Prometh
 "$GPULSE" diagnose --url "$URL" --gpu 0 >"$WORK/cli.txt" || fail "gpulse diagnose (daemon) failed"
 grep -q compute_bound "$WORK/cli.txt" || fail "gpulse diagnose shows no compute_bound: $(cat "$WORK/cli.txt")"
 grep -q "owner is pid [0-9]* (gpulsed)" "$WORK/cli.txt" || fail "gpulse diagnose names no owner: $(cat "$WORK/cli.txt")"
+# The table: local wall-clock times (never raw Unix seconds), the deciding
+# numbers in the evidence column (not the advice), and a header that says
+# the span the windows cover, which cannot exceed the daemon's uptime by
+# more than its partial windows (before, it said the history it could
+# hold: a minute).
+elapsed_s=$(( $(date +%s) - started_s ))
+python3 - "$WORK/cli.txt" "$elapsed_s" <<'PY' || fail "gpulse diagnose table: $(cat "$WORK/cli.txt")"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+elapsed = int(sys.argv[2])
+m = re.match(r"^http://\S+: live diagnosis, 2 s windows over (\d+) s, "
+             r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d to (\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d "
+             r"\(UTC[+-]\d\d:\d\d\)$", lines[0])
+assert m, lines[0]
+span = int(m.group(1))
+# The first and the last window may be partial, and whole seconds of
+# uptime round down: at most two windows and a second over.
+assert span % 2 == 0 and 2 <= span <= elapsed + 2 * 2 + 1, (span, elapsed)
+assert re.match(r"^start +end +gpu +bottleneck +findings +evidence$", lines[1]), lines[1]
+rows = [l for l in lines[2:] if re.match(r"^(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d ", l)]
+assert rows, "no window rows"
+assert len(rows) == span // 2, (len(rows), span)
+for l in rows:
+    assert not re.search(r"\d{10}", l), "raw Unix time: " + l
+    assert re.search(r"\(\d+ samples", l), "no evidence numbers: " + l
+    assert "math units" not in l and "release the GPU" not in l, "advice in evidence: " + l
+full = [l for l in rows if " compute_bound " in l]
+assert full and all(re.search(r"busy \d+% sm [\d.]+% tensor \d+%", l) for l in full), full
+PY
 "$GPULSE" diagnose --url "$URL" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert "windows" in d' ||
 	fail "gpulse diagnose --json (daemon)"
 set +e
