@@ -159,6 +159,15 @@ const char *daemon_bundled_recording(void)
 	return NULL;
 }
 
+/* The exit status of a failure to start (docs/CONFIG.md, "Exit status"):
+ * 2 when the configuration is at fault (a value that cannot work), 1 when
+ * the machine is (a port or a store another process holds, permissions,
+ * memory): the same file may work on a second try. */
+static int exit_status(int rc)
+{
+	return rc == GPULSE_EINVAL || rc == GPULSE_EPARSE ? 2 : 1;
+}
+
 /* ---- HTTP handlers: render what the bus holds ------------------------ */
 
 static int render_metrics(struct daemon *d, struct buf *out, bool om)
@@ -543,7 +552,7 @@ static int start_storage(struct daemon *d)
 	if (rc) {
 		log_error("storage: %s", err);
 		d->db = NULL;
-		return 2;
+		return exit_status(rc);
 	}
 	if (ingest_create(&d->ingest, d->db, d->bus) != GPULSE_OK ||
 	    ingest_subscribe(d->ingest) != GPULSE_OK || ingest_start(d->ingest, NS_PER_SEC) != GPULSE_OK ||
@@ -904,9 +913,10 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	}
 	hc.requests_total = &d->self.http_requests_total;
 	hc.rejected_total = &d->self.http_rejected_total;
-	if (http_server_start(&d->http, &hc, err, sizeof err) != 0) {
+	int hrc = http_server_start(&d->http, &hc, err, sizeof err);
+	if (hrc) {
 		log_error("%s", err);
-		status = 2;
+		status = exit_status(hrc);
 		goto out;
 	}
 	http_route(d->http, "/metrics", handle_metrics, d);

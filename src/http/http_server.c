@@ -604,11 +604,13 @@ static int read_pem(const char *what, const char *path, char **out, char *err, s
 		if (len > HTTP_MAX_TLS_FILE) {
 			str_errf(err, errlen, "The TLS %s file %s is larger than %d bytes.", what,
 				path, HTTP_MAX_TLS_FILE);
+			rc = GPULSE_EPARSE;
 			goto out;
 		}
 	}
 	if (len == 0 || !memmem(data, len, "-----BEGIN", 10)) {
 		str_errf(err, errlen, "The TLS %s file %s holds no PEM data.", what, path);
+		rc = GPULSE_EPARSE;
 		goto out;
 	}
 	data[len] = '\0';

@@ -88,9 +88,14 @@ typedef int http_handler_fn(void *ctx, const struct http_request *req,
 
 struct http_server;
 
-/* Bind and start serving on cfg->threads threads (epoll). Errors (bad
- * address, port in use, TLS files) are written to err as one sentence and
- * nothing is left running. Free with http_server_stop. `cfg` and its
+/* Bind and start serving on cfg->threads threads (epoll). Errors are
+ * written to err as one sentence and nothing is left running: what the
+ * configuration got wrong is GPULSE_EINVAL (a bad or unresolvable
+ * address, half of TLS) or GPULSE_EPARSE (a TLS file that is not PEM or
+ * too large); what the machine refuses is GPULSE_EIO (the port is in use,
+ * permission, no such interface, a TLS file unreadable, libmicrohttpd's
+ * refusal), GPULSE_ENOTSUP (no TLS in libmicrohttpd) or GPULSE_ENOMEM.
+ * Free with http_server_stop. `cfg` and its
  * strings need not outlive the call; the counters it points to must.
  *
  * Every request goes through, in order: a target over HTTP_MAX_URL_BYTES

@@ -33,6 +33,10 @@ expect_exit2 "remote without TLS" "0.0.0.0" --listen 0.0.0.0:9999
 # A bad flag value without a config file: the message says it came from
 # the command line.
 expect_exit2 "bad listen flag" '^gpulsed: command line: listen: ' --listen nope
+# A TLS file that is not PEM is the configuration's fault: 2.
+echo "not a certificate" >"$WORK/cert.pem"
+printf 'http:\n  tls_cert_file: %s\n  tls_key_file: %s\n' "$WORK/cert.pem" "$WORK/cert.pem" >"$WORK/tls.yml"
+expect_exit2 "TLS file not PEM" "holds no PEM data" --config "$WORK/tls.yml" --listen 127.0.0.1:0
 expect_exit2 "remote flag" '^gpulsed: command line: listen "0.0.0.0:9999"' --listen 0.0.0.0:9999
 
 grep -q 'listen: "127.0.0.1:9401"' <<<"$("$GPULSED" --print-config)" || fail "--print-config lacks the default listen"
@@ -43,8 +47,26 @@ out=$("$GPULSED" --listen 0.0.0.0:9999 --allow-insecure-remote --print-config) |
 grep -q '^  allow_insecure_remote: true' <<<"$out" || fail "--allow-insecure-remote not applied: $out"
 "$GPULSED" --help | grep -q -- '--allow-insecure-remote' || fail "--help lacks --allow-insecure-remote"
 
+# A store another gpulsed holds is a failure at run time: exit 1.
+start_daemon holder --replay "$REC" --storage-path "$WORK/held.db"
+set +e
+"$GPULSED" --listen 127.0.0.1:0 --storage-path "$WORK/held.db" >"$WORK/held.txt" 2>&1
+rc=$?
+set -e
+[ "$rc" = 1 ] || fail "held store: exit $rc, want 1: $(cat "$WORK/held.txt")"
+grep -q "in use by another gpulse store" "$WORK/held.txt" || fail "held store message: $(cat "$WORK/held.txt")"
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID" || fail "the store's holder did not stop cleanly"
 printf 'log_level: info\nreplay:\n  file: "%s"\n  speed: 10\n' "$REC" >"$WORK/good.yml"
 start_daemon sig --config "$WORK/good.yml"
+# So is a taken port.
+set +e
+"$GPULSED" --listen "127.0.0.1:$PORT" >"$WORK/taken.txt" 2>&1
+rc=$?
+set -e
+[ "$rc" = 1 ] || fail "taken port: exit $rc, want 1: $(cat "$WORK/taken.txt")"
+grep -q "127.0.0.1:$PORT: the port is already in use" "$WORK/taken.txt" ||
+	fail "taken port message: $(cat "$WORK/taken.txt")"
 kill -HUP "$DAEMON_PID"
 wait_for '[ "$(metric gpulse_config_reloads_total result=\"success\")" = 1 ]' || fail "good reload not counted"
 cp "$WORK/good.yml" "$WORK/keep.yml"
