@@ -1430,6 +1430,43 @@ static int validate_ranges(const struct gpulse_config *c, const struct key_spec 
 	return 0;
 }
 
+/* storage.path must name a file in a directory that exists: the store
+ * would otherwise fail on its lock file's name (PATH.lock), which is not
+ * what the user wrote. The store creates the file, not its directory. */
+static int check_storage_dir(const char *path, const char *name, char *err, size_t errlen)
+{
+	char dir[CONFIG_PATH_LEN];
+	struct stat st;
+	if (!path[0])
+		return 0;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		str_errf(err, errlen, "%s: storage.path: %s is a directory; name the database file in it "
+			 "(e.g. %s/gpulse.db)", name, path, path);
+		return GPULSE_EINVAL;
+	}
+	str_copy(dir, sizeof dir, path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return 0; /* in the working directory, which exists */
+	if (slash == dir)
+		slash[1] = '\0'; /* "/g.db": the root */
+	else
+		*slash = '\0';
+	if (stat(dir, &st) != 0) {
+		if (errno == ENOENT)
+			str_errf(err, errlen, "%s: storage.path: directory %s does not exist (create it, or "
+				 "choose another path)", name, dir);
+		else
+			str_errf(err, errlen, "%s: storage.path: directory %s: %s", name, dir, strerror(errno));
+		return GPULSE_EINVAL;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		str_errf(err, errlen, "%s: storage.path: %s is not a directory", name, dir);
+		return GPULSE_EINVAL;
+	}
+	return 0;
+}
+
 int config_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen)
 {
 	char a[32], b[32];
@@ -1493,6 +1530,8 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 	}
 
 	if ((rc = profiling_validate(c, name, err, errlen)) != 0)
+		return rc;
+	if ((rc = check_storage_dir(c->storage.path, name, err, errlen)) != 0)
 		return rc;
 	if (token) {
 		char tok[CONFIG_TOKEN_MAX], why[CONFIG_PATH_LEN + 128];

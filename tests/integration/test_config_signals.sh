@@ -33,6 +33,9 @@ expect_exit2 "remote without TLS" "0.0.0.0" --listen 0.0.0.0:9999
 # A bad flag value without a config file: the message says it came from
 # the command line.
 expect_exit2 "bad listen flag" '^gpulsed: command line: listen: ' --listen nope
+expect_exit2 "store in a missing directory" \
+	'^gpulsed: command line: storage.path: directory /nonexistent/dir does not exist' \
+	--storage-path /nonexistent/dir/g.db
 # A TLS file that is not PEM is the configuration's fault: 2.
 echo "not a certificate" >"$WORK/cert.pem"
 printf 'http:\n  tls_cert_file: %s\n  tls_key_file: %s\n' "$WORK/cert.pem" "$WORK/cert.pem" >"$WORK/tls.yml"

@@ -430,6 +430,40 @@ static void test_cross_field(void **state)
 	assert_int_equal(config_validate(&c, "gpulsed", err, sizeof err), GPULSE_EINVAL);
 }
 
+/* storage.path names a file in a directory that exists: a missing
+ * directory is reported as such, with the key, not through the store's
+ * lock file. */
+static void test_storage_dir(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	char err[512];
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "storage:\n  path: /nonexistent/dir/g.db\n", err, sizeof err), 0);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_string_equal(err, NAME ": storage.path: directory /nonexistent/dir does not exist "
+			    "(create it, or choose another path)");
+
+	char file[256];
+	temp_file(file, sizeof file, "x", 0600);
+	snprintf(c.storage.path, sizeof c.storage.path, "%s/g.db", file);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "storage.path: "));
+	assert_non_null(strstr(err, " is not a directory"));
+	unlink(file);
+
+	snprintf(c.storage.path, sizeof c.storage.path, "/tmp");
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_string_equal(err, NAME ": storage.path: /tmp is a directory; name the database file in "
+			    "it (e.g. /tmp/gpulse.db)");
+
+	/* A new file in an existing directory, or in the working one. */
+	snprintf(c.storage.path, sizeof c.storage.path, "/tmp/gpulse-test-none.db");
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	snprintf(c.storage.path, sizeof c.storage.path, "gpulse-test-none.db");
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+}
+
 static void test_security_rule(void **state)
 {
 	(void)state;
@@ -662,6 +696,7 @@ int main(void)
 		cmocka_unit_test(test_error_buffer_small),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_cross_field),
+		cmocka_unit_test(test_storage_dir),
 		cmocka_unit_test(test_security_rule),
 		cmocka_unit_test(test_to_http),
 		cmocka_unit_test(test_to_collector),
