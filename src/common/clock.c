@@ -25,6 +25,13 @@ int64_t clock_wall_ns(void)
 	return clock_read(CLOCK_REALTIME);
 }
 
+int64_t clock_wall_ms(const struct clock_wall *c)
+{
+	if (c && c->now_ms)
+		return c->now_ms(c->ctx);
+	return clock_wall_ns() / NS_PER_MS;
+}
+
 int64_t clock_process_cpu_ns(void)
 {
 	return clock_read(CLOCK_PROCESS_CPUTIME_ID);

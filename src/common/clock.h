@@ -14,6 +14,18 @@
 int64_t clock_mono_ns(void);
 /* CLOCK_REALTIME in nanoseconds since the Unix epoch. */
 int64_t clock_wall_ns(void);
+/* "Now" on the wall clock, as a part that applies wall-clock rules
+ * (retention, the choice of rollups, pruning) reads it. Such a part takes
+ * one in its options, so a test can pin the time its data was recorded at
+ * instead of meeting those rules against today's date. A zeroed one is the
+ * system's wall clock. */
+typedef int64_t clock_now_fn(void *ctx);     /* ms since the Unix epoch */
+struct clock_wall {
+	clock_now_fn *now_ms;  /* NULL: CLOCK_REALTIME */
+	void *ctx;
+};
+/* The time of `c` in ms since the epoch; NULL or zeroed: CLOCK_REALTIME. */
+int64_t clock_wall_ms(const struct clock_wall *c);
 /* CPU time used by the whole process, in nanoseconds. */
 int64_t clock_process_cpu_ns(void);
 /* Initialise a condition variable whose timed waits run on the monotonic

@@ -324,7 +324,7 @@ static void prune(struct diag_history *h)
 	if (now < h->next_prune_ns)
 		return;
 	h->next_prune_ns = now + PRUNE_EVERY_NS;
-	int64_t before = clock_wall_ns() / NS_PER_MS - h->o.record_retention_ms;
+	int64_t before = tsdb_now_ms(h->db) - h->o.record_retention_ms;
 	size_t n = 0;
 	if (tsdb_record_prune(h->db, DIAG_HISTORY_KIND, before, &n) == GPULSE_OK && n)
 		log_debug("diagnosis history: pruned %zu record(s)", n);

@@ -334,7 +334,7 @@ static void *ticker(void *arg)
 		if (ing->stop)
 			break;
 		pthread_mutex_unlock(&ing->tick_lock);
-		ingest_tick(ing, clock_wall_ns() / NS_PER_MS);
+		ingest_tick(ing, tsdb_now_ms(ing->db));
 		pthread_mutex_lock(&ing->tick_lock);
 		if (clock_mono_ns() > next + ing->tick_ns)
 			next = clock_mono_ns();  /* fell behind: do not catch up in a burst */

@@ -169,9 +169,9 @@ static int64_t bucket_of(int64_t t, int64_t step)
 	return q < INT64_MIN / step ? INT64_MIN : q * step;
 }
 
-static int64_t wall_ms(void)
+int64_t tsdb_now_ms(const struct tsdb *db)
 {
-	return clock_wall_ns() / NS_PER_MS;
+	return clock_wall_ms(&db->o.clock);
 }
 
 static uint64_t hash_bytes(const uint8_t *p, size_t n)
@@ -1115,7 +1115,7 @@ static void *flusher_main(void *arg)
 		pthread_mutex_unlock(&db->fl_mu);
 		tsdb_flush(db);
 		if (clock_mono_ns() >= next_ret) {
-			tsdb_enforce_retention(db, wall_ms());
+			tsdb_enforce_retention(db, tsdb_now_ms(db));
 			next_ret = clock_mono_ns() + RETENTION_PERIOD_MS * NS_PER_MS;
 		}
 		pthread_mutex_lock(&db->fl_mu);
@@ -1344,7 +1344,7 @@ int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
 		}
 	}
 	qsort(it->match, it->nmatch, sizeof *it->match, series_cmp);
-	int64_t now = o->now_ms ? o->now_ms : wall_ms();
+	int64_t now = o->now_ms ? o->now_ms : tsdb_now_ms(db);
 	it->rollup = o->mode == TSDB_READ_ROLLUP ||
 		     (o->mode == TSDB_READ_AUTO &&
 		      (o->step_hint_ms >= db->o.rollup_step_ms || o->mint < now - db->o.raw_retention_ms));

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clock.h"
+
 #define TSDB_MAX_LABELS 32          /* labels per series, __name__ included */
 #define TSDB_MAX_LABEL_NAME 128     /* bytes */
 #define TSDB_MAX_LABEL_VALUE 1024   /* bytes */
@@ -38,6 +40,9 @@ struct tsdb_opts {
 	int64_t max_db_pages;          /* 0: none. Caps the file through
 	                                * PRAGMA max_page_count: tests use it
 	                                * to simulate a full disk. */
+	struct clock_wall clock;       /* "now" for retention, AUTO reads and
+	                                * what reads the store's history;
+	                                * zeroed: the system's wall clock */
 };
 
 struct tsdb_stats {
@@ -99,6 +104,10 @@ int tsdb_enforce_retention(struct tsdb *db, int64_t now_ms);
 
 void tsdb_get_stats(struct tsdb *db, struct tsdb_stats *out);
 
+/* "Now" in ms since the epoch by the store's clock (opts.clock): what its
+ * retention and its readers' notion of "recent" go by. */
+int64_t tsdb_now_ms(const struct tsdb *db);
+
 /* Change the cap of opts.max_db_pages (0: none) while open: tests use it
  * to fill and then free a simulated disk. 0 or GPULSE_EIO. */
 int tsdb_set_max_db_pages(struct tsdb *db, int64_t pages);
@@ -129,7 +138,7 @@ struct tsdb_select_opts {
 	int64_t mint, maxt;            /* inclusive */
 	enum tsdb_read_mode mode;
 	int64_t step_hint_ms;          /* the caller's resolution; 0: none */
-	int64_t now_ms;                /* for AUTO; 0: the wall clock */
+	int64_t now_ms;                /* for AUTO; 0: the store's clock */
 };
 
 /* One rollup bucket [t_ms, t_ms + step). NaN samples (staleness markers)

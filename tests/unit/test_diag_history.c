@@ -40,7 +40,17 @@ struct fixture {
 	size_t nw;
 	struct gpu_peaks pk;
 	struct gpu_identity id;
+	/* The store's clock: `age_ms` (default a minute) after the newest
+	 * window, so the recording's own dates meet retention and rollup
+	 * rules as if it had just been recorded, whatever today's date. */
+	int64_t age_ms;
+	int64_t now_ms;
 };
+
+static int64_t fixture_now(void *ctx)
+{
+	return ((const struct fixture *)ctx)->now_ms;
+}
 
 static const char *data_dir(void)
 {
@@ -50,7 +60,8 @@ static const char *data_dir(void)
 
 static void open_store(struct fixture *f, int64_t raw_retention_ms)
 {
-	struct tsdb_opts o = {.path = f->path, .raw_retention_ms = raw_retention_ms};
+	struct tsdb_opts o = {.path = f->path, .raw_retention_ms = raw_retention_ms,
+			      .clock = {.now_ms = fixture_now, .ctx = f}};
 	char err[256];
 	if (tsdb_open(&f->db, &o, err, sizeof err) != GPULSE_OK)
 		fail_msg("%s", err);
@@ -65,7 +76,6 @@ static void fill_stretched(struct fixture *f, int64_t raw_retention_ms, size_t s
 	snprintf(f->dir, sizeof f->dir, "/tmp/gpulse-dhist-XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->path, sizeof f->path, "%s/db", f->dir);
-	open_store(f, raw_retention_ms);
 
 	char rec_path[4096], err[512];
 	snprintf(rec_path, sizeof rec_path, "%s/recordings/h200-phases-10hz.csv", data_dir());
@@ -97,6 +107,8 @@ static void fill_stretched(struct fixture *f, int64_t raw_retention_ms, size_t s
 			w->end_s = w->start_s + LIVE_W;
 		}
 	free(one);
+	f->now_ms = (int64_t)(f->w[f->nw - 1].end_s * 1000) + (f->age_ms ? f->age_ms : 60000);
+	open_store(f, raw_retention_ms);
 
 	f->id.index = 0;
 	snprintf(f->id.uuid, sizeof f->id.uuid, "GPU-test-0000");
@@ -243,7 +255,7 @@ static void longer_windows_take_the_majority(void **state)
 static void rollups_answer_old_ranges(void **state)
 {
 	(void)state;
-	struct fixture f = {0};
+	struct fixture f = {.age_ms = 2 * 3600 * 1000};
 	fill(&f, 3600 * 1000);
 	assert_int_equal(tsdb_flush(f.db), GPULSE_OK);  /* rollups that became due */
 	struct tsdb_matcher m = {TSDB_MATCH_EQ, "__name__", "gpulse_gpu_bottleneck"};
