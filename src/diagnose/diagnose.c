@@ -773,7 +773,11 @@ static void judge_findings(struct verdict *v, const struct diag_input *in)
 		missing(v, DIAG_MISSING_MEMORY);
 	}
 
-	if (have(v, Q_REASON_POWER)) {
+	/* Slowdowns are findings about work: an idle window has none
+	 * (DIAG_FINDINGS_SLOWDOWN), so their evidence is not even weighed. */
+	if (w->bottleneck == DIAG_IDLE) {
+		/* nothing to slow down */
+	} else if (have(v, Q_REASON_POWER)) {
 		if (ev(v, "sw_power_cap_samples", "share_of_samples", mean(v, Q_REASON_POWER), ">=",
 		       SHARE_POWER_CAP, NAN, "ratio"))
 			w->findings |= DIAG_FINDING_BIT(DIAG_FINDING_POWER_CAPPED);
@@ -798,7 +802,7 @@ static void judge_findings(struct verdict *v, const struct diag_input *in)
 			ctx(v, "sm_clock", "mean", mean(v, Q_SM_CLOCK),
 			    v->pk->sm_clock_max_hz > 0 ? v->pk->sm_clock_max_hz : NAN, "hertz");
 	}
-	if (have(v, Q_POWER) && !(v->pk->power_limit_w > 0))
+	if (have(v, Q_POWER) && !(v->pk->power_limit_w > 0) && w->bottleneck != DIAG_IDLE)
 		missing(v, DIAG_MISSING_POWER_LIMIT);
 
 	if (!isnan(st->ecc_increase) &&

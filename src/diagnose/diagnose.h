@@ -55,6 +55,15 @@ enum diag_finding {
 
 #define DIAG_FINDING_BIT(f) (1u << (f))
 
+/* The findings that say work was slowed (clocks held down by power, heat
+ * or the hardware). An idle window has no work to slow, so it never
+ * carries them, whatever the clock event reasons say (the driver reports
+ * reasons on an idle card too; docs/DIAGNOSIS.md, "Findings"). */
+#define DIAG_FINDINGS_SLOWDOWN                                                    \
+	(DIAG_FINDING_BIT(DIAG_FINDING_POWER_CAPPED) |                            \
+	 DIAG_FINDING_BIT(DIAG_FINDING_THERMAL_THROTTLED) |                       \
+	 DIAG_FINDING_BIT(DIAG_FINDING_HW_SLOWDOWN))
+
 /* X(id, name, effect): evidence a window may lack, and what its absence
  * costs the conclusion (said in the output). */
 #define DIAG_MISSING(X)                                                                        \

@@ -102,6 +102,55 @@ static void test_backfill_and_verdict(void **state)
 	bus_destroy(b);
 }
 
+/* An idle second whose clock event reasons still say SW power cap (the
+ * driver can report it on an idle card): the window is idle, and idle
+ * windows carry no slowdown finding, live or on demand. */
+static void idle_capped_second(struct bus *b, double t0)
+{
+	static const int ff[] = {F_GPU_UTIL, F_MEM_UTIL, F_MEM_USED, F_MEM_TOTAL, F_POWER, F_SM_CLOCK};
+	static const double fv[] = {0.0, 0.0, 4e9, 150e9, 699, 1.2e9};
+	static const int nf[] = {F_GPM_SM, F_GPM_OCCUPANCY, F_GPM_TENSOR, F_GPM_DRAM, F_CLOCK_REASONS,
+				 F_PROC_COUNT};
+	static const double nv[] = {0, 0, 0, 0, 0x4 | 0x20 | 0x8, 0};
+	for (int k = 1; k <= 10; k++)
+		publish(b, TIER_FAST, t0 + k * 0.1, ff, fv, 6);
+	publish(b, TIER_NORMAL, t0 + 1, nf, nv, 6);
+}
+
+static void test_idle_not_capped(void **state)
+{
+	(void)state;
+	struct bus *b;
+	assert_int_equal(bus_create(&b), 0);
+	struct gpu_identity id;
+	memset(&id, 0, sizeof id);
+	snprintf(id.uuid, sizeof id.uuid, "GPU-idle");
+	snprintf(id.name, sizeof id.name, "NVIDIA H200");
+	int slot;
+	assert_int_equal(bus_attach_gpu(b, &id, &slot), 0);
+	struct diag_live *dl;
+	assert_int_equal(diag_live_create(&dl, b, 2.0, 60.0, 10), 0);
+	for (int sec = 0; sec < 8; sec++)
+		idle_capped_second(b, 3000.0 + sec);
+	struct gpu_snapshot s;
+	assert_int_equal(bus_read(b, slot, &s), 0);
+	assert_true(s.diag_window_end_s >= 3004.0);
+	assert_string_equal(diag_class_name((enum diag_class)s.diag_class), "idle");
+	assert_int_equal(s.diag_findings, 0);
+	struct diag_window *w;
+	size_t n;
+	struct gpu_peaks pk;
+	assert_int_equal(diag_live_windows(dl, slot, 3000.0, 2.0, &w, &n, &pk), 0);
+	assert_true(n >= 3);
+	for (size_t k = 0; k < n; k++) {
+		assert_int_equal(w[k].bottleneck, DIAG_IDLE);
+		assert_int_equal(w[k].findings & DIAG_FINDINGS_SLOWDOWN, 0);
+	}
+	free(w);
+	diag_live_destroy(dl);
+	bus_destroy(b);
+}
+
 static void test_history_bound(void **state)
 {
 	(void)state;
@@ -137,6 +186,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_backfill_and_verdict),
 		cmocka_unit_test(test_history_bound),
+		cmocka_unit_test(test_idle_not_capped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -892,6 +892,23 @@ static void test_rules(void **state)
 	/* Memory capacity comes first in the advice. */
 	assert_true(prefixed(w.advice, "memory"));
 
+	/* An idle window carries no slowdown finding, though the reasons
+	 * say power cap, thermal and hardware slowdown (the driver reports
+	 * reasons on an idle card): there is no work to slow. Memory
+	 * pressure still holds. */
+	s.util = s.sm = s.tensor = s.fp32 = s.dram = s.mem_util = s.graphics = 0;
+	s.pcie_tx = s.pcie_rx = 1e6;
+	w = classify_synth(&s, &xid, 1);
+	assert_int_equal(w.bottleneck, DIAG_IDLE);
+	assert_int_equal(w.findings, DIAG_FINDING_BIT(DIAG_FINDING_MEMORY_PRESSURE) |
+					     DIAG_FINDING_BIT(DIAG_FINDING_XID));
+	assert_false(has_evidence(&w, "sw_power_cap_samples"));
+	assert_null(strstr(w.advice, "power cap"));
+	s.reasons = NAN;  /* nor from power at the limit with the clock held */
+	w = classify_synth(&s, NULL, 0);
+	assert_int_equal(w.bottleneck, DIAG_IDLE);
+	assert_int_equal(w.findings & DIAG_FINDINGS_SLOWDOWN, 0);
+
 	/* Without clock reasons, power at the limit with the clock held down
 	 * is the power cap; with the clock at max it is not. */
 	s = base_synth();
