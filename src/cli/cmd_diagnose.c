@@ -317,6 +317,31 @@ static void print_json_summaries(json_t *summaries)
 	}
 }
 
+/* Whether gpulsed watches a GPU of index `gpu` (/api/v1/gpus). On a
+ * failure to ask, says yes: the diagnosis answer is then shown as it is.
+ * Fills `have` with the indices it does watch ("0, 1"), for the message. */
+static bool daemon_has_gpu(const struct client_opts *co, int gpu, char *have, size_t havelen)
+{
+	json_t *root = NULL;
+	char err[512];
+	have[0] = '\0';
+	if (client_get_json(co, "/api/v1/gpus", &root, NULL, err, sizeof err) != GPULSE_OK)
+		return true;
+	json_t *gpus = json_object_get(json_object_get(root, "data"), "gpus");
+	bool found = !json_is_array(gpus);
+	json_t *g;
+	size_t i;
+	json_array_foreach(gpus, i, g) {
+		json_int_t idx = json_integer_value(json_object_get(g, "gpu"));
+		size_t n = strlen(have);
+		snprintf(have + n, havelen - n, "%s%lld", n ? ", " : "", (long long)idx);
+		if (idx == gpu)
+			found = true;
+	}
+	json_decref(root);
+	return found;
+}
+
 /* gpulse diagnose without --replay: the running gpulsed's live diagnosis. */
 static int diagnose_daemon(const struct client_opts *co, int gpu, const char *since,
 			   const char *window, bool json)
@@ -344,6 +369,16 @@ static int diagnose_daemon(const struct client_opts *co, int gpu, const char *si
 	json_t *windows = json_object_get(data, "windows");
 	if (!json_is_array(windows)) {
 		fprintf(stderr, "gpulse: gpulsed sent /api/v1/diagnosis in an unexpected shape\n");
+		json_decref(root);
+		return CLI_FAIL;
+	}
+	/* The API answers an unknown GPU as one without windows yet: tell
+	 * them apart, so a mistyped index is an error, not "no window yet". */
+	char have[256];
+	if (gpu >= 0 && json_array_size(windows) == 0 &&
+	    !daemon_has_gpu(co, gpu, have, sizeof have)) {
+		fprintf(stderr, "gpulse diagnose: no GPU %d at %s (%s%s)\n", gpu, client_base_url(co),
+			have[0] ? "its GPUs: " : "it watches no GPU", have);
 		json_decref(root);
 		return CLI_FAIL;
 	}

@@ -96,5 +96,15 @@ set +e
 "$GPULSE" diagnose --url "$URL" --since 'x&y' 2>/dev/null; rc=$?
 set -e
 [ "$rc" = 2 ] || fail "bad --since: exit $rc, want 2"
+# A GPU the daemon does not have is an error, not "no complete window yet"
+# (the host has one GPU), with --json too.
+for fmt in "" --json; do
+	set +e
+	"$GPULSE" diagnose --url "$URL" --gpu 3 $fmt >"$WORK/g3.out" 2>"$WORK/g3.err"; rc=$?
+	set -e
+	[ "$rc" = 1 ] || fail "--gpu 3 $fmt: exit $rc, want 1: $(cat "$WORK/g3.out")"
+	grep -q "no GPU 3 .*its GPUs: 0" "$WORK/g3.err" || fail "--gpu 3 $fmt: $(cat "$WORK/g3.err")"
+	[ ! -s "$WORK/g3.out" ] || fail "--gpu 3 $fmt printed: $(cat "$WORK/g3.out")"
+done
 kill -TERM "$DAEMON_PID"
 echo PASS
