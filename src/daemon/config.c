@@ -53,9 +53,20 @@ enum key_kind {
 enum item_check { ITEM_ANY, ITEM_LABEL_NAME, ITEM_GROUP_LABEL, ITEM_MATCHER,
 		  ITEM_PATH /* a file path, resolved against the config file's folder */ };
 
+/* Whether SIGHUP applies a key (docs/CONFIG.md's Reload column). A key
+ * says nothing (INHERIT) to take its section's answer; the root is
+ * RESTART, so a new key waits for a restart unless marked live. */
+enum key_reload {
+	RELOAD_INHERIT,
+	RELOAD_RESTART,
+	RELOAD_LIVE,
+	RELOAD_RULES,   /* live for delivery, read by the rules only at start */
+};
+
 struct key_spec {
 	const char *name;
 	enum key_kind kind;
+	enum key_reload reload;
 	size_t offset;                  /* into struct gpulse_config */
 	size_t size;                    /* of the member (string capacity) */
 	double lo, hi;                  /* inclusive range; lo_open makes lo exclusive */
@@ -71,22 +82,25 @@ struct key_spec {
 #define SEC (1e9)
 #define OFF(member) offsetof(struct gpulse_config, member)
 #define SZ(member) sizeof(((struct gpulse_config *)0)->member)
-#define LEAF(nm, kd, member) \
-	{.name = nm, .kind = KIND_##kd, .offset = OFF(member), .size = SZ(member)}
-#define RANGED(nm, kd, member, l, h) \
+#define LEAF_R(nm, kd, member, r) \
+	{.name = nm, .kind = KIND_##kd, .offset = OFF(member), .size = SZ(member), .reload = r}
+#define LEAF(nm, kd, member) LEAF_R(nm, kd, member, RELOAD_INHERIT)
+#define RANGED_R(nm, kd, member, l, h, r) \
 	{.name = nm, .kind = KIND_##kd, .offset = OFF(member), .size = SZ(member), \
-	 .lo = (l), .hi = (h), .has_range = true}
-#define SECTION(nm, kids) \
+	 .lo = (l), .hi = (h), .has_range = true, .reload = r}
+#define RANGED(nm, kd, member, l, h) RANGED_R(nm, kd, member, l, h, RELOAD_INHERIT)
+#define SECTION_R(nm, kids, r) \
 	{.name = nm, .kind = KIND_SECTION, .children = kids, \
-	 .nchildren = (int)(sizeof kids / sizeof kids[0])}
+	 .nchildren = (int)(sizeof kids / sizeof kids[0]), .reload = r}
+#define SECTION(nm, kids) SECTION_R(nm, kids, RELOAD_INHERIT)
 #define STRLIST(nm, member, chk) \
 	{.name = nm, .kind = KIND_STR_LIST, .offset = OFF(member), .size = SZ(member), \
 	 .elem = SZ(member[0]), .check = chk}
 
 static const struct key_spec sampling_keys[] = {
-	RANGED("fast", DURATION, sampling.fast_ns, 10 * MS, 60 * SEC),
-	RANGED("normal", DURATION, sampling.normal_ns, 10 * MS, 3600 * SEC),
-	RANGED("slow", DURATION, sampling.slow_ns, 10 * MS, 86400 * SEC),
+	RANGED_R("fast", DURATION, sampling.fast_ns, 10 * MS, 60 * SEC, RELOAD_LIVE),
+	RANGED_R("normal", DURATION, sampling.normal_ns, 10 * MS, 3600 * SEC, RELOAD_LIVE),
+	RANGED_R("slow", DURATION, sampling.slow_ns, 10 * MS, 86400 * SEC, RELOAD_LIVE),
 	RANGED("call_deadline", DURATION, sampling.call_deadline_ns, 10 * MS, 60 * SEC),
 	RANGED("rediscover", DURATION, sampling.rediscover_ns, 1 * SEC, 3600 * SEC),
 	LEAF("per_process_utilization", BOOL, sampling.per_process_utilization),
@@ -158,10 +172,12 @@ static const struct key_spec queue_keys[] = {
 };
 
 static const struct key_spec alerting_keys[] = {
-	LEAF("external_url", STRING, alerting.external_url),
+	LEAF_R("external_url", STRING, alerting.external_url, RELOAD_RULES),
 	{.name = "external_labels", .kind = KIND_LABEL_MAP, .offset = OFF(alerting.external_labels),
-	 .size = SZ(alerting.external_labels), .elem = SZ(alerting.external_labels[0][0])},
-	RANGED("resend_delay", DURATION, alerting.resend_delay_ns, 1 * SEC, 86400 * SEC),
+	 .size = SZ(alerting.external_labels), .elem = SZ(alerting.external_labels[0][0]),
+	 .reload = RELOAD_RULES},
+	RANGED_R("resend_delay", DURATION, alerting.resend_delay_ns, 1 * SEC, 86400 * SEC,
+		 RELOAD_RESTART),
 	SECTION("alertmanagers", alertmanagers_keys),
 	SECTION("webhooks", webhooks_keys),
 	SECTION("exec", exec_keys),
@@ -204,15 +220,15 @@ static const struct key_spec top_keys[] = {
 	SECTION("anomaly", anomaly_keys),
 	SECTION("storage", storage_keys),
 	SECTION("http", http_keys),
-	LEAF("log_level", LOG_LEVEL, log_level),
-	LEAF("rule_files", PATH_LIST, rule_files),
-	SECTION("alerting", alerting_keys),
+	LEAF_R("log_level", LOG_LEVEL, log_level, RELOAD_LIVE),
+	LEAF_R("rule_files", PATH_LIST, rule_files, RELOAD_LIVE),
+	SECTION_R("alerting", alerting_keys, RELOAD_LIVE),
 	SECTION("profiling", profiling_keys),
 	RANGED("rule_evaluation_interval", DURATION, rule_evaluation_interval_ns, 1 * SEC, 86400 * SEC),
 	RANGED("rule_evaluation_delay", DURATION, rule_evaluation_delay_ns, 0, 60 * SEC),
 };
 
-static const struct key_spec config_root = SECTION("", top_keys);
+static const struct key_spec config_root = SECTION_R("", top_keys, RELOAD_RESTART);
 
 #define SECTION_MAX 16 /* most keys in one section (duplicate tracking) */
 
@@ -1543,6 +1559,61 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 		}
 	}
 	return alerting_validate(c, name, err, errlen);
+}
+
+/* True when key k holds the same value in a and b. Strings compare up to
+ * their end: the bytes after it may differ (a flag copied over a longer
+ * value from the file). */
+static bool key_value_equal(const struct key_spec *k, const struct gpulse_config *a,
+			    const struct gpulse_config *b)
+{
+	const char *ma = (const char *)a + k->offset, *mb = (const char *)b + k->offset;
+	size_t elem;
+	switch (k->kind) {
+	case KIND_STRING:
+	case KIND_LISTEN:
+		return strcmp(ma, mb) == 0;
+	case KIND_PATH_LIST:
+		elem = CONFIG_PATH_LEN;
+		break;
+	case KIND_STR_LIST:
+	case KIND_LABEL_MAP:
+		elem = k->elem;
+		break;
+	default:
+		return memcmp(ma, mb, k->size) == 0;
+	}
+	for (size_t off = 0; off + elem <= k->size; off += elem)
+		if (strcmp(ma + off, mb + off) != 0)
+			return false;
+	return true;
+}
+
+static size_t restart_changes(const struct key_spec *sec, const char *prefix, enum key_reload up,
+			      const struct gpulse_config *a, const struct gpulse_config *b, bool rules,
+			      struct buf *out, size_t n)
+{
+	for (int i = 0; i < sec->nchildren; i++) {
+		const struct key_spec *k = &sec->children[i];
+		enum key_reload r = k->reload == RELOAD_INHERIT ? up : k->reload;
+		char path[128];
+		snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", k->name);
+		if (k->kind == KIND_SECTION) {
+			n = restart_changes(k, path, r, a, b, rules, out, n);
+			continue;
+		}
+		if (r == RELOAD_LIVE || (r == RELOAD_RULES && !rules) || key_value_equal(k, a, b))
+			continue;
+		buf_printf(out, "%s%s", n ? ", " : "", path);
+		n++;
+	}
+	return n;
+}
+
+size_t config_restart_changes(const struct gpulse_config *running, const struct gpulse_config *next,
+			      bool rules, struct buf *out)
+{
+	return restart_changes(&config_root, "", RELOAD_RESTART, running, next, rules, out, 0);
 }
 
 bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)

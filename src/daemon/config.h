@@ -192,6 +192,14 @@ void config_format_duration(int64_t ns, char *out, size_t outlen);
  * "localhost"). ":9401" (all interfaces) is not loopback. */
 bool config_listen_is_loopback(const char *listen);
 
+/* Append to `out` the dotted names of the keys, ", " between them, whose
+ * values differ between `running` and `next` and that a reload does not
+ * apply: the keys docs/CONFIG.md marks restart, and, when `rules` (rules
+ * are evaluated), alerting.external_url and alerting.external_labels,
+ * which the rules read only at start. Returns how many. */
+size_t config_restart_changes(const struct gpulse_config *running, const struct gpulse_config *next,
+			      bool rules, struct buf *out);
+
 /* Field-by-field equality (for "reload: nothing changed"). */
 bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
 

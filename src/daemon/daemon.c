@@ -53,7 +53,8 @@ struct metrics_cache {
 struct daemon {
 	const struct daemon_options *opt;
 	struct metrics_cache cache[2];   /* [0] text 0.0.4, [1] OpenMetrics */
-	struct gpulse_config cfg;
+	struct gpulse_config cfg;        /* running: live keys follow reloads */
+	struct gpulse_config started;    /* as started: what restart keys hold */
 	struct bus *bus;
 	pthread_rwlock_t source_lock;    /* guards col and rep against swaps */
 	struct collector *col;
@@ -762,16 +763,11 @@ static void reload(struct daemon *d)
 		log_error("reload refused, the running configuration stays: %s", err);
 		return;
 	}
-	if (strcmp(nc.listen, d->cfg.listen) || strcmp(nc.nvml_library, d->cfg.nvml_library) ||
-	    strcmp(nc.replay.file, d->cfg.replay.file) || nc.replay.speed != d->cfg.replay.speed ||
-	    nc.sampling.per_process_utilization != d->cfg.sampling.per_process_utilization ||
-	    nc.sampling.gpm != d->cfg.sampling.gpm || nc.sampling.events != d->cfg.sampling.events ||
-	    memcmp(&nc.http, &d->cfg.http, sizeof nc.http) != 0 ||
-	    memcmp(&nc.storage, &d->cfg.storage, sizeof nc.storage) != 0 ||
-	    memcmp(&nc.anomaly, &d->cfg.anomaly, sizeof nc.anomaly) != 0 ||
-	    !profiling_config_equal(&nc, &d->cfg))
-		log_warn("reload: listen, nvml_library, replay, http, storage, anomaly, profiling and "
-			 "the sampling switches take effect at the next restart");
+	struct buf keys;
+	buf_init(&keys, 64 * 1024);
+	if (config_restart_changes(&d->started, &nc, d->rules != NULL, &keys))
+		log_warn("reload: changed, but in effect only after a restart: %s", keys.data);
+	buf_free(&keys);
 	if (reload_rules(d, &nc, err, sizeof err) != 0) {
 		atomic_fetch_add(&d->self.reloads_failed_total, 1);
 		atomic_store(&d->self.last_reload_ok, 0);
@@ -813,6 +809,7 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	}
 	d->opt = opt;
 	d->cfg = *cfg;
+	d->started = *cfg;
 	d->self.start_wall_ns = clock_wall_ns();
 	pthread_mutex_init(&d->self.mode_lock, NULL);
 	d->self.replay_speed = 0;

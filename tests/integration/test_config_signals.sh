@@ -72,6 +72,14 @@ grep -q "127.0.0.1:$PORT: the port is already in use" "$WORK/taken.txt" ||
 	fail "taken port message: $(cat "$WORK/taken.txt")"
 kill -HUP "$DAEMON_PID"
 wait_for '[ "$(metric gpulse_config_reloads_total result=\"success\")" = 1 ]' || fail "good reload not counted"
+! grep -q 'after a restart' "$WORK/sig.log" || fail "restart warning for an unchanged file: $(cat "$WORK/sig.log")"
+# One restart-only key changed, with live ones: the warning names exactly it.
+printf 'log_level: debug\nsampling:\n  fast: 200ms\nhttp:\n  threads: 3\nreplay:\n  file: "%s"\n  speed: 10\n' \
+	"$REC" >"$WORK/good.yml"
+kill -HUP "$DAEMON_PID"
+wait_for '[ "$(metric gpulse_config_reloads_total result=\"success\")" = 2 ]' || fail "second reload not counted"
+warn=$(grep 'after a restart' "$WORK/sig.log") || fail "no restart warning: $(cat "$WORK/sig.log")"
+[ "$(sed 's/.*after a restart: //' <<<"$warn")" = "http.threads" ] || fail "restart warning: $warn"
 cp "$WORK/good.yml" "$WORK/keep.yml"
 printf 'sampling: [\n' >"$WORK/good.yml"
 kill -HUP "$DAEMON_PID"

@@ -464,6 +464,57 @@ static void test_storage_dir(void **state)
 	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
 }
 
+/* What SIGHUP cannot apply: exactly the restart keys whose values
+ * changed, by their dotted names, in the order of the file. */
+static void test_restart_changes(void **state)
+{
+	(void)state;
+	struct gpulse_config a, b;
+	struct buf out;
+	buf_init(&out, 4096);
+	config_defaults(&a);
+	config_defaults(&b);
+	assert_int_equal(config_restart_changes(&a, &b, true, &out), 0);
+	assert_int_equal(out.len, 0);
+
+	/* Live keys are applied: none is listed. */
+	b.sampling.fast_ns = 200 * NS_PER_MS;
+	b.log_level = LOG_DEBUG;
+	snprintf(b.rule_files[0], sizeof b.rule_files[0], "/etc/gpulse/rules.yml");
+	snprintf(b.alerting.webhooks.urls[0], sizeof b.alerting.webhooks.urls[0], "http://h/");
+	assert_int_equal(config_restart_changes(&a, &b, true, &out), 0);
+
+	b.http.threads = 3;
+	assert_int_equal(config_restart_changes(&a, &b, true, &out), 1);
+	assert_string_equal(out.data, "http.threads");
+
+	buf_reset(&out);
+	b.diagnosis.window_ns = 10 * NS_PER_SEC;
+	b.alerting.resend_delay_ns = 2 * 60 * NS_PER_SEC;
+	assert_int_equal(config_restart_changes(&a, &b, true, &out), 3);
+	assert_string_equal(out.data, "diagnosis.window, http.threads, alerting.resend_delay");
+
+	/* The rules' start-time keys count only while rules run. */
+	config_defaults(&b);
+	snprintf(b.alerting.external_url, sizeof b.alerting.external_url, "http://gpulse/");
+	snprintf(b.alerting.external_labels[0][0], sizeof b.alerting.external_labels[0][0], "dc");
+	snprintf(b.alerting.external_labels[0][1], sizeof b.alerting.external_labels[0][1], "x");
+	buf_reset(&out);
+	assert_int_equal(config_restart_changes(&a, &b, false, &out), 0);
+	assert_int_equal(config_restart_changes(&a, &b, true, &out), 2);
+	assert_string_equal(out.data, "alerting.external_url, alerting.external_labels");
+
+	/* A string is its text: bytes after its end (a flag copied over a
+	 * longer value) are no change. */
+	config_defaults(&b);
+	memset(b.listen, 'x', sizeof b.listen);
+	snprintf(b.listen, sizeof b.listen, "%s", a.listen);
+	memset(b.storage.path + 1, 'y', 16);
+	buf_reset(&out);
+	assert_int_equal(config_restart_changes(&a, &b, true, &out), 0);
+	buf_free(&out);
+}
+
 static void test_security_rule(void **state)
 {
 	(void)state;
@@ -697,6 +748,7 @@ int main(void)
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_cross_field),
 		cmocka_unit_test(test_storage_dir),
+		cmocka_unit_test(test_restart_changes),
 		cmocka_unit_test(test_security_rule),
 		cmocka_unit_test(test_to_http),
 		cmocka_unit_test(test_to_collector),
