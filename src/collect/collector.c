@@ -1082,15 +1082,11 @@ fail:
  * left behind rather than hanging shutdown. true when joined. */
 static bool join_within(pthread_t t, int ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	if (pthread_timedjoin_np(t, NULL, &ts) == 0)
+	/* On the monotonic clock: a step of the system's time must not
+	 * stretch or cut the wait. */
+	int64_t until = clock_mono_ns() + (int64_t)ms * NS_PER_MS;
+	struct timespec ts = {.tv_sec = until / NS_PER_SEC, .tv_nsec = until % NS_PER_SEC};
+	if (pthread_clockjoin_np(t, NULL, CLOCK_MONOTONIC, &ts) == 0)
 		return true;
 	pthread_detach(t);
 	return false;

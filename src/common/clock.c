@@ -37,14 +37,16 @@ int64_t clock_process_cpu_ns(void)
 	return clock_read(CLOCK_PROCESS_CPUTIME_ID);
 }
 
+/* Relative sleeps, recomputed from the monotonic clock after each wake,
+ * rather than one absolute clock_nanosleep: the same on Linux, but the
+ * tests move the wall clock with libfaketime, which shifts absolute
+ * monotonic deadlines by its offset as if they were wall-clock ones. */
 void clock_sleep_until(int64_t deadline_ns)
 {
-	struct timespec ts = {
-		.tv_sec = deadline_ns / NS_PER_SEC,
-		.tv_nsec = deadline_ns % NS_PER_SEC,
-	};
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
+	for (int64_t left; (left = deadline_ns - clock_mono_ns()) > 0;) {
+		struct timespec ts = {.tv_sec = left / NS_PER_SEC, .tv_nsec = left % NS_PER_SEC};
+		nanosleep(&ts, NULL);
+	}
 }
 
 void clock_cond_init(pthread_cond_t *c)

@@ -147,6 +147,7 @@ static struct {
 	pthread_t thread;
 	int thread_started;
 	int stop;
+	int thread_done;               /* the thread left its loop (under mu) */
 	int exited;
 } g = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -1186,6 +1187,8 @@ static void *inject_main(void *arg)
 		if (!g.stop)
 			clock_cond_wait_until(&g.wake, &g.mu, until);
 	}
+	g.thread_done = 1;
+	pthread_cond_broadcast(&g.wake);
 	pthread_mutex_unlock(&g.mu);
 	return NULL;
 }
@@ -1194,6 +1197,7 @@ static int start_thread(void)
 {
 	sigset_t all, old;
 	sigfillset(&all);
+	g.thread_done = 0;
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int rc = pthread_create(&g.thread, NULL, inject_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -1328,20 +1332,21 @@ static void at_exit(void)
 		return;
 	int thread_stuck = 0;
 	if (g.thread_started) {
+		/* The thread may be inside a CUPTI or driver call; exit must
+		 * not wait on it for long. The wait is on the monotonic clock
+		 * (pthread_timedjoin_np's deadline is on the wall clock, which
+		 * a step of the system's time can put days away). */
+		int64_t until = clock_mono_ns() + 500 * NS_PER_MS;
 		pthread_mutex_lock(&g.mu);
 		g.stop = 1;
-		pthread_cond_signal(&g.wake);
+		pthread_cond_broadcast(&g.wake);
+		while (!g.thread_done && clock_mono_ns() < until)
+			clock_cond_wait_until(&g.wake, &g.mu, until);
+		int done = g.thread_done;
 		pthread_mutex_unlock(&g.mu);
-		/* The thread may be inside a CUPTI or driver call; exit must
-		 * not wait on it for long. */
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 500 * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		if (pthread_timedjoin_np(g.thread, NULL, &until) != 0) {
+		if (done) {
+			pthread_join(g.thread, NULL);
+		} else {
 			thread_stuck = 1;
 			say("the library's thread did not stop within 500 ms; exiting without the last flush");
 		}

@@ -553,7 +553,7 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	pthread_mutex_init(&db->db_mu, NULL);
 	pthread_mutex_init(&db->series_mu, NULL);
 	pthread_mutex_init(&db->fl_mu, NULL);
-	pthread_cond_init(&db->fl_cv, NULL);
+	clock_cond_init(&db->fl_cv);
 	for (int i = 0; i < SHARDS; i++)
 		pthread_mutex_init(&db->shards[i].mu, NULL);
 	db->path = strdup(opts->path);
@@ -1102,13 +1102,9 @@ static void *flusher_main(void *arg)
 	int64_t next_ret = clock_mono_ns();
 	pthread_mutex_lock(&db->fl_mu);
 	while (!db->flusher_stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		int64_t ns = (int64_t)ts.tv_sec * NS_PER_SEC + ts.tv_nsec + db->o.flush_interval_ms * NS_PER_MS;
-		ts.tv_sec = ns / NS_PER_SEC;
-		ts.tv_nsec = ns % NS_PER_SEC;
+		int64_t until = clock_mono_ns() + db->o.flush_interval_ms * NS_PER_MS;
 		while (!db->flusher_stop &&
-		       pthread_cond_timedwait(&db->fl_cv, &db->fl_mu, &ts) != ETIMEDOUT)
+		       clock_cond_wait_until(&db->fl_cv, &db->fl_mu, until) != ETIMEDOUT)
 			;
 		if (db->flusher_stop)
 			break;
@@ -1133,12 +1129,6 @@ int tsdb_start_flusher(struct tsdb *db)
 	}
 	db->flusher_stop = false;
 	pthread_mutex_unlock(&db->fl_mu);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_destroy(&db->fl_cv);
-	pthread_cond_init(&db->fl_cv, &ca);
-	pthread_condattr_destroy(&ca);
 	if (pthread_create(&db->flusher, NULL, flusher_main, db) != 0)
 		return GPULSE_ENOMEM;
 	db->flusher_running = true;
