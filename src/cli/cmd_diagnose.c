@@ -289,6 +289,41 @@ static void print_json_window(json_t *w, struct time_style st)
 	       findings[0] ? findings : "-", brief ? brief : "-");
 }
 
+/* A number of the daemon's peaks object, 0 when null or absent (unknown,
+ * as struct gpu_peaks has it). */
+static double peak_num(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+/* The daemon's peaks of one GPU, printed as the replay prints its own:
+ * the yardsticks the windows below were measured against. */
+static void print_json_peaks(json_t *pk)
+{
+	struct gpu_peaks p;
+	peaks_init(&p);
+	json_t *src = json_object_get(pk, "sources");
+	const char *model = json_string_value(json_object_get(pk, "model"));
+	snprintf(p.model, sizeof p.model, "%s", model ? model : "");
+	p.sm_count = (int)peak_num(pk, "sm_count");
+	p.sm_clock_max_hz = peak_num(pk, "sm_clock_max_hertz");
+	p.dram_bytes_per_s = peak_num(pk, "dram_bytes_per_second");
+	p.pcie_bytes_per_s = peak_num(pk, "pcie_bytes_per_second_per_direction");
+	p.pcie_gen = (unsigned)peak_num(pk, "pcie_generation");
+	p.pcie_width = (unsigned)peak_num(pk, "pcie_width");
+	p.power_limit_w = peak_num(pk, "power_limit_watts");
+	p.mem_total_bytes = peak_num(pk, "memory_total_bytes");
+	const char *s;
+	if ((s = json_string_value(json_object_get(src, "dram"))))
+		p.dram_source = s;
+	if ((s = json_string_value(json_object_get(src, "power_limit"))))
+		p.power_source = s;
+	if ((s = json_string_value(json_object_get(src, "clocks"))))
+		p.clock_source = s;
+	print_peaks(&p, (int)json_integer_value(json_object_get(pk, "gpu")));
+}
+
 /* One line per GPU: the share of time in each class, largest first. */
 static void print_json_summaries(json_t *summaries)
 {
@@ -407,6 +442,10 @@ static int diagnose_daemon(const struct client_opts *co, int gpu, const char *si
 			printf(" over %g s, %s to %s (%s)", last_s - first_s, a, b, z);
 		}
 		printf("\n");
+		json_t *pk;
+		size_t k;
+		json_array_foreach(json_object_get(data, "peaks"), k, pk)
+			print_json_peaks(pk);
 		int tw = st.date ? (st.millis ? 23 : 19) : (st.millis ? 12 : 8);
 		printf("%-*s %-*s %4s  %-14s %-26s %s\n", tw, "start", tw, "end", "gpu",
 		       "bottleneck", "findings", "evidence");

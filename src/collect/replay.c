@@ -22,6 +22,7 @@ struct replay {
 	char path[4096];
 	size_t *order;          /* row indices in time order across GPUs */
 	int slot[GPU_MAX];      /* bus slot of each recorded gpu index */
+	double power_limit_w[GPU_MAX]; /* from the device file; 0 unknown */
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
@@ -30,9 +31,11 @@ struct replay {
 };
 
 /* Facts of the recorded card from the device file beside the recording
- * (device_file.h), so a replay shows the model it was recorded on. Missing
- * or unreadable file: generic. */
-static void replay_identity_from_device_csv(const char *rec_path, struct gpu_identity *id)
+ * (device_file.h), so a replay shows the model it was recorded on, and
+ * each recorded GPU's power limit (its line, or the first), which the
+ * recording has no column for. Missing or unreadable file: generic. */
+static void replay_identity_from_device_csv(const char *rec_path, struct gpu_identity *id,
+					    double power_limit_w[GPU_MAX])
 {
 	char path[8192], err[256];
 	struct device_file *df = malloc(sizeof *df);
@@ -48,6 +51,8 @@ static void replay_identity_from_device_csv(const char *rec_path, struct gpu_ide
 		id->pcie_max_width = d->pcie_max_width;
 		id->max_sm_clock_hz = d->max_sm_clock_hz;
 		id->max_mem_clock_hz = d->max_mem_clock_hz;
+		for (int g = 0; g < GPU_MAX; g++)
+			power_limit_w[g] = df->gpu[g < df->ngpus ? g : 0].power_limit_w;
 	}
 	free(df);
 }
@@ -100,6 +105,11 @@ static void *replay_main(void *arg)
 			u->mask = rec->columns;
 			u->valid = row->valid;
 			memcpy(u->v, row->v, sizeof u->v);
+			if (r->power_limit_w[row->gpu] > 0) {
+				u->mask |= FIELD_BIT(F_POWER_LIMIT);
+				u->valid |= FIELD_BIT(F_POWER_LIMIT);
+				u->v[F_POWER_LIMIT] = r->power_limit_w[row->gpu];
+			}
 			u->has_procs = false;
 			bus_publish(r->bus, u);
 			atomic_fetch_add(&r->rows, 1);
@@ -153,7 +163,7 @@ int replay_start(struct replay **out, struct bus *bus, const struct replay_confi
 	struct gpu_identity base;
 	memset(&base, 0, sizeof base);
 	snprintf(base.name, sizeof base.name, "recorded GPU");
-	replay_identity_from_device_csv(cfg->path, &base);
+	replay_identity_from_device_csv(cfg->path, &base, r->power_limit_w);
 	char fname[4096];
 	snprintf(fname, sizeof fname, "%s", cfg->path);
 	const char *bn = basename(fname);

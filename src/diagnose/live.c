@@ -30,6 +30,7 @@ struct live_gpu {
 	double last_fast_s;
 	double last_normal_s;            /* 0 before the first normal update */
 	double judged_until_s;           /* end of the last window judged */
+	double power_limit_w;            /* last one any tier reported; 0 never */
 };
 
 struct diag_live {
@@ -83,10 +84,16 @@ static int rows_since(struct diag_live *dl, struct live_gpu *g, double since_s,
 	return GPULSE_OK;
 }
 
-static void peaks_of(const struct gpu_identity *id, const struct rec_row *last,
-		     struct gpu_peaks *p)
+static void peaks_of(const struct gpu_identity *id, double power_limit_w,
+		     const struct rec_row *last, struct gpu_peaks *p)
 {
 	peaks_init(p);
+	/* The limit the driver enforces (a slow-tier read; a replay's device
+	 * file), before the model's default board power. */
+	if (power_limit_w > 0) {
+		p->power_limit_w = power_limit_w;
+		p->power_source = "device";
+	}
 	snprintf(p->model, sizeof p->model, "%s", id->name);
 	if (id->max_sm_clock_hz > 0) {
 		p->sm_clock_max_hz = id->max_sm_clock_hz;
@@ -132,7 +139,7 @@ static void judge_ready(struct diag_live *dl, struct live_gpu *g, int slot)
 	while (m < n && rows[m].t_s < end)
 		m++;
 	struct gpu_peaks pk;
-	peaks_of(&g->id, m ? &rows[m - 1] : NULL, &pk);
+	peaks_of(&g->id, g->power_limit_w, m ? &rows[m - 1] : NULL, &pk);
 	struct diag_input in = {.gpu = g->id.index, .rows = rows, .nrows = m,
 				.origin_s = start, .window_s = w};
 	struct diag_trace tr;
@@ -174,6 +181,10 @@ static void live_update(void *ctx, const struct gpu_update *u)
 	}
 	if (!g->rows || t <= 0)
 		goto out;
+	/* Whatever tier carries it (the collector's slow tier, a replay's
+	 * every row): rows keep no slow-tier column, the peaks need it. */
+	if ((read & FIELD_BIT(F_POWER_LIMIT)) && u->v[F_POWER_LIMIT] > 0)
+		g->power_limit_w = u->v[F_POWER_LIMIT];
 	if (u->tier == TIER_FAST) {
 		if (t <= g->last_fast_s)
 			goto out;
@@ -283,12 +294,13 @@ int diag_live_windows(struct diag_live *dl, int slot, double since_s, double win
 	size_t nr = 0;
 	int rc = g->count ? rows_since(dl, g, since_s, &rows, &nr) : GPULSE_ENOENT;
 	struct gpu_identity id = g->id;
+	double power_limit_w = g->power_limit_w;
 	pthread_mutex_unlock(&g->lock);
 	if (rc == GPULSE_OK && nr == 0)
 		rc = GPULSE_ENOENT;
 	if (rc)
 		goto out;
-	peaks_of(&id, &rows[nr - 1], peaks);
+	peaks_of(&id, power_limit_w, &rows[nr - 1], peaks);
 	struct diag_input in = {.gpu = id.index, .rows = rows, .nrows = nr,
 				.origin_s = floor(rows[0].t_s / window_s) * window_s,
 				.window_s = window_s};
@@ -334,9 +346,9 @@ int diag_live_peaks(struct diag_live *dl, int slot, struct gpu_peaks *peaks)
 		size_t n = 0;
 		double since = g->count ? row_at(dl, g, g->count - 1)->t_s : 0;
 		if (g->count && rows_since(dl, g, since, &rows, &n) == GPULSE_OK && n)
-			peaks_of(&g->id, &rows[n - 1], peaks);
+			peaks_of(&g->id, g->power_limit_w, &rows[n - 1], peaks);
 		else
-			peaks_of(&g->id, NULL, peaks);
+			peaks_of(&g->id, g->power_limit_w, NULL, peaks);
 		free(rows);
 	}
 	pthread_mutex_unlock(&g->lock);

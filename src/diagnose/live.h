@@ -10,7 +10,8 @@
  * back into the rows of that interval when they arrive, so each row holds
  * what was true at its time. A window [a, b) is judged once a fast update
  * at or after b and, if the GPU has a normal tier, a normal update at or
- * after b have arrived. Slow-tier values are not kept. */
+ * after b have arrived. Slow-tier values are not kept in rows; the last
+ * power limit reported (by any tier) is kept as the GPU's peak. */
 #ifndef GPULSE_DIAG_LIVE_H
 #define GPULSE_DIAG_LIVE_H
 

@@ -17,6 +17,33 @@ p1=$(metric gpulse_gpu_power_watts 'gpu="0"'); sleep 1; p2=$(metric gpulse_gpu_p
 [ "$p1" != "$p2" ] || fail "replay is not advancing ($p1)"
 kill -TERM "$DAEMON_PID"
 
+# The power limit comes from the device file beside the recording (the
+# recording has no column for it): on /metrics, in gpulse status, and as
+# the live diagnosis's yardstick, marked as the device's (not the model
+# table's default board power, which for an H200 would be 700 W too: the
+# file here says 450 W).
+mkdir -p "$WORK/pl"
+cp "$REC" "$WORK/pl/card-phases-10hz.csv"
+sed 's/700\.00 W/450.00 W/' "$GPULSE_TEST_DATA/recordings/h200-device.csv" >"$WORK/pl/card-device.csv"
+grep -q '450.00 W' "$WORK/pl/card-device.csv" || fail "device file not rewritten"
+start_daemon powerlimit --replay "$WORK/pl/card-phases-10hz.csv" --replay-speed 20
+wait_for '[ -n "$(metric gpulse_gpu_power_limit_watts gpu=\"0\")" ]' || fail "no power limit on /metrics"
+[ "$(metric gpulse_gpu_power_limit_watts 'gpu="0"')" = 450 ] ||
+	fail "power limit $(metric gpulse_gpu_power_limit_watts 'gpu="0"'), want 450"
+"$GPULSE" status --url "$URL" --no-color >"$WORK/pl-status.txt" || fail "gpulse status"
+grep -Eq 'power .* / 450 W' "$WORK/pl-status.txt" || fail "status: $(grep power "$WORK/pl-status.txt")"
+wait_for 'fetch /api/v1/diagnosis | python3 -c "import json,sys; sys.exit(0 if json.load(sys.stdin)[\"data\"][\"peaks\"] else 1)"' ||
+	fail "no diagnosis peaks: $(fetch /api/v1/diagnosis)"
+fetch /api/v1/diagnosis | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["data"]["peaks"][0]
+assert p["power_limit_watts"] == 450 and p["sources"]["power_limit"] == "device", p
+' || fail "diagnosis peaks: $(fetch /api/v1/diagnosis)"
+"$GPULSE" diagnose --url "$URL" >"$WORK/pl-diag.txt" || fail "gpulse diagnose"
+grep -q '^GPU 0: NVIDIA H200, .*power limit 450 W (device)' "$WORK/pl-diag.txt" ||
+	fail "gpulse diagnose: $(head -n 3 "$WORK/pl-diag.txt")"
+kill -TERM "$DAEMON_PID"
+
 # Malformed recordings: exit 2, FILE:LINE:COL in the message.
 head -n 5 "$REC" >"$WORK/ok.csv"
 sed '4s/^\([^,]*\),[^,]*,/\1,12x,/' "$WORK/ok.csv" >"$WORK/badnum.csv"

@@ -91,6 +91,19 @@ static void test_backfill_and_verdict(void **state)
 	assert_true(n >= 2);
 	assert_string_equal(diag_class_name(w[1].bottleneck), "compute_bound");
 	assert_true(pk.pcie_bytes_per_s > 6e10);
+	/* No limit reported yet: the model's default board power. */
+	assert_string_equal(pk.power_source, "model table (default limit)");
+	free(w);
+	/* The limit the driver reports (slow tier) is the yardstick from then
+	 * on, though rows keep no slow-tier column. */
+	static const int sf[] = {F_POWER_LIMIT};
+	static const double sv[] = {450};
+	publish(b, TIER_SLOW, 1005.0, sf, sv, 1);
+	assert_int_equal(diag_live_peaks(dl, slot, &pk), 0);
+	assert_true(pk.power_limit_w == 450);
+	assert_string_equal(pk.power_source, "device");
+	assert_int_equal(diag_live_windows(dl, slot, 1000.0, 2.0, &w, &n, &pk), 0);
+	assert_true(pk.power_limit_w == 450);
 	free(w);
 	assert_int_equal(diag_live_windows(dl, 7, 0, 0, &w, &n, &pk), GPULSE_ENOENT);
 	assert_int_equal(diag_live_windows(dl, slot, 0, 0.01, &w, &n, &pk), GPULSE_EINVAL);
