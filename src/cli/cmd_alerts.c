@@ -1,8 +1,9 @@
 /* `gpulse alerts`: the firing and pending alerts of gpulsed's rule engine
  * (its /api/v1/alerts, Prometheus's shape), one row per alert: state,
- * alert name, how long it has been active, its value and its other
- * labels; firing ones first. --json prints the daemon's answer as it
- * came, re-indented. */
+ * alert name, how long it has been active, its value, its other labels
+ * and its summary annotation; firing ones first. With no alert to show it
+ * tells "none now" from "no alerting rule loaded" (/api/v1/rules). --json
+ * prints the daemon's answer as it came, re-indented. */
 #include <getopt.h>
 #include <math.h>
 #include <stdbool.h>
@@ -19,6 +20,7 @@
 #include "status.h"
 
 #define ALERTS_MAX 100000 /* rows shown; the daemon bounds them too */
+#define LABELS_WIDTH_MAX 60 /* longer label lists push the summary right */
 
 struct row {
 	const char *state;
@@ -26,6 +28,7 @@ struct row {
 	double since_s;     /* active for; < 0 when unknown */
 	double value;
 	char labels[1024];  /* the other labels, k=v,... (cut when longer) */
+	const char *summary; /* the summary annotation, or "-" */
 };
 
 /* RFC 3339 ("2026-11-29T18:00:00.5Z") to Unix seconds; NAN when not. */
@@ -66,10 +69,12 @@ static int row_cmp(const void *a, const void *b)
 	return c ? c : (x->since_s < y->since_s) - (x->since_s > y->since_s);
 }
 
-/* Print the table of `alerts` (the API's data.alerts) as seen at now_s.
+/* Print the table of `alerts` (the API's data.alerts) as seen at now_s;
+ * nothing when no alert is to be shown. *shown gets the number of rows.
  * 0, or GPULSE_EPARSE when the document is not of the expected shape. */
-static int render(json_t *alerts, const char *want_state, double now_s, FILE *out)
+static int render(json_t *alerts, const char *want_state, double now_s, FILE *out, size_t *shown)
 {
+	*shown = 0;
 	if (!json_is_array(alerts))
 		return GPULSE_EPARSE;
 	size_t n = json_array_size(alerts);
@@ -79,7 +84,7 @@ static int render(json_t *alerts, const char *want_state, double now_s, FILE *ou
 	if (!rows)
 		return GPULSE_ENOMEM;
 	size_t k = 0;
-	size_t wname = strlen("ALERT");
+	size_t wname = strlen("ALERT"), wlabels = strlen("LABELS");
 	for (size_t i = 0; i < n; i++) {
 		json_t *a = json_array_get(alerts, i);
 		json_t *labels = json_object_get(a, "labels");
@@ -112,26 +117,60 @@ static int render(json_t *alerts, const char *want_state, double now_s, FILE *ou
 		if (lb.failed)
 			snprintf(r->labels + sizeof r->labels - 4, 4, "...");
 		buf_free(&lb);
+		if (!r->labels[0])
+			snprintf(r->labels, sizeof r->labels, "-");
+		const char *sum = json_string_value(
+			json_object_get(json_object_get(a, "annotations"), "summary"));
+		r->summary = sum && sum[0] ? sum : "-";
 		if (strlen(name) > wname)
 			wname = strlen(name);
+		if (strlen(r->labels) > wlabels)
+			wlabels = strlen(r->labels);
 	}
+	*shown = k;
 	if (k == 0) {
-		fprintf(out, "no %s alerts\n", want_state ? want_state : "firing or pending");
 		free(rows);
 		return 0;
 	}
 	qsort(rows, k, sizeof *rows, row_cmp);
 	if (wname > 60)
 		wname = 60;
-	fprintf(out, "%-8s %-*s %-10s %-12s %s\n", "STATE", (int)wname, "ALERT", "SINCE", "VALUE", "LABELS");
+	if (wlabels > LABELS_WIDTH_MAX)
+		wlabels = LABELS_WIDTH_MAX;
+	fprintf(out, "%-8s %-*s %-10s %-12s %-*s %s\n", "STATE", (int)wname, "ALERT", "SINCE", "VALUE",
+		(int)wlabels, "LABELS", "SUMMARY");
 	for (size_t i = 0; i < k; i++) {
 		char since[32];
 		fmt_since(since, sizeof since, rows[i].since_s);
-		fprintf(out, "%-8s %-*.*s %-10s %-12.6g %s\n", rows[i].state, (int)wname, (int)wname,
-			rows[i].name, since, rows[i].value, rows[i].labels);
+		fprintf(out, "%-8s %-*.*s %-10s %-12.6g %-*s %s\n", rows[i].state, (int)wname,
+			(int)wname, rows[i].name, since, rows[i].value, (int)wlabels, rows[i].labels,
+			rows[i].summary);
 	}
 	free(rows);
 	return 0;
+}
+
+/* How many alerting rules gpulsed has loaded (its /api/v1/rules), or -1
+ * when it cannot be told. */
+static long alerting_rules(const struct client_opts *co)
+{
+	json_t *root = NULL;
+	char err[512];
+	if (client_get_json(co, "/api/v1/rules", &root, NULL, err, sizeof err) != GPULSE_OK)
+		return -1;
+	json_t *groups = json_object_get(json_object_get(root, "data"), "groups");
+	long n = json_is_array(groups) ? 0 : -1;
+	json_t *g, *r;
+	size_t i, j;
+	json_array_foreach(groups, i, g) {
+		json_array_foreach(json_object_get(g, "rules"), j, r) {
+			const char *type = json_string_value(json_object_get(r, "type"));
+			if (type && strcmp(type, "alerting") == 0)
+				n++;
+		}
+	}
+	json_decref(root);
+	return n;
 }
 
 static void alerts_usage(FILE *f)
@@ -139,8 +178,9 @@ static void alerts_usage(FILE *f)
 	fputs("usage: gpulse alerts [--state firing|pending] [--json] [--url URL] [--token-file FILE]\n"
 	      "\n"
 	      "The alerts gpulsed's rule engine has firing or pending (its /api/v1/alerts):\n"
-	      "state, name, how long active (SINCE), the value of the rule's expression\n"
-	      "and the alert's other labels; firing alerts first.\n"
+	      "state, name, how long active (SINCE), the value of the rule's expression,\n"
+	      "the alert's other labels and its summary annotation; firing alerts first.\n"
+	      "Says so when gpulsed has no alerting rule loaded (rule_files).\n"
 	      "\n"
 	      "  --state S          only firing or only pending alerts\n"
 	      "  --json             print gpulsed's JSON answer\n"
@@ -203,12 +243,20 @@ int cmd_alerts(int argc, char **argv)
 	}
 	struct timeval tv;
 	gettimeofday(&tv, NULL);
+	size_t shown = 0;
 	rc = render(json_object_get(json_object_get(root, "data"), "alerts"), state,
-		    (double)tv.tv_sec + tv.tv_usec / 1e6, stdout);
+		    (double)tv.tv_sec + tv.tv_usec / 1e6, stdout, &shown);
 	if (rc) {
 		fprintf(stderr, "gpulse: gpulsed at %s sent its alerts in an unexpected shape (is it the "
 			"same version as this gpulse?)\n", client_base_url(&co));
 		goto out;
+	}
+	/* No alert: none is firing, or there is no rule that could fire. */
+	if (shown == 0) {
+		if (alerting_rules(&co) == 0)
+			printf("no alerting rules loaded (gpulsed's rule_files has none)\n");
+		else
+			printf("no %s alerts\n", state ? state : "firing or pending");
 	}
 	exit_code = CLI_OK;
 out:

@@ -67,12 +67,15 @@ if command -v promtool >/dev/null; then
 	fetch /metrics | promtool check metrics || fail "promtool check metrics"
 fi
 
-# The CLI: a table with both alerts, firing first; --state; --json.
+# The CLI: a table with both alerts, firing first, each with its summary
+# annotation; --state; --json.
 "$GPULSE" alerts --url "$URL" >"$WORK/cli.out" || fail "gpulse alerts failed"
-head -n1 "$WORK/cli.out" | grep -Eq '^STATE +ALERT +SINCE +VALUE +LABELS' || fail "no header: $(cat "$WORK/cli.out")"
+head -n1 "$WORK/cli.out" | grep -Eq '^STATE +ALERT +SINCE +VALUE +LABELS +SUMMARY$' || fail "no header: $(cat "$WORK/cli.out")"
 sed -n 2p "$WORK/cli.out" | grep -Eq '^firing +GpuPowerSeen +[0-9]+[smhd]' || fail "firing row: $(cat "$WORK/cli.out")"
 sed -n 2p "$WORK/cli.out" | grep -q 'gpu=0' || fail "labels: $(cat "$WORK/cli.out")"
+sed -n 2p "$WORK/cli.out" | grep -Eq ' GPU 0 draws [0-9.]+k?W$' || fail "firing summary: $(cat "$WORK/cli.out")"
 sed -n 3p "$WORK/cli.out" | grep -Eq '^pending +GpuPowerLong ' || fail "pending row: $(cat "$WORK/cli.out")"
+sed -n 3p "$WORK/cli.out" | grep -Eq ' pending for an hour on 0$' || fail "pending summary: $(cat "$WORK/cli.out")"
 "$GPULSE" alerts --url "$URL" --state pending | grep -c GpuPower | grep -qx 1 || fail "--state pending"
 "$GPULSE" alerts --url "$URL" --json | jcheck 'len(d["data"]["alerts"])==2' || fail "--json"
 set +e
@@ -109,4 +112,27 @@ p1=$(ts "$(jget '[a["activeAt"] for a in d["data"]["alerts"] if a["state"]=="pen
 python3 -c "import sys; b,a,s,u=map(float,sys.argv[1:]); sys.exit(0 if b <= a <= b + (u - s) + 3 else 1)" \
 	"$p0" "$p1" "$stop_s" "$up_s" || fail "pending alert not restored: activeAt $p0 -> $p1 (stopped $stop_s, up $up_s)"
 [ "$(metric gpulse_alerts_restored_total)" = 2 ] || fail "restored: $(metric gpulse_alerts_restored_total)"
+kill -TERM "$DAEMON_PID"
+
+# No alert to show: "none now" when alerting rules are loaded, "no rules"
+# when there is none (before, both read "no firing or pending alerts").
+cat >"$WORK/rules/quiet.yml" <<'YML'
+groups:
+  - name: quiet
+    rules:
+      - alert: Never
+        expr: gpulse_gpu_power_watts < 0
+YML
+printf 'rule_files:\n  - rules/quiet.yml\n' >"$WORK/quiet.yml"
+start_daemon quiet --replay "$REC" --storage-path "$WORK/db-quiet" --config "$WORK/quiet.yml"
+wait_for 'q /api/v1/rules | jcheck "d[\"data\"][\"groups\"][0][\"rules\"][0][\"health\"]==\"ok\""' ||
+	fail "quiet rule not evaluated: $(q /api/v1/rules)"
+"$GPULSE" alerts --url "$URL" >"$WORK/quiet.out" || fail "gpulse alerts (quiet)"
+[ "$(cat "$WORK/quiet.out")" = "no firing or pending alerts" ] || fail "quiet: $(cat "$WORK/quiet.out")"
+kill -TERM "$DAEMON_PID"
+start_daemon norules --replay "$REC"
+"$GPULSE" alerts --url "$URL" >"$WORK/norules.out" || fail "gpulse alerts (no rules)"
+grep -q '^no alerting rules loaded' "$WORK/norules.out" || fail "no rules: $(cat "$WORK/norules.out")"
+"$GPULSE" alerts --url "$URL" --state firing >"$WORK/norules.out" || fail "gpulse alerts --state (no rules)"
+grep -q '^no alerting rules loaded' "$WORK/norules.out" || fail "no rules, --state: $(cat "$WORK/norules.out")"
 echo ok
