@@ -338,12 +338,19 @@ int recording_parse(const char *data, size_t len, const char *name,
 	}
 
 	for (size_t lineno = 1; off < len; lineno++) {
-		const char *nl = memchr(data + off, '\n', len - off);
-		size_t end = nl ? (size_t)(nl - data) : len;
-		size_t next = nl ? end + 1 : len;
+		/* A line ends at LF, CRLF, a lone CR (old Mac editors) or CR CR
+		 * LF (a CRLF writer behind a text-mode file on Windows, as
+		 * Python's csv module without newline=''): any run of CRs,
+		 * then an optional LF, is one line ending. */
+		size_t end = off;
+		while (end < len && data[end] != '\n' && data[end] != '\r')
+			end++;
+		size_t next = end;
+		while (next < len && data[next] == '\r')
+			next++;
+		if (next < len && data[next] == '\n')
+			next++;
 		size_t l = end - off;
-		if (l > 0 && data[off + l - 1] == '\r')
-			l--;
 		if (l > RECORDING_MAX_LINE) {
 			size_t col = 1;
 			for (size_t i = 0; i < RECORDING_MAX_LINE; i++)

@@ -4,7 +4,8 @@
  * for several GPUs in one file; every other known column maps to a field
  * of fields.h and is converted to base units on load. An empty cell means
  * the value was not readable. Unknown columns are ignored, so newer files
- * still load.
+ * still load. Lines end in LF, CRLF, CR or CR CR LF (files edited or
+ * written on Windows); a UTF-8 byte order mark is skipped.
  *
  * A malformed file (a row with the wrong number of cells, a bad number,
  * time going backwards for a GPU, a duplicate or missing required column)

@@ -377,6 +377,51 @@ static void test_accepted_forms(void **state)
 	free(csv);
 }
 
+/* Line endings from other systems load as the LF file does: CR CR LF (a
+ * CRLF writer behind a Windows text-mode file) and lone CRs, which used to
+ * leave a carriage return in the last column name. */
+static void test_line_endings(void **state)
+{
+	(void)state;
+	size_t len;
+	char *lf = slurp(real_path(), &len);
+	struct recording *want = parse_ok(lf);
+	static const char *const endings[] = {"\n", "\r\n", "\r\r\n", "\r"};
+	for (size_t e = 0; e < sizeof endings / sizeof endings[0]; e++) {
+		/* The real file with each of its line endings replaced. */
+		size_t cap = len * 3 + 1, n = 0;
+		char *conv = malloc(cap);
+		assert_non_null(conv);
+		for (size_t i = 0; i < len; i++) {
+			if (lf[i] == '\r')
+				continue;
+			if (lf[i] == '\n') {
+				memcpy(conv + n, endings[e], strlen(endings[e]));
+				n += strlen(endings[e]);
+			} else {
+				conv[n++] = lf[i];
+			}
+		}
+		conv[n] = '\0';
+		struct recording *got;
+		char err[256];
+		if (recording_parse(conv, n, "h.csv", &got, err, sizeof err) != 0)
+			fail_msg("ending %zu: %s", e, err);
+		assert_int_equal(got->nrows, want->nrows);
+		assert_int_equal(got->columns, want->columns);
+		assert_memory_equal(got->rows, want->rows, want->nrows * sizeof *want->rows);
+		recording_free(got);
+		free(conv);
+	}
+	recording_free(want);
+	free(lf);
+	/* One line ending is one, whatever its form: no blank line between. */
+	struct recording *rec = parse_ok("t_s,power_w\r\r\n1,2\r\r\n3,4\r5,6\n");
+	assert_int_equal(rec->nrows, 3);
+	recording_free(rec);
+	expect_error("t_s,power_w\r\n1,2\r\n\r\n3,4\r\n", GPULSE_EPARSE, "h.csv:3:1: ", "blank line");
+}
+
 static void test_load_missing_file(void **state)
 {
 	(void)state;
@@ -396,6 +441,7 @@ int main(void)
 		cmocka_unit_test(test_writer_shortest),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_accepted_forms),
+		cmocka_unit_test(test_line_endings),
 		cmocka_unit_test(test_load_missing_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
