@@ -372,6 +372,12 @@ int recording_parse(const char *data, size_t len, const char *name,
 			goto out;
 		off = next;
 	}
+	/* A header alone describes no GPU at any time: nothing to replay or
+	 * diagnose. Refused here, so every reader says the same. */
+	if (p.rec->nrows == 0) {
+		rc = fail(&p, GPULSE_EPARSE, 2, 1, "no samples after the header");
+		goto out;
+	}
 	*out = p.rec;
 	p.rec = NULL;
 out:

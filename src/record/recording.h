@@ -8,8 +8,8 @@
  * written on Windows); a UTF-8 byte order mark is skipped.
  *
  * A malformed file (a row with the wrong number of cells, a bad number,
- * time going backwards for a GPU, a duplicate or missing required column)
- * is refused with "FILE:LINE:COLUMN: problem". */
+ * time going backwards for a GPU, a duplicate or missing required column,
+ * a header with no rows) is refused with "FILE:LINE:COLUMN: problem". */
 #ifndef GPULSE_RECORDING_H
 #define GPULSE_RECORDING_H
 
@@ -39,7 +39,8 @@ struct recording {
 };
 
 /* Parse `len` bytes; `name` is used in error messages. On success *out is
- * the caller's, freed with recording_free. On failure returns
+ * the caller's, freed with recording_free, and holds at least one row. On
+ * failure returns
  * GPULSE_EPARSE (or GPULSE_ELIMIT, GPULSE_ENOMEM) and writes
  * "NAME:LINE:COL: problem" into err. */
 int recording_parse(const char *data, size_t len, const char *name,

@@ -115,5 +115,11 @@ printf 't_s,gpu_util,power_w\n1.0,5,100\n2.0,5,1e\n' >"$WORK/bad.csv"
 expect_exit 1 --replay "$WORK/bad.csv" --json
 grep -q "$WORK/bad.csv:3:3:" "$WORK/err.txt" || fail "malformed: $(cat "$WORK/err.txt")"
 [ ! -s "$WORK/out.txt" ] || fail "output on a malformed file"
+# A header without rows is refused, with the parser's message (gpulsed
+# --replay says the same).
+head -n 1 "$REC" >"$WORK/header.csv"
+expect_exit 1 --replay "$WORK/header.csv"
+grep -q "header.csv:2:1: no samples after the header" "$WORK/err.txt" || fail "header only: $(cat "$WORK/err.txt")"
+[ ! -s "$WORK/out.txt" ] || fail "output on a header-only file: $(cat "$WORK/out.txt")"
 "$GPULSE" help diagnose | grep -q -- '--window' || fail "help"
 echo PASS

@@ -50,7 +50,9 @@ sed '4s/^\([^,]*\),[^,]*,/\1,12x,/' "$WORK/ok.csv" >"$WORK/badnum.csv"
 head -n 3 "$REC" >"$WORK/unsorted.csv"; sed -n 2p "$REC" >>"$WORK/unsorted.csv"
 cut -d, -f2- "$WORK/ok.csv" >"$WORK/nots.csv"
 awk -F, 'NR==3{NF=NF-1} {print}' OFS=, "$WORK/ok.csv" >"$WORK/short.csv"
-for case in "badnum.csv:4:2" "unsorted.csv:4:1" "nots.csv:1:" "short.csv:3:"; do
+head -n 1 "$REC" >"$WORK/header.csv"
+for case in "badnum.csv:4:2" "unsorted.csv:4:1" "nots.csv:1:" "short.csv:3:" \
+	"header.csv:2:1: no samples after the header"; do
 	f=${case%%:*}; want=${case#*:}
 	set +e
 	"$GPULSED" --listen 127.0.0.1:0 --replay "$WORK/$f" 2>"$WORK/err.txt"
