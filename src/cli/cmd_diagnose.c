@@ -567,6 +567,8 @@ int cmd_diagnose(int argc, char **argv)
 		fprintf(stderr, "gpulse diagnose: %s\n", err);
 		goto out;
 	}
+	if (rec->ninvalid)
+		fprintf(stderr, "gpulse diagnose: warning: %s\n", rec->invalid_note);
 	df = calloc(1, sizeof *df);
 	sums = calloc(GPU_MAX, sizeof *sums);
 	peaks = calloc(GPU_MAX, sizeof *peaks);

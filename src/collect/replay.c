@@ -137,6 +137,8 @@ int replay_start(struct replay **out, struct bus *bus, const struct replay_confi
 	int rc = recording_load(cfg->path, &rec, err, errlen);
 	if (rc)
 		return rc;
+	if (rec->ninvalid)
+		log_warn("replay: %s", rec->invalid_note);
 	struct replay *r = calloc(1, sizeof *r);
 	size_t *order = calloc(rec->nrows, sizeof *order);
 	if (!r || !order) {

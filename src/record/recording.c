@@ -164,12 +164,32 @@ static bool parse_number(const struct cell *c, double *out)
 
 /* "nan" is what a recorder writes when a GPM counter had no value for the
  * interval (the real H200 file holds a few): the value was unreadable, so
- * it loads as absent, exactly like an empty cell. */
+ * it loads as absent, like an empty cell, but is counted (note_invalid). */
 static bool is_nan_token(const struct cell *c)
 {
 	const char *s = c->s;
 	size_t i = (c->len == 4 && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
 	return c->len == i + 3 && strncasecmp(s + i, "nan", 3) == 0;
+}
+
+static void note_invalid(struct parser *p, size_t line, size_t col, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* A cell read as absent because no GPU reports such a value: count it, and
+ * keep the first one's place and words for the reader's warning. */
+static void note_invalid(struct parser *p, size_t line, size_t col, const char *fmt, ...)
+{
+	struct recording *r = p->rec;
+	if (r->ninvalid++ == 0) {
+		int n = snprintf(r->invalid_note, sizeof r->invalid_note, "%s:%zu:%zu: ", p->name,
+				 line, col);
+		if (n >= 0 && (size_t)n < sizeof r->invalid_note) {
+			va_list ap;
+			va_start(ap, fmt);
+			vsnprintf(r->invalid_note + n, sizeof r->invalid_note - (size_t)n, fmt, ap);
+			va_end(ap);
+		}
+	}
 }
 
 static int parse_header(struct parser *p, size_t len)
@@ -274,15 +294,32 @@ static int parse_row(struct parser *p, size_t lineno, size_t len)
 				return fail(p, GPULSE_EPARSE, lineno, i + 1,
 					    "bad number \"%s\" in column t_s", q);
 			}
+			/* Unix seconds before 1970 come from no clock a
+			 * recorder reads; the time cannot be absent. */
+			if (v < 0) {
+				quote_cell(c, q, sizeof q);
+				return fail(p, GPULSE_EPARSE, lineno, i + 1,
+					    "negative time \"%s\" in column t_s", q);
+			}
 			row->t_s = v;
 			continue;
 		}
-		if (c->len == 0 || is_nan_token(c))
+		if (c->len == 0)
 			continue;
+		if (is_nan_token(c)) {
+			note_invalid(p, lineno, i + 1, "nan in column %s", col_name(p, i));
+			continue;
+		}
 		if (!parse_number(c, &v)) {
 			quote_cell(c, q, sizeof q);
 			return fail(p, GPULSE_EPARSE, lineno, i + 1, "bad number \"%s\" in column %s",
 				    q, col_name(p, i));
+		}
+		if (v < 0) {
+			quote_cell(c, q, sizeof q);
+			note_invalid(p, lineno, i + 1, "negative value %s in column %s", q,
+				     col_name(p, i));
+			continue;
 		}
 		row->v[m] = field_to_base((enum field_id)m, v);
 		row->valid |= FIELD_BIT(m);
@@ -377,6 +414,16 @@ int recording_parse(const char *data, size_t len, const char *name,
 	if (p.rec->nrows == 0) {
 		rc = fail(&p, GPULSE_EPARSE, 2, 1, "no samples after the header");
 		goto out;
+	}
+	if (p.rec->ninvalid) {
+		size_t n = strlen(p.rec->invalid_note);
+		if (p.rec->ninvalid > 1)
+			snprintf(p.rec->invalid_note + n, sizeof p.rec->invalid_note - n,
+				 ", read as absent (and %zu more such cell%s)", p.rec->ninvalid - 1,
+				 p.rec->ninvalid > 2 ? "s" : "");
+		else
+			snprintf(p.rec->invalid_note + n, sizeof p.rec->invalid_note - n,
+				 ", read as absent");
 	}
 	*out = p.rec;
 	p.rec = NULL;

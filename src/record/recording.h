@@ -3,8 +3,12 @@
  * per sample. `t_s` (Unix seconds) is required; `gpu` (index) is optional,
  * for several GPUs in one file; every other known column maps to a field
  * of fields.h and is converted to base units on load. An empty cell means
- * the value was not readable. Unknown columns are ignored, so newer files
- * still load. Lines end in LF, CRLF, CR or CR CR LF (files edited or
+ * the value was not readable. A value no GPU reports (negative: every
+ * column is a count, a percentage, a unit of a non-negative quantity or a
+ * bit mask) or "nan" (what a recorder writes for a GPM counter without a
+ * value) is read as absent too, and counted with the first one's place
+ * (struct recording's invalid_note), for the reader to warn about. Unknown
+ * columns are ignored, so newer files still load. Lines end in LF, CRLF, CR or CR CR LF (files edited or
  * written on Windows); a UTF-8 byte order mark is skipped.
  *
  * A malformed file (a row with the wrong number of cells, a bad number,
@@ -36,6 +40,9 @@ struct recording {
 	int ngpus;                 /* 1 + highest gpu index */
 	uint64_t columns;          /* fields the header names */
 	bool has_gpu_column;
+	size_t ninvalid;           /* cells read as absent: negative or "nan" */
+	char invalid_note[512];    /* "NAME:LINE:COL: ... read as absent (N more)"
+				    * for the first of them; "" when none */
 };
 
 /* Parse `len` bytes; `name` is used in error messages. On success *out is

@@ -44,6 +44,14 @@ grep -q '^GPU 0: NVIDIA H200, .*power limit 450 W (device)' "$WORK/pl-diag.txt" 
 	fail "gpulse diagnose: $(head -n 3 "$WORK/pl-diag.txt")"
 kill -TERM "$DAEMON_PID"
 
+# A value no GPU reports (negative, nan) is absent, and the log says where.
+head -n 30 "$REC" >"$WORK/neg.csv"
+sed -i '3s/^\([^,]*\),[^,]*,/\1,-7,/' "$WORK/neg.csv"
+start_daemon neg --replay "$WORK/neg.csv"
+grep -q "warning: replay: $WORK/neg.csv:3:2: negative value -7 in column gpu_util, read as absent" "$WORK/neg.log" ||
+	fail "no warning for a negative value: $(cat "$WORK/neg.log")"
+kill -TERM "$DAEMON_PID"
+
 # Malformed recordings: exit 2, FILE:LINE:COL in the message.
 head -n 5 "$REC" >"$WORK/ok.csv"
 sed '4s/^\([^,]*\),[^,]*,/\1,12x,/' "$WORK/ok.csv" >"$WORK/badnum.csv"

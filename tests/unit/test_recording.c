@@ -296,6 +296,7 @@ static void test_malformed(void **state)
 	expect_error("t_s,power_w\n1,5 \n", GPULSE_EPARSE, "h.csv:2:2: ", "bad number");
 	expect_error("t_s,power_w\n1,1e999\n", GPULSE_EPARSE, "h.csv:2:2: ", "bad number");
 	expect_error("t_s,power_w\nnan,5\n", GPULSE_EPARSE, "h.csv:2:1: ", "t_s");
+	expect_error("t_s,power_w\n-1,5\n", GPULSE_EPARSE, "h.csv:2:1: ", "negative time \"-1\"");
 	expect_error("t_s,power_w\n,5\n", GPULSE_EPARSE, "h.csv:2:1: ", "missing time");
 	expect_error("t_s,power_w\n1,\"5\"\n", GPULSE_EPARSE, "h.csv:2:2: ", "bad number");
 
@@ -341,7 +342,7 @@ static void test_accepted_forms(void **state)
 {
 	(void)state;
 	/* CRLF, a byte order mark, unknown columns, empty and "nan" cells,
-	 * blank lines at the end. */
+	 * a negative value (read as absent), blank lines at the end. */
 	struct recording *rec = parse_ok("\xEF\xBB\xBFt_s,future_col,power_w,gpu_util\r\n"
 					 "10.5,whatever,250.5,\r\n"
 					 "10.5,,nan,40\r\n"
@@ -354,7 +355,8 @@ static void test_accepted_forms(void **state)
 	assert_int_equal(rec->rows[1].valid, FIELD_BIT(F_GPU_UTIL));
 	assert_true(rec->rows[1].v[F_GPU_UTIL] == 40 * 0.01);
 	assert_true(rec->rows[2].v[F_GPU_UTIL] == 1e2 * 0.01);
-	assert_true(rec->rows[2].v[F_POWER] == -0.5);
+	assert_int_equal(rec->rows[2].valid, FIELD_BIT(F_GPU_UTIL));
+	assert_int_equal(rec->ninvalid, 2);
 	recording_free(rec);
 
 	/* Several GPUs: time is sorted per GPU only. */
@@ -422,6 +424,39 @@ static void test_line_endings(void **state)
 	expect_error("t_s,power_w\r\n1,2\r\n\r\n3,4\r\n", GPULSE_EPARSE, "h.csv:3:1: ", "blank line");
 }
 
+/* Values no GPU reports, negative ones and "nan", are read as absent (the
+ * format's unreadable value) and counted, with the first one's place for
+ * the reader's warning; the other cells of their rows stand. */
+static void test_invalid_values(void **state)
+{
+	(void)state;
+	struct recording *rec = parse_ok("t_s,power_w,gpu_util,temp_c\n"
+					 "1,250,40,50\n"
+					 "2,-5,41,51\n"
+					 "3,251,NaN,-0\n"
+					 "4,252,-1e-3,52\n");
+	assert_int_equal(rec->nrows, 4);
+	assert_int_equal(rec->ninvalid, 3);
+	assert_int_equal(rec->rows[0].valid, rec->columns);
+	assert_int_equal(rec->rows[1].valid, FIELD_BIT(F_GPU_UTIL) | FIELD_BIT(F_TEMP));
+	assert_int_equal(rec->rows[2].valid, FIELD_BIT(F_POWER) | FIELD_BIT(F_TEMP));
+	assert_true(rec->rows[2].v[F_TEMP] == 0);  /* -0 is zero, not negative */
+	assert_int_equal(rec->rows[3].valid, FIELD_BIT(F_POWER) | FIELD_BIT(F_TEMP));
+	assert_string_equal(rec->invalid_note, "ok.csv:3:2: negative value -5 in column power_w, "
+					       "read as absent (and 2 more such cells)");
+	recording_free(rec);
+
+	rec = parse_ok("t_s,sm_util\n1,nan\n2,5\n");
+	assert_int_equal(rec->ninvalid, 1);
+	assert_string_equal(rec->invalid_note, "ok.csv:2:2: nan in column sm_util, read as absent");
+	recording_free(rec);
+
+	rec = parse_ok("t_s,sm_util\n1,4\n");
+	assert_int_equal(rec->ninvalid, 0);
+	assert_string_equal(rec->invalid_note, "");
+	recording_free(rec);
+}
+
 static void test_load_missing_file(void **state)
 {
 	(void)state;
@@ -442,6 +477,7 @@ int main(void)
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_accepted_forms),
 		cmocka_unit_test(test_line_endings),
+		cmocka_unit_test(test_invalid_values),
 		cmocka_unit_test(test_load_missing_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
