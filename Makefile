@@ -3,6 +3,10 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# Quiet builds: no "Entering directory" from the nested make, no per-file
+# progress lines; warnings and errors still show.
+MAKEFLAGS += --no-print-directory
+QUIET_CMAKE = -DCMAKE_RULE_MESSAGES=OFF
 
 .PHONY: all deps build run test test-unit test-asan test-tsan fuzz bench clean gpu-check
 
@@ -12,7 +16,7 @@ deps:
 	@scripts/install-deps.sh
 
 build:
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(QUIET_CMAKE) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # Start gpulsed in the foreground with its built-in defaults. With no
@@ -20,14 +24,18 @@ build:
 run: deps build
 	$(BUILD)/gpulsed --demo
 
-test: deps build test-unit test-asan
+# Every stage, each reported even when an earlier one failed: the suite,
+# the suite with the wall clock 400 days ahead and 400 days back
+# (libfaketime), and the suite under ASan+UBSan (scripts/test.sh).
+test: deps
+	@BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) JOBS=$(JOBS) scripts/test.sh
 
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The whole suite again under AddressSanitizer and UBSan.
 test-asan:
-	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGPULSE_SANITIZE=ON >/dev/null
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGPULSE_SANITIZE=ON $(QUIET_CMAKE) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev
-      libcmocka-dev libsqlite3-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk)
+      libcmocka-dev libsqlite3-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
+      libfaketime)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

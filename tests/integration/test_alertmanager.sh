@@ -6,6 +6,8 @@
 # annotation, and Alertmanager must then see them resolve: its own
 # webhook notification (to a local receiver) says "resolved" with an
 # endsAt. The gpulse_notifications_* families count the deliveries.
+# test-clock: real (the Go servers read the system clock, which the
+# shifted-clock stages of make test cannot move)
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}"
 

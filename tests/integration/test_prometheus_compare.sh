@@ -12,6 +12,8 @@
 # has a point there. Constant series (memory total, up) are compared at
 # every step both answer. Labels are compared without job and instance,
 # which only the scrape adds. Skipped when prometheus is not installed.
+# test-clock: real (the Go servers read the system clock, which the
+# shifted-clock stages of make test cannot move)
 source "$(dirname "$0")/lib.sh"
 
 command -v prometheus >/dev/null || { echo "SKIP: prometheus not installed"; exit 0; }

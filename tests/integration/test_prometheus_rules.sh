@@ -11,6 +11,8 @@
 # (Prometheus's job and instance aside) for the alerts whose inputs
 # gpulsed keeps in its store (listed below). Skipped when prometheus is
 # not installed.
+# test-clock: real (the Go servers read the system clock, which the
+# shifted-clock stages of make test cannot move)
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}" "${GPULSE_SOURCE_DIR:?}"
 

@@ -39,9 +39,20 @@ struct fixture {
 
 static struct fixture fx;
 
+/* The store's clock (the ticker's "now"): it runs from 10 s after T0, so
+ * the ticker's samples follow the test's own, whatever today's date. */
+static int64_t fixture_now(void *ctx)
+{
+	static int64_t start_ns;
+	(void)ctx;
+	if (!start_ns)
+		start_ns = clock_mono_ns();
+	return T0_MS + 10000 + (clock_mono_ns() - start_ns) / NS_PER_MS;
+}
+
 static void open_all(void)
 {
-	struct tsdb_opts o = {.path = path};
+	struct tsdb_opts o = {.path = path, .clock = {.now_ms = fixture_now}};
 	char err[256] = "";
 	assert_int_equal(tsdb_open(&fx.db, &o, err, sizeof err), 0);
 	assert_int_equal(bus_create(&fx.bus), 0);
