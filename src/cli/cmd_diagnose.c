@@ -38,10 +38,10 @@ static void diagnose_usage(FILE *f)
 		"  --replay FILE   the recording (gpulse record's CSV format)\n"
 		"  --window S      window length in seconds (default 5; the daemon's: 1 or more)\n"
 		"  --json          print {\"windows\": [...]} (DESIGN.md) instead of a table\n"
-		"  --device FILE   the card's facts (nvidia-smi --query-gpu CSV); default:\n"
-		"                  PREFIX-device.csv beside the recording, when present\n"
-		"Exit status: 0 ok, 1 unreadable or malformed file or gpulsed unreachable,\n"
-		"2 usage error.\n");
+		"  --device FILE   the card's facts (nvidia-smi --query-gpu CSV; must exist);\n"
+		"                  default: PREFIX-device.csv beside the recording, when present\n"
+		"Exit status: 0 ok, 1 unreadable or malformed file (recording or --device),\n"
+		"no such GPU or gpulsed unreachable, 2 usage error.\n");
 }
 
 /* The card's peaks for recorded GPU `gpu`: the device file's line for it
@@ -582,8 +582,14 @@ int cmd_diagnose(int argc, char **argv)
 	if (!device_path && device_file_path(path, dpath, sizeof dpath) == GPULSE_OK)
 		device_path = dpath;
 	if (device_path) {
+		/* A file the user named must be there and readable; the one
+		 * beside the recording is optional context. */
 		int drc = device_file_load(device_path, df, err, sizeof err);
-		if (drc != GPULSE_OK && (drc != GPULSE_ENOENT || explicit_device))
+		if (drc != GPULSE_OK && explicit_device) {
+			fprintf(stderr, "gpulse diagnose: --device %s\n", err);
+			goto out;
+		}
+		if (drc != GPULSE_OK && drc != GPULSE_ENOENT)
 			fprintf(stderr, "gpulse diagnose: %s (going on without the card's facts)\n", err);
 	}
 

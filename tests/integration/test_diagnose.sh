@@ -111,6 +111,11 @@ expect_exit 2 --replay "$REC" --window 0
 expect_exit 2 --replay "$REC" --window abc
 expect_exit 2 --replay "$REC" extra
 expect_exit 1 --replay "$WORK/does-not-exist.csv"
+# An explicit --device must exist: an error, no diagnosis printed.
+expect_exit 1 --replay "$REC" --device "$WORK/no-such-device.csv"
+grep -q "no-such-device.csv: no such file" "$WORK/err.txt" || fail "missing --device: $(cat "$WORK/err.txt")"
+[ ! -s "$WORK/out.txt" ] || fail "output with a missing --device"
+expect_exit 0 --replay "$REC" --device "$GPULSE_TEST_DATA/recordings/h200-device.csv"
 printf 't_s,gpu_util,power_w\n1.0,5,100\n2.0,5,1e\n' >"$WORK/bad.csv"
 expect_exit 1 --replay "$WORK/bad.csv" --json
 grep -q "$WORK/bad.csv:3:3:" "$WORK/err.txt" || fail "malformed: $(cat "$WORK/err.txt")"
