@@ -325,10 +325,20 @@ static int parse_row(struct parser *p, size_t lineno, size_t len)
 		row->valid |= FIELD_BIT(m);
 	}
 
-	if (p->seen[row->gpu] && row->t_s < p->last_t[row->gpu])
+	if (p->seen[row->gpu] && row->t_s < p->last_t[row->gpu]) {
+		/* Milliseconds, as recorders write them ("%.17g" showed
+		 * 1795965295.2479999 for 1795965295.248); more digits only
+		 * when the two times differ below a millisecond. */
+		int prec = 3;
+		char a[64], b[64];
+		do {
+			snprintf(a, sizeof a, "%.*f", prec, row->t_s);
+			snprintf(b, sizeof b, "%.*f", prec, p->last_t[row->gpu]);
+			prec += 3;
+		} while (strcmp(a, b) == 0 && prec <= 9);
 		return fail(p, GPULSE_EPARSE, lineno, (size_t)p->time_col + 1,
-			    "unsorted time %.17g after %.17g for gpu %d in column t_s",
-			    row->t_s, p->last_t[row->gpu], row->gpu);
+			    "unsorted time %s after %s for gpu %d in column t_s", a, b, row->gpu);
+	}
 	p->seen[row->gpu] = true;
 	p->last_t[row->gpu] = row->t_s;
 	if (row->gpu + 1 > r->ngpus)

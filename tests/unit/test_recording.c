@@ -280,7 +280,14 @@ static void test_malformed(void **state)
 	expect_error("t_s,power_w\n1,2\n3,4,5\n", GPULSE_EPARSE, "h.csv:3:3: ", "3 cells");
 	expect_error("t_s,gpu_util,mem_util,a,b,power_w\n1,2,3,4,5,12x\n", GPULSE_EPARSE,
 		     "h.csv:2:6: ", "bad number \"12x\" in column power_w");
-	expect_error("t_s,power_w\n2,1\n1,1\n", GPULSE_EPARSE, "h.csv:3:1: ", "unsorted time");
+	expect_error("t_s,power_w\n2,1\n1,1\n", GPULSE_EPARSE, "h.csv:3:1: ",
+		     "unsorted time 1.000 after 2.000 for gpu 0");
+	/* Times are printed to the millisecond, not as the double nearest
+	 * the text ("1795965295.2479999"); finer only when they need it. */
+	expect_error("t_s,power_w\n1795965295.248,1\n1795965295.148,1\n", GPULSE_EPARSE,
+		     "h.csv:3:1: ", "unsorted time 1795965295.148 after 1795965295.248 for");
+	expect_error("t_s,power_w\n5.0002,1\n5.0001,1\n", GPULSE_EPARSE, "h.csv:3:1: ",
+		     "unsorted time 5.000100 after 5.000200 for");
 	expect_error("power_w,t_s,gpu\n1,5,0\n1,6,1\n1,4,1\n", GPULSE_EPARSE, "h.csv:4:2: ",
 		     "unsorted time");
 	expect_error("t_s,gpu\n1,64\n", GPULSE_EPARSE, "h.csv:2:2: ", "out of range");
