@@ -79,7 +79,9 @@ span = int(m.group(1))
 # The first and the last window may be partial, and whole seconds of
 # uptime round down: at most two windows and a second over.
 assert span % 2 == 0 and 2 <= span <= elapsed + 2 * 2 + 1, (span, elapsed)
-assert re.match(r"^start +end +gpu +bottleneck +findings +evidence$", lines[1]), lines[1]
+# Then each GPU's yardsticks, with the limit the (fake) driver reports.
+assert re.match(r"^GPU 0: NVIDIA H200, .*power limit 700 W \(device\)", lines[1]), lines[1]
+assert re.match(r"^start +end +gpu +bottleneck +findings +evidence$", lines[2]), lines[2]
 rows = [l for l in lines[2:] if re.match(r"^(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d ", l)]
 assert rows, "no window rows"
 assert len(rows) == span // 2, (len(rows), span)
@@ -87,8 +89,11 @@ for l in rows:
     assert not re.search(r"\d{10}", l), "raw Unix time: " + l
     assert re.search(r"\(\d+ samples", l), "no evidence numbers: " + l
     assert "math units" not in l and "release the GPU" not in l, "advice in evidence: " + l
-full = [l for l in rows if " compute_bound " in l]
-assert full and all(re.search(r"busy \d+% sm [\d.]+% tensor \d+%", l) for l in full), full
+# A whole window (20 samples; the first and the last may be partial, and a
+# partial one may precede the first GPM read) shows the GPM numbers.
+full = [l for l in rows if int(re.search(r"\((\d+) samples", l).group(1)) >= 15]
+assert full and all(" compute_bound " in l and re.search(r"busy \d+% sm [\d.]+% tensor \d+%", l)
+                    for l in full), full
 PY
 "$GPULSE" diagnose --url "$URL" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert "windows" in d' ||
 	fail "gpulse diagnose --json (daemon)"
