@@ -76,8 +76,7 @@
 #define POWER_IDLE_LIKE 0.3
 #define POWER_LOADED 0.5
 
-/* Findings. */
-#define MEMORY_PRESSURE 0.9
+/* Findings (memory pressure: struct diag_options). */
 #define SHARE_POWER_CAP 0.2
 #define SHARE_RARE 0.05
 #define POWER_AT_LIMIT 0.97
@@ -763,10 +762,11 @@ static void judge_findings(struct verdict *v, const struct diag_input *in)
 {
 	struct diag_window *w = v->w;
 	const struct wstats *st = v->st;
+	double pressure = in->opts ? in->opts->memory_pressure_ratio : DIAG_MEMORY_PRESSURE_DEFAULT;
 
 	if (have(v, Q_MEM_RATIO)) {
 		if (ev(v, "memory_used_over_total", "p50", st->q[Q_MEM_RATIO].p50, ">=",
-		       MEMORY_PRESSURE, v->pk->mem_total_bytes > 0 ? v->pk->mem_total_bytes : NAN,
+		       pressure, v->pk->mem_total_bytes > 0 ? v->pk->mem_total_bytes : NAN,
 		       "ratio"))
 			w->findings |= DIAG_FINDING_BIT(DIAG_FINDING_MEMORY_PRESSURE);
 	} else {
@@ -1304,6 +1304,17 @@ static void diagnose_window(struct diag_window *w, const struct diag_input *in,
 	brief_words(w);
 }
 
+void diag_options_defaults(struct diag_options *o)
+{
+	o->memory_pressure_ratio = DIAG_MEMORY_PRESSURE_DEFAULT;
+}
+
+int diag_options_check(const struct diag_options *o)
+{
+	return o->memory_pressure_ratio > 0 && o->memory_pressure_ratio <= 1 ? GPULSE_OK
+									      : GPULSE_EINVAL;
+}
+
 int diagnose_gpu(const struct diag_input *in, const struct gpu_peaks *peaks,
 		 struct diag_window **out, size_t *nout)
 {
@@ -1311,7 +1322,8 @@ int diagnose_gpu(const struct diag_input *in, const struct gpu_peaks *peaks,
 	*nout = 0;
 	/* Below a millisecond, window edges would round together at Unix
 	 * time magnitudes; a window that long is a sample or less anyway. */
-	if (!(in->window_s >= 1e-3) || !isfinite(in->window_s) || !isfinite(in->origin_s))
+	if (!(in->window_s >= 1e-3) || !isfinite(in->window_s) || !isfinite(in->origin_s) ||
+	    (in->opts && diag_options_check(in->opts) != GPULSE_OK))
 		return GPULSE_EINVAL;
 	if (in->nrows == 0)
 		return GPULSE_OK;

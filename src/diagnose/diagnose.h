@@ -188,6 +188,23 @@ struct diag_trace {
 	unsigned processes;
 };
 
+/* The share of device memory in use (p50 over the window) from which a
+ * window carries memory_pressure. The same number as the shipped alert
+ * pack's warning (deploy/rules/gpulse.rules.yml,
+ * gpulse:threshold:memory_warning:ratio; test_diagnose checks they agree),
+ * so the diagnosis and GPUMemoryHigh speak of the same memory. */
+#define DIAG_MEMORY_PRESSURE_DEFAULT 0.85
+
+/* The diagnosis's settings: what a site may tune. Fill with
+ * diag_options_defaults, then change what the configuration says. */
+struct diag_options {
+	double memory_pressure_ratio;   /* (0, 1]; DIAG_MEMORY_PRESSURE_DEFAULT */
+};
+
+void diag_options_defaults(struct diag_options *o);
+/* 0, or GPULSE_EINVAL when a setting is out of its range. */
+int diag_options_check(const struct diag_options *o);
+
 /* Below these, a window's trace is too thin to judge by
  * (docs/DIAGNOSIS.md, "Refined by kernel traces"). */
 #define DIAG_TRACE_MIN_S 0.05
@@ -203,12 +220,13 @@ struct diag_input {
 	double window_s;                /* > 0 */
 	const struct diag_trace *traces; /* in time order; may be NULL */
 	size_t ntraces;
+	const struct diag_options *opts; /* NULL: diag_options_defaults */
 };
 
 /* Classify every non-empty window of one GPU. On success *out (NULL when
  * there are no windows) holds *nout windows in time order; the caller
- * frees it with free(). GPULSE_EINVAL for a window under 1 ms or a
- * non-finite origin; GPULSE_ERANGE when the times are too large for the
+ * frees it with free(). GPULSE_EINVAL for a window under 1 ms, a
+ * non-finite origin or options out of range; GPULSE_ERANGE when the times are too large for the
  * window to be placed exactly (over 2^50 windows from the origin, or a
  * window under 1e-13 of the times' magnitude); GPULSE_ENOMEM. */
 int diagnose_gpu(const struct diag_input *in, const struct gpu_peaks *peaks,

@@ -46,6 +46,7 @@ struct diag_live {
 	void *sink_ctx;
 	diag_live_trace_fn *trace;
 	void *trace_ctx;
+	struct diag_options opts;
 };
 
 static struct live_row *row_at(const struct diag_live *dl, struct live_gpu *g, size_t i)
@@ -141,7 +142,7 @@ static void judge_ready(struct diag_live *dl, struct live_gpu *g, int slot)
 	struct gpu_peaks pk;
 	peaks_of(&g->id, g->power_limit_w, m ? &rows[m - 1] : NULL, &pk);
 	struct diag_input in = {.gpu = g->id.index, .rows = rows, .nrows = m,
-				.origin_s = start, .window_s = w};
+				.origin_s = start, .window_s = w, .opts = &dl->opts};
 	struct diag_trace tr;
 	if (dl->trace && dl->trace(dl->trace_ctx, g->id.index, start, end, &tr)) {
 		in.traces = &tr;
@@ -245,6 +246,7 @@ int diag_live_create(struct diag_live **out, struct bus *bus, double window_s, d
 	dl->bus = bus;
 	dl->window_s = window_s;
 	dl->history_s = history_s;
+	diag_options_defaults(&dl->opts);
 	dl->cap = (size_t)(history_s * rate_hz * 1.1) + 16;  /* jitter room */
 	for (int f = 0; f < FIELD_COUNT; f++) {
 		dl->field_col[f] = -1;
@@ -303,7 +305,7 @@ int diag_live_windows(struct diag_live *dl, int slot, double since_s, double win
 	peaks_of(&id, power_limit_w, &rows[nr - 1], peaks);
 	struct diag_input in = {.gpu = id.index, .rows = rows, .nrows = nr,
 				.origin_s = floor(rows[0].t_s / window_s) * window_s,
-				.window_s = window_s};
+				.window_s = window_s, .opts = &dl->opts};
 	/* One trace summary per window, where processes were traced. */
 	size_t nwin = (size_t)ceil((rows[nr - 1].t_s - in.origin_s) / window_s) + 1;
 	struct diag_trace *tr = dl->trace ? calloc(nwin, sizeof *tr) : NULL;
@@ -326,6 +328,14 @@ void diag_live_set_trace_source(struct diag_live *dl, diag_live_trace_fn *fn, vo
 {
 	dl->trace = fn;
 	dl->trace_ctx = ctx;
+}
+
+int diag_live_set_options(struct diag_live *dl, const struct diag_options *o)
+{
+	if (diag_options_check(o) != GPULSE_OK)
+		return GPULSE_EINVAL;
+	dl->opts = *o;
+	return GPULSE_OK;
 }
 
 void diag_live_set_sink(struct diag_live *dl, diag_live_sink_fn *fn, void *ctx)

@@ -40,6 +40,12 @@ void diag_live_destroy(struct diag_live *dl);
 typedef void diag_live_sink_fn(void *ctx, const struct gpu_identity *id,
 			       const struct diag_window *w);
 
+/* The diagnosis's settings (diagnose.h; the daemon's config `diagnosis:`
+ * section). Copied. Set before collection starts; until then, the
+ * defaults. 0 or GPULSE_EINVAL (diag_options_check), which keeps the
+ * settings in use. */
+int diag_live_set_options(struct diag_live *dl, const struct diag_options *o);
+
 /* Hand every judged window to `fn` as well (the store's history.h). Set
  * before collection starts; NULL: none. */
 void diag_live_set_sink(struct diag_live *dl, diag_live_sink_fn *fn, void *ctx);

@@ -931,6 +931,65 @@ static void test_rules(void **state)
 	assert_true(w.missing & DIAG_MISSING_BIT(DIAG_MISSING_UTIL));
 }
 
+/* The memory_pressure threshold: one setting (struct diag_options), by
+ * default the shipped alert pack's memory warning, 85 %. */
+static void test_memory_pressure_setting(void **state)
+{
+	(void)state;
+	struct synth s = base_synth();
+	s.mem_used = 0.87 * 140e9;   /* over the alert pack's 85 %, under the old 90 % */
+	struct diag_window w = classify_synth(&s, NULL, 0);
+	assert_true(w.findings & DIAG_FINDING_BIT(DIAG_FINDING_MEMORY_PRESSURE));
+	for (int i = 0; i < w.nevidence; i++)
+		if (strcmp(w.evidence[i].name, "memory_used_over_total") == 0)
+			assert_true(w.evidence[i].threshold == DIAG_MEMORY_PRESSURE_DEFAULT);
+	s.mem_used = 0.84 * 140e9;
+	w = classify_synth(&s, NULL, 0);
+	assert_false(w.findings & DIAG_FINDING_BIT(DIAG_FINDING_MEMORY_PRESSURE));
+
+	/* A site's own threshold. */
+	struct diag_options o;
+	diag_options_defaults(&o);
+	assert_true(o.memory_pressure_ratio == 0.85);
+	o.memory_pressure_ratio = 0.8;
+	struct rec_row rows[50];
+	synth_rows(rows, 50, &s);
+	struct gpu_peaks pk;
+	peaks_init(&pk);
+	struct diag_input in = {.rows = rows, .nrows = 50, .origin_s = 100, .window_s = 5,
+				.opts = &o};
+	struct diag_window *win = NULL;
+	size_t nw = 0;
+	assert_int_equal(diagnose_gpu(&in, &pk, &win, &nw), GPULSE_OK);
+	assert_int_equal(nw, 1);
+	assert_true(win[0].findings & DIAG_FINDING_BIT(DIAG_FINDING_MEMORY_PRESSURE));
+	free(win);
+	static const struct {
+		double ratio;
+		int rc;
+	} range[] = {{-1, GPULSE_EINVAL}, {0, GPULSE_EINVAL}, {0.5, GPULSE_OK}, {1, GPULSE_OK},
+		     {1.01, GPULSE_EINVAL}, {NAN, GPULSE_EINVAL}};
+	for (size_t i = 0; i < sizeof range / sizeof range[0]; i++) {
+		o.memory_pressure_ratio = range[i].ratio;
+		assert_int_equal(diag_options_check(&o), range[i].rc);
+	}
+	o.memory_pressure_ratio = 0;
+	assert_int_equal(diagnose_gpu(&in, &pk, &win, &nw), GPULSE_EINVAL);
+
+	/* The alert pack says the same number (its threshold series). */
+	const char *src = getenv("GPULSE_SOURCE_DIR");
+	char path[4096];
+	snprintf(path, sizeof path, "%s/deploy/rules/gpulse.rules.yml", src ? src : ".");
+	size_t len;
+	char *pack = slurp(path, &len);
+	const char *rec = strstr(pack, "record: gpulse:threshold:memory_warning:ratio");
+	assert_non_null(rec);
+	const char *expr = strstr(rec, "expr: vector(");
+	assert_non_null(expr);
+	assert_true(strtod(expr + strlen("expr: vector("), NULL) == DIAG_MEMORY_PRESSURE_DEFAULT);
+	free(pack);
+}
+
 static void test_ecc(void **state)
 {
 	(void)state;
@@ -1194,6 +1253,7 @@ int main(void)
 		cmocka_unit_test(test_multi_gpu),
 		cmocka_unit_test(test_rules),
 		cmocka_unit_test(test_trace_refinement),
+		cmocka_unit_test(test_memory_pressure_setting),
 		cmocka_unit_test(test_ecc),
 		cmocka_unit_test(test_peaks),
 		cmocka_unit_test(test_device_file),
