@@ -25,6 +25,7 @@
 #include "http_server.h"
 #include "ingest.h"
 #include "live.h"
+#include "livestore.h"
 #include "log.h"
 #include "profiling.h"
 #include "prom.h"
@@ -34,6 +35,7 @@
 #include "status_json.h"
 #include "str.h"
 #include "tsdb.h"
+#include "xalloc.h"
 
 #define NVML_RETRY_NS (30LL * NS_PER_SEC)
 #define BUNDLED_RECORDING "recordings/h200-phases-10hz.csv"
@@ -66,7 +68,8 @@ struct daemon {
 	struct tsdb *db;                 /* NULL: storage off */
 	struct ingest *ingest;
 	struct anomaly *anomaly;         /* NULL: anomaly.enabled false */
-	struct rules_engine *rules;      /* NULL: no rule files, or storage off */
+	struct rules_engine *rules;      /* NULL: no rule files */
+	struct livestore *live;          /* the rules' history without a store; else NULL */
 	struct alerting *alerting;       /* alert delivery (alerting.h) */
 	struct profiling *prof;          /* the injection library's socket */
 	struct api api;
@@ -122,6 +125,30 @@ static int load_rule_files(const struct gpulse_config *c, struct rules_file ***f
 	return rc;
 }
 
+/* Without a store only alerting rules can run: a recording rule's
+ * results are series, and there is nowhere to keep them. The first one
+ * found is named, with its file, group and line. */
+static int check_rules_without_store(struct rules_file *const *files, size_t n, char *err,
+				     size_t errlen)
+{
+	for (size_t f = 0; f < n; f++)
+		for (size_t g = 0; g < files[f]->ngroups; g++) {
+			const struct rules_group *gr = &files[f]->groups[g];
+			for (size_t r = 0; r < gr->nrules; r++) {
+				const struct rules_rule *rule = &gr->rules[r];
+				if (!rule->record)
+					continue;
+				snprintf(err, errlen, "rule_files: %s:%d:%d: group \"%s\", recording rule "
+					 "\"%s\": recording rules need storage (storage.path or "
+					 "--storage-path) to keep the series they record; alerting rules "
+					 "alone run without it", files[f]->path, rule->line, rule->col,
+					 gr->name, rule->record);
+				return GPULSE_EINVAL;
+			}
+		}
+	return GPULSE_OK;
+}
+
 int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *out,
 		       char *err, size_t errlen)
 {
@@ -141,7 +168,11 @@ int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *o
 	size_t nfiles = 0;
 	if ((rc = load_rule_files(&c, &files, &nfiles, err, errlen)) != 0)
 		return rc;
+	if (!c.storage.path[0] && !opt->demo)
+		rc = check_rules_without_store(files, nfiles, err, errlen);
 	rules_files_free(files, nfiles);
+	if (rc)
+		return rc;
 	*out = c;
 	return GPULSE_OK;
 }
@@ -171,9 +202,8 @@ static int exit_status(int rc)
 
 /* ---- HTTP handlers: render what the bus holds ------------------------ */
 
-static int render_metrics(struct daemon *d, struct buf *out, bool om)
+static int render_exposition(struct daemon *d, struct buf *out, bool om)
 {
-	int64_t t0 = clock_mono_ns();
 	pthread_rwlock_rdlock(&d->source_lock);
 	struct collector_stats cs;
 	bool have_cs = d->col != NULL;
@@ -182,8 +212,22 @@ static int render_metrics(struct daemon *d, struct buf *out, bool om)
 	int rc = prom_render(out, d->bus, d->col ? collector_nvml(d->col) : NULL,
 			     have_cs ? &cs : NULL, &d->self, om);
 	pthread_rwlock_unlock(&d->source_lock);
+	return rc;
+}
+
+static int render_metrics(struct daemon *d, struct buf *out, bool om)
+{
+	int64_t t0 = clock_mono_ns();
+	int rc = render_exposition(d, out, om);
 	atomic_store(&d->self.last_scrape_ns, (uint64_t)(clock_mono_ns() - t0));
 	return rc;
+}
+
+/* The rules' scrape of /metrics without a store (livestore.h): not a
+ * scrape that gpulse_scrapes_total or the last scrape's duration count. */
+static int render_for_rules(void *ctx, struct buf *out)
+{
+	return render_exposition(ctx, out, false);
 }
 
 static int handle_metrics(void *ctx, const struct http_request *req, struct http_response *resp)
@@ -598,20 +642,66 @@ static void rule_alert_stats(void *ctx, struct rule_alert_self_stats *out)
 /* Start the rules thread when rule files are configured. They were
  * checked when the configuration was loaded; a failure here (a file
  * changed since) stops the daemon as a bad file at start does. */
+/* Tell the rules' in-memory history what the rules of files[n] read. */
+static void live_follow_rules(struct livestore *ls, struct rules_file *const *files, size_t n)
+{
+	size_t total = 0, k = 0;
+	for (size_t f = 0; f < n; f++)
+		total += rules_file_count(files[f]);
+	const struct promql_expr **exprs = xcalloc(total + 1, sizeof *exprs);
+	for (size_t f = 0; f < n; f++)
+		for (size_t g = 0; g < files[f]->ngroups; g++)
+			for (size_t r = 0; r < files[f]->groups[g].nrules; r++)
+				if (files[f]->groups[g].rules[r].expr)
+					exprs[k++] = files[f]->groups[g].rules[r].expr;
+	livestore_set_queries(ls, exprs, k);
+	free(exprs);
+}
+
+/* Without a store the alerting rules read /metrics as scraped into
+ * memory (livestore.h), as often as the most frequent group runs. */
+static int start_live_history(struct daemon *d, struct rules_file *const *files, size_t n)
+{
+	int64_t iv = d->cfg.rule_evaluation_interval_ns / NS_PER_MS;
+	size_t nalert = 0;
+	for (size_t f = 0; f < n; f++)
+		for (size_t g = 0; g < files[f]->ngroups; g++) {
+			const struct rules_group *gr = &files[f]->groups[g];
+			if (gr->interval_ms > 0 && gr->interval_ms < iv)
+				iv = gr->interval_ms;
+			for (size_t r = 0; r < gr->nrules; r++)
+				nalert += gr->rules[r].alert != NULL;
+		}
+	struct livestore_opts lo = {.interval_ms = iv};
+	if (livestore_create(&d->live, &lo, render_for_rules, d) != GPULSE_OK)
+		return GPULSE_ENOMEM;
+	live_follow_rules(d->live, files, n);
+	struct livestore_stats st;
+	livestore_get_stats(d->live, &st);
+	char every[32], back[32];
+	config_format_duration(iv * NS_PER_MS, every, sizeof every);
+	config_format_duration(st.window_ms * NS_PER_MS, back, sizeof back);
+	log_info("rules: no storage: %zu alerting rule(s) read /metrics as sampled every %s and held "
+		 "in memory for %s; their alerts are kept in memory only (lost at a restart, no ALERTS "
+		 "series)", nalert, every, back);
+	return GPULSE_OK;
+}
+
 static int start_rules(struct daemon *d)
 {
 	if (!d->cfg.rule_files[0][0])
 		return 0;
-	if (!d->db) {
-		log_warn("rule_files: recording rules need storage (storage.path); not evaluating them");
-		return 0;
-	}
 	char err[1024];
 	struct rules_file **files = NULL;
 	size_t n = 0;
 	if (load_rule_files(&d->cfg, &files, &n, err, sizeof err)) {
 		log_error("%s", err);
 		return 2;
+	}
+	if (!d->db && start_live_history(d, files, n) != GPULSE_OK) {
+		rules_files_free(files, n);
+		log_error("rules: out of memory");
+		return 1;
 	}
 	struct promql_label ext[CONFIG_MAX_LABELS];
 	size_t next = 0;
@@ -620,6 +710,8 @@ static int start_rules(struct daemon *d)
 						  d->cfg.alerting.external_labels[next][1]};
 	struct rules_engine_config rc = {
 		.db = d->db,
+		.queryable = &livestore_queryable,
+		.queryable_ctx = d->live,
 		.default_interval_ms = d->cfg.rule_evaluation_interval_ns / NS_PER_MS,
 		/* The engine reads 0 as its own default: none is < 0. */
 		.eval_delay_ms = d->cfg.rule_evaluation_delay_ns > 0
@@ -631,7 +723,8 @@ static int start_rules(struct daemon *d)
 		.nexternal_labels = next,
 		.external_url = d->cfg.alerting.external_url[0] ? d->cfg.alerting.external_url : NULL,
 	};
-	if (rules_engine_new(&d->rules, &rc, files, n) || rules_engine_start(d->rules)) {
+	if (rules_engine_new(&d->rules, &rc, files, n) || rules_engine_start(d->rules) ||
+	    (d->live && livestore_start(d->live))) {
 		log_error("rules: cannot start the evaluation thread");
 		return 1;
 	}
@@ -649,7 +742,8 @@ static int reload_rules(struct daemon *d, const struct gpulse_config *nc, char *
 {
 	if (!d->rules) {
 		if (nc->rule_files[0][0])
-			log_warn("reload: recording rules start at the next restart (storage needed)");
+			log_warn("reload: gpulsed started without rule files; rule_files are read at the "
+				 "next restart");
 		return 0;
 	}
 	struct rules_file **files = NULL;
@@ -657,6 +751,10 @@ static int reload_rules(struct daemon *d, const struct gpulse_config *nc, char *
 	int rc = load_rule_files(nc, &files, &n, err, errlen);
 	if (rc)
 		return rc;
+	/* The history first: the new rules' series are then kept from the
+	 * next scrape on. */
+	if (d->live)
+		live_follow_rules(d->live, files, n);
 	return rules_engine_replace(d->rules, files, n);
 }
 
@@ -957,6 +1055,8 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	}
 	status = 0;
 out:
+	/* The rules' scrapes read the sources and the rules' counters. */
+	livestore_stop(d->live);
 	profiling_interrupt(d->prof);  /* captures answer before HTTP stops */
 	http_server_stop(d->http);
 	replay_stop(d->rep);
@@ -965,6 +1065,7 @@ out:
 	anomaly_destroy(d->anomaly);
 	diag_history_destroy(d->hist);
 	rules_engine_free(d->rules);
+	livestore_destroy(d->live);  /* the engine read it */
 	alerting_stop(d->alerting); /* the engine no longer calls its sink */
 	profiling_stop(d->prof);
 	ingest_stop(d->ingest);

@@ -221,6 +221,8 @@ static void record_key(const struct group_state *gs, const struct rules_rule *r,
  * reload removed: carry_state moved the others' alerts away). Held lock. */
 static void drop_records(struct rules_engine *e, struct group_state *gs, size_t n)
 {
+	if (!e->cfg.db)
+		return;
 	struct buf key;
 	buf_init(&key, 16 * 1024);
 	for (size_t i = 0; i < n; i++)
@@ -344,7 +346,7 @@ static int finish_rule(struct rules_engine *e, struct rule_state *st, int rc, co
 			 err[0] ? err : gpulse_strerror(rc));
 		st->health = 2;
 	} else {
-		for (size_t i = 0; i < st->nprev; i++)
+		for (size_t i = 0; e->cfg.db && i < st->nprev; i++)
 			if (!ref_in(refs, nrefs, st->prev[i]))
 				tsdb_append(e->cfg.db, st->prev[i], t_ms, promql_stale_nan());
 		free(st->prev);
@@ -409,19 +411,39 @@ static int write_series(struct rules_engine *e, const struct rules_rule *r,
 	return rc;
 }
 
+/* Evaluate r's expression at t_ms through the store, or the interface
+ * given for its absence. */
+static int eval_expr(struct rules_engine *e, const struct rules_rule *r, int64_t t_ms,
+		     struct promql_result **res, char *err, size_t errlen)
+{
+	if (!e->cfg.db && !e->cfg.queryable) {
+		snprintf(err, errlen, "no store and no other storage to read");
+		return GPULSE_ESTATE;
+	}
+	if (!e->cfg.db)
+		return promql_eval_instant(r->expr, e->cfg.queryable, e->cfg.queryable_ctx, &e->opts,
+					   t_ms, res, err, errlen);
+	struct tsdb_queryable_ctx qc = {.db = e->cfg.db, .max_series = e->opts.max_series,
+					.max_samples = e->opts.max_samples};
+	return promql_eval_instant(r->expr, &tsdb_queryable, &qc, &e->opts, t_ms, res, err, errlen);
+}
+
 /* Evaluate one recording rule at t_ms; its state is updated. */
 static int eval_rule(struct rules_engine *e, const struct rules_rule *r, struct rule_state *st,
 		     int64_t t_ms)
 {
 	char err[ERR_LEN] = "";
-	struct tsdb_queryable_ctx qc = {.db = e->cfg.db, .max_series = e->opts.max_series,
-					.max_samples = e->opts.max_samples};
 	struct promql_result *res = NULL;
 	uint32_t *refs = NULL;
 	size_t nrefs = 0;
 	int64_t t0 = clock_mono_ns();
-	int rc = promql_eval_instant(r->expr, &tsdb_queryable, &qc, &e->opts, t_ms, &res, err,
-				     sizeof err);
+	int rc;
+	if (!e->cfg.db) {
+		snprintf(err, sizeof err, "a recording rule needs a store for its series");
+		rc = GPULSE_ESTATE;
+		goto out;
+	}
+	rc = eval_expr(e, r, t_ms, &res, err, sizeof err);
 	if (rc)
 		goto out;
 	if (res->type == PROMQL_TYPE_SCALAR) {
@@ -516,13 +538,11 @@ static int eval_alert_rule(struct rules_engine *e, const struct rules_rule *r, s
 			   int64_t t_ms)
 {
 	char err[ERR_LEN] = "";
-	struct tsdb_queryable_ctx qc = {.db = e->cfg.db, .max_series = e->opts.max_series,
-					.max_samples = e->opts.max_samples};
 	struct promql_result *res = NULL;
 	uint32_t *refs = NULL;
 	size_t nrefs = 0;
 	int64_t t0 = clock_mono_ns();
-	int rc = promql_eval_instant(r->expr, &tsdb_queryable, &qc, &e->opts, t_ms, &res, err, sizeof err);
+	int rc = eval_expr(e, r, t_ms, &res, err, sizeof err);
 	if (!rc) {
 		struct alert_opts ao = {.ext_labels = e->ext, .next_labels = e->next, .external_url = e->url,
 					.flap_max_toggles = e->cfg.flap_max_toggles,
@@ -530,7 +550,7 @@ static int eval_alert_rule(struct rules_engine *e, const struct rules_rule *r, s
 		rc = alert_rule_eval(&st->alerts, r, res, t_ms, &ao, err, sizeof err);
 	}
 	promql_result_free(res);
-	if (!rc) {
+	if (!rc && e->cfg.db) {
 		refs = xcalloc(2 * st->alerts.n + 1, sizeof *refs);
 		for (size_t i = 0; i < st->alerts.n && !rc; i++) {
 			struct alert *a = &st->alerts.alerts[i];
@@ -802,7 +822,7 @@ static int eval_group_locked(struct rules_engine *e, struct group_state *gs, int
 	bool alerting = false;
 	for (size_t i = 0; i < gs->g->nrules && !alerting; i++)
 		alerting = gs->g->rules[i].alert != NULL;
-	if (alerting && !gs->restored)
+	if (alerting && !gs->restored && e->cfg.db)
 		restore_group(e, gs, t_ms);
 	for (size_t i = 0; i < gs->g->nrules; i++) {
 		const struct rules_rule *r = &gs->g->rules[i];
@@ -819,7 +839,8 @@ static int eval_group_locked(struct rules_engine *e, struct group_state *gs, int
 	}
 	if (alerting) {
 		send_alerts(e, gs, t_ms);
-		persist_alerts(e, gs, t_ms);
+		if (e->cfg.db)
+			persist_alerts(e, gs, t_ms);
 	}
 	gs->last_duration_s = (double)(clock_mono_ns() - t0) / 1e9;
 	gs->last_eval_ms = engine_now_ms(e);

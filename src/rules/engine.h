@@ -8,9 +8,11 @@
  * ALERTS and ALERTS_FOR_STATE series, persists every alert in the store's
  * records (kind "alert") so a restart restores them, and after each group
  * evaluation hands the alerts due for sending to the alert sink
- * (alert/notice.h) as Prometheus does. Below the daemon: it takes the
- * parsed files, a store, a sink and a clock, and knows nothing of the
- * configuration file. docs/internals/rules.md describes it. */
+ * (alert/notice.h) as Prometheus does. Without a store it runs alerting
+ * rules only, over another storage interface (queryable.h), their alerts
+ * held in memory alone. Below the daemon: it takes the parsed files, a
+ * store, a sink and a clock, and knows nothing of the configuration file.
+ * docs/internals/rules.md describes it. */
 #ifndef GPULSE_RULES_ENGINE_H
 #define GPULSE_RULES_ENGINE_H
 
@@ -30,7 +32,14 @@ struct rules_engine;
 typedef int64_t rules_clock_fn(void *ctx);
 
 struct rules_engine_config {
-	struct tsdb *db;                  /* must outlive the engine */
+	struct tsdb *db;                  /* must outlive the engine; NULL: no store */
+	/* Without a store (db NULL) the rules read through this interface
+	 * instead (ctx must outlive the engine), and then: a recording rule
+	 * fails (its series have nowhere to go), alerts are neither persisted
+	 * nor restored, and no ALERTS or ALERTS_FOR_STATE series are written
+	 * (so no rule can read them). Ignored with a store. */
+	const struct promql_queryable *queryable;
+	void *queryable_ctx;
 	int64_t default_interval_ms;      /* for groups without `interval`; 0: 60000 */
 	rules_clock_fn *now_ms;           /* NULL: the wall clock */
 	void *clock_ctx;
