@@ -1,5 +1,6 @@
 """Labelled workload phases for a recording on the GPU machine, with other
-kernels, sizes and order than shared/data/telemetry's:
+kernels, sizes and order than data/recordings/h200-phases-10hz.csv's
+(docs/RECORDING.md):
     python3 bench/gpu_phases.py LABELS.csv [SECONDS_PER_PHASE]
 Runs each phase for the given time (default 10 s) and writes
 `phase,start_s,end_s` (wall-clock Unix seconds, the recording's clock)."""

@@ -37,7 +37,7 @@ static void diagnose_usage(FILE *f)
 		"  --token-file F  bearer token for gpulsed (default $GPULSE_TOKEN_FILE)\n"
 		"  --replay FILE   the recording (gpulse record's CSV format)\n"
 		"  --window S      window length in seconds (default 5; the daemon's: 1 or more)\n"
-		"  --json          print {\"windows\": [...]} (DESIGN.md) instead of a table\n"
+		"  --json          print {\"windows\": [...]} (docs/DESIGN.md) instead of a table\n"
 		"  --device FILE   the card's facts (nvidia-smi --query-gpu CSV; must exist);\n"
 		"                  default: PREFIX-device.csv beside the recording, when present\n"
 		"Exit status: 0 ok, 1 unreadable or malformed file (recording or --device),\n"

@@ -2,7 +2,7 @@
  * facts of the recorded card as `nvidia-smi --query-gpu=name,
  * driver_version,vbios_version,pcie.link.gen.max,pcie.link.width.max,
  * power.limit,clocks.max.sm,clocks.max.memory --format=csv` prints them
- * (shared/data/telemetry/README.md): a header line, then one line per GPU
+ * (docs/RECORDING.md): a header line, then one line per GPU
  * in index order. Cells may carry units ("700.00 W", "1980 MHz") and
  * unreadable ones say "[N/A]"; columns are found by name, in any order,
  * and unknown ones are ignored. Replay shows the recorded model from it;

@@ -545,8 +545,8 @@ static void format_plain(double v, char *out, size_t outlen)
 }
 
 /* The order columns are written in: the contract's
- * (shared/data/telemetry/README.md), so files gpulse writes match the
- * shared recordings column for column. Fields with a column that the
+ * (docs/RECORDING.md), so files gpulse writes match the bundled
+ * recordings column for column. Fields with a column that the
  * contract does not list follow in field-table order. */
 static const char *const contract_order[] = {
 	"gpu_util", "mem_util", "mem_used_mib", "mem_total_mib", "power_w", "temp_c",

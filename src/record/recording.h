@@ -1,5 +1,5 @@
 /* Recordings: the CSV format of DESIGN.md's contract
- * (shared/data/telemetry/README.md): a header naming columns, then one row
+ * (docs/RECORDING.md): a header naming columns, then one row
  * per sample. `t_s` (Unix seconds) is required; `gpu` (index) is optional,
  * for several GPUs in one file; every other known column maps to a field
  * of fields.h and is converted to base units on load. An empty cell means
