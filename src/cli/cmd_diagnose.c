@@ -221,6 +221,12 @@ static void format_time(double t_s, struct time_style st, char *out, size_t outl
 		snprintf(out + n, outlen - n, ".%03lld", ms - sec * 1000);
 }
 
+/* The width format_time's text has in style `st`. */
+static int time_width(struct time_style st)
+{
+	return (st.date ? 19 : 8) + (st.millis ? 4 : 0);
+}
+
 /* The local time zone's offset at `t_s`, as "UTC+01:00". */
 static void format_zone(double t_s, char *out, size_t outlen)
 {
@@ -281,7 +287,7 @@ static void print_json_window(json_t *w, struct time_style st)
 	char a[40], b[40];
 	format_time(json_number_value(json_object_get(w, "start_s")), st, a, sizeof a);
 	format_time(json_number_value(json_object_get(w, "end_s")), st, b, sizeof b);
-	int tw = st.date ? (st.millis ? 23 : 19) : (st.millis ? 12 : 8);
+	int tw = time_width(st);
 	printf("%-*s %-*s %4lld  %-14s %-26s %s\n", tw, a, tw, b,
 	       (long long)json_integer_value(json_object_get(w, "gpu")),
 	       json_string_value(json_object_get(w, "bottleneck")) ?
@@ -446,7 +452,7 @@ static int diagnose_daemon(const struct client_opts *co, int gpu, const char *si
 		size_t k;
 		json_array_foreach(json_object_get(data, "peaks"), k, pk)
 			print_json_peaks(pk);
-		int tw = st.date ? (st.millis ? 23 : 19) : (st.millis ? 12 : 8);
+		int tw = time_width(st);
 		printf("%-*s %-*s %4s  %-14s %-26s %s\n", tw, "start", tw, "end", "gpu",
 		       "bottleneck", "findings", "evidence");
 		json_t *w;
