@@ -4,6 +4,7 @@
 #include "daemon.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -39,6 +40,8 @@
 
 #define NVML_RETRY_NS (30LL * NS_PER_SEC)
 #define BUNDLED_RECORDING "recordings/h200-phases-10hz.csv"
+#define RULE_PACK "gpulse.rules.yml"
+#define DEMO_STORE "gpulse.db"           /* in --demo's temporary directory */
 
 /* A rendered /metrics body, reused for scrapes that arrive within
  * METRICS_CACHE_NS of it: the data cannot change faster than the fast
@@ -75,6 +78,11 @@ struct daemon {
 	struct api api;
 	char token[CONFIG_TOKEN_MAX];
 	int64_t next_nvml_try;
+	/* --demo (daemon_options.demo): */
+	const char *demo_replay;         /* the bundled recording, chosen at start; NULL: NVML */
+	char demo_dir[CONFIG_PATH_LEN - 32]; /* the temporary store's directory, removed at exit */
+	char demo_store[CONFIG_PATH_LEN];/* the store in it; "": storage.path is used */
+	char rule_pack[CONFIG_PATH_LEN]; /* loaded when rule_files is empty; "": none */
 };
 
 static int apply_overrides(const struct daemon_overrides *ov, struct gpulse_config *c,
@@ -177,18 +185,70 @@ int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *o
 	return GPULSE_OK;
 }
 
-const char *daemon_bundled_recording(void)
+/* The directory of the running executable into dir[len]; false when
+ * /proc/self/exe cannot say. */
+static bool exe_dir(char *dir, size_t len)
 {
-	static char path[4096];
-	const char *dirs[] = {getenv("GPULSE_DATA_DIR"), GPULSE_SOURCE_DATADIR, GPULSE_INSTALL_DATADIR};
-	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-		if (!dirs[i] || !*dirs[i])
+	ssize_t n = readlink("/proc/self/exe", dir, len - 1);
+	if (n <= 0 || (size_t)n >= len - 1)
+		return false;
+	dir[n] = '\0';
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return false;
+	*slash = '\0';
+	return true;
+}
+
+/* The first readable file among DIR + TAIL of places[n] (NULL DIRs
+ * skipped), written to path[len]; NULL when none is. */
+struct place {
+	const char *dir, *tail;
+};
+
+static const char *first_readable(const struct place *places, size_t n, char *path, size_t len)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!places[i].dir || !places[i].dir[0])
 			continue;
-		snprintf(path, sizeof path, "%s/%s", dirs[i], BUNDLED_RECORDING);
-		if (access(path, R_OK) == 0)
+		if ((size_t)snprintf(path, len, "%s%s", places[i].dir, places[i].tail) < len &&
+		    access(path, R_OK) == 0)
 			return path;
 	}
 	return NULL;
+}
+
+/* What gpulse ships, looked for where it is: GPULSE_DATA_DIR, beside the
+ * executable as installed (BIN/../share/gpulse), the source tree it was
+ * built from, the install prefix, and /usr/share/gpulse. */
+const char *daemon_bundled_recording(void)
+{
+	static char path[4096];
+	char exe[4096];
+	bool have_exe = exe_dir(exe, sizeof exe);
+	const struct place places[] = {
+		{getenv("GPULSE_DATA_DIR"), "/" BUNDLED_RECORDING},
+		{have_exe ? exe : NULL, "/../share/gpulse/" BUNDLED_RECORDING},
+		{GPULSE_SOURCE_DATADIR, "/" BUNDLED_RECORDING},
+		{GPULSE_INSTALL_DATADIR, "/" BUNDLED_RECORDING},
+		{"/usr/share/gpulse", "/" BUNDLED_RECORDING},
+	};
+	return first_readable(places, sizeof places / sizeof places[0], path, sizeof path);
+}
+
+const char *daemon_rule_pack(void)
+{
+	static char path[4096];
+	char exe[4096];
+	bool have_exe = exe_dir(exe, sizeof exe);
+	const struct place places[] = {
+		{getenv("GPULSE_DATA_DIR"), "/rules/" RULE_PACK},
+		{have_exe ? exe : NULL, "/../share/gpulse/rules/" RULE_PACK},
+		{GPULSE_SOURCE_DIR, "/deploy/rules/" RULE_PACK},
+		{GPULSE_INSTALL_DATADIR, "/rules/" RULE_PACK},
+		{"/usr/share/gpulse", "/rules/" RULE_PACK},
+	};
+	return first_readable(places, sizeof places / sizeof places[0], path, sizeof path);
 }
 
 /* The exit status of a failure to start (docs/CONFIG.md, "Exit status"):
@@ -584,11 +644,12 @@ static void storage_stats(void *ctx, struct storage_self_stats *out)
  * hide the problem. */
 static int start_storage(struct daemon *d)
 {
-	if (!d->cfg.storage.path[0])
+	const char *path = d->cfg.storage.path[0] ? d->cfg.storage.path : d->demo_store;
+	if (!path[0])
 		return 0;
 	char err[1024];
 	struct tsdb_opts o = {
-		.path = d->cfg.storage.path,
+		.path = path,
 		.flush_interval_ms = d->cfg.storage.flush_interval_ns / NS_PER_MS,
 		.raw_retention_ms = d->cfg.storage.retention_ns / NS_PER_MS,
 		.rollup_retention_ms = d->cfg.storage.rollup_retention_ns / NS_PER_MS,
@@ -607,7 +668,8 @@ static int start_storage(struct daemon *d)
 	}
 	d->self.storage_stats = storage_stats;
 	d->self.storage_ctx = d->db;
-	log_info("storage: keeping samples in %s", d->cfg.storage.path);
+	log_info("storage: keeping samples in %s%s", path,
+		 d->cfg.storage.path[0] ? "" : " (a temporary store for --demo, removed at exit)");
 	return 0;
 }
 
@@ -826,6 +888,17 @@ static int start_source(struct daemon *d)
 		log_warn("REPLAY: serving %s as live GPUs (not real hardware)", d->cfg.replay.file);
 		return 0;
 	}
+	if (d->demo_replay) {
+		/* demo_begin has said so in the first line. */
+		if (start_replay(d, d->demo_replay, err, sizeof err) == GPULSE_OK)
+			return 0;
+		log_error("%s", err);
+		self_stats_set_mode(&d->self, MODE_NONE, err, 0);
+		log_warn("serving self-metrics only, trying NVML every %.0f s",
+			 (double)NVML_RETRY_NS / NS_PER_SEC);
+		d->next_nvml_try = clock_mono_ns() + NVML_RETRY_NS;
+		return 0;
+	}
 	int rc = try_nvml(d, err, sizeof err);
 	if (rc == GPULSE_OK)
 		return 0;
@@ -848,6 +921,120 @@ static int start_source(struct daemon *d)
 	return 0;
 }
 
+/* ---- --demo --------------------------------------------------------------- */
+
+/* --demo's rules: the rule pack while the configuration names no rule
+ * files (at start and at every reload). */
+static void demo_rules(const struct daemon *d, struct gpulse_config *c)
+{
+	if (d->opt->demo && d->rule_pack[0] && !c->rule_files[0][0])
+		str_copy(c->rule_files[0], sizeof c->rule_files[0], d->rule_pack);
+}
+
+/* Set up --demo before anything else logs: say first whether real GPUs
+ * or a replay are served (NVML is opened once to know), make a temporary
+ * store unless storage.path is set, and find the rule pack. 0, or the
+ * exit status. */
+static int demo_begin(struct daemon *d)
+{
+	char err[512];
+	if (d->cfg.replay.file[0]) {
+		log_warn("demo: replaying %s as live GPUs (not real hardware)", d->cfg.replay.file);
+	} else {
+		struct nvml_lib *nv = NULL;
+		if (nvml_lib_open(&nv, d->cfg.nvml_library[0] ? d->cfg.nvml_library : NULL, err,
+				  sizeof err) == GPULSE_OK) {
+			log_info("demo: real NVIDIA GPUs through NVML (%s)", nv->path);
+			nvml_lib_close(nv);
+		} else if ((d->demo_replay = daemon_bundled_recording()) != NULL) {
+			log_warn("demo: no usable NVIDIA driver (%s): REPLAYING the bundled real H200 "
+				 "recording %s as live GPUs, labelled source=\"replay\" (not real hardware)",
+				 err, d->demo_replay);
+		} else {
+			log_warn("demo: no usable NVIDIA driver (%s) and no bundled recording (set "
+				 "GPULSE_DATA_DIR): no GPUs to show", err);
+		}
+	}
+	if (!d->cfg.storage.path[0]) {
+		const char *tmp = getenv("TMPDIR");
+		if ((size_t)snprintf(d->demo_dir, sizeof d->demo_dir, "%s/gpulse-demo.XXXXXX",
+				     tmp && tmp[0] ? tmp : "/tmp") >= sizeof d->demo_dir ||
+		    !mkdtemp(d->demo_dir)) {
+			log_error("demo: cannot make a temporary store in %s: %s",
+				  tmp && tmp[0] ? tmp : "/tmp", strerror(errno));
+			d->demo_dir[0] = '\0';
+			return 1;
+		}
+		snprintf(d->demo_store, sizeof d->demo_store, "%s/%s", d->demo_dir, DEMO_STORE);
+	}
+	const char *pack = daemon_rule_pack();
+	if (d->cfg.rule_files[0][0])
+		log_info("demo: running the configured rule_files, not the rule pack");
+	else if (pack && str_copy(d->rule_pack, sizeof d->rule_pack, pack))
+		demo_rules(d, &d->cfg);
+	else
+		log_info("demo: rule pack " RULE_PACK " not found (GPULSE_DATA_DIR/rules, "
+			 "BIN/../share/gpulse/rules, the source tree's deploy/rules, "
+			 "/usr/share/gpulse/rules): no rules");
+	return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path) == 0 ? 0 : -1;
+}
+
+/* Remove --demo's temporary store (the store is closed). */
+static void demo_end(struct daemon *d)
+{
+	if (!d->demo_dir[0])
+		return;
+	if (nftw(d->demo_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+		log_warn("demo: cannot remove the temporary store %s: %s", d->demo_dir, strerror(errno));
+}
+
+/* The CLI beside this gpulsed, as the user would type it from here:
+ * relative to the working directory when below it ("build/gpulse"),
+ * "gpulse" when there is none beside it. */
+static void cli_command(char *out, size_t len)
+{
+	char dir[4096], cwd[4096], cli[4200];
+	snprintf(out, len, "gpulse");
+	if (!exe_dir(dir, sizeof dir))
+		return;
+	snprintf(cli, sizeof cli, "%s/gpulse", dir);
+	if (access(cli, X_OK) != 0)
+		return;
+	size_t n = getcwd(cwd, sizeof cwd) ? strlen(cwd) : 0;
+	if (n > 1 && strncmp(cli, cwd, n) == 0 && cli[n] == '/')
+		snprintf(out, len, "%s", cli + n + 1);
+	else
+		snprintf(out, len, "%s", cli);
+}
+
+/* --demo's last start-up words: what to try, with --url when the CLI's
+ * default (http://127.0.0.1:9401) is not where gpulsed listens. */
+static void demo_hint(const struct daemon *d, bool tls, int port, char *out, size_t len)
+{
+	char cli[4200], host[256], url[300] = "";
+	int p;
+	cli_command(cli, sizeof cli);
+	if (http_parse_listen(d->cfg.listen, host, sizeof host, &p, NULL, 0) != 0 || !host[0] ||
+	    strcmp(host, "0.0.0.0") == 0 || strcmp(host, "*") == 0)
+		snprintf(host, sizeof host, "127.0.0.1");
+	else if (strcmp(host, "::") == 0)
+		snprintf(host, sizeof host, "::1");
+	bool v6 = strchr(host, ':') != NULL;
+	if (tls || port != 9401 || strcmp(host, "127.0.0.1") != 0)
+		snprintf(url, sizeof url, " --url http%s://%s%s%s:%d", tls ? "s" : "", v6 ? "[" : "",
+			 host, v6 ? "]" : "", port);
+	snprintf(out, len, "; try: %s%s status (and alerts, query 'gpulse_gpu_up', diagnose "
+		 "--since 10m)", cli, url);
+}
+
 /* ---- reload ------------------------------------------------------------ */
 
 static void reload(struct daemon *d)
@@ -861,6 +1048,7 @@ static void reload(struct daemon *d)
 		log_error("reload refused, the running configuration stays: %s", err);
 		return;
 	}
+	demo_rules(d, &nc);
 	struct buf keys;
 	buf_init(&keys, 64 * 1024);
 	if (config_restart_changes(&d->started, &nc, d->rules != NULL, &keys))
@@ -918,6 +1106,9 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		buf_init(&d->cache[i].scratch, CONFIG_HTTP_MAX_BODY);
 	}
 	log_set_level(cfg->log_level);
+	if (opt->demo && (status = demo_begin(d)) != 0)
+		goto out;
+	status = 1;
 
 	/* Block the signals we take before any thread starts, so every
 	 * thread inherits the mask. */
@@ -1031,8 +1222,11 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	}
 	/* Tests and scripts read the bound port from this line (listen
 	 * may say port 0). */
-	log_info("serving http%s://%s port %d (gpulsed %s)", hc.tls_cert_file ? "s" : "",
-		 d->cfg.listen, http_server_port(d->http), GPULSE_VERSION);
+	char hint[20000] = "";
+	if (opt->demo)
+		demo_hint(d, hc.tls_cert_file != NULL, http_server_port(d->http), hint, sizeof hint);
+	log_info("serving http%s://%s port %d (gpulsed %s)%s", hc.tls_cert_file ? "s" : "",
+		 d->cfg.listen, http_server_port(d->http), GPULSE_VERSION, hint);
 
 	for (;;) {
 		/* Wake once a second only while there is no source yet (to
@@ -1071,6 +1265,7 @@ out:
 	ingest_stop(d->ingest);
 	/* Publishers have stopped: the final flush sees every sample. */
 	tsdb_close(d->db);
+	demo_end(d);
 	ingest_destroy(d->ingest);
 	bus_destroy(d->bus);
 	for (int i = 0; i < 2; i++) {
