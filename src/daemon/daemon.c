@@ -785,8 +785,7 @@ static int start_rules(struct daemon *d)
 		.nexternal_labels = next,
 		.external_url = d->cfg.alerting.external_url[0] ? d->cfg.alerting.external_url : NULL,
 	};
-	if (rules_engine_new(&d->rules, &rc, files, n) || rules_engine_start(d->rules) ||
-	    (d->live && livestore_start(d->live))) {
+	if (rules_engine_new(&d->rules, &rc, files, n) || rules_engine_start(d->rules)) {
 		log_error("rules: cannot start the evaluation thread");
 		return 1;
 	}
@@ -1215,6 +1214,12 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	profiling_register(d->prof, d->http);
 	http_route(d->http, "/", handle_index, d);
 
+	/* The rules' scrapes of /metrics read d->self, complete once the
+	 * HTTP server (its other reader) runs. */
+	if (d->live && livestore_start(d->live)) {
+		log_error("rules: cannot start the scrapes of /metrics");
+		goto out;
+	}
 	int src = start_source(d);
 	if (src) {
 		status = src;
