@@ -221,6 +221,36 @@ int agg_add_kernel(struct agg *a, const struct agg_kernel_rec *r)
 	return GPULSE_OK;
 }
 
+int agg_add_kernel_stats(struct agg *a, uint32_t device, uint32_t context,
+			 const struct wire_kernel *k)
+{
+	int sc = scope_index(a, device, context);
+	if (sc < 0) {
+		a->dropped++;
+		return GPULSE_ELIMIT;
+	}
+	const char *name = k->name[0] ? k->name : "(unnamed)";
+	int is_other = strcmp(name, AGG_OTHER_NAME) == 0; /* the census's own fold */
+	int folded = is_other;
+	struct agg_kernel_slot *s = kernel_slot(a, (unsigned)sc, name, name_len(name), is_other,
+						&folded);
+	if (!s) {
+		a->dropped++;
+		return GPULSE_ELIMIT;
+	}
+	kernel_merge(&s->k, k);
+	if (folded)
+		a->kernels_other = sat_add64(a->kernels_other, k->launches);
+	else {
+		memcpy(s->k.grid, k->grid, sizeof s->k.grid);
+		memcpy(s->k.block, k->block, sizeof s->k.block);
+		s->k.registers = k->registers;
+		s->k.shared_bytes = k->shared_bytes;
+	}
+	a->records++;
+	return GPULSE_OK;
+}
+
 static struct agg_copy_slot *copy_slot(struct agg *a, unsigned scope, uint8_t kind, uint8_t pinned)
 {
 	unsigned i = (scope * WIRE_COPY_KIND_COUNT + kind) * 2 + (pinned ? 1 : 0);
@@ -248,6 +278,21 @@ int agg_add_copy(struct agg *a, const struct agg_copy_rec *r)
 	s->c.total_ns = sat_add64(s->c.total_ns, r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0);
 	a->records++;
 	stream_op(a, (unsigned)sc, r->stream, r->start_ns, r->end_ns, 0);
+	return GPULSE_OK;
+}
+
+int agg_add_copy_stats(struct agg *a, uint32_t device, uint32_t context, uint8_t kind,
+		       uint8_t pinned, uint64_t count, uint64_t bytes)
+{
+	int sc = scope_index(a, device, context);
+	if (sc < 0 || kind >= WIRE_COPY_KIND_COUNT) {
+		a->dropped++;
+		return GPULSE_ELIMIT;
+	}
+	struct agg_copy_slot *s = copy_slot(a, (unsigned)sc, kind, pinned);
+	s->c.count = sat_add64(s->c.count, count);
+	s->c.bytes = sat_add64(s->c.bytes, bytes);
+	a->records++;
 	return GPULSE_OK;
 }
 

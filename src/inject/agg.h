@@ -122,6 +122,17 @@ int agg_add_uvm(struct agg *a, uint32_t device, enum agg_uvm_counter c, uint64_t
 int agg_add_sync(struct agg *a, const struct agg_sync_rec *r);
 int agg_add_range(struct agg *a, const char *name, uint64_t duration_ns);
 
+/* Estimated statistics (continuous mode's census, census.h) rather than
+ * records: `k` (its name, launches, GPU time, histogram and shape) is
+ * merged into the kernel of that scope and name, or its "other" entry when
+ * the table is full; a copy kind's count and bytes likewise (no time: the
+ * census does not see how long copies take). 0 or GPULSE_ELIMIT (no scope
+ * left; counted). */
+int agg_add_kernel_stats(struct agg *a, uint32_t device, uint32_t context,
+			 const struct wire_kernel *k);
+int agg_add_copy_stats(struct agg *a, uint32_t device, uint32_t context, uint8_t kind,
+		       uint8_t pinned, uint64_t count, uint64_t bytes);
+
 /* A tracing window begins: gaps on a stream are measured only between
  * operations seen inside one window, so time with tracing off never
  * counts as idle. */

@@ -35,6 +35,7 @@
 
 #include "agg.h"
 #include "capture.h"
+#include "census.h"
 #include "inject_client.h"
 #include "clock.h"
 #include "cupti_shim.h"
@@ -55,6 +56,18 @@
 #define EXIT_FLUSH_NS   (200 * NS_PER_MS)
 #define THREAD_TICK_NS  (100 * NS_PER_MS)
 #define SUB_HOLD_MAX_NS (10 * NS_PER_SEC)
+/* Continuous mode's census (census.h): what one observed launch costs the
+ * application besides the library's own time in the callback, which is
+ * measured: CUPTI's dispatch of the enter and exit callbacks (a prior,
+ * from the H200: launch callbacks added about 0.5 us to an empty launch,
+ * docs/PERFORMANCE.md). */
+#define CENSUS_COST_NS      500.0
+/* A window's fixed cost prior: subscribing and enabling the callbacks,
+ * then unsubscribing, on the library's thread (measured; this floor). */
+#define CENSUS_FIXED_NS     (1 * NS_PER_MS)
+#define SAMPLE_EVERY        32   /* one launch in this many is timed with CUDA events */
+#define EVPAIRS_MAX         256  /* timed launches whose events are not read yet */
+#define EVPAIR_TIMEOUT_NS   (10 * NS_PER_SEC)
 
 static const CUpti_ActivityKind traced_kinds[] = {
 	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
@@ -122,6 +135,33 @@ static struct {
 	int64_t interval_start_wall_ns;
 	struct governor gov;
 
+	/* Continuous mode's census (census.h): the callbacks add under cmu,
+	 * taken with trylock on application threads (a busy lock makes the
+	 * launch unobserved, counted in census_busy). */
+	pthread_mutex_t cmu;
+	struct census *census, *census_snap;
+	atomic_int census_on;             /* launch callbacks are counting */
+	atomic_int census_first;          /* the first window waits for the first launch */
+	atomic_int_fast64_t census_start_ns; /* monotonic, when the window began counting */
+	uint64_t observed_ns;             /* counted time of this interval's closed windows */
+	atomic_uint_fast64_t cb_self_ns, cb_calls; /* the callbacks' own time, and how many */
+	atomic_uint_fast64_t census_busy;
+	atomic_uint_fast64_t sample_tick; /* launches seen, for one-in-SAMPLE_EVERY timing */
+	struct evpair {
+		CUevent a, b;
+		int slot;
+		const char *key;
+		int64_t t_ns;
+		int state;                /* 0 free, 1 start recorded, 2 both, 3 being read */
+	} evpairs[EVPAIRS_MAX];           /* under cmu */
+	unsigned nevpairs;
+	uint64_t samples_lost;            /* timed launches whose events failed or timed out */
+	uint64_t untimed_launches;        /* estimated launches of kernels no sample timed */
+	int lasting;                      /* exact kernel tracing has run in this process */
+	int holds_census;                 /* a census window holds the subscriber (library thread) */
+	int64_t census_fixed_ns;          /* the library thread's time to open the window */
+	uint64_t census_split_ns;         /* the open window's time counted in earlier intervals */
+
 	/* Counters. */
 	atomic_uint_fast64_t launch_records; /* kernels + copies + memsets seen */
 	int holds_subscriber;      /* focused modes: callbacks need one */
@@ -149,7 +189,7 @@ static struct {
 	int stop;
 	int thread_done;               /* the thread left its loop (under mu) */
 	int exited;
-} g = { .mu = PTHREAD_MUTEX_INITIALIZER };
+} g = { .mu = PTHREAD_MUTEX_INITIALIZER, .cmu = PTHREAD_MUTEX_INITIALIZER };
 
 struct nvtx_frame {
 	int64_t start_mono_ns;
@@ -538,6 +578,13 @@ static void set_tracing(int on)
 	if (was == on)
 		return;
 	int64_t now = clock_mono_ns();
+	if (on && !g.lasting) {
+		/* CUPTI 13.0 leaves launches dearer for good once kernels were
+		 * traced (docs/internals/inject.md): said once, and reported. */
+		g.lasting = 1;
+		say("exact kernel tracing is on: on CUPTI 13.0 this process's kernel launches stay "
+		    "about 12-30%% dearer until it exits");
+	}
 	if (on)
 		atomic_store(&g.active_since, now);
 	else
@@ -725,6 +772,8 @@ static void enable_uvm(void)
 	}
 }
 
+static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d);
+
 static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 				 const void *data)
 {
@@ -788,6 +837,10 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
 		return;
 	}
 	const CUpti_CallbackData *d = data;
+	if (domain == CUPTI_CB_DOMAIN_DRIVER_API && g.mode == WIRE_MODE_CONTINUOUS) {
+		census_api(cbid, d);
+		return;
+	}
 	if (g.mode != WIRE_MODE_FOCUSED_PROFILER)
 		return;
 	int start = (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
@@ -819,6 +872,14 @@ static struct {
 	__typeof__(cuDevicePrimaryCtxRelease) *primary_release;
 	__typeof__(cuCtxPushCurrent) *push;
 	__typeof__(cuCtxPopCurrent) *pop;
+	/* Timing a sample of the census's launches. */
+	__typeof__(cuEventCreate) *event_create;
+	__typeof__(cuEventRecord) *event_record, *event_record_ptsz;
+	__typeof__(cuEventQuery) *event_query;
+	__typeof__(cuEventElapsedTime) *event_elapsed;
+	__typeof__(cuEventDestroy) *event_destroy;
+	__typeof__(cuStreamIsCapturing) *is_capturing, *is_capturing_ptsz;
+	int can_time;
 } drv;
 
 static void load_driver_fns(void)
@@ -836,6 +897,19 @@ static void load_driver_fns(void)
 	*(void **)(&drv.primary_release) = dlsym(h, "cuDevicePrimaryCtxRelease_v2");
 	*(void **)(&drv.push) = dlsym(h, "cuCtxPushCurrent_v2");
 	*(void **)(&drv.pop) = dlsym(h, "cuCtxPopCurrent_v2");
+	*(void **)(&drv.event_create) = dlsym(h, "cuEventCreate");
+	*(void **)(&drv.event_record) = dlsym(h, "cuEventRecord");
+	*(void **)(&drv.event_record_ptsz) = dlsym(h, "cuEventRecord_ptsz");
+	*(void **)(&drv.event_query) = dlsym(h, "cuEventQuery");
+	*(void **)(&drv.event_elapsed) = dlsym(h, "cuEventElapsedTime_v2");
+	if (!drv.event_elapsed)
+		*(void **)(&drv.event_elapsed) = dlsym(h, "cuEventElapsedTime");
+	*(void **)(&drv.event_destroy) = dlsym(h, "cuEventDestroy_v2");
+	*(void **)(&drv.is_capturing) = dlsym(h, "cuStreamIsCapturing");
+	*(void **)(&drv.is_capturing_ptsz) = dlsym(h, "cuStreamIsCapturing_ptsz");
+	drv.can_time = drv.event_create && drv.event_record && drv.event_record_ptsz &&
+		       drv.event_query && drv.event_elapsed && drv.event_destroy && drv.is_capturing &&
+		       drv.is_capturing_ptsz;
 }
 
 static void enable_uvm_from_thread(void)
@@ -867,6 +941,406 @@ static void enable_uvm_from_thread(void)
 		drv.primary_release(dev);
 		return;
 	}
+}
+
+static uint64_t window_records_base;
+
+/* The dump's log: window number g.windows opened at `now`, not yet closed. */
+static void log_window_open(int64_t now)
+{
+	g.window_log[g.windows % WINDOW_LOG][0] = now;
+	g.window_log[g.windows % WINDOW_LOG][1] = 0;
+}
+
+/* ---- continuous mode: the launch census ---- */
+
+/* The driver entry points a census window hears about. Runtime launches
+ * and copies reach the driver's, so one domain covers both. */
+static const CUpti_CallbackId census_cbids[] = {
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy, CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2_ptds, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2, CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async,
+	CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2_ptds, CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
+};
+
+/* Every copy and memset entry above takes (dst, src or value, count) first:
+ * the count is read at one place for all of them. */
+struct copy_head {
+	CUdeviceptr dst;
+	uint64_t src_or_value;
+	size_t count;
+};
+_Static_assert(offsetof(cuMemcpyHtoD_v2_params, ByteCount) == offsetof(struct copy_head, count), "");
+_Static_assert(offsetof(cuMemcpyDtoH_v2_params, ByteCount) == offsetof(struct copy_head, count), "");
+_Static_assert(offsetof(cuMemcpyDtoD_v2_params, ByteCount) == offsetof(struct copy_head, count), "");
+_Static_assert(offsetof(cuMemcpyAsync_params, ByteCount) == offsetof(struct copy_head, count), "");
+_Static_assert(offsetof(cuMemcpy_params, ByteCount) == offsetof(struct copy_head, count), "");
+_Static_assert(offsetof(cuMemsetD8_v2_params, N) == offsetof(struct copy_head, count), "");
+_Static_assert(offsetof(cuMemsetD32_v2_params, N) == offsetof(struct copy_head, count), "");
+_Static_assert(offsetof(cuMemsetD32Async_params, N) == offsetof(struct copy_head, count), "");
+
+/* A copy's kind and bytes per counted unit; 0 for a launch. */
+static int census_copy_kind(CUpti_CallbackId c, uint8_t *kind, unsigned *unit)
+{
+	*unit = 1;
+	switch (c) {
+	case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2: case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz:
+		*kind = WIRE_COPY_H2D; return 1;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2: case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz:
+		*kind = WIRE_COPY_D2H; return 1;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2: case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz:
+		*kind = WIRE_COPY_D2D; return 1;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemcpy: case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz:
+		*kind = WIRE_COPY_OTHER; return 1; /* unified addressing: the direction is not named */
+	case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2: case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2_ptds: case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz:
+		*kind = WIRE_COPY_MEMSET; return 1;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2: case CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2_ptds: case CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz:
+		*kind = WIRE_COPY_MEMSET; *unit = 4; return 1;
+	default: return 0;
+	}
+}
+
+/* A launch's shape and stream from its parameters; whether it is one. */
+static int census_launch_args(CUpti_CallbackId c, const void *params, uint32_t grid[3],
+			      uint32_t block[3], uint32_t *shared, CUstream *stream, int *ptsz)
+{
+	*ptsz = c == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
+		c == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz ||
+		c == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz;
+	switch (c) {
+	case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+	case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+	case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: {
+		/* cuLaunchCooperativeKernel's parameters begin as these do. */
+		const cuLaunchKernel_params *p = params;
+		grid[0] = p->gridDimX, grid[1] = p->gridDimY, grid[2] = p->gridDimZ;
+		block[0] = p->blockDimX, block[1] = p->blockDimY, block[2] = p->blockDimZ;
+		*shared = p->sharedMemBytes;
+		*stream = p->hStream;
+		return 1;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+		const CUlaunchConfig *cfg = ((const cuLaunchKernelEx_params *)params)->config;
+		if (!cfg)
+			return 0;
+		grid[0] = cfg->gridDimX, grid[1] = cfg->gridDimY, grid[2] = cfg->gridDimZ;
+		block[0] = cfg->blockDimX, block[1] = cfg->blockDimY, block[2] = cfg->blockDimZ;
+		*shared = cfg->sharedMemBytes;
+		*stream = cfg->hStream;
+		return 1;
+	}
+	default: return 0;
+	}
+}
+
+/* CUPTI's device of a context, cached (under g.cmu). */
+static uint32_t census_device(CUcontext ctx, uint32_t uid)
+{
+	static struct { uint32_t uid, dev; int used; } cache[CENSUS_CONTEXTS];
+	for (int i = 0; i < CENSUS_CONTEXTS; i++)
+		if (cache[i].used && cache[i].uid == uid)
+			return cache[i].dev;
+	uint32_t dev = 0;
+	if (g.cupti.get_device_id && ctx)
+		g.cupti.get_device_id(ctx, &dev);
+	for (int i = 0; i < CENSUS_CONTEXTS; i++)
+		if (!cache[i].used) {
+			cache[i].used = 1, cache[i].uid = uid, cache[i].dev = dev;
+			break;
+		}
+	return dev;
+}
+
+/* A timed launch: events around it on its stream, never in a stream that
+ * is being captured into a graph (an event there would become a node of
+ * the application's graph). Returns the pair's slot + 1, or 0. */
+static uint64_t census_time_start(int slot, const char *key, CUstream stream, int ptsz)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	if ((ptsz ? drv.is_capturing_ptsz : drv.is_capturing)(stream, &st) != CUDA_SUCCESS ||
+	    st != CU_STREAM_CAPTURE_STATUS_NONE)
+		return 0;
+	CUevent a = NULL;
+	if (drv.event_create(&a, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+		return 0;
+	if ((ptsz ? drv.event_record_ptsz : drv.event_record)(a, stream) != CUDA_SUCCESS) {
+		drv.event_destroy(a);
+		return 0;
+	}
+	uint64_t ticket = 0;
+	pthread_mutex_lock(&g.cmu);
+	for (unsigned i = 0; i < EVPAIRS_MAX; i++)
+		if (g.evpairs[i].state == 0) {
+			g.evpairs[i] = (struct evpair){ .a = a, .slot = slot, .key = key,
+							.t_ns = clock_mono_ns(), .state = 1 };
+			ticket = i + 1;
+			break;
+		}
+	pthread_mutex_unlock(&g.cmu);
+	if (!ticket)
+		drv.event_destroy(a); /* every pair is in flight: not timed */
+	return ticket;
+}
+
+static void census_time_end(uint64_t ticket, CUstream stream, int ptsz)
+{
+	CUevent b = NULL;
+	int ok = drv.event_create(&b, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
+		 (ptsz ? drv.event_record_ptsz : drv.event_record)(b, stream) == CUDA_SUCCESS;
+	if (!ok && b) {
+		drv.event_destroy(b);
+		b = NULL;
+	}
+	pthread_mutex_lock(&g.cmu);
+	struct evpair *e = &g.evpairs[ticket - 1];
+	if (e->state == 1) {
+		e->b = b;
+		e->state = b ? 2 : 1; /* without its end, it times out and is counted */
+		b = NULL;
+	}
+	pthread_mutex_unlock(&g.cmu);
+	if (b)
+		drv.event_destroy(b);
+}
+
+/* Launch and copy callbacks while a census window counts. On the
+ * application's thread: the lock is only tried, the callback's own time
+ * is measured. */
+static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
+{
+	if (!atomic_load_explicit(&g.census_on, memory_order_relaxed) || g.exited || g.is_fork_child)
+		return;
+	int64_t t0 = clock_mono_ns();
+	uint32_t grid[3], block[3], shared = 0;
+	CUstream stream = NULL;
+	int ptsz = 0;
+	if (census_launch_args(cbid, d->functionParams, grid, block, &shared, &stream, &ptsz)) {
+		if (d->callbackSite == CUPTI_API_EXIT) {
+			if (d->correlationData && *d->correlationData)
+				census_time_end(*d->correlationData, stream, ptsz);
+			goto out;
+		}
+		if (atomic_load_explicit(&g.census_first, memory_order_relaxed)) {
+			/* The first window opens at the first launch. */
+			int_fast64_t zero = 0;
+			atomic_compare_exchange_strong(&g.census_start_ns, &zero, t0);
+			atomic_store(&g.census_first, 0);
+		}
+		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
+		if (d->correlationData)
+			*d->correlationData = 0;
+		if (pthread_mutex_trylock(&g.cmu) != 0) {
+			atomic_fetch_add(&g.census_busy, 1);
+			goto out;
+		}
+		uint32_t dev = census_device(d->context, d->contextUid);
+		int slot = census_launch(g.census, d->symbolName, d->contextUid, dev, grid, block, shared);
+		pthread_mutex_unlock(&g.cmu);
+		if (drv.can_time && d->correlationData &&
+		    atomic_fetch_add_explicit(&g.sample_tick, 1, memory_order_relaxed) % SAMPLE_EVERY == 0)
+			*d->correlationData = census_time_start(slot, d->symbolName, stream, ptsz);
+	} else if (d->callbackSite == CUPTI_API_ENTER) {
+		uint8_t kind;
+		unsigned unit;
+		if (!census_copy_kind(cbid, &kind, &unit) || !d->functionParams)
+			goto out;
+		const struct copy_head *h = d->functionParams;
+		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
+		if (pthread_mutex_trylock(&g.cmu) != 0) {
+			atomic_fetch_add(&g.census_busy, 1);
+			goto out;
+		}
+		census_copy(g.census, d->contextUid, census_device(d->context, d->contextUid), kind,
+			    (uint64_t)h->count * unit);
+		pthread_mutex_unlock(&g.cmu);
+	}
+out:
+	atomic_fetch_add_explicit(&g.cb_self_ns, (uint64_t)(clock_mono_ns() - t0), memory_order_relaxed);
+	if (d->callbackSite == CUPTI_API_ENTER)
+		atomic_fetch_add_explicit(&g.cb_calls, 1, memory_order_relaxed);
+}
+
+/* Read the events of timed launches that completed (library thread): the
+ * driver calls run outside the lock. */
+static void census_poll_samples(int64_t now)
+{
+	if (!drv.can_time)
+		return;
+	struct evpair todo[EVPAIRS_MAX];
+	unsigned idx[EVPAIRS_MAX], n = 0;
+	pthread_mutex_lock(&g.cmu);
+	for (unsigned i = 0; i < EVPAIRS_MAX; i++) {
+		struct evpair *e = &g.evpairs[i];
+		if (e->state == 2 || (e->state == 1 && now - e->t_ns > EVPAIR_TIMEOUT_NS)) {
+			todo[n] = *e;
+			idx[n++] = i;
+			e->state = 3;
+		}
+	}
+	pthread_mutex_unlock(&g.cmu);
+	if (!n)
+		return;
+	uint64_t dur[EVPAIRS_MAX];
+	int done[EVPAIRS_MAX]; /* 1 timed, -1 lost, 0 not yet */
+	for (unsigned j = 0; j < n; j++) {
+		done[j] = -1;
+		if (!todo[j].b)
+			continue; /* its end never came (the window closed): lost */
+		CUresult q = drv.event_query(todo[j].b);
+		if (q == CUDA_ERROR_NOT_READY && now - todo[j].t_ns <= EVPAIR_TIMEOUT_NS) {
+			done[j] = 0;
+			continue;
+		}
+		float ms = 0;
+		if (q == CUDA_SUCCESS && drv.event_elapsed(&ms, todo[j].a, todo[j].b) == CUDA_SUCCESS &&
+		    ms >= 0) {
+			dur[j] = (uint64_t)((double)ms * 1e6);
+			done[j] = 1;
+		}
+	}
+	pthread_mutex_lock(&g.cmu);
+	for (unsigned j = 0; j < n; j++) {
+		struct evpair *e = &g.evpairs[idx[j]];
+		if (done[j] == 0) {
+			e->state = 2;
+			continue;
+		}
+		if (done[j] == 1)
+			census_sample(g.census, todo[j].slot, todo[j].key, dur[j]);
+		else
+			g.samples_lost++;
+		e->state = 0;
+	}
+	pthread_mutex_unlock(&g.cmu);
+	for (unsigned j = 0; j < n; j++)
+		if (done[j] != 0) {
+			drv.event_destroy(todo[j].a);
+			if (todo[j].b)
+				drv.event_destroy(todo[j].b);
+		}
+}
+
+/* Open a census window: subscribe (which also proves no other profiler
+ * holds CUPTI) and ask for the launch and copy callbacks. */
+static int census_open(int64_t now)
+{
+	int64_t t0 = clock_mono_ns();
+	CUptiResult r = g.cupti.subscribe(&g.sub, on_callback, NULL);
+	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+		give_way();
+		return 0;
+	}
+	if (r != CUPTI_SUCCESS)
+		return 0;
+	for (size_t i = 0; i < sizeof census_cbids / sizeof census_cbids[0]; i++)
+		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, census_cbids[i]);
+	g.holds_census = 1;
+	window_records_base = atomic_load(&g.launch_records);
+	atomic_store(&g.census_start_ns, now);
+	atomic_store(&g.census_on, 1);
+	log_window_open(now);
+	g.census_fixed_ns = clock_mono_ns() - t0;
+	return 1;
+}
+
+/* Close it: the counted time, what it saw and what it cost go to the
+ * governor, which plans the next. */
+static void census_close(int64_t now)
+{
+	int64_t t0 = clock_mono_ns();
+	atomic_store(&g.census_on, 0);
+	g.cupti.unsubscribe(g.sub);
+	g.holds_census = 0;
+	int64_t start = atomic_load(&g.census_start_ns);
+	uint64_t counted = start > 0 && now > start ? (uint64_t)(now - start) : 0;
+	g.observed_ns += counted;
+	uint64_t on = counted + g.census_split_ns;
+	g.census_split_ns = 0;
+	atomic_store(&g.census_start_ns, 0);
+	atomic_store(&g.census_first, 0);
+	uint64_t recs = atomic_load(&g.launch_records) - window_records_base;
+	uint64_t sn = atomic_exchange(&g.cb_self_ns, 0), sc = atomic_exchange(&g.cb_calls, 0);
+	if (sc)
+		governor_observe_processing(&g.gov, (double)sn / (double)sc);
+	double fixed = (double)(g.census_fixed_ns + (clock_mono_ns() - t0));
+	governor_window_done(&g.gov, on, recs, 2 * fixed);
+	g.window_log[g.windows % WINDOW_LOG][1] = now;
+	g.windows++;
+	g.window_next_ns = now + (int64_t)g.gov.off_ns;
+}
+
+/* The library's thread, each turn: open and close census windows. The
+ * first window (opened at CUDA's start) counts from the first launch;
+ * without one for SUB_HOLD_MAX_NS it gives the subscriber back. */
+static void census_tick(int64_t now)
+{
+	if (g.holds_census) {
+		int64_t start = atomic_load(&g.census_start_ns);
+		if (start == 0) {
+			if (now >= g.sub_deadline_ns)
+				census_close(now);
+		} else if (now >= start + (int64_t)g.gov.on_ns) {
+			census_close(now);
+			if (g.gov.off_ns == 0)
+				census_open(now);
+		}
+	} else if (now >= g.window_next_ns) {
+		census_open(now);
+	}
+}
+
+static const char *census_name(const char *mangled, void *user)
+{
+	(void)user;
+	return kernel_name(mangled);
+}
+
+/* The interval's census, scaled to the interval, into g.cur; returns the
+ * share of the interval observed. */
+static double census_fold(int64_t now_mono, uint64_t interval_ns)
+{
+	pthread_mutex_lock(&g.cmu);
+	census_take(g.census, g.census_snap);
+	pthread_mutex_unlock(&g.cmu);
+	uint64_t seen = g.observed_ns;
+	g.observed_ns = 0;
+	int64_t start = atomic_load(&g.census_start_ns);
+	if (g.holds_census && start > 0 && now_mono > start) {
+		seen += (uint64_t)(now_mono - start);
+		/* The open window's counted time from here on is the next interval's. */
+		atomic_store(&g.census_start_ns, now_mono);
+		g.census_split_ns += (uint64_t)(now_mono - start);
+	}
+	double observed = interval_ns ? (double)seen / (double)interval_ns : 0;
+	if (observed > 1)
+		observed = 1;
+	if (observed > 0) {
+		pthread_mutex_lock(&g.mu);
+		census_estimate(g.census_snap, observed, g.cur, census_name, NULL, &g.untimed_launches);
+		pthread_mutex_unlock(&g.mu);
+	}
+	return observed;
 }
 
 /* ---- frames ---- */
@@ -946,6 +1420,14 @@ static void flush_interval(int64_t now_mono)
 	if (atomic_load(&g.active)) {
 		int64_t since = atomic_exchange(&g.active_since, now_mono);
 		traced += now_mono > since ? (uint64_t)(now_mono - since) : 0;
+	}
+	if (g.mode == WIRE_MODE_CONTINUOUS && g.census && !g.is_fork_child) {
+		/* The census's estimates cover the whole interval: that is
+		 * the time its statistics stand for. */
+		uint64_t iv_ns = now_wall > g.interval_start_wall_ns
+					 ? (uint64_t)(now_wall - g.interval_start_wall_ns) : 0;
+		if (census_fold(now_mono, iv_ns) > 0 && !atomic_load(&g.capture_on))
+			traced = iv_ns;
 	}
 	pthread_mutex_lock(&g.mu);
 	agg_take(g.cur, g.snap);
@@ -1030,7 +1512,9 @@ static bool arm_continuous(void)
 	if (!atomic_exchange(&g.arm_pending, 0) || g.stepped_aside)
 		return false;
 	char err[WIRE_REASON_MAX + 1];
-	if (cupti_taken()) {
+	/* A census window holding the subscriber is proof enough that no
+	 * other profiler holds it. */
+	if (!g.holds_census && cupti_taken()) {
 		step_aside("CUPTI was taken by another profiler (torch.profiler, Nsight) as the "
 			   "application started; gpulse leaves it to them");
 		return true;
@@ -1048,7 +1532,7 @@ static bool arm_continuous(void)
 /* ---- the library's thread ---- */
 
 /* Whether tracing should be on now, by mode. */
-static int want_tracing(int64_t now)
+static int want_tracing(void)
 {
 	if (g.stepped_aside || !g.have_cupti)
 		return 0;
@@ -1057,65 +1541,12 @@ static int want_tracing(int64_t now)
 	switch (g.mode) {
 	case WIRE_MODE_FULL: return 1;
 	case WIRE_MODE_CONTINUOUS:
-		if (atomic_load(&g.active))
-			return g.gov.off_ns == 0 || now < g.window_start_ns + (int64_t)g.gov.on_ns;
-		return now >= g.window_next_ns;
+		return 0; /* the census needs no activity tracing; captures are above */
 	case WIRE_MODE_FOCUSED_PROFILER:
 	case WIRE_MODE_FOCUSED_NVTX:
 		return atomic_load(&g.focus_on) > 0;
 	default: return 0;
 	}
-}
-
-static uint64_t window_records_base;
-
-/* The dump's log: window number g.windows opened at `now`, not yet closed. */
-static void log_window_open(int64_t now)
-{
-	g.window_log[g.windows % WINDOW_LOG][0] = now;
-	g.window_log[g.windows % WINDOW_LOG][1] = 0;
-}
-
-/* Windows do not probe for another profiler (cupti_taken subscribes and
- * unsubscribes): the H200 run of 19:17 UTC showed continuous mode, which
- * probed twice a window, costing +39-66% while full trace, which probes
- * once a second, cost +1.6% on the same small-kernel loop, and kernel
- * records stopping after the first window. The probe runs once a second
- * in every mode that holds no subscriber (inject_main). */
-static void open_window(int64_t now)
-{
-	pthread_mutex_lock(&g.mu);
-	agg_window_begin(g.cur);
-	pthread_mutex_unlock(&g.mu);
-	set_tracing(1);
-	g.window_start_ns = now;
-	window_records_base = atomic_load(&g.launch_records);
-	log_window_open(now);
-}
-
-/* Close (or, when always on, just measure) the continuous window. */
-static void close_window(int64_t now, int keep_open)
-{
-	int64_t t0 = clock_mono_ns();
-	if (!keep_open)
-		set_tracing(0);
-	/* Forced: a partly filled buffer holds most of a short window's
-	 * records, and the launch rate is measured from them. */
-	g.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	int64_t cost = clock_mono_ns() - t0;
-	uint64_t on = (uint64_t)(now - g.window_start_ns);
-	uint64_t recs = atomic_load(&g.launch_records) - window_records_base;
-	uint64_t pn = atomic_exchange(&g.proc_ns, 0), pr = atomic_exchange(&g.proc_records, 0);
-	if (pr)
-		governor_observe_processing(&g.gov, (double)pn / (double)pr);
-	governor_window_done(&g.gov, on, recs, keep_open ? 0 : (double)cost * 2);
-	g.window_log[g.windows % WINDOW_LOG][1] = now;
-	g.windows++;
-	if (keep_open)
-		log_window_open(now); /* the next window opens now */
-	g.window_next_ns = now + (int64_t)g.gov.off_ns;
-	g.window_start_ns = keep_open ? now : 0;
-	window_records_base = atomic_load(&g.launch_records);
 }
 
 /* Full mode's subscriber, held until the unified-memory counters are
@@ -1135,18 +1566,14 @@ static void *inject_main(void *arg)
 	while (!g.stop) {
 		pthread_mutex_unlock(&g.mu);
 		int64_t now = clock_mono_ns();
-		int want = want_tracing(now);
+		if (g.mode == WIRE_MODE_CONTINUOUS && !g.stepped_aside && !g.is_fork_child &&
+		    (g.have_cupti || g.holds_census)) {
+			census_tick(now);
+			census_poll_samples(now);
+		}
+		int want = want_tracing();
 		int on = atomic_load(&g.active);
-		if (g.mode == WIRE_MODE_CONTINUOUS && !atomic_load(&g.capture_on) && g.have_cupti &&
-		    !g.stepped_aside) {
-			if (!on && want) {
-				open_window(now);
-			} else if (on && now >= g.window_start_ns + (int64_t)g.gov.on_ns) {
-				close_window(now, g.gov.off_ns == 0);
-				if (g.gov.off_ns == 0 && !atomic_load(&g.active))
-					open_window(now);
-			}
-		} else if (want != on) {
+		if (want != on) {
 			if (want) {
 				set_tracing(1);
 				g.window_start_ns = now;
@@ -1162,7 +1589,8 @@ static void *inject_main(void *arg)
 			bool probed = atomic_load(&g.arm_pending) && !g.is_fork_child && arm_continuous();
 			if (g.have_cupti)
 				g.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-			if (!probed && !g.holds_subscriber && !atomic_load(&g.sub_until_context) && g.have_cupti &&
+			if (!probed && !g.holds_subscriber && !g.holds_census &&
+			    !atomic_load(&g.sub_until_context) && g.have_cupti &&
 			    (g.mode == WIRE_MODE_FULL || g.mode == WIRE_MODE_CONTINUOUS) &&
 			    !(g.cfg.skip & INJECT_SKIP_PROBE) && cupti_taken())
 				give_way();
@@ -1176,8 +1604,10 @@ static void *inject_main(void *arg)
 		/* Sleep until the next thing to do. */
 		int64_t until = next_flush;
 		if (g.mode == WIRE_MODE_CONTINUOUS) {
-			int64_t edge = atomic_load(&g.active) ? g.window_start_ns + (int64_t)g.gov.on_ns
-							      : g.window_next_ns;
+			int64_t start = atomic_load(&g.census_start_ns);
+			int64_t edge = !g.holds_census ? g.window_next_ns
+				       : start > 0     ? start + (int64_t)g.gov.on_ns
+						       : now + NS_PER_MS; /* the first launch comes */
 			if (edge > now && edge < until)
 				until = edge;
 		}
@@ -1296,7 +1726,9 @@ static void write_dump(void)
 		 "\"on_ns\": %llu, \"off_ns\": %llu, \"duty_ppm\": %u, \"estimate_ppm\": %u}, "
 		 "\"client\": {\"connects\": %llu, \"frames_sent\": %llu, \"frames_dropped\": %llu}, "
 		 "\"enable_failures\": %llu, \"uvm_state\": %d, \"holds_subscriber\": %s, "
-		 "\"maxrss_kb\": %ld",
+		 "\"maxrss_kb\": %ld, \"source\": \"%s\", \"lasting_cost\": %s, "
+		 "\"census\": {\"busy\": %llu, \"samples_lost\": %llu, \"untimed_launches\": %llu, "
+		 "\"can_time\": %s, \"cb_cost_ns\": %.1f}",
 		 (int)getpid(), g.mode == WIRE_MODE_FOCUSED_NVTX ? "nvtx" : inject_mode_name(g.mode),
 		 g.stepped_aside ? "true" : "false", reason, g.have_cupti ? g.cupti.version : 0,
 		 g.budget_ppm, (unsigned long long)atomic_load(&g.records_total),
@@ -1308,7 +1740,10 @@ static void write_dump(void)
 		 (unsigned long long)cs.connects, (unsigned long long)cs.frames_sent,
 		 (unsigned long long)(cs.frames_dropped + g.frames_dropped),
 		 (unsigned long long)atomic_load(&g.enable_failures), g.uvm_state,
-		 g.holds_subscriber ? "true" : "false", ru.ru_maxrss);
+		 g.holds_subscriber ? "true" : "false", ru.ru_maxrss,
+		 g.mode == WIRE_MODE_CONTINUOUS ? "census" : "trace", g.lasting ? "true" : "false",
+		 (unsigned long long)atomic_load(&g.census_busy), (unsigned long long)g.samples_lost,
+		 (unsigned long long)g.untimed_launches, drv.can_time ? "true" : "false", g.gov.cost_ns);
 	/* The edges of the last windows, on CLOCK_MONOTONIC (benchmarks line
 	 * their own timings up with them); close 0: still open. */
 	size_t o2 = strlen(extra);
@@ -1409,6 +1844,11 @@ static void fork_child(void)
 	atomic_store(&g.sub_until_context, 0); /* the parent's; CUPTI is not the child's to touch */
 	atomic_store(&g.active, 0);
 	atomic_store(&g.capture_on, 0);
+	atomic_store(&g.census_on, 0);
+	g.holds_census = 0;
+	pthread_mutex_init(&g.cmu, NULL);
+	if (g.census)
+		census_clear(g.census);
 	if (g.cur)
 		agg_clear(g.cur);
 	if (g.total)
@@ -1497,7 +1937,7 @@ static int setup_cupti(void)
 		atomic_store(&g.sub_until_context, 1);
 		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE,
 					CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
-	} else if (!focused) {
+	} else if (!focused && g.mode != WIRE_MODE_CONTINUOUS) {
 		g.cupti.unsubscribe(g.sub);
 	}
 	g.holds_subscriber = focused;
@@ -1513,6 +1953,18 @@ static int setup_cupti(void)
 		if (!(g.cfg.skip & INJECT_SKIP_NVTX))
 			setenv_nvtx();
 		atomic_store(&g.arm_pending, 1);
+		/* The first census window, on the subscription just made: it
+		 * counts from the application's first launch, so a program of
+		 * a second is seen too (census_tick closes it, or gives the
+		 * subscriber back if no launch comes). Callbacks touch none of
+		 * the activity state a profiler started before CUDA may own. */
+		for (size_t i = 0; i < sizeof census_cbids / sizeof census_cbids[0]; i++)
+			g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, census_cbids[i]);
+		load_driver_fns();
+		g.holds_census = 1;
+		atomic_store(&g.census_first, 1);
+		atomic_store(&g.census_on, 1);
+		log_window_open(clock_mono_ns());
 		goto timestamps;
 	}
 	if (register_buffers(err, sizeof err) != GPULSE_OK) {
@@ -1594,6 +2046,15 @@ API int InitializeInjection(void)
 	gc.budget_ppm = g.budget_ppm;
 	gc.cost_ns = g.cfg.cost_ns;
 	gc.tail_ns = g.cfg.tail_ns;
+	if (g.cfg.mode == WIRE_MODE_CONTINUOUS) {
+		/* The census's costs (callbacks leave nothing behind: no tail),
+		 * unless set by hand. */
+		if (!g.cfg.cost_ns_set)
+			gc.cost_ns = CENSUS_COST_NS;
+		if (!g.cfg.tail_ns_set)
+			gc.tail_ns = 0;
+		gc.fixed_ns = CENSUS_FIXED_NS;
+	}
 	governor_init(&g.gov, &gc);
 	int (*get_version)(int *) = NULL;
 	void *libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -1608,7 +2069,12 @@ API int InitializeInjection(void)
 	g.enc = agg_encoder_create();
 	g.cap = capture_create();
 	g.names = calloc(NAME_CACHE, sizeof *g.names);
-	if (!g.cur || !g.snap || !g.enc || !g.cap || (g.cfg.dump_path[0] && !g.total)) {
+	if (g.mode == WIRE_MODE_CONTINUOUS) {
+		g.census = calloc(1, sizeof *g.census);
+		g.census_snap = calloc(1, sizeof *g.census_snap);
+	}
+	if (!g.cur || !g.snap || !g.enc || !g.cap || (g.cfg.dump_path[0] && !g.total) ||
+	    (g.mode == WIRE_MODE_CONTINUOUS && (!g.census || !g.census_snap))) {
 		step_aside("out of memory for the aggregation tables");
 		return 1;
 	}

@@ -138,10 +138,14 @@ void inject_config_load(struct inject_config *c, const char *(*get)(const char *
 		}
 	}
 	double d;
-	if (env_number(get, "GPULSE_COST_NS", 0, 1e6, "(0, 1e6]; using 2000", &d, err, errlen))
+	if (env_number(get, "GPULSE_COST_NS", 0, 1e6, "(0, 1e6]; using the default", &d, err, errlen)) {
 		c->cost_ns = d;
-	if (env_number(get, "GPULSE_TAIL_NS", -1, 60e9, "[0, 6e10]; using 2e9", &d, err, errlen))
+		c->cost_ns_set = 1;
+	}
+	if (env_number(get, "GPULSE_TAIL_NS", -1, 60e9, "[0, 6e10]; using the default", &d, err, errlen)) {
 		c->tail_ns = (uint64_t)d;
+		c->tail_ns_set = 1;
+	}
 	v = get("GPULSE_SOCKET");
 	if (v && *v) {
 		if (!str_copy(c->socket_paths[0], INJECT_PATH_MAX, v))

@@ -24,6 +24,8 @@ struct inject_config {
 	unsigned topk;                /* kernels per scope and interval (default 64) */
 	double cost_ns;               /* prior cost per traced record (default 2000) */
 	uint64_t tail_ns;             /* a window's tail in traced time (default 2e9; governor.h) */
+	int cost_ns_set, tail_ns_set; /* given in the environment (continuous mode's
+	                               * census has defaults of its own) */
 	char socket_paths[CLIENT_PATHS_MAX][INJECT_PATH_MAX]; /* tried in order; "" ends */
 	char dump_path[INJECT_PATH_MAX]; /* GPULSE_INJECT_DUMP: JSON totals at exit */
 	char cupti_path[INJECT_PATH_MAX];

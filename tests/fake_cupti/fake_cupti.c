@@ -334,11 +334,64 @@ API void fake_cupti_api(int domain, int cbid, int site)
 		cb(user, (CUpti_CallbackDomain)domain, (CUpti_CallbackId)cbid, &d);
 }
 
+/* The subscriber's callback if it asked for (domain, cbid); under f.mu. */
+static CUpti_CallbackFunc wanted(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+	for (int i = 0; i < f.ncbs; i++)
+		if (f.subscribed && f.cbs[i].d == domain && f.cbs[i].id == cbid)
+			return f.cb;
+	return NULL;
+}
+
+/* A driver API call as CUPTI reports it to a subscriber that asked: the
+ * enter and exit callbacks around it, with its parameters and the
+ * per-call correlation data CUPTI keeps between the two. Counted in
+ * driver_callbacks when heard. */
+static void driver_call(CUpti_CallbackId cbid, const char *symbol, const void *params)
+{
+	pthread_mutex_lock(&f.mu);
+	CUpti_CallbackFunc cb = wanted(CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+	void *user = f.cb_user;
+	if (cb)
+		f.st.driver_callbacks++;
+	pthread_mutex_unlock(&f.mu);
+	if (!cb)
+		return;
+	uint64_t corr = 0;
+	CUpti_CallbackData d;
+	memset(&d, 0, sizeof d);
+	d.functionName = "fake";
+	d.symbolName = symbol;
+	d.functionParams = params;
+	d.context = (CUcontext)&token;
+	d.contextUid = 1;
+	d.correlationData = &corr;
+	d.correlationId = __atomic_add_fetch(&f.correlation, 1, __ATOMIC_RELAXED);
+	d.callbackSite = CUPTI_API_ENTER;
+	cb(user, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &d);
+	d.callbackSite = CUPTI_API_EXIT;
+	cb(user, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &d);
+}
+
+API CUptiResult cuptiGetDeviceId(CUcontext ctx, uint32_t *dev)
+{
+	(void)ctx;
+	*dev = 0;
+	return CUPTI_SUCCESS;
+}
+
 /* n launches of a kernel `name` (a pointer that stays valid, as CUPTI's
- * names do) lasting dur_ns each, on stream 7 of device 0. */
+ * names do) lasting dur_ns each, on stream 7 of device 0: the driver's
+ * launch callbacks if asked for, and a kernel record if the kind is on. */
 API void fake_cupti_launch(const char *name, uint64_t dur_ns, int n)
 {
+	cuLaunchKernel_params p;
+	memset(&p, 0, sizeof p);
+	p.gridDimX = 128, p.gridDimY = 1, p.gridDimZ = 1;
+	p.blockDimX = 256, p.blockDimY = 1, p.blockDimZ = 1;
+	p.hStream = (CUstream)(uintptr_t)7;
 	for (int i = 0; i < n; i++) {
+		driver_call(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, name, &p);
 		CUpti_ActivityKernel10 k;
 		memset(&k, 0, sizeof k);
 		k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
@@ -390,6 +443,11 @@ API void fake_cupti_memcpy(int to_device, int pinned, uint64_t bytes, uint64_t d
 	m.deviceId = 0;
 	m.contextId = 1;
 	m.streamId = 7;
+	cuMemcpyHtoDAsync_v2_params p;
+	memset(&p, 0, sizeof p);
+	p.ByteCount = bytes;
+	driver_call(to_device ? CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2
+			      : CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2, NULL, &p);
 	append(&m, sizeof m, CUPTI_ACTIVITY_KIND_MEMCPY);
 }
 

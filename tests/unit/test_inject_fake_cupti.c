@@ -315,7 +315,12 @@ static void play(enum scenario sc, struct outcome *o)
 		 * the first CUDA call). */
 		h.context_created();
 		launch_until(&h, 100000, clock_mono_ns() + ms(200));
-		NEED(h.take_subscriber());
+		/* (After the first census window, at the first launch, which
+		 * holds the subscriber for its few milliseconds.) */
+		for (int64_t until = clock_mono_ns() + ms(500); !h.take_subscriber();) {
+			NEED(clock_mono_ns() < until);
+			launch_until(&h, 100000, clock_mono_ns() + ms(5));
+		}
 		launch_until(&h, 100000, clock_mono_ns() + ms(1500));
 		break;
 	case TAKEN_LATER:
@@ -323,7 +328,12 @@ static void play(enum scenario sc, struct outcome *o)
 		 * traced its first window. */
 		h.context_created();
 		launch_until(&h, 100000, clock_mono_ns() + ms(1600));
-		NEED(h.take_subscriber());
+		/* Between two of the library's census windows (a window holds
+		 * the subscriber while it counts). */
+		for (int64_t until = clock_mono_ns() + ms(2000); !h.take_subscriber();) {
+			NEED(clock_mono_ns() < until);
+			launch_until(&h, 100000, clock_mono_ns() + ms(2));
+		}
 		h.stats(&o->at_take);
 		launch_until(&h, 100000, clock_mono_ns() + ms(1800));
 		h.stats(&o->before_end);
@@ -523,41 +533,42 @@ static void test_continuous_windows(void **state)
 {
 	(void)state;
 	struct outcome o;
-	/* About 100 000 launches a second for 5 s (the first second untraced:
-	 * CUPTI is taken at the first tick) at 2 µs each (f = 0.25)
-	 * and a budget of 10%: windows of 200 ms about every 0.7 s, or every
-	 * 1.5 s where a loaded machine makes the launches bursty. The
-	 * stand-in has no tail (GPULSE_TAIL_NS=0); the 0.5% default would
-	 * trace one window in 14 s. */
-	json_t *d = run_case(CONTINUOUS, "continuous", "10%", &o);
+	/* About 100 000 launches a second for 5 s, counted through the
+	 * driver's launch callbacks in census windows (a prior of 0.5 us a
+	 * launch: f = 0.05) under a budget of 2%: windows of 200 ms about
+	 * every 0.6 s. Kernel activity tracing is never enabled. */
+	json_t *d = run_case(CONTINUOUS, "continuous", "2%", &o);
 	assert_string_equal(json_string_value(json_object_get(d, "mode")), "continuous");
+	assert_string_equal(json_string_value(json_object_get(d, "source")), "census");
 	assert_false(json_is_true(json_object_get(d, "stepped_aside")));
+	assert_false(json_is_true(json_object_get(d, "lasting_cost")));
 	json_int_t windows = num(d, "windows");
 	const json_t *gov = json_object_get(d, "governor");
 	if (windows < 3) {
 		char *g = json_dumps(gov, JSON_COMPACT);
-		fail_msg("%lld windows; governor %s; %llu of %llu launches traced", (long long)windows, g,
-			 (unsigned long long)o.end.kernel_records, (unsigned long long)o.end.launches);
+		fail_msg("%lld windows; governor %s; %llu of %llu launches heard", (long long)windows, g,
+			 (unsigned long long)o.end.driver_callbacks, (unsigned long long)o.end.launches);
 	}
-	/* Each window opened and closed the kernel kind: on at most once
-	 * more than off (the last may be open at exit). */
-	assert_true(o.end.enables >= 3);
-	assert_true(o.end.enables - o.end.disables <= 1);
-	/* Every record taken in a window reached the dump, none lost. */
-	assert_int_equal(launches_of(d, "k_loop(float*)"), (json_int_t)o.end.kernel_records);
+	assert_int_equal(o.end.enables, 0);
+	assert_int_equal(o.end.kernel_records, 0);
+	/* Only part of the launches heard, yet the estimate, scaled by the
+	 * time observed, is near the truth (a loaded machine makes the
+	 * paced launches bursty: 25% here; the GPU check holds it to 5%). */
+	assert_true(o.end.driver_callbacks > 0);
+	assert_true(o.end.driver_callbacks < o.end.launches * 8 / 10);
+	json_int_t est = launches_of(d, "k_loop(float*)");
+	if (llabs((long long)est - (long long)o.end.launches) > (long long)o.end.launches / 4)
+		fail_msg("estimated %lld launches, %llu launched, %llu heard", (long long)est,
+			 (unsigned long long)o.end.launches, (unsigned long long)o.end.driver_callbacks);
 	assert_int_equal(num(d, "records_dropped_total"), 0);
-	/* Only part of the time traced. */
-	assert_true(o.end.kernel_records > 0);
-	assert_true(o.end.kernel_records < o.end.launches * 6 / 10);
 	assert_true(json_number_value(json_object_get(gov, "rate_hz")) > 10000);
 	assert_true(num(gov, "off_ns") > 0);
-	assert_true(num(gov, "estimate_ppm") <= 100001);
+	assert_true(num(gov, "estimate_ppm") <= 20001);
 	/* The dump lists each window's edges, in order, each closed after it
 	 * opened (the last may still be open: close 0). */
 	const json_t *log = json_object_get(d, "window_log_mono_ns");
 	assert_true(json_is_array(log));
-	assert_int_equal((json_int_t)json_array_size(log),
-			 windows + (o.end.enables - o.end.disables));
+	assert_true((json_int_t)json_array_size(log) >= windows);
 	json_int_t prev_close = 0;
 	for (size_t i = 0; i < json_array_size(log); i++) {
 		json_int_t open = json_integer_value(json_array_get(json_array_get(log, i), 0));
@@ -608,12 +619,14 @@ static void test_touches_nothing_before_first_tick(void **state)
 {
 	(void)state;
 	struct outcome o;
-	json_t *d = run_case(TAKEN_EARLY, "continuous", "50%", &o);
+	json_t *d = run_case(TAKEN_EARLY, "continuous", NULL, &o);
 	assert_true(json_is_true(json_object_get(d, "stepped_aside")));
 	assert_non_null(strstr(json_string_value(json_object_get(d, "reason")), "as the application started"));
 	assert_int_equal(o.end.registrations, 0);
 	assert_int_equal(o.end.kind_changes, 0);
-	assert_int_equal(num(d, "windows"), 0);
+	/* At most the first census window, at the first launch: callbacks
+	 * only, no activity setting. */
+	assert_true(num(d, "windows") <= 1);
 	json_decref(d);
 }
 
@@ -621,15 +634,20 @@ static void test_gives_way_to_profiler_that_comes_later(void **state)
 {
 	(void)state;
 	struct outcome o;
-	json_t *d = run_case(TAKEN_LATER, "continuous", "50%", &o);
+	/* At 5%, census windows of 200 ms leave gaps of about 40 ms. */
+	json_t *d = run_case(TAKEN_LATER, "continuous", "5%", &o);
 	assert_true(json_is_true(json_object_get(d, "stepped_aside")));
 	assert_non_null(strstr(json_string_value(json_object_get(d, "reason")),
 			       "another profiler started using CUPTI"));
-	assert_true(o.at_take.registrations == 1 && o.at_take.enables >= 1); /* it had traced */
-	/* Found within the once-a-second probe; after that the library
-	 * touches none of CUPTI's settings (they are the other tool's). */
-	assert_int_equal(o.before_end.enables, o.end.enables);
-	assert_int_equal(o.before_end.disables, o.end.disables);
+	/* It had armed (buffers for NVTX markers) and counted launches, and
+	 * never traced kernels. */
+	assert_true(o.at_take.registrations == 1 && o.at_take.driver_callbacks > 0);
+	assert_int_equal(o.end.enables, 0);
+	/* Found at its next census window; after that the library touches
+	 * none of CUPTI's settings (they are the other tool's) and hears no
+	 * more launches. */
+	assert_int_equal(o.before_end.kind_changes, o.end.kind_changes);
+	assert_int_equal(o.before_end.driver_callbacks, o.end.driver_callbacks);
 	assert_true(o.end.subscribed && o.end.foreign);
 	json_decref(d);
 }
