@@ -368,6 +368,63 @@ static void closes(void)
 // for the current context only, H CUPTI's buffers in pinned host memory,
 // G one shared activity buffer instead of per-thread ones (before R).
 // A one-byte activity attribute; reports `refused` with CUPTI's code.
+// Steps B, b, e: continuous mode's census windows (src/inject/inject.c),
+// measured alone. B subscribes a callback that counts every driver launch
+// (as the census does: a lock, a table, a clock read); e makes it also
+// time one launch in 32 with two CUDA events on the launch's stream, as
+// the census's samples are; b unsubscribes. Whether launches are back at
+// their first cost after b is the question of the lasting cost.
+static CUpti_SubscriberHandle census_sub;
+static int census_events;
+static unsigned long census_seen, census_timed;
+static pthread_mutex_t census_mu = PTHREAD_MUTEX_INITIALIZER;
+static void CUPTIAPI census_cb(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *x)
+{
+	(void)u, (void)d;
+	const CUpti_CallbackData *cd = (const CUpti_CallbackData *)x;
+	if (id != CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel && id != CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)
+		return;
+	CUstream st = id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel
+			      ? ((const cuLaunchKernel_params *)cd->functionParams)->hStream
+			      : ((const cuLaunchKernelEx_params *)cd->functionParams)->config->hStream;
+	if (cd->callbackSite == CUPTI_API_ENTER) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		pthread_mutex_lock(&census_mu);
+		census_seen++;
+		pthread_mutex_unlock(&census_mu);
+		*cd->correlationData = 0;
+		if (census_events && census_seen % 32 == 0) {
+			CUevent a;
+			if (cuEventCreate(&a, CU_EVENT_DEFAULT) == CUDA_SUCCESS && cuEventRecord(a, st) == CUDA_SUCCESS)
+				*cd->correlationData = (uint64_t)(uintptr_t)a;
+		}
+	} else if (*cd->correlationData) {
+		CUevent a = (CUevent)(uintptr_t)*cd->correlationData, b;
+		/* The library reads and destroys them later, on its thread;
+		 * destroying a recorded event at once is legal and costs the
+		 * launching thread about the same. */
+		if (cuEventCreate(&b, CU_EVENT_DEFAULT) == CUDA_SUCCESS && cuEventRecord(b, st) == CUDA_SUCCESS)
+			cuEventDestroy(b);
+		cuEventDestroy(a);
+		census_timed++;
+	}
+}
+
+static void census_on(void)
+{
+	if (cuptiSubscribe(&census_sub, census_cb, NULL) != CUPTI_SUCCESS) {
+		report("census subscribe refused", 0, "");
+		return;
+	}
+	static const CUpti_CallbackId ids[] = {
+		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+	};
+	for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+		cuptiEnableCallback(1, census_sub, CUPTI_CB_DOMAIN_DRIVER_API, ids[i]);
+}
+
 static void set_u8_attr(CUpti_ActivityAttribute a, uint8_t v, const char *refused)
 {
 	size_t sz = sizeof v;
@@ -407,6 +464,14 @@ static void step(char c)
 		break;
 	}
 	case 'R': cuptiActivityRegisterCallbacks(req, done); break;
+	case 'B': census_on(); break;
+	case 'e': census_events = 1; break;
+	case 'b':
+		cuptiUnsubscribe(census_sub);
+		report("  census launches heard", (double)census_seen, "");
+		report("  census launches timed", (double)census_timed, "");
+		census_events = 0;
+		break;
 	case 'G': // one shared activity buffer instead of per-thread ones (before R)
 		set_u8_attr(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, 0, "per-thread buffers off refused");
 		break;

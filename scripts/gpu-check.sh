@@ -148,9 +148,8 @@ PY
 )
 	[ $? = 0 ] && row "inject: socket + capture" PASS "${msg:0:150}" || row "inject: socket + capture" FAIL "${msg:0:150}"
 	fi
-	# PyTorch: a training step under gpulse (full mode, so that a short run
-	# must record kernels: continuous mode's first window comes a second
-	# in, and the next a period later), then torch.profiler in the same
+	# PyTorch: a training step under gpulse (full mode: every kernel
+	# exact), then torch.profiler in the same
 	# process in continuous mode (started after gpulse, and before CUDA so
 	# it owns CUPTI first): gpulse steps aside and torch.profiler records.
 	for v in plain gpulse late early; do
@@ -194,6 +193,13 @@ if [ -x $IB/inject_empty ] || nvcc -O2 -arch=sm_90 -o $IB/inject_empty bench/inj
 	bench/inject_overhead.sh $IL $IB/inject_empty $IB/overhead ${INJECT_ROUNDS:-2} ${INJECT_SECONDS:-2} \
 		| tee "$OUT/inject-overhead-table.txt"
 	python3 bench/inject_windows.py $IB/overhead/inject-overhead-runs.jsonl 2>&1 | tee "$OUT/inject-windows.txt"
+	# Default mode's kernels against the full trace of the same workloads.
+	if python3 bench/inject_accuracy.py $IB/overhead >"$OUT/inject-accuracy.txt" 2>&1; then
+		row "inject: default vs full trace" PASS "$(grep -c '^PASS' "$OUT/inject-accuracy.txt") workloads"
+	else
+		row "inject: default vs full trace" FAIL "$(grep -m1 '^FAIL' "$OUT/inject-accuracy.txt" | cut -c1-120)"
+	fi
+	cat "$OUT/inject-accuracy.txt"
 	cp $IB/overhead/inject-overhead.json $IB/overhead/inject-overhead-runs.jsonl $IB/overhead/dump-*.json "$OUT/" 2>/dev/null
 	tail -n 40 $IB/overhead/inject-overhead-stderr.txt >"$OUT/inject-overhead-stderr-tail.txt" 2>/dev/null
 	row "inject: overhead table" INFO "inject-overhead-table.txt"
@@ -210,7 +216,9 @@ if nvcc -O2 -arch=sm_90 -o /tmp/cupti_states bench/cupti_states.cu -L/usr/local/
 	# V (detach between windows while another thread launches) is left
 	# out: it crashed inside CUPTI 13.0 on driver 580 every time
 	# (CUPTI_SEQUENCES=PPV to try it on another driver).
-	for seq in ${CUPTI_SEQUENCES:-PPPPPP PRPMPP PRSPTPTP PREPDPEPDP PRKPkPPPPP PGRKPkPPPPP PRcPdPP PRMPW PREPDPZPP PREDZPREDZPP}; do
+	# PBPbPPPP, PBePbPPPP: continuous mode's census windows (launch
+	# callbacks, and with event-timed samples) and what they leave behind.
+	for seq in ${CUPTI_SEQUENCES:-PPPPPPPP PBPbPPPP PBePbPPPP PBPbPBPbPP PRKPkPPPPP}; do
 		LD_LIBRARY_PATH=$CL timeout 120 /tmp/cupti_states $seq
 	done | tee "$OUT/cupti-states.txt"; then
 	row "cupti states and window edges" INFO "cupti-states.txt"

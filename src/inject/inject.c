@@ -65,6 +65,11 @@
 /* A window's fixed cost prior: subscribing and enabling the callbacks,
  * then unsubscribing, on the library's thread (measured; this floor). */
 #define CENSUS_FIXED_NS     (1 * NS_PER_MS)
+/* The first window counts from the first launch until it has cost the
+ * application this much (launches times their cost), or for
+ * SUB_HOLD_MAX_NS: a program of a second or two is counted whole, and a
+ * long one pays it once. */
+#define CENSUS_INITIAL_NS   (10 * NS_PER_MS)
 #define SAMPLE_EVERY        32   /* one launch in this many is timed with CUDA events */
 #define EVPAIRS_MAX         256  /* timed launches whose events are not read yet */
 #define EVPAIR_TIMEOUT_NS   (10 * NS_PER_SEC)
@@ -159,6 +164,7 @@ static struct {
 	uint64_t untimed_launches;        /* estimated launches of kernels no sample timed */
 	int lasting;                      /* exact kernel tracing has run in this process */
 	int holds_census;                 /* a census window holds the subscriber (library thread) */
+	int census_initial;               /* it is the first window (CENSUS_INITIAL_NS) */
 	int64_t census_fixed_ns;          /* the library thread's time to open the window */
 	uint64_t census_split_ns;         /* the open window's time counted in earlier intervals */
 
@@ -1279,6 +1285,7 @@ static void census_close(int64_t now)
 	g.census_split_ns = 0;
 	atomic_store(&g.census_start_ns, 0);
 	atomic_store(&g.census_first, 0);
+	g.census_initial = 0;
 	uint64_t recs = atomic_load(&g.launch_records) - window_records_base;
 	uint64_t sn = atomic_exchange(&g.cb_self_ns, 0), sc = atomic_exchange(&g.cb_calls, 0);
 	if (sc)
@@ -1299,6 +1306,11 @@ static void census_tick(int64_t now)
 		int64_t start = atomic_load(&g.census_start_ns);
 		if (start == 0) {
 			if (now >= g.sub_deadline_ns)
+				census_close(now);
+		} else if (g.census_initial) {
+			double spent = (double)(atomic_load(&g.launch_records) - window_records_base) *
+				       g.gov.cost_ns;
+			if (spent >= (double)CENSUS_INITIAL_NS || now >= g.sub_deadline_ns)
 				census_close(now);
 		} else if (now >= start + (int64_t)g.gov.on_ns) {
 			census_close(now);
@@ -1605,9 +1617,11 @@ static void *inject_main(void *arg)
 		int64_t until = next_flush;
 		if (g.mode == WIRE_MODE_CONTINUOUS) {
 			int64_t start = atomic_load(&g.census_start_ns);
-			int64_t edge = !g.holds_census ? g.window_next_ns
-				       : start > 0     ? start + (int64_t)g.gov.on_ns
-						       : now + NS_PER_MS; /* the first launch comes */
+			/* The first window is watched closely: it ends by what
+			 * it has cost, not by a clock. */
+			int64_t edge = !g.holds_census                 ? g.window_next_ns
+				       : start > 0 && !g.census_initial ? start + (int64_t)g.gov.on_ns
+									: now + 10 * NS_PER_MS;
 			if (edge > now && edge < until)
 				until = edge;
 		}
@@ -1962,6 +1976,7 @@ static int setup_cupti(void)
 			g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, census_cbids[i]);
 		load_driver_fns();
 		g.holds_census = 1;
+		g.census_initial = 1;
 		atomic_store(&g.census_first, 1);
 		atomic_store(&g.census_on, 1);
 		log_window_open(clock_mono_ns());

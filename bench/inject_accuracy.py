@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Default mode's picture against the exact one, side by side: for each
+workload with dumps of both configurations from bench/inject_overhead.sh
+(dump-WORKLOAD-default-R.json and dump-WORKLOAD-full-R.json), the top 10
+kernels of the full trace by GPU time, each one's share of GPU time and of
+launches in both, and the largest differences. The goals (issue 13): GPU
+time shares within 5 percentage points, launch shares within 5% of the
+truth's. Launches are compared as shares because the two runs are separate
+processes of one length, not of one count.
+
+  inject_accuracy.py DUMP_DIR [TOP]"""
+import glob
+import json
+import os
+import sys
+
+d = sys.argv[1]
+top = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+
+
+def load(pattern):
+    """Kernels of all rounds merged: name -> [launches, total_ns]."""
+    out = {}
+    for f in sorted(glob.glob(os.path.join(d, pattern))):
+        try:
+            dump = json.load(open(f))
+        except (OSError, ValueError):
+            continue
+        for k in dump.get("kernels", []):
+            e = out.setdefault(k["name"], [0, 0])
+            e[0] += k["launches"]
+            e[1] += k["total_ns"]
+    return out
+
+
+workloads = sorted({os.path.basename(f).split("-")[1] for f in glob.glob(os.path.join(d, "dump-*-full-*.json"))})
+worst = []
+for w in workloads:
+    full, dflt = load(f"dump-{w}-full-*.json"), load(f"dump-{w}-default-*.json")
+    if not full or not dflt:
+        print(f"{w}: no dumps of both configurations")
+        continue
+    ft = sum(v[1] for v in full.values()) or 1
+    fl = sum(v[0] for v in full.values()) or 1
+    dt = sum(v[1] for v in dflt.values()) or 1
+    dl = sum(v[0] for v in dflt.values()) or 1
+    print(f"== {w}: top {top} kernels of the full trace by GPU time")
+    print(f"{'time% full':>10} {'default':>8} {'diff pp':>8} {'launch% full':>12} {'default':>8} {'rel':>7}  kernel")
+    max_pp = max_rel = 0.0
+    for name, (l, t) in sorted(full.items(), key=lambda kv: -kv[1][1])[:top]:
+        dlaunch, dtime = dflt.get(name, [0, 0])
+        sf, sd = 100.0 * t / ft, 100.0 * dtime / dt
+        lf, ld = 100.0 * l / fl, 100.0 * dlaunch / dl
+        rel = abs(ld - lf) / lf if lf else 0.0
+        max_pp, max_rel = max(max_pp, abs(sd - sf)), max(max_rel, rel)
+        print(f"{sf:10.2f} {sd:8.2f} {sd - sf:+8.2f} {lf:12.2f} {ld:8.2f} {100 * rel:6.1f}%  {name[:70]}")
+    ok = max_pp <= 5.0 and max_rel <= 0.05
+    print(f"{'PASS' if ok else 'FAIL'} {w}: largest GPU-time share difference {max_pp:.2f} pp (goal 5), "
+          f"largest launch-share error {100 * max_rel:.1f}% (goal 5%)")
+    worst.append(ok)
+sys.exit(0 if worst and all(worst) else 1)
