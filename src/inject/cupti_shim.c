@@ -67,8 +67,10 @@ int cupti_lib_open(struct cupti_lib *lib, const char *configured, char *err, siz
 	dl_iterate_phdr(find_loaded_cb, &f);
 	if (f.path[0]) {
 		lib->handle = dlopen(f.path, RTLD_NOW | RTLD_NOLOAD);
-		if (lib->handle)
+		if (lib->handle) {
 			str_copy(lib->path, sizeof lib->path, f.path);
+			lib->app_loaded = 1;
+		}
 	}
 	/* 2. A configured path, 3. the toolkit's. */
 	if (!lib->handle && configured && *configured) {

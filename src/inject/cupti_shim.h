@@ -34,6 +34,7 @@ struct cupti_lib {
 	void *handle;
 	char path[512];
 	uint32_t version;
+	int app_loaded;            /* the application had loaded it itself */
 #define CUPTI_FN_MEMBER(req, member, sym) __typeof__(sym) *member;
 	CUPTI_FUNCS(CUPTI_FN_MEMBER)
 #undef CUPTI_FN_MEMBER

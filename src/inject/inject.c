@@ -148,15 +148,17 @@ static struct {
 	atomic_int census_on;             /* launch callbacks are counting */
 	atomic_int census_first;          /* the first window waits for the first launch */
 	atomic_int_fast64_t census_start_ns; /* monotonic, when the window began counting */
+	atomic_int_fast64_t census_first_launch_ns; /* the first window's first launch */
 	uint64_t observed_ns;             /* counted time of this interval's closed windows */
 	atomic_uint_fast64_t cb_self_ns, cb_calls; /* the callbacks' own time, and how many */
 	atomic_uint_fast64_t census_busy;
-	atomic_uint_fast64_t sample_tick; /* launches seen, for one-in-SAMPLE_EVERY timing */
 	struct evpair {
 		CUevent a, b;
 		int slot;
 		const char *key;
-		int64_t t_ns;
+		int64_t t_ns;             /* host time just after the start event was recorded */
+		int64_t host_gap_ns;      /* from then to the end of the launch call */
+		int idle;                 /* the stream had no work left when timing began */
 		int state;                /* 0 free, 1 start recorded, 2 both, 3 being read */
 	} evpairs[EVPAIRS_MAX];           /* under cmu */
 	unsigned nevpairs;
@@ -885,6 +887,7 @@ static struct {
 	__typeof__(cuEventElapsedTime) *event_elapsed;
 	__typeof__(cuEventDestroy) *event_destroy;
 	__typeof__(cuStreamIsCapturing) *is_capturing, *is_capturing_ptsz;
+	__typeof__(cuStreamQuery) *stream_query, *stream_query_ptsz;
 	int can_time;
 } drv;
 
@@ -913,9 +916,11 @@ static void load_driver_fns(void)
 	*(void **)(&drv.event_destroy) = dlsym(h, "cuEventDestroy_v2");
 	*(void **)(&drv.is_capturing) = dlsym(h, "cuStreamIsCapturing");
 	*(void **)(&drv.is_capturing_ptsz) = dlsym(h, "cuStreamIsCapturing_ptsz");
+	*(void **)(&drv.stream_query) = dlsym(h, "cuStreamQuery");
+	*(void **)(&drv.stream_query_ptsz) = dlsym(h, "cuStreamQuery_ptsz");
 	drv.can_time = drv.event_create && drv.event_record && drv.event_record_ptsz &&
 		       drv.event_query && drv.event_elapsed && drv.event_destroy && drv.is_capturing &&
-		       drv.is_capturing_ptsz;
+		       drv.is_capturing_ptsz && drv.stream_query && drv.stream_query_ptsz;
 }
 
 static void enable_uvm_from_thread(void)
@@ -1060,6 +1065,20 @@ static int census_launch_args(CUpti_CallbackId c, const void *params, uint32_t g
 	}
 }
 
+/* One launch in SAMPLE_EVERY, at random (a fixed stride would meet a
+ * workload's own period: every 32nd launch of a step of 64 is always the
+ * same kernel). xorshift64 per thread. */
+static int sample_this(void)
+{
+	static _Thread_local uint64_t x;
+	if (!x)
+		x = (uint64_t)clock_mono_ns() ^ ((uint64_t)(uintptr_t)&x << 17) ^ 0x9e3779b97f4a7c15ull;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return x % SAMPLE_EVERY == 0;
+}
+
 /* CUPTI's device of a context, cached (under g.cmu). */
 static uint32_t census_device(CUcontext ctx, uint32_t uid)
 {
@@ -1090,6 +1109,12 @@ static uint64_t census_time_start(int slot, const char *key, CUstream stream, in
 	CUevent a = NULL;
 	if (drv.event_create(&a, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
 		return 0;
+	/* On an idle stream the start event completes as soon as it is
+	 * recorded, before the kernel is even submitted: the time until the
+	 * launch call returns is then not the kernel's (the poll takes it
+	 * off). On a busy one it completes when the work before it does,
+	 * and the kernel follows at once. */
+	int idle = (ptsz ? drv.stream_query_ptsz : drv.stream_query)(stream) == CUDA_SUCCESS;
 	if ((ptsz ? drv.event_record_ptsz : drv.event_record)(a, stream) != CUDA_SUCCESS) {
 		drv.event_destroy(a);
 		return 0;
@@ -1098,7 +1123,7 @@ static uint64_t census_time_start(int slot, const char *key, CUstream stream, in
 	pthread_mutex_lock(&g.cmu);
 	for (unsigned i = 0; i < EVPAIRS_MAX; i++)
 		if (g.evpairs[i].state == 0) {
-			g.evpairs[i] = (struct evpair){ .a = a, .slot = slot, .key = key,
+			g.evpairs[i] = (struct evpair){ .a = a, .slot = slot, .key = key, .idle = idle,
 							.t_ns = clock_mono_ns(), .state = 1 };
 			ticket = i + 1;
 			break;
@@ -1111,6 +1136,7 @@ static uint64_t census_time_start(int slot, const char *key, CUstream stream, in
 
 static void census_time_end(uint64_t ticket, CUstream stream, int ptsz)
 {
+	int64_t t_end = clock_mono_ns();
 	CUevent b = NULL;
 	int ok = drv.event_create(&b, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
 		 (ptsz ? drv.event_record_ptsz : drv.event_record)(b, stream) == CUDA_SUCCESS;
@@ -1122,6 +1148,7 @@ static void census_time_end(uint64_t ticket, CUstream stream, int ptsz)
 	struct evpair *e = &g.evpairs[ticket - 1];
 	if (e->state == 1) {
 		e->b = b;
+		e->host_gap_ns = t_end - e->t_ns;
 		e->state = b ? 2 : 1; /* without its end, it times out and is counted */
 		b = NULL;
 	}
@@ -1148,9 +1175,9 @@ static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 			goto out;
 		}
 		if (atomic_load_explicit(&g.census_first, memory_order_relaxed)) {
-			/* The first window opens at the first launch. */
+			/* The first window's rate is measured from its first launch. */
 			int_fast64_t zero = 0;
-			atomic_compare_exchange_strong(&g.census_start_ns, &zero, t0);
+			atomic_compare_exchange_strong(&g.census_first_launch_ns, &zero, t0);
 			atomic_store(&g.census_first, 0);
 		}
 		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
@@ -1163,8 +1190,7 @@ static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 		uint32_t dev = census_device(d->context, d->contextUid);
 		int slot = census_launch(g.census, d->symbolName, d->contextUid, dev, grid, block, shared);
 		pthread_mutex_unlock(&g.cmu);
-		if (drv.can_time && d->correlationData &&
-		    atomic_fetch_add_explicit(&g.sample_tick, 1, memory_order_relaxed) % SAMPLE_EVERY == 0)
+		if (drv.can_time && d->correlationData && sample_this())
 			*d->correlationData = census_time_start(slot, d->symbolName, stream, ptsz);
 	} else if (d->callbackSite == CUPTI_API_ENTER) {
 		uint8_t kind;
@@ -1221,7 +1247,10 @@ static void census_poll_samples(int64_t now)
 		float ms = 0;
 		if (q == CUDA_SUCCESS && drv.event_elapsed(&ms, todo[j].a, todo[j].b) == CUDA_SUCCESS &&
 		    ms >= 0) {
-			dur[j] = (uint64_t)((double)ms * 1e6);
+			double ns = (double)ms * 1e6;
+			if (todo[j].idle)
+				ns -= (double)todo[j].host_gap_ns;
+			dur[j] = ns > 0 ? (uint64_t)ns : 0;
 			done[j] = 1;
 		}
 	}
@@ -1263,6 +1292,8 @@ static int census_open(int64_t now)
 		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, census_cbids[i]);
 	g.holds_census = 1;
 	window_records_base = atomic_load(&g.launch_records);
+	if (g.census_initial)
+		atomic_store(&g.census_first, 1);
 	atomic_store(&g.census_start_ns, now);
 	atomic_store(&g.census_on, 1);
 	log_window_open(now);
@@ -1283,6 +1314,9 @@ static void census_close(int64_t now)
 	g.observed_ns += counted;
 	uint64_t on = counted + g.census_split_ns;
 	g.census_split_ns = 0;
+	int64_t first = atomic_exchange(&g.census_first_launch_ns, 0);
+	if (g.census_initial && first > 0 && now > first)
+		on = (uint64_t)(now - first); /* the rate, from the first launch */
 	atomic_store(&g.census_start_ns, 0);
 	atomic_store(&g.census_first, 0);
 	g.census_initial = 0;
@@ -1304,9 +1338,9 @@ static void census_tick(int64_t now)
 {
 	if (g.holds_census) {
 		int64_t start = atomic_load(&g.census_start_ns);
-		if (start == 0) {
+		if (g.census_initial && atomic_load(&g.census_first)) {
 			if (now >= g.sub_deadline_ns)
-				census_close(now);
+				census_close(now); /* no launch came: give the subscriber back */
 		} else if (g.census_initial) {
 			double spent = (double)(atomic_load(&g.launch_records) - window_records_base) *
 				       g.gov.cost_ns;
@@ -1619,9 +1653,9 @@ static void *inject_main(void *arg)
 			int64_t start = atomic_load(&g.census_start_ns);
 			/* The first window is watched closely: it ends by what
 			 * it has cost, not by a clock. */
-			int64_t edge = !g.holds_census                 ? g.window_next_ns
-				       : start > 0 && !g.census_initial ? start + (int64_t)g.gov.on_ns
-									: now + 10 * NS_PER_MS;
+			int64_t edge = !g.holds_census   ? g.window_next_ns
+				       : !g.census_initial ? start + (int64_t)g.gov.on_ns
+							   : now + 10 * NS_PER_MS;
 			if (edge > now && edge < until)
 				until = edge;
 		}
@@ -1972,12 +2006,23 @@ static int setup_cupti(void)
 		 * a second is seen too (census_tick closes it, or gives the
 		 * subscriber back if no launch comes). Callbacks touch none of
 		 * the activity state a profiler started before CUDA may own. */
+		load_driver_fns();
+		if (g.cupti.app_loaded) {
+			/* An application that loaded CUPTI itself may be a
+			 * profiler's host (PyTorch: torch.profiler entered before
+			 * CUDA sets CUPTI up and subscribes later, and holding
+			 * the subscriber now made it record no CUDA event on the
+			 * H200): its first window waits for the first tick. */
+			g.cupti.unsubscribe(g.sub);
+			goto timestamps;
+		}
 		for (size_t i = 0; i < sizeof census_cbids / sizeof census_cbids[0]; i++)
 			g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, census_cbids[i]);
-		load_driver_fns();
 		g.holds_census = 1;
 		g.census_initial = 1;
 		atomic_store(&g.census_first, 1);
+		/* Observed from now: launches before the first are none. */
+		atomic_store(&g.census_start_ns, clock_mono_ns());
 		atomic_store(&g.census_on, 1);
 		log_window_open(clock_mono_ns());
 		goto timestamps;
