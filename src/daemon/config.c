@@ -25,6 +25,7 @@
 #include "alerting.h"
 #include "clock.h"
 #include "collector.h"
+#include "diagnose.h"
 #include "http_server.h"
 #include "matcher.h"
 #include "profiling.h"
@@ -128,6 +129,8 @@ static const struct key_spec http_keys[] = {
 static const struct key_spec diagnosis_keys[] = {
 	RANGED("window", DURATION, diagnosis.window_ns, 1 * SEC, 3600 * SEC),
 	RANGED("history", DURATION, diagnosis.history_ns, 10 * SEC, 86400 * SEC),
+	{.name = "memory_pressure", .kind = KIND_DOUBLE, .offset = OFF(diagnosis.memory_pressure),
+	 .size = SZ(diagnosis.memory_pressure), .lo = 0, .hi = 1, .lo_open = true, .has_range = true},
 };
 
 static const struct key_spec anomaly_keys[] = {
@@ -248,6 +251,7 @@ void config_defaults(struct gpulse_config *c)
 	c->replay.loop = true;
 	c->diagnosis.window_ns = 5 * NS_PER_SEC;
 	c->diagnosis.history_ns = 300 * NS_PER_SEC;
+	c->diagnosis.memory_pressure = DIAG_MEMORY_PRESSURE_DEFAULT;
 	c->anomaly.enabled = true;
 	c->anomaly.step_ns = 1 * NS_PER_SEC;
 	c->anomaly.halflife_ns = 600 * NS_PER_SEC;
@@ -646,7 +650,9 @@ static int parse_uint(const char *s, unsigned long long *out)
 /* Decimal numbers only: no hex, inf or nan, which strtod would take. */
 static int parse_double(const char *s, double *out)
 {
-	const char *p = s;
+	/* A leading minus is read, so that a negative value is refused by
+	 * its key's range ("is out of range (above 0 ...)"), not as text. */
+	const char *p = s + (*s == '-');
 	if (!is_digit(*p) && *p != '.')
 		return GPULSE_EINVAL;
 	for (; *p; p++)

@@ -70,6 +70,7 @@ struct gpulse_config {
 	struct {
 		int64_t window_ns;      /* live diagnosis window */
 		int64_t history_ns;     /* held in memory for /api/v1/diagnosis */
+		double memory_pressure; /* (0, 1]: share of device memory that is pressure */
 	} diagnosis;
 	struct {
 		bool enabled;                   /* gpulse_anomaly_score (src/anomaly) */

@@ -1177,6 +1177,14 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		log_error("cannot start the live diagnosis");
 		goto out;
 	}
+	struct diag_options dopt;
+	diag_options_defaults(&dopt);
+	dopt.memory_pressure_ratio = d->cfg.diagnosis.memory_pressure;
+	if (diag_live_set_options(d->diag, &dopt) != GPULSE_OK) {
+		/* config_validate holds it to (0, 1]; this is diag_options_check's range. */
+		log_error("diagnosis.memory_pressure: %g is out of range", dopt.memory_pressure_ratio);
+		goto out;
+	}
 	diag_live_set_trace_source(d->diag, trace_source, d->prof);
 	if (d->db) {
 		struct diag_history_opts ho = {.record_retention_ms = d->cfg.storage.retention_ns /

@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "collector.h"
 #include "config.h"
+#include "diagnose.h"
 #include "http_server.h"
 #include "status.h"
 
@@ -292,6 +293,59 @@ static void test_errors(void **state)
 		if (memcmp(&c, &before, sizeof c) != 0)
 			fail_msg("case %zu: the config changed on error", i);
 	}
+}
+
+/* diagnosis.memory_pressure: the live diagnosis's memory_pressure
+ * threshold, a ratio in (0, 1], DIAG_MEMORY_PRESSURE_DEFAULT unless set. */
+static void test_memory_pressure(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	char err[512] = "";
+	config_defaults(&c);
+	assert_true(c.diagnosis.memory_pressure == DIAG_MEMORY_PRESSURE_DEFAULT);
+	assert_true(c.diagnosis.memory_pressure == 0.85);
+
+	if (parse(&c, "diagnosis:\n  memory_pressure: 0.5\n", err, sizeof err) != 0)
+		fail_msg("%s", err);
+	assert_true(c.diagnosis.memory_pressure == 0.5);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	config_defaults(&c);
+	if (parse(&c, "diagnosis:\n  memory_pressure: 1\n", err, sizeof err) != 0)
+		fail_msg("%s", err);
+	assert_true(c.diagnosis.memory_pressure == 1.0);
+
+	static const struct bad_case cases[] = {
+		{"diagnosis:\n  memory_pressure: 0\n",
+		 NAME ":2:20: diagnosis.memory_pressure: \"0\" is out of range (above 0 and at most 1)",
+		 false},
+		{"diagnosis:\n  memory_pressure: 1.01\n",
+		 NAME ":2:20: diagnosis.memory_pressure: \"1.01\" is out of range (above 0 and at most 1)",
+		 false},
+		{"diagnosis:\n  memory_pressure: -0.5\n",
+		 NAME ":2:20: diagnosis.memory_pressure: \"-0.5\" is out of range (above 0 and at most 1)",
+		 false},
+		{"diagnosis:\n  memory_pressure: 85%\n",
+		 NAME ":2:20: diagnosis.memory_pressure: expected a number, got \"85%\"", false},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		config_defaults(&c);
+		err[0] = '\0';
+		if (parse(&c, cases[i].yaml, err, sizeof err) != GPULSE_EPARSE)
+			fail_msg("case %zu: want a parse error (%s)", i, err);
+		bool match = cases[i].prefix ? strncmp(err, cases[i].want, strlen(cases[i].want)) == 0
+					     : strcmp(err, cases[i].want) == 0;
+		if (!match)
+			fail_msg("case %zu:\n  want \"%s\"\n  got  \"%s\"", i, cases[i].want, err);
+		assert_true(c.diagnosis.memory_pressure == DIAG_MEMORY_PRESSURE_DEFAULT);
+	}
+
+	/* A value set past the parser is caught by config_validate. */
+	config_defaults(&c);
+	c.diagnosis.memory_pressure = 1.5;
+	assert_int_equal(config_validate(&c, "gpulsed", err, sizeof err), GPULSE_EINVAL);
+	assert_string_equal(err, "gpulsed: diagnosis.memory_pressure: 1.5 is out of range "
+				 "(above 0 and at most 1)");
 }
 
 static void test_error_buffer_small(void **state)
@@ -744,6 +798,7 @@ int main(void)
 		cmocka_unit_test(test_partial_files_keep_defaults),
 		cmocka_unit_test(test_shipped_file),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_memory_pressure),
 		cmocka_unit_test(test_error_buffer_small),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_cross_field),
