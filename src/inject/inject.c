@@ -1120,7 +1120,10 @@ static uint64_t census_time_start(int slot, const char *key, CUstream stream, in
 		return 0;
 	}
 	uint64_t ticket = 0;
-	pthread_mutex_lock(&g.cmu);
+	if (pthread_mutex_trylock(&g.cmu) != 0) {
+		drv.event_destroy(a); /* never wait on an application thread */
+		return 0;
+	}
 	for (unsigned i = 0; i < EVPAIRS_MAX; i++)
 		if (g.evpairs[i].state == 0) {
 			g.evpairs[i] = (struct evpair){ .a = a, .slot = slot, .key = key, .idle = idle,
@@ -1144,7 +1147,13 @@ static void census_time_end(uint64_t ticket, CUstream stream, int ptsz)
 		drv.event_destroy(b);
 		b = NULL;
 	}
-	pthread_mutex_lock(&g.cmu);
+	if (pthread_mutex_trylock(&g.cmu) != 0) {
+		/* Never wait on an application thread: the pair's end is
+		 * missing, so it times out and is counted as lost. */
+		if (b)
+			drv.event_destroy(b);
+		return;
+	}
 	struct evpair *e = &g.evpairs[ticket - 1];
 	if (e->state == 1) {
 		e->b = b;
@@ -1362,9 +1371,11 @@ static const char *census_name(const char *mangled, void *user)
 	return kernel_name(mangled);
 }
 
-/* The interval's census, scaled to the interval, into g.cur; returns the
- * share of the interval observed. */
-static double census_fold(int64_t now_mono, uint64_t interval_ns)
+/* The interval's census, scaled to the interval, into g.cur (unless
+ * `add` is 0: a capture's exact records stand for the interval then, and
+ * estimates beside them would count the same launches twice); returns
+ * the share of the interval observed. */
+static double census_fold(int64_t now_mono, uint64_t interval_ns, int add)
 {
 	pthread_mutex_lock(&g.cmu);
 	census_take(g.census, g.census_snap);
@@ -1381,7 +1392,7 @@ static double census_fold(int64_t now_mono, uint64_t interval_ns)
 	double observed = interval_ns ? (double)seen / (double)interval_ns : 0;
 	if (observed > 1)
 		observed = 1;
-	if (observed > 0) {
+	if (observed > 0 && add) {
 		pthread_mutex_lock(&g.mu);
 		census_estimate(g.census_snap, observed, g.cur, census_name, NULL, &g.untimed_launches);
 		pthread_mutex_unlock(&g.mu);
@@ -1472,7 +1483,8 @@ static void flush_interval(int64_t now_mono)
 		 * the time its statistics stand for. */
 		uint64_t iv_ns = now_wall > g.interval_start_wall_ns
 					 ? (uint64_t)(now_wall - g.interval_start_wall_ns) : 0;
-		if (census_fold(now_mono, iv_ns) > 0 && !atomic_load(&g.capture_on))
+		int cap = atomic_load(&g.capture_on);
+		if (census_fold(now_mono, iv_ns, !cap) > 0 && !cap)
 			traced = iv_ns;
 	}
 	pthread_mutex_lock(&g.mu);
