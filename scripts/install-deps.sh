@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
 # Install the Debian packages gpulse needs to build and test, only those
 # missing. Runs as root (CI) or through sudo.
+#
+# Build: a C compiler, CMake, pkg-config and the libraries CMakeLists.txt
+# asks pkg-config for. `make fuzz`: clang and its sanitizer runtimes
+# (libclang-rt-dev follows the default clang of the release). `make test`
+# (scripts/test.sh and the tests): cmocka; promtool (package prometheus),
+# prometheus and prometheus-alertmanager; curl and python3 (standard
+# library only) in the integration tests; sqlite3; openssl (test_http
+# makes a certificate to test TLS); procps (pgrep in test_profiling);
+# libfaketime (the clock+400d and clock-400d stages). wrk: bench/.
+# libgpulse-inject.so and the tests of it need CUPTI's headers, which come
+# with the CUDA toolkit, not from Debian main: without them they are not
+# built, and say so.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
+pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev
       libcmocka-dev libsqlite3-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
-      libfaketime)
+      libfaketime openssl procps)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
