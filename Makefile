@@ -19,8 +19,12 @@ build:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(QUIET_CMAKE) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# Start gpulsed in the foreground with its built-in defaults. With no
-# NVIDIA driver it says so and replays the bundled real H200 recording.
+# Start gpulsed --demo in the foreground on 127.0.0.1:9401: real GPUs
+# through NVML, or with no NVIDIA driver the bundled real H200 recording
+# (its first line says which); history in a temporary store removed at
+# exit, and the rule pack deploy/rules/gpulse.rules.yml, so gpulse status,
+# query, alerts and diagnose --since 10m answer at once. Its last start-up
+# line says what to try.
 run: deps build
 	$(BUILD)/gpulsed --demo
 
