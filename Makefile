@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 # Quiet builds: no "Entering directory" from the nested make, no per-file
 # progress lines; warnings and errors still show.
 MAKEFLAGS += --no-print-directory
-QUIET_CMAKE = -DCMAKE_RULE_MESSAGES=OFF
+QUIET_CMAKE = -DCMAKE_RULE_MESSAGES=OFF -DCMAKE_TARGET_MESSAGES=OFF
 
 .PHONY: all deps build run test test-unit test-asan test-tsan fuzz bench clean gpu-check
 

@@ -71,7 +71,7 @@ run_ctest() {
 build_stage() {
 	local dir=$1
 	shift
-	cmake -S . -B "$dir" -DCMAKE_RULE_MESSAGES=OFF "$@" >/dev/null &&
+	cmake -S . -B "$dir" -DCMAKE_RULE_MESSAGES=OFF -DCMAKE_TARGET_MESSAGES=OFF "$@" >/dev/null &&
 		cmake --build "$dir" -j "$JOBS" -- --no-print-directory
 }
 
