@@ -634,8 +634,11 @@ static void test_gives_way_to_profiler_that_comes_later(void **state)
 {
 	(void)state;
 	struct outcome o;
-	/* At 5%, census windows of 200 ms leave gaps of about 40 ms. */
-	json_t *d = run_case(TAKEN_LATER, "continuous", "5%", &o);
+	/* At the default budget census windows of 200 ms come seconds apart (at
+	 * a budget the launches fit in, windows follow each other and leave
+	 * the other profiler no gap: that made this case flaky on a loaded
+	 * machine); the once-a-second probe between them finds the profiler. */
+	json_t *d = run_case(TAKEN_LATER, "continuous", NULL, &o);
 	assert_true(json_is_true(json_object_get(d, "stepped_aside")));
 	assert_non_null(strstr(json_string_value(json_object_get(d, "reason")),
 			       "another profiler started using CUPTI"));
@@ -643,9 +646,9 @@ static void test_gives_way_to_profiler_that_comes_later(void **state)
 	 * never traced kernels. */
 	assert_true(o.at_take.registrations == 1 && o.at_take.driver_callbacks > 0);
 	assert_int_equal(o.end.enables, 0);
-	/* Found at its next census window; after that the library touches
-	 * none of CUPTI's settings (they are the other tool's) and hears no
-	 * more launches. */
+	/* Found by the probe or at its next census window; after that the
+	 * library touches none of CUPTI's settings (they are the other
+	 * tool's) and hears no more launches. */
 	assert_int_equal(o.before_end.kind_changes, o.end.kind_changes);
 	assert_int_equal(o.before_end.driver_callbacks, o.end.driver_callbacks);
 	assert_true(o.end.subscribed && o.end.foreign);
