@@ -73,6 +73,12 @@
 #define SAMPLE_EVERY        32   /* one launch in this many is timed with CUDA events */
 #define EVPAIRS_MAX         256  /* timed launches whose events are not read yet */
 #define EVPAIR_TIMEOUT_NS   (10 * NS_PER_SEC)
+/* What exact kernel tracing leaves every later launch of the process
+ * costing, once it has run (STATUS's lasting_cost_ppm): 15%, the median
+ * measured on the H200 with CUPTI 13.0 and driver 580 (the runs of 12-30%
+ * in docs/PERFORMANCE.md, 2026-12-01). A figure of this stack, not a
+ * measurement of the process at hand. */
+#define LASTING_COST_PPM    150000u
 
 static const CUpti_ActivityKind traced_kinds[] = {
 	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
@@ -1466,6 +1472,9 @@ static void fill_status(struct wire_status *s)
 	}
 	s->frames_dropped_total = fd;
 	s->kernels_other_total = g.kernels_other;
+	s->source = g.mode == WIRE_MODE_CONTINUOUS && !atomic_load(&g.capture_on)
+			    ? WIRE_SOURCE_CENSUS : WIRE_SOURCE_TRACE;
+	s->lasting_cost_ppm = g.lasting ? LASTING_COST_PPM : 0;
 }
 
 /* End the interval: swap the tables out, encode and queue the frames.

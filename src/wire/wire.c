@@ -355,6 +355,8 @@ static void w_status(struct cx *c, struct wire_status *s)
 	f_u64(c, "records_dropped_total", &s->records_dropped_total);
 	f_u64(c, "frames_dropped_total", &s->frames_dropped_total);
 	f_u64(c, "kernels_other_total", &s->kernels_other_total);
+	f_enum(c, "source", &s->source, WIRE_SOURCE_CENSUS);
+	f_u32(c, "lasting_cost_ppm", &s->lasting_cost_ppm);
 }
 
 static void w_kernels(struct cx *c, struct wire_kernels *k)

@@ -15,7 +15,15 @@
  * with payload_len <= WIRE_MAX_PAYLOAD. A receiver that sees a bad magic,
  * an unknown version or an oversized length drops the connection (it can
  * no longer find frame boundaries); an unknown type or a payload that
- * fails validation is skipped and counted, and the connection stays. */
+ * fails validation is skipped and counted, and the connection stays.
+ *
+ * WIRE_VERSION changes with any payload's layout (a field added, removed
+ * or resized): the decoder is strict (no bytes left over, none missing),
+ * so a library and a daemon of two layouts would otherwise skip each
+ * other's frames one by one; with the version they refuse the connection
+ * at its first header, counted as a bad header. New frame types need no
+ * new version (an unknown type is skipped). Version 2: STATUS gained
+ * source and lasting_cost_ppm. */
 #ifndef GPULSE_WIRE_H
 #define GPULSE_WIRE_H
 
@@ -23,7 +31,7 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC        0x574c5047u /* "GPLW" little-endian */
-#define WIRE_VERSION      1
+#define WIRE_VERSION      2
 #define WIRE_HEADER_BYTES 12
 #define WIRE_MAX_PAYLOAD  (256 * 1024)
 
@@ -77,6 +85,14 @@ enum wire_mode {
 	WIRE_MODE_OFF = 4,        /* stepped aside: no tracing at all */
 };
 
+/* What a process's statistics are built from (STATUS's source). */
+enum wire_source {
+	WIRE_SOURCE_TRACE = 0,    /* exact: kernel activity records */
+	WIRE_SOURCE_CENSUS = 1,   /* estimates: launch callbacks in census windows,
+				     scaled to the interval, GPU time from
+				     event-timed samples (continuous mode) */
+};
+
 enum wire_copy_kind {
 	WIRE_COPY_H2D = 0,
 	WIRE_COPY_D2H = 1,
@@ -113,6 +129,10 @@ struct wire_status {
 	uint64_t records_dropped_total; /* CUPTI said dropped, or our buffers were full */
 	uint64_t frames_dropped_total;  /* frames the library could not send */
 	uint64_t kernels_other_total;   /* launches folded into "other" (top-K cap) */
+	uint8_t source;           /* enum wire_source of this interval's statistics */
+	uint32_t lasting_cost_ppm; /* 0 until exact kernel tracing ran in the process;
+				      then what it leaves every later launch
+				      costing more, as measured on this stack */
 };
 
 /* Ids a statistic is keyed by (all intervals carry them). */

@@ -8,6 +8,7 @@ pids, TRACE_END totals, bad frames.
   inject_fake_daemon.py SOCKET OUT.json [SECONDS] [TIMEOUT]"""
 import json
 import os
+import re
 import selectors
 import socket
 import struct
@@ -18,6 +19,10 @@ path, out = sys.argv[1], sys.argv[2]
 seconds = int(sys.argv[3]) if len(sys.argv) > 3 else 2
 timeout = float(sys.argv[4]) if len(sys.argv) > 4 else 60
 MAGIC = 0x574C5047
+# WIRE_VERSION, read from the tree this script is in (src/wire/wire.h), so
+# the stand-in follows the format's version without a copy to keep.
+_wire_h = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "wire", "wire.h")
+VERSION = int(re.search(r"^#define WIRE_VERSION\s+(\d+)", open(_wire_h).read(), re.M).group(1))
 NAMES = {1: "HELLO", 2: "STATUS", 3: "KERNELS", 4: "COPIES", 5: "UVM", 6: "STREAMS",
          7: "RANGES", 8: "TRACE_EVENTS", 9: "TRACE_END"}
 try:
@@ -59,7 +64,7 @@ while time.time() < deadline:
         b = bufs[c] + data
         while len(b) >= 12:
             magic, ver, typ, n = struct.unpack("<IHHI", b[:12])
-            if magic != MAGIC or ver != 1:
+            if magic != MAGIC or ver != VERSION:
                 summary["bad"] += 1
                 b = b""
                 break
@@ -73,7 +78,7 @@ while time.time() < deadline:
                 summary["hello_pids"].append(struct.unpack("<I", payload[:4])[0])
                 if not sent_capture:
                     cap = struct.pack("<QII", 42, seconds, 100000)
-                    c.sendall(struct.pack("<IHHI", MAGIC, 1, 64, len(cap)) + cap)
+                    c.sendall(struct.pack("<IHHI", MAGIC, VERSION, 64, len(cap)) + cap)
                     sent_capture = True
             elif name == "TRACE_END":
                 cid, total, dropped = struct.unpack("<QQQ", payload[:24])

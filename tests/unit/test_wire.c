@@ -6,7 +6,9 @@
  * a string, non-finite rate, unknown type, counts that cannot fit).
  *
  * `test_wire --write-corpus DIR` writes one real frame of every type into
- * DIR: that is how fuzz/corpus/fuzz_wire/ was made. */
+ * DIR as TYPE.bin, and as typed-TYPE.bin the same payload after one byte,
+ * the type's index in fuzz_wire.c's types[] (all_types' order): that is
+ * how fuzz/corpus/fuzz_wire/ was made. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -63,6 +65,7 @@ static void sample(unsigned type, struct wire_msg *m)
 		s->window_ns = 50000000; s->launch_rate_hz = 18234.5;
 		s->records_total = 987654321; s->records_dropped_total = 17;
 		s->frames_dropped_total = 3; s->kernels_other_total = 99;
+		s->source = WIRE_SOURCE_CENSUS; s->lasting_cost_ppm = 150001;
 		break;
 	}
 	case WIRE_KERNELS: {
@@ -187,6 +190,8 @@ static void assert_msg_equal(const struct wire_msg *a, const struct wire_msg *b)
 		assert_true(x->records_dropped_total == y->records_dropped_total);
 		assert_true(x->frames_dropped_total == y->frames_dropped_total);
 		assert_true(x->kernels_other_total == y->kernels_other_total);
+		assert_int_equal(x->source, y->source);
+		assert_int_equal(x->lasting_cost_ppm, y->lasting_cost_ppm);
 		break;
 	}
 	case WIRE_KERNELS:
@@ -385,6 +390,10 @@ static void test_header(void **state)
 	h[0] ^= 1;
 	h[4] = WIRE_VERSION + 1;
 	assert_int_equal(wire_header_parse(h, &type, &len), GPULSE_EPARSE);
+	/* Version 1's STATUS had no source or lasting_cost_ppm: a library
+	 * of that layout is refused at its first header. */
+	h[4] = 1;
+	assert_int_equal(wire_header_parse(h, &type, &len), GPULSE_EPARSE);
 	h[4] = WIRE_VERSION;
 	put32(h + 8, WIRE_MAX_PAYLOAD);
 	assert_int_equal(wire_header_parse(h, &type, &len), 0);
@@ -466,6 +475,10 @@ static void test_bad_enums(void **state)
 	expect_bad_byte(WIRE_STATUS, 8, WIRE_MODE_OFF + 1, "mode");
 	expect_bad_byte(WIRE_STATUS, 9, 2, "active");
 	expect_bad_byte(WIRE_STATUS, 10, 2, "stepped_aside");
+	/* ... and source after the fixed fields (13 + 3 u32 + 2 u64 + 4 u64 = 73,
+	 * the empty reason included). */
+	expect_bad_byte(WIRE_STATUS, 73, WIRE_SOURCE_CENSUS + 1, "source");
+	expect_bad_byte(WIRE_STATUS, 73, 255, "source");
 	/* COPIES: scope (32) + count (4), then kind, pinned of entry 0; entry 1
 	 * starts 26 bytes later. */
 	expect_bad_byte(WIRE_COPIES, 36, WIRE_COPY_KIND_COUNT, "copies[0].kind");
@@ -481,6 +494,9 @@ static void test_bad_enums(void **state)
 	struct wire_msg m;
 	sample(WIRE_STATUS, &m);
 	m.u.status.active = 2;
+	assert_int_equal(wire_encode(&m, frame, sizeof frame), 0);
+	sample(WIRE_STATUS, &m);
+	m.u.status.source = WIRE_SOURCE_CENSUS + 1;
 	assert_int_equal(wire_encode(&m, frame, sizeof frame), 0);
 	sample(WIRE_COPIES, &m);
 	s_copies[1].kind = WIRE_COPY_KIND_COUNT;
@@ -836,6 +852,17 @@ static int write_corpus(const char *dir)
 		snprintf(path, sizeof path, "%s/%s.bin", dir, wire_type_name(all_types[i]));
 		FILE *f = fopen(path, "wb");
 		if (!f || fwrite(frame, 1, n, f) != n || fclose(f) != 0) {
+			perror(path);
+			return 1;
+		}
+		/* fuzz_wire's second reading: a type index, then a payload. */
+		snprintf(path, sizeof path, "%s/typed-%s.bin", dir, wire_type_name(all_types[i]));
+		uint8_t index = (uint8_t)i;
+		f = fopen(path, "wb");
+		if (!f || fwrite(&index, 1, 1, f) != 1 ||
+		    fwrite(frame + WIRE_HEADER_BYTES, 1, n - WIRE_HEADER_BYTES, f) !=
+			    n - WIRE_HEADER_BYTES ||
+		    fclose(f) != 0) {
 			perror(path);
 			return 1;
 		}
