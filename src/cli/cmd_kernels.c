@@ -1,7 +1,9 @@
 /* gpulse kernels: the top CUDA kernels by GPU time, per process, from
  * gpulsed's /api/v1/kernels (what libgpulse-inject.so reported), with the
  * share of the GPU's traced kernel time each takes, launches, mean and
- * p99 duration. --json prints the daemon's document. */
+ * p99 duration; then, per process, one line on what its figures are built
+ * from (estimates of continuous mode's census, or an exact trace and what
+ * that trace costs the process). --json prints the daemon's document. */
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,6 +22,8 @@ static void kernels_usage(FILE *f)
 		"Top CUDA kernels by GPU time, from processes running libgpulse-inject.so\n"
 		"(start them with 'gpulse run -- CMD', or set CUDA_INJECTION64_PATH).\n"
 		"SHARE is the kernel's part of all traced kernel time on its GPU.\n"
+		"Below the table, per process: whether its figures are estimates (the\n"
+		"default, continuous mode) or an exact trace.\n"
 		"\n"
 		"  --pid N      only this process\n"
 		"  --gpu N      only this GPU (CUDA device ordinal)\n"
@@ -45,6 +49,32 @@ static double num(json_t *o, const char *k)
 {
 	json_t *v = json_object_get(o, k);
 	return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+/* The line on what pid's rows are built from, from the first of them. */
+static void print_source(json_t *r)
+{
+	const char *comm = json_string_value(json_object_get(r, "comm"));
+	const char *source = json_string_value(json_object_get(r, "source"));
+	printf("%.0f %s: ", num(r, "pid"), comm ? comm : "?");
+	if (source && strcmp(source, "census") == 0) {
+		/* The library times one launch in 32 (SAMPLE_EVERY in inject.c). */
+		printf("estimated from launch callbacks");
+		if (json_is_number(json_object_get(r, "observed_ratio")))
+			printf(" over %.0f%% of the time", 100 * num(r, "observed_ratio"));
+		printf(", GPU time from event-timed samples (1 launch in 32)\n");
+		return;
+	}
+	if (!source || strcmp(source, "trace") != 0) {
+		printf("source unknown\n");
+		return;
+	}
+	printf("exact (kernel activity trace)");
+	double lasting = num(r, "lasting_cost_ratio");
+	if (lasting > 0)
+		printf("; this process's launches stay about %.0f%% dearer until it exits "
+		       "(CUPTI 13.0)", 100 * lasting);
+	printf("\n");
 }
 
 static unsigned long parse_uint(const char *s, const char *what, int *bad)
@@ -149,6 +179,20 @@ int cmd_kernels(int argc, char **argv)
 	double total = num(data, "total");
 	if (total > (double)json_array_size(rows))
 		printf("(%zu of %.0f kernels; --limit to see more)\n", json_array_size(rows), total);
+	/* One line per process, in the order the table first shows it. */
+	json_array_foreach(rows, i, r) {
+		size_t j;
+		json_t *before;
+		bool seen = false;
+		json_array_foreach(rows, j, before) {
+			if (j >= i)
+				break;
+			if (num(before, "pid") == num(r, "pid"))
+				seen = true;
+		}
+		if (!seen)
+			print_source(r);
+	}
 out:
 	json_decref(root);
 	buf_free(&raw);

@@ -2,7 +2,9 @@
  * libgpulse-inject.so traces everything for S seconds) and write the
  * Chrome trace-event JSON it returns to a file that ui.perfetto.dev and
  * chrome://tracing open. The file is written whole or not at all
- * (FILE.tmp, then rename). */
+ * (FILE.tmp, then rename). Before it asks, it says what a capture costs
+ * the process for the rest of its life (a warning: nothing to confirm,
+ * the exit codes are those of the capture). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -26,6 +28,8 @@ static void trace_usage(FILE *f)
 		"(default 5, at most %d) from its libgpulse-inject.so, through gpulsed, and\n"
 		"write a Chrome trace-event file: open it in https://ui.perfetto.dev.\n"
 		"A capture is a write action: gpulsed asks for its token when one is set.\n"
+		"It traces kernels exactly: on CUPTI 13.0 the process's kernel launches then\n"
+		"stay about 15%% dearer until it exits.\n"
 		"\n"
 		"  --pid N          the process (see 'gpulse kernels' or /api/v1/processes)\n"
 		"  --seconds S      how long to trace\n"
@@ -114,6 +118,8 @@ int cmd_trace(int argc, char **argv)
 	long status = 0;
 	int exit_code = CLI_FAIL;
 	json_t *doc = NULL;
+	fprintf(stderr, "gpulse trace: a capture traces kernels exactly: on CUPTI 13.0 pid %lu's "
+		"kernel launches then stay about 15%% dearer until it exits\n", pid);
 	fprintf(stderr, "gpulse trace: tracing pid %lu for %lu s...\n", pid, seconds);
 	int rc = client_get(&co, path, &body, &status, err, sizeof err);
 	if (rc) {

@@ -19,6 +19,13 @@
 #define WIRE_DEFAULT_SOCKET "/run/gpulse/inject.sock"
 #endif
 
+/* In every capture's otherData: a capture traces kernels exactly, and on
+ * CUPTI 13.0 that leaves the process's launches dearer until it exits
+ * (the library's LASTING_COST_PPM, the H200's median: docs/PERFORMANCE.md). */
+#define PROFILING_LASTING_COST                                                       \
+	"This capture traced kernels exactly: on CUPTI 13.0 the process's kernel "   \
+	"launches stay about 15% dearer until it exits."
+
 struct profiling {
 	const struct gpulse_config *cfg;
 	struct profile_agg *agg;          /* NULL: profiling off */
@@ -315,6 +322,7 @@ static int handle_trace(void *ctx, const struct http_request *req, struct http_r
 		.events_dropped_daemon = cap.dropped_daemon,
 		.events_dropped_library = cap.dropped_library,
 		.complete = cap.complete,
+		.lasting_cost = PROFILING_LASTING_COST,
 	};
 	resp->content_type = "application/json";
 	rc = perfetto_write(&resp->body, cap.events, cap.n, &meta);

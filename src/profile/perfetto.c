@@ -170,11 +170,16 @@ int perfetto_write(struct buf *out, struct wire_event *ev, size_t n, const struc
 	buf_printf(out, ",\"capture_id\":%llu,\"seconds\":%u,\"start_unix_ns\":%llu,"
 		   "\"events\":%zu,\"events_received\":%llu,\"events_cap\":%zu,\"cap_hit\":%s,"
 		   "\"cap_hit_by_bytes\":%s,\"events_dropped_by_gpulsed\":%llu,"
-		   "\"events_dropped_by_library\":%llu,\"complete\":%s}}\n",
+		   "\"events_dropped_by_library\":%llu,\"complete\":%s",
 		   (unsigned long long)m->capture_id, (unsigned)m->seconds, (unsigned long long)t0,
 		   written, (unsigned long long)(m->events_received > n ? m->events_received : n),
 		   m->max_events, cap_hit ? "true" : "false", bytes_hit ? "true" : "false",
 		   (unsigned long long)(m->events_dropped_daemon + (n - written)),
 		   (unsigned long long)m->events_dropped_library, m->complete ? "true" : "false");
+	if (m->lasting_cost) {
+		buf_puts(out, ",\"gpulse_lasting_cost\":");
+		buf_put_json_string(out, m->lasting_cost);
+	}
+	buf_puts(out, "}}\n");
 	return out->failed ? GPULSE_ELIMIT : 0;
 }

@@ -31,6 +31,8 @@ struct perfetto_meta {
 	uint64_t events_dropped_daemon;  /* received over gpulsed's own cap */
 	uint64_t events_dropped_library; /* TRACE_END's count */
 	bool complete;                   /* TRACE_END arrived */
+	const char *lasting_cost;        /* a sentence for otherData's
+					    "gpulse_lasting_cost"; NULL: none */
 };
 
 /* Append the document for ev[0..n) to out. The events are sorted in place

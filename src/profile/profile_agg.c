@@ -72,6 +72,24 @@ struct profile_agg {
 
 static const char *const mode_names[] = {"continuous", "profiler-api", "nvtx", "full", "off"};
 static const char *const copy_names[] = {"h2d", "d2h", "d2d", "peer", "other", "memset"};
+static const char *const source_names[] = {[WIRE_SOURCE_TRACE] = "trace",
+					   [WIRE_SOURCE_CENSUS] = "census"};
+
+const char *profile_source_name(unsigned source)
+{
+	return source < sizeof source_names / sizeof source_names[0] ? source_names[source]
+								     : "unknown";
+}
+
+/* What p's statistics are built from: its last STATUS says; before the
+ * first one, its HELLO's mode (the library's own rule: continuous mode
+ * counts launches unless a capture is on, and none is at HELLO). */
+static unsigned source_of(const struct pproc *p)
+{
+	if (p->have_status)
+		return p->status.source;
+	return p->hello.mode == WIRE_MODE_CONTINUOUS ? WIRE_SOURCE_CENSUS : WIRE_SOURCE_TRACE;
+}
 
 const char *profile_mode_name(unsigned mode)
 {
@@ -585,7 +603,7 @@ static void emit_ranges(struct profile_agg *a, struct profile_emitter *e, enum r
 
 enum sfield {
 	SF_CONNECTED, SF_ACTIVE, SF_STEPPED, SF_BUDGET, SF_OVERHEAD, SF_DUTY, SF_WINDOW, SF_RATE,
-	SF_RECORDS, SF_RECORDS_DROPPED, SF_FRAMES_DROPPED, SF_FOLDED,
+	SF_RECORDS, SF_RECORDS_DROPPED, SF_FRAMES_DROPPED, SF_FOLDED, SF_LASTING,
 };
 
 static void emit_status(struct profile_agg *a, struct profile_emitter *e, enum sfield f)
@@ -614,6 +632,7 @@ static void emit_status(struct profile_agg *a, struct profile_emitter *e, enum s
 		case SF_RECORDS_DROPPED: v = (double)s->records_dropped_total; break;
 		case SF_FRAMES_DROPPED: v = (double)s->frames_dropped_total; break;
 		case SF_FOLDED: v = (double)s->kernels_other_total; break;
+		case SF_LASTING: v = s->lasting_cost_ppm / 1e6; break;
 		}
 		psample(e, p, NULL, NULL, 0, v);
 	}
@@ -621,7 +640,8 @@ static void emit_status(struct profile_agg *a, struct profile_emitter *e, enum s
 
 static void emit_info(struct profile_agg *a, struct profile_emitter *e)
 {
-	static const char *const names[] = {"uid", "mode", "lib_version", "cupti_version"};
+	static const char *const names[] = {"uid", "mode", "source", "lib_version",
+					    "cupti_version"};
 	for (unsigned i = 0; i < a->nprocs; i++) {
 		const struct pproc *p = a->procs[i];
 		char uid[16], cupti[16];
@@ -629,8 +649,9 @@ static void emit_info(struct profile_agg *a, struct profile_emitter *e)
 		snprintf(cupti, sizeof cupti, "%u", (unsigned)p->hello.cupti_version);
 		unsigned mode = p->have_status ? p->status.mode : p->hello.mode;
 		const char *values[] = {uid, profile_mode_name(mode),
+					profile_source_name(source_of(p)),
 					p->hello.lib_version[0] ? p->hello.lib_version : "unknown", cupti};
-		psample(e, p, names, values, 4, 1);
+		psample(e, p, names, values, 5, 1);
 	}
 }
 
@@ -641,7 +662,8 @@ void profile_agg_emit(struct profile_agg *a, struct profile_emitter *e)
 {
 	pthread_mutex_lock(&a->lock);
 	profile_family(e, "gpulse_inject_info", PROFILE_GAUGE,
-		       "A CUDA process running libgpulse-inject.so: its uid, tracing mode and library.");
+		       "A CUDA process running libgpulse-inject.so: its uid, tracing mode, source of its "
+		       "statistics (trace: exact; census: estimated from launch callbacks) and library.");
 	emit_info(a, e);
 	profile_family(e, "gpulse_inject_connected", PROFILE_GAUGE,
 		       "1 while the process's injection library is connected to gpulsed.");
@@ -679,6 +701,10 @@ void profile_agg_emit(struct profile_agg *a, struct profile_emitter *e)
 	profile_family(e, "gpulse_inject_kernels_folded_total", PROFILE_COUNTER,
 		       "Kernel launches the library folded into \"other\" (its top-K cap).");
 	emit_status(a, e, SF_FOLDED);
+	profile_family(e, "gpulse_inject_lasting_cost_ratio", PROFILE_GAUGE,
+		       "What exact kernel tracing, once run in the process, adds to each of its later "
+		       "kernel launches until it exits (0: never run; CUPTI 13.0's figure).");
+	emit_status(a, e, SF_LASTING);
 
 	profile_family(e, "gpulse_process_traced_seconds_total", PROFILE_COUNTER,
 		       "Time tracing was on for the process on the GPU (divide counts by it for rates).");
@@ -743,6 +769,15 @@ static void json_num(struct buf *b, double v)
 	buf_put_double(b, v);
 }
 
+/* ,"observed_ratio":R,"lasting_cost_ratio":R from a STATUS. */
+static void put_observed(struct buf *b, const struct wire_status *s)
+{
+	buf_puts(b, ",\"observed_ratio\":");
+	json_num(b, s->duty_ppm / 1e6);
+	buf_puts(b, ",\"lasting_cost_ratio\":");
+	json_num(b, s->lasting_cost_ppm / 1e6);
+}
+
 int profile_agg_processes_json(struct profile_agg *a, struct buf *out)
 {
 	pthread_mutex_lock(&a->lock);
@@ -764,9 +799,11 @@ int profile_agg_processes_json(struct profile_agg *a, struct buf *out)
 			   (unsigned)p->hello.cuda_driver_version, p->connected ? "true" : "false");
 		json_num(out, NS_TO_S(p->hello.start_wall_ns));
 		unsigned mode = p->have_status ? s->mode : p->hello.mode;
-		buf_printf(out, ",\"mode\":\"%s\",\"status_known\":%s", profile_mode_name(mode),
-			   p->have_status ? "true" : "false");
+		buf_printf(out, ",\"mode\":\"%s\",\"status_known\":%s,\"source\":\"%s\"",
+			   profile_mode_name(mode), p->have_status ? "true" : "false",
+			   profile_source_name(source_of(p)));
 		if (p->have_status) {
+			put_observed(out, s);
 			buf_printf(out, ",\"active\":%s,\"stepped_aside\":%s,\"reason\":",
 				   s->active ? "true" : "false", s->stepped_aside ? "true" : "false");
 			buf_put_json_string(out, s->reason);
@@ -904,6 +941,9 @@ int profile_agg_kernels_json(struct profile_agg *a, struct buf *out, int64_t pid
 			buf_putc(out, ',');
 		buf_printf(out, "{\"pid\":%u,\"comm\":", (unsigned)x->p->pid);
 		buf_put_json_string(out, x->p->comm);
+		buf_printf(out, ",\"source\":\"%s\"", profile_source_name(source_of(x->p)));
+		if (x->p->have_status)
+			put_observed(out, &x->p->status);
 		buf_printf(out, ",\"gpu\":%u,\"kernel\":", (unsigned)x->d->device);
 		buf_put_json_string(out, k->name);
 		buf_printf(out, ",\"other\":%s,\"launches\":%llu,\"seconds\":", x->other ? "true" : "false",

@@ -81,7 +81,11 @@ int profile_agg_processes_json(struct profile_agg *a, struct buf *out);
 /* The members of /api/v1/kernels's "data" (no braces), "kernels":[...],
  * "total":N: the named kernels and "other" entries of pid (< 0: all) on gpu (< 0: all), heaviest first, at most
  * `limit`. Each has launches, seconds, share (of all traced kernel time
- * on that GPU), gpu_ratio (of the traced wall time), mean/p50/p99. */
+ * on that GPU), gpu_ratio (of the traced wall time), mean/p50/p99, and
+ * its process's source ("trace" exact, "census" estimated) with, once
+ * the process sent a STATUS, observed_ratio (share of time its library
+ * observed) and lasting_cost_ratio (what exact tracing left its launches
+ * costing; 0: none). /api/v1/processes carries the same three. */
 int profile_agg_kernels_json(struct profile_agg *a, struct buf *out, int64_t pid, int64_t gpu,
 			     unsigned limit);
 
@@ -96,6 +100,8 @@ double profile_hist_quantile(const uint64_t hist[WIRE_HIST_BUCKETS], double q, u
 const char *profile_mode_name(unsigned mode);
 /* The inverse; -1 for an unknown name. */
 int profile_mode_parse(const char *name);
+/* "trace" or "census" (enum wire_source), or "unknown". */
+const char *profile_source_name(unsigned source);
 /* "h2d", "d2h", "d2d", "peer", "other", "memset", or "unknown". */
 const char *profile_copy_kind_name(unsigned kind);
 

@@ -6,8 +6,12 @@
 # outrank gpulsed's profiling defaults (full at 0.2% stays so, though
 # gpulsed sends continuous at 0.5%); gpulse trace captures the running
 # process as Chrome trace JSON; gpulse kernels lists the kernel; the
-# library connects, reports its mode and leaves cleanly. Skipped (77),
-# and said so, where the library was not built (no CUPTI headers).
+# library connects, reports its mode and leaves cleanly. What each
+# process's figures are built from: the full-mode one is exact and,
+# having traced kernels, reports their lasting cost (0.15); a second
+# process, in continuous mode, reports census estimates and no lasting
+# cost, and gpulse kernels says which is which. Skipped (77), and said
+# so, where the library was not built (no CUPTI headers).
 source "$(dirname "$0")/lib.sh"
 : "${GPULSE_BUILD_DIR:?}"
 APP="$GPULSE_BUILD_DIR/tests/fake_cuda_app"
@@ -32,6 +36,13 @@ GPULSE_MODE=full GPULSE_BUDGET=0.2% GPULSE_SOCKET="$SOCK" GPULSE_INJECT_DUMP="$W
 APP_PID=$!
 PIDS+=("$APP_PID")
 P="pid=\"$APP_PID\""
+# Beside it, the default mode: launch callbacks in census windows, no
+# kernel tracing (no capture is asked of this one).
+GPULSE_MODE=continuous GPULSE_SOCKET="$SOCK" \
+	"$APP" "$FAKE" "$LIB" 3 >"$WORK/cont.out" 2>"$WORK/cont.log" &
+CONT_PID=$!
+PIDS+=("$CONT_PID")
+C="pid=\"$CONT_PID\""
 # While it runs: connected, in its own mode and budget.
 wait_for '[ "$(metric gpulse_inject_connected "$P")" = 1 ]' || fail "the library did not connect"
 wait_for '[ -n "$(metric gpulse_inject_info "$P" mode=\"full\")" ]' ||
@@ -42,6 +53,8 @@ wait_for '[ "$(metric gpulse_inject_budget_ratio "$P")" = 0.002 ]' ||
 # JSON (10 kernels of 50 us every 10 ms, one stream).
 GPULSE_URL=$URL "$GPULSE" trace --pid "$APP_PID" --seconds 1 -o "$WORK/t.json" 2>"$WORK/trace.log" ||
 	fail "gpulse trace: $(cat "$WORK/trace.log")"
+grep -q "a capture traces kernels exactly: on CUPTI 13.0 pid $APP_PID's kernel launches then stay about 15% dearer until it exits" "$WORK/trace.log" ||
+	fail "gpulse trace's warning: $(cat "$WORK/trace.log")"
 python3 - "$WORK/t.json" "$APP_PID" <<'PY' || fail "trace JSON: $(head -c 1500 "$WORK/t.json")"
 import json, sys
 doc = json.load(open(sys.argv[1]))
@@ -53,6 +66,7 @@ assert all(e["name"] == "k_e2e(float*)" and e["dur"] == 50.0 and e["tid"] == 7 a
 assert [e["ts"] for e in x] == sorted(e["ts"] for e in x)
 m = doc["otherData"]
 assert m["complete"] is True and m["cap_hit"] is False and m["events"] == len(x), m
+assert "15% dearer until it exits" in m["gpulse_lasting_cost"], m
 PY
 wait "$APP_PID" || fail "the application failed: $(cat "$WORK/app.log")"
 read -r _ KERNELS _ COPIES <"$WORK/app.out"
@@ -68,10 +82,39 @@ approx "$got_s" "$want_s" 1e-9 || fail "kernel seconds $got_s, want $want_s"
 [ "$(metric gpulse_inject_records_dropped_total "$P")" = 0 ] || fail "records dropped"
 GPULSE_URL=$URL "$GPULSE" kernels --pid "$APP_PID" >"$WORK/kernels.txt" 2>&1 || fail "gpulse kernels: $(cat "$WORK/kernels.txt")"
 grep -q "k_e2e(float\*)" "$WORK/kernels.txt" || fail "gpulse kernels: $(cat "$WORK/kernels.txt")"
+# Exact, and dearer for the rest of its life: the library's STATUS said
+# so (the series exists only once a STATUS came).
+[ "$(metric gpulse_inject_lasting_cost_ratio "$P")" = 0.15 ] ||
+	fail "lasting cost: $(fetch /metrics | grep "^gpulse_inject_lasting_cost_ratio")"
+[ -n "$(metric gpulse_inject_info "$P" 'source="trace"')" ] ||
+	fail "source: $(fetch /metrics | grep "^gpulse_inject_info{$P")"
+grep -Fxq "$APP_PID fake_cuda_app: exact (kernel activity trace); this process's launches stay about 15% dearer until it exits (CUPTI 13.0)" "$WORK/kernels.txt" ||
+	fail "gpulse kernels, exact line: $(cat "$WORK/kernels.txt")"
 wait_for '[ "$(metric gpulse_inject_connected "$P")" = 0 ]' || fail "still connected after exit"
 # The library's own account agrees.
 grep -q '"mode": "full"' "$WORK/dump.json" || fail "dump mode: $(head -c 300 "$WORK/dump.json")"
 # One line is expected: full mode says what exact tracing costs the process.
 ! grep "gpulse-inject:" "$WORK/app.log" | grep -qv "exact kernel tracing is on" ||
 	fail "the library complained: $(cat "$WORK/app.log")"
+
+# ---- The continuous-mode process: estimates, and nothing lasting.
+wait "$CONT_PID" || fail "the continuous application failed: $(cat "$WORK/cont.log")"
+wait_for '[ "$(metric gpulse_inject_connected "$C")" = 0 ]' || fail "continuous: still connected after exit"
+[ "$(metric gpulse_inject_lasting_cost_ratio "$C")" = 0 ] ||
+	fail "continuous lasting cost: $(fetch /metrics | grep "^gpulse_inject_lasting_cost_ratio")"
+[ -n "$(metric gpulse_inject_info "$C" 'mode="continuous"' 'source="census"')" ] ||
+	fail "continuous source: $(fetch /metrics | grep "^gpulse_inject_info{$C")"
+fetch /api/v1/processes | python3 -c '
+import json, sys
+p = [x for x in json.load(sys.stdin)["data"]["processes"] if x["pid"] == int(sys.argv[1])][0]
+assert p["source"] == "census" and p["lasting_cost_ratio"] == 0, p
+assert 0 < p["observed_ratio"] <= 1, p
+' "$CONT_PID" || fail "/api/v1/processes, continuous: $(fetch /api/v1/processes)"
+[ "$(metric gpulse_process_kernel_launches_total "$C" 'kernel="k_e2e(float*)"')" -gt 0 ] ||
+	fail "continuous: no launches estimated: $(fetch /metrics | grep "^gpulse_process_kernel_launches_total")"
+GPULSE_URL=$URL "$GPULSE" kernels --pid "$CONT_PID" >"$WORK/kernels-cont.txt" 2>&1 ||
+	fail "gpulse kernels: $(cat "$WORK/kernels-cont.txt")"
+grep -Eq "^$CONT_PID fake_cuda_app: estimated from launch callbacks over [0-9]+% of the time, GPU time from event-timed samples \(1 launch in 32\)$" "$WORK/kernels-cont.txt" ||
+	fail "gpulse kernels, census line: $(cat "$WORK/kernels-cont.txt")"
+! grep -q "exact kernel tracing is on" "$WORK/cont.log" || fail "continuous mode traced kernels: $(cat "$WORK/cont.log")"
 echo "ok"

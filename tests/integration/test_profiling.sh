@@ -70,7 +70,8 @@ check gpulse_inject_records_dropped_total 6
 check gpulse_inject_frames_dropped_total 2
 check gpulse_inject_connected 1
 check gpulse_inject_stepped_aside 0 'reason="none"'
-check gpulse_inject_info 1 'mode="continuous"' 'lib_version="test-1"' "uid=\"$(id -u)\""
+check gpulse_inject_info 1 'mode="continuous"' 'source="census"' 'lib_version="test-1"' "uid=\"$(id -u)\""
+check gpulse_inject_lasting_cost_ratio 0
 [ -n "$(metric gpulse_inject_info "$P" 'comm="fake_inject_cli"')" ] || fail "comm is not read from /proc"
 [ "$(metric gpulse_profile_frames_total 'type="KERNELS"')" = 2 ] || fail "KERNELS frames not counted"
 [ "$(metric gpulse_profile_clients)" = 1 ] || fail "gpulse_profile_clients not 1"
@@ -96,12 +97,16 @@ assert p, d
 p = p[0]
 assert p["connected"] and p["mode"] == "continuous" and p["lib_version"] == "test-1", p
 assert p["overhead_ratio"] == 0.001234 and p["records_total"] == 12345, p
+assert p["source"] == "census" and p["observed_ratio"] == 0.25 and p["lasting_cost_ratio"] == 0, p
 assert p["gpus"][0]["kernel_launches"] == 800, p
 ' "$BASIC" || fail "/api/v1/processes"
 GPULSE_URL=$URL "$GPULSE" kernels >"$WORK/k.txt" || fail "gpulse kernels failed"
 grep -Eq "^$BASIC +fake_inject_cli +0 +76\.9% +4 ms +200 +20 us +50 us +gemm_kernel$" "$WORK/k.txt" ||
 	fail "gpulse kernels: $(cat "$WORK/k.txt")"
 grep -Eq "23\.1% .* 600 .*softmax<float, \"fast\">$" "$WORK/k.txt" || fail "gpulse kernels softmax: $(cat "$WORK/k.txt")"
+# What the figures are built from: the STATUS said census, 25% observed.
+grep -Fxq "$BASIC fake_inject_cli: estimated from launch callbacks over 25% of the time, GPU time from event-timed samples (1 launch in 32)" "$WORK/k.txt" ||
+	fail "gpulse kernels source line: $(cat "$WORK/k.txt")"
 GPULSE_URL=$URL "$GPULSE" kernels --pid "$BASIC" --json | python3 -c '
 import json, sys
 k = json.load(sys.stdin)["data"]["kernels"]
@@ -136,7 +141,11 @@ r = [e for e in x if e["cat"] == "nvtx"][0]
 assert r["name"] == "train_step" and r["ts"] == 0 and r["dur"] == 1000.0, r
 m = doc["otherData"]
 assert m["events"] == 5 and m["complete"] is True and m["cap_hit"] is False, m
+assert "traced kernels exactly" in m["gpulse_lasting_cost"] and "15% dearer until it exits" in m["gpulse_lasting_cost"], m
 PY
+# Said before the capture, on stderr, with nothing to confirm.
+grep -q "a capture traces kernels exactly: on CUPTI 13.0 pid $BASIC's kernel launches then stay about 15% dearer until it exits" "$WORK/trace.log" ||
+	fail "gpulse trace's warning: $(cat "$WORK/trace.log")"
 if GPULSE_URL=$URL "$GPULSE" trace --pid 1 --seconds 1 -o "$WORK/none.json" 2>"$WORK/trace1.log"; then
 	fail "a trace of a pid with no library succeeded"
 fi

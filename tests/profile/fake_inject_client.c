@@ -174,6 +174,7 @@ static void send_status(void)
 		.budget_ppm = 5000, .overhead_est_ppm = 1234, .duty_ppm = 250000,
 		.window_ns = 50000000, .launch_rate_hz = 1000.5, .records_total = 12345,
 		.records_dropped_total = 6, .frames_dropped_total = 2, .kernels_other_total = 0,
+		.source = WIRE_SOURCE_CENSUS, .lasting_cost_ppm = 0,
 	};
 	send_msg(&m);
 }

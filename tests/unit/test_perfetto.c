@@ -68,7 +68,8 @@ static void test_document(void **state)
 	ev[4] = ev_of(WIRE_EV_RANGE, 3, 0, 1000000, "outer");
 	ev[5] = ev_of(WIRE_EV_RANGE, 3, 0, 500000, "inner \xff bad");
 	struct perfetto_meta m = {.pid = 77, .process_name = "python3", .capture_id = 5,
-				  .seconds = 2, .events_received = 6, .complete = true};
+				  .seconds = 2, .events_received = 6, .complete = true,
+				  .lasting_cost = "launches stay \"15%\" dearer"};
 	struct buf b;
 	json_t *doc = write_parse(ev, 6, &m, 1 << 20, &b);
 
@@ -126,6 +127,9 @@ static void test_document(void **state)
 	assert_true(json_is_false(json_object_get(meta, "cap_hit")));
 	assert_true(json_is_true(json_object_get(meta, "complete")));
 	assert_int_equal(json_integer_value(json_object_get(meta, "start_unix_ns")), (json_int_t)T0);
+	/* The sentence on what the capture costs the process, escaped. */
+	assert_string_equal(json_string_value(json_object_get(meta, "gpulse_lasting_cost")),
+			    "launches stay \"15%\" dearer");
 	json_decref(doc);
 	buf_free(&b);
 }
@@ -154,6 +158,7 @@ static void test_caps(void **state)
 			 50 + N - 100);
 	assert_int_equal(json_integer_value(json_object_get(meta, "events_dropped_by_library")), 3);
 	assert_true(json_is_false(json_object_get(meta, "complete")));
+	assert_null(json_object_get(meta, "gpulse_lasting_cost")); /* none given */
 	/* The first 100 by time were kept. */
 	assert_true(json_real_value(json_object_get(x[99], "ts")) == 0.99);
 	json_decref(doc);

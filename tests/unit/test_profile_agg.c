@@ -2,7 +2,8 @@
  * frames, the cardinality bounds (kernels per process and overall with
  * the heaviest kept, NVTX ranges, devices, processes) and their counters,
  * pid reuse, expiry, the histogram quantiles, and the exact exposition
- * and JSON it produces. */
+ * and JSON it produces, including what each process's statistics are
+ * built from (STATUS's source and lasting_cost_ppm). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -371,6 +372,135 @@ static void test_json(void **state)
 	profile_agg_free(a);
 }
 
+/* The JSON member `key` of o as a number; fails when it is missing. */
+static double jnum(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	if (!json_is_number(v))
+		fail_msg("%s is not a number", key);
+	return json_number_value(v);
+}
+
+/* The entry of arr whose "pid" is pid (the first), or NULL. */
+static json_t *of_pid(json_t *arr, json_int_t pid)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach(arr, i, e)
+		if (json_integer_value(json_object_get(e, "pid")) == pid)
+			return e;
+	return NULL;
+}
+
+/* /api/v1/kernels's (kernels_doc) or /api/v1/processes's members, parsed. */
+static json_t *render_json(struct profile_agg *a, bool kernels_doc)
+{
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	buf_putc(&b, '{');
+	if (kernels_doc)
+		assert_int_equal(profile_agg_kernels_json(a, &b, -1, -1, 100), 0);
+	else
+		assert_int_equal(profile_agg_processes_json(a, &b), 0);
+	buf_putc(&b, '}');
+	json_error_t je;
+	json_t *doc = json_loads(b.data, 0, &je);
+	if (!doc)
+		fail_msg("%s: %s", je.text, b.data);
+	buf_free(&b);
+	return doc;
+}
+
+/* STATUS's source and lasting_cost_ppm, kept per process: on /metrics as
+ * gpulse_inject_info's source label and gpulse_inject_lasting_cost_ratio,
+ * in both JSON documents as source, observed_ratio (duty_ppm) and
+ * lasting_cost_ratio. Before a process's first STATUS its source follows
+ * its HELLO's mode and the two ratios are absent. */
+static void test_source_and_lasting_cost(void **state)
+{
+	(void)state;
+	struct profile_agg *a;
+	struct profile_limits lim = {0};
+	assert_int_equal(profile_agg_new(&a, &lim), 0);
+	struct wire_hello hc = hello_of(30, 1), hf = hello_of(31, 1);
+	hf.mode = WIRE_MODE_FULL;
+	assert_int_equal(profile_agg_hello(a, &hc, "census_app", 0), 0);
+	assert_int_equal(profile_agg_hello(a, &hf, "full_app", 0), 0);
+	const char *n[] = {"k"};
+	uint64_t l[] = {4}, t[] = {400};
+	kernels(a, 30, 0, n, l, t, 1);
+	kernels(a, 31, 0, n, l, t, 1);
+
+	/* No STATUS yet. */
+	const char *text = render(a, false);
+	assert_non_null(strstr(text, "gpulse_inject_info{pid=\"30\",comm=\"census_app\",uid=\"1000\","
+				     "mode=\"continuous\",source=\"census\",lib_version=\"0.1.0\","
+				     "cupti_version=\"24\"} 1\n"));
+	assert_non_null(strstr(text, "gpulse_inject_info{pid=\"31\",comm=\"full_app\",uid=\"1000\","
+				     "mode=\"full\",source=\"trace\","));
+	assert_null(strstr(text, "gpulse_inject_lasting_cost_ratio"));
+	json_t *doc = render_json(a, false);
+	json_t *p30 = of_pid(json_object_get(doc, "processes"), 30);
+	assert_non_null(p30);
+	assert_string_equal(json_string_value(json_object_get(p30, "source")), "census");
+	assert_null(json_object_get(p30, "observed_ratio"));
+	assert_null(json_object_get(p30, "lasting_cost_ratio"));
+	json_decref(doc);
+	doc = render_json(a, true);
+	json_t *k31 = of_pid(json_object_get(doc, "kernels"), 31);
+	assert_non_null(k31);
+	assert_string_equal(json_string_value(json_object_get(k31, "source")), "trace");
+	assert_null(json_object_get(k31, "lasting_cost_ratio"));
+	json_decref(doc);
+
+	/* Census at 12.5% observed, nothing lasting; full mode after exact
+	 * tracing ran: 15% for the rest of the process. */
+	struct wire_msg m = {.type = WIRE_STATUS};
+	m.u.status = (struct wire_status){.mode = WIRE_MODE_CONTINUOUS, .duty_ppm = 125000,
+					  .source = WIRE_SOURCE_CENSUS, .lasting_cost_ppm = 0};
+	assert_int_equal(profile_agg_frame(a, 30, &m), 0);
+	m.u.status = (struct wire_status){.mode = WIRE_MODE_FULL, .duty_ppm = 1000000,
+					  .source = WIRE_SOURCE_TRACE, .lasting_cost_ppm = 150000};
+	assert_int_equal(profile_agg_frame(a, 31, &m), 0);
+	text = render(a, false);
+	assert_non_null(strstr(text, "# TYPE gpulse_inject_lasting_cost_ratio gauge\n"
+				     "gpulse_inject_lasting_cost_ratio{pid=\"30\",comm=\"census_app\"} 0\n"
+				     "gpulse_inject_lasting_cost_ratio{pid=\"31\",comm=\"full_app\"} 0.15\n"));
+	assert_non_null(strstr(text, "mode=\"continuous\",source=\"census\","));
+	doc = render_json(a, false);
+	p30 = of_pid(json_object_get(doc, "processes"), 30);
+	json_t *p31 = of_pid(json_object_get(doc, "processes"), 31);
+	assert_string_equal(json_string_value(json_object_get(p30, "source")), "census");
+	assert_true(jnum(p30, "observed_ratio") == 0.125);
+	assert_true(jnum(p30, "lasting_cost_ratio") == 0);
+	assert_string_equal(json_string_value(json_object_get(p31, "source")), "trace");
+	assert_true(jnum(p31, "observed_ratio") == 1);
+	assert_true(jnum(p31, "lasting_cost_ratio") == 0.15);
+	json_decref(doc);
+	doc = render_json(a, true);
+	json_t *k30 = of_pid(json_object_get(doc, "kernels"), 30);
+	k31 = of_pid(json_object_get(doc, "kernels"), 31);
+	assert_string_equal(json_string_value(json_object_get(k30, "source")), "census");
+	assert_true(jnum(k30, "observed_ratio") == 0.125);
+	assert_true(jnum(k30, "lasting_cost_ratio") == 0);
+	assert_string_equal(json_string_value(json_object_get(k31, "source")), "trace");
+	assert_true(jnum(k31, "lasting_cost_ratio") == 0.15);
+	json_decref(doc);
+
+	/* A capture in the census process: its STATUS says trace, and from
+	 * then on lasting; the last STATUS is what is kept. */
+	m.u.status = (struct wire_status){.mode = WIRE_MODE_CONTINUOUS, .duty_ppm = 125000,
+					  .source = WIRE_SOURCE_TRACE, .lasting_cost_ppm = 150000};
+	assert_int_equal(profile_agg_frame(a, 30, &m), 0);
+	text = render(a, false);
+	assert_non_null(strstr(text, "gpulse_inject_lasting_cost_ratio{pid=\"30\",comm=\"census_app\"} "
+				     "0.15\n"));
+	assert_non_null(strstr(text, "comm=\"census_app\",uid=\"1000\",mode=\"continuous\","
+				     "source=\"trace\","));
+	assert_null(strstr(text, "source=\"census\""));
+	profile_agg_free(a);
+}
+
 static void test_names(void **state)
 {
 	(void)state;
@@ -380,6 +510,9 @@ static void test_names(void **state)
 	assert_string_equal(profile_mode_name(9), "unknown");
 	assert_string_equal(profile_copy_kind_name(WIRE_COPY_PEER), "peer");
 	assert_string_equal(profile_copy_kind_name(WIRE_COPY_KIND_COUNT), "unknown");
+	assert_string_equal(profile_source_name(WIRE_SOURCE_TRACE), "trace");
+	assert_string_equal(profile_source_name(WIRE_SOURCE_CENSUS), "census");
+	assert_string_equal(profile_source_name(WIRE_SOURCE_CENSUS + 1), "unknown");
 }
 
 int main(void)
@@ -391,6 +524,7 @@ int main(void)
 		cmocka_unit_test(test_processes),
 		cmocka_unit_test(test_quantiles),
 		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_source_and_lasting_cost),
 		cmocka_unit_test(test_names),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
