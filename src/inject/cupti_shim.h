@@ -28,7 +28,8 @@
 	X(0, get_device_id, cuptiGetDeviceId)                            \
 	X(0, get_context_id, cuptiGetContextId)                          \
 	X(0, activity_set_attribute, cuptiActivitySetAttribute)          \
-	X(0, subscribe_v2, cuptiSubscribe_v2)
+	X(0, subscribe_v2, cuptiSubscribe_v2)                            \
+	X(0, finalize, cuptiFinalize)
 
 struct cupti_lib {
 	void *handle;

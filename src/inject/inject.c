@@ -172,6 +172,19 @@ static struct {
 	uint64_t untimed_launches;        /* estimated launches of kernels no sample timed */
 	int lasting;                      /* exact kernel tracing has run in this process */
 	int holds_census;                 /* a census window holds the subscriber (library thread) */
+	struct wire_capture pending_capture; /* asked before CUPTI was armed (under mu) */
+	int pending_capture_set;
+	/* GPULSE_DETACH: after a capture, cuptiFinalize at an application's
+	 * API exit, to give back the cost exact tracing leaves (off by
+	 * default: on CUPTI 13.0 / driver 580 it crashed while another thread
+	 * launched). */
+	atomic_int detach_armed;          /* the next driver API exit detaches */
+	atomic_int detach_done;           /* 1 detached, -1 refused (set in the callback) */
+	atomic_int detach_result;         /* cuptiFinalize's result */
+	int detach_sub;                   /* the library subscribed to hear that exit */
+	int64_t detach_deadline_ns, detach_next_ns;
+	uint64_t detaches;
+	int detach_refused;
 	int census_initial;               /* it is the first window (CENSUS_INITIAL_NS) */
 	int64_t census_fixed_ns;          /* the library thread's time to open the window */
 	uint64_t census_split_ns;         /* the open window's time counted in earlier intervals */
@@ -1177,6 +1190,16 @@ static void census_time_end(uint64_t ticket, CUstream stream, int ptsz)
  * is measured. */
 static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 {
+	if (d->callbackSite == CUPTI_API_EXIT && atomic_load_explicit(&g.detach_armed, memory_order_relaxed) &&
+	    atomic_exchange(&g.detach_armed, 0)) {
+		/* At an API exit, as CUPTI wants cuptiFinalize called: every
+		 * subscription, callback, kind and buffer of CUPTI's is gone
+		 * after it; the library's thread sets up the census again. */
+		CUptiResult r = g.cupti.finalize();
+		atomic_store(&g.detach_result, (int)r);
+		atomic_store(&g.detach_done, r == CUPTI_SUCCESS ? 1 : -1);
+		return;
+	}
 	if (!atomic_load_explicit(&g.census_on, memory_order_relaxed) || g.exited || g.is_fork_child)
 		return;
 	int64_t t0 = clock_mono_ns();
@@ -1369,6 +1392,76 @@ static void census_tick(int64_t now)
 	} else if (now >= g.window_next_ns) {
 		census_open(now);
 	}
+}
+
+/* GPULSE_DETACH, on the library's thread: once exact tracing has run and
+ * no capture is on, arm a cuptiFinalize at the next driver API exit (the
+ * census's callbacks if a window is open, else a subscription of its
+ * own); then take the result. */
+static void detach_tick(int64_t now)
+{
+	int done = atomic_exchange(&g.detach_done, 0);
+	if (done) {
+		if (done > 0) {
+			/* CUPTI is as at the process's start (no subscriber any
+			 * more): arm again at the next tick (buffers, markers,
+			 * the census). An open census window ends here. */
+			g.detach_sub = 0;
+			g.detaches++;
+			g.lasting = 0;
+			atomic_store(&g.census_on, 0);
+			int64_t start = atomic_exchange(&g.census_start_ns, 0);
+			if (g.holds_census && start > 0 && now > start)
+				g.observed_ns += (uint64_t)(now - start);
+			g.holds_census = 0;
+			g.census_split_ns = 0;
+			g.have_cupti = 0;
+			g.uvm_state = 0;
+			atomic_store(&g.arm_pending, 1);
+			say("detached from CUPTI after exact tracing (GPULSE_DETACH): launches are back at "
+			    "their cost before it; the census starts again");
+		} else {
+			g.detach_refused = 1;
+			if (g.detach_sub) {
+				g.cupti.unsubscribe(g.sub);
+				g.detach_sub = 0;
+			}
+			say("cuptiFinalize refused: %s; the lasting cost of exact tracing stays (not tried again)",
+			    cupti_lib_strerror(&g.cupti, (CUptiResult)atomic_load(&g.detach_result)));
+		}
+		return;
+	}
+	if (atomic_load(&g.detach_armed)) {
+		if (now < g.detach_deadline_ns)
+			return;
+		/* No driver API call came: let the subscription go, later again. */
+		atomic_store(&g.detach_armed, 0);
+		if (g.detach_sub) {
+			g.cupti.unsubscribe(g.sub);
+			g.detach_sub = 0;
+		}
+		g.detach_next_ns = now + 10 * NS_PER_SEC;
+		return;
+	}
+	if (!g.cfg.detach || !g.cupti.finalize || !g.lasting || g.detach_refused || !g.have_cupti ||
+	    atomic_load(&g.active) || atomic_load(&g.capture_on) || now < g.detach_next_ns)
+		return;
+	/* What the capture traced is in; CUPTI's buffers go with it. */
+	g.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	if (!g.holds_census) {
+		CUptiResult r = g.cupti.subscribe(&g.sub, on_callback, NULL);
+		if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+			give_way();
+			return;
+		}
+		if (r != CUPTI_SUCCESS)
+			return;
+		for (size_t i = 0; i < sizeof census_cbids / sizeof census_cbids[0]; i++)
+			g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, census_cbids[i]);
+		g.detach_sub = 1;
+	}
+	g.detach_deadline_ns = now + 10 * NS_PER_SEC;
+	atomic_store(&g.detach_armed, 1);
 }
 
 static const char *census_name(const char *mangled, void *user)
@@ -1565,7 +1658,8 @@ static void enable_markers(void)
 {
 	if (g.cfg.skip & INJECT_SKIP_NVTX)
 		return;
-	g.markers = calloc(MARKERS_OPEN, sizeof *g.markers);
+	if (!g.markers) /* armed again after a detach: the table stays */
+		g.markers = calloc(MARKERS_OPEN, sizeof *g.markers);
 	if (g.markers && g.cupti.activity_enable(CUPTI_ACTIVITY_KIND_MARKER) == CUPTI_SUCCESS)
 		setenv_nvtx();
 }
@@ -1591,8 +1685,17 @@ static bool arm_continuous(void)
 		return true;
 	}
 	enable_markers();
-	g.have_cupti = 1;
 	g.window_next_ns = clock_mono_ns();
+	pthread_mutex_lock(&g.mu);
+	g.have_cupti = 1;
+	if (g.pending_capture_set) {
+		int64_t now = clock_mono_ns();
+		capture_start(g.cap, g.pending_capture.capture_id, g.pending_capture.max_events, now,
+			      now + (int64_t)g.pending_capture.seconds * NS_PER_SEC);
+		atomic_store(&g.capture_on, 1);
+		g.pending_capture_set = 0;
+	}
+	pthread_mutex_unlock(&g.mu);
 	return true;
 }
 
@@ -1635,9 +1738,12 @@ static void *inject_main(void *arg)
 		int64_t now = clock_mono_ns();
 		if (g.mode == WIRE_MODE_CONTINUOUS && !g.stepped_aside && !g.is_fork_child &&
 		    (g.have_cupti || g.holds_census)) {
-			census_tick(now);
+			if (!g.detach_sub && !atomic_load(&g.detach_armed))
+				census_tick(now);
 			census_poll_samples(now);
 		}
+		if (g.mode == WIRE_MODE_CONTINUOUS && !g.stepped_aside && !g.is_fork_child)
+			detach_tick(now);
 		int want = want_tracing();
 		int on = atomic_load(&g.active);
 		if (want != on) {
@@ -1656,7 +1762,7 @@ static void *inject_main(void *arg)
 			bool probed = atomic_load(&g.arm_pending) && !g.is_fork_child && arm_continuous();
 			if (g.have_cupti)
 				g.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-			if (!probed && !g.holds_subscriber && !g.holds_census &&
+			if (!probed && !g.holds_subscriber && !g.holds_census && !g.detach_sub &&
 			    !atomic_load(&g.sub_until_context) && g.have_cupti &&
 			    (g.mode == WIRE_MODE_FULL || g.mode == WIRE_MODE_CONTINUOUS) &&
 			    !(g.cfg.skip & INJECT_SKIP_PROBE) && cupti_taken())
@@ -1717,6 +1823,17 @@ static void on_daemon_msg(const struct wire_msg *m, void *user)
 		if (secs == 0 || secs > CAPTURE_SECONDS_MAX)
 			secs = secs ? CAPTURE_SECONDS_MAX : 1;
 		pthread_mutex_lock(&g.mu);
+		if (!g.have_cupti) {
+			/* Its seconds run from when tracing can start (the first
+			 * tick arms CUPTI): counted from now, a capture asked at a
+			 * program's start was over before it traced anything (the
+			 * H200's check of a short program got 0 events). */
+			g.pending_capture = m->u.capture;
+			g.pending_capture.seconds = secs;
+			g.pending_capture_set = 1;
+			pthread_mutex_unlock(&g.mu);
+			return;
+		}
 		int64_t now = clock_mono_ns();
 		capture_start(g.cap, m->u.capture.capture_id, m->u.capture.max_events, now,
 			      now + (int64_t)secs * NS_PER_SEC);
@@ -1797,7 +1914,7 @@ static void write_dump(void)
 		 "\"enable_failures\": %llu, \"uvm_state\": %d, \"holds_subscriber\": %s, "
 		 "\"maxrss_kb\": %ld, \"source\": \"%s\", \"lasting_cost\": %s, "
 		 "\"census\": {\"busy\": %llu, \"samples_lost\": %llu, \"untimed_launches\": %llu, "
-		 "\"can_time\": %s, \"cb_cost_ns\": %.1f}",
+		 "\"can_time\": %s, \"cb_cost_ns\": %.1f}, \"detaches\": %llu",
 		 (int)getpid(), g.mode == WIRE_MODE_FOCUSED_NVTX ? "nvtx" : inject_mode_name(g.mode),
 		 g.stepped_aside ? "true" : "false", reason, g.have_cupti ? g.cupti.version : 0,
 		 g.budget_ppm, (unsigned long long)atomic_load(&g.records_total),
@@ -1812,7 +1929,8 @@ static void write_dump(void)
 		 g.holds_subscriber ? "true" : "false", ru.ru_maxrss,
 		 g.mode == WIRE_MODE_CONTINUOUS ? "census" : "trace", g.lasting ? "true" : "false",
 		 (unsigned long long)atomic_load(&g.census_busy), (unsigned long long)g.samples_lost,
-		 (unsigned long long)g.untimed_launches, drv.can_time ? "true" : "false", g.gov.cost_ns);
+		 (unsigned long long)g.untimed_launches, drv.can_time ? "true" : "false", g.gov.cost_ns,
+		 (unsigned long long)g.detaches);
 	/* The edges of the last windows, on CLOCK_MONOTONIC (benchmarks line
 	 * their own timings up with them); close 0: still open. */
 	size_t o2 = strlen(extra);

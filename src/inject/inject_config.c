@@ -194,6 +194,13 @@ sock_done:
 			}
 		}
 	}
+	v = get("GPULSE_DETACH");
+	if (v && *v) {
+		if (strcmp(v, "1") == 0)
+			c->detach = 1;
+		else if (strcmp(v, "0") != 0)
+			add_err(err, errlen, "GPULSE_DETACH is not 0 or 1; not detaching");
+	}
 	v = get("GPULSE_CUPTI_PATH");
 	if (v && *v && !str_copy(c->cupti_path, sizeof c->cupti_path, v)) {
 		c->cupti_path[0] = '\0';

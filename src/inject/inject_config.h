@@ -24,6 +24,7 @@ struct inject_config {
 	unsigned topk;                /* kernels per scope and interval (default 64) */
 	double cost_ns;               /* prior cost per traced record (default 2000) */
 	uint64_t tail_ns;             /* a window's tail in traced time (default 2e9; governor.h) */
+	int detach;                   /* GPULSE_DETACH=1: cuptiFinalize after a capture (off) */
 	int cost_ns_set, tail_ns_set; /* given in the environment (continuous mode's
 	                               * census has defaults of its own) */
 	char socket_paths[CLIENT_PATHS_MAX][INJECT_PATH_MAX]; /* tried in order; "" ends */

@@ -334,6 +334,8 @@ API void fake_cupti_api(int domain, int cbid, int site)
 		cb(user, (CUpti_CallbackDomain)domain, (CUpti_CallbackId)cbid, &d);
 }
 
+static _Thread_local int in_api_exit; /* inside a driver call's exit callback */
+
 /* The subscriber's callback if it asked for (domain, cbid); under f.mu. */
 static CUpti_CallbackFunc wanted(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 {
@@ -370,7 +372,34 @@ static void driver_call(CUpti_CallbackId cbid, const char *symbol, const void *p
 	d.callbackSite = CUPTI_API_ENTER;
 	cb(user, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &d);
 	d.callbackSite = CUPTI_API_EXIT;
+	in_api_exit = 1;
 	cb(user, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &d);
+	in_api_exit = 0;
+}
+
+/* CUPTI wants cuptiFinalize called at an API exit (from the callback):
+ * elsewhere the stand-in refuses it (counted), so a test sees where the
+ * library calls it. Afterwards CUPTI is as new: no subscriber, callback,
+ * kind or buffer callbacks. */
+API CUptiResult cuptiFinalize(void)
+{
+	pthread_mutex_lock(&f.mu);
+	if (!in_api_exit) {
+		f.st.finalize_refused++;
+		pthread_mutex_unlock(&f.mu);
+		return CUPTI_ERROR_INVALID_OPERATION;
+	}
+	f.subscribed = 0;
+	f.foreign = 0;
+	f.cb = NULL;
+	f.ncbs = 0;
+	memset(f.on, 0, sizeof f.on);
+	f.request = NULL;
+	f.complete = NULL;
+	f.uvm_configured = 0;
+	f.st.finalizes++;
+	pthread_mutex_unlock(&f.mu);
+	return CUPTI_SUCCESS;
 }
 
 API CUptiResult cuptiGetDeviceId(CUcontext ctx, uint32_t *dev)

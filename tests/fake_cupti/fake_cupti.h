@@ -12,6 +12,8 @@ struct fake_cupti_stats {
 	uint64_t enables, disables; /* calls for the kernel kind */
 	uint64_t subscribes;        /* successful cuptiSubscribe calls */
 	uint64_t driver_callbacks;  /* driver API calls a subscriber heard of (launches, copies) */
+	uint64_t finalizes;         /* cuptiFinalize at an API exit */
+	uint64_t finalize_refused;  /* cuptiFinalize anywhere else (refused) */
 	uint64_t registrations;     /* cuptiActivityRegisterCallbacks calls */
 	uint64_t kind_changes;      /* enable/disable calls for any kind */
 	int shared_buffer;          /* per-thread activity buffers turned off */

@@ -131,7 +131,7 @@ static void launch_until(const struct hooks *h, int rate, int64_t until)
 	}
 }
 
-enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_EARLY, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK, MARKERS, STUCK };
+enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_EARLY, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK, MARKERS, STUCK, CAPTURE_DETACH };
 
 static const struct hooks *end_hooks;
 
@@ -244,6 +244,32 @@ static void play(enum scenario sc, struct outcome *o)
 		h.launch("k_after()", 1000, 30);
 		break;
 	}
+	case CAPTURE_DETACH: {
+		/* Continuous mode with GPULSE_DETACH=1: a capture traces
+		 * kernels exactly; once it is over, the next launch's API exit
+		 * detaches CUPTI, and the census starts again. */
+		h.context_created();
+		int64_t until = clock_mono_ns() + ms(5000);
+		do {
+			launch_until(&h, 20000, clock_mono_ns() + ms(2));
+			h.stats(&s);
+		} while (!s.kernel_kind_on && clock_mono_ns() < until);
+		NEED(s.kernel_kind_on);
+		until = clock_mono_ns() + ms(5000);
+		do {
+			launch_until(&h, 20000, clock_mono_ns() + ms(2));
+			h.stats(&s);
+		} while (s.kernel_kind_on && clock_mono_ns() < until);
+		NEED(!s.kernel_kind_on);
+		until = clock_mono_ns() + ms(3000);
+		do {
+			launch_until(&h, 20000, clock_mono_ns() + ms(2));
+			h.stats(&o->at_take);
+		} while (!o->at_take.finalizes && clock_mono_ns() < until);
+		/* Then the census again: windows that hear launches. */
+		launch_until(&h, 20000, clock_mono_ns() + ms(2500));
+		break;
+	}
 	case DROPS:
 		/* 100 000 records while CUPTI holds every full buffer: more
 		 * than the library's 32 outstanding buffers of 2048 slots. */
@@ -350,6 +376,9 @@ static json_t *run_case_at(enum scenario sc, const char *mode, const char *budge
 
 /* GPULSE_INJECT_SKIP for the next cases (NULL: none). */
 static const char *case_skip;
+/* One more VAR=VALUE for the next cases (NULL: none). */
+static char *case_env;
+static char detach_env[] = "GPULSE_DETACH=1";
 
 static json_t *run_case(enum scenario sc, const char *mode, const char *budget, struct outcome *o)
 {
@@ -388,6 +417,8 @@ static json_t *run_case_at(enum scenario sc, const char *mode, const char *budge
 			snprintf(e6, sizeof e6, "GPULSE_INJECT_SKIP=%s", case_skip);
 			putenv(e6);
 		}
+		if (case_env)
+			putenv(case_env);
 		struct outcome res;
 		memset(&res, 0, sizeof res);
 		play(sc, &res);
@@ -768,6 +799,75 @@ static void test_capture_over_socket(void **state)
 	json_decref(d);
 }
 
+/* GPULSE_DETACH=1 (off by default): after a capture's exact trace in
+ * continuous mode, cuptiFinalize is called once, at a driver API's exit
+ * (the stand-in refuses it anywhere else), the lasting cost is no longer
+ * reported, and the library sets CUPTI up again: buffers registered a
+ * second time, census windows hearing launches after the detach. */
+static void test_detach_after_capture(void **state)
+{
+	(void)state;
+	char path[108];
+	snprintf(path, sizeof path, "/tmp/gpulse-test-fakecupti-d%d.sock", (int)getpid());
+	unlink(path);
+	int lfd = inject_test_listen(path);
+	assert_true(lfd >= 0);
+	pid_t child;
+	struct outcome o;
+	case_env = detach_env;
+	assert_null(run_case_at(CAPTURE_DETACH, "continuous", NULL, path, &child, &o));
+	case_env = NULL;
+	int fd = inject_test_accept(lfd);
+	struct capture_seen c;
+	memset(&c, 0, sizeof c);
+	inject_test_read_frames(fd, 10, on_capture_frame, &c);
+	json_t *d = run_case_finish(CAPTURE_DETACH, child, &o);
+	close(fd);
+	close(lfd);
+	unlink(path);
+	assert_true(c.ended);
+	assert_true(c.events > 0);
+	assert_int_equal(o.at_take.finalizes, 1);
+	assert_int_equal(o.end.finalizes, 1);
+	assert_int_equal(o.end.finalize_refused, 0);
+	assert_int_equal(num(d, "detaches"), 1);
+	assert_false(json_is_true(json_object_get(d, "lasting_cost")));
+	assert_false(json_is_true(json_object_get(d, "stepped_aside")));
+	assert_int_equal(o.end.registrations, 2);
+	if (o.end.driver_callbacks <= o.at_take.driver_callbacks)
+		fail_msg("no launch heard after the detach: %llu then %llu",
+			 (unsigned long long)o.at_take.driver_callbacks,
+			 (unsigned long long)o.end.driver_callbacks);
+	json_decref(d);
+}
+
+/* Off by default: the same capture leaves CUPTI attached, and says that
+ * the process pays for it. */
+static void test_no_detach_by_default(void **state)
+{
+	(void)state;
+	char path[108];
+	snprintf(path, sizeof path, "/tmp/gpulse-test-fakecupti-n%d.sock", (int)getpid());
+	unlink(path);
+	int lfd = inject_test_listen(path);
+	assert_true(lfd >= 0);
+	pid_t child;
+	struct outcome o;
+	assert_null(run_case_at(CAPTURE_DETACH, "continuous", NULL, path, &child, &o));
+	int fd = inject_test_accept(lfd);
+	struct capture_seen c;
+	memset(&c, 0, sizeof c);
+	inject_test_read_frames(fd, 10, on_capture_frame, &c);
+	json_t *d = run_case_finish(CAPTURE_DETACH, child, &o);
+	close(fd);
+	close(lfd);
+	unlink(path);
+	assert_int_equal(o.end.finalizes + o.end.finalize_refused, 0);
+	assert_int_equal(num(d, "detaches"), 0);
+	assert_true(json_is_true(json_object_get(d, "lasting_cost")));
+	json_decref(d);
+}
+
 /* No record is lost without being counted: with CUPTI holding its full
  * buffers, what the library kept and what it counted as dropped add up to
  * every launch. */
@@ -878,6 +978,8 @@ int main(void)
 		cmocka_unit_test(test_fork_child),
 		cmocka_unit_test(test_marker_ranges),
 		cmocka_unit_test(test_exit_with_cupti_stuck),
+		cmocka_unit_test(test_detach_after_capture),
+		cmocka_unit_test(test_no_detach_by_default),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
