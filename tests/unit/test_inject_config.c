@@ -177,6 +177,27 @@ static int collect(const uint8_t *frame, size_t len, void *user)
 	return 0;
 }
 
+/* GPULSE_DETACH: off unless "1"; anything but 0 or 1 is said and stays off. */
+static void test_detach_setting(void **state)
+{
+	(void)state;
+	struct inject_config c;
+	char err[1024];
+	env_table = NULL;
+	inject_config_load(&c, fake_get, 0, err, sizeof err);
+	assert_false(c.detach);
+	static const char *const on[] = { "GPULSE_DETACH", "1", NULL };
+	env_table = on;
+	inject_config_load(&c, fake_get, 0, err, sizeof err);
+	assert_true(c.detach);
+	assert_string_equal(err, "");
+	static const char *const bad[] = { "GPULSE_DETACH", "yes", NULL };
+	env_table = bad;
+	inject_config_load(&c, fake_get, 0, err, sizeof err);
+	assert_false(c.detach);
+	assert_non_null(strstr(err, "GPULSE_DETACH"));
+}
+
 static void test_capture_frames_and_cap(void **state)
 {
 	(void)state;
@@ -239,6 +260,7 @@ int main(void)
 		cmocka_unit_test(test_parse_mode_budget),
 		cmocka_unit_test(test_load_defaults_and_paths),
 		cmocka_unit_test(test_load_bad_values_keep_defaults),
+		cmocka_unit_test(test_detach_setting),
 		cmocka_unit_test(test_capture_frames_and_cap),
 		cmocka_unit_test(test_capture_refused_frames_counted),
 	};
