@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "prom.h"
+#include "utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -34,8 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t cap = n + 1;
 	char *a = malloc(cap), *b = malloc(cap);
 	if (a && b) {
-		size_t la = prom_clean_utf8(a, cap, in);
-		size_t lb = prom_clean_utf8(b, cap, a);
+		size_t la = utf8_clean(a, cap, in);
+		size_t lb = utf8_clean(b, cap, a);
 		if (la > n || la != lb || memcmp(a, b, la + 1) != 0)
 			__builtin_trap();
 	}

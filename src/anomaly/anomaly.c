@@ -16,9 +16,9 @@
 #include "fields.h"
 #include "ingest.h"
 #include "log.h"
-#include "prom.h"
 #include "queryable.h"
 #include "status.h"
+#include "utf8.h"
 
 #define DAY_S 86400.0
 /* Mean absolute deviation times sqrt(pi/2) estimates a normal standard
@@ -374,8 +374,8 @@ static int gpu_init(struct anomaly *a, int g)
 		return GPULSE_ENOENT;
 	}
 	snprintf(gs->gpu, sizeof gs->gpu, "%d", s->id.index >= 0 ? s->id.index : 0);
-	prom_clean_utf8(gs->uuid, sizeof gs->uuid, s->id.uuid);
-	prom_clean_utf8(gs->model, sizeof gs->model, s->id.name);
+	utf8_clean(gs->uuid, sizeof gs->uuid, s->id.uuid);
+	utf8_clean(gs->model, sizeof gs->model, s->id.name);
 	if (s->valid & FIELD_BIT(F_MEM_TOTAL))
 		gs->mem_total = s->v[F_MEM_TOTAL];
 	free(s);

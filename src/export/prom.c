@@ -25,6 +25,7 @@
 #include "fields.h"
 #include "notify.h"
 #include "status.h"
+#include "utf8.h"
 
 #ifndef GPULSE_VERSION
 #define GPULSE_VERSION "unknown"
@@ -130,7 +131,7 @@ static void put_value(struct pw *w, double v)
 static void put_label_text(struct pw *w, const char *s)
 {
 	char clean[256];
-	size_t n = prom_clean_utf8(clean, sizeof clean, s);
+	size_t n = utf8_clean(clean, sizeof clean, s);
 	char *p = room(w, 2 * n);
 	if (!p)
 		return;
@@ -1220,56 +1221,6 @@ out:
 	if (!r.w.rc && out->failed)
 		r.w.rc = GPULSE_ELIMIT;
 	return r.w.rc;
-}
-
-/* ---- UTF-8 ----------------------------------------------------------- */
-
-/* Length of the well-formed UTF-8 sequence at p (RFC 3629), 0 if none. */
-static size_t utf8_len(const unsigned char *p)
-{
-	unsigned c = p[0];
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		return (p[1] & 0xC0) == 0x80 ? 2 : 0;
-	if (c >= 0xE0 && c <= 0xEF) {
-		unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-		if (p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80)
-			return 0;
-		return 3;
-	}
-	if (c >= 0xF0 && c <= 0xF4) {
-		unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-		if (p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80)
-			return 0;
-		return 4;
-	}
-	return 0;
-}
-
-size_t prom_clean_utf8(char *dst, size_t dstlen, const char *src)
-{
-	const unsigned char *p = (const unsigned char *)src;
-	size_t o = 0;
-	if (dstlen == 0)
-		return 0;
-	while (*p) {
-		size_t n = utf8_len(p);
-		if (n == 0) {
-			if (o + 1 >= dstlen)
-				break;
-			dst[o++] = '?';
-			p++;
-			continue;
-		}
-		if (o + n >= dstlen)
-			break;
-		memcpy(dst + o, p, n);
-		o += n;
-		p += n;
-	}
-	dst[o] = '\0';
-	return o;
 }
 
 /* ---- content negotiation --------------------------------------------- */

@@ -55,11 +55,4 @@ bool prom_wants_openmetrics(const char *accept_header);
 #define PROM_DOUBLE_MAX 32
 size_t prom_format_double(char *out, double v);
 
-/* Copy `src` into dst[dstlen] (dstlen > 0), NUL-terminated, replacing
- * every byte that is not part of well-formed UTF-8 with '?' and cutting
- * only on a character boundary. Label values and JSON strings must be
- * UTF-8, and NVML strings or a process's comm are not guaranteed to be.
- * Returns the length written. */
-size_t prom_clean_utf8(char *dst, size_t dstlen, const char *src);
-
 #endif

@@ -11,6 +11,7 @@
 #include "fields.h"
 #include "prom.h"
 #include "status.h"
+#include "utf8.h"
 
 /* The writer works like prom.c's: straight into out->data with one
  * inlined capacity check per piece, buf_reserve only to grow, and the NUL
@@ -55,7 +56,7 @@ static void str(struct jw *w, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
 	char clean[512];
-	size_t n = prom_clean_utf8(clean, sizeof clean, s);
+	size_t n = utf8_clean(clean, sizeof clean, s);
 	char *p = room(w, 6 * n + 2);
 	if (!p)
 		return;

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "profile_agg.h"
-#include "prom.h"
 #include "status.h"
+#include "utf8.h"
 
 #ifndef GPULSE_VERSION
 #define GPULSE_VERSION "unknown"
@@ -47,7 +47,7 @@ static void put_us(struct buf *b, uint64_t ns)
 static void put_name(struct buf *b, const char *s)
 {
 	char clean[WIRE_NAME_MAX + 1];
-	prom_clean_utf8(clean, sizeof clean, s);
+	utf8_clean(clean, sizeof clean, s);
 	buf_put_json_string(b, clean);
 }
 
@@ -91,7 +91,7 @@ int perfetto_write(struct buf *out, struct wire_event *ev, size_t n, const struc
 	uint64_t t0 = n ? ev[0].start_ns : 0;
 	char pname[PROFILE_COMM_MAX + 32];
 	char comm[PROFILE_COMM_MAX];
-	prom_clean_utf8(comm, sizeof comm, m->process_name ? m->process_name : "");
+	utf8_clean(comm, sizeof comm, m->process_name ? m->process_name : "");
 	if (comm[0])
 		snprintf(pname, sizeof pname, "%s (pid %u)", comm, (unsigned)m->pid);
 	else

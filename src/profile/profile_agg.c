@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prom.h"
 #include "status.h"
+#include "utf8.h"
 
 struct pkernel {
 	char name[WIRE_NAME_MAX + 1];   /* cleaned to UTF-8 */
@@ -186,7 +186,7 @@ static void comm_from_cmdline(char *out, size_t len, const char *cmdline)
 		k = sizeof tmp - 1;
 	memcpy(tmp, start, k);
 	tmp[k] = '\0';
-	prom_clean_utf8(out, len, k ? tmp : "unknown");
+	utf8_clean(out, len, k ? tmp : "unknown");
 }
 
 int profile_agg_hello(struct profile_agg *a, const struct wire_hello *h, const char *comm,
@@ -228,10 +228,10 @@ int profile_agg_hello(struct profile_agg *a, const struct wire_hello *h, const c
 	p->pid = h->pid;
 	p->uid = h->uid;
 	p->hello = *h;
-	prom_clean_utf8(p->hello.cmdline, sizeof p->hello.cmdline, h->cmdline);
-	prom_clean_utf8(p->hello.lib_version, sizeof p->hello.lib_version, h->lib_version);
+	utf8_clean(p->hello.cmdline, sizeof p->hello.cmdline, h->cmdline);
+	utf8_clean(p->hello.lib_version, sizeof p->hello.lib_version, h->lib_version);
 	if (comm && comm[0])
-		prom_clean_utf8(p->comm, sizeof p->comm, comm);
+		utf8_clean(p->comm, sizeof p->comm, comm);
 	else
 		comm_from_cmdline(p->comm, sizeof p->comm, p->hello.cmdline);
 	snprintf(p->pid_text, sizeof p->pid_text, "%u", (unsigned)h->pid);
@@ -334,7 +334,7 @@ static void kernel_fold(struct pkernel *other, const struct pkernel *k)
 static void add_kernel(struct profile_agg *a, struct pdev *d, const struct wire_kernel *w)
 {
 	char name[WIRE_NAME_MAX + 1];
-	prom_clean_utf8(name, sizeof name, w->name);
+	utf8_clean(name, sizeof name, w->name);
 	if (strcmp(name, "other") == 0 || name[0] == '\0') {
 		kernel_add(&d->other, w);
 		d->have_other = true;
@@ -385,7 +385,7 @@ static void add_kernel(struct profile_agg *a, struct pdev *d, const struct wire_
 static void add_range(struct profile_agg *a, struct pdev *d, const struct wire_range *w)
 {
 	char name[WIRE_NAME_MAX + 1];
-	prom_clean_utf8(name, sizeof name, w->name);
+	utf8_clean(name, sizeof name, w->name);
 	struct prange *r = NULL;
 	for (unsigned i = 0; i < d->nranges && !r; i++)
 		if (strcmp(d->ranges[i].name, name) == 0)
@@ -420,7 +420,7 @@ int profile_agg_frame(struct profile_agg *a, uint32_t pid, const struct wire_msg
 	switch (m->type) {
 	case WIRE_STATUS:
 		p->status = m->u.status;
-		prom_clean_utf8(p->status.reason, sizeof p->status.reason, m->u.status.reason);
+		utf8_clean(p->status.reason, sizeof p->status.reason, m->u.status.reason);
 		p->have_status = true;
 		break;
 	case WIRE_KERNELS:

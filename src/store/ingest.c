@@ -13,9 +13,9 @@
 
 #include "clock.h"
 #include "log.h"
-#include "prom.h"
 #include "queryable.h"
 #include "status.h"
+#include "utf8.h"
 
 #define SLOT_UP FIELD_COUNT       /* gpulse_gpu_up */
 #define NSLOTS (FIELD_COUNT + 1)
@@ -168,8 +168,8 @@ static int create_ref(struct ingest *ing, int g, int slot, uint32_t *ref)
 			goto out;
 		}
 		snprintf(gr->gpu, sizeof gr->gpu, "%d", s->id.index >= 0 ? s->id.index : 0);
-		prom_clean_utf8(gr->uuid, sizeof gr->uuid, s->id.uuid);
-		prom_clean_utf8(gr->model, sizeof gr->model, s->id.name);
+		utf8_clean(gr->uuid, sizeof gr->uuid, s->id.uuid);
+		utf8_clean(gr->model, sizeof gr->model, s->id.name);
 		free(s);
 		gr->have_id = true;
 	}
@@ -263,8 +263,8 @@ static void tick_gpu(struct ingest *ing, int g, const struct gpu_snapshot *s, in
 	pthread_mutex_lock(&gr->lock);
 	if (!gr->have_id) {
 		snprintf(gr->gpu, sizeof gr->gpu, "%d", s->id.index >= 0 ? s->id.index : 0);
-		prom_clean_utf8(gr->uuid, sizeof gr->uuid, s->id.uuid);
-		prom_clean_utf8(gr->model, sizeof gr->model, s->id.name);
+		utf8_clean(gr->uuid, sizeof gr->uuid, s->id.uuid);
+		utf8_clean(gr->model, sizeof gr->model, s->id.name);
 		gr->have_id = true;
 	}
 	pthread_mutex_unlock(&gr->lock);
