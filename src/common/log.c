@@ -6,15 +6,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "clock.h"
 #include "status.h"
 
 static atomic_int log_level_now = LOG_INFO;
 static const char *log_ident = "gpulse";
-
-#define COMPLAINT_FIRST_NS (10LL * 1000000000LL)
-#define COMPLAINT_MAX_NS (86400LL * 1000000000LL)
 
 void log_set_level(enum log_level level)
 {
@@ -68,38 +66,78 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_end(ap);
 }
 
-void complain(struct complaint *c, const char *fmt, ...)
+/* "HH:MM:SS", local time, of a wall-clock instant. */
+static void complaint_since(int64_t wall_ns, char *out, size_t len)
 {
-	int64_t now = clock_mono_ns();
-	if (c->interval_ns && now - c->last_ns < c->interval_ns) {
+	time_t t = (time_t)(wall_ns / 1000000000LL);
+	struct tm tm;
+	if (!localtime_r(&t, &tm) || strftime(out, len, "%H:%M:%S", &tm) == 0)
+		snprintf(out, len, "?");
+}
+
+static bool complain_v(struct complaint *c, int64_t now_ns, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+
+static bool complain_v(struct complaint *c, int64_t now_ns, const char *fmt, va_list ap)
+{
+	if (c->interval_ns && now_ns - c->last_ns < c->interval_ns) {
 		c->suppressed++;
-		return;
+		return false;
 	}
 	char msg[768];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	if (c->suppressed)
-		log_warn("%s (repeated %llu times since last report)", msg,
-			 (unsigned long long)c->suppressed);
-	else
+	if (c->suppressed) {
+		char since[16];
+		complaint_since(c->last_wall_ns, since, sizeof since);
+		log_warn("%s (and %llu more like it since %s)", msg,
+			 (unsigned long long)c->suppressed, since);
+	} else {
 		log_warn("%s", msg);
+	}
 	c->suppressed = 0;
-	c->last_ns = now;
+	c->last_ns = now_ns;
+	c->last_wall_ns = clock_wall_ns();
 	c->interval_ns = c->interval_ns ? c->interval_ns * 2 : COMPLAINT_FIRST_NS;
 	if (c->interval_ns > COMPLAINT_MAX_NS)
 		c->interval_ns = COMPLAINT_MAX_NS;
+	return true;
+}
+
+bool complain(struct complaint *c, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	bool said = complain_v(c, clock_mono_ns(), fmt, ap);
+	va_end(ap);
+	return said;
+}
+
+bool complain_at(struct complaint *c, int64_t now_ns, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	bool said = complain_v(c, now_ns, fmt, ap);
+	va_end(ap);
+	return said;
 }
 
 void complaint_clear(struct complaint *c, const char *fmt, ...)
 {
 	if (!c->interval_ns)
 		return;
+	char msg[768];
 	va_list ap;
 	va_start(ap, fmt);
-	log_vmsg(LOG_INFO, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	if (c->suppressed) {
+		char since[16];
+		complaint_since(c->last_wall_ns, since, sizeof since);
+		log_info("%s (%llu more complaints since %s went unreported)", msg,
+			 (unsigned long long)c->suppressed, since);
+	} else {
+		log_info("%s", msg);
+	}
 	c->interval_ns = 0;
 	c->suppressed = 0;
 }

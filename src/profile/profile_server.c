@@ -109,6 +109,9 @@ struct profile_server {
 	unsigned nclients;
 	int64_t next_store_ns;
 	int64_t next_expire_ns;
+	/* Lying HELLOs: any local user can connect, so the warning is rate
+	 * limited (server thread only). */
+	struct complaint lie_complaint;
 
 	pthread_mutex_t lock;             /* stats and captures */
 	pthread_cond_t cond;              /* a capture finished */
@@ -522,8 +525,8 @@ static bool on_frame(struct profile_server *s, unsigned i)
 		if (hello.pid != c->pid || hello.uid != c->uid) {
 			bool pid_bad = hello.pid != c->pid;
 			count_refused(s, pid_bad ? PROFILE_REFUSE_PID_MISMATCH : PROFILE_REFUSE_UID_MISMATCH);
-			log_warn("profiling: refused a library whose HELLO says %s %u but whose "
-				 "connection is from %s %u", pid_bad ? "pid" : "uid",
+			complain(&s->lie_complaint, "profiling: refused a library whose HELLO says "
+				 "%s %u but whose connection is from %s %u", pid_bad ? "pid" : "uid",
 				 (unsigned)(pid_bad ? m->u.hello.pid : m->u.hello.uid),
 				 pid_bad ? "pid" : "uid", (unsigned)(pid_bad ? c->pid : c->uid));
 			return false;
