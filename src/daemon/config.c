@@ -8,6 +8,7 @@
  * so a key added there is parsed, checked and printed. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -429,6 +430,21 @@ void config_format_duration(int64_t ns, char *out, size_t outlen)
 bool config_listen_is_loopback(const char *listen)
 {
 	return http_is_loopback_listen(listen);
+}
+
+/* True when the host of `listen` is a name, not an IP address nor all
+ * interfaces: what it means is the resolver's answer at bind time. */
+static bool listen_host_is_name(const char *listen)
+{
+	char host[HTTP_MAX_LISTEN + 1];
+	int port;
+	if (http_parse_listen(listen, host, sizeof host, &port, NULL, 0) != 0 || !host[0])
+		return false;
+	unsigned char a[sizeof(struct in6_addr)];
+	char *pct = strchr(host, '%');
+	if (pct)
+		*pct = '\0';
+	return inet_pton(AF_INET, host, a) != 1 && inet_pton(AF_INET6, host, a) != 1;
 }
 
 /* ---- messages ----------------------------------------------------------- */
@@ -1534,8 +1550,10 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 			return GPULSE_EINVAL;
 		}
 
-	if (!config_listen_is_loopback(c->listen) && !c->http.allow_insecure_remote &&
-	    !(cert && key && token)) {
+	/* A host name is judged by what it resolves to when it is bound
+	 * (config_to_http asks the server to), never trusted by its name. */
+	if (!config_listen_is_loopback(c->listen) && !listen_host_is_name(c->listen) &&
+	    !c->http.allow_insecure_remote && !(cert && key && token)) {
 		char missing[128] = "";
 		size_t o = 0;
 		const char *names[3] = {"http.tls_cert_file", "http.tls_key_file", "http.auth_token_file"};
@@ -1684,6 +1702,10 @@ int config_to_http(const struct gpulse_config *c, struct http_config *out, char 
 	out->tls_cert_file = c->http.tls_cert_file[0] ? c->http.tls_cert_file : NULL;
 	out->tls_key_file = c->http.tls_key_file[0] ? c->http.tls_key_file : NULL;
 	out->auth_token = NULL;
+	out->refuse_insecure_remote = !c->http.allow_insecure_remote;
+	out->insecure_remote_hint =
+		"; set http.tls_cert_file, http.tls_key_file and http.auth_token_file, or set "
+		"http.allow_insecure_remote: true to serve without them";
 	if (!c->http.auth_token_file[0])
 		return 0;
 	char why[CONFIG_PATH_LEN + 128] = "no room for the token";

@@ -174,7 +174,9 @@ int config_load_file(struct gpulse_config *c, const char *path, char *err, size_
  * the rules that join values: normal >= fast, slow >= normal, TLS cert
  * and key given together, and the security rule: a listen address that is
  * not loopback needs tls_cert_file, tls_key_file and auth_token_file unless
- * allow_insecure_remote is true. A configured auth_token_file must be a
+ * allow_insecure_remote is true. A numeric address is judged here; a host
+ * name ("localhost" too) only when http_server_start resolves it, by every
+ * address it resolves to, so this passes it. A configured auth_token_file must be a
  * regular, non-empty file that is not world-readable. `name` prefixes the
  * message ("gpulse.yml: ..."). 0 or GPULSE_EINVAL with one line in `err`. */
 int config_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
@@ -189,8 +191,10 @@ int config_parse_duration(const char *s, int64_t *ns);
  * "0s", or seconds with a fraction when finer than a millisecond. */
 void config_format_duration(int64_t ns, char *out, size_t outlen);
 
-/* True when `listen` names a loopback host (127.0.0.0/8, ::1,
- * "localhost"). ":9401" (all interfaces) is not loopback. */
+/* True when `listen` is a numeric loopback address (127.0.0.0/8, ::1,
+ * ::ffff:127.x.x.x). ":9401" (all interfaces) is not loopback, and neither
+ * is any host name, "localhost" included: a name is judged when the HTTP
+ * server resolves and binds it (config_to_http). */
 bool config_listen_is_loopback(const char *listen);
 
 /* Append to `out` the dotted names of the keys, ", " between them, whose
@@ -214,7 +218,10 @@ void config_to_collector(const struct gpulse_config *c, struct collector_config 
  * GPULSE_EINVAL when a configured token file cannot be read (unreadable,
  * empty, too long for `token_len`, world-readable): the token is then set
  * to a value no request can present (a control character, which HTTP
- * headers cannot carry), so a server started anyway fails closed. */
+ * headers cannot carry), so a server started anyway fails closed. Unless
+ * allow_insecure_remote, the server is told to refuse a listen that
+ * resolves beyond loopback without TLS and a token (the security rule for
+ * host names, which config_validate cannot judge). */
 int config_to_http(const struct gpulse_config *c, struct http_config *out, char *token_buf,
 		   size_t token_len);
 

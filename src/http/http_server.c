@@ -229,40 +229,94 @@ int http_parse_listen(const char *spec, char *host, size_t hostlen, int *port,
 	return GPULSE_OK;
 }
 
+bool http_addr_is_loopback(const struct sockaddr *sa)
+{
+	if (!sa)
+		return false;
+	if (sa->sa_family == AF_INET) {
+		struct sockaddr_in a4;
+		memcpy(&a4, sa, sizeof a4);
+		return (ntohl(a4.sin_addr.s_addr) >> 24) == 127;
+	}
+	if (sa->sa_family == AF_INET6) {
+		struct sockaddr_in6 a6;
+		memcpy(&a6, sa, sizeof a6);
+		if (IN6_IS_ADDR_LOOPBACK(&a6.sin6_addr))
+			return true;
+		return IN6_IS_ADDR_V4MAPPED(&a6.sin6_addr) && a6.sin6_addr.s6_addr[12] == 127;
+	}
+	return false;
+}
+
 bool http_is_loopback_listen(const char *spec)
 {
 	char host[HTTP_MAX_LISTEN + 1];
 	int port;
 	if (http_parse_listen(spec, host, sizeof host, &port, NULL, 0) != 0)
 		return false;
-	if (strcasecmp(host, "localhost") == 0)
-		return true;
-	struct in_addr a4;
-	if (inet_pton(AF_INET, host, &a4) == 1)
-		return (ntohl(a4.s_addr) >> 24) == 127;
-	struct in6_addr a6;
+	struct sockaddr_in a4 = {.sin_family = AF_INET};
+	if (inet_pton(AF_INET, host, &a4.sin_addr) == 1)
+		return http_addr_is_loopback((const struct sockaddr *)&a4);
+	struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
 	char *pct = strchr(host, '%');
 	if (pct)
 		*pct = '\0';
-	if (inet_pton(AF_INET6, host, &a6) == 1) {
-		if (IN6_IS_ADDR_LOOPBACK(&a6))
-			return true;
-		return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+	if (inet_pton(AF_INET6, host, &a6.sin6_addr) == 1)
+		return http_addr_is_loopback((const struct sockaddr *)&a6);
+	return false;
+}
+
+/* Resolve a listen host once; the list is what both the loopback rule and
+ * the bind use, so a resolver that answers differently the second time
+ * cannot slip a remote address past the check. */
+static int resolve_listen(const struct http_config *cfg, const char *host, int port,
+			  struct addrinfo **res, char *err, size_t errlen)
+{
+	struct addrinfo hints = {0};
+	char portstr[8];
+	snprintf(portstr, sizeof portstr, "%d", port);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	http_resolve_fn *resolve = cfg->resolve ? cfg->resolve : getaddrinfo;
+	*res = NULL;
+	int g = resolve(host, portstr, &hints, res);
+	if (g != 0 || !*res) {
+		if (*res)
+			freeaddrinfo(*res);
+		*res = NULL;
+		str_errf(err, errlen, "Cannot resolve \"%s\" in listen address \"%s\": %s.",
+			host, cfg->listen, g ? gai_strerror(g) : "no addresses");
+		return GPULSE_EINVAL;
+	}
+	return GPULSE_OK;
+}
+
+/* The first resolved address beyond loopback, as text into buf; false when
+ * every address is loopback. */
+static bool first_remote(const struct addrinfo *res, char *buf, size_t buflen)
+{
+	for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		if (http_addr_is_loopback(ai->ai_addr))
+			continue;
+		if (getnameinfo(ai->ai_addr, ai->ai_addrlen, buf, (socklen_t)buflen, NULL, 0,
+				NI_NUMERICHOST) != 0)
+			snprintf(buf, buflen, "an address of family %d", ai->ai_family);
+		return true;
 	}
 	return false;
 }
 
 /* Bind and spec ourselves rather than let MHD do it, so a failure comes
  * back with errno and turns into a sentence a person can act on. */
-static int open_listener(const char *spec, const char *host, int port, int *fd_out,
-			 bool *v6_out, char *err, size_t errlen)
+static int open_listener(const char *spec, const char *host, int port,
+			 const struct addrinfo *res, int *fd_out, bool *v6_out, char *err,
+			 size_t errlen)
 {
-	struct addrinfo hints = {0}, *res = NULL, any6 = {0}, any4 = {0};
+	struct addrinfo any6 = {0}, any4 = {0};
 	struct sockaddr_in6 sa6 = {0};
 	struct sockaddr_in sa4 = {0};
 	int rc = GPULSE_EIO, fd = -1, last_errno = 0;
-	char portstr[8];
-	snprintf(portstr, sizeof portstr, "%d", port);
 
 	if (!host[0]) {
 		/* All interfaces: one dual-stack socket, or IPv4 alone on a
@@ -280,19 +334,8 @@ static int open_listener(const char *spec, const char *host, int port, int *fd_o
 		any4.ai_family = AF_INET;
 		any4.ai_addr = (struct sockaddr *)&sa4;
 		any4.ai_addrlen = sizeof sa4;
-	} else {
-		hints.ai_family = AF_UNSPEC;
-		hints.ai_socktype = SOCK_STREAM;
-		hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-		int g = getaddrinfo(host, portstr, &hints, &res);
-		if (g != 0) {
-			str_errf(err, errlen, "Cannot resolve \"%s\" in listen address \"%s\": %s.",
-				host, spec, gai_strerror(g));
-			rc = GPULSE_EINVAL;
-			goto out;
-		}
 	}
-	for (struct addrinfo *ai = host[0] ? res : &any6; ai; ai = ai->ai_next) {
+	for (const struct addrinfo *ai = host[0] ? res : &any6; ai; ai = ai->ai_next) {
 		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0) {
 			last_errno = errno;
@@ -329,8 +372,6 @@ static int open_listener(const char *spec, const char *host, int port, int *fd_o
 		str_errf(err, errlen, "Cannot listen on %s: %s.", spec,
 			strerror(last_errno ? last_errno : EINVAL));
 out:
-	if (res)
-		freeaddrinfo(res);
 	return rc;
 }
 
@@ -657,8 +698,10 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 {
 	int rc;
 	char host[HTTP_MAX_LISTEN + 1];
+	char remote[NI_MAXHOST + 32];
 	int port = 0;
 	bool v6 = false;
+	struct addrinfo *res = NULL;
 	struct http_server *s = calloc(1, sizeof *s);
 	if (!s) {
 		str_errf(err, errlen, "Out of memory starting the HTTP server.");
@@ -669,6 +712,27 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	rc = http_parse_listen(cfg->listen, host, sizeof host, &port, err, errlen);
 	if (rc)
 		goto out;
+	/* All interfaces (host "") is never loopback; a host, numeric or a
+	 * name, is loopback only when every address it resolves to is. */
+	bool loopback = false;
+	if (host[0]) {
+		rc = resolve_listen(cfg, host, port, &res, err, errlen);
+		if (rc)
+			goto out;
+		loopback = !first_remote(res, remote, sizeof remote);
+	} else {
+		snprintf(remote, sizeof remote, "every interface");
+	}
+	bool tls = cfg->tls_cert_file || cfg->tls_key_file;
+	bool token = cfg->auth_token && cfg->auth_token[0];
+	if (!loopback && cfg->refuse_insecure_remote && !(tls && token)) {
+		str_errf(err, errlen, "listen \"%s\" resolves to %s, which is reachable from other "
+			"machines, so it needs TLS and a token (missing: %s)%s", cfg->listen, remote,
+			!tls && !token ? "TLS, token" : !tls ? "TLS" : "token",
+			cfg->insecure_remote_hint ? cfg->insecure_remote_hint : "");
+		rc = GPULSE_EINVAL;
+		goto out;
+	}
 	unsigned max_conn = cfg->max_connections ? cfg->max_connections
 						 : HTTP_DEFAULT_MAX_CONNECTIONS;
 	unsigned threads = cfg->threads ? cfg->threads : HTTP_DEFAULT_THREADS;
@@ -677,7 +741,7 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	if (per_ip == 0) {
 		/* On loopback every client shares one address, so a per-address
 		 * cap would only lower the total. */
-		per_ip = http_is_loopback_listen(cfg->listen) ? max_conn : max_conn / 4;
+		per_ip = loopback ? max_conn : max_conn / 4;
 		if (per_ip < 4)
 			per_ip = max_conn < 4 ? max_conn : 4;
 	}
@@ -696,7 +760,6 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		s->token_len = strlen(s->token);
 	}
 
-	bool tls = cfg->tls_cert_file || cfg->tls_key_file;
 	if (tls) {
 		if (!cfg->tls_cert_file || !cfg->tls_key_file) {
 			str_errf(err, errlen, "TLS needs both a certificate file and a key file.");
@@ -720,7 +783,7 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		str_errf(err, errlen, "Out of memory starting the HTTP server.");
 		goto out;
 	}
-	rc = open_listener(cfg->listen, host, port, &s->listen_fd, &v6, err, errlen);
+	rc = open_listener(cfg->listen, host, port, res, &s->listen_fd, &v6, err, errlen);
 	if (rc)
 		goto out;
 
@@ -763,6 +826,8 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	s = NULL;
 	rc = GPULSE_OK;
 out:
+	if (res)
+		freeaddrinfo(res);
 	if (s && s->listen_fd >= 0)
 		close(s->listen_fd);
 	http_server_stop(s);

@@ -17,6 +17,15 @@
 #define HTTP_MAX_LISTEN 256         /* longest listen address accepted */
 #define HTTP_MAX_TLS_FILE (1 << 20) /* largest PEM file read */
 
+struct addrinfo;
+struct sockaddr;
+
+/* How the server turns a listen host into addresses: getaddrinfo's
+ * contract. The list is freed with freeaddrinfo, so a stand-in (a test's)
+ * must build it with getaddrinfo too, on a numeric address say. */
+typedef int http_resolve_fn(const char *host, const char *port, const struct addrinfo *hints,
+			    struct addrinfo **res);
+
 struct http_config {
 	const char *listen;          /* "127.0.0.1:9401", "[::1]:9401", ":9401" */
 	unsigned max_connections;    /* default 64 */
@@ -35,6 +44,14 @@ struct http_config {
 	 * with 401, 405, 413 or 414. */
 	atomic_uint_fast64_t *requests_total;
 	atomic_uint_fast64_t *rejected_total;
+	/* Listening beyond loopback needs TLS and auth_token when this is
+	 * true: a host is loopback only when every address it resolves to is
+	 * (http_addr_is_loopback), and the addresses checked are the ones
+	 * bound, so a name is never trusted for what it says. */
+	bool refuse_insecure_remote;
+	const char *insecure_remote_hint; /* ends that refusal's sentence
+	                                     (how to allow it); NULL: none */
+	http_resolve_fn *resolve;    /* NULL: getaddrinfo */
 };
 
 /* Zero fields of http_config take these defaults. */
@@ -91,7 +108,8 @@ struct http_server;
 /* Bind and start serving on cfg->threads threads (epoll). Errors are
  * written to err as one sentence and nothing is left running: what the
  * configuration got wrong is GPULSE_EINVAL (a bad or unresolvable
- * address, half of TLS) or GPULSE_EPARSE (a TLS file that is not PEM or
+ * address, half of TLS, a listen beyond loopback without TLS and a token
+ * under refuse_insecure_remote, naming the address) or GPULSE_EPARSE (a TLS file that is not PEM or
  * too large); what the machine refuses is GPULSE_EIO (the port is in use,
  * permission, no such interface, a TLS file unreadable, libmicrohttpd's
  * refusal), GPULSE_ENOTSUP (no TLS in libmicrohttpd) or GPULSE_ENOMEM.
@@ -124,8 +142,14 @@ void http_server_counters(const struct http_server *s, uint64_t *requests,
  * one sentence in err[errlen] (err may be NULL). Pure and thread-safe. */
 int http_parse_listen(const char *listen, char *host, size_t hostlen, int *port,
 		      char *err, size_t errlen);
-/* True when `listen` parses and names only this machine: 127.0.0.0/8,
- * ::1 (or ::ffff:127.x.x.x), or "localhost". All interfaces is false. */
+/* True when `listen` parses and its host is a numeric address on this
+ * machine only: 127.0.0.0/8, ::1 or ::ffff:127.x.x.x. All interfaces is
+ * false, and so is every host name ("localhost" too): what a name means
+ * is up to the resolver, so http_server_start judges it by the addresses
+ * it resolves to. Never touches the network. */
 bool http_is_loopback_listen(const char *listen);
+/* True when `sa` is a loopback address: AF_INET in 127.0.0.0/8, AF_INET6
+ * ::1 or IPv4-mapped 127.x.x.x. Anything else (0.0.0.0, ::) is false. */
+bool http_addr_is_loopback(const struct sockaddr *sa);
 
 #endif

@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include <netdb.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -594,12 +596,17 @@ static void test_security_rule(void **state)
 	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
 	/* Loopback forms need nothing. */
 	static const char *const loop[] = {"127.0.0.1:9401", "127.1.2.3:1", "[::1]:9401",
-					   "localhost:9401", "[::ffff:127.0.0.1]:80"};
+					   "[::ffff:127.0.0.1]:80"};
 	for (size_t i = 0; i < sizeof loop / sizeof loop[0]; i++) {
 		snprintf(c.listen, sizeof c.listen, "%s", loop[i]);
 		assert_true(config_listen_is_loopback(c.listen));
 		assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
 	}
+	/* A name is not loopback by its name: it passes here and is judged
+	 * by what it resolves to when bound (test_to_http_resolved). */
+	snprintf(c.listen, sizeof c.listen, "localhost:9401");
+	assert_false(config_listen_is_loopback(c.listen));
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
 
 	/* TLS alone is not enough; the token is required too. */
 	snprintf(c.listen, sizeof c.listen, "10.0.0.5:9401");
@@ -692,6 +699,51 @@ static void test_to_http(void **state)
 	unlink(token);
 	assert_int_not_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
 	assert_string_equal(h.auth_token, "\x01");
+}
+
+/* Every name resolves to 10.77.0.1, as a hostile /etc/hosts would make
+ * "localhost" do; numeric, so no network is needed. */
+static int resolve_remote(const char *host, const char *port, const struct addrinfo *hints,
+			  struct addrinfo **res)
+{
+	(void)host;
+	struct addrinfo h = *hints;
+	h.ai_flags |= AI_NUMERICHOST;
+	return getaddrinfo("10.77.0.1", port, &h, res);
+}
+
+/* The daemon's path end to end: a "localhost" listen passes
+ * config_validate, and the server it configures refuses it without TLS
+ * once it resolves beyond loopback, naming the keys and the address. */
+static void test_to_http_resolved(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	struct http_config h;
+	struct http_server *s = NULL;
+	char tok[CONFIG_TOKEN_MAX], err[1024] = "";
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "listen: localhost:0\n", err, sizeof err), 0);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_true(h.refuse_insecure_remote);
+	h.resolve = resolve_remote;
+	assert_int_equal(http_server_start(&s, &h, err, sizeof err), GPULSE_EINVAL);
+	assert_null(s);
+	assert_non_null(strstr(err, "listen \"localhost:0\" resolves to 10.77.0.1, which is "
+				    "reachable from other machines, so it needs TLS and a token"));
+	assert_non_null(strstr(err, "http.tls_cert_file, http.tls_key_file and "
+				    "http.auth_token_file"));
+	assert_non_null(strstr(err, "http.allow_insecure_remote: true"));
+
+	/* The opt-out lets it through to the bind (of 10.77.0.1, which no
+	 * interface here has). */
+	c.http.allow_insecure_remote = true;
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_false(h.refuse_insecure_remote);
+	h.resolve = resolve_remote;
+	assert_int_equal(http_server_start(&s, &h, err, sizeof err), GPULSE_EIO);
+	assert_null(strstr(err, "reachable from other machines"));
 }
 
 static void test_to_collector(void **state)
@@ -806,6 +858,7 @@ int main(void)
 		cmocka_unit_test(test_restart_changes),
 		cmocka_unit_test(test_security_rule),
 		cmocka_unit_test(test_to_http),
+		cmocka_unit_test(test_to_http_resolved),
 		cmocka_unit_test(test_to_collector),
 		cmocka_unit_test(test_dump_round_trip),
 		cmocka_unit_test(test_load_file_limits),

@@ -4,6 +4,7 @@
  * port in use, TLS errors (and TLS itself when openssl is installed), and
  * the listen address parser. */
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -595,7 +596,7 @@ static void test_loopback(void **state)
 		bool loopback;
 	} cases[] = {
 		{"127.0.0.1:9401", true},  {"127.1.2.3:9401", true},   {"[::1]:9401", true},
-		{"localhost:9401", true},  {"LOCALHOST:1", true},      {"[::ffff:127.0.0.1]:1", true},
+		{"localhost:9401", false}, {"LOCALHOST:1", false},     {"[::ffff:127.0.0.1]:1", true},
 		{":9401", false},          {"*:9401", false},          {"0.0.0.0:9401", false},
 		{"[::]:9401", false},      {"10.0.0.1:9401", false},   {"128.0.0.1:9401", false},
 		{"example.com:80", false}, {"garbage", false},         {NULL, false},
@@ -605,6 +606,105 @@ static void test_loopback(void **state)
 		if (http_is_loopback_listen(cases[i].in) != cases[i].loopback)
 			fail_msg("%s: expected %d", cases[i].in ? cases[i].in : "(null)",
 				 cases[i].loopback);
+}
+
+/* The loopback decision on one address: what every resolved address of a
+ * listen host must pass. */
+static void test_addr_loopback(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *addr;
+		bool loopback;
+	} cases[] = {
+		{"127.0.0.1", true},  {"127.5.6.7", true},  {"::1", true},
+		{"::ffff:127.0.0.1", true}, {"10.77.0.1", false}, {"0.0.0.0", false},
+		{"::", false},        {"::ffff:10.77.0.1", false}, {"128.0.0.1", false},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct sockaddr_storage ss = {0};
+		struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+		if (inet_pton(AF_INET, cases[i].addr, &a4->sin_addr) == 1) {
+			a4->sin_family = AF_INET;
+		} else {
+			assert_int_equal(inet_pton(AF_INET6, cases[i].addr, &a6->sin6_addr), 1);
+			a6->sin6_family = AF_INET6;
+		}
+		if (http_addr_is_loopback((struct sockaddr *)&ss) != cases[i].loopback)
+			fail_msg("%s: expected %d", cases[i].addr, cases[i].loopback);
+	}
+	assert_false(http_addr_is_loopback(NULL));
+}
+
+/* A stand-in resolver: every name is fake_addr (numeric, so getaddrinfo
+ * builds the list without the network or /etc/hosts). */
+static const char *fake_addr;
+static int fake_calls;
+
+static int fake_resolve(const char *host, const char *port, const struct addrinfo *hints,
+			struct addrinfo **res)
+{
+	(void)host;
+	fake_calls++;
+	struct addrinfo h = *hints;
+	h.ai_flags |= AI_NUMERICHOST;
+	return getaddrinfo(fake_addr, port, &h, res);
+}
+
+/* "localhost" is trusted for what it resolves to, not for its name. */
+static void test_localhost_resolving_remote(void **state)
+{
+	(void)state;
+	struct http_server *s = NULL;
+	char err[512] = "";
+	struct http_config cfg = {
+		.listen = "localhost:0", .refuse_insecure_remote = true,
+		.insecure_remote_hint = "; HINT", .resolve = fake_resolve,
+	};
+
+	fake_addr = "10.77.0.1";
+	fake_calls = 0;
+	assert_int_equal(http_server_start(&s, &cfg, err, sizeof err), GPULSE_EINVAL);
+	assert_null(s);
+	assert_int_equal(fake_calls, 1);
+	assert_non_null(strstr(err, "listen \"localhost:0\" resolves to 10.77.0.1, which is "
+				    "reachable from other machines"));
+	assert_non_null(strstr(err, "(missing: TLS, token); HINT"));
+
+	/* An IPv4-mapped remote address is remote too. */
+	fake_addr = "::ffff:10.77.0.1";
+	assert_int_equal(http_server_start(&s, &cfg, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "resolves to ::ffff:10.77.0.1"));
+
+	/* A token alone is not enough. */
+	fake_addr = "10.77.0.1";
+	cfg.auth_token = "t";
+	assert_int_equal(http_server_start(&s, &cfg, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "(missing: TLS)"));
+	cfg.auth_token = NULL;
+
+	/* Allowed, it binds the address it checked, not what "localhost" is
+	 * here: no interface has 10.77.0.1, so the bind fails. */
+	cfg.refuse_insecure_remote = false;
+	fake_calls = 0;
+	assert_int_equal(http_server_start(&s, &cfg, err, sizeof err), GPULSE_EIO);
+	assert_int_equal(fake_calls, 1);
+	assert_non_null(strstr(err, "no local interface has that address"));
+
+	/* A name that resolves to loopback only is served without TLS. */
+	cfg.refuse_insecure_remote = true;
+	fake_addr = "127.0.0.1";
+	fake_calls = 0;
+	assert_int_equal(http_server_start(&s, &cfg, err, sizeof err), 0);
+	assert_int_equal(fake_calls, 1);
+	assert_true(http_server_port(s) > 0);
+	http_server_stop(s);
+
+	/* All interfaces is not loopback either. */
+	cfg.listen = ":0";
+	assert_int_equal(http_server_start(&s, &cfg, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "resolves to every interface"));
 }
 
 static int group_setup(void **state)
@@ -635,6 +735,8 @@ int main(void)
 		cmocka_unit_test(test_tls),
 		cmocka_unit_test(test_parse_listen),
 		cmocka_unit_test(test_loopback),
+		cmocka_unit_test(test_addr_loopback),
+		cmocka_unit_test(test_localhost_resolving_remote),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
