@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "status.h"
+#include "utf8.h"
 
 void buf_init(struct buf *b, size_t max)
 {
@@ -133,23 +134,44 @@ int buf_put_double(struct buf *b, double v)
 	return buf_puts(b, tmp);
 }
 
+/* Text that is not UTF-8 (a request's bytes, an NVML string, a comm) must
+ * not reach a JSON answer as is: each byte outside well-formed UTF-8 is
+ * written as \ufffd, one per byte, as Go's encoding/json (and so
+ * Prometheus) writes it. Runs of plain bytes are appended at once. */
 int buf_put_json_string(struct buf *b, const char *s)
 {
 	int rc = buf_putc(b, '"');
-	for (const unsigned char *p = (const unsigned char *)s; !rc && *p; p++) {
+	const unsigned char *p = (const unsigned char *)s, *run = p;
+	while (!rc && *p) {
+		const char *esc = NULL;
+		size_t n = 1;
 		switch (*p) {
-		case '"': rc = buf_puts(b, "\\\""); break;
-		case '\\': rc = buf_puts(b, "\\\\"); break;
-		case '\n': rc = buf_puts(b, "\\n"); break;
-		case '\r': rc = buf_puts(b, "\\r"); break;
-		case '\t': rc = buf_puts(b, "\\t"); break;
+		case '"': esc = "\\\""; break;
+		case '\\': esc = "\\\\"; break;
+		case '\n': esc = "\\n"; break;
+		case '\r': esc = "\\r"; break;
+		case '\t': esc = "\\t"; break;
 		default:
-			if (*p < 0x20)
-				rc = buf_printf(b, "\\u%04x", *p);
-			else
-				rc = buf_putc(b, (char)*p);
+			if (*p >= 0x20 && (n = utf8_seq_len(p)) != 0) {
+				p += n;
+				continue;
+			}
+			n = 1;
 		}
+		rc = buf_append(b, run, (size_t)(p - run));
+		if (rc)
+			break;
+		if (esc)
+			rc = buf_puts(b, esc);
+		else if (*p < 0x20)
+			rc = buf_printf(b, "\\u%04x", *p);
+		else
+			rc = buf_puts(b, "\\ufffd");
+		p += n;
+		run = p;
 	}
+	if (!rc)
+		rc = buf_append(b, run, (size_t)(p - run));
 	return rc ? rc : buf_putc(b, '"');
 }
 

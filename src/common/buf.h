@@ -35,7 +35,9 @@ int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
 /* Append a double as Prometheus formats it: shortest text that reads back
  * exactly, "NaN", "+Inf", "-Inf". */
 int buf_put_double(struct buf *b, double v);
-/* Append `s` as a JSON string literal, quotes included. */
+/* Append `s` as a JSON string literal, quotes included. The literal is
+ * always UTF-8: each byte of `s` outside well-formed UTF-8 (utf8.h) is
+ * written as \ufffd, as Go's encoding/json writes it. */
 int buf_put_json_string(struct buf *b, const char *s);
 /* Append the UTC time t_ms (ms since the Unix epoch) in RFC 3339, no
  * quotes: "2026-11-29T19:30:00.250Z" with three fraction digits, or with

@@ -88,6 +88,23 @@ q "/api/v1/query_range?query=up&start=0&end=20000&step=1" | jcheck 'd["error"].s
 [ "$(code "/api/v1/series")" = 400 ] || fail "series without match[]"
 [ "$(code "/api/v1/label/1bad/values")" = 400 ] || fail "bad label name"
 
+# Bytes that are not UTF-8 in a request come back, if at all, as U+FFFD:
+# every body is strict UTF-8 and JSON, as Prometheus's are.
+for path in "/api/v1/label/%ff%fe/values" "/api/v1/query?query=%ff" "/api/v1/series?match%5B%5D=%ff"; do
+	[ "$(code "$path")" = 400 ] || fail "$path: not 400"
+	curl -s --max-time 5 "$URL$path" | python3 -c '
+import json,sys
+d=json.loads(sys.stdin.buffer.read().decode("utf-8", "strict"))
+assert d["status"]=="error" and d["errorType"]=="bad_data", d' || fail "$path: not UTF-8 JSON: $(q "$path" | od -c | head -5)"
+done
+q "/api/v1/label/%ff%fe/values" | jcheck 'd["error"]=="invalid label name: \"\ufffd\ufffd\""' ||
+	fail "bad label name message: $(q "/api/v1/label/%ff%fe/values")"
+q "/api/v1/query?query=%22%ff%22" | python3 -c '
+import json,sys
+d=json.loads(sys.stdin.buffer.read().decode("utf-8", "strict"))
+assert d["data"]["resultType"]=="string" and d["data"]["result"][1]=="\ufffd", d' ||
+	fail "string result not UTF-8: $(q "/api/v1/query?query=%22%ff%22" | od -c | head -5)"
+
 # Storage families on /metrics, and the exposition stays clean.
 wait_for '[ "$(metric gpulse_storage_series)" -gt 20 ] 2>/dev/null' || fail "gpulse_storage_series"
 [ "$(metric gpulse_storage_samples_appended_total)" -gt 100 ] || fail "samples appended"
