@@ -134,7 +134,8 @@ struct gpulse_config {
 		bool enabled;
 		char socket[CONFIG_PATH_LEN];
 		unsigned max_clients;
-		unsigned max_clients_per_uid;
+		unsigned max_clients_per_uid;           /* 0: max_clients / 4, at least 1 */
+		int64_t idle_timeout_ns;                /* silence after HELLO before a close */
 		char allowed_uids[CONFIG_LISTEN_LEN];   /* "": any user; "0,1000" */
 		char allowed_gids[CONFIG_LISTEN_LEN];
 		unsigned max_processes;

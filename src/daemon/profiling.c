@@ -40,7 +40,8 @@ void profiling_config_defaults(struct gpulse_config *c)
 	c->profiling.enabled = true;
 	str_copy(c->profiling.socket, sizeof c->profiling.socket, WIRE_DEFAULT_SOCKET);
 	c->profiling.max_clients = 128;
-	c->profiling.max_clients_per_uid = 32;
+	c->profiling.max_clients_per_uid = 0;   /* a quarter of max_clients */
+	c->profiling.idle_timeout_ns = 30LL * 1000000000LL;
 	c->profiling.max_processes = 512;
 	c->profiling.kernels_per_process = 32;
 	c->profiling.max_kernel_series = 4096;
@@ -73,6 +74,14 @@ int profiling_validate(const struct gpulse_config *c, const char *name, char *er
 			 "to turn profiling off)", name);
 		return GPULSE_EINVAL;
 	}
+	/* A per-user bound at max_clients or above protects nobody: one user
+	 * could still take every slot. */
+	if (c->profiling.max_clients_per_uid > c->profiling.max_clients) {
+		str_errf(err, errlen, "%s: profiling.max_clients_per_uid (%u) is over "
+			 "profiling.max_clients (%u)", name, c->profiling.max_clients_per_uid,
+			 c->profiling.max_clients);
+		return GPULSE_EINVAL;
+	}
 	uint32_t ids[PROFILE_MAX_ALLOWED_IDS];
 	size_t n;
 	char why[128];
@@ -91,6 +100,7 @@ bool profiling_config_equal(const struct gpulse_config *a, const struct gpulse_c
 	const typeof(a->profiling) *x = &a->profiling, *y = &b->profiling;
 	return x->enabled == y->enabled && strcmp(x->socket, y->socket) == 0 &&
 	       x->max_clients == y->max_clients && x->max_clients_per_uid == y->max_clients_per_uid &&
+	       x->idle_timeout_ns == y->idle_timeout_ns &&
 	       strcmp(x->allowed_uids, y->allowed_uids) == 0 &&
 	       strcmp(x->allowed_gids, y->allowed_gids) == 0 &&
 	       x->max_processes == y->max_processes &&
@@ -128,6 +138,7 @@ int profiling_start(struct profiling **out, const struct gpulse_config *c, struc
 		.socket_path = c->profiling.socket,
 		.max_clients = c->profiling.max_clients,
 		.max_clients_per_uid = c->profiling.max_clients_per_uid,
+		.idle_timeout_ns = c->profiling.idle_timeout_ns,
 		.capture_max_events = c->profiling.trace_max_events,
 		.agg = p->agg,
 		.timeline = p->timeline,

@@ -68,6 +68,7 @@ struct client {
 	uint32_t pid, uid, gid;           /* SO_PEERCRED */
 	bool hello;
 	int64_t connected_ns;             /* monotonic */
+	int64_t last_frame_ns;            /* monotonic: connected, or the last whole frame */
 	uint8_t hdr[WIRE_HEADER_BYTES];
 	size_t hdr_got;
 	bool in_payload;
@@ -333,6 +334,7 @@ static void accept_clients(struct profile_server *s)
 		c->uid = cr.uid;
 		c->gid = cr.gid;
 		c->connected_ns = clock_mono_ns();
+		c->last_frame_ns = c->connected_ns;
 		s->clients[s->nclients++] = c;
 		pthread_mutex_lock(&s->lock);
 		s->st.accepted_total++;
@@ -488,6 +490,7 @@ static bool on_frame(struct profile_server *s, unsigned i)
 {
 	struct client *c = s->clients[i];
 	char err[256];
+	c->last_frame_ns = clock_mono_ns();
 	pthread_mutex_lock(&s->lock);
 	s->st.frames_total[frame_kind(c->type)]++;
 	s->st.bytes_total += WIRE_HEADER_BYTES + c->payload_len;
@@ -790,13 +793,22 @@ static void *server_main(void *arg)
 				accept_clients(s);
 		}
 		run_captures(s);
-		/* Connections that never said HELLO give their slot back. */
-		for (unsigned i = s->nclients; i-- > 0;)
-			if (!s->clients[i]->hello &&
-			    now - s->clients[i]->connected_ns > s->cfg.hello_timeout_ns) {
+		/* Connections that never said HELLO, or went silent after it
+		 * (a live library sends STATUS every second), give their slot
+		 * back: otherwise connections that said HELLO once would hold
+		 * max_clients for ever. */
+		for (unsigned i = s->nclients; i-- > 0;) {
+			const struct client *c = s->clients[i];
+			if (!c->hello && now - c->connected_ns > s->cfg.hello_timeout_ns) {
 				count_refused(s, PROFILE_REFUSE_HELLO_TIMEOUT);
 				client_close(s, i);
+			} else if (c->hello && now - c->last_frame_ns > s->cfg.idle_timeout_ns) {
+				log_debug("profiling: pid %u sent nothing for %lld ms; closing it",
+					  (unsigned)c->pid, (long long)((now - c->last_frame_ns) / 1000000));
+				count_refused(s, PROFILE_REFUSE_IDLE_TIMEOUT);
+				client_close(s, i);
 			}
+		}
 		if (now >= s->next_expire_ns) {
 			profile_agg_expire(s->cfg.agg, now);
 			s->next_expire_ns = now + 1000000000LL;
@@ -821,14 +833,18 @@ int profile_server_start(struct profile_server **out, const struct profile_serve
 	s->cfg = *c;
 	if (!s->cfg.max_clients)
 		s->cfg.max_clients = 128;
+	/* A quarter by default: one user (or a runaway launcher) cannot
+	 * take every slot from the others. */
 	if (!s->cfg.max_clients_per_uid)
-		s->cfg.max_clients_per_uid = 32;
+		s->cfg.max_clients_per_uid = s->cfg.max_clients >= 4 ? s->cfg.max_clients / 4 : 1;
 	if (!s->cfg.capture_max_events)
 		s->cfg.capture_max_events = 50000;
 	if (!s->cfg.store_interval_ns)
 		s->cfg.store_interval_ns = 15LL * 1000000000LL;
 	if (!s->cfg.hello_timeout_ns)
 		s->cfg.hello_timeout_ns = PROFILE_HELLO_TIMEOUT_NS;
+	if (!s->cfg.idle_timeout_ns)
+		s->cfg.idle_timeout_ns = PROFILE_IDLE_TIMEOUT_NS;
 	if (!s->cfg.capture_grace_ns)
 		s->cfg.capture_grace_ns = PROFILE_CAPTURE_GRACE_NS;
 	s->listen_fd = s->lock_fd = s->wake_fd = -1;
@@ -935,7 +951,8 @@ void profile_server_emit(struct profile_server *s, struct profile_emitter *e)
 		       "CUDA processes tracked (connected, or disconnected and not yet expired).");
 	e->sample(e, NULL, NULL, 0, (double)as.processes);
 	profile_family(e, "gpulse_profile_connections_total", PROFILE_COUNTER,
-		       "Connections to the profiling socket, accepted or refused with why.");
+		       "Connections to the profiling socket: accepted, or refused or closed "
+		       "(hello_timeout, idle_timeout) with why.");
 	{
 		const char *v[] = {"accepted"};
 		static const char *const res[] = {"result"};

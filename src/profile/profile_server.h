@@ -5,7 +5,8 @@
  * uid and in all), its HELLO must name the peer's own pid and uid, every
  * frame goes through wire_decode, and everything a client can make the
  * daemon hold is bounded: clients, one frame's payload per client (read
- * as it arrives), a small send buffer, capture events. Bad frames are
+ * as it arrives), a small send buffer, capture events, and the time a
+ * connection may stay silent before or after its HELLO. Bad frames are
  * counted by reason; a bad header (the stream can no longer be framed)
  * or a lying HELLO ends the connection.
  *
@@ -27,6 +28,7 @@
 #define PROFILE_MAX_ALLOWED_IDS 32        /* entries of allowed_uids / allowed_gids */
 #define PROFILE_MAX_CAPTURES 4            /* captures running at once */
 #define PROFILE_HELLO_TIMEOUT_NS (10LL * 1000000000LL) /* default, connect to HELLO */
+#define PROFILE_IDLE_TIMEOUT_NS (30LL * 1000000000LL)  /* default, silence after HELLO */
 #define PROFILE_SEND_BUFFER 4096          /* per client, daemon → library */
 #define PROFILE_CAPTURE_GRACE_NS (5LL * 1000000000LL) /* default wait past a capture's length */
 
@@ -34,7 +36,9 @@ struct profile_server_config {
 	const char *socket_path;          /* created with mode 0666; its directory
 	                                     is created 0755 when missing */
 	unsigned max_clients;             /* default 128 */
-	unsigned max_clients_per_uid;     /* default 32 */
+	unsigned max_clients_per_uid;     /* 0: max_clients / 4, at least 1; so
+	                                     that one user's connections cannot
+	                                     take every slot */
 	uint32_t allowed_uids[PROFILE_MAX_ALLOWED_IDS];
 	size_t n_allowed_uids;            /* 0 (and no gids): any local user */
 	uint32_t allowed_gids[PROFILE_MAX_ALLOWED_IDS];  /* the peer's primary group */
@@ -46,6 +50,11 @@ struct profile_server_config {
 	struct tsdb *db;                  /* NULL: no store appends */
 	int64_t store_interval_ns;        /* default 15 s */
 	int64_t hello_timeout_ns;         /* default PROFILE_HELLO_TIMEOUT_NS */
+	int64_t idle_timeout_ns;          /* default PROFILE_IDLE_TIMEOUT_NS: a
+	                                     connection past its HELLO with no
+	                                     whole frame for this long is closed
+	                                     (the library sends STATUS every
+	                                     second) */
 	int64_t capture_grace_ns;         /* default PROFILE_CAPTURE_GRACE_NS */
 };
 
@@ -58,7 +67,8 @@ struct profile_server_config {
 	X(PID_MISMATCH, "pid_mismatch")                                       \
 	X(UID_MISMATCH, "uid_mismatch")                                       \
 	X(MAX_PROCESSES, "max_processes")                                     \
-	X(HELLO_TIMEOUT, "hello_timeout")
+	X(HELLO_TIMEOUT, "hello_timeout")     /* closed: no HELLO in time */       \
+	X(IDLE_TIMEOUT, "idle_timeout")       /* closed: silent past idle_timeout_ns */
 
 #define PROFILE_BAD_TABLE(X)                                                  \
 	X(BAD_HEADER, "bad_header")           /* magic or version: disconnected */ \

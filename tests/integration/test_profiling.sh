@@ -18,6 +18,7 @@ profiling:
   socket: "$SOCK"
   kernels_per_process: 4
   max_clients: 4
+  max_clients_per_uid: 4
   process_expiry: 2s
   store_interval: 1s
   budget_percent: 0.25

@@ -14,12 +14,14 @@ storage:
 profiling:
   socket: "$SOCK"
   max_clients: 64
+  max_clients_per_uid: 64
 EOF
 start_daemon a --config "$WORK/g.yml"
 [ -S "$SOCK" ] || wait_for '[ -S "$SOCK" ]' || fail "no socket at $SOCK"
 
-# 500 lying clients, 20 at a time (under max_clients, so that every one
-# reaches the HELLO check).
+# 500 lying clients, 20 at a time (under max_clients and the per-user
+# bound, all of them being root here, so that every one reaches the HELLO
+# check).
 for _ in $(seq 1 25); do
 	batch=()
 	for _ in $(seq 1 20); do

@@ -31,6 +31,8 @@ static void test_defaults(void **state)
 	assert_string_equal(c.profiling.mode, "continuous");
 	assert_true(c.profiling.budget_percent == 0.5);
 	assert_int_equal(c.profiling.max_clients, 128);
+	assert_int_equal(c.profiling.max_clients_per_uid, 0);   /* a quarter, in the server */
+	assert_true(c.profiling.idle_timeout_ns == 30000000000LL);
 	assert_int_equal(c.profiling.kernels_per_process, 32);
 	char err[256];
 	assert_int_equal(config_validate(&c, "d", err, sizeof err), 0);
@@ -44,6 +46,8 @@ static void test_values(void **state)
 	const char *y = "profiling:\n"
 			"  socket: /tmp/x/inject.sock\n"
 			"  max_clients: 7\n"
+			"  max_clients_per_uid: 3\n"
+			"  idle_timeout: 2s\n"
 			"  allowed_uids: \"0, 1000\"\n"
 			"  kernels_per_process: 8\n"
 			"  process_expiry: 30s\n"
@@ -55,6 +59,8 @@ static void test_values(void **state)
 		fail_msg("%s", err);
 	assert_string_equal(c.profiling.socket, "/tmp/x/inject.sock");
 	assert_int_equal(c.profiling.max_clients, 7);
+	assert_int_equal(c.profiling.max_clients_per_uid, 3);
+	assert_true(c.profiling.idle_timeout_ns == 2000000000LL);
 	assert_int_equal(c.profiling.kernels_per_process, 8);
 	assert_true(c.profiling.process_expiry_ns == 30000000000LL);
 	assert_string_equal(c.profiling.nvtx_range, "train_step");
@@ -88,6 +94,9 @@ static void test_refused(void **state)
 		{"profiling:\n  allowed_uids: \"1000,bob\"\n", "profiling.allowed_uids: \"bob\""},
 		{"profiling:\n  allowed_gids: \"-5\"\n", "profiling.allowed_gids"},
 		{"profiling:\n  max_clients: 0\n", "max_clients"},
+		{"profiling:\n  max_clients: 8\n  max_clients_per_uid: 9\n",
+		 "profiling.max_clients_per_uid (9) is over profiling.max_clients (8)"},
+		{"profiling:\n  idle_timeout: 0s\n", "idle_timeout"},
 		{"profiling:\n  kernels_per_process: 257\n", "kernels_per_process"},
 		{"profiling:\n  budget_percent: 0\n", "budget_percent"},
 		{"profiling:\n  budget_percent: 101\n", "budget_percent"},

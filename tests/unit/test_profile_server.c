@@ -3,7 +3,9 @@
  * socket, a stale socket replaced, HELLO answered with CONFIG, frames fed
  * to the aggregate, a HELLO that lies refused, a bad header closing the
  * connection, and captures (answered, refused for an unknown or busy
- * pid, capped), then a clean stop that removes the socket. */
+ * pid, capped), one user held to its share of the connections so that
+ * another still gets in, a connection silent past its HELLO closed while
+ * a busy one stays, then a clean stop that removes the socket. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -478,6 +481,155 @@ static void test_timeouts(void **state)
 	profile_agg_free(agg);
 }
 
+static bool clients_are(void *arg)
+{
+	struct profile_server_stats st;
+	profile_server_stats(g_srv, &st);
+	return st.clients == *(const uint64_t *)arg;
+}
+
+/* In a forked child as `uid`: connect, HELLO as ourselves, and wait for
+ * the daemon's CONFIG. Exit status 0 when it came, 1 when the connection
+ * was closed instead, 2 on a setup error. No cmocka in the child. */
+static int child_hello_as(uid_t uid)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (setgid(uid) != 0 || setuid(uid) != 0)
+			_exit(2);
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+			_exit(2);
+		struct wire_msg m = {.type = WIRE_HELLO};
+		m.u.hello.pid = (uint32_t)getpid();
+		m.u.hello.uid = (uint32_t)uid;
+		m.u.hello.start_wall_ns = 1;
+		static uint8_t f[WIRE_HEADER_BYTES + WIRE_MAX_PAYLOAD];
+		size_t n = wire_encode(&m, f, sizeof f);
+		if (!n || send(fd, f, n, MSG_NOSIGNAL) != (ssize_t)n)
+			_exit(2);
+		uint8_t hdr[WIRE_HEADER_BYTES];
+		size_t have = 0;
+		while (have < sizeof hdr) {
+			struct pollfd p = {.fd = fd, .events = POLLIN};
+			if (poll(&p, 1, 5000) != 1)
+				_exit(2);
+			ssize_t r = recv(fd, hdr + have, sizeof hdr - have, 0);
+			if (r <= 0)
+				_exit(1);
+			have += (size_t)r;
+		}
+		unsigned type;
+		uint32_t len;
+		_exit(wire_header_parse(hdr, &type, &len) == 0 && type == WIRE_CONFIG ? 0 : 1);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/* One user cannot take every slot: with max_clients 4 and no per-user
+ * bound configured, a user's share is a quarter (1), so its other
+ * connections are refused and a library of another user still gets in.
+ * The other user is a forked child that changes uid, so this needs
+ * root (as in CI). */
+static void test_per_uid_share(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	/* The child, as nobody, must reach the socket under the temp dir. */
+	assert_int_equal(chmod(dir, 0755), 0);
+	struct profile_agg *agg;
+	struct profile_limits lim = {0};
+	assert_int_equal(profile_agg_new(&agg, &lim), 0);
+	struct profile_server_config c = {.socket_path = sock_path, .agg = agg, .max_clients = 4};
+	struct profile_server *s;
+	char err[512];
+	struct wire_msg m = {0};
+	assert_int_equal(profile_server_start(&s, &c, err, sizeof err), 0);
+	g_srv = s;
+	int fds[4];
+	fds[0] = connect_to(sock_path);
+	hello(fds[0], (uint32_t)getpid());
+	assert_int_equal(read_msg(fds[0], &m), WIRE_CONFIG);
+	for (int i = 1; i < 4; i++)
+		fds[i] = connect_to(sock_path);
+	int want[2] = {PROFILE_REFUSE_MAX_PER_UID, 3};
+	assert_true(wait_until(refused_count, want));
+	uint64_t one = 1;
+	assert_true(wait_until(clients_are, &one));
+	/* Another user (nobody) connects and is answered. */
+	assert_int_equal(child_hello_as(65534), 0);
+	struct profile_server_stats st;
+	profile_server_stats(s, &st);
+	assert_int_equal(st.refused_total[PROFILE_REFUSE_MAX_CLIENTS], 0);
+	assert_int_equal(st.accepted_total, 2);
+	for (int i = 0; i < 4; i++)
+		close(fds[i]);
+	profile_server_stop(s);
+	wire_msg_free(&m);
+	profile_agg_free(agg);
+}
+
+/* A connection that said HELLO and then nothing is closed after
+ * idle_timeout (500 ms here), counted; one that keeps sending STATUS
+ * (as the library does every second) stays. */
+static void test_idle_timeout(void **state)
+{
+	(void)state;
+	struct profile_agg *agg;
+	struct profile_limits lim = {0};
+	assert_int_equal(profile_agg_new(&agg, &lim), 0);
+	struct profile_server_config c = {.socket_path = sock_path, .agg = agg,
+					  .idle_timeout_ns = 500000000};
+	struct profile_server *s;
+	char err[512];
+	struct wire_msg m = {0};
+	assert_int_equal(profile_server_start(&s, &c, err, sizeof err), 0);
+	g_srv = s;
+	int quiet = connect_to(sock_path), busy = connect_to(sock_path);
+	hello(quiet, (uint32_t)getpid());
+	hello(busy, (uint32_t)getpid());
+	assert_int_equal(read_msg(quiet, &m), WIRE_CONFIG);
+	assert_int_equal(read_msg(busy, &m), WIRE_CONFIG);
+	struct wire_msg status = {.type = WIRE_STATUS};
+	status.u.status = (struct wire_status){.mode = WIRE_MODE_CONTINUOUS, .active = 1};
+	int64_t t0 = clock_mono_ns();
+	int want[2] = {PROFILE_REFUSE_IDLE_TIMEOUT, 1};
+	while (!refused_count(want)) {
+		if (clock_mono_ns() - t0 > 5000000000LL)
+			fail_msg("the silent connection was not closed within 5 s");
+		status.u.status.t_wall_ns = (uint64_t)clock_wall_ns();
+		send_msg(busy, &status);
+		usleep(100000);
+	}
+	assert_true(clock_mono_ns() - t0 >= 500000000LL);
+	assert_int_equal(read_msg(quiet, &m), -1);
+	close(quiet);
+	/* Still well past the timeout, the busy one is connected. */
+	for (int i = 0; i < 10; i++) {
+		status.u.status.t_wall_ns = (uint64_t)clock_wall_ns();
+		send_msg(busy, &status);
+		usleep(100000);
+	}
+	struct pollfd p = {.fd = busy, .events = POLLIN};
+	assert_int_equal(poll(&p, 1, 0), 0);
+	struct profile_server_stats st;
+	profile_server_stats(s, &st);
+	assert_int_equal(st.clients, 1);
+	assert_int_equal(st.refused_total[PROFILE_REFUSE_IDLE_TIMEOUT], 1);
+	assert_true(profile_agg_has(agg, (uint32_t)getpid(), NULL, 0));
+	close(busy);
+	profile_server_stop(s);
+	wire_msg_free(&m);
+	profile_agg_free(agg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -486,6 +638,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_session, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_admission, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_timeouts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_per_uid_share, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_idle_timeout, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
