@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <jansson.h>
 
 #include "batchfile.h"
 #include "buf.h"
@@ -71,6 +72,11 @@ struct entry {
 	unsigned nalerts;
 	char *body;
 	size_t len;
+	/* Alertmanager batches: the dispatch that made it (0: loaded from
+	 * disk), and the earliest endsAt of its firing alerts (INT64_MIN:
+	 * unknown, check at every attempt). See refresh_stale. */
+	uint64_t gen;
+	int64_t stale_ms;
 	bool on_disk;
 	bool in_flight;
 };
@@ -120,6 +126,15 @@ struct ncfg {
 	bool inhibit_am;
 	int64_t backoff_ms, backoff_max_ms;
 	size_t batch;
+	struct clock_wall wall;
+};
+
+/* The latest notice delivery has seen of one alert (by its label set),
+ * so a queued batch can tell whether the engine has said anything newer
+ * about it. */
+struct seen_alert {
+	uint64_t key;              /* label_key of its labels */
+	uint64_t gen;              /* the dispatch that saw it last */
 };
 
 struct notify {
@@ -141,7 +156,14 @@ struct notify {
 	atomic_uint_fast64_t disk_errors; /* bumped with or without `lock` */
 	uint64_t am_inhibited;
 	struct alert_groups_stats gst;
+	/* Under `lock`: sorted by key; written by the dispatcher, read by
+	 * the Alertmanager senders. */
+	struct seen_alert *seen;
+	size_t nseen, seen_cap;
+	uint64_t gen;              /* dispatches so far; batches from disk are 0 */
 };
+
+#define SEEN_MAX 100000        /* alerts remembered; the oldest half goes beyond */
 
 /* ---- configuration --------------------------------------------------- */
 
@@ -331,6 +353,7 @@ static int build_cfg(const struct notify_config *c, struct ncfg *o, char *err, s
 	if (o->backoff_max_ms < o->backoff_ms)
 		o->backoff_max_ms = o->backoff_ms;
 	o->batch = c->batch_alerts ? c->batch_alerts : NOTIFY_DEFAULT_BATCH;
+	o->wall = c->wall;
 	return 0;
 }
 
@@ -349,9 +372,9 @@ static void groups_config(const struct ncfg *c, struct alert_groups_config *gc)
 
 /* ---- the queue --------------------------------------------------------- */
 
-static int64_t wall_ms(void)
+static int64_t wall_ms(const struct notify *n)
 {
-	return clock_wall_ns() / NS_PER_MS;
+	return clock_wall_ms(&n->cfg.wall);
 }
 
 /* Unlink a batch's file; called without the lock or with it (unlink is
@@ -430,15 +453,17 @@ static int persist(struct notify *n, struct receiver *r, struct entry *e)
 
 /* Queue a copy of body for r (the dispatcher's call). */
 static void enqueue(struct notify *n, struct receiver *r, const char *body, size_t len,
-		    unsigned nalerts, int64_t first_mono_ns)
+		    unsigned nalerts, int64_t first_mono_ns, uint64_t gen, int64_t stale_ms)
 {
 	struct entry *e = xcalloc(1, sizeof *e);
+	e->gen = gen;
+	e->stale_ms = stale_ms;
 	e->body = xmalloc(len + 1);
 	memcpy(e->body, body, len);
 	e->body[len] = '\0';
 	e->len = len;
 	e->nalerts = nalerts;
-	e->created_ms = wall_ms();
+	e->created_ms = wall_ms(n);
 	e->first_mono_ns = first_mono_ns;
 	pthread_mutex_lock(&n->lock);
 	e->seq = r->next_seq++;
@@ -534,6 +559,7 @@ static int load_dir(struct notify *n, struct receiver *r, char *err, size_t errl
 		memcpy(e->body, data + off, blen);
 		e->body[blen] = '\0';
 		e->on_disk = true;
+		e->stale_ms = INT64_MIN; /* what it holds is known once it is read again */
 		free(data);
 		if (nl == cap) {
 			cap = cap ? cap * 2 : 16;
@@ -567,6 +593,183 @@ static int load_dir(struct notify *n, struct receiver *r, char *err, size_t errl
 		log_info("alerting: %zu queued batch(es) for %s from %s", nl, r->id, r->dir);
 	free(list);
 	return 0;
+}
+
+/* ---- stale alerts in queued batches ------------------------------------- */
+
+static uint64_t label_key_add(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return (h ^ 0xff) * 1099511628211ull; /* a byte no UTF-8 text holds ends each string */
+}
+
+/* One hash of a label set (labels sorted by name), the same for an item
+ * and for the postableAlert written from it, so a batch read back from
+ * disk finds its alerts. */
+static uint64_t label_key_item(const struct alert_item *it)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < it->nlabels; i++)
+		h = label_key_add(label_key_add(h, it->labels[i].name), it->labels[i].value);
+	return h;
+}
+
+static int cstr_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The key of a postableAlert's "labels"; false when it has none. */
+static bool label_key_json(json_t *labels, uint64_t *out)
+{
+	size_t nl = json_is_object(labels) ? json_object_size(labels) : 0;
+	if (!nl)
+		return false;
+	const char **names = xcalloc(nl, sizeof *names);
+	size_t k = 0;
+	const char *name;
+	json_t *v;
+	json_object_foreach(labels, name, v)
+		names[k++] = name;
+	qsort(names, k, sizeof *names, cstr_cmp);
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < k; i++) {
+		const char *val = json_string_value(json_object_get(labels, names[i]));
+		h = label_key_add(label_key_add(h, names[i]), val ? val : "");
+	}
+	free(names);
+	*out = h;
+	return true;
+}
+
+static int seen_cmp(const void *a, const void *b)
+{
+	const struct seen_alert *x = a, *y = b;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static int seen_gen_cmp(const void *a, const void *b)
+{
+	const struct seen_alert *x = a, *y = b;
+	return x->gen > y->gen ? -1 : x->gen < y->gen; /* newest first */
+}
+
+static struct seen_alert *seen_find(struct notify *n, uint64_t key)
+{
+	struct seen_alert k = {.key = key};
+	return n->nseen ? bsearch(&k, n->seen, n->nseen, sizeof *n->seen, seen_cmp) : NULL;
+}
+
+/* Record that dispatch n->gen carries a notice of `key`. Under the lock. */
+static void seen_note(struct notify *n, uint64_t key)
+{
+	struct seen_alert *s = seen_find(n, key);
+	if (s) {
+		s->gen = n->gen;
+		return;
+	}
+	if (n->nseen >= SEEN_MAX) {
+		/* Forget the half heard of longest ago: an alert the engine
+		 * has not mentioned for that long is in no batch still queued
+		 * behind a stale one. */
+		qsort(n->seen, n->nseen, sizeof *n->seen, seen_gen_cmp);
+		n->nseen /= 2;
+		qsort(n->seen, n->nseen, sizeof *n->seen, seen_cmp);
+	}
+	if (n->nseen == n->seen_cap) {
+		n->seen_cap = n->seen_cap ? n->seen_cap * 2 : 256;
+		n->seen = xrealloc(n->seen, n->seen_cap * sizeof *n->seen);
+	}
+	size_t at = 0;
+	while (at < n->nseen && n->seen[at].key < key)
+		at++; /* linear: one insertion per new alert, not per notice */
+	memmove(&n->seen[at + 1], &n->seen[at], (n->nseen - at) * sizeof *n->seen);
+	n->seen[at] = (struct seen_alert){.key = key, .gen = n->gen};
+	n->nseen++;
+}
+
+enum refresh { REFRESH_AS_IS, REFRESH_REWRITTEN, REFRESH_EMPTY };
+
+/* An Alertmanager batch about to be sent at wall time now_ms: firing
+ * alerts whose endsAt has passed would make Alertmanager resolve them
+ * (issue 14, item 6). In a batch, an alert is resolved when its endsAt
+ * is not after the batch was made (the engine stamps a resolution with
+ * its time, a firing alert with now + 4 resend delays); those are sent
+ * as they are. A stale firing alert is
+ *  - left out when a later dispatch carried a notice of the same alert:
+ *    that notice's batch, behind this one in the FIFO, says what the
+ *    engine thinks now (firing with a fresh endsAt, or resolved), so the
+ *    receiver sees no false resolution and the resolution once;
+ *  - re-stamped endsAt = now + (its endsAt - the batch's creation) when
+ *    the batch comes from before a restart and this process has heard
+ *    nothing of the alert yet: the engine restores firing alerts from the
+ *    store and will resend or resolve it within one resend delay;
+ *  - sent as it is when it is the engine's latest word (no resend for
+ *    four resend delays: the engine no longer holds it firing, and
+ *    Alertmanager's own timeout is the right outcome).
+ * REFRESH_REWRITTEN hands a new body in *out (free with free()). */
+static enum refresh refresh_stale(struct notify *n, const struct entry *e, int64_t now_ms,
+				  char **out, size_t *out_len, unsigned *out_nalerts)
+{
+	if (e->stale_ms > now_ms)
+		return REFRESH_AS_IS;
+	json_error_t je;
+	json_t *arr = json_loadb(e->body, e->len, 0, &je);
+	if (!json_is_array(arr)) {
+		json_decref(arr);
+		return REFRESH_AS_IS; /* not ours to judge: the receiver will say */
+	}
+	bool changed = false;
+	for (size_t i = 0; i < json_array_size(arr);) {
+		json_t *a = json_array_get(arr, i);
+		int64_t ends;
+		const char *es = json_string_value(json_object_get(a, "endsAt"));
+		uint64_t key;
+		if (!es || clock_parse_rfc3339(es, &ends) != 0 || ends <= e->created_ms ||
+		    ends > now_ms || !label_key_json(json_object_get(a, "labels"), &key)) {
+			i++; /* resolved, still fresh, or not one we can place */
+			continue;
+		}
+		pthread_mutex_lock(&n->lock);
+		struct seen_alert *s = seen_find(n, key);
+		bool newer = s && s->gen > e->gen;
+		pthread_mutex_unlock(&n->lock);
+		if (newer) {
+			json_array_remove(arr, i);
+			changed = true;
+			continue;
+		}
+		if (e->gen == 0 && !s) {
+			struct buf t;
+			buf_init(&t, 64);
+			alert_put_time(&t, now_ms + (ends - e->created_ms));
+			if (!t.failed && t.len > 2)
+				json_object_set_new(a, "endsAt", json_stringn(t.data + 1, t.len - 2));
+			buf_free(&t);
+			changed = true;
+		}
+		i++;
+	}
+	enum refresh res = REFRESH_AS_IS;
+	if (changed && json_array_size(arr) == 0) {
+		res = REFRESH_EMPTY;
+	} else if (changed) {
+		char *d = json_dumps(arr, JSON_COMPACT);
+		if (d) {
+			size_t l = strlen(d);
+			*out = xmalloc(l + 2);
+			memcpy(*out, d, l);
+			(*out)[l] = '\n';
+			(*out)[l + 1] = '\0';
+			*out_len = l + 1;
+			*out_nalerts = (unsigned)json_array_size(arr);
+			free(d);
+			res = REFRESH_REWRITTEN;
+		}
+	}
+	json_decref(arr);
+	return res;
 }
 
 /* ---- sending ------------------------------------------------------------- */
@@ -742,7 +945,7 @@ static void observe_latency(struct receiver *r, const struct entry *e)
 	if (e->first_mono_ns > 0)
 		s = (double)(clock_mono_ns() - e->first_mono_ns) / 1e9;
 	else
-		s = (double)(wall_ms() - e->created_ms) / 1e3;
+		s = (double)(wall_ms(r->n) - e->created_ms) / 1e3;
 	if (s < 0)
 		s = 0;
 	for (int k = 0; k < NOTIFY_LATENCY_BUCKETS; k++)
@@ -772,9 +975,21 @@ static void *sender_main(void *arg)
 		e->in_flight = true;
 		pthread_mutex_unlock(&n->lock);
 
+		/* The queued body stays as it was made: each attempt judges
+		 * staleness afresh against the time of that attempt. */
+		struct entry attempt = *e;
+		char *fresh = NULL;
+		enum refresh rf = REFRESH_AS_IS;
+		if (r->kind == NOTIFY_ALERTMANAGER)
+			rf = refresh_stale(n, e, wall_ms(n), &fresh, &attempt.len, &attempt.nalerts);
+		if (rf == REFRESH_REWRITTEN)
+			attempt.body = fresh;
 		char why[512] = "";
-		enum send_result res = r->kind == NOTIFY_EXEC ? send_exec(r, e, why, sizeof why)
-							      : send_http(r, e, why, sizeof why);
+		enum send_result res = SEND_OK;
+		if (rf != REFRESH_EMPTY)
+			res = r->kind == NOTIFY_EXEC ? send_exec(r, &attempt, why, sizeof why)
+						     : send_http(r, &attempt, why, sizeof why);
+		free(fresh);
 		if (res == SEND_RETRY && !e->on_disk && r->dir[0] && !atomic_load(&n->stopping))
 			persist(n, r, e);
 
@@ -798,7 +1013,8 @@ static void *sender_main(void *arg)
 		}
 		unlink_entry(n, r, e);
 		if (res == SEND_OK) {
-			r->st.sent_total += e->nalerts;
+			/* Alerts left out as superseded are sent by a later batch. */
+			r->st.sent_total += rf == REFRESH_EMPTY ? 0 : attempt.nalerts;
 			observe_latency(r, e);
 			if (r->failing)
 				complaint_clear(&r->complaint, "alerting: %s: delivering again", r->id);
@@ -890,13 +1106,15 @@ static void on_group(void *ctx, const struct alert_group_notification *gn)
 		for (size_t i = 0; i < n->cfg.nreceivers; i++) {
 			struct receiver *r = n->cfg.receivers[i];
 			if (r->kind != NOTIFY_ALERTMANAGER)
-				enqueue(n, r, b.data, b.len, (unsigned)gn->nalerts, first_mono);
+				enqueue(n, r, b.data, b.len, (unsigned)gn->nalerts, first_mono, 0,
+					INT64_MAX);
 		}
 	}
 	buf_free(&b);
 }
 
-static void send_am_batch(struct notify *n, struct buf *b, unsigned count, int64_t first_mono)
+static void send_am_batch(struct notify *n, struct buf *b, unsigned count, int64_t first_mono,
+			  int64_t stale_ms)
 {
 	if (!count)
 		return;
@@ -904,7 +1122,7 @@ static void send_am_batch(struct notify *n, struct buf *b, unsigned count, int64
 	for (size_t i = 0; i < n->cfg.nreceivers; i++) {
 		struct receiver *r = n->cfg.receivers[i];
 		if (r->kind == NOTIFY_ALERTMANAGER)
-			enqueue(n, r, b->data, b->len, count, first_mono);
+			enqueue(n, r, b->data, b->len, count, first_mono, n->gen, stale_ms);
 	}
 }
 
@@ -915,16 +1133,21 @@ static void dispatch(struct notify *n, struct alert_item **items, size_t nitems)
 		has_am |= n->cfg.receivers[i]->kind == NOTIFY_ALERTMANAGER;
 		has_grouped |= n->cfg.receivers[i]->kind != NOTIFY_ALERTMANAGER;
 	}
-	int64_t now = wall_ms();
+	int64_t now = wall_ms(n);
 	if (has_grouped || (has_am && n->cfg.inhibit_am))
 		for (size_t i = 0; i < nitems; i++)
 			alert_groups_update(n->groups, items[i], now);
 	if (!has_am)
 		return;
+	pthread_mutex_lock(&n->lock);
+	n->gen++;
+	for (size_t i = 0; i < nitems; i++)
+		seen_note(n, label_key_item(items[i]));
+	pthread_mutex_unlock(&n->lock);
 	struct buf b;
 	buf_init(&b, ALERT_BATCH_MAX_BODY);
 	unsigned count = 0;
-	int64_t first_mono = 0;
+	int64_t first_mono = 0, stale_ms = INT64_MAX;
 	for (size_t i = 0; i < nitems; i++) {
 		if (n->cfg.inhibit_am && alert_groups_inhibited(n->groups, items[i], now)) {
 			pthread_mutex_lock(&n->lock);
@@ -939,10 +1162,11 @@ static void dispatch(struct notify *n, struct alert_item **items, size_t nitems)
 			/* Full: send what came before, start again with this one. */
 			b.failed = 0;
 			b.len = mark;
-			send_am_batch(n, &b, count, first_mono);
+			send_am_batch(n, &b, count, first_mono, stale_ms);
 			buf_reset(&b);
 			count = 0;
 			first_mono = 0;
+			stale_ms = INT64_MAX;
 			buf_putc(&b, '[');
 			alert_put_postable(&b, items[i]);
 			if (b.failed) {
@@ -954,8 +1178,10 @@ static void dispatch(struct notify *n, struct alert_item **items, size_t nitems)
 		count++;
 		if (!first_mono || items[i]->received_mono_ns < first_mono)
 			first_mono = items[i]->received_mono_ns;
+		if (!items[i]->resolved && items[i]->ends_at_ms < stale_ms)
+			stale_ms = items[i]->ends_at_ms;
 	}
-	send_am_batch(n, &b, count, first_mono);
+	send_am_batch(n, &b, count, first_mono, stale_ms);
 	buf_free(&b);
 }
 
@@ -970,7 +1196,7 @@ static void *dispatcher_main(void *arg)
 				pthread_cond_wait(&n->ring_cond, &n->ring_lock);
 				continue;
 			}
-			int64_t left_ms = next_flush_ms - wall_ms();
+			int64_t left_ms = next_flush_ms - wall_ms(n);
 			if (left_ms <= 0)
 				break;
 			clock_cond_wait_until(&n->ring_cond, &n->ring_lock,
@@ -995,7 +1221,7 @@ static void *dispatcher_main(void *arg)
 		for (size_t i = 0; i < cnt; i++)
 			free(items[i]);
 		free(items);
-		next_flush_ms = alert_groups_flush(n->groups, wall_ms(), on_group, n);
+		next_flush_ms = alert_groups_flush(n->groups, wall_ms(n), on_group, n);
 		pthread_mutex_lock(&n->lock);
 		alert_groups_get_stats(n->groups, &n->gst);
 		pthread_mutex_unlock(&n->lock);
@@ -1154,6 +1380,7 @@ void notify_free(struct notify *n)
 	for (size_t i = 0; i < n->ring_len; i++)
 		free(n->ring[(n->ring_head + i) % n->ring_cap]);
 	free(n->ring);
+	free(n->seen);
 	ncfg_free(&n->cfg);
 	pthread_mutex_destroy(&n->ring_lock);
 	pthread_cond_destroy(&n->ring_cond);
@@ -1228,7 +1455,7 @@ int notify_reconfigure(struct notify *n, const struct notify_config *c, char *er
 	}
 	struct alert_groups_config gc;
 	groups_config(&n->cfg, &gc);
-	alert_groups_set_config(n->groups, &gc, wall_ms());
+	alert_groups_set_config(n->groups, &gc, wall_ms(n));
 	pthread_mutex_unlock(&n->lock);
 	pthread_mutex_unlock(&n->ring_lock);
 	ncfg_free(&old);

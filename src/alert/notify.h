@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "notice.h"
 
 #define NOTIFY_MAX_RECEIVERS 32
@@ -79,6 +80,11 @@ struct notify_config {
 	int64_t backoff_max_ms;         /* 0: 60 s */
 	size_t ring_capacity;           /* 0: NOTIFY_DEFAULT_RING */
 	size_t batch_alerts;            /* 0: NOTIFY_DEFAULT_BATCH */
+	/* The wall clock that stamps batches, drives grouping and judges
+	 * whether a queued firing alert's endsAt has passed when it is sent
+	 * (refreshed or left out, docs/internals/alerting.md); zeroed: the
+	 * system's. Tests set it to move time without sleeping. */
+	struct clock_wall wall;
 };
 
 struct notify_receiver_stats {

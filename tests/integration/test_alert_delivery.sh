@@ -5,6 +5,8 @@
 # resends, the exec hook's stdin. Part 2: the receiver is down while an
 # alert fires, gpulsed is restarted in the middle, the receiver comes back:
 # the disk queue delivers every notification, in order, and empties.
+# Part 4: the same for an Alertmanager, down past the endsAt of the
+# alerts queued for it: none arrives with an endsAt already past.
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}"
 
@@ -245,4 +247,61 @@ assert res and res[0] > 0, "no resolution after the firing notification"
 assert all(not a["endsAt"].startswith("0001") for a in busy[res[0]]["alerts"] if a["status"] == "resolved")
 PY
 [ "$(metric gpulse_notifications_dropped_total 'type="webhook"')" = 0 ] || fail "notifications dropped"
+
+# ---- part 4 ---------------------------------------------------------------------
+# Stale alerts in the queue (issue 14, item 6): with resend_delay 1s a
+# firing alert's endsAt is 4 s ahead. The receiver, now an Alertmanager,
+# is down longer than that across a restart of gpulsed: the replayed
+# batches must carry no firing alert whose endsAt has passed when it
+# arrives (Alertmanager would resolve it, then fire it again).
+kill "$DAEMON_PID"
+wait "$DAEMON_PID" || fail "gpulsed did not exit cleanly"
+kill "$RECV_PID"
+wait "$RECV_PID" 2>/dev/null || true
+: >"$WORK/hook.jsonl"
+cat >"$WORK/rules/on.yml" <<'YML'
+groups:
+  - name: on
+    interval: 1s
+    rules:
+      - alert: AlwaysOn
+        expr: vector(1)
+        for: 0s
+YML
+cat >"$WORK/cfg3.yml" <<YML
+sampling: {fast: 100ms, normal: 200ms, slow: 1s}
+rule_files: [rules/on.yml]
+alerting:
+  resend_delay: 1s
+  alertmanagers:
+    urls: ["http://127.0.0.1:$RPORT"]
+    timeout: 1s
+  retry_backoff: 100ms
+  max_retry_backoff: 500ms
+  queue:
+    path: $WORK/q3
+YML
+q3() { find "$WORK/q3" -name '*.batch' 2>/dev/null | wc -l; }
+start_daemon part4 --config "$WORK/cfg3.yml" --nvml-library "$FAKE_NVML" --storage-path "$WORK/db3"
+wait_for '[ "$(q3)" -ge 2 ]' || fail "nothing queued for the Alertmanager while it is down"
+kill "$DAEMON_PID"
+wait "$DAEMON_PID" || fail "gpulsed did not exit cleanly"
+sleep 5 # past the endsAt of every queued alert
+start_daemon part5 --config "$WORK/cfg3.yml" --nvml-library "$FAKE_NVML" --storage-path "$WORK/db3"
+start_receiver "$RPORT"
+wait_for '[ "$(q3)" = 0 ] && [ "$(metric gpulse_notifications_backlog_batches)" = 0 ]' ||
+	fail "the Alertmanager queue did not drain: $(q3) files left"
+python3 - "$WORK/hook.jsonl" <<'PY' || fail "stale alerts replayed: $(cat "$WORK/hook.jsonl")"
+import datetime, json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert recs and all(r["path"] == "/api/v2/alerts" for r in recs), recs
+seen = 0
+for r in recs:
+    for a in r["body"]:
+        assert a["labels"]["alertname"] == "AlwaysOn", a
+        end = datetime.datetime.fromisoformat(a["endsAt"].replace("Z", "+00:00")).timestamp()
+        assert end > r["t"], ("endsAt %s already past at delivery" % a["endsAt"], r)
+        seen += 1
+assert seen >= 1, "AlwaysOn never delivered"
+PY
 echo ok

@@ -15,7 +15,9 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -671,6 +673,149 @@ static void test_retry_and_disk_queue(void **state)
 	rm_tree(qdir);
 }
 
+/* ---- stale alerts in the queue (issue 14, item 6) ------------------------------ */
+
+static _Atomic int64_t fake_now_ms;
+
+static int64_t fake_now(void *ctx)
+{
+	(void)ctx;
+	return atomic_load(&fake_now_ms);
+}
+
+/* A notice made at wall time `now`, as the engine stamps it: firing with
+ * endsAt now + 4 m, resolved with endsAt now. */
+static void fire_at(struct notify *n, const char *name, uint64_t fp, int resolved, int64_t now)
+{
+	struct alert_label l[] = {L("alertname", name), L("gpu", "0")};
+	struct alert_notice no = {.labels = l, .nlabels = 2, .starts_at_ms = now - 60000,
+				  .ends_at_ms = resolved ? now : now + 240000, .resolved = resolved,
+				  .fingerprint = fp};
+	notify_sink(n, &no, 1);
+}
+
+/* Over the bodies from index `from` on: how often `name` was delivered,
+ * and the earliest and latest endsAt it had. */
+static int delivered(struct receiver_state *rs, int from, const char *name, int64_t *min_ends,
+		     int64_t *max_ends)
+{
+	int count = 0;
+	*min_ends = INT64_MAX;
+	*max_ends = INT64_MIN;
+	pthread_mutex_lock(&rs->lock);
+	for (int i = from; i < rs->nbodies; i++) {
+		json_error_t je;
+		json_t *arr = json_loads(rs->bodies[i], 0, &je);
+		assert_true(json_is_array(arr));
+		for (size_t k = 0; k < json_array_size(arr); k++) {
+			json_t *a = json_array_get(arr, k);
+			const char *an = json_string_value(
+				json_object_get(json_object_get(a, "labels"), "alertname"));
+			if (!an || strcmp(an, name) != 0)
+				continue;
+			int64_t ends;
+			assert_int_equal(clock_parse_rfc3339(
+				json_string_value(json_object_get(a, "endsAt")), &ends), 0);
+			count++;
+			*min_ends = ends < *min_ends ? ends : *min_ends;
+			*max_ends = ends > *max_ends ? ends : *max_ends;
+		}
+		json_decref(arr);
+	}
+	pthread_mutex_unlock(&rs->lock);
+	return count;
+}
+
+static void wait_stats(struct notify *n, uint64_t min_errors, uint64_t min_batches)
+{
+	struct notify_stats st;
+	for (int i = 0; i < 1000; i++) {
+		notify_get_stats(n, &st);
+		if (st.receivers[0].errors_total >= min_errors && st.queue_batches >= min_batches)
+			return;
+		usleep(5000);
+	}
+	fail_msg("errors %" PRIu64 " < %" PRIu64 " or batches %" PRIu64 " < %" PRIu64,
+		 st.receivers[0].errors_total, min_errors, st.queue_batches, min_batches);
+}
+
+static void test_stale_replay(void **state)
+{
+	(void)state;
+	char qdir[] = "/tmp/gpulse-queue-XXXXXX";
+	assert_non_null(mkdtemp(qdir));
+	struct receiver_state rs;
+	receiver_init(&rs);
+	receiver_start(&rs, 0);
+	int port = rs.port;
+	char am[128];
+	snprintf(am, sizeof am, "http://127.0.0.1:%d", port);
+	struct notify_receiver_config rc = {.kind = NOTIFY_ALERTMANAGER, .target = am, .timeout_ms = 2000};
+	struct notify_config c = {.receivers = &rc, .nreceivers = 1, .queue_dir = qdir,
+				  .backoff_initial_ms = 10, .backoff_max_ms = 50,
+				  .wall = {.now_ms = fake_now}};
+	const int64_t t0 = 1795977480000; /* 2026-12-01, any date does */
+	atomic_store(&fake_now_ms, t0);
+	struct notify *n;
+	char err[256];
+	assert_int_equal(notify_new(&n, &c, err, sizeof err), 0);
+
+	/* The receiver fails for six minutes; the engine resends the firing
+	 * alert after five. Its first batch's endsAt (t0 + 4 m) has passed
+	 * when the receiver is back. */
+	pthread_mutex_lock(&rs.lock);
+	rs.fail_next = 1 << 30;
+	pthread_mutex_unlock(&rs.lock);
+	fire_at(n, "Hot", 1, 0, t0);
+	fire_at(n, "Gone", 2, 1, t0);
+	wait_stats(n, 1, 1);
+	atomic_store(&fake_now_ms, t0 + 300000);
+	fire_at(n, "Hot", 1, 0, t0 + 300000);
+	wait_stats(n, 2, 2);
+	int64_t back = t0 + 360000;
+	atomic_store(&fake_now_ms, back);
+	pthread_mutex_lock(&rs.lock);
+	rs.fail_next = 0;
+	pthread_mutex_unlock(&rs.lock);
+	assert_true(notify_drain(n, 5000));
+	int64_t lo, hi;
+	/* Still firing at the receiver: never an endsAt already past. */
+	assert_true(delivered(&rs, 0, "Hot", &lo, &hi) >= 1);
+	assert_true(lo > back);
+	assert_int_equal(hi, t0 + 300000 + 240000);
+	/* The resolution, once, as it was. */
+	assert_int_equal(delivered(&rs, 0, "Gone", &lo, &hi), 1);
+	assert_int_equal(lo, t0);
+	int before = bodies(&rs);
+
+	/* The receiver down across a restart of gpulsed, ten minutes. */
+	receiver_stop(&rs);
+	int64_t t1 = t0 + 1000000;
+	atomic_store(&fake_now_ms, t1);
+	struct notify_stats st;
+	notify_get_stats(n, &st);
+	fire_at(n, "Warm", 3, 0, t1);
+	fire_at(n, "Cold", 4, 1, t1);
+	wait_stats(n, st.receivers[0].errors_total + 1, 1);
+	notify_free(n);
+	assert_true(count_batches(qdir) >= 1);
+	back = t1 + 600000;
+	atomic_store(&fake_now_ms, back);
+	assert_int_equal(notify_new(&n, &c, err, sizeof err), 0);
+	receiver_start(&rs, port);
+	assert_true(notify_drain(n, 5000));
+	assert_int_equal(count_batches(qdir), 0);
+	/* Nothing newer was heard of Warm: it is re-stamped, still firing,
+	 * for as long as it was meant to last; Cold resolves once. */
+	assert_int_equal(delivered(&rs, before, "Warm", &lo, &hi), 1);
+	assert_int_equal(lo, back + 240000);
+	assert_int_equal(delivered(&rs, before, "Cold", &lo, &hi), 1);
+	assert_int_equal(lo, t1);
+	notify_free(n);
+	receiver_free(&rs);
+	rm_tree(qdir);
+}
+
 static void test_queue_bound(void **state)
 {
 	(void)state;
@@ -812,6 +957,7 @@ int main(void)
 		cmocka_unit_test(test_batchfile),
 		cmocka_unit_test(test_alertmanager_and_webhook),
 		cmocka_unit_test(test_retry_and_disk_queue),
+		cmocka_unit_test(test_stale_replay),
 		cmocka_unit_test(test_queue_bound),
 		cmocka_unit_test(test_exec_hook),
 		cmocka_unit_test(test_config_errors),
