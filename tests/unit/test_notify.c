@@ -683,15 +683,20 @@ static int64_t fake_now(void *ctx)
 	return atomic_load(&fake_now_ms);
 }
 
-/* A notice made at wall time `now`, as the engine stamps it: firing with
- * endsAt now + 4 m, resolved with endsAt now. */
-static void fire_at(struct notify *n, const char *name, uint64_t fp, int resolved, int64_t now)
+/* Notices made at wall time `now`, as the engine stamps them: `firing`
+ * with endsAt now + 4 m and, unless NULL, `resolved` with endsAt now, in
+ * one call (one dispatch, one batch). */
+static void fire_at(struct notify *n, const char *firing, const char *resolved, int64_t now)
 {
-	struct alert_label l[] = {L("alertname", name), L("gpu", "0")};
-	struct alert_notice no = {.labels = l, .nlabels = 2, .starts_at_ms = now - 60000,
-				  .ends_at_ms = resolved ? now : now + 240000, .resolved = resolved,
-				  .fingerprint = fp};
-	notify_sink(n, &no, 1);
+	struct alert_label l[2][2] = {{L("alertname", firing), L("gpu", "0")},
+				      {L("alertname", resolved ? resolved : ""), L("gpu", "0")}};
+	struct alert_notice no[2] = {
+		{.labels = l[0], .nlabels = 2, .starts_at_ms = now - 60000,
+		 .ends_at_ms = now + 240000, .fingerprint = 1},
+		{.labels = l[1], .nlabels = 2, .starts_at_ms = now - 60000, .ends_at_ms = now,
+		 .resolved = 1, .fingerprint = 2},
+	};
+	notify_sink(n, no, resolved ? 2 : 1);
 }
 
 /* Over the bodies from index `from` on: how often `name` was delivered,
@@ -766,12 +771,11 @@ static void test_stale_replay(void **state)
 	pthread_mutex_lock(&rs.lock);
 	rs.fail_next = 1 << 30;
 	pthread_mutex_unlock(&rs.lock);
-	fire_at(n, "Hot", 1, 0, t0);
-	fire_at(n, "Gone", 2, 1, t0);
+	fire_at(n, "Hot", "Gone", t0);
 	wait_stats(n, 1, 1);
 	atomic_store(&fake_now_ms, t0 + 300000);
-	fire_at(n, "Hot", 1, 0, t0 + 300000);
-	wait_stats(n, 2, 2);
+	fire_at(n, "Hot", NULL, t0 + 300000);
+	wait_stats(n, 2, 2); /* the resend's batch is queued behind */
 	int64_t back = t0 + 360000;
 	atomic_store(&fake_now_ms, back);
 	pthread_mutex_lock(&rs.lock);
@@ -794,8 +798,7 @@ static void test_stale_replay(void **state)
 	atomic_store(&fake_now_ms, t1);
 	struct notify_stats st;
 	notify_get_stats(n, &st);
-	fire_at(n, "Warm", 3, 0, t1);
-	fire_at(n, "Cold", 4, 1, t1);
+	fire_at(n, "Warm", "Cold", t1);
 	wait_stats(n, st.receivers[0].errors_total + 1, 1);
 	notify_free(n);
 	assert_true(count_batches(qdir) >= 1);
