@@ -656,7 +656,7 @@ static int start_storage(struct daemon *d)
 	};
 	int rc = tsdb_open(&d->db, &o, err, sizeof err);
 	if (rc) {
-		log_error("storage: %s", err);
+		log_error("storage.path: %s", err);
 		d->db = NULL;
 		return exit_status(rc);
 	}

@@ -316,17 +316,59 @@ static int pragma_int(sqlite3 *sql, const char *q, int64_t *out, int *sqlrc)
 	return rc == SQLITE_OK ? 0 : GPULSE_EIO;
 }
 
+/* True when an SQLite result says the disk or the system failed, not the
+ * file: a full disk, an I/O error, a file that cannot be opened, written
+ * or locked. Such a file may be perfectly sound, so it must never be
+ * reported as damaged or foreign (that stops gpulsed as a configuration
+ * error, exit 2, when only the disk is at fault). */
+static bool sql_is_io(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_FULL:
+	case SQLITE_IOERR:
+	case SQLITE_CANTOPEN:
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+	case SQLITE_NOLFS:
+	case SQLITE_PROTOCOL:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The sentence for an I/O failure `rc` of SQLite while doing `what`:
+ * "FILE: disk full (SQLITE_FULL) while WHAT" or "FILE: I/O error (SQLite
+ * code N) while WHAT: MESSAGE". GPULSE_EIO. */
+static int io_errf(struct tsdb *db, int rc, const char *what, char *err, size_t errlen)
+{
+	if ((rc & 0xff) == SQLITE_FULL)
+		str_errf(err, errlen, "%s: disk full (SQLITE_FULL) while %s", db->path, what);
+	else
+		str_errf(err, errlen, "%s: I/O error (SQLite code %d) while %s: %s", db->path, rc,
+			 what, sqlite3_errstr(rc));
+	return GPULSE_EIO;
+}
+
 static int check_file(struct tsdb *db, int64_t *version, char *err, size_t errlen)
 {
 	int64_t app = 0, tables = 0;
 	int sqlrc = 0;
 	if (pragma_int(db->sql, "PRAGMA application_id", &app, &sqlrc) != 0) {
+		/* Reading a WAL database maps its -shm file, which fails on a
+		 * full disk with an I/O error: that is no verdict on the file. */
+		if (sql_is_io(sqlrc))
+			return io_errf(db, sqlrc, "reading its header", err, errlen);
 		str_errf(err, errlen, "%s: not a gpulse database: %s", db->path,
 			 sqlite3_errstr(sqlrc));
 		return GPULSE_EPARSE;
 	}
 	if (pragma_int(db->sql, "PRAGMA user_version", version, &sqlrc) != 0 ||
 	    pragma_int(db->sql, "SELECT count(*) FROM sqlite_master", &tables, &sqlrc) != 0) {
+		if (sql_is_io(sqlrc))
+			return io_errf(db, sqlrc, "reading its schema", err, errlen);
 		str_errf(err, errlen, "%s: damaged or unreadable database: %s", db->path,
 			 sqlite3_errstr(sqlrc));
 		return GPULSE_EPARSE;
@@ -349,6 +391,10 @@ static int check_file(struct tsdb *db, int64_t *version, char *err, size_t errle
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW) {
+		if (sql_is_io(rc)) {
+			sqlite3_finalize(st);
+			return io_errf(db, rc, "checking it", err, errlen);
+		}
 		str_errf(err, errlen, "%s: damaged database: %s", db->path, sqlite3_errmsg(db->sql));
 		sqlite3_finalize(st);
 		return GPULSE_EPARSE;
@@ -379,8 +425,14 @@ static int migrate(struct tsdb *db, int64_t from, char *err, size_t errlen)
 		if (rc == SQLITE_OK)
 			rc = sqlite3_exec(db->sql, "COMMIT", NULL, NULL, &msg);
 		if (rc != SQLITE_OK) {
-			str_errf(err, errlen, "%s: migration to schema %lld failed: %s", db->path,
-				 (long long)v + 1, msg ? msg : sqlite3_errstr(rc));
+			if (sql_is_io(rc)) {
+				char what[64];
+				snprintf(what, sizeof what, "creating schema %lld", (long long)v + 1);
+				io_errf(db, rc, what, err, errlen);
+			} else {
+				str_errf(err, errlen, "%s: migration to schema %lld failed: %s", db->path,
+					 (long long)v + 1, msg ? msg : sqlite3_errstr(rc));
+			}
 			sqlite3_free(msg);
 			sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
 			return GPULSE_EIO;
@@ -452,6 +504,8 @@ static int load_series(struct tsdb *db, char *err, size_t errlen)
 		goto sqlfail;
 	return 0;
 sqlfail:
+	if (sql_is_io(rc))
+		return io_errf(db, rc, "loading its series", err, errlen);
 	str_errf(err, errlen, "%s: cannot load series: %s", db->path, sqlite3_errmsg(db->sql));
 	return GPULSE_EPARSE;
 }
@@ -594,21 +648,34 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	if (version == 0)
 		sqlite3_exec(db->sql, "PRAGMA page_size = 1024", NULL, NULL, NULL);
 	rc = sqlite3_exec(db->sql, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, &msg);
+	if (rc != SQLITE_OK && sql_is_io(rc)) {
+		sqlite3_free(msg);
+		io_errf(db, rc, "enabling WAL", err, errlen);
+		db_free(db);
+		return GPULSE_EIO;
+	}
 	if (rc != SQLITE_OK) {
 		str_errf(err, errlen, "%s: cannot enable WAL: %s", db->path, msg ? msg : sqlite3_errstr(rc));
 		sqlite3_free(msg);
 		db_free(db);
 		return GPULSE_EIO;
 	}
+	/* The cap before the schema is written: a capped store then fails
+	 * its creation as one on a full disk does. */
+	if (db->o.max_db_pages > 0)
+		set_page_cap(db, db->o.max_db_pages);
 	r = migrate(db, version, err, errlen);
 	if (r != 0) {
 		db_free(db);
 		return r;
 	}
-	if (db->o.max_db_pages > 0)
-		set_page_cap(db, db->o.max_db_pages);
 	for (int i = 0; i < ST_COUNT; i++) {
 		rc = sqlite3_prepare_v3(db->sql, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &db->st[i], NULL);
+		if (rc != SQLITE_OK && sql_is_io(rc)) {
+			io_errf(db, rc, "reading its schema", err, errlen);
+			db_free(db);
+			return GPULSE_EIO;
+		}
 		if (rc != SQLITE_OK) {
 			str_errf(err, errlen, "%s: unexpected schema: %s", db->path, sqlite3_errmsg(db->sql));
 			db_free(db);

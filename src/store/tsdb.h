@@ -67,7 +67,10 @@ struct tsdb_label {
  * tsdb_close. A file that is not SQLite, an SQLite database of another
  * application, a newer schema or a damaged file is refused with
  * GPULSE_EPARSE (GPULSE_EIO when it can't be opened at all) and a sentence
- * in err naming the file. A file another store holds open (in this or
+ * in err naming the file. A full disk or an I/O error while opening,
+ * reading or creating the file is never taken for damage: GPULSE_EIO,
+ * "FILE: disk full (SQLITE_FULL) while ..." or "FILE: I/O error (SQLite
+ * code N) while ...: MESSAGE". A file another store holds open (in this or
  * another process: a flock on PATH.lock) gives GPULSE_EBUSY. */
 int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t errlen);
 /* Stop the flusher, flush what the head holds, close. Accepts NULL. */

@@ -3,7 +3,8 @@
  * duplicates, matchers select like PromQL, rollups equal min/max/sum/count
  * computed directly, retention drops old data, records persist, bounds
  * give errors and count, a full database keeps samples in memory and
- * resumes, and foreign or damaged files are refused with a sentence. */
+ * resumes, foreign or damaged files are refused with a sentence, and a
+ * full disk at open is reported as a full disk or an I/O error. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -661,6 +663,109 @@ static void test_foreign(void **state)
 	tsdb_close(db);
 }
 
+/* ---- opening on a full disk ---- */
+
+/* A full disk without root: a VFS over the default one whose writes fail
+ * with SQLITE_FULL and whose shared memory (the -shm file that reading a
+ * WAL database creates and grows) fails with SQLITE_IOERR_SHMSIZE, as the
+ * unix VFS does on ENOSPC. Each file opened through it is the real VFS's
+ * own, with its method table swapped for a copy that has the two
+ * overrides while `disk_full` is set. */
+static bool disk_full;
+static sqlite3_vfs full_vfs;
+static sqlite3_vfs *real_vfs;
+static const sqlite3_io_methods *real_io;
+static sqlite3_io_methods full_io;
+
+static int full_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 off)
+{
+	return disk_full ? SQLITE_FULL : real_io->xWrite(f, p, n, off);
+}
+
+static int full_shm_map(sqlite3_file *f, int pg, int pgsz, int extend, void volatile **pp)
+{
+	return disk_full ? SQLITE_IOERR_SHMSIZE : real_io->xShmMap(f, pg, pgsz, extend, pp);
+}
+
+static int full_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out)
+{
+	(void)vfs;
+	int rc = real_vfs->xOpen(real_vfs, name, f, flags, out);
+	if (rc == SQLITE_OK && f->pMethods && f->pMethods->iVersion >= 2) {
+		if (!real_io) {
+			real_io = f->pMethods;
+			full_io = *real_io;
+			full_io.xWrite = full_write;
+			full_io.xShmMap = full_shm_map;
+		}
+		if (f->pMethods == real_io)
+			f->pMethods = &full_io;
+	}
+	return rc;
+}
+
+static void expect_io_refused(const struct tsdb_opts *extra, const char *what)
+{
+	struct tsdb_opts o = *extra;
+	o.path = path;
+	o.clock.now_ms = test_now;
+	struct tsdb *db = NULL;
+	char err[256] = "";
+	int rc = tsdb_open(&db, &o, err, sizeof err);
+	if (rc != GPULSE_EIO || db || !strstr(err, what) || !strstr(err, path) ||
+	    strstr(err, "not a gpulse") || strstr(err, "damaged"))
+		fail_msg("open on a full disk: status %d, \"%s\"; want GPULSE_EIO naming the file "
+			 "and saying \"%s\"", rc, err, what);
+}
+
+static void test_open_full_disk(void **state)
+{
+	(void)state;
+	/* A new store whose file may not grow past two pages: creating the
+	 * schema fails as it does on a full disk. */
+	struct tsdb_opts capped = { .max_db_pages = 2 };
+	expect_io_refused(&capped, "disk full (SQLITE_FULL)");
+	unlink(path);
+
+	/* An existing store (WAL mode, closed cleanly) opened on a full disk:
+	 * reading its header needs the -shm file, which cannot grow. */
+	struct tsdb *db = open_db(NULL);
+	uint32_t ref = series2(db, "x", NULL, NULL);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(tsdb_append(db, ref, T0 + i * 100, (double)i), 0);
+	tsdb_close(db);
+	real_vfs = sqlite3_vfs_find(NULL);
+	assert_non_null(real_vfs);
+	full_vfs = *real_vfs;
+	full_vfs.zName = "gpulse-test-full";
+	full_vfs.pNext = NULL;
+	full_vfs.xOpen = full_open;
+	assert_int_equal(sqlite3_vfs_register(&full_vfs, 1), SQLITE_OK);
+	disk_full = true;
+	struct tsdb_opts none = { 0 };
+	expect_io_refused(&none, "I/O error (SQLite code");
+
+	/* Space again: the same file opens with its samples. */
+	disk_full = false;
+	db = open_db(NULL);
+	struct tsdb_matcher m = { TSDB_MATCH_EQ, "__name__", "x" };
+	struct tsdb_select_opts so = { .mint = 0, .maxt = INT64_MAX };
+	struct tsdb_iter *it;
+	char err[256];
+	assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+	assert_int_equal(tsdb_iter_next_series(it), 1);
+	int n = 0;
+	int64_t t;
+	double v;
+	while (tsdb_iter_next_sample(it, &t, &v) == 1)
+		n++;
+	assert_int_equal(n, 100);
+	tsdb_iter_free(it);
+	tsdb_close(db);
+	sqlite3_vfs_unregister(&full_vfs);
+	assert_ptr_equal(sqlite3_vfs_find(NULL), real_vfs);
+}
+
 /* ---- threads: appenders, the flusher and readers together ---- */
 
 struct writer {
@@ -723,6 +828,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_disk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_foreign, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_full_disk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
