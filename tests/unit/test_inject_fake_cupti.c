@@ -764,25 +764,35 @@ static int on_capture_frame(int fd, unsigned type, const struct wire_msg *m, voi
 /* gpulsed asks for a capture over the socket: tracing turns on for its
  * second, every kernel launched inside comes back as an event, then a
  * TRACE_END with the totals; before and after, nothing is traced. */
-static void test_capture_over_socket(void **state)
+/* Run case `sc` in `mode` against a test daemon on a socket that asks
+ * for a capture after HELLO; fills *c with what came back over the socket
+ * and returns the library's dump (to json_decref). */
+static json_t *run_capture_case(enum scenario sc, const char *mode, struct capture_seen *c,
+				struct outcome *o)
 {
-	(void)state;
 	char path[108];
-	snprintf(path, sizeof path, "/tmp/gpulse-test-fakecupti-%d.sock", (int)getpid());
+	snprintf(path, sizeof path, "/tmp/gpulse-test-fakecupti-%d-%d.sock", (int)getpid(), (int)sc);
 	unlink(path);
 	int lfd = inject_test_listen(path);
 	assert_true(lfd >= 0);
 	pid_t child;
-	struct outcome o;
-	assert_null(run_case_at(CAPTURE, "profiler-api", NULL, path, &child, &o));
+	assert_null(run_case_at(sc, mode, NULL, path, &child, o));
 	int fd = inject_test_accept(lfd);
-	struct capture_seen c;
-	memset(&c, 0, sizeof c);
-	inject_test_read_frames(fd, 10, on_capture_frame, &c);
-	json_t *d = run_case_finish(CAPTURE, child, &o);
+	memset(c, 0, sizeof *c);
+	inject_test_read_frames(fd, 10, on_capture_frame, c);
+	json_t *d = run_case_finish(sc, child, o);
 	close(fd);
 	close(lfd);
 	unlink(path);
+	return d;
+}
+
+static void test_capture_over_socket(void **state)
+{
+	(void)state;
+	struct outcome o;
+	struct capture_seen c;
+	json_t *d = run_capture_case(CAPTURE, "profiler-api", &c, &o);
 	assert_true(c.hello >= 1);
 	assert_true(c.ended);
 	assert_int_equal(c.end.capture_id, 7);
@@ -807,24 +817,11 @@ static void test_capture_over_socket(void **state)
 static void test_detach_after_capture(void **state)
 {
 	(void)state;
-	char path[108];
-	snprintf(path, sizeof path, "/tmp/gpulse-test-fakecupti-d%d.sock", (int)getpid());
-	unlink(path);
-	int lfd = inject_test_listen(path);
-	assert_true(lfd >= 0);
-	pid_t child;
 	struct outcome o;
-	case_env = detach_env;
-	assert_null(run_case_at(CAPTURE_DETACH, "continuous", NULL, path, &child, &o));
-	case_env = NULL;
-	int fd = inject_test_accept(lfd);
 	struct capture_seen c;
-	memset(&c, 0, sizeof c);
-	inject_test_read_frames(fd, 10, on_capture_frame, &c);
-	json_t *d = run_case_finish(CAPTURE_DETACH, child, &o);
-	close(fd);
-	close(lfd);
-	unlink(path);
+	case_env = detach_env;
+	json_t *d = run_capture_case(CAPTURE_DETACH, "continuous", &c, &o);
+	case_env = NULL;
 	assert_true(c.ended);
 	assert_true(c.events > 0);
 	assert_int_equal(o.at_take.finalizes, 1);
@@ -846,22 +843,10 @@ static void test_detach_after_capture(void **state)
 static void test_no_detach_by_default(void **state)
 {
 	(void)state;
-	char path[108];
-	snprintf(path, sizeof path, "/tmp/gpulse-test-fakecupti-n%d.sock", (int)getpid());
-	unlink(path);
-	int lfd = inject_test_listen(path);
-	assert_true(lfd >= 0);
-	pid_t child;
 	struct outcome o;
-	assert_null(run_case_at(CAPTURE_DETACH, "continuous", NULL, path, &child, &o));
-	int fd = inject_test_accept(lfd);
 	struct capture_seen c;
-	memset(&c, 0, sizeof c);
-	inject_test_read_frames(fd, 10, on_capture_frame, &c);
-	json_t *d = run_case_finish(CAPTURE_DETACH, child, &o);
-	close(fd);
-	close(lfd);
-	unlink(path);
+	json_t *d = run_capture_case(CAPTURE_DETACH, "continuous", &c, &o);
+	assert_true(c.ended);
 	assert_int_equal(o.end.finalizes + o.end.finalize_refused, 0);
 	assert_int_equal(num(d, "detaches"), 0);
 	assert_true(json_is_true(json_object_get(d, "lasting_cost")));
