@@ -178,7 +178,7 @@ static struct {
 	 * API exit, to give back the cost exact tracing leaves (off by
 	 * default: on CUPTI 13.0 / driver 580 it crashed while another thread
 	 * launched). */
-	atomic_int detach_armed;          /* the next driver API exit detaches */
+	atomic_int detach_armed;          /* 1: the next driver API exit detaches; 2: detaching now */
 	atomic_int detach_done;           /* 1 detached, -1 refused (set in the callback) */
 	atomic_int detach_result;         /* cuptiFinalize's result */
 	int detach_sub;                   /* the library subscribed to hear that exit */
@@ -1190,14 +1190,18 @@ static void census_time_end(uint64_t ticket, CUstream stream, int ptsz)
  * is measured. */
 static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 {
-	if (d->callbackSite == CUPTI_API_EXIT && atomic_load_explicit(&g.detach_armed, memory_order_relaxed) &&
-	    atomic_exchange(&g.detach_armed, 0)) {
+	int armed = 1;
+	if (d->callbackSite == CUPTI_API_EXIT && atomic_load_explicit(&g.detach_armed, memory_order_relaxed) == 1 &&
+	    atomic_compare_exchange_strong(&g.detach_armed, &armed, 2)) {
 		/* At an API exit, as CUPTI wants cuptiFinalize called: every
 		 * subscription, callback, kind and buffer of CUPTI's is gone
-		 * after it; the library's thread sets up the census again. */
+		 * after it; the library's thread sets up the census again. It
+		 * touches no CUPTI setting while this runs (detach_armed is
+		 * 2 until the result is in). */
 		CUptiResult r = g.cupti.finalize();
 		atomic_store(&g.detach_result, (int)r);
 		atomic_store(&g.detach_done, r == CUPTI_SUCCESS ? 1 : -1);
+		atomic_store(&g.detach_armed, 0);
 		return;
 	}
 	if (!atomic_load_explicit(&g.census_on, memory_order_relaxed) || g.exited || g.is_fork_child)
@@ -1432,10 +1436,10 @@ static void detach_tick(int64_t now)
 		return;
 	}
 	if (atomic_load(&g.detach_armed)) {
-		if (now < g.detach_deadline_ns)
-			return;
+		int armed = 1;
+		if (now < g.detach_deadline_ns || !atomic_compare_exchange_strong(&g.detach_armed, &armed, 0))
+			return; /* armed, or detaching right now */
 		/* No driver API call came: let the subscription go, later again. */
-		atomic_store(&g.detach_armed, 0);
 		if (g.detach_sub) {
 			g.cupti.unsubscribe(g.sub);
 			g.detach_sub = 0;
@@ -1736,14 +1740,17 @@ static void *inject_main(void *arg)
 	while (!g.stop) {
 		pthread_mutex_unlock(&g.mu);
 		int64_t now = clock_mono_ns();
+		/* A detach's result first: after one, CUPTI holds nothing of
+		 * ours, and the census must not open or close a window on
+		 * state that is gone. */
+		if (g.mode == WIRE_MODE_CONTINUOUS && !g.stepped_aside && !g.is_fork_child)
+			detach_tick(now);
 		if (g.mode == WIRE_MODE_CONTINUOUS && !g.stepped_aside && !g.is_fork_child &&
 		    (g.have_cupti || g.holds_census)) {
-			if (!g.detach_sub && !atomic_load(&g.detach_armed))
+			if (!g.detach_sub && !atomic_load(&g.detach_armed) && !atomic_load(&g.detach_done))
 				census_tick(now);
 			census_poll_samples(now);
 		}
-		if (g.mode == WIRE_MODE_CONTINUOUS && !g.stepped_aside && !g.is_fork_child)
-			detach_tick(now);
 		int want = want_tracing();
 		int on = atomic_load(&g.active);
 		if (want != on) {
