@@ -200,55 +200,41 @@ static bool exe_dir(char *dir, size_t len)
 	return true;
 }
 
-/* The first readable file among DIR + TAIL of places[n] (NULL DIRs
- * skipped), written to path[len]; NULL when none is. */
-struct place {
-	const char *dir, *tail;
-};
-
-static const char *first_readable(const struct place *places, size_t n, char *path, size_t len)
+/* What gpulse ships, looked for where it is: GPULSE_DATA_DIR, beside the
+ * executable as installed (BIN/../share/gpulse), the source tree it was
+ * built from (SOURCE, a full path), the install prefix, and
+ * /usr/share/gpulse; REL is the file's path inside a data directory. The
+ * first readable one is written to path[len]; NULL when none is. */
+static const char *find_shipped(const char *rel, const char *source, char *path, size_t len)
 {
-	for (size_t i = 0; i < n; i++) {
-		if (!places[i].dir || !places[i].dir[0])
-			continue;
-		if ((size_t)snprintf(path, len, "%s%s", places[i].dir, places[i].tail) < len &&
-		    access(path, R_OK) == 0)
+	char exe[4096];
+	bool have_exe = exe_dir(exe, sizeof exe);
+	const char *const dirs[] = {
+		getenv("GPULSE_DATA_DIR"), have_exe ? exe : NULL, NULL,
+		GPULSE_INSTALL_DATADIR, "/usr/share/gpulse",
+	};
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		int n = i == 2 ? snprintf(path, len, "%s", source)
+		      : !dirs[i] || !dirs[i][0] ? -1
+		      : snprintf(path, len, "%s%s/%s", dirs[i], i == 1 ? "/../share/gpulse" : "", rel);
+		if (n >= 0 && (size_t)n < len && access(path, R_OK) == 0)
 			return path;
 	}
 	return NULL;
 }
 
-/* What gpulse ships, looked for where it is: GPULSE_DATA_DIR, beside the
- * executable as installed (BIN/../share/gpulse), the source tree it was
- * built from, the install prefix, and /usr/share/gpulse. */
 const char *daemon_bundled_recording(void)
 {
 	static char path[4096];
-	char exe[4096];
-	bool have_exe = exe_dir(exe, sizeof exe);
-	const struct place places[] = {
-		{getenv("GPULSE_DATA_DIR"), "/" BUNDLED_RECORDING},
-		{have_exe ? exe : NULL, "/../share/gpulse/" BUNDLED_RECORDING},
-		{GPULSE_SOURCE_DATADIR, "/" BUNDLED_RECORDING},
-		{GPULSE_INSTALL_DATADIR, "/" BUNDLED_RECORDING},
-		{"/usr/share/gpulse", "/" BUNDLED_RECORDING},
-	};
-	return first_readable(places, sizeof places / sizeof places[0], path, sizeof path);
+	return find_shipped(BUNDLED_RECORDING, GPULSE_SOURCE_DATADIR "/" BUNDLED_RECORDING, path,
+			    sizeof path);
 }
 
 const char *daemon_rule_pack(void)
 {
 	static char path[4096];
-	char exe[4096];
-	bool have_exe = exe_dir(exe, sizeof exe);
-	const struct place places[] = {
-		{getenv("GPULSE_DATA_DIR"), "/rules/" RULE_PACK},
-		{have_exe ? exe : NULL, "/../share/gpulse/rules/" RULE_PACK},
-		{GPULSE_SOURCE_DIR, "/deploy/rules/" RULE_PACK},
-		{GPULSE_INSTALL_DATADIR, "/rules/" RULE_PACK},
-		{"/usr/share/gpulse", "/rules/" RULE_PACK},
-	};
-	return first_readable(places, sizeof places / sizeof places[0], path, sizeof path);
+	return find_shipped("rules/" RULE_PACK, GPULSE_SOURCE_DIR "/deploy/rules/" RULE_PACK, path,
+			    sizeof path);
 }
 
 /* The exit status of a failure to start (docs/CONFIG.md, "Exit status"):
