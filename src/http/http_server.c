@@ -254,15 +254,22 @@ bool http_is_loopback_listen(const char *spec)
 	int port;
 	if (http_parse_listen(spec, host, sizeof host, &port, NULL, 0) != 0)
 		return false;
-	struct sockaddr_in a4 = {.sin_family = AF_INET};
-	if (inet_pton(AF_INET, host, &a4.sin_addr) == 1)
-		return http_addr_is_loopback((const struct sockaddr *)&a4);
-	struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
+	/* In storage big enough for either family: http_addr_is_loopback
+	 * copies as much as the family says. */
+	struct sockaddr_storage ss = {0};
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET;
+		return http_addr_is_loopback((const struct sockaddr *)&ss);
+	}
 	char *pct = strchr(host, '%');
 	if (pct)
 		*pct = '\0';
-	if (inet_pton(AF_INET6, host, &a6.sin6_addr) == 1)
-		return http_addr_is_loopback((const struct sockaddr *)&a6);
+	if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+		a6->sin6_family = AF_INET6;
+		return http_addr_is_loopback((const struct sockaddr *)&ss);
+	}
 	return false;
 }
 
