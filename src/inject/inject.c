@@ -73,6 +73,7 @@
 #define SAMPLE_EVERY        32   /* one launch in this many is timed with CUDA events */
 #define EVPAIRS_MAX         256  /* timed launches whose events are not read yet */
 #define EVPAIR_TIMEOUT_NS   (10 * NS_PER_SEC)
+#define HOLD_MAX_NS         (2 * NS_PER_MS) /* a held stream is let go by then, come what may */
 /* What exact kernel tracing leaves every later launch of the process
  * costing, once it has run (STATUS's lasting_cost_ppm): 15%, the median
  * measured on the H200 with CUPTI 13.0 and driver 580 (the runs of 12-30%
@@ -165,10 +166,29 @@ static struct {
 		int64_t t_ns;             /* host time just after the start event was recorded */
 		int64_t host_gap_ns;      /* from then to the end of the launch call */
 		int idle;                 /* the stream had no work left when timing began */
-		int state;                /* 0 free, 1 start recorded, 2 both, 3 being read */
-	} evpairs[EVPAIRS_MAX];           /* under cmu */
+		int start_done_at_exit;   /* the start event had completed when the call returned */
+		CUevent f;                /* held: the event just before a (the pair's floor) */
+		uint32_t hold_seq;        /* held: the value its stream waits for; 0 none */
+		uint32_t gen;             /* in the ticket: a stale or foreign one is ignored */
+		atomic_int late;          /* the watchdog let its stream go: not timed */
+		/* 0 free, 1 start recorded, 4 its end being recorded (by the
+		 * launching thread, without the lock), 2 both, 3 being read.
+		 * Taken 0 -> 1 and 3 -> 0 under cmu; 1 -> 4 -> 2|1 by the
+		 * launching thread, 1|2 -> 3 by the reader, by exchange. */
+		atomic_int state;
+	} evpairs[EVPAIRS_MAX];           /* fields other than state: under cmu or the state's owner */
 	unsigned nevpairs;
 	uint64_t samples_lost;            /* timed launches whose events failed or timed out */
+	uint64_t samples_ambiguous;       /* timed launches left out: see census_poll_samples */
+	/* Holding an idle stream while a sampled launch is submitted (see
+	 * census_time_start): one word of pinned, device-mapped host memory
+	 * per pair, which its stream waits on. */
+	_Atomic(uint32_t *) hold_flags;
+	atomic_int hold_state;            /* 0 not tried, 1 allocating, 2 ready, -1 unavailable */
+	uint32_t hold_next[EVPAIRS_MAX];  /* the last value used per pair (under cmu) */
+	uint32_t gen_next;                /* under cmu */
+	uint64_t holds, holds_late;       /* held samples; those let go by the watchdog */
+	uint64_t floor_n, floor_ns;       /* held pairs' event-to-event floors */
 	uint64_t untimed_launches;        /* estimated launches of kernels no sample timed */
 	int lasting;                      /* exact kernel tracing has run in this process */
 	int holds_census;                 /* a census window holds the subscriber (library thread) */
@@ -908,6 +928,8 @@ static struct {
 	__typeof__(cuStreamIsCapturing) *is_capturing, *is_capturing_ptsz;
 	__typeof__(cuStreamQuery) *stream_query, *stream_query_ptsz;
 	int can_time;
+	__typeof__(cuStreamWaitValue32) *wait_value, *wait_value_ptsz;
+	__typeof__(cuMemHostAlloc) *host_alloc;
 } drv;
 
 static void load_driver_fns(void)
@@ -937,6 +959,9 @@ static void load_driver_fns(void)
 	*(void **)(&drv.is_capturing_ptsz) = dlsym(h, "cuStreamIsCapturing_ptsz");
 	*(void **)(&drv.stream_query) = dlsym(h, "cuStreamQuery");
 	*(void **)(&drv.stream_query_ptsz) = dlsym(h, "cuStreamQuery_ptsz");
+	*(void **)(&drv.wait_value) = dlsym(h, "cuStreamWaitValue32_v2");
+	*(void **)(&drv.wait_value_ptsz) = dlsym(h, "cuStreamWaitValue32_v2_ptsz");
+	*(void **)(&drv.host_alloc) = dlsym(h, "cuMemHostAlloc");
 	drv.can_time = drv.event_create && drv.event_record && drv.event_record_ptsz &&
 		       drv.event_query && drv.event_elapsed && drv.event_destroy && drv.is_capturing &&
 		       drv.is_capturing_ptsz && drv.stream_query && drv.stream_query_ptsz;
@@ -1116,73 +1141,169 @@ static uint32_t census_device(CUcontext ctx, uint32_t uid)
 	return dev;
 }
 
+/* The pinned word per pair that a held stream waits on, allocated once
+ * (portable: any context's stream may wait on it) by the first launch
+ * that wants it; NULL where that failed or is not offered. */
+static uint32_t *hold_flags(void)
+{
+	int st = atomic_load(&g.hold_state);
+	if (st == 2)
+		return atomic_load(&g.hold_flags);
+	if (st != 0 || !drv.wait_value || !drv.wait_value_ptsz || !drv.host_alloc ||
+	    (g.cfg.skip & INJECT_SKIP_HOLD) || !atomic_compare_exchange_strong(&g.hold_state, &st, 1))
+		return NULL;
+	void *p = NULL;
+	if (drv.host_alloc(&p, EVPAIRS_MAX * sizeof(uint32_t),
+			   CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS || !p) {
+		atomic_store(&g.hold_state, -1);
+		return NULL;
+	}
+	memset(p, 0, EVPAIRS_MAX * sizeof(uint32_t));
+	atomic_store(&g.hold_flags, (uint32_t *)p);
+	atomic_store(&g.hold_state, 2);
+	return p;
+}
+
+/* Let a held stream go: the word never moves backwards (a late second
+ * release of an older value must not re-arm a newer wait). */
+static void hold_release(unsigned i, uint32_t seq)
+{
+	uint32_t *flags = atomic_load(&g.hold_flags);
+	if (!flags || !seq)
+		return;
+	uint32_t cur = __atomic_load_n(&flags[i], __ATOMIC_ACQUIRE);
+	while ((int32_t)(cur - seq) < 0 &&
+	       !__atomic_compare_exchange_n(&flags[i], &cur, seq, false, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+		;
+}
+
+/* Every pair's hold let go: after an unsubscribe or a detach, whose
+ * launch exits may never be heard (library thread, or exit). */
+static void hold_release_all(void)
+{
+	if (!atomic_load(&g.hold_flags))
+		return;
+	pthread_mutex_lock(&g.cmu);
+	for (unsigned i = 0; i < EVPAIRS_MAX; i++)
+		if (g.hold_next[i])
+			hold_release(i, g.hold_next[i]);
+	pthread_mutex_unlock(&g.cmu);
+}
+
 /* A timed launch: events around it on its stream, never in a stream that
  * is being captured into a graph (an event there would become a node of
- * the application's graph). Returns the pair's slot + 1, or 0. */
-static uint64_t census_time_start(int slot, const char *key, CUstream stream, int ptsz)
+ * the application's graph). Returns the pair's slot + 1, or 0.
+ *
+ * On a busy stream the start event completes when the work before it
+ * does, and the kernel follows at once: the interval is the kernel's. On
+ * an idle one the start event would complete as soon as it is recorded,
+ * before the kernel is even submitted, and the interval would hold the
+ * launch call (several microseconds: more than a small kernel runs).
+ * There the stream is held: it first waits on a pinned word that the
+ * launch's exit sets, so the GPU meets the floor event, the start event,
+ * the kernel and the end event back to back. The GPU was idle waiting
+ * for the host anyway; the kernel starts as late as the launch call's
+ * return instead of its submission. Only a kernel launched before in
+ * this interval is held: a first launch may load the module or grow the
+ * local memory, which waits on the device, and a held stream would make
+ * that wait until the watchdog (HOLD_MAX_NS) lets it go. */
+static uint64_t census_time_start(int slot, const char *key, CUstream stream, int ptsz, int seen)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	if ((ptsz ? drv.is_capturing_ptsz : drv.is_capturing)(stream, &st) != CUDA_SUCCESS ||
 	    st != CU_STREAM_CAPTURE_STATUS_NONE)
 		return 0;
-	CUevent a = NULL;
-	if (drv.event_create(&a, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
-		return 0;
-	/* On an idle stream the start event completes as soon as it is
-	 * recorded, before the kernel is even submitted: the time until the
-	 * launch call returns is then not the kernel's (the poll takes it
-	 * off). On a busy one it completes when the work before it does,
-	 * and the kernel follows at once. */
 	int idle = (ptsz ? drv.stream_query_ptsz : drv.stream_query)(stream) == CUDA_SUCCESS;
-	if ((ptsz ? drv.event_record_ptsz : drv.event_record)(a, stream) != CUDA_SUCCESS) {
-		drv.event_destroy(a);
-		return 0;
-	}
-	uint64_t ticket = 0;
-	if (pthread_mutex_trylock(&g.cmu) != 0) {
-		drv.event_destroy(a); /* never wait on an application thread */
-		return 0;
-	}
-	for (unsigned i = 0; i < EVPAIRS_MAX; i++)
-		if (g.evpairs[i].state == 0) {
-			g.evpairs[i] = (struct evpair){ .a = a, .slot = slot, .key = key, .idle = idle,
-							.t_ns = clock_mono_ns(), .state = 1 };
-			ticket = i + 1;
-			break;
+	uint32_t *flags = idle && seen ? hold_flags() : NULL;
+	if (pthread_mutex_trylock(&g.cmu) != 0)
+		return 0; /* never wait on an application thread */
+	unsigned i = 0;
+	while (i < EVPAIRS_MAX && atomic_load(&g.evpairs[i].state) != 0)
+		i++;
+	struct evpair *e = &g.evpairs[i < EVPAIRS_MAX ? i : 0];
+	uint32_t seq = 0, gen = 0;
+	if (i < EVPAIRS_MAX) {
+		atomic_store(&e->state, 5); /* being set up: the reader leaves it */
+		gen = ++g.gen_next;
+		if (flags) {
+			seq = ++g.hold_next[i];
+			if (!seq)
+				seq = g.hold_next[i] = 1;
 		}
+	}
 	pthread_mutex_unlock(&g.cmu);
-	if (!ticket)
-		drv.event_destroy(a); /* every pair is in flight: not timed */
-	return ticket;
+	if (i == EVPAIRS_MAX)
+		return 0; /* every pair is in flight: not timed */
+	CUevent a = NULL, f = NULL;
+	int ok = drv.event_create(&a, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
+	if (ok && seq) {
+		/* Held: the wait, then the floor event, then the start. */
+		if ((ptsz ? drv.wait_value_ptsz : drv.wait_value)(stream, (CUdeviceptr)(uintptr_t)&flags[i],
+								   seq, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS)
+			seq = 0;
+		else if (drv.event_create(&f, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+			 (ptsz ? drv.event_record_ptsz : drv.event_record)(f, stream) != CUDA_SUCCESS) {
+			if (f)
+				drv.event_destroy(f);
+			f = NULL;
+		}
+	}
+	ok = ok && (ptsz ? drv.event_record_ptsz : drv.event_record)(a, stream) == CUDA_SUCCESS;
+	if (!ok) {
+		hold_release(i, seq);
+		if (a)
+			drv.event_destroy(a);
+		if (f)
+			drv.event_destroy(f);
+		atomic_store(&e->state, 0);
+		return 0;
+	}
+	e->a = a, e->b = NULL, e->f = f, e->slot = slot, e->key = key, e->idle = idle && !seq;
+	e->hold_seq = seq, e->start_done_at_exit = 0, e->host_gap_ns = 0, e->t_ns = clock_mono_ns();
+	e->gen = gen;
+	atomic_store(&e->late, 0);
+	atomic_store(&e->state, 1);
+	return (uint64_t)gen << 16 | (i + 1);
 }
 
+/* At the launch call's exit, on the launching thread and without the
+ * lock: the pair is claimed (1 -> 4) so that the reader leaves it alone,
+ * the end event recorded, a held stream let go. Unless held, whether the
+ * start event has completed yet is asked: if not, the GPU was still busy
+ * with earlier work when the kernel arrived, and the kernel follows its
+ * start event at once (the interval is the kernel's); if it has, the GPU
+ * may have idled between the two for part of the launch call, by an
+ * amount the events cannot tell. */
 static void census_time_end(uint64_t ticket, CUstream stream, int ptsz)
 {
 	int64_t t_end = clock_mono_ns();
+	/* CUPTI does not clear the word between calls: a launch whose enter
+	 * came before the window opened carries whatever was there. */
+	unsigned idx = (unsigned)(ticket & 0xffff);
+	if (idx < 1 || idx > EVPAIRS_MAX)
+		return;
+	struct evpair *e = &g.evpairs[idx - 1];
+	int one = 1;
+	if (!atomic_compare_exchange_strong(&e->state, &one, 4))
+		return; /* the reader timed it out meanwhile (and let it go): counted as lost */
+	if (e->gen != (uint32_t)(ticket >> 16)) {
+		atomic_store(&e->state, 1); /* another launch's pair */
+		return;
+	}
+	int done = !e->hold_seq && drv.event_query(e->a) == CUDA_SUCCESS;
 	CUevent b = NULL;
 	int ok = drv.event_create(&b, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
 		 (ptsz ? drv.event_record_ptsz : drv.event_record)(b, stream) == CUDA_SUCCESS;
+	hold_release(idx - 1, e->hold_seq);
 	if (!ok && b) {
 		drv.event_destroy(b);
 		b = NULL;
 	}
-	if (pthread_mutex_trylock(&g.cmu) != 0) {
-		/* Never wait on an application thread: the pair's end is
-		 * missing, so it times out and is counted as lost. */
-		if (b)
-			drv.event_destroy(b);
-		return;
-	}
-	struct evpair *e = &g.evpairs[ticket - 1];
-	if (e->state == 1) {
-		e->b = b;
-		e->host_gap_ns = t_end - e->t_ns;
-		e->state = b ? 2 : 1; /* without its end, it times out and is counted */
-		b = NULL;
-	}
-	pthread_mutex_unlock(&g.cmu);
-	if (b)
-		drv.event_destroy(b);
+	e->b = b;
+	e->host_gap_ns = t_end - e->t_ns;
+	e->start_done_at_exit = done;
+	/* Without its end, it times out and is counted as lost. */
+	atomic_store(&e->state, b ? 2 : 1);
 }
 
 /* Launch and copy callbacks while a census window counts. On the
@@ -1204,7 +1325,12 @@ static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 		atomic_store(&g.detach_armed, 0);
 		return;
 	}
-	if (!atomic_load_explicit(&g.census_on, memory_order_relaxed) || g.exited || g.is_fork_child)
+	if (g.exited || g.is_fork_child)
+		return;
+	/* A launch's exit is heard even when the window closed after its
+	 * enter: a held stream waits on it. */
+	int on = atomic_load_explicit(&g.census_on, memory_order_relaxed);
+	if (!on && d->callbackSite == CUPTI_API_ENTER)
 		return;
 	int64_t t0 = clock_mono_ns();
 	uint32_t grid[3], block[3], shared = 0;
@@ -1214,6 +1340,8 @@ static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 		if (d->callbackSite == CUPTI_API_EXIT) {
 			if (d->correlationData && *d->correlationData)
 				census_time_end(*d->correlationData, stream, ptsz);
+			if (!on)
+				return;
 			goto out;
 		}
 		if (atomic_load_explicit(&g.census_first, memory_order_relaxed)) {
@@ -1231,10 +1359,11 @@ static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 		}
 		uint32_t dev = census_device(d->context, d->contextUid);
 		int slot = census_launch(g.census, d->symbolName, d->contextUid, dev, grid, block, shared);
+		int seen = !g.census->k[slot].is_other && g.census->k[slot].launches > 1;
 		pthread_mutex_unlock(&g.cmu);
 		if (drv.can_time && d->correlationData && sample_this())
-			*d->correlationData = census_time_start(slot, d->symbolName, stream, ptsz);
-	} else if (d->callbackSite == CUPTI_API_ENTER) {
+			*d->correlationData = census_time_start(slot, d->symbolName, stream, ptsz, seen);
+	} else if (d->callbackSite == CUPTI_API_ENTER && on) {
 		uint8_t kind;
 		unsigned unit;
 		if (!census_copy_kind(cbid, &kind, &unit) || !d->functionParams)
@@ -1266,21 +1395,48 @@ static void census_poll_samples(int64_t now)
 	pthread_mutex_lock(&g.cmu);
 	for (unsigned i = 0; i < EVPAIRS_MAX; i++) {
 		struct evpair *e = &g.evpairs[i];
-		if (e->state == 2 || (e->state == 1 && now - e->t_ns > EVPAIR_TIMEOUT_NS)) {
-			todo[n] = *e;
+		int st = atomic_load(&e->state);
+		if (st == 1 && e->hold_seq && now - e->t_ns > HOLD_MAX_NS && !atomic_load(&e->late)) {
+			/* The watchdog: a held stream whose launch has not
+			 * returned is let go (its time is then not the
+			 * kernel's alone). */
+			atomic_store(&e->late, 1);
+			hold_release(i, e->hold_seq);
+			g.holds_late++;
+		}
+		if (st == 1 && now - e->t_ns <= EVPAIR_TIMEOUT_NS)
+			continue;
+		if ((st == 1 || st == 2) && atomic_compare_exchange_strong(&e->state, &st, 3)) {
+			if (st == 1)
+				hold_release(i, e->hold_seq);
+			todo[n].a = e->a, todo[n].b = st == 2 ? e->b : NULL, todo[n].f = e->f;
+			todo[n].slot = e->slot, todo[n].key = e->key, todo[n].t_ns = e->t_ns;
+			todo[n].idle = e->idle, todo[n].host_gap_ns = e->host_gap_ns;
+			todo[n].start_done_at_exit = e->start_done_at_exit;
+			todo[n].hold_seq = atomic_load(&e->late) ? 0 : e->hold_seq;
+			todo[n].late = atomic_load(&e->late);
 			idx[n++] = i;
-			e->state = 3;
 		}
 	}
 	pthread_mutex_unlock(&g.cmu);
 	if (!n)
 		return;
-	uint64_t dur[EVPAIRS_MAX];
-	int done[EVPAIRS_MAX]; /* 1 timed, -1 lost, 0 not yet */
+	uint64_t dur[EVPAIRS_MAX], floor_ns[EVPAIRS_MAX];
+	int done[EVPAIRS_MAX]; /* 1 timed, -1 lost, -2 left out, 0 not yet */
 	for (unsigned j = 0; j < n; j++) {
 		done[j] = -1;
-		if (!todo[j].b)
-			continue; /* its end never came (the window closed): lost */
+		floor_ns[j] = UINT64_MAX;
+		if (!todo[j].b || atomic_load(&todo[j].late))
+			continue; /* its end never came (the window closed), or let go late: lost */
+		if (!todo[j].idle && todo[j].start_done_at_exit) {
+			/* Busy when timing began, idle before the kernel came:
+			 * the interval holds an unknown part of the launch
+			 * call. Left out rather than guessed: a kernel's time
+			 * does not depend on which case its sample met, and
+			 * the next sample of it meets one of the clear ones. */
+			done[j] = -2;
+			continue;
+		}
 		CUresult q = drv.event_query(todo[j].b);
 		if (q == CUDA_ERROR_NOT_READY && now - todo[j].t_ns <= EVPAIR_TIMEOUT_NS) {
 			done[j] = 0;
@@ -1294,20 +1450,30 @@ static void census_poll_samples(int64_t now)
 				ns -= (double)todo[j].host_gap_ns;
 			dur[j] = ns > 0 ? (uint64_t)ns : 0;
 			done[j] = 1;
+			float fm = 0;
+			if (todo[j].hold_seq && todo[j].f &&
+			    drv.event_elapsed(&fm, todo[j].f, todo[j].a) == CUDA_SUCCESS && fm >= 0)
+				floor_ns[j] = (uint64_t)((double)fm * 1e6);
 		}
 	}
 	pthread_mutex_lock(&g.cmu);
 	for (unsigned j = 0; j < n; j++) {
 		struct evpair *e = &g.evpairs[idx[j]];
 		if (done[j] == 0) {
-			e->state = 2;
+			atomic_store(&e->state, 2);
 			continue;
 		}
-		if (done[j] == 1)
+		if (done[j] == 1) {
 			census_sample(g.census, todo[j].slot, todo[j].key, dur[j]);
+			if (todo[j].hold_seq)
+				g.holds++;
+			if (floor_ns[j] != UINT64_MAX)
+				g.floor_n++, g.floor_ns += floor_ns[j];
+		} else if (done[j] == -2)
+			g.samples_ambiguous++;
 		else
 			g.samples_lost++;
-		e->state = 0;
+		atomic_store(&e->state, 0);
 	}
 	pthread_mutex_unlock(&g.cmu);
 	for (unsigned j = 0; j < n; j++)
@@ -1315,6 +1481,8 @@ static void census_poll_samples(int64_t now)
 			drv.event_destroy(todo[j].a);
 			if (todo[j].b)
 				drv.event_destroy(todo[j].b);
+			if (todo[j].f)
+				drv.event_destroy(todo[j].f);
 		}
 }
 
@@ -1350,6 +1518,7 @@ static void census_close(int64_t now)
 	int64_t t0 = clock_mono_ns();
 	atomic_store(&g.census_on, 0);
 	g.cupti.unsubscribe(g.sub);
+	hold_release_all(); /* an exit that was not heard lets nothing wait */
 	g.holds_census = 0;
 	int64_t start = atomic_load(&g.census_start_ns);
 	uint64_t counted = start > 0 && now > start ? (uint64_t)(now - start) : 0;
@@ -1414,6 +1583,7 @@ static void detach_tick(int64_t now)
 			g.detaches++;
 			g.lasting = 0;
 			atomic_store(&g.census_on, 0);
+			hold_release_all(); /* no exit is heard after cuptiFinalize */
 			int64_t start = atomic_exchange(&g.census_start_ns, 0);
 			if (g.holds_census && start > 0 && now > start)
 				g.observed_ns += (uint64_t)(now - start);
@@ -1765,8 +1935,15 @@ static void *inject_main(void *arg)
 		if (atomic_load(&g.sub_until_context) && (g.uvm_state != 0 || !g.have_cupti ||
 							   now >= g.sub_deadline_ns))
 			release_context_subscriber();
+		/* A capture asked before the first tick arms CUPTI now: a
+		 * program of a second is over by the first flush (the H200's
+		 * check of the known program got no capture at all). */
+		pthread_mutex_lock(&g.mu);
+		int cap_waits = g.pending_capture_set;
+		pthread_mutex_unlock(&g.mu);
+		bool probed = cap_waits && atomic_load(&g.arm_pending) && !g.is_fork_child && arm_continuous();
 		if (now >= next_flush) {
-			bool probed = atomic_load(&g.arm_pending) && !g.is_fork_child && arm_continuous();
+			probed = (atomic_load(&g.arm_pending) && !g.is_fork_child && arm_continuous()) || probed;
 			if (g.have_cupti)
 				g.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 			if (!probed && !g.holds_subscriber && !g.holds_census && !g.detach_sub &&
@@ -1823,8 +2000,8 @@ static void on_daemon_msg(const struct wire_msg *m, void *user)
 	(void)user;
 	if (m->type == WIRE_CAPTURE) {
 		/* Before continuous mode's first tick the capture waits for
-		 * CUPTI to be taken (at most a second). */
-		if ((!g.have_cupti && !atomic_load(&g.arm_pending)) || g.stepped_aside)
+		 * CUPTI to be taken, which it asks for at once. */
+		if (g.stepped_aside)
 			return;
 		uint32_t secs = m->u.capture.seconds;
 		if (secs == 0 || secs > CAPTURE_SECONDS_MAX)
@@ -1838,6 +2015,7 @@ static void on_daemon_msg(const struct wire_msg *m, void *user)
 			g.pending_capture = m->u.capture;
 			g.pending_capture.seconds = secs;
 			g.pending_capture_set = 1;
+			pthread_cond_signal(&g.wake); /* arm now, not at the first flush */
 			pthread_mutex_unlock(&g.mu);
 			return;
 		}
@@ -1920,7 +2098,10 @@ static void write_dump(void)
 		 "\"client\": {\"connects\": %llu, \"frames_sent\": %llu, \"frames_dropped\": %llu}, "
 		 "\"enable_failures\": %llu, \"uvm_state\": %d, \"holds_subscriber\": %s, "
 		 "\"maxrss_kb\": %ld, \"source\": \"%s\", \"lasting_cost\": %s, "
-		 "\"census\": {\"busy\": %llu, \"samples_lost\": %llu, \"untimed_launches\": %llu, "
+		 "\"census\": {\"busy\": %llu, \"samples_lost\": %llu, \"samples_ambiguous\": %llu, "
+		 "\"holds\": %llu, \"holds_late\": %llu, \"hold_state\": %d, \"floor_n\": %llu, "
+		 "\"floor_mean_ns\": %.1f, "
+		 "\"untimed_launches\": %llu, "
 		 "\"can_time\": %s, \"cb_cost_ns\": %.1f}, \"detaches\": %llu",
 		 (int)getpid(), g.mode == WIRE_MODE_FOCUSED_NVTX ? "nvtx" : inject_mode_name(g.mode),
 		 g.stepped_aside ? "true" : "false", reason, g.have_cupti ? g.cupti.version : 0,
@@ -1936,6 +2117,9 @@ static void write_dump(void)
 		 g.holds_subscriber ? "true" : "false", ru.ru_maxrss,
 		 g.mode == WIRE_MODE_CONTINUOUS ? "census" : "trace", g.lasting ? "true" : "false",
 		 (unsigned long long)atomic_load(&g.census_busy), (unsigned long long)g.samples_lost,
+		 (unsigned long long)g.samples_ambiguous, (unsigned long long)g.holds,
+		 (unsigned long long)g.holds_late, atomic_load(&g.hold_state), (unsigned long long)g.floor_n,
+		 g.floor_n ? (double)g.floor_ns / (double)g.floor_n : 0.0,
 		 (unsigned long long)g.untimed_launches, drv.can_time ? "true" : "false", g.gov.cost_ns,
 		 (unsigned long long)g.detaches);
 	/* The edges of the last windows, on CLOCK_MONOTONIC (benchmarks line
@@ -1983,6 +2167,7 @@ static void at_exit(void)
 	}
 	if (thread_stuck) {
 		g.exited = 1;
+		hold_release_all(); /* exits are not heard from here on */
 		write_dump();
 		return;
 	}
@@ -1994,11 +2179,19 @@ static void at_exit(void)
 	if (g.cur) {
 		flush_interval(now);
 		pthread_mutex_lock(&g.mu);
+		if (g.pending_capture_set) {
+			/* Asked, never started (CUPTI was not armed before the
+			 * exit): answered, empty, so the asker is not left
+			 * waiting for its end. */
+			capture_start(g.cap, g.pending_capture.capture_id, g.pending_capture.max_events, now, now);
+			g.pending_capture_set = 0;
+		}
 		if (capture_pending(g.cap))
 			capture_drain(g.cap, now, 1, push_frame, NULL);
 		pthread_mutex_unlock(&g.mu);
 	}
 	g.exited = 1;
+	hold_release_all(); /* exits are not heard from here on */
 	if (g.have_cupti && !g.is_fork_child)
 		set_tracing(0);
 	if (g.client)

@@ -131,7 +131,8 @@ static void launch_until(const struct hooks *h, int rate, int64_t until)
 	}
 }
 
-enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_EARLY, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK, MARKERS, STUCK, CAPTURE_DETACH };
+enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_EARLY, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK, MARKERS, STUCK, CAPTURE_DETACH,
+		CAPTURE_SHORT };
 
 static const struct hooks *end_hooks;
 
@@ -244,6 +245,13 @@ static void play(enum scenario sc, struct outcome *o)
 		h.launch("k_after()", 1000, 30);
 		break;
 	}
+	case CAPTURE_SHORT:
+		/* A program of 0.6 s in continuous mode, over before the
+		 * library's first flush (1 s), whose daemon asks for a capture
+		 * at HELLO. */
+		h.context_created();
+		launch_until(&h, 20000, clock_mono_ns() + ms(600));
+		break;
 	case CAPTURE_DETACH: {
 		/* Continuous mode with GPULSE_DETACH=1: a capture traces
 		 * kernels exactly; once it is over, the next launch's API exit
@@ -809,6 +817,27 @@ static void test_capture_over_socket(void **state)
 	json_decref(d);
 }
 
+/* A capture asked of a short program before continuous mode's first
+ * tick arms CUPTI at once and traces what the program still launches;
+ * its end reaches the daemon before the exit (on the H200, the known
+ * program of about a second got no capture: it waited for the first
+ * flush, which never came). */
+static void test_capture_of_short_program(void **state)
+{
+	(void)state;
+	struct outcome o;
+	struct capture_seen c;
+	json_t *d = run_capture_case(CAPTURE_SHORT, "continuous", &c, &o);
+	assert_true(c.hello >= 1);
+	if (!c.ended)
+		fail_msg("no TRACE_END for the capture (%llu events seen)", (unsigned long long)c.events);
+	assert_int_equal(c.end.capture_id, 7);
+	if (c.events == 0 || c.end.events_total == 0)
+		fail_msg("the capture traced nothing: %llu events, end total %llu", (unsigned long long)c.events,
+			 (unsigned long long)c.end.events_total);
+	json_decref(d);
+}
+
 /* GPULSE_DETACH=1 (off by default): after a capture's exact trace in
  * continuous mode, cuptiFinalize is called once, at a driver API's exit
  * (the stand-in refuses it anywhere else), the lasting cost is no longer
@@ -959,6 +988,7 @@ int main(void)
 		cmocka_unit_test(test_gives_way_to_profiler_that_comes_later),
 		cmocka_unit_test(test_nvtx_focus_push_pop_and_start_end),
 		cmocka_unit_test(test_capture_over_socket),
+		cmocka_unit_test(test_capture_of_short_program),
 		cmocka_unit_test(test_drops_counted),
 		cmocka_unit_test(test_fork_child),
 		cmocka_unit_test(test_marker_ranges),
