@@ -41,7 +41,10 @@ run() { # workload config round
 		      GPULSE_INJECT_DUMP="$dump") ;;
 	esac
 	if [ "$w" = empty ]; then
-		cmd=("$EMPTY" 50000 $((SECS * 5 + 1))) # rounds of ~0.2 s
+		# rounds of ~8 ms, fine enough to set those inside the
+		# library's windows against those outside (inject_windows.py)
+		reps=$((SECS * 125)); [ $reps -gt 1000 ] && reps=1000
+		cmd=("$EMPTY" 2000 $reps)
 	else
 		cmd=(python3 "$HERE/inject_torch.py" "$w" --seconds "$SECS")
 		[ "$c" = torchprof ] && cmd+=(--profiler)

@@ -100,11 +100,23 @@ if a.profiler:
                                               torch.profiler.ProfilerActivity.CUDA])
     prof.__enter__()
 rounds = []
+# series: [CLOCK_MONOTONIC ns at a chunk's start, ns per iteration in it]
+# for chunks of about 5 ms, so that bench/inject_windows.py can set the
+# iterations inside the library's windows against those outside, in the
+# same process (processes of one binary differ more than the windows do).
+chunk = max(1, int(0.005 / per))
+series = []
 for _ in range(7):
     torch.cuda.synchronize()
     t0 = time.perf_counter()
+    c0, n = time.monotonic_ns(), 0
     for _ in range(iters):
         step()
+        n += 1
+        if n == chunk:
+            c1 = time.monotonic_ns()
+            series.append([c0, (c1 - c0) / n])
+            c0, n = c1, 0
     torch.cuda.synchronize()
     rounds.append((time.perf_counter() - t0) / iters)
 cuda_events = None
@@ -121,4 +133,4 @@ print(json.dumps({"workload": a.workload, "per_iter_ms": statistics.mean(rounds)
                   "median_ms": statistics.median(rounds) * 1e3,
                   "min_ms": min(rounds) * 1e3, "max_ms": max(rounds) * 1e3, "iters": iters,
                   "checksum": first, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                  "profiler_cuda_events": cuda_events}), flush=True)
+                  "profiler_cuda_events": cuda_events, "series": series}), flush=True)

@@ -9,10 +9,75 @@ the plain runs of the same call.
   inject_windows.py RUNS.jsonl      (bench/inject_overhead.sh's runs)
 """
 import json
+import os
+import random
 import statistics
 import sys
 
 runs = [json.loads(l) for l in open(sys.argv[1])]
+
+
+def windows_of(r):
+    if not r.get("dump"):
+        return [], None
+    path = r["dump"]
+    if not os.path.exists(path):  # the files brought back beside the runs
+        path = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), os.path.basename(path))
+    try:
+        d = json.load(open(path))
+    except (OSError, ValueError) as e:
+        print(f"{r['config']} round {r['round']}: dump unreadable: {e}", file=sys.stderr)
+        return [], None
+    return d.get("window_log_mono_ns", []), d.get("governor", {}).get("duty_ppm")
+
+
+def boot_median(xs, n=2000):
+    rnd = random.Random(1)
+    ms = sorted(statistics.median(rnd.choices(xs, k=len(xs))) for _ in range(n))
+    return ms[int(0.025 * n)], ms[int(0.975 * n) - 1]
+
+
+# Within each process: its iterations (chunks of the series) inside the
+# library's windows against those outside (from 100 ms after a window's
+# close to the next one's open), and the whole run's mean against that
+# outside median: what the windows cost the process, free of the spread
+# between processes. (A cost paid outside the windows too is not in it:
+# the ratio to plain in the overhead table covers that.)
+print("within each run: inside windows / outside, and the run's mean / outside")
+print(f"{'workload':9s} {'config':12s} {'runs':>4s} {'in/out (median)':>16s} {'mean/out (median)':>18s} "
+      f"{'95% interval':>16s} {'duty':>6s}")
+groups = {}
+for r in runs:
+    if r["rc"] != 0 or not r["result"] or not r["result"].get("series") or r["config"] == "plain":
+        continue
+    wins, duty = windows_of(r)
+    if not wins:
+        continue
+    series = r["result"]["series"]
+    inside, outside = [], []
+    for i, (t0, v) in enumerate(series):
+        t1 = series[i + 1][0] if i + 1 < len(series) else t0 + (t0 - series[i - 1][0] if i else 0)
+        if any(a < t1 and (b == 0 or b > t0) for a, b in wins):
+            inside.append(v)
+        elif any(b and 0 <= t0 - b < 100_000_000 for a, b in wins):
+            continue
+        else:
+            outside.append(v)
+    if len(inside) < 3 or len(outside) < 3:
+        continue
+    out = statistics.median(outside)
+    g = groups.setdefault((r["workload"], r["config"]), {"in": [], "mean": [], "duty": []})
+    g["in"].append(statistics.median(inside) / out)
+    g["mean"].append(statistics.mean(v for _, v in series) / out)
+    if duty is not None:
+        g["duty"].append(duty / 1e6)
+for (w, c), g in sorted(groups.items()):
+    lo, hi = boot_median(g["mean"]) if len(g["mean"]) > 1 else (g["mean"][0], g["mean"][0])
+    duty = f"{statistics.median(g['duty']):.3f}" if g["duty"] else "-"
+    print(f"{w:9s} {c:12s} {len(g['in']):4d} {statistics.median(g['in']):16.3f} "
+          f"{statistics.median(g['mean']):18.4f} {lo:7.4f} - {hi:6.4f} {duty:>6s}")
+print()
+
 empty = [r for r in runs if r["workload"] == "empty" and r["rc"] == 0 and r["result"]
          and r["result"].get("series")]
 plain = [p for r in empty if r["config"] == "plain" for _, p in r["result"]["series"]]
@@ -25,12 +90,7 @@ print(f"{'config':16s} {'round':>5s} {'windows':>7s}  "
 for r in empty:
     if r["config"] == "plain":
         continue
-    wins = []
-    if r.get("dump"):
-        try:
-            wins = json.load(open(r["dump"])).get("window_log_mono_ns", [])
-        except (OSError, ValueError) as e:
-            print(f"{r['config']} round {r['round']}: dump unreadable: {e}", file=sys.stderr)
+    wins, _ = windows_of(r)
     series = r["result"]["series"]
     bins = {"in window": [], "<1 s after": [], "1-5 s after": [], "later": [], "before first": []}
     for i, (t0, ns) in enumerate(series):
