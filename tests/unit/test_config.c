@@ -211,7 +211,8 @@ static void test_errors(void **state)
 		 false},
 		{"http:\n  color: blue\n",
 		 NAME ":2:3: unknown key \"color\" in http (known keys: max_connections, threads, "
-		 "timeout, tls_cert_file, tls_key_file, auth_token_file, allow_insecure_remote)", false},
+		 "timeout, header_timeout, max_connections_per_address, tls_cert_file, tls_key_file, "
+		 "auth_token_file, allow_insecure_remote)", false},
 		/* wrong types */
 		{"listen:\n  host: a\n",
 		 NAME ":2:3: listen: expected an address like 127.0.0.1:9401, got a mapping", false},
