@@ -121,8 +121,8 @@ static void shut(struct http_guard *g, struct guard_conn *c, enum http_shed why)
 	if (counts(c))
 		g->held--;
 	c->state = C_SHUT;
+	count(g, why); /* before the client can see the close */
 	shutdown(c->fd, SHUT_RDWR);
-	count(g, why);
 }
 
 /* The connection that has waited longest for a head, other than `self`,

@@ -314,12 +314,12 @@ static void test_per_address(void **state)
 	assert_int_equal(http_server_shed(s, HTTP_SHED_EVICTED), 1);
 	close(b);
 	close(c);
-	usleep(200 * 1000);
+	usleep(1000 * 1000); /* MHD closes them on its thread: give it time */
 
 	/* Two busy with answers they do not read: a third is refused. */
 	const char *get = "GET /huge HTTP/1.1\r\nHost: x\r\n\r\n";
 	int busy1 = raw_open(port, get), busy2 = raw_open(port, get);
-	usleep(500 * 1000);
+	usleep(1000 * 1000);
 	int d = raw_open(port, "GET /");
 	assert_true(raw_wait_close(d, 3000, NULL, 0) >= 0);
 	assert_int_equal(http_server_shed(s, HTTP_SHED_PER_ADDRESS), 1);
