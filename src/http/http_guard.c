@@ -11,7 +11,11 @@
  * break a rule: a head not complete by its deadline (a sweeper thread), or
  * the oldest connection still waiting for a head when a newer one needs its
  * room. Only waiting connections are ever evicted; a connection whose head
- * is in is being served and is left alone.
+ * is in is being served and is left alone, and so is one whose whole head
+ * was already buffered when it was accepted (a scrape, accepted from a
+ * backlog that a flood of reconnecting slow clients keeps full, would
+ * otherwise be the oldest waiting connection by the time MHD, which
+ * accepts up to ten at a time per thread, got round to reading it).
  *
  * Why shutdown(2) from another thread is safe here: MHD calls the "closed"
  * notice before it closes the socket, and the entry, with its fd, is
@@ -52,6 +56,7 @@ enum cstate {
 struct guard_conn {
 	enum cstate state;
 	bool reserved;            /* busy on a reserved route */
+	bool head_buffered;       /* waiting, but its head is already here */
 	int fd;
 	int64_t since_ns;         /* when it began waiting (eviction order) */
 	int64_t deadline_ns;      /* for its head, while waiting */
@@ -133,7 +138,7 @@ static struct guard_conn *oldest_waiting(struct http_guard *g, const struct guar
 	struct guard_conn *best = NULL;
 	for (unsigned i = 0; i < g->cfg.slots; i++) {
 		struct guard_conn *c = &g->conns[i];
-		if (c == self || c->state != C_WAITING)
+		if (c == self || c->state != C_WAITING || c->head_buffered)
 			continue;
 		if (key && memcmp(c->key, key, KEY_LEN) != 0)
 			continue;
@@ -152,7 +157,8 @@ static unsigned from_address(const struct http_guard *g, const unsigned char *ke
 	return n;
 }
 
-struct guard_conn *guard_open(struct http_guard *g, int fd, const struct sockaddr *peer)
+struct guard_conn *guard_open(struct http_guard *g, int fd, const struct sockaddr *peer,
+			      bool head_buffered)
 {
 	int64_t now = clock_mono_ns();
 	pthread_mutex_lock(&g->mu);
@@ -167,6 +173,7 @@ struct guard_conn *guard_open(struct http_guard *g, int fd, const struct sockadd
 	g->free_head = c->next_free;
 	c->state = C_WAITING;
 	c->reserved = false;
+	c->head_buffered = head_buffered;
 	c->fd = fd;
 	c->since_ns = now;
 	c->deadline_ns = now + g->cfg.head_timeout_ns;
@@ -229,6 +236,7 @@ void guard_done(struct http_guard *g, struct guard_conn *c)
 			g->busy_ordinary--;
 		c->state = C_WAITING;
 		c->reserved = false;
+		c->head_buffered = false;
 		c->since_ns = now;
 		c->deadline_ns = now + g->cfg.next_head_timeout_ns;
 	}

@@ -41,10 +41,14 @@ int guard_start(struct http_guard **out, const struct guard_config *cfg);
 void guard_stop(struct http_guard *g);
 
 /* A connection was accepted on socket `fd` from `peer` (NULL: unknown).
- * Returns its entry, or NULL when the table is full; either way the guard
- * may already have shut the socket down (then MHD closes it on its next
- * read). Called on the connection's thread before any of its I/O. */
-struct guard_conn *guard_open(struct http_guard *g, int fd, const struct sockaddr *peer);
+ * `head_buffered`: its whole first head is already in the socket's buffer
+ * (a plaintext peek), so it is never chosen for eviction while MHD gets
+ * round to reading it. Returns its entry, or NULL when the table is full;
+ * either way the guard may already have shut the socket down (then MHD
+ * closes it on its next read). Called on the connection's thread before
+ * any of its I/O. */
+struct guard_conn *guard_open(struct http_guard *g, int fd, const struct sockaddr *peer,
+			      bool head_buffered);
 /* The connection's request head is complete, for a reserved route or not.
  * Returns true when it may be served; false when it must be refused with
  * 503 because the slots ordinary requests may hold busy are all taken

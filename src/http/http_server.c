@@ -51,6 +51,7 @@ struct http_server {
 	char *token;                 /* NULL when no auth */
 	size_t token_len;
 	char *tls_cert, *tls_key;    /* must outlive the daemon */
+	bool tls;
 	atomic_bool started;         /* MHD log lines after start are debug */
 	atomic_int nroutes;          /* published with release after the entry */
 	struct route routes[HTTP_MAX_ROUTES];
@@ -527,6 +528,16 @@ static struct guard_conn *conn_guard(struct MHD_Connection *conn)
 	return ci ? ci->socket_context : NULL;
 }
 
+/* True when a whole request head already waits in the socket's buffer
+ * (plaintext only: TLS records cannot be read without the handshake).
+ * One non-blocking peek; a head longer than the peek counts as not. */
+static bool head_buffered(int fd)
+{
+	char b[4096];
+	ssize_t n = recv(fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+	return n >= 4 && memmem(b, (size_t)n, "\r\n\r\n", 4) != NULL;
+}
+
 /* MHD's connection notices, on the connection's own thread: "started"
  * comes after accept and before any read (so before a TLS handshake),
  * "closed" before MHD closes the socket, which is what lets the guard shut
@@ -541,7 +552,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 		const union MHD_ConnectionInfo *addr =
 			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 		*socket_context = fd ? guard_open(s->guard, fd->connect_fd,
-						  addr ? addr->client_addr : NULL)
+						  addr ? addr->client_addr : NULL,
+						  !s->tls && head_buffered(fd->connect_fd))
 				     : NULL;
 	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
 		guard_close(s->guard, *socket_context);
@@ -872,6 +884,7 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		flags |= MHD_USE_IPv6;
 	if (tls)
 		flags |= MHD_USE_TLS;
+	s->tls = tls;
 	struct MHD_OptionItem opts[14];
 	int no = 0;
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s};

@@ -89,6 +89,7 @@ def fetch_metrics(args):
     t0 = time.monotonic()
     try:
         raw = socket.create_connection(("127.0.0.1", args.port), timeout=args.fetch_timeout)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as curl does
         s = tls_context().wrap_socket(raw) if args.tls else raw
         auth = b"Authorization: Bearer " + args.token.encode() + b"\r\n" if args.token else b""
         s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + auth + b"Connection: close\r\n\r\n")
