@@ -14,6 +14,10 @@ counters. Not a timed test: run it by hand and paste the table into
 docs/RELIABILITY.md.
 
   bench/http_slowloris.py --build build [--slow 500] [--fetches 300] [--tls]
+                          [--busy 200]
+
+--busy adds a third case: that many clients asking an ordinary route
+(/api/v1/gpus) as fast as they are answered, over keep-alive connections.
 """
 import argparse
 import multiprocessing
@@ -96,6 +100,50 @@ def loris(port, addrs, tls, count, stop, opened_total):
         c[0].close()
 
 
+def hammer(port, tls, token, clients, stop, done_total):
+    """`clients` keep-alive connections asking for an ordinary route
+    (/api/v1/gpus) as fast as they are answered, one thread each."""
+    import threading
+
+    def one():
+        n = 0
+        while not stop.is_set():
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=10)
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if tls:
+                    s = tls_ctx().wrap_socket(s)
+                f = s.makefile("rb")
+                auth = b"Authorization: Bearer %s\r\n" % token.encode() if token else b""
+                while not stop.is_set():
+                    s.sendall(b"GET /api/v1/gpus HTTP/1.1\r\nHost: x\r\n" + auth + b"\r\n")
+                    length, close = 0, False
+                    status = f.readline()
+                    while True:
+                        h = f.readline()
+                        if h in (b"\r\n", b""):
+                            break
+                        if h.lower().startswith(b"content-length:"):
+                            length = int(h.split(b":")[1])
+                        if h.lower().startswith(b"connection: close"):
+                            close = True
+                    f.read(length)
+                    n += 1
+                    if not status or close:
+                        break
+                s.close()
+            except (OSError, ssl.SSLError, ValueError):
+                time.sleep(0.01)
+        with lock:
+            done_total.value += n
+    lock = threading.Lock()
+    ts = [threading.Thread(target=one) for _ in range(clients)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
 def fetch(port, tls, token, timeout):
     t0 = time.perf_counter()
     try:
@@ -149,6 +197,8 @@ def main():
     p.add_argument("--gap", type=float, default=0.02)
     p.add_argument("--fetch-timeout", type=float, default=10.0)
     p.add_argument("--tls", action="store_true")
+    p.add_argument("--busy", type=int, default=0,
+                   help="also: this many clients asking /api/v1/gpus as fast as they can")
     args = p.parse_args()
     args.token = ""
 
@@ -197,7 +247,18 @@ def main():
         loaded = run_fetches(args, args.fetches)
         stop.set()
         lp.join(10)
-        shed = [line.decode() for line in loaded[4].split(b"\n")
+        busy, answered = None, multiprocessing.Value("q", 0, lock=False)
+        if args.busy:
+            stop = multiprocessing.Event()
+            hp = multiprocessing.Process(target=hammer, args=(args.port, args.tls, args.token,
+                                                               args.busy, stop, answered))
+            hp.start()
+            time.sleep(2)
+            busy = run_fetches(args, args.fetches)
+            stop.set()
+            hp.join(30)
+        last = busy[4] if busy else loaded[4]
+        shed = [line.decode() for line in last.split(b"\n")
                 if line.startswith(b"gpulse_http_shed_connections_total")]
     finally:
         d.terminate()
@@ -213,6 +274,9 @@ def main():
     print("| | idle | %d | %.1f | %.1f | %.1f | %d |" % ((args.fetches,) + idle[:4]))
     print("| | %d slow connections from %d addresses (%d opened in all) | %d | %.1f | %.1f | "
           "%.1f | %d |" % ((args.slow, len(addrs), opened.value, args.fetches) + loaded[:4]))
+    if busy:
+        print("| | %d clients on /api/v1/gpus (%d answers) | %d | %.1f | %.1f | %.1f | %d |"
+              % ((args.busy, answered.value, args.fetches) + busy[:4]))
     for line in shed:
         print("    " + line)
     return 0
