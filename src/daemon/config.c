@@ -121,6 +121,8 @@ static const struct key_spec http_keys[] = {
 	RANGED("max_connections", UINT, http.max_connections, 1, 10000),
 	RANGED("threads", UINT, http.threads, 1, 64),
 	RANGED("timeout", DURATION, http.timeout_ns, 1 * SEC, 3600 * SEC),
+	RANGED("header_timeout", DURATION, http.header_timeout_ns, 100 * MS, 3600 * SEC),
+	RANGED("max_connections_per_address", UINT, http.max_connections_per_address, 0, 10000),
 	LEAF("tls_cert_file", STRING, http.tls_cert_file),
 	LEAF("tls_key_file", STRING, http.tls_key_file),
 	LEAF("auth_token_file", STRING, http.auth_token_file),
@@ -266,6 +268,7 @@ void config_defaults(struct gpulse_config *c)
 	c->http.max_connections = 64;
 	c->http.threads = 2;
 	c->http.timeout_ns = 10 * NS_PER_SEC;
+	c->http.header_timeout_ns = (int64_t)HTTP_DEFAULT_HEADER_TIMEOUT_MS * NS_PER_MS;
 	c->log_level = LOG_INFO;
 	/* Rules at the edge run every second (alerts seconds after the
 	 * hardware shows a problem), 50 ms after their evaluation time so
@@ -1660,6 +1663,8 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       a->storage.rollup_retention_ns == b->storage.rollup_retention_ns &&
 	       a->http.max_connections == b->http.max_connections &&
 	       a->http.threads == b->http.threads && a->http.timeout_ns == b->http.timeout_ns &&
+	       a->http.header_timeout_ns == b->http.header_timeout_ns &&
+	       a->http.max_connections_per_address == b->http.max_connections_per_address &&
 	       strcmp(a->http.tls_cert_file, b->http.tls_cert_file) == 0 &&
 	       strcmp(a->http.tls_key_file, b->http.tls_key_file) == 0 &&
 	       strcmp(a->http.auth_token_file, b->http.auth_token_file) == 0 &&
@@ -1699,6 +1704,8 @@ int config_to_http(const struct gpulse_config *c, struct http_config *out, char 
 	out->threads = c->http.threads;
 	/* Round up: a 1.5 s timeout must not become 1 s. */
 	out->timeout_s = (unsigned)((c->http.timeout_ns + NS_PER_SEC - 1) / NS_PER_SEC);
+	out->header_timeout_ms = (unsigned)((c->http.header_timeout_ns + NS_PER_MS - 1) / NS_PER_MS);
+	out->max_per_ip = c->http.max_connections_per_address;
 	out->max_body_bytes = CONFIG_HTTP_MAX_BODY;
 	out->tls_cert_file = c->http.tls_cert_file[0] ? c->http.tls_cert_file : NULL;
 	out->tls_key_file = c->http.tls_key_file[0] ? c->http.tls_key_file : NULL;

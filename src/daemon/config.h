@@ -84,6 +84,8 @@ struct gpulse_config {
 		unsigned max_connections;
 		unsigned threads;
 		int64_t timeout_ns;
+		int64_t header_timeout_ns;      /* a whole first request head */
+		unsigned max_connections_per_address; /* 0: the server's default */
 		char tls_cert_file[CONFIG_PATH_LEN];
 		char tls_key_file[CONFIG_PATH_LEN];
 		char auth_token_file[CONFIG_PATH_LEN];

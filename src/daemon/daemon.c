@@ -1192,15 +1192,18 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	}
 	hc.requests_total = &d->self.http_requests_total;
 	hc.rejected_total = &d->self.http_rejected_total;
+	_Static_assert(SELF_HTTP_SHED_REASONS == HTTP_SHED_COUNT, "one counter per reason");
+	hc.shed_total = d->self.http_shed_total;
 	int hrc = http_server_start(&d->http, &hc, err, sizeof err);
 	if (hrc) {
 		log_error("%s", err);
 		status = exit_status(hrc);
 		goto out;
 	}
-	http_route(d->http, "/metrics", handle_metrics, d);
+	/* A scrape and a health check answer however busy the rest is. */
+	http_route_reserved(d->http, "/metrics", handle_metrics, d);
 	http_route(d->http, "/api/v1/gpus", handle_gpus, d);
-	http_route(d->http, "/healthz", handle_health, d);
+	http_route_reserved(d->http, "/healthz", handle_health, d);
 	http_route(d->http, "/api/v1/diagnosis", handle_diagnosis, d);
 	http_route(d->http, "/api/v1/rules", handle_rules, d);
 	http_route(d->http, "/api/v1/alerts", handle_alerts, d);

@@ -1091,6 +1091,18 @@ static void render_self(struct render *r, const struct self_stats *self)
 		family(w, "gpulse_http_rejected_total", T_COUNTER,
 		       "HTTP requests refused (over a limit, not allowed, or unauthorized).");
 		plain_u64(w, ld(&self->http_rejected_total));
+		static const char *const shed[SELF_HTTP_SHED_REASONS] = {
+			"head_timeout", "evicted", "per_address", "busy",
+		};
+		family(w, "gpulse_http_shed_connections_total", T_COUNTER,
+		       "HTTP connections closed or refused to keep /metrics answering, by reason.");
+		for (int i = 0; i < SELF_HTTP_SHED_REASONS; i++) {
+			sample(w, "", 0);
+			PUT_LIT(w, "{reason=\"");
+			put_str(w, shed[i]);
+			PUT_LIT(w, "\"");
+			end_u64(w, ld(&self->http_shed_total[i]));
+		}
 		family(w, "gpulse_config_reloads_total", T_COUNTER,
 		       "Configuration reloads, by result.");
 		sample(w, "", 0);

@@ -13,6 +13,8 @@
 
 #include "buf.h"
 
+#define SELF_HTTP_SHED_REASONS 4
+
 enum daemon_mode { MODE_NVML, MODE_REPLAY, MODE_NONE };
 
 /* The embedded store's counters as /metrics shows them (gpulse_storage_*).
@@ -80,6 +82,9 @@ struct self_stats {
 	atomic_uint_fast64_t last_scrape_ns;         /* render time of the last /metrics */
 	atomic_uint_fast64_t http_requests_total;
 	atomic_uint_fast64_t http_rejected_total;    /* over a limit or refused */
+	/* Connections the HTTP server shed, in enum http_shed's order:
+	 * head timeout, evicted, per address, busy. */
+	atomic_uint_fast64_t http_shed_total[SELF_HTTP_SHED_REASONS];
 	atomic_uint_fast64_t reloads_ok_total;
 	atomic_uint_fast64_t reloads_failed_total;
 	atomic_int last_reload_ok;                   /* 1 or 0 */

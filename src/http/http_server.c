@@ -1,8 +1,11 @@
 /* The HTTP server on libmicrohttpd; see http_server.h. MHD does the
- * protocol, the connection limits and TLS; this file adds the listen
+ * protocol, the hard connection limit and TLS; this file adds the listen
  * address syntax, request policy (GET/HEAD only, URL length, bearer token)
- * and a small route table. Error responses are built once at start and
- * shared, so a refused request costs no allocation. */
+ * and a small route table, and wires MHD's connection notices to the
+ * connection guard (http_guard.c: head deadlines, the per-address cap,
+ * slots kept for scrapes), which MHD's own timeout and per-IP limit cannot
+ * replace (see there). Error responses are built once at start and shared,
+ * so a refused request costs no allocation. */
 #include "http_server.h"
 
 #include <arpa/inet.h>
@@ -20,6 +23,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
+#include "http_guard.h"
 #include "log.h"
 #include "status.h"
 #include "str.h"
@@ -30,20 +35,23 @@ struct route {
 	char path[HTTP_MAX_ROUTE_PATH];
 	size_t len;
 	bool prefix;                 /* the path ends in '/' */
+	bool reserved;               /* may use the slots kept for scrapes */
 	http_handler_fn *fn;
 	void *ctx;
 };
 
-enum canned { R_401, R_404, R_405, R_413, R_414, R_500, R_COUNT };
+enum canned { R_401, R_404, R_405, R_413, R_414, R_500, R_503, R_COUNT };
 
 struct http_server {
 	struct MHD_Daemon *mhd;
+	struct http_guard *guard;    /* outlives mhd */
 	int listen_fd;               /* handed to MHD, which closes it */
 	int port;
 	size_t max_body;
 	char *token;                 /* NULL when no auth */
 	size_t token_len;
 	char *tls_cert, *tls_key;    /* must outlive the daemon */
+	bool tls;
 	atomic_bool started;         /* MHD log lines after start are debug */
 	atomic_int nroutes;          /* published with release after the entry */
 	struct route routes[HTTP_MAX_ROUTES];
@@ -509,6 +517,7 @@ static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection 
 		[R_401] = MHD_HTTP_UNAUTHORIZED, [R_404] = MHD_HTTP_NOT_FOUND,
 		[R_405] = MHD_HTTP_METHOD_NOT_ALLOWED, [R_413] = MHD_HTTP_CONTENT_TOO_LARGE,
 		[R_414] = MHD_HTTP_URI_TOO_LONG, [R_500] = MHD_HTTP_INTERNAL_SERVER_ERROR,
+		[R_503] = MHD_HTTP_SERVICE_UNAVAILABLE,
 	};
 	if (rejected) {
 		atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
@@ -516,6 +525,58 @@ static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection 
 			atomic_fetch_add_explicit(s->ext_rejected, 1, memory_order_relaxed);
 	}
 	return MHD_queue_response(conn, codes[which], s->canned[which]);
+}
+
+/* The guard's entry for a connection (NULL when the guard had no room). */
+static struct guard_conn *conn_guard(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+/* True when a whole request head already waits in the socket's buffer
+ * (plaintext only: TLS records cannot be read without the handshake).
+ * One non-blocking peek; a head longer than the peek counts as not. */
+static bool head_buffered(int fd)
+{
+	char b[4096];
+	ssize_t n = recv(fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+	return n >= 4 && memmem(b, (size_t)n, "\r\n\r\n", 4) != NULL;
+}
+
+/* MHD's connection notices, on the connection's own thread: "started"
+ * comes after accept and before any read (so before a TLS handshake),
+ * "closed" before MHD closes the socket, which is what lets the guard shut
+ * sockets down from its own thread (http_guard.c). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct http_server *s = cls;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *fd =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		const union MHD_ConnectionInfo *addr =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		*socket_context = fd ? guard_open(s->guard, fd->connect_fd,
+						  addr ? addr->client_addr : NULL,
+						  !s->tls && head_buffered(fd->connect_fd))
+				     : NULL;
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		guard_close(s->guard, *socket_context);
+		*socket_context = NULL;
+	}
+}
+
+/* A request is over (answered, refused or abandoned): the connection, if
+ * it stays, waits for its next head under a new deadline. */
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct http_server *s = cls;
+	(void)req_cls;
+	(void)toe;
+	guard_done(s->guard, conn_guard(conn));
 }
 
 /* MHD calls this twice for a request without a body: once when the
@@ -549,6 +610,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		    MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 						MHD_HTTP_HEADER_TRANSFER_ENCODING))
 			return send_canned(s, conn, R_413, true);
+		/* The head is complete: its deadline no longer applies, and an
+		 * ordinary route takes a busy slot if one is left for it. */
+		const struct route *r = find_route(s, url);
+		if (!guard_head(s->guard, conn_guard(conn), r && r->reserved))
+			return send_canned(s, conn, R_503, true);
 		*req_cls = &headers_seen_marker;
 		return MHD_YES;
 	}
@@ -681,6 +747,7 @@ static int make_canned(struct http_server *s)
 		[R_413] = "request bodies are not accepted\n",
 		[R_414] = "request target too long\n",
 		[R_500] = "internal error\n",
+		[R_503] = "busy: too many requests at once; retry shortly\n",
 	};
 	for (int i = 0; i < R_COUNT; i++) {
 		/* MHD never writes to a PERSISTENT buffer; its prototype is just
@@ -697,6 +764,7 @@ static int make_canned(struct http_server *s)
 	MHD_add_response_header(s->canned[R_405], MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
 	MHD_add_response_header(s->canned[R_401], MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 				"Bearer realm=\"gpulse\"");
+	MHD_add_response_header(s->canned[R_503], MHD_HTTP_HEADER_RETRY_AFTER, "1");
 	return GPULSE_OK;
 }
 
@@ -744,6 +812,8 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 						 : HTTP_DEFAULT_MAX_CONNECTIONS;
 	unsigned threads = cfg->threads ? cfg->threads : HTTP_DEFAULT_THREADS;
 	unsigned timeout = cfg->timeout_s ? cfg->timeout_s : HTTP_DEFAULT_TIMEOUT_S;
+	unsigned head_ms = cfg->header_timeout_ms ? cfg->header_timeout_ms
+						  : HTTP_DEFAULT_HEADER_TIMEOUT_MS;
 	unsigned per_ip = cfg->max_per_ip;
 	if (per_ip == 0) {
 		/* On loopback every client shares one address, so a per-address
@@ -752,8 +822,27 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		if (per_ip < 4)
 			per_ip = max_conn < 4 ? max_conn : 4;
 	}
+	if (per_ip > max_conn)
+		per_ip = max_conn;
 	if (threads > max_conn)
 		threads = max_conn;
+	/* MHD's hard limit is above max_connections by a quarter (at least
+	 * 8): room for the connections accepted while evicted ones are still
+	 * closing, and for scrapes beyond the reserve. */
+	unsigned slack = max_conn / 4 > 8 ? max_conn / 4 : 8;
+	unsigned reserve = max_conn / 8 > 2 ? max_conn / 8 : 2;
+	if (reserve > max_conn / 2)
+		reserve = max_conn / 2;
+	struct guard_config gc = {
+		.max_connections = max_conn,
+		.slots = max_conn + slack,
+		.reserved = reserve,
+		.per_address = per_ip,
+		.head_timeout_ns = (int64_t)head_ms * NS_PER_MS,
+		.next_head_timeout_ns = (int64_t)timeout * NS_PER_SEC,
+		.sweep_ns = 100 * NS_PER_MS,
+		.shed_total = cfg->shed_total,
+	};
 	s->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : HTTP_DEFAULT_MAX_BODY;
 	s->ext_requests = cfg->requests_total;
 	s->ext_rejected = cfg->rejected_total;
@@ -786,8 +875,11 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	}
 
 	rc = make_canned(s);
+	if (!rc)
+		rc = guard_start(&s->guard, &gc);
 	if (rc) {
-		str_errf(err, errlen, "Out of memory starting the HTTP server.");
+		str_errf(err, errlen, rc == GPULSE_ENOMEM ? "Out of memory starting the HTTP server."
+							  : "Cannot start the HTTP server's thread.");
 		goto out;
 	}
 	rc = open_listener(cfg->listen, host, port, res, &s->listen_fd, &v6, err, errlen);
@@ -799,13 +891,19 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		flags |= MHD_USE_IPv6;
 	if (tls)
 		flags |= MHD_USE_TLS;
-	struct MHD_OptionItem opts[12];
+	s->tls = tls;
+	struct MHD_OptionItem opts[14];
 	int no = 0;
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s};
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
-	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)max_conn, NULL};
-	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)per_ip,
-					     NULL};
+	/* No MHD_OPTION_PER_IP_CONNECTION_LIMIT: the guard caps addresses,
+	 * by /64 for IPv6, and makes room by closing a waiting connection
+	 * where MHD would refuse the newcomer. */
+	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)gc.slots, NULL};
+	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION,
+					     (intptr_t)on_connection, s};
+	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed,
+					     s};
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout, NULL};
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, NULL};
 	if (threads > 1)
@@ -841,7 +939,8 @@ out:
 	return rc;
 }
 
-int http_route(struct http_server *s, const char *path, http_handler_fn *fn, void *ctx)
+static int add_route(struct http_server *s, const char *path, http_handler_fn *fn, void *ctx,
+		     bool reserved)
 {
 	int n = atomic_load(&s->nroutes);
 	size_t len = strlen(path);
@@ -851,10 +950,22 @@ int http_route(struct http_server *s, const char *path, http_handler_fn *fn, voi
 	memcpy(r->path, path, len + 1);
 	r->len = len;
 	r->prefix = path[len - 1] == '/';
+	r->reserved = reserved;
 	r->fn = fn;
 	r->ctx = ctx;
 	atomic_store_explicit(&s->nroutes, n + 1, memory_order_release);
 	return GPULSE_OK;
+}
+
+int http_route(struct http_server *s, const char *path, http_handler_fn *fn, void *ctx)
+{
+	return add_route(s, path, fn, ctx, false);
+}
+
+int http_route_reserved(struct http_server *s, const char *path, http_handler_fn *fn,
+			void *ctx)
+{
+	return add_route(s, path, fn, ctx, true);
 }
 
 int http_server_port(const struct http_server *s)
@@ -871,12 +982,18 @@ void http_server_counters(const struct http_server *s, uint64_t *requests,
 		*rejected = s ? atomic_load_explicit(&s->rejected, memory_order_relaxed) : 0;
 }
 
+uint64_t http_server_shed(const struct http_server *s, enum http_shed why)
+{
+	return s ? guard_shed(s->guard, why) : 0;
+}
+
 void http_server_stop(struct http_server *s)
 {
 	if (!s)
 		return;
 	if (s->mhd)
-		MHD_stop_daemon(s->mhd);
+		MHD_stop_daemon(s->mhd); /* closes every connection: guard_close */
+	guard_stop(s->guard);
 	for (int i = 0; i < R_COUNT; i++)
 		if (s->canned[i])
 			MHD_destroy_response(s->canned[i]);

@@ -26,24 +26,47 @@ struct sockaddr;
 typedef int http_resolve_fn(const char *host, const char *port, const struct addrinfo *hints,
 			    struct addrinfo **res);
 
+/* Why the server closed or refused a connection to keep /metrics
+ * answering under slow or many clients (http_config.shed_total; the
+ * design is in docs/internals/http.md). */
+enum http_shed {
+	HTTP_SHED_HEAD_TIMEOUT,      /* no whole request head by its deadline */
+	HTTP_SHED_EVICTED,           /* the connection that had waited longest
+	                                for a head, to make room for a new one */
+	HTTP_SHED_PER_ADDRESS,       /* a new connection over its address's cap
+	                                while all of that address's are busy */
+	HTTP_SHED_BUSY,              /* 503: ordinary requests held every slot
+	                                they may hold (the rest are reserved) */
+	HTTP_SHED_COUNT
+};
+
 struct http_config {
 	const char *listen;          /* "127.0.0.1:9401", "[::1]:9401", ":9401" */
 	unsigned max_connections;    /* default 64 */
 	unsigned threads;            /* worker threads, default 2 */
-	unsigned timeout_s;          /* idle connection timeout, default 10 */
+	unsigned timeout_s;          /* idle connection timeout, default 10;
+	                                also the time a kept-alive connection
+	                                has, from the end of a response, to
+	                                deliver the next whole request head */
+	unsigned header_timeout_ms;  /* a connection's first request head, TLS
+	                                handshake included, must be in whole
+	                                this long after accept; default 5000 */
 	size_t max_body_bytes;       /* largest response a handler may build */
 	const char *tls_cert_file;   /* PEM; NULL for plain HTTP */
 	const char *tls_key_file;
 	const char *auth_token;      /* when set, every request needs
 	                                "Authorization: Bearer TOKEN" */
-	unsigned max_per_ip;         /* connections from one address; 0: all of
-	                                max_connections on a loopback listen,
-	                                else a quarter of it (at least 4) */
+	unsigned max_per_ip;         /* connections from one address (IPv6: one
+	                                /64); 0: all of max_connections on a
+	                                loopback listen, else a quarter of it
+	                                (at least 4) */
 	/* Optional counters the server bumps (NULL: none), so the daemon's
 	 * self-metrics need no glue: every request, and every request refused
 	 * with 401, 405, 413 or 414. */
 	atomic_uint_fast64_t *requests_total;
 	atomic_uint_fast64_t *rejected_total;
+	/* HTTP_SHED_COUNT counters, one per enum http_shed (NULL: none). */
+	atomic_uint_fast64_t *shed_total;
 	/* Listening beyond loopback needs TLS and auth_token when this is
 	 * true: a host is loopback only when every address it resolves to is
 	 * (http_addr_is_loopback), and the addresses checked are the ones
@@ -58,6 +81,7 @@ struct http_config {
 #define HTTP_DEFAULT_MAX_CONNECTIONS 64
 #define HTTP_DEFAULT_THREADS 2
 #define HTTP_DEFAULT_TIMEOUT_S 10
+#define HTTP_DEFAULT_HEADER_TIMEOUT_MS 5000
 #define HTTP_DEFAULT_MAX_BODY (16u << 20)
 
 struct http_request {
@@ -116,16 +140,33 @@ struct http_server;
  * Free with http_server_stop. `cfg` and its
  * strings need not outlive the call; the counters it points to must.
  *
+ * Connections: at most max_connections are held at once; when one more
+ * arrives, the connection that has waited longest for a request head is
+ * closed to make room (a connection being served is never evicted). One
+ * address holds at most max_per_ip, on the same terms. A connection that
+ * has not delivered a whole head header_timeout_ms after accept (TLS
+ * handshake included), or timeout_s after its previous response, is
+ * closed. Requests for routes other than reserved ones (http_route_reserved)
+ * keep at most max_connections minus a reserve (an eighth, at least 2, at
+ * most half) busy at once; beyond that they get 503 with Retry-After, so a
+ * scrape always finds a slot. Each closure is counted in shed_total.
+ *
  * Every request goes through, in order: a target over HTTP_MAX_URL_BYTES
  * gets 414; a method other than GET or HEAD gets 405 with "Allow: GET,
- * HEAD"; a request body gets 413; a missing or wrong bearer token (when
- * configured) gets 401 with WWW-Authenticate; a path with no route gets
- * 404. Successful answers keep the connection alive. */
+ * HEAD"; a request body gets 413; an ordinary request over the busy cap
+ * gets 503; a missing or wrong bearer token (when configured) gets 401
+ * with WWW-Authenticate; a path with no route gets 404. Successful answers
+ * keep the connection alive. */
 int http_server_start(struct http_server **out, const struct http_config *cfg,
 		      char *err, size_t errlen);
 /* Route `path` (exact match, or a prefix when it ends in '/') for GET and
  * HEAD. Register before requests arrive. 0 or GPULSE_ELIMIT. */
 int http_route(struct http_server *s, const char *path, http_handler_fn *fn, void *ctx);
+/* As http_route, for a route that must answer however busy the others
+ * are (/metrics, /healthz): its requests may use the reserved slots. Keep
+ * such handlers quick; they are what the reserve is for. */
+int http_route_reserved(struct http_server *s, const char *path, http_handler_fn *fn,
+			void *ctx);
 /* The port actually bound (useful with port 0). */
 int http_server_port(const struct http_server *s);
 /* Stop accepting, finish in-flight requests, free. Accepts NULL. */
@@ -133,6 +174,8 @@ void http_server_stop(struct http_server *s);
 /* Requests seen and requests refused since start (see rejected_total). */
 void http_server_counters(const struct http_server *s, uint64_t *requests,
 			  uint64_t *rejected);
+/* Connections closed or refused for `why` since start (see shed_total). */
+uint64_t http_server_shed(const struct http_server *s, enum http_shed why);
 
 /* Split a listen address into host and port without touching the network:
  *   "a.b.c.d:PORT", "HOSTNAME:PORT", "[IPV6]:PORT" (a zone is allowed:

@@ -97,6 +97,8 @@ static const char full_yaml[] =
 	"  max_connections: 200\n"
 	"  threads: 8\n"
 	"  timeout: 30\n"
+	"  header_timeout: 750ms\n"
+	"  max_connections_per_address: 12\n"
 	"  tls_cert_file: \"\"\n"
 	"  tls_key_file:\n"
 	"  auth_token_file: ~\n"
@@ -126,6 +128,8 @@ static void test_full_file(void **state)
 	assert_true(c.replay.speed == 12.5);
 	assert_false(c.replay.loop);
 	assert_int_equal(c.http.max_connections, 200);
+	assert_int_equal(c.http.header_timeout_ns, 750 * NS_PER_MS);
+	assert_int_equal(c.http.max_connections_per_address, 12);
 	assert_int_equal(c.http.threads, 8);
 	assert_int_equal(c.http.timeout_ns, 30 * NS_PER_SEC);
 	assert_string_equal(c.http.tls_cert_file, "");
@@ -211,7 +215,8 @@ static void test_errors(void **state)
 		 false},
 		{"http:\n  color: blue\n",
 		 NAME ":2:3: unknown key \"color\" in http (known keys: max_connections, threads, "
-		 "timeout, tls_cert_file, tls_key_file, auth_token_file, allow_insecure_remote)", false},
+		 "timeout, header_timeout, max_connections_per_address, tls_cert_file, tls_key_file, "
+		 "auth_token_file, allow_insecure_remote)", false},
 		/* wrong types */
 		{"listen:\n  host: a\n",
 		 NAME ":2:3: listen: expected an address like 127.0.0.1:9401, got a mapping", false},
@@ -254,6 +259,10 @@ static void test_errors(void **state)
 		 false},
 		{"http:\n  max_connections: 10001\n", NAME ":2:20: http.max_connections: \"10001\" is out of range",
 		 true},
+		{"http:\n  header_timeout: 50ms\n",
+		 NAME ":2:19: http.header_timeout: \"50ms\" is out of range", true},
+		{"http:\n  max_connections_per_address: 10001\n",
+		 NAME ":2:32: http.max_connections_per_address: \"10001\" is out of range", true},
 		{"http:\n  timeout: 500ms\n", NAME ":2:12: http.timeout: \"500ms\" is out of range (1s..1h)",
 		 false},
 		{"log_level: verbose\n",
@@ -679,6 +688,8 @@ static void test_to_http(void **state)
 	assert_int_equal(h.max_connections, 64);
 	assert_int_equal(h.threads, 2);
 	assert_int_equal(h.timeout_s, 10);
+	assert_int_equal(h.header_timeout_ms, 5000);
+	assert_int_equal(h.max_per_ip, 0); /* the server's default */
 	assert_true(h.max_body_bytes > 0);
 	assert_null(h.tls_cert_file);
 	assert_null(h.tls_key_file);
@@ -687,9 +698,13 @@ static void test_to_http(void **state)
 	temp_file(token, sizeof token, "abc123\r\n", 0600);
 	snprintf(c.http.auth_token_file, sizeof c.http.auth_token_file, "%s", token);
 	c.http.timeout_ns = 1500 * NS_PER_MS; /* rounds up */
+	c.http.header_timeout_ns = 1500 * NS_PER_US; /* rounds up to 2 ms */
+	c.http.max_connections_per_address = 8;
 	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
 	assert_string_equal(h.auth_token, "abc123");
 	assert_int_equal(h.timeout_s, 2);
+	assert_int_equal(h.header_timeout_ms, 2);
+	assert_int_equal(h.max_per_ip, 8);
 
 	/* A token that cannot be read fails closed: no request can match. */
 	assert_int_equal(chmod(token, 0604), 0);

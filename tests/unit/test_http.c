@@ -1,8 +1,9 @@
 /* Tests for the HTTP server (src/http/http_server.c) through libcurl on
  * 127.0.0.1:0: routes (exact and prefix), 404, 405 with Allow, 413, 414,
  * 500 from a failing or oversized handler, HEAD, bearer tokens, counters,
- * port in use, TLS errors (and TLS itself when openssl is installed), and
- * the listen address parser. */
+ * port in use, TLS errors (and TLS itself when openssl is installed), the
+ * listen address parser, and the connection guard: head deadlines,
+ * eviction within an address, and the 503 that keeps slots for scrapes. */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -13,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -170,7 +173,196 @@ static int h_blob(void *ctx, const struct http_request *req, struct http_respons
 	return 0;
 }
 
+/* ---- raw sockets, for clients that curl will not imitate ------------- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A connection to 127.0.0.1:port that has sent `text`; a small receive
+ * buffer, so a large answer it never reads stays in flight. */
+static int raw_open(int port, const char *text)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	int small = 4096;
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+	if (text[0])
+		assert_true(send(fd, text, strlen(text), MSG_NOSIGNAL) == (ssize_t)strlen(text));
+	return fd;
+}
+
+/* Read until the server closes `fd` (what it sent is dropped): the ms
+ * that took, or -1 when it was still open after max_ms. The first bytes
+ * go to first[firstlen] when given. */
+static int64_t raw_wait_close(int fd, int64_t max_ms, char *first, size_t firstlen)
+{
+	int64_t t0 = now_ms(), end = t0 + max_ms;
+	size_t got = 0;
+	if (first)
+		first[0] = '\0';
+	for (;;) {
+		int64_t left = end - now_ms();
+		if (left <= 0)
+			return -1;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, (int)left) <= 0)
+			continue;
+		char b[4096];
+		ssize_t n = recv(fd, b, sizeof b, 0);
+		if (n <= 0)
+			return now_ms() - t0;
+		if (first && got + 1 < firstlen) {
+			size_t k = (size_t)n < firstlen - 1 - got ? (size_t)n : firstlen - 1 - got;
+			memcpy(first + got, b, k);
+			got += k;
+			first[got] = '\0';
+		}
+	}
+}
+
+static bool raw_open_still(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return poll(&p, 1, 0) == 0;
+}
+
+/* A large answer (16 MiB, from a blob: more than any socket buffers hold)
+ * that a client which never reads keeps in flight, holding its connection
+ * busy. */
+static char huge_data[16 << 20];
+
+static int h_huge(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)req;
+	resp->blob = http_blob_ref(ctx);
+	return 0;
+}
+
+static struct http_server *guarded(unsigned max_conn, unsigned per_ip, unsigned head_ms,
+				   struct http_blob *huge)
+{
+	struct http_server *s = NULL;
+	struct http_config cfg = {
+		.listen = "127.0.0.1:0", .threads = 2, .max_connections = max_conn,
+		.max_per_ip = per_ip, .timeout_s = 30, .header_timeout_ms = head_ms,
+	};
+	char err[256] = "";
+	if (http_server_start(&s, &cfg, err, sizeof err))
+		fail_msg("start: %s", err);
+	assert_int_equal(http_route_reserved(s, "/metrics", h_hello, NULL), 0);
+	assert_int_equal(http_route(s, "/huge", h_huge, huge), 0);
+	return s;
+}
+
 /* ---- tests ----------------------------------------------------------- */
+
+/* A head that trickles in is cut off at header_timeout from accept, not
+ * at the idle timeout (30 s here) that each byte would restart; a whole
+ * request on a fresh connection is still answered. */
+static void test_head_deadline(void **state)
+{
+	(void)state;
+	struct http_server *s = guarded(8, 0, 400, NULL);
+	int port = http_server_port(s);
+	int fd = raw_open(port, "GET /metr");
+	int64_t t0 = now_ms();
+	/* One more byte every 100 ms: activity that restarts MHD's timeout. */
+	int64_t closed = -1;
+	for (int i = 0; i < 40 && closed < 0; i++) {
+		send(fd, "i", 1, MSG_NOSIGNAL);
+		closed = raw_wait_close(fd, 100, NULL, 0);
+	}
+	int64_t took = now_ms() - t0;
+	assert_true(closed >= 0);            /* closed within 4 s */
+	assert_true(took >= 300);            /* not before its deadline */
+	close(fd);
+	assert_int_equal(http_server_shed(s, HTTP_SHED_HEAD_TIMEOUT), 1);
+	char first[64];
+	fd = raw_open(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_true(raw_wait_close(fd, 5000, first, sizeof first) >= 0);
+	assert_non_null(strstr(first, "HTTP/1.1 200"));
+	close(fd);
+	http_server_stop(s);
+}
+
+/* Over the cap for its address, a new connection closes that address's
+ * connection that has waited longest for a head; when all of the address's
+ * connections are being served, the newcomer is the one refused. */
+static void test_per_address(void **state)
+{
+	(void)state;
+	struct http_blob *huge = http_blob_new(huge_data, sizeof huge_data);
+	assert_non_null(huge);
+	struct http_server *s = guarded(16, 2, 30000, huge);
+	int port = http_server_port(s);
+	int a = raw_open(port, "GET /");
+	usleep(50 * 1000);
+	int b = raw_open(port, "GET /");
+	usleep(50 * 1000);
+	int c = raw_open(port, "GET /");
+	assert_true(raw_wait_close(a, 3000, NULL, 0) >= 0); /* the oldest went */
+	usleep(200 * 1000);
+	assert_true(raw_open_still(b));
+	assert_true(raw_open_still(c));
+	assert_int_equal(http_server_shed(s, HTTP_SHED_EVICTED), 1);
+	close(b);
+	close(c);
+	usleep(1000 * 1000); /* MHD closes them on its thread: give it time */
+
+	/* Two busy with answers they do not read: a third is refused. */
+	const char *get = "GET /huge HTTP/1.1\r\nHost: x\r\n\r\n";
+	int busy1 = raw_open(port, get), busy2 = raw_open(port, get);
+	usleep(1000 * 1000);
+	int d = raw_open(port, "GET /");
+	assert_true(raw_wait_close(d, 3000, NULL, 0) >= 0);
+	assert_int_equal(http_server_shed(s, HTTP_SHED_PER_ADDRESS), 1);
+	close(d);
+	close(busy1);
+	close(busy2);
+	http_server_stop(s);
+	http_blob_unref(huge);
+}
+
+/* Ordinary requests keep at most max_connections minus the reserve busy
+ * (8 - 2 here): the next gets 503 with Retry-After, and a scrape of a
+ * reserved route is still answered. */
+static void test_busy_reserve(void **state)
+{
+	(void)state;
+	struct http_blob *huge = http_blob_new(huge_data, sizeof huge_data);
+	assert_non_null(huge);
+	struct http_server *s = guarded(8, 0, 30000, huge);
+	int port = http_server_port(s);
+	const char *get = "GET /huge HTTP/1.1\r\nHost: x\r\n\r\n";
+	int busy[6];
+	for (int i = 0; i < 6; i++)
+		busy[i] = raw_open(port, get);
+	usleep(1000 * 1000);
+	char first[256];
+	int extra = raw_open(port, get);
+	assert_true(raw_wait_close(extra, 5000, first, sizeof first) >= 0);
+	assert_non_null(strstr(first, "HTTP/1.1 503"));
+	assert_non_null(strcasestr(first, "Retry-After: 1"));
+	close(extra);
+	assert_int_equal(http_server_shed(s, HTTP_SHED_BUSY), 1);
+	struct reply r;
+	char u[64];
+	snprintf(u, sizeof u, "http://127.0.0.1:%d/metrics", port);
+	fetch(&r, u, NULL, NULL, NULL);
+	assert_int_equal(r.status, 200);
+	reply_free(&r);
+	for (int i = 0; i < 6; i++)
+		close(busy[i]);
+	http_server_stop(s);
+	http_blob_unref(huge);
+}
 
 /* A shared body is sent without copying by any number of responses, and
  * every reference the server takes is dropped once sent: under ASan and
@@ -733,6 +925,9 @@ int main(void)
 		cmocka_unit_test(test_concurrent),
 		cmocka_unit_test(test_all_interfaces_and_ipv6),
 		cmocka_unit_test(test_tls),
+		cmocka_unit_test(test_head_deadline),
+		cmocka_unit_test(test_per_address),
+		cmocka_unit_test(test_busy_reserve),
 		cmocka_unit_test(test_parse_listen),
 		cmocka_unit_test(test_loopback),
 		cmocka_unit_test(test_addr_loopback),

@@ -152,6 +152,8 @@ static int setup(void **state)
 	atomic_store(&fx->self.last_scrape_ns, 250000);
 	atomic_store(&fx->self.http_requests_total, 40);
 	atomic_store(&fx->self.http_rejected_total, 3);
+	atomic_store(&fx->self.http_shed_total[0], 5);
+	atomic_store(&fx->self.http_shed_total[3], 7);
 	atomic_store(&fx->self.reloads_ok_total, 2);
 	atomic_store(&fx->self.reloads_failed_total, 1);
 	atomic_store(&fx->self.last_reload_ok, 1);
@@ -285,6 +287,11 @@ static void test_text_samples(void **state)
 	assert_line(t, "gpulse_scrape_duration_seconds 0.00025");
 	assert_line(t, "gpulse_http_requests_total 40");
 	assert_line(t, "gpulse_http_rejected_total 3");
+	assert_line(t, "# TYPE gpulse_http_shed_connections_total counter");
+	assert_line(t, "gpulse_http_shed_connections_total{reason=\"head_timeout\"} 5");
+	assert_line(t, "gpulse_http_shed_connections_total{reason=\"evicted\"} 0");
+	assert_line(t, "gpulse_http_shed_connections_total{reason=\"per_address\"} 0");
+	assert_line(t, "gpulse_http_shed_connections_total{reason=\"busy\"} 7");
 	assert_line(t, "gpulse_config_reloads_total{result=\"success\"} 2");
 	assert_line(t, "gpulse_config_reloads_total{result=\"failure\"} 1");
 	assert_line(t, "gpulse_config_last_reload_successful 1");

@@ -1,0 +1,327 @@
+/* The connection guard; see http_guard.h and docs/internals/http.md.
+ *
+ * libmicrohttpd's own defences do not stop slow clients: its idle timeout
+ * restarts on every byte, so one byte a second holds a connection for
+ * ever, and its per-IP limit refuses the newcomer (a scrape, say) rather
+ * than the connection that has sent nothing useful for seconds. So MHD
+ * tells us of every connection (MHD_OPTION_NOTIFY_CONNECTION: accepted,
+ * closed), of every complete head (the access handler's first call) and of
+ * every finished request (MHD_OPTION_NOTIFY_COMPLETED), and this file keeps
+ * one entry per connection and closes, with shutdown(2), the ones that
+ * break a rule: a head not complete by its deadline (a sweeper thread), or
+ * the oldest connection still waiting for a head when a newer one needs its
+ * room. Only waiting connections are ever evicted; a connection whose head
+ * is in is being served and is left alone, and so is one whose whole head
+ * was already buffered when it was accepted (a scrape, accepted from a
+ * backlog that a flood of reconnecting slow clients keeps full, would
+ * otherwise be the oldest waiting connection by the time MHD, which
+ * accepts up to ten at a time per thread, got round to reading it).
+ *
+ * Why shutdown(2) from another thread is safe here: MHD calls the "closed"
+ * notice before it closes the socket, and the entry, with its fd, is
+ * forgotten in that notice under the same mutex that every shutdown holds.
+ * So while an entry is live its fd is that connection's open socket, never
+ * a number the kernel has handed to something else. shutdown() does not
+ * free anything: the owning MHD thread sees end-of-file (or a TLS error) on
+ * its next read and closes the connection the ordinary way, on its own
+ * thread. The alternative, accepting sockets ourselves and handing them to
+ * MHD_add_connection once the head has arrived (MSG_PEEK), cannot see into
+ * TLS, so it would still need this for HTTPS.
+ *
+ * Every scan is linear over the table, which holds at most MHD's
+ * connection limit (max_connections plus a quarter): cheap next to an
+ * accept at the sizes allowed (http.max_connections <= 10000). */
+#include "http_guard.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "clock.h"
+#include "status.h"
+
+enum cstate {
+	C_FREE,
+	C_WAITING,   /* for a request head: the first one, or the next one */
+	C_BUSY,      /* head in: being served */
+	C_SHUT,      /* shut down by the guard, MHD has not closed it yet */
+};
+
+#define KEY_LEN 9    /* family tag, then an IPv4 address or an IPv6 /64 */
+
+struct guard_conn {
+	enum cstate state;
+	bool reserved;            /* busy on a reserved route */
+	bool head_buffered;       /* waiting, but its head is already here */
+	int fd;
+	int64_t since_ns;         /* when it began waiting (eviction order) */
+	int64_t deadline_ns;      /* for its head, while waiting */
+	unsigned char key[KEY_LEN];
+	unsigned next_free;
+};
+
+#define NO_ENTRY ((unsigned)-1)
+
+struct http_guard {
+	struct guard_config cfg;
+	pthread_mutex_t mu;       /* guards everything below */
+	pthread_cond_t wake;
+	bool stopping;
+	bool thread_started;
+	pthread_t sweeper;
+	struct guard_conn *conns; /* cfg.slots entries */
+	unsigned free_head;
+	unsigned held;            /* waiting or busy: what counts against N */
+	unsigned busy_ordinary;   /* busy on routes that are not reserved */
+	atomic_uint_fast64_t shed[HTTP_SHED_COUNT];
+};
+
+/* IPv4 addresses count one by one; IPv6 ones by /64, the block one host
+ * or one customer is usually given (a per-/128 cap lets such a client
+ * open as many connections as it likes). IPv4-mapped IPv6 is IPv4. */
+static void peer_key(const struct sockaddr *sa, unsigned char key[KEY_LEN])
+{
+	memset(key, 0, KEY_LEN);
+	if (!sa)
+		return;
+	if (sa->sa_family == AF_INET) {
+		struct sockaddr_in a4;
+		memcpy(&a4, sa, sizeof a4);
+		key[0] = 4;
+		memcpy(key + 1, &a4.sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		struct sockaddr_in6 a6;
+		memcpy(&a6, sa, sizeof a6);
+		if (IN6_IS_ADDR_V4MAPPED(&a6.sin6_addr)) {
+			key[0] = 4;
+			memcpy(key + 1, a6.sin6_addr.s6_addr + 12, 4);
+		} else {
+			key[0] = 6;
+			memcpy(key + 1, a6.sin6_addr.s6_addr, 8);
+		}
+	}
+}
+
+static bool counts(const struct guard_conn *c)
+{
+	return c->state == C_WAITING || c->state == C_BUSY;
+}
+
+/* Close `c` (caller holds mu): the owning thread sees EOF and closes it. */
+static void count(struct http_guard *g, enum http_shed why)
+{
+	atomic_fetch_add_explicit(&g->shed[why], 1, memory_order_relaxed);
+	if (g->cfg.shed_total)
+		atomic_fetch_add_explicit(&g->cfg.shed_total[why], 1, memory_order_relaxed);
+}
+
+static void shut(struct http_guard *g, struct guard_conn *c, enum http_shed why)
+{
+	if (c->state == C_BUSY && !c->reserved)
+		g->busy_ordinary--;
+	if (counts(c))
+		g->held--;
+	c->state = C_SHUT;
+	count(g, why); /* before the client can see the close */
+	shutdown(c->fd, SHUT_RDWR);
+}
+
+/* The connection that has waited longest for a head, other than `self`,
+ * and from `key`'s address when key is not NULL. NULL when none. */
+static struct guard_conn *oldest_waiting(struct http_guard *g, const struct guard_conn *self,
+					 const unsigned char *key)
+{
+	struct guard_conn *best = NULL;
+	for (unsigned i = 0; i < g->cfg.slots; i++) {
+		struct guard_conn *c = &g->conns[i];
+		if (c == self || c->state != C_WAITING || c->head_buffered)
+			continue;
+		if (key && memcmp(c->key, key, KEY_LEN) != 0)
+			continue;
+		if (!best || c->since_ns < best->since_ns)
+			best = c;
+	}
+	return best;
+}
+
+static unsigned from_address(const struct http_guard *g, const unsigned char *key)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < g->cfg.slots; i++)
+		if (counts(&g->conns[i]) && memcmp(g->conns[i].key, key, KEY_LEN) == 0)
+			n++;
+	return n;
+}
+
+struct guard_conn *guard_open(struct http_guard *g, int fd, const struct sockaddr *peer,
+			      bool head_buffered)
+{
+	int64_t now = clock_mono_ns();
+	pthread_mutex_lock(&g->mu);
+	if (g->free_head == NO_ENTRY) {
+		/* Cannot happen while MHD's limit is the table's size; refuse
+		 * rather than serve a connection no deadline watches. */
+		pthread_mutex_unlock(&g->mu);
+		shutdown(fd, SHUT_RDWR);
+		return NULL;
+	}
+	struct guard_conn *c = &g->conns[g->free_head];
+	g->free_head = c->next_free;
+	c->state = C_WAITING;
+	c->reserved = false;
+	c->head_buffered = head_buffered;
+	c->fd = fd;
+	c->since_ns = now;
+	c->deadline_ns = now + g->cfg.head_timeout_ns;
+	peer_key(peer, c->key);
+	g->held++;
+
+	/* Over the cap for its address: the address's oldest waiting
+	 * connection makes room, or, when all of them are being served, the
+	 * newcomer is refused. */
+	if (g->cfg.per_address < g->cfg.max_connections &&
+	    from_address(g, c->key) > g->cfg.per_address) {
+		struct guard_conn *victim = oldest_waiting(g, c, c->key);
+		shut(g, victim ? victim : c, victim ? HTTP_SHED_EVICTED : HTTP_SHED_PER_ADDRESS);
+	}
+	/* Over N in all: the oldest waiting connection anywhere makes room.
+	 * When every one is busy nothing is evicted, and MHD's limit (the
+	 * table's size) is the bound. */
+	if (g->held > g->cfg.max_connections) {
+		struct guard_conn *victim = oldest_waiting(g, c, NULL);
+		if (victim)
+			shut(g, victim, HTTP_SHED_EVICTED);
+	}
+	pthread_mutex_unlock(&g->mu);
+	return c;
+}
+
+bool guard_head(struct http_guard *g, struct guard_conn *c, bool reserved)
+{
+	if (!c)
+		return true;
+	bool ok = true;
+	pthread_mutex_lock(&g->mu);
+	if (c->state == C_WAITING) {
+		/* Ordinary requests may keep at most N - reserved slots busy, so
+		 * a scrape always finds one. A refused request is busy on no
+		 * ordinary slot while its 503 goes out. */
+		unsigned ordinary_max = g->cfg.max_connections - g->cfg.reserved;
+		if (!reserved && g->busy_ordinary >= ordinary_max) {
+			ok = false;
+			reserved = true;
+			count(g, HTTP_SHED_BUSY);
+		}
+		c->state = C_BUSY;
+		c->reserved = reserved;
+		if (!reserved)
+			g->busy_ordinary++;
+	}
+	pthread_mutex_unlock(&g->mu);
+	return ok;
+}
+
+void guard_done(struct http_guard *g, struct guard_conn *c)
+{
+	if (!c)
+		return;
+	int64_t now = clock_mono_ns();
+	pthread_mutex_lock(&g->mu);
+	if (c->state == C_BUSY) {
+		if (!c->reserved)
+			g->busy_ordinary--;
+		c->state = C_WAITING;
+		c->reserved = false;
+		c->head_buffered = false;
+		c->since_ns = now;
+		c->deadline_ns = now + g->cfg.next_head_timeout_ns;
+	}
+	pthread_mutex_unlock(&g->mu);
+}
+
+void guard_close(struct http_guard *g, struct guard_conn *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&g->mu);
+	if (c->state == C_BUSY && !c->reserved)
+		g->busy_ordinary--;
+	if (counts(c))
+		g->held--;
+	c->state = C_FREE;
+	c->fd = -1;
+	c->next_free = g->free_head;
+	g->free_head = (unsigned)(c - g->conns);
+	pthread_mutex_unlock(&g->mu);
+}
+
+uint64_t guard_shed(const struct http_guard *g, enum http_shed why)
+{
+	return g ? atomic_load_explicit(&g->shed[why], memory_order_relaxed) : 0;
+}
+
+/* Every sweep_ns, close the waiting connections past their deadline. */
+static void *sweep_main(void *arg)
+{
+	struct http_guard *g = arg;
+	pthread_mutex_lock(&g->mu);
+	while (!g->stopping) {
+		int64_t now = clock_mono_ns();
+		for (unsigned i = 0; i < g->cfg.slots; i++) {
+			struct guard_conn *c = &g->conns[i];
+			if (c->state == C_WAITING && c->deadline_ns <= now)
+				shut(g, c, HTTP_SHED_HEAD_TIMEOUT);
+		}
+		clock_cond_wait_until(&g->wake, &g->mu, now + g->cfg.sweep_ns);
+	}
+	pthread_mutex_unlock(&g->mu);
+	return NULL;
+}
+
+int guard_start(struct http_guard **out, const struct guard_config *cfg)
+{
+	struct http_guard *g = calloc(1, sizeof *g);
+	if (!g)
+		return GPULSE_ENOMEM;
+	g->cfg = *cfg;
+	pthread_mutex_init(&g->mu, NULL);
+	clock_cond_init(&g->wake);
+	g->conns = calloc(cfg->slots ? cfg->slots : 1, sizeof *g->conns);
+	if (!g->conns) {
+		guard_stop(g);
+		return GPULSE_ENOMEM;
+	}
+	for (unsigned i = 0; i < cfg->slots; i++) {
+		g->conns[i].fd = -1;
+		g->conns[i].next_free = i + 1 < cfg->slots ? i + 1 : NO_ENTRY;
+	}
+	g->free_head = cfg->slots ? 0 : NO_ENTRY;
+	if (pthread_create(&g->sweeper, NULL, sweep_main, g) != 0) {
+		guard_stop(g);
+		return GPULSE_EIO;
+	}
+	g->thread_started = true;
+	*out = g;
+	return GPULSE_OK;
+}
+
+void guard_stop(struct http_guard *g)
+{
+	if (!g)
+		return;
+	if (g->thread_started) {
+		pthread_mutex_lock(&g->mu);
+		g->stopping = true;
+		pthread_cond_signal(&g->wake);
+		pthread_mutex_unlock(&g->mu);
+		pthread_join(g->sweeper, NULL);
+	}
+	pthread_cond_destroy(&g->wake);
+	pthread_mutex_destroy(&g->mu);
+	free(g->conns);
+	free(g);
+}
