@@ -209,7 +209,7 @@ static int handle_query(void *ctx, const struct http_request *req, struct http_r
 	struct promql_expr *e;
 	if (parse_query(resp, http_request_arg(req, "query"), &e))
 		return 0;
-	struct tsdb_queryable_ctx qc = {a->db, a->opts.max_series, a->opts.max_samples, true};
+	struct tsdb_queryable_ctx qc = {a->db, a->opts.max_series, a->opts.max_samples, true, NULL};
 	struct promql_result *r = NULL;
 	char err[512];
 	int rc = promql_eval_instant(e, &tsdb_queryable, &qc, &a->opts, t_ms, &r, err, sizeof err);
@@ -265,7 +265,7 @@ static int handle_query_range(void *ctx, const struct http_request *req,
 		promql_expr_free(e);
 		return api_error(resp, 400, "bad_data", msg);
 	}
-	struct tsdb_queryable_ctx qc = {a->db, a->opts.max_series, a->opts.max_samples, true};
+	struct tsdb_queryable_ctx qc = {a->db, a->opts.max_series, a->opts.max_samples, true, NULL};
 	struct promql_result *r = NULL;
 	char err[512];
 	int rc = promql_eval_range(e, &tsdb_queryable, &qc, &a->opts, start, end, step, &r, err,
