@@ -163,17 +163,33 @@ static bool client_gone(void *ctx)
 
 /* The evaluator's options for one request: a->opts, the deadline counted
  * from the request's arrival, and its client's hang-up as the cancel
- * test. */
-static void request_opts(const struct api *a, const struct http_request *req,
-			 struct promql_opts *o)
+ * test. A `timeout` argument shortens the deadline, never lengthens it
+ * (Prometheus's: "capped by the value of the --query.timeout flag"). -1
+ * after writing a 400 for a bad one. */
+static int request_opts(const struct api *a, const struct http_request *req,
+			struct http_response *resp, struct promql_opts *o)
 {
 	*o = a->opts;
-	if (a->timeout_ns > 0)
-		o->deadline_ns = req->received_ns + a->timeout_ns;
+	int64_t timeout_ns = a->timeout_ns;
+	const char *ts = http_request_arg(req, "timeout");
+	if (ts) {
+		int64_t ms;
+		if (api_parse_duration(ts, &ms) != 0 || ms <= 0) {
+			char what[300];
+			snprintf(what, sizeof what, "cannot parse \"%.200s\" to a valid duration", ts);
+			bad_param(resp, "timeout", what);
+			return -1;
+		}
+		if (timeout_ns <= 0 || ms * 1000000 < timeout_ns)
+			timeout_ns = ms * 1000000;
+	}
+	if (timeout_ns > 0)
+		o->deadline_ns = req->received_ns + timeout_ns;
 	if (req->job) {
 		o->cancelled = client_gone;
 		o->cancelled_ctx = (void *)(uintptr_t)req;
 	}
+	return 0;
 }
 
 /* A request that waited past its deadline for a slot is answered as
@@ -264,8 +280,7 @@ static int handle_query(void *ctx, const struct http_request *req, struct http_r
 	if (ts && api_parse_time(ts, &t_ms) != 0)
 		return bad_time(resp, "time", ts);
 	struct promql_opts o;
-	request_opts(a, req, &o);
-	if (timed_out_queued(a, &o, resp))
+	if (request_opts(a, req, resp, &o) || timed_out_queued(a, &o, resp))
 		return 0;
 	struct promql_expr *e;
 	if (parse_query(resp, http_request_arg(req, "query"), &e))
@@ -327,8 +342,7 @@ static int handle_query_range(void *ctx, const struct http_request *req,
 		return api_error(resp, 400, "bad_data", msg);
 	}
 	struct promql_opts o;
-	request_opts(a, req, &o);
-	if (timed_out_queued(a, &o, resp)) {
+	if (request_opts(a, req, resp, &o) || timed_out_queued(a, &o, resp)) {
 		promql_expr_free(e);
 		return 0;
 	}
@@ -368,8 +382,7 @@ static int handle_series(void *ctx, const struct http_request *req, struct http_
 		return api_error(resp, 400, "bad_data", msg);
 	}
 	struct promql_opts o;
-	request_opts(a, req, &o);
-	if (timed_out_queued(a, &o, resp))
+	if (request_opts(a, req, resp, &o) || timed_out_queued(a, &o, resp))
 		return 0;
 	int64_t next_poll_ns = 0;
 	const char *ss = http_request_arg(req, "start"), *es = http_request_arg(req, "end");

@@ -135,6 +135,16 @@ URL=$URL_B
 curl -s --max-time 5 "$URL_B/api/v1/query?query=sum(gpulse_gpu_up)" |
 	jcheck 'd["status"]=="success" and d["data"]["result"][0]["value"][1]=="1"' || fail "a light query"
 
+# ---- a timeout= argument shortens query.timeout (5m on daemon a), as
+# Prometheus's does; a bad one is 400.
+URL=$URL_A
+code=$(curl -s -o "$WORK/t2.json" -w '%{http_code}' --max-time 30 "$URL_A$(heavy_path)&timeout=1s") ||
+	fail "timeout=1s: no answer within 30 s"
+[ "$code" = 503 ] && jcheck 'd["errorType"]=="timeout"' <"$WORK/t2.json" ||
+	fail "timeout=1s: $code $(cat "$WORK/t2.json")"
+[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL_A/api/v1/query?query=1&timeout=soon")" = 400 ] ||
+	fail "a bad timeout= was not 400"
+
 # ---- the queries' threads stop with gpulsed, even mid-query.
 curl -s --max-time 280 -o /dev/null "$URL_A$HP" &
 PIDS+=("$!")
