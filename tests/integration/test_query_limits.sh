@@ -152,4 +152,8 @@ URL=$URL_A
 wait_for '[ "$(metric gpulse_queries_running)" = 1 ]' || fail "no query running before SIGTERM"
 kill -TERM "$A_PID"
 wait_for '! kill -0 "$A_PID" 2>/dev/null' || fail "gpulsed did not stop within 15 s of SIGTERM mid-query"
+# Exit status 0: under the sanitizers, no leak or error at the stop either.
+rc=0
+wait "$A_PID" || rc=$?
+[ "$rc" = 0 ] || fail "gpulsed exited $rc after SIGTERM"
 echo "ok: started $started queries, cancelled $cancelled, worst scrape ${worst}s, timeout after ${took}s"

@@ -87,5 +87,9 @@ for i in 0 1 2 3; do [ ! -s "$WORK/c$i.json.code" ] || fail "capture $i answered
 # ---- SIGTERM with four captures waiting: they answer, gpulsed stops.
 kill -TERM "$A_PID"
 wait_for '! kill -0 "$A_PID" 2>/dev/null' || fail "gpulsed did not stop within 15 s of SIGTERM with captures running"
+# Exit status 0: under the sanitizers, no leak or error at the stop either.
+rc=0
+wait "$A_PID" || rc=$?
+[ "$rc" = 0 ] || fail "gpulsed exited $rc after SIGTERM"
 wait_for '[ -s "$WORK/c0.json.code" ]' || true
 echo "ok: captures answered at stop with $(cat "$WORK/c0.json.code" 2>/dev/null || echo nothing)"
