@@ -2,7 +2,9 @@
  * protocol, the connection limits and TLS; this file adds the listen
  * address syntax, request policy (GET/HEAD only, URL length, bearer token)
  * and a small route table. Error responses are built once at start and
- * shared, so a refused request costs no allocation. */
+ * shared, so a refused request costs no allocation. Routes that may take
+ * long run on pools, their connections suspended meanwhile (the last
+ * section). */
 #include "http_server.h"
 
 #include <arpa/inet.h>

@@ -103,7 +103,8 @@ struct http_response {
 /* A handler fills `resp` and returns 0; a non-zero return, a body that
  * hit max_body_bytes, or a status outside 100-599 sends a 500 instead.
  * content_type is copied, so any string valid during the call will do.
- * Handlers run on the server's threads, several at once. */
+ * Handlers run on the server's threads, several at once, or on a pool's
+ * threads for a route of http_route_deferred. */
 typedef int http_handler_fn(void *ctx, const struct http_request *req,
 			    struct http_response *resp);
 
