@@ -60,6 +60,7 @@ struct http_server {
 	atomic_uint_fast64_t *ext_requests, *ext_rejected;
 	struct http_pool *pools[HTTP_MAX_POOLS];
 	int npools;
+	atomic_int deferred_live;    /* pooled requests not yet completed */
 };
 
 /* The URI log callback's verdict, stored by MHD as the request's context
@@ -67,6 +68,8 @@ struct http_server {
  * seen); the access handler then moves an accepted request to "headers
  * seen". */
 static char uri_ok_marker, uri_too_long_marker, headers_seen_marker;
+/* A pooled request whose answer is queued: on_completed counts it done. */
+static char deferred_answered_marker;
 
 /* ---- listen addresses ------------------------------------------------ */
 
@@ -842,7 +845,7 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout, NULL};
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, NULL};
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed,
-					     NULL};
+					     s};
 	if (threads > 1)
 		opts[no++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads,
 						     NULL};
@@ -968,7 +971,7 @@ struct http_pool {
 static struct http_job *job_of(void *req_cls)
 {
 	if (!req_cls || req_cls == &uri_ok_marker || req_cls == &uri_too_long_marker ||
-	    req_cls == &headers_seen_marker)
+	    req_cls == &headers_seen_marker || req_cls == &deferred_answered_marker)
 		return NULL;
 	return req_cls;
 }
@@ -1121,6 +1124,7 @@ static enum MHD_Result deferred_start(struct http_server *s, const struct route 
 	/* Suspended before any pool thread can see it, so its resume always
 	 * follows the suspend. */
 	*req_cls = job;
+	atomic_fetch_add(&s->deferred_live, 1);
 	MHD_suspend_connection(conn);
 	if (p->tail)
 		p->tail->next = job;
@@ -1138,7 +1142,7 @@ static enum MHD_Result deferred_start(struct http_server *s, const struct route 
 static enum MHD_Result deferred_answer(struct http_server *s, struct MHD_Connection *conn,
 				       struct http_job *job, void **req_cls)
 {
-	*req_cls = &headers_seen_marker;
+	*req_cls = &deferred_answered_marker;
 	if (job->dropped) {
 		job_free(job);
 		return MHD_NO;
@@ -1154,20 +1158,24 @@ static enum MHD_Result deferred_answer(struct http_server *s, struct MHD_Connect
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 			 enum MHD_RequestTerminationCode why)
 {
-	(void)cls;
+	struct http_server *s = cls;
 	(void)conn;
 	(void)why;
-	struct http_job *job = req_cls ? job_of(*req_cls) : NULL;
-	if (job) {
-		*req_cls = NULL;
+	if (!req_cls || !*req_cls)
+		return;
+	struct http_job *job = job_of(*req_cls);
+	if (job || *req_cls == &deferred_answered_marker)
+		atomic_fetch_sub(&s->deferred_live, 1);
+	if (job)
 		job_free(job);
-	}
+	*req_cls = NULL;
 }
 
 /* Stop every pool: a queued request is dropped, a running handler sees
  * http_request_gone and should return soon; each thread resumes its
  * connections and is joined, so MHD_stop_daemon then finds nothing in a
- * pool's hands. */
+ * pool's hands. The answers just resumed (a capture's "gpulsed is
+ * stopping") get up to 2 s to be sent first. */
 static void pools_stop(struct http_server *s)
 {
 	for (int i = 0; i < s->npools; i++) {
@@ -1186,4 +1194,6 @@ static void pools_stop(struct http_server *s)
 		free(p);
 	}
 	s->npools = 0;
+	for (int i = 0; i < 400 && atomic_load(&s->deferred_live) > 0; i++)
+		usleep(5000);
 }

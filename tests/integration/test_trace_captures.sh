@@ -3,7 +3,8 @@
 # /metrics and /healthz answer at once while four captures wait on their
 # processes (before: each held one of the 2 HTTP threads for seconds + 5);
 # `gpulse trace` works unchanged meanwhile; a fifth capture gets 503
-# "unavailable" at once; gpulsed stops promptly with captures running.
+# "unavailable" at once; gpulsed stops promptly with captures running,
+# answering each.
 # The processes are tests/profile/fake_inject_client: `mute` ones never
 # answer a capture (it waits its seconds plus 5), `basic` answers at once.
 source "$(dirname "$0")/lib.sh"
@@ -91,5 +92,11 @@ wait_for '! kill -0 "$A_PID" 2>/dev/null' || fail "gpulsed did not stop within 1
 rc=0
 wait "$A_PID" || rc=$?
 [ "$rc" = 0 ] || fail "gpulsed exited $rc after SIGTERM"
-wait_for '[ -s "$WORK/c0.json.code" ]' || true
-echo "ok: captures answered at stop with $(cat "$WORK/c0.json.code" 2>/dev/null || echo nothing)"
+# Each capture is answered before the server closes: 503, "gpulsed is
+# stopping", as before captures left the HTTP threads.
+for i in 0 1 2 3; do
+	wait_for '[ -s "$WORK/c$i.json.code" ]' || fail "capture $i got no status"
+	[ "$(cat "$WORK/c$i.json.code")" = 503 ] && grep -q "gpulsed is stopping" "$WORK/c$i.json" ||
+		fail "capture $i at stop: $(cat "$WORK/c$i.json.code") $(cat "$WORK/c$i.json")"
+done
+echo "ok: 4 captures answered 503 at stop"
