@@ -492,7 +492,12 @@ static void select_all(struct ev *ev, const struct promql_expr *e, int64_t start
 									&s->set, err, sizeof err);
 		if (rc) {
 			ev->nsel--;
-			everr(ev, rc, "storage: %s", err[0] ? err : gpulse_strerror(rc));
+			/* A stop is the query's, not the store's: Prometheus's
+			 * message as the adapter wrote it. */
+			if (rc == GPULSE_ETIMEDOUT || rc == GPULSE_ECANCELED)
+				everr(ev, rc, "%s", err);
+			else
+				everr(ev, rc, "storage: %s", err[0] ? err : gpulse_strerror(rc));
 			return;
 		}
 		s->selected = true;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -22,6 +23,8 @@
 #include "memstore.h"
 #include "parser.h"
 #include "status.h"
+#include "tsdb.h"
+#include "tsdb_queryable.h"
 
 #define SEC_NS 1000000000LL
 #define HOUR_MS (3600 * 1000LL)
@@ -223,6 +226,51 @@ static void test_unfired_limits_change_nothing(void **state)
 	}
 }
 
+/* The store adapter looks too (the select of a long range is the other
+ * slow part), with the query's message; without a deadline the same
+ * query answers. */
+static void test_tsdb_select_stops(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gpulse-stop-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char path[256];
+	snprintf(path, sizeof path, "%s/db", dir);
+	struct tsdb_opts topts = {.path = path};
+	struct tsdb *db;
+	char err[256] = "";
+	if (tsdb_open(&db, &topts, err, sizeof err) != 0)
+		fail_msg("tsdb_open: %s", err);
+	struct tsdb_label l[] = {{"__name__", "m"}, {"gpu", "0"}};
+	uint32_t ref;
+	assert_int_equal(tsdb_series(db, l, 2, &ref, err, sizeof err), 0);
+	int64_t now = clock_wall_ns() / 1000000;
+	for (int i = 0; i < 20000; i++)
+		assert_int_equal(tsdb_append(db, ref, now - 200000 + i * 10LL, i), 0);
+	assert_int_equal(tsdb_flush(db), 0);
+
+	struct promql_expr *e = parse("count_over_time(m[1h])");
+	struct promql_opts o;
+	promql_opts_default(&o);
+	struct tsdb_queryable_ctx qc = {.db = db, .stop = &o};
+	struct promql_result *r = NULL;
+	assert_int_equal(promql_eval_instant(e, &tsdb_queryable, &qc, &o, now, &r, err, sizeof err), 0);
+	assert_int_equal(r->nseries, 1);
+	assert_true(r->series[0].points[0].v == 20000);
+	promql_result_free(r);
+	r = NULL;
+	o.deadline_ns = clock_mono_ns() - 1;
+	assert_int_equal(promql_eval_instant(e, &tsdb_queryable, &qc, &o, now, &r, err, sizeof err),
+			 GPULSE_ETIMEDOUT);
+	assert_string_equal(err, "query timed out in query execution");
+	assert_null(r);
+	promql_expr_free(e);
+	tsdb_close(db);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -232,6 +280,7 @@ int main(void)
 		cmocka_unit_test(test_past_deadline_stops_at_once),
 		cmocka_unit_test(test_cancel_stops_range_query),
 		cmocka_unit_test(test_unfired_limits_change_nothing),
+		cmocka_unit_test(test_tsdb_select_stops),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
