@@ -19,7 +19,8 @@
 	X(EGPULOST, "GPU is lost")                                          \
 	X(EVENDOR, "vendor library error")                                  \
 	X(EBUSY, "resource busy")                                           \
-	X(ESTATE, "operation not valid in this state")
+	X(ESTATE, "operation not valid in this state")                      \
+	X(ECANCELED, "canceled")
 
 /* 0 is success; every other code is a positive small integer. */
 enum gpulse_status {

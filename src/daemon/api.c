@@ -26,6 +26,22 @@ void api_init(struct api *a, struct tsdb *db)
 	memset(a, 0, sizeof *a);
 	a->db = db;
 	promql_opts_default(&a->opts);
+	a->timeout_ns = API_DEFAULT_TIMEOUT_NS;
+	a->max_concurrency = API_DEFAULT_MAX_CONCURRENCY;
+}
+
+void api_stats(struct api *a, struct api_stats *out)
+{
+	struct http_pool_stats ps;
+	http_pool_stats(a->pool, &ps);
+	memset(out, 0, sizeof *out);
+	out->running = ps.running;
+	out->queued = ps.queued;
+	out->started_total = ps.started_total;
+	out->rejected_total = ps.rejected_total;
+	out->timed_out_total = atomic_load_explicit(&a->timed_out_total, memory_order_relaxed);
+	out->cancelled_total = ps.gone_total +
+			       atomic_load_explicit(&a->cancelled_total, memory_order_relaxed);
 }
 
 /* ---- parameters -------------------------------------------------------- */
@@ -123,11 +139,68 @@ static int finish(struct http_response *resp)
 	return 0;
 }
 
-static int eval_error(struct http_response *resp, int rc, const char *err)
+static int eval_error(struct api *a, struct http_response *resp, int rc, const char *err)
 {
 	if (rc == GPULSE_ELIMIT || rc == GPULSE_EINVAL || rc == GPULSE_ERANGE)
 		return api_error(resp, 422, "execution", err);
+	/* As Prometheus's API: both 503. Nobody reads a canceled answer; it
+	 * is written for the log of whatever proxy sits between. */
+	if (rc == GPULSE_ETIMEDOUT) {
+		atomic_fetch_add_explicit(&a->timed_out_total, 1, memory_order_relaxed);
+		return api_error(resp, 503, "timeout", err);
+	}
+	if (rc == GPULSE_ECANCELED) {
+		atomic_fetch_add_explicit(&a->cancelled_total, 1, memory_order_relaxed);
+		return api_error(resp, 503, "canceled", err);
+	}
 	return api_error(resp, 500, "internal", err);
+}
+
+static bool client_gone(void *ctx)
+{
+	return http_request_gone(ctx);
+}
+
+/* The evaluator's options for one request: a->opts, the deadline counted
+ * from the request's arrival, and its client's hang-up as the cancel
+ * test. A `timeout` argument shortens the deadline, never lengthens it
+ * (Prometheus's: "capped by the value of the --query.timeout flag"). -1
+ * after writing a 400 for a bad one. */
+static int request_opts(const struct api *a, const struct http_request *req,
+			struct http_response *resp, struct promql_opts *o)
+{
+	*o = a->opts;
+	int64_t timeout_ns = a->timeout_ns;
+	const char *ts = http_request_arg(req, "timeout");
+	if (ts) {
+		int64_t ms;
+		if (api_parse_duration(ts, &ms) != 0 || ms <= 0) {
+			char what[300];
+			snprintf(what, sizeof what, "cannot parse \"%.200s\" to a valid duration", ts);
+			bad_param(resp, "timeout", what);
+			return -1;
+		}
+		if (timeout_ns <= 0 || ms * 1000000 < timeout_ns)
+			timeout_ns = ms * 1000000;
+	}
+	if (timeout_ns > 0)
+		o->deadline_ns = req->received_ns + timeout_ns;
+	if (req->job) {
+		o->cancelled = client_gone;
+		o->cancelled_ctx = (void *)(uintptr_t)req;
+	}
+	return 0;
+}
+
+/* A request that waited past its deadline for a slot is answered as
+ * Prometheus answers one: "query timed out in query queue". */
+static bool timed_out_queued(struct api *a, const struct promql_opts *o,
+			     struct http_response *resp)
+{
+	if (!o->deadline_ns || clock_mono_ns() < o->deadline_ns)
+		return false;
+	eval_error(a, resp, GPULSE_ETIMEDOUT, "query timed out in query queue");
+	return true;
 }
 
 static void put_point(struct buf *b, int64_t t_ms, double v)
@@ -206,16 +279,19 @@ static int handle_query(void *ctx, const struct http_request *req, struct http_r
 	int64_t t_ms = clock_wall_ns() / 1000000;
 	if (ts && api_parse_time(ts, &t_ms) != 0)
 		return bad_time(resp, "time", ts);
+	struct promql_opts o;
+	if (request_opts(a, req, resp, &o) || timed_out_queued(a, &o, resp))
+		return 0;
 	struct promql_expr *e;
 	if (parse_query(resp, http_request_arg(req, "query"), &e))
 		return 0;
-	struct tsdb_queryable_ctx qc = {a->db, a->opts.max_series, a->opts.max_samples, true};
+	struct tsdb_queryable_ctx qc = {a->db, a->opts.max_series, a->opts.max_samples, true, &o};
 	struct promql_result *r = NULL;
 	char err[512];
-	int rc = promql_eval_instant(e, &tsdb_queryable, &qc, &a->opts, t_ms, &r, err, sizeof err);
+	int rc = promql_eval_instant(e, &tsdb_queryable, &qc, &o, t_ms, &r, err, sizeof err);
 	promql_expr_free(e);
 	if (rc)
-		return eval_error(resp, rc, err);
+		return eval_error(a, resp, rc, err);
 	resp->content_type = "application/json";
 	put_result(&resp->body, r);
 	promql_result_free(r);
@@ -265,14 +341,19 @@ static int handle_query_range(void *ctx, const struct http_request *req,
 		promql_expr_free(e);
 		return api_error(resp, 400, "bad_data", msg);
 	}
-	struct tsdb_queryable_ctx qc = {a->db, a->opts.max_series, a->opts.max_samples, true};
+	struct promql_opts o;
+	if (request_opts(a, req, resp, &o) || timed_out_queued(a, &o, resp)) {
+		promql_expr_free(e);
+		return 0;
+	}
+	struct tsdb_queryable_ctx qc = {a->db, a->opts.max_series, a->opts.max_samples, true, &o};
 	struct promql_result *r = NULL;
 	char err[512];
-	int rc = promql_eval_range(e, &tsdb_queryable, &qc, &a->opts, start, end, step, &r, err,
+	int rc = promql_eval_range(e, &tsdb_queryable, &qc, &o, start, end, step, &r, err,
 				   sizeof err);
 	promql_expr_free(e);
 	if (rc)
-		return eval_error(resp, rc, err);
+		return eval_error(a, resp, rc, err);
 	resp->content_type = "application/json";
 	put_result(&resp->body, r);
 	promql_result_free(r);
@@ -300,6 +381,10 @@ static int handle_series(void *ctx, const struct http_request *req, struct http_
 		snprintf(msg, sizeof msg, "more than %d match[] parameters", API_MAX_MATCH);
 		return api_error(resp, 400, "bad_data", msg);
 	}
+	struct promql_opts o;
+	if (request_opts(a, req, resp, &o) || timed_out_queued(a, &o, resp))
+		return 0;
+	int64_t next_poll_ns = 0;
 	const char *ss = http_request_arg(req, "start"), *es = http_request_arg(req, "end");
 	int64_t start = API_MIN_TIME_MS, end = API_MAX_TIME_MS;
 	if (ss && api_parse_time(ss, &start) != 0)
@@ -361,6 +446,13 @@ static int handle_series(void *ctx, const struct http_request *req, struct http_
 		}
 		int more;
 		while ((more = tsdb_iter_next_series(it)) == 1) {
+			int src2 = promql_check_stop(&o, &next_poll_ns, "series selection", err,
+						     sizeof err);
+			if (src2) {
+				eval_error(a, resp, src2, err);
+				rc = -1;
+				break;
+			}
 			if (n == API_MAX_SERIES_RESULT) {
 				char msg[96];
 				snprintf(msg, sizeof msg, "more than %d series match", API_MAX_SERIES_RESULT);
@@ -502,16 +594,35 @@ static int handle_label_values(void *ctx, const struct http_request *req,
 	return rc;
 }
 
+/* The pool is full: answered on the HTTP thread, at once. */
+static int handle_busy(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct api *a = ctx;
+	(void)req;
+	char msg[256];
+	snprintf(msg, sizeof msg, "too many queries: %u running (query.max_concurrency) and %d "
+		 "waiting; try again later", a->max_concurrency, API_MAX_QUEUED);
+	return api_error(resp, 503, "unavailable", msg);
+}
+
 int api_register(struct http_server *s, struct api *a)
 {
-	int rc = http_route(s, "/api/v1/query", handle_query, a);
-	if (!rc)
-		rc = http_route(s, "/api/v1/query_range", handle_query_range, a);
-	if (!rc)
-		rc = http_route(s, "/api/v1/series", handle_series, a);
-	if (!rc)
-		rc = http_route(s, "/api/v1/labels", handle_labels, a);
-	if (!rc)
-		rc = http_route(s, "/api/v1/label/", handle_label_values, a);
+	/* Every endpoint reads the store, which may take long: all of them
+	 * run on the pool, none on the threads that serve /metrics. */
+	static const struct {
+		const char *path;
+		http_handler_fn *fn;
+	} routes[] = {
+		{"/api/v1/query", handle_query},
+		{"/api/v1/query_range", handle_query_range},
+		{"/api/v1/series", handle_series},
+		{"/api/v1/labels", handle_labels},
+		{"/api/v1/label/", handle_label_values},
+	};
+	int rc = http_pool_new(s, "gpulse-query", a->max_concurrency ? a->max_concurrency
+								   : API_DEFAULT_MAX_CONCURRENCY,
+			       API_MAX_QUEUED, API_QUERY_NICE, &a->pool);
+	for (size_t i = 0; !rc && i < sizeof routes / sizeof routes[0]; i++)
+		rc = http_route_deferred(s, routes[i].path, routes[i].fn, handle_busy, a, a->pool);
 	return rc;
 }

@@ -24,6 +24,7 @@
 #include <yaml.h>
 
 #include "alerting.h"
+#include "api.h"
 #include "clock.h"
 #include "collector.h"
 #include "diagnose.h"
@@ -129,6 +130,11 @@ static const struct key_spec http_keys[] = {
 	LEAF("allow_insecure_remote", BOOL, http.allow_insecure_remote),
 };
 
+static const struct key_spec query_keys[] = {
+	RANGED("timeout", DURATION, query.timeout_ns, 100 * MS, 86400 * SEC),
+	RANGED("max_concurrency", UINT, query.max_concurrency, 1, 64),
+};
+
 static const struct key_spec diagnosis_keys[] = {
 	RANGED("window", DURATION, diagnosis.window_ns, 1 * SEC, 3600 * SEC),
 	RANGED("history", DURATION, diagnosis.history_ns, 10 * SEC, 86400 * SEC),
@@ -227,6 +233,7 @@ static const struct key_spec top_keys[] = {
 	SECTION("anomaly", anomaly_keys),
 	SECTION("storage", storage_keys),
 	SECTION("http", http_keys),
+	SECTION("query", query_keys),
 	LEAF_R("log_level", LOG_LEVEL, log_level, RELOAD_LIVE),
 	LEAF_R("rule_files", PATH_LIST, rule_files, RELOAD_LIVE),
 	SECTION_R("alerting", alerting_keys, RELOAD_LIVE),
@@ -269,6 +276,8 @@ void config_defaults(struct gpulse_config *c)
 	c->http.threads = 2;
 	c->http.timeout_ns = 10 * NS_PER_SEC;
 	c->http.header_timeout_ns = (int64_t)HTTP_DEFAULT_HEADER_TIMEOUT_MS * NS_PER_MS;
+	c->query.timeout_ns = API_DEFAULT_TIMEOUT_NS;
+	c->query.max_concurrency = API_DEFAULT_MAX_CONCURRENCY;
 	c->log_level = LOG_INFO;
 	/* Rules at the edge run every second (alerts seconds after the
 	 * hardware shows a problem), 50 ms after their evaluation time so
@@ -1669,6 +1678,8 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       strcmp(a->http.tls_key_file, b->http.tls_key_file) == 0 &&
 	       strcmp(a->http.auth_token_file, b->http.auth_token_file) == 0 &&
 	       a->http.allow_insecure_remote == b->http.allow_insecure_remote &&
+	       a->query.timeout_ns == b->query.timeout_ns &&
+	       a->query.max_concurrency == b->query.max_concurrency &&
 	       memcmp(a->rule_files, b->rule_files, sizeof a->rule_files) == 0 &&
 	       memcmp(&a->alerting, &b->alerting, sizeof a->alerting) == 0 &&
 	       a->rule_evaluation_interval_ns == b->rule_evaluation_interval_ns &&

@@ -91,6 +91,11 @@ struct gpulse_config {
 		char auth_token_file[CONFIG_PATH_LEN];
 		bool allow_insecure_remote;
 	} http;
+	/* The query API's limits (src/daemon/api.h). */
+	struct {
+		int64_t timeout_ns;             /* a query stops past this (503 timeout) */
+		unsigned max_concurrency;       /* queries evaluated at once */
+	} query;
 	/* Prometheus rule files, relative paths already resolved against the
 	 * config file's directory; the list ends at the first empty string. */
 	char rule_files[CONFIG_MAX_RULE_FILES][CONFIG_PATH_LEN];

@@ -418,6 +418,18 @@ static int gpu_by_uuid(void *ctx, const char *uuid)
 	return -1;
 }
 
+/* self_stats.query_stats over the query API's counters. */
+static void query_stats(void *ctx, struct query_self_stats *out)
+{
+	struct api_stats st;
+	api_stats(ctx, &st);
+	*out = (struct query_self_stats){
+		.running = st.running, .queued = st.queued, .started_total = st.started_total,
+		.rejected_total = st.rejected_total, .timed_out_total = st.timed_out_total,
+		.cancelled_total = st.cancelled_total,
+	};
+}
+
 /* The live diagnosis's kernel traces: what traced processes did. */
 static bool trace_source(void *ctx, int gpu, double a_s, double b_s, struct diag_trace *out)
 {
@@ -1183,6 +1195,10 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	}
 
 	api_init(&d->api, d->db);
+	d->api.timeout_ns = d->cfg.query.timeout_ns;
+	d->api.max_concurrency = d->cfg.query.max_concurrency;
+	d->self.query_stats = query_stats;
+	d->self.query_ctx = &d->api;
 	struct http_config hc;
 	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token) != 0) {
 		log_error("%s: http.auth_token_file: cannot read %s",
@@ -1200,6 +1216,11 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		status = exit_status(hrc);
 		goto out;
 	}
+	/* The query and capture pools first: /metrics reads their counters. */
+	if (api_register(d->http, &d->api) != 0 || profiling_register(d->prof, d->http) != 0) {
+		log_error("cannot start the threads of the query API and of captures");
+		goto out;
+	}
 	/* A scrape and a health check answer however busy the rest is. */
 	http_route_reserved(d->http, "/metrics", handle_metrics, d);
 	http_route(d->http, "/api/v1/gpus", handle_gpus, d);
@@ -1207,8 +1228,6 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	http_route(d->http, "/api/v1/diagnosis", handle_diagnosis, d);
 	http_route(d->http, "/api/v1/rules", handle_rules, d);
 	http_route(d->http, "/api/v1/alerts", handle_alerts, d);
-	api_register(d->http, &d->api);
-	profiling_register(d->prof, d->http);
 	http_route(d->http, "/", handle_index, d);
 
 	/* The rules' scrapes of /metrics read d->self, complete once the

@@ -33,6 +33,7 @@ struct profiling {
 	struct profile_timeline *timeline; /* what traced processes did when */
 	bool writes_allowed;              /* token configured, or loopback */
 	char why_off[512];                /* "" while serving */
+	struct http_pool *captures;       /* runs /api/v1/trace off the HTTP threads */
 };
 
 void profiling_config_defaults(struct gpulse_config *c)
@@ -196,6 +197,15 @@ int profiling_metrics(void *ctx, struct buf *out, bool openmetrics)
 	profile_family(&pe.e, "gpulse_profile_socket_up", PROFILE_GAUGE,
 		       "1 while gpulsed serves the injection library's socket (profiling.socket).");
 	pe.e.sample(&pe.e, NULL, NULL, 0, p->server ? 1 : 0);
+	struct http_pool_stats cs;
+	http_pool_stats(p->captures, &cs);
+	profile_family(&pe.e, "gpulse_trace_captures_running", PROFILE_GAUGE,
+		       "Captures (/api/v1/trace) in progress, each waiting on its own thread, "
+		       "none on an HTTP thread.");
+	pe.e.sample(&pe.e, NULL, NULL, 0, (double)cs.running);
+	profile_family(&pe.e, "gpulse_trace_captures_rejected_total", PROFILE_COUNTER,
+		       "Captures refused with 503 because PROFILING_MAX_CAPTURES were running.");
+	pe.e.sample(&pe.e, NULL, NULL, 0, (double)cs.rejected_total);
 	if (p->server) {
 		profile_server_emit(p->server, &pe.e);
 		profile_agg_emit(p->agg, &pe.e);
@@ -341,12 +351,34 @@ static int handle_trace(void *ctx, const struct http_request *req, struct http_r
 	return rc;
 }
 
+/* Every capture thread busy: answered at once, on the HTTP thread. */
+static int handle_trace_busy(void *ctx, const struct http_request *req,
+			     struct http_response *resp)
+{
+	(void)ctx;
+	(void)req;
+	char msg[200];
+	snprintf(msg, sizeof msg, "%d captures are already running, the most gpulsed runs at once; "
+		 "try again when one ends", PROFILE_MAX_CAPTURES);
+	return api_error(resp, 503, "unavailable", msg);
+}
+
 int profiling_register(struct profiling *p, struct http_server *s)
 {
 	int rc = http_route(s, "/api/v1/processes", handle_processes, p);
 	if (!rc)
 		rc = http_route(s, "/api/v1/kernels", handle_kernels, p);
+	if (rc)
+		return rc;
+	if (!p)
+		return http_route(s, "/api/v1/trace", handle_trace, p); /* answers 503 */
+	/* A capture waits seconds + 5 for its process: on a thread of its
+	 * own, one per capture the profile server can run, with the
+	 * connection suspended meanwhile, so captures hold no HTTP thread;
+	 * one more is refused at once. */
+	rc = http_pool_new(s, "gpulse-capture", PROFILE_MAX_CAPTURES, 0, 0, &p->captures);
 	if (!rc)
-		rc = http_route(s, "/api/v1/trace", handle_trace, p);
+		rc = http_route_deferred(s, "/api/v1/trace", handle_trace, handle_trace_busy, p,
+					 p->captures);
 	return rc;
 }

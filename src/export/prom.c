@@ -485,6 +485,31 @@ static void render_notify_stats(struct pw *w, const struct self_stats *self)
 	free(st);
 }
 
+/* The query API's limits at work (issue 14): queries run on their own
+ * threads, at most query.max_concurrency at once. */
+static void render_query_stats(struct pw *w, const struct self_stats *self)
+{
+	struct query_self_stats st;
+	memset(&st, 0, sizeof st);
+	self->query_stats(self->query_ctx, &st);
+	family(w, "gpulse_queries_running", T_GAUGE,
+	       "API queries being evaluated now (at most query.max_concurrency).");
+	plain_u64(w, st.running);
+	family(w, "gpulse_queries_queued", T_GAUGE, "API queries waiting for a free query thread.");
+	plain_u64(w, st.queued);
+	family(w, "gpulse_queries_total", T_COUNTER, "API queries started on a query thread.");
+	plain_u64(w, st.started_total);
+	family(w, "gpulse_queries_rejected_total", T_COUNTER,
+	       "API queries refused with 503 unavailable: every query thread busy, the queue full.");
+	plain_u64(w, st.rejected_total);
+	family(w, "gpulse_queries_timed_out_total", T_COUNTER,
+	       "API queries stopped at query.timeout (503 timeout).");
+	plain_u64(w, st.timed_out_total);
+	family(w, "gpulse_queries_cancelled_total", T_COUNTER,
+	       "API queries stopped, or dropped before they ran, because the client hung up.");
+	plain_u64(w, st.cancelled_total);
+}
+
 /* The rule engine's alerts: how many by state, and its counters. */
 static void render_rule_alert_stats(struct pw *w, const struct self_stats *self)
 {
@@ -1142,6 +1167,8 @@ static void render_self(struct render *r, const struct self_stats *self)
 			       "Size of the database file and its write-ahead log.");
 			plain_u64(w, st.db_bytes);
 		}
+		if (self->query_stats)
+			render_query_stats(w, self);
 		if (self->rule_stats)
 			render_rule_stats(w, self);
 		if (self->rule_alert_stats)

@@ -69,6 +69,18 @@ struct rule_alert_self_stats {
 };
 typedef void rule_alert_stats_fn(void *ctx, struct rule_alert_self_stats *out);
 
+/* The query API's counters (gpulse_queries_*), filled by a callback like
+ * the store's (src/daemon/api.h says what each counts). */
+struct query_self_stats {
+	uint64_t running;
+	uint64_t queued;
+	uint64_t started_total;
+	uint64_t rejected_total;
+	uint64_t timed_out_total;
+	uint64_t cancelled_total;
+};
+typedef void query_stats_fn(void *ctx, struct query_self_stats *out);
+
 struct self_stats {
 	int64_t start_wall_ns;
 	/* A source starting (replay, NVML found later) changes these while
@@ -115,6 +127,10 @@ struct self_stats {
 	 * Set before the HTTP server starts. */
 	profile_metrics_fn *profile_metrics;
 	void *profile_ctx;
+	/* The query API's (NULL: no gpulse_queries_* families); set before
+	 * the HTTP server starts. */
+	query_stats_fn *query_stats;
+	void *query_ctx;
 };
 
 /* Set the source's mode, its detail and the replay speed together. */

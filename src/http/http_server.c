@@ -5,7 +5,8 @@
  * connection guard (http_guard.c: head deadlines, the per-address cap,
  * slots kept for scrapes), which MHD's own timeout and per-IP limit cannot
  * replace (see there). Error responses are built once at start and shared,
- * so a refused request costs no allocation. */
+ * so a refused request costs no allocation. Routes that may take long run
+ * on pools, their connections suspended meanwhile (the last section). */
 #include "http_server.h"
 
 #include <arpa/inet.h>
@@ -14,12 +15,15 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -38,6 +42,8 @@ struct route {
 	bool reserved;               /* may use the slots kept for scrapes */
 	http_handler_fn *fn;
 	void *ctx;
+	struct http_pool *pool;      /* NULL: fn runs on the HTTP thread */
+	http_handler_fn *busy;       /* the pool is full: answers instead */
 };
 
 enum canned { R_401, R_404, R_405, R_413, R_414, R_500, R_503, R_COUNT };
@@ -58,6 +64,9 @@ struct http_server {
 	struct MHD_Response *canned[R_COUNT];
 	atomic_uint_fast64_t requests, rejected;
 	atomic_uint_fast64_t *ext_requests, *ext_rejected;
+	struct http_pool *pools[HTTP_MAX_POOLS];
+	int npools;
+	atomic_int deferred_live;    /* pooled requests not yet completed */
 };
 
 /* The URI log callback's verdict, stored by MHD as the request's context
@@ -65,6 +74,8 @@ struct http_server {
  * seen); the access handler then moves an accepted request to "headers
  * seen". */
 static char uri_ok_marker, uri_too_long_marker, headers_seen_marker;
+/* A pooled request whose answer is queued: on_completed counts it done. */
+static char deferred_answered_marker;
 
 /* ---- listen addresses ------------------------------------------------ */
 
@@ -568,16 +579,20 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 	}
 }
 
-/* A request is over (answered, refused or abandoned): the connection, if
- * it stays, waits for its next head under a new deadline. */
+struct http_job;
+static struct http_job *job_of(void *req_cls);
+static enum MHD_Result deferred_start(struct http_server *s, const struct route *r,
+				      struct MHD_Connection *conn, const char *url,
+				      const char *method, void **req_cls);
+static enum MHD_Result deferred_answer(struct http_server *s, struct MHD_Connection *conn,
+				       struct http_job *job, void **req_cls);
+static enum MHD_Result send_response(struct http_server *s, struct MHD_Connection *conn, int rc,
+				     struct http_response *resp);
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
-			 enum MHD_RequestTerminationCode toe)
-{
-	struct http_server *s = cls;
-	(void)req_cls;
-	(void)toe;
-	guard_done(s->guard, conn_guard(conn));
-}
+			 enum MHD_RequestTerminationCode why);
+static void pools_stop(struct http_server *s);
+static int add_route(struct http_server *s, const char *path, http_handler_fn *fn, void *ctx,
+		     bool reserved, struct http_pool *pool, http_handler_fn *busy);
 
 /* MHD calls this twice for a request without a body: once when the
  * headers are in, and again when the (empty) body is. A response queued on
@@ -595,6 +610,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	(void)version;
 	(void)upload_data;
 
+	struct http_job *job = job_of(*req_cls);
+	if (job)
+		return deferred_answer(s, conn, job, req_cls);
 	if (*req_cls != &headers_seen_marker) {
 		atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
 		if (s->ext_requests)
@@ -626,12 +644,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	const struct route *r = find_route(s, url);
 	if (!r)
 		return send_canned(s, conn, R_404, false);
+	if (r->pool)
+		return deferred_start(s, r, conn, url, method, req_cls);
 
-	struct http_request req = {.method = method, .path = url, .conn = conn};
+	struct http_request req = {.method = method, .path = url, .conn = conn,
+				   .received_ns = clock_mono_ns()};
 	struct http_response resp = {.status = MHD_HTTP_OK, .content_type = NULL};
 	buf_init(&resp.body, s->max_body);
-	if (r->fn(r->ctx, &req, &resp) != 0 || resp.body.failed || resp.status < 100 ||
-	    resp.status > 599) {
+	return send_response(s, conn, r->fn(r->ctx, &req, &resp), &resp);
+}
+
+/* Queue what a handler that returned `rc` wrote in *resp (which this
+ * frees), or a 500 for a failed handler. */
+static enum MHD_Result send_response(struct http_server *s, struct MHD_Connection *conn, int rc,
+				     struct http_response *resp0)
+{
+	struct http_response resp = *resp0;
+	if (rc != 0 || resp.body.failed || resp.status < 100 || resp.status > 599) {
 		buf_free(&resp.body);
 		http_blob_unref(resp.blob);
 		return send_canned(s, conn, R_500, false);
@@ -886,7 +915,8 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	if (rc)
 		goto out;
 
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+			 MHD_ALLOW_SUSPEND_RESUME;
 	if (v6)
 		flags |= MHD_USE_IPv6;
 	if (tls)
@@ -940,7 +970,7 @@ out:
 }
 
 static int add_route(struct http_server *s, const char *path, http_handler_fn *fn, void *ctx,
-		     bool reserved)
+		     bool reserved, struct http_pool *pool, http_handler_fn *busy)
 {
 	int n = atomic_load(&s->nroutes);
 	size_t len = strlen(path);
@@ -953,19 +983,21 @@ static int add_route(struct http_server *s, const char *path, http_handler_fn *f
 	r->reserved = reserved;
 	r->fn = fn;
 	r->ctx = ctx;
+	r->pool = pool;
+	r->busy = busy;
 	atomic_store_explicit(&s->nroutes, n + 1, memory_order_release);
 	return GPULSE_OK;
 }
 
 int http_route(struct http_server *s, const char *path, http_handler_fn *fn, void *ctx)
 {
-	return add_route(s, path, fn, ctx, false);
+	return add_route(s, path, fn, ctx, false, NULL, NULL);
 }
 
 int http_route_reserved(struct http_server *s, const char *path, http_handler_fn *fn,
 			void *ctx)
 {
-	return add_route(s, path, fn, ctx, true);
+	return add_route(s, path, fn, ctx, true, NULL, NULL);
 }
 
 int http_server_port(const struct http_server *s)
@@ -991,6 +1023,7 @@ void http_server_stop(struct http_server *s)
 {
 	if (!s)
 		return;
+	pools_stop(s);  /* every suspended connection resumed, no handler running */
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd); /* closes every connection: guard_close */
 	guard_stop(s->guard);
@@ -1005,4 +1038,267 @@ void http_server_stop(struct http_server *s)
 		free(s->tls_key);
 	}
 	free(s);
+}
+
+/* ---- handlers on pools ------------------------------------------------- */
+
+/* A request handed to a pool. It is the request's MHD context (*req_cls)
+ * from the suspend until its answer is queued; the pool thread never
+ * touches it after resuming the connection. */
+struct http_job {
+	struct http_job *next;       /* the pool's queue */
+	struct http_pool *pool;
+	const struct route *route;
+	struct MHD_Connection *conn;
+	int fd;                      /* the connection's socket, for poll(2) */
+	struct http_request req;
+	struct http_response resp;
+	int rc;                      /* the handler's return */
+	bool dropped;                /* not run: the client left while queued */
+};
+
+struct http_pool {
+	struct http_server *s;
+	char name[16];
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct http_job *head, *tail; /* waiting, oldest first */
+	unsigned nthreads, max_queued;
+	int nice;
+	unsigned nqueued, nrunning;
+	atomic_bool stop;
+	uint64_t started_total, rejected_total, gone_total;
+	pthread_t threads[];
+};
+
+static struct http_job *job_of(void *req_cls)
+{
+	if (!req_cls || req_cls == &uri_ok_marker || req_cls == &uri_too_long_marker ||
+	    req_cls == &headers_seen_marker || req_cls == &deferred_answered_marker)
+		return NULL;
+	return req_cls;
+}
+
+static void job_free(struct http_job *job)
+{
+	if (!job)
+		return;
+	buf_free(&job->resp.body);
+	http_blob_unref(job->resp.blob);
+	free(job);
+}
+
+bool http_request_gone(const struct http_request *req)
+{
+	const struct http_job *job = req ? req->job : NULL;
+	if (!job)
+		return false;
+	if (atomic_load_explicit(&job->pool->stop, memory_order_relaxed))
+		return true;
+	/* The request was read whole and nothing more is read while the
+	 * connection is suspended, so a hang-up is the peer's FIN or reset
+	 * (a pipelined request is POLLIN only, and not a hang-up). */
+	struct pollfd pfd = {.fd = job->fd, .events = POLLRDHUP};
+	return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static void *pool_main(void *arg)
+{
+	struct http_pool *p = arg;
+	/* On Linux a thread's nice value is its own: PRIO_PROCESS with a
+	 * thread id. Lowering one's priority needs no privilege. */
+	if (p->nice && setpriority(PRIO_PROCESS, (id_t)gettid(), p->nice) != 0)
+		log_debug("http: %s: setpriority: %s", p->name, strerror(errno));
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!p->head && !atomic_load(&p->stop))
+			pthread_cond_wait(&p->cond, &p->lock);
+		struct http_job *job = p->head;
+		if (!job)
+			break; /* stopping, and nothing left */
+		p->head = job->next;
+		if (!p->head)
+			p->tail = NULL;
+		p->nqueued--;
+		p->nrunning++;
+		bool gone = http_request_gone(&job->req);
+		if (gone)
+			p->gone_total++;
+		else
+			p->started_total++;
+		pthread_mutex_unlock(&p->lock);
+		if (gone)
+			job->dropped = true;
+		else
+			job->rc = job->route->fn(job->route->ctx, &job->req, &job->resp);
+		/* From here the connection's HTTP thread owns the job. */
+		MHD_resume_connection(job->conn);
+		pthread_mutex_lock(&p->lock);
+		p->nrunning--;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+int http_pool_new(struct http_server *s, const char *name, unsigned threads,
+		  unsigned max_queued, int nice, struct http_pool **out)
+{
+	if (threads == 0)
+		return GPULSE_EINVAL;
+	if (s->npools == HTTP_MAX_POOLS)
+		return GPULSE_ELIMIT;
+	struct http_pool *p = calloc(1, sizeof *p + threads * sizeof p->threads[0]);
+	if (!p)
+		return GPULSE_ENOMEM;
+	p->s = s;
+	str_copy(p->name, sizeof p->name, name);
+	p->max_queued = max_queued;
+	p->nice = nice < 0 ? 0 : nice > 19 ? 19 : nice;
+	pthread_mutex_init(&p->lock, NULL);
+	clock_cond_init(&p->cond);
+	for (unsigned i = 0; i < threads; i++) {
+		if (pthread_create(&p->threads[i], NULL, pool_main, p) != 0) {
+			s->pools[s->npools++] = p; /* pools_stop joins those started */
+			return GPULSE_EIO;
+		}
+		pthread_setname_np(p->threads[i], p->name);
+		p->nthreads++;
+	}
+	s->pools[s->npools++] = p;
+	*out = p;
+	return GPULSE_OK;
+}
+
+int http_route_deferred(struct http_server *s, const char *path, http_handler_fn *fn,
+			http_handler_fn *busy, void *ctx, struct http_pool *pool)
+{
+	if (!pool || !busy)
+		return GPULSE_EINVAL;
+	return add_route(s, path, fn, ctx, false, pool, busy);
+}
+
+void http_pool_stats(struct http_pool *p, struct http_pool_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	out->running = p->nrunning;
+	out->queued = p->nqueued;
+	out->started_total = p->started_total;
+	out->rejected_total = p->rejected_total;
+	out->gone_total = p->gone_total;
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* On the HTTP thread: queue the request on its route's pool and suspend
+ * the connection, or let `busy` answer now when the pool has no room. */
+static enum MHD_Result deferred_start(struct http_server *s, const struct route *r,
+				      struct MHD_Connection *conn, const char *url,
+				      const char *method, void **req_cls)
+{
+	struct http_pool *p = r->pool;
+	struct http_job *job = calloc(1, sizeof *job);
+	if (!job)
+		return send_canned(s, conn, R_500, false);
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	job->pool = p;
+	job->route = r;
+	job->conn = conn;
+	job->fd = ci ? ci->connect_fd : -1;
+	job->req = (struct http_request){.method = method, .path = url, .conn = conn,
+					 .received_ns = clock_mono_ns(), .job = job};
+	job->resp = (struct http_response){.status = MHD_HTTP_OK};
+	buf_init(&job->resp.body, s->max_body);
+
+	pthread_mutex_lock(&p->lock);
+	bool room = !atomic_load(&p->stop) && job->fd >= 0 &&
+		    p->nqueued + p->nrunning < p->nthreads + p->max_queued;
+	if (!room) {
+		p->rejected_total++;
+		pthread_mutex_unlock(&p->lock);
+		job->req.job = NULL; /* busy runs as a plain handler */
+		int rc = r->busy(r->ctx, &job->req, &job->resp);
+		struct http_response resp = job->resp;
+		free(job);
+		return send_response(s, conn, rc, &resp);
+	}
+	/* Suspended before any pool thread can see it, so its resume always
+	 * follows the suspend. */
+	*req_cls = job;
+	atomic_fetch_add(&s->deferred_live, 1);
+	MHD_suspend_connection(conn);
+	if (p->tail)
+		p->tail->next = job;
+	else
+		p->head = job;
+	p->tail = job;
+	p->nqueued++;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	return MHD_YES;
+}
+
+/* On the HTTP thread, once the pool resumed the connection: send the
+ * handler's answer, or close when the client had gone. */
+static enum MHD_Result deferred_answer(struct http_server *s, struct MHD_Connection *conn,
+				       struct http_job *job, void **req_cls)
+{
+	*req_cls = &deferred_answered_marker;
+	if (job->dropped) {
+		job_free(job);
+		return MHD_NO;
+	}
+	struct http_response resp = job->resp;
+	int rc = job->rc;
+	free(job);
+	return send_response(s, conn, rc, &resp);
+}
+
+/* A request is over (answered, refused or abandoned): the connection, if
+ * it stays, waits for its next head under a new deadline (the guard). A
+ * connection that closed while its job was attached (an error after the
+ * resume, or the server stopping): the job is the request's to free. */
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+			 enum MHD_RequestTerminationCode why)
+{
+	struct http_server *s = cls;
+	(void)why;
+	guard_done(s->guard, conn_guard(conn));
+	if (!req_cls || !*req_cls)
+		return;
+	struct http_job *job = job_of(*req_cls);
+	if (job || *req_cls == &deferred_answered_marker)
+		atomic_fetch_sub(&s->deferred_live, 1);
+	if (job)
+		job_free(job);
+	*req_cls = NULL;
+}
+
+/* Stop every pool: a queued request is dropped, a running handler sees
+ * http_request_gone and should return soon; each thread resumes its
+ * connections and is joined, so MHD_stop_daemon then finds nothing in a
+ * pool's hands. The answers just resumed (a capture's "gpulsed is
+ * stopping") get up to 2 s to be sent first. */
+static void pools_stop(struct http_server *s)
+{
+	for (int i = 0; i < s->npools; i++) {
+		struct http_pool *p = s->pools[i];
+		pthread_mutex_lock(&p->lock);
+		atomic_store(&p->stop, true);
+		pthread_cond_broadcast(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+	}
+	for (int i = 0; i < s->npools; i++) {
+		struct http_pool *p = s->pools[i];
+		for (unsigned k = 0; k < p->nthreads; k++)
+			pthread_join(p->threads[k], NULL);
+		pthread_cond_destroy(&p->cond);
+		pthread_mutex_destroy(&p->lock);
+		free(p);
+	}
+	s->npools = 0;
+	for (int i = 0; i < 400 && atomic_load(&s->deferred_live) > 0; i++)
+		usleep(5000);
 }

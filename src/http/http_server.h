@@ -88,6 +88,10 @@ struct http_request {
 	const char *method;          /* "GET" */
 	const char *path;            /* "/metrics" */
 	void *conn;                  /* opaque, for http_request_header/arg */
+	int64_t received_ns;         /* clock_mono_ns() when the request was
+	                                routed: a deadline counts from here,
+	                                time queued for a pool included */
+	void *job;                   /* opaque: set for a handler on a pool */
 };
 
 /* A request header's value or NULL. Valid during the handler. */
@@ -123,7 +127,8 @@ struct http_response {
 /* A handler fills `resp` and returns 0; a non-zero return, a body that
  * hit max_body_bytes, or a status outside 100-599 sends a 500 instead.
  * content_type is copied, so any string valid during the call will do.
- * Handlers run on the server's threads, several at once. */
+ * Handlers run on the server's threads, several at once, or on a pool's
+ * threads for a route of http_route_deferred. */
 typedef int http_handler_fn(void *ctx, const struct http_request *req,
 			    struct http_response *resp);
 
@@ -176,6 +181,52 @@ void http_server_counters(const struct http_server *s, uint64_t *requests,
 			  uint64_t *rejected);
 /* Connections closed or refused for `why` since start (see shed_total). */
 uint64_t http_server_shed(const struct http_server *s, enum http_shed why);
+
+/* ---- handlers that may take long (issue 14) ------------------------------
+ *
+ * A PromQL query or a trace capture must not hold one of the few threads
+ * that serve /metrics. Its route is served on a pool: the HTTP thread
+ * suspends the connection (libmicrohttpd's suspend/resume) and goes back
+ * to other requests; a pool thread runs the handler and resumes the
+ * connection, whose HTTP thread then sends the answer. While suspended a
+ * connection holds no thread and is not subject to http.timeout. */
+struct http_pool;
+
+struct http_pool_stats {
+	uint64_t running;            /* handlers running now */
+	uint64_t queued;             /* requests waiting for a thread */
+	uint64_t started_total;      /* handlers started */
+	uint64_t rejected_total;     /* answered by `busy`: the pool was full */
+	uint64_t gone_total;         /* dropped unrun: the client left while queued */
+};
+
+/* A pool of `threads` threads owned by `s` (http_server_stop stops it and
+ * frees it), with room for `max_queued` requests waiting for a thread.
+ * `name` (at most 15 bytes) names the threads; `nice` (0-19) lowers their
+ * scheduling priority by that much, so that CPU-bound handlers yield to
+ * the HTTP threads. 0 with *out set, or
+ * GPULSE_ENOMEM, GPULSE_EIO (no thread), GPULSE_EINVAL (threads 0),
+ * GPULSE_ELIMIT (HTTP_MAX_POOLS pools already). Create before requests
+ * arrive. */
+#define HTTP_MAX_POOLS 4
+int http_pool_new(struct http_server *s, const char *name, unsigned threads,
+		  unsigned max_queued, int nice, struct http_pool **out);
+
+/* Route `path` as http_route does, with `fn` run on `pool`. When the pool
+ * has no room (every thread busy and max_queued waiting) or is stopping,
+ * `busy` runs instead, on the HTTP thread, and must answer at once (a
+ * 503). A request whose client leaves while it waits is dropped unrun.
+ * 0, GPULSE_EINVAL or GPULSE_ELIMIT. */
+int http_route_deferred(struct http_server *s, const char *path, http_handler_fn *fn,
+			http_handler_fn *busy, void *ctx, struct http_pool *pool);
+
+/* For a handler running on a pool: true once its client has closed the
+ * connection (poll(2) says the peer hung up) or the server is stopping, so
+ * the work can stop. One poll(2) per call; false for other handlers. */
+bool http_request_gone(const struct http_request *req);
+
+/* A snapshot of the pool's counters. Thread-safe; p may be NULL (zeros). */
+void http_pool_stats(struct http_pool *p, struct http_pool_stats *out);
 
 /* Split a listen address into host and port without touching the network:
  *   "a.b.c.d:PORT", "HOSTNAME:PORT", "[IPV6]:PORT" (a zone is allowed:

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "parser.h"
 #include "status.h"
 #include "str.h"
@@ -151,6 +152,9 @@ struct ev {
 	size_t loaded_samples;
 	struct promql_sample *tmp; /* window of a range selector, reused */
 	size_t tmpcap;
+	bool watch;                /* a deadline or a cancel test is set */
+	unsigned countdown;        /* series until the next ev_interrupted */
+	int64_t next_poll_ns;      /* promql_check_stop's rate limit */
 	int status;
 	char err[512];
 };
@@ -167,6 +171,55 @@ static void everr(struct ev *ev, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(ev->err, sizeof ev->err, fmt, ap);
 	va_end(ap);
+}
+
+int promql_check_stop(const struct promql_opts *o, int64_t *next_poll_ns, const char *stage,
+		      char *err, size_t errlen)
+{
+	if (!o->deadline_ns && !o->cancelled)
+		return 0;
+	int64_t now = clock_mono_ns();
+	if (o->deadline_ns && now >= o->deadline_ns) {
+		str_errf(err, errlen, "query timed out in %s", stage);
+		return GPULSE_ETIMEDOUT;
+	}
+	if (o->cancelled && now >= *next_poll_ns) {
+		*next_poll_ns = now + PROMQL_CANCEL_POLL_NS;
+		if (o->cancelled(o->cancelled_ctx)) {
+			str_errf(err, errlen, "query was canceled in %s", stage);
+			return GPULSE_ECANCELED;
+		}
+	}
+	return 0;
+}
+
+/* True when the query must stop (an error, the deadline, the caller
+ * gone), recording why. Called once per step and per node evaluated;
+ * ev_tick below for loops over series. */
+static bool ev_interrupted(struct ev *ev)
+{
+	if (ev->status)
+		return true;
+	if (!ev->watch)
+		return false;
+	char msg[128];
+	int rc = promql_check_stop(&ev->opts, &ev->next_poll_ns, "expression evaluation", msg,
+				   sizeof msg);
+	if (rc)
+		everr(ev, rc, "%s", msg);
+	return rc != 0;
+}
+
+/* ev_interrupted every 16 calls: for per-series loops, whose bodies can
+ * be as cheap as one binary search. */
+static bool ev_tick(struct ev *ev)
+{
+	if (!ev->watch)
+		return ev->status != 0;
+	if (ev->countdown-- > 0)
+		return ev->status != 0;
+	ev->countdown = 16;
+	return ev_interrupted(ev);
 }
 
 /* Copy of ls without the labels the predicate rejects. */
@@ -439,7 +492,12 @@ static void select_all(struct ev *ev, const struct promql_expr *e, int64_t start
 									&s->set, err, sizeof err);
 		if (rc) {
 			ev->nsel--;
-			everr(ev, rc, "storage: %s", err[0] ? err : gpulse_strerror(rc));
+			/* A stop is the query's, not the store's: Prometheus's
+			 * message as the adapter wrote it. */
+			if (rc == GPULSE_ETIMEDOUT || rc == GPULSE_ECANCELED)
+				everr(ev, rc, "%s", err);
+			else
+				everr(ev, rc, "storage: %s", err[0] ? err : gpulse_strerror(rc));
 			return;
 		}
 		s->selected = true;
@@ -453,6 +511,7 @@ static void select_all(struct ev *ev, const struct promql_expr *e, int64_t start
 		if (ev->loaded_samples > ev->opts.max_samples)
 			everr(ev, GPULSE_ELIMIT, "query processing would load too many samples into memory in query execution (limit %zu)",
 			      ev->opts.max_samples);
+		ev_interrupted(ev); /* a slow select may have used up the time */
 		return;
 	}
 	if (e->kind == PROMQL_NODE_SUBQUERY) {
@@ -515,6 +574,8 @@ static bool eval_vector_sel(struct ev *ev, const struct promql_expr *e, struct v
 	vec_alloc(ev, out, sel->set.nseries);
 	int64_t ref = at_time(ev, e) - e->offset_ms;
 	for (size_t i = 0; i < sel->set.nseries; i++) {
+		if (ev_tick(ev))
+			return false;
 		const struct promql_series *s = &sel->set.series[i];
 		/* The latest sample at or before ref... */
 		size_t lo = 0, hi = s->nsamples;
@@ -770,7 +831,7 @@ static bool eval_subquery(struct ev *ev, const struct promql_expr *sq, struct pr
 	for (int64_t t = t0; t <= end && ok; t += step) {
 		ev->ts = t;
 		struct value v;
-		if (!eval(ev, sq->lhs, &v)) {
+		if (ev_interrupted(ev) || !eval(ev, sq->lhs, &v)) {
 			ok = false;
 			break;
 		}
@@ -952,6 +1013,8 @@ static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct 
 	int64_t range_start = range_end - ms->range_ms;
 	bool any = false;
 	for (size_t i = 0; i < set.nseries; i++) {
+		if (ev_tick(ev))
+			return false;
 		const struct promql_series *s = &set.series[i];
 		size_t n = window(ev, s, range_start, range_end);
 		any = any || n > 0;
@@ -1864,7 +1927,7 @@ static bool eval_binary(struct ev *ev, const struct promql_expr *e, struct value
 static bool eval(struct ev *ev, const struct promql_expr *e, struct value *out)
 {
 	memset(out, 0, sizeof *out);
-	if (ev->status)
+	if (ev_interrupted(ev))
 		return false;
 	switch (e->kind) {
 	case PROMQL_NODE_NUMBER:
@@ -1934,6 +1997,7 @@ static void ev_init(struct ev *ev, const struct promql_queryable *q, void *qctx,
 		ev->opts = *opts;
 	else
 		promql_opts_default(&ev->opts);
+	ev->watch = ev->opts.deadline_ns != 0 || ev->opts.cancelled != NULL;
 }
 
 static int ev_finish(struct ev *ev, char *err, size_t errlen)
@@ -1970,6 +2034,7 @@ void promql_result_free(struct promql_result *r)
 
 void promql_opts_default(struct promql_opts *o)
 {
+	memset(o, 0, sizeof *o);
 	o->lookback_ms = PROMQL_DEFAULT_LOOKBACK_MS;
 	o->max_series = PROMQL_DEFAULT_MAX_SERIES;
 	o->max_samples = PROMQL_DEFAULT_MAX_SAMPLES;
@@ -2000,7 +2065,7 @@ int promql_eval_instant(const struct promql_expr *e, const struct promql_queryab
 			set.nseries = 0; /* the error is reported below */
 		struct promql_result_series *rs = arena_calloc(&m->a, set.nseries + 1, sizeof *rs);
 		int64_t maxt = at_time(&ev, u) - u->offset_ms;
-		for (size_t i = 0; i < set.nseries; i++) {
+		for (size_t i = 0; i < set.nseries && !ev_tick(&ev); i++) {
 			size_t n = window(&ev, &set.series[i], maxt - u->range_ms, maxt);
 			if (n == 0)
 				continue;
@@ -2082,7 +2147,7 @@ int promql_eval_range(const struct promql_expr *e, const struct promql_queryable
 	for (int64_t t = start_ms; t <= end_ms && !ev.status; t += step_ms) {
 		ev.ts = t;
 		struct value v;
-		if (!eval(&ev, e, &v))
+		if (ev_interrupted(&ev) || !eval(&ev, e, &v))
 			break;
 		if (v.type == PROMQL_TYPE_SCALAR) {
 			vec_alloc(&ev, &v, 1);

@@ -4,6 +4,7 @@
 #ifndef GPULSE_PROMQL_EVAL_H
 #define GPULSE_PROMQL_EVAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +16,12 @@
 #define PROMQL_DEFAULT_MAX_SERIES  100000   /* per selector */
 #define PROMQL_DEFAULT_MAX_SAMPLES 5000000  /* loaded or produced per query */
 #define PROMQL_MAX_STEPS           11000    /* as Prometheus's API allows */
+#define PROMQL_CANCEL_POLL_NS      (10 * 1000000LL) /* `cancelled` asked at most this often */
+
+/* Asked now and then while a query runs: true when whoever wanted the
+ * answer has gone (the HTTP client hung up), which stops the query. Runs
+ * on the evaluating thread; must be cheap (a poll(2) of a socket is). */
+typedef bool promql_cancelled_fn(void *ctx);
 
 struct promql_opts {
 	int64_t lookback_ms;       /* instant selectors look this far back */
@@ -22,10 +29,30 @@ struct promql_opts {
 	size_t max_samples;        /* samples one query may load or produce */
 	int64_t subquery_step_ms;  /* a subquery's step when it names none (Prometheus:
 				    * the evaluation interval; default 1m) */
+	/* When to give up, both optional (the defaults: never, as rules and
+	 * promtool-style tests want). The evaluator looks at the monotonic
+	 * clock once per step, per subquery step, per node and every few
+	 * series, and the storage adapter every few thousand samples, so a
+	 * query stops within milliseconds of either. */
+	int64_t deadline_ns;       /* clock_mono_ns() time; 0: none. Past it:
+				    * GPULSE_ETIMEDOUT "query timed out in ..." */
+	promql_cancelled_fn *cancelled; /* NULL: never asked. True: GPULSE_ECANCELED
+					 * "query was canceled in ..." */
+	void *cancelled_ctx;
 };
 
 /* Fill *o with the defaults above. */
 void promql_opts_default(struct promql_opts *o);
+
+/* Whether a query under `o` must stop now: 0 to go on, GPULSE_ETIMEDOUT
+ * past o->deadline_ns, GPULSE_ECANCELED when o->cancelled says so, with
+ * Prometheus's message naming `stage` in err ("query timed out in
+ * expression evaluation"). *next_poll_ns (start it at 0) rate-limits
+ * o->cancelled to once per PROMQL_CANCEL_POLL_NS. One clock read when
+ * either is set, nothing when neither is: call it per step or series.
+ * For storage adapters too (tsdb_queryable). */
+int promql_check_stop(const struct promql_opts *o, int64_t *next_poll_ns, const char *stage,
+		      char *err, size_t errlen);
 
 /* One series of a result. For a vector every series has exactly one
  * point (at the evaluation time); for a matrix, points in time order. */
@@ -52,7 +79,9 @@ struct promql_result {
  * as produced); an instant query of a range selector gives a matrix.
  * Errors: a status code with a message in err (for example
  * GPULSE_EINVAL "found duplicate series for the match group ...",
- * GPULSE_ELIMIT "query processing would load too many samples ..."). */
+ * GPULSE_ELIMIT "query processing would load too many samples ...",
+ * GPULSE_ETIMEDOUT and GPULSE_ECANCELED from opts->deadline_ns and
+ * opts->cancelled, see promql_check_stop). */
 int promql_eval_instant(const struct promql_expr *e, const struct promql_queryable *q, void *qctx,
 			const struct promql_opts *opts, int64_t t_ms,
 			struct promql_result **out, char *err, size_t errlen);

@@ -79,9 +79,13 @@ static int tq_select_mode(void *ctx, const struct promql_matcher *matchers, size
 	if (rc)
 		return rc;
 	struct tq_set *s = xcalloc(1, sizeof *s);
-	size_t total = 0;
+	size_t total = 0, scanned = 0;
+	int64_t next_poll_ns = 0;
 	int more;
 	while ((more = tsdb_iter_next_series(it)) == 1) {
+		if (c->stop && (rc = promql_check_stop(c->stop, &next_poll_ns, "query execution",
+						       err, errlen)) != 0)
+			goto fail;
 		if (s->n == max_series) {
 			str_errf(err, errlen, "query selects more than %zu series", max_series);
 			rc = GPULSE_ELIMIT;
@@ -110,6 +114,15 @@ static int tq_select_mode(void *ctx, const struct promql_matcher *matchers, size
 				v = ru.sum / (double)ru.count;
 			} else if (tsdb_iter_next_sample(it, &t, &v) != 1) {
 				break;
+			}
+			/* Decoding is the slow part of a long range: look at the
+			 * clock every 4096 samples read, kept or not. */
+			if (c->stop && (++scanned & 4095) == 0 &&
+			    (rc = promql_check_stop(c->stop, &next_poll_ns, "query execution", err,
+						    errlen)) != 0) {
+				free(ps);
+				free(pl);
+				goto fail;
 			}
 			if (t < mint_ms || t > maxt_ms)
 				continue;

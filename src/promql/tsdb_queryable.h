@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "eval.h"
 #include "queryable.h"
 #include "tsdb.h"
 
@@ -26,6 +27,9 @@ struct tsdb_queryable_ctx {
 	bool rollups;        /* read rollups for ranges older than raw retention
 	                        (by the wall clock): the query API sets it;
 	                        off, only raw samples are read */
+	/* The query's deadline and cancel test (eval.h), looked at every
+	 * few thousand samples read; NULL: none. Must outlive the query. */
+	const struct promql_opts *stop;
 };
 
 #endif

@@ -11,6 +11,8 @@
  *   kernels   HELLO, one KERNELS frame with N distinct kernel names
  *             ("k_0" ... with launches i+1 and (i+1) us), then stays
  *   hold      HELLO, then stays
+ *   mute      HELLO, then stays, and never answers a CAPTURE (a capture
+ *             that waits its whole length and grace: test_trace_captures)
  *   launchy   HELLO, then every 250 ms a KERNELS frame for the 250 ms
  *             just past (wall clock, all of it traced): 10 000 launches
  *             of a 8 us kernel (40 000/s, GPU busy 32%), like an eager
@@ -353,7 +355,7 @@ static void send_bad_frames(void)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: fake_inject_client SOCKET basic|kernels N|hold|silent|lie|bad\n");
+		fprintf(stderr, "usage: fake_inject_client SOCKET basic|kernels N|hold|mute|silent|lie|bad\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -391,10 +393,10 @@ int main(int argc, char **argv)
 		if (rc == 0)
 			printf("refused\n");
 		return rc;
-	} else if (strcmp(mode, "hold") != 0) {
+	} else if (strcmp(mode, "hold") != 0 && strcmp(mode, "mute") != 0) {
 		fprintf(stderr, "fake_inject_client: unknown mode %s\n", mode);
 		return 2;
 	}
 	printf("ready\n");
-	return serve(-1, 1);
+	return serve(-1, strcmp(mode, "mute") != 0);
 }

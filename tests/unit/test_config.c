@@ -531,6 +531,40 @@ static void test_storage_dir(void **state)
 
 /* What SIGHUP cannot apply: exactly the restart keys whose values
  * changed, by their dotted names, in the order of the file. */
+/* query: (issue 14): Prometheus's timeout default, gpulsed's concurrency
+ * default, the ranges, and both keys wait for a restart. */
+static void test_query_keys(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	char err[512] = "";
+	config_defaults(&c);
+	assert_int_equal(c.query.timeout_ns, 120 * NS_PER_SEC);
+	assert_int_equal(c.query.max_concurrency, 2);
+	assert_int_equal(parse(&c, "query:\n  timeout: 30s\n  max_concurrency: 4\n", err, sizeof err),
+			 0);
+	assert_int_equal(c.query.timeout_ns, 30 * NS_PER_SEC);
+	assert_int_equal(c.query.max_concurrency, 4);
+	assert_int_equal(config_validate(&c, "gpulsed", err, sizeof err), 0);
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "query:\n  timeout: 10ms\n", err, sizeof err), GPULSE_EPARSE);
+	assert_string_equal(err, NAME ":2:12: query.timeout: \"10ms\" is out of range (100ms..1d)");
+	assert_int_equal(parse(&c, "query:\n  max_concurrency: 0\n", err, sizeof err), GPULSE_EPARSE);
+	assert_string_equal(err, NAME ":2:20: query.max_concurrency: \"0\" is out of range (1..64)");
+
+	struct gpulse_config a, b;
+	struct buf out;
+	buf_init(&out, 4096);
+	config_defaults(&a);
+	b = a;
+	b.query.timeout_ns = 5 * NS_PER_SEC;
+	b.query.max_concurrency = 8;
+	assert_false(config_equal(&a, &b));
+	assert_int_equal(config_restart_changes(&a, &b, true, &out), 2);
+	assert_string_equal(out.data, "query.timeout, query.max_concurrency");
+	buf_free(&out);
+}
+
 static void test_restart_changes(void **state)
 {
 	(void)state;
@@ -870,6 +904,7 @@ int main(void)
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_cross_field),
 		cmocka_unit_test(test_storage_dir),
+		cmocka_unit_test(test_query_keys),
 		cmocka_unit_test(test_restart_changes),
 		cmocka_unit_test(test_security_rule),
 		cmocka_unit_test(test_to_http),

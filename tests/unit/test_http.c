@@ -2,8 +2,12 @@
  * 127.0.0.1:0: routes (exact and prefix), 404, 405 with Allow, 413, 414,
  * 500 from a failing or oversized handler, HEAD, bearer tokens, counters,
  * port in use, TLS errors (and TLS itself when openssl is installed), the
- * listen address parser, and the connection guard: head deadlines,
- * eviction within an address, and the 503 that keeps slots for scrapes. */
+ * listen address parser, the connection guard (head deadlines, eviction
+ * within an address, and the 503 that keeps slots for scrapes), and
+ * handlers on a pool (http_route_deferred): they hold no HTTP thread, a
+ * full pool answers through `busy`, a client's hang-up is seen by the
+ * running handler and drops a queued one, and the server stops with a
+ * handler running. */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -15,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -912,6 +917,173 @@ static int group_teardown(void **state)
 	return 0;
 }
 
+
+/* ---- handlers on a pool ------------------------------------------------ */
+
+static atomic_int slow_started, slow_gone, slow_done, slow_release;
+
+/* Waits for slow_release or for its client to go, up to 20 s. */
+static int h_slow(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)ctx;
+	assert_non_null(req->job);
+	assert_true(req->received_ns > 0);
+	atomic_fetch_add(&slow_started, 1);
+	for (int i = 0; i < 20000; i++) {
+		if (http_request_gone(req)) {
+			atomic_fetch_add(&slow_gone, 1);
+			return buf_puts(&resp->body, "gone\n");
+		}
+		if (atomic_load(&slow_release)) {
+			atomic_store(&slow_release, 0);
+			break;
+		}
+		usleep(1000);
+	}
+	atomic_fetch_add(&slow_done, 1);
+	return buf_puts(&resp->body, "done\n");
+}
+
+static int h_busy(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)ctx;
+	assert_null(req->job);
+	assert_false(http_request_gone(req));
+	resp->status = 503;
+	return buf_puts(&resp->body, "busy\n");
+}
+
+/* A raw connection that sent GET PATH and waits. */
+static int raw_get(const struct srv *v, const char *path)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_server_port(v->s))};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+	char req[256];
+	int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	return fd;
+}
+
+/* The answer on fd, within 10 s. */
+static void raw_read(int fd, char *out, size_t cap)
+{
+	size_t len = 0;
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	while (len + 1 < cap && poll(&p, 1, 10000) == 1) {
+		ssize_t r = read(fd, out + len, cap - 1 - len);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+		out[len] = '\0';
+		if (strstr(out, "\r\n\r\n") && (strstr(out, "done\n") || strstr(out, "gone\n")))
+			break;
+	}
+	out[len] = '\0';
+}
+
+static bool wait_int(atomic_int *v, int want)
+{
+	for (int i = 0; i < 10000 && atomic_load(v) != want; i++)
+		usleep(1000);
+	return atomic_load(v) == want;
+}
+
+static void test_deferred(void **state)
+{
+	(void)state;
+	struct srv v;
+	start(&v, "127.0.0.1:0", NULL);
+	struct http_pool *pool;
+	assert_int_equal(http_pool_new(v.s, "t-pool", 1, 1, 5, &pool), 0);
+	assert_int_equal(http_route_deferred(v.s, "/slow", h_slow, h_busy, NULL, pool), 0);
+	assert_int_equal(http_route_deferred(v.s, "/x", h_slow, NULL, NULL, pool), GPULSE_EINVAL);
+	atomic_store(&slow_started, 0);
+	atomic_store(&slow_gone, 0);
+	atomic_store(&slow_done, 0);
+	atomic_store(&slow_release, 0);
+
+	/* One runs, one waits: the pool is full, and the 2 HTTP threads
+	 * are free. */
+	int a = raw_get(&v, "/slow");
+	assert_true(wait_int(&slow_started, 1));
+	int b = raw_get(&v, "/slow");
+	struct http_pool_stats st;
+	for (int i = 0; i < 5000; i++) {
+		http_pool_stats(pool, &st);
+		if (st.queued == 1)
+			break;
+		usleep(1000);
+	}
+	assert_int_equal(st.running, 1);
+	assert_int_equal(st.queued, 1);
+	for (int i = 0; i < 4; i++) {
+		struct reply r;
+		fetch(&r, url(&v, "/metrics"), NULL, NULL, NULL);
+		assert_int_equal(r.status, 200);
+		reply_free(&r);
+	}
+	struct reply r;
+	fetch(&r, url(&v, "/slow"), NULL, NULL, NULL);
+	assert_int_equal(r.status, 503);
+	assert_string_equal(body_of(&r), "busy\n");
+	reply_free(&r);
+
+	/* The running one's client hangs up: its handler sees it; then the
+	 * waiting one runs and answers. */
+	close(a);
+	assert_true(wait_int(&slow_gone, 1));
+	assert_true(wait_int(&slow_started, 2));
+	atomic_store(&slow_release, 1);
+	char out[2048];
+	raw_read(b, out, sizeof out);
+	assert_non_null(strstr(out, "HTTP/1.1 200"));
+	assert_non_null(strstr(out, "done\n"));
+	assert_int_equal(atomic_load(&slow_done), 1);
+
+	/* A waiting request whose client left is dropped unrun. */
+	a = raw_get(&v, "/slow");
+	assert_true(wait_int(&slow_started, 3));
+	int c = raw_get(&v, "/slow");
+	for (int i = 0; i < 5000; i++) {
+		http_pool_stats(pool, &st);
+		if (st.queued == 1)
+			break;
+		usleep(1000);
+	}
+	assert_int_equal(st.queued, 1);
+	close(c);
+	usleep(20000);
+	atomic_store(&slow_release, 1);
+	raw_read(a, out, sizeof out);
+	assert_non_null(strstr(out, "done\n"));
+	for (int i = 0; i < 5000; i++) {
+		http_pool_stats(pool, &st);
+		if (st.queued == 0 && st.running == 0)
+			break;
+		usleep(1000);
+	}
+	assert_int_equal(st.gone_total, 1);
+	assert_int_equal(st.started_total, 3);
+	assert_int_equal(st.rejected_total, 1);
+	assert_int_equal(atomic_load(&slow_started), 3);
+	close(a);
+	close(b);
+
+	/* Stopping with a handler running: it sees the stop and returns. */
+	a = raw_get(&v, "/slow");
+	assert_true(wait_int(&slow_started, 4));
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	http_server_stop(v.s);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_true(t1.tv_sec - t0.tv_sec < 5);
+	assert_int_equal(atomic_load(&slow_gone), 2);
+	close(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -928,6 +1100,7 @@ int main(void)
 		cmocka_unit_test(test_head_deadline),
 		cmocka_unit_test(test_per_address),
 		cmocka_unit_test(test_busy_reserve),
+		cmocka_unit_test(test_deferred),
 		cmocka_unit_test(test_parse_listen),
 		cmocka_unit_test(test_loopback),
 		cmocka_unit_test(test_addr_loopback),
