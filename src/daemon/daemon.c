@@ -621,6 +621,7 @@ static void storage_stats(void *ctx, struct storage_self_stats *out)
 	out->series = st.series;
 	out->head_bytes = st.head_bytes;
 	out->db_bytes = st.db_bytes;
+	out->corrupt_chunks_total = st.corrupt_chunks_total;
 }
 
 /* Open the store, subscribe the ingest to the bus (before any source

@@ -1129,6 +1129,9 @@ static void render_self(struct render *r, const struct self_stats *self)
 			family(w, "gpulse_storage_db_bytes", T_GAUGE,
 			       "Size of the database file and its write-ahead log.");
 			plain_u64(w, st.db_bytes);
+			family(w, "gpulse_storage_corrupt_chunks_total", T_COUNTER,
+			       "Damaged chunks (checksum mismatch, undecodable) that reads skipped, each counted once.");
+			plain_u64(w, st.corrupt_chunks_total);
 		}
 		if (self->rule_stats)
 			render_rule_stats(w, self);

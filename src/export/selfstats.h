@@ -24,6 +24,7 @@ struct storage_self_stats {
 	uint64_t series;
 	uint64_t head_bytes;
 	uint64_t db_bytes;
+	uint64_t corrupt_chunks_total;    /* damaged chunks skipped by reads */
 };
 typedef void storage_stats_fn(void *ctx, struct storage_self_stats *out);
 
