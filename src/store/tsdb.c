@@ -424,6 +424,60 @@ static int check_file(struct tsdb *db, int64_t *version, char *err, size_t errle
 	return 0;
 }
 
+static uint32_t be_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* SQLite refused the file as malformed: say "truncated" when its bytes
+ * show it (SQLite says only "database disk image is malformed", which the
+ * checks above reported as "not a gpulse database"). The header is read
+ * raw: an SQLite file shorter than its 100-byte header, or shorter than
+ * the pages its header counts (offset 28, valid when the change counter
+ * at 24 equals the one at 92), or not a whole number of pages. Only on
+ * this path: a sound WAL store may be shorter than its header says while
+ * a checkpoint runs, but it is then not refused. Rewrites err, keeps the
+ * status. */
+static void explain_truncated(struct tsdb *db, char *err, size_t errlen)
+{
+	static const char magic[16] = "SQLite format 3";
+	uint8_t h[100];
+	struct stat sb;
+	int fd = open(db->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = fstat(fd, &sb) == 0 ? pread(fd, h, sizeof h, 0) : -1;
+	close(fd);
+	if (n <= 0 || memcmp(h, magic, (size_t)n < sizeof magic ? (size_t)n : sizeof magic) != 0)
+		return;
+	const char *whose = n >= 72 && be_u32(h + 68) == TSDB_APPLICATION_ID ? "a gpulse store" : "an SQLite file";
+	if (n < (ssize_t)sizeof h) {
+		str_errf(err, errlen,
+			 "%s: truncated or damaged: %lld bytes, shorter than an SQLite header (100 bytes); "
+			 "move it away or restore it from a backup",
+			 db->path, (long long)sb.st_size);
+		return;
+	}
+	uint32_t page = (uint32_t)h[16] << 8 | h[17];
+	if (page == 1)
+		page = 65536;
+	uint32_t pages = be_u32(h + 28);
+	if (page < 512 || (page & (page - 1)) != 0)
+		return;
+	if (pages > 0 && be_u32(h + 24) == be_u32(h + 92) &&
+	    (uint64_t)sb.st_size < (uint64_t)pages * page)
+		str_errf(err, errlen,
+			 "%s: truncated: %s of %lld bytes whose header counts %u pages of %u bytes "
+			 "(%llu bytes); move it away or restore it from a backup",
+			 db->path, whose, (long long)sb.st_size, pages, page,
+			 (unsigned long long)pages * page);
+	else if (sb.st_size % page != 0)
+		str_errf(err, errlen,
+			 "%s: truncated or damaged: %s of %lld bytes, not a whole number of %u-byte "
+			 "pages; move it away or restore it from a backup",
+			 db->path, whose, (long long)sb.st_size, page);
+}
+
 static int migrate(struct tsdb *db, int64_t from, char *err, size_t errlen)
 {
 	for (int64_t v = from; v < TSDB_SCHEMA_VERSION; v++) {
@@ -654,6 +708,8 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	int64_t version = 0;
 	r = check_file(db, &version, err, errlen);
 	if (r != 0) {
+		if (r == GPULSE_EPARSE)
+			explain_truncated(db, err, errlen);
 		db_free(db);
 		return r;
 	}
@@ -699,6 +755,8 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	}
 	r = load_series(db, err, errlen);
 	if (r != 0) {
+		if (r == GPULSE_EPARSE)
+			explain_truncated(db, err, errlen);
 		db_free(db);
 		return r;
 	}

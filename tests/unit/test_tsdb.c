@@ -640,6 +640,23 @@ static void test_foreign(void **state)
 	expect_refused("damaged", GPULSE_EPARSE);
 	unlink(path);
 
+	/* A truncated store says so (it said "not a gpulse database"), at
+	 * every cut: inside the header, at a page boundary, mid-page. */
+	db = open_db(NULL);
+	ref = series2(db, "x", NULL, NULL);
+	for (int i = 0; i < 50000; i++)
+		assert_int_equal(tsdb_append(db, ref, T0 + i * 100, (double)(i % 977) * 1.37), 0);
+	tsdb_close(db);
+	assert_int_equal(sqlite3_open(path, &s), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(s, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(s);
+	static const off_t cuts[] = { 20480, 10000, 4096, 1024, 100, 50 };   /* each shorter */
+	for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+		assert_int_equal(truncate(path, cuts[i]), 0);
+		expect_refused("truncated", GPULSE_EPARSE);
+	}
+	unlink(path);
+
 	/* A damaged chunk inside a sound file: skipped and counted, no crash
 	 * (test_damaged_chunks has the rest). */
 	db = open_db(NULL);
