@@ -6,6 +6,7 @@
 #ifndef GPULSE_API_H
 #define GPULSE_API_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,12 +19,23 @@
 #define API_MAX_MATCH 32                      /* match[] arguments */
 
 struct api {
-	struct tsdb *db;            /* NULL: storage off; every endpoint answers 503 */
+	/* NULL: storage off or not open yet; every endpoint answers 503.
+	 * Atomic: the daemon publishes a store that opens late (after a
+	 * full disk at start) while HTTP threads read; set once, never
+	 * taken back while the server runs. */
+	struct tsdb *_Atomic db;
 	struct promql_opts opts;    /* lookback and the evaluator's bounds */
+	pthread_mutex_t why_mu;
+	char why[768];              /* why storage is unavailable; "": off */
 };
 
 /* Fill *a for `db` (may be NULL) with Prometheus's defaults. */
 void api_init(struct api *a, struct tsdb *db);
+/* Serve `db` from now on (any thread; the store must outlive the server). */
+void api_set_store(struct api *a, struct tsdb *db);
+/* While no store is set, the 503 answers say "storage unavailable: WHY"
+ * instead of "storage is disabled" (any thread; copied). */
+void api_set_unavailable(struct api *a, const char *why);
 
 /* Route the endpoints on `s` with `a` (which must outlive the server).
  * Call before a catch-all "/" route. 0 or GPULSE_ELIMIT. */

@@ -1112,6 +1112,15 @@ static void render_self(struct render *r, const struct self_stats *self)
 			struct storage_self_stats st;
 			memset(&st, 0, sizeof st);
 			self->storage_stats(self->storage_ctx, &st);
+			family(w, "gpulse_storage_available", T_GAUGE,
+			       "1 when the store is open; 0 while a disk failure keeps it shut (retried).");
+			plain_u64(w, st.available);
+			family(w, "gpulse_storage_open_attempts_total", T_COUNTER,
+			       "Attempts to open the store, the first at start included.");
+			plain_u64(w, st.open_attempts_total);
+			family(w, "gpulse_storage_open_failures_total", T_COUNTER,
+			       "Attempts to open the store that failed.");
+			plain_u64(w, st.open_failures_total);
 			family(w, "gpulse_storage_errors_total", T_COUNTER,
 			       "Store operations that failed (flushes, record writes).");
 			plain_u64(w, st.errors_total);
