@@ -68,7 +68,7 @@ struct tsdb_label {
 /* Open (or create) the store. On success *out is the caller's, closed with
  * tsdb_close. A file that is not SQLite, an SQLite database of another
  * application, a newer schema or a damaged file is refused with
- * GPULSE_EPARSE (GPULSE_EIO when it can't be opened at all) and a sentence
+ * GPULSE_EPARSE (a truncated one says "truncated") (GPULSE_EIO when it can't be opened at all) and a sentence
  * in err naming the file. A full disk or an I/O error while opening,
  * reading or creating the file is never taken for damage: GPULSE_EIO,
  * "FILE: disk full (SQLITE_FULL) while ..." or "FILE: I/O error (SQLite
