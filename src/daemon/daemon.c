@@ -67,7 +67,9 @@ struct daemon {
 	struct self_stats self;
 	struct http_server *http;
 	struct diag_live *diag;
-	struct diag_history *hist;       /* NULL: storage off */
+	/* NULL: storage off or not open yet. Set once (at start or when a
+	 * late store opens), read by HTTP threads and the diagnosis sink. */
+	struct diag_history *_Atomic hist;
 	struct tsdb *db;                 /* NULL: storage off or not open yet */
 	struct ingest *ingest;
 	/* The store as other threads see it: published (release) once open,
@@ -441,10 +443,25 @@ static bool trace_source(void *ctx, int gpu, double a_s, double b_s, struct diag
 	return true;
 }
 
-/* The live diagnosis's windows go to the store as well. */
+/* The live diagnosis's windows go to the store as well, once it is open
+ * (ctx is the daemon: the history may come after the sink is set). */
 static void history_sink(void *ctx, const struct gpu_identity *id, const struct diag_window *w)
 {
-	diag_history_put(ctx, id, w);
+	struct daemon *d = ctx;
+	struct diag_history *h = atomic_load_explicit(&d->hist, memory_order_acquire);
+	if (h)
+		diag_history_put(h, id, w);
+}
+
+/* The diagnosis history in store `db`, published to its readers. */
+static int open_diag_history(struct daemon *d)
+{
+	struct diag_history_opts ho = {.record_retention_ms = d->cfg.storage.retention_ns / NS_PER_MS};
+	struct diag_history *h = NULL;
+	int rc = diag_history_create(&h, d->db, &ho);
+	if (rc == GPULSE_OK)
+		atomic_store_explicit(&d->hist, h, memory_order_release);
+	return rc;
 }
 
 #define DIAG_API_MAX_WINDOWS 20000     /* windows of all GPUs in one answer */
@@ -741,11 +758,16 @@ static void retry_storage(struct daemon *d)
 	int rc = open_storage(d, err, sizeof err);
 	if (rc == 0) {
 		d->store_pending = false;
+		/* The readers that can take the store late; the rules, the
+		 * profiling server and recording rules cannot (until restart). */
+		anomaly_set_store(d->anomaly, d->db);
+		if (open_diag_history(d) != GPULSE_OK)
+			log_warn("storage: the diagnosis history cannot use the store: out of memory");
 		api_set_store(&d->api, d->db);
 		complaint_clear(&d->store_complaint, "storage: %s opened after %llu attempts",
 				storage_path(d), (unsigned long long)atomic_load(&d->store_attempts));
-		log_info("storage: keeping samples in %s from now on; the query API serves its "
-			 "history%s", storage_path(d),
+		log_info("storage: keeping samples, anomaly scores and diagnosis windows in %s from now "
+			 "on; the query API serves its history%s", storage_path(d),
 			 d->rules ? " (rules read the in-memory history until gpulsed restarts)" : "");
 		return;
 	}
@@ -1269,15 +1291,12 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		goto out;
 	}
 	diag_live_set_trace_source(d->diag, trace_source, d->prof);
-	if (d->db) {
-		struct diag_history_opts ho = {.record_retention_ms = d->cfg.storage.retention_ns /
-								      NS_PER_MS};
-		if (diag_history_create(&d->hist, d->db, &ho) != GPULSE_OK) {
-			log_error("cannot keep the diagnosis in the store");
-			goto out;
-		}
-		diag_live_set_sink(d->diag, history_sink, d->hist);
+	if (d->db && open_diag_history(d) != GPULSE_OK) {
+		log_error("cannot keep the diagnosis in the store");
+		goto out;
 	}
+	if (storage_path(d)[0])
+		diag_live_set_sink(d->diag, history_sink, d);
 
 	api_init(&d->api, d->db);
 	if (d->store_pending)

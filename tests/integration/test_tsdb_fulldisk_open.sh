@@ -62,7 +62,7 @@ status_of() { curl -s --max-time 5 -o "$WORK/body" -w '%{http_code}' "$URL$1"; }
 # second; checks it serves without history.
 start_full() {
 	local name=$1 db=$2
-	printf 'storage:\n  path: %s\n  retry_interval: 1s\n  flush_interval: 200ms\nrule_files:\n  - %s\n' \
+	printf 'storage:\n  path: %s\n  retry_interval: 1s\n  flush_interval: 200ms\nrule_files:\n  - %s\nanomaly:\n  warmup: 0s\n' \
 		"$db" "$WORK/alerts.yml" >"$WORK/$name.yml"
 	start_daemon "$name" --config "$WORK/$name.yml" --replay "$REC"
 	grep -Eq "storage\.path: $db: (disk full \(SQLITE_FULL\)|I/O error).*starting without history" "$WORK/$name.log" ||
@@ -101,10 +101,13 @@ t1=$(date +%s.%N)
 python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 4 else 1)" ||
 	fail "the store took $(python3 -c "print(round($t1 - $t0, 2))") s to open, over 1s retry + 1s wake + 2s"
 echo "the store opened $(python3 -c "print(round($t1 - $t0, 2))") s after space returned"
-grep -q "storage: keeping samples in $MNT/store.db from now on" "$WORK/existing.log" ||
+grep -q "storage: keeping samples, anomaly scores and diagnosis windows in $MNT/store.db from now on" "$WORK/existing.log" ||
 	fail "no line saying the store opened"
 wait_for '[ "$(status_of "/api/v1/query?query=count_over_time(gpulse_gpu_power_watts%5B1m%5D)")" = 200 ] && grep -q "\"result\":\[{" "$WORK/body"' ||
 	fail "no history served after the store opened: $(cat "$WORK/body")"
+# The anomaly detector, created without the store, writes its scores there now.
+wait_for '[ "$(status_of "/api/v1/query?query=count(gpulse_anomaly_score)")" = 200 ] && grep -q "\"result\":\[{" "$WORK/body"' ||
+	fail "no anomaly scores stored after the store opened: $(cat "$WORK/body")"
 kill -TERM "$DAEMON_PID"
 wait "$DAEMON_PID" || fail "gpulsed did not stop cleanly"
 
