@@ -758,9 +758,12 @@ static void retry_storage(struct daemon *d)
 	int rc = open_storage(d, err, sizeof err);
 	if (rc == 0) {
 		d->store_pending = false;
-		/* The readers that can take the store late; the rules, the
-		 * profiling server and recording rules cannot (until restart). */
+		/* The users that take the store late (the profiling server
+		 * does not: until restart). The rules read the store from
+		 * their next evaluation, so their scrapes of /metrics end. */
 		anomaly_set_store(d->anomaly, d->db);
+		rules_engine_set_store(d->rules, d->db);
+		livestore_stop(d->live);
 		if (open_diag_history(d) != GPULSE_OK)
 			log_warn("storage: the diagnosis history cannot use the store: out of memory");
 		api_set_store(&d->api, d->db);
@@ -768,7 +771,7 @@ static void retry_storage(struct daemon *d)
 				storage_path(d), (unsigned long long)atomic_load(&d->store_attempts));
 		log_info("storage: keeping samples, anomaly scores and diagnosis windows in %s from now "
 			 "on; the query API serves its history%s", storage_path(d),
-			 d->rules ? " (rules read the in-memory history until gpulsed restarts)" : "");
+			 d->rules ? ", and the rules read and write it (ranges fill from now on)" : "");
 		return;
 	}
 	snprintf(d->store_why, sizeof d->store_why, "%s", err);

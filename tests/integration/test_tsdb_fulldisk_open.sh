@@ -48,6 +48,11 @@ groups:
       - alert: GpuPowerSustained
         expr: avg_over_time(gpulse_gpu_power_watts[10s]) > 0 and count_over_time(gpulse_gpu_power_watts[10s]) >= 3
         for: 2s
+  - name: rec
+    interval: 1s
+    rules:
+      - record: gpu:power:max
+        expr: max(gpulse_gpu_power_watts)
 YML
 
 fill() {
@@ -81,8 +86,11 @@ start_full() {
 	# A rule that reads a range fires from the in-memory history.
 	wait_for 'curl -s --max-time 5 "$URL/api/v1/alerts" | grep -q "\"alertname\":\"GpuPowerSustained\".*\"state\":\"firing\""' ||
 		fail "$name: the range rule does not fire while the store is shut: $(curl -s "$URL/api/v1/alerts")"
-	[ "$(metric gpulse_rule_evaluation_failures_total)" = 0 ] ||
-		fail "$name: rule evaluations failed while the store is shut"
+	[ "$(metric gpulse_rule_evaluation_failures_total 'pending"')" = 0 ] ||
+		fail "$name: alerting rule evaluations failed while the store is shut"
+	# A recording rule has nowhere to write: it fails, counted.
+	wait_for '[ "$(metric gpulse_rule_evaluation_failures_total "rec\"")" -ge 1 ]' ||
+		fail "$name: recording rule failures not counted while the store is shut"
 	# Still down after a few retries, each counted.
 	wait_for '[ "$(metric gpulse_storage_open_failures_total)" -ge 3 ]' || fail "$name: no retries counted"
 	[ "$(metric gpulse_storage_available)" = 0 ] || fail "$name: available on a full disk"
@@ -105,6 +113,12 @@ grep -q "storage: keeping samples, anomaly scores and diagnosis windows in $MNT/
 	fail "no line saying the store opened"
 wait_for '[ "$(status_of "/api/v1/query?query=count_over_time(gpulse_gpu_power_watts%5B1m%5D)")" = 200 ] && grep -q "\"result\":\[{" "$WORK/body"' ||
 	fail "no history served after the store opened: $(cat "$WORK/body")"
+# The rules take the store: the recording rule's series and the alert's
+# ALERTS series are written to it.
+wait_for '[ "$(status_of "/api/v1/query?query=gpu:power:max")" = 200 ] && grep -q "\"result\":\[{" "$WORK/body"' ||
+	fail "the recording rule writes nothing once the store opened: $(cat "$WORK/body")"
+wait_for '[ "$(status_of "/api/v1/query?query=ALERTS%7Balertname%3D%22GpuPowerSustained%22%7D")" = 200 ] && grep -q "\"result\":\[{" "$WORK/body"' ||
+	fail "no ALERTS series once the store opened: $(cat "$WORK/body")"
 # The anomaly detector, created without the store, writes its scores there now.
 wait_for '[ "$(status_of "/api/v1/query?query=count(gpulse_anomaly_score)")" = 200 ] && grep -q "\"result\":\[{" "$WORK/body"' ||
 	fail "no anomaly scores stored after the store opened: $(cat "$WORK/body")"
