@@ -758,10 +758,10 @@ static void retry_storage(struct daemon *d)
 	int rc = open_storage(d, err, sizeof err);
 	if (rc == 0) {
 		d->store_pending = false;
-		/* The users that take the store late (the profiling server
-		 * does not: until restart). The rules read the store from
+		/* Every user of the store takes it now. The rules read it from
 		 * their next evaluation, so their scrapes of /metrics end. */
 		anomaly_set_store(d->anomaly, d->db);
+		profiling_set_store(d->prof, d->db);
 		rules_engine_set_store(d->rules, d->db);
 		livestore_stop(d->live);
 		if (open_diag_history(d) != GPULSE_OK)
@@ -769,8 +769,8 @@ static void retry_storage(struct daemon *d)
 		api_set_store(&d->api, d->db);
 		complaint_clear(&d->store_complaint, "storage: %s opened after %llu attempts",
 				storage_path(d), (unsigned long long)atomic_load(&d->store_attempts));
-		log_info("storage: keeping samples, anomaly scores and diagnosis windows in %s from now "
-			 "on; the query API serves its history%s", storage_path(d),
+		log_info("storage: keeping samples, anomaly scores, profiling series and diagnosis "
+			 "windows in %s from now on; the query API serves its history%s", storage_path(d),
 			 d->rules ? ", and the rules read and write it (ranges fill from now on)" : "");
 		return;
 	}

@@ -8,7 +8,9 @@
 # store opens within storage.retry_interval (1s here): available 1, the
 # query API serves what is ingested from then on. Meanwhile an alerting
 # rule over a range (it needs history) fires from the in-memory history,
-# as without storage. A truncated or foreign
+# as without storage, and a recording rule fails, counted; once the store
+# opens, the rules, the profiling server and the anomaly detector write
+# to it. A truncated or foreign
 # file still stops it with exit 2. Needs `mount -t tmpfs`: CI runs as
 # root, so it runs there; where mount is refused it says so and passes
 # (test_tsdb's test_open_full_disk covers the store's side).
@@ -67,8 +69,8 @@ status_of() { curl -s --max-time 5 -o "$WORK/body" -w '%{http_code}' "$URL$1"; }
 # second; checks it serves without history.
 start_full() {
 	local name=$1 db=$2
-	printf 'storage:\n  path: %s\n  retry_interval: 1s\n  flush_interval: 200ms\nrule_files:\n  - %s\nanomaly:\n  warmup: 0s\n' \
-		"$db" "$WORK/alerts.yml" >"$WORK/$name.yml"
+	printf 'storage:\n  path: %s\n  retry_interval: 1s\n  flush_interval: 200ms\nrule_files:\n  - %s\nanomaly:\n  warmup: 0s\nprofiling:\n  socket: %s\n  store_interval: 1s\n' \
+		"$db" "$WORK/alerts.yml" "$WORK/run/$name.sock" >"$WORK/$name.yml"
 	start_daemon "$name" --config "$WORK/$name.yml" --replay "$REC"
 	grep -Eq "storage\.path: $db: (disk full \(SQLITE_FULL\)|I/O error).*starting without history" "$WORK/$name.log" ||
 		fail "$name: no disk-full or I/O error line: $(cat "$WORK/$name.log")"
@@ -96,8 +98,17 @@ start_full() {
 	[ "$(metric gpulse_storage_available)" = 0 ] || fail "$name: available on a full disk"
 }
 
+mkdir -p "$WORK/run"
 fill
 start_full existing "$MNT/store.db"
+# A profiled process while the store is shut (the synthetic library).
+FAKE="${GPULSE_BUILD_DIR:-/nonexistent}/tests/fake_inject_client"
+if [ -x "$FAKE" ]; then
+	"$FAKE" "$WORK/run/existing.sock" basic >"$WORK/fake.out" 2>&1 &
+	PIDS+=($!)
+	wait_for '[ "$(metric gpulse_process_kernel_launches_total kernel=\"gemm_kernel\")" = 200 ]' ||
+		fail "the profiled process is not on /metrics"
+fi
 # Space again: the store opens within the retry interval, ingestion
 # starts and the query API serves the history.
 rm -f "$MNT/filler" "$MNT/filler2"
@@ -109,7 +120,7 @@ t1=$(date +%s.%N)
 python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 4 else 1)" ||
 	fail "the store took $(python3 -c "print(round($t1 - $t0, 2))") s to open, over 1s retry + 1s wake + 2s"
 echo "the store opened $(python3 -c "print(round($t1 - $t0, 2))") s after space returned"
-grep -q "storage: keeping samples, anomaly scores and diagnosis windows in $MNT/store.db from now on" "$WORK/existing.log" ||
+grep -q "storage: keeping samples, anomaly scores, profiling series and diagnosis windows in $MNT/store.db from now on" "$WORK/existing.log" ||
 	fail "no line saying the store opened"
 wait_for '[ "$(status_of "/api/v1/query?query=count_over_time(gpulse_gpu_power_watts%5B1m%5D)")" = 200 ] && grep -q "\"result\":\[{" "$WORK/body"' ||
 	fail "no history served after the store opened: $(cat "$WORK/body")"
@@ -119,6 +130,11 @@ wait_for '[ "$(status_of "/api/v1/query?query=gpu:power:max")" = 200 ] && grep -
 	fail "the recording rule writes nothing once the store opened: $(cat "$WORK/body")"
 wait_for '[ "$(status_of "/api/v1/query?query=ALERTS%7Balertname%3D%22GpuPowerSustained%22%7D")" = 200 ] && grep -q "\"result\":\[{" "$WORK/body"' ||
 	fail "no ALERTS series once the store opened: $(cat "$WORK/body")"
+# The profiling server, started without the store, appends to it now.
+if [ -x "$FAKE" ]; then
+	wait_for '[ "$(status_of "/api/v1/query?query=gpulse_process_kernel_launches_total%7Bkernel%3D%22gemm_kernel%22%7D")" = 200 ] && grep -q "\"result\":\[{" "$WORK/body"' ||
+		fail "no profiling series stored once the store opened: $(cat "$WORK/body")"
+fi
 # The anomaly detector, created without the store, writes its scores there now.
 wait_for '[ "$(status_of "/api/v1/query?query=count(gpulse_anomaly_score)")" = 200 ] && grep -q "\"result\":\[{" "$WORK/body"' ||
 	fail "no anomaly scores stored after the store opened: $(cat "$WORK/body")"
