@@ -16,7 +16,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev
-      libcmocka-dev libsqlite3-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
+      libcmocka-dev libsqlite3-dev zlib1g-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
       libfaketime openssl procps)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -280,7 +280,7 @@ struct anomaly {
 	struct anomaly_config cfg;
 	struct anomaly_params params;
 	struct bus *bus;
-	struct tsdb *db;
+	struct tsdb *_Atomic db;     /* set once: at create or anomaly_set_store */
 	atomic_uint_fast64_t ticks, appended, store_errors, models, model_bytes;
 	struct gpu_state gpu[GPU_MAX];
 };
@@ -425,12 +425,20 @@ static int watch_context(const struct gpu_state *gs, enum anomaly_watch w)
 	}
 }
 
+void anomaly_set_store(struct anomaly *a, struct tsdb *db)
+{
+	if (a)
+		atomic_store_explicit(&a->db, db, memory_order_release);
+}
+
 /* Append one value of a watch's score series, creating the series on
- * first use. Called with the GPU's lock held. */
+ * first use. Called with the GPU's lock held. The store is read once: it
+ * may appear (anomaly_set_store) while this runs. */
 static void store_score(struct anomaly *a, struct gpu_state *gs, int w, int64_t t_ms, double v)
 {
 	struct watch_state *ws = &gs->w[w];
-	if (!a->db || ws->ref_failed)
+	struct tsdb *db = atomic_load_explicit(&a->db, memory_order_acquire);
+	if (!db || ws->ref_failed)
 		return;
 	if (!ws->ref) {
 		struct tsdb_label l[INGEST_GPU_LABELS_MAX];
@@ -438,7 +446,7 @@ static void store_score(struct anomaly *a, struct gpu_state *gs, int w, int64_t 
 					     watch_table[w].name);
 		char err[256];
 		uint32_t r;
-		if (tsdb_series(a->db, l, n, &r, err, sizeof err) != GPULSE_OK) {
+		if (tsdb_series(db, l, n, &r, err, sizeof err) != GPULSE_OK) {
 			ws->ref_failed = true;
 			atomic_fetch_add(&a->store_errors, 1);
 			log_warn("anomaly: series %s{metric=\"%s\"} of GPU %s refused: %s", ANOMALY_METRIC,
@@ -447,7 +455,7 @@ static void store_score(struct anomaly *a, struct gpu_state *gs, int w, int64_t 
 		}
 		ws->ref = r + 1;
 	}
-	if (tsdb_append(a->db, ws->ref - 1, t_ms, v) == GPULSE_OK)
+	if (tsdb_append(db, ws->ref - 1, t_ms, v) == GPULSE_OK)
 		atomic_fetch_add(&a->appended, 1);
 	else
 		atomic_fetch_add(&a->store_errors, 1);

@@ -107,6 +107,9 @@ struct anomaly;
  * its first update (34 contexts of 25 baselines: about 21 KB per GPU with 24 buckets). */
 int anomaly_create(struct anomaly **out, const struct anomaly_config *c, struct bus *bus,
 		   struct tsdb *db);
+/* Append scores to `db` from now on (created with NULL: a store that
+ * opened late). Any thread; set once; `db` must outlive the detector. */
+void anomaly_set_store(struct anomaly *a, struct tsdb *db);
 /* bus_subscribe(bus, anomaly_on_update, a). 0 or GPULSE_ELIMIT. */
 int anomaly_subscribe(struct anomaly *a);
 /* The subscriber (bus_subscriber_fn); ctx is a struct anomaly. Never blocks

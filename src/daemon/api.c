@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@ void api_init(struct api *a, struct tsdb *db)
 {
 	memset(a, 0, sizeof *a);
 	a->db = db;
+	pthread_mutex_init(&a->why_mu, NULL);
 	promql_opts_default(&a->opts);
 	a->timeout_ns = API_DEFAULT_TIMEOUT_NS;
 	a->max_concurrency = API_DEFAULT_MAX_CONCURRENCY;
@@ -42,6 +44,18 @@ void api_stats(struct api *a, struct api_stats *out)
 	out->timed_out_total = atomic_load_explicit(&a->timed_out_total, memory_order_relaxed);
 	out->cancelled_total = ps.gone_total +
 			       atomic_load_explicit(&a->cancelled_total, memory_order_relaxed);
+}
+
+void api_set_store(struct api *a, struct tsdb *db)
+{
+	atomic_store_explicit(&a->db, db, memory_order_release);
+}
+
+void api_set_unavailable(struct api *a, const char *why)
+{
+	pthread_mutex_lock(&a->why_mu);
+	snprintf(a->why, sizeof a->why, "%s", why ? why : "");
+	pthread_mutex_unlock(&a->why_mu);
 }
 
 /* ---- parameters -------------------------------------------------------- */
@@ -123,9 +137,16 @@ static bool storage_off(struct api *a, struct http_response *resp)
 {
 	if (a->db)
 		return false;
-	api_error(resp, 503, "unavailable",
-		  "storage is disabled: start gpulsed with storage.path or --storage-path to query "
-		  "its history");
+	char msg[900];
+	pthread_mutex_lock(&a->why_mu);
+	bool why = a->why[0] != '\0';
+	if (why)
+		snprintf(msg, sizeof msg, "storage unavailable: %s", a->why);
+	pthread_mutex_unlock(&a->why_mu);
+	if (!why)
+		snprintf(msg, sizeof msg, "storage is disabled: start gpulsed with storage.path or "
+			 "--storage-path to query its history");
+	api_error(resp, 503, "unavailable", msg);
 	return true;
 }
 

@@ -7,6 +7,7 @@
 #define GPULSE_API_H
 
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,18 +45,29 @@ struct api_stats {
 };
 
 struct api {
-	struct tsdb *db;            /* NULL: storage off; every endpoint answers 503 */
+	/* NULL: storage off or not open yet; every endpoint answers 503.
+	 * Atomic: the daemon publishes a store that opens late (after a
+	 * full disk at start) while HTTP threads read; set once, never
+	 * taken back while the server runs. */
+	struct tsdb *_Atomic db;
 	struct promql_opts opts;    /* lookback and the evaluator's bounds */
 	int64_t timeout_ns;         /* query.timeout, from the request's arrival
 	                               (time queued included); 0: none */
 	unsigned max_concurrency;   /* query.max_concurrency: the pool's threads */
 	struct http_pool *pool;     /* set by api_register */
 	atomic_uint_fast64_t timed_out_total, cancelled_total;
+	pthread_mutex_t why_mu;
+	char why[768];              /* why storage is unavailable; "": off */
 };
 
 /* Fill *a for `db` (may be NULL) with Prometheus's defaults and the
  * defaults above. */
 void api_init(struct api *a, struct tsdb *db);
+/* Serve `db` from now on (any thread; the store must outlive the server). */
+void api_set_store(struct api *a, struct tsdb *db);
+/* While no store is set, the 503 answers say "storage unavailable: WHY"
+ * instead of "storage is disabled" (any thread; copied). */
+void api_set_unavailable(struct api *a, const char *why);
 
 /* Route the endpoints on `s` with `a` (which must outlive the server),
  * served on a pool of a->max_concurrency threads holding up to

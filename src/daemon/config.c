@@ -156,6 +156,7 @@ static const struct key_spec storage_keys[] = {
 	RANGED("flush_interval", DURATION, storage.flush_interval_ns, 100 * MS, 3600 * SEC),
 	RANGED("retention", DURATION, storage.retention_ns, 60 * SEC, 3650 * 86400 * SEC),
 	RANGED("rollup_retention", DURATION, storage.rollup_retention_ns, 60 * SEC, 3650 * 86400 * SEC),
+	RANGED("retry_interval", DURATION, storage.retry_interval_ns, 1 * SEC, 3600 * SEC),
 };
 
 static const struct key_spec alertmanagers_keys[] = {
@@ -272,6 +273,7 @@ void config_defaults(struct gpulse_config *c)
 	c->storage.flush_interval_ns = 1 * NS_PER_SEC;
 	c->storage.retention_ns = 48LL * 3600 * NS_PER_SEC;
 	c->storage.rollup_retention_ns = 30LL * 86400 * NS_PER_SEC;
+	c->storage.retry_interval_ns = 30 * NS_PER_SEC;
 	c->http.max_connections = 64;
 	c->http.threads = 2;
 	c->http.timeout_ns = 10 * NS_PER_SEC;
@@ -1670,6 +1672,7 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       a->storage.flush_interval_ns == b->storage.flush_interval_ns &&
 	       a->storage.retention_ns == b->storage.retention_ns &&
 	       a->storage.rollup_retention_ns == b->storage.rollup_retention_ns &&
+	       a->storage.retry_interval_ns == b->storage.retry_interval_ns &&
 	       a->http.max_connections == b->http.max_connections &&
 	       a->http.threads == b->http.threads && a->http.timeout_ns == b->http.timeout_ns &&
 	       a->http.header_timeout_ns == b->http.header_timeout_ns &&

@@ -66,6 +66,7 @@ struct gpulse_config {
 		int64_t flush_interval_ns;      /* head -> SQLite */
 		int64_t retention_ns;           /* raw samples kept */
 		int64_t rollup_retention_ns;    /* 1-minute rollups kept */
+		int64_t retry_interval_ns;      /* reopening a store a disk failure kept shut */
 	} storage;
 	struct {
 		int64_t window_ns;      /* live diagnosis window */

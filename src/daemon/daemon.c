@@ -67,9 +67,21 @@ struct daemon {
 	struct self_stats self;
 	struct http_server *http;
 	struct diag_live *diag;
-	struct diag_history *hist;       /* NULL: storage off */
-	struct tsdb *db;                 /* NULL: storage off */
+	/* NULL: storage off or not open yet. Set once (at start or when a
+	 * late store opens), read by HTTP threads and the diagnosis sink. */
+	struct diag_history *_Atomic hist;
+	struct tsdb *db;                 /* NULL: storage off or not open yet */
 	struct ingest *ingest;
+	/* The store as other threads see it: published (release) once open,
+	 * at start or by a later retry on the main thread, and never taken
+	 * back until shutdown, after the HTTP server and the sources stop. */
+	struct tsdb *_Atomic store_live;
+	struct ingest *_Atomic ingest_live;  /* the bus's subscriber forwards to it */
+	bool store_pending;              /* main thread: asked for, a disk failure kept it shut */
+	int64_t store_next_try_ns;       /* monotonic */
+	char store_why[768];             /* the last failure's sentence */
+	struct complaint store_complaint;
+	_Atomic uint64_t store_attempts, store_failures;
 	struct anomaly *anomaly;         /* NULL: anomaly.enabled false */
 	struct rules_engine *rules;      /* NULL: no rule files */
 	struct livestore *live;          /* the rules' history without a store; else NULL */
@@ -443,10 +455,25 @@ static bool trace_source(void *ctx, int gpu, double a_s, double b_s, struct diag
 	return true;
 }
 
-/* The live diagnosis's windows go to the store as well. */
+/* The live diagnosis's windows go to the store as well, once it is open
+ * (ctx is the daemon: the history may come after the sink is set). */
 static void history_sink(void *ctx, const struct gpu_identity *id, const struct diag_window *w)
 {
-	diag_history_put(ctx, id, w);
+	struct daemon *d = ctx;
+	struct diag_history *h = atomic_load_explicit(&d->hist, memory_order_acquire);
+	if (h)
+		diag_history_put(h, id, w);
+}
+
+/* The diagnosis history in store `db`, published to its readers. */
+static int open_diag_history(struct daemon *d)
+{
+	struct diag_history_opts ho = {.record_retention_ms = d->cfg.storage.retention_ns / NS_PER_MS};
+	struct diag_history *h = NULL;
+	int rc = diag_history_create(&h, d->db, &ho);
+	if (rc == GPULSE_OK)
+		atomic_store_explicit(&d->hist, h, memory_order_release);
+	return rc;
 }
 
 #define DIAG_API_MAX_WINDOWS 20000     /* windows of all GPUs in one answer */
@@ -625,50 +652,145 @@ static int handle_index(void *ctx, const struct http_request *req, struct http_r
 
 static void storage_stats(void *ctx, struct storage_self_stats *out)
 {
+	struct daemon *d = ctx;
+	struct tsdb *db = atomic_load_explicit(&d->store_live, memory_order_acquire);
+	memset(out, 0, sizeof *out);
+	out->open_attempts_total = atomic_load(&d->store_attempts);
+	out->open_failures_total = atomic_load(&d->store_failures);
+	if (!db)
+		return;
 	struct tsdb_stats st;
-	tsdb_get_stats(ctx, &st);
+	tsdb_get_stats(db, &st);
+	out->available = true;
 	out->errors_total = st.storage_errors_total;
 	out->samples_appended_total = st.samples_appended_total;
 	out->samples_dropped_total = st.samples_dropped_total;
 	out->series = st.series;
 	out->head_bytes = st.head_bytes;
 	out->db_bytes = st.db_bytes;
+	out->corrupt_chunks_total = st.corrupt_chunks_total;
 }
 
-/* Open the store, subscribe the ingest to the bus (before any source
- * publishes) and start the flusher. Storage is optional, but a path that
- * was asked for and cannot be used (held by another gpulsed, damaged, not
- * ours) stops the daemon: serving without the history asked for would
- * hide the problem. */
-static int start_storage(struct daemon *d)
+/* The bus's subscriber for the store: subscribed at start (the bus takes
+ * no subscriber once sources publish), it forwards to the ingest once the
+ * store is open and drops updates before. */
+static void store_update(void *ctx, const struct gpu_update *u)
 {
-	const char *path = d->cfg.storage.path[0] ? d->cfg.storage.path : d->demo_store;
-	if (!path[0])
-		return 0;
-	char err[1024];
+	struct daemon *d = ctx;
+	struct ingest *ing = atomic_load_explicit(&d->ingest_live, memory_order_acquire);
+	if (ing)
+		ingest_on_update(ing, u);
+}
+
+static const char *storage_path(const struct daemon *d)
+{
+	return d->cfg.storage.path[0] ? d->cfg.storage.path : d->demo_store;
+}
+
+/* One attempt to open the store and start its ingest and flusher, on the
+ * main thread. 0 with the store published to the other threads, or the
+ * store's status with its sentence in err. */
+static int open_storage(struct daemon *d, char *err, size_t errlen)
+{
 	struct tsdb_opts o = {
-		.path = path,
+		.path = storage_path(d),
 		.flush_interval_ms = d->cfg.storage.flush_interval_ns / NS_PER_MS,
 		.raw_retention_ms = d->cfg.storage.retention_ns / NS_PER_MS,
 		.rollup_retention_ms = d->cfg.storage.rollup_retention_ns / NS_PER_MS,
 	};
-	int rc = tsdb_open(&d->db, &o, err, sizeof err);
+	atomic_fetch_add(&d->store_attempts, 1);
+	struct tsdb *db = NULL;
+	int rc = tsdb_open(&db, &o, err, errlen);
 	if (rc) {
-		log_error("storage.path: %s", err);
-		d->db = NULL;
-		return exit_status(rc);
+		atomic_fetch_add(&d->store_failures, 1);
+		return rc;
 	}
-	if (ingest_create(&d->ingest, d->db, d->bus) != GPULSE_OK ||
-	    ingest_subscribe(d->ingest) != GPULSE_OK || ingest_start(d->ingest, NS_PER_SEC) != GPULSE_OK ||
-	    tsdb_start_flusher(d->db) != GPULSE_OK) {
-		log_error("storage: cannot start the ingest or the flusher");
+	struct ingest *ing = NULL;
+	if (ingest_create(&ing, db, d->bus) != GPULSE_OK || ingest_start(ing, NS_PER_SEC) != GPULSE_OK ||
+	    tsdb_start_flusher(db) != GPULSE_OK) {
+		ingest_destroy(ing);
+		tsdb_close(db);
+		atomic_fetch_add(&d->store_failures, 1);
+		snprintf(err, errlen, "%s: cannot start the ingest or the flusher", o.path);
+		return GPULSE_ENOMEM;
+	}
+	d->db = db;
+	d->ingest = ing;
+	atomic_store_explicit(&d->ingest_live, ing, memory_order_release);
+	atomic_store_explicit(&d->store_live, db, memory_order_release);
+	return 0;
+}
+
+/* Open the store and subscribe its ingest to the bus (before any source
+ * publishes). Storage is optional, but a path that was asked for and
+ * cannot be used because of the file (damaged, not ours: exit status 2)
+ * or another gpulsed holding it (1) stops the daemon: serving without
+ * the history asked for would hide the problem. A disk failure (full, an
+ * I/O error, a file that cannot be opened or written: GPULSE_EIO) is the
+ * machine's state and may pass: gpulsed then starts without history,
+ * says so, and retries every storage.retry_interval (retry_storage). */
+static int start_storage(struct daemon *d)
+{
+	const char *path = storage_path(d);
+	if (!path[0])
+		return 0;
+	if (bus_subscribe(d->bus, store_update, d) != GPULSE_OK) {
+		log_error("storage: cannot subscribe to the sample bus");
 		return 1;
 	}
 	d->self.storage_stats = storage_stats;
-	d->self.storage_ctx = d->db;
+	d->self.storage_ctx = d;
+	char err[768];
+	int rc = open_storage(d, err, sizeof err);
+	if (rc == GPULSE_EIO) {
+		snprintf(d->store_why, sizeof d->store_why, "%s", err);
+		d->store_pending = true;
+		d->store_next_try_ns = clock_mono_ns() + d->cfg.storage.retry_interval_ns;
+		complain(&d->store_complaint,
+			 "storage.path: %s; starting without history (gpulse_storage_available 0, the "
+			 "query API answers 503), retrying every %gs", err,
+			 (double)d->cfg.storage.retry_interval_ns / NS_PER_SEC);
+		return 0;
+	}
+	if (rc) {
+		log_error("storage.path: %s", err);
+		return exit_status(rc);
+	}
 	log_info("storage: keeping samples in %s%s", path,
 		 d->cfg.storage.path[0] ? "" : " (a temporary store for --demo, removed at exit)");
 	return 0;
+}
+
+/* Main thread, while the store is pending: try again when it is time. */
+static void retry_storage(struct daemon *d)
+{
+	if (!d->store_pending || clock_mono_ns() < d->store_next_try_ns)
+		return;
+	char err[768];
+	int rc = open_storage(d, err, sizeof err);
+	if (rc == 0) {
+		d->store_pending = false;
+		/* Every user of the store takes it now. The rules read it from
+		 * their next evaluation, so their scrapes of /metrics end. */
+		anomaly_set_store(d->anomaly, d->db);
+		profiling_set_store(d->prof, d->db);
+		rules_engine_set_store(d->rules, d->db);
+		livestore_stop(d->live);
+		if (open_diag_history(d) != GPULSE_OK)
+			log_warn("storage: the diagnosis history cannot use the store: out of memory");
+		api_set_store(&d->api, d->db);
+		complaint_clear(&d->store_complaint, "storage: %s opened after %llu attempts",
+				storage_path(d), (unsigned long long)atomic_load(&d->store_attempts));
+		log_info("storage: keeping samples, anomaly scores, profiling series and diagnosis "
+			 "windows in %s from now on; the query API serves its history%s", storage_path(d),
+			 d->rules ? ", and the rules read and write it (ranges fill from now on)" : "");
+		return;
+	}
+	snprintf(d->store_why, sizeof d->store_why, "%s", err);
+	api_set_unavailable(&d->api, d->store_why);
+	complain(&d->store_complaint, "storage.path: %s; still without history, retrying every %gs",
+		 err, (double)d->cfg.storage.retry_interval_ns / NS_PER_SEC);
+	d->store_next_try_ns = clock_mono_ns() + d->cfg.storage.retry_interval_ns;
 }
 
 /* ---- recording rules ------------------------------------------------------ */
@@ -1184,21 +1306,20 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		goto out;
 	}
 	diag_live_set_trace_source(d->diag, trace_source, d->prof);
-	if (d->db) {
-		struct diag_history_opts ho = {.record_retention_ms = d->cfg.storage.retention_ns /
-								      NS_PER_MS};
-		if (diag_history_create(&d->hist, d->db, &ho) != GPULSE_OK) {
-			log_error("cannot keep the diagnosis in the store");
-			goto out;
-		}
-		diag_live_set_sink(d->diag, history_sink, d->hist);
+	if (d->db && open_diag_history(d) != GPULSE_OK) {
+		log_error("cannot keep the diagnosis in the store");
+		goto out;
 	}
+	if (storage_path(d)[0])
+		diag_live_set_sink(d->diag, history_sink, d);
 
 	api_init(&d->api, d->db);
 	d->api.timeout_ns = d->cfg.query.timeout_ns;
 	d->api.max_concurrency = d->cfg.query.max_concurrency;
 	d->self.query_stats = query_stats;
 	d->self.query_ctx = &d->api;
+	if (d->store_pending)
+		api_set_unavailable(&d->api, d->store_why);
 	struct http_config hc;
 	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token) != 0) {
 		log_error("%s: http.auth_token_file: cannot read %s",
@@ -1251,10 +1372,11 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 
 	for (;;) {
 		/* Wake once a second only while there is no source yet (to
-		 * try NVML again); otherwise sleep until a signal comes. */
+		 * try NVML again) or no store yet (to open it again);
+		 * otherwise sleep until a signal comes. */
 		struct timespec tick = {.tv_sec = 1, .tv_nsec = 0};
-		int sig = d->self.mode == MODE_NONE ? sigtimedwait(&set, NULL, &tick)
-						    : sigwaitinfo(&set, NULL);
+		int sig = d->self.mode == MODE_NONE || d->store_pending ? sigtimedwait(&set, NULL, &tick)
+									: sigwaitinfo(&set, NULL);
 		if (sig == SIGTERM || sig == SIGINT) {
 			log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 			break;
@@ -1263,6 +1385,7 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 			reload(d);
 			continue;
 		}
+		retry_storage(d);
 		if (d->self.mode == MODE_NONE && clock_mono_ns() >= d->next_nvml_try) {
 			if (try_nvml(d, err, sizeof err) != GPULSE_OK)
 				d->next_nvml_try = clock_mono_ns() + NVML_RETRY_NS;

@@ -173,6 +173,12 @@ bool profiling_window(struct profiling *p, int gpu, double a_s, double b_s,
 	return profile_timeline_sum(p->timeline, gpu, a_s, b_s, out);
 }
 
+void profiling_set_store(struct profiling *p, struct tsdb *db)
+{
+	if (p)
+		profile_server_set_store(p->server, db);
+}
+
 void profiling_interrupt(struct profiling *p)
 {
 	if (p)

@@ -52,6 +52,9 @@ int profiling_register(struct profiling *p, struct http_server *s);
 /* self_stats.profile_metrics: the gpulse_process_*, gpulse_inject_* and
  * gpulse_profile_* families. ctx is a struct profiling. */
 int profiling_metrics(void *ctx, struct buf *out, bool openmetrics);
+/* Append the profiling series to `db` from now on (started without a
+ * store: one that opened late). Any thread; accepts NULL. */
+void profiling_set_store(struct profiling *p, struct tsdb *db);
 /* Make captures in progress answer now (gpulsed is stopping): call
  * before stopping the HTTP server. Accepts NULL. */
 void profiling_interrupt(struct profiling *p);

@@ -1149,6 +1149,15 @@ static void render_self(struct render *r, const struct self_stats *self)
 			struct storage_self_stats st;
 			memset(&st, 0, sizeof st);
 			self->storage_stats(self->storage_ctx, &st);
+			family(w, "gpulse_storage_available", T_GAUGE,
+			       "1 when the store is open; 0 while a disk failure keeps it shut (retried).");
+			plain_u64(w, st.available);
+			family(w, "gpulse_storage_open_attempts_total", T_COUNTER,
+			       "Attempts to open the store, the first at start included.");
+			plain_u64(w, st.open_attempts_total);
+			family(w, "gpulse_storage_open_failures_total", T_COUNTER,
+			       "Attempts to open the store that failed.");
+			plain_u64(w, st.open_failures_total);
 			family(w, "gpulse_storage_errors_total", T_COUNTER,
 			       "Store operations that failed (flushes, record writes).");
 			plain_u64(w, st.errors_total);
@@ -1166,6 +1175,9 @@ static void render_self(struct render *r, const struct self_stats *self)
 			family(w, "gpulse_storage_db_bytes", T_GAUGE,
 			       "Size of the database file and its write-ahead log.");
 			plain_u64(w, st.db_bytes);
+			family(w, "gpulse_storage_corrupt_chunks_total", T_COUNTER,
+			       "Damaged chunks (checksum mismatch, undecodable) that reads skipped, each counted once.");
+			plain_u64(w, st.corrupt_chunks_total);
 		}
 		if (self->query_stats)
 			render_query_stats(w, self);

@@ -26,6 +26,10 @@ struct storage_self_stats {
 	uint64_t series;
 	uint64_t head_bytes;
 	uint64_t db_bytes;
+	uint64_t corrupt_chunks_total;    /* damaged chunks skipped by reads */
+	bool available;                   /* the store is open (else the rest is 0) */
+	uint64_t open_attempts_total;     /* tries to open it, the first included */
+	uint64_t open_failures_total;
 };
 typedef void storage_stats_fn(void *ctx, struct storage_self_stats *out);
 

@@ -98,7 +98,8 @@ struct capture_slot {
 };
 
 struct profile_server {
-	struct profile_server_config cfg;
+	struct profile_server_config cfg;   /* cfg.db: see db */
+	struct tsdb *_Atomic db;            /* cfg.db or, once, profile_server_set_store's */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd;
 	int lock_fd;
@@ -739,10 +740,21 @@ int profile_server_capture(struct profile_server *s, struct profile_capture *c, 
 
 /* ---- the thread ------------------------------------------------------------- */
 
+static struct tsdb *server_store(struct profile_server *s)
+{
+	return atomic_load_explicit(&s->db, memory_order_acquire);
+}
+
+void profile_server_set_store(struct profile_server *s, struct tsdb *db)
+{
+	if (s)
+		atomic_store_explicit(&s->db, db, memory_order_release);
+}
+
 static void store_append(struct profile_server *s)
 {
 	struct profile_store_emitter se;
-	profile_store_emitter_init(&se, s->cfg.db, clock_wall_ns() / 1000000);
+	profile_store_emitter_init(&se, server_store(s), clock_wall_ns() / 1000000);
 	profile_agg_emit(s->cfg.agg, &se.e);
 	pthread_mutex_lock(&s->lock);
 	s->st.store_appended_total += se.appended;
@@ -813,7 +825,7 @@ static void *server_main(void *arg)
 			profile_agg_expire(s->cfg.agg, now);
 			s->next_expire_ns = now + 1000000000LL;
 		}
-		if (s->cfg.db && now >= s->next_store_ns) {
+		if (server_store(s) && now >= s->next_store_ns) {
 			store_append(s);
 			s->next_store_ns = now + s->cfg.store_interval_ns;
 		}
@@ -831,6 +843,7 @@ int profile_server_start(struct profile_server **out, const struct profile_serve
 		return GPULSE_ENOMEM;
 	}
 	s->cfg = *c;
+	atomic_init(&s->db, c->db);
 	if (!s->cfg.max_clients)
 		s->cfg.max_clients = 128;
 	/* A quarter by default: one user (or a runaway launcher) cannot
@@ -1008,7 +1021,7 @@ void profile_server_emit(struct profile_server *s, struct profile_emitter *e)
 	profile_family(e, "gpulse_profile_capture_events_dropped_total", PROFILE_COUNTER,
 		       "Trace events received over a capture's event cap.");
 	e->sample(e, NULL, NULL, 0, (double)st.capture_events_dropped_total);
-	if (s->cfg.db) {
+	if (server_store(s)) {
 		profile_family(e, "gpulse_profile_store_samples_total", PROFILE_COUNTER,
 			       "Profiling samples appended into the store, or refused by it.");
 		static const char *const res[] = {"result"};

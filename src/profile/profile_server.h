@@ -126,6 +126,10 @@ void profile_server_stop(struct profile_server *s);
  * stop serving, without freeing anything: call before stopping the HTTP
  * threads that wait on captures, then profile_server_stop. Accepts NULL. */
 void profile_server_interrupt(struct profile_server *s);
+/* Append to `db` from now on (started with cfg.db NULL: a store that
+ * opened late). Any thread; set once; `db` must outlive the server.
+ * Accepts NULL. */
+void profile_server_set_store(struct profile_server *s, struct tsdb *db);
 
 void profile_server_stats(struct profile_server *s, struct profile_server_stats *out);
 /* Emit the gpulse_profile_* self-metrics. */

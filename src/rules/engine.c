@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +58,10 @@ struct group_state {
 };
 
 struct rules_engine {
-	struct rules_engine_config cfg;
+	struct rules_engine_config cfg;   /* cfg.db: see db */
+	/* The store: cfg.db, or one handed over later (rules_engine_set_store).
+	 * Set once, never taken back: a reader that saw it keeps seeing it. */
+	struct tsdb *_Atomic db;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	pthread_t thread;
@@ -73,6 +77,17 @@ struct rules_engine {
 	uint64_t notifications_total, flaps_held_base, restored_total, persist_errors_total;
 	bool swept;                /* records of rules no longer loaded were dropped */
 };
+
+static struct tsdb *engine_store(struct rules_engine *e)
+{
+	return atomic_load_explicit(&e->db, memory_order_acquire);
+}
+
+void rules_engine_set_store(struct rules_engine *e, struct tsdb *db)
+{
+	if (e)
+		atomic_store_explicit(&e->db, db, memory_order_release);
+}
 
 static int64_t engine_now_ms(const struct rules_engine *e)
 {
@@ -161,6 +176,7 @@ int rules_engine_new(struct rules_engine **out, const struct rules_engine_config
 		return GPULSE_ENOMEM;
 	}
 	e->cfg = *c;
+	atomic_init(&e->db, c->db);
 	if (e->cfg.default_interval_ms <= 0)
 		e->cfg.default_interval_ms = 60000;
 	if (e->cfg.resend_delay_ms <= 0)
@@ -221,7 +237,7 @@ static void record_key(const struct group_state *gs, const struct rules_rule *r,
  * reload removed: carry_state moved the others' alerts away). Held lock. */
 static void drop_records(struct rules_engine *e, struct group_state *gs, size_t n)
 {
-	if (!e->cfg.db)
+	if (!engine_store(e))
 		return;
 	struct buf key;
 	buf_init(&key, 16 * 1024);
@@ -232,7 +248,7 @@ static void drop_records(struct rules_engine *e, struct group_state *gs, size_t 
 				buf_reset(&key);
 				record_key(&gs[i], &gs[i].g->rules[r], st->persisted[k], &key);
 				if (!key.failed)
-					tsdb_record_delete(e->cfg.db, "alert", key.data);
+					tsdb_record_delete(engine_store(e), "alert", key.data);
 			}
 		}
 	buf_free(&key);
@@ -346,9 +362,9 @@ static int finish_rule(struct rules_engine *e, struct rule_state *st, int rc, co
 			 err[0] ? err : gpulse_strerror(rc));
 		st->health = 2;
 	} else {
-		for (size_t i = 0; e->cfg.db && i < st->nprev; i++)
+		for (size_t i = 0; engine_store(e) && i < st->nprev; i++)
 			if (!ref_in(refs, nrefs, st->prev[i]))
-				tsdb_append(e->cfg.db, st->prev[i], t_ms, promql_stale_nan());
+				tsdb_append(engine_store(e), st->prev[i], t_ms, promql_stale_nan());
 		free(st->prev);
 		st->prev = refs;
 		st->nprev = nrefs;
@@ -394,7 +410,7 @@ static int write_series(struct rules_engine *e, const struct rules_rule *r,
 		out[n++] = (struct tsdb_label){r->labels[j].name, r->labels[j].value};
 	}
 	uint32_t ref;
-	int rc = tsdb_series(e->cfg.db, out, n, &ref, err, errlen);
+	int rc = tsdb_series(engine_store(e), out, n, &ref, err, errlen);
 	if (rc)
 		return rc;
 	if (ref_in(refs, *nrefs, ref)) {
@@ -403,7 +419,7 @@ static int write_series(struct rules_engine *e, const struct rules_rule *r,
 		return GPULSE_EINVAL;
 	}
 	refs[(*nrefs)++] = ref;
-	rc = tsdb_append(e->cfg.db, ref, t_ms, v);
+	rc = tsdb_append(engine_store(e), ref, t_ms, v);
 	if (rc == GPULSE_ERANGE)
 		rc = 0; /* already written at this time (a repeated evaluation): keep the first */
 	if (rc)
@@ -416,14 +432,14 @@ static int write_series(struct rules_engine *e, const struct rules_rule *r,
 static int eval_expr(struct rules_engine *e, const struct rules_rule *r, int64_t t_ms,
 		     struct promql_result **res, char *err, size_t errlen)
 {
-	if (!e->cfg.db && !e->cfg.queryable) {
+	if (!engine_store(e) && !e->cfg.queryable) {
 		snprintf(err, errlen, "no store and no other storage to read");
 		return GPULSE_ESTATE;
 	}
-	if (!e->cfg.db)
+	if (!engine_store(e))
 		return promql_eval_instant(r->expr, e->cfg.queryable, e->cfg.queryable_ctx, &e->opts,
 					   t_ms, res, err, errlen);
-	struct tsdb_queryable_ctx qc = {.db = e->cfg.db, .max_series = e->opts.max_series,
+	struct tsdb_queryable_ctx qc = {.db = engine_store(e), .max_series = e->opts.max_series,
 					.max_samples = e->opts.max_samples};
 	return promql_eval_instant(r->expr, &tsdb_queryable, &qc, &e->opts, t_ms, res, err, errlen);
 }
@@ -438,7 +454,7 @@ static int eval_rule(struct rules_engine *e, const struct rules_rule *r, struct 
 	size_t nrefs = 0;
 	int64_t t0 = clock_mono_ns();
 	int rc;
-	if (!e->cfg.db) {
+	if (!engine_store(e)) {
 		snprintf(err, sizeof err, "a recording rule needs a store for its series");
 		rc = GPULSE_ESTATE;
 		goto out;
@@ -512,7 +528,7 @@ static int write_alert_series(struct rules_engine *e, struct alert *a, int64_t t
 				snprintf(err, errlen, "too many labels (at most %d)", TSDB_MAX_LABELS);
 				return GPULSE_ELIMIT;
 			}
-			int rc = tsdb_series(e->cfg.db, tl, to_tsdb(l, n, tl), fs ? &a->ref_for_state : &a->ref_alerts,
+			int rc = tsdb_series(engine_store(e), tl, to_tsdb(l, n, tl), fs ? &a->ref_for_state : &a->ref_alerts,
 					     err, errlen);
 			if (rc)
 				return rc;
@@ -522,9 +538,9 @@ static int write_alert_series(struct rules_engine *e, struct alert *a, int64_t t
 	}
 	refs[(*nrefs)++] = a->ref_alerts;
 	refs[(*nrefs)++] = a->ref_for_state;
-	int rc = tsdb_append(e->cfg.db, a->ref_alerts, t_ms, 1.0);
+	int rc = tsdb_append(engine_store(e), a->ref_alerts, t_ms, 1.0);
 	if (!rc || rc == GPULSE_ERANGE)
-		rc = tsdb_append(e->cfg.db, a->ref_for_state, t_ms, (double)(a->active_at_ms / 1000));
+		rc = tsdb_append(engine_store(e), a->ref_for_state, t_ms, (double)(a->active_at_ms / 1000));
 	if (rc == GPULSE_ERANGE)
 		rc = 0; /* a repeated evaluation at the same time: keep the first */
 	if (rc)
@@ -550,7 +566,7 @@ static int eval_alert_rule(struct rules_engine *e, const struct rules_rule *r, s
 		rc = alert_rule_eval(&st->alerts, r, res, t_ms, &ao, err, sizeof err);
 	}
 	promql_result_free(res);
-	if (!rc && e->cfg.db) {
+	if (!rc && engine_store(e)) {
 		refs = xcalloc(2 * st->alerts.n + 1, sizeof *refs);
 		for (size_t i = 0; i < st->alerts.n && !rc; i++) {
 			struct alert *a = &st->alerts.alerts[i];
@@ -678,7 +694,7 @@ static void persist_alerts(struct rules_engine *e, struct group_state *gs, int64
 			record_key(gs, r, a->fp, &key);
 			alert_to_json(a, &json);
 			if (key.failed || json.failed ||
-			    tsdb_record_put(e->cfg.db, "alert", key.data, t_ms, json.data) != 0)
+			    tsdb_record_put(engine_store(e), "alert", key.data, t_ms, json.data) != 0)
 				e->persist_errors_total++;
 			else
 				a->dirty = false;
@@ -689,7 +705,7 @@ static void persist_alerts(struct rules_engine *e, struct group_state *gs, int64
 			buf_reset(&key);
 			record_key(gs, r, st->persisted[k], &key);
 			if (!key.failed)
-				tsdb_record_delete(e->cfg.db, "alert", key.data);
+				tsdb_record_delete(engine_store(e), "alert", key.data);
 		}
 		free(st->persisted);
 		st->persisted = now;
@@ -715,7 +731,7 @@ static int64_t last_for_state_sample(struct rules_engine *e, const struct alert 
 	struct tsdb_iter *it = NULL;
 	char err[256];
 	int64_t last = 0;
-	if (tsdb_select(e->cfg.db, m, n, &o, &it, err, sizeof err) != 0)
+	if (tsdb_select(engine_store(e), m, n, &o, &it, err, sizeof err) != 0)
 		return 0;
 	while (tsdb_iter_next_series(it) == 1) {
 		size_t nl;
@@ -744,7 +760,7 @@ static void restore_group(struct rules_engine *e, struct group_state *gs, int64_
 	gs->restored = true;
 	struct tsdb_record *recs = NULL;
 	size_t nrec = 0;
-	if (tsdb_record_list(e->cfg.db, "alert", INT64_MIN, INT64_MAX, 0, &recs, &nrec) != 0)
+	if (tsdb_record_list(engine_store(e), "alert", INT64_MIN, INT64_MAX, 0, &recs, &nrec) != 0)
 		return;
 	struct buf pre;
 	buf_init(&pre, 16 * 1024);
@@ -764,7 +780,7 @@ static void restore_group(struct rules_engine *e, struct group_state *gs, int64_
 					known = !pre.failed && pre.data && strncmp(recs[k].key, pre.data, pre.len) == 0;
 				}
 			if (!known)
-				tsdb_record_delete(e->cfg.db, "alert", recs[k].key);
+				tsdb_record_delete(engine_store(e), "alert", recs[k].key);
 		}
 	}
 	for (size_t i = 0; i < gs->g->nrules; i++) {
@@ -781,7 +797,7 @@ static void restore_group(struct rules_engine *e, struct group_state *gs, int64_
 				continue;
 			struct alert a;
 			if (alert_from_json(recs[k].json, &a) != 0) {
-				tsdb_record_delete(e->cfg.db, "alert", recs[k].key);
+				tsdb_record_delete(engine_store(e), "alert", recs[k].key);
 				continue;
 			}
 			if (a.state == ALERT_PENDING && r->for_ms > 0) {
@@ -822,8 +838,14 @@ static int eval_group_locked(struct rules_engine *e, struct group_state *gs, int
 	bool alerting = false;
 	for (size_t i = 0; i < gs->g->nrules && !alerting; i++)
 		alerting = gs->g->rules[i].alert != NULL;
-	if (alerting && !gs->restored && e->cfg.db)
-		restore_group(e, gs, t_ms);
+	/* Restored from the store at the first evaluation only: a store
+	 * handed over later (rules_engine_set_store) finds the alerts of
+	 * this run in memory, newer than any record it holds. */
+	if (alerting && !gs->restored) {
+		if (engine_store(e))
+			restore_group(e, gs, t_ms);
+		gs->restored = true;
+	}
 	for (size_t i = 0; i < gs->g->nrules; i++) {
 		const struct rules_rule *r = &gs->g->rules[i];
 		if (!r->expr)
@@ -839,7 +861,7 @@ static int eval_group_locked(struct rules_engine *e, struct group_state *gs, int
 	}
 	if (alerting) {
 		send_alerts(e, gs, t_ms);
-		if (e->cfg.db)
+		if (engine_store(e))
 			persist_alerts(e, gs, t_ms);
 	}
 	gs->last_duration_s = (double)(clock_mono_ns() - t0) / 1e9;

@@ -93,6 +93,14 @@ void rules_engine_free(struct rules_engine *e);
 /* Start / stop the evaluation thread. Start: 0, GPULSE_ESTATE (running),
  * GPULSE_ENOMEM. Stop is safe when not running. */
 int rules_engine_start(struct rules_engine *e);
+/* Use `db` from now on (created without a store: one that opened late,
+ * after a full disk at start). Any thread; set once; `db` must outlive
+ * the engine. From the next evaluation the rules read the store instead
+ * of the queryable (which holds more history, but no recorded series),
+ * recording rules write their series, alerts write ALERTS and
+ * ALERTS_FOR_STATE and are persisted; nothing is restored (the engine's
+ * alerts carry on from memory). */
+void rules_engine_set_store(struct rules_engine *e, struct tsdb *db);
 void rules_engine_stop(struct rules_engine *e);
 
 /* Replace the rules (SIGHUP) with `files[nfiles]`, taken as by

@@ -1,10 +1,16 @@
 /* Gorilla chunk codec: see chunk.h for the layout. The decoder trusts
- * nothing: every read is bounds-checked against the bit count, every
- * header field and XOR window is validated. */
+ * nothing: the checksum is verified first, every read is bounds-checked
+ * against the bit count, every header field and XOR window is validated.
+ * The checksum is zlib's CRC-32: a Debian library on every system, and
+ * fast enough that nothing hand-written is needed (2.2 GB/s measured,
+ * 405 ns for an 884-byte chunk, 3% of decoding it; docs/RELIABILITY.md);
+ * it detects every 1-, 2- and 3-bit error and every burst of up to 32
+ * bits in a chunk. */
 #include "chunk.h"
 
 #include <math.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "status.h"
 
@@ -236,10 +242,21 @@ size_t chunk_enc_len(const struct chunk_enc *e)
 	return CHUNK_HEADER_BYTES + (e->nbits + 7) / 8;
 }
 
+uint32_t chunk_checksum(const uint8_t *data, size_t len)
+{
+	uLong c = crc32(0L, Z_NULL, 0);
+	c = crc32(c, data, 3);
+	c = crc32(c, data + CHUNK_HEADER_BYTES, (uInt)(len - CHUNK_HEADER_BYTES));
+	return (uint32_t)c;
+}
+
 const uint8_t *chunk_enc_bytes(struct chunk_enc *e)
 {
 	e->data[1] = (uint8_t)(e->n & 0xff);
 	e->data[2] = (uint8_t)(e->n >> 8);
+	uint32_t c = chunk_checksum(e->data, chunk_enc_len(e));
+	for (int i = 0; i < 4; i++)
+		e->data[3 + i] = (uint8_t)(c >> (8 * i));
 	return e->data;
 }
 
@@ -249,15 +266,26 @@ int chunk_iter_init(struct chunk_iter *it, const uint8_t *data, size_t len)
 {
 	memset(it, 0, sizeof *it);
 	it->err = GPULSE_EPARSE;
-	if (!data || len < CHUNK_HEADER_BYTES + 16 || len > CHUNK_MAX_BYTES)
+	it->why = "bad header";
+	if (!data || len < 1 || (data[0] != CHUNK_FORMAT && data[0] != CHUNK_FORMAT_V1))
 		return GPULSE_EPARSE;
-	if (data[0] != CHUNK_FORMAT)
+	size_t hdr = data[0] == CHUNK_FORMAT ? CHUNK_HEADER_BYTES : CHUNK_V1_HEADER_BYTES;
+	if (len < hdr + 16 || len > CHUNK_MAX_BYTES)
 		return GPULSE_EPARSE;
+	if (data[0] == CHUNK_FORMAT) {
+		uint32_t want = (uint32_t)data[3] | (uint32_t)data[4] << 8 |
+				(uint32_t)data[5] << 16 | (uint32_t)data[6] << 24;
+		if (chunk_checksum(data, len) != want) {
+			it->why = "checksum mismatch";
+			return GPULSE_EPARSE;
+		}
+	}
 	unsigned n = (unsigned)data[1] | (unsigned)data[2] << 8;
 	if (n == 0 || n > CHUNK_MAX_SAMPLES)
 		return GPULSE_EPARSE;
-	it->data = data + CHUNK_HEADER_BYTES;
-	it->nbits_total = (len - CHUNK_HEADER_BYTES) * 8;
+	it->data = data + hdr;
+	it->nbits_total = (len - hdr) * 8;
+	it->why = NULL;
 	it->n = (uint16_t)n;
 	it->lead = 0xff;
 	it->scale = -1;
@@ -294,6 +322,7 @@ static int64_t sext(uint64_t u, unsigned bits)
 static int fail(struct chunk_iter *it)
 {
 	it->err = GPULSE_EPARSE;
+	it->why = "undecodable bit stream";
 	return -1;
 }
 

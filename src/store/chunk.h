@@ -10,10 +10,13 @@
  * and the decoder is fuzzed (fuzz/fuzz_chunk.c).
  *
  * Layout (docs/internals/store.md): byte 0 is the format (CHUNK_FORMAT),
- * bytes 1-2 the sample count (little endian), then a big-endian bit stream:
- * t0 (64 bits, two's complement), v0 (64 bits), then per sample a
- * timestamp delta-of-delta bucket and a value record; the last byte is
- * padded with zero bits. Timestamps strictly increase within a chunk.
+ * bytes 1-2 the sample count (little endian), bytes 3-6 the CRC-32 (zlib's
+ * crc32, little endian) of every other byte of the chunk, then a
+ * big-endian bit stream: t0 (64 bits, two's complement), v0 (64 bits),
+ * then per sample a timestamp delta-of-delta bucket and a value record;
+ * the last byte is padded with zero bits. Timestamps strictly increase
+ * within a chunk. Format 1 (CHUNK_FORMAT_V1, written before issue 14) is
+ * the same without the checksum (a 3-byte header) and is still decoded.
  * docs/internals/store.md has the bit-level grammar. */
 #ifndef GPULSE_CHUNK_H
 #define GPULSE_CHUNK_H
@@ -21,8 +24,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CHUNK_FORMAT 1
-#define CHUNK_HEADER_BYTES 3
+#define CHUNK_FORMAT 2            /* with a checksum */
+#define CHUNK_FORMAT_V1 1         /* without: read, never written */
+#define CHUNK_HEADER_BYTES 7      /* format, count, CRC-32 */
+#define CHUNK_V1_HEADER_BYTES 3
 #define CHUNK_MAX_SAMPLES 1024    /* 102 s at 10 Hz; amortises per-chunk overhead */
 #define CHUNK_MAX_BYTES 900       /* one chunk fits a 1 KiB SQLite page */
 #define CHUNK_MAX_SCALE 15        /* 10^15 < 2^53: every power is exact */
@@ -50,7 +55,8 @@ void chunk_enc_init(struct chunk_enc *e);
  * bytes: start another); GPULSE_ERANGE when t_ms is not after the last
  * sample (nothing is written). */
 int chunk_enc_append(struct chunk_enc *e, int64_t t_ms, double v);
-/* The encoded bytes so far (header filled in), valid until the next append. */
+/* The encoded bytes so far (header filled in, checksum included), valid
+ * until the next append. */
 size_t chunk_enc_len(const struct chunk_enc *e);
 const uint8_t *chunk_enc_bytes(struct chunk_enc *e);
 
@@ -67,13 +73,17 @@ struct chunk_iter {
 	int64_t t, delta, scaled;
 	uint64_t v;
 	int err;                  /* sticky: GPULSE_EPARSE once invalid */
+	const char *why;          /* what was wrong once err is set (static) */
 };
 
-/* Check the header. 0 or GPULSE_EPARSE (wrong format, count 0 or above
- * CHUNK_MAX_SAMPLES, length over CHUNK_MAX_BYTES or too short). */
+/* Check the header and, for CHUNK_FORMAT, the checksum over the whole
+ * chunk. 0 or GPULSE_EPARSE (wrong format, count 0 or above
+ * CHUNK_MAX_SAMPLES, length over CHUNK_MAX_BYTES or too short, checksum
+ * mismatch), with it->why saying which. */
 int chunk_iter_init(struct chunk_iter *it, const uint8_t *data, size_t len);
 /* Next sample: 1 with *t_ms and *v set; 0 at the end; -1 when the bytes
- * are invalid (it->err becomes GPULSE_EPARSE and stays). Never reads
+ * are invalid (it->err becomes GPULSE_EPARSE and stays, it->why says
+ * "undecodable bit stream"). Never reads
  * outside [data, data+len); the end is reported only once every bit of
  * the input has been accounted for (no trailing garbage). */
 int chunk_iter_next(struct chunk_iter *it, int64_t *t_ms, double *v);
@@ -82,5 +92,10 @@ int chunk_iter_next(struct chunk_iter *it, int64_t *t_ms, double *v);
  * Returns the number of samples, or -1 when the bytes are invalid (every
  * sample is checked, trailing garbage included). */
 int chunk_decode_all(const uint8_t *data, size_t len, int64_t *t_ms, double *v);
+
+/* The checksum a CHUNK_FORMAT chunk of `len` bytes must carry in bytes
+ * 3-6: the CRC-32 of bytes 0-2 and 7.. (len >= CHUNK_HEADER_BYTES). The
+ * fuzz target uses it to let mutated bytes reach the bit decoder. */
+uint32_t chunk_checksum(const uint8_t *data, size_t len);
 
 #endif

@@ -82,7 +82,7 @@ enum stmt_id {
 static const char *const stmt_sql[ST_COUNT] = {
 	[ST_SERIES_INSERT] = "INSERT OR REPLACE INTO series(id, labels, rolled_until_ms) VALUES (?1, ?2, ?3)",
 	[ST_CHUNK_PUT] = "INSERT OR REPLACE INTO chunks(series_id, mint, maxt, n, data) VALUES (?1, ?2, ?3, ?4, ?5)",
-	[ST_CHUNK_RANGE] = "SELECT mint, data FROM chunks WHERE series_id = ?1 AND mint <= ?3 AND maxt >= ?2 ORDER BY mint",
+	[ST_CHUNK_RANGE] = "SELECT mint, data, id, maxt FROM chunks WHERE series_id = ?1 AND mint <= ?3 AND maxt >= ?2 ORDER BY mint",
 	[ST_ROLLUP_PUT] = "INSERT OR REPLACE INTO rollups(series_id, t, min, max, sum, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_ROLLUP_RANGE] = "SELECT t, min, max, sum, count FROM rollups WHERE series_id = ?1 AND t >= ?2 AND t <= ?3 ORDER BY t",
 	[ST_SERIES_ROLLED] = "UPDATE series SET rolled_until_ms = ?2 WHERE id = ?1",
@@ -101,6 +101,7 @@ static const char *const stmt_sql[ST_COUNT] = {
 
 /* Versioned migrations: entry i takes the schema from version i to i + 1,
  * in one transaction with the version bump. Append only. */
+#define CORRUPT_SEEN_MAX 4096        /* damaged chunks remembered, to count each once */
 static const char *const migrations[TSDB_SCHEMA_VERSION] = {
 	/* 1: series (labels as name\0value\0..., unique in memory), chunks
 	 * (a rowid table: a chunk of at most CHUNK_MAX_BYTES stays on its
@@ -116,6 +117,11 @@ static const char *const migrations[TSDB_SCHEMA_VERSION] = {
 	" PRIMARY KEY(series_id, t)) WITHOUT ROWID;"
 	"CREATE TABLE records(kind TEXT NOT NULL, key TEXT NOT NULL, t_ms INTEGER NOT NULL,"
 	" json TEXT NOT NULL, PRIMARY KEY(kind, key)) WITHOUT ROWID;",
+	/* 2: chunks of CHUNK_FORMAT 2 carry a CRC-32 (chunk.h). No table
+	 * changes: format-1 chunks already stored are read as before, and
+	 * the version bump makes an older gpulse refuse the file ("newer than
+	 * this gpulse") rather than fail on every new chunk. */
+	"",
 };
 
 struct tsdb {
@@ -146,6 +152,15 @@ struct tsdb {
 	_Atomic uint64_t label_limit_hits;
 	struct complaint flush_complaint;   /* under db_mu */
 	bool flush_failing;
+	/* Damaged chunks found on disk (under db_mu): each is skipped,
+	 * counted and logged once, by its row id; past CORRUPT_SEEN_MAX
+	 * distinct ones every sighting counts. */
+	_Atomic uint64_t corrupt_chunks;
+	struct complaint corrupt_complaint;
+	int64_t corrupt_seen[CORRUPT_SEEN_MAX];
+	size_t ncorrupt_seen;
+	int64_t scratch_t[CHUNK_MAX_SAMPLES];   /* one chunk decoded, under db_mu */
+	double scratch_v[CHUNK_MAX_SAMPLES];
 
 	pthread_t flusher;
 	bool flusher_running;
@@ -409,6 +424,60 @@ static int check_file(struct tsdb *db, int64_t *version, char *err, size_t errle
 	return 0;
 }
 
+static uint32_t be_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* SQLite refused the file as malformed: say "truncated" when its bytes
+ * show it (SQLite says only "database disk image is malformed", which the
+ * checks above reported as "not a gpulse database"). The header is read
+ * raw: an SQLite file shorter than its 100-byte header, or shorter than
+ * the pages its header counts (offset 28, valid when the change counter
+ * at 24 equals the one at 92), or not a whole number of pages. Only on
+ * this path: a sound WAL store may be shorter than its header says while
+ * a checkpoint runs, but it is then not refused. Rewrites err, keeps the
+ * status. */
+static void explain_truncated(struct tsdb *db, char *err, size_t errlen)
+{
+	static const char magic[16] = "SQLite format 3";
+	uint8_t h[100];
+	struct stat sb;
+	int fd = open(db->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = fstat(fd, &sb) == 0 ? pread(fd, h, sizeof h, 0) : -1;
+	close(fd);
+	if (n <= 0 || memcmp(h, magic, (size_t)n < sizeof magic ? (size_t)n : sizeof magic) != 0)
+		return;
+	const char *whose = n >= 72 && be_u32(h + 68) == TSDB_APPLICATION_ID ? "a gpulse store" : "an SQLite file";
+	if (n < (ssize_t)sizeof h) {
+		str_errf(err, errlen,
+			 "%s: truncated or damaged: %lld bytes, shorter than an SQLite header (100 bytes); "
+			 "move it away or restore it from a backup",
+			 db->path, (long long)sb.st_size);
+		return;
+	}
+	uint32_t page = (uint32_t)h[16] << 8 | h[17];
+	if (page == 1)
+		page = 65536;
+	uint32_t pages = be_u32(h + 28);
+	if (page < 512 || (page & (page - 1)) != 0)
+		return;
+	if (pages > 0 && be_u32(h + 24) == be_u32(h + 92) &&
+	    (uint64_t)sb.st_size < (uint64_t)pages * page)
+		str_errf(err, errlen,
+			 "%s: truncated: %s of %lld bytes whose header counts %u pages of %u bytes "
+			 "(%llu bytes); move it away or restore it from a backup",
+			 db->path, whose, (long long)sb.st_size, pages, page,
+			 (unsigned long long)pages * page);
+	else if (sb.st_size % page != 0)
+		str_errf(err, errlen,
+			 "%s: truncated or damaged: %s of %lld bytes, not a whole number of %u-byte "
+			 "pages; move it away or restore it from a backup",
+			 db->path, whose, (long long)sb.st_size, page);
+}
+
 static int migrate(struct tsdb *db, int64_t from, char *err, size_t errlen)
 {
 	for (int64_t v = from; v < TSDB_SCHEMA_VERSION; v++) {
@@ -639,6 +708,8 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	int64_t version = 0;
 	r = check_file(db, &version, err, errlen);
 	if (r != 0) {
+		if (r == GPULSE_EPARSE)
+			explain_truncated(db, err, errlen);
 		db_free(db);
 		return r;
 	}
@@ -684,6 +755,8 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	}
 	r = load_series(db, err, errlen);
 	if (r != 0) {
+		if (r == GPULSE_EPARSE)
+			explain_truncated(db, err, errlen);
 		db_free(db);
 		return r;
 	}
@@ -909,39 +982,77 @@ static int put_rollup(struct tsdb *db, uint32_t id, const struct racc *a)
 	return sql_step_done(st);
 }
 
-/* Decode the chunks of one series on disk overlapping [lo, hi] and call
- * `fn` for each sample in range. Under db_mu. 0, an SQLite code, or -1 for
- * an undecodable chunk. */
+/* A series' labels as {a="b", ...} (values cut at 64 bytes) for logs. */
+static void series_desc(const struct series *s, char *out, size_t cap)
+{
+	size_t w = 0;
+	int n = snprintf(out, cap, "{");
+	w = n > 0 ? (size_t)n : 0;
+	for (uint32_t i = 0; i < s->nlabels && w < cap; i++) {
+		n = snprintf(out + w, cap - w, "%s%s=\"%.64s\"", i ? ", " : "", s->labels[i].name,
+			     s->labels[i].value);
+		w += n > 0 ? (size_t)n : 0;
+	}
+	if (w < cap)
+		snprintf(out + w, cap - w, "}");
+}
+
+/* A damaged chunk on disk (`why`: checksum mismatch, bad header,
+ * undecodable bit stream): counted and logged the first time this
+ * process sees its row, through a rate-limited complaint. Under db_mu. */
+static void note_corrupt(struct tsdb *db, const struct series *s, int64_t row, int64_t mint,
+			 int64_t maxt, const char *why)
+{
+	for (size_t i = 0; i < db->ncorrupt_seen; i++)
+		if (db->corrupt_seen[i] == row)
+			return;
+	if (db->ncorrupt_seen < CORRUPT_SEEN_MAX)
+		db->corrupt_seen[db->ncorrupt_seen++] = row;
+	atomic_fetch_add(&db->corrupt_chunks, 1);
+	char desc[512];
+	series_desc(s, desc, sizeof desc);
+	complain(&db->corrupt_complaint,
+		 "tsdb: %s: damaged chunk skipped (%s): series %s, samples from %lld to %lld ms "
+		 "(chunk row %lld); the rest of the range is served",
+		 db->path, why ? why : "invalid", desc, (long long)mint, (long long)maxt,
+		 (long long)row);
+}
+
+/* Decode the chunks of series `s` on disk overlapping [lo, hi] and call
+ * `fn` for each sample in range. A damaged chunk is skipped whole (decoded
+ * into scratch first, so none of its samples reach `fn`), counted and
+ * logged (note_corrupt); the others are served. Under db_mu. 0 or an
+ * SQLite code. */
 typedef void sample_fn(void *ctx, int64_t t, double v);
 
-static int scan_disk(struct tsdb *db, uint32_t id, int64_t lo, int64_t hi, sample_fn *fn, void *ctx)
+static int scan_disk(struct tsdb *db, const struct series *s, int64_t lo, int64_t hi,
+		     sample_fn *fn, void *ctx)
 {
 	sqlite3_stmt *st = db->st[ST_CHUNK_RANGE];
-	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 1, s->id);
 	sqlite3_bind_int64(st, 2, lo);
 	sqlite3_bind_int64(st, 3, hi);
-	int rc, bad = 0;
+	int rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct chunk_iter it;
 		const uint8_t *b = sqlite3_column_blob(st, 1);
 		size_t len = (size_t)sqlite3_column_bytes(st, 1);
-		int64_t t;
-		double v;
-		if (chunk_iter_init(&it, b, len) != 0) {
-			bad = 1;
+		int n = 0, r = chunk_iter_init(&it, b, len) != 0 ? -1 : 0;
+		while (r == 0 && (r = chunk_iter_next(&it, &db->scratch_t[n], &db->scratch_v[n])) == 1) {
+			n++;
+			r = 0;
+		}
+		if (r < 0) {
+			note_corrupt(db, s, sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 0),
+				     sqlite3_column_int64(st, 3), it.why);
 			continue;
 		}
-		int r;
-		while ((r = chunk_iter_next(&it, &t, &v)) == 1)
-			if (t >= lo && t <= hi)
-				fn(ctx, t, v);
-		if (r < 0)
-			bad = 1;
+		for (int i = 0; i < n; i++)
+			if (db->scratch_t[i] >= lo && db->scratch_t[i] <= hi)
+				fn(ctx, db->scratch_t[i], db->scratch_v[i]);
 	}
 	sqlite3_reset(st);
-	if (rc != SQLITE_DONE)
-		return rc;
-	return bad ? -1 : 0;
+	return rc == SQLITE_DONE ? 0 : rc;
 }
 
 struct roll_ctx {
@@ -975,9 +1086,8 @@ static int roll_series(struct tsdb *db, struct flush_item *it)
 	if (hi <= s->rolled_until)
 		return 0;
 	struct roll_ctx c = { .db = db, .id = s->id, .a = { .t = INT64_MIN } };
-	int rc = scan_disk(db, s->id, s->rolled_until, hi - 1, roll_sample, &c);
-	if (rc < 0)
-		rc = 0;   /* an undecodable chunk rolls up as what could be read */
+	/* A damaged chunk rolls up as what could be read. */
+	int rc = scan_disk(db, s, s->rolled_until, hi - 1, roll_sample, &c);
 	if (rc == 0)
 		rc = c.rc;
 	if (rc == 0 && c.a.t != INT64_MIN)
@@ -1229,6 +1339,7 @@ void tsdb_get_stats(struct tsdb *db, struct tsdb_stats *out)
 	out->flushes_total = atomic_load(&db->flushes);
 	out->series_limit_hits_total = atomic_load(&db->series_limit_hits);
 	out->label_limit_hits_total = atomic_load(&db->label_limit_hits);
+	out->corrupt_chunks_total = atomic_load(&db->corrupt_chunks);
 	out->series = atomic_load(&db->nseries);
 	out->head_bytes = atomic_load(&db->head_bytes);
 	struct stat st;
@@ -1489,11 +1600,8 @@ static int gather_latest(struct tsdb_iter *it, struct series *s, int64_t lo, int
 				newest_in_chunk(p->data, p->len, lo, hi, &best);
 	pthread_mutex_unlock(&sh->mu);
 	if (best.t == INT64_MIN && s->on_disk) {
-		int rc = scan_disk(db, s->id, lo, hi, keep_newest, &best);
-		if (rc > 0)
+		if (scan_disk(db, s, lo, hi, keep_newest, &best) != 0)
 			return GPULSE_EIO;
-		if (rc < 0)
-			return GPULSE_EPARSE;
 	}
 	if (best.t != INT64_MIN)
 		iter_push(it, best.t, best.v);
@@ -1507,7 +1615,6 @@ static int gather_raw(struct tsdb_iter *it, struct series *s, int64_t lo, int64_
 {
 	struct tsdb *db = it->db;
 	it->ns = 0;
-	int rc = 0;
 	struct shard *sh = &db->shards[s->id % SHARDS];
 	/* Disk holds what is older than the head, plus a copy of the part of
 	 * the open chunk the last flush saw: read disk only below the head,
@@ -1516,13 +1623,8 @@ static int gather_raw(struct tsdb_iter *it, struct series *s, int64_t lo, int64_
 	int64_t head_first = s->ph ? s->ph->mint : s->open->n ? s->open->t_first : INT64_MAX;
 	pthread_mutex_unlock(&sh->mu);
 	int64_t disk_hi = head_first - 1 < hi ? head_first - 1 : hi;
-	if (s->on_disk && disk_hi >= lo) {
-		rc = scan_disk(db, s->id, lo, disk_hi, iter_push, it);
-		if (rc > 0)
-			return GPULSE_EIO;
-		if (rc < 0)
-			return GPULSE_EPARSE;
-	}
+	if (s->on_disk && disk_hi >= lo && scan_disk(db, s, lo, disk_hi, iter_push, it) != 0)
+		return GPULSE_EIO;
 	pthread_mutex_lock(&sh->mu);
 	for (struct pend *p = s->ph; p; p = p->next)
 		if (p->maxt >= lo && p->mint <= hi)

@@ -24,7 +24,7 @@
 #define TSDB_MAX_LABEL_NAME 128     /* bytes */
 #define TSDB_MAX_LABEL_VALUE 1024   /* bytes */
 #define TSDB_MAX_MATCHERS 32
-#define TSDB_SCHEMA_VERSION 1
+#define TSDB_SCHEMA_VERSION 2         /* 2: chunks carry a checksum */
 #define TSDB_APPLICATION_ID 0x47504c53  /* "GPLS" in the SQLite header */
 
 struct tsdb;
@@ -53,6 +53,8 @@ struct tsdb_stats {
 	uint64_t flushes_total;
 	uint64_t series_limit_hits_total; /* series refused by max_series */
 	uint64_t label_limit_hits_total;  /* label sets refused by the bounds */
+	uint64_t corrupt_chunks_total;    /* damaged chunks on disk skipped by
+	                                   * reads, each counted once */
 	uint64_t series;
 	uint64_t head_bytes;              /* memory held by the head */
 	uint64_t db_bytes;                /* database file plus WAL */
@@ -66,7 +68,7 @@ struct tsdb_label {
 /* Open (or create) the store. On success *out is the caller's, closed with
  * tsdb_close. A file that is not SQLite, an SQLite database of another
  * application, a newer schema or a damaged file is refused with
- * GPULSE_EPARSE (GPULSE_EIO when it can't be opened at all) and a sentence
+ * GPULSE_EPARSE (a truncated one says "truncated") (GPULSE_EIO when it can't be opened at all) and a sentence
  * in err naming the file. A full disk or an I/O error while opening,
  * reading or creating the file is never taken for damage: GPULSE_EIO,
  * "FILE: disk full (SQLITE_FULL) while ..." or "FILE: I/O error (SQLite
@@ -163,7 +165,10 @@ int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
 		char *err, size_t errlen);
 /* Move to the next series (in ascending label order) that has data in the
  * range: 1, 0 at the end, or a negated GPULSE_ code when reading failed
- * (-GPULSE_EPARSE for a damaged chunk, -GPULSE_EIO, -GPULSE_ENOMEM). */
+ * (-GPULSE_EIO, -GPULSE_ENOMEM). A damaged chunk on disk (checksum
+ * mismatch, undecodable) is no failure: it is skipped whole, counted in
+ * corrupt_chunks_total and logged once with its series, and the rest of
+ * the range is served. */
 int tsdb_iter_next_series(struct tsdb_iter *it);
 /* The current series' labels, sorted by name; valid until the next
  * tsdb_iter_next_series. */

@@ -2,7 +2,8 @@
  * payloads, Prometheus staleness markers, the real H200 recording),
  * timestamps must increase, and damaged bytes (truncated, trailing
  * garbage, bad header, flipped bits) are refused or decoded without
- * reading out of bounds. */
+ * reading out of bounds; every flipped bit fails the checksum, and a
+ * format-1 chunk (no checksum) still decodes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -231,6 +232,59 @@ static void test_damaged(void **state)
 	}
 }
 
+/* The checksum: every single flipped bit of a chunk is refused before a
+ * sample is decoded (saying so), where the same chunk without a checksum
+ * (format 1, as stored before issue 14) decodes many flips into other
+ * values; and a format-1 chunk still decodes. */
+static void test_checksum(void **state)
+{
+	(void)state;
+	static struct chunk_enc e;
+	static int64_t dt[CHUNK_MAX_SAMPLES], t0[CHUNK_MAX_SAMPLES];
+	static double dv[CHUNK_MAX_SAMPLES], v0[CHUNK_MAX_SAMPLES];
+	chunk_enc_init(&e);
+	int64_t t = 1700000000000;
+	for (int i = 0; i < 200; i++) {
+		t += 100 + (i % 3);
+		assert_int_equal(chunk_enc_append(&e, t, (double)(i * 7 % 13) + 0.25), 0);
+	}
+	size_t len = chunk_enc_len(&e);
+	uint8_t good[CHUNK_MAX_BYTES], v1[CHUNK_MAX_BYTES];
+	memcpy(good, chunk_enc_bytes(&e), len);
+	assert_int_equal(good[0], CHUNK_FORMAT);
+	assert_int_equal(chunk_decode_all(good, len, t0, v0), 200);
+	/* Format 1: the same bit stream behind a 3-byte header. */
+	v1[0] = CHUNK_FORMAT_V1;
+	v1[1] = good[1];
+	v1[2] = good[2];
+	memcpy(v1 + CHUNK_V1_HEADER_BYTES, good + CHUNK_HEADER_BYTES, len - CHUNK_HEADER_BYTES);
+	size_t len1 = len - (CHUNK_HEADER_BYTES - CHUNK_V1_HEADER_BYTES);
+	assert_int_equal(chunk_decode_all(v1, len1, dt, dv), 200);
+	assert_memory_equal(dt, t0, 200 * sizeof dt[0]);
+	assert_memory_equal(dv, v0, 200 * sizeof dv[0]);
+
+	int silent_v1 = 0;
+	for (size_t bit = 0; bit < len * 8; bit++) {
+		uint8_t p[CHUNK_MAX_BYTES];
+		memcpy(p, good, len);
+		p[bit / 8] ^= (uint8_t)(0x80 >> (bit % 8));
+		struct chunk_iter it;
+		assert_int_equal(chunk_iter_init(&it, p, len), GPULSE_EPARSE);
+		assert_string_equal(it.why, bit < 8 ? "bad header" : "checksum mismatch");
+		assert_int_equal(chunk_decode_all(p, len, dt, dv), -1);
+	}
+	for (size_t bit = CHUNK_V1_HEADER_BYTES * 8; bit < len1 * 8; bit++) {
+		uint8_t p[CHUNK_MAX_BYTES];
+		memcpy(p, v1, len1);
+		p[bit / 8] ^= (uint8_t)(0x80 >> (bit % 8));
+		if (chunk_decode_all(p, len1, dt, dv) == 200 &&
+		    (memcmp(dt, t0, sizeof dt[0] * 200) || memcmp(dv, v0, sizeof dv[0] * 200)))
+			silent_v1++;
+	}
+	/* Why the checksum: without it, flips pass as other data. */
+	assert_true(silent_v1 > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -238,6 +292,7 @@ int main(void)
 		cmocka_unit_test(test_real),
 		cmocka_unit_test(test_order),
 		cmocka_unit_test(test_damaged),
+		cmocka_unit_test(test_checksum),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

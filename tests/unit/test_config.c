@@ -527,6 +527,14 @@ static void test_storage_dir(void **state)
 	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
 	snprintf(c.storage.path, sizeof c.storage.path, "gpulse-test-none.db");
 	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	/* storage.retry_interval: 30s by default, 1s..1h. */
+	config_defaults(&c);
+	assert_int_equal(c.storage.retry_interval_ns, 30 * NS_PER_SEC);
+	assert_int_equal(parse(&c, "storage:\n  retry_interval: 2s\n", err, sizeof err), 0);
+	assert_int_equal(c.storage.retry_interval_ns, 2 * NS_PER_SEC);
+	assert_int_not_equal(parse(&c, "storage:\n  retry_interval: 500ms\n", err, sizeof err), 0);
+	assert_non_null(strstr(err, "retry_interval"));
+	assert_int_not_equal(parse(&c, "storage:\n  retry_interval: 2h\n", err, sizeof err), 0);
 }
 
 /* What SIGHUP cannot apply: exactly the restart keys whose values

@@ -1,5 +1,6 @@
 /* The recording-rule engine over a real store in a temporary directory:
- * a rule's value at fixed times, chained rules, staleness. */
+ * a rule's value at fixed times, chained rules, staleness, and a store
+ * handed over after creation (rules_engine_set_store). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -86,7 +87,15 @@ static double query(const char *expr, int64_t t_ms, size_t *nseries)
 	return v;
 }
 
+static struct rules_engine *new_engine_with(const struct rules_engine_config *c);
+
 static struct rules_engine *new_engine(void)
+{
+	struct rules_engine_config c = {.db = db};
+	return new_engine_with(&c);
+}
+
+static struct rules_engine *new_engine_with(const struct rules_engine_config *c)
 {
 	struct buf errs;
 	buf_init(&errs, 1 << 16);
@@ -94,9 +103,8 @@ static struct rules_engine *new_engine(void)
 	assert_non_null(files);
 	assert_int_equal(rules_file_parse("test.yml", rules_text, strlen(rules_text), &files[0], &errs), 0);
 	buf_free(&errs);
-	struct rules_engine_config c = {.db = db};
 	struct rules_engine *e = NULL;
-	assert_int_equal(rules_engine_new(&e, &c, files, 1), 0);
+	assert_int_equal(rules_engine_new(&e, c, files, 1), 0);
 	return e;
 }
 
@@ -166,6 +174,32 @@ static void test_staleness(void **state)
 	rules_engine_free(e);
 }
 
+/* Created without a store (gpulsed on a full disk), reading another
+ * interface: the recording rules fail, counted, and write nothing; once
+ * the store is handed over (rules_engine_set_store) the next evaluation
+ * reads it and writes every recorded series. */
+static void test_store_late(void **state)
+{
+	(void)state;
+	static struct tsdb_queryable_ctx qc;
+	qc = (struct tsdb_queryable_ctx){.db = db};
+	struct rules_engine_config c = {.queryable = &tsdb_queryable, .queryable_ctx = &qc};
+	struct rules_engine *e = new_engine_with(&c);
+	assert_int_not_equal(rules_engine_eval_group(e, 0, 12000), 0);
+	struct rules_group_stats st[1];
+	assert_int_equal(rules_engine_stats(e, st, 1), 1);
+	assert_int_equal(st[0].failures_total, 3);   /* the recording rules; the alert ran */
+	size_t n = 1;
+	assert_true(isnan(query("job:power:avg", 12000, &n)) && n == 0);
+	rules_engine_set_store(e, db);
+	assert_int_equal(rules_engine_eval_group(e, 0, 20000), 0);
+	assert_true(fabs(query("job:power:avg", 20000, NULL) - 15.0) < 1e-9);
+	assert_true(fabs(query("job:power:avg_x2{job=\"gpu\"}", 20000, NULL) - 30.0) < 1e-9);
+	assert_int_equal(rules_engine_stats(e, st, 1), 1);
+	assert_int_equal(st[0].failures_total, 3);
+	rules_engine_free(e);
+}
+
 static void test_thread_runs(void **state)
 {
 	(void)state;
@@ -181,6 +215,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_value_and_chain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_staleness, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store_late, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_thread_runs, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
