@@ -8,6 +8,7 @@
  * calls: launches, copies, migrations, API callbacks, a context created,
  * another profiler taking CUPTI. Records sit in fixed 512-byte slots (the
  * library reads them only through cuptiActivityGetNextRecord). */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@ _Static_assert(sizeof(CUpti_ActivityMarker2) <= SLOT, "marker record fits a slot
 
 static struct {
 	pthread_mutex_t mu;
+	int drop_exits;             /* launches whose exit is not delivered */
 	CUpti_BuffersCallbackRequestFunc request;
 	CUpti_BuffersCallbackCompleteFunc complete;
 	uint8_t *buf;
@@ -371,10 +373,29 @@ static void driver_call(CUpti_CallbackId cbid, const char *symbol, const void *p
 	d.correlationId = __atomic_add_fetch(&f.correlation, 1, __ATOMIC_RELAXED);
 	d.callbackSite = CUPTI_API_ENTER;
 	cb(user, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &d);
+	/* The launch itself, for the driver stand-in (tests/fake_cupti/
+	 * fake_cuda.c) where a test loaded it. */
+	static void (*launched)(void);
+	static int looked;
+	if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
+		*(void **)(&launched) = dlsym(RTLD_DEFAULT, "fake_cuda_launched");
+		__atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
+	}
+	if (launched && cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
+		launched();
+	if (__atomic_load_n(&f.drop_exits, __ATOMIC_RELAXED) > 0 &&
+	    __atomic_sub_fetch(&f.drop_exits, 1, __ATOMIC_RELAXED) >= 0)
+		return; /* an exit that is never heard */
 	d.callbackSite = CUPTI_API_EXIT;
 	in_api_exit = 1;
 	cb(user, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &d);
 	in_api_exit = 0;
+}
+
+/* The next n launches' exit callbacks are not delivered. */
+API void fake_cupti_drop_exits(int n)
+{
+	__atomic_store_n(&f.drop_exits, n, __ATOMIC_RELAXED);
 }
 
 /* CUPTI wants cuptiFinalize called at an API exit (from the callback):

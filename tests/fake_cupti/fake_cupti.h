@@ -34,6 +34,8 @@ void fake_cupti_api(int domain, int cbid, int site);
 /* n launches of `name` (a pointer that stays valid, as CUPTI's names do),
  * dur_ns each, on stream 7 of device 0. */
 void fake_cupti_launch(const char *name, uint64_t dur_ns, int n);
+/* The next n launches' exit callbacks are not delivered. */
+void fake_cupti_drop_exits(int n);
 /* cudaProfilerStart (start = 1: the callback at its exit) or
  * cudaProfilerStop (start = 0: at its entry). */
 void fake_cupti_profiler(int start);

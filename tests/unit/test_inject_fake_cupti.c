@@ -55,14 +55,15 @@ struct hooks {
 	void (*slow_flush)(int ms);
 };
 
-static char so_path[PATH_MAX + 64], fake_path[PATH_MAX + 64];
+static char so_path[PATH_MAX + 64], fake_path[PATH_MAX + 64], cuda_path[PATH_MAX + 64];
 
 /* The library sits at <build>/src/inject/, the stand-in and this test at
  * <build>/tests/. */
 static int find_libs(void)
 {
 	return inject_test_path("../src/inject/libgpulse-inject.so", so_path, sizeof so_path) &&
-	       inject_test_path("libfake_cupti.so", fake_path, sizeof fake_path);
+	       inject_test_path("libfake_cupti.so", fake_path, sizeof fake_path) &&
+	       inject_test_path("fake_cuda/libcuda.so.1", cuda_path, sizeof cuda_path);
 }
 
 /* In the child: a failed step ends it with a message. */
@@ -114,6 +115,18 @@ static int64_t ms(int64_t n)
 	return n * NS_PER_MS;
 }
 
+/* Launch k_loop one at a time until `until`, each once the driver
+ * stand-in's stream has run the last (its 5 us kernel and steps): every
+ * launch meets an idle stream. */
+static void launch_idle(const struct hooks *h, int64_t until)
+{
+	for (int64_t now = clock_mono_ns(); now < until; now = clock_mono_ns()) {
+		h->launch("k_loop(float*)", 2000, 1);
+		for (int64_t t = clock_mono_ns(); clock_mono_ns() - t < 15000;)
+			;
+	}
+}
+
 /* Launch k_loop at `rate` a second until `until` (monotonic ns), in
  * bursts about a millisecond apart: paced by the clock, so a loaded
  * machine that sleeps longer gets bigger bursts, not a lower rate. */
@@ -132,7 +145,7 @@ static void launch_until(const struct hooks *h, int rate, int64_t until)
 }
 
 enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_EARLY, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK, MARKERS, STUCK, CAPTURE_DETACH,
-		CAPTURE_SHORT };
+		CAPTURE_SHORT, TIMED, TIMED_NO_EXIT };
 
 static const struct hooks *end_hooks;
 
@@ -150,6 +163,8 @@ struct outcome {
 	int child_exit_ms; /* fork: how long the forked child took to exit */
 	pid_t child_pid;
 	int64_t exit_start_ns; /* when the case called exit (monotonic) */
+	int cuda_waits, cuda_holding; /* the driver stand-in's stream waits, and those not let go */
+	int64_t cuda_longest_ns;      /* the longest a stream waited */
 };
 
 static void play(enum scenario sc, struct outcome *o)
@@ -159,6 +174,17 @@ static void play(enum scenario sc, struct outcome *o)
 	o->released_ms = -1;
 	if (sc == TAKEN_BEFORE)
 		NEED(h.take_subscriber());
+	void *cuda = NULL;
+	if (sc == TIMED || sc == TIMED_NO_EXIT) {
+		/* The driver stand-in, as the application's libcuda.so.1: the
+		 * library finds it loaded and times its samples with it. */
+		cuda = dlopen(cuda_path, RTLD_NOW | RTLD_GLOBAL);
+		NEED(cuda);
+		void (*kernel_ns)(int64_t);
+		*(void **)(&kernel_ns) = dlsym(cuda, "fake_cuda_set_kernel_ns");
+		NEED(kernel_ns);
+		kernel_ns(5000);
+	}
 	init_library();
 	struct fake_cupti_stats s;
 	switch (sc) {
@@ -243,6 +269,32 @@ static void play(enum scenario sc, struct outcome *o)
 		} while (s.kernel_kind_on && clock_mono_ns() < until);
 		NEED(!s.kernel_kind_on);
 		h.launch("k_after()", 1000, 30);
+		break;
+	}
+	case TIMED:
+	case TIMED_NO_EXIT: {
+		/* Launches of a 5 us kernel, one in 32 of them timed; in the
+		 * second case 200 launches, half-way, whose exits are never
+		 * heard (a held stream must still be let go). Then a pause for
+		 * the library's thread to read the last samples. */
+		h.context_created();
+		launch_idle(&h, clock_mono_ns() + ms(800));
+		if (sc == TIMED_NO_EXIT) {
+			void (*drop)(int);
+			*(void **)(&drop) = dlsym(RTLD_DEFAULT, "fake_cupti_drop_exits");
+			NEED(drop);
+			drop(200);
+			for (int i = 0; i < 200; i++) {
+				h.launch("k_loop(float*)", 2000, 1);
+				usleep(50); /* the stream idle at each: held */
+			}
+		}
+		launch_idle(&h, clock_mono_ns() + ms(700));
+		usleep(400 * 1000);
+		void (*waits)(int *, int *, int64_t *);
+		*(void **)(&waits) = dlsym(cuda, "fake_cuda_waits");
+		NEED(waits);
+		waits(&o->cuda_waits, &o->cuda_holding, &o->cuda_longest_ns);
 		break;
 	}
 	case CAPTURE_SHORT:
@@ -817,6 +869,62 @@ static void test_capture_over_socket(void **state)
 	json_decref(d);
 }
 
+/* Continuous mode's timed samples through the driver stand-in, whose
+ * stream runs a 5 us kernel after a 1 us launch step, and 1 us per event:
+ * samples on the idle stream are held (a stream wait the launch's exit
+ * lets go), every wait is let go, the floor reads one step, and two
+ * floors off each sample leave the kernel's own 5 us (unheld, a sample on
+ * the idle stream would hold the host's time of the launch call too; with
+ * no floor taken off, 7 us). */
+static void test_timed_samples(void **state)
+{
+	(void)state;
+	struct outcome o;
+	json_t *d = run_case(TIMED, "continuous", "50%", &o);
+	const json_t *c = json_object_get(d, "census");
+	assert_non_null(c);
+	json_int_t holds = num(c, "holds");
+	if (holds < 100 || num(c, "holds_late") != 0 || o.cuda_holding != 0 || o.cuda_waits < holds)
+		fail_msg("holds %lld (late %lld); the stand-in: %d waits, %d not let go", (long long)holds,
+			 (long long)num(c, "holds_late"), o.cuda_waits, o.cuda_holding);
+	double floor = json_number_value(json_object_get(c, "floor_mean_ns"));
+	if (floor < 990 || floor > 1010)
+		fail_msg("floor %.1f ns, want the stand-in's 1000", floor);
+	const json_t *k = NULL;
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(d, "kernels"), i, v)
+		if (strcmp(json_string_value(json_object_get(v, "name")), "k_loop(float*)") == 0)
+			k = v;
+	assert_non_null(k);
+	json_int_t mean = num(k, "mean_ns");
+	if (mean < 4800 || mean > 5300)
+		fail_msg("k_loop's sampled mean %lld ns, want 5000 (%lld samples, %lld held)", (long long)mean,
+			 (long long)num(c, "floor_n"), (long long)holds);
+	json_decref(d);
+}
+
+/* A held stream whose launch exit never comes is let go by the library's
+ * watchdog within its next tick, and the sample is counted late, not
+ * timed. (Without the watchdog the holds lasted until a window's end:
+ * 218 and 223 ms in two runs; with it 5-9 ms.) */
+static void test_timed_hold_without_exit(void **state)
+{
+	(void)state;
+	struct outcome o;
+	json_t *d = run_case(TIMED_NO_EXIT, "continuous", "50%", &o);
+	const json_t *c = json_object_get(d, "census");
+	assert_non_null(c);
+	if (o.cuda_holding != 0 || num(c, "holds_late") < 1)
+		fail_msg("%d of %d stream waits not let go; holds_late %lld", o.cuda_holding, o.cuda_waits,
+			 (long long)num(c, "holds_late"));
+	/* Let go at the library thread's next tick past HOLD_MAX_NS (it
+	 * ticks at least every 100 ms), not at the window's end. */
+	if (o.cuda_longest_ns > ms(150))
+		fail_msg("a stream was held %lld ms", (long long)(o.cuda_longest_ns / NS_PER_MS));
+	json_decref(d);
+}
+
 /* A capture asked of a short program before continuous mode's first
  * tick arms CUPTI at once and traces what the program still launches;
  * its end reaches the daemon before the exit (on the H200, the known
@@ -989,6 +1097,8 @@ int main(void)
 		cmocka_unit_test(test_nvtx_focus_push_pop_and_start_end),
 		cmocka_unit_test(test_capture_over_socket),
 		cmocka_unit_test(test_capture_of_short_program),
+		cmocka_unit_test(test_timed_samples),
+		cmocka_unit_test(test_timed_hold_without_exit),
 		cmocka_unit_test(test_drops_counted),
 		cmocka_unit_test(test_fork_child),
 		cmocka_unit_test(test_marker_ranges),
