@@ -83,6 +83,16 @@ def scrape(port, n, timeout):
     return q(0.5), q(0.99), lat[-1], bad
 
 
+def rss_mb(pid):
+    """gpulsed's resident memory now and at its peak (VmRSS, VmHWM), MB."""
+    v = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                v[line.split(":")[0]] = int(line.split()[1]) / 1024
+    return v.get("VmRSS", 0), v.get("VmHWM", 0)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(SRC, "build"))
@@ -125,7 +135,7 @@ def main():
             except (OSError, ValueError, KeyError):
                 return 0
         wait(lambda: samples() >= 3000, "3000 samples in the store")
-        rows = [("idle", scrape(port, a.scrapes, a.timeout))]
+        rows = [("idle", scrape(port, a.scrapes, a.timeout) + rss_mb(d.pid))]
 
         now = time.time()
         qpath = (f"/api/v1/query_range?query={urllib.parse.quote(HEAVY)}"
@@ -135,7 +145,7 @@ def main():
         procs += curls
         time.sleep(1)
         wait(lambda: metric(port, "gpulse_queries_running") == 2, "2 queries running", 10)
-        rows.append(("4 heavy queries", scrape(port, a.scrapes, a.timeout)))
+        rows.append(("4 heavy queries", scrape(port, a.scrapes, a.timeout) + rss_mb(d.pid)))
         running = metric(port, "gpulse_queries_running")
         for c in curls:
             c.kill()
@@ -152,7 +162,7 @@ def main():
         procs += caps
         time.sleep(1)
         wait(lambda: metric(port, "gpulse_trace_captures_running") == 4, "4 captures running", 10)
-        rows.append(("4 trace captures", scrape(port, a.scrapes, a.timeout)))
+        rows.append(("4 trace captures", scrape(port, a.scrapes, a.timeout) + rss_mb(d.pid)))
 
         print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; machine: nproc "
               f"{os.cpu_count()}, kernel {platform.release()}; gpulsed: {gpulsed}")
@@ -160,11 +170,11 @@ def main():
               f"--timeout {a.timeout:g}")
         print(f"(queries running during the query phase's end: {running})\n")
         print("| phase | scrapes | p50 ms | p99 ms | max ms | failed or over "
-              f"{a.timeout:g} s |")
-        print("|---|---|---|---|---|---|")
-        for name, (p50, p99, mx, bad) in rows:
+              f"{a.timeout:g} s | RSS at the end, MB | peak RSS so far, MB |")
+        print("|---|---|---|---|---|---|---|---|")
+        for name, (p50, p99, mx, bad, rss, hwm) in rows:
             print(f"| {name} | {a.scrapes} | {p50 * 1e3:.1f} | {p99 * 1e3:.1f} | {mx * 1e3:.1f} | "
-                  f"{bad} |")
+                  f"{bad} | {rss:.1f} | {hwm:.1f} |")
     finally:
         for p in reversed(procs):
             if p.poll() is None:

@@ -186,6 +186,16 @@ def run_fetches(args, n):
     return pct(0.5), pct(0.99), (lat[-1] * 1000 if lat else float("nan")), fails, last
 
 
+def rss_mb(pid):
+    """gpulsed's resident memory now and at its peak (VmRSS, VmHWM), MB."""
+    v = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                v[line.split(":")[0]] = int(line.split()[1]) / 1024
+    return v.get("VmRSS", 0), v.get("VmHWM", 0)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default="build")
@@ -238,6 +248,7 @@ def main():
     try:
         time.sleep(1)
         idle = run_fetches(args, args.fetches)
+        mem = [rss_mb(d.pid)]
         stop = multiprocessing.Event()
         opened = multiprocessing.Value("q", 0, lock=False)
         lp = multiprocessing.Process(target=loris, args=(args.port, addrs, args.tls, args.slow,
@@ -245,6 +256,7 @@ def main():
         lp.start()
         time.sleep(3)  # let the slow connections pile up
         loaded = run_fetches(args, args.fetches)
+        mem.append(rss_mb(d.pid))
         stop.set()
         lp.join(10)
         busy, answered = None, multiprocessing.Value("q", 0, lock=False)
@@ -255,6 +267,7 @@ def main():
             hp.start()
             time.sleep(2)
             busy = run_fetches(args, args.fetches)
+            mem.append(rss_mb(d.pid))
             stop.set()
             hp.join(30)
         last = busy[4] if busy else loaded[4]
@@ -269,14 +282,17 @@ def main():
             d.kill()
             d.wait()
     mode = "https + token" if args.tls else "http"
-    print("| %s | case | fetches | p50 ms | p99 ms | max ms | failed |" % mode)
-    print("|---|---|---:|---:|---:|---:|---:|")
-    print("| | idle | %d | %.1f | %.1f | %.1f | %d |" % ((args.fetches,) + idle[:4]))
+    print("| %s | case | fetches | p50 ms | p99 ms | max ms | failed | RSS at the end, MB | "
+          "peak RSS so far, MB |" % mode)
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| | idle | %d | %.1f | %.1f | %.1f | %d | %.1f | %.1f |"
+          % ((args.fetches,) + idle[:4] + mem[0]))
     print("| | %d slow connections from %d addresses (%d opened in all) | %d | %.1f | %.1f | "
-          "%.1f | %d |" % ((args.slow, len(addrs), opened.value, args.fetches) + loaded[:4]))
+          "%.1f | %d | %.1f | %.1f |"
+          % ((args.slow, len(addrs), opened.value, args.fetches) + loaded[:4] + mem[1]))
     if busy:
-        print("| | %d clients on /api/v1/gpus (%d answers) | %d | %.1f | %.1f | %.1f | %d |"
-              % ((args.busy, answered.value, args.fetches) + busy[:4]))
+        print("| | %d clients on /api/v1/gpus (%d answers) | %d | %.1f | %.1f | %.1f | %d | %.1f | "
+              "%.1f |" % ((args.busy, answered.value, args.fetches) + busy[:4] + mem[2]))
     for line in shed:
         print("    " + line)
     return 0
