@@ -28,6 +28,7 @@
  * build (LeakSanitizer in the ASan stage also checks at exit). */
 #include "torture.h"
 
+#include <execinfo.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdint.h>
@@ -68,6 +69,7 @@ static int injected;
 static long live;             /* the code's own blocks */
 static long sq_live;          /* SQLite's */
 static __thread int in_x;     /* inside xalloc on this thread */
+static int trace;             /* TORTURE_TRACE set */
 
 bool torture_injected(void)
 {
@@ -83,6 +85,14 @@ static int fail_now(int x)
 	if (fail_at <= 0 || k != fail_at)
 		return 0;
 	__atomic_store_n(&injected, x ? 2 : 1, __ATOMIC_SEQ_CST);
+	/* TORTURE_TRACE=1: where each failure is injected (addr2line or gdb
+	 * turn the addresses into lines). */
+	if (trace) {
+		void *bt[24];
+		int n = backtrace(bt, 24);
+		fprintf(stderr, "torture: failing allocation %ld here:\n", k);
+		backtrace_symbols_fd(bt, n, 2);
+	}
 	return 1;
 }
 
@@ -260,6 +270,7 @@ long torture_run(const char *name, enum torture_scope s, torture_scenario_fn *fn
 		 long max_runs, struct torture_report *r)
 {
 	memset(r, 0, sizeof *r);
+	trace = getenv("TORTURE_TRACE") != NULL;
 	long live0 = __atomic_load_n(&live, __ATOMIC_SEQ_CST);
 	long sq0 = __atomic_load_n(&sq_live, __ATOMIC_SEQ_CST);
 	arm(s, 0);
