@@ -175,13 +175,6 @@ int rules_engine_new(struct rules_engine **out, const struct rules_engine_config
 		e->cfg.flap_max_toggles = ALERT_DEFAULT_FLAP_TOGGLES;
 	if (e->cfg.flap_window_ms <= 0)
 		e->cfg.flap_window_ms = ALERT_DEFAULT_FLAP_WINDOW_MS;
-	e->ext = xcalloc(c->nexternal_labels + 1, sizeof *e->ext);
-	for (size_t i = 0; i < c->nexternal_labels; i++) {
-		e->ext[i].name = xstrdup(c->external_labels[i].name);
-		e->ext[i].value = xstrdup(c->external_labels[i].value);
-	}
-	e->next = c->nexternal_labels;
-	e->url = c->external_url ? xstrdup(c->external_url) : NULL;
 	e->cfg.external_labels = NULL;
 	e->cfg.external_url = NULL;
 	promql_opts_default(&e->opts);
@@ -194,6 +187,15 @@ int rules_engine_new(struct rules_engine **out, const struct rules_engine_config
 		free(e);
 		return GPULSE_ENOMEM;
 	}
+	/* Copied once nothing can fail any more (xalloc aborts): the failure
+	 * above has nothing of them to free. */
+	e->ext = xcalloc(c->nexternal_labels + 1, sizeof *e->ext);
+	for (size_t i = 0; i < c->nexternal_labels; i++) {
+		e->ext[i].name = xstrdup(c->external_labels[i].name);
+		e->ext[i].value = xstrdup(c->external_labels[i].value);
+	}
+	e->next = c->nexternal_labels;
+	e->url = c->external_url ? xstrdup(c->external_url) : NULL;
 	e->files = files;
 	e->nfiles = nfiles;
 	*out = e;
