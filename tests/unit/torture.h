@@ -55,4 +55,8 @@ long torture_run(const char *name, enum torture_scope scope, torture_scenario_fn
  * to tell an injected failure from a real one). */
 bool torture_injected(void);
 
+/* While on, allocations are neither counted nor failed: for a set-up that
+ * another scenario tortures already. */
+void torture_pause(bool on);
+
 #endif

@@ -70,6 +70,12 @@ static long live;             /* the code's own blocks */
 static long sq_live;          /* SQLite's */
 static __thread int in_x;     /* inside xalloc on this thread */
 static int trace;             /* TORTURE_TRACE set */
+static int paused;            /* torture_pause */
+
+void torture_pause(bool on)
+{
+	__atomic_store_n(&paused, on, __ATOMIC_SEQ_CST);
+}
 
 bool torture_injected(void)
 {
@@ -79,7 +85,7 @@ bool torture_injected(void)
 /* Whether this allocation fails. */
 static int fail_now(int x)
 {
-	if (x && scope == TORTURE_RECOVERABLE)
+	if ((x && scope == TORTURE_RECOVERABLE) || __atomic_load_n(&paused, __ATOMIC_SEQ_CST))
 		return 0;
 	long k = __atomic_add_fetch(&counted, 1, __ATOMIC_SEQ_CST);
 	if (fail_at <= 0 || k != fail_at)
