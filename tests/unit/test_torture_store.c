@@ -214,6 +214,7 @@ static struct {
 } tables[4];
 static long io_count, io_fail_at;
 static bool io_armed;
+static bool io_sticky;   /* every operation from the k-th on fails: a disk that stays full */
 
 static const sqlite3_io_methods *real_of(sqlite3_file *f)
 {
@@ -225,7 +226,10 @@ static const sqlite3_io_methods *real_of(sqlite3_file *f)
 
 static bool io_fail(void)
 {
-	return io_armed && ++io_count == io_fail_at;
+	if (!io_armed)
+		return false;
+	++io_count;
+	return io_fail_at > 0 && (io_sticky ? io_count >= io_fail_at : io_count == io_fail_at);
 }
 
 static int fault_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 off)
@@ -390,10 +394,9 @@ static int io_scenario(long k, long *ops)
 	return bad ? -1 : hit;
 }
 
-static void test_sqlite_write_torture(void **state)
+static void io_torture(bool sticky)
 {
-	(void)state;
-	install_fault_vfs();
+	io_sticky = sticky;
 	time_t t0 = time(NULL);
 	long ops = 0;
 	assert_int_equal(io_scenario(0, &ops), 0);
@@ -406,10 +409,19 @@ static void test_sqlite_write_torture(void **state)
 			bad++;
 		hits += rc == 1;
 	}
-	fprintf(stderr, "sqlite write torture: %ld write/sync/truncate points, %ld hit, %ld bad, "
-		"%lld s\n", ops, hits, bad, (long long)(time(NULL) - t0));
-	sqlite3_vfs_unregister(&fault_vfs);
+	fprintf(stderr, "sqlite write torture (%s): %ld write/sync/truncate points, %ld hit, "
+		"%ld bad, %lld s\n", sticky ? "every one from k on" : "the k-th alone", ops, hits,
+		bad, (long long)(time(NULL) - t0));
 	assert_int_equal(bad, 0);
+}
+
+static void test_sqlite_write_torture(void **state)
+{
+	(void)state;
+	install_fault_vfs();
+	io_torture(false);
+	io_torture(true);
+	sqlite3_vfs_unregister(&fault_vfs);
 }
 
 int main(void)
