@@ -40,7 +40,7 @@
 
 #define T0 1795965289000LL
 
-static char dir[64];
+static char dir[80];
 static char path[128];
 
 static const char rules_text[] =
@@ -83,7 +83,10 @@ static void remove_store(void)
 static int setup(void **state)
 {
 	(void)state;
-	strcpy(dir, "/tmp/gpulse-torturerXXXXXX");
+	/* Thousands of stores are made and removed: in memory where there
+	 * is a tmpfs, as fsync there costs nothing. */
+	strcpy(dir, access("/dev/shm", W_OK) == 0 ? "/dev/shm/gpulse-torturerXXXXXX"
+						     : "/tmp/gpulse-torturerXXXXXX");
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/store.db", dir);
 	return 0;
@@ -192,8 +195,8 @@ static void test_rules_all(void **state)
 	(void)state;
 	struct torture_report r;
 	time_t t0 = time(NULL);
-	/* A child per point: at most 400 of them, spread evenly. */
-	assert_int_equal(torture_run("rules-all", TORTURE_ALL, rules_scenario, NULL, 400, &r), 0);
+	/* A child per point, every point (about 1300). */
+	assert_int_equal(torture_run("rules-all", TORTURE_ALL, rules_scenario, NULL, 0, &r), 0);
 	assert_true(r.aborted > 0);
 	fprintf(stderr, "rules, every allocation: %lld s\n", (long long)(time(NULL) - t0));
 }

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bus.h"
+#include "ingest.h"
 #include "status.h"
 #include "torture.h"
 #include "tsdb.h"
@@ -27,7 +29,7 @@
 #define T0 1795965289000LL   /* the samples' base time */
 #define NOW (T0 + 3 * 3600 * 1000LL)
 
-static char dir[64];
+static char dir[80];
 static char path[128];
 
 static int64_t test_now(void *ctx)
@@ -49,7 +51,10 @@ static void remove_store(void)
 static int setup(void **state)
 {
 	(void)state;
-	strcpy(dir, "/tmp/gpulse-tortureXXXXXX");
+	/* Thousands of stores are made and removed: in memory where there
+	 * is a tmpfs, as fsync there costs nothing. */
+	strcpy(dir, access("/dev/shm", W_OK) == 0 ? "/dev/shm/gpulse-tortureXXXXXX"
+						     : "/tmp/gpulse-tortureXXXXXX");
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/store.db", dir);
 	return 0;
@@ -197,6 +202,71 @@ static void test_alloc_torture(void **state)
 	assert_true(r.points > 100);
 	assert_true(r.clean_errors > 0);
 	fprintf(stderr, "store allocation torture: %lld s\n", (long long)(time(NULL) - t0));
+}
+
+/* ---- the bus into the store ---- */
+
+/* A GPU on the bus, the ingest subscribed, 20 updates of every field in
+ * each tier and 20 ticks, a flush, everything freed. The store is opened
+ * paused (its opening is alloc_scenario's). */
+static int ingest_scenario(void *ctx)
+{
+	(void)ctx;
+	remove_store();
+	struct tsdb *db;
+	torture_pause(true);
+	int rc = open_store(&db, 0);
+	torture_pause(false);
+	if (rc != 0)
+		return -1;
+	struct bus *bus = NULL;
+	struct ingest *ing = NULL;
+	struct gpu_update *u = NULL;
+	if ((rc = bus_create(&bus)) != 0)
+		goto out;
+	struct gpu_identity id;
+	memset(&id, 0, sizeof id);
+	strcpy(id.uuid, "GPU-0123");
+	strcpy(id.name, "NVIDIA H200");
+	int slot;
+	if ((rc = bus_attach_gpu(bus, &id, &slot)) != 0 || (rc = ingest_create(&ing, db, bus)) != 0 ||
+	    (rc = ingest_subscribe(ing)) != 0)
+		goto out;
+	if (!(u = calloc(1, sizeof *u))) {
+		rc = GPULSE_ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < 20; i++) {
+		for (int t = 0; t < TIER_COUNT; t++) {
+			memset(u, 0, sizeof *u);
+			u->gpu = slot;
+			u->tier = (enum tier)t;
+			u->wall_ns = (T0 + i * 1000 + t) * 1000000;
+			u->mask = u->valid = ~0ULL >> (64 - FIELD_COUNT);
+			for (int f = 0; f < FIELD_COUNT; f++)
+				u->v[f] = i + f;
+			bus_publish(bus, u);
+		}
+		ingest_tick(ing, T0 + i * 1000 + 500);
+	}
+	if (tsdb_flush(db) != 0 && (rc = tsdb_flush(db)) != 0) {
+		fprintf(stderr, "a retried flush failed (%d)\n", rc);
+		rc = -1;
+	}
+out:
+	free(u);
+	ingest_destroy(ing);
+	bus_destroy(bus);
+	tsdb_close(db);
+	return rc;
+}
+
+static void test_ingest_torture(void **state)
+{
+	(void)state;
+	struct torture_report r;
+	assert_int_equal(torture_run("ingest", TORTURE_RECOVERABLE, ingest_scenario, NULL, 0, &r), 0);
+	assert_true(r.points > 20);
 }
 
 /* ---- SQLite writes ---- */
@@ -433,6 +503,7 @@ int main(void)
 	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_alloc_torture, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ingest_torture, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sqlite_write_torture, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
