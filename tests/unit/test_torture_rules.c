@@ -174,7 +174,39 @@ static int rules_scenario(void *ctx)
 	if ((rc = rules_engine_replace(e, files, 1)) != 0)
 		goto out;
 	rules_engine_eval_group(e, 0, T0 + 70000);
+	/* The one failure has come and gone: the next evaluation, with
+	 * nothing failing (paused), is whole, every rule healthy again. */
+	torture_pause(true);
+	struct rules_group_stats st[2];
+	if (rules_engine_stats(e, st, 2) != 1) {
+		rc = -1;
+		goto out;
+	}
+	uint64_t failures = st[0].failures_total;
+	if ((rc = rules_engine_eval_group(e, 0, T0 + 80000)) != 0) {
+		buf_init(&b, 1 << 20);
+		rules_engine_write_json(e, &b);
+		fprintf(stderr, "the evaluation after the failure failed (%d): %s\n", rc,
+			b.data ? b.data : "");
+		buf_free(&b);
+		rc = -1;
+		goto out;
+	}
+	rules_engine_stats(e, st, 2);
+	if (st[0].failures_total != failures) {
+		fprintf(stderr, "a rule failed after the failure had passed\n");
+		rc = -1;
+		goto out;
+	}
+	buf_init(&b, 1 << 20);
+	rc = rules_engine_write_json(e, &b);
+	if (rc == 0 && strstr(b.data, "\"health\":\"err\"")) {
+		fprintf(stderr, "a rule still unhealthy: %s\n", b.data);
+		rc = -1;
+	}
+	buf_free(&b);
 out:
+	torture_pause(false);
 	rules_engine_free(e);
 	tsdb_close(db);
 	return rc;

@@ -292,7 +292,11 @@ long torture_run(const char *name, enum torture_scope s, torture_scenario_fn *fn
 	long step = 1;
 	if (max_runs > 0 && r->points > max_runs)
 		step = (r->points + max_runs - 1) / max_runs;
+	/* TORTURE_ONLY=K: that failure point alone (to debug it). */
+	long only = getenv("TORTURE_ONLY") ? atol(getenv("TORTURE_ONLY")) : 0;
 	for (long k = 1; k <= r->points; k += step) {
+		if (only > 0 && k != only)
+			continue;
 		r->runs++;
 		if (s == TORTURE_RECOVERABLE) {
 			long l0 = __atomic_load_n(&live, __ATOMIC_SEQ_CST);
