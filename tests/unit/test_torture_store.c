@@ -207,7 +207,8 @@ static void test_alloc_torture(void **state)
 /* ---- the bus into the store ---- */
 
 /* A GPU on the bus, the ingest subscribed, 20 updates of every field in
- * each tier and 20 ticks, a flush, everything freed. The store is opened
+ * each tier and 20 ticks, one more round with nothing failing (every
+ * series must then be there), a flush, everything freed. The store is opened
  * paused (its opening is alloc_scenario's). */
 static int ingest_scenario(void *ctx)
 {
@@ -236,7 +237,12 @@ static int ingest_scenario(void *ctx)
 		rc = GPULSE_ENOMEM;
 		goto out;
 	}
-	for (int i = 0; i < 20; i++) {
+	for (int i = 0; i < 21; i++) {
+		/* The last round with nothing failing: every series the clean
+		 * run made is there after it (a failure is no reason to give
+		 * a metric up for good). */
+		if (i == 20)
+			torture_pause(true);
 		for (int t = 0; t < TIER_COUNT; t++) {
 			memset(u, 0, sizeof *u);
 			u->gpu = slot;
@@ -249,11 +255,24 @@ static int ingest_scenario(void *ctx)
 		}
 		ingest_tick(ing, T0 + i * 1000 + 500);
 	}
+	static uint64_t clean_series;   /* the clean run comes first */
+	struct tsdb_stats st;
+	tsdb_get_stats(db, &st);
+	if (!clean_series)
+		clean_series = st.series;
+	if (st.series != clean_series) {
+		fprintf(stderr, "%llu series of the clean run's %llu after the failure\n",
+			(unsigned long long)st.series, (unsigned long long)clean_series);
+		rc = -1;
+		goto out;
+	}
+	torture_pause(false);
 	if (tsdb_flush(db) != 0 && (rc = tsdb_flush(db)) != 0) {
 		fprintf(stderr, "a retried flush failed (%d)\n", rc);
 		rc = -1;
 	}
 out:
+	torture_pause(false);
 	free(u);
 	ingest_destroy(ing);
 	bus_destroy(bus);
