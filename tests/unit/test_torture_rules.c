@@ -239,6 +239,165 @@ static void test_rules_all(void **state)
 	fprintf(stderr, "rules, every allocation: %lld s\n", (long long)(time(NULL) - t0));
 }
 
+/* ---- SQLite writes under the engine ---- */
+
+static const char alert_text[] =
+	"groups:\n"
+	"  - name: hot\n"
+	"    interval: 10s\n"
+	"    rules:\n"
+	"      - record: job:power:max\n"
+	"        expr: max(gpulse_gpu_power_watts)\n"
+	"      - alert: Hot\n"
+	"        expr: gpulse_gpu_power_watts > 20\n"
+	"        for: 10s\n";
+
+static int new_engine(struct tsdb *db, struct rules_engine **e)
+{
+	struct buf errs;
+	buf_init(&errs, 1 << 16);
+	struct rules_file **files = calloc(1, sizeof *files);
+	if (!files || rules_file_parse("a.yml", alert_text, strlen(alert_text), &files[0], &errs)) {
+		free(files);
+		buf_free(&errs);
+		return -1;
+	}
+	buf_free(&errs);
+	struct rules_engine_config c = {.db = db, .now_ms = test_now, .eval_delay_ms = -1};
+	return rules_engine_new(e, &c, files, 1) ? -1 : 0;
+}
+
+/* The alert records as one string of "key json;" (times left out: they
+ * are the times of the writes), into out[cap]. */
+static void alert_records(struct tsdb *db, char *out, size_t cap)
+{
+	struct tsdb_record *r = NULL;
+	size_t n = 0;
+	out[0] = '\0';
+	if (tsdb_record_list(db, "alert", INT64_MIN, INT64_MAX, 0, &r, &n) != 0) {
+		snprintf(out, cap, "(unreadable)");
+		return;
+	}
+	size_t len = 0;
+	for (size_t i = 0; i < n && len < cap; i++)
+		len += (size_t)snprintf(out + len, cap - len, "%s %s;", r[i].key, r[i].json);
+	tsdb_records_free(r, n);
+}
+
+/* Samples above 20 W for 55 s, then below; the store committed. Then,
+ * with the k-th write, sync or truncate failing (or every one from the
+ * k-th on): evaluations at 30 s (pending), 40 s and 50 s (firing,
+ * persisted), 70 s and 80 s (resolved), a flush. Then, nothing failing:
+ * one more evaluation and flush, the engine freed, the store closed; the
+ * file passes integrity_check and opens, and its alert records are the
+ * clean run's (a failed write is retried, so what the next start restores
+ * is the alerts' true state), and a new engine on it evaluates whole with
+ * the clean run's alerts. */
+static int rules_io_scenario(long k, bool sticky, long *ops)
+{
+	remove_store();
+	struct tsdb_opts o = {.path = path, .clock = {.now_ms = test_now}};
+	struct tsdb *db = NULL;
+	struct rules_engine *e = NULL;
+	char err[256] = "";
+	if (tsdb_open(&db, &o, err, sizeof err) != 0)
+		return -1;
+	struct tsdb_label l[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "0"}};
+	uint32_t ref;
+	if (tsdb_series(db, l, 2, &ref, err, sizeof err) != 0)
+		return -1;
+	for (int64_t t = 500; t < 100000; t += 1000)
+		tsdb_append(db, ref, T0 + t, t < 55000 ? 30.0 : 5.0);
+	(void)sticky;
+	if (tsdb_flush(db) != 0 || new_engine(db, &e) != 0)
+		return -1;
+	torture_io_arm(k, sticky);
+	static const int64_t at[] = {30000, 40000, 50000, 70000, 80000};
+	for (size_t i = 0; i < sizeof at / sizeof *at; i++)
+		rules_engine_eval_group(e, 0, T0 + at[i]);
+	int frc = tsdb_flush(db);
+	*ops = torture_io_disarm();
+	int bad = 0;
+	if (rules_engine_eval_group(e, 0, T0 + 90000) != 0 || tsdb_flush(db) != 0) {
+		fprintf(stderr, "write %ld: no recovery once the writes succeed\n", k);
+		bad = 1;
+	}
+	struct rules_alert_stats as;
+	rules_engine_alert_stats(e, &as);
+	rules_engine_free(e);
+	e = NULL;
+	tsdb_close(db);
+	db = NULL;
+	if (frc != 0 && frc != GPULSE_EIO) {
+		fprintf(stderr, "write %ld: flush returned %d\n", k, frc);
+		bad = 1;
+	}
+	sqlite3 *s = NULL;
+	sqlite3_stmt *q = NULL;
+	bool ok = sqlite3_open_v2(path, &s, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+		  sqlite3_prepare_v2(s, "PRAGMA integrity_check", -1, &q, NULL) == SQLITE_OK &&
+		  sqlite3_step(q) == SQLITE_ROW &&
+		  strcmp((const char *)sqlite3_column_text(q, 0), "ok") == 0;
+	sqlite3_finalize(q);
+	sqlite3_close(s);
+	if (!ok) {
+		fprintf(stderr, "write %ld: integrity_check failed\n", k);
+		return -1;
+	}
+	if (tsdb_open(&db, &o, err, sizeof err) != 0) {
+		fprintf(stderr, "write %ld: the store does not open again: %s\n", k, err);
+		return -1;
+	}
+	static char clean[4096];   /* the clean run's, which comes first */
+	char recs[4096];
+	alert_records(db, recs, sizeof recs);
+	if (k == 0)
+		snprintf(clean, sizeof clean, "%s", recs);
+	else if (strcmp(recs, clean) != 0) {
+		fprintf(stderr, "write %ld: alert records\n  %s\nnot the clean run's\n  %s\n"
+			"(%llu persist errors counted)\n", k, recs, clean,
+			(unsigned long long)as.persist_errors_total);
+		bad = 1;
+	}
+	if (new_engine(db, &e) != 0 || rules_engine_eval_group(e, 0, T0 + 100000) != 0) {
+		fprintf(stderr, "write %ld: the engine does not evaluate after the failure\n", k);
+		bad = 1;
+	}
+	static uint64_t clean_firing, clean_pending;
+	rules_engine_alert_stats(e, &as);
+	if (k == 0) {
+		clean_firing = as.firing;
+		clean_pending = as.pending;
+	} else if (as.firing != clean_firing || as.pending != clean_pending) {
+		fprintf(stderr, "write %ld: after a restart %llu firing, %llu pending; clean: %llu, %llu\n",
+			k, (unsigned long long)as.firing, (unsigned long long)as.pending,
+			(unsigned long long)clean_firing, (unsigned long long)clean_pending);
+		bad = 1;
+	}
+	rules_engine_free(e);
+	tsdb_close(db);
+	return bad ? -1 : k > 0 && *ops >= k;
+}
+
+static void test_rules_sqlite_writes(void **state)
+{
+	(void)state;
+	assert_int_equal(torture_io_install(), SQLITE_OK);
+	for (int sticky = 0; sticky < 2; sticky++) {
+		long ops = 0, bad = 0;
+		assert_int_equal(rules_io_scenario(0, sticky, &ops), 0);
+		assert_true(ops > 3);
+		for (long k = 1; k <= ops; k++) {
+			long seen;
+			bad += rules_io_scenario(k, sticky, &seen) < 0;
+		}
+		fprintf(stderr, "rules sqlite write torture (%s): %ld points, %ld bad\n",
+			sticky ? "every one from k on" : "the k-th alone", ops, bad);
+		assert_int_equal(bad, 0);
+	}
+	torture_io_uninstall();
+}
+
 static const char *const exprs[] = {
 	"sum by (gpu) (rate(gpulse_gpu_energy_joules_total{gpu=~\"0|1\"}[5m])) > 300",
 	"histogram_quantile(0.9, sum by (le) (rate(x_bucket[1m]))) or vector(0)",
@@ -280,6 +439,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rules_recoverable, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rules_all, setup, teardown),
 		cmocka_unit_test(test_promql_parse_all),
+		cmocka_unit_test_setup_teardown(test_rules_sqlite_writes, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -290,86 +290,7 @@ static void test_ingest_torture(void **state)
 
 /* ---- SQLite writes ---- */
 
-/* A VFS over the default one that fails the k-th write, sync or truncate
- * of any of the store's files (database, WAL) once; as in test_tsdb's
- * full-disk VFS, each file is the real VFS's own with its method table
- * swapped for a copy that counts. Writes fail with SQLITE_FULL and
- * SQLITE_IOERR_WRITE in turn. */
-static sqlite3_vfs fault_vfs;
-static sqlite3_vfs *real_vfs;
-static struct {
-	const sqlite3_io_methods *real;
-	sqlite3_io_methods fake;
-} tables[4];
-static long io_count, io_fail_at;
-static bool io_armed;
-static bool io_sticky;   /* every operation from the k-th on fails: a disk that stays full */
-
-static const sqlite3_io_methods *real_of(sqlite3_file *f)
-{
-	for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
-		if (f->pMethods == &tables[i].fake)
-			return tables[i].real;
-	return NULL;
-}
-
-static bool io_fail(void)
-{
-	if (!io_armed)
-		return false;
-	++io_count;
-	return io_fail_at > 0 && (io_sticky ? io_count >= io_fail_at : io_count == io_fail_at);
-}
-
-static int fault_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 off)
-{
-	if (io_fail())
-		return io_fail_at % 2 ? SQLITE_FULL : SQLITE_IOERR_WRITE;
-	return real_of(f)->xWrite(f, p, n, off);
-}
-
-static int fault_sync(sqlite3_file *f, int flags)
-{
-	return io_fail() ? SQLITE_IOERR_FSYNC : real_of(f)->xSync(f, flags);
-}
-
-static int fault_truncate(sqlite3_file *f, sqlite3_int64 size)
-{
-	return io_fail() ? SQLITE_IOERR_TRUNCATE : real_of(f)->xTruncate(f, size);
-}
-
-static int fault_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out)
-{
-	(void)vfs;
-	int rc = real_vfs->xOpen(real_vfs, name, f, flags, out);
-	if (rc != SQLITE_OK || !f->pMethods)
-		return rc;
-	for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
-		if (!tables[i].real) {
-			tables[i].real = f->pMethods;
-			tables[i].fake = *f->pMethods;
-			tables[i].fake.xWrite = fault_write;
-			tables[i].fake.xSync = fault_sync;
-			tables[i].fake.xTruncate = fault_truncate;
-		}
-		if (tables[i].real == f->pMethods) {
-			f->pMethods = &tables[i].fake;
-			break;
-		}
-	}
-	return rc;
-}
-
-static void install_fault_vfs(void)
-{
-	real_vfs = sqlite3_vfs_find(NULL);
-	assert_non_null(real_vfs);
-	fault_vfs = *real_vfs;
-	fault_vfs.zName = "gpulse-test-faults";
-	fault_vfs.pNext = NULL;
-	fault_vfs.xOpen = fault_open;
-	assert_int_equal(sqlite3_vfs_register(&fault_vfs, 1), SQLITE_OK);
-}
+static bool io_sticky;
 
 #define PHASE_A 600   /* samples of each series committed before the faults */
 #define PHASE_B 600   /* samples appended while they may come */
@@ -399,7 +320,6 @@ static bool integrity_ok(void)
 static int io_scenario(long k, long *ops)
 {
 	remove_store();
-	io_armed = false;
 	const int64_t ta = NOW - 20 * 60 * 1000LL;      /* phase A of "a" */
 	const int64_t tb = ta + PHASE_A * 1000LL;      /* phase B */
 	struct tsdb *db;
@@ -415,9 +335,7 @@ static int io_scenario(long k, long *ops)
 	if (tsdb_flush(db) != 0)
 		return -1;
 
-	io_count = 0;
-	io_fail_at = k;
-	io_armed = true;
+	torture_io_arm(k, io_sticky);
 	for (int i = 0; i < PHASE_B; i++)
 		tsdb_append(db, a, tb + i * 1000LL, (double)i);
 	int frc = tsdb_flush(db);
@@ -426,9 +344,8 @@ static int io_scenario(long k, long *ops)
 	struct tsdb_stats st;
 	tsdb_get_stats(db, &st);
 	tsdb_close(db);
-	io_armed = false;
-	*ops = io_count;
-	bool hit = k > 0 && io_count >= k;
+	*ops = torture_io_disarm();
+	bool hit = k > 0 && *ops >= k;
 
 	int bad = 0;
 	int rcs[] = {frc, prc, rrc};
@@ -507,10 +424,10 @@ static void io_torture(bool sticky)
 static void test_sqlite_write_torture(void **state)
 {
 	(void)state;
-	install_fault_vfs();
+	assert_int_equal(torture_io_install(), SQLITE_OK);
 	io_torture(false);
 	io_torture(true);
-	sqlite3_vfs_unregister(&fault_vfs);
+	torture_io_uninstall();
 }
 
 int main(void)

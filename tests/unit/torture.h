@@ -55,6 +55,17 @@ long torture_run(const char *name, enum torture_scope scope, torture_scenario_fn
  * to tell an injected failure from a real one). */
 bool torture_injected(void);
 
+/* SQLite writes: a VFS over the default one, made the default, that
+ * fails the k-th write (SQLITE_FULL or SQLITE_IOERR_WRITE), sync
+ * (SQLITE_IOERR_FSYNC) or truncate (SQLITE_IOERR_TRUNCATE) of any file
+ * opened after, counting from torture_io_arm; with `sticky` every one from
+ * the k-th on (a disk that stays full); k 0: count only. Disarm returns
+ * the count. Install: 0 or an SQLite code. */
+int torture_io_install(void);
+void torture_io_uninstall(void);
+void torture_io_arm(long k, bool sticky);
+long torture_io_disarm(void);
+
 /* While on, allocations are neither counted nor failed: for a set-up that
  * another scenario tortures already. */
 void torture_pause(bool on);

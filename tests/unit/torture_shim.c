@@ -243,6 +243,105 @@ int torture_route_sqlite(void)
 	return rc;
 }
 
+/* ---- SQLite writes (torture.h). As in test_tsdb's full-disk VFS, each
+ * file is the real VFS's own with its method table swapped for a copy
+ * that counts. ---- */
+static sqlite3_vfs fault_vfs;
+static sqlite3_vfs *real_vfs;
+static struct {
+	const sqlite3_io_methods *real;
+	sqlite3_io_methods fake;
+} tables[4];
+static long io_count, io_fail_at;
+static bool io_armed;
+static bool io_sticky;   /* every operation from the k-th on fails: a disk that stays full */
+
+static const sqlite3_io_methods *real_of(sqlite3_file *f)
+{
+	for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
+		if (f->pMethods == &tables[i].fake)
+			return tables[i].real;
+	return NULL;
+}
+
+static bool io_fail(void)
+{
+	if (!io_armed)
+		return false;
+	++io_count;
+	return io_fail_at > 0 && (io_sticky ? io_count >= io_fail_at : io_count == io_fail_at);
+}
+
+static int fault_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 off)
+{
+	if (io_fail())
+		return io_fail_at % 2 ? SQLITE_FULL : SQLITE_IOERR_WRITE;
+	return real_of(f)->xWrite(f, p, n, off);
+}
+
+static int fault_sync(sqlite3_file *f, int flags)
+{
+	return io_fail() ? SQLITE_IOERR_FSYNC : real_of(f)->xSync(f, flags);
+}
+
+static int fault_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+	return io_fail() ? SQLITE_IOERR_TRUNCATE : real_of(f)->xTruncate(f, size);
+}
+
+static int fault_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out)
+{
+	(void)vfs;
+	int rc = real_vfs->xOpen(real_vfs, name, f, flags, out);
+	if (rc != SQLITE_OK || !f->pMethods)
+		return rc;
+	for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+		if (!tables[i].real) {
+			tables[i].real = f->pMethods;
+			tables[i].fake = *f->pMethods;
+			tables[i].fake.xWrite = fault_write;
+			tables[i].fake.xSync = fault_sync;
+			tables[i].fake.xTruncate = fault_truncate;
+		}
+		if (tables[i].real == f->pMethods) {
+			f->pMethods = &tables[i].fake;
+			break;
+		}
+	}
+	return rc;
+}
+
+int torture_io_install(void)
+{
+	real_vfs = sqlite3_vfs_find(NULL);
+	if (!real_vfs)
+		return SQLITE_ERROR;
+	fault_vfs = *real_vfs;
+	fault_vfs.zName = "gpulse-test-faults";
+	fault_vfs.pNext = NULL;
+	fault_vfs.xOpen = fault_open;
+	return sqlite3_vfs_register(&fault_vfs, 1);
+}
+
+void torture_io_uninstall(void)
+{
+	sqlite3_vfs_unregister(&fault_vfs);
+}
+
+void torture_io_arm(long k, bool sticky)
+{
+	io_count = 0;
+	io_fail_at = k;
+	io_sticky = sticky;
+	io_armed = true;
+}
+
+long torture_io_disarm(void)
+{
+	io_armed = false;
+	return io_count;
+}
+
 /* ---- the runner ---- */
 
 static void arm(enum torture_scope s, long k)
