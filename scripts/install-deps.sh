@@ -9,7 +9,8 @@
 # prometheus and prometheus-alertmanager; curl and python3 (standard
 # library only) in the integration tests; sqlite3; openssl (test_http
 # makes a certificate to test TLS); procps (pgrep in test_profiling);
-# libfaketime (the clock+400d and clock-400d stages). wrk: bench/.
+# libfaketime (the clock+400d and clock-400d stages); valgrind
+# (test_valgrind runs gpulsed under memcheck). wrk: bench/.
 # libgpulse-inject.so and the tests of it need CUPTI's headers, which come
 # with the CUDA toolkit, not from Debian main: without them they are not
 # built, and say so.
@@ -17,7 +18,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev
       libcmocka-dev libsqlite3-dev zlib1g-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
-      libfaketime openssl procps)
+      libfaketime openssl procps valgrind)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

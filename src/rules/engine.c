@@ -191,13 +191,6 @@ int rules_engine_new(struct rules_engine **out, const struct rules_engine_config
 		e->cfg.flap_max_toggles = ALERT_DEFAULT_FLAP_TOGGLES;
 	if (e->cfg.flap_window_ms <= 0)
 		e->cfg.flap_window_ms = ALERT_DEFAULT_FLAP_WINDOW_MS;
-	e->ext = xcalloc(c->nexternal_labels + 1, sizeof *e->ext);
-	for (size_t i = 0; i < c->nexternal_labels; i++) {
-		e->ext[i].name = xstrdup(c->external_labels[i].name);
-		e->ext[i].value = xstrdup(c->external_labels[i].value);
-	}
-	e->next = c->nexternal_labels;
-	e->url = c->external_url ? xstrdup(c->external_url) : NULL;
 	e->cfg.external_labels = NULL;
 	e->cfg.external_url = NULL;
 	promql_opts_default(&e->opts);
@@ -210,6 +203,15 @@ int rules_engine_new(struct rules_engine **out, const struct rules_engine_config
 		free(e);
 		return GPULSE_ENOMEM;
 	}
+	/* Copied once nothing can fail any more (xalloc aborts): the failure
+	 * above has nothing of them to free. */
+	e->ext = xcalloc(c->nexternal_labels + 1, sizeof *e->ext);
+	for (size_t i = 0; i < c->nexternal_labels; i++) {
+		e->ext[i].name = xstrdup(c->external_labels[i].name);
+		e->ext[i].value = xstrdup(c->external_labels[i].value);
+	}
+	e->next = c->nexternal_labels;
+	e->url = c->external_url ? xstrdup(c->external_url) : NULL;
 	e->files = files;
 	e->nfiles = nfiles;
 	*out = e;
@@ -754,14 +756,16 @@ static int64_t last_for_state_sample(struct rules_engine *e, const struct alert 
  * Prometheus's ALERTS_FOR_STATE rule: the time the engine was down does
  * not count toward `for` (or, for a `for` of at least the grace period
  * that would end within it, the alert waits the grace period). Held
- * lock. */
-static void restore_group(struct rules_engine *e, struct group_state *gs, int64_t t_ms)
+ * lock. 0, or the store's status when the records could not be read:
+ * then nothing is restored and the next evaluation tries again. */
+static int restore_group(struct rules_engine *e, struct group_state *gs, int64_t t_ms)
 {
-	gs->restored = true;
 	struct tsdb_record *recs = NULL;
 	size_t nrec = 0;
-	if (tsdb_record_list(engine_store(e), "alert", INT64_MIN, INT64_MAX, 0, &recs, &nrec) != 0)
-		return;
+	int rc = tsdb_record_list(engine_store(e), "alert", INT64_MIN, INT64_MAX, 0, &recs, &nrec);
+	if (rc != 0)
+		return rc;
+	gs->restored = true;
 	struct buf pre;
 	buf_init(&pre, 16 * 1024);
 	if (!e->swept) {
@@ -828,6 +832,17 @@ static void restore_group(struct rules_engine *e, struct group_state *gs, int64_
 	}
 	buf_free(&pre);
 	tsdb_records_free(recs, nrec);
+	return 0;
+}
+
+/* An alerting rule not evaluated because its group's alerts could not be
+ * restored yet: evaluating it would start them afresh (pending again, to
+ * be notified anew) and overwrite their records. */
+static int skip_unrestored(struct rules_engine *e, struct rule_state *st, int rc, int64_t t_ms)
+{
+	char err[ERR_LEN];
+	snprintf(err, sizeof err, "alerts not restored from the store yet: %s", gpulse_strerror(rc));
+	return finish_rule(e, st, rc, err, NULL, 0, t_ms, clock_mono_ns());
 }
 
 /* Call with the lock held. */
@@ -838,20 +853,24 @@ static int eval_group_locked(struct rules_engine *e, struct group_state *gs, int
 	bool alerting = false;
 	for (size_t i = 0; i < gs->g->nrules && !alerting; i++)
 		alerting = gs->g->rules[i].alert != NULL;
-	/* Restored from the store at the first evaluation only: a store
-	 * handed over later (rules_engine_set_store) finds the alerts of
-	 * this run in memory, newer than any record it holds. */
+	/* Restored from the store at the first evaluation that has one, and
+	 * tried again while its records cannot be read; a store handed
+	 * over later (rules_engine_set_store) finds the alerts of this run
+	 * in memory, newer than any record it holds. */
+	int restore_rc = 0;
 	if (alerting && !gs->restored) {
 		if (engine_store(e))
-			restore_group(e, gs, t_ms);
-		gs->restored = true;
+			restore_rc = restore_group(e, gs, t_ms);
+		else
+			gs->restored = true;
 	}
 	for (size_t i = 0; i < gs->g->nrules; i++) {
 		const struct rules_rule *r = &gs->g->rules[i];
 		if (!r->expr)
 			continue;
 		int rc = r->record ? eval_rule(e, r, &gs->rules[i], t_ms)
-				   : eval_alert_rule(e, r, &gs->rules[i], t_ms);
+			 : restore_rc ? skip_unrestored(e, &gs->rules[i], restore_rc, t_ms)
+				      : eval_alert_rule(e, r, &gs->rules[i], t_ms);
 		gs->evaluations_total++;
 		if (rc) {
 			gs->failures_total++;
@@ -859,7 +878,7 @@ static int eval_group_locked(struct rules_engine *e, struct group_state *gs, int
 				first = rc;
 		}
 	}
-	if (alerting) {
+	if (alerting && !restore_rc) {
 		send_alerts(e, gs, t_ms);
 		if (engine_store(e))
 			persist_alerts(e, gs, t_ms);

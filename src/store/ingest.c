@@ -163,6 +163,8 @@ static int create_ref(struct ingest *ing, int g, int slot, uint32_t *ref)
 		/* bus_read copies a whole snapshot: done once per GPU. */
 		struct gpu_snapshot *s = malloc(sizeof *s);
 		if (!s || bus_read(ing->bus, g, s) != GPULSE_OK) {
+			if (!s)
+				atomic_fetch_add(&ing->series_errors, 1);
 			free(s);
 			rc = GPULSE_ENOENT;
 			goto out;
@@ -182,9 +184,14 @@ static int create_ref(struct ingest *ing, int g, int slot, uint32_t *ref)
 	uint32_t r;
 	rc = tsdb_series(ing->db, l, n, &r, err, sizeof err);
 	if (rc) {
-		atomic_store(&gr->failed[slot], 1);
 		atomic_fetch_add(&ing->series_errors, 1);
-		log_warn("store: series %s of GPU %d refused: %s", slot_metric(slot), g, err);
+		/* A label set refused or a bound reached holds for good: that
+		 * series is not asked for again (and said so once). Out of
+		 * memory passes: the next sample asks again. */
+		if (rc != GPULSE_ENOMEM) {
+			atomic_store(&gr->failed[slot], 1);
+			log_warn("store: series %s of GPU %d refused: %s", slot_metric(slot), g, err);
+		}
 		goto out;
 	}
 	atomic_store(&gr->ref[slot], r + 1);

@@ -339,6 +339,7 @@ static int pragma_int(sqlite3 *sql, const char *q, int64_t *out, int *sqlrc)
 static bool sql_is_io(int rc)
 {
 	switch (rc & 0xff) {
+	case SQLITE_NOMEM:   /* no verdict on the file either */
 	case SQLITE_FULL:
 	case SQLITE_IOERR:
 	case SQLITE_CANTOPEN:
@@ -356,9 +357,14 @@ static bool sql_is_io(int rc)
 
 /* The sentence for an I/O failure `rc` of SQLite while doing `what`:
  * "FILE: disk full (SQLITE_FULL) while WHAT" or "FILE: I/O error (SQLite
- * code N) while WHAT: MESSAGE". GPULSE_EIO. */
+ * code N) while WHAT: MESSAGE". GPULSE_EIO; GPULSE_ENOMEM and "FILE: out
+ * of memory while WHAT" for SQLITE_NOMEM. */
 static int io_errf(struct tsdb *db, int rc, const char *what, char *err, size_t errlen)
 {
+	if ((rc & 0xff) == SQLITE_NOMEM) {
+		str_errf(err, errlen, "%s: out of memory while %s", db->path, what);
+		return GPULSE_ENOMEM;
+	}
 	if ((rc & 0xff) == SQLITE_FULL)
 		str_errf(err, errlen, "%s: disk full (SQLITE_FULL) while %s", db->path, what);
 	else
@@ -486,6 +492,7 @@ static int migrate(struct tsdb *db, int64_t from, char *err, size_t errlen)
 		snprintf(tail, sizeof tail, "PRAGMA application_id = %d; PRAGMA user_version = %lld;",
 			 TSDB_APPLICATION_ID, (long long)v + 1);
 		char *msg = NULL;
+		int r = GPULSE_EIO;
 		int rc = sqlite3_exec(db->sql, "BEGIN IMMEDIATE", NULL, NULL, &msg);
 		if (rc == SQLITE_OK)
 			rc = sqlite3_exec(db->sql, migrations[v], NULL, NULL, &msg);
@@ -497,14 +504,14 @@ static int migrate(struct tsdb *db, int64_t from, char *err, size_t errlen)
 			if (sql_is_io(rc)) {
 				char what[64];
 				snprintf(what, sizeof what, "creating schema %lld", (long long)v + 1);
-				io_errf(db, rc, what, err, errlen);
+				r = io_errf(db, rc, what, err, errlen);
 			} else {
 				str_errf(err, errlen, "%s: migration to schema %lld failed: %s", db->path,
 					 (long long)v + 1, msg ? msg : sqlite3_errstr(rc));
 			}
 			sqlite3_free(msg);
 			sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
-			return GPULSE_EIO;
+			return r;
 		}
 	}
 	return 0;
@@ -536,16 +543,18 @@ static int load_series(struct tsdb *db, char *err, size_t errlen)
 			return GPULSE_ELIMIT;
 		}
 		uint8_t *copy = malloc(len);
-		if (!copy) {
-			sqlite3_finalize(st);
-			return GPULSE_ENOMEM;
-		}
-		memcpy(copy, b, len);
 		struct series *s;
-		int r = series_from_blob(copy, len, &s);
-		if (r != 0) {
+		int r = GPULSE_ENOMEM;
+		if (copy) {
+			memcpy(copy, b, len);
+			r = series_from_blob(copy, len, &s);
+		}
+		if (r == GPULSE_ENOMEM)
+			str_errf(err, errlen, "%s: out of memory while loading its series", db->path);
+		else if (r != 0)
 			str_errf(err, errlen, "%s: damaged label set of series %lld", db->path,
 				 (long long)id);
+		if (r != 0) {
 			sqlite3_finalize(st);
 			return r;
 		}
@@ -655,8 +664,10 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 		return GPULSE_EINVAL;
 	}
 	struct tsdb *db = calloc(1, sizeof *db);
-	if (!db)
+	if (!db) {
+		str_errf(err, errlen, "%s: out of memory while opening it", opts->path);
 		return GPULSE_ENOMEM;
+	}
 	db->lock_fd = -1;
 	db->o = *opts;
 	if (db->o.flush_interval_ms <= 0)
@@ -687,6 +698,7 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	db->htab = calloc(db->hcap, sizeof *db->htab);
 	db->ntab = calloc(db->hcap, sizeof *db->ntab);
 	if (!db->path || !db->series || !db->htab || !db->ntab) {
+		str_errf(err, errlen, "%s: out of memory while opening it", opts->path);
 		db_free(db);
 		return GPULSE_ENOMEM;
 	}
@@ -721,9 +733,9 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	rc = sqlite3_exec(db->sql, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, &msg);
 	if (rc != SQLITE_OK && sql_is_io(rc)) {
 		sqlite3_free(msg);
-		io_errf(db, rc, "enabling WAL", err, errlen);
+		r = io_errf(db, rc, "enabling WAL", err, errlen);
 		db_free(db);
-		return GPULSE_EIO;
+		return r;
 	}
 	if (rc != SQLITE_OK) {
 		str_errf(err, errlen, "%s: cannot enable WAL: %s", db->path, msg ? msg : sqlite3_errstr(rc));
@@ -743,9 +755,9 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	for (int i = 0; i < ST_COUNT; i++) {
 		rc = sqlite3_prepare_v3(db->sql, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &db->st[i], NULL);
 		if (rc != SQLITE_OK && sql_is_io(rc)) {
-			io_errf(db, rc, "reading its schema", err, errlen);
+			r = io_errf(db, rc, "reading its schema", err, errlen);
 			db_free(db);
-			return GPULSE_EIO;
+			return r;
 		}
 		if (rc != SQLITE_OK) {
 			str_errf(err, errlen, "%s: unexpected schema: %s", db->path, sqlite3_errmsg(db->sql));

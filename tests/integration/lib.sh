@@ -7,11 +7,43 @@ REC="$GPULSE_TEST_DATA/recordings/h200-phases-10hz.csv"
 WORK=$(mktemp -d /tmp/gpulse-it.XXXXXX)
 PIDS=()
 
+# VALGRIND=1: start_daemon runs gpulsed under valgrind's memcheck (as
+# test_valgrind.sh does), waits longer for it, and at exit stops each
+# daemon with SIGTERM and fails the test when a valgrind log counts an
+# error or a definite leak. By hand, to look for memory errors in any
+# test; tests that time the daemon closely may fail for speed alone.
+VG_OPTS=(--tool=memcheck --leak-check=full --show-leak-kinds=definite
+	--errors-for-leak-kinds=definite --num-callers=40)
 cleanup() {
+	local rc=$?
+	if [ "${VALGRIND:-0}" = 1 ]; then
+		for p in "${PIDS[@]:-}"; do
+			[ -n "$p" ] && kill -TERM "$p" 2>/dev/null || true
+		done
+		for p in "${PIDS[@]:-}"; do
+			for _ in $(seq 1 600); do
+				[ -n "$p" ] && kill -0 "$p" 2>/dev/null || break
+				sleep 0.1
+			done
+		done
+		for f in "$WORK"/*.vg.log; do
+			[ -f "$f" ] || continue
+			# No summary: the test killed that daemon with SIGKILL
+			# (memcheck writes one on every other end, a crash too).
+			echo "valgrind: ${f##*/}: $(grep -o 'ERROR SUMMARY: [0-9]* errors' "$f" ||
+				echo 'no summary (killed with SIGKILL)')"
+			if grep -q 'ERROR SUMMARY: [1-9]' "$f"; then
+				echo "FAIL: valgrind: $f" >&2
+				cat "$f" >&2
+				rc=1
+			fi
+		done
+	fi
 	for p in "${PIDS[@]:-}"; do
 		[ -n "$p" ] && kill -9 "$p" 2>/dev/null || true
 	done
 	rm -rf "$WORK"
+	exit $rc
 }
 trap cleanup EXIT
 
@@ -31,11 +63,16 @@ start_daemon() {
 	# The log exists before the daemon does: the background job opens it
 	# only when it runs, and the reader below must not race that open.
 	: >"$WORK/$name.log"
-	"$GPULSED" --listen 127.0.0.1:0 "$@" 2>"$WORK/$name.log" &
+	local vg=() tries=100
+	if [ "${VALGRIND:-0}" = 1 ]; then
+		vg=(valgrind "${VG_OPTS[@]}" --log-file="$WORK/$name.%p.vg.log")
+		tries=1800
+	fi
+	"${vg[@]}" "$GPULSED" --listen 127.0.0.1:0 "$@" 2>"$WORK/$name.log" &
 	DAEMON_PID=$!
 	PIDS+=("$DAEMON_PID")
 	PORT=""
-	for _ in $(seq 1 100); do
+	for _ in $(seq 1 $tries); do
 		PORT=$(sed -n 's/.*serving http[s]*:\/\/.* port \([0-9]*\) .*/\1/p' "$WORK/$name.log" | head -n1)
 		[ -n "$PORT" ] && break
 		kill -0 "$DAEMON_PID" 2>/dev/null || fail "gpulsed exited early: $(cat "$WORK/$name.log")"
