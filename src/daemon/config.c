@@ -127,6 +127,7 @@ static const struct key_spec http_keys[] = {
 	LEAF("tls_cert_file", STRING, http.tls_cert_file),
 	LEAF("tls_key_file", STRING, http.tls_key_file),
 	LEAF("auth_token_file", STRING, http.auth_token_file),
+	LEAF("write_token_file", STRING, http.write_token_file),
 	LEAF("allow_insecure_remote", BOOL, http.allow_insecure_remote),
 };
 
@@ -1586,15 +1587,34 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 		return rc;
 	if ((rc = check_storage_dir(c->storage.path, name, err, errlen)) != 0)
 		return rc;
+	char tok[CONFIG_TOKEN_MAX] = "", wtok[CONFIG_TOKEN_MAX] = "", why[CONFIG_PATH_LEN + 128];
 	if (token) {
-		char tok[CONFIG_TOKEN_MAX], why[CONFIG_PATH_LEN + 128];
 		rc = read_token(c->http.auth_token_file, tok, sizeof tok, why, sizeof why);
-		memset(tok, 0, sizeof tok);
 		if (rc) {
 			str_errf(err, errlen, "%s: http.auth_token_file: %s", name, why);
-			return GPULSE_EINVAL;
+			goto tokens_out;
 		}
 	}
+	if (c->http.write_token_file[0]) {
+		rc = read_token(c->http.write_token_file, wtok, sizeof wtok, why, sizeof why);
+		if (rc) {
+			str_errf(err, errlen, "%s: http.write_token_file: %s", name, why);
+			goto tokens_out;
+		}
+		/* One token for both would make every reader a writer. */
+		if (token && strcmp(tok, wtok) == 0) {
+			str_errf(err, errlen, "%s: http.write_token_file: %s holds the same token as "
+				 "http.auth_token_file (%s); the write token must differ from the read "
+				 "token", name, c->http.write_token_file, c->http.auth_token_file);
+			rc = GPULSE_EINVAL;
+			goto tokens_out;
+		}
+	}
+tokens_out:
+	explicit_bzero(tok, sizeof tok);
+	explicit_bzero(wtok, sizeof wtok);
+	if (rc)
+		return GPULSE_EINVAL;
 	return alerting_validate(c, name, err, errlen);
 }
 
@@ -1677,6 +1697,7 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       strcmp(a->http.tls_cert_file, b->http.tls_cert_file) == 0 &&
 	       strcmp(a->http.tls_key_file, b->http.tls_key_file) == 0 &&
 	       strcmp(a->http.auth_token_file, b->http.auth_token_file) == 0 &&
+	       strcmp(a->http.write_token_file, b->http.write_token_file) == 0 &&
 	       a->http.allow_insecure_remote == b->http.allow_insecure_remote &&
 	       a->query.timeout_ns == b->query.timeout_ns &&
 	       a->query.max_concurrency == b->query.max_concurrency &&
@@ -1705,8 +1726,28 @@ void config_to_collector(const struct gpulse_config *c, struct collector_config 
 	out->events = c->sampling.events;
 }
 
+/* Read one token file into buf for the server; on failure, log it and
+ * leave a token no request can present, so a server started anyway fails
+ * closed (no Authorization header can carry \x01). */
+static int http_token(const char *key, const char *path, char *buf, size_t len,
+		      const char **out)
+{
+	char why[CONFIG_PATH_LEN + 128] = "no room for the token";
+	int rc = buf && len >= 2 ? read_token(path, buf, len, why, sizeof why) : GPULSE_EINVAL;
+	if (rc) {
+		log_error("%s: %s", key, why);
+		static const char never[] = "\x01";
+		*out = never;
+		if (buf && len >= sizeof never)
+			memcpy(buf, never, sizeof never);
+		return rc;
+	}
+	*out = buf;
+	return 0;
+}
+
 int config_to_http(const struct gpulse_config *c, struct http_config *out, char *token_buf,
-		   size_t token_len)
+		   size_t token_len, char *write_buf, size_t write_len)
 {
 	int rc = 0;
 	memset(out, 0, sizeof *out);
@@ -1725,24 +1766,17 @@ int config_to_http(const struct gpulse_config *c, struct http_config *out, char 
 	out->insecure_remote_hint =
 		"; set http.tls_cert_file, http.tls_key_file and http.auth_token_file, or set "
 		"http.allow_insecure_remote: true to serve without them";
-	if (!c->http.auth_token_file[0])
-		return 0;
-	char why[CONFIG_PATH_LEN + 128] = "no room for the token";
-	if (token_buf && token_len >= 2)
-		rc = read_token(c->http.auth_token_file, token_buf, token_len, why, sizeof why);
-	else
-		rc = GPULSE_EINVAL;
-	if (rc) {
-		log_error("http.auth_token_file: %s", why);
-		/* Fail closed: no Authorization header can carry \x01. */
-		static const char never[] = "\x01";
-		out->auth_token = never;
-		if (token_buf && token_len >= sizeof never)
-			memcpy(token_buf, never, sizeof never);
-		return rc;
+	out->write_hint = "; set http.write_token_file to allow them with its token";
+	if (c->http.auth_token_file[0])
+		rc = http_token("http.auth_token_file", c->http.auth_token_file, token_buf, token_len,
+				&out->auth_token);
+	if (c->http.write_token_file[0]) {
+		int wrc = http_token("http.write_token_file", c->http.write_token_file, write_buf,
+				     write_len, &out->write_token);
+		if (!rc)
+			rc = wrc;
 	}
-	out->auth_token = token_buf;
-	return 0;
+	return rc;
 }
 
 /* ---- dump ------------------------------------------------------------------- */

@@ -89,6 +89,7 @@ struct gpulse_config {
 		char tls_cert_file[CONFIG_PATH_LEN];
 		char tls_key_file[CONFIG_PATH_LEN];
 		char auth_token_file[CONFIG_PATH_LEN];
+		char write_token_file[CONFIG_PATH_LEN]; /* state-changing routes */
 		bool allow_insecure_remote;
 	} http;
 	/* The query API's limits (src/daemon/api.h). */
@@ -184,8 +185,9 @@ int config_load_file(struct gpulse_config *c, const char *path, char *err, size_
  * not loopback needs tls_cert_file, tls_key_file and auth_token_file unless
  * allow_insecure_remote is true. A numeric address is judged here; a host
  * name ("localhost" too) only when http_server_start resolves it, by every
- * address it resolves to, so this passes it. A configured auth_token_file must be a
- * regular, non-empty file that is not world-readable. `name` prefixes the
+ * address it resolves to, so this passes it. A configured auth_token_file
+ * or write_token_file must be a regular, non-empty file that is not
+ * world-readable, and the two must hold different tokens. `name` prefixes the
  * message ("gpulse.yml: ..."). 0 or GPULSE_EINVAL with one line in `err`. */
 int config_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
 
@@ -221,17 +223,18 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
 void config_to_collector(const struct gpulse_config *c, struct collector_config *out);
 
 /* Fill the HTTP server's struct and read the auth token file into
- * `token_buf` (trailing whitespace removed). Strings point into `c` and
- * `token_buf`, which must outlive `out`. Returns 0, or GPULSE_EIO /
+ * `token_buf` and the write token file into `write_buf` (trailing
+ * whitespace removed; each buffer may be NULL when its file is not set).
+ * Strings point into `c` and the buffers, which must outlive `out`. Returns 0, or GPULSE_EIO /
  * GPULSE_EINVAL when a configured token file cannot be read (unreadable,
- * empty, too long for `token_len`, world-readable): the token is then set
+ * empty, too long for its buffer, world-readable): that token is then set
  * to a value no request can present (a control character, which HTTP
  * headers cannot carry), so a server started anyway fails closed. Unless
  * allow_insecure_remote, the server is told to refuse a listen that
  * resolves beyond loopback without TLS and a token (the security rule for
  * host names, which config_validate cannot judge). */
 int config_to_http(const struct gpulse_config *c, struct http_config *out, char *token_buf,
-		   size_t token_len);
+		   size_t token_len, char *write_buf, size_t write_len);
 
 /* Append the effective configuration as YAML that config_parse reads back
  * to the same values (gpulsed --print-config). 0 or the buf's error. */

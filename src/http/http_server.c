@@ -1,7 +1,7 @@
 /* The HTTP server on libmicrohttpd; see http_server.h. MHD does the
  * protocol, the hard connection limit and TLS; this file adds the listen
- * address syntax, request policy (GET/HEAD only, URL length, bearer token)
- * and a small route table, and wires MHD's connection notices to the
+ * address syntax, request policy (GET/HEAD only, URL length, bearer
+ * tokens: one to read, one to change state) and a small route table, and wires MHD's connection notices to the
  * connection guard (http_guard.c: head deadlines, the per-address cap,
  * slots kept for scrapes), which MHD's own timeout and per-IP limit cannot
  * replace (see there). Error responses are built once at start and shared,
@@ -40,13 +40,14 @@ struct route {
 	size_t len;
 	bool prefix;                 /* the path ends in '/' */
 	bool reserved;               /* may use the slots kept for scrapes */
+	atomic_bool writes;          /* changes state: needs the write token */
 	http_handler_fn *fn;
 	void *ctx;
 	struct http_pool *pool;      /* NULL: fn runs on the HTTP thread */
 	http_handler_fn *busy;       /* the pool is full: answers instead */
 };
 
-enum canned { R_401, R_404, R_405, R_413, R_414, R_500, R_503, R_COUNT };
+enum canned { R_401, R_403, R_404, R_405, R_413, R_414, R_500, R_503, R_COUNT };
 
 struct http_server {
 	struct MHD_Daemon *mhd;
@@ -56,6 +57,9 @@ struct http_server {
 	size_t max_body;
 	char *token;                 /* NULL when no auth */
 	size_t token_len;
+	char *write_token;           /* NULL: writes need a loopback listen */
+	size_t write_token_len;
+	bool writes_open;            /* no write token, numeric loopback listen */
 	char *tls_cert, *tls_key;    /* must outlive the daemon */
 	bool tls;
 	atomic_bool started;         /* MHD log lines after start are debug */
@@ -486,28 +490,40 @@ static void blob_release(void *cls)
 	http_blob_unref(cls);
 }
 
-/* "Bearer TOKEN", compared in time that depends only on the expected
- * token's length, so a client cannot find the token byte by byte. */
-static bool auth_ok(const struct http_server *s, struct MHD_Connection *conn)
+/* True when v[n] is `want`, in time that depends only on want's length,
+ * so a client cannot find a token byte by byte. */
+static bool token_equal(const char *want, size_t want_len, const char *v, size_t n)
+{
+	unsigned diff = (unsigned)(n != want_len);
+	for (size_t i = 0; i < want_len; i++)
+		diff |= (unsigned char)want[i] ^ (unsigned char)(i < n ? v[i] : 0);
+	return diff == 0;
+}
+
+/* What the request's "Authorization: Bearer TOKEN" proves. Both tokens
+ * are always compared, so the answer's timing does not say which one a
+ * guess came close to. */
+enum grant { GRANT_NONE, GRANT_READ, GRANT_WRITE };
+
+static enum grant bearer_grant(const struct http_server *s, struct MHD_Connection *conn)
 {
 	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 						    MHD_HTTP_HEADER_AUTHORIZATION);
 	if (!v)
-		return false;
+		return GRANT_NONE;
 	while (*v == ' ' || *v == '\t')
 		v++;
 	if (strncasecmp(v, "Bearer", 6) != 0 || (v[6] != ' ' && v[6] != '\t'))
-		return false;
+		return GRANT_NONE;
 	v += 6;
 	while (*v == ' ' || *v == '\t')
 		v++;
 	size_t n = strlen(v);
 	while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
 		n--;
-	unsigned diff = (unsigned)(n != s->token_len);
-	for (size_t i = 0; i < s->token_len; i++)
-		diff |= (unsigned char)s->token[i] ^ (unsigned char)(i < n ? v[i] : 0);
-	return diff == 0;
+	bool read = s->token && token_equal(s->token, s->token_len, v, n);
+	bool write = s->write_token && token_equal(s->write_token, s->write_token_len, v, n);
+	return write ? GRANT_WRITE : read ? GRANT_READ : GRANT_NONE;
 }
 
 static const struct route *find_route(const struct http_server *s, const char *path)
@@ -525,7 +541,8 @@ static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection 
 				   enum canned which, bool rejected)
 {
 	static const unsigned codes[R_COUNT] = {
-		[R_401] = MHD_HTTP_UNAUTHORIZED, [R_404] = MHD_HTTP_NOT_FOUND,
+		[R_401] = MHD_HTTP_UNAUTHORIZED, [R_403] = MHD_HTTP_FORBIDDEN,
+		[R_404] = MHD_HTTP_NOT_FOUND,
 		[R_405] = MHD_HTTP_METHOD_NOT_ALLOWED, [R_413] = MHD_HTTP_CONTENT_TOO_LARGE,
 		[R_414] = MHD_HTTP_URI_TOO_LONG, [R_500] = MHD_HTTP_INTERNAL_SERVER_ERROR,
 		[R_503] = MHD_HTTP_SERVICE_UNAVAILABLE,
@@ -638,12 +655,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (*upload_data_size != 0) /* a body without a length: refuse it */
 		return send_canned(s, conn, R_413, true);
-	if (s->token && !auth_ok(s, conn))
+	enum grant g = s->token || s->write_token ? bearer_grant(s, conn) : GRANT_NONE;
+	if (s->token && g == GRANT_NONE)
 		return send_canned(s, conn, R_401, true);
 
 	const struct route *r = find_route(s, url);
 	if (!r)
 		return send_canned(s, conn, R_404, false);
+	/* Reading is what the read token (or none) allows; changing state
+	 * takes the write token, or no write token and a loopback listen. */
+	if (atomic_load_explicit(&r->writes, memory_order_relaxed) && g != GRANT_WRITE &&
+	    !s->writes_open)
+		return send_canned(s, conn, R_403, true);
 	if (r->pool)
 		return deferred_start(s, r, conn, url, method, req_cls);
 
@@ -767,10 +790,33 @@ out:
 	return rc;
 }
 
-static int make_canned(struct http_server *s)
+/* The 403's JSON body, in the query API's error shape. */
+static char *forbidden_body(const struct http_server *s, const char *hint)
 {
+	struct buf b;
+	buf_init(&b, 4096);
+	buf_puts(&b, "{\"status\":\"error\",\"errorType\":\"forbidden\",\"error\":\"");
+	const char *msg = s->write_token
+		? "this endpoint changes state, so it needs the write token (Authorization: "
+		  "Bearer WRITE_TOKEN); a read token does not allow it"
+		: "this endpoint changes state, and no write token is configured: without one, "
+		  "state-changing endpoints are served only on a numeric loopback listen address";
+	buf_puts(&b, msg);
+	/* The hint is ours (configuration key names): no quote to escape. */
+	if (hint && !s->write_token)
+		buf_puts(&b, hint);
+	buf_puts(&b, "\"}\n");
+	return buf_steal(&b);
+}
+
+static int make_canned(struct http_server *s, const char *write_hint)
+{
+	char *forbidden = forbidden_body(s, write_hint);
+	if (!forbidden)
+		return GPULSE_ENOMEM;
 	static const char *const bodies[R_COUNT] = {
 		[R_401] = "unauthorized: send Authorization: Bearer TOKEN\n",
+		[R_403] = "", /* forbidden, above */
 		[R_404] = "not found\n",
 		[R_405] = "method not allowed: only GET and HEAD are served\n",
 		[R_413] = "request bodies are not accepted\n",
@@ -783,12 +829,19 @@ static int make_canned(struct http_server *s)
 		 * not const. */
 		void *body;
 		memcpy(&body, &bodies[i], sizeof body);
-		s->canned[i] = MHD_create_response_from_buffer(strlen(bodies[i]), body,
-							       MHD_RESPMEM_PERSISTENT);
-		if (!s->canned[i])
+		if (i == R_403)
+			s->canned[i] = MHD_create_response_from_buffer(strlen(forbidden), forbidden,
+								       MHD_RESPMEM_MUST_FREE);
+		else
+			s->canned[i] = MHD_create_response_from_buffer(strlen(bodies[i]), body,
+								       MHD_RESPMEM_PERSISTENT);
+		if (!s->canned[i]) {
+			if (i <= R_403)
+				free(forbidden);
 			return GPULSE_ENOMEM;
+		}
 		MHD_add_response_header(s->canned[i], MHD_HTTP_HEADER_CONTENT_TYPE,
-					"text/plain; charset=utf-8");
+					i == R_403 ? "application/json" : "text/plain; charset=utf-8");
 	}
 	MHD_add_response_header(s->canned[R_405], MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
 	MHD_add_response_header(s->canned[R_401], MHD_HTTP_HEADER_WWW_AUTHENTICATE,
@@ -884,6 +937,17 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		}
 		s->token_len = strlen(s->token);
 	}
+	if (cfg->write_token && cfg->write_token[0]) {
+		s->write_token = strdup(cfg->write_token);
+		if (!s->write_token) {
+			rc = GPULSE_ENOMEM;
+			goto out;
+		}
+		s->write_token_len = strlen(s->write_token);
+	}
+	/* A name is not loopback by its name (http_is_loopback_listen): on
+	 * one, writes need the token even when it resolves to loopback. */
+	s->writes_open = !s->write_token && http_is_loopback_listen(cfg->listen);
 
 	if (tls) {
 		if (!cfg->tls_cert_file || !cfg->tls_key_file) {
@@ -903,7 +967,7 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 			goto out;
 	}
 
-	rc = make_canned(s);
+	rc = make_canned(s, cfg->write_hint);
 	if (!rc)
 		rc = guard_start(&s->guard, &gc);
 	if (rc) {
@@ -989,6 +1053,17 @@ static int add_route(struct http_server *s, const char *path, http_handler_fn *f
 	return GPULSE_OK;
 }
 
+int http_route_writes(struct http_server *s, const char *path)
+{
+	int n = atomic_load_explicit(&s->nroutes, memory_order_acquire);
+	for (int i = 0; i < n; i++)
+		if (strcmp(s->routes[i].path, path) == 0) {
+			atomic_store(&s->routes[i].writes, true);
+			return GPULSE_OK;
+		}
+	return GPULSE_ENOENT;
+}
+
 int http_route(struct http_server *s, const char *path, http_handler_fn *fn, void *ctx)
 {
 	return add_route(s, path, fn, ctx, false, NULL, NULL);
@@ -1031,6 +1106,7 @@ void http_server_stop(struct http_server *s)
 		if (s->canned[i])
 			MHD_destroy_response(s->canned[i]);
 	free(s->token);
+	free(s->write_token);
 	free(s->tls_cert);
 	if (s->tls_key) {
 		/* The private key should not linger in freed memory. */

@@ -55,7 +55,18 @@ struct http_config {
 	const char *tls_cert_file;   /* PEM; NULL for plain HTTP */
 	const char *tls_key_file;
 	const char *auth_token;      /* when set, every request needs
-	                                "Authorization: Bearer TOKEN" */
+	                                "Authorization: Bearer TOKEN" (or
+	                                the write token) */
+	const char *write_token;     /* when set, routes marked with
+	                                http_route_writes need "Authorization:
+	                                Bearer WRITE_TOKEN"; it also passes
+	                                where auth_token is asked for. Unset:
+	                                such routes are served only on a
+	                                numeric loopback listen
+	                                (http_is_loopback_listen) and get 403
+	                                elsewhere */
+	const char *write_hint;      /* ends the 403's sentence (how to allow
+	                                writes); NULL: none */
 	unsigned max_per_ip;         /* connections from one address (IPv6: one
 	                                /64); 0: all of max_connections on a
 	                                loopback listen, else a quarter of it
@@ -159,9 +170,11 @@ struct http_server;
  * Every request goes through, in order: a target over HTTP_MAX_URL_BYTES
  * gets 414; a method other than GET or HEAD gets 405 with "Allow: GET,
  * HEAD"; a request body gets 413; an ordinary request over the busy cap
- * gets 503; a missing or wrong bearer token (when configured) gets 401
- * with WWW-Authenticate; a path with no route gets 404. Successful answers
- * keep the connection alive. */
+ * gets 503; a missing or wrong bearer token (when configured; the write
+ * token passes too) gets 401 with WWW-Authenticate; a path with no route
+ * gets 404; a route that changes state (http_route_writes) without the
+ * write token, or without writes allowed at all, gets 403. Successful
+ * answers keep the connection alive. */
 int http_server_start(struct http_server **out, const struct http_config *cfg,
 		      char *err, size_t errlen);
 /* Route `path` (exact match, or a prefix when it ends in '/') for GET and
@@ -172,6 +185,14 @@ int http_route(struct http_server *s, const char *path, http_handler_fn *fn, voi
  * such handlers quick; they are what the reserve is for. */
 int http_route_reserved(struct http_server *s, const char *path, http_handler_fn *fn,
 			void *ctx);
+/* Mark the route registered at exactly `path` as one that changes state
+ * (starts work in other processes, reloads, deletes): it needs the write
+ * token (http_config.write_token), or, with none configured, a numeric
+ * loopback listen; anything else gets 403 with a JSON error
+ * ({"status":"error","errorType":"forbidden","error":...}) before the
+ * handler runs. Call after registering the route and before requests
+ * arrive. 0, or GPULSE_ENOENT when no route has that path. */
+int http_route_writes(struct http_server *s, const char *path);
 /* The port actually bound (useful with port 0). */
 int http_server_port(const struct http_server *s);
 /* Stop accepting, finish in-flight requests, free. Accepts NULL. */

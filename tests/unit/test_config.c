@@ -216,7 +216,7 @@ static void test_errors(void **state)
 		{"http:\n  color: blue\n",
 		 NAME ":2:3: unknown key \"color\" in http (known keys: max_connections, threads, "
 		 "timeout, header_timeout, max_connections_per_address, tls_cert_file, tls_key_file, "
-		 "auth_token_file, allow_insecure_remote)", false},
+		 "auth_token_file, write_token_file, allow_insecure_remote)", false},
 		/* wrong types */
 		{"listen:\n  host: a\n",
 		 NAME ":2:3: listen: expected an address like 127.0.0.1:9401, got a mapping", false},
@@ -710,6 +710,81 @@ static void test_security_rule(void **state)
 	unlink(blank);
 }
 
+/* http.write_token_file (issue 14): parsed, checked as the read token is,
+ * never the read token itself, and handed to the server. */
+static void test_write_token_file(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	struct http_config h;
+	char err[2048], rd[256], wr[256], same[256], tok[CONFIG_TOKEN_MAX], wtok[CONFIG_TOKEN_MAX];
+	temp_file(rd, sizeof rd, "read-tok\n", 0600);
+	temp_file(wr, sizeof wr, "write-tok\n", 0600);
+	temp_file(same, sizeof same, "read-tok  \n", 0600);
+
+	config_defaults(&c);
+	char text[1024];
+	snprintf(text, sizeof text, "http:\n  auth_token_file: %s\n  write_token_file: %s\n", rd, wr);
+	assert_int_equal(parse(&c, text, err, sizeof err), 0);
+	assert_string_equal(c.http.write_token_file, wr);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok, wtok, sizeof wtok), 0);
+	assert_string_equal(h.auth_token, "read-tok");
+	assert_string_equal(h.write_token, "write-tok");
+	assert_non_null(strstr(h.write_hint, "http.write_token_file"));
+
+	/* Not a string. */
+	struct gpulse_config d;
+	config_defaults(&d);
+	assert_int_not_equal(parse(&d, "http:\n  write_token_file: [a]\n", err, sizeof err), 0);
+	assert_non_null(strstr(err, NAME ":2:21: http.write_token_file: expected"));
+
+	/* World-readable, empty, missing: refused by name. */
+	assert_int_equal(chmod(wr, 0644), 0);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, NAME ": http.write_token_file: "));
+	assert_non_null(strstr(err, "readable by every user (mode 0644)"));
+	/* ...and the server gets a token no request can present. */
+	assert_int_not_equal(config_to_http(&c, &h, tok, sizeof tok, wtok, sizeof wtok), 0);
+	assert_string_equal(h.write_token, "\x01");
+	assert_string_equal(h.auth_token, "read-tok");
+	assert_int_equal(chmod(wr, 0600), 0);
+	snprintf(c.http.write_token_file, sizeof c.http.write_token_file, "%s.missing", wr);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "http.write_token_file"));
+	assert_non_null(strstr(err, "No such file"));
+
+	/* The read token as the write token would make every reader a
+	 * writer (trailing whitespace does not make it another). */
+	snprintf(c.http.write_token_file, sizeof c.http.write_token_file, "%s", same);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "http.write_token_file: "));
+	assert_non_null(strstr(err, "holds the same token as http.auth_token_file"));
+
+	/* A write token alone is fine on loopback; beyond it the read token
+	 * is still required (the security rule is unchanged). */
+	snprintf(c.http.write_token_file, sizeof c.http.write_token_file, "%s", wr);
+	c.http.auth_token_file[0] = '\0';
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	snprintf(c.listen, sizeof c.listen, "10.0.0.5:9401");
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "http.auth_token_file"));
+
+	/* A change is a restart change, and config_equal sees it. */
+	config_defaults(&d);
+	struct gpulse_config e = d;
+	snprintf(e.http.write_token_file, sizeof e.http.write_token_file, "%s", wr);
+	assert_false(config_equal(&d, &e));
+	struct buf out;
+	buf_init(&out, 4096);
+	assert_int_equal(config_restart_changes(&d, &e, false, &out), 1);
+	assert_string_equal(out.data, "http.write_token_file");
+	buf_free(&out);
+	unlink(rd);
+	unlink(wr);
+	unlink(same);
+}
+
 static void test_to_http(void **state)
 {
 	(void)state;
@@ -717,7 +792,7 @@ static void test_to_http(void **state)
 	struct http_config h;
 	char tok[CONFIG_TOKEN_MAX], token[256];
 	config_defaults(&c);
-	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok, NULL, 0), 0);
 	assert_string_equal(h.listen, "127.0.0.1:9401");
 	assert_int_equal(h.max_connections, 64);
 	assert_int_equal(h.threads, 2);
@@ -734,7 +809,7 @@ static void test_to_http(void **state)
 	c.http.timeout_ns = 1500 * NS_PER_MS; /* rounds up */
 	c.http.header_timeout_ns = 1500 * NS_PER_US; /* rounds up to 2 ms */
 	c.http.max_connections_per_address = 8;
-	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok, NULL, 0), 0);
 	assert_string_equal(h.auth_token, "abc123");
 	assert_int_equal(h.timeout_s, 2);
 	assert_int_equal(h.header_timeout_ms, 2);
@@ -742,11 +817,11 @@ static void test_to_http(void **state)
 
 	/* A token that cannot be read fails closed: no request can match. */
 	assert_int_equal(chmod(token, 0604), 0);
-	assert_int_not_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_int_not_equal(config_to_http(&c, &h, tok, sizeof tok, NULL, 0), 0);
 	assert_non_null(h.auth_token);
 	assert_string_equal(h.auth_token, "\x01");
 	unlink(token);
-	assert_int_not_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_int_not_equal(config_to_http(&c, &h, tok, sizeof tok, NULL, 0), 0);
 	assert_string_equal(h.auth_token, "\x01");
 }
 
@@ -774,7 +849,7 @@ static void test_to_http_resolved(void **state)
 	config_defaults(&c);
 	assert_int_equal(parse(&c, "listen: localhost:0\n", err, sizeof err), 0);
 	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
-	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok, NULL, 0), 0);
 	assert_true(h.refuse_insecure_remote);
 	h.resolve = resolve_remote;
 	assert_int_equal(http_server_start(&s, &h, err, sizeof err), GPULSE_EINVAL);
@@ -788,7 +863,7 @@ static void test_to_http_resolved(void **state)
 	/* The opt-out lets it through to the bind (of 10.77.0.1, which no
 	 * interface here has). */
 	c.http.allow_insecure_remote = true;
-	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok, NULL, 0), 0);
 	assert_false(h.refuse_insecure_remote);
 	h.resolve = resolve_remote;
 	assert_int_equal(http_server_start(&s, &h, err, sizeof err), GPULSE_EIO);
@@ -908,6 +983,7 @@ int main(void)
 		cmocka_unit_test(test_restart_changes),
 		cmocka_unit_test(test_security_rule),
 		cmocka_unit_test(test_to_http),
+		cmocka_unit_test(test_write_token_file),
 		cmocka_unit_test(test_to_http_resolved),
 		cmocka_unit_test(test_to_collector),
 		cmocka_unit_test(test_dump_round_trip),

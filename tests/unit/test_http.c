@@ -527,6 +527,100 @@ static void test_bearer_token(void **state)
 	http_server_stop(v.s);
 }
 
+/* Issue 14: a route that changes state (http_route_writes) needs the
+ * write token; with none configured it is served on a numeric loopback
+ * listen only. Reads keep needing the read token, which the write token
+ * also passes. */
+static void start_writes(struct srv *v, const char *listen, const char *token,
+			 const char *write_token)
+{
+	memset(v, 0, sizeof *v);
+	struct http_config cfg = {
+		.listen = listen, .threads = 2, .max_connections = 32, .timeout_s = 5,
+		.max_body_bytes = 4096, .auth_token = token, .write_token = write_token,
+		.write_hint = "; WRITE-HINT",
+		.requests_total = &v->requests, .rejected_total = &v->rejected,
+	};
+	char err[256] = "";
+	if (http_server_start(&v->s, &cfg, err, sizeof err))
+		fail_msg("start %s: %s", listen, err);
+	assert_int_equal(http_route(v->s, "/metrics", h_hello, NULL), 0);
+	assert_int_equal(http_route(v->s, "/api/v1/trace", h_echo, "trace"), 0);
+	assert_int_equal(http_route_writes(v->s, "/api/v1/trace"), 0);
+	assert_int_equal(http_route_writes(v->s, "/api/v1/none"), GPULSE_ENOENT);
+	snprintf(v->base, sizeof v->base, "http://127.0.0.1:%d", http_server_port(v->s));
+}
+
+static void expect(const struct srv *v, const char *path, const char *auth, long status,
+		   const char *in_body)
+{
+	struct reply r;
+	fetch(&r, url(v, path), NULL, auth, NULL);
+	if (r.status != status)
+		fail_msg("%s %s: %ld, wanted %ld (%s)", path, auth ? auth : "(no auth)", r.status,
+			 status, body_of(&r));
+	if (in_body && !strstr(body_of(&r), in_body))
+		fail_msg("%s %s: body %s lacks %s", path, auth ? auth : "(no auth)", body_of(&r),
+			 in_body);
+	if (status == 403)
+		assert_true(has_header(&r, "Content-Type: application/json"));
+	reply_free(&r);
+}
+
+static void test_write_token(void **state)
+{
+	(void)state;
+	struct srv v;
+	const char *rd = "Authorization: Bearer read-tok", *wr = "Authorization: Bearer write-tok";
+
+	/* Both tokens: reads take either, writes only the write token. */
+	start_writes(&v, "127.0.0.1:0", "read-tok", "write-tok");
+	expect(&v, "/metrics", NULL, 401, NULL);
+	expect(&v, "/metrics", rd, 200, "hello");
+	expect(&v, "/metrics", wr, 200, "hello");
+	expect(&v, "/api/v1/trace", NULL, 401, NULL);
+	expect(&v, "/api/v1/trace", rd, 403,
+	       "{\"status\":\"error\",\"errorType\":\"forbidden\",\"error\":\"this endpoint "
+	       "changes state, so it needs the write token");
+	expect(&v, "/api/v1/trace", "Authorization: Bearer write-toX", 401, NULL);
+	expect(&v, "/api/v1/trace", wr, 200, "trace GET /api/v1/trace");
+	uint64_t requests, rejected;
+	http_server_counters(v.s, &requests, &rejected);
+	assert_int_equal(rejected, 4); /* three 401s and the 403 */
+	http_server_stop(v.s);
+
+	/* A write token alone: reads are open, writes are not, on loopback
+	 * too (a configured token is always asked for). */
+	start_writes(&v, "127.0.0.1:0", NULL, "write-tok");
+	expect(&v, "/metrics", NULL, 200, "hello");
+	expect(&v, "/api/v1/trace", NULL, 403, "needs the write token");
+	expect(&v, "/api/v1/trace", rd, 403, "needs the write token");
+	expect(&v, "/api/v1/trace", wr, 200, "trace");
+	http_server_stop(v.s);
+
+	/* No write token on a numeric loopback listen: writes as reads are. */
+	start_writes(&v, "127.0.0.1:0", "read-tok", NULL);
+	expect(&v, "/api/v1/trace", NULL, 401, NULL);
+	expect(&v, "/api/v1/trace", rd, 200, "trace");
+	http_server_stop(v.s);
+	start_writes(&v, "127.0.0.1:0", NULL, NULL);
+	expect(&v, "/api/v1/trace", NULL, 200, "trace");
+	http_server_stop(v.s);
+
+	/* No write token beyond loopback (every interface): refused, with
+	 * the read token too, and the 403 says how to allow it. */
+	start_writes(&v, "0.0.0.0:0", "read-tok", NULL);
+	expect(&v, "/metrics", rd, 200, "hello");
+	expect(&v, "/api/v1/trace", rd, 403,
+	       "no write token is configured: without one, state-changing endpoints are served "
+	       "only on a numeric loopback listen address; WRITE-HINT\"}");
+	http_server_stop(v.s);
+	start_writes(&v, "0.0.0.0:0", NULL, NULL);
+	expect(&v, "/api/v1/trace", NULL, 403, "no write token is configured");
+	expect(&v, "/metrics", NULL, 200, "hello");
+	http_server_stop(v.s);
+}
+
 /* Successful requests keep the connection open (MHD closes it when a
  * response is queued before the request is fully read). */
 static void test_keepalive(void **state)
@@ -1091,6 +1185,7 @@ int main(void)
 		cmocka_unit_test(test_shared_blob),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_bearer_token),
+		cmocka_unit_test(test_write_token),
 		cmocka_unit_test(test_keepalive),
 		cmocka_unit_test(test_start_errors),
 		cmocka_unit_test(test_route_limit),
