@@ -49,6 +49,7 @@ enum key_kind {
 	KIND_PATH_LIST, /* char[n][CONFIG_PATH_LEN], a YAML list; "" ends it */
 	KIND_STR_LIST,  /* char[size / elem][elem], a YAML list of strings; "" ends it */
 	KIND_LABEL_MAP, /* char[n][2][elem], a mapping of label names to values */
+	KIND_USER_MAP,  /* char[n][2][elem], HTTP Basic user names to bcrypt hashes */
 	KIND_INHIBIT_RULES, /* struct config_inhibit_rule[n] (alerting.inhibit_rules) */
 };
 
@@ -128,6 +129,8 @@ static const struct key_spec http_keys[] = {
 	LEAF("tls_key_file", STRING, http.tls_key_file),
 	LEAF("auth_token_file", STRING, http.auth_token_file),
 	LEAF("write_token_file", STRING, http.write_token_file),
+	{.name = "basic_auth_users", .kind = KIND_USER_MAP, .offset = OFF(http.basic_auth_users),
+	 .size = SZ(http.basic_auth_users), .elem = SZ(http.basic_auth_users[0][0])},
 	LEAF("allow_insecure_remote", BOOL, http.allow_insecure_remote),
 };
 
@@ -639,6 +642,7 @@ static const char *kind_what(enum key_kind kind)
 	case KIND_PATH_LIST: return "a list of file paths";
 	case KIND_STR_LIST: return "a list of strings";
 	case KIND_LABEL_MAP: return "a mapping of label names to values";
+	case KIND_USER_MAP: return "a mapping of user names to bcrypt hashes";
 	case KIND_INHIBIT_RULES: return "a list of inhibit rules";
 	}
 	return "a value";
@@ -812,6 +816,7 @@ static int store_scalar(const struct key_spec *k, void *member, const char *v, s
 	case KIND_PATH_LIST:
 	case KIND_STR_LIST:
 	case KIND_LABEL_MAP:
+	case KIND_USER_MAP:
 	case KIND_INHIBIT_RULES:
 		break;
 	}
@@ -993,15 +998,23 @@ static int parse_label_map(struct parse *p, const struct key_spec *k, const char
 		const char *name = key.type == YAML_SCALAR_EVENT ? (const char *)key.data.scalar.value : "";
 		size_t nlen = key.type == YAML_SCALAR_EVENT ? key.data.scalar.length : 0;
 		char why[256] = "";
-		if (key.type != YAML_SCALAR_EVENT || strlen(name) != nlen || !str_is_label_name(name))
+		bool users = k->kind == KIND_USER_MAP;
+		const char *what = users ? "user" : "label";
+		if (key.type != YAML_SCALAR_EVENT || strlen(name) != nlen)
+			snprintf(why, sizeof why, "%s names must be strings", what);
+		else if (users && !http_basic_name_ok(name))
+			snprintf(why, sizeof why, "user name \"%.60s\" must be 1 to %d bytes without "
+				 "':' (Basic authentication splits there) or control characters", name,
+				 HTTP_BASIC_MAX_NAME);
+		else if (!users && !str_is_label_name(name))
 			snprintf(why, sizeof why, "label names must match [a-zA-Z_][a-zA-Z0-9_]*");
 		else if (nlen >= k->elem)
-			snprintf(why, sizeof why, "label name is too long");
+			snprintf(why, sizeof why, "%s name is too long", what);
 		else if (n >= cap)
-			snprintf(why, sizeof why, "more than %zu labels", cap);
+			snprintf(why, sizeof why, "more than %zu %ss", cap, what);
 		for (size_t j = 0; !why[0] && j < n; j++)
 			if (strcmp(tmp + (2 * j) * k->elem, name) == 0)
-				snprintf(why, sizeof why, "label \"%.60s\" is given twice", name);
+				snprintf(why, sizeof why, "%s \"%.60s\" is given twice", what, name);
 		if (why[0]) {
 			parse_err(p, key.start_mark, "%s: %s", path, why);
 			yaml_event_delete(&key);
@@ -1017,6 +1030,16 @@ static int parse_label_map(struct parse *p, const struct key_spec *k, const char
 		if (!value || strlen(value) != vlen || vlen >= k->elem) {
 			parse_err(p, v.start_mark, "%s.%s: the value must be a string of at most %zu bytes",
 				  path, name, k->elem - 1);
+			yaml_event_delete(&key);
+			yaml_event_delete(&v);
+			goto out;
+		}
+		if (users && !http_basic_hash_ok(value)) {
+			char q[96];
+			quote_value(q, sizeof q, value, vlen);
+			parse_err(p, v.start_mark, "%s.%s: %s is not a bcrypt hash (60 characters "
+				  "starting $2y$, $2b$ or $2a$ and a cost of 04 to 31, as htpasswd -nBC 10 "
+				  "USER prints after the colon)", path, name, q);
 			yaml_event_delete(&key);
 			yaml_event_delete(&v);
 			goto out;
@@ -1201,7 +1224,7 @@ static int parse_section(struct parse *p, const struct key_spec *sec, const char
 		} else if (k->kind == KIND_STR_LIST) {
 			rc = parse_str_list(p, path, &val, (char *)cfg + k->offset, k->size, k->elem,
 					    k->check);
-		} else if (k->kind == KIND_LABEL_MAP) {
+		} else if (k->kind == KIND_LABEL_MAP || k->kind == KIND_USER_MAP) {
 			rc = parse_label_map(p, k, path, &val, (char *)cfg + k->offset);
 		} else if (k->kind == KIND_INHIBIT_RULES) {
 			rc = parse_inhibit_rules(p, path, &val, cfg);
@@ -1469,6 +1492,7 @@ static int validate_ranges(const struct gpulse_config *c, const struct key_spec 
 			break;
 		case KIND_STR_LIST:
 		case KIND_LABEL_MAP:
+		case KIND_USER_MAP:
 			for (size_t j = 0; j < k->size / k->elem; j++)
 				if (!memchr(member + j * k->elem, '\0', k->elem)) {
 					str_errf(err, errlen, "%s: %s: is not terminated", name, path);
@@ -1550,6 +1574,7 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 
 	bool cert = c->http.tls_cert_file[0] != '\0', key = c->http.tls_key_file[0] != '\0';
 	bool token = c->http.auth_token_file[0] != '\0';
+	bool users = c->http.basic_auth_users[0][0][0] != '\0';
 	if (cert != key) {
 		str_errf(err, errlen, "%s: http.tls_cert_file and http.tls_key_file go together: set both or neither",
 			name);
@@ -1567,11 +1592,12 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 	/* A host name is judged by what it resolves to when it is bound
 	 * (config_to_http asks the server to), never trusted by its name. */
 	if (!config_listen_is_loopback(c->listen) && !listen_host_is_name(c->listen) &&
-	    !c->http.allow_insecure_remote && !(cert && key && token)) {
-		char missing[128] = "";
+	    !c->http.allow_insecure_remote && !(cert && key && (token || users))) {
+		char missing[160] = "";
 		size_t o = 0;
-		const char *names[3] = {"http.tls_cert_file", "http.tls_key_file", "http.auth_token_file"};
-		bool have[3] = {cert, key, token};
+		const char *names[3] = {"http.tls_cert_file", "http.tls_key_file",
+					"http.auth_token_file or http.basic_auth_users"};
+		bool have[3] = {cert, key, token || users};
 		for (int i = 0; i < 3; i++)
 			if (!have[i])
 				o += (size_t)snprintf(missing + o, sizeof missing - o, "%s%s",
@@ -1635,6 +1661,7 @@ static bool key_value_equal(const struct key_spec *k, const struct gpulse_config
 		break;
 	case KIND_STR_LIST:
 	case KIND_LABEL_MAP:
+	case KIND_USER_MAP:
 		elem = k->elem;
 		break;
 	default:
@@ -1698,6 +1725,8 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       strcmp(a->http.tls_key_file, b->http.tls_key_file) == 0 &&
 	       strcmp(a->http.auth_token_file, b->http.auth_token_file) == 0 &&
 	       strcmp(a->http.write_token_file, b->http.write_token_file) == 0 &&
+	       memcmp(a->http.basic_auth_users, b->http.basic_auth_users,
+		      sizeof a->http.basic_auth_users) == 0 &&
 	       a->http.allow_insecure_remote == b->http.allow_insecure_remote &&
 	       a->query.timeout_ns == b->query.timeout_ns &&
 	       a->query.max_concurrency == b->query.max_concurrency &&
@@ -1767,6 +1796,11 @@ int config_to_http(const struct gpulse_config *c, struct http_config *out, char 
 		"; set http.tls_cert_file, http.tls_key_file and http.auth_token_file, or set "
 		"http.allow_insecure_remote: true to serve without them";
 	out->write_hint = "; set http.write_token_file to allow them with its token";
+	for (size_t i = 0; i < HTTP_BASIC_MAX_USERS && c->http.basic_auth_users[i][0][0]; i++) {
+		out->basic_users[i].name = c->http.basic_auth_users[i][0];
+		out->basic_users[i].hash = c->http.basic_auth_users[i][1];
+		out->nbasic_users = i + 1;
+	}
 	if (c->http.auth_token_file[0])
 		rc = http_token("http.auth_token_file", c->http.auth_token_file, token_buf, token_len,
 				&out->auth_token);
@@ -1917,6 +1951,7 @@ static int dump_section(const struct gpulse_config *c, const struct key_spec *se
 				rc = dump_str_list(out, member, k->size, k->elem);
 			break;
 		case KIND_LABEL_MAP:
+		case KIND_USER_MAP:
 			rc = buf_puts(out, " {");
 			for (size_t j = 0; !rc && j < k->size / (2 * k->elem) && member[2 * j * k->elem];
 			     j++) {

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "http_basic.h"
 #include "log.h"
 
 struct collector_config;
@@ -20,6 +21,7 @@ struct http_config;
 #define CONFIG_LISTEN_LEN 256
 #define CONFIG_PATH_LEN 1024
 #define CONFIG_TOKEN_MAX 4096               /* largest auth token file accepted */
+#define CONFIG_BASIC_LEN 72                 /* a Basic user name or hash, NUL included */
 #define CONFIG_HTTP_MAX_BODY (16u << 20)    /* largest response; matches the CLI's bound */
 #define CONFIG_MAX_RULE_FILES 16            /* entries of rule_files */
 /* alerting: (src/daemon/alerting.h, docs/CONFIG.md) */
@@ -90,6 +92,8 @@ struct gpulse_config {
 		char tls_key_file[CONFIG_PATH_LEN];
 		char auth_token_file[CONFIG_PATH_LEN];
 		char write_token_file[CONFIG_PATH_LEN]; /* state-changing routes */
+		/* Basic users: name, bcrypt hash; a name "" ends the list. */
+		char basic_auth_users[HTTP_BASIC_MAX_USERS][2][CONFIG_BASIC_LEN];
 		bool allow_insecure_remote;
 	} http;
 	/* The query API's limits (src/daemon/api.h). */

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "http_basic.h"
 #include "http_guard.h"
 #include "log.h"
 #include "status.h"
@@ -47,7 +48,7 @@ struct route {
 	http_handler_fn *busy;       /* the pool is full: answers instead */
 };
 
-enum canned { R_401, R_403, R_404, R_405, R_413, R_414, R_500, R_503, R_COUNT };
+enum canned { R_401, R_403, R_404, R_405, R_413, R_414, R_429, R_500, R_503, R_COUNT };
 
 struct http_server {
 	struct MHD_Daemon *mhd;
@@ -60,6 +61,8 @@ struct http_server {
 	char *write_token;           /* NULL: writes need a loopback listen */
 	size_t write_token_len;
 	bool writes_open;            /* no write token, numeric loopback listen */
+	struct http_basic *basic;    /* NULL: no Basic users */
+	struct http_pool *auth_pool; /* runs bcrypt for Basic misses */
 	char *tls_cert, *tls_key;    /* must outlive the daemon */
 	bool tls;
 	atomic_bool started;         /* MHD log lines after start are debug */
@@ -544,7 +547,8 @@ static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection 
 		[R_401] = MHD_HTTP_UNAUTHORIZED, [R_403] = MHD_HTTP_FORBIDDEN,
 		[R_404] = MHD_HTTP_NOT_FOUND,
 		[R_405] = MHD_HTTP_METHOD_NOT_ALLOWED, [R_413] = MHD_HTTP_CONTENT_TOO_LARGE,
-		[R_414] = MHD_HTTP_URI_TOO_LONG, [R_500] = MHD_HTTP_INTERNAL_SERVER_ERROR,
+		[R_414] = MHD_HTTP_URI_TOO_LONG, [R_429] = MHD_HTTP_TOO_MANY_REQUESTS,
+		[R_500] = MHD_HTTP_INTERNAL_SERVER_ERROR,
 		[R_503] = MHD_HTTP_SERVICE_UNAVAILABLE,
 	};
 	if (rejected) {
@@ -603,6 +607,12 @@ static enum MHD_Result deferred_start(struct http_server *s, const struct route 
 				      const char *method, void **req_cls);
 static enum MHD_Result deferred_answer(struct http_server *s, struct MHD_Connection *conn,
 				       struct http_job *job, void **req_cls);
+static bool job_is_auth(const struct http_job *job);
+static enum MHD_Result basic_start(struct http_server *s, struct MHD_Connection *conn,
+				   const char *url, const char *method, const char *user,
+				   const char *pass, void **req_cls);
+static bool basic_resumed(struct http_server *s, struct http_job *job, void **req_cls,
+			  bool *ok);
 static enum MHD_Result send_response(struct http_server *s, struct MHD_Connection *conn, int rc,
 				     struct http_response *resp);
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
@@ -628,6 +638,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	(void)upload_data;
 
 	struct http_job *job = job_of(*req_cls);
+	enum grant g = GRANT_NONE;
+	if (job && job_is_auth(job)) {
+		/* Back from the auth pool: bcrypt has spoken. */
+		bool ok;
+		if (!basic_resumed(s, job, req_cls, &ok))
+			return MHD_NO; /* the client left meanwhile */
+		if (!ok)
+			return send_canned(s, conn, R_401, true);
+		g = GRANT_READ;
+		goto authorized;
+	}
 	if (job)
 		return deferred_answer(s, conn, job, req_cls);
 	if (*req_cls != &headers_seen_marker) {
@@ -655,10 +676,39 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (*upload_data_size != 0) /* a body without a length: refuse it */
 		return send_canned(s, conn, R_413, true);
-	enum grant g = s->token || s->write_token ? bearer_grant(s, conn) : GRANT_NONE;
-	if (s->token && g == GRANT_NONE)
+	g = s->token || s->write_token ? bearer_grant(s, conn) : GRANT_NONE;
+	if (g == GRANT_NONE && s->basic) {
+		/* Basic credentials: a pair verified before passes here; any
+		 * other is verified on the auth pool, unless its address has
+		 * failed too often of late. */
+		char *pass = NULL;
+		char *user = MHD_basic_auth_get_username_password(conn, &pass);
+		enum MHD_Result ret = MHD_YES;
+		bool decided = false;
+		if (user && pass) {
+			const union MHD_ConnectionInfo *ci =
+				MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+			const struct sockaddr *peer = ci ? ci->client_addr : NULL;
+			decided = true;
+			if (http_basic_cached(s->basic, user, pass))
+				g = GRANT_READ, decided = false;
+			else if (!http_basic_may_try(s->basic, peer, clock_mono_ns(), NULL))
+				ret = send_canned(s, conn, R_429, true);
+			else
+				ret = basic_start(s, conn, url, method, user, pass, req_cls);
+		}
+		if (pass) {
+			explicit_bzero(pass, strlen(pass));
+			MHD_free(pass);
+		}
+		MHD_free(user);
+		if (decided)
+			return ret;
+	}
+	if ((s->token || s->basic) && g == GRANT_NONE)
 		return send_canned(s, conn, R_401, true);
 
+authorized:;
 	const struct route *r = find_route(s, url);
 	if (!r)
 		return send_canned(s, conn, R_404, false);
@@ -815,12 +865,14 @@ static int make_canned(struct http_server *s, const char *write_hint)
 	if (!forbidden)
 		return GPULSE_ENOMEM;
 	static const char *const bodies[R_COUNT] = {
-		[R_401] = "unauthorized: send Authorization: Bearer TOKEN\n",
+		[R_401] = "unauthorized: send Authorization: Bearer TOKEN, or Basic credentials "
+			  "where users are configured\n",
 		[R_403] = "", /* forbidden, above */
 		[R_404] = "not found\n",
 		[R_405] = "method not allowed: only GET and HEAD are served\n",
 		[R_413] = "request bodies are not accepted\n",
 		[R_414] = "request target too long\n",
+		[R_429] = "too many failed logins from this address; retry later\n",
 		[R_500] = "internal error\n",
 		[R_503] = "busy: too many requests at once; retry shortly\n",
 	};
@@ -844,8 +896,14 @@ static int make_canned(struct http_server *s, const char *write_hint)
 					i == R_403 ? "application/json" : "text/plain; charset=utf-8");
 	}
 	MHD_add_response_header(s->canned[R_405], MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-	MHD_add_response_header(s->canned[R_401], MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-				"Bearer realm=\"gpulse\"");
+	if (s->token || !s->basic)
+		MHD_add_response_header(s->canned[R_401], MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Bearer realm=\"gpulse\"");
+	if (s->basic)
+		MHD_add_response_header(s->canned[R_401], MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Basic realm=\"gpulse\", charset=\"UTF-8\"");
+	/* A bucket gives one more try every HTTP_BASIC_FAIL_PERIOD_NS. */
+	MHD_add_response_header(s->canned[R_429], MHD_HTTP_HEADER_RETRY_AFTER, "2");
 	MHD_add_response_header(s->canned[R_503], MHD_HTTP_HEADER_RETRY_AFTER, "1");
 	return GPULSE_OK;
 }
@@ -881,7 +939,7 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		snprintf(remote, sizeof remote, "every interface");
 	}
 	bool tls = cfg->tls_cert_file || cfg->tls_key_file;
-	bool token = cfg->auth_token && cfg->auth_token[0];
+	bool token = (cfg->auth_token && cfg->auth_token[0]) || cfg->nbasic_users > 0;
 	if (!loopback && cfg->refuse_insecure_remote && !(tls && token)) {
 		str_errf(err, errlen, "listen \"%s\" resolves to %s, which is reachable from other "
 			"machines, so it needs TLS and a token (missing: %s)%s", cfg->listen, remote,
@@ -944,6 +1002,15 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 			goto out;
 		}
 		s->write_token_len = strlen(s->write_token);
+	}
+	if (cfg->nbasic_users > 0) {
+		rc = http_basic_new(&s->basic, cfg->basic_users, cfg->nbasic_users);
+		if (rc) {
+			str_errf(err, errlen, rc == GPULSE_EINVAL
+				 ? "Bad HTTP Basic users: each needs a name without ':' and a bcrypt hash."
+				 : "Cannot set up HTTP Basic authentication: %s.", gpulse_strerror(rc));
+			goto out;
+		}
 	}
 	/* A name is not loopback by its name (http_is_loopback_listen): on
 	 * one, writes need the token even when it resolves to loopback. */
@@ -1017,6 +1084,14 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		goto out;
 	}
 	s->listen_fd = -1; /* MHD owns it now */
+	/* bcrypt runs here, never on an HTTP thread: two threads at nice 10
+	 * (each about ten verifications a second at cost 10), 32 waiting. */
+	if (s->basic && http_pool_new(s, "gpulse-auth", HTTP_AUTH_THREADS, HTTP_AUTH_QUEUED, 10,
+				      &s->auth_pool) != 0) {
+		str_errf(err, errlen, "Cannot start the HTTP server's authentication threads.");
+		rc = GPULSE_EIO;
+		goto out;
+	}
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd,
 								MHD_DAEMON_INFO_BIND_PORT);
 	s->port = info ? info->port : 0;
@@ -1107,6 +1182,7 @@ void http_server_stop(struct http_server *s)
 			MHD_destroy_response(s->canned[i]);
 	free(s->token);
 	free(s->write_token);
+	http_basic_free(s->basic);
 	free(s->tls_cert);
 	if (s->tls_key) {
 		/* The private key should not linger in freed memory. */
@@ -1131,6 +1207,11 @@ struct http_job {
 	struct http_response resp;
 	int rc;                      /* the handler's return */
 	bool dropped;                /* not run: the client left while queued */
+	bool auth;                   /* a Basic verification, not a handler */
+	bool auth_ok;                /* its verdict */
+	struct sockaddr_storage peer; /* whose failure it is */
+	char user[HTTP_BASIC_MAX_NAME + 1];
+	char pass[HTTP_BASIC_MAX_PASSWORD + 1];
 };
 
 struct http_pool {
@@ -1161,7 +1242,13 @@ static void job_free(struct http_job *job)
 		return;
 	buf_free(&job->resp.body);
 	http_blob_unref(job->resp.blob);
+	explicit_bzero(job->pass, sizeof job->pass);
 	free(job);
+}
+
+static bool job_is_auth(const struct http_job *job)
+{
+	return job->auth;
 }
 
 bool http_request_gone(const struct http_request *req)
@@ -1205,6 +1292,8 @@ static void *pool_main(void *arg)
 		pthread_mutex_unlock(&p->lock);
 		if (gone)
 			job->dropped = true;
+		else if (job->auth)
+			job->auth_ok = http_basic_verify(p->s->basic, job->user, job->pass);
 		else
 			job->rc = job->route->fn(job->route->ctx, &job->req, &job->resp);
 		/* From here the connection's HTTP thread owns the job. */
@@ -1377,4 +1466,82 @@ static void pools_stop(struct http_server *s)
 	s->npools = 0;
 	for (int i = 0; i < 400 && atomic_load(&s->deferred_live) > 0; i++)
 		usleep(5000);
+}
+
+/* ---- Basic verification on the auth pool --------------------------------- */
+
+/* On the HTTP thread: a Basic pair not verified before goes to the auth
+ * pool with the connection suspended; a full pool answers 503. */
+static enum MHD_Result basic_start(struct http_server *s, struct MHD_Connection *conn,
+				   const char *url, const char *method, const char *user,
+				   const char *pass, void **req_cls)
+{
+	struct http_pool *p = s->auth_pool;
+	if (strlen(user) > HTTP_BASIC_MAX_NAME || strlen(pass) > HTTP_BASIC_MAX_PASSWORD) {
+		/* Never verifies: no bcrypt spent on it, but it counts. */
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		http_basic_failed(s->basic, ci ? ci->client_addr : NULL, clock_mono_ns());
+		return send_canned(s, conn, R_401, true);
+	}
+	struct http_job *job = calloc(1, sizeof *job);
+	if (!job)
+		return send_canned(s, conn, R_500, false);
+	const union MHD_ConnectionInfo *fd =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	job->pool = p;
+	job->conn = conn;
+	job->fd = fd ? fd->connect_fd : -1;
+	job->auth = true;
+	if (ci && ci->client_addr) {
+		size_t len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+								     : sizeof(struct sockaddr_in);
+		memcpy(&job->peer, ci->client_addr, len);
+	}
+	memcpy(job->user, user, strlen(user) + 1);
+	memcpy(job->pass, pass, strlen(pass) + 1);
+	job->req = (struct http_request){.method = method, .path = url, .conn = conn,
+					 .received_ns = clock_mono_ns(), .job = job};
+	buf_init(&job->resp.body, 0);
+
+	pthread_mutex_lock(&p->lock);
+	bool room = !atomic_load(&p->stop) && job->fd >= 0 &&
+		    p->nqueued + p->nrunning < p->nthreads + p->max_queued;
+	if (!room) {
+		p->rejected_total++;
+		pthread_mutex_unlock(&p->lock);
+		job_free(job);
+		return send_canned(s, conn, R_503, true);
+	}
+	*req_cls = job;
+	atomic_fetch_add(&s->deferred_live, 1);
+	MHD_suspend_connection(conn);
+	if (p->tail)
+		p->tail->next = job;
+	else
+		p->head = job;
+	p->tail = job;
+	p->nqueued++;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	return MHD_YES;
+}
+
+/* On the HTTP thread, once the auth pool resumed the connection: the
+ * verdict in *ok (a failure taken from the address's bucket), the job
+ * freed and the request back to "headers seen", so that routing goes on
+ * as for any authorized request. False when the client had left. */
+static bool basic_resumed(struct http_server *s, struct http_job *job, void **req_cls,
+			  bool *ok)
+{
+	*req_cls = &headers_seen_marker;
+	atomic_fetch_sub(&s->deferred_live, 1);
+	bool dropped = job->dropped;
+	*ok = job->auth_ok;
+	if (!dropped && !*ok)
+		http_basic_failed(s->basic, (const struct sockaddr *)&job->peer, clock_mono_ns());
+	job_free(job);
+	return !dropped;
 }

@@ -10,12 +10,15 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "http_basic.h"
 
 #define HTTP_MAX_ROUTES 32          /* routes one server holds */
 #define HTTP_MAX_ROUTE_PATH 128     /* longest route path, bytes */
 #define HTTP_MAX_URL_BYTES 2048     /* longer request targets get 414 */
 #define HTTP_MAX_LISTEN 256         /* longest listen address accepted */
 #define HTTP_MAX_TLS_FILE (1 << 20) /* largest PEM file read */
+#define HTTP_AUTH_THREADS 2         /* threads that run bcrypt */
+#define HTTP_AUTH_QUEUED 32         /* verifications waiting, then 503 */
 
 struct addrinfo;
 struct sockaddr;
@@ -67,6 +70,16 @@ struct http_config {
 	                                elsewhere */
 	const char *write_hint;      /* ends the 403's sentence (how to allow
 	                                writes); NULL: none */
+	/* HTTP Basic users (http_basic.h; the strings are copied at start):
+	 * with any, a request
+	 * passes with "Authorization: Basic" of one of them instead of the
+	 * read token, as a reader (writes still need write_token). bcrypt
+	 * runs on a pool of HTTP_AUTH_THREADS, never on an HTTP thread; a
+	 * pair that verified once is cached; an address whose failures
+	 * exceed its bucket gets 429 with Retry-After. They count as the
+	 * token for refuse_insecure_remote. */
+	struct http_basic_user basic_users[HTTP_BASIC_MAX_USERS];
+	size_t nbasic_users;
 	unsigned max_per_ip;         /* connections from one address (IPv6: one
 	                                /64); 0: all of max_connections on a
 	                                loopback listen, else a quarter of it

@@ -216,7 +216,7 @@ static void test_errors(void **state)
 		{"http:\n  color: blue\n",
 		 NAME ":2:3: unknown key \"color\" in http (known keys: max_connections, threads, "
 		 "timeout, header_timeout, max_connections_per_address, tls_cert_file, tls_key_file, "
-		 "auth_token_file, write_token_file, allow_insecure_remote)", false},
+		 "auth_token_file, write_token_file, basic_auth_users, allow_insecure_remote)", false},
 		/* wrong types */
 		{"listen:\n  host: a\n",
 		 NAME ":2:3: listen: expected an address like 127.0.0.1:9401, got a mapping", false},
@@ -629,7 +629,7 @@ static void test_security_rule(void **state)
 	assert_false(config_listen_is_loopback(c.listen));
 	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
 	assert_non_null(strstr(err, NAME ": listen \"0.0.0.0:9401\" is reachable from other machines"));
-	assert_non_null(strstr(err, "missing: http.tls_cert_file, http.tls_key_file, http.auth_token_file"));
+	assert_non_null(strstr(err, "missing: http.tls_cert_file, http.tls_key_file, http.auth_token_file or http.basic_auth_users"));
 	assert_non_null(strstr(err, "allow_insecure_remote"));
 
 	/* ":PORT" is every interface, not loopback. */
@@ -656,7 +656,7 @@ static void test_security_rule(void **state)
 	snprintf(c.http.tls_cert_file, sizeof c.http.tls_cert_file, "%s", cert);
 	snprintf(c.http.tls_key_file, sizeof c.http.tls_key_file, "%s", key);
 	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
-	assert_non_null(strstr(err, "missing: http.auth_token_file)"));
+	assert_non_null(strstr(err, "missing: http.auth_token_file or http.basic_auth_users)"));
 	/* With all three: accepted. */
 	snprintf(c.http.auth_token_file, sizeof c.http.auth_token_file, "%s", token);
 	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
@@ -783,6 +783,88 @@ static void test_write_token_file(void **state)
 	unlink(rd);
 	unlink(wr);
 	unlink(same);
+}
+
+/* http.basic_auth_users (issue 14): a mapping of user names to bcrypt
+ * hashes, each checked where it is written; the users count as the token
+ * of the security rule; they reach the server and survive a dump. */
+#define ALICE_HASH "$2y$10$gpulsetestsaltgpulse.u9bzToBj4eZj15FTExTvvzxdnHDxia5e"
+static void test_basic_auth_users(void **state)
+{
+	(void)state;
+	struct gpulse_config c, d;
+	struct http_config h;
+	char err[2048];
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "http:\n  basic_auth_users:\n    alice: " ALICE_HASH "\n"
+				  "    \"bob@scraper\": '$2b$04$gpulsetestsaltgpulse.usdyC1vXtlPhUkTAUkyESI9kLY5zIeCe'\n",
+			       err, sizeof err), 0);
+	assert_string_equal(c.http.basic_auth_users[0][0], "alice");
+	assert_string_equal(c.http.basic_auth_users[0][1], ALICE_HASH);
+	assert_string_equal(c.http.basic_auth_users[1][0], "bob@scraper");
+	assert_string_equal(c.http.basic_auth_users[2][0], "");
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	assert_int_equal(config_to_http(&c, &h, NULL, 0, NULL, 0), 0);
+	assert_int_equal(h.nbasic_users, 2);
+	assert_string_equal(h.basic_users[1].name, "bob@scraper");
+	assert_string_equal(h.basic_users[0].hash, ALICE_HASH);
+
+	/* --print-config reads back to the same users. */
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	assert_int_equal(config_dump(&c, &b), 0);
+	config_defaults(&d);
+	assert_int_equal(parse(&d, b.data, err, sizeof err), 0);
+	assert_true(config_equal(&c, &d));
+	buf_free(&b);
+
+	/* With TLS, the users stand for the token beyond loopback. */
+	char cert[256], key[256];
+	temp_file(cert, sizeof cert, "-----BEGIN CERTIFICATE-----\n", 0644);
+	temp_file(key, sizeof key, "-----BEGIN PRIVATE KEY-----\n", 0600);
+	snprintf(c.listen, sizeof c.listen, "10.0.0.5:9401");
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "(missing: http.tls_cert_file, http.tls_key_file)"));
+	snprintf(c.http.tls_cert_file, sizeof c.http.tls_cert_file, "%s", cert);
+	snprintf(c.http.tls_key_file, sizeof c.http.tls_key_file, "%s", key);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	unlink(cert);
+	unlink(key);
+
+	static const struct {
+		const char *yaml, *want;
+	} bad[] = {
+		{"http:\n  basic_auth_users:\n    alice: hunter2\n",
+		 NAME ":3:12: http.basic_auth_users.alice: \"hunter2\" is not a bcrypt hash (60 "
+		 "characters starting $2y$, $2b$ or $2a$ and a cost of 04 to 31"},
+		{"http:\n  basic_auth_users:\n    alice: \"$6$salt$abc\"\n",
+		 NAME ":3:12: http.basic_auth_users.alice: \"$6$salt$abc\" is not a bcrypt hash"},
+		{"http:\n  basic_auth_users:\n    \"a:b\": " ALICE_HASH "\n",
+		 NAME ":3:5: http.basic_auth_users: user name \"a:b\" must be 1 to 64 bytes without "
+		 "':'"},
+		{"http:\n  basic_auth_users:\n    alice: " ALICE_HASH "\n    alice: " ALICE_HASH "\n",
+		 NAME ":4:5: http.basic_auth_users: user \"alice\" is given twice"},
+		{"http:\n  basic_auth_users: [alice]\n",
+		 NAME ":2:21: http.basic_auth_users: expected a mapping of user names to bcrypt hashes"},
+		{"http:\n  basic_auth_users:\n    alice: [x]\n",
+		 NAME ":3:12: http.basic_auth_users.alice: the value must be a string"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		config_defaults(&d);
+		assert_int_not_equal(parse(&d, bad[i].yaml, err, sizeof err), 0);
+		if (strncmp(err, bad[i].want, strlen(bad[i].want)) != 0)
+			fail_msg("case %zu: %s", i, err);
+	}
+	/* At most HTTP_BASIC_MAX_USERS. */
+	struct buf many;
+	buf_init(&many, 1 << 16);
+	buf_puts(&many, "http:\n  basic_auth_users:\n");
+	for (int i = 0; i <= HTTP_BASIC_MAX_USERS; i++)
+		buf_printf(&many, "    u%d: " ALICE_HASH "\n", i);
+	config_defaults(&d);
+	assert_int_not_equal(parse(&d, many.data, err, sizeof err), 0);
+	assert_non_null(strstr(err, "more than 16 users"));
+	buf_free(&many);
 }
 
 static void test_to_http(void **state)
@@ -984,6 +1066,7 @@ int main(void)
 		cmocka_unit_test(test_security_rule),
 		cmocka_unit_test(test_to_http),
 		cmocka_unit_test(test_write_token_file),
+		cmocka_unit_test(test_basic_auth_users),
 		cmocka_unit_test(test_to_http_resolved),
 		cmocka_unit_test(test_to_collector),
 		cmocka_unit_test(test_dump_round_trip),
