@@ -129,6 +129,8 @@ static const struct key_spec http_keys[] = {
 	LEAF("tls_key_file", STRING, http.tls_key_file),
 	LEAF("auth_token_file", STRING, http.auth_token_file),
 	LEAF("write_token_file", STRING, http.write_token_file),
+	RANGED("rate_limit", DOUBLE, http.rate_limit, 0, 1e6),
+	RANGED("rate_limit_burst", UINT, http.rate_limit_burst, 0, 1000000),
 	{.name = "basic_auth_users", .kind = KIND_USER_MAP, .offset = OFF(http.basic_auth_users),
 	 .size = SZ(http.basic_auth_users), .elem = SZ(http.basic_auth_users[0][0])},
 	LEAF("allow_insecure_remote", BOOL, http.allow_insecure_remote),
@@ -1725,6 +1727,8 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       strcmp(a->http.tls_key_file, b->http.tls_key_file) == 0 &&
 	       strcmp(a->http.auth_token_file, b->http.auth_token_file) == 0 &&
 	       strcmp(a->http.write_token_file, b->http.write_token_file) == 0 &&
+	       a->http.rate_limit == b->http.rate_limit &&
+	       a->http.rate_limit_burst == b->http.rate_limit_burst &&
 	       memcmp(a->http.basic_auth_users, b->http.basic_auth_users,
 		      sizeof a->http.basic_auth_users) == 0 &&
 	       a->http.allow_insecure_remote == b->http.allow_insecure_remote &&
@@ -1796,6 +1800,8 @@ int config_to_http(const struct gpulse_config *c, struct http_config *out, char 
 		"; set http.tls_cert_file, http.tls_key_file and http.auth_token_file, or set "
 		"http.allow_insecure_remote: true to serve without them";
 	out->write_hint = "; set http.write_token_file to allow them with its token";
+	out->rate_limit = c->http.rate_limit;
+	out->rate_limit_burst = c->http.rate_limit_burst;
 	for (size_t i = 0; i < HTTP_BASIC_MAX_USERS && c->http.basic_auth_users[i][0][0]; i++) {
 		out->basic_users[i].name = c->http.basic_auth_users[i][0];
 		out->basic_users[i].hash = c->http.basic_auth_users[i][1];

@@ -92,6 +92,8 @@ struct gpulse_config {
 		char tls_key_file[CONFIG_PATH_LEN];
 		char auth_token_file[CONFIG_PATH_LEN];
 		char write_token_file[CONFIG_PATH_LEN]; /* state-changing routes */
+		double rate_limit;              /* requests/s per address; 0: none */
+		unsigned rate_limit_burst;      /* 0: the server's default */
 		/* Basic users: name, bcrypt hash; a name "" ends the list. */
 		char basic_auth_users[HTTP_BASIC_MAX_USERS][2][CONFIG_BASIC_LEN];
 		bool allow_insecure_remote;

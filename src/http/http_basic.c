@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_guard.h"
+#include "http_limit.h"
 #include "status.h"
 
 #define DIGEST_LEN 32
@@ -28,13 +28,6 @@ struct cached {
 	unsigned char digest[DIGEST_LEN];
 };
 
-struct bucket {
-	bool used;
-	unsigned char key[GUARD_KEY_LEN];
-	double tokens;               /* failures it may still make */
-	int64_t at_ns;               /* when tokens was last brought up to date */
-};
-
 struct http_basic {
 	struct user users[HTTP_BASIC_MAX_USERS];
 	size_t nusers;
@@ -43,7 +36,7 @@ struct http_basic {
 	pthread_mutex_t lock;        /* cache, buckets, counters */
 	struct cached cache[HTTP_BASIC_CACHE];
 	unsigned next;               /* the cache's slot to overwrite next */
-	struct bucket buckets[HTTP_BASIC_ADDRESSES];
+	struct http_limit *fails;    /* failures per address */
 	uint64_t verified, failed;
 };
 
@@ -105,9 +98,14 @@ int http_basic_new(struct http_basic **out, const struct http_basic_user *users,
 	memcpy(b->dummy, users[0].hash, 7);
 	memcpy(b->dummy + 7, "gpulsedummysaltgpulse.gpulsedummyhashgpulsedummyhash0", BCRYPT_LEN - 7);
 	b->dummy[BCRYPT_LEN] = '\0';
-	if (gnutls_rnd(GNUTLS_RND_KEY, b->key, sizeof b->key) != 0) {
+	int rc = http_limit_new(&b->fails, 1e9 / (double)HTTP_BASIC_FAIL_PERIOD_NS,
+				HTTP_BASIC_FAIL_BURST, HTTP_BASIC_ADDRESSES);
+	if (!rc && gnutls_rnd(GNUTLS_RND_KEY, b->key, sizeof b->key) != 0)
+		rc = GPULSE_EIO;
+	if (rc) {
+		http_limit_free(b->fails);
 		free(b);
-		return GPULSE_EIO;
+		return rc;
 	}
 	pthread_mutex_init(&b->lock, NULL);
 	*out = b;
@@ -119,6 +117,7 @@ void http_basic_free(struct http_basic *b)
 	if (!b)
 		return;
 	pthread_mutex_destroy(&b->lock);
+	http_limit_free(b->fails);
 	explicit_bzero(b, sizeof *b);
 	free(b);
 }
@@ -212,67 +211,21 @@ bool http_basic_verify(struct http_basic *b, const char *user, const char *pass)
 	return ok;
 }
 
-/* Tokens in bucket k once refilled to `now`. */
-static double tokens_at(const struct bucket *k, int64_t now)
-{
-	double t = k->tokens + (double)(now - k->at_ns) / (double)HTTP_BASIC_FAIL_PERIOD_NS;
-	return t > HTTP_BASIC_FAIL_BURST ? HTTP_BASIC_FAIL_BURST : t;
-}
-
-/* The address's bucket, refilled to now; a new, full one when absent,
- * in a free slot or else in place of the fullest. Under the lock. */
-static struct bucket *bucket_of(struct http_basic *b, const struct sockaddr *peer, int64_t now)
-{
-	unsigned char key[GUARD_KEY_LEN];
-	guard_peer_key(peer, key);
-	struct bucket *free_slot = NULL, *fullest = NULL;
-	for (size_t i = 0; i < HTTP_BASIC_ADDRESSES; i++) {
-		struct bucket *k = &b->buckets[i];
-		if (!k->used) {
-			if (!free_slot)
-				free_slot = k;
-			continue;
-		}
-		if (memcmp(k->key, key, GUARD_KEY_LEN) == 0) {
-			if (now > k->at_ns) {
-				k->tokens = tokens_at(k, now);
-				k->at_ns = now;
-			}
-			return k;
-		}
-		if (!fullest || tokens_at(k, now) > tokens_at(fullest, now))
-			fullest = k;
-	}
-	struct bucket *k = free_slot ? free_slot : fullest;
-	k->used = true;
-	memcpy(k->key, key, GUARD_KEY_LEN);
-	k->tokens = HTTP_BASIC_FAIL_BURST;
-	k->at_ns = now;
-	return k;
-}
-
 bool http_basic_may_try(struct http_basic *b, const struct sockaddr *peer, int64_t now_ns,
 			unsigned *retry_s)
 {
-	pthread_mutex_lock(&b->lock);
-	struct bucket *k = bucket_of(b, peer, now_ns);
-	bool ok = k->tokens >= 1.0;
-	if (!ok && retry_s) {
-		double wait_ns = (1.0 - k->tokens) * (double)HTTP_BASIC_FAIL_PERIOD_NS;
-		*retry_s = (unsigned)((wait_ns + 1e9 - 1) / 1e9); /* rounded up */
-	}
-	if (!ok)
+	bool ok = http_limit_peek(b->fails, peer, now_ns, retry_s);
+	if (!ok) {
+		pthread_mutex_lock(&b->lock);
 		b->failed++;
-	pthread_mutex_unlock(&b->lock);
+		pthread_mutex_unlock(&b->lock);
+	}
 	return ok;
 }
 
 void http_basic_failed(struct http_basic *b, const struct sockaddr *peer, int64_t now_ns)
 {
-	pthread_mutex_lock(&b->lock);
-	struct bucket *k = bucket_of(b, peer, now_ns);
-	k->tokens = k->tokens >= 1.0 ? k->tokens - 1.0 : 0.0;
-	pthread_mutex_unlock(&b->lock);
+	http_limit_take(b->fails, peer, now_ns, NULL);
 }
 
 void http_basic_stats(struct http_basic *b, uint64_t *verified, uint64_t *failed)

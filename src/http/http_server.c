@@ -30,6 +30,7 @@
 #include "clock.h"
 #include "http_basic.h"
 #include "http_guard.h"
+#include "http_limit.h"
 #include "log.h"
 #include "status.h"
 #include "str.h"
@@ -48,7 +49,8 @@ struct route {
 	http_handler_fn *busy;       /* the pool is full: answers instead */
 };
 
-enum canned { R_401, R_403, R_404, R_405, R_413, R_414, R_429, R_500, R_503, R_COUNT };
+enum canned { R_401, R_403, R_404, R_405, R_413, R_414, R_429, R_429_RATE, R_500, R_503,
+	      R_COUNT };
 
 struct http_server {
 	struct MHD_Daemon *mhd;
@@ -63,6 +65,7 @@ struct http_server {
 	bool writes_open;            /* no write token, numeric loopback listen */
 	struct http_basic *basic;    /* NULL: no Basic users */
 	struct http_pool *auth_pool; /* runs bcrypt for Basic misses */
+	struct http_limit *rate;     /* requests per address; NULL: no limit */
 	char *tls_cert, *tls_key;    /* must outlive the daemon */
 	bool tls;
 	atomic_bool started;         /* MHD log lines after start are debug */
@@ -548,6 +551,7 @@ static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection 
 		[R_404] = MHD_HTTP_NOT_FOUND,
 		[R_405] = MHD_HTTP_METHOD_NOT_ALLOWED, [R_413] = MHD_HTTP_CONTENT_TOO_LARGE,
 		[R_414] = MHD_HTTP_URI_TOO_LONG, [R_429] = MHD_HTTP_TOO_MANY_REQUESTS,
+		[R_429_RATE] = MHD_HTTP_TOO_MANY_REQUESTS,
 		[R_500] = MHD_HTTP_INTERNAL_SERVER_ERROR,
 		[R_503] = MHD_HTTP_SERVICE_UNAVAILABLE,
 	};
@@ -676,6 +680,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (*upload_data_size != 0) /* a body without a length: refuse it */
 		return send_canned(s, conn, R_413, true);
+	/* The rate limit comes first, so that unauthenticated floods count
+	 * too; the reserved routes (/metrics, /healthz) are exempt, so a
+	 * scraper that shares an address with a busy client is never starved
+	 * (they are cheap: one rendering serves every scrape for 50 ms). */
+	if (s->rate) {
+		const struct route *rr = find_route(s, url);
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (!(rr && rr->reserved) &&
+		    !http_limit_take(s->rate, ci ? ci->client_addr : NULL, clock_mono_ns(), NULL))
+			return send_canned(s, conn, R_429_RATE, true);
+	}
 	g = s->token || s->write_token ? bearer_grant(s, conn) : GRANT_NONE;
 	if (g == GRANT_NONE && s->basic) {
 		/* Basic credentials: a pair verified before passes here; any
@@ -873,6 +889,7 @@ static int make_canned(struct http_server *s, const char *write_hint)
 		[R_413] = "request bodies are not accepted\n",
 		[R_414] = "request target too long\n",
 		[R_429] = "too many failed logins from this address; retry later\n",
+		[R_429_RATE] = "too many requests from this address; retry later\n",
 		[R_500] = "internal error\n",
 		[R_503] = "busy: too many requests at once; retry shortly\n",
 	};
@@ -904,6 +921,10 @@ static int make_canned(struct http_server *s, const char *write_hint)
 					"Basic realm=\"gpulse\", charset=\"UTF-8\"");
 	/* A bucket gives one more try every HTTP_BASIC_FAIL_PERIOD_NS. */
 	MHD_add_response_header(s->canned[R_429], MHD_HTTP_HEADER_RETRY_AFTER, "2");
+	/* An empty bucket has a token again after 1/rate seconds. */
+	char retry[16];
+	snprintf(retry, sizeof retry, "%u", s->rate ? http_limit_retry_s(s->rate) : 1);
+	MHD_add_response_header(s->canned[R_429_RATE], MHD_HTTP_HEADER_RETRY_AFTER, retry);
 	MHD_add_response_header(s->canned[R_503], MHD_HTTP_HEADER_RETRY_AFTER, "1");
 	return GPULSE_OK;
 }
@@ -1002,6 +1023,16 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 			goto out;
 		}
 		s->write_token_len = strlen(s->write_token);
+	}
+	if (cfg->rate_limit > 0) {
+		double burst = cfg->rate_limit_burst ? cfg->rate_limit_burst
+			       : cfg->rate_limit * 2 > HTTP_RATE_MIN_BURST ? cfg->rate_limit * 2
+									    : HTTP_RATE_MIN_BURST;
+		rc = http_limit_new(&s->rate, cfg->rate_limit, burst, HTTP_RATE_ADDRESSES);
+		if (rc) {
+			str_errf(err, errlen, "Cannot set up the rate limit: %s.", gpulse_strerror(rc));
+			goto out;
+		}
 	}
 	if (cfg->nbasic_users > 0) {
 		rc = http_basic_new(&s->basic, cfg->basic_users, cfg->nbasic_users);
@@ -1183,6 +1214,7 @@ void http_server_stop(struct http_server *s)
 	free(s->token);
 	free(s->write_token);
 	http_basic_free(s->basic);
+	http_limit_free(s->rate);
 	free(s->tls_cert);
 	if (s->tls_key) {
 		/* The private key should not linger in freed memory. */

@@ -19,6 +19,8 @@
 #define HTTP_MAX_TLS_FILE (1 << 20) /* largest PEM file read */
 #define HTTP_AUTH_THREADS 2         /* threads that run bcrypt */
 #define HTTP_AUTH_QUEUED 32         /* verifications waiting, then 503 */
+#define HTTP_RATE_MIN_BURST 10      /* the rate limit's default burst, at least */
+#define HTTP_RATE_ADDRESSES 4096    /* addresses the rate limit tracks */
 
 struct addrinfo;
 struct sockaddr;
@@ -80,13 +82,19 @@ struct http_config {
 	 * token for refuse_insecure_remote. */
 	struct http_basic_user basic_users[HTTP_BASIC_MAX_USERS];
 	size_t nbasic_users;
+	/* Requests per second one client address (IPv6: one /64) may make,
+	 * a token bucket of rate_limit_burst (0: twice the rate, at least
+	 * HTTP_RATE_MIN_BURST); beyond, 429 with Retry-After. Routes of
+	 * http_route_reserved are exempt. 0: no limit. */
+	double rate_limit;
+	unsigned rate_limit_burst;
 	unsigned max_per_ip;         /* connections from one address (IPv6: one
 	                                /64); 0: all of max_connections on a
 	                                loopback listen, else a quarter of it
 	                                (at least 4) */
 	/* Optional counters the server bumps (NULL: none), so the daemon's
 	 * self-metrics need no glue: every request, and every request refused
-	 * with 401, 405, 413 or 414. */
+	 * with 401, 403, 405, 413, 414, 429 or 503. */
 	atomic_uint_fast64_t *requests_total;
 	atomic_uint_fast64_t *rejected_total;
 	/* HTTP_SHED_COUNT counters, one per enum http_shed (NULL: none). */
@@ -183,8 +191,11 @@ struct http_server;
  * Every request goes through, in order: a target over HTTP_MAX_URL_BYTES
  * gets 414; a method other than GET or HEAD gets 405 with "Allow: GET,
  * HEAD"; a request body gets 413; an ordinary request over the busy cap
- * gets 503; a missing or wrong bearer token (when configured; the write
- * token passes too) gets 401 with WWW-Authenticate; a path with no route
+ * gets 503; a request over its address's rate limit (rate_limit; not
+ * for reserved routes) gets 429 with Retry-After; a missing or wrong
+ * bearer token (when configured; the write token passes too) or Basic
+ * pair (when users are configured) gets 401 with WWW-Authenticate, and
+ * an address with too many failed Basic logins 429; a path with no route
  * gets 404; a route that changes state (http_route_writes) without the
  * write token, or without writes allowed at all, gets 403. Successful
  * answers keep the connection alive. */

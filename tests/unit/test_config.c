@@ -216,7 +216,8 @@ static void test_errors(void **state)
 		{"http:\n  color: blue\n",
 		 NAME ":2:3: unknown key \"color\" in http (known keys: max_connections, threads, "
 		 "timeout, header_timeout, max_connections_per_address, tls_cert_file, tls_key_file, "
-		 "auth_token_file, write_token_file, basic_auth_users, allow_insecure_remote)", false},
+		 "auth_token_file, write_token_file, rate_limit, rate_limit_burst, basic_auth_users, "
+		 "allow_insecure_remote)", false},
 		/* wrong types */
 		{"listen:\n  host: a\n",
 		 NAME ":2:3: listen: expected an address like 127.0.0.1:9401, got a mapping", false},
@@ -867,6 +868,32 @@ static void test_basic_auth_users(void **state)
 	buf_free(&many);
 }
 
+/* http.rate_limit and http.rate_limit_burst (issue 14). */
+static void test_rate_limit_keys(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	struct http_config h;
+	char err[1024];
+	config_defaults(&c);
+	assert_true(c.http.rate_limit == 0); /* off by default */
+	assert_int_equal(c.http.rate_limit_burst, 0);
+	assert_int_equal(parse(&c, "http:\n  rate_limit: 2.5\n  rate_limit_burst: 20\n", err,
+			       sizeof err), 0);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	assert_int_equal(config_to_http(&c, &h, NULL, 0, NULL, 0), 0);
+	assert_true(h.rate_limit == 2.5);
+	assert_int_equal(h.rate_limit_burst, 20);
+	config_defaults(&c);
+	assert_int_not_equal(parse(&c, "http:\n  rate_limit: -1\n", err, sizeof err), 0);
+	assert_non_null(strstr(err, NAME ":2:15: http.rate_limit: "));
+	assert_int_not_equal(parse(&c, "http:\n  rate_limit: fast\n", err, sizeof err), 0);
+	assert_non_null(strstr(err, NAME ":2:15: http.rate_limit: "));
+	assert_int_not_equal(parse(&c, "http:\n  rate_limit_burst: 2000000\n", err, sizeof err), 0);
+	assert_non_null(strstr(err, NAME ":2:21: http.rate_limit_burst: "));
+	assert_non_null(strstr(err, "out of range"));
+}
+
 static void test_to_http(void **state)
 {
 	(void)state;
@@ -1067,6 +1094,7 @@ int main(void)
 		cmocka_unit_test(test_to_http),
 		cmocka_unit_test(test_write_token_file),
 		cmocka_unit_test(test_basic_auth_users),
+		cmocka_unit_test(test_rate_limit_keys),
 		cmocka_unit_test(test_to_http_resolved),
 		cmocka_unit_test(test_to_collector),
 		cmocka_unit_test(test_dump_round_trip),

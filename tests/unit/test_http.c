@@ -731,6 +731,50 @@ static void test_basic_auth(void **state)
 	http_server_stop(v.s);
 }
 
+/* Issue 14: http.rate_limit per address. Beyond the burst, 429 with
+ * Retry-After (and the connection kept); /metrics, a reserved route, is
+ * exempt, so a scraper on the same address is never starved. */
+static void test_rate_limit(void **state)
+{
+	(void)state;
+	struct srv v;
+	memset(&v, 0, sizeof v);
+	struct http_config cfg = {
+		.listen = "127.0.0.1:0", .threads = 2, .max_connections = 32, .timeout_s = 5,
+		.max_body_bytes = 4096, .rate_limit = 4, .rate_limit_burst = 3,
+		.requests_total = &v.requests, .rejected_total = &v.rejected,
+	};
+	char err[256] = "";
+	if (http_server_start(&v.s, &cfg, err, sizeof err))
+		fail_msg("start: %s", err);
+	assert_int_equal(http_route_reserved(v.s, "/metrics", h_hello, NULL), 0);
+	assert_int_equal(http_route(v.s, "/api/v1/", h_echo, "api"), 0);
+	snprintf(v.base, sizeof v.base, "http://127.0.0.1:%d", http_server_port(v.s));
+
+	int64_t t0 = now_ms();
+	for (int i = 0; i < 3; i++)
+		expect(&v, "/api/v1/gpus", NULL, 200, "api");
+	struct reply r, nope;
+	fetch(&r, url(&v, "/api/v1/gpus"), NULL, NULL, NULL);
+	/* Unknown paths count too: a scan is limited like anything else. */
+	fetch(&nope, url(&v, "/nope"), NULL, NULL, NULL);
+	if (now_ms() - t0 < 200) { /* else a token came back meanwhile */
+		assert_int_equal(r.status, 429);
+		assert_true(has_header(&r, "Retry-After: 1"));
+		assert_non_null(strstr(body_of(&r), "too many requests from this address"));
+		assert_int_equal(nope.status, 429);
+	}
+	reply_free(&r);
+	reply_free(&nope);
+	/* The scrape is exempt, however many. */
+	for (int i = 0; i < 20; i++)
+		expect(&v, "/metrics", NULL, 200, "hello");
+	/* A token every 250 ms. */
+	usleep(300000);
+	expect(&v, "/api/v1/gpus", NULL, 200, "api");
+	http_server_stop(v.s);
+}
+
 /* Successful requests keep the connection open (MHD closes it when a
  * response is queued before the request is fully read). */
 static void test_keepalive(void **state)
@@ -1297,6 +1341,7 @@ int main(void)
 		cmocka_unit_test(test_bearer_token),
 		cmocka_unit_test(test_write_token),
 		cmocka_unit_test(test_basic_auth),
+		cmocka_unit_test(test_rate_limit),
 		cmocka_unit_test(test_keepalive),
 		cmocka_unit_test(test_start_errors),
 		cmocka_unit_test(test_route_limit),
