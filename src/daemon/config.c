@@ -127,6 +127,7 @@ static const struct key_spec http_keys[] = {
 	RANGED("max_connections_per_address", UINT, http.max_connections_per_address, 0, 10000),
 	LEAF("tls_cert_file", STRING, http.tls_cert_file),
 	LEAF("tls_key_file", STRING, http.tls_key_file),
+	LEAF("tls_client_ca_file", STRING, http.tls_client_ca_file),
 	LEAF("auth_token_file", STRING, http.auth_token_file),
 	LEAF("write_token_file", STRING, http.write_token_file),
 	RANGED("rate_limit", DOUBLE, http.rate_limit, 0, 1e6),
@@ -1582,9 +1583,17 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 			name);
 		return GPULSE_EINVAL;
 	}
-	const char *tls_files[2] = {c->http.tls_cert_file, c->http.tls_key_file};
-	const char *tls_keys[2] = {"http.tls_cert_file", "http.tls_key_file"};
-	for (int i = 0; cert && i < 2; i++)
+	if (c->http.tls_client_ca_file[0] && !cert) {
+		str_errf(err, errlen, "%s: http.tls_client_ca_file needs TLS: client certificates "
+			 "are asked for in the TLS handshake, so set http.tls_cert_file and "
+			 "http.tls_key_file too", name);
+		return GPULSE_EINVAL;
+	}
+	const char *tls_files[3] = {c->http.tls_cert_file, c->http.tls_key_file,
+				    c->http.tls_client_ca_file};
+	const char *tls_keys[3] = {"http.tls_cert_file", "http.tls_key_file",
+				   "http.tls_client_ca_file"};
+	for (int i = 0; cert && i < 3 && tls_files[i][0]; i++)
 		if (access(tls_files[i], R_OK) != 0) {
 			str_errf(err, errlen, "%s: %s: cannot read %s: %s", name, tls_keys[i], tls_files[i],
 				strerror(errno));
@@ -1725,6 +1734,7 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       a->http.max_connections_per_address == b->http.max_connections_per_address &&
 	       strcmp(a->http.tls_cert_file, b->http.tls_cert_file) == 0 &&
 	       strcmp(a->http.tls_key_file, b->http.tls_key_file) == 0 &&
+	       strcmp(a->http.tls_client_ca_file, b->http.tls_client_ca_file) == 0 &&
 	       strcmp(a->http.auth_token_file, b->http.auth_token_file) == 0 &&
 	       strcmp(a->http.write_token_file, b->http.write_token_file) == 0 &&
 	       a->http.rate_limit == b->http.rate_limit &&
@@ -1794,6 +1804,7 @@ int config_to_http(const struct gpulse_config *c, struct http_config *out, char 
 	out->max_body_bytes = CONFIG_HTTP_MAX_BODY;
 	out->tls_cert_file = c->http.tls_cert_file[0] ? c->http.tls_cert_file : NULL;
 	out->tls_key_file = c->http.tls_key_file[0] ? c->http.tls_key_file : NULL;
+	out->tls_client_ca_file = c->http.tls_client_ca_file[0] ? c->http.tls_client_ca_file : NULL;
 	out->auth_token = NULL;
 	out->refuse_insecure_remote = !c->http.allow_insecure_remote;
 	out->insecure_remote_hint =

@@ -90,6 +90,7 @@ struct gpulse_config {
 		unsigned max_connections_per_address; /* 0: the server's default */
 		char tls_cert_file[CONFIG_PATH_LEN];
 		char tls_key_file[CONFIG_PATH_LEN];
+		char tls_client_ca_file[CONFIG_PATH_LEN]; /* mTLS: clients' CA */
 		char auth_token_file[CONFIG_PATH_LEN];
 		char write_token_file[CONFIG_PATH_LEN]; /* state-changing routes */
 		double rate_limit;              /* requests/s per address; 0: none */

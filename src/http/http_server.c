@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -49,8 +50,8 @@ struct route {
 	http_handler_fn *busy;       /* the pool is full: answers instead */
 };
 
-enum canned { R_401, R_403, R_404, R_405, R_413, R_414, R_429, R_429_RATE, R_500, R_503,
-	      R_COUNT };
+enum canned { R_401, R_403, R_403_CERT, R_404, R_405, R_413, R_414, R_429, R_429_RATE, R_500,
+	      R_503, R_COUNT };
 
 struct http_server {
 	struct MHD_Daemon *mhd;
@@ -67,6 +68,7 @@ struct http_server {
 	struct http_pool *auth_pool; /* runs bcrypt for Basic misses */
 	struct http_limit *rate;     /* requests per address; NULL: no limit */
 	char *tls_cert, *tls_key;    /* must outlive the daemon */
+	char *tls_ca;                /* client certificates' CA; NULL: none asked */
 	bool tls;
 	atomic_bool started;         /* MHD log lines after start are debug */
 	atomic_int nroutes;          /* published with release after the entry */
@@ -548,6 +550,7 @@ static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection 
 {
 	static const unsigned codes[R_COUNT] = {
 		[R_401] = MHD_HTTP_UNAUTHORIZED, [R_403] = MHD_HTTP_FORBIDDEN,
+		[R_403_CERT] = MHD_HTTP_FORBIDDEN,
 		[R_404] = MHD_HTTP_NOT_FOUND,
 		[R_405] = MHD_HTTP_METHOD_NOT_ALLOWED, [R_413] = MHD_HTTP_CONTENT_TOO_LARGE,
 		[R_414] = MHD_HTTP_URI_TOO_LONG, [R_429] = MHD_HTTP_TOO_MANY_REQUESTS,
@@ -561,6 +564,28 @@ static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection 
 			atomic_fetch_add_explicit(s->ext_rejected, 1, memory_order_relaxed);
 	}
 	return MHD_queue_response(conn, codes[which], s->canned[which]);
+}
+
+/* With a client CA (mTLS): true when the peer presented an X.509
+ * certificate chain that GnuTLS verifies against it (signature, validity
+ * dates, key usage). MHD asks for a certificate once a trust list is set
+ * (GNUTLS_CERT_REQUEST) but lets the handshake finish without one, so the
+ * verdict is taken here, per request: a connection is cheap to recheck
+ * next to a handshake, and a resumed session carries its peer's chain. */
+static bool client_cert_ok(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+	if (!ci || !ci->tls_session)
+		return false;
+	gnutls_session_t ses = ci->tls_session;
+	unsigned status = 0;
+	if (gnutls_certificate_type_get(ses) != GNUTLS_CRT_X509)
+		return false;
+	unsigned n = 0;
+	if (!gnutls_certificate_get_peers(ses, &n) || n == 0)
+		return false;
+	return gnutls_certificate_verify_peers2(ses, &status) == GNUTLS_E_SUCCESS && status == 0;
 }
 
 /* The guard's entry for a connection (NULL when the guard had no room). */
@@ -670,6 +695,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		    MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 						MHD_HTTP_HEADER_TRANSFER_ENCODING))
 			return send_canned(s, conn, R_413, true);
+		/* Without a verified client certificate nothing is answered but
+		 * this, and the connection closes (a first-call response). */
+		if (s->tls_ca && !client_cert_ok(conn))
+			return send_canned(s, conn, R_403_CERT, true);
 		/* The head is complete: its deadline no longer applies, and an
 		 * ordinary route takes a busy slot if one is left for it. */
 		const struct route *r = find_route(s, url);
@@ -884,6 +913,7 @@ static int make_canned(struct http_server *s, const char *write_hint)
 		[R_401] = "unauthorized: send Authorization: Bearer TOKEN, or Basic credentials "
 			  "where users are configured\n",
 		[R_403] = "", /* forbidden, above */
+		[R_403_CERT] = "forbidden: a client certificate signed by the configured CA is required\n",
 		[R_404] = "not found\n",
 		[R_405] = "method not allowed: only GET and HEAD are served\n",
 		[R_413] = "request bodies are not accepted\n",
@@ -960,6 +990,12 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		snprintf(remote, sizeof remote, "every interface");
 	}
 	bool tls = cfg->tls_cert_file || cfg->tls_key_file;
+	if (cfg->tls_client_ca_file && !tls) {
+		str_errf(err, errlen, "Client certificates need TLS: a certificate file and a key "
+			"file.");
+		rc = GPULSE_EINVAL;
+		goto out;
+	}
 	bool token = (cfg->auth_token && cfg->auth_token[0]) || cfg->nbasic_users > 0;
 	if (!loopback && cfg->refuse_insecure_remote && !(tls && token)) {
 		str_errf(err, errlen, "listen \"%s\" resolves to %s, which is reachable from other "
@@ -1061,6 +1097,8 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		rc = read_pem("certificate", cfg->tls_cert_file, &s->tls_cert, err, errlen);
 		if (!rc)
 			rc = read_pem("key", cfg->tls_key_file, &s->tls_key, err, errlen);
+		if (!rc && cfg->tls_client_ca_file)
+			rc = read_pem("client CA", cfg->tls_client_ca_file, &s->tls_ca, err, errlen);
 		if (rc)
 			goto out;
 	}
@@ -1084,7 +1122,7 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	if (tls)
 		flags |= MHD_USE_TLS;
 	s->tls = tls;
-	struct MHD_OptionItem opts[14];
+	struct MHD_OptionItem opts[16];
 	int no = 0;
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s};
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
@@ -1104,6 +1142,8 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	if (tls) {
 		opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
 		opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
+		if (s->tls_ca)
+			opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, s->tls_ca};
 	}
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
@@ -1216,6 +1256,7 @@ void http_server_stop(struct http_server *s)
 	http_basic_free(s->basic);
 	http_limit_free(s->rate);
 	free(s->tls_cert);
+	free(s->tls_ca);
 	if (s->tls_key) {
 		/* The private key should not linger in freed memory. */
 		explicit_bzero(s->tls_key, strlen(s->tls_key));

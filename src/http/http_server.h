@@ -59,6 +59,10 @@ struct http_config {
 	size_t max_body_bytes;       /* largest response a handler may build */
 	const char *tls_cert_file;   /* PEM; NULL for plain HTTP */
 	const char *tls_key_file;
+	const char *tls_client_ca_file; /* PEM; when set (with TLS), every
+	                                request needs a client certificate
+	                                that this CA verifies, else 403 and
+	                                the connection closes */
 	const char *auth_token;      /* when set, every request needs
 	                                "Authorization: Bearer TOKEN" (or
 	                                the write token) */

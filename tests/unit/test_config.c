@@ -216,6 +216,7 @@ static void test_errors(void **state)
 		{"http:\n  color: blue\n",
 		 NAME ":2:3: unknown key \"color\" in http (known keys: max_connections, threads, "
 		 "timeout, header_timeout, max_connections_per_address, tls_cert_file, tls_key_file, "
+		 "tls_client_ca_file, "
 		 "auth_token_file, write_token_file, rate_limit, rate_limit_burst, basic_auth_users, "
 		 "allow_insecure_remote)", false},
 		/* wrong types */
@@ -894,6 +895,40 @@ static void test_rate_limit_keys(void **state)
 	assert_non_null(strstr(err, "out of range"));
 }
 
+/* http.tls_client_ca_file (issue 14): needs TLS, must be readable, and
+ * reaches the server. */
+static void test_tls_client_ca_file(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	struct http_config h;
+	char err[1024], cert[256], key[256], ca[256];
+	temp_file(cert, sizeof cert, "-----BEGIN CERTIFICATE-----\n", 0644);
+	temp_file(key, sizeof key, "-----BEGIN PRIVATE KEY-----\n", 0600);
+	temp_file(ca, sizeof ca, "-----BEGIN CERTIFICATE-----\n", 0644);
+	config_defaults(&c);
+	char text[1024];
+	snprintf(text, sizeof text, "http:\n  tls_client_ca_file: %s\n", ca);
+	assert_int_equal(parse(&c, text, err, sizeof err), 0);
+	assert_string_equal(c.http.tls_client_ca_file, ca);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, NAME ": http.tls_client_ca_file needs TLS"));
+	snprintf(c.http.tls_cert_file, sizeof c.http.tls_cert_file, "%s", cert);
+	snprintf(c.http.tls_key_file, sizeof c.http.tls_key_file, "%s", key);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	assert_int_equal(config_to_http(&c, &h, NULL, 0, NULL, 0), 0);
+	assert_string_equal(h.tls_client_ca_file, ca);
+	snprintf(c.http.tls_client_ca_file, sizeof c.http.tls_client_ca_file, "%s.missing", ca);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "http.tls_client_ca_file: cannot read"));
+	config_defaults(&c);
+	assert_int_equal(config_to_http(&c, &h, NULL, 0, NULL, 0), 0);
+	assert_null(h.tls_client_ca_file);
+	unlink(cert);
+	unlink(key);
+	unlink(ca);
+}
+
 static void test_to_http(void **state)
 {
 	(void)state;
@@ -1095,6 +1130,7 @@ int main(void)
 		cmocka_unit_test(test_write_token_file),
 		cmocka_unit_test(test_basic_auth_users),
 		cmocka_unit_test(test_rate_limit_keys),
+		cmocka_unit_test(test_tls_client_ca_file),
 		cmocka_unit_test(test_to_http_resolved),
 		cmocka_unit_test(test_to_collector),
 		cmocka_unit_test(test_dump_round_trip),
