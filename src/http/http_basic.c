@@ -211,10 +211,10 @@ bool http_basic_verify(struct http_basic *b, const char *user, const char *pass)
 	return ok;
 }
 
-bool http_basic_may_try(struct http_basic *b, const struct sockaddr *peer, int64_t now_ns,
-			unsigned *retry_s)
+bool http_basic_try(struct http_basic *b, const struct sockaddr *peer, int64_t now_ns,
+		    unsigned *retry_s)
 {
-	bool ok = http_limit_peek(b->fails, peer, now_ns, retry_s);
+	bool ok = http_limit_take(b->fails, peer, now_ns, retry_s);
 	if (!ok) {
 		pthread_mutex_lock(&b->lock);
 		b->failed++;
@@ -223,9 +223,9 @@ bool http_basic_may_try(struct http_basic *b, const struct sockaddr *peer, int64
 	return ok;
 }
 
-void http_basic_failed(struct http_basic *b, const struct sockaddr *peer, int64_t now_ns)
+void http_basic_refund(struct http_basic *b, const struct sockaddr *peer, int64_t now_ns)
 {
-	http_limit_take(b->fails, peer, now_ns, NULL);
+	http_limit_give(b->fails, peer, now_ns);
 }
 
 void http_basic_stats(struct http_basic *b, uint64_t *verified, uint64_t *failed)

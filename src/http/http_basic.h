@@ -56,17 +56,20 @@ bool http_basic_cached(struct http_basic *b, const char *user, const char *pass)
  * user's, so the time taken does not say which names exist. Thread-safe. */
 bool http_basic_verify(struct http_basic *b, const char *user, const char *pass);
 
-/* The failure limiter. http_basic_may_try: may `peer` have an uncached
- * password verified now? Each address has a bucket of
- * HTTP_BASIC_FAIL_BURST failures that refills one per
- * HTTP_BASIC_FAIL_PERIOD_NS; when it is empty the answer is false and
- * *retry_s (when not NULL) is the whole seconds until it is not.
- * http_basic_failed takes one failure from the bucket. The table holds
- * HTTP_BASIC_ADDRESSES addresses; a new one replaces the one whose bucket
- * is fullest (it has the least to remember). Thread-safe. */
-bool http_basic_may_try(struct http_basic *b, const struct sockaddr *peer, int64_t now_ns,
-			unsigned *retry_s);
-void http_basic_failed(struct http_basic *b, const struct sockaddr *peer, int64_t now_ns);
+/* The failure limiter. Each address has a bucket of HTTP_BASIC_FAIL_BURST
+ * tries that refills one per HTTP_BASIC_FAIL_PERIOD_NS. http_basic_try
+ * takes a try before an uncached password is verified, so that attempts
+ * under way at once count (taking it only once bcrypt had failed let 8
+ * concurrent clients make 65 attempts in 13 s instead of 11); false when
+ * the bucket is empty, with *retry_s (when not NULL) the whole seconds
+ * until it is not. http_basic_refund gives the try back when the
+ * password verified (or was never verified): only failures are limited.
+ * The table holds HTTP_BASIC_ADDRESSES addresses; a new one replaces the
+ * one whose bucket is fullest (it has the least to remember).
+ * Thread-safe. */
+bool http_basic_try(struct http_basic *b, const struct sockaddr *peer, int64_t now_ns,
+		    unsigned *retry_s);
+void http_basic_refund(struct http_basic *b, const struct sockaddr *peer, int64_t now_ns);
 
 /* Counters since start: verifications run, and failures (wrong user or
  * password, verified or refused by the limiter). */

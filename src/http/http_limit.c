@@ -123,6 +123,14 @@ bool http_limit_take(struct http_limit *l, const struct sockaddr *peer, int64_t 
 	return check(l, peer, now_ns, retry_s, true);
 }
 
+void http_limit_give(struct http_limit *l, const struct sockaddr *peer, int64_t now_ns)
+{
+	pthread_mutex_lock(&l->lock);
+	struct bucket *k = bucket_of(l, peer, now_ns);
+	k->tokens = k->tokens + 1.0 > l->burst ? l->burst : k->tokens + 1.0;
+	pthread_mutex_unlock(&l->lock);
+}
+
 bool http_limit_peek(struct http_limit *l, const struct sockaddr *peer, int64_t now_ns,
 		     unsigned *retry_s)
 {

@@ -32,6 +32,10 @@ bool http_limit_take(struct http_limit *l, const struct sockaddr *peer, int64_t 
 bool http_limit_peek(struct http_limit *l, const struct sockaddr *peer, int64_t now_ns,
 		     unsigned *retry_s);
 
+/* Give back a token taken for `peer` (an attempt that turned out not to
+ * count), never beyond the burst. Thread-safe. */
+void http_limit_give(struct http_limit *l, const struct sockaddr *peer, int64_t now_ns);
+
 /* Whole seconds, rounded up, an empty bucket waits for one token. */
 unsigned http_limit_retry_s(const struct http_limit *l);
 

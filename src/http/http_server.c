@@ -737,7 +737,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			decided = true;
 			if (http_basic_cached(s->basic, user, pass))
 				g = GRANT_READ, decided = false;
-			else if (!http_basic_may_try(s->basic, peer, clock_mono_ns(), NULL))
+			else if (!http_basic_try(s->basic, peer, clock_mono_ns(), NULL))
 				ret = send_canned(s, conn, R_429, true);
 			else
 				ret = basic_start(s, conn, url, method, user, pass, req_cls);
@@ -1551,10 +1551,7 @@ static enum MHD_Result basic_start(struct http_server *s, struct MHD_Connection 
 {
 	struct http_pool *p = s->auth_pool;
 	if (strlen(user) > HTTP_BASIC_MAX_NAME || strlen(pass) > HTTP_BASIC_MAX_PASSWORD) {
-		/* Never verifies: no bcrypt spent on it, but it counts. */
-		const union MHD_ConnectionInfo *ci =
-			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-		http_basic_failed(s->basic, ci ? ci->client_addr : NULL, clock_mono_ns());
+		/* Never verifies: no bcrypt spent on it; its try is spent. */
 		return send_canned(s, conn, R_401, true);
 	}
 	struct http_job *job = calloc(1, sizeof *job);
@@ -1585,6 +1582,8 @@ static enum MHD_Result basic_start(struct http_server *s, struct MHD_Connection 
 	if (!room) {
 		p->rejected_total++;
 		pthread_mutex_unlock(&p->lock);
+		/* Not the client's failure: its try back. */
+		http_basic_refund(s->basic, (const struct sockaddr *)&job->peer, clock_mono_ns());
 		job_free(job);
 		return send_canned(s, conn, R_503, true);
 	}
@@ -1603,7 +1602,7 @@ static enum MHD_Result basic_start(struct http_server *s, struct MHD_Connection 
 }
 
 /* On the HTTP thread, once the auth pool resumed the connection: the
- * verdict in *ok (a failure taken from the address's bucket), the job
+ * verdict in *ok (a success gives its address's try back), the job
  * freed and the request back to "headers seen", so that routing goes on
  * as for any authorized request. False when the client had left. */
 static bool basic_resumed(struct http_server *s, struct http_job *job, void **req_cls,
@@ -1613,8 +1612,8 @@ static bool basic_resumed(struct http_server *s, struct http_job *job, void **re
 	atomic_fetch_sub(&s->deferred_live, 1);
 	bool dropped = job->dropped;
 	*ok = job->auth_ok;
-	if (!dropped && !*ok)
-		http_basic_failed(s->basic, (const struct sockaddr *)&job->peer, clock_mono_ns());
+	if (!dropped && *ok)
+		http_basic_refund(s->basic, (const struct sockaddr *)&job->peer, clock_mono_ns());
 	job_free(job);
 	return !dropped;
 }

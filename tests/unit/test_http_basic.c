@@ -3,7 +3,8 @@
  * (two from crypt_blowfish's own test suite, so not only our library's
  * word), the dummy hash that makes unknown users cost what known ones do,
  * the cache of verified pairs (never of failures), and the per-address
- * failure limiter (IPv6 per /64). */
+ * failure limiter (IPv6 per /64; a try is taken before bcrypt and given
+ * back on success). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -164,36 +165,37 @@ static void test_failure_limit(void **state)
 	unsigned retry = 0;
 
 	/* A burst of failures, then none until the bucket refills. */
-	for (int i = 0; i < HTTP_BASIC_FAIL_BURST; i++) {
-		assert_true(http_basic_may_try(b, pa, t, &retry));
-		http_basic_failed(b, pa, t);
-	}
-	assert_false(http_basic_may_try(b, pa, t, &retry));
+	for (int i = 0; i < HTTP_BASIC_FAIL_BURST; i++)
+		assert_true(http_basic_try(b, pa, t, &retry));
+	assert_false(http_basic_try(b, pa, t, &retry));
 	assert_int_equal(retry, HTTP_BASIC_FAIL_PERIOD_NS / 1000000000);
-	assert_false(http_basic_may_try(b, pa, t + HTTP_BASIC_FAIL_PERIOD_NS / 2, &retry));
+	assert_false(http_basic_try(b, pa, t + HTTP_BASIC_FAIL_PERIOD_NS / 2, &retry));
 	assert_int_equal(retry, 1);
 	/* Another address is not affected. */
-	assert_true(http_basic_may_try(b, (const struct sockaddr *)&other, t, NULL));
+	assert_true(http_basic_try(b, (const struct sockaddr *)&other, t, NULL));
 	/* One failure more per period. */
 	t += HTTP_BASIC_FAIL_PERIOD_NS;
-	assert_true(http_basic_may_try(b, pa, t, NULL));
-	http_basic_failed(b, pa, t);
-	assert_false(http_basic_may_try(b, pa, t, NULL));
+	assert_true(http_basic_try(b, pa, t, NULL));
+	assert_false(http_basic_try(b, pa, t, NULL));
+	/* A try that verified is given back. */
+	http_basic_refund(b, pa, t);
+	assert_true(http_basic_try(b, pa, t, NULL));
+	assert_false(http_basic_try(b, pa, t, NULL));
 
 	/* IPv6 counts per /64. */
 	for (int i = 0; i < HTTP_BASIC_FAIL_BURST; i++)
-		http_basic_failed(b, (const struct sockaddr *)&n1, t);
-	assert_false(http_basic_may_try(b, (const struct sockaddr *)&n2, t, NULL));
-	assert_true(http_basic_may_try(b, (const struct sockaddr *)&n3, t, NULL));
+		assert_true(http_basic_try(b, (const struct sockaddr *)&n1, t, NULL));
+	assert_false(http_basic_try(b, (const struct sockaddr *)&n2, t, NULL));
+	assert_true(http_basic_try(b, (const struct sockaddr *)&n3, t, NULL));
 
 	/* A table full of other addresses forgets the fullest buckets, not
 	 * the empty one of an address that keeps failing. */
 	for (int i = 0; i < HTTP_BASIC_ADDRESSES * 2; i++) {
 		struct sockaddr_in x = {.sin_family = AF_INET};
 		x.sin_addr.s_addr = htonl(0x0a000000u + (uint32_t)i);
-		assert_true(http_basic_may_try(b, (const struct sockaddr *)&x, t, NULL));
+		assert_true(http_basic_try(b, (const struct sockaddr *)&x, t, NULL));
 	}
-	assert_false(http_basic_may_try(b, pa, t, NULL));
+	assert_false(http_basic_try(b, pa, t, NULL));
 	http_basic_free(b);
 }
 
