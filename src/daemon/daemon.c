@@ -1213,6 +1213,8 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	hc.rejected_total = &d->self.http_rejected_total;
 	_Static_assert(SELF_HTTP_SHED_REASONS == HTTP_SHED_COUNT, "one counter per reason");
 	hc.shed_total = d->self.http_shed_total;
+	_Static_assert(SELF_HTTP_DENY_REASONS == HTTP_DENY_COUNT, "one counter per reason");
+	hc.denied_total = d->self.http_denied_total;
 	int hrc = http_server_start(&d->http, &hc, err, sizeof err);
 	if (hrc) {
 		log_error("%s", err);

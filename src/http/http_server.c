@@ -76,6 +76,7 @@ struct http_server {
 	struct MHD_Response *canned[R_COUNT];
 	atomic_uint_fast64_t requests, rejected;
 	atomic_uint_fast64_t *ext_requests, *ext_rejected;
+	atomic_uint_fast64_t *ext_denied;  /* HTTP_DENY_COUNT, or NULL */
 	struct http_pool *pools[HTTP_MAX_POOLS];
 	int npools;
 	atomic_int deferred_live;    /* pooled requests not yet completed */
@@ -563,6 +564,14 @@ static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection 
 		if (s->ext_rejected)
 			atomic_fetch_add_explicit(s->ext_rejected, 1, memory_order_relaxed);
 	}
+	static const int denial[R_COUNT] = {
+		[R_401] = HTTP_DENY_UNAUTHORIZED + 1, [R_403] = HTTP_DENY_FORBIDDEN + 1,
+		[R_403_CERT] = HTTP_DENY_CLIENT_CERT + 1, [R_429_RATE] = HTTP_DENY_RATE_LIMITED + 1,
+		[R_429] = HTTP_DENY_LOGIN_LIMITED + 1,
+	};
+	if (denial[which] && s->ext_denied)
+		atomic_fetch_add_explicit(&s->ext_denied[denial[which] - 1], 1,
+					  memory_order_relaxed);
 	return MHD_queue_response(conn, codes[which], s->canned[which]);
 }
 
@@ -1043,6 +1052,7 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	s->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : HTTP_DEFAULT_MAX_BODY;
 	s->ext_requests = cfg->requests_total;
 	s->ext_rejected = cfg->rejected_total;
+	s->ext_denied = cfg->denied_total;
 
 	if (cfg->auth_token && cfg->auth_token[0]) {
 		s->token = strdup(cfg->auth_token);

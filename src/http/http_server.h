@@ -45,6 +45,17 @@ enum http_shed {
 	HTTP_SHED_COUNT
 };
 
+/* Why a request was refused by the security checks (issue 14;
+ * http_config.denied_total). */
+enum http_denial {
+	HTTP_DENY_UNAUTHORIZED,      /* 401: no or a wrong token or Basic pair */
+	HTTP_DENY_FORBIDDEN,         /* 403: a write without the write token */
+	HTTP_DENY_CLIENT_CERT,       /* 403: no client certificate the CA verifies */
+	HTTP_DENY_RATE_LIMITED,      /* 429: over the address's rate limit */
+	HTTP_DENY_LOGIN_LIMITED,     /* 429: too many failed Basic logins */
+	HTTP_DENY_COUNT
+};
+
 struct http_config {
 	const char *listen;          /* "127.0.0.1:9401", "[::1]:9401", ":9401" */
 	unsigned max_connections;    /* default 64 */
@@ -103,6 +114,8 @@ struct http_config {
 	atomic_uint_fast64_t *rejected_total;
 	/* HTTP_SHED_COUNT counters, one per enum http_shed (NULL: none). */
 	atomic_uint_fast64_t *shed_total;
+	/* HTTP_DENY_COUNT counters, one per enum http_denial (NULL: none). */
+	atomic_uint_fast64_t *denied_total;
 	/* Listening beyond loopback needs TLS and auth_token when this is
 	 * true: a host is loopback only when every address it resolves to is
 	 * (http_addr_is_loopback), and the addresses checked are the ones
