@@ -919,8 +919,8 @@ static int make_canned(struct http_server *s, const char *write_hint)
 	if (!forbidden)
 		return GPULSE_ENOMEM;
 	static const char *const bodies[R_COUNT] = {
-		[R_401] = "unauthorized: send Authorization: Bearer TOKEN, or Basic credentials "
-			  "where users are configured\n",
+		[R_401] = ("unauthorized: send Authorization: Bearer TOKEN, or Basic credentials "
+			   "where users are configured\n"),
 		[R_403] = "", /* forbidden, above */
 		[R_403_CERT] = "forbidden: a client certificate signed by the configured CA is required\n",
 		[R_404] = "not found\n",
