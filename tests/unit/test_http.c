@@ -713,7 +713,7 @@ static void test_basic_auth(void **state)
 		assert_int_equal(logins[i].status, 401);
 	}
 	print_message("scrape during 3 bcrypt failures: %lld ms\n", (long long)scrape);
-	if (scrape > 60)
+	if (scrape > 90)
 		fail_msg("a scrape took %lld ms while bad logins were verified", (long long)scrape);
 
 	/* This address has one failure left of HTTP_BASIC_FAIL_BURST (5:
