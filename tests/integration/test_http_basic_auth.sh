@@ -59,8 +59,9 @@ grep -q 'too many failed logins' "$WORK/body" || fail "429 body: $(cat "$WORK/bo
 # Counted by reason on /metrics.
 denied() { curl -s --max-time 5 -H 'Authorization: Bearer read-tok' "$URL/metrics" |
 	sed -n "s/^gpulse_http_denied_total{reason=\"$1\"} //p"; }
-[ "$(denied login_limited)" -ge "$((refused + 1))" ] || fail "login_limited: $(denied login_limited)"
-[ "$(denied unauthorized)" -ge 5 ] || fail "unauthorized: $(denied unauthorized)"
+# (/metrics is rendered at most every 50 ms: the counts may lag a little.)
+wait_for '[ "$(denied login_limited)" -ge "$((refused + 1))" ]' || fail "login_limited: $(denied login_limited)"
+wait_for '[ "$(denied unauthorized)" -ge 5 ]' || fail "unauthorized: $(denied unauthorized)"
 # The bucket refills, one failure per 2 s.
 sleep 2.1
 [ "$(code -u alice:again "$URL/metrics")" = 401 ] || fail "no try after the refill"

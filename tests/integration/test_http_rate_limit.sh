@@ -28,7 +28,7 @@ done
 # Refused requests are counted as rejected.
 rej=$(metric gpulse_http_rejected_total)
 [ "${rej%.*}" -ge "$limited" ] || fail "gpulse_http_rejected_total $rej < $limited"
-[ "$(metric gpulse_http_denied_total 'reason="rate_limited"')" = "$limited" ] ||
+wait_for '[ "$(metric gpulse_http_denied_total "reason=\"rate_limited\"")" = "$limited" ]' ||
 	fail "rate_limited: $(metric gpulse_http_denied_total 'reason="rate_limited"') != $limited"
 sleep 1.1
 [ "$(code "$URL/api/v1/gpus")" = 200 ] || fail "no request after a second"
