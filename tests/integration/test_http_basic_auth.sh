@@ -40,7 +40,7 @@ refused=0
 for i in $(seq 1 50); do
 	c=$(code -u "alice:flood$i" "$URL/metrics")
 	case $c in
-	429) refused=$((refused + 1)) ;;
+	429) refused=$((refused + 1)); cp "$WORK/head" "$WORK/head429"; cp "$WORK/body" "$WORK/body429" ;;
 	401) ;; # the bucket's one try per 2 s
 	*) fail "flood request $i: $c" ;;
 	esac
@@ -49,9 +49,8 @@ flood_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 # At most one verified try per 2 s of the flood, the first 2 s included.
 max_tried=$(( flood_ms / 2000 + 1 ))
 [ $((50 - refused)) -le "$max_tried" ] || fail "$((50 - refused)) of 50 verified in $flood_ms ms"
-[ "$(code -u alice:last "$URL/metrics")" = 429 ] || fail "the flood's last try was not refused"
-grep -qi '^Retry-After: 2' "$WORK/head" || fail "429 without Retry-After: $(cat "$WORK/head")"
-grep -q 'too many failed logins' "$WORK/body" || fail "429 body: $(cat "$WORK/body")"
+grep -qi '^Retry-After: 2' "$WORK/head429" || fail "429 without Retry-After: $(cat "$WORK/head429")"
+grep -q 'too many failed logins' "$WORK/body429" || fail "429 body: $(cat "$WORK/body429")"
 # Refusals cost no bcrypt (50 at cost 10 would take 3-5 s).
 [ "$flood_ms" -lt 4000 ] || fail "50 refused logins took $flood_ms ms"
 [ "$(code -u alice:hunter2 "$URL/metrics")" = 200 ] || fail "cached alice during the flood"
@@ -60,10 +59,12 @@ grep -q 'too many failed logins' "$WORK/body" || fail "429 body: $(cat "$WORK/bo
 denied() { curl -s --max-time 5 -H 'Authorization: Bearer read-tok' "$URL/metrics" |
 	sed -n "s/^gpulse_http_denied_total{reason=\"$1\"} //p"; }
 # (/metrics is rendered at most every 50 ms: the counts may lag a little.)
-wait_for '[ "$(denied login_limited)" -ge "$((refused + 1))" ]' || fail "login_limited: $(denied login_limited)"
+wait_for '[ "$(denied login_limited)" -ge "$refused" ]' || fail "login_limited: $(denied login_limited)"
 wait_for '[ "$(denied unauthorized)" -ge 5 ]' || fail "unauthorized: $(denied unauthorized)"
 # The bucket refills, one failure per 2 s.
 sleep 2.1
 [ "$(code -u alice:again "$URL/metrics")" = 401 ] || fail "no try after the refill"
-[ "$(code -u alice:again2 "$URL/metrics")" = 429 ] || fail "two tries after one refill"
+# ...and no more than that (a fraction of a try may have been left over).
+c1=$(code -u alice:again2 "$URL/metrics"); c2=$(code -u alice:again3 "$URL/metrics")
+[ "$c2" = 429 ] || fail "tries after one refill: $c1 $c2"
 echo "ok: $refused of 50 flood logins refused without bcrypt in $flood_ms ms"
