@@ -3,7 +3,8 @@
 # missing. Runs as root (CI) or through sudo.
 #
 # Build: a C compiler, CMake, pkg-config and the libraries CMakeLists.txt
-# asks pkg-config for. `make fuzz`: clang and its sanitizer runtimes
+# asks pkg-config for (libcrypt-dev: bcrypt for HTTP Basic auth;
+# libgnutls28-dev: its cache's HMAC). `make fuzz`: clang and its sanitizer runtimes
 # (libclang-rt-dev follows the default clang of the release). `make test`
 # (scripts/test.sh and the tests): cmocka; promtool (package prometheus),
 # prometheus and prometheus-alertmanager; curl and python3 (standard
@@ -16,7 +17,7 @@
 # built, and say so.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
-      libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev
+      libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev libcrypt-dev libgnutls28-dev
       libcmocka-dev libsqlite3-dev zlib1g-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
       libfaketime openssl procps valgrind)
 missing=()

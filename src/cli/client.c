@@ -163,6 +163,13 @@ int client_get(const struct client_opts *o, const char *path, struct buf *body,
 	const char *ca = getenv("GPULSE_CA_FILE");
 	if (ca && ca[0])
 		curl_easy_setopt(curl, CURLOPT_CAINFO, ca);
+	/* A client certificate, for a gpulsed with http.tls_client_ca_file
+	 * (mutual TLS); the key defaults to the certificate's file. */
+	const char *cert = getenv("GPULSE_CERT_FILE"), *key = getenv("GPULSE_KEY_FILE");
+	if (cert && cert[0]) {
+		curl_easy_setopt(curl, CURLOPT_SSLCERT, cert);
+		curl_easy_setopt(curl, CURLOPT_SSLKEY, key && key[0] ? key : cert);
+	}
 
 	CURLcode cc = curl_easy_perform(curl);
 	if (cc != CURLE_OK) {

@@ -43,7 +43,8 @@ static void usage(FILE *f)
 		"  -V, --version      print the version\n"
 		"\n"
 		"Environment: GPULSE_URL, GPULSE_TOKEN_FILE, GPULSE_CA_FILE (CA bundle for\n"
-		"https), NO_COLOR (plain output).\n"
+		"https), GPULSE_CERT_FILE and GPULSE_KEY_FILE (client certificate and key for\n"
+		"a gpulsed that asks for one), NO_COLOR (plain output).\n"
 		"Exit status: 0 ok, 1 runtime failure (e.g. gpulsed unreachable), 2 usage error.\n",
 		CLIENT_DEFAULT_URL);
 }

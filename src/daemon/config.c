@@ -49,6 +49,7 @@ enum key_kind {
 	KIND_PATH_LIST, /* char[n][CONFIG_PATH_LEN], a YAML list; "" ends it */
 	KIND_STR_LIST,  /* char[size / elem][elem], a YAML list of strings; "" ends it */
 	KIND_LABEL_MAP, /* char[n][2][elem], a mapping of label names to values */
+	KIND_USER_MAP,  /* char[n][2][elem], HTTP Basic user names to bcrypt hashes */
 	KIND_INHIBIT_RULES, /* struct config_inhibit_rule[n] (alerting.inhibit_rules) */
 };
 
@@ -126,7 +127,13 @@ static const struct key_spec http_keys[] = {
 	RANGED("max_connections_per_address", UINT, http.max_connections_per_address, 0, 10000),
 	LEAF("tls_cert_file", STRING, http.tls_cert_file),
 	LEAF("tls_key_file", STRING, http.tls_key_file),
+	LEAF("tls_client_ca_file", STRING, http.tls_client_ca_file),
 	LEAF("auth_token_file", STRING, http.auth_token_file),
+	LEAF("write_token_file", STRING, http.write_token_file),
+	RANGED("rate_limit", DOUBLE, http.rate_limit, 0, 1e6),
+	RANGED("rate_limit_burst", UINT, http.rate_limit_burst, 0, 1000000),
+	{.name = "basic_auth_users", .kind = KIND_USER_MAP, .offset = OFF(http.basic_auth_users),
+	 .size = SZ(http.basic_auth_users), .elem = SZ(http.basic_auth_users[0][0])},
 	LEAF("allow_insecure_remote", BOOL, http.allow_insecure_remote),
 };
 
@@ -640,6 +647,7 @@ static const char *kind_what(enum key_kind kind)
 	case KIND_PATH_LIST: return "a list of file paths";
 	case KIND_STR_LIST: return "a list of strings";
 	case KIND_LABEL_MAP: return "a mapping of label names to values";
+	case KIND_USER_MAP: return "a mapping of user names to bcrypt hashes";
 	case KIND_INHIBIT_RULES: return "a list of inhibit rules";
 	}
 	return "a value";
@@ -813,6 +821,7 @@ static int store_scalar(const struct key_spec *k, void *member, const char *v, s
 	case KIND_PATH_LIST:
 	case KIND_STR_LIST:
 	case KIND_LABEL_MAP:
+	case KIND_USER_MAP:
 	case KIND_INHIBIT_RULES:
 		break;
 	}
@@ -994,15 +1003,23 @@ static int parse_label_map(struct parse *p, const struct key_spec *k, const char
 		const char *name = key.type == YAML_SCALAR_EVENT ? (const char *)key.data.scalar.value : "";
 		size_t nlen = key.type == YAML_SCALAR_EVENT ? key.data.scalar.length : 0;
 		char why[256] = "";
-		if (key.type != YAML_SCALAR_EVENT || strlen(name) != nlen || !str_is_label_name(name))
+		bool users = k->kind == KIND_USER_MAP;
+		const char *what = users ? "user" : "label";
+		if (key.type != YAML_SCALAR_EVENT || strlen(name) != nlen)
+			snprintf(why, sizeof why, "%s names must be strings", what);
+		else if (users && !http_basic_name_ok(name))
+			snprintf(why, sizeof why, "user name \"%.60s\" must be 1 to %d bytes without "
+				 "':' (Basic authentication splits there) or control characters", name,
+				 HTTP_BASIC_MAX_NAME);
+		else if (!users && !str_is_label_name(name))
 			snprintf(why, sizeof why, "label names must match [a-zA-Z_][a-zA-Z0-9_]*");
 		else if (nlen >= k->elem)
-			snprintf(why, sizeof why, "label name is too long");
+			snprintf(why, sizeof why, "%s name is too long", what);
 		else if (n >= cap)
-			snprintf(why, sizeof why, "more than %zu labels", cap);
+			snprintf(why, sizeof why, "more than %zu %ss", cap, what);
 		for (size_t j = 0; !why[0] && j < n; j++)
 			if (strcmp(tmp + (2 * j) * k->elem, name) == 0)
-				snprintf(why, sizeof why, "label \"%.60s\" is given twice", name);
+				snprintf(why, sizeof why, "%s \"%.60s\" is given twice", what, name);
 		if (why[0]) {
 			parse_err(p, key.start_mark, "%s: %s", path, why);
 			yaml_event_delete(&key);
@@ -1018,6 +1035,16 @@ static int parse_label_map(struct parse *p, const struct key_spec *k, const char
 		if (!value || strlen(value) != vlen || vlen >= k->elem) {
 			parse_err(p, v.start_mark, "%s.%s: the value must be a string of at most %zu bytes",
 				  path, name, k->elem - 1);
+			yaml_event_delete(&key);
+			yaml_event_delete(&v);
+			goto out;
+		}
+		if (users && !http_basic_hash_ok(value)) {
+			char q[96];
+			quote_value(q, sizeof q, value, vlen);
+			parse_err(p, v.start_mark, "%s.%s: %s is not a bcrypt hash (60 characters "
+				  "starting $2y$, $2b$ or $2a$ and a cost of 04 to 31, as htpasswd -nBC 10 "
+				  "USER prints after the colon)", path, name, q);
 			yaml_event_delete(&key);
 			yaml_event_delete(&v);
 			goto out;
@@ -1202,7 +1229,7 @@ static int parse_section(struct parse *p, const struct key_spec *sec, const char
 		} else if (k->kind == KIND_STR_LIST) {
 			rc = parse_str_list(p, path, &val, (char *)cfg + k->offset, k->size, k->elem,
 					    k->check);
-		} else if (k->kind == KIND_LABEL_MAP) {
+		} else if (k->kind == KIND_LABEL_MAP || k->kind == KIND_USER_MAP) {
 			rc = parse_label_map(p, k, path, &val, (char *)cfg + k->offset);
 		} else if (k->kind == KIND_INHIBIT_RULES) {
 			rc = parse_inhibit_rules(p, path, &val, cfg);
@@ -1470,6 +1497,7 @@ static int validate_ranges(const struct gpulse_config *c, const struct key_spec 
 			break;
 		case KIND_STR_LIST:
 		case KIND_LABEL_MAP:
+		case KIND_USER_MAP:
 			for (size_t j = 0; j < k->size / k->elem; j++)
 				if (!memchr(member + j * k->elem, '\0', k->elem)) {
 					str_errf(err, errlen, "%s: %s: is not terminated", name, path);
@@ -1551,14 +1579,23 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 
 	bool cert = c->http.tls_cert_file[0] != '\0', key = c->http.tls_key_file[0] != '\0';
 	bool token = c->http.auth_token_file[0] != '\0';
+	bool users = c->http.basic_auth_users[0][0][0] != '\0';
 	if (cert != key) {
 		str_errf(err, errlen, "%s: http.tls_cert_file and http.tls_key_file go together: set both or neither",
 			name);
 		return GPULSE_EINVAL;
 	}
-	const char *tls_files[2] = {c->http.tls_cert_file, c->http.tls_key_file};
-	const char *tls_keys[2] = {"http.tls_cert_file", "http.tls_key_file"};
-	for (int i = 0; cert && i < 2; i++)
+	if (c->http.tls_client_ca_file[0] && !cert) {
+		str_errf(err, errlen, "%s: http.tls_client_ca_file needs TLS: client certificates "
+			 "are asked for in the TLS handshake, so set http.tls_cert_file and "
+			 "http.tls_key_file too", name);
+		return GPULSE_EINVAL;
+	}
+	const char *tls_files[3] = {c->http.tls_cert_file, c->http.tls_key_file,
+				    c->http.tls_client_ca_file};
+	const char *tls_keys[3] = {"http.tls_cert_file", "http.tls_key_file",
+				   "http.tls_client_ca_file"};
+	for (int i = 0; cert && i < 3 && tls_files[i][0]; i++)
 		if (access(tls_files[i], R_OK) != 0) {
 			str_errf(err, errlen, "%s: %s: cannot read %s: %s", name, tls_keys[i], tls_files[i],
 				strerror(errno));
@@ -1568,11 +1605,12 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 	/* A host name is judged by what it resolves to when it is bound
 	 * (config_to_http asks the server to), never trusted by its name. */
 	if (!config_listen_is_loopback(c->listen) && !listen_host_is_name(c->listen) &&
-	    !c->http.allow_insecure_remote && !(cert && key && token)) {
-		char missing[128] = "";
+	    !c->http.allow_insecure_remote && !(cert && key && (token || users))) {
+		char missing[160] = "";
 		size_t o = 0;
-		const char *names[3] = {"http.tls_cert_file", "http.tls_key_file", "http.auth_token_file"};
-		bool have[3] = {cert, key, token};
+		const char *names[3] = {"http.tls_cert_file", "http.tls_key_file",
+					"http.auth_token_file or http.basic_auth_users"};
+		bool have[3] = {cert, key, token || users};
 		for (int i = 0; i < 3; i++)
 			if (!have[i])
 				o += (size_t)snprintf(missing + o, sizeof missing - o, "%s%s",
@@ -1588,15 +1626,34 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 		return rc;
 	if ((rc = check_storage_dir(c->storage.path, name, err, errlen)) != 0)
 		return rc;
+	char tok[CONFIG_TOKEN_MAX] = "", wtok[CONFIG_TOKEN_MAX] = "", why[CONFIG_PATH_LEN + 128];
 	if (token) {
-		char tok[CONFIG_TOKEN_MAX], why[CONFIG_PATH_LEN + 128];
 		rc = read_token(c->http.auth_token_file, tok, sizeof tok, why, sizeof why);
-		memset(tok, 0, sizeof tok);
 		if (rc) {
 			str_errf(err, errlen, "%s: http.auth_token_file: %s", name, why);
-			return GPULSE_EINVAL;
+			goto tokens_out;
 		}
 	}
+	if (c->http.write_token_file[0]) {
+		rc = read_token(c->http.write_token_file, wtok, sizeof wtok, why, sizeof why);
+		if (rc) {
+			str_errf(err, errlen, "%s: http.write_token_file: %s", name, why);
+			goto tokens_out;
+		}
+		/* One token for both would make every reader a writer. */
+		if (token && strcmp(tok, wtok) == 0) {
+			str_errf(err, errlen, "%s: http.write_token_file: %s holds the same token as "
+				 "http.auth_token_file (%s); the write token must differ from the read "
+				 "token", name, c->http.write_token_file, c->http.auth_token_file);
+			rc = GPULSE_EINVAL;
+			goto tokens_out;
+		}
+	}
+tokens_out:
+	explicit_bzero(tok, sizeof tok);
+	explicit_bzero(wtok, sizeof wtok);
+	if (rc)
+		return GPULSE_EINVAL;
 	return alerting_validate(c, name, err, errlen);
 }
 
@@ -1617,6 +1674,7 @@ static bool key_value_equal(const struct key_spec *k, const struct gpulse_config
 		break;
 	case KIND_STR_LIST:
 	case KIND_LABEL_MAP:
+	case KIND_USER_MAP:
 		elem = k->elem;
 		break;
 	default:
@@ -1679,7 +1737,13 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       a->http.max_connections_per_address == b->http.max_connections_per_address &&
 	       strcmp(a->http.tls_cert_file, b->http.tls_cert_file) == 0 &&
 	       strcmp(a->http.tls_key_file, b->http.tls_key_file) == 0 &&
+	       strcmp(a->http.tls_client_ca_file, b->http.tls_client_ca_file) == 0 &&
 	       strcmp(a->http.auth_token_file, b->http.auth_token_file) == 0 &&
+	       strcmp(a->http.write_token_file, b->http.write_token_file) == 0 &&
+	       a->http.rate_limit == b->http.rate_limit &&
+	       a->http.rate_limit_burst == b->http.rate_limit_burst &&
+	       memcmp(a->http.basic_auth_users, b->http.basic_auth_users,
+		      sizeof a->http.basic_auth_users) == 0 &&
 	       a->http.allow_insecure_remote == b->http.allow_insecure_remote &&
 	       a->query.timeout_ns == b->query.timeout_ns &&
 	       a->query.max_concurrency == b->query.max_concurrency &&
@@ -1708,8 +1772,28 @@ void config_to_collector(const struct gpulse_config *c, struct collector_config 
 	out->events = c->sampling.events;
 }
 
+/* Read one token file into buf for the server; on failure, log it and
+ * leave a token no request can present, so a server started anyway fails
+ * closed (no Authorization header can carry \x01). */
+static int http_token(const char *key, const char *path, char *buf, size_t len,
+		      const char **out)
+{
+	char why[CONFIG_PATH_LEN + 128] = "no room for the token";
+	int rc = buf && len >= 2 ? read_token(path, buf, len, why, sizeof why) : GPULSE_EINVAL;
+	if (rc) {
+		log_error("%s: %s", key, why);
+		static const char never[] = "\x01";
+		*out = never;
+		if (buf && len >= sizeof never)
+			memcpy(buf, never, sizeof never);
+		return rc;
+	}
+	*out = buf;
+	return 0;
+}
+
 int config_to_http(const struct gpulse_config *c, struct http_config *out, char *token_buf,
-		   size_t token_len)
+		   size_t token_len, char *write_buf, size_t write_len)
 {
 	int rc = 0;
 	memset(out, 0, sizeof *out);
@@ -1723,29 +1807,30 @@ int config_to_http(const struct gpulse_config *c, struct http_config *out, char 
 	out->max_body_bytes = CONFIG_HTTP_MAX_BODY;
 	out->tls_cert_file = c->http.tls_cert_file[0] ? c->http.tls_cert_file : NULL;
 	out->tls_key_file = c->http.tls_key_file[0] ? c->http.tls_key_file : NULL;
+	out->tls_client_ca_file = c->http.tls_client_ca_file[0] ? c->http.tls_client_ca_file : NULL;
 	out->auth_token = NULL;
 	out->refuse_insecure_remote = !c->http.allow_insecure_remote;
 	out->insecure_remote_hint =
 		"; set http.tls_cert_file, http.tls_key_file and http.auth_token_file, or set "
 		"http.allow_insecure_remote: true to serve without them";
-	if (!c->http.auth_token_file[0])
-		return 0;
-	char why[CONFIG_PATH_LEN + 128] = "no room for the token";
-	if (token_buf && token_len >= 2)
-		rc = read_token(c->http.auth_token_file, token_buf, token_len, why, sizeof why);
-	else
-		rc = GPULSE_EINVAL;
-	if (rc) {
-		log_error("http.auth_token_file: %s", why);
-		/* Fail closed: no Authorization header can carry \x01. */
-		static const char never[] = "\x01";
-		out->auth_token = never;
-		if (token_buf && token_len >= sizeof never)
-			memcpy(token_buf, never, sizeof never);
-		return rc;
+	out->write_hint = "; set http.write_token_file to allow them with its token";
+	out->rate_limit = c->http.rate_limit;
+	out->rate_limit_burst = c->http.rate_limit_burst;
+	for (size_t i = 0; i < HTTP_BASIC_MAX_USERS && c->http.basic_auth_users[i][0][0]; i++) {
+		out->basic_users[i].name = c->http.basic_auth_users[i][0];
+		out->basic_users[i].hash = c->http.basic_auth_users[i][1];
+		out->nbasic_users = i + 1;
 	}
-	out->auth_token = token_buf;
-	return 0;
+	if (c->http.auth_token_file[0])
+		rc = http_token("http.auth_token_file", c->http.auth_token_file, token_buf, token_len,
+				&out->auth_token);
+	if (c->http.write_token_file[0]) {
+		int wrc = http_token("http.write_token_file", c->http.write_token_file, write_buf,
+				     write_len, &out->write_token);
+		if (!rc)
+			rc = wrc;
+	}
+	return rc;
 }
 
 /* ---- dump ------------------------------------------------------------------- */
@@ -1886,6 +1971,7 @@ static int dump_section(const struct gpulse_config *c, const struct key_spec *se
 				rc = dump_str_list(out, member, k->size, k->elem);
 			break;
 		case KIND_LABEL_MAP:
+		case KIND_USER_MAP:
 			rc = buf_puts(out, " {");
 			for (size_t j = 0; !rc && j < k->size / (2 * k->elem) && member[2 * j * k->elem];
 			     j++) {

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "http_basic.h"
 #include "log.h"
 
 struct collector_config;
@@ -20,6 +21,7 @@ struct http_config;
 #define CONFIG_LISTEN_LEN 256
 #define CONFIG_PATH_LEN 1024
 #define CONFIG_TOKEN_MAX 4096               /* largest auth token file accepted */
+#define CONFIG_BASIC_LEN 72                 /* a Basic user name or hash, NUL included */
 #define CONFIG_HTTP_MAX_BODY (16u << 20)    /* largest response; matches the CLI's bound */
 #define CONFIG_MAX_RULE_FILES 16            /* entries of rule_files */
 /* alerting: (src/daemon/alerting.h, docs/CONFIG.md) */
@@ -89,7 +91,13 @@ struct gpulse_config {
 		unsigned max_connections_per_address; /* 0: the server's default */
 		char tls_cert_file[CONFIG_PATH_LEN];
 		char tls_key_file[CONFIG_PATH_LEN];
+		char tls_client_ca_file[CONFIG_PATH_LEN]; /* mTLS: clients' CA */
 		char auth_token_file[CONFIG_PATH_LEN];
+		char write_token_file[CONFIG_PATH_LEN]; /* state-changing routes */
+		double rate_limit;              /* requests/s per address; 0: none */
+		unsigned rate_limit_burst;      /* 0: the server's default */
+		/* Basic users: name, bcrypt hash; a name "" ends the list. */
+		char basic_auth_users[HTTP_BASIC_MAX_USERS][2][CONFIG_BASIC_LEN];
 		bool allow_insecure_remote;
 	} http;
 	/* The query API's limits (src/daemon/api.h). */
@@ -185,8 +193,9 @@ int config_load_file(struct gpulse_config *c, const char *path, char *err, size_
  * not loopback needs tls_cert_file, tls_key_file and auth_token_file unless
  * allow_insecure_remote is true. A numeric address is judged here; a host
  * name ("localhost" too) only when http_server_start resolves it, by every
- * address it resolves to, so this passes it. A configured auth_token_file must be a
- * regular, non-empty file that is not world-readable. `name` prefixes the
+ * address it resolves to, so this passes it. A configured auth_token_file
+ * or write_token_file must be a regular, non-empty file that is not
+ * world-readable, and the two must hold different tokens. `name` prefixes the
  * message ("gpulse.yml: ..."). 0 or GPULSE_EINVAL with one line in `err`. */
 int config_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
 
@@ -222,17 +231,18 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
 void config_to_collector(const struct gpulse_config *c, struct collector_config *out);
 
 /* Fill the HTTP server's struct and read the auth token file into
- * `token_buf` (trailing whitespace removed). Strings point into `c` and
- * `token_buf`, which must outlive `out`. Returns 0, or GPULSE_EIO /
+ * `token_buf` and the write token file into `write_buf` (trailing
+ * whitespace removed; each buffer may be NULL when its file is not set).
+ * Strings point into `c` and the buffers, which must outlive `out`. Returns 0, or GPULSE_EIO /
  * GPULSE_EINVAL when a configured token file cannot be read (unreadable,
- * empty, too long for `token_len`, world-readable): the token is then set
+ * empty, too long for its buffer, world-readable): that token is then set
  * to a value no request can present (a control character, which HTTP
  * headers cannot carry), so a server started anyway fails closed. Unless
  * allow_insecure_remote, the server is told to refuse a listen that
  * resolves beyond loopback without TLS and a token (the security rule for
  * host names, which config_validate cannot judge). */
 int config_to_http(const struct gpulse_config *c, struct http_config *out, char *token_buf,
-		   size_t token_len);
+		   size_t token_len, char *write_buf, size_t write_len);
 
 /* Append the effective configuration as YAML that config_parse reads back
  * to the same values (gpulsed --print-config). 0 or the buf's error. */

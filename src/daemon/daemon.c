@@ -89,6 +89,7 @@ struct daemon {
 	struct profiling *prof;          /* the injection library's socket */
 	struct api api;
 	char token[CONFIG_TOKEN_MAX];
+	char write_token[CONFIG_TOKEN_MAX];
 	int64_t next_nvml_try;
 	/* --demo (daemon_options.demo): */
 	const char *demo_replay;         /* the bundled recording, chosen at start; NULL: NVML */
@@ -1321,9 +1322,11 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	if (d->store_pending)
 		api_set_unavailable(&d->api, d->store_why);
 	struct http_config hc;
-	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token) != 0) {
-		log_error("%s: http.auth_token_file: cannot read %s",
-			  opt->config_path ? opt->config_path : "command line", d->cfg.http.auth_token_file);
+	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token, d->write_token,
+			   sizeof d->write_token) != 0) {
+		/* config_to_http logged which token file and why. */
+		log_error("%s: cannot read a token file of http:",
+			  opt->config_path ? opt->config_path : "command line");
 		status = 2;
 		goto out;
 	}
@@ -1331,6 +1334,8 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	hc.rejected_total = &d->self.http_rejected_total;
 	_Static_assert(SELF_HTTP_SHED_REASONS == HTTP_SHED_COUNT, "one counter per reason");
 	hc.shed_total = d->self.http_shed_total;
+	_Static_assert(SELF_HTTP_DENY_REASONS == HTTP_DENY_COUNT, "one counter per reason");
+	hc.denied_total = d->self.http_denied_total;
 	int hrc = http_server_start(&d->http, &hc, err, sizeof err);
 	if (hrc) {
 		log_error("%s", err);

@@ -31,7 +31,6 @@ struct profiling {
 	struct profile_agg *agg;          /* NULL: profiling off */
 	struct profile_server *server;    /* NULL: off, or the socket failed */
 	struct profile_timeline *timeline; /* what traced processes did when */
-	bool writes_allowed;              /* token configured, or loopback */
 	char why_off[512];                /* "" while serving */
 	struct http_pool *captures;       /* runs /api/v1/trace off the HTTP threads */
 };
@@ -120,7 +119,6 @@ int profiling_start(struct profiling **out, const struct gpulse_config *c, struc
 	if (!p)
 		return GPULSE_ENOMEM;
 	p->cfg = c;
-	p->writes_allowed = c->http.auth_token_file[0] != '\0' || config_listen_is_loopback(c->listen);
 	*out = p;
 	if (!c->profiling.enabled) {
 		str_copy(p->why_off, sizeof p->why_off, "profiling.enabled is false");
@@ -319,10 +317,6 @@ static int handle_trace(void *ctx, const struct http_request *req, struct http_r
 				 p ? p->why_off : "profiling is not set up");
 	if (strcmp(req->method, "GET") != 0)
 		return api_error(resp, 405, "bad_data", "a trace is started with GET only");
-	if (!p->writes_allowed)
-		return api_error(resp, 403, "forbidden",
-				 "a trace is a write action: configure http.auth_token_file, or let "
-				 "gpulsed listen on loopback only");
 	unsigned long pid = 0, seconds = PROFILING_DEFAULT_TRACE_SECONDS;
 	int has_pid;
 	if ((has_pid = uint_arg(req, resp, "pid", 1, UINT32_MAX, &pid)) < 0 ||
@@ -376,8 +370,13 @@ int profiling_register(struct profiling *p, struct http_server *s)
 		rc = http_route(s, "/api/v1/kernels", handle_kernels, p);
 	if (rc)
 		return rc;
-	if (!p)
-		return http_route(s, "/api/v1/trace", handle_trace, p); /* answers 503 */
+	/* A capture makes a process trace everything: a write (DESIGN.md,
+	 * decision 9), refused by the server unless the write token, or no
+	 * write token and a loopback listen, allows it. */
+	if (!p) {
+		rc = http_route(s, "/api/v1/trace", handle_trace, p); /* answers 503 */
+		return rc ? rc : http_route_writes(s, "/api/v1/trace");
+	}
 	/* A capture waits seconds + 5 for its process: on a thread of its
 	 * own, one per capture the profile server can run, with the
 	 * connection suspended meanwhile, so captures hold no HTTP thread;
@@ -386,5 +385,7 @@ int profiling_register(struct profiling *p, struct http_server *s)
 	if (!rc)
 		rc = http_route_deferred(s, "/api/v1/trace", handle_trace, handle_trace_busy, p,
 					 p->captures);
+	if (!rc)
+		rc = http_route_writes(s, "/api/v1/trace");
 	return rc;
 }

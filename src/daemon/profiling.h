@@ -8,8 +8,9 @@
  *   GET /api/v1/trace?pid=N&seconds=S   a capture, as Chrome trace-event JSON
  *
  * /api/v1/trace is a write action (it makes a process trace everything):
- * with an auth token configured the HTTP server already demands it;
- * without one, it is served only when gpulsed listens on loopback. */
+ * the HTTP server (http_route_writes) serves it only with the write token
+ * (http.write_token_file), or, with none configured, on a numeric
+ * loopback listen; 403 otherwise. */
 #ifndef GPULSE_PROFILING_H
 #define GPULSE_PROFILING_H
 

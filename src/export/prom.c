@@ -1128,6 +1128,20 @@ static void render_self(struct render *r, const struct self_stats *self)
 			PUT_LIT(w, "\"");
 			end_u64(w, ld(&self->http_shed_total[i]));
 		}
+		static const char *const denied[SELF_HTTP_DENY_REASONS] = {
+			"unauthorized", "forbidden", "client_certificate", "rate_limited",
+			"login_limited",
+		};
+		family(w, "gpulse_http_denied_total", T_COUNTER,
+		       "HTTP requests refused by authentication, authorization, client "
+		       "certificates or rate limits, by reason.");
+		for (int i = 0; i < SELF_HTTP_DENY_REASONS; i++) {
+			sample(w, "", 0);
+			PUT_LIT(w, "{reason=\"");
+			put_str(w, denied[i]);
+			PUT_LIT(w, "\"");
+			end_u64(w, ld(&self->http_denied_total[i]));
+		}
 		family(w, "gpulse_config_reloads_total", T_COUNTER,
 		       "Configuration reloads, by result.");
 		sample(w, "", 0);

@@ -14,6 +14,7 @@
 #include "buf.h"
 
 #define SELF_HTTP_SHED_REASONS 4
+#define SELF_HTTP_DENY_REASONS 5
 
 enum daemon_mode { MODE_NVML, MODE_REPLAY, MODE_NONE };
 
@@ -101,6 +102,10 @@ struct self_stats {
 	/* Connections the HTTP server shed, in enum http_shed's order:
 	 * head timeout, evicted, per address, busy. */
 	atomic_uint_fast64_t http_shed_total[SELF_HTTP_SHED_REASONS];
+	/* Requests the security checks refused, in enum http_denial's order:
+	 * unauthorized, forbidden, client certificate, rate limited, login
+	 * limited. */
+	atomic_uint_fast64_t http_denied_total[SELF_HTTP_DENY_REASONS];
 	atomic_uint_fast64_t reloads_ok_total;
 	atomic_uint_fast64_t reloads_failed_total;
 	atomic_int last_reload_ok;                   /* 1 or 0 */

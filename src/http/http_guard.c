@@ -51,7 +51,7 @@ enum cstate {
 	C_SHUT,      /* shut down by the guard, MHD has not closed it yet */
 };
 
-#define KEY_LEN 9    /* family tag, then an IPv4 address or an IPv6 /64 */
+#define KEY_LEN GUARD_KEY_LEN
 
 struct guard_conn {
 	enum cstate state;
@@ -83,7 +83,7 @@ struct http_guard {
 /* IPv4 addresses count one by one; IPv6 ones by /64, the block one host
  * or one customer is usually given (a per-/128 cap lets such a client
  * open as many connections as it likes). IPv4-mapped IPv6 is IPv4. */
-static void peer_key(const struct sockaddr *sa, unsigned char key[KEY_LEN])
+void guard_peer_key(const struct sockaddr *sa, unsigned char key[GUARD_KEY_LEN])
 {
 	memset(key, 0, KEY_LEN);
 	if (!sa)
@@ -177,7 +177,7 @@ struct guard_conn *guard_open(struct http_guard *g, int fd, const struct sockadd
 	c->fd = fd;
 	c->since_ns = now;
 	c->deadline_ns = now + g->cfg.head_timeout_ns;
-	peer_key(peer, c->key);
+	guard_peer_key(peer, c->key);
 	g->held++;
 
 	/* Over the cap for its address: the address's oldest waiting

@@ -36,6 +36,11 @@ struct guard_conn;
 /* Allocate the table and start the sweeper thread. 0, GPULSE_ENOMEM or
  * GPULSE_EIO (no thread). Free with guard_stop. */
 int guard_start(struct http_guard **out, const struct guard_config *cfg);
+/* What counts as one client address, as a key: a family tag, then the
+ * IPv4 address or the IPv6 /64 (IPv4-mapped IPv6 is IPv4); all zero for
+ * NULL or another family. Shared by the per-address limits. Pure. */
+#define GUARD_KEY_LEN 9
+void guard_peer_key(const struct sockaddr *sa, unsigned char key[GUARD_KEY_LEN]);
 /* Stop the sweeper and free. Every connection must have been closed
  * (guard_close) first: call after MHD_stop_daemon. Accepts NULL. */
 void guard_stop(struct http_guard *g);

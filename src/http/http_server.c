@@ -1,7 +1,7 @@
 /* The HTTP server on libmicrohttpd; see http_server.h. MHD does the
  * protocol, the hard connection limit and TLS; this file adds the listen
- * address syntax, request policy (GET/HEAD only, URL length, bearer token)
- * and a small route table, and wires MHD's connection notices to the
+ * address syntax, request policy (GET/HEAD only, URL length, bearer
+ * tokens: one to read, one to change state) and a small route table, and wires MHD's connection notices to the
  * connection guard (http_guard.c: head deadlines, the per-address cap,
  * slots kept for scrapes), which MHD's own timeout and per-IP limit cannot
  * replace (see there). Error responses are built once at start and shared,
@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -28,7 +29,9 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "http_basic.h"
 #include "http_guard.h"
+#include "http_limit.h"
 #include "log.h"
 #include "status.h"
 #include "str.h"
@@ -40,13 +43,15 @@ struct route {
 	size_t len;
 	bool prefix;                 /* the path ends in '/' */
 	bool reserved;               /* may use the slots kept for scrapes */
+	atomic_bool writes;          /* changes state: needs the write token */
 	http_handler_fn *fn;
 	void *ctx;
 	struct http_pool *pool;      /* NULL: fn runs on the HTTP thread */
 	http_handler_fn *busy;       /* the pool is full: answers instead */
 };
 
-enum canned { R_401, R_404, R_405, R_413, R_414, R_500, R_503, R_COUNT };
+enum canned { R_401, R_403, R_403_CERT, R_404, R_405, R_413, R_414, R_429, R_429_RATE, R_500,
+	      R_503, R_COUNT };
 
 struct http_server {
 	struct MHD_Daemon *mhd;
@@ -56,7 +61,14 @@ struct http_server {
 	size_t max_body;
 	char *token;                 /* NULL when no auth */
 	size_t token_len;
+	char *write_token;           /* NULL: writes need a loopback listen */
+	size_t write_token_len;
+	bool writes_open;            /* no write token, numeric loopback listen */
+	struct http_basic *basic;    /* NULL: no Basic users */
+	struct http_pool *auth_pool; /* runs bcrypt for Basic misses */
+	struct http_limit *rate;     /* requests per address; NULL: no limit */
 	char *tls_cert, *tls_key;    /* must outlive the daemon */
+	char *tls_ca;                /* client certificates' CA; NULL: none asked */
 	bool tls;
 	atomic_bool started;         /* MHD log lines after start are debug */
 	atomic_int nroutes;          /* published with release after the entry */
@@ -64,6 +76,7 @@ struct http_server {
 	struct MHD_Response *canned[R_COUNT];
 	atomic_uint_fast64_t requests, rejected;
 	atomic_uint_fast64_t *ext_requests, *ext_rejected;
+	atomic_uint_fast64_t *ext_denied;  /* HTTP_DENY_COUNT, or NULL */
 	struct http_pool *pools[HTTP_MAX_POOLS];
 	int npools;
 	atomic_int deferred_live;    /* pooled requests not yet completed */
@@ -486,28 +499,40 @@ static void blob_release(void *cls)
 	http_blob_unref(cls);
 }
 
-/* "Bearer TOKEN", compared in time that depends only on the expected
- * token's length, so a client cannot find the token byte by byte. */
-static bool auth_ok(const struct http_server *s, struct MHD_Connection *conn)
+/* True when v[n] is `want`, in time that depends only on want's length,
+ * so a client cannot find a token byte by byte. */
+static bool token_equal(const char *want, size_t want_len, const char *v, size_t n)
+{
+	unsigned diff = (unsigned)(n != want_len);
+	for (size_t i = 0; i < want_len; i++)
+		diff |= (unsigned char)want[i] ^ (unsigned char)(i < n ? v[i] : 0);
+	return diff == 0;
+}
+
+/* What the request's "Authorization: Bearer TOKEN" proves. Both tokens
+ * are always compared, so the answer's timing does not say which one a
+ * guess came close to. */
+enum grant { GRANT_NONE, GRANT_READ, GRANT_WRITE };
+
+static enum grant bearer_grant(const struct http_server *s, struct MHD_Connection *conn)
 {
 	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 						    MHD_HTTP_HEADER_AUTHORIZATION);
 	if (!v)
-		return false;
+		return GRANT_NONE;
 	while (*v == ' ' || *v == '\t')
 		v++;
 	if (strncasecmp(v, "Bearer", 6) != 0 || (v[6] != ' ' && v[6] != '\t'))
-		return false;
+		return GRANT_NONE;
 	v += 6;
 	while (*v == ' ' || *v == '\t')
 		v++;
 	size_t n = strlen(v);
 	while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
 		n--;
-	unsigned diff = (unsigned)(n != s->token_len);
-	for (size_t i = 0; i < s->token_len; i++)
-		diff |= (unsigned char)s->token[i] ^ (unsigned char)(i < n ? v[i] : 0);
-	return diff == 0;
+	bool read = s->token && token_equal(s->token, s->token_len, v, n);
+	bool write = s->write_token && token_equal(s->write_token, s->write_token_len, v, n);
+	return write ? GRANT_WRITE : read ? GRANT_READ : GRANT_NONE;
 }
 
 static const struct route *find_route(const struct http_server *s, const char *path)
@@ -525,9 +550,13 @@ static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection 
 				   enum canned which, bool rejected)
 {
 	static const unsigned codes[R_COUNT] = {
-		[R_401] = MHD_HTTP_UNAUTHORIZED, [R_404] = MHD_HTTP_NOT_FOUND,
+		[R_401] = MHD_HTTP_UNAUTHORIZED, [R_403] = MHD_HTTP_FORBIDDEN,
+		[R_403_CERT] = MHD_HTTP_FORBIDDEN,
+		[R_404] = MHD_HTTP_NOT_FOUND,
 		[R_405] = MHD_HTTP_METHOD_NOT_ALLOWED, [R_413] = MHD_HTTP_CONTENT_TOO_LARGE,
-		[R_414] = MHD_HTTP_URI_TOO_LONG, [R_500] = MHD_HTTP_INTERNAL_SERVER_ERROR,
+		[R_414] = MHD_HTTP_URI_TOO_LONG, [R_429] = MHD_HTTP_TOO_MANY_REQUESTS,
+		[R_429_RATE] = MHD_HTTP_TOO_MANY_REQUESTS,
+		[R_500] = MHD_HTTP_INTERNAL_SERVER_ERROR,
 		[R_503] = MHD_HTTP_SERVICE_UNAVAILABLE,
 	};
 	if (rejected) {
@@ -535,7 +564,37 @@ static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection 
 		if (s->ext_rejected)
 			atomic_fetch_add_explicit(s->ext_rejected, 1, memory_order_relaxed);
 	}
+	static const int denial[R_COUNT] = {
+		[R_401] = HTTP_DENY_UNAUTHORIZED + 1, [R_403] = HTTP_DENY_FORBIDDEN + 1,
+		[R_403_CERT] = HTTP_DENY_CLIENT_CERT + 1, [R_429_RATE] = HTTP_DENY_RATE_LIMITED + 1,
+		[R_429] = HTTP_DENY_LOGIN_LIMITED + 1,
+	};
+	if (denial[which] && s->ext_denied)
+		atomic_fetch_add_explicit(&s->ext_denied[denial[which] - 1], 1,
+					  memory_order_relaxed);
 	return MHD_queue_response(conn, codes[which], s->canned[which]);
+}
+
+/* With a client CA (mTLS): true when the peer presented an X.509
+ * certificate chain that GnuTLS verifies against it (signature, validity
+ * dates, key usage). MHD asks for a certificate once a trust list is set
+ * (GNUTLS_CERT_REQUEST) but lets the handshake finish without one, so the
+ * verdict is taken here, per request: a connection is cheap to recheck
+ * next to a handshake, and a resumed session carries its peer's chain. */
+static bool client_cert_ok(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+	if (!ci || !ci->tls_session)
+		return false;
+	gnutls_session_t ses = ci->tls_session;
+	unsigned status = 0;
+	if (gnutls_certificate_type_get(ses) != GNUTLS_CRT_X509)
+		return false;
+	unsigned n = 0;
+	if (!gnutls_certificate_get_peers(ses, &n) || n == 0)
+		return false;
+	return gnutls_certificate_verify_peers2(ses, &status) == GNUTLS_E_SUCCESS && status == 0;
 }
 
 /* The guard's entry for a connection (NULL when the guard had no room). */
@@ -586,6 +645,12 @@ static enum MHD_Result deferred_start(struct http_server *s, const struct route 
 				      const char *method, void **req_cls);
 static enum MHD_Result deferred_answer(struct http_server *s, struct MHD_Connection *conn,
 				       struct http_job *job, void **req_cls);
+static bool job_is_auth(const struct http_job *job);
+static enum MHD_Result basic_start(struct http_server *s, struct MHD_Connection *conn,
+				   const char *url, const char *method, const char *user,
+				   const char *pass, void **req_cls);
+static bool basic_resumed(struct http_server *s, struct http_job *job, void **req_cls,
+			  bool *ok);
 static enum MHD_Result send_response(struct http_server *s, struct MHD_Connection *conn, int rc,
 				     struct http_response *resp);
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
@@ -611,6 +676,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	(void)upload_data;
 
 	struct http_job *job = job_of(*req_cls);
+	enum grant g = GRANT_NONE;
+	if (job && job_is_auth(job)) {
+		/* Back from the auth pool: bcrypt has spoken. */
+		bool ok;
+		if (!basic_resumed(s, job, req_cls, &ok))
+			return MHD_NO; /* the client left meanwhile */
+		if (!ok)
+			return send_canned(s, conn, R_401, true);
+		g = GRANT_READ;
+		goto authorized;
+	}
 	if (job)
 		return deferred_answer(s, conn, job, req_cls);
 	if (*req_cls != &headers_seen_marker) {
@@ -628,6 +704,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		    MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 						MHD_HTTP_HEADER_TRANSFER_ENCODING))
 			return send_canned(s, conn, R_413, true);
+		/* Without a verified client certificate nothing is answered but
+		 * this, and the connection closes (a first-call response). */
+		if (s->tls_ca && !client_cert_ok(conn))
+			return send_canned(s, conn, R_403_CERT, true);
 		/* The head is complete: its deadline no longer applies, and an
 		 * ordinary route takes a busy slot if one is left for it. */
 		const struct route *r = find_route(s, url);
@@ -638,12 +718,59 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (*upload_data_size != 0) /* a body without a length: refuse it */
 		return send_canned(s, conn, R_413, true);
-	if (s->token && !auth_ok(s, conn))
+	/* The rate limit comes first, so that unauthenticated floods count
+	 * too; the reserved routes (/metrics, /healthz) are exempt, so a
+	 * scraper that shares an address with a busy client is never starved
+	 * (they are cheap: one rendering serves every scrape for 50 ms). */
+	if (s->rate) {
+		const struct route *rr = find_route(s, url);
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (!(rr && rr->reserved) &&
+		    !http_limit_take(s->rate, ci ? ci->client_addr : NULL, clock_mono_ns(), NULL))
+			return send_canned(s, conn, R_429_RATE, true);
+	}
+	g = s->token || s->write_token ? bearer_grant(s, conn) : GRANT_NONE;
+	if (g == GRANT_NONE && s->basic) {
+		/* Basic credentials: a pair verified before passes here; any
+		 * other is verified on the auth pool, unless its address has
+		 * failed too often of late. */
+		char *pass = NULL;
+		char *user = MHD_basic_auth_get_username_password(conn, &pass);
+		enum MHD_Result ret = MHD_YES;
+		bool decided = false;
+		if (user && pass) {
+			const union MHD_ConnectionInfo *ci =
+				MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+			const struct sockaddr *peer = ci ? ci->client_addr : NULL;
+			decided = true;
+			if (http_basic_cached(s->basic, user, pass))
+				g = GRANT_READ, decided = false;
+			else if (!http_basic_try(s->basic, peer, clock_mono_ns(), NULL))
+				ret = send_canned(s, conn, R_429, true);
+			else
+				ret = basic_start(s, conn, url, method, user, pass, req_cls);
+		}
+		if (pass) {
+			explicit_bzero(pass, strlen(pass));
+			MHD_free(pass);
+		}
+		MHD_free(user);
+		if (decided)
+			return ret;
+	}
+	if ((s->token || s->basic) && g == GRANT_NONE)
 		return send_canned(s, conn, R_401, true);
 
+authorized:;
 	const struct route *r = find_route(s, url);
 	if (!r)
 		return send_canned(s, conn, R_404, false);
+	/* Reading is what the read token (or none) allows; changing state
+	 * takes the write token, or no write token and a loopback listen. */
+	if (atomic_load_explicit(&r->writes, memory_order_relaxed) && g != GRANT_WRITE &&
+	    !s->writes_open)
+		return send_canned(s, conn, R_403, true);
 	if (r->pool)
 		return deferred_start(s, r, conn, url, method, req_cls);
 
@@ -767,14 +894,41 @@ out:
 	return rc;
 }
 
-static int make_canned(struct http_server *s)
+/* The 403's JSON body, in the query API's error shape. */
+static char *forbidden_body(const struct http_server *s, const char *hint)
 {
+	struct buf b;
+	buf_init(&b, 4096);
+	buf_puts(&b, "{\"status\":\"error\",\"errorType\":\"forbidden\",\"error\":\"");
+	const char *msg = s->write_token
+		? "this endpoint changes state, so it needs the write token (Authorization: "
+		  "Bearer WRITE_TOKEN); a read token does not allow it"
+		: "this endpoint changes state, and no write token is configured: without one, "
+		  "state-changing endpoints are served only on a numeric loopback listen address";
+	buf_puts(&b, msg);
+	/* The hint is ours (configuration key names): no quote to escape. */
+	if (hint && !s->write_token)
+		buf_puts(&b, hint);
+	buf_puts(&b, "\"}\n");
+	return buf_steal(&b);
+}
+
+static int make_canned(struct http_server *s, const char *write_hint)
+{
+	char *forbidden = forbidden_body(s, write_hint);
+	if (!forbidden)
+		return GPULSE_ENOMEM;
 	static const char *const bodies[R_COUNT] = {
-		[R_401] = "unauthorized: send Authorization: Bearer TOKEN\n",
+		[R_401] = ("unauthorized: send Authorization: Bearer TOKEN, or Basic credentials "
+			   "where users are configured\n"),
+		[R_403] = "", /* forbidden, above */
+		[R_403_CERT] = "forbidden: a client certificate signed by the configured CA is required\n",
 		[R_404] = "not found\n",
 		[R_405] = "method not allowed: only GET and HEAD are served\n",
 		[R_413] = "request bodies are not accepted\n",
 		[R_414] = "request target too long\n",
+		[R_429] = "too many failed logins from this address; retry later\n",
+		[R_429_RATE] = "too many requests from this address; retry later\n",
 		[R_500] = "internal error\n",
 		[R_503] = "busy: too many requests at once; retry shortly\n",
 	};
@@ -783,16 +937,33 @@ static int make_canned(struct http_server *s)
 		 * not const. */
 		void *body;
 		memcpy(&body, &bodies[i], sizeof body);
-		s->canned[i] = MHD_create_response_from_buffer(strlen(bodies[i]), body,
-							       MHD_RESPMEM_PERSISTENT);
-		if (!s->canned[i])
+		if (i == R_403)
+			s->canned[i] = MHD_create_response_from_buffer(strlen(forbidden), forbidden,
+								       MHD_RESPMEM_MUST_FREE);
+		else
+			s->canned[i] = MHD_create_response_from_buffer(strlen(bodies[i]), body,
+								       MHD_RESPMEM_PERSISTENT);
+		if (!s->canned[i]) {
+			if (i <= R_403)
+				free(forbidden);
 			return GPULSE_ENOMEM;
+		}
 		MHD_add_response_header(s->canned[i], MHD_HTTP_HEADER_CONTENT_TYPE,
-					"text/plain; charset=utf-8");
+					i == R_403 ? "application/json" : "text/plain; charset=utf-8");
 	}
 	MHD_add_response_header(s->canned[R_405], MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-	MHD_add_response_header(s->canned[R_401], MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-				"Bearer realm=\"gpulse\"");
+	if (s->token || !s->basic)
+		MHD_add_response_header(s->canned[R_401], MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Bearer realm=\"gpulse\"");
+	if (s->basic)
+		MHD_add_response_header(s->canned[R_401], MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Basic realm=\"gpulse\", charset=\"UTF-8\"");
+	/* A bucket gives one more try every HTTP_BASIC_FAIL_PERIOD_NS. */
+	MHD_add_response_header(s->canned[R_429], MHD_HTTP_HEADER_RETRY_AFTER, "2");
+	/* An empty bucket has a token again after 1/rate seconds. */
+	char retry[16];
+	snprintf(retry, sizeof retry, "%u", s->rate ? http_limit_retry_s(s->rate) : 1);
+	MHD_add_response_header(s->canned[R_429_RATE], MHD_HTTP_HEADER_RETRY_AFTER, retry);
 	MHD_add_response_header(s->canned[R_503], MHD_HTTP_HEADER_RETRY_AFTER, "1");
 	return GPULSE_OK;
 }
@@ -828,7 +999,13 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		snprintf(remote, sizeof remote, "every interface");
 	}
 	bool tls = cfg->tls_cert_file || cfg->tls_key_file;
-	bool token = cfg->auth_token && cfg->auth_token[0];
+	if (cfg->tls_client_ca_file && !tls) {
+		str_errf(err, errlen, "Client certificates need TLS: a certificate file and a key "
+			"file.");
+		rc = GPULSE_EINVAL;
+		goto out;
+	}
+	bool token = (cfg->auth_token && cfg->auth_token[0]) || cfg->nbasic_users > 0;
 	if (!loopback && cfg->refuse_insecure_remote && !(tls && token)) {
 		str_errf(err, errlen, "listen \"%s\" resolves to %s, which is reachable from other "
 			"machines, so it needs TLS and a token (missing: %s)%s", cfg->listen, remote,
@@ -875,6 +1052,7 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	s->max_body = cfg->max_body_bytes ? cfg->max_body_bytes : HTTP_DEFAULT_MAX_BODY;
 	s->ext_requests = cfg->requests_total;
 	s->ext_rejected = cfg->rejected_total;
+	s->ext_denied = cfg->denied_total;
 
 	if (cfg->auth_token && cfg->auth_token[0]) {
 		s->token = strdup(cfg->auth_token);
@@ -884,6 +1062,36 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		}
 		s->token_len = strlen(s->token);
 	}
+	if (cfg->write_token && cfg->write_token[0]) {
+		s->write_token = strdup(cfg->write_token);
+		if (!s->write_token) {
+			rc = GPULSE_ENOMEM;
+			goto out;
+		}
+		s->write_token_len = strlen(s->write_token);
+	}
+	if (cfg->rate_limit > 0) {
+		double burst = cfg->rate_limit_burst ? cfg->rate_limit_burst
+			       : cfg->rate_limit * 2 > HTTP_RATE_MIN_BURST ? cfg->rate_limit * 2
+									    : HTTP_RATE_MIN_BURST;
+		rc = http_limit_new(&s->rate, cfg->rate_limit, burst, HTTP_RATE_ADDRESSES);
+		if (rc) {
+			str_errf(err, errlen, "Cannot set up the rate limit: %s.", gpulse_strerror(rc));
+			goto out;
+		}
+	}
+	if (cfg->nbasic_users > 0) {
+		rc = http_basic_new(&s->basic, cfg->basic_users, cfg->nbasic_users);
+		if (rc) {
+			str_errf(err, errlen, rc == GPULSE_EINVAL
+				 ? "Bad HTTP Basic users: each needs a name without ':' and a bcrypt hash."
+				 : "Cannot set up HTTP Basic authentication: %s.", gpulse_strerror(rc));
+			goto out;
+		}
+	}
+	/* A name is not loopback by its name (http_is_loopback_listen): on
+	 * one, writes need the token even when it resolves to loopback. */
+	s->writes_open = !s->write_token && http_is_loopback_listen(cfg->listen);
 
 	if (tls) {
 		if (!cfg->tls_cert_file || !cfg->tls_key_file) {
@@ -899,11 +1107,13 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		rc = read_pem("certificate", cfg->tls_cert_file, &s->tls_cert, err, errlen);
 		if (!rc)
 			rc = read_pem("key", cfg->tls_key_file, &s->tls_key, err, errlen);
+		if (!rc && cfg->tls_client_ca_file)
+			rc = read_pem("client CA", cfg->tls_client_ca_file, &s->tls_ca, err, errlen);
 		if (rc)
 			goto out;
 	}
 
-	rc = make_canned(s);
+	rc = make_canned(s, cfg->write_hint);
 	if (!rc)
 		rc = guard_start(&s->guard, &gc);
 	if (rc) {
@@ -922,7 +1132,7 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	if (tls)
 		flags |= MHD_USE_TLS;
 	s->tls = tls;
-	struct MHD_OptionItem opts[14];
+	struct MHD_OptionItem opts[16];
 	int no = 0;
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s};
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
@@ -942,6 +1152,8 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 	if (tls) {
 		opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
 		opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
+		if (s->tls_ca)
+			opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, s->tls_ca};
 	}
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
@@ -953,6 +1165,14 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		goto out;
 	}
 	s->listen_fd = -1; /* MHD owns it now */
+	/* bcrypt runs here, never on an HTTP thread: two threads at nice 10
+	 * (each about ten verifications a second at cost 10), 32 waiting. */
+	if (s->basic && http_pool_new(s, "gpulse-auth", HTTP_AUTH_THREADS, HTTP_AUTH_QUEUED, 10,
+				      &s->auth_pool) != 0) {
+		str_errf(err, errlen, "Cannot start the HTTP server's authentication threads.");
+		rc = GPULSE_EIO;
+		goto out;
+	}
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd,
 								MHD_DAEMON_INFO_BIND_PORT);
 	s->port = info ? info->port : 0;
@@ -987,6 +1207,17 @@ static int add_route(struct http_server *s, const char *path, http_handler_fn *f
 	r->busy = busy;
 	atomic_store_explicit(&s->nroutes, n + 1, memory_order_release);
 	return GPULSE_OK;
+}
+
+int http_route_writes(struct http_server *s, const char *path)
+{
+	int n = atomic_load_explicit(&s->nroutes, memory_order_acquire);
+	for (int i = 0; i < n; i++)
+		if (strcmp(s->routes[i].path, path) == 0) {
+			atomic_store(&s->routes[i].writes, true);
+			return GPULSE_OK;
+		}
+	return GPULSE_ENOENT;
 }
 
 int http_route(struct http_server *s, const char *path, http_handler_fn *fn, void *ctx)
@@ -1031,7 +1262,11 @@ void http_server_stop(struct http_server *s)
 		if (s->canned[i])
 			MHD_destroy_response(s->canned[i]);
 	free(s->token);
+	free(s->write_token);
+	http_basic_free(s->basic);
+	http_limit_free(s->rate);
 	free(s->tls_cert);
+	free(s->tls_ca);
 	if (s->tls_key) {
 		/* The private key should not linger in freed memory. */
 		explicit_bzero(s->tls_key, strlen(s->tls_key));
@@ -1055,6 +1290,11 @@ struct http_job {
 	struct http_response resp;
 	int rc;                      /* the handler's return */
 	bool dropped;                /* not run: the client left while queued */
+	bool auth;                   /* a Basic verification, not a handler */
+	bool auth_ok;                /* its verdict */
+	struct sockaddr_storage peer; /* whose failure it is */
+	char user[HTTP_BASIC_MAX_NAME + 1];
+	char pass[HTTP_BASIC_MAX_PASSWORD + 1];
 };
 
 struct http_pool {
@@ -1085,7 +1325,13 @@ static void job_free(struct http_job *job)
 		return;
 	buf_free(&job->resp.body);
 	http_blob_unref(job->resp.blob);
+	explicit_bzero(job->pass, sizeof job->pass);
 	free(job);
+}
+
+static bool job_is_auth(const struct http_job *job)
+{
+	return job->auth;
 }
 
 bool http_request_gone(const struct http_request *req)
@@ -1129,6 +1375,8 @@ static void *pool_main(void *arg)
 		pthread_mutex_unlock(&p->lock);
 		if (gone)
 			job->dropped = true;
+		else if (job->auth)
+			job->auth_ok = http_basic_verify(p->s->basic, job->user, job->pass);
 		else
 			job->rc = job->route->fn(job->route->ctx, &job->req, &job->resp);
 		/* From here the connection's HTTP thread owns the job. */
@@ -1301,4 +1549,81 @@ static void pools_stop(struct http_server *s)
 	s->npools = 0;
 	for (int i = 0; i < 400 && atomic_load(&s->deferred_live) > 0; i++)
 		usleep(5000);
+}
+
+/* ---- Basic verification on the auth pool --------------------------------- */
+
+/* On the HTTP thread: a Basic pair not verified before goes to the auth
+ * pool with the connection suspended; a full pool answers 503. */
+static enum MHD_Result basic_start(struct http_server *s, struct MHD_Connection *conn,
+				   const char *url, const char *method, const char *user,
+				   const char *pass, void **req_cls)
+{
+	struct http_pool *p = s->auth_pool;
+	if (strlen(user) > HTTP_BASIC_MAX_NAME || strlen(pass) > HTTP_BASIC_MAX_PASSWORD) {
+		/* Never verifies: no bcrypt spent on it; its try is spent. */
+		return send_canned(s, conn, R_401, true);
+	}
+	struct http_job *job = calloc(1, sizeof *job);
+	if (!job)
+		return send_canned(s, conn, R_500, false);
+	const union MHD_ConnectionInfo *fd =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	job->pool = p;
+	job->conn = conn;
+	job->fd = fd ? fd->connect_fd : -1;
+	job->auth = true;
+	if (ci && ci->client_addr) {
+		size_t len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+								     : sizeof(struct sockaddr_in);
+		memcpy(&job->peer, ci->client_addr, len);
+	}
+	memcpy(job->user, user, strlen(user) + 1);
+	memcpy(job->pass, pass, strlen(pass) + 1);
+	job->req = (struct http_request){.method = method, .path = url, .conn = conn,
+					 .received_ns = clock_mono_ns(), .job = job};
+	buf_init(&job->resp.body, 0);
+
+	pthread_mutex_lock(&p->lock);
+	bool room = !atomic_load(&p->stop) && job->fd >= 0 &&
+		    p->nqueued + p->nrunning < p->nthreads + p->max_queued;
+	if (!room) {
+		p->rejected_total++;
+		pthread_mutex_unlock(&p->lock);
+		/* Not the client's failure: its try back. */
+		http_basic_refund(s->basic, (const struct sockaddr *)&job->peer, clock_mono_ns());
+		job_free(job);
+		return send_canned(s, conn, R_503, true);
+	}
+	*req_cls = job;
+	atomic_fetch_add(&s->deferred_live, 1);
+	MHD_suspend_connection(conn);
+	if (p->tail)
+		p->tail->next = job;
+	else
+		p->head = job;
+	p->tail = job;
+	p->nqueued++;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	return MHD_YES;
+}
+
+/* On the HTTP thread, once the auth pool resumed the connection: the
+ * verdict in *ok (a success gives its address's try back), the job
+ * freed and the request back to "headers seen", so that routing goes on
+ * as for any authorized request. False when the client had left. */
+static bool basic_resumed(struct http_server *s, struct http_job *job, void **req_cls,
+			  bool *ok)
+{
+	*req_cls = &headers_seen_marker;
+	atomic_fetch_sub(&s->deferred_live, 1);
+	bool dropped = job->dropped;
+	*ok = job->auth_ok;
+	if (!dropped && *ok)
+		http_basic_refund(s->basic, (const struct sockaddr *)&job->peer, clock_mono_ns());
+	job_free(job);
+	return !dropped;
 }

@@ -10,12 +10,17 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "http_basic.h"
 
 #define HTTP_MAX_ROUTES 32          /* routes one server holds */
 #define HTTP_MAX_ROUTE_PATH 128     /* longest route path, bytes */
 #define HTTP_MAX_URL_BYTES 2048     /* longer request targets get 414 */
 #define HTTP_MAX_LISTEN 256         /* longest listen address accepted */
 #define HTTP_MAX_TLS_FILE (1 << 20) /* largest PEM file read */
+#define HTTP_AUTH_THREADS 2         /* threads that run bcrypt */
+#define HTTP_AUTH_QUEUED 32         /* verifications waiting, then 503 */
+#define HTTP_RATE_MIN_BURST 10      /* the rate limit's default burst, at least */
+#define HTTP_RATE_ADDRESSES 4096    /* addresses the rate limit tracks */
 
 struct addrinfo;
 struct sockaddr;
@@ -40,6 +45,17 @@ enum http_shed {
 	HTTP_SHED_COUNT
 };
 
+/* Why a request was refused by the security checks (issue 14;
+ * http_config.denied_total). */
+enum http_denial {
+	HTTP_DENY_UNAUTHORIZED,      /* 401: no or a wrong token or Basic pair */
+	HTTP_DENY_FORBIDDEN,         /* 403: a write without the write token */
+	HTTP_DENY_CLIENT_CERT,       /* 403: no client certificate the CA verifies */
+	HTTP_DENY_RATE_LIMITED,      /* 429: over the address's rate limit */
+	HTTP_DENY_LOGIN_LIMITED,     /* 429: too many failed Basic logins */
+	HTTP_DENY_COUNT
+};
+
 struct http_config {
 	const char *listen;          /* "127.0.0.1:9401", "[::1]:9401", ":9401" */
 	unsigned max_connections;    /* default 64 */
@@ -54,19 +70,52 @@ struct http_config {
 	size_t max_body_bytes;       /* largest response a handler may build */
 	const char *tls_cert_file;   /* PEM; NULL for plain HTTP */
 	const char *tls_key_file;
+	const char *tls_client_ca_file; /* PEM; when set (with TLS), every
+	                                request needs a client certificate
+	                                that this CA verifies, else 403 and
+	                                the connection closes */
 	const char *auth_token;      /* when set, every request needs
-	                                "Authorization: Bearer TOKEN" */
+	                                "Authorization: Bearer TOKEN" (or
+	                                the write token) */
+	const char *write_token;     /* when set, routes marked with
+	                                http_route_writes need "Authorization:
+	                                Bearer WRITE_TOKEN"; it also passes
+	                                where auth_token is asked for. Unset:
+	                                such routes are served only on a
+	                                numeric loopback listen
+	                                (http_is_loopback_listen) and get 403
+	                                elsewhere */
+	const char *write_hint;      /* ends the 403's sentence (how to allow
+	                                writes); NULL: none */
+	/* HTTP Basic users (http_basic.h; the strings are copied at start):
+	 * with any, a request
+	 * passes with "Authorization: Basic" of one of them instead of the
+	 * read token, as a reader (writes still need write_token). bcrypt
+	 * runs on a pool of HTTP_AUTH_THREADS, never on an HTTP thread; a
+	 * pair that verified once is cached; an address whose failures
+	 * exceed its bucket gets 429 with Retry-After. They count as the
+	 * token for refuse_insecure_remote. */
+	struct http_basic_user basic_users[HTTP_BASIC_MAX_USERS];
+	size_t nbasic_users;
+	/* Requests per second one client address (IPv6: one /64) may make,
+	 * a token bucket of rate_limit_burst (0: twice the rate, at least
+	 * HTTP_RATE_MIN_BURST); beyond, 429 with Retry-After. Routes of
+	 * http_route_reserved are exempt. 0: no limit. */
+	double rate_limit;
+	unsigned rate_limit_burst;
 	unsigned max_per_ip;         /* connections from one address (IPv6: one
 	                                /64); 0: all of max_connections on a
 	                                loopback listen, else a quarter of it
 	                                (at least 4) */
 	/* Optional counters the server bumps (NULL: none), so the daemon's
 	 * self-metrics need no glue: every request, and every request refused
-	 * with 401, 405, 413 or 414. */
+	 * with 401, 403, 405, 413, 414, 429 or 503. */
 	atomic_uint_fast64_t *requests_total;
 	atomic_uint_fast64_t *rejected_total;
 	/* HTTP_SHED_COUNT counters, one per enum http_shed (NULL: none). */
 	atomic_uint_fast64_t *shed_total;
+	/* HTTP_DENY_COUNT counters, one per enum http_denial (NULL: none). */
+	atomic_uint_fast64_t *denied_total;
 	/* Listening beyond loopback needs TLS and auth_token when this is
 	 * true: a host is loopback only when every address it resolves to is
 	 * (http_addr_is_loopback), and the addresses checked are the ones
@@ -158,10 +207,17 @@ struct http_server;
  *
  * Every request goes through, in order: a target over HTTP_MAX_URL_BYTES
  * gets 414; a method other than GET or HEAD gets 405 with "Allow: GET,
- * HEAD"; a request body gets 413; an ordinary request over the busy cap
- * gets 503; a missing or wrong bearer token (when configured) gets 401
- * with WWW-Authenticate; a path with no route gets 404. Successful answers
- * keep the connection alive. */
+ * HEAD"; a request body gets 413; with tls_client_ca_file, a connection
+ * without a client certificate that CA verifies gets 403 and is closed;
+ * an ordinary request over the busy cap
+ * gets 503; a request over its address's rate limit (rate_limit; not
+ * for reserved routes) gets 429 with Retry-After; a missing or wrong
+ * bearer token (when configured; the write token passes too) or Basic
+ * pair (when users are configured) gets 401 with WWW-Authenticate, and
+ * an address with too many failed Basic logins 429; a path with no route
+ * gets 404; a route that changes state (http_route_writes) without the
+ * write token, or without writes allowed at all, gets 403. Successful
+ * answers keep the connection alive. */
 int http_server_start(struct http_server **out, const struct http_config *cfg,
 		      char *err, size_t errlen);
 /* Route `path` (exact match, or a prefix when it ends in '/') for GET and
@@ -172,6 +228,14 @@ int http_route(struct http_server *s, const char *path, http_handler_fn *fn, voi
  * such handlers quick; they are what the reserve is for. */
 int http_route_reserved(struct http_server *s, const char *path, http_handler_fn *fn,
 			void *ctx);
+/* Mark the route registered at exactly `path` as one that changes state
+ * (starts work in other processes, reloads, deletes): it needs the write
+ * token (http_config.write_token), or, with none configured, a numeric
+ * loopback listen; anything else gets 403 with a JSON error
+ * ({"status":"error","errorType":"forbidden","error":...}) before the
+ * handler runs. Call after registering the route and before requests
+ * arrive. 0, or GPULSE_ENOENT when no route has that path. */
+int http_route_writes(struct http_server *s, const char *path);
 /* The port actually bound (useful with port 0). */
 int http_server_port(const struct http_server *s);
 /* Stop accepting, finish in-flight requests, free. Accepts NULL. */

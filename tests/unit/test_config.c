@@ -216,7 +216,9 @@ static void test_errors(void **state)
 		{"http:\n  color: blue\n",
 		 NAME ":2:3: unknown key \"color\" in http (known keys: max_connections, threads, "
 		 "timeout, header_timeout, max_connections_per_address, tls_cert_file, tls_key_file, "
-		 "auth_token_file, allow_insecure_remote)", false},
+		 "tls_client_ca_file, "
+		 "auth_token_file, write_token_file, rate_limit, rate_limit_burst, basic_auth_users, "
+		 "allow_insecure_remote)", false},
 		/* wrong types */
 		{"listen:\n  host: a\n",
 		 NAME ":2:3: listen: expected an address like 127.0.0.1:9401, got a mapping", false},
@@ -637,7 +639,7 @@ static void test_security_rule(void **state)
 	assert_false(config_listen_is_loopback(c.listen));
 	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
 	assert_non_null(strstr(err, NAME ": listen \"0.0.0.0:9401\" is reachable from other machines"));
-	assert_non_null(strstr(err, "missing: http.tls_cert_file, http.tls_key_file, http.auth_token_file"));
+	assert_non_null(strstr(err, "missing: http.tls_cert_file, http.tls_key_file, http.auth_token_file or http.basic_auth_users"));
 	assert_non_null(strstr(err, "allow_insecure_remote"));
 
 	/* ":PORT" is every interface, not loopback. */
@@ -664,7 +666,7 @@ static void test_security_rule(void **state)
 	snprintf(c.http.tls_cert_file, sizeof c.http.tls_cert_file, "%s", cert);
 	snprintf(c.http.tls_key_file, sizeof c.http.tls_key_file, "%s", key);
 	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
-	assert_non_null(strstr(err, "missing: http.auth_token_file)"));
+	assert_non_null(strstr(err, "missing: http.auth_token_file or http.basic_auth_users)"));
 	/* With all three: accepted. */
 	snprintf(c.http.auth_token_file, sizeof c.http.auth_token_file, "%s", token);
 	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
@@ -718,6 +720,223 @@ static void test_security_rule(void **state)
 	unlink(blank);
 }
 
+/* http.write_token_file (issue 14): parsed, checked as the read token is,
+ * never the read token itself, and handed to the server. */
+static void test_write_token_file(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	struct http_config h;
+	char err[2048], rd[256], wr[256], same[256], tok[CONFIG_TOKEN_MAX], wtok[CONFIG_TOKEN_MAX];
+	temp_file(rd, sizeof rd, "read-tok\n", 0600);
+	temp_file(wr, sizeof wr, "write-tok\n", 0600);
+	temp_file(same, sizeof same, "read-tok  \n", 0600);
+
+	config_defaults(&c);
+	char text[1024];
+	snprintf(text, sizeof text, "http:\n  auth_token_file: %s\n  write_token_file: %s\n", rd, wr);
+	assert_int_equal(parse(&c, text, err, sizeof err), 0);
+	assert_string_equal(c.http.write_token_file, wr);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok, wtok, sizeof wtok), 0);
+	assert_string_equal(h.auth_token, "read-tok");
+	assert_string_equal(h.write_token, "write-tok");
+	assert_non_null(strstr(h.write_hint, "http.write_token_file"));
+
+	/* Not a string. */
+	struct gpulse_config d;
+	config_defaults(&d);
+	assert_int_not_equal(parse(&d, "http:\n  write_token_file: [a]\n", err, sizeof err), 0);
+	assert_non_null(strstr(err, NAME ":2:21: http.write_token_file: expected"));
+
+	/* World-readable, empty, missing: refused by name. */
+	assert_int_equal(chmod(wr, 0644), 0);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, NAME ": http.write_token_file: "));
+	assert_non_null(strstr(err, "readable by every user (mode 0644)"));
+	/* ...and the server gets a token no request can present. */
+	assert_int_not_equal(config_to_http(&c, &h, tok, sizeof tok, wtok, sizeof wtok), 0);
+	assert_string_equal(h.write_token, "\x01");
+	assert_string_equal(h.auth_token, "read-tok");
+	assert_int_equal(chmod(wr, 0600), 0);
+	snprintf(c.http.write_token_file, sizeof c.http.write_token_file, "%s.missing", wr);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "http.write_token_file"));
+	assert_non_null(strstr(err, "No such file"));
+
+	/* The read token as the write token would make every reader a
+	 * writer (trailing whitespace does not make it another). */
+	snprintf(c.http.write_token_file, sizeof c.http.write_token_file, "%s", same);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "http.write_token_file: "));
+	assert_non_null(strstr(err, "holds the same token as http.auth_token_file"));
+
+	/* A write token alone is fine on loopback; beyond it the read token
+	 * is still required (the security rule is unchanged). */
+	snprintf(c.http.write_token_file, sizeof c.http.write_token_file, "%s", wr);
+	c.http.auth_token_file[0] = '\0';
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	snprintf(c.listen, sizeof c.listen, "10.0.0.5:9401");
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "http.auth_token_file"));
+
+	/* A change is a restart change, and config_equal sees it. */
+	config_defaults(&d);
+	struct gpulse_config e = d;
+	snprintf(e.http.write_token_file, sizeof e.http.write_token_file, "%s", wr);
+	assert_false(config_equal(&d, &e));
+	struct buf out;
+	buf_init(&out, 4096);
+	assert_int_equal(config_restart_changes(&d, &e, false, &out), 1);
+	assert_string_equal(out.data, "http.write_token_file");
+	buf_free(&out);
+	unlink(rd);
+	unlink(wr);
+	unlink(same);
+}
+
+/* http.basic_auth_users (issue 14): a mapping of user names to bcrypt
+ * hashes, each checked where it is written; the users count as the token
+ * of the security rule; they reach the server and survive a dump. */
+#define ALICE_HASH "$2y$10$gpulsetestsaltgpulse.u9bzToBj4eZj15FTExTvvzxdnHDxia5e"
+static void test_basic_auth_users(void **state)
+{
+	(void)state;
+	struct gpulse_config c, d;
+	struct http_config h;
+	char err[2048];
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "http:\n  basic_auth_users:\n    alice: " ALICE_HASH "\n"
+				  "    \"bob@scraper\": '$2b$04$gpulsetestsaltgpulse.usdyC1vXtlPhUkTAUkyESI9kLY5zIeCe'\n",
+			       err, sizeof err), 0);
+	assert_string_equal(c.http.basic_auth_users[0][0], "alice");
+	assert_string_equal(c.http.basic_auth_users[0][1], ALICE_HASH);
+	assert_string_equal(c.http.basic_auth_users[1][0], "bob@scraper");
+	assert_string_equal(c.http.basic_auth_users[2][0], "");
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	assert_int_equal(config_to_http(&c, &h, NULL, 0, NULL, 0), 0);
+	assert_int_equal(h.nbasic_users, 2);
+	assert_string_equal(h.basic_users[1].name, "bob@scraper");
+	assert_string_equal(h.basic_users[0].hash, ALICE_HASH);
+
+	/* --print-config reads back to the same users. */
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	assert_int_equal(config_dump(&c, &b), 0);
+	config_defaults(&d);
+	assert_int_equal(parse(&d, b.data, err, sizeof err), 0);
+	assert_true(config_equal(&c, &d));
+	buf_free(&b);
+
+	/* With TLS, the users stand for the token beyond loopback. */
+	char cert[256], key[256];
+	temp_file(cert, sizeof cert, "-----BEGIN CERTIFICATE-----\n", 0644);
+	temp_file(key, sizeof key, "-----BEGIN PRIVATE KEY-----\n", 0600);
+	snprintf(c.listen, sizeof c.listen, "10.0.0.5:9401");
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "(missing: http.tls_cert_file, http.tls_key_file)"));
+	snprintf(c.http.tls_cert_file, sizeof c.http.tls_cert_file, "%s", cert);
+	snprintf(c.http.tls_key_file, sizeof c.http.tls_key_file, "%s", key);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	unlink(cert);
+	unlink(key);
+
+	static const struct {
+		const char *yaml, *want;
+	} bad[] = {
+		{"http:\n  basic_auth_users:\n    alice: hunter2\n",
+		 NAME ":3:12: http.basic_auth_users.alice: \"hunter2\" is not a bcrypt hash (60 "
+		 "characters starting $2y$, $2b$ or $2a$ and a cost of 04 to 31"},
+		{"http:\n  basic_auth_users:\n    alice: \"$6$salt$abc\"\n",
+		 NAME ":3:12: http.basic_auth_users.alice: \"$6$salt$abc\" is not a bcrypt hash"},
+		{"http:\n  basic_auth_users:\n    \"a:b\": " ALICE_HASH "\n",
+		 NAME ":3:5: http.basic_auth_users: user name \"a:b\" must be 1 to 64 bytes without "
+		 "':'"},
+		{"http:\n  basic_auth_users:\n    alice: " ALICE_HASH "\n    alice: " ALICE_HASH "\n",
+		 NAME ":4:5: http.basic_auth_users: user \"alice\" is given twice"},
+		{"http:\n  basic_auth_users: [alice]\n",
+		 NAME ":2:21: http.basic_auth_users: expected a mapping of user names to bcrypt hashes"},
+		{"http:\n  basic_auth_users:\n    alice: [x]\n",
+		 NAME ":3:12: http.basic_auth_users.alice: the value must be a string"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		config_defaults(&d);
+		assert_int_not_equal(parse(&d, bad[i].yaml, err, sizeof err), 0);
+		if (strncmp(err, bad[i].want, strlen(bad[i].want)) != 0)
+			fail_msg("case %zu: %s", i, err);
+	}
+	/* At most HTTP_BASIC_MAX_USERS. */
+	struct buf many;
+	buf_init(&many, 1 << 16);
+	buf_puts(&many, "http:\n  basic_auth_users:\n");
+	for (int i = 0; i <= HTTP_BASIC_MAX_USERS; i++)
+		buf_printf(&many, "    u%d: " ALICE_HASH "\n", i);
+	config_defaults(&d);
+	assert_int_not_equal(parse(&d, many.data, err, sizeof err), 0);
+	assert_non_null(strstr(err, "more than 16 users"));
+	buf_free(&many);
+}
+
+/* http.rate_limit and http.rate_limit_burst (issue 14). */
+static void test_rate_limit_keys(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	struct http_config h;
+	char err[1024];
+	config_defaults(&c);
+	assert_true(c.http.rate_limit == 0); /* off by default */
+	assert_int_equal(c.http.rate_limit_burst, 0);
+	assert_int_equal(parse(&c, "http:\n  rate_limit: 2.5\n  rate_limit_burst: 20\n", err,
+			       sizeof err), 0);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	assert_int_equal(config_to_http(&c, &h, NULL, 0, NULL, 0), 0);
+	assert_true(h.rate_limit == 2.5);
+	assert_int_equal(h.rate_limit_burst, 20);
+	config_defaults(&c);
+	assert_int_not_equal(parse(&c, "http:\n  rate_limit: -1\n", err, sizeof err), 0);
+	assert_non_null(strstr(err, NAME ":2:15: http.rate_limit: "));
+	assert_int_not_equal(parse(&c, "http:\n  rate_limit: fast\n", err, sizeof err), 0);
+	assert_non_null(strstr(err, NAME ":2:15: http.rate_limit: "));
+	assert_int_not_equal(parse(&c, "http:\n  rate_limit_burst: 2000000\n", err, sizeof err), 0);
+	assert_non_null(strstr(err, NAME ":2:21: http.rate_limit_burst: "));
+	assert_non_null(strstr(err, "out of range"));
+}
+
+/* http.tls_client_ca_file (issue 14): needs TLS, must be readable, and
+ * reaches the server. */
+static void test_tls_client_ca_file(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	struct http_config h;
+	char err[1024], cert[256], key[256], ca[256];
+	temp_file(cert, sizeof cert, "-----BEGIN CERTIFICATE-----\n", 0644);
+	temp_file(key, sizeof key, "-----BEGIN PRIVATE KEY-----\n", 0600);
+	temp_file(ca, sizeof ca, "-----BEGIN CERTIFICATE-----\n", 0644);
+	config_defaults(&c);
+	char text[1024];
+	snprintf(text, sizeof text, "http:\n  tls_client_ca_file: %s\n", ca);
+	assert_int_equal(parse(&c, text, err, sizeof err), 0);
+	assert_string_equal(c.http.tls_client_ca_file, ca);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, NAME ": http.tls_client_ca_file needs TLS"));
+	snprintf(c.http.tls_cert_file, sizeof c.http.tls_cert_file, "%s", cert);
+	snprintf(c.http.tls_key_file, sizeof c.http.tls_key_file, "%s", key);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
+	assert_int_equal(config_to_http(&c, &h, NULL, 0, NULL, 0), 0);
+	assert_string_equal(h.tls_client_ca_file, ca);
+	snprintf(c.http.tls_client_ca_file, sizeof c.http.tls_client_ca_file, "%s.missing", ca);
+	assert_int_equal(config_validate(&c, NAME, err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "http.tls_client_ca_file: cannot read"));
+	config_defaults(&c);
+	assert_int_equal(config_to_http(&c, &h, NULL, 0, NULL, 0), 0);
+	assert_null(h.tls_client_ca_file);
+	unlink(cert);
+	unlink(key);
+	unlink(ca);
+}
+
 static void test_to_http(void **state)
 {
 	(void)state;
@@ -725,7 +944,7 @@ static void test_to_http(void **state)
 	struct http_config h;
 	char tok[CONFIG_TOKEN_MAX], token[256];
 	config_defaults(&c);
-	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok, NULL, 0), 0);
 	assert_string_equal(h.listen, "127.0.0.1:9401");
 	assert_int_equal(h.max_connections, 64);
 	assert_int_equal(h.threads, 2);
@@ -742,7 +961,7 @@ static void test_to_http(void **state)
 	c.http.timeout_ns = 1500 * NS_PER_MS; /* rounds up */
 	c.http.header_timeout_ns = 1500 * NS_PER_US; /* rounds up to 2 ms */
 	c.http.max_connections_per_address = 8;
-	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok, NULL, 0), 0);
 	assert_string_equal(h.auth_token, "abc123");
 	assert_int_equal(h.timeout_s, 2);
 	assert_int_equal(h.header_timeout_ms, 2);
@@ -750,11 +969,11 @@ static void test_to_http(void **state)
 
 	/* A token that cannot be read fails closed: no request can match. */
 	assert_int_equal(chmod(token, 0604), 0);
-	assert_int_not_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_int_not_equal(config_to_http(&c, &h, tok, sizeof tok, NULL, 0), 0);
 	assert_non_null(h.auth_token);
 	assert_string_equal(h.auth_token, "\x01");
 	unlink(token);
-	assert_int_not_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_int_not_equal(config_to_http(&c, &h, tok, sizeof tok, NULL, 0), 0);
 	assert_string_equal(h.auth_token, "\x01");
 }
 
@@ -782,7 +1001,7 @@ static void test_to_http_resolved(void **state)
 	config_defaults(&c);
 	assert_int_equal(parse(&c, "listen: localhost:0\n", err, sizeof err), 0);
 	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
-	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok, NULL, 0), 0);
 	assert_true(h.refuse_insecure_remote);
 	h.resolve = resolve_remote;
 	assert_int_equal(http_server_start(&s, &h, err, sizeof err), GPULSE_EINVAL);
@@ -796,7 +1015,7 @@ static void test_to_http_resolved(void **state)
 	/* The opt-out lets it through to the bind (of 10.77.0.1, which no
 	 * interface here has). */
 	c.http.allow_insecure_remote = true;
-	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok), 0);
+	assert_int_equal(config_to_http(&c, &h, tok, sizeof tok, NULL, 0), 0);
 	assert_false(h.refuse_insecure_remote);
 	h.resolve = resolve_remote;
 	assert_int_equal(http_server_start(&s, &h, err, sizeof err), GPULSE_EIO);
@@ -916,6 +1135,10 @@ int main(void)
 		cmocka_unit_test(test_restart_changes),
 		cmocka_unit_test(test_security_rule),
 		cmocka_unit_test(test_to_http),
+		cmocka_unit_test(test_write_token_file),
+		cmocka_unit_test(test_basic_auth_users),
+		cmocka_unit_test(test_rate_limit_keys),
+		cmocka_unit_test(test_tls_client_ca_file),
 		cmocka_unit_test(test_to_http_resolved),
 		cmocka_unit_test(test_to_collector),
 		cmocka_unit_test(test_dump_round_trip),

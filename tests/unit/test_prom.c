@@ -154,6 +154,7 @@ static int setup(void **state)
 	atomic_store(&fx->self.http_rejected_total, 3);
 	atomic_store(&fx->self.http_shed_total[0], 5);
 	atomic_store(&fx->self.http_shed_total[3], 7);
+	atomic_store(&fx->self.http_denied_total[4], 9);
 	atomic_store(&fx->self.reloads_ok_total, 2);
 	atomic_store(&fx->self.reloads_failed_total, 1);
 	atomic_store(&fx->self.last_reload_ok, 1);
@@ -292,6 +293,10 @@ static void test_text_samples(void **state)
 	assert_line(t, "gpulse_http_shed_connections_total{reason=\"evicted\"} 0");
 	assert_line(t, "gpulse_http_shed_connections_total{reason=\"per_address\"} 0");
 	assert_line(t, "gpulse_http_shed_connections_total{reason=\"busy\"} 7");
+	assert_line(t, "# TYPE gpulse_http_denied_total counter");
+	assert_line(t, "gpulse_http_denied_total{reason=\"unauthorized\"} 0");
+	assert_line(t, "gpulse_http_denied_total{reason=\"client_certificate\"} 0");
+	assert_line(t, "gpulse_http_denied_total{reason=\"login_limited\"} 9");
 	assert_line(t, "gpulse_config_reloads_total{result=\"success\"} 2");
 	assert_line(t, "gpulse_config_reloads_total{result=\"failure\"} 1");
 	assert_line(t, "gpulse_config_last_reload_successful 1");
