@@ -1627,6 +1627,20 @@ static void bad_verb(struct ex *x, struct buf *b, char verb, const struct val *v
 	buf_putc(b, ')');
 }
 
+/* Go fmt's parsenum: digits at *f into *num; -1 when the number passes
+ * 1e6 before its last digit (Go's tooLarge), else 0. */
+static int parse_go_num(const char **f, int *num)
+{
+	int n = 0;
+	for (; isdigit((unsigned char)**f); (*f)++) {
+		if (n > 1000000)
+			return -1;
+		n = n * 10 + (**f - '0');
+	}
+	*num = n;
+	return 0;
+}
+
 /* fmt.Sprintf for the verbs alert templates use: v s d f F e E g G x X o c q t %. */
 static int f_printf(struct ex *x, const struct val *a, size_t n, struct val *out)
 {
@@ -1651,20 +1665,21 @@ static int f_printf(struct ex *x, const struct val *a, size_t n, struct val *out
 				plus = true;
 			f++;
 		}
+		size_t nflags = (size_t)(f - spec0 - 1);
+		/* Width and precision as Go's fmt parses them: a number that
+		 * grows past 1e6 with digits still to come takes the rest of
+		 * the format with it (%!(NOVERB), then the arguments as
+		 * EXTRA). Parsed like C, "%555555555X" had printf pad to half
+		 * a gigabyte: 8.6 s for one expansion (found by fuzz_template). */
 		int width = -1, prec = -1;
-		if (isdigit((unsigned char)*f)) {
-			width = 0;
-			while (isdigit((unsigned char)*f) && width < 1000)
-				width = width * 10 + (*f++ - '0');
-		}
+		if (isdigit((unsigned char)*f) && parse_go_num(&f, &width) < 0)
+			f += strlen(f);
 		if (*f == '.') {
 			f++;
 			prec = 0;
-			while (isdigit((unsigned char)*f) && prec < 1000)
-				prec = prec * 10 + (*f++ - '0');
+			if (isdigit((unsigned char)*f) && parse_go_num(&f, &prec) < 0)
+				f += strlen(f);
 		}
-		while (isdigit((unsigned char)*f))
-			f++; /* absurd widths: cut */
 		char verb = *f;
 		if (!verb) {
 			buf_puts(&b, "%!(NOVERB)");
@@ -1675,21 +1690,37 @@ static int f_printf(struct ex *x, const struct val *a, size_t n, struct val *out
 			buf_putc(&b, '%');
 			continue;
 		}
+		/* What Go would print past the expansion's bound fails here
+		 * without being formatted (a width of 9,999,999 took C's printf
+		 * a second): at least `width` bytes, and `prec` digits but for
+		 * %g without '#', where a double's exact digits (at most 767)
+		 * end first, and for strings, which precision only cuts. */
+		bool alt = memchr(spec0 + 1, '#', nflags) != NULL;
+		if ((verb == 'g' || verb == 'G' || verb == 'v') && !alt && prec > 1100)
+			prec = 1100;
+		if (width > TMPL_MAX_OUTPUT ||
+		    (prec > TMPL_MAX_OUTPUT && verb != 's' && verb != 'q' && verb != 'v')) {
+			b.failed = 1; /* as an append past the bound would */
+			break;
+		}
 		if (ai >= n) {
 			buf_printf(&b, "%%!%c(MISSING)", verb);
 			continue;
 		}
 		const struct val *v = &a[ai++];
-		/* The C spec for numeric verbs: flags, width and precision as given. */
+		/* The C spec for numeric verbs: the flags, then width and
+		 * precision as parsed (bounded), then the verb. */
 		char spec[64];
-		size_t sl = (size_t)(f - spec0);
-		if (sl >= sizeof spec - 4) {
-			buf_puts(&b, "%!(BADWIDTH)");
-			continue;
-		}
-		memcpy(spec, spec0, sl);
+		if (nflags > 16)
+			nflags = 16; /* repeats of the five flags say no more */
+		memcpy(spec, spec0, nflags + 1);
+		size_t sl = nflags + 1;
+		if (width >= 0)
+			sl += (size_t)snprintf(spec + sl, sizeof spec - sl, "%d", width);
+		if (prec >= 0)
+			sl += (size_t)snprintf(spec + sl, sizeof spec - sl, ".%d", prec);
+		spec[sl++] = verb;
 		spec[sl] = '\0';
-		char tmp[256];
 		struct buf sv;
 		switch (verb) {
 		case 'v':
@@ -1700,8 +1731,7 @@ static int f_printf(struct ex *x, const struct val *a, size_t n, struct val *out
 			}
 			if (v->k == V_FLOAT && verb == 'v' && prec >= 0) {
 				spec[sl - 1] = 'g';
-				snprintf(tmp, sizeof tmp, spec, v->f);
-				buf_puts(&b, tmp);
+				buf_printf(&b, spec, v->f);
 				break;
 			}
 			buf_init(&sv, TMPL_MAX_OUTPUT);
@@ -1719,8 +1749,7 @@ static int f_printf(struct ex *x, const struct val *a, size_t n, struct val *out
 			}
 			spec[sl - 1] = '\0';
 			strcat(spec, PRId64);
-			snprintf(tmp, sizeof tmp, spec, v->i);
-			buf_puts(&b, tmp);
+			buf_printf(&b, spec, v->i);
 			break;
 		case 'f': case 'F': case 'e': case 'E': case 'g': case 'G':
 			if (v->k != V_FLOAT) {
@@ -1739,15 +1768,13 @@ static int f_printf(struct ex *x, const struct val *a, size_t n, struct val *out
 				buf_free(&sv);
 				break;
 			}
-			snprintf(tmp, sizeof tmp, spec, v->f);
-			buf_puts(&b, tmp);
+			buf_printf(&b, spec, v->f);
 			break;
 		case 'x': case 'X':
 			if (v->k == V_INT) {
 				spec[sl - 1] = '\0';
 				strcat(spec, verb == 'x' ? PRIx64 : PRIX64);
-				snprintf(tmp, sizeof tmp, spec, (uint64_t)v->i);
-				buf_puts(&b, tmp);
+				buf_printf(&b, spec, (uint64_t)v->i);
 			} else if (v->k == V_STR) {
 				for (const char *s = v->s; *s; s++)
 					buf_printf(&b, verb == 'x' ? "%02x" : "%02X", (unsigned char)*s);
@@ -1762,8 +1789,7 @@ static int f_printf(struct ex *x, const struct val *a, size_t n, struct val *out
 			}
 			spec[sl - 1] = '\0';
 			strcat(spec, PRIo64);
-			snprintf(tmp, sizeof tmp, spec, (uint64_t)v->i);
-			buf_puts(&b, tmp);
+			buf_printf(&b, spec, (uint64_t)v->i);
 			break;
 		case 'c':
 			if (v->k != V_INT || v->i < 0 || v->i > 0x10ffff) {
@@ -1812,6 +1838,10 @@ static int f_printf(struct ex *x, const struct val *a, size_t n, struct val *out
 		default:
 			bad_verb(x, &b, verb, v, width, minus);
 		}
+	}
+	if (b.failed) {
+		buf_free(&b);
+		return GPULSE_ELIMIT; /* "output longer than TMPL_MAX_OUTPUT bytes" */
 	}
 	if (ai < n) {
 		buf_puts(&b, "%!(EXTRA ");
