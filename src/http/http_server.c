@@ -1439,6 +1439,26 @@ void http_pool_stats(struct http_pool *p, struct http_pool_stats *out)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* Queue a job on its pool (whose lock the caller holds; let go here),
+ * the connection suspended before any pool thread can see the job, so
+ * its resume always follows the suspend. */
+static enum MHD_Result pool_enqueue(struct http_server *s, struct http_pool *p,
+				    struct MHD_Connection *conn, struct http_job *job, void **req_cls)
+{
+	*req_cls = job;
+	atomic_fetch_add(&s->deferred_live, 1);
+	MHD_suspend_connection(conn);
+	if (p->tail)
+		p->tail->next = job;
+	else
+		p->head = job;
+	p->tail = job;
+	p->nqueued++;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	return MHD_YES;
+}
+
 /* On the HTTP thread: queue the request on its route's pool and suspend
  * the connection, or let `busy` answer now when the pool has no room. */
 static enum MHD_Result deferred_start(struct http_server *s, const struct route *r,
@@ -1472,20 +1492,7 @@ static enum MHD_Result deferred_start(struct http_server *s, const struct route 
 		free(job);
 		return send_response(s, conn, rc, &resp);
 	}
-	/* Suspended before any pool thread can see it, so its resume always
-	 * follows the suspend. */
-	*req_cls = job;
-	atomic_fetch_add(&s->deferred_live, 1);
-	MHD_suspend_connection(conn);
-	if (p->tail)
-		p->tail->next = job;
-	else
-		p->head = job;
-	p->tail = job;
-	p->nqueued++;
-	pthread_cond_signal(&p->cond);
-	pthread_mutex_unlock(&p->lock);
-	return MHD_YES;
+	return pool_enqueue(s, p, conn, job, req_cls);
 }
 
 /* On the HTTP thread, once the pool resumed the connection: send the
@@ -1597,18 +1604,7 @@ static enum MHD_Result basic_start(struct http_server *s, struct MHD_Connection 
 		job_free(job);
 		return send_canned(s, conn, R_503, true);
 	}
-	*req_cls = job;
-	atomic_fetch_add(&s->deferred_live, 1);
-	MHD_suspend_connection(conn);
-	if (p->tail)
-		p->tail->next = job;
-	else
-		p->head = job;
-	p->tail = job;
-	p->nqueued++;
-	pthread_cond_signal(&p->cond);
-	pthread_mutex_unlock(&p->lock);
-	return MHD_YES;
+	return pool_enqueue(s, p, conn, job, req_cls);
 }
 
 /* On the HTTP thread, once the auth pool resumed the connection: the
