@@ -40,8 +40,7 @@
 
 #define T0 1795965289000LL
 
-static char dir[80];
-static char path[128];
+static const char *const path = torture_store_path;
 
 static const char rules_text[] =
 	"groups:\n"
@@ -70,36 +69,6 @@ static int64_t test_now(void *ctx)
 	return T0 + 120 * 1000;
 }
 
-static void remove_store(void)
-{
-	char p[160];
-	static const char *const sfx[] = {"", "-wal", "-shm", "-journal", ".lock"};
-	for (size_t i = 0; i < sizeof sfx / sizeof *sfx; i++) {
-		snprintf(p, sizeof p, "%s%s", path, sfx[i]);
-		unlink(p);
-	}
-}
-
-static int setup(void **state)
-{
-	(void)state;
-	/* Thousands of stores are made and removed: in memory where there
-	 * is a tmpfs, as fsync there costs nothing. */
-	strcpy(dir, access("/dev/shm", W_OK) == 0 ? "/dev/shm/gpulse-torturerXXXXXX"
-						     : "/tmp/gpulse-torturerXXXXXX");
-	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof path, "%s/store.db", dir);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	remove_store();
-	rmdir(dir);
-	return 0;
-}
-
 static int parse_rules(struct rules_file ***files)
 {
 	struct buf errs;
@@ -122,7 +91,7 @@ static int parse_rules(struct rules_file ***files)
 static int rules_scenario(void *ctx)
 {
 	(void)ctx;
-	remove_store();
+	torture_store_remove();
 	struct tsdb_opts o = {.path = path, .clock = {.now_ms = test_now}};
 	struct tsdb *db = NULL;
 	struct rules_engine *e = NULL;
@@ -299,7 +268,7 @@ static void alert_records(struct tsdb *db, char *out, size_t cap)
  * the clean run's alerts. */
 static int rules_io_scenario(long k, bool sticky, long *ops)
 {
-	remove_store();
+	torture_store_remove();
 	struct tsdb_opts o = {.path = path, .clock = {.now_ms = test_now}};
 	struct tsdb *db = NULL;
 	struct rules_engine *e = NULL;
@@ -431,7 +400,7 @@ static int restart_scenario(void *ctx)
 {
 	(void)ctx;
 	torture_pause(true);
-	remove_store();
+	torture_store_remove();
 	struct tsdb_opts o = {.path = path, .clock = {.now_ms = test_now}};
 	struct tsdb *db = NULL;
 	struct rules_engine *e = NULL;
@@ -466,7 +435,7 @@ static void test_rules_restart(void **state)
 	(void)state;
 	/* The template: samples above 20 W from 0 to 100 s, the alert firing
 	 * at 40 s, persisted; a clean close (the WAL checkpointed away). */
-	snprintf(tmpl, sizeof tmpl, "%s/tmpl.db", dir);
+	snprintf(tmpl, sizeof tmpl, "%s/tmpl.db", torture_store_dir);
 	struct tsdb_opts o = {.path = tmpl, .clock = {.now_ms = test_now}};
 	struct tsdb *db = NULL;
 	char err[256] = "";
@@ -529,11 +498,11 @@ int main(void)
 		return 1;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_rules_recoverable, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rules_all, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rules_recoverable, torture_store_setup, torture_store_teardown),
+		cmocka_unit_test_setup_teardown(test_rules_all, torture_store_setup, torture_store_teardown),
 		cmocka_unit_test(test_promql_parse_all),
-		cmocka_unit_test_setup_teardown(test_rules_sqlite_writes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rules_restart, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rules_sqlite_writes, torture_store_setup, torture_store_teardown),
+		cmocka_unit_test_setup_teardown(test_rules_restart, torture_store_setup, torture_store_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

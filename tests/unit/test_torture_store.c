@@ -31,43 +31,12 @@
 #define T0 1795965289000LL   /* the samples' base time */
 #define NOW (T0 + 3 * 3600 * 1000LL)
 
-static char dir[80];
-static char path[128];
+static const char *const path = torture_store_path;
 
 static int64_t test_now(void *ctx)
 {
 	(void)ctx;
 	return NOW;
-}
-
-static void remove_store(void)
-{
-	char p[160];
-	static const char *const sfx[] = {"", "-wal", "-shm", "-journal", ".lock"};
-	for (size_t i = 0; i < sizeof sfx / sizeof *sfx; i++) {
-		snprintf(p, sizeof p, "%s%s", path, sfx[i]);
-		unlink(p);
-	}
-}
-
-static int setup(void **state)
-{
-	(void)state;
-	/* Thousands of stores are made and removed: in memory where there
-	 * is a tmpfs, as fsync there costs nothing. */
-	strcpy(dir, access("/dev/shm", W_OK) == 0 ? "/dev/shm/gpulse-tortureXXXXXX"
-						     : "/tmp/gpulse-tortureXXXXXX");
-	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof path, "%s/store.db", dir);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	remove_store();
-	rmdir(dir);
-	return 0;
 }
 
 static int open_store(struct tsdb **db, int64_t raw_retention_ms)
@@ -130,7 +99,7 @@ static long count(struct tsdb *db, const char *name, int64_t mint, int64_t maxt)
 static int alloc_scenario(void *ctx)
 {
 	(void)ctx;
-	remove_store();
+	torture_store_remove();
 	struct tsdb *db;
 	int rc = open_store(&db, 0);
 	if (rc != 0)
@@ -215,7 +184,7 @@ static void test_alloc_torture(void **state)
 static int ingest_scenario(void *ctx)
 {
 	(void)ctx;
-	remove_store();
+	torture_store_remove();
 	struct tsdb *db;
 	torture_pause(true);
 	int rc = open_store(&db, 0);
@@ -321,7 +290,7 @@ static bool integrity_ok(void)
  * whether the k-th operation came (0 when there were fewer), or -1. */
 static int io_scenario(long k, long *ops)
 {
-	remove_store();
+	torture_store_remove();
 	const int64_t ta = NOW - 20 * 60 * 1000LL;      /* phase A of "a" */
 	const int64_t tb = ta + PHASE_A * 1000LL;      /* phase B */
 	struct tsdb *db;
@@ -440,9 +409,9 @@ int main(void)
 		return 1;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_alloc_torture, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_ingest_torture, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sqlite_write_torture, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_alloc_torture, torture_store_setup, torture_store_teardown),
+		cmocka_unit_test_setup_teardown(test_ingest_torture, torture_store_setup, torture_store_teardown),
+		cmocka_unit_test_setup_teardown(test_sqlite_write_torture, torture_store_setup, torture_store_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

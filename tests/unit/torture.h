@@ -70,4 +70,13 @@ long torture_io_disarm(void);
  * another scenario tortures already. */
 void torture_pause(bool on);
 
+/* A store's file in a temporary folder, for cmocka's set-up and tear-down:
+ * thousands of stores are made and removed, so in memory where there is
+ * a tmpfs (fsync there costs nothing). torture_store_remove deletes the
+ * file and its -wal, -shm, -journal and .lock. */
+extern char torture_store_dir[80], torture_store_path[128];
+int torture_store_setup(void **state);
+int torture_store_teardown(void **state);
+void torture_store_remove(void);
+
 #endif

@@ -458,3 +458,35 @@ long torture_run(const char *name, enum torture_scope s, torture_scenario_fn *fn
 		r->completed, r->clean_errors, r->aborted, r->bad);
 	return r->bad;
 }
+
+char torture_store_dir[80];
+char torture_store_path[128];
+
+void torture_store_remove(void)
+{
+	char p[160];
+	static const char *const sfx[] = {"", "-wal", "-shm", "-journal", ".lock"};
+	for (size_t i = 0; i < sizeof sfx / sizeof *sfx; i++) {
+		snprintf(p, sizeof p, "%s%s", torture_store_path, sfx[i]);
+		unlink(p);
+	}
+}
+
+int torture_store_setup(void **state)
+{
+	(void)state;
+	strcpy(torture_store_dir, access("/dev/shm", W_OK) == 0 ? "/dev/shm/gpulse-tortureXXXXXX"
+							   : "/tmp/gpulse-tortureXXXXXX");
+	if (!mkdtemp(torture_store_dir))
+		return -1;
+	snprintf(torture_store_path, sizeof torture_store_path, "%s/store.db", torture_store_dir);
+	return 0;
+}
+
+int torture_store_teardown(void **state)
+{
+	(void)state;
+	torture_store_remove();
+	rmdir(torture_store_dir);
+	return 0;
+}
