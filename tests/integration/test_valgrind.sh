@@ -97,7 +97,10 @@ q "/api/v1/query?query=$(enc 'sum by (gpu) (avg_over_time(gpulse_gpu_power_watts
 	jcheck 'd["status"]=="success"' || fail "instant query"
 q "/api/v1/query?query=$(enc 'sum(')" | jcheck 'd["status"]=="error"' || fail "a bad query is not an error"
 q /api/v1/rules | jcheck 'len(d["data"]["groups"])==1' || fail "rules"
-q /metrics | grep -q '^gpulse_rule_evaluations_total' || fail "/metrics lacks the rule families"
+# The body whole first: `q | grep -q` let curl die of SIGPIPE when grep
+# left early, failing the pipeline under pipefail (once in a CI rehearsal).
+body=$(q /metrics)
+grep -q '^gpulse_rule_evaluations_total' <<<"$body" || fail "/metrics lacks the rule families"
 "$GPULSE" status --url "$URL" --no-color >"$WORK/status.txt" || fail "gpulse status"
 
 # A reload (SIGHUP) replaces the rules; counted once it is done.
