@@ -11,7 +11,11 @@
 # library only) in the integration tests; sqlite3; openssl (test_http
 # makes a certificate to test TLS); procps (pgrep in test_profiling);
 # libfaketime (the clock+400d and clock-400d stages); valgrind
-# (test_valgrind runs gpulsed under memcheck). wrk: bench/.
+# (test_valgrind runs gpulsed under memcheck); chromium (the web page
+# tests, driven by playwright-core from the npm registry, pinned in
+# tests/browser/package-lock.json and installed there with `npm ci`; it
+# needs Node.js 20 or later, which this script checks but does not
+# install); tmux (the terminal UI's tests). wrk: bench/.
 # libgpulse-inject.so and the tests of it need CUPTI's headers, which come
 # with the CUDA toolkit, not from Debian main: without them they are not
 # built, and say so.
@@ -19,15 +23,30 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev libcrypt-dev libgnutls28-dev
       libcmocka-dev libsqlite3-dev zlib1g-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
-      libfaketime openssl procps valgrind)
+      libfaketime openssl procps valgrind chromium tmux)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "install-deps: installing ${missing[*]}"
+	SUDO=""
+	[ "$(id -u)" -eq 0 ] || SUDO=sudo
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get update -qq
+	$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# playwright-core for the web page tests, at the version the lock file pins.
+browser_dir="$(cd "$(dirname "$0")/../tests/browser" && pwd)"
+want=$(sed -n 's/.*"playwright-core": "\(.*\)".*/\1/p' "$browser_dir/package.json")
+have=$(sed -n 's/.*"version": "\(.*\)".*/\1/p' "$browser_dir/node_modules/playwright-core/package.json" 2>/dev/null | head -1 || true)
+if [ "$have" != "$want" ]; then
+	node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+	if [ "$node_major" -lt 20 ]; then
+		echo "install-deps: the web page tests need Node.js 20 or later (found: $(node --version 2>/dev/null || echo none))" >&2
+		exit 1
+	fi
+	echo "install-deps: installing playwright-core $want in tests/browser (npm ci)"
+	npm ci --prefix "$browser_dir" --no-audit --no-fund --loglevel=error >/dev/null
+fi
