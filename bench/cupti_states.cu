@@ -366,7 +366,10 @@ static void closes(void)
 // between windows, L check each launch with cudaGetLastError from now on,
 // Y detach through the arming thread's own driver call, c/d kernels on/off
 // for the current context only, H CUPTI's buffers in pinned host memory,
-// G one shared activity buffer instead of per-thread ones (before R).
+// G one shared activity buffer instead of per-thread ones (before R),
+// A the cost of other calls than launches (api_mix), I each driver call
+// of a census sample alone, O/o every driver
+// API callback on (empty body) / off.
 // A one-byte activity attribute; reports `refused` with CUPTI's code.
 // Steps B, b, e: continuous mode's census windows (src/inject/inject.c),
 // measured alone. B subscribes a callback that counts every driver launch
@@ -433,6 +436,121 @@ static void set_u8_attr(CUpti_ActivityAttribute a, uint8_t v, const char *refuse
 		report(refused, (double)r, "");
 }
 
+// Step A: what calls other than launches cost in the current state (a
+// census subscriber enables the launch and copy callbacks only: does every
+// other driver and runtime call pay for it too?). Median ns per call over
+// 7 rounds of n_api calls each, for the calls a PyTorch step makes between
+// its launches.
+static int n_api = 20000;
+static double api_round(int which, CUstream st, cudaEvent_t ev)
+{
+	double t[7];
+	for (int r = 0; r < 7; r++) {
+		int dev;
+		CUcontext ctx;
+		cudaStreamCaptureStatus cs;
+		double t0 = now_ns();
+		for (int i = 0; i < n_api; i++) {
+			switch (which) {
+			case 0: cudaGetDevice(&dev); break;
+			case 1: cudaStreamIsCapturing((cudaStream_t)st, &cs); break;
+			case 2: cuCtxGetCurrent(&ctx); break;
+			case 3: cuStreamQuery(st); break;
+			case 4: cudaEventRecord(ev, (cudaStream_t)st); break;
+			case 5: (void)cudaGetLastError(); break;
+			default: k_empty<<<1, 1, 0, (cudaStream_t)st>>>(); break;
+			}
+		}
+		cudaDeviceSynchronize();
+		t[r] = (now_ns() - t0) / n_api;
+	}
+	qsort(t, 7, sizeof t[0], cmpd);
+	return t[3];
+}
+
+// Step I: what each driver call of a census sample costs the launching
+// thread by itself (src/inject/inject.c, census_time_start/_end), on an
+// idle stream (2000 calls) and on one busy with a long kernel (300): the
+// median ns per call.
+__global__ void k_spin(long long cycles)
+{
+	long long t0 = clock64();
+	while (clock64() - t0 < cycles)
+		;
+}
+
+static void sample_calls(void)
+{
+	enum { N = 2000 };
+	static CUevent ev[N];
+	static double t[N];
+	CUstream st;
+	cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
+	uint32_t *word = NULL;
+	cuMemHostAlloc((void **)&word, 4096, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+	*word = 1;
+	for (int busy = 0; busy < 2; busy++) {
+		const char *tag = busy ? "busy" : "idle";
+		int n = busy ? 300 : N; /* behind one kernel: far from filling the stream's queue */
+		char line[96];
+		if (busy) /* about 2 s of one kernel: every call below meets a busy stream */
+			k_spin<<<1, 1, 0, (cudaStream_t)st>>>(4000000000ll);
+#define TIME_CALL(label, call)                                                   \
+	do {                                                                     \
+		for (int i = 0; i < n; i++) {                                    \
+			double t0 = now_ns();                                    \
+			call;                                                    \
+			t[i] = now_ns() - t0;                                    \
+		}                                                                \
+		qsort(t, (size_t)n, sizeof t[0], cmpd);                          \
+		snprintf(line, sizeof line, "  sample %s, %s", label, tag);      \
+		report(line, t[n / 2], "ns");                                    \
+	} while (0)
+		CUstreamCaptureStatus cs;
+		TIME_CALL("cuEventCreate", cuEventCreate(&ev[i], CU_EVENT_DEFAULT));
+		TIME_CALL("cuStreamIsCapturing", cuStreamIsCapturing(st, &cs));
+		TIME_CALL("cuStreamQuery", cuStreamQuery(st));
+		TIME_CALL("cuEventRecord", cuEventRecord(ev[i], st));
+		TIME_CALL("cuEventQuery", cuEventQuery(ev[i]));
+		TIME_CALL("cuStreamWaitValue32", cuStreamWaitValue32(st, (CUdeviceptr)(uintptr_t)word, 1,
+								  CU_STREAM_WAIT_VALUE_GEQ));
+		TIME_CALL("cuEventRecord again", cuEventRecord(ev[i], st));
+		TIME_CALL("cuEventDestroy", cuEventDestroy(ev[i]));
+#undef TIME_CALL
+		cuStreamSynchronize(st);
+	}
+	cuMemFreeHost(word);
+	cuStreamDestroy(st);
+}
+
+// Steps O, o: a subscriber with every driver API callback on and an
+// empty body (what counting all calls would cost), then off.
+static CUpti_SubscriberHandle all_sub;
+static unsigned long all_calls;
+static void CUPTIAPI all_cb(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *x)
+{
+	(void)u, (void)d, (void)id;
+	if (((const CUpti_CallbackData *)x)->callbackSite == CUPTI_API_ENTER)
+		__atomic_fetch_add(&all_calls, 1, __ATOMIC_RELAXED);
+}
+
+static void api_mix(void)
+{
+	static const char *names[] = {
+		"  api cudaGetDevice",      "  api cudaStreamIsCapturing", "  api cuCtxGetCurrent",
+		"  api cuStreamQuery",      "  api cudaEventRecord",       "  api cudaGetLastError",
+		"  api launch (own stream)",
+	};
+	CUstream st;
+	cudaEvent_t ev;
+	cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
+	cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+	for (int w = 0; w < 7; w++)
+		report(names[w], api_round(w, st, ev), "ns");
+	cudaEventDestroy(ev);
+	cuStreamDestroy(st);
+}
+
 static double base = 0;
 
 // Step N: the same measurement from a thread that has never launched.
@@ -463,6 +581,18 @@ static void step(char c)
 			report("  measure on a new thread", v, "ns");
 		break;
 	}
+	case 'A': api_mix(); break;
+	case 'I': sample_calls(); break;
+	case 'O':
+		if (cuptiSubscribe(&all_sub, all_cb, NULL) == CUPTI_SUCCESS)
+			cuptiEnableDomain(1, all_sub, CUPTI_CB_DOMAIN_DRIVER_API);
+		else
+			report("all-calls subscribe refused", 0, "");
+		break;
+	case 'o':
+		cuptiUnsubscribe(all_sub);
+		report("  driver calls heard", (double)all_calls, "");
+		break;
 	case 'R': cuptiActivityRegisterCallbacks(req, done); break;
 	case 'B': census_on(); break;
 	case 'e': census_events = 1; break;

@@ -11,7 +11,8 @@
 #   6. libgpulse-inject.so: exact counts, socket, PyTorch with torch.profiler
 #   7. libgpulse-inject.so overhead table (a call of its own: ~5-8 minutes)
 #   8. what each CUPTI state and a tracing window's edges cost a launch
-#      (bench/cupti_states.cu, about a minute)
+#      (bench/cupti_states.cu, about a minute), and which API calls the
+#      PyTorch workloads make per launch (bench/cupti_callmix.c)
 # Never changes clocks, power limits, persistence or MIG; never resets.
 #   scripts/gpu-check.sh [SECTION...]   sections: conformance costs live record phases cpu
 #                                       inject (inject-torch: its PyTorch part only)
@@ -224,6 +225,19 @@ if nvcc -O2 -arch=sm_90 -o /tmp/cupti_states bench/cupti_states.cu -L/usr/local/
 	row "cupti states and window edges" INFO "cupti-states.txt"
 else
 	row "cupti states and window edges" FAIL "cupti-states-build.log"
+fi
+# Which API calls each workload makes per launch (bench/cupti_callmix.c).
+if cc -O2 -shared -fPIC -I/usr/local/cuda/include -I/usr/local/cuda/extras/CUPTI/include \
+	bench/cupti_callmix.c -o /tmp/libcupti_callmix.so -L/usr/local/cuda/extras/CUPTI/lib64 -L/usr/local/cuda/lib64 -lcupti \
+	2>"$OUT/callmix-build.log"; then
+	for w in ${CALLMIX_WORKLOADS:-train infer}; do
+		echo "== $w" 
+		LD_LIBRARY_PATH=$CL CUDA_INJECTION64_PATH=/tmp/libcupti_callmix.so timeout 120 \
+			python3 bench/inject_torch.py $w --seconds 2 2>&1 >/dev/null | grep '^callmix'
+	done | tee "$OUT/callmix.txt"
+	row "api calls per launch" INFO "$(grep -m2 'per launch' "$OUT/callmix.txt" | sed 's/callmix: //' | cut -c1-70 | tr '\n' ';')"
+else
+	row "api calls per launch" FAIL "callmix-build.log"
 fi
 fi
 

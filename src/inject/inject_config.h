@@ -45,6 +45,7 @@ struct inject_config {
 #define INJECT_SKIP_COPIES 16u
 #define INJECT_SKIP_PERTHREAD 32u
 #define INJECT_SKIP_HOLD   64u  /* time idle streams' samples unheld */
+#define INJECT_SKIP_SAMPLES 128u /* no event-timed samples: counts only */
 
 /* Parse "continuous", "profiler-api", "nvtx:NAME", "full", "off". 0 or
  * GPULSE_EINVAL. */
