@@ -9,6 +9,7 @@
 // measurement: name, value, unit.
 #include <cuda.h>
 #include <cupti.h>
+#include <cupti_pcsampling.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -368,7 +369,8 @@ static void closes(void)
 // for the current context only, H CUPTI's buffers in pinned host memory,
 // G one shared activity buffer instead of per-thread ones (before R),
 // A the cost of other calls than launches (api_mix), I each driver call
-// of a census sample alone, O/o every driver
+// of a census sample alone, J/j PC sampling on/off, U a compute kernel's
+// GPU time, O/o every driver
 // API callback on (empty body) / off.
 // A one-byte activity attribute; reports `refused` with CUPTI's code.
 // Steps B, b, e: continuous mode's census windows (src/inject/inject.c),
@@ -551,6 +553,120 @@ static void api_mix(void)
 	cuStreamDestroy(st);
 }
 
+// Steps J, j: CUPTI PC sampling (continuous collection, the period of
+// pc_period: 2^(5 + n) cycles) on the current context, then off (the
+// samples gathered reported): what it costs launches while on and after,
+// measured with P, and a compute kernel's GPU time with U.
+static int pc_period = 20; /* about 2^25 cycles between an SM's samples: 17 ms at 1.98 GHz */
+static CUpti_PCSamplingData pc_data;
+static CUcontext pc_ctx;
+
+static void pc_check(CUptiResult r, const char *what)
+{
+	if (r != CUPTI_SUCCESS) {
+		const char *m = "";
+		cuptiGetResultString(r, &m);
+		printf("  pc sampling: %s: %s\n", what, m);
+	}
+}
+
+static void pc_on(void)
+{
+	cudaFree(0);
+	cuCtxGetCurrent(&pc_ctx);
+	CUpti_PCSamplingEnableParams en = {CUpti_PCSamplingEnableParamsSize, NULL, pc_ctx};
+	pc_check(cuptiPCSamplingEnable(&en), "enable");
+	size_t nstall = 0;
+	CUpti_PCSamplingGetNumStallReasonsParams np = {CUpti_PCSamplingGetNumStallReasonsParamsSize, NULL, pc_ctx, &nstall};
+	pc_check(cuptiPCSamplingGetNumStallReasons(&np), "stall reasons");
+	uint32_t *idx = (uint32_t *)calloc(nstall ? nstall : 1, sizeof *idx);
+	char **names = (char **)calloc(nstall ? nstall : 1, sizeof *names);
+	for (size_t i = 0; i < nstall; i++)
+		names[i] = (char *)calloc(CUPTI_STALL_REASON_STRING_SIZE, 1);
+	CUpti_PCSamplingGetStallReasonsParams sp = {CUpti_PCSamplingGetStallReasonsParamsSize, NULL, pc_ctx, nstall, idx, names};
+	pc_check(cuptiPCSamplingGetStallReasons(&sp), "stall reason names");
+	enum { NPC = 2000 };
+	memset(&pc_data, 0, sizeof pc_data);
+	pc_data.size = sizeof pc_data;
+	pc_data.collectNumPcs = NPC;
+	pc_data.pPcData = (CUpti_PCSamplingPCData *)calloc(NPC, sizeof(CUpti_PCSamplingPCData));
+	for (int i = 0; i < NPC; i++) {
+		pc_data.pPcData[i].size = sizeof(CUpti_PCSamplingPCData);
+		pc_data.pPcData[i].stallReason = (CUpti_PCSamplingStallReason *)calloc(nstall ? nstall : 1, sizeof(CUpti_PCSamplingStallReason));
+	}
+	CUpti_PCSamplingConfigurationInfo ci[6];
+	memset(ci, 0, sizeof ci);
+	ci[0].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD;
+	ci[0].attributeData.samplingPeriodData.samplingPeriod = (uint32_t)pc_period;
+	ci[1].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE;
+	ci[1].attributeData.collectionModeData.collectionMode = CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
+	ci[2].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON;
+	ci[2].attributeData.stallReasonData.stallReasonCount = nstall;
+	ci[2].attributeData.stallReasonData.pStallReasonIndex = idx;
+	ci[3].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT;
+	ci[3].attributeData.outputDataFormatData.outputDataFormat = CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED;
+	ci[4].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER;
+	ci[4].attributeData.samplingDataBufferData.samplingDataBuffer = &pc_data;
+	ci[5].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL;
+	ci[5].attributeData.enableStartStopControlData.enableStartStopControl = 1;
+	CUpti_PCSamplingConfigurationInfoParams cp = {CUpti_PCSamplingConfigurationInfoParamsSize, NULL, pc_ctx, 6, ci};
+	pc_check(cuptiPCSamplingSetConfigurationAttribute(&cp), "configure");
+	CUpti_PCSamplingStartParams st = {CUpti_PCSamplingStartParamsSize, NULL, pc_ctx};
+	pc_check(cuptiPCSamplingStart(&st), "start");
+	report("  pc sampling stall reasons", (double)nstall, "");
+}
+
+static void pc_off(void)
+{
+	CUpti_PCSamplingStopParams sp = {CUpti_PCSamplingStopParamsSize, NULL, pc_ctx};
+	pc_check(cuptiPCSamplingStop(&sp), "stop");
+	CUpti_PCSamplingGetDataParams gp = {CUpti_PCSamplingGetDataParamsSize, NULL, pc_ctx, &pc_data};
+	uint64_t total = 0, pcs = 0;
+	for (int i = 0; i < 64; i++) {
+		CUptiResult r = cuptiPCSamplingGetData(&gp);
+		total += pc_data.totalSamples, pcs += pc_data.totalNumPcs;
+		if (r != CUPTI_SUCCESS || pc_data.remainingNumPcs == 0)
+			break;
+	}
+	report("  pc sampling samples", (double)total, "");
+	report("  pc sampling pcs", (double)pcs, "");
+	CUpti_PCSamplingDisableParams dp = {CUpti_PCSamplingDisableParamsSize, NULL, pc_ctx};
+	pc_check(cuptiPCSamplingDisable(&dp), "disable");
+}
+
+// Step U: a compute kernel's GPU time (events; median of 15 of ~2 ms).
+__global__ void k_fma(float *out, int iters)
+{
+	float a = threadIdx.x * 1e-3f, b = 1.0001f;
+	for (int i = 0; i < iters; i++)
+		a = a * b + 1e-7f;
+	out[blockIdx.x * blockDim.x + threadIdx.x] = a;
+}
+
+static void gpu_time(void)
+{
+	static float *out;
+	if (!out)
+		cudaMalloc(&out, 132 * 8 * 256 * sizeof(float));
+	cudaEvent_t a, b;
+	cudaEventCreate(&a);
+	cudaEventCreate(&b);
+	double t[15];
+	for (int r = 0; r < 15; r++) {
+		cudaEventRecord(a);
+		k_fma<<<132 * 8, 256>>>(out, 20000);
+		cudaEventRecord(b);
+		cudaEventSynchronize(b);
+		float ms = 0;
+		cudaEventElapsedTime(&ms, a, b);
+		t[r] = ms * 1e3;
+	}
+	qsort(t, 15, sizeof t[0], cmpd);
+	report("  compute kernel GPU time", t[7], "us");
+	cudaEventDestroy(a);
+	cudaEventDestroy(b);
+}
+
 static double base = 0;
 
 // Step N: the same measurement from a thread that has never launched.
@@ -582,6 +698,9 @@ static void step(char c)
 		break;
 	}
 	case 'A': api_mix(); break;
+	case 'J': pc_on(); break;
+	case 'j': pc_off(); break;
+	case 'U': gpu_time(); break;
 	case 'I': sample_calls(); break;
 	case 'O':
 		if (cuptiSubscribe(&all_sub, all_cb, NULL) == CUPTI_SUCCESS)
@@ -668,6 +787,8 @@ int main(int argc, char **argv)
 	const char *seq = argc > 1 ? argv[1] : "PRPMPSPEPDPXCPW";
 	if (argc > 2)
 		n_launch = atoi(argv[2]);
+	if (getenv("PC_PERIOD"))
+		pc_period = atoi(getenv("PC_PERIOD"));
 	for (int i = 0; i < 200000; i++) {
 		k_empty<<<1, 1>>>();
 		k_other<<<1, 1>>>();
