@@ -77,11 +77,6 @@
 #define EVPAIRS_MAX         256  /* timed launches whose events are not read yet */
 #define EVPAIR_TIMEOUT_NS   (10 * NS_PER_SEC)
 #define HOLD_MAX_NS         (2 * NS_PER_MS) /* a held stream is let go by then, come what may */
-/* Events for samples, made ahead by the library's thread per context and
- * used again once read (census_time_start): creating three events in the
- * launch call was most of what a sample cost the application. */
-#define EVPOOL_MAX          (3 * EVPAIRS_MAX) /* kept per context */
-#define EVPOOL_MIN          192               /* kept at least (64 samples) */
 /* What exact kernel tracing leaves every later launch of the process
  * costing, once it has run (STATUS's lasting_cost_ppm): 15%, the median
  * measured on the H200 with CUPTI 13.0 and driver 580 (the runs of 12-30%
@@ -178,9 +173,6 @@ static struct {
 		CUevent f;                /* held: the event just before a (the pair's floor) */
 		uint32_t hold_seq;        /* held: the value its stream waits for; 0 none */
 		uint32_t gen;             /* in the ticket: a stale or foreign one is ignored */
-		int pool;                 /* its events' pool + 1 (go back there), or 0 (destroyed) */
-		CUevent b_next;           /* pooled: the end event, until the exit records it */
-		CUevent spare;            /* pooled: a floor event not recorded (back unused) */
 		atomic_int late;          /* the watchdog let its stream go: not timed */
 		/* 0 free, 1 start recorded, 4 its end being recorded (by the
 		 * launching thread, without the lock), 2 both, 3 being read.
@@ -199,18 +191,6 @@ static struct {
 	uint32_t hold_next[EVPAIRS_MAX];  /* the last value used per pair (under cmu) */
 	uint32_t gen_next;                /* under cmu */
 	uint64_t holds, holds_late;       /* held samples; those let go by the watchdog */
-	/* Sample events per context (under cmu; made on the library thread,
-	 * with the context pushed). A pool whose context failed is dead. */
-	struct evpool {
-		uint32_t uid;
-		CUcontext ctx;
-		int used, dead, filled;
-		unsigned n, taken;        /* events in it; taken since the last refill */
-		CUevent ev[EVPOOL_MAX];
-	} evpools[CENSUS_CONTEXTS];
-	atomic_int evpool_hungry;         /* a sample found its pool short */
-	uint64_t samples_no_event;        /* sampled launches left untimed: pool empty */
-	uint64_t events_made;             /* events the library's thread made */
 	uint64_t floor_n, floor_ns;       /* held pairs' event-to-event floors */
 	uint64_t untimed_launches;        /* estimated launches of kernels no sample timed */
 	int lasting;                      /* exact kernel tracing has run in this process */
@@ -1232,132 +1212,7 @@ static void hold_release_all(void)
  * this interval is held: a first launch may load the module or grow the
  * local memory, which waits on the device, and a held stream would make
  * that wait until the watchdog (HOLD_MAX_NS) lets it go. */
-/* The pool of a context (under cmu), made on first use; NULL when the
- * table is full or the pool is dead. */
-static struct evpool *evpool_of(CUcontext ctx, uint32_t uid)
-{
-	struct evpool *free_one = NULL;
-	for (int i = 0; i < CENSUS_CONTEXTS; i++) {
-		struct evpool *p = &g.evpools[i];
-		if (p->used && p->uid == uid)
-			return p->dead ? NULL : p;
-		if (!p->used && !free_one)
-			free_one = p;
-	}
-	if (!free_one || !ctx)
-		return NULL;
-	free_one->used = 1, free_one->uid = uid, free_one->ctx = ctx;
-	return free_one;
-}
-
-/* Take `k` events from a pool (under cmu). A pool never filled yet lets
- * the launching thread make its own (the first samples of a short
- * program; 0 returned, *inline_ok set); an empty one after that leaves the
- * sample out rather than make the application pay for it. */
-static int evpool_take(struct evpool *p, unsigned k, CUevent *out, int *inline_ok)
-{
-	*inline_ok = 0;
-	if (!p || !p->filled) {
-		*inline_ok = 1;
-		atomic_store(&g.evpool_hungry, 1);
-		return 0;
-	}
-	p->taken += k;
-	if (p->n < k) {
-		atomic_store(&g.evpool_hungry, 1);
-		return 0;
-	}
-	for (unsigned j = 0; j < k; j++)
-		out[j] = p->ev[--p->n];
-	if (p->n < EVPOOL_MIN / 2)
-		atomic_store(&g.evpool_hungry, 1);
-	return 1;
-}
-
-/* Give events back to their pool (library thread), or destroy them where
- * it is full, dead or gone. */
-static void evpool_put(int pool, CUevent *ev, unsigned k)
-{
-	unsigned left = k;
-	if (pool > 0) {
-		pthread_mutex_lock(&g.cmu);
-		struct evpool *p = &g.evpools[pool - 1];
-		while (left && p->used && !p->dead && p->n < EVPOOL_MAX)
-			if (ev[--left])
-				p->ev[p->n++] = ev[left];
-		pthread_mutex_unlock(&g.cmu);
-	}
-	while (left--)
-		if (ev[left])
-			drv.event_destroy(ev[left]);
-}
-
-/* The library's thread, each turn: fill the pools that samples drew on,
- * first to what EVPAIRS_MAX pairs in flight can hold, then to eight times
- * what was taken since the last fill (at least EVPOOL_MIN), in their own
- * context. A context that cannot be made current (destroyed)
- * ends its pool; its events are not touched again. */
-static void evpool_refill(void)
-{
-	if (!drv.can_time || !drv.push || !drv.pop || !atomic_exchange(&g.evpool_hungry, 0))
-		return;
-	for (int i = 0; i < CENSUS_CONTEXTS; i++) {
-		pthread_mutex_lock(&g.cmu);
-		struct evpool *p = &g.evpools[i];
-		unsigned want = 0;
-		CUcontext ctx = p->ctx;
-		if (p->used && !p->dead) {
-			unsigned target = 8 * p->taken;
-			if (target < EVPOOL_MIN)
-				target = EVPOOL_MIN;
-			if (!p->filled) /* the first demand is not known yet: all a window can use */
-				target = EVPOOL_MAX;
-			if (target > EVPOOL_MAX)
-				target = EVPOOL_MAX;
-			want = target > p->n ? target - p->n : 0;
-			p->taken = 0;
-		}
-		pthread_mutex_unlock(&g.cmu);
-		if (!want)
-			continue;
-		CUevent made[EVPOOL_MAX];
-		unsigned m = 0;
-		int ok = drv.push(ctx) == CUDA_SUCCESS;
-		if (ok) {
-			while (m < want && drv.event_create(&made[m], CU_EVENT_DEFAULT) == CUDA_SUCCESS)
-				m++;
-			CUcontext popped;
-			drv.pop(&popped);
-		}
-		pthread_mutex_lock(&g.cmu);
-		if (!ok) {
-			p->dead = 1;
-			p->n = 0;
-		}
-		unsigned j = 0;
-		while (j < m && p->n < EVPOOL_MAX)
-			p->ev[p->n++] = made[j++];
-		p->filled |= ok;
-		g.events_made += j;
-		pthread_mutex_unlock(&g.cmu);
-		while (j < m)
-			drv.event_destroy(made[j++]);
-	}
-}
-
-/* A record on a pooled event failed: its context may be gone. */
-static void evpool_failed(int pool)
-{
-	if (pool <= 0)
-		return;
-	pthread_mutex_lock(&g.cmu);
-	g.evpools[pool - 1].dead = 1;
-	g.evpools[pool - 1].n = 0;
-	pthread_mutex_unlock(&g.cmu);
-}
-
-static uint64_t census_time_start(int slot, const char *key, CUstream stream, int ptsz, int seen,
-				  CUcontext ctx, uint32_t uid)
+static uint64_t census_time_start(int slot, const char *key, CUstream stream, int ptsz, int seen)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	if ((ptsz ? drv.is_capturing_ptsz : drv.is_capturing)(stream, &st) != CUDA_SUCCESS ||
@@ -1372,19 +1227,7 @@ static uint64_t census_time_start(int slot, const char *key, CUstream stream, in
 		i++;
 	struct evpair *e = &g.evpairs[i < EVPAIRS_MAX ? i : 0];
 	uint32_t seq = 0, gen = 0;
-	CUevent ev[3] = {NULL, NULL, NULL}; /* start, end, floor */
-	int pool = 0, inline_ok = 0;
 	if (i < EVPAIRS_MAX) {
-		struct evpool *p = evpool_of(ctx, uid);
-		/* The floor event goes where the GPU meets it and the start
-		 * back to back: held, or behind earlier work. */
-		unsigned k = flags || !idle ? 3 : 2;
-		if (evpool_take(p, k, ev, &inline_ok))
-			pool = (int)(p - g.evpools) + 1;
-		else if (!inline_ok)
-			g.samples_no_event++;
-	}
-	if (i < EVPAIRS_MAX && (pool || inline_ok)) {
 		atomic_store(&e->state, 5); /* being set up: the reader leaves it */
 		gen = ++g.gen_next;
 		if (flags) {
@@ -1394,41 +1237,34 @@ static uint64_t census_time_start(int slot, const char *key, CUstream stream, in
 		}
 	}
 	pthread_mutex_unlock(&g.cmu);
-	if (i == EVPAIRS_MAX || (!pool && !inline_ok))
-		return 0; /* every pair is in flight, or no event to time it with: not timed */
-	CUevent a = ev[0], f = NULL;
-	int ok = pool || drv.event_create(&a, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
+	if (i == EVPAIRS_MAX)
+		return 0; /* every pair is in flight: not timed */
+	CUevent a = NULL, f = NULL;
+	int ok = drv.event_create(&a, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
 	if (ok && seq &&
 	    (ptsz ? drv.wait_value_ptsz : drv.wait_value)(stream, (CUdeviceptr)(uintptr_t)&flags[i], seq,
 							   CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS)
 		seq = 0;
-	if (ok && (seq || !idle)) {
-		f = ev[2];
-		if ((!f && drv.event_create(&f, CU_EVENT_DEFAULT) != CUDA_SUCCESS) ||
-		    (ptsz ? drv.event_record_ptsz : drv.event_record)(f, stream) != CUDA_SUCCESS) {
-			if (f && !pool)
-				drv.event_destroy(f);
-			f = NULL;
-		}
+	/* The floor event, just before the start, wherever the GPU meets
+	 * the two back to back (held, or behind earlier work). */
+	if (ok && (seq || !idle) &&
+	    (drv.event_create(&f, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+	     (ptsz ? drv.event_record_ptsz : drv.event_record)(f, stream) != CUDA_SUCCESS)) {
+		if (f)
+			drv.event_destroy(f);
+		f = NULL;
 	}
 	ok = ok && (ptsz ? drv.event_record_ptsz : drv.event_record)(a, stream) == CUDA_SUCCESS;
 	if (!ok) {
 		hold_release(i, seq);
-		if (pool) {
-			evpool_failed(pool); /* the events are left alone: their context may be gone */
-		} else {
-			if (a)
-				drv.event_destroy(a);
-			if (f)
-				drv.event_destroy(f);
-		}
+		if (a)
+			drv.event_destroy(a);
+		if (f)
+			drv.event_destroy(f);
 		atomic_store(&e->state, 0);
 		return 0;
 	}
 	e->a = a, e->b = NULL, e->f = f, e->slot = slot, e->key = key, e->idle = idle && !seq;
-	/* A pooled event carries its last use's time: only those recorded
-	 * now are read (a, f, and b at the exit); the rest go back unread. */
-	e->pool = pool, e->b_next = ev[1], e->spare = f ? NULL : ev[2];
 	e->hold_seq = seq, e->start_done_at_exit = 0, e->host_gap_ns = 0, e->t_ns = clock_mono_ns();
 	e->gen = gen;
 	atomic_store(&e->late, 0);
@@ -1461,17 +1297,14 @@ static void census_time_end(uint64_t ticket, CUstream stream, int ptsz)
 		return;
 	}
 	int done = !e->hold_seq && drv.event_query(e->a) == CUDA_SUCCESS;
-	CUevent b = e->b_next;
-	int ok = (b || drv.event_create(&b, CU_EVENT_DEFAULT) == CUDA_SUCCESS) &&
+	CUevent b = NULL;
+	int ok = drv.event_create(&b, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
 		 (ptsz ? drv.event_record_ptsz : drv.event_record)(b, stream) == CUDA_SUCCESS;
 	hold_release(idx - 1, e->hold_seq);
-	if (ok) {
-		e->b_next = NULL;
-	} else if (b && !e->pool) {
+	if (!ok && b) {
 		drv.event_destroy(b);
+		b = NULL;
 	}
-	if (!ok)
-		b = NULL; /* a pooled one stays in b_next, to go back unread */
 	e->b = b;
 	e->host_gap_ns = t_end - e->t_ns;
 	e->start_done_at_exit = done;
@@ -1535,8 +1368,7 @@ static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 		int seen = !g.census->k[slot].is_other && g.census->k[slot].launches > 1;
 		pthread_mutex_unlock(&g.cmu);
 		if (drv.can_time && d->correlationData && sample_this())
-			*d->correlationData = census_time_start(slot, d->symbolName, stream, ptsz, seen, d->context,
-								     d->contextUid);
+			*d->correlationData = census_time_start(slot, d->symbolName, stream, ptsz, seen);
 	} else if (d->callbackSite == CUPTI_API_ENTER && on) {
 		uint8_t kind;
 		unsigned unit;
@@ -1584,7 +1416,6 @@ static void census_poll_samples(int64_t now)
 			if (st == 1)
 				hold_release(i, e->hold_seq);
 			todo[n].a = e->a, todo[n].b = st == 2 ? e->b : NULL, todo[n].f = e->f;
-			todo[n].pool = e->pool, todo[n].b_next = e->b_next, todo[n].spare = e->spare;
 			todo[n].slot = e->slot, todo[n].key = e->key, todo[n].t_ns = e->t_ns;
 			todo[n].idle = e->idle, todo[n].host_gap_ns = e->host_gap_ns;
 			todo[n].start_done_at_exit = e->start_done_at_exit;
@@ -1659,8 +1490,11 @@ static void census_poll_samples(int64_t now)
 	pthread_mutex_unlock(&g.cmu);
 	for (unsigned j = 0; j < n; j++)
 		if (done[j] != 0) {
-			CUevent ev[5] = {todo[j].a, todo[j].b, todo[j].f, todo[j].b_next, todo[j].spare};
-			evpool_put(todo[j].pool, ev, 5);
+			drv.event_destroy(todo[j].a);
+			if (todo[j].b)
+				drv.event_destroy(todo[j].b);
+			if (todo[j].f)
+				drv.event_destroy(todo[j].f);
 		}
 }
 
@@ -2098,7 +1932,6 @@ static void *inject_main(void *arg)
 			if (!g.detach_sub && !atomic_load(&g.detach_armed) && !atomic_load(&g.detach_done))
 				census_tick(now);
 			census_poll_samples(now);
-			evpool_refill();
 		}
 		int want = want_tracing();
 		int on = atomic_load(&g.active);
@@ -2280,7 +2113,7 @@ static void write_dump(void)
 		 "\"census\": {\"busy\": %llu, \"samples_lost\": %llu, \"samples_ambiguous\": %llu, "
 		 "\"holds\": %llu, \"holds_late\": %llu, \"hold_state\": %d, \"floor_n\": %llu, "
 		 "\"floor_mean_ns\": %.1f, "
-		 "\"untimed_launches\": %llu, \"samples_no_event\": %llu, \"events_made\": %llu, "
+		 "\"untimed_launches\": %llu, "
 		 "\"can_time\": %s, \"cb_cost_ns\": %.1f}, \"detaches\": %llu",
 		 (int)getpid(), g.mode == WIRE_MODE_FOCUSED_NVTX ? "nvtx" : inject_mode_name(g.mode),
 		 g.stepped_aside ? "true" : "false", reason, g.have_cupti ? g.cupti.version : 0,
@@ -2299,8 +2132,7 @@ static void write_dump(void)
 		 (unsigned long long)g.samples_ambiguous, (unsigned long long)g.holds,
 		 (unsigned long long)g.holds_late, atomic_load(&g.hold_state), (unsigned long long)g.floor_n,
 		 g.floor_n ? (double)g.floor_ns / (double)g.floor_n : 0.0,
-		 (unsigned long long)g.untimed_launches, (unsigned long long)g.samples_no_event,
-		 (unsigned long long)g.events_made, drv.can_time ? "true" : "false", g.gov.cost_ns,
+		 (unsigned long long)g.untimed_launches, drv.can_time ? "true" : "false", g.gov.cost_ns,
 		 (unsigned long long)g.detaches);
 	/* The edges of the last windows, on CLOCK_MONOTONIC (benchmarks line
 	 * their own timings up with them); close 0: still open. */

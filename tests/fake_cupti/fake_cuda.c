@@ -12,9 +12,7 @@
  * held sample (wait, floor, start, kernel, end) reads 2 steps + the kernel
  * and its floor pair 1 step; an unheld one on an idle stream also holds
  * the host's time between its start event and the launch. Every wait is
- * remembered, so a test can ask whether each was let go, and events are
- * counted by the thread that made them (the library makes its samples'
- * events ahead, on its own thread, in the context it pushes).
+ * remembered, so a test can ask whether each was let go.
  *
  * Types are spelled out rather than taken from cuda.h, whose macros
  * rename the entry points this file must export under their real names. */
@@ -30,9 +28,6 @@
 API void fake_cuda_launched(void);
 API void fake_cuda_set_kernel_ns(int64_t ns);
 API void fake_cuda_waits(int *total, int *holding, int64_t *longest_ns);
-API void fake_cuda_creates(int *app, int *other);
-API int cuCtxPushCurrent_v2(void *ctx);
-API int cuCtxPopCurrent_v2(void **ctx);
 API int cuEventCreate(void **ev, unsigned flags);
 API int cuEventDestroy_v2(void *ev);
 API int cuEventRecord(void *ev, void *stream);
@@ -79,9 +74,6 @@ static struct {
 		int64_t at, let_go;     /* asked; first seen let go (0: not yet) */
 	} waits[FAKE_CUDA_WAITS];
 	int nwaits;
-	pthread_t app;                  /* the thread that set the kernel's time */
-	int app_set;
-	int creates_app, creates_other; /* events made on that thread, and on others */
 } fc = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static int64_t now_ns(void)
@@ -144,32 +136,7 @@ API void fake_cuda_set_kernel_ns(int64_t ns)
 {
 	pthread_mutex_lock(&fc.mu);
 	fc.kernel_ns = ns;
-	fc.app = pthread_self();
-	fc.app_set = 1;
 	pthread_mutex_unlock(&fc.mu);
-}
-
-/* Events made on the application's thread (the one that called
- * fake_cuda_set_kernel_ns), and on every other (the library's). */
-API void fake_cuda_creates(int *app, int *other)
-{
-	pthread_mutex_lock(&fc.mu);
-	*app = fc.creates_app;
-	*other = fc.creates_other;
-	pthread_mutex_unlock(&fc.mu);
-}
-
-/* One context, always valid: pushing and popping it succeed. */
-API int cuCtxPushCurrent_v2(void *ctx)
-{
-	return ctx ? OK : INVALID;
-}
-
-API int cuCtxPopCurrent_v2(void **ctx)
-{
-	if (ctx)
-		*ctx = NULL;
-	return OK;
 }
 
 /* How many waits were asked for, how many of them are not let go, and
@@ -197,12 +164,6 @@ API int cuEventCreate(void **ev, unsigned flags)
 {
 	(void)flags;
 	*ev = calloc(1, sizeof(struct event));
-	pthread_mutex_lock(&fc.mu);
-	if (fc.app_set && pthread_equal(pthread_self(), fc.app))
-		fc.creates_app++;
-	else
-		fc.creates_other++;
-	pthread_mutex_unlock(&fc.mu);
 	return *ev ? OK : INVALID;
 }
 
