@@ -85,3 +85,37 @@ void bench_compare(const struct bench_point *hist, size_t n, const char *driver,
 		}
 	}
 }
+
+void bench_verdict_to_json(const struct bench_figure *f, const struct bench_verdict *v,
+			   struct buf *b)
+{
+	buf_puts(b, "{\"figure\":");
+	buf_put_json_string(b, f->name);
+	buf_puts(b, ",\"variant\":");
+	buf_put_json_string(b, f->variant);
+	buf_puts(b, ",\"value\":");
+	buf_put_double(b, f->median);
+	buf_printf(b, ",\"new_baseline\":%s", v->new_baseline ? "true" : "false");
+	if (v->new_baseline) {
+		buf_puts(b, ",\"previous_driver\":");
+		buf_put_json_string(b, v->previous_driver);
+	}
+	buf_printf(b, ",\"own\":{\"points\":%zu", v->own_points);
+	if (v->have_own) {
+		buf_puts(b, ",\"median\":");
+		buf_put_double(b, v->own_median);
+		buf_puts(b, ",\"noise_ratio\":");
+		buf_put_double(b, v->noise_ratio);
+		buf_puts(b, ",\"deficit_ratio\":");
+		buf_put_double(b, v->own_deficit);
+	}
+	buf_printf(b, ",\"regression\":%s}", v->own_regression ? "true" : "false");
+	buf_printf(b, ",\"fleet\":{\"points\":%zu", v->fleet_points);
+	if (v->have_fleet) {
+		buf_puts(b, ",\"median\":");
+		buf_put_double(b, v->fleet_median);
+		buf_puts(b, ",\"deficit_ratio\":");
+		buf_put_double(b, v->fleet_deficit);
+	}
+	buf_printf(b, ",\"regression\":%s}}", v->fleet_regression ? "true" : "false");
+}

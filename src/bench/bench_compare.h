@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "bench_result.h"
+#include "buf.h"
 
 /* One earlier result of the same figure on the same card. */
 struct bench_point {
@@ -58,5 +59,12 @@ struct bench_verdict {
 void bench_compare(const struct bench_point *hist, size_t n, const char *driver, double value,
 		   bool higher_is_better, const double *peers, size_t npeers,
 		   const struct bench_compare_opts *o, struct bench_verdict *v);
+
+
+/* Append {"figure","variant","own":{...},"fleet":{...},...} for one
+ * figure's verdict to `out` (the "verdicts" members of gpulsed's answers
+ * and of `gpulse bench --compare --json`). */
+void bench_verdict_to_json(const struct bench_figure *f, const struct bench_verdict *v,
+			   struct buf *out);
 
 #endif

@@ -696,8 +696,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (*req_cls == &uri_too_long_marker)
 			return send_canned(s, conn, R_414, true);
 		bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-		if (!head && strcmp(method, MHD_HTTP_METHOD_GET) != 0)
+		bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+		if (!head && !post && strcmp(method, MHD_HTTP_METHOD_GET) != 0)
 			return send_canned(s, conn, R_405, true);
+		/* POST, without a body, only for write actions (POST
+		 * /api/v1/bench): the write check below still applies. */
+		if (post) {
+			const struct route *pr = find_route(s, url);
+			if (!pr || !atomic_load_explicit(&pr->writes, memory_order_relaxed))
+				return send_canned(s, conn, R_405, true);
+		}
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if ((cl && strcmp(cl, "0") != 0) ||
