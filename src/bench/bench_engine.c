@@ -96,6 +96,45 @@ static unsigned foreign_process(struct nvml_lib *nv, nvml_device_t dev, unsigned
 	return 0;
 }
 
+/* One reading of every gauge, charged to figure `fig` (-1: none) unless
+ * the figure changed meanwhile. Takes and releases w->mu. */
+static void watch_sample(struct watch *w, int fig, bool procs)
+{
+	struct nvml_lib *nv = w->nv;
+	unsigned sm = 0, mem = 0, mw = 0, t = 0;
+	unsigned long long reasons = 0;
+	bool has_sm = nv->device_get_clock_info &&
+		      NVML_CALL(nv, device_get_clock_info, w->dev, NVML_ABI_CLOCK_SM, &sm) == 0;
+	bool has_mem = nv->device_get_clock_info &&
+		       NVML_CALL(nv, device_get_clock_info, w->dev, NVML_ABI_CLOCK_MEM, &mem) == 0;
+	bool has_p = nv->device_get_power_usage &&
+		     NVML_CALL(nv, device_get_power_usage, w->dev, &mw) == 0;
+	bool has_t = nv->device_get_temperature &&
+		     NVML_CALL(nv, device_get_temperature, w->dev, NVML_ABI_TEMPERATURE_GPU, &t) == 0;
+	bool has_r = nv->device_get_current_clocks_event_reasons &&
+		     NVML_CALL(nv, device_get_current_clocks_event_reasons, w->dev, &reasons) == 0;
+	unsigned other = procs ? foreign_process(nv, w->dev, w->self_pid) : 0;
+	pthread_mutex_lock(&w->mu);
+	if (other) {
+		if (!w->foreign_pid)
+			w->foreign_pid = other;
+		w->foreign_seen++;
+	}
+	if (fig >= 0 && fig == w->fig) {
+		if (has_sm)
+			acc_add(&w->sm, sm);
+		if (has_mem)
+			acc_add(&w->mem, mem);
+		if (has_p)
+			acc_add(&w->power, mw / 1000.0);
+		if (has_t)
+			acc_add(&w->temp, t);
+		if (has_r)
+			w->reasons |= reasons;
+	}
+	pthread_mutex_unlock(&w->mu);
+}
+
 static void *watch_main(void *arg)
 {
 	struct watch *w = arg;
@@ -104,38 +143,8 @@ static void *watch_main(void *arg)
 	while (!w->stop) {
 		int fig = w->fig;
 		pthread_mutex_unlock(&w->mu);
-		struct nvml_lib *nv = w->nv;
-		unsigned sm = 0, mem = 0, mw = 0, t = 0;
-		unsigned long long reasons = 0;
-		bool has_sm = nv->device_get_clock_info &&
-			      NVML_CALL(nv, device_get_clock_info, w->dev, NVML_ABI_CLOCK_SM, &sm) == 0;
-		bool has_mem = nv->device_get_clock_info &&
-			       NVML_CALL(nv, device_get_clock_info, w->dev, NVML_ABI_CLOCK_MEM, &mem) == 0;
-		bool has_p = nv->device_get_power_usage &&
-			     NVML_CALL(nv, device_get_power_usage, w->dev, &mw) == 0;
-		bool has_t = nv->device_get_temperature &&
-			     NVML_CALL(nv, device_get_temperature, w->dev, NVML_ABI_TEMPERATURE_GPU, &t) == 0;
-		bool has_r = nv->device_get_current_clocks_event_reasons &&
-			     NVML_CALL(nv, device_get_current_clocks_event_reasons, w->dev, &reasons) == 0;
-		unsigned other = tick++ % PROC_EVERY == 0 ? foreign_process(nv, w->dev, w->self_pid) : 0;
+		watch_sample(w, fig, tick++ % PROC_EVERY == 0);
 		pthread_mutex_lock(&w->mu);
-		if (other) {
-			if (!w->foreign_pid)
-				w->foreign_pid = other;
-			w->foreign_seen++;
-		}
-		if (fig >= 0 && fig == w->fig) {
-			if (has_sm)
-				acc_add(&w->sm, sm);
-			if (has_mem)
-				acc_add(&w->mem, mem);
-			if (has_p)
-				acc_add(&w->power, mw / 1000.0);
-			if (has_t)
-				acc_add(&w->temp, t);
-			if (has_r)
-				w->reasons |= reasons;
-		}
 		int64_t until = clock_mono_ns() + WATCH_PERIOD_NS;
 		while (!w->stop && clock_mono_ns() < until)
 			clock_cond_wait_until(&w->cv, &w->mu, until);
@@ -158,6 +167,13 @@ static void watch_begin(struct watch *w, int fig)
 
 static void watch_end(struct watch *w, struct bench_figure *f)
 {
+	/* A figure shorter than the watch period still gets one reading. */
+	pthread_mutex_lock(&w->mu);
+	bool none = w->sm.n == 0 && w->power.n == 0 && w->fig >= 0;
+	int fig = w->fig;
+	pthread_mutex_unlock(&w->mu);
+	if (none && w->nv)
+		watch_sample(w, fig, false);
 	pthread_mutex_lock(&w->mu);
 	acc_take(&w->sm, &f->sm_clock_mhz);
 	acc_take(&w->mem, &f->mem_clock_mhz);
@@ -500,9 +516,10 @@ static int bench_host_copies(struct eng *e)
 		pinned = NULL;
 		bench_result_skip(e->r, "h2d", "pinned", "cannot pin %zu MiB of host memory (%s)",
 				  pinned_bytes / MIB, cuda_lib_strerror(e->cu, r));
-	} else {
-		memset(pinned, 0x5a, pinned_bytes);
 	}
+	/* Pageable memory is touched first: untouched pages all map the zero
+	 * page, which copies faster than real data. (Pinned pages are
+	 * resident from the allocation.) */
 	pageable = malloc(pageable_bytes);
 	if (pageable)
 		memset(pageable, 0xa5, pageable_bytes);

@@ -154,8 +154,8 @@ static void print_result(const struct bench_result *r, json_t *verdicts)
 	       r->gpu.pcie_width_max);
 	if (r->cublaslt[0])
 		printf("cuBLASLt: %s\n", r->cublaslt);
-	printf("\n%-16s %-9s %14s %24s %7s %7s %10s %7s %5s  %-14s", "FIGURE", "VARIANT", "MEDIAN",
-	       "MIN - MAX", "SPREAD", "PEAK", "SM MHZ", "WATTS", "TEMP", "THROTTLE");
+	printf("\n%-15s %-8s %14s %30s %7s %7s %6s %6s %5s  %-14s", "FIGURE", "VARIANT", "MEDIAN",
+	       "MIN - MAX", "SPREAD", "OF PEAK", "SM MHZ", "WATTS", "TEMP", "THROTTLE");
 	if (verdicts)
 		printf("  %-28s %-22s", "VS OWN BASELINE", "VS FLEET");
 	printf("\n");
@@ -183,7 +183,7 @@ static void print_result(const struct bench_result *r, json_t *verdicts)
 		else
 			snprintf(t, sizeof t, "-");
 		fmt_reasons(th, sizeof th, f->throttle_reasons);
-		printf("%-16s %-9s %14s %24s %6.1f%% %7s %10s %7s %5s  %-14s", f->name,
+		printf("%-15s %-8s %14s %30s %6.1f%% %7s %6s %6s %5s  %-14s", f->name,
 		       f->variant[0] ? f->variant : "-", med, mm, f->spread_ratio * 100, peak, sm, w, t,
 		       th);
 		json_t *v = verdicts ? verdict_of(verdicts, f) : NULL;
