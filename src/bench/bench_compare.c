@@ -81,6 +81,7 @@ void bench_compare(const struct bench_point *hist, size_t n, const char *driver,
 			v->fleet_points = np;
 			v->fleet_median = bench_quantile(p, np, 0.5);
 			v->fleet_deficit = deficit(value, v->fleet_median, higher_is_better);
+			v->fleet_tolerance = tol;
 			v->fleet_regression = v->fleet_deficit > tol;
 		}
 	}
@@ -116,6 +117,8 @@ void bench_verdict_to_json(const struct bench_figure *f, const struct bench_verd
 		buf_put_double(b, v->fleet_median);
 		buf_puts(b, ",\"deficit_ratio\":");
 		buf_put_double(b, v->fleet_deficit);
+		buf_puts(b, ",\"tolerance_ratio\":");
+		buf_put_double(b, v->fleet_tolerance);
 	}
 	buf_printf(b, ",\"regression\":%s}}", v->fleet_regression ? "true" : "false");
 }

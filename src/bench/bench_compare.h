@@ -49,6 +49,8 @@ struct bench_verdict {
 	size_t fleet_points;
 	double fleet_median;
 	double fleet_deficit;
+	double fleet_tolerance; /* the deficit allowed: fleet_tolerance, or the
+	                           own noise band when that is wider */
 	bool fleet_regression;
 };
 
