@@ -24,7 +24,7 @@ void bench_compare(const struct bench_point *hist, size_t n, const char *driver,
 {
 	size_t window = o && o->window ? o->window : 8;
 	size_t min_points = o && o->min_points ? o->min_points : 3;
-	double min_noise = o && o->min_noise > 0 ? o->min_noise : 0.01;
+	double min_noise = o && o->min_noise > 0 ? o->min_noise : 0.02;
 	double max_noise = o && o->max_noise > 0 ? o->max_noise : 0.05;
 	double k = o && o->noise_k > 0 ? o->noise_k : 3.0;
 	double fleet_tol = o && o->fleet_tolerance > 0 ? o->fleet_tolerance : 0.05;

@@ -24,7 +24,8 @@ struct bench_point {
 struct bench_compare_opts {
 	size_t window;        /* baseline runs the rolling median takes; 0: 8 */
 	size_t min_points;    /* runs needed before judging; 0: 3 */
-	double min_noise;     /* noise band floor, ratio; 0: 0.01 */
+	double min_noise;     /* noise band floor, ratio; 0: 0.02 (a run of
+	                         --quick spreads up to 2%) */
 	double max_noise;     /* noise band ceiling; 0: 0.05, so a 5% loss is
 	                         never hidden by a noisy history */
 	double noise_k;       /* band = noise_k x 1.4826 x MAD / median; 0: 3 */

@@ -115,7 +115,7 @@ void benchd_config_defaults(struct gpulse_config *c)
 	c->bench.retention_ns = 400LL * 86400 * NS_PER_SEC;
 	c->bench.baseline_runs = 8;
 	c->bench.min_runs = 3;
-	c->bench.noise_floor = 0.01;
+	c->bench.noise_floor = 0.02;
 	c->bench.noise_ceiling = 0.05;
 	c->bench.fleet_tolerance = 0.05;
 }
