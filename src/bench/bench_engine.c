@@ -690,6 +690,9 @@ static int bench_matmuls(struct eng *e)
 	culib_handle_t h = NULL;
 	culib_status_t s = e->lt->create(&h);
 	if (s != CUBLAS_ABI_STATUS_SUCCESS) {
+		for (size_t i = 0; i < sizeof mm_types / sizeof mm_types[0]; i++)
+			bench_result_skip(e->r, "matmul", mm_types[i].precision,
+					  "cublasLtCreate failed (cublasStatus %d)", s);
 		bench_result_note(e->r, "cublasLtCreate failed (cublasStatus %d): no matrix multiply figures", s);
 		return 0;
 	}
