@@ -787,11 +787,13 @@ static void finish_run(struct benchd *b, int status)
 		  r->nnotes ? r->notes[0] : "");
 }
 
-static void start_run(struct benchd *b, int gpu, const char *mode, bool scheduled)
+/* Start run `id` (0: a new one, for the schedule; a request has been
+ * given its id when it was accepted). */
+static void start_run(struct benchd *b, int gpu, const char *mode, bool scheduled, long long id)
 {
 	char err[512];
 	pthread_mutex_lock(&b->mu);
-	b->run_id = ++b->next_id;
+	b->run_id = id ? id : ++b->next_id;
 	b->run_gpu = gpu;
 	b->run_scheduled = scheduled;
 	b->run_started_ms = now_ms(b);
@@ -890,7 +892,7 @@ static void schedule(struct benchd *b)
 		pthread_mutex_unlock(&b->mu);
 		if (go) {
 			b->run_slot = (int)slot;
-			start_run(b, g, b->cfg->bench.mode, true);
+			start_run(b, g, b->cfg->bench.mode, true, 0);
 			return;
 		}
 	}
@@ -912,6 +914,7 @@ static void *scheduler_main(void *arg)
 	pthread_mutex_lock(&b->mu);
 	while (!b->stop) {
 		int req = b->request_gpu;
+		long long req_id = b->run_id;
 		char mode[8];
 		str_copy(mode, sizeof mode, b->request_mode);
 		b->request_gpu = -1;
@@ -921,7 +924,7 @@ static void *scheduler_main(void *arg)
 			watch_run(b);
 		} else if (req >= 0) {
 			b->run_slot = slot_of(b, req);
-			start_run(b, req, mode, false);
+			start_run(b, req, mode, false, req_id);
 		} else if (b->scheduled) {
 			schedule(b);
 		}
