@@ -37,6 +37,18 @@
 
 /* ---- the NVML watcher ---- */
 
+#define MAX_SELF 4
+
+/* Our own entries in NVML's process list. getpid() is ours, but in a PID
+ * namespace (a container) NVML reports the host's pid, so the engine also
+ * takes as its own the pids that appeared on the GPU while it created its
+ * context, having just found none there (bench_run). */
+struct self_pids {
+	unsigned pid[MAX_SELF];
+	int n;
+};
+
+
 struct acc {
 	double min, max, sum;
 	unsigned n;
@@ -54,7 +66,7 @@ struct watch {
 	uint64_t reasons;
 	unsigned foreign_pid;          /* first other process seen, 0: none */
 	unsigned foreign_seen;         /* watches that saw one */
-	unsigned self_pid;
+	struct self_pids self;
 };
 
 static void acc_add(struct acc *a, double v)
@@ -78,21 +90,40 @@ static void acc_take(struct acc *a, struct bench_range *r)
 	memset(a, 0, sizeof *a);
 }
 
-/* Other processes on the GPU: the first pid that is not ours, or 0. */
-static unsigned foreign_process(struct nvml_lib *nv, nvml_device_t dev, unsigned self)
+static bool is_self(const struct self_pids *s, unsigned pid)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->pid[i] == pid)
+			return true;
+	return false;
+}
+
+/* The pids NVML lists on the GPU, at most `max`; -1 when it cannot say. */
+static int gpu_pids(struct nvml_lib *nv, nvml_device_t dev, unsigned *out, int max)
 {
 	if (!nv->device_get_compute_running_processes)
-		return 0;
+		return -1;
 	struct nvml_process_info p[MAX_PROCS];
 	unsigned n = MAX_PROCS;
 	nvml_return_t r = NVML_CALL(nv, device_get_compute_running_processes, dev, &n, p);
-	if (r != NVML_ABI_SUCCESS && r != NVML_ABI_ERROR_INSUFFICIENT_SIZE)
-		return 0;
 	if (r == NVML_ABI_ERROR_INSUFFICIENT_SIZE)
-		n = MAX_PROCS; /* more than we hold: at least one is not us */
-	for (unsigned i = 0; i < n && i < MAX_PROCS; i++)
-		if (p[i].pid != self)
-			return p[i].pid ? p[i].pid : 1;
+		n = MAX_PROCS;
+	else if (r != NVML_ABI_SUCCESS)
+		return -1;
+	int k = 0;
+	for (unsigned i = 0; i < n && i < MAX_PROCS && k < max; i++)
+		out[k++] = p[i].pid ? p[i].pid : 1;
+	return k;
+}
+
+/* Other processes on the GPU: the first pid that is not ours, or 0. */
+static unsigned foreign_process(struct nvml_lib *nv, nvml_device_t dev, const struct self_pids *self)
+{
+	unsigned pids[MAX_PROCS];
+	int n = gpu_pids(nv, dev, pids, MAX_PROCS);
+	for (int i = 0; i < n; i++)
+		if (!is_self(self, pids[i]))
+			return pids[i];
 	return 0;
 }
 
@@ -113,7 +144,7 @@ static void watch_sample(struct watch *w, int fig, bool procs)
 		     NVML_CALL(nv, device_get_temperature, w->dev, NVML_ABI_TEMPERATURE_GPU, &t) == 0;
 	bool has_r = nv->device_get_current_clocks_event_reasons &&
 		     NVML_CALL(nv, device_get_current_clocks_event_reasons, w->dev, &reasons) == 0;
-	unsigned other = procs ? foreign_process(nv, w->dev, w->self_pid) : 0;
+	unsigned other = procs ? foreign_process(nv, w->dev, &w->self) : 0;
 	pthread_mutex_lock(&w->mu);
 	if (other) {
 		if (!w->foreign_pid)
@@ -913,13 +944,24 @@ int bench_run(const struct bench_opts *o, struct bench_result *r, char *err, siz
 		goto out_nvml;
 	}
 
-	/* In use? Another process, or utilization before we start. */
-	unsigned self = (unsigned)getpid();
-	unsigned other = foreign_process(nv, dev, self);
+	/* In use? Another process, or utilization before we start. NVML's
+	 * utilization covers its last sample period (up to a second), so a
+	 * run right after another (gpu-check's five) may still read busy:
+	 * without a process, it must stay busy over three readings a second
+	 * apart to count. */
+	struct self_pids self = {.pid = {(unsigned)getpid()}, .n = 1};
+	unsigned other = foreign_process(nv, dev, &self);
 	struct nvml_utilization u = {0};
-	bool util_busy = nv->device_get_utilization_rates &&
-			 NVML_CALL(nv, device_get_utilization_rates, dev, &u) == 0 &&
-			 u.gpu > BUSY_UTIL_PCT;
+	bool util_busy = false;
+	for (int tries = 0; tries < 3; tries++) {
+		util_busy = nv->device_get_utilization_rates &&
+			    NVML_CALL(nv, device_get_utilization_rates, dev, &u) == 0 &&
+			    u.gpu > BUSY_UTIL_PCT;
+		if (!util_busy || other || (o->stop && *o->stop))
+			break;
+		if (tries < 2)
+			clock_sleep_until(clock_mono_ns() + NS_PER_SEC);
+	}
 	r->baseline = true;
 	if (other || util_busy) {
 		char comm[32] = "";
@@ -947,11 +989,20 @@ int bench_run(const struct bench_opts *o, struct bench_result *r, char *err, siz
 	e.w.nv = nv;
 	e.w.dev = dev;
 	e.w.fig = -1;
-	e.w.self_pid = self;
+	e.w.self = self;
 	if ((rc = open_cuda(&e)))
 		goto out;
 	if ((rc = setup_cuda(&e, o->full ? 5 * GIB : 3 * GIB)))
 		goto out;
+	/* Our context exists now: what appeared on the GPU meanwhile is us
+	 * (there was nothing at the start), whatever pid NVML gives it. */
+	if (!other) {
+		unsigned pids[MAX_SELF];
+		int n = gpu_pids(nv, dev, pids, MAX_SELF);
+		for (int i = 0; i < n && e.w.self.n < MAX_SELF; i++)
+			if (!is_self(&e.w.self, pids[i]))
+				e.w.self.pid[e.w.self.n++] = pids[i];
+	}
 
 	pthread_mutex_init(&e.w.mu, NULL);
 	clock_cond_init(&e.w.cv);
