@@ -1032,6 +1032,11 @@ int bench_run(const struct bench_opts *o, struct bench_result *r, char *err, siz
 	}
 	pthread_cond_destroy(&e.w.cv);
 	pthread_mutex_destroy(&e.w.mu);
+	/* A last look, so that a run shorter than the watcher's period is
+	 * judged too. */
+	unsigned last = foreign_process(nv, dev, &e.w.self);
+	if (last && !e.w.foreign_pid)
+		e.w.foreign_pid = last;
 	if (stopped(&e)) {
 		r->interrupted = true;
 		r->baseline = false;
