@@ -35,6 +35,35 @@ for i in range(1200):
 open(sys.argv[2], "w").write("\n".join(out) + "\n")
 PY
 export GPULSE_FAKE_NVML_RECORDING="$WORK/rec.csv" GPULSE_FAKE_NVML_SPEED=1
+# A stand-in for a central Prometheus (bench.fleet_prometheus_url): it
+# records the query and answers three other H200s whose bf16 is 8% faster.
+cat >"$WORK/prom.py" <<'PY'
+import http.server, json, sys, urllib.parse
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        u = urllib.parse.urlparse(self.path)
+        q = urllib.parse.parse_qs(u.query).get("query", [""])[0]
+        open(sys.argv[1] + ".query", "a").write(q + "\n")
+        res = [{"metric": {"__name__": "gpulse_bench_value", "uuid": "GPU-peer%d" % i,
+                           "model": "NVIDIA H200", "figure": "matmul", "variant": "bf16"},
+                "value": [0, str(756e12)]} for i in range(3)]
+        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": res}}).encode()
+        self.send_response(200 if u.path == "/api/v1/query" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1] + ".port.tmp", "w").write(str(s.server_port))
+import os; os.rename(sys.argv[1] + ".port.tmp", sys.argv[1] + ".port")
+s.serve_forever()
+PY
+python3 "$WORK/prom.py" "$WORK/prom" &
+PIDS+=("$!")
+wait_for '[ -s "$WORK/prom.port" ]' || fail "the stand-in Prometheus did not start"
+PROM="http://127.0.0.1:$(cat "$WORK/prom.port")"
 printf 'write-tok\n' >"$WORK/write.token"
 chmod 600 "$WORK/write.token"
 cat >"$WORK/g.yml" <<YML
@@ -45,6 +74,7 @@ bench:
   idle_for: 1s
   retry_interval: 1s
   command: "$GPULSE"
+  fleet_prometheus_url: "$PROM"
 YML
 start_daemon b --config "$WORK/g.yml" --nvml-library "$FAKE_NVML" --storage-path "$WORK/db"
 LOG="$WORK/b.log"
@@ -64,6 +94,15 @@ done
 v=$(metric gpulse_bench_value 'figure="matmul"' 'variant="bf16"')
 approx "$v" 700e12 0.002 || fail "bf16 on /metrics: $v"
 [ "$(metric gpulse_bench_last_run_baseline)" = 1 ] || fail "baseline flag"
+# The fleet: the stand-in's three faster H200s flag bf16 (7.4% below their
+# median, beyond the 5% tolerance); figures without peers are not judged.
+grep -q 'gpulse_bench_value{model="NVIDIA H200",uuid!="GPU-fa4e0000-0000-4000-8000-000000000000"} and on(uuid) (gpulse_bench_last_run_baseline == 1)' \
+	"$WORK/prom.query" || fail "the fleet query: $(cat "$WORK/prom.query" 2>&1)"
+[ "$(metric gpulse_bench_regression 'basis="fleet"' 'variant="bf16"')" = 1 ] || fail "no fleet regression"
+d=$(metric gpulse_bench_deficit_ratio 'basis="fleet"' 'variant="bf16"')
+approx "$d" "$(python3 -c 'print(1 - 700 / 756)')" 0.01 || fail "fleet deficit $d"
+[ -z "$(metric gpulse_bench_regression 'basis="fleet"' 'variant="fp16"')" ] || fail "fp16 judged without peers"
+[ -z "$(metric gpulse_bench_regression 'basis="own"')" ] || fail "judged against an own baseline of no runs"
 # The store: the series through the query API, and one record (the
 # aborted run left none).
 q=$(curl -sf "$URL/api/v1/query" --data-urlencode 'query=gpulse_bench_value{figure="dram_copy"}' -G)
