@@ -96,6 +96,9 @@ struct benchd {
 	int out_fd, err_fd;
 	struct buf out, err;
 	int64_t run_deadline_ns;
+	int64_t run_spawned_ns;
+	unsigned child_pids[4];       /* NVML's pids of the child (see is_child) */
+	int nchild;
 	int64_t kill_at_ns;
 	bool killing;
 	char abort_why[256];
@@ -269,6 +272,43 @@ static unsigned gpu_activity(struct benchd *b, int slot, unsigned self, int *uti
 		if (s->procs[i].pid != self)
 			return s->procs[i].pid ? s->procs[i].pid : 1;
 	return s->procs_dropped ? 1 : 0;
+}
+
+/* Whether `pid`, on the GPU of a run, is the child. Its own pid is; in
+ * a PID namespace (gpulsed in a container without the host's PIDs) NVML
+ * gives the host's pid instead, which names no process here: such a pid
+ * seen in the first seconds of the run, while the child creates its
+ * context, is taken as the child's. A pid that names another process of
+ * this namespace is never the child's. */
+#define CHILD_LEARN_NS (15 * NS_PER_SEC)
+static bool is_child(struct benchd *b, unsigned pid)
+{
+	if (pid == (unsigned)b->pid)
+		return true;
+	for (int i = 0; i < b->nchild; i++)
+		if (b->child_pids[i] == pid)
+			return true;
+	char path[32];
+	snprintf(path, sizeof path, "/proc/%u", pid);
+	if (access(path, F_OK) == 0 || clock_mono_ns() - b->run_spawned_ns > CHILD_LEARN_NS ||
+	    b->nchild >= (int)(sizeof b->child_pids / sizeof b->child_pids[0]))
+		return false;
+	b->child_pids[b->nchild++] = pid;
+	log_info("bench: GPU %d: pid %u (not in this PID namespace) taken as the benchmark's own",
+		 b->run_gpu, pid);
+	return true;
+}
+
+/* A process on the run's GPU that is not the child (its pid), or 0. */
+static unsigned run_intruder(struct benchd *b)
+{
+	struct gpu_snapshot *s = b->snap;
+	if (bus_read(b->bus, b->run_slot, s) != 0 || !s->procs_valid)
+		return 0;
+	for (int i = 0; i < s->nprocs && i < GPU_PROC_MAX; i++)
+		if (!is_child(b, s->procs[i].pid))
+			return s->procs[i].pid ? s->procs[i].pid : 1;
+	return 0;
 }
 
 /* ---- the store -------------------------------------------------------- */
@@ -573,7 +613,9 @@ static int spawn_run(struct benchd *b, int gpu, const char *mode, char *err, siz
 	buf_reset(&b->err);
 	b->killing = false;
 	b->abort_why[0] = '\0';
-	b->run_deadline_ns = clock_mono_ns() + b->cfg->bench.run_timeout_ns;
+	b->run_spawned_ns = clock_mono_ns();
+	b->run_deadline_ns = b->run_spawned_ns + b->cfg->bench.run_timeout_ns;
+	b->nchild = 0;
 	return 0;
 fail:
 	for (int i = 0; i < 2; i++) {
@@ -836,8 +878,7 @@ static void watch_run(struct benchd *b)
 		return;
 	}
 	{
-		int util;
-		unsigned other = gpu_activity(b, b->run_slot, (unsigned)b->pid, &util, NULL, NULL, 0);
+		unsigned other = run_intruder(b);
 		if (other) {
 			char why[128];
 			snprintf(why, sizeof why, "process %u appeared on GPU %d", other, b->run_gpu);
