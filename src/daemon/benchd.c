@@ -482,8 +482,13 @@ static void emit_gpu(struct profile_emitter *e, const struct gpu_state *g, int f
 	}
 }
 
-static void emit_all(struct benchd *b, struct profile_emitter *e, bool with_counters)
+/* The gauges of `one` (a run just finished, not yet published: the
+ * store's copy, written without the mutex so that /metrics never waits on
+ * SQLite), or, with one NULL, of every GPU's last run and the counters,
+ * under the mutex. */
+static void emit_all(struct benchd *b, struct profile_emitter *e, const struct gpu_state *one)
 {
+	bool with_counters = !one;
 	static const struct {
 		const char *name, *help;
 	} fam[] = {
@@ -498,6 +503,13 @@ static void emit_all(struct benchd *b, struct profile_emitter *e, bool with_coun
 		{"gpulse_bench_tolerance_ratio", "The deficit allowed before a regression: the noise band (basis own) or bench.fleet_tolerance or the band, whichever is larger (fleet)."},
 		{"gpulse_bench_regression", "1 when the deficit exceeds the tolerance (GPUBenchRegression)."},
 	};
+	if (one) {
+		for (int f = 0; f < (int)(sizeof fam / sizeof fam[0]); f++) {
+			profile_family(e, fam[f].name, PROFILE_GAUGE, fam[f].help);
+			emit_gpu(e, one, f);
+		}
+		return;
+	}
 	pthread_mutex_lock(&b->mu);
 	for (int f = 0; f < (int)(sizeof fam / sizeof fam[0]); f++) {
 		profile_family(e, fam[f].name, PROFILE_GAUGE, fam[f].help);
@@ -538,7 +550,7 @@ int benchd_metrics(void *ctx, struct buf *out, bool openmetrics)
 		return 0;
 	struct profile_prom_emitter pe;
 	profile_prom_emitter_init(&pe, out, openmetrics);
-	emit_all(b, &pe.e, true);
+	emit_all(b, &pe.e, NULL);
 	return out->failed ? GPULSE_ELIMIT : 0;
 }
 
@@ -732,6 +744,18 @@ static void keep_result(struct benchd *b, struct bench_result *r, int gpu)
 	json_decref(fleet);
 
 	int64_t t = now_ms(b);
+	if (db) {
+		struct gpu_state *one = calloc(1, sizeof *one);
+		if (one) {
+			one->last = r;
+			memcpy(one->verdict, verdict, sizeof verdict);
+			one->has_verdict = true;
+			struct profile_store_emitter se;
+			profile_store_emitter_init(&se, db, t);
+			emit_all(b, &se.e, one);
+			free(one);
+		}
+	}
 	if (db && !vj.failed) {
 		struct buf rec;
 		buf_init(&rec, 8u << 20);
@@ -760,11 +784,6 @@ static void keep_result(struct benchd *b, struct bench_result *r, int gpu)
 	g->next_due_ms = t + b->period_ms;
 	pthread_mutex_unlock(&b->mu);
 	buf_free(&vj);
-	if (db) {
-		struct profile_store_emitter se;
-		profile_store_emitter_init(&se, db, t);
-		emit_all(b, &se.e, false);
-	}
 	int regressions = 0;
 	for (int i = 0; i < r->nfig; i++)
 		regressions += verdict[i].own_regression || verdict[i].fleet_regression;
