@@ -932,7 +932,7 @@ static int make_canned(struct http_server *s, const char *write_hint)
 		[R_403] = "", /* forbidden, above */
 		[R_403_CERT] = "forbidden: a client certificate signed by the configured CA is required\n",
 		[R_404] = "not found\n",
-		[R_405] = "method not allowed: only GET and HEAD are served\n",
+		[R_405] = "method not allowed: GET and HEAD are served, and POST (without a body) to write actions\n",
 		[R_413] = "request bodies are not accepted\n",
 		[R_414] = "request target too long\n",
 		[R_429] = "too many failed logins from this address; retry later\n",
