@@ -64,6 +64,9 @@ static void bench_usage(FILE *f)
 		"  --only LIST      some figures: matmul,dram_copy,dram_read,h2d,d2h,launch\n"
 		"  --compare FILE...  other hosts' 'gpulse bench --json' results: each figure\n"
 		"                   against the median of the same model's cards\n"
+		"A local run is also judged against the card's own past when a gpulsed\n"
+		"(--url) keeps its history; the table then shows both verdicts, and --json\n"
+		"adds them as \"verdicts\".\n"
 		"  --via-daemon     run it in gpulsed (a write action: --token-file with the\n"
 		"                   write token), which compares it with the card's history\n"
 		"                   and keeps it\n"
@@ -239,14 +242,39 @@ static int read_file(const char *path, struct buf *b, char *err, size_t errlen)
 	return 0;
 }
 
-/* Verdicts of r's figures against the peers' results of the same model
- * (other cards only), as a JSON array; NULL when none compare. */
-static json_t *fleet_verdicts(const struct bench_result *r, const struct bench_result *peers,
-			      size_t npeers)
+/* The card's stored history from gpulsed (/api/v1/bench/results of its
+ * UUID), or NULL when none answers: a local run is judged against its
+ * own past too when a gpulsed keeps it. The caller json_decref()s. */
+static json_t *own_history(const struct bench_result *r)
 {
+	char path[256], err[512];
+	json_t *doc = NULL;
+	struct client_opts o = {.timeout_ms = 2000};
+	snprintf(path, sizeof path, "/api/v1/bench/results?gpu=%d&uuid=%s", r->gpu.index, r->gpu.uuid);
+	if (client_get_json(&o, path, &doc, NULL, err, sizeof err) != 0)
+		return NULL;
+	json_t *figs = json_object_get(json_object_get(doc, "data"), "figures");
+	if (!json_is_array(figs)) {
+		json_decref(doc);
+		return NULL;
+	}
+	json_incref(figs);
+	json_decref(doc);
+	return figs;
+}
+
+/* Verdicts of r's figures against the card's stored history (`hist`, as
+ * own_history returns it; may be NULL) and the peers' results of the same
+ * model (other cards only), as a JSON array; NULL when there is neither. */
+static json_t *verdicts_for(const struct bench_result *r, json_t *hist,
+			    const struct bench_result *peers, size_t npeers)
+{
+	if (!hist && !npeers)
+		return NULL;
 	struct buf b;
 	buf_init(&b, 1u << 20);
 	buf_putc(&b, '[');
+	static struct bench_point pts[64];
 	for (int i = 0; i < r->nfig; i++) {
 		const struct bench_figure *f = &r->fig[i];
 		double vals[MAX_COMPARE_FILES];
@@ -259,9 +287,33 @@ static json_t *fleet_verdicts(const struct bench_result *r, const struct bench_r
 			if (pf && strcmp(pf->unit, f->unit) == 0)
 				vals[nv++] = pf->median;
 		}
+		size_t np = 0;
+		size_t k;
+		json_t *hf;
+		json_array_foreach(hist, k, hf) {
+			const char *fig = json_string_value(json_object_get(hf, "figure"));
+			const char *var = json_string_value(json_object_get(hf, "variant"));
+			const char *unit = json_string_value(json_object_get(hf, "unit"));
+			if (!fig || !var || !unit || strcmp(fig, f->name) || strcmp(var, f->variant) ||
+			    strcmp(unit, f->unit))
+				continue;
+			size_t j;
+			json_t *pt;
+			json_array_foreach(json_object_get(hf, "points"), j, pt) {
+				if (np >= sizeof pts / sizeof pts[0])
+					break;
+				const char *drv = json_string_value(json_object_get(pt, "driver"));
+				pts[np] = (struct bench_point){
+					.value = json_number_value(json_object_get(pt, "value")),
+					.baseline = json_is_true(json_object_get(pt, "baseline"))};
+				snprintf(pts[np].driver, sizeof pts[np].driver, "%s", drv ? drv : "");
+				np++;
+			}
+		}
 		struct bench_verdict v;
-		bench_compare(NULL, 0, r->driver, f->median, f->higher_is_better, vals, nv, NULL, &v);
-		v.new_baseline = false;
+		bench_compare(pts, np, r->driver, f->median, f->higher_is_better, vals, nv, NULL, &v);
+		if (!r->baseline)
+			v.own_regression = v.fleet_regression = false;
 		if (i)
 			buf_putc(&b, ',');
 		bench_verdict_to_json(f, &v, &b);
@@ -544,7 +596,9 @@ int cmd_bench(int argc, char **argv)
 		free(peers);
 		return CLI_FAIL;
 	}
-	json_t *verdicts = compare ? fleet_verdicts(r, peers, npeers) : NULL;
+	json_t *own = own_history(r);
+	json_t *verdicts = verdicts_for(r, own, peers, npeers);
+	json_decref(own);
 	int out = CLI_OK;
 	if (json) {
 		struct buf b;

@@ -12,6 +12,8 @@ export GPULSE_NVML_LIBRARY="$FAKE_NVML"
 export GPULSE_CUDA_LIBRARY="$GPULSE_BUILD_DIR/fake_bench/libcuda.so.1"
 export GPULSE_CUBLASLT="$GPULSE_BUILD_DIR/fake_bench/libcublasLt.so.13"
 export GPULSE_FAKE_NVML_SPEED=0     # frozen at the first (idle) row
+# No gpulsed: a local run asks one for the card's history (port 1 refuses).
+export GPULSE_URL=http://127.0.0.1:1
 [ -f "$GPULSE_CUDA_LIBRARY" ] && [ -f "$GPULSE_CUBLASLT" ] || fail "tests/fake_bench is not built"
 
 # Rates unlike the stand-ins' defaults, so that a figure can only match

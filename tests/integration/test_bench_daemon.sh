@@ -170,4 +170,15 @@ import json, sys
 d = json.load(open(sys.argv[1]))["data"]
 assert len(d["runs"]) == 2, d["runs"]
 ' "$WORK/h.json" || fail "history json: $(cat "$WORK/h.json")"
+# A local run (not through gpulsed) is judged against the history gpulsed
+# keeps for the card: its two kept runs.
+GPULSE_NVML_LIBRARY="$FAKE_NVML" GPULSE_FAKE_NVML_SPEED=0 GPULSE_FAKE_BENCH_REALTIME=0 \
+	"$GPULSE" --url "$URL" bench --json --only matmul >"$WORK/local.json" || fail "local run"
+python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+v = {(x["figure"], x["variant"]): x for x in r["verdicts"]}
+own = v[("matmul", "bf16")]["own"]
+assert own["points"] == 2 and own["regression"] is False and "median" not in own, own
+' "$WORK/local.json" || fail "local verdicts: $(cat "$WORK/local.json")"
 echo ok
