@@ -128,7 +128,9 @@ static void fmt_verdict(char *out, size_t len, const json_t *part, bool own)
 	json_t *pts = json_object_get(part, "points");
 	json_t *def = json_object_get(part, "deficit_ratio");
 	if (!def) {
-		if (own)
+		if (own && json_integer_value(pts) == 0)
+			snprintf(out, len, "no history");
+		else if (own)
 			snprintf(out, len, "building (%lld runs)", (long long)json_integer_value(pts));
 		else
 			snprintf(out, len, "-");
