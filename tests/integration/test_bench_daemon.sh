@@ -144,6 +144,12 @@ grep -q '"errorType":"forbidden"' "$WORK/body" || fail "403 body: $(cat "$WORK/b
 	fail "bad mode"
 [ "$(metric gpulse_bench_runs_total 'outcome="kept"')" = 1 ] || fail "a refused POST ran"
 
+# Without the token, --via-daemon says why.
+rc=0
+"$GPULSE" --url "$URL" bench --via-daemon >/dev/null 2>"$WORK/via403.err" || rc=$?
+[ "$rc" = 1 ] && grep -q "HTTP 403" "$WORK/via403.err" ||
+	fail "--via-daemon without the token: $rc $(cat "$WORK/via403.err")"
+
 # gpulse bench --via-daemon starts one and waits for it; a POST while it
 # runs gets 409.
 "$GPULSE" --url "$URL" --token-file "$WORK/write.token" bench --via-daemon >"$WORK/via.out" \
@@ -170,6 +176,15 @@ import json, sys
 d = json.load(open(sys.argv[1]))["data"]
 assert len(d["runs"]) == 2, d["runs"]
 ' "$WORK/h.json" || fail "history json: $(cat "$WORK/h.json")"
+# A gpulsed replaying a recording has no GPU to measure: 503, and no
+# schedule.
+URL_B=$URL
+start_daemon r --replay "$REC"
+[ "$(code -X POST "$URL/api/v1/bench?gpu=0")" = 503 ] && grep -q "replays a recording" "$WORK/body" ||
+	fail "POST on a replay: $(cat "$WORK/body")"
+! grep -q "bench: weekly" "$WORK/r.log" || fail "a replay scheduled benchmarks"
+URL=$URL_B
+
 # A local run (not through gpulsed) is judged against the history gpulsed
 # keeps for the card: its two kept runs.
 GPULSE_NVML_LIBRARY="$FAKE_NVML" GPULSE_FAKE_NVML_SPEED=0 GPULSE_FAKE_BENCH_REALTIME=0 \
