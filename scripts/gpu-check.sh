@@ -12,16 +12,16 @@
 #   7. libgpulse-inject.so overhead table (a call of its own: ~5-8 minutes)
 #   8. what each CUPTI state and a tracing window's edges cost a launch
 #      (bench/cupti_states.cu, about a minute)
-#   9. gpulse bench (about 4 minutes): cuda_abi.h against the real headers,
-#      the PTX kernels through ptxas, PyTorch's anchor figures
-#      (bench/bench_anchor.py), `gpulse bench --quick --json` five times
-#      (each figure against the anchor, and its spread), and a run started
-#      while bench/gpu_load.py loads the GPU (must be refused, and with
-#      --allow-busy marked not a baseline)
 # Never changes clocks, power limits, persistence or MIG; never resets.
 #   scripts/gpu-check.sh [SECTION...]   sections: conformance costs live record phases cpu
 #                                       inject (inject-torch: its PyTorch part only)
 #                                       inject-overhead cupti-states bench
+# Section bench (about 4 minutes): gpulse bench beside PyTorch: cuda_abi.h
+# against the real headers, the PTX kernels through ptxas, PyTorch's anchor
+# figures (bench/bench_anchor.py), `gpulse bench --quick --json` five times
+# (each figure against the anchor, and its spread), and a run started while
+# bench/gpu_load.py loads the GPU (must be refused, and with --allow-busy
+# marked not a baseline).
 set -u
 cd "$(dirname "$0")/.."
 want() { [ $# -eq 0 ] || [ -z "$SECTIONS" ] || [[ " $SECTIONS " == *" $1 "* ]]; }
@@ -214,26 +214,7 @@ else
 fi
 fi
 
-# 8. CUPTI's states and window edges, measured directly (no library)
-if want cupti-states; then
-CL=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:/usr/local/cuda/lib
-if nvcc -O2 -arch=sm_90 -o /tmp/cupti_states bench/cupti_states.cu -L/usr/local/cuda/lib64 \
-	-L/usr/local/cuda/extras/CUPTI/lib64 -lcupti -lcuda -lpthread 2>"$OUT/cupti-states-build.log" &&
-	# V (detach between windows while another thread launches) is left
-	# out: it crashed inside CUPTI 13.0 on driver 580 every time
-	# (CUPTI_SEQUENCES=PPV to try it on another driver).
-	# PBPbPPPP, PBePbPPPP: continuous mode's census windows (launch
-	# callbacks, and with event-timed samples) and what they leave behind.
-	for seq in ${CUPTI_SEQUENCES:-PPPPPPPP PBPbPPPP PBePbPPPP PBPbPBPbPP PRKPkPPPPP}; do
-		LD_LIBRARY_PATH=$CL timeout 120 /tmp/cupti_states $seq
-	done | tee "$OUT/cupti-states.txt"; then
-	row "cupti states and window edges" INFO "cupti-states.txt"
-else
-	row "cupti states and window edges" FAIL "cupti-states-build.log"
-fi
-fi
-
-# 9. gpulse bench beside PyTorch
+# bench. gpulse bench beside PyTorch
 if want bench; then
 LT=/usr/local/cuda/lib64/libcublasLt.so.13
 LTARG=()
@@ -288,6 +269,25 @@ else
 	row "bench: --allow-busy not a baseline" FAIL "bench-busy.json / bench-busy.log"
 fi
 wait $LP
+fi
+
+# 8. CUPTI's states and window edges, measured directly (no library)
+if want cupti-states; then
+CL=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:/usr/local/cuda/lib
+if nvcc -O2 -arch=sm_90 -o /tmp/cupti_states bench/cupti_states.cu -L/usr/local/cuda/lib64 \
+	-L/usr/local/cuda/extras/CUPTI/lib64 -lcupti -lcuda -lpthread 2>"$OUT/cupti-states-build.log" &&
+	# V (detach between windows while another thread launches) is left
+	# out: it crashed inside CUPTI 13.0 on driver 580 every time
+	# (CUPTI_SEQUENCES=PPV to try it on another driver).
+	# PBPbPPPP, PBePbPPPP: continuous mode's census windows (launch
+	# callbacks, and with event-timed samples) and what they leave behind.
+	for seq in ${CUPTI_SEQUENCES:-PPPPPPPP PBPbPPPP PBePbPPPP PBPbPBPbPP PRKPkPPPPP}; do
+		LD_LIBRARY_PATH=$CL timeout 120 /tmp/cupti_states $seq
+	done | tee "$OUT/cupti-states.txt"; then
+	row "cupti states and window edges" INFO "cupti-states.txt"
+else
+	row "cupti states and window edges" FAIL "cupti-states-build.log"
+fi
 fi
 
 # At most 8 files come back from the GPU machine: keep the small ones in one.
