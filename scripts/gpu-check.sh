@@ -16,7 +16,13 @@
 # Never changes clocks, power limits, persistence or MIG; never resets.
 #   scripts/gpu-check.sh [SECTION...]   sections: conformance costs live record phases cpu
 #                                       inject (inject-torch: its PyTorch part only)
-#                                       inject-overhead cupti-states
+#                                       inject-overhead cupti-states bench
+# Section bench (about 4 minutes): gpulse bench beside PyTorch: cuda_abi.h
+# against the real headers, the PTX kernels through ptxas, PyTorch's anchor
+# figures (bench/bench_anchor.py), `gpulse bench --quick --json` five times
+# (each figure against the anchor, and its spread), and a run started while
+# bench/gpu_load.py loads the GPU (must be refused, and with --allow-busy
+# marked not a baseline).
 set -u
 cd "$(dirname "$0")/.."
 want() { [ $# -eq 0 ] || [ -z "$SECTIONS" ] || [[ " $SECTIONS " == *" $1 "* ]]; }
@@ -207,6 +213,63 @@ if [ -x $IB/inject_empty ] || nvcc -O2 -arch=sm_90 -o $IB/inject_empty bench/inj
 else
 	row "inject: overhead build" FAIL "inject-build.log"
 fi
+fi
+
+# bench. gpulse bench beside PyTorch
+if want bench; then
+LT=/usr/local/cuda/lib64/libcublasLt.so.13
+LTARG=()
+[ -f "$LT" ] && LTARG=(--cublaslt "$LT")
+if cc -std=c11 -I/usr/local/cuda/include -Isrc/bench tests/gpu/bench_abi_conformance.c \
+	-o /tmp/bench_abi_conformance 2>"$OUT/bench-abi.log" && /tmp/bench_abi_conformance >>"$OUT/bench-abi.log"; then
+	row "bench: cuda_abi.h conformance" PASS "$(tail -n1 "$OUT/bench-abi.log" | cut -c1-100)"
+else
+	row "bench: cuda_abi.h conformance" FAIL "bench-abi.log"
+fi
+if /usr/local/cuda/bin/ptxas -arch=sm_90 src/bench/bench_kernels.ptx -o /tmp/bench_kernels.cubin \
+	2>"$OUT/bench-ptxas.log"; then
+	row "bench: ptxas sm_90" PASS "src/bench/bench_kernels.ptx"
+else
+	row "bench: ptxas sm_90" FAIL "bench-ptxas.log"
+fi
+timeout 120 python3 bench/bench_anchor.py >"$OUT/bench-anchor.json" 2>"$OUT/bench-anchor.log" ||
+	row "bench: torch anchor" FAIL "bench-anchor.log"
+runs=()
+for i in 1 2 3 4 5; do
+	if timeout 120 "$B/gpulse" bench --quick --json "${LTARG[@]}" >"$OUT/bench-quick-$i.json" \
+		2>"$OUT/bench-quick-$i.log"; then
+		runs+=("$OUT/bench-quick-$i.json")
+	else
+		row "bench: --quick run $i" FAIL "$(tail -n1 "$OUT/bench-quick-$i.log" | cut -c1-120)"
+	fi
+done
+"$B/gpulse" bench --quick "${LTARG[@]}" >"$OUT/bench-quick-table.txt" 2>&1 || true
+if [ ${#runs[@]} -gt 0 ] && [ -s "$OUT/bench-anchor.json" ]; then
+	python3 bench/bench_compare_anchor.py "$OUT/bench-anchor.json" "${runs[@]}" >"$OUT/bench-compare.txt" 2>&1
+	while IFS=$'\t' read -r name verdict detail; do
+		row "$name" "$verdict" "$detail"
+	done <"$OUT/bench-compare.txt"
+fi
+# A GPU in use: refused, and with --allow-busy kept but not a baseline.
+python3 bench/gpu_load.py matmul 40 >"$OUT/bench-load.txt" 2>&1 &
+LP=$!
+sleep 8
+rc=0
+timeout 120 "$B/gpulse" bench --quick "${LTARG[@]}" >"$OUT/bench-busy.txt" 2>&1 || rc=$?
+if [ $rc = 1 ] && grep -q "is in use" "$OUT/bench-busy.txt"; then
+	row "bench: refused while loaded" PASS "$(grep -o 'GPU [0-9]* is in use ([^)]*)' "$OUT/bench-busy.txt" | head -n1)"
+else
+	row "bench: refused while loaded" FAIL "rc=$rc $(tail -n1 "$OUT/bench-busy.txt" | cut -c1-100)"
+fi
+timeout 120 "$B/gpulse" bench --quick --allow-busy --json --only matmul,dram_copy "${LTARG[@]}" \
+	>"$OUT/bench-busy.json" 2>"$OUT/bench-busy.log"
+if python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["baseline"] is False else 1)' \
+	"$OUT/bench-busy.json" 2>/dev/null; then
+	row "bench: --allow-busy not a baseline" PASS "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["notes"][0][:110])' "$OUT/bench-busy.json")"
+else
+	row "bench: --allow-busy not a baseline" FAIL "bench-busy.json / bench-busy.log"
+fi
+wait $LP
 fi
 
 # 8. CUPTI's states and window edges, measured directly (no library)

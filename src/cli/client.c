@@ -142,7 +142,13 @@ int client_get(const struct client_opts *o, const char *path, struct buf *body,
 
 	struct sink sink = {.body = body};
 	curl_easy_setopt(curl, CURLOPT_URL, url);
-	curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+	if (o && o->post) {
+		curl_easy_setopt(curl, CURLOPT_POST, 1L);
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
+	} else {
+		curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+	}
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
 	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);

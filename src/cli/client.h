@@ -4,6 +4,7 @@
 #ifndef GPULSE_CLIENT_H
 #define GPULSE_CLIENT_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include <jansson.h>
@@ -22,6 +23,8 @@ struct client_opts {
 	const char *url;         /* NULL: $GPULSE_URL, else CLIENT_DEFAULT_URL */
 	const char *token_file;  /* NULL: $GPULSE_TOKEN_FILE, else no token */
 	long timeout_ms;         /* 0: CLIENT_TIMEOUT_MS */
+	bool post;               /* POST with an empty body instead of GET (a
+	                            write action: POST /api/v1/bench) */
 };
 
 /* The base URL these options resolve to (for messages). Static storage or

@@ -31,6 +31,7 @@
 #include "http_server.h"
 #include "matcher.h"
 #include "profiling.h"
+#include "benchd.h"
 #include "status.h"
 #include "str.h"
 #include "token.h"
@@ -232,6 +233,25 @@ static const struct key_spec profiling_keys[] = {
 	RANGED("store_interval", DURATION, profiling.store_interval_ns, 1 * SEC, 3600 * SEC),
 };
 
+static const struct key_spec bench_keys[] = {
+	LEAF("enabled", BOOL, bench.enabled),
+	LEAF("schedule", STRING, bench.schedule),
+	RANGED("idle_for", DURATION, bench.idle_for_ns, 0, 7 * 86400 * SEC),
+	RANGED("idle_utilization_percent", UINT, bench.idle_utilization_percent, 0, 100),
+	RANGED("retry_interval", DURATION, bench.retry_interval_ns, 1 * SEC, 7 * 86400 * SEC),
+	LEAF("mode", STRING, bench.mode),
+	LEAF("command", STRING, bench.command),
+	LEAF("cublaslt", STRING, bench.cublaslt),
+	RANGED("run_timeout", DURATION, bench.run_timeout_ns, 10 * SEC, 86400 * SEC),
+	RANGED("retention", DURATION, bench.retention_ns, 86400 * SEC, 3650 * 86400 * SEC),
+	RANGED("baseline_runs", UINT, bench.baseline_runs, 1, 64),
+	RANGED("min_runs", UINT, bench.min_runs, 1, 64),
+	RANGED("noise_floor", DOUBLE, bench.noise_floor, 0, 0.5),
+	RANGED("noise_ceiling", DOUBLE, bench.noise_ceiling, 0, 0.5),
+	RANGED("fleet_tolerance", DOUBLE, bench.fleet_tolerance, 0, 0.5),
+	LEAF("fleet_prometheus_url", STRING, bench.fleet_prometheus_url),
+};
+
 static const struct key_spec top_keys[] = {
 	LEAF("listen", LISTEN, listen),
 	LEAF("nvml_library", STRING, nvml_library),
@@ -246,6 +266,7 @@ static const struct key_spec top_keys[] = {
 	LEAF_R("rule_files", PATH_LIST, rule_files, RELOAD_LIVE),
 	SECTION_R("alerting", alerting_keys, RELOAD_LIVE),
 	SECTION("profiling", profiling_keys),
+	SECTION("bench", bench_keys),
 	RANGED("rule_evaluation_interval", DURATION, rule_evaluation_interval_ns, 1 * SEC, 86400 * SEC),
 	RANGED("rule_evaluation_delay", DURATION, rule_evaluation_delay_ns, 0, 60 * SEC),
 };
@@ -295,6 +316,7 @@ void config_defaults(struct gpulse_config *c)
 	c->rule_evaluation_delay_ns = 50 * NS_PER_MS;
 	config_alerting_defaults(c);
 	profiling_config_defaults(c);
+	benchd_config_defaults(c);
 }
 
 /* ---- durations ------------------------------------------------------- */
@@ -1622,6 +1644,8 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 		return GPULSE_EINVAL;
 	}
 
+	if ((rc = benchd_validate(c, name, err, errlen)) != 0)
+		return rc;
 	if ((rc = profiling_validate(c, name, err, errlen)) != 0)
 		return rc;
 	if ((rc = check_storage_dir(c->storage.path, name, err, errlen)) != 0)
@@ -1752,7 +1776,7 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       a->rule_evaluation_interval_ns == b->rule_evaluation_interval_ns &&
 	       a->rule_evaluation_delay_ns == b->rule_evaluation_delay_ns &&
 	       memcmp(&a->anomaly, &b->anomaly, sizeof a->anomaly) == 0 &&
-	       profiling_config_equal(a, b) &&
+	       profiling_config_equal(a, b) && benchd_config_equal(a, b) &&
 	       a->log_level == b->log_level;
 }
 

@@ -164,6 +164,25 @@ struct gpulse_config {
 		unsigned trace_max_events;
 		int64_t store_interval_ns;
 	} profiling;
+	/* Baseline benchmarks in quiet windows (src/daemon/benchd.h). */
+	struct {
+		bool enabled;
+		char schedule[32];                      /* weekly, daily, off, or a duration */
+		int64_t idle_for_ns;                    /* idle this long with no process first */
+		unsigned idle_utilization_percent;      /* at or below: idle */
+		int64_t retry_interval_ns;              /* after an abort, a refusal or a failure */
+		char mode[8];                           /* quick, full */
+		char command[CONFIG_PATH_LEN];          /* "": gpulse beside gpulsed, else on PATH */
+		char cublaslt[CONFIG_PATH_LEN];         /* "": the command's own search */
+		int64_t run_timeout_ns;                 /* a run longer than this is killed */
+		int64_t retention_ns;                   /* results kept in the store */
+		unsigned baseline_runs;                 /* runs the rolling median takes */
+		unsigned min_runs;                      /* runs needed before judging */
+		double noise_floor;                     /* noise band floor, ratio */
+		double noise_ceiling;                   /* noise band ceiling */
+		double fleet_tolerance;                 /* below the fleet median by more */
+		char fleet_prometheus_url[CONFIG_PATH_LEN]; /* "": no fleet from Prometheus */
+	} bench;
 	enum log_level log_level;
 };
 

@@ -29,6 +29,7 @@
 #include "livestore.h"
 #include "log.h"
 #include "profiling.h"
+#include "benchd.h"
 #include "prom.h"
 #include "replay.h"
 #include "selfstats.h"
@@ -87,6 +88,7 @@ struct daemon {
 	struct livestore *live;          /* the rules' history without a store; else NULL */
 	struct alerting *alerting;       /* alert delivery (alerting.h) */
 	struct profiling *prof;          /* the injection library's socket */
+	struct benchd *bench;            /* baseline benchmarks (benchd.h) */
 	struct api api;
 	char token[CONFIG_TOKEN_MAX];
 	char write_token[CONFIG_TOKEN_MAX];
@@ -257,6 +259,15 @@ const char *daemon_rule_pack(void)
 static int exit_status(int rc)
 {
 	return rc == GPULSE_EINVAL || rc == GPULSE_EPARSE ? 2 : 1;
+}
+
+/* self_stats.profile_metrics: the families of the parts outside the
+ * exporter (profiling, benchmarks), one after the other. */
+static int extra_metrics(void *ctx, struct buf *out, bool openmetrics)
+{
+	struct daemon *d = ctx;
+	int rc = profiling_metrics(d->prof, out, openmetrics);
+	return rc ? rc : benchd_metrics(d->bench, out, openmetrics);
 }
 
 /* ---- HTTP handlers: render what the bus holds ------------------------ */
@@ -775,6 +786,7 @@ static void retry_storage(struct daemon *d)
 		 * their next evaluation, so their scrapes of /metrics end. */
 		anomaly_set_store(d->anomaly, d->db);
 		profiling_set_store(d->prof, d->db);
+		benchd_set_store(d->bench, d->db);
 		rules_engine_set_store(d->rules, d->db);
 		livestore_stop(d->live);
 		if (open_diag_history(d) != GPULSE_OK)
@@ -1285,8 +1297,14 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		log_error("out of memory");
 		goto out;
 	}
-	d->self.profile_metrics = profiling_metrics;
-	d->self.profile_ctx = d->prof;
+	/* Baseline benchmarks: only with GPUs to measure (not a replay). */
+	if (benchd_start(&d->bench, &d->cfg, d->db, d->bus, !d->cfg.replay.file[0] && !d->demo_replay) !=
+	    GPULSE_OK) {
+		log_error("out of memory");
+		goto out;
+	}
+	d->self.profile_metrics = extra_metrics;
+	d->self.profile_ctx = d;
 
 	/* The live diagnosis subscribes before any source publishes, and
 	 * exists before the HTTP server can ask it (/api/v1/diagnosis). */
@@ -1343,7 +1361,8 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		goto out;
 	}
 	/* The query and capture pools first: /metrics reads their counters. */
-	if (api_register(d->http, &d->api) != 0 || profiling_register(d->prof, d->http) != 0) {
+	if (api_register(d->http, &d->api) != 0 || profiling_register(d->prof, d->http) != 0 ||
+	    benchd_register(d->bench, d->http) != 0) {
 		log_error("cannot start the threads of the query API and of captures");
 		goto out;
 	}
@@ -1402,6 +1421,7 @@ out:
 	livestore_stop(d->live);
 	profiling_interrupt(d->prof);  /* captures answer before HTTP stops */
 	http_server_stop(d->http);
+	benchd_stop(d->bench);  /* its handlers are gone; its child is ended */
 	replay_stop(d->rep);
 	collector_stop(d->col);
 	diag_live_destroy(d->diag);

@@ -696,8 +696,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (*req_cls == &uri_too_long_marker)
 			return send_canned(s, conn, R_414, true);
 		bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-		if (!head && strcmp(method, MHD_HTTP_METHOD_GET) != 0)
+		bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+		if (!head && !post && strcmp(method, MHD_HTTP_METHOD_GET) != 0)
 			return send_canned(s, conn, R_405, true);
+		/* POST, without a body, only for write actions (POST
+		 * /api/v1/bench): the write check below still applies. */
+		if (post) {
+			const struct route *pr = find_route(s, url);
+			if (!pr || !atomic_load_explicit(&pr->writes, memory_order_relaxed))
+				return send_canned(s, conn, R_405, true);
+		}
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if ((cl && strcmp(cl, "0") != 0) ||
@@ -924,7 +932,7 @@ static int make_canned(struct http_server *s, const char *write_hint)
 		[R_403] = "", /* forbidden, above */
 		[R_403_CERT] = "forbidden: a client certificate signed by the configured CA is required\n",
 		[R_404] = "not found\n",
-		[R_405] = "method not allowed: only GET and HEAD are served\n",
+		[R_405] = "method not allowed: GET and HEAD are served, and POST (without a body) to write actions\n",
 		[R_413] = "request bodies are not accepted\n",
 		[R_414] = "request target too long\n",
 		[R_429] = "too many failed logins from this address; retry later\n",

@@ -207,7 +207,9 @@ struct http_server;
  *
  * Every request goes through, in order: a target over HTTP_MAX_URL_BYTES
  * gets 414; a method other than GET or HEAD gets 405 with "Allow: GET,
- * HEAD"; a request body gets 413; with tls_client_ca_file, a connection
+ * HEAD", except POST to a route marked http_route_writes (a write action
+ * started by POST, without a body; the handler sees req->method); a
+ * request body gets 413; with tls_client_ca_file, a connection
  * without a client certificate that CA verifies gets 403 and is closed;
  * an ordinary request over the busy cap
  * gets 503; a request over its address's rate limit (rate_limit; not

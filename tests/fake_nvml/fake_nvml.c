@@ -18,6 +18,7 @@
  *       notsup:gpm[:gpu=N]          GPM is reported unsupported
  *       xid:[gpu=N:]at=S:code=C     one XID event after S seconds
  *       nodriver                    nvmlInit_v2 returns DRIVER_NOT_LOADED
+ *   GPULSE_FAKE_NVML_MIG=1      every GPU reports MIG mode enabled
  *     Times are seconds of real (monotonic) time since nvmlInit_v2.
  *
  * Fake time: a GPU's position in its recording is (now - init) * speed
@@ -930,7 +931,9 @@ FAKE_API nvml_return_t nvmlDeviceGetMigMode(nvml_device_t dev, unsigned int *cur
 		return r;
 	if (!current || !pending)
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
-	*current = *pending = NVML_ABI_FEATURE_DISABLED;
+	const char *mig = getenv("GPULSE_FAKE_NVML_MIG");
+	*current = *pending = mig && strcmp(mig, "1") == 0 ? NVML_ABI_FEATURE_ENABLED
+							  : NVML_ABI_FEATURE_DISABLED;
 	return leave(NVML_ABI_SUCCESS);
 }
 

@@ -1,0 +1,124 @@
+/* See bench_compare.h. The noise band is robust (the median absolute
+ * deviation, scaled to a standard deviation) so that one odd run in the
+ * history neither hides a regression nor invents one. */
+#include "bench_compare.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "bench_math.h"
+#include "str.h"
+
+#define MAX_WINDOW 64
+
+static double deficit(double value, double ref, bool higher_is_better)
+{
+	if (!(ref > 0))
+		return 0;
+	return higher_is_better ? 1.0 - value / ref : value / ref - 1.0;
+}
+
+void bench_compare(const struct bench_point *hist, size_t n, const char *driver, double value,
+		   bool higher_is_better, const double *peers, size_t npeers,
+		   const struct bench_compare_opts *o, struct bench_verdict *v)
+{
+	size_t window = o && o->window ? o->window : 8;
+	size_t min_points = o && o->min_points ? o->min_points : 3;
+	double min_noise = o && o->min_noise > 0 ? o->min_noise : 0.02;
+	double max_noise = o && o->max_noise > 0 ? o->max_noise : 0.05;
+	double k = o && o->noise_k > 0 ? o->noise_k : 3.0;
+	double fleet_tol = o && o->fleet_tolerance > 0 ? o->fleet_tolerance : 0.05;
+	size_t fleet_min = o && o->fleet_min ? o->fleet_min : 2;
+	if (window > MAX_WINDOW)
+		window = MAX_WINDOW;
+	memset(v, 0, sizeof *v);
+	if (!driver)
+		driver = "";
+
+	/* A driver change starts a new baseline: only the runs since the
+	 * last change (on this driver) count. */
+	if (n > 0 && strcmp(hist[n - 1].driver, driver) != 0) {
+		v->new_baseline = true;
+		str_copy(v->previous_driver, sizeof v->previous_driver, hist[n - 1].driver);
+	}
+	double w[MAX_WINDOW];
+	size_t nw = 0;
+	for (size_t i = n; i-- > 0 && nw < window;) {
+		if (strcmp(hist[i].driver, driver) != 0)
+			break;
+		if (hist[i].baseline && isfinite(hist[i].value) && hist[i].value > 0)
+			w[nw++] = hist[i].value;
+	}
+	v->own_points = nw;
+	if (nw >= min_points) {
+		double med = bench_quantile(w, nw, 0.5);
+		double dev[MAX_WINDOW];
+		for (size_t i = 0; i < nw; i++)
+			dev[i] = fabs(w[i] - med);
+		double mad = bench_quantile(dev, nw, 0.5);
+		double band = med > 0 ? k * 1.4826 * mad / med : max_noise;
+		if (band < min_noise)
+			band = min_noise;
+		if (band > max_noise)
+			band = max_noise;
+		v->have_own = true;
+		v->own_median = med;
+		v->noise_ratio = band;
+		v->own_deficit = deficit(value, med, higher_is_better);
+		v->own_regression = v->own_deficit > band;
+	}
+
+	if (peers && npeers >= fleet_min) {
+		double p[MAX_WINDOW * 4];
+		size_t np = 0;
+		for (size_t i = 0; i < npeers && np < sizeof p / sizeof p[0]; i++)
+			if (isfinite(peers[i]) && peers[i] > 0)
+				p[np++] = peers[i];
+		if (np >= fleet_min) {
+			double tol = v->have_own && v->noise_ratio > fleet_tol ? v->noise_ratio
+									       : fleet_tol;
+			v->have_fleet = true;
+			v->fleet_points = np;
+			v->fleet_median = bench_quantile(p, np, 0.5);
+			v->fleet_deficit = deficit(value, v->fleet_median, higher_is_better);
+			v->fleet_tolerance = tol;
+			v->fleet_regression = v->fleet_deficit > tol;
+		}
+	}
+}
+
+void bench_verdict_to_json(const struct bench_figure *f, const struct bench_verdict *v,
+			   struct buf *b)
+{
+	buf_puts(b, "{\"figure\":");
+	buf_put_json_string(b, f->name);
+	buf_puts(b, ",\"variant\":");
+	buf_put_json_string(b, f->variant);
+	buf_puts(b, ",\"value\":");
+	buf_put_double(b, f->median);
+	buf_printf(b, ",\"new_baseline\":%s", v->new_baseline ? "true" : "false");
+	if (v->new_baseline) {
+		buf_puts(b, ",\"previous_driver\":");
+		buf_put_json_string(b, v->previous_driver);
+	}
+	buf_printf(b, ",\"own\":{\"points\":%zu", v->own_points);
+	if (v->have_own) {
+		buf_puts(b, ",\"median\":");
+		buf_put_double(b, v->own_median);
+		buf_puts(b, ",\"noise_ratio\":");
+		buf_put_double(b, v->noise_ratio);
+		buf_puts(b, ",\"deficit_ratio\":");
+		buf_put_double(b, v->own_deficit);
+	}
+	buf_printf(b, ",\"regression\":%s}", v->own_regression ? "true" : "false");
+	buf_printf(b, ",\"fleet\":{\"points\":%zu", v->fleet_points);
+	if (v->have_fleet) {
+		buf_puts(b, ",\"median\":");
+		buf_put_double(b, v->fleet_median);
+		buf_puts(b, ",\"deficit_ratio\":");
+		buf_put_double(b, v->fleet_deficit);
+		buf_puts(b, ",\"tolerance_ratio\":");
+		buf_put_double(b, v->fleet_tolerance);
+	}
+	buf_printf(b, ",\"regression\":%s}}", v->fleet_regression ? "true" : "false");
+}

@@ -1,0 +1,62 @@
+/* gpulsed's baseline benchmarks (issue 15, docs/internals/bench.md): the
+ * `bench:` configuration section, a scheduler thread that runs `gpulse
+ * bench --json` as a child process on a GPU that has been idle for
+ * bench.idle_for with no process on it, once per bench.schedule, and
+ * kills it (keeping nothing, retrying after bench.retry_interval) when
+ * another process appears on that GPU; the comparison of each result with
+ * the card's stored history and the fleet; the results in the store
+ * (records of kind "bench", series gpulse_bench_*) and on /metrics; and
+ * three endpoints:
+ *
+ *   POST /api/v1/bench?gpu=N&mode=quick|full   start a run now (a write action)
+ *   GET  /api/v1/bench/status[?gpu=N]          the latest run: state, result, verdicts
+ *   GET  /api/v1/bench/results?gpu=N[&limit=N] stored runs and the trend per figure
+ *
+ * The benchmark never runs on the sampling threads nor in gpulsed's
+ * process: a driver fault or a hung CUDA call takes the child, not the
+ * daemon, and /metrics never waits for it. */
+#ifndef GPULSE_BENCHD_H
+#define GPULSE_BENCHD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "buf.h"
+#include "config.h"
+#include "bus.h"
+#include "http_server.h"
+#include "tsdb.h"
+
+#define BENCHD_MAX_GPUS 64
+#define BENCHD_RECORD_KIND "bench"
+
+struct benchd;
+
+void benchd_config_defaults(struct gpulse_config *c);
+/* schedule is weekly, daily, off or a duration of at least a minute;
+ * mode is quick or full; noise_floor <= noise_ceiling. 0 or
+ * GPULSE_EINVAL with "NAME: bench.KEY: ..." in err. */
+int benchd_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
+bool benchd_config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
+/* The schedule's period in ns (0: off). */
+int64_t benchd_schedule_ns(const char *schedule);
+
+/* Start the scheduler (when bench.enabled and `nvml` is true: a replay
+ * has no GPU to measure). It learns each GPU's utilization and processes
+ * from `bus` (what the collector sampled), never from NVML itself. `c`,
+ * `bus` and `db` (may be NULL: storage off or not open yet) must outlive
+ * it. *out is set in every case but out of memory
+ * (GPULSE_ENOMEM); with the scheduler off, the endpoints still answer
+ * (POST starts a run on demand when `nvml`). */
+int benchd_start(struct benchd **out, const struct gpulse_config *c, struct tsdb *db,
+		 struct bus *bus, bool nvml);
+/* The store opened late. Any thread; accepts NULL. */
+void benchd_set_store(struct benchd *b, struct tsdb *db);
+/* Route the three endpoints (b may be NULL: they answer 503). */
+int benchd_register(struct benchd *b, struct http_server *s);
+/* The gpulse_bench_* families (the last run per GPU). ctx: struct benchd. */
+int benchd_metrics(void *ctx, struct buf *out, bool openmetrics);
+/* Kill a run in progress, stop the thread, free. Accepts NULL. */
+void benchd_stop(struct benchd *b);
+
+#endif

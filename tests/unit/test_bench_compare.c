@@ -1,0 +1,232 @@
+/* The regression logic of src/bench/bench_compare.c on synthetic
+ * histories (issue 15): a 7% drop is flagged, normal noise is not, a
+ * driver change starts a new baseline, a noisy history widens the band
+ * but never past the ceiling, runs marked not a baseline do not count,
+ * latency (lower is better) is judged the other way, and the fleet
+ * median flags a card that its own history would not. The histories are
+ * drawn from a seeded generator so that "noise" is noise, not a pattern
+ * chosen to pass. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "bench_compare.h"
+
+#define BASE 780e12 /* bf16 FLOP/s */
+
+/* xorshift: the same sequence every run. */
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static double uniform(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+/* Roughly normal, mean 0, sd 1 (sum of 12 uniforms). */
+static double normal(void)
+{
+	double s = 0;
+	for (int i = 0; i < 12; i++)
+		s += uniform();
+	return s - 6;
+}
+
+static size_t history(struct bench_point *h, size_t n, double sd_ratio, const char *driver)
+{
+	for (size_t i = 0; i < n; i++) {
+		h[i] = (struct bench_point){.t_ms = (int64_t)i * 7 * 86400000, .baseline = true,
+					    .value = BASE * (1 + sd_ratio * normal())};
+		strcpy(h[i].driver, driver);
+	}
+	return n;
+}
+
+static void seven_percent_drop_is_flagged(void **state)
+{
+	(void)state;
+	struct bench_point h[8];
+	struct bench_verdict v;
+	for (int trial = 0; trial < 200; trial++) {
+		size_t n = history(h, 8, 0.005, "580.65.06");
+		bench_compare(h, n, "580.65.06", BASE * 0.93, true, NULL, 0, NULL, &v);
+		assert_true(v.have_own);
+		assert_true(v.own_regression);
+		assert_true(v.own_deficit > 0.05 && v.own_deficit < 0.09);
+		assert_false(v.new_baseline);
+	}
+}
+
+static void normal_noise_is_not_flagged(void **state)
+{
+	(void)state;
+	struct bench_point h[8];
+	struct bench_verdict v;
+	int flagged = 0;
+	/* A new run drawn from the same distribution as its history (0.5%
+	 * sd, what --quick's 5-run spread of <= 2% allows): flagged at most
+	 * rarely. */
+	for (int trial = 0; trial < 1000; trial++) {
+		size_t n = history(h, 8, 0.005, "580.65.06");
+		bench_compare(h, n, "580.65.06", BASE * (1 + 0.005 * normal()), true, NULL, 0, NULL, &v);
+		assert_true(v.have_own);
+		assert_true(v.noise_ratio >= 0.02 - 1e-12 && v.noise_ratio <= 0.05 + 1e-12);
+		flagged += v.own_regression;
+	}
+	assert_true(flagged <= 5); /* under 0.5% false alarms */
+}
+
+static void driver_change_starts_a_new_baseline(void **state)
+{
+	(void)state;
+	struct bench_point h[12];
+	struct bench_verdict v;
+	history(h, 8, 0.005, "570.86.15");
+	/* The new driver is 7% slower: not a regression of the card, a new
+	 * baseline, until enough runs on it exist. */
+	bench_compare(h, 8, "580.65.06", BASE * 0.93, true, NULL, 0, NULL, &v);
+	assert_true(v.new_baseline);
+	assert_string_equal(v.previous_driver, "570.86.15");
+	assert_false(v.have_own);
+	assert_false(v.own_regression);
+	assert_int_equal(v.own_points, 0);
+	/* Three runs on the new driver make a baseline of their own... */
+	for (int i = 8; i < 11; i++) {
+		h[i] = (struct bench_point){.t_ms = i, .baseline = true, .value = BASE * 0.93};
+		strcpy(h[i].driver, "580.65.06");
+	}
+	bench_compare(h, 11, "580.65.06", BASE * 0.93, true, NULL, 0, NULL, &v);
+	assert_false(v.new_baseline);
+	assert_true(v.have_own);
+	assert_int_equal(v.own_points, 3);
+	assert_false(v.own_regression);
+	/* ...against which a further 7% drop is flagged. */
+	bench_compare(h, 11, "580.65.06", BASE * 0.93 * 0.93, true, NULL, 0, NULL, &v);
+	assert_true(v.own_regression);
+}
+
+static void too_few_runs_build_a_baseline(void **state)
+{
+	(void)state;
+	struct bench_point h[2];
+	struct bench_verdict v;
+	history(h, 2, 0.005, "d");
+	bench_compare(h, 2, "d", BASE * 0.5, true, NULL, 0, NULL, &v);
+	assert_false(v.have_own);
+	assert_false(v.own_regression);
+	assert_int_equal(v.own_points, 2);
+}
+
+static void not_baseline_runs_do_not_count(void **state)
+{
+	(void)state;
+	struct bench_point h[8];
+	struct bench_verdict v;
+	history(h, 8, 0.002, "d");
+	/* Five runs taken while something else loaded the GPU read low; they
+	 * must neither drag the median down nor widen the band. */
+	for (int i = 3; i < 8; i++) {
+		h[i].value = BASE * 0.6;
+		h[i].baseline = false;
+	}
+	bench_compare(h, 8, "d", BASE * 0.93, true, NULL, 0, NULL, &v);
+	assert_true(v.have_own);
+	assert_int_equal(v.own_points, 3);
+	assert_true(fabs(v.own_median / BASE - 1) < 0.01);
+	assert_true(v.own_regression);
+}
+
+static void noisy_history_widens_the_band_within_the_ceiling(void **state)
+{
+	(void)state;
+	struct bench_point h[8];
+	struct bench_verdict v;
+	history(h, 8, 0.03, "d"); /* 3% sd: a noisy card */
+	bench_compare(h, 8, "d", BASE * 0.97, true, NULL, 0, NULL, &v);
+	assert_true(v.noise_ratio > 0.02);
+	assert_true(v.noise_ratio <= 0.05 + 1e-12);
+	/* A loss past the ceiling is caught however noisy the history. */
+	bench_compare(h, 8, "d", v.own_median * 0.93, true, NULL, 0, NULL, &v);
+	assert_true(v.own_regression);
+}
+
+static void latency_is_judged_the_other_way(void **state)
+{
+	(void)state;
+	struct bench_point h[6];
+	struct bench_verdict v;
+	for (int i = 0; i < 6; i++) {
+		h[i] = (struct bench_point){.t_ms = i, .baseline = true, .value = 4e-6 * (1 + 0.001 * i)};
+		strcpy(h[i].driver, "d");
+	}
+	bench_compare(h, 6, "d", 4e-6 * 1.10, false, NULL, 0, NULL, &v);
+	assert_true(v.own_regression);
+	assert_true(v.own_deficit > 0.08);
+	bench_compare(h, 6, "d", 4e-6 * 0.90, false, NULL, 0, NULL, &v);
+	assert_false(v.own_regression);
+	assert_true(v.own_deficit < 0);
+}
+
+static void fleet_median_flags_a_slow_card(void **state)
+{
+	(void)state;
+	double peers[5] = {BASE, BASE * 1.01, BASE * 0.99, BASE * 1.005, BASE * 0.995};
+	struct bench_verdict v;
+	/* No own history (a new card) but 7% below the fleet: flagged. */
+	bench_compare(NULL, 0, "d", BASE * 0.93, true, peers, 5, NULL, &v);
+	assert_false(v.have_own);
+	assert_true(v.have_fleet);
+	assert_int_equal(v.fleet_points, 5);
+	assert_true(fabs(v.fleet_median - BASE) < 1);
+	assert_true(v.fleet_regression);
+	/* 2% below: within the fleet tolerance. */
+	bench_compare(NULL, 0, "d", BASE * 0.98, true, peers, 5, NULL, &v);
+	assert_false(v.fleet_regression);
+	/* One peer is not a fleet. */
+	bench_compare(NULL, 0, "d", BASE * 0.5, true, peers, 1, NULL, &v);
+	assert_false(v.have_fleet);
+	assert_false(v.fleet_regression);
+}
+
+static void verdict_json_carries_the_numbers(void **state)
+{
+	(void)state;
+	struct bench_point h[4];
+	struct bench_verdict v;
+	history(h, 4, 0.0, "d");
+	bench_compare(h, 4, "d", BASE * 0.9, true, NULL, 0, NULL, &v);
+	struct bench_figure f = {.name = "matmul", .variant = "bf16", .median = BASE * 0.9};
+	struct buf b;
+	buf_init(&b, 4096);
+	bench_verdict_to_json(&f, &v, &b);
+	buf_putc(&b, '\0');
+	assert_non_null(strstr(b.data, "\"figure\":\"matmul\""));
+	assert_non_null(strstr(b.data, "\"regression\":true"));
+	const char *d = strstr(b.data, "\"deficit_ratio\":");
+	assert_non_null(d);
+	assert_true(fabs(strtod(d + strlen("\"deficit_ratio\":"), NULL) - 0.1) < 1e-9);
+	buf_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(seven_percent_drop_is_flagged),
+		cmocka_unit_test(normal_noise_is_not_flagged),
+		cmocka_unit_test(driver_change_starts_a_new_baseline),
+		cmocka_unit_test(too_few_runs_build_a_baseline),
+		cmocka_unit_test(not_baseline_runs_do_not_count),
+		cmocka_unit_test(noisy_history_widens_the_band_within_the_ceiling),
+		cmocka_unit_test(latency_is_judged_the_other_way),
+		cmocka_unit_test(fleet_median_flags_a_slow_card),
+		cmocka_unit_test(verdict_json_carries_the_numbers),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
