@@ -243,7 +243,6 @@ for i in 1 2 3 4 5; do
 		row "bench: --quick run $i" FAIL "$(tail -n1 "$OUT/bench-quick-$i.log" | cut -c1-120)"
 	fi
 done
-"$B/gpulse" bench --quick "${LTARG[@]}" >"$OUT/bench-quick-table.txt" 2>&1 || true
 if [ ${#runs[@]} -gt 0 ] && [ -s "$OUT/bench-anchor.json" ]; then
 	python3 bench/bench_compare_anchor.py "$OUT/bench-anchor.json" "${runs[@]}" >"$OUT/bench-compare.txt" 2>&1
 	while IFS=$'\t' read -r name verdict detail; do
