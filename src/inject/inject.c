@@ -191,6 +191,7 @@ static struct {
 	uint32_t hold_next[EVPAIRS_MAX];  /* the last value used per pair (under cmu) */
 	uint32_t gen_next;                /* under cmu */
 	uint64_t holds, holds_late;       /* held samples; those let go by the watchdog */
+	FILE *sample_log;                 /* GPULSE_INJECT_SAMPLE_LOG: each timed sample, raw (benchmarks) */
 	uint64_t floor_n, floor_ns;       /* held pairs' event-to-event floors */
 	uint64_t untimed_launches;        /* estimated launches of kernels no sample timed */
 	int lasting;                      /* exact kernel tracing has run in this process */
@@ -1478,6 +1479,11 @@ static void census_poll_samples(int64_t now)
 			 * a 1.2 us and a 2.6 us kernel both came out 2.35 us
 			 * longer than the trace's, against a floor of 1.27 us. */
 			uint64_t off = g.floor_n ? 2 * g.floor_ns / g.floor_n : 0;
+			if (g.sample_log)
+				fprintf(g.sample_log, "%s\t%llu\t%lld\t%d\t%d\n", todo[j].key ? kernel_name(todo[j].key) : "?",
+					(unsigned long long)dur[j],
+					floor_ns[j] != UINT64_MAX ? (long long)floor_ns[j] : -1LL,
+					todo[j].hold_seq != 0, todo[j].idle);
 			census_sample(g.census, todo[j].slot, todo[j].key, dur[j] > off ? dur[j] - off : 0);
 			if (todo[j].hold_seq)
 				g.holds++;
@@ -2483,6 +2489,9 @@ API int InitializeInjection(void)
 	g.cur = agg_create();
 	g.snap = agg_create();
 	g.total = g.cfg.dump_path[0] ? agg_create() : NULL;
+	const char *sample_log = getenv("GPULSE_INJECT_SAMPLE_LOG"); /* benchmarks: every timed sample */
+	if (sample_log && *sample_log && (g.sample_log = fopen(sample_log, "w")) != NULL)
+		setvbuf(g.sample_log, NULL, _IOLBF, 0);
 	g.enc = agg_encoder_create();
 	g.cap = capture_create();
 	g.names = calloc(NAME_CACHE, sizeof *g.names);
