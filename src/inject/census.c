@@ -113,6 +113,51 @@ void census_copy(struct census *c, uint32_t context, uint32_t device, uint8_t ki
 	c->copies_seen++;
 }
 
+/* The slot of (key, context) in the means' table, or of the free one where
+ * it would go; -1 when neither (the table is at its bound). */
+static int mean_index(const struct census_means *m, const char *key, uint32_t context)
+{
+	uint64_t h = hash_key(key, context);
+	unsigned mask = CENSUS_SLOTS - 1, i = (unsigned)(h >> 40) & mask;
+	for (unsigned probe = 0; probe < CENSUS_SLOTS; probe++, i = (i + 1) & mask) {
+		const struct census_mean *e = &m->m[i];
+		if (!e->used)
+			return m->count < CENSUS_SLOTS / 4 * 3 ? (int)i : -1; /* three quarters full at most */
+		if (e->hash == h && e->key == key && e->context == context)
+			return (int)i;
+	}
+	return -1;
+}
+
+void census_means_add(struct census_means *m, const char *key, uint32_t context, uint64_t dur_ns)
+{
+	if (!m || !key)
+		return;
+	int i = mean_index(m, key, context);
+	if (i < 0)
+		return;
+	struct census_mean *e = &m->m[i];
+	if (!e->used) {
+		memset(e, 0, sizeof *e);
+		e->used = 1, e->hash = hash_key(key, context), e->key = key, e->context = context;
+		m->count++;
+	}
+	if (e->ns <= UINT64_MAX - dur_ns)
+		e->n++, e->ns += dur_ns;
+}
+
+int census_means_get(const struct census_means *m, const char *key, uint32_t context,
+		     double *mean_ns)
+{
+	if (!m || !key)
+		return 0;
+	int i = mean_index(m, key, context);
+	if (i < 0 || !m->m[i].used || !m->m[i].n)
+		return 0;
+	*mean_ns = (double)m->m[i].ns / (double)m->m[i].n;
+	return 1;
+}
+
 void census_take(struct census *c, struct census *out)
 {
 	memcpy(out, c, sizeof *out);
@@ -125,8 +170,8 @@ static uint64_t scaled(uint64_t v, double by)
 	return x >= 1.8e19 ? UINT64_MAX : (uint64_t)llround(x);
 }
 
-void census_estimate(const struct census *c, double observed, struct agg *a,
-		     census_name_fn *demangle, void *user, uint64_t *untimed_launches)
+void census_estimate(const struct census *c, double observed, const struct census_means *means,
+		     struct agg *a, census_name_fn *demangle, void *user, uint64_t *untimed_launches)
 {
 	if (!(observed > 0))
 		return;
@@ -144,15 +189,20 @@ void census_estimate(const struct census *c, double observed, struct agg *a,
 		w.launches = scaled(k->launches, by);
 		if (w.launches == 0)
 			w.launches = 1;
+		double mean = 0;
 		if (k->sampled) {
-			double mean = (double)k->sampled_ns / (double)k->sampled;
-			double t = mean * (double)w.launches;
-			w.total_ns = t >= 1.8e19 ? UINT64_MAX : (uint64_t)llround(t);
+			mean = (double)k->sampled_ns / (double)k->sampled;
 			w.min_ns = k->min_ns;
 			w.max_ns = k->max_ns;
 			memcpy(w.hist, k->hist, sizeof w.hist);
+		} else if (!k->is_other && census_means_get(means, k->key, k->context, &mean)) {
+			w.min_ns = w.max_ns = (uint64_t)llround(mean); /* no sample of its own here */
 		} else if (untimed_launches) {
 			*untimed_launches += w.launches;
+		}
+		if (mean > 0) {
+			double t = mean * (double)w.launches;
+			w.total_ns = t >= 1.8e19 ? UINT64_MAX : (uint64_t)llround(t);
 		}
 		memcpy(w.grid, k->grid, sizeof w.grid);
 		memcpy(w.block, k->block, sizeof w.block);

@@ -80,18 +80,44 @@ void census_sample(struct census *c, int slot, const char *name, uint64_t dur_ns
 void census_copy(struct census *c, uint32_t context, uint32_t device, uint8_t kind,
 		 uint64_t bytes);
 
+/* Each kernel's timed launches over the process's life (never cleared, a
+ * bounded table: kernels past CENSUS_SLOTS are not kept): the mean that
+ * stands for a kernel's launches in an interval none of whose samples was
+ * read in it (the interval's flush came between a launch and the reading
+ * of its events, or its few launches there drew no sample). Same caller
+ * serialisation as the census. */
+struct census_means {
+	struct census_mean {
+		uint8_t used;
+		uint32_t context;
+		uint64_t hash;
+		const char *key;
+		uint64_t n, ns;
+	} m[CENSUS_SLOTS];
+	unsigned count;
+};
+
+/* A timed launch of `key` in `context` took dur_ns (after the correction). */
+void census_means_add(struct census_means *m, const char *key, uint32_t context, uint64_t dur_ns);
+
+/* The mean of `key` in `context` into *mean_ns; 0 when it has none. */
+int census_means_get(const struct census_means *m, const char *key, uint32_t context,
+		     double *mean_ns);
+
 /* Move the interval's census into `out` and clear `c`. */
 void census_take(struct census *c, struct census *out);
 
 /* Scale `c` to a whole interval and add it to `a` as estimated kernels and
  * copies: observed counts divided by `observed` (the share of the
  * interval the windows covered, 0 < observed <= 1), each kernel's GPU time
- * as its sampled mean times its estimated launches (0 when none of its
- * launches was timed; *untimed_launches counts those, may be NULL). The
- * histogram and min/max are the samples'. Names are passed through
- * `demangle` (NULL: used as they are) before they reach `a`. */
+ * as its sampled mean times its estimated launches; a kernel none of whose
+ * launches was timed in the interval takes its mean from `means` (may be
+ * NULL), and one with none there either gets no time (*untimed_launches
+ * counts those, may be NULL). The histogram and min/max are the
+ * interval's samples'. Names are passed through `demangle` (NULL: used as
+ * they are) before they reach `a`. */
 typedef const char *census_name_fn(const char *mangled, void *user);
-void census_estimate(const struct census *c, double observed, struct agg *a,
-		     census_name_fn *demangle, void *user, uint64_t *untimed_launches);
+void census_estimate(const struct census *c, double observed, const struct census_means *means,
+		     struct agg *a, census_name_fn *demangle, void *user, uint64_t *untimed_launches);
 
 #endif

@@ -155,6 +155,7 @@ static struct {
 	 * launch unobserved, counted in census_busy). */
 	pthread_mutex_t cmu;
 	struct census *census, *census_snap;
+	struct census_means *census_means; /* each kernel's samples over the process's life (library thread) */
 	atomic_int census_on;             /* launch callbacks are counting */
 	atomic_int census_first;          /* the first window waits for the first launch */
 	atomic_int_fast64_t census_start_ns; /* monotonic, when the window began counting */
@@ -173,6 +174,7 @@ static struct {
 		CUevent f;                /* held: the event just before a (the pair's floor) */
 		uint32_t hold_seq;        /* held: the value its stream waits for; 0 none */
 		uint32_t gen;             /* in the ticket: a stale or foreign one is ignored */
+		uint32_t context;         /* CUPTI's context id of the launch */
 		atomic_int late;          /* the watchdog let its stream go: not timed */
 		/* 0 free, 1 start recorded, 4 its end being recorded (by the
 		 * launching thread, without the lock), 2 both, 3 being read.
@@ -1213,7 +1215,8 @@ static void hold_release_all(void)
  * this interval is held: a first launch may load the module or grow the
  * local memory, which waits on the device, and a held stream would make
  * that wait until the watchdog (HOLD_MAX_NS) lets it go. */
-static uint64_t census_time_start(int slot, const char *key, CUstream stream, int ptsz, int seen)
+static uint64_t census_time_start(int slot, const char *key, CUstream stream, int ptsz, int seen,
+				  uint32_t context)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	if ((ptsz ? drv.is_capturing_ptsz : drv.is_capturing)(stream, &st) != CUDA_SUCCESS ||
@@ -1267,7 +1270,7 @@ static uint64_t census_time_start(int slot, const char *key, CUstream stream, in
 	}
 	e->a = a, e->b = NULL, e->f = f, e->slot = slot, e->key = key, e->idle = idle && !seq;
 	e->hold_seq = seq, e->start_done_at_exit = 0, e->host_gap_ns = 0, e->t_ns = clock_mono_ns();
-	e->gen = gen;
+	e->gen = gen, e->context = context;
 	atomic_store(&e->late, 0);
 	atomic_store(&e->state, 1);
 	return (uint64_t)gen << 16 | (i + 1);
@@ -1369,7 +1372,8 @@ static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 		int seen = !g.census->k[slot].is_other && g.census->k[slot].launches > 1;
 		pthread_mutex_unlock(&g.cmu);
 		if (drv.can_time && d->correlationData && sample_this())
-			*d->correlationData = census_time_start(slot, d->symbolName, stream, ptsz, seen);
+			*d->correlationData = census_time_start(slot, d->symbolName, stream, ptsz, seen,
+								     d->contextUid);
 	} else if (d->callbackSite == CUPTI_API_ENTER && on) {
 		uint8_t kind;
 		unsigned unit;
@@ -1418,6 +1422,7 @@ static void census_poll_samples(int64_t now)
 				hold_release(i, e->hold_seq);
 			todo[n].a = e->a, todo[n].b = st == 2 ? e->b : NULL, todo[n].f = e->f;
 			todo[n].slot = e->slot, todo[n].key = e->key, todo[n].t_ns = e->t_ns;
+			todo[n].context = e->context;
 			todo[n].idle = e->idle, todo[n].host_gap_ns = e->host_gap_ns;
 			todo[n].start_done_at_exit = e->start_done_at_exit;
 			todo[n].hold_seq = atomic_load(&e->late) ? 0 : e->hold_seq;
@@ -1484,7 +1489,11 @@ static void census_poll_samples(int64_t now)
 					(unsigned long long)dur[j],
 					floor_ns[j] != UINT64_MAX ? (long long)floor_ns[j] : -1LL,
 					todo[j].hold_seq != 0, todo[j].idle);
-			census_sample(g.census, todo[j].slot, todo[j].key, dur[j] > off ? dur[j] - off : 0);
+			uint64_t kernel_ns = dur[j] > off ? dur[j] - off : 0;
+			census_sample(g.census, todo[j].slot, todo[j].key, kernel_ns);
+			/* Also when the interval it belongs to was flushed before
+			 * its events were read (census_sample drops it then). */
+			census_means_add(g.census_means, todo[j].key, todo[j].context, kernel_ns);
 			if (todo[j].hold_seq)
 				g.holds++;
 		} else if (done[j] == -2)
@@ -1685,7 +1694,8 @@ static double census_fold(int64_t now_mono, uint64_t interval_ns, int add)
 		observed = 1;
 	if (observed > 0 && add) {
 		pthread_mutex_lock(&g.mu);
-		census_estimate(g.census_snap, observed, g.cur, census_name, NULL, &g.untimed_launches);
+		census_estimate(g.census_snap, observed, g.census_means, g.cur, census_name, NULL,
+				&g.untimed_launches);
 		pthread_mutex_unlock(&g.mu);
 	}
 	return observed;
@@ -2498,9 +2508,10 @@ API int InitializeInjection(void)
 	if (g.mode == WIRE_MODE_CONTINUOUS) {
 		g.census = calloc(1, sizeof *g.census);
 		g.census_snap = calloc(1, sizeof *g.census_snap);
+		g.census_means = calloc(1, sizeof *g.census_means);
 	}
 	if (!g.cur || !g.snap || !g.enc || !g.cap || (g.cfg.dump_path[0] && !g.total) ||
-	    (g.mode == WIRE_MODE_CONTINUOUS && (!g.census || !g.census_snap))) {
+	    (g.mode == WIRE_MODE_CONTINUOUS && (!g.census || !g.census_snap || !g.census_means))) {
 		step_aside("out of memory for the aggregation tables");
 		return 1;
 	}
