@@ -26,8 +26,9 @@ struct bench_compare_opts {
 	size_t min_points;    /* runs needed before judging; 0: 3 */
 	double min_noise;     /* noise band floor, ratio; 0: 0.02 (a run of
 	                         --quick spreads up to 2%) */
-	double max_noise;     /* noise band ceiling; 0: 0.05, so a 5% loss is
-	                         never hidden by a noisy history */
+	double max_noise;     /* noise band ceiling; 0: 0.05: a history noisier
+	                         than this cannot tell a 5% loss from noise, and
+	                         its figure is judged too noisy (below) */
 	double noise_k;       /* band = noise_k x 1.4826 x MAD / median; 0: 3 */
 	double fleet_tolerance; /* below the fleet median by more: 0: 0.05 */
 	size_t fleet_min;     /* peers needed; 0: 2 */
@@ -38,7 +39,11 @@ struct bench_verdict {
 	bool have_own;        /* enough baseline runs on this driver */
 	size_t own_points;    /* runs the median was taken over */
 	double own_median;
-	double noise_ratio;   /* the band used */
+	double noise_ratio;   /* the band used: the history's own, at least
+	                         min_noise */
+	bool too_noisy;       /* the band is wider than max_noise: only a loss
+	                         past the band is flagged, and the verdict says
+	                         the figure cannot catch a loss of max_noise */
 	double own_deficit;   /* 1 - value / median (for latency, value /
 	                         median - 1): positive is worse */
 	bool own_regression;

@@ -140,7 +140,8 @@ static void fmt_verdict(char *out, size_t len, const json_t *part, bool own)
 	bool reg = json_is_true(json_object_get(part, "regression"));
 	json_t *band = json_object_get(part, "noise_ratio");
 	if (band)
-		snprintf(out, len, "%+.1f%% (band %.1f%%)%s", -d * 100, json_number_value(band) * 100,
+		snprintf(out, len, "%+.1f%% (band %.1f%%%s)%s", -d * 100, json_number_value(band) * 100,
+			 json_is_true(json_object_get(part, "too_noisy")) ? ", too noisy" : "",
 			 reg ? " REGRESSION" : "");
 	else
 		snprintf(out, len, "%+.1f%% of %lld%s", -d * 100, (long long)json_integer_value(pts),

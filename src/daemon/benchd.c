@@ -498,7 +498,7 @@ static void emit_all(struct benchd *b, struct profile_emitter *e, const struct g
 		{"gpulse_bench_peak_ratio", "The last run's median over the card's datasheet peak computed from its identity (SMs, clocks, bus width, PCIe link at its maximum)."},
 		{"gpulse_bench_spread_ratio", "The last run's (max - min) / median over its timed runs."},
 		{"gpulse_bench_baseline_value", "The card's own rolling median of the figure over its earlier baseline runs on this driver."},
-		{"gpulse_bench_noise_ratio", "The noise band of the card's own baseline: 3 x 1.4826 x MAD / median, within bench.noise_floor and bench.noise_ceiling."},
+		{"gpulse_bench_noise_ratio", "The noise band of the card's own baseline: 3 x 1.4826 x MAD / median, at least bench.noise_floor; above bench.noise_ceiling the figure is too noisy to catch a loss of that size and only a loss past the band is a regression."},
 		{"gpulse_bench_deficit_ratio", "How far the last run is below the reference (basis own: the card's rolling median; fleet: the same model's median): 1 - value / reference, for latency value / reference - 1."},
 		{"gpulse_bench_tolerance_ratio", "The deficit allowed before a regression: the noise band (basis own) or bench.fleet_tolerance or the band, whichever is larger (fleet)."},
 		{"gpulse_bench_regression", "1 when the deficit exceeds the tolerance (GPUBenchRegression)."},
