@@ -11,12 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "alerting.h"
 #include "anomaly.h"
 #include "api.h"
+#include "api_status.h"
 #include "bus.h"
 #include "clock.h"
 #include "collector.h"
@@ -88,6 +90,7 @@ struct daemon {
 	struct alerting *alerting;       /* alert delivery (alerting.h) */
 	struct profiling *prof;          /* the injection library's socket */
 	struct api api;
+	struct api_status status;        /* status, metadata, health endpoints */
 	char token[CONFIG_TOKEN_MAX];
 	char write_token[CONFIG_TOKEN_MAX];
 	int64_t next_nvml_try;
@@ -315,6 +318,53 @@ static int handle_metrics(void *ctx, const struct http_request *req, struct http
 		resp->blob = http_blob_ref(mc->blob);
 	pthread_mutex_unlock(&mc->lock);
 	return rc;
+}
+
+/* The 0.0.4 rendering /metrics serves, for /api/v1/metadata. */
+static int metrics_text(void *ctx, struct buf *out)
+{
+	struct daemon *d = ctx;
+	struct metrics_cache *mc = &d->cache[0];
+	pthread_mutex_lock(&mc->lock);
+	int64_t now = clock_mono_ns();
+	int rc = 0;
+	if (!mc->blob || now - mc->rendered_ns >= METRICS_CACHE_NS) {
+		buf_reset(&mc->scratch);
+		rc = render_metrics(d, &mc->scratch, false);
+		struct http_blob *b = rc ? NULL : http_blob_new(mc->scratch.data, mc->scratch.len);
+		if (!rc && !b)
+			rc = GPULSE_ENOMEM;
+		if (b) {
+			http_blob_unref(mc->blob);
+			mc->blob = b;
+			mc->rendered_ns = now;
+		}
+	}
+	if (!rc)
+		rc = buf_append(out, mc->scratch.data ? mc->scratch.data : "", mc->scratch.len);
+	pthread_mutex_unlock(&mc->lock);
+	return rc;
+}
+
+/* What /api/v1/status/config shows: the running configuration, as
+ * --print-config prints it. */
+static void publish_config(struct daemon *d)
+{
+	/* As Prometheus shows secrets: the users' bcrypt hashes are not
+	 * passwords, but they are not for every reader of the API either. */
+	struct gpulse_config *shown = malloc(sizeof *shown);
+	if (!shown)
+		return;
+	memcpy(shown, &d->cfg, sizeof *shown);
+	for (size_t i = 0; i < HTTP_BASIC_MAX_USERS; i++)
+		if (shown->http.basic_auth_users[i][0][0])
+			snprintf(shown->http.basic_auth_users[i][1], CONFIG_BASIC_LEN, "<secret>");
+	struct buf y;
+	buf_init(&y, 4u << 20);
+	if (config_dump(shown, &y) == 0 && y.data)
+		api_status_set_config(&d->status, y.data, y.len);
+	buf_free(&y);
+	free(shown);
 }
 
 static int handle_gpus(void *ctx, const struct http_request *req, struct http_response *resp)
@@ -955,14 +1005,42 @@ static int handle_alerts(void *ctx, const struct http_request *req, struct http_
 }
 
 /* /api/v1/rules: Prometheus's document, alerting rules with their alerts. */
+#define RULES_MAX_FILTER 64 /* values of one of rule_name[], rule_group[], file[] */
+
+/* Prometheus's filters of /api/v1/rules: type=alert|record, rule_name[],
+ * rule_group[], file[] (each repeatable). */
 static int handle_rules(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	struct daemon *d = ctx;
-	(void)req;
+	const char *names[RULES_MAX_FILTER], *groups[RULES_MAX_FILTER], *files[RULES_MAX_FILTER];
+	struct rules_filter f = {.alerting = true, .recording = true, .names = names,
+				 .groups = groups, .files = files};
+	const char *type = http_request_arg(req, "type");
+	if (type && *type) {
+		if (strcasecmp(type, "alert") == 0) {
+			f.recording = false;
+		} else if (strcasecmp(type, "record") == 0) {
+			f.alerting = false;
+		} else {
+			char msg[300];
+			snprintf(msg, sizeof msg, "invalid parameter \"type\": not supported value \"%.200s\"",
+				 type);
+			return bad_request(resp, msg);
+		}
+	}
+	f.nnames = http_request_args(req, "rule_name[]", names, RULES_MAX_FILTER);
+	f.ngroups = http_request_args(req, "rule_group[]", groups, RULES_MAX_FILTER);
+	f.nfiles = http_request_args(req, "file[]", files, RULES_MAX_FILTER);
+	if (f.nnames > RULES_MAX_FILTER || f.ngroups > RULES_MAX_FILTER || f.nfiles > RULES_MAX_FILTER) {
+		char msg[120];
+		snprintf(msg, sizeof msg, "more than %d values of rule_name[], rule_group[] or file[]",
+			 RULES_MAX_FILTER);
+		return bad_request(resp, msg);
+	}
 	struct buf *b = &resp->body;
 	resp->content_type = "application/json";
 	buf_puts(b, "{\"status\":\"success\",\"data\":{\"groups\":");
-	int rc = d->rules ? rules_engine_write_json(d->rules, b) : buf_puts(b, "[]");
+	int rc = d->rules ? rules_engine_write_json(d->rules, &f, b) : buf_puts(b, "[]");
 	if (rc)
 		return rc;
 	return buf_puts(b, "}}\n");
@@ -1198,6 +1276,7 @@ static void reload(struct daemon *d)
 	d->cfg.sampling.normal_ns = nc.sampling.normal_ns;
 	d->cfg.sampling.slow_ns = nc.sampling.slow_ns;
 	d->cfg.log_level = nc.log_level;
+	publish_config(d);
 	atomic_fetch_add(&d->self.reloads_ok_total, 1);
 	atomic_store(&d->self.last_reload_ok, 1);
 	log_info("configuration reloaded");
@@ -1321,6 +1400,30 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	d->self.query_ctx = &d->api;
 	if (d->store_pending)
 		api_set_unavailable(&d->api, d->store_why);
+	api_status_init(&d->status, &d->api);
+	d->status.start_wall_ns = clock_wall_ns();
+	d->status.reload_ok = &d->self.last_reload_ok;
+	d->status.reload_wall_ns = &d->self.last_reload_wall_ns;
+	d->status.metrics_text = metrics_text;
+	d->status.metrics_ctx = d;
+	config_format_duration(d->cfg.storage.retention_ns, d->status.retention,
+			       sizeof d->status.retention);
+	{
+		char speed[32];
+		snprintf(speed, sizeof speed, "%g", d->cfg.replay.speed);
+		const struct daemon_overrides *ov = &opt->ov;
+		api_status_add_flag(&d->status, "config", opt->config_path);
+		api_status_add_flag(&d->status, "listen", d->cfg.listen);
+		api_status_add_flag(&d->status, "storage-path", storage_path(d));
+		api_status_add_flag(&d->status, "replay", d->cfg.replay.file);
+		api_status_add_flag(&d->status, "replay-speed", speed);
+		api_status_add_flag(&d->status, "nvml-library", d->cfg.nvml_library);
+		api_status_add_flag(&d->status, "log-level", ov->log_level ? ov->log_level : "");
+		api_status_add_flag(&d->status, "demo", opt->demo ? "true" : "false");
+		api_status_add_flag(&d->status, "allow-insecure-remote",
+				    d->cfg.http.allow_insecure_remote ? "true" : "false");
+	}
+	publish_config(d);
 	struct http_config hc;
 	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token, d->write_token,
 			   sizeof d->write_token) != 0) {
@@ -1343,7 +1446,8 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		goto out;
 	}
 	/* The query and capture pools first: /metrics reads their counters. */
-	if (api_register(d->http, &d->api) != 0 || profiling_register(d->prof, d->http) != 0) {
+	if (api_register(d->http, &d->api) != 0 || api_status_register(d->http, &d->status) != 0 ||
+	    profiling_register(d->prof, d->http) != 0) {
 		log_error("cannot start the threads of the query API and of captures");
 		goto out;
 	}
@@ -1424,6 +1528,8 @@ out:
 	}
 	pthread_rwlock_destroy(&d->source_lock);
 	pthread_mutex_destroy(&d->self.mode_lock);
+	if (d->status.api)
+		api_status_destroy(&d->status);
 	free(d);
 	return status;
 }
