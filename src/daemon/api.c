@@ -832,11 +832,11 @@ int api_register(struct http_server *s, struct api *a)
 	int rc = http_pool_new(s, "gpulse-query", a->max_concurrency ? a->max_concurrency
 								   : API_DEFAULT_MAX_CONCURRENCY,
 			       API_MAX_QUEUED, API_QUERY_NICE, &a->pool);
-	/* As Prometheus: each takes GET and POST with a form body (Grafana's
-	 * data source posts by default). */
+	/* As Prometheus's router: all but label values take GET and POST
+	 * with a form body (Grafana's data source posts by default). */
 	for (size_t i = 0; !rc && i < sizeof routes / sizeof routes[0]; i++) {
 		rc = http_route_deferred(s, routes[i].path, routes[i].fn, handle_busy, a, a->pool);
-		if (!rc)
+		if (!rc && strcmp(routes[i].path, "/api/v1/label/") != 0)
 			rc = http_route_form(s, routes[i].path);
 	}
 	return rc;

@@ -14,7 +14,7 @@
 #include "buf.h"
 #include "http_server.h"
 
-/* Copy gpulsed's /metrics text (format 0.0.4) into out: what
+/* Copy gpulsed's /metrics text (OpenMetrics, as Prometheus scrapes it) into out: what
  * /api/v1/metadata reads HELP and TYPE from, as a scrape would. */
 typedef int api_metrics_text_fn(void *ctx, struct buf *out);
 

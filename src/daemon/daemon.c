@@ -320,17 +320,19 @@ static int handle_metrics(void *ctx, const struct http_request *req, struct http
 	return rc;
 }
 
-/* The 0.0.4 rendering /metrics serves, for /api/v1/metadata. */
+/* The OpenMetrics rendering /metrics serves, for /api/v1/metadata: what
+ * Prometheus negotiates when it scrapes, so the family names agree (a
+ * counter's without _total). */
 static int metrics_text(void *ctx, struct buf *out)
 {
 	struct daemon *d = ctx;
-	struct metrics_cache *mc = &d->cache[0];
+	struct metrics_cache *mc = &d->cache[1];
 	pthread_mutex_lock(&mc->lock);
 	int64_t now = clock_mono_ns();
 	int rc = 0;
 	if (!mc->blob || now - mc->rendered_ns >= METRICS_CACHE_NS) {
 		buf_reset(&mc->scratch);
-		rc = render_metrics(d, &mc->scratch, false);
+		rc = render_metrics(d, &mc->scratch, true);
 		struct http_blob *b = rc ? NULL : http_blob_new(mc->scratch.data, mc->scratch.len);
 		if (!rc && !b)
 			rc = GPULSE_ENOMEM;
@@ -340,8 +342,12 @@ static int metrics_text(void *ctx, struct buf *out)
 			mc->rendered_ns = now;
 		}
 	}
+	/* The blob, not the scratch: a /metrics request may have rendered
+	 * the blob and left the scratch holding it too, but only the blob is
+	 * sure to be this cache's last good rendering. */
 	if (!rc)
-		rc = buf_append(out, mc->scratch.data ? mc->scratch.data : "", mc->scratch.len);
+		rc = mc->blob ? buf_append(out, http_blob_data(mc->blob), http_blob_len(mc->blob))
+			      : GPULSE_ENOENT;
 	pthread_mutex_unlock(&mc->lock);
 	return rc;
 }

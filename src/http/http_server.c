@@ -611,6 +611,16 @@ struct http_blob {
 	char data[];
 };
 
+const char *http_blob_data(const struct http_blob *b)
+{
+	return b->data;
+}
+
+size_t http_blob_len(const struct http_blob *b)
+{
+	return b->len;
+}
+
 struct http_blob *http_blob_new(const void *data, size_t len)
 {
 	struct http_blob *b = malloc(sizeof *b + (len ? len : 1));

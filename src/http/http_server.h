@@ -172,6 +172,9 @@ struct http_blob *http_blob_new(const void *data, size_t len);
  * accepts NULL. */
 struct http_blob *http_blob_ref(struct http_blob *b);
 void http_blob_unref(struct http_blob *b);
+/* The blob's bytes and their length (valid while a reference is held). */
+const char *http_blob_data(const struct http_blob *b);
+size_t http_blob_len(const struct http_blob *b);
 
 struct http_response {
 	int status;                  /* default 200 */
