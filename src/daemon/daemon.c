@@ -33,6 +33,7 @@
 #include "profiling.h"
 #include "prom.h"
 #include "replay.h"
+#include "selfscrape.h"
 #include "selfstats.h"
 #include "status.h"
 #include "status_json.h"
@@ -74,6 +75,7 @@ struct daemon {
 	struct diag_history *_Atomic hist;
 	struct tsdb *db;                 /* NULL: storage off or not open yet */
 	struct ingest *ingest;
+	struct selfscrape *scrape;       /* /metrics into the store (selfscrape.h) */
 	/* The store as other threads see it: published (release) once open,
 	 * at start or by a later retry on the main thread, and never taken
 	 * back until shutdown, after the HTTP server and the sources stop. */
@@ -288,6 +290,13 @@ static int render_metrics(struct daemon *d, struct buf *out, bool om)
 /* The rules' scrape of /metrics without a store (livestore.h): not a
  * scrape that gpulse_scrapes_total or the last scrape's duration count. */
 static int render_for_rules(void *ctx, struct buf *out)
+{
+	return render_exposition(ctx, out, false);
+}
+
+/* The store's scrape of /metrics (selfscrape.h): not counted as a scrape
+ * either. */
+static int render_for_store(void *ctx, struct buf *out)
 {
 	return render_exposition(ctx, out, false);
 }
@@ -775,6 +784,10 @@ static int open_storage(struct daemon *d, char *err, size_t errlen)
 	d->ingest = ing;
 	atomic_store_explicit(&d->ingest_live, ing, memory_order_release);
 	atomic_store_explicit(&d->store_live, db, memory_order_release);
+	/* What /metrics exports and no other writer stores (issue 18). */
+	if (selfscrape_create(&d->scrape, db, NULL, render_for_store, d) != GPULSE_OK ||
+	    selfscrape_start(d->scrape) != GPULSE_OK)
+		log_warn("storage: cannot start storing the self-metrics; the fields are stored");
 	return 0;
 }
 
@@ -1510,6 +1523,7 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 out:
 	/* The rules' scrapes read the sources and the rules' counters. */
 	livestore_stop(d->live);
+	selfscrape_stop(d->scrape);
 	profiling_interrupt(d->prof);  /* captures answer before HTTP stops */
 	http_server_stop(d->http);
 	replay_stop(d->rep);
@@ -1526,6 +1540,7 @@ out:
 	tsdb_close(d->db);
 	demo_end(d);
 	ingest_destroy(d->ingest);
+	selfscrape_destroy(d->scrape);
 	bus_destroy(d->bus);
 	for (int i = 0; i < 2; i++) {
 		buf_free(&d->cache[i].scratch);
