@@ -175,6 +175,39 @@ static int check_rules_without_store(struct rules_file *const *files, size_t n, 
 	return GPULSE_OK;
 }
 
+/* gpulsed's identity where the configuration leaves it out (issue 18):
+ * alerting.external_labels gets instance=HOSTNAME unless it names
+ * `instance` (an empty value there means none), and alerting.external_url
+ * defaults, as Prometheus's --web.external-url does, to
+ * http(s)://HOSTNAME:PORT of http.listen (none with port 0, which is
+ * known only once bound). */
+static void identity_defaults(struct gpulse_config *c)
+{
+	char host[256];
+	if (gethostname(host, sizeof host) != 0 || !host[0])
+		return;
+	host[sizeof host - 1] = '\0';
+	size_t n = 0;
+	bool named = false;
+	for (; n < CONFIG_MAX_LABELS && c->alerting.external_labels[n][0][0]; n++)
+		named |= strcmp(c->alerting.external_labels[n][0], "instance") == 0;
+	if (!named && n < CONFIG_MAX_LABELS) {
+		snprintf(c->alerting.external_labels[n][0], sizeof c->alerting.external_labels[n][0],
+			 "instance");
+		snprintf(c->alerting.external_labels[n][1], sizeof c->alerting.external_labels[n][1],
+			 "%s", host);
+	}
+	if (!c->alerting.external_url[0]) {
+		char lhost[HTTP_MAX_LISTEN + 1];
+		int port = 0;
+		if (http_parse_listen(c->listen, lhost, sizeof lhost, &port, NULL, 0) == 0 && port > 0) {
+			bool tls = c->http.tls_cert_file[0] != '\0';
+			snprintf(c->alerting.external_url, sizeof c->alerting.external_url,
+				 "%s://%s:%d", tls ? "https" : "http", host, port);
+		}
+	}
+}
+
 int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *out,
 		       char *err, size_t errlen)
 {
@@ -190,6 +223,7 @@ int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *o
 	if ((rc = config_validate(&c, opt->config_path ? opt->config_path : "command line", err,
 				  errlen)) != 0)
 		return rc;
+	identity_defaults(&c);
 	struct rules_file **files = NULL;
 	size_t nfiles = 0;
 	if ((rc = load_rule_files(&c, &files, &nfiles, err, errlen)) != 0)
@@ -957,9 +991,12 @@ static int start_rules(struct daemon *d)
 	}
 	struct promql_label ext[CONFIG_MAX_LABELS];
 	size_t next = 0;
-	for (; next < CONFIG_MAX_LABELS && d->cfg.alerting.external_labels[next][0][0]; next++)
-		ext[next] = (struct promql_label){d->cfg.alerting.external_labels[next][0],
-						  d->cfg.alerting.external_labels[next][1]};
+	/* An empty value is no label (as in Prometheus): `instance: ""`
+	 * turns the default off. */
+	for (size_t i = 0; i < CONFIG_MAX_LABELS && d->cfg.alerting.external_labels[i][0][0]; i++)
+		if (d->cfg.alerting.external_labels[i][1][0])
+			ext[next++] = (struct promql_label){d->cfg.alerting.external_labels[i][0],
+							    d->cfg.alerting.external_labels[i][1]};
 	struct rules_engine_config rc = {
 		.db = d->db,
 		.queryable = &livestore_queryable,
@@ -974,6 +1011,9 @@ static int start_rules(struct daemon *d)
 		.external_labels = ext,
 		.nexternal_labels = next,
 		.external_url = d->cfg.alerting.external_url[0] ? d->cfg.alerting.external_url : NULL,
+		/* At the edge a series has no `instance`: templates see the
+		 * external labels the alert will carry (identity_defaults). */
+		.ext_in_template_labels = true,
 	};
 	if (rules_engine_new(&d->rules, &rc, files, n) || rules_engine_start(d->rules)) {
 		log_error("rules: cannot start the evaluation thread");

@@ -563,6 +563,7 @@ static int eval_alert_rule(struct rules_engine *e, const struct rules_rule *r, s
 	int rc = eval_expr(e, r, t_ms, &res, err, sizeof err);
 	if (!rc) {
 		struct alert_opts ao = {.ext_labels = e->ext, .next_labels = e->next, .external_url = e->url,
+					.ext_in_template_labels = e->cfg.ext_in_template_labels,
 					.flap_max_toggles = e->cfg.flap_max_toggles,
 					.flap_window_ms = e->cfg.flap_window_ms};
 		rc = alert_rule_eval(&st->alerts, r, res, t_ms, &ao, err, sizeof err);

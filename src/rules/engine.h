@@ -59,6 +59,7 @@ struct rules_engine_config {
 	const struct promql_label *external_labels; /* $externalLabels; copied */
 	size_t nexternal_labels;
 	const char *external_url;         /* $externalURL and generator URLs; NULL: none; copied */
+	bool ext_in_template_labels;      /* alert_opts.ext_in_template_labels */
 };
 
 /* The engine's alert counters (gpulse_alerts, gpulse_alert_*). */
