@@ -76,6 +76,7 @@ struct daemon {
 	struct tsdb *db;                 /* NULL: storage off or not open yet */
 	struct ingest *ingest;
 	struct selfscrape *scrape;       /* /metrics into the store (selfscrape.h) */
+	struct selfscrape *_Atomic scrape_live; /* as HTTP threads see it: published once */
 	/* The store as other threads see it: published (release) once open,
 	 * at start or by a later retry on the main thread, and never taken
 	 * back until shutdown, after the HTTP server and the sources stop. */
@@ -769,6 +770,11 @@ static void storage_stats(void *ctx, struct storage_self_stats *out)
 	out->head_bytes = st.head_bytes;
 	out->db_bytes = st.db_bytes;
 	out->corrupt_chunks_total = st.corrupt_chunks_total;
+	struct selfscrape_stats ss;
+	selfscrape_get_stats(atomic_load_explicit(&d->scrape_live, memory_order_acquire), &ss);
+	out->self_scrape_series = ss.series;
+	out->self_scrape_samples_total = ss.samples_appended_total;
+	out->self_scrape_refused_total = ss.series_refused_total;
 }
 
 /* The bus's subscriber for the store: subscribed at start (the bus takes
@@ -822,6 +828,8 @@ static int open_storage(struct daemon *d, char *err, size_t errlen)
 	if (selfscrape_create(&d->scrape, db, NULL, render_for_store, d) != GPULSE_OK ||
 	    selfscrape_start(d->scrape) != GPULSE_OK)
 		log_warn("storage: cannot start storing the self-metrics; the fields are stored");
+	else
+		atomic_store_explicit(&d->scrape_live, d->scrape, memory_order_release);
 	return 0;
 }
 

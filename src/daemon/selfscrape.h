@@ -62,6 +62,7 @@ void selfscrape_destroy(struct selfscrape *s);
  * to be called while the thread runs. */
 void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64_t t_ms);
 
+/* A snapshot of the counters (any thread); s NULL: zeros. */
 void selfscrape_get_stats(struct selfscrape *s, struct selfscrape_stats *out);
 
 #endif
