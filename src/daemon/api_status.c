@@ -211,7 +211,8 @@ static int cmp_count(const void *x, const void *y)
 
 static void put_top(struct buf *b, const char *key, struct count *c, size_t n)
 {
-	qsort(c, n, sizeof *c, cmp_count);
+	if (n > 1)
+		qsort(c, n, sizeof *c, cmp_count);
 	buf_printf(b, ",\"%s\":[", key);
 	for (size_t i = 0; i < n && i < API_TOP; i++) {
 		if (i)
@@ -319,8 +320,10 @@ static int handle_tsdb(void *ctx, const struct http_request *req, struct http_re
 		}
 		return rc;
 	}
-	qsort(names.v, names.n, sizeof *names.v, cmp_cstr);
-	qsort(pairs.v, pairs.n, sizeof *pairs.v, cmp_cstr);
+	if (names.n > 1)
+		qsort(names.v, names.n, sizeof *names.v, cmp_cstr);
+	if (pairs.n > 1)
+		qsort(pairs.v, pairs.n, sizeof *pairs.v, cmp_cstr);
 	size_t nn = 0, np = 0;
 	struct count *by_name = runs(&names, &nn), *by_pair = runs(&pairs, &np);
 	/* Per label name, over distinct pairs: values, and their bytes. */

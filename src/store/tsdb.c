@@ -1819,7 +1819,8 @@ static int list_labels(struct tsdb *db, const char *name, char ***out, size_t *n
 			tmp[cnt++] = x;
 		}
 	}
-	qsort(tmp, cnt, sizeof *tmp, str_cmp);
+	if (cnt > 1) /* tmp is NULL in an empty store: qsort's argument must not be */
+		qsort(tmp, cnt, sizeof *tmp, str_cmp);
 	char **res = calloc(cnt ? cnt : 1, sizeof *res);
 	if (!res) {
 		free(tmp);
