@@ -51,7 +51,7 @@ struct route {
 	http_handler_fn *busy;       /* the pool is full: answers instead */
 };
 
-enum canned { R_400_FORM, R_401, R_403, R_403_CERT, R_404, R_405, R_413, R_413_FORM, R_414,
+enum canned { R_400_FORM, R_401, R_403, R_403_CERT, R_404, R_405, R_405_FORM, R_413, R_413_FORM, R_414,
 	      R_429, R_429_RATE, R_500, R_503, R_COUNT };
 
 /* What the server keeps per connection (MHD's socket context): the
@@ -706,7 +706,8 @@ static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection 
 		[R_401] = MHD_HTTP_UNAUTHORIZED, [R_403] = MHD_HTTP_FORBIDDEN,
 		[R_403_CERT] = MHD_HTTP_FORBIDDEN,
 		[R_404] = MHD_HTTP_NOT_FOUND,
-		[R_405] = MHD_HTTP_METHOD_NOT_ALLOWED, [R_413] = MHD_HTTP_CONTENT_TOO_LARGE,
+		[R_405] = MHD_HTTP_METHOD_NOT_ALLOWED, [R_405_FORM] = MHD_HTTP_METHOD_NOT_ALLOWED,
+		[R_413] = MHD_HTTP_CONTENT_TOO_LARGE,
 		[R_414] = MHD_HTTP_URI_TOO_LONG, [R_429] = MHD_HTTP_TOO_MANY_REQUESTS,
 		[R_429_RATE] = MHD_HTTP_TOO_MANY_REQUESTS,
 		[R_500] = MHD_HTTP_INTERNAL_SERVER_ERROR,
@@ -858,13 +859,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return send_canned(s, conn, R_414, true);
 		bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 		bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
-		const struct route *fr = post ? find_route(s, url) : NULL;
+		bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
+		const struct route *fr = get || head ? NULL : find_route(s, url);
+		bool form = fr && atomic_load_explicit(&fr->form, memory_order_relaxed);
 		if (post && !fr)
 			return send_canned(s, conn, R_404, true);
-		if (post && !atomic_load_explicit(&fr->form, memory_order_relaxed))
-			return send_canned(s, conn, R_405, true);
-		if (!head && !post && strcmp(method, MHD_HTTP_METHOD_GET) != 0)
-			return send_canned(s, conn, R_405, true);
+		if (!head && !get && !(post && form))
+			return send_canned(s, conn, form ? R_405_FORM : R_405, true);
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (post) {
@@ -1111,8 +1112,8 @@ static int make_canned(struct http_server *s, const char *write_hint)
 		[R_403] = "", /* forbidden, above */
 		[R_403_CERT] = "forbidden: a client certificate signed by the configured CA is required\n",
 		[R_404] = "not found\n",
-		[R_405] = "method not allowed: GET and HEAD are served, and POST where Prometheus's "
-			  "API takes it\n",
+		[R_405] = "method not allowed: GET and HEAD are served here\n",
+		[R_405_FORM] = "method not allowed: GET, HEAD and POST are served here\n",
 		[R_413] = "request bodies are not accepted here\n",
 		[R_413_FORM] = ("{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":"
 				"\"request body too large: a form body may hold at most "
@@ -1144,6 +1145,7 @@ static int make_canned(struct http_server *s, const char *write_hint)
 					json ? "application/json" : "text/plain; charset=utf-8");
 	}
 	MHD_add_response_header(s->canned[R_405], MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	MHD_add_response_header(s->canned[R_405_FORM], MHD_HTTP_HEADER_ALLOW, "GET, HEAD, POST");
 	if (s->token || !s->basic)
 		MHD_add_response_header(s->canned[R_401], MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 					"Bearer realm=\"gpulse\"");

@@ -525,9 +525,15 @@ static void test_forms(void **state)
 	assert_non_null(strstr(body_of(&r), "request body too large"));
 	reply_free(&r);
 	free(body);
-	/* POST elsewhere: 405 on a GET route, 404 on no route. */
+	/* POST elsewhere: 405 on a GET route, 404 on no route; another
+	 * method on a form route: 405 that names POST too. */
 	fetch(&r, url(&v, "/empty"), NULL, NULL, "q=1");
 	assert_int_equal(r.status, 405);
+	assert_true(has_header(&r, "Allow: GET, HEAD"));
+	reply_free(&r);
+	fetch(&r, url(&v, "/form"), "PUT", NULL, NULL);
+	assert_int_equal(r.status, 405);
+	assert_true(has_header(&r, "Allow: GET, HEAD, POST"));
 	reply_free(&r);
 	fetch(&r, url(&v, "/none"), NULL, NULL, "q=1");
 	assert_int_equal(r.status, 404);
