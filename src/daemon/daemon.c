@@ -77,6 +77,8 @@ struct daemon {
 	struct ingest *ingest;
 	struct selfscrape *scrape;       /* /metrics into the store (selfscrape.h) */
 	struct selfscrape *_Atomic scrape_live; /* as HTTP threads see it: published once */
+	bool self_ready;                 /* main thread: d->self's callbacks are all set, so
+	                                    threads that render /metrics may start */
 	/* The store as other threads see it: published (release) once open,
 	 * at start or by a later retry on the main thread, and never taken
 	 * back until shutdown, after the HTTP server and the sources stop. */
@@ -788,6 +790,16 @@ static void store_update(void *ctx, const struct gpu_update *u)
 		ingest_on_update(ing, u);
 }
 
+static void start_selfscrape(struct daemon *d)
+{
+	if (!d->scrape || atomic_load_explicit(&d->scrape_live, memory_order_relaxed))
+		return;
+	if (selfscrape_start(d->scrape) != GPULSE_OK)
+		log_warn("storage: cannot start storing the self-metrics; the fields are stored");
+	else
+		atomic_store_explicit(&d->scrape_live, d->scrape, memory_order_release);
+}
+
 static const char *storage_path(const struct daemon *d)
 {
 	return d->cfg.storage.path[0] ? d->cfg.storage.path : d->demo_store;
@@ -824,12 +836,13 @@ static int open_storage(struct daemon *d, char *err, size_t errlen)
 	d->ingest = ing;
 	atomic_store_explicit(&d->ingest_live, ing, memory_order_release);
 	atomic_store_explicit(&d->store_live, db, memory_order_release);
-	/* What /metrics exports and no other writer stores (issue 18). */
-	if (selfscrape_create(&d->scrape, db, NULL, render_for_store, d) != GPULSE_OK ||
-	    selfscrape_start(d->scrape) != GPULSE_OK)
-		log_warn("storage: cannot start storing the self-metrics; the fields are stored");
-	else
-		atomic_store_explicit(&d->scrape_live, d->scrape, memory_order_release);
+	/* What /metrics exports and no other writer stores (issue 18). It
+	 * renders /metrics, so it starts once d->self is complete (at start,
+	 * just before the HTTP server; a store opened late, at once). */
+	if (selfscrape_create(&d->scrape, db, NULL, render_for_store, d) != GPULSE_OK)
+		log_warn("storage: cannot store the self-metrics; the fields are stored");
+	else if (d->self_ready)
+		start_selfscrape(d);
 	return 0;
 }
 
@@ -1518,6 +1531,10 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		log_error("cannot start the threads of the query API and of captures");
 		goto out;
 	}
+	/* Every d->self callback and the pools /metrics reads are set: the
+	 * store's scrape of /metrics may start. */
+	d->self_ready = true;
+	start_selfscrape(d);
 	/* A scrape and a health check answer however busy the rest is. */
 	http_route_reserved(d->http, "/metrics", handle_metrics, d);
 	http_route(d->http, "/api/v1/gpus", handle_gpus, d);
