@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
-#include <regex.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include "chunk.h"
 #include "clock.h"
 #include "log.h"
+#include "rx.h"
 #include "status.h"
 #include "str.h"
 
@@ -1374,8 +1374,7 @@ struct cmatcher {
 	enum tsdb_match_op op;
 	const char *name;
 	const char *value;
-	regex_t re;
-	bool compiled;
+	struct rx *re;               /* compiled for RE and NRE */
 };
 
 struct tsdb_iter {
@@ -1397,8 +1396,14 @@ static bool matcher_ok(const struct cmatcher *m, const char *v)
 	switch (m->op) {
 	case TSDB_MATCH_EQ: return strcmp(v, m->value) == 0;
 	case TSDB_MATCH_NE: return strcmp(v, m->value) != 0;
-	case TSDB_MATCH_RE: return regexec(&m->re, v, 0, NULL, 0) == 0;
-	case TSDB_MATCH_NRE: return regexec(&m->re, v, 0, NULL, 0) != 0;
+	case TSDB_MATCH_RE:
+	case TSDB_MATCH_NRE: {
+		/* A match stopped by the cost limit counts as none
+		 * (rx_limit_hits; docs/internals/regex.md). */
+		bool hit = false;
+		rx_match(m->re, v, strlen(v), &hit);
+		return (m->op == TSDB_MATCH_RE) == hit;
+	}
 	}
 	return false;
 }
@@ -1427,8 +1432,7 @@ static int series_cmp(const void *a, const void *b)
 static void free_matchers(struct cmatcher *cm, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (cm[i].compiled)
-			regfree(&cm[i].re);
+		rx_free(cm[i].re);
 }
 
 int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
@@ -1453,30 +1457,14 @@ int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
 		cm[i].name = m[i].name;
 		cm[i].value = m[i].value;
 		if (m[i].op == TSDB_MATCH_RE || m[i].op == TSDB_MATCH_NRE) {
-			/* Prometheus anchors: ^(?:re)$; a POSIX group does the same. */
-			size_t len = strlen(m[i].value);
-			char *pat = malloc(len + 5);
-			if (!pat) {
-				rc = GPULSE_ENOMEM;
-				goto out;
-			}
-			snprintf(pat, len + 5, "^(%s)$", m[i].value);
-			/* The bare pattern must compile too: "a)|(b" would
-			 * otherwise slip out of the anchoring group. */
-			int r = regcomp(&cm[i].re, m[i].value, REG_EXTENDED | REG_NOSUB);
-			if (r == 0) {
-				regfree(&cm[i].re);
-				r = regcomp(&cm[i].re, pat, REG_EXTENDED | REG_NOSUB);
-			}
-			free(pat);
+			/* Prometheus anchors: ^(?:re)$ (RX_ANCHORED). */
+			char msg[256];
+			int r = rx_compile(m[i].value, RX_ANCHORED, &cm[i].re, msg, sizeof msg);
 			if (r != 0) {
-				char msg[128];
-				regerror(r, &cm[i].re, msg, sizeof msg);
 				str_errf(err, errlen, "bad regular expression \"%.64s\": %s", m[i].value, msg);
-				rc = GPULSE_EINVAL;
+				rc = r == GPULSE_ENOMEM ? GPULSE_ENOMEM : GPULSE_EINVAL;
 				goto out;
 			}
-			cm[i].compiled = true;
 		}
 		if (!matcher_ok(&cm[i], ""))
 			nonempty = true;
@@ -1831,7 +1819,8 @@ static int list_labels(struct tsdb *db, const char *name, char ***out, size_t *n
 			tmp[cnt++] = x;
 		}
 	}
-	qsort(tmp, cnt, sizeof *tmp, str_cmp);
+	if (cnt > 1) /* tmp is NULL in an empty store: qsort's argument must not be */
+		qsort(tmp, cnt, sizeof *tmp, str_cmp);
 	char **res = calloc(cnt ? cnt : 1, sizeof *res);
 	if (!res) {
 		free(tmp);

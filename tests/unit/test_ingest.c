@@ -183,13 +183,23 @@ static void test_values_and_labels(void **state)
 	assert_true(x[0] == 1);
 	assert_int_equal(read_series(INGEST_CLOCK_REASONS_METRIC, NULL, NULL, t, x, 16, &nl), 1);
 	assert_true(x[0] == 4);
+	/* The integral of the power readings: trapezoids of 100 ms. */
+	assert_int_equal(read_series("gpulse_gpu_power_energy_joules_total", NULL, NULL, t, x, 16, &nl), 5);
+	double joules = 0;
+	for (int i = 1; i < 5; i++) {
+		joules += 0.5 * ((100 + i - 1) + (100 + i)) * 0.1;
+		assert_true(fabs(x[i] - joules) < 1e-9);
+		assert_int_equal(t[i], T0_MS + 100 * i);
+	}
+	assert_true(x[0] == 0);
 	/* A field outside the update's mask is not written at all. */
 	assert_int_equal(read_series("gpulse_gpu_temperature_celsius", NULL, NULL, t, x, 16, &nl), 0);
 
 	struct ingest_stats st;
 	ingest_get_stats(fx.ing, &st);
 	assert_int_equal(st.updates_total, 7);
-	assert_int_equal(st.samples_appended_total, 5 * 2 + 3);  /* memory, util; ECC, reasons */
+	/* power, util and the bus's power integral (bus_publish); ECC, reasons */
+	assert_int_equal(st.samples_appended_total, 5 * 3 + 3);
 	assert_int_equal(st.append_errors_total, 0);
 
 	/* Flushed and reopened, the same samples come back. */
@@ -333,11 +343,11 @@ static void test_out_of_order_counted(void **state)
 	publish(TIER_FAST, T0_MS, m, m, v);        /* older */
 	struct ingest_stats st;
 	ingest_get_stats(fx.ing, &st);
-	assert_int_equal(st.append_errors_total, 2); /* power, twice */
-	assert_int_equal(st.samples_appended_total, 1);
+	assert_int_equal(st.append_errors_total, 4); /* power and its integral, twice */
+	assert_int_equal(st.samples_appended_total, 2);
 	struct tsdb_stats ts;
 	tsdb_get_stats(fx.db, &ts);
-	assert_int_equal(ts.samples_dropped_total, 2);
+	assert_int_equal(ts.samples_dropped_total, 4);
 }
 
 int main(void)

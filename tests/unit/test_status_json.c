@@ -205,8 +205,10 @@ static void test_gpu_lost(void **state)
 	assert_string_equal(json_string_value(json_object_get(g, "mig_mode")), "unknown");
 	assert_int_equal(json_object_size(json_object_get(g, "fields")), 0);
 	json_t *stale = json_object_get(g, "stale_fields");
-	assert_int_equal(json_array_size(stale), 1);
+	/* power, and the integral the bus derives from it */
+	assert_int_equal(json_array_size(stale), 2);
 	assert_string_equal(json_string_value(json_array_get(stale, 0)), "power");
+	assert_string_equal(json_string_value(json_array_get(stale, 1)), "power_energy");
 	assert_true(json_is_null(json_object_get(g, "throttle_reasons")));
 	assert_int_equal(json_array_size(json_object_get(g, "processes")), 0);
 	assert_int_equal(json_integer_value(json_object_get(g, "lost_total")), 1);
