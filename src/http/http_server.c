@@ -874,7 +874,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return send_canned(s, conn, form ? R_405_FORM : R_405, true);
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (post) {
+		if (post && form) {
+			/* A write action's POST takes no body: the 413 below. */
 			int brc = form_begin(conn, cl);
 			if (brc >= 0)
 				return send_canned(s, conn, (enum canned)brc, true);

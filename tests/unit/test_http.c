@@ -551,6 +551,53 @@ static void test_forms(void **state)
 	http_server_stop(v.s);
 }
 
+/* Both kinds of POST route on one server: a write action (POST without
+ * a body, as POST /api/v1/bench; the write check applies) and a form
+ * route (the query API's); POST elsewhere stays 405, and 404 on no route. */
+static void start_writes(struct srv *v, const char *listen, const char *token,
+			 const char *write_token);
+
+static void test_post_kinds(void **state)
+{
+	(void)state;
+	struct srv v;
+	struct reply r;
+	const char *wr = "Authorization: Bearer write-tok";
+	start_writes(&v, "127.0.0.1:0", NULL, "write-tok");
+	assert_int_equal(http_route(v.s, "/form", h_form, NULL), 0);
+	assert_int_equal(http_route_form(v.s, "/form"), 0);
+	/* The write action: POST without a body reaches the handler, which
+	 * sees the method; without the write token it is 403. */
+	fetch(&r, url(&v, "/api/v1/trace?x=1"), "POST", wr, NULL);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(body_of(&r), "trace POST /api/v1/trace"));
+	reply_free(&r);
+	fetch(&r, url(&v, "/api/v1/trace"), "POST", NULL, NULL);
+	assert_int_equal(r.status, 403);
+	reply_free(&r);
+	/* A body on a write action is refused; so is another method. */
+	fetch(&r, url(&v, "/api/v1/trace"), NULL, wr, "a=b");
+	assert_int_equal(r.status, 413);
+	reply_free(&r);
+	fetch(&r, url(&v, "/api/v1/trace"), "PUT", wr, NULL);
+	assert_int_equal(r.status, 405);
+	assert_true(has_header(&r, "Allow: GET, HEAD"));
+	reply_free(&r);
+	/* The form route still reads its body. */
+	fetch(&r, url(&v, "/form?m[]=0"), NULL, NULL, "q=z");
+	assert_int_equal(r.status, 200);
+	assert_string_equal(body_of(&r), "POST q=z m=0");
+	reply_free(&r);
+	/* A read route: 405; no route: 404. */
+	fetch(&r, url(&v, "/metrics"), "POST", wr, NULL);
+	assert_int_equal(r.status, 405);
+	reply_free(&r);
+	fetch(&r, url(&v, "/nosuch"), "POST", wr, NULL);
+	assert_int_equal(r.status, 404);
+	reply_free(&r);
+	http_server_stop(v.s);
+}
+
 static void test_refusals(void **state)
 {
 	(void)state;
@@ -1557,6 +1604,7 @@ int main(void)
 		cmocka_unit_test(test_routes),
 		cmocka_unit_test(test_shared_blob),
 		cmocka_unit_test(test_forms),
+		cmocka_unit_test(test_post_kinds),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_bearer_token),
 		cmocka_unit_test(test_write_token),
