@@ -50,6 +50,7 @@ const dash = {
 	gpus: [],          // /api/v1/gpus's list
 	gpu: null,         // the picked GPU's index (a string, as the label)
 	range: 900,        // seconds
+	end: null,         // Unix seconds the window ends at; null: now
 	live: true,
 	charts: {},        // id -> {plot, query, start, end, step, points, last}
 	requests: [],      // paths fetched, in order (bounded)
@@ -198,7 +199,7 @@ function el(tag, attrs, ...kids) {
 // query's value at `end` (what a test compares).
 function windowNow() {
 	const step = Math.max(1, Math.ceil(dash.range / POINTS));
-	const end = Math.floor(Date.now() / 1000 / step) * step;
+	const end = Math.floor((dash.end ?? Date.now() / 1000) / step) * step;
 	return { start: end - dash.range, end, step };
 }
 
@@ -391,7 +392,9 @@ const FLEET_CHART = {
 async function loadCharts(win) {
 	const defs = dash.gpus.length > 1 ? [FLEET_CHART, ...CHARTS] : CHARTS;
 	if (dash.gpus.length <= 1) document.querySelector('.chart[data-chart="all-gpus"]')?.remove();
-	$('charts-sub').textContent = `GPU ${dash.gpu} · last ${fmtDuration(dash.range)} · step ${win.step} s`;
+	$('charts-sub').textContent = dash.end == null
+		? `GPU ${dash.gpu} · last ${fmtDuration(dash.range)} · step ${win.step} s`
+		: `GPU ${dash.gpu} · ${fmtDuration(dash.range)} to ${fmtTime(win.end, true)} · step ${win.step} s`;
 	defs.forEach(chartBox); // in this order, whichever answer comes first
 	if (defs[0] === FLEET_CHART) $('charts').prepend(chartBox(FLEET_CHART));
 	await Promise.all(defs.map((d) => loadChart(d, win)));
@@ -429,18 +432,21 @@ function placeTip(ev) {
 }
 
 async function loadDiagnosis(win) {
-	const windowS = Math.max(5, Math.ceil(dash.range / 120 / 5) * 5);
+	// The API's history ends now: a pinned window asks from its start on
+	// and draws the part up to its end (windows of at most 1/120 of that).
+	const sinceS = Math.max(dash.range, Math.ceil(Date.now() / 1000 - win.start));
+	const windowS = Math.max(5, Math.ceil(sinceS / 120 / 5) * 5);
 	const line = $('timeline');
 	let d;
 	try {
-		d = await api(`/api/v1/diagnosis?gpu=${dash.gpu}&since=${dash.range}s&window=${windowS}s`);
+		d = await api(`/api/v1/diagnosis?gpu=${dash.gpu}&since=${sinceS}s&window=${windowS}s`);
 	} catch (e) {
 		if (e instanceof AuthNeeded) throw e;
 		line.replaceChildren();
 		$('diag-detail').textContent = String(e.message);
 		return;
 	}
-	const ws = (d.windows || []).filter((w) => String(w.gpu) === dash.gpu);
+	const ws = (d.windows || []).filter((w) => String(w.gpu) === dash.gpu && w.end_s > win.start && w.start_s < win.end);
 	$('diag-sub').textContent = `GPU ${dash.gpu} · ${ws.length} windows of ${d.window_s} s · from the ${d.source === 'store' ? 'store' : 'recent history in memory'}`;
 	const span = win.end - win.start;
 	const segs = [];
@@ -648,6 +654,7 @@ function saveView() {
 	if (dash.gpu != null) p.set('gpu', dash.gpu);
 	p.set('range', dash.range);
 	p.set('live', dash.live ? '1' : '0');
+	if (dash.end != null) p.set('end', dash.end); else p.delete('end');
 	history.replaceState(null, '', `${location.pathname}?${p}`);
 }
 
@@ -657,6 +664,12 @@ function loadView() {
 	const r = parseInt(p.get('range'), 10);
 	if ([...$('range').options].some((o) => +o.value === r)) dash.range = r;
 	if (p.has('live')) dash.live = p.get('live') !== '0';
+	// A window pinned at an end time (a link to an incident) is not live.
+	const end = parseFloat(p.get('end'));
+	if (isFinite(end) && end > 0) {
+		dash.end = end;
+		dash.live = false;
+	}
 	$('range').value = String(dash.range);
 	$('live').checked = dash.live;
 }
@@ -678,7 +691,12 @@ function init() {
 	matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => { applyScheme(); refresh(); });
 	$('gpu').addEventListener('change', (e) => pickGpu(e.target.value));
 	$('range').addEventListener('change', (e) => { dash.range = +e.target.value; saveView(); refresh(); });
-	$('live').addEventListener('change', (e) => { dash.live = e.target.checked; saveView(); if (dash.live) refresh(); else stopTimer(); });
+	$('live').addEventListener('change', (e) => {
+		dash.live = e.target.checked;
+		if (dash.live) dash.end = null;
+		saveView();
+		if (dash.live) refresh(); else stopTimer();
+	});
 	$('login-go').addEventListener('click', signIn);
 	for (const id of ['token', 'user', 'password'])
 		$(id).addEventListener('keydown', (e) => { if (e.key === 'Enter') signIn(); });
