@@ -35,11 +35,12 @@ const CHARTS = [
 		['gpulse_gpu_temperature_celsius', 'GPU'],
 		['gpulse_gpu_memory_temperature_celsius', 'memory'],
 	] },
+	// The max clocks are the card's identity, not stored history: the
+	// title has them, from /api/v1/gpus.
 	{ id: 'clocks', title: 'Clocks', unit: 'Hz', min: 0, series: [
 		['gpulse_gpu_sm_clock_hertz', 'SM'],
-		['gpulse_gpu_max_sm_clock_hertz', 'SM max'],
 		['gpulse_gpu_memory_clock_hertz', 'memory'],
-	] },
+	], note: (g) => g && g.max_sm_clock_hz ? `max SM ${scaled(g.max_sm_clock_hz, 'Hz')}, memory ${scaled(g.max_mem_clock_hz, 'Hz')}` : '' },
 	{ id: 'pcie', title: 'PCIe', unit: 'Bps', min: 0, series: [
 		['gpulse_gpu_pcie_tx_bytes_per_second', 'tx'],
 		['gpulse_gpu_pcie_rx_bytes_per_second', 'rx'],
@@ -368,6 +369,11 @@ async function loadChart(def, win) {
 	const scale = def.unit === 'pct' && !def.expr ? 100 : 1;
 	const order = def.order ? def.order(cols) : def.series.filter(([n]) => cols.has(n));
 	const box = chartBox(def);
+	if (def.note) {
+		const g = dash.gpus.find((x) => String(x.gpu) === gpu);
+		const note = def.note(g);
+		box.querySelector('h3 span').textContent = note ? `${def.title} (${note})` : def.title;
+	}
 	if (order.length === 0) {
 		if (dash.charts[def.id]) dash.charts[def.id].plot.destroy();
 		delete dash.charts[def.id];
