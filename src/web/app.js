@@ -290,7 +290,7 @@ function axisOpts(unit) {
 	const stroke = cssVar('--muted');
 	const grid = { stroke: cssVar('--grid'), width: 1 };
 	return [
-		{ stroke, grid, ticks: grid },
+		{ stroke, grid, ticks: grid, space: 80 },
 		{ stroke, grid, ticks: grid, size: 78, values: (u, vals) => vals.map((v) => scaled(v, unit, 3)) },
 	];
 }
