@@ -58,6 +58,7 @@ const dash = {
 	drawnAt: null,     // performance.now() when the first chart drew data
 	refreshes: 0,
 	errors: [],
+	storage: null,     // true: the store answers; else why not (a sentence)
 	busy: false,
 };
 window.gpulseDash = dash;
@@ -85,8 +86,12 @@ async function api(path) {
 	} catch (e) {
 		throw new Error(`${path}: HTTP ${r.status}, not JSON`);
 	}
-	if (!r.ok || body.status !== 'success')
-		throw new Error(`${path.split('?')[0]}: ${body.error || 'HTTP ' + r.status}`);
+	if (!r.ok || body.status !== 'success') {
+		const e = new Error(`${path.split('?')[0]}: ${body.error || 'HTTP ' + r.status}`);
+		e.status = r.status;
+		e.detail = body.error || '';
+		throw e;
+	}
 	return body.data;
 }
 
@@ -261,11 +266,16 @@ async function loadGpus() {
 	if (dash.gpu == null || !want.includes(dash.gpu)) dash.gpu = want[0] ?? null;
 	picker.value = dash.gpu ?? '';
 	// The current class per GPU: the stored verdict of the last window.
+	// This query also says whether the store answers: without one (no
+	// storage.path, or a store that could not open) the history charts
+	// and the ALERTS series are not asked for, and the page says why.
 	const classes = {};
 	try {
 		for (const r of await queryInstant('gpulse_gpu_bottleneck == 1')) classes[r.metric.gpu] = r.metric.class;
+		dash.storage = true;
 	} catch (e) {
 		if (e instanceof AuthNeeded) throw e;
+		dash.storage = e.status === 503 ? (e.detail || e.message) : true;
 	}
 	renderTiles(classes);
 }
@@ -396,6 +406,16 @@ const FLEET_CHART = {
 };
 
 async function loadCharts(win) {
+	const note = $('charts-note');
+	if (dash.storage !== true) {
+		for (const c of Object.values(dash.charts)) c.plot.destroy();
+		dash.charts = {};
+		$('charts').replaceChildren();
+		note.textContent = `No history to draw: ${dash.storage}`;
+		note.hidden = false;
+		return;
+	}
+	note.hidden = true;
 	const defs = dash.gpus.length > 1 ? [FLEET_CHART, ...CHARTS] : CHARTS;
 	if (dash.gpus.length <= 1) document.querySelector('.chart[data-chart="all-gpus"]')?.remove();
 	$('charts-sub').textContent = dash.end == null
@@ -511,7 +531,7 @@ function labelText(labels) {
 async function loadAlerts(win) {
 	const [now, hist] = await Promise.all([
 		api('/api/v1/alerts'),
-		queryRange('ALERTS{alertstate="firing"}', win.start, win.end, win.step).catch((e) => {
+		dash.storage !== true ? [] : queryRange('ALERTS{alertstate="firing"}', win.start, win.end, win.step).catch((e) => {
 			if (e instanceof AuthNeeded) throw e;
 			return [];
 		}),

@@ -9,7 +9,8 @@
 # timeline has windows with evidence on hover; alerts and kernels are
 # listed; the page fits 390 px with no horizontal scroll and follows dark
 # mode. Then with a bearer token required: the page asks for it, and works
-# once given (by the form or by /#token=); and with a Basic user.
+# once given (by the form or by /#token=); with a Basic user; and with no
+# store, where the page shows what needs none and says why it has no charts.
 # WEB_SCREENSHOTS=DIR keeps the desktop, phone and dark screenshots there.
 source "$(dirname "$0")/lib.sh"
 : "${GPULSE_SOURCE_DIR:?}" "${GPULSE_BUILD_DIR:?}"
@@ -281,5 +282,29 @@ pyj "$WORK/basic.json" '
 assert not d["page_errors"], d["page_errors"]
 assert all("401" in e for e in d["console_errors"]), d["console_errors"]
 assert d["steps"][0] is True
+'
+kill "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null || true
+
+# ---- no store: the tiles, the timeline (the diagnosis in memory) and the
+# alerts still show; the charts say why there is no history, once, and the
+# page asks the query API only once per refresh.
+cat >"$WORK/nostore.yml" <<YML
+profiling:
+  socket: "$WORK/inject4.sock"
+YML
+start_daemon nostore --config "$WORK/nostore.yml" --replay "$REC"
+sleep 6
+page "$WORK/nostore.json" "$URL/" --requests \
+	--do 'waitjs:window.gpulseDash && gpulseDash.refreshes >= 1 && gpulseDash.timeline && gpulseDash.timeline.length > 0' \
+	--do 'eval:[document.querySelectorAll(".tile").length, document.querySelector("#charts-note").textContent, document.querySelectorAll(".chart").length, document.querySelector("#status").textContent]'
+pyj "$WORK/nostore.json" '
+assert not d["page_errors"], d["page_errors"]
+tiles, note, charts, status = d["steps"][0]
+assert tiles == 1 and charts == 0 and status == "", d["steps"][0]
+assert note.startswith("No history to draw: storage is disabled"), note
+q = [r for r in d["requests"] if "/api/v1/query" in r["url"]]
+assert len(q) == 1 and q[0]["status"] == 503, q
+assert len(d["console_errors"]) == 1 and "503" in d["console_errors"][0], d["console_errors"]
 '
 echo PASS
