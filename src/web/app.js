@@ -219,6 +219,15 @@ function meter(label, ratio, text, hot) {
 		el('span', { class: 'val', text }));
 }
 
+// PCIe GB/s per lane and direction by generation (after encoding): the
+// busier direction against the link's peak, as the diagnosis reads it.
+const PCIE_LANE_GBPS = { 1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563 };
+function pcieRatio(g, f) {
+	const lane = PCIE_LANE_GBPS[g.pcie_max_gen];
+	if (!lane || !g.pcie_max_width || f.gpm_pcie_rx == null) return null;
+	return Math.max(f.gpm_pcie_rx, f.gpm_pcie_tx || 0) / (lane * 1e9 * g.pcie_max_width);
+}
+
 function classChip(c) {
 	const chip = el('span', { class: 'cls', text: c ? c.replace('_', ' ') : 'no verdict yet' });
 	chip.style.background = c ? cssVar(`--c-${c}`) : 'transparent';
@@ -244,7 +253,7 @@ function renderTiles(classes) {
 			meter('power', limit ? f.power / limit : null, limit ? `${Math.round(f.power)}/${Math.round(limit)} W` : scaled(f.power, 'W'), limit && f.power / limit >= 0.95),
 			meter('temp', f.temp == null ? null : f.temp / 100, scaled(f.temp, 'C'), f.temp >= 85),
 			meter('SM clock', maxSm ? f.sm_clock / maxSm : null, scaled(f.sm_clock, 'Hz')),
-			meter('PCIe', null, f.gpm_pcie_rx == null ? '–' : `${scaled(f.gpm_pcie_rx, 'Bps', 2)} rx`));
+			meter('PCIe', pcieRatio(g, f), f.gpm_pcie_rx == null ? '–' : `${scaled(Math.max(f.gpm_pcie_rx, f.gpm_pcie_tx || 0), 'Bps', 2)}`));
 		tile.append(el('div', {}, classChip(classes[g.gpu])));
 		tile.addEventListener('click', () => pickGpu(String(g.gpu)));
 		tile.addEventListener('keydown', (e) => { if (e.key === 'Enter') pickGpu(String(g.gpu)); });
