@@ -1128,7 +1128,8 @@ static void demo_hint(const struct daemon *d, bool tls, int port, char *out, siz
 		snprintf(url, sizeof url, " --url http%s://%s%s%s:%d", tls ? "s" : "", v6 ? "[" : "",
 			 host, v6 ? "]" : "", port);
 	snprintf(out, len, "; try: %s%s status (and alerts, query 'gpulse_gpu_up', diagnose "
-		 "--since 10m)", cli, url);
+		 "--since 10m); dashboard: http%s://%s%s%s:%d/", cli, url, tls ? "s" : "", v6 ? "[" : "",
+		 host, v6 ? "]" : "", port);
 }
 
 /* ---- reload ------------------------------------------------------------ */

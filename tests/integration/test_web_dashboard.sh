@@ -294,7 +294,8 @@ profiling:
   socket: "$WORK/inject4.sock"
 YML
 start_daemon nostore --config "$WORK/nostore.yml" --replay "$REC"
-sleep 6
+wait_for '[ "$(q /api/v1/diagnosis | jcheck "len(d[\"data\"][\"windows\"]) > 0" && echo y)" = y ]' ||
+	fail "no diagnosis window in memory: $(q /api/v1/diagnosis | head -c 300)"
 page "$WORK/nostore.json" "$URL/" --requests \
 	--do 'waitjs:window.gpulseDash && gpulseDash.refreshes >= 1 && gpulseDash.timeline && gpulseDash.timeline.length > 0' \
 	--do 'eval:[document.querySelectorAll(".tile").length, document.querySelector("#charts-note").textContent, document.querySelectorAll(".chart").length, document.querySelector("#status").textContent]'
