@@ -59,6 +59,7 @@ const dash = {
 	refreshes: 0,
 	errors: [],
 	storage: null,     // true: the store answers; else why not (a sentence)
+	gen: 0,            // bumped when the view (GPU, range, end) changes
 	busy: false,
 };
 window.gpulseDash = dash;
@@ -379,10 +380,11 @@ function showNow(def, order, cols, win, scale) {
 
 async function loadChart(def, win) {
 	const gpu = dash.gpu;
+	const gen = dash.gen;
 	const names = def.series.map((s) => s[0]);
 	const expr = def.expr ? def.expr(gpu) : `{__name__=~"${names.join('|')}",gpu="${gpu}"}`;
 	const result = await queryRange(expr, win.start, win.end, win.step);
-	if (gpu !== dash.gpu) return; // picked another meanwhile
+	if (gen !== dash.gen) return; // the view changed meanwhile: its own refresh draws it
 	const keyOf = def.keyOf || ((m) => m.__name__);
 	const { xs, cols } = toColumns(result, win, keyOf);
 	const scale = def.unit === 'pct' && !def.expr ? 100 : 1;
@@ -644,8 +646,19 @@ function schedule() {
 }
 
 async function refresh() {
-	if (dash.busy) return;
+	// A pick while a refresh runs: that one finishes, then this one runs
+	// (its answers for the old view are dropped by loadChart).
+	if (dash.busy) {
+		dash.again = true;
+		return;
+	}
+	// A hidden tab does not load gpulsed; it refreshes when shown again.
+	if (document.visibilityState === 'hidden' && dash.refreshes > 0) {
+		dash.stale = true;
+		return;
+	}
 	dash.busy = true;
+	dash.again = false;
 	stopTimer();
 	const status = $('status');
 	try {
@@ -669,13 +682,15 @@ async function refresh() {
 		dash.errors = [String(e.message || e)];
 	} finally {
 		dash.busy = false;
-		if ($('login').hidden) schedule();
+		if (dash.again) refresh();
+		else if ($('login').hidden) schedule();
 	}
 }
 
 function pickGpu(g) {
 	if (g === dash.gpu) return;
 	dash.gpu = g;
+	dash.gen++;
 	$('gpu').value = g;
 	document.querySelectorAll('.tile').forEach((t) => t.classList.toggle('sel', t.dataset.gpu === g));
 	saveView();
@@ -725,12 +740,21 @@ function init() {
 	applyScheme();
 	matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => { applyScheme(); refresh(); });
 	$('gpu').addEventListener('change', (e) => pickGpu(e.target.value));
-	$('range').addEventListener('change', (e) => { dash.range = +e.target.value; saveView(); refresh(); });
+	$('range').addEventListener('change', (e) => { dash.range = +e.target.value; dash.gen++; saveView(); refresh(); });
 	$('live').addEventListener('change', (e) => {
 		dash.live = e.target.checked;
-		if (dash.live) dash.end = null;
+		if (dash.live && dash.end != null) {
+			dash.end = null;
+			dash.gen++;
+		}
 		saveView();
 		if (dash.live) refresh(); else stopTimer();
+	});
+	document.addEventListener('visibilitychange', () => {
+		if (document.visibilityState === 'visible' && dash.stale && dash.live) {
+			dash.stale = false;
+			refresh();
+		}
 	});
 	$('login-go').addEventListener('click', signIn);
 	for (const id of ['token', 'user', 'password'])
