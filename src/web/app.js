@@ -604,13 +604,39 @@ async function loadKernels() {
 		byPid.get(k.pid).push(k);
 	}
 	const info = new Map((procs.processes || []).map((p) => [p.pid, p]));
+	const parts = [];
+	// Every process on the GPU: what NVML sees (memory, SM share) beside
+	// what the injection library reports (its mode, the top kernel).
+	const gpu = dash.gpus.find((g) => String(g.gpu) === dash.gpu) || {};
+	const rows = new Map();
+	for (const p of gpu.processes || []) rows.set(p.pid, { pid: p.pid, comm: p.comm, used: p.used_bytes, sm: p.sm_ratio });
+	for (const [pid, list] of byPid) {
+		const r = rows.get(pid) || { pid, comm: list[0].comm };
+		r.top = list[0];
+		r.mode = info.get(pid)?.mode;
+		rows.set(pid, r);
+	}
+	dash.processes = [...rows.values()];
+	if (rows.size) {
+		const tbody = el('tbody');
+		const list = [...rows.values()].sort((a, b) => (b.used ?? -1) - (a.used ?? -1) || (b.top?.share ?? 0) - (a.top?.share ?? 0));
+		for (const r of list.slice(0, 32))
+			tbody.append(el('tr', { 'data-pid': r.pid },
+				el('td', { class: 'num', text: String(r.pid) }),
+				el('td', { text: r.comm || '' }),
+				el('td', { class: 'num', text: r.used == null ? '–' : scaled(r.used, 'bytes') }),
+				el('td', { class: 'num', text: r.sm == null ? '–' : `${+(r.sm * 100).toFixed(1)}%` }),
+				el('td', { class: 'k', text: r.top ? `${r.top.kernel} (${+(r.top.share * 100).toFixed(1)}%)` : r.mode ? '' : 'not traced' })));
+		parts.push(el('h3', { text: `Processes on GPU ${dash.gpu}` }), el('div', { class: 'tablewrap' }, el('table', { id: 'procs' },
+			el('thead', {}, el('tr', {}, ...[['pid', 1], ['command', 0], ['GPU memory', 1], ['SM', 1], ['top kernel (share of GPU)', 0]].map(([h, n]) => el('th', { text: h, class: n ? 'num' : null })))),
+			tbody)));
+	}
 	if (byPid.size === 0) {
 		const why = procs.profiling && !procs.profiling.serving ? `profiling is off${procs.profiling.why_off ? ': ' + procs.profiling.why_off : ''}`
 			: 'no process on this GPU runs libgpulse-inject.so: start one with gpulse run -- CMD';
-		box.replaceChildren(el('p', { class: 'empty-note', text: why }));
+		box.replaceChildren(...parts, el('p', { class: 'empty-note', text: why }));
 		return;
 	}
-	const parts = [];
 	for (const [pid, list] of [...byPid].slice(0, MAX_KERNEL_PROCESSES)) {
 		const p = info.get(pid) || {};
 		const mode = p.mode ? ` · ${p.mode}${p.stepped_aside ? ' (stepped aside)' : ''}` : '';

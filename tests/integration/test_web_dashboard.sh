@@ -69,6 +69,7 @@ export GPULSE_FAKE_NVML_RECORDING="$REC,$REC2" GPULSE_FAKE_NVML_SPEED=1
 start_daemon web --config "$WORK/g.yml" --nvml-library "$FAKE_NVML"
 "$FAKE" "$SOCK" basic >"$WORK/inject.out" 2>"$WORK/inject.log" &
 PIDS+=($!)
+echo $! >"$WORK/fake.pid"
 
 wait_for '[ "$(q "/api/v1/query?query=gpulse_gpu_up" | jcheck "len(d[\"data\"][\"result\"])==2" && echo y)" = y ]' ||
 	fail "two GPUs in the store: $(q "/api/v1/query?query=gpulse_gpu_up")"
@@ -86,7 +87,7 @@ END=$(( $(date +%s) - 2 ))
 page "$WORK/desk.json" "$URL/?gpu=0&range=300&end=$END" --width 1280 --height 900 --requests \
 	--do 'waitjs:window.gpulseDash && gpulseDash.refreshes >= 1 && Object.keys(gpulseDash.charts).length >= 7' \
 	--do 'eval:JSON.stringify(Object.fromEntries(Object.entries(gpulseDash.charts).map(([k, c]) => [k, {points: c.points, keys: c.keys, query: c.query, start: c.start, end: c.end, step: c.step, last: c.last}])))' \
-	--do 'eval:JSON.stringify({errors: gpulseDash.errors, timeline: gpulseDash.timeline, alerts: gpulseDash.alerts, tiles: document.querySelectorAll(".tile").length, kernels: [...document.querySelectorAll("#kernels td.k")].map(e => e.textContent), now: [...document.querySelectorAll(".chart[data-chart=power] .now span")].map(e => e.textContent), canvases: document.querySelectorAll(".chart canvas").length})' \
+	--do 'eval:JSON.stringify({errors: gpulseDash.errors, timeline: gpulseDash.timeline, alerts: gpulseDash.alerts, tiles: document.querySelectorAll(".tile").length, kernels: [...document.querySelectorAll("#kernels table:not(#procs) td.k")].map(e => e.textContent), procs: [...document.querySelectorAll("#procs tbody tr")].map(e => [...e.children].map(c => c.textContent)), now: [...document.querySelectorAll(".chart[data-chart=power] .now span")].map(e => e.textContent), canvases: document.querySelectorAll(".chart canvas").length})' \
 	--do 'eval:document.querySelectorAll(".timeline .seg").length' \
 	--do 'click:.timeline .seg:last-child' \
 	--do 'eval:document.querySelector("#diag-detail").textContent' \
@@ -106,6 +107,10 @@ assert "gpu=\"0\"" in charts["power"]["query"]
 assert not info["errors"], info["errors"]
 assert info["tiles"] == 2 and info["canvases"] >= 7, info
 assert any(k.startswith("gemm") for k in info["kernels"]), info["kernels"]
+# The process list: the injected process with its top kernel.
+fake_pid = int(open(sys.argv[1].rsplit("/", 1)[0] + "/fake.pid").read())
+row = [p for p in info["procs"] if p[0] == str(fake_pid)]
+assert row and row[0][4].startswith(info["kernels"][0] + " ("), (fake_pid, info["procs"], info["kernels"])
 states = {(a["name"], a["state"]) for a in info["alerts"]}
 assert ("WebTestFiring", "firing") in states and ("WebTestPending", "pending") in states, states
 classes = {"idle","compute_bound","memory_bound","pcie_bound","launch_bound","input_starved","mixed"}
