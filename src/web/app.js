@@ -141,7 +141,14 @@ function signIn() {
 	$('password').value = '';
 	$('login').hidden = true;
 	$('main').hidden = false;
+	$('signout').hidden = false;
 	start();
+}
+
+function signOut() {
+	sessionStorage.removeItem(AUTH_KEY);
+	$('signout').hidden = true;
+	location.reload();
 }
 
 // A token in the URL's fragment (/#token=...) signs in without the form: the
@@ -292,8 +299,13 @@ async function loadGpus() {
 
 // ---- charts ---------------------------------------------------------------------
 
+// Six colours from the theme, then more around the hue circle, so that
+// eight or more GPUs on one chart stay apart.
 function seriesColors() {
-	return ['--s1', '--s2', '--s3', '--s4', '--s5', '--s6'].map(cssVar);
+	const base = ['--s1', '--s2', '--s3', '--s4', '--s5', '--s6'].map(cssVar);
+	const light = document.documentElement.dataset.scheme !== 'dark';
+	const more = Array.from({ length: 10 }, (_, i) => `hsl(${(i * 137.5 + 20) % 360} 65% ${light ? 42 : 65}%)`);
+	return [...base, ...more];
 }
 
 function chartBox(def) {
@@ -783,6 +795,8 @@ function init() {
 		}
 	});
 	$('login-go').addEventListener('click', signIn);
+	$('signout').addEventListener('click', signOut);
+	$('signout').hidden = !sessionStorage.getItem(AUTH_KEY);
 	for (const id of ['token', 'user', 'password'])
 		$(id).addEventListener('keydown', (e) => { if (e.key === 'Enter') signIn(); });
 	let resizeTimer = null;

@@ -249,10 +249,16 @@ assert all(r["status"] == 200 for r in d["requests"] if "/api/" not in r["url"])
 '
 page "$WORK/frag.json" "$URL/#token=web-tok3n" \
 	--do 'waitjs:window.gpulseDash && gpulseDash.refreshes >= 1 && gpulseDash.charts.power && Math.max(...gpulseDash.charts.power.points) > 0' \
-	--do 'eval:[location.hash, document.querySelector("#login").hidden]'
+	--do 'eval:[location.hash, document.querySelector("#login").hidden, document.querySelector("#signout").hidden]' \
+	--do 'click:#signout' \
+	--do 'wait:#login:not([hidden])' \
+	--do 'eval:sessionStorage.getItem("gpulse.auth")'
 pyj "$WORK/frag.json" '
-assert not d["console_errors"] and not d["page_errors"] and not d["failed_requests"], (d["console_errors"], d["page_errors"])
-assert d["steps"][0] == ["", True], d["steps"][0]
+assert not d["page_errors"] and not d["failed_requests"], (d["page_errors"], d["failed_requests"])
+# No error before signing out; after it, the one 401 that shows the form.
+assert all("401" in e for e in d["console_errors"]) and len(d["console_errors"]) <= 1, d["console_errors"]
+assert d["steps"][0] == ["", True, False], d["steps"][0]
+assert d["steps"][1] is None, d["steps"][1]
 '
 page "$WORK/wrong.json" "$URL/#token=wrong" \
 	--do 'wait:#login:not([hidden])' \
