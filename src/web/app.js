@@ -156,7 +156,13 @@ function signOut() {
 function tokenFromFragment() {
 	const m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
 	if (!m) return;
-	sessionStorage.setItem(AUTH_KEY, `Bearer ${decodeURIComponent(m[1])}`);
+	let token = m[1];
+	try {
+		token = decodeURIComponent(token);
+	} catch (e) {
+		// not percent-encoded: taken as it is
+	}
+	sessionStorage.setItem(AUTH_KEY, `Bearer ${token}`);
 	history.replaceState(null, '', location.pathname + location.search);
 }
 
