@@ -18,6 +18,8 @@
 //   eval:JS            evaluate; the result goes to "steps" in the output
 //   sleep:MS           wait MS milliseconds
 //   screenshot:FILE    a full-page screenshot at this point
+//   viewport:WxH       resize the viewport (a phone: 390x844)
+//   scheme:dark|light  switch prefers-color-scheme
 // --credentials answers HTTP Basic challenges; --requests lists every
 // request's method, URL and response status ("requests"); --paint reports
 // the page's first paint, first contentful paint, DOMContentLoaded and load,
@@ -94,6 +96,14 @@ async function runStep(page, step, out) {
 	else if (action === 'eval') out.steps.push(await page.evaluate(arg));
 	else if (action === 'sleep') await page.waitForTimeout(Number(arg));
 	else if (action === 'screenshot') await page.screenshot({ path: arg, fullPage: true });
+	else if (action === 'viewport') {
+		const m = /^(\d+)x(\d+)$/.exec(arg);
+		if (!m) usage(`--do ${step}: expected WIDTHxHEIGHT`);
+		await page.setViewportSize({ width: Number(m[1]), height: Number(m[2]) });
+	} else if (action === 'scheme') {
+		if (arg !== 'dark' && arg !== 'light') usage(`--do ${step}: dark or light`);
+		await page.emulateMedia({ colorScheme: arg });
+	}
 	else usage(`--do ${step}: unknown action ${action}`);
 }
 
