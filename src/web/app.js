@@ -349,7 +349,16 @@ function drawChart(def, names, data, win) {
 		const opts = {
 			width, height: 190,
 			legend: { show: true, live: true },
-			cursor: { drag: { x: true, y: false } },
+			// Dragging across a chart zooms every chart (and the
+			// timeline) to that span: the window is the view, not the plot's.
+			cursor: { drag: { x: true, y: false, setScale: false } },
+			hooks: { setSelect: [(u) => {
+				if (u.select.width < 3) return;
+				const a = u.posToVal(u.select.left, 'x');
+				const b = u.posToVal(u.select.left + u.select.width, 'x');
+				u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+				zoomTo(a, b);
+			}] },
 			scales: { x: { time: true }, y: { range: (u, lo, hi) => [def.min ?? lo, def.max ?? (hi > lo ? hi * 1.05 : lo + 1)] } },
 			axes: axisOpts(def.unit),
 			series: [{ value: (u, v) => (v == null ? '–' : fmtTime(v, dash.range > 86400)) },
@@ -731,6 +740,35 @@ async function refresh() {
 	}
 }
 
+const MIN_RANGE = 60;
+const MAX_RANGE = 30 * 86400;
+
+// A range that is not one of the picker's: an option of its own.
+function rangeOption(r) {
+	const sel = $('range');
+	let o = [...sel.options].find((x) => +x.value === r);
+	if (!o) {
+		sel.querySelector('option[data-custom]')?.remove();
+		o = el('option', { value: r, 'data-custom': '1', text: fmtDuration(r) });
+		sel.append(o);
+	}
+	sel.value = String(r);
+}
+
+// Show [a, b] (Unix seconds): a pinned window, not live.
+function zoomTo(a, b) {
+	const end = Math.round(Math.max(a, b));
+	const range = Math.min(MAX_RANGE, Math.max(MIN_RANGE, Math.round(Math.abs(b - a))));
+	dash.end = end;
+	dash.range = range;
+	dash.live = false;
+	dash.gen++;
+	$('live').checked = false;
+	rangeOption(range);
+	saveView();
+	refresh();
+}
+
 function pickGpu(g) {
 	if (g === dash.gpu) return;
 	dash.gpu = g;
@@ -756,7 +794,7 @@ function loadView() {
 	const p = new URLSearchParams(location.search);
 	if (p.has('gpu')) dash.gpu = p.get('gpu');
 	const r = parseInt(p.get('range'), 10);
-	if ([...$('range').options].some((o) => +o.value === r)) dash.range = r;
+	if (r >= MIN_RANGE && r <= MAX_RANGE) dash.range = r;
 	if (p.has('live')) dash.live = p.get('live') !== '0';
 	// A window pinned at an end time (a link to an incident) is not live.
 	const end = parseFloat(p.get('end'));
@@ -764,7 +802,7 @@ function loadView() {
 		dash.end = end;
 		dash.live = false;
 	}
-	$('range').value = String(dash.range);
+	rangeOption(dash.range);
 	$('live').checked = dash.live;
 }
 

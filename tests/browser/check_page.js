@@ -18,6 +18,8 @@
 //   eval:JS            evaluate; the result goes to "steps" in the output
 //   sleep:MS           wait MS milliseconds
 //   screenshot:FILE    a full-page screenshot at this point
+//   drag:SELECTOR=F1,F2  press at fraction F1 of the element's width, drag
+//                      to F2, release
 //   viewport:WxH       resize the viewport (a phone: 390x844)
 //   scheme:dark|light  switch prefers-color-scheme
 // --credentials answers HTTP Basic challenges; --requests lists every
@@ -74,8 +76,10 @@ async function runStep(page, step, out) {
 	if (colon < 0) usage(`--do ${step}: expected ACTION:ARGUMENT`);
 	const action = step.slice(0, colon);
 	const arg = step.slice(colon + 1);
-	const split = () => {
-		const eq = arg.indexOf('=');
+	// SELECTOR=VALUE: at the first '=' (a value may hold '=', a token's
+	// padding), or the last for drag (its value never does, a selector may).
+	const split = (last) => {
+		const eq = last ? arg.lastIndexOf('=') : arg.indexOf('=');
 		if (eq < 0) usage(`--do ${step}: expected SELECTOR=VALUE`);
 		return [arg.slice(0, eq), arg.slice(eq + 1)];
 	};
@@ -96,7 +100,21 @@ async function runStep(page, step, out) {
 	else if (action === 'eval') out.steps.push(await page.evaluate(arg));
 	else if (action === 'sleep') await page.waitForTimeout(Number(arg));
 	else if (action === 'screenshot') await page.screenshot({ path: arg, fullPage: true });
-	else if (action === 'viewport') {
+	else if (action === 'drag') {
+		// drag:SELECTOR=F1,F2 — press at F1 of the element's width, at
+		// half its height, move to F2, release (a zoom on a chart).
+		const [sel, fr] = split(true);
+		const [f1, f2] = fr.split(',').map(Number);
+		const target = page.locator(sel).first();
+		await target.scrollIntoViewIfNeeded({ timeout: opt.timeout });
+		const box = await target.boundingBox();
+		if (!box || !isFinite(f1) || !isFinite(f2)) usage(`--do ${step}: no box, or not F1,F2`);
+		const y = box.y + box.height / 2;
+		await page.mouse.move(box.x + box.width * f1, y);
+		await page.mouse.down();
+		await page.mouse.move(box.x + box.width * f2, y, { steps: 8 });
+		await page.mouse.up();
+	} else if (action === 'viewport') {
 		const m = /^(\d+)x(\d+)$/.exec(arg);
 		if (!m) usage(`--do ${step}: expected WIDTHxHEIGHT`);
 		await page.setViewportSize({ width: Number(m[1]), height: Number(m[2]) });

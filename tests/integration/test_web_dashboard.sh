@@ -154,15 +154,26 @@ page "$WORK/pick.json" "$URL/?gpu=0&range=300&end=$END" --requests \
 	--do 'eval:[location.search, document.querySelector(".tile.sel").dataset.gpu, document.querySelector("#charts-sub").textContent]' \
 	--do 'select:#range=3600' \
 	--do 'waitjs:gpulseDash.charts.power.end - gpulseDash.charts.power.start == 3600 && !gpulseDash.busy' \
-	--do 'eval:JSON.stringify({step: gpulseDash.charts.power.step, search: location.search, sub: document.querySelector("#charts-sub").textContent})'
+	--do 'eval:JSON.stringify({step: gpulseDash.charts.power.step, search: location.search, sub: document.querySelector("#charts-sub").textContent})' \
+	--do 'drag:.chart[data-chart=power] .u-over=0.9,1.03' \
+	--do 'waitjs:gpulseDash.charts.power && gpulseDash.charts.power.end - gpulseDash.charts.power.start < 3600 && !gpulseDash.busy' \
+	--do 'eval:JSON.stringify({start: gpulseDash.charts.power.start, end: gpulseDash.charts.power.end, step: gpulseDash.charts.power.step, activity: [gpulseDash.charts.activity.start, gpulseDash.charts.activity.end], range: document.querySelector("#range").value, live: document.querySelector("#live").checked, search: location.search})'
 pyj "$WORK/pick.json" '
 assert not d["console_errors"] and not d["page_errors"], (d["console_errors"], d["page_errors"])
 p0 = json.loads(d["steps"][0]); charts = json.loads(d["steps"][1]); search, tile, sub = d["steps"][2]; r = json.loads(d["steps"][3])
+p0_end = charts["power"]["end"]
 assert all("gpu=\"1\"" in c["query"] for k, c in charts.items() if k != "all-gpus"), charts
 assert "gpu=1" in search and tile == "1" and sub.startswith("GPU 1"), (search, tile, sub)
 # Two recordings: the two GPUs do not draw the same power.
 assert p0["gpulse_gpu_power_watts"] != charts["power"]["last"]["gpulse_gpu_power_watts"], (p0, charts["power"]["last"])
 assert r["step"] == 6 and "range=3600" in r["search"] and "60 min" in r["sub"], r
+# A drag over the last tenth of the hour, to past the plot's right edge
+# (the replay's data is all in its last seconds), zooms every chart to
+# those 6 minutes, pinned at the hour's end, not live.
+z = json.loads(d["steps"][4])
+assert 300 <= z["end"] - z["start"] <= 420 and z["activity"] == [z["start"], z["end"]], z
+assert p0_end - 6 <= z["end"] <= p0_end and not z["live"] and z["range"] == str(z["end"] - z["start"]), (z, p0_end)
+assert "range=%d" % (z["end"] - z["start"]) in z["search"] and "end=" in z["search"], z
 urls = [x["url"] for x in d["requests"] if "/api/v1/query_range" in x["url"]]
 assert any("gpu%3D%221%22" in u for u in urls) and any("step=6" in u for u in urls), urls
 assert any("/api/v1/diagnosis?gpu=1" in x["url"] for x in d["requests"]), d["requests"]
