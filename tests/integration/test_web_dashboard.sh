@@ -167,9 +167,9 @@ assert "gpu=1" in search and tile == "1" and sub.startswith("GPU 1"), (search, t
 # Two recordings: the two GPUs do not draw the same power.
 assert p0["gpulse_gpu_power_watts"] != charts["power"]["last"]["gpulse_gpu_power_watts"], (p0, charts["power"]["last"])
 assert r["step"] == 6 and "range=3600" in r["search"] and "60 min" in r["sub"], r
-# A drag over the last tenth of the hour, to past the plot's right edge
-# (the replay's data is all in its last seconds), zooms every chart to
-# those 6 minutes, pinned at the hour's end, not live.
+# A drag over the last tenth of the hour, to past the right edge of the plot
+# (the data of the replay is all in its last seconds), zooms every chart to
+# those 6 minutes, pinned at the end of the hour, not live.
 z = json.loads(d["steps"][4])
 assert 300 <= z["end"] - z["start"] <= 420 and z["activity"] == [z["start"], z["end"]], z
 assert p0_end - 6 <= z["end"] <= p0_end and not z["live"] and z["range"] == str(z["end"] - z["start"]), (z, p0_end)
