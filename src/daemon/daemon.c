@@ -40,6 +40,7 @@
 #include "status_json.h"
 #include "str.h"
 #include "tsdb.h"
+#include "web.h"
 #include "xalloc.h"
 
 #define NVML_RETRY_NS (30LL * NS_PER_SEC)
@@ -61,6 +62,7 @@ struct metrics_cache {
 
 struct daemon {
 	const struct daemon_options *opt;
+	struct http_static *web;         /* the dashboard's files; freed after HTTP stops */
 	struct metrics_cache cache[2];   /* [0] text 0.0.4, [1] OpenMetrics */
 	struct gpulse_config cfg;        /* running: live keys follow reloads */
 	struct gpulse_config started;    /* as started: what restart keys hold */
@@ -736,32 +738,6 @@ static int handle_health(void *ctx, const struct http_request *req, struct http_
 	return buf_puts(&resp->body, "ok\n");
 }
 
-static int handle_index(void *ctx, const struct http_request *req, struct http_response *resp)
-{
-	struct daemon *d = ctx;
-	if (strcmp(req->path, "/") != 0) {
-		resp->status = 404;
-		return buf_puts(&resp->body, "not found\n");
-	}
-	resp->content_type = "text/html; charset=utf-8";
-	enum daemon_mode mode = self_stats_get_mode(&d->self, NULL, 0, NULL);
-	return buf_printf(&resp->body,
-			  "<!doctype html><html><head><title>gpulse</title></head><body>"
-			  "<h1>gpulsed %s</h1><p>Source: %s</p><ul>"
-			  "<li><a href=\"/metrics\">/metrics</a> (Prometheus)</li>"
-			  "<li><a href=\"/api/v1/gpus\">/api/v1/gpus</a> (JSON, what "
-			  "<code>gpulse status</code> shows)</li>"
-			  "<li><a href=\"/api/v1/diagnosis\">/api/v1/diagnosis</a> (what limits each GPU, "
-			  "window by window)</li>"
-			  "<li><a href=\"/api/v1/labels\">/api/v1/labels</a>, <code>/api/v1/query</code>, "
-			  "<code>/api/v1/query_range</code>, <code>/api/v1/series</code> (Prometheus's "
-			  "query API over the stored history)</li>"
-			  "<li><a href=\"/healthz\">/healthz</a></li></ul></body></html>\n",
-			  GPULSE_VERSION,
-			  mode == MODE_NVML ? "NVML" :
-			  mode == MODE_REPLAY ? "REPLAY of a recording" : "none (no NVIDIA driver)");
-}
-
 /* ---- storage ------------------------------------------------------------ */
 
 static void storage_stats(void *ctx, struct storage_self_stats *out)
@@ -1322,7 +1298,8 @@ static void demo_hint(const struct daemon *d, bool tls, int port, char *out, siz
 		snprintf(url, sizeof url, " --url http%s://%s%s%s:%d", tls ? "s" : "", v6 ? "[" : "",
 			 host, v6 ? "]" : "", port);
 	snprintf(out, len, "; try: %s%s status (and alerts, query 'gpulse_gpu_up', diagnose "
-		 "--since 10m)", cli, url);
+		 "--since 10m); dashboard: http%s://%s%s%s:%d/", cli, url, tls ? "s" : "", v6 ? "[" : "",
+		 host, v6 ? "]" : "", port);
 }
 
 /* ---- reload ------------------------------------------------------------ */
@@ -1560,7 +1537,11 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	http_route(d->http, "/api/v1/diagnosis", handle_diagnosis, d);
 	http_route(d->http, "/api/v1/rules", handle_rules, d);
 	http_route(d->http, "/api/v1/alerts", handle_alerts, d);
-	http_route(d->http, "/", handle_index, d);
+	/* Last: "/" is a prefix route that takes every path left. */
+	if (web_register(d->http, &d->web) != GPULSE_OK) {
+		log_error("cannot serve the web dashboard");
+		goto out;
+	}
 
 	/* The rules' scrapes of /metrics read d->self, complete once the
 	 * HTTP server (its other reader) runs. */
@@ -1610,6 +1591,7 @@ out:
 	profiling_interrupt(d->prof);  /* captures answer before HTTP stops */
 	http_server_stop(d->http);
 	benchd_stop(d->bench);  /* its handlers are gone; its child is ended */
+	http_static_free(d->web);
 	replay_stop(d->rep);
 	collector_stop(d->col);
 	diag_live_destroy(d->diag);

@@ -87,6 +87,8 @@ struct http_server {
 	atomic_bool started;         /* MHD log lines after start are debug */
 	atomic_int nroutes;          /* published with release after the entry */
 	struct route routes[HTTP_MAX_ROUTES];
+	atomic_int npublic;          /* published with release after the entry */
+	char public_paths[HTTP_MAX_PUBLIC][HTTP_MAX_ROUTE_PATH];
 	struct MHD_Response *canned[R_COUNT];
 	atomic_uint_fast64_t requests, rejected;
 	atomic_uint_fast64_t *ext_requests, *ext_rejected;
@@ -698,6 +700,15 @@ static const struct route *find_route(const struct http_server *s, const char *p
 	return NULL;
 }
 
+static bool is_public(const struct http_server *s, const char *path)
+{
+	int n = atomic_load_explicit(&s->npublic, memory_order_acquire);
+	for (int i = 0; i < n; i++)
+		if (strcmp(path, s->public_paths[i]) == 0)
+			return true;
+	return false;
+}
+
 static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection *conn,
 				   enum canned which, bool rejected)
 {
@@ -922,6 +933,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		    !http_limit_take(s->rate, ci ? ci->client_addr : NULL, clock_mono_ns(), NULL))
 			return send_canned(s, conn, R_429_RATE, true);
 	}
+	/* What holds no data (http_path_public) loads without credentials,
+	 * so that a browser can show the page that asks for them. */
+	if ((s->token || s->basic) && is_public(s, url))
+		goto authorized;
 	g = s->token || s->write_token ? bearer_grant(s, conn) : GRANT_NONE;
 	if (g == GRANT_NONE && s->basic) {
 		/* Basic credentials: a pair verified before passes here; any
@@ -1007,6 +1022,11 @@ static enum MHD_Result send_response(struct http_server *s, struct MHD_Connectio
 		return MHD_NO;
 	MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE,
 				resp.content_type ? resp.content_type : "text/plain; charset=utf-8");
+	for (size_t i = 0; i < resp.nheaders && i < HTTP_MAX_RESP_HEADERS; i++)
+		if (MHD_add_response_header(mr, resp.headers[i].name, resp.headers[i].value) != MHD_YES) {
+			MHD_destroy_response(mr);
+			return send_canned(s, conn, R_500, false);
+		}
 	enum MHD_Result ret = MHD_queue_response(conn, (unsigned)resp.status, mr);
 	MHD_destroy_response(mr);
 	return ret;
@@ -1415,8 +1435,37 @@ static int add_route(struct http_server *s, const char *path, http_handler_fn *f
 	return GPULSE_OK;
 }
 
+int http_response_header(struct http_response *resp, const char *name, const char *value)
+{
+	if (resp->nheaders >= HTTP_MAX_RESP_HEADERS)
+		return GPULSE_ELIMIT;
+	resp->headers[resp->nheaders].name = name;
+	resp->headers[resp->nheaders].value = value;
+	resp->nheaders++;
+	return GPULSE_OK;
+}
+
+int http_path_public(struct http_server *s, const char *path)
+{
+	int n = atomic_load(&s->npublic);
+	size_t len = strlen(path);
+	if (len == 0 || len >= HTTP_MAX_ROUTE_PATH || path[0] != '/')
+		return GPULSE_EINVAL;
+	if (n >= HTTP_MAX_PUBLIC)
+		return GPULSE_ELIMIT;
+	int nr = atomic_load_explicit(&s->nroutes, memory_order_acquire);
+	for (int i = 0; i < nr; i++)
+		if (atomic_load(&s->routes[i].writes) && strcmp(s->routes[i].path, path) == 0)
+			return GPULSE_EINVAL;
+	memcpy(s->public_paths[n], path, len + 1);
+	atomic_store_explicit(&s->npublic, n + 1, memory_order_release);
+	return GPULSE_OK;
+}
+
 int http_route_writes(struct http_server *s, const char *path)
 {
+	if (is_public(s, path))
+		return GPULSE_EINVAL;
 	int n = atomic_load_explicit(&s->nroutes, memory_order_acquire);
 	for (int i = 0; i < n; i++)
 		if (strcmp(s->routes[i].path, path) == 0) {

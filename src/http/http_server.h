@@ -27,6 +27,8 @@
 #define HTTP_AUTH_QUEUED 32         /* verifications waiting, then 503 */
 #define HTTP_RATE_MIN_BURST 10      /* the rate limit's default burst, at least */
 #define HTTP_RATE_ADDRESSES 4096    /* addresses the rate limit tracks */
+#define HTTP_MAX_RESP_HEADERS 8     /* extra headers one response may carry */
+#define HTTP_MAX_PUBLIC 32          /* paths served without credentials */
 
 struct addrinfo;
 struct sockaddr;
@@ -182,7 +184,18 @@ struct http_response {
 	struct buf body;             /* bounded by max_body_bytes */
 	struct http_blob *blob;      /* when set, sent instead of body; the
 	                                server takes over this reference */
+	/* Extra headers (ETag, Cache-Control, Content-Encoding, ...): added
+	 * with http_response_header. The strings are not copied: they must
+	 * stay valid until the response is sent, i.e. be static or owned by
+	 * the route's ctx (a pool's handler's answer is sent after it
+	 * returns). */
+	struct { const char *name, *value; } headers[HTTP_MAX_RESP_HEADERS];
+	size_t nheaders;
 };
+
+/* Add a header to resp (see http_response.headers for the strings'
+ * lifetime). 0, or GPULSE_ELIMIT past HTTP_MAX_RESP_HEADERS. */
+int http_response_header(struct http_response *resp, const char *name, const char *value);
 
 /* A handler fills `resp` and returns 0; a non-zero return, a body that
  * hit max_body_bytes, or a status outside 100-599 sends a 500 instead.
@@ -260,8 +273,21 @@ int http_route_reserved(struct http_server *s, const char *path, http_handler_fn
  * loopback listen; anything else gets 403 with a JSON error
  * ({"status":"error","errorType":"forbidden","error":...}) before the
  * handler runs. Call after registering the route and before requests
- * arrive. 0, or GPULSE_ENOENT when no route has that path. */
+ * arrive. 0, GPULSE_ENOENT when no route has that path, or GPULSE_EINVAL
+ * when the path is public (http_path_public). */
 int http_route_writes(struct http_server *s, const char *path);
+/* Serve the request path `path` (exact match; the query string does not
+ * count) without credentials: no bearer token, no Basic pair is asked
+ * for, even when they are configured. A client certificate (with
+ * tls_client_ca_file), the busy cap and the rate limit still apply, and
+ * every other path still gets 401 before its route is looked up. For
+ * what holds no data: the dashboard's HTML, scripts and styles, which
+ * are the same bytes as the source tree, and which must load before a
+ * browser can ask its user for a token. A path marked with
+ * http_route_writes cannot be public. Call before requests arrive.
+ * 0, GPULSE_EINVAL (empty, too long) or GPULSE_ELIMIT (HTTP_MAX_PUBLIC
+ * paths already). */
+int http_path_public(struct http_server *s, const char *path);
 /* The port actually bound (useful with port 0). */
 int http_server_port(const struct http_server *s);
 /* Stop accepting, finish in-flight requests, free. Accepts NULL. */
