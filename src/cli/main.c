@@ -15,6 +15,7 @@
  * src/cli/cmd_NAME.c. Listed in the order `gpulse --help` shows. */
 static const struct cli_command commands[] = {
 	{"status", cmd_status, "one screen for all GPUs"},
+	{"top", cmd_top, "live terminal view: GPU bars, graphs, bottleneck, alerts, processes"},
 	{"record", cmd_record, "write a recording of every GPU (CSV)"},
 	{"diagnose", cmd_diagnose, "why a GPU is slow or idle, with evidence (from a recording)"},
 	{"rules", cmd_rules, "check rule files and run their unit tests (promtool's format)"},
