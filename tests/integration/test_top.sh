@@ -91,7 +91,7 @@ wait_screen_gone() {
 	return 1
 }
 keys() { "${TM[@]}" send-keys -t "$@"; }
-dump() { echo "--- screen $1:" >&2; screen "$1" >&2; }
+dump() { echo "--- screen $1 ($(pane_state "$1" 2>&1)):" >&2; screen "$1" >&2; }
 # The row number of pid's first line in the process list, or nothing.
 row_of() { screen "$1" | grep -nE "^ *$2 " | head -n1 | cut -d: -f1; }
 
@@ -101,8 +101,14 @@ start_top() { # SESSION WIDTH HEIGHT ENV... -- ARGS...
 	local envs=()
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
 	[ $# -gt 0 ] && shift
+	# A pane whose program ended stays, with its exit status, so a
+	# crash is reported as one and q's clean exit can be checked.
 	"${TM[@]}" new-session -d -s "$s" -x "$w" -y "$h" \
-		env "${envs[@]}" "$GPULSE" top --url "$URL" "$@"
+		env "${envs[@]}" "$GPULSE" top --url "$URL" "$@" \; set-option -t "$s" remain-on-exit on
+}
+# pane_state SESSION: "alive", or "dead STATUS".
+pane_state() {
+	"${TM[@]}" display-message -p -t "$1" '#{?pane_dead,dead #{pane_dead_status},alive}'
 }
 
 start_top main 80 24 LANG=C.UTF-8 LC_ALL=C.UTF-8 TERM=screen
@@ -277,9 +283,7 @@ PIDS+=($!)
 wait_screen_gone back 'disconnected' 15 || { dump back; fail "top did not reconnect"; }
 wait_screen back '^GPU 0 NVIDIA' || { dump back; fail "no GPU header after reconnecting"; }
 keys back q
-for _ in $(seq 1 50); do
-	"${TM[@]}" has-session -t back 2>/dev/null || break
-	sleep 0.1
-done
-! "${TM[@]}" has-session -t back 2>/dev/null || fail "q does not quit"
+wait_for '[ "$(pane_state back)" != alive ]' || { dump back; fail "q does not quit"; }
+[ "$(pane_state back)" = "dead 0" ] || { dump back; fail "top's exit: $(pane_state back), want status 0"; }
+[ "$(pane_state main)" = "dead 0" ] || { dump main; fail "the first top's exit: $(pane_state main)"; }
 echo "ok"
