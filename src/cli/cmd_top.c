@@ -39,7 +39,7 @@
 #define MESSAGE_NS (6 * NS_PER_SEC)
 #define BAR_COL_MIN 38         /* a header column: label, bar, value */
 #define BOX_MIN 76             /* a GPU box of full width */
-#define COMPACT_MIN 60         /* a one-line GPU of the compact header */
+#define COMPACT_MIN 80         /* a one-line GPU of the compact header */
 #define PANE_MIN 40            /* a graph pane */
 #define LINE_MAX_BYTES 4096
 
@@ -171,7 +171,9 @@ static void draw_title(const struct ui *u)
 	localtime_r(&now, &tm);
 	strftime(clock, sizeof clock, "%H:%M:%S", &tm);
 	style_on(u, CP_HEAD, A_REVERSE);
-	putf(u, 0, 0, COLS, " gpulse top  %s  %s  %d GPU%s  every %.1fs  %s", u->url,
+	/* "http://" is noise in the title; "https://" stays, so TLS shows. */
+	const char *shown = strncasecmp(u->url, "http://", 7) == 0 ? u->url + 7 : u->url;
+	putf(u, 0, 0, COLS, " gpulse top  %s  %s  %d GPU%s  every %.1fs  %s", shown,
 	     u->st.have_data ? d->mode : "-", d->ngpus, d->ngpus == 1 ? "" : "s",
 	     u->delay_ms / 1000.0, clock);
 	style_off(u, CP_HEAD, A_REVERSE);
@@ -339,12 +341,13 @@ static void draw_gpu_line(const struct ui *u, int y, int x, int w, const struct 
 	style_on(u, 0, A_BOLD | (selected ? A_UNDERLINE : 0));
 	put(u, y, x, 6, name);
 	style_off(u, 0, A_BOLD | (selected ? A_UNDERLINE : 0));
-	int bw = (w - 6 - 30) / 2;
-	if (bw < 12)
-		bw = 12;
-	draw_bar(u, y, x + 6, bw, g, TM_UTIL, 5, 4);
-	draw_bar(u, y, x + 6 + bw + 1, bw + 6, g, TM_MEM, 4, 10);
-	int xx = x + 6 + 2 * bw + 8;
+	/* name 6, util bar (label 5, value 4) c + 11, mem bar (label 4,
+	 * value 10) c + 16, two gaps, then power, temperature and class. */
+	int c = (w - 6 - 11 - 16 - 2 - 26) / 2;
+	c = c < 3 ? 3 : c;
+	draw_bar(u, y, x + 6, c + 11, g, TM_UTIL, 5, 4);
+	draw_bar(u, y, x + 6 + c + 12, c + 16, g, TM_MEM, 4, 10);
+	int xx = x + 6 + 2 * c + 29;
 	metric_value(g, TM_POWER, v, sizeof v);
 	char tail[160], t[16];
 	metric_value(g, TM_TEMP, t, sizeof t);
@@ -739,7 +742,9 @@ static void draw(struct ui *u)
 	int remaining = H - 1 - y - 1; /* footer, process head */
 	int graph_h = 0;
 	if (remaining >= 7 && ng > 0) {
-		graph_h = remaining * 2 / 5;
+		/* 2/5 of the rest, more when few processes leave rows empty. */
+		int few = remaining - (u->nview > 4 ? u->nview : 4) - 1;
+		graph_h = remaining * 2 / 5 > few ? remaining * 2 / 5 : few;
 		graph_h = graph_h < 4 ? 4 : graph_h > 16 ? 16 : graph_h;
 	}
 	if (graph_h > 0) {
