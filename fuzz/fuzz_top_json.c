@@ -1,6 +1,6 @@
 /* libFuzzer target for `gpulse top`'s parsers of gpulsed's API answers
  * (src/cli/top/top_model.h): any bytes, given to each of the five
- * parsers in turn as one refresh would, must parse or be refused with a
+ * parsers in turn as one refresh would (and to the history backfill's), must parse or be refused with a
  * reason naming the endpoint, never crash or overrun; what parses must
  * keep its bounds (counts, NUL-terminated text free of control bytes),
  * and the history, sort and filter must take it. */
@@ -25,13 +25,15 @@ static void check_text(const char *s, size_t cap)
 
 static struct top_data *d;
 static struct top_history *h;
+static struct top_backfill *b;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!d) {
 		d = calloc(1, sizeof *d);
 		h = calloc(1, sizeof *h);
-		if (!d || !h)
+		b = calloc(1, sizeof *b);
+		if (!d || !h || !b)
 			return 0;
 		top_history_init(h);
 	}
@@ -74,6 +76,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_text(d->alerts[i].summary, sizeof d->alerts[i].summary);
 	}
 	top_history_push(h, d);
+	err[0] = '\0';
+	if (top_parse_backfill(b, d, body, size, 1796180000, 1, 64, err, sizeof err) == 0) {
+		if (b->n != 64 || b->ngpus != d->ngpus)
+			__builtin_trap();
+		for (int i = 0; i < b->ngpus; i++)
+			for (int m = 0; m < TM_COUNT; m++)
+				for (unsigned k = 0; k < b->n; k++)
+					if (b->v[i][m][k] < 0) /* NAN or a ratio, never negative */
+						__builtin_trap();
+		top_history_seed(h, b);
+		if (h->count > TOP_HIST_LEN)
+			__builtin_trap();
+	} else if (!strstr(err, "/api/v1/query_range")) {
+		__builtin_trap();
+	}
 	int idx[TOP_PROC_MAX];
 	int n = top_procs_view(d, "a", TOP_SORT_COMMAND, size & 1, idx, TOP_PROC_MAX);
 	for (int i = 0; i < n; i++)

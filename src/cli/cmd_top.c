@@ -1223,8 +1223,14 @@ int cmd_top(int argc, char **argv)
 	curs_set(0);
 	bool running = true;
 	while (running) {
-		if (top_fetch_take(f, &u->data, &u->st))
+		if (top_fetch_take(f, &u->data, &u->st)) {
+			struct top_backfill *bf = top_fetch_take_backfill(f);
+			if (bf) {
+				top_history_seed(u->hist, bf);
+				free(bf);
+			}
 			on_new_data(u);
+		}
 		draw(u);
 		refresh();
 		/* Sleep until a key, new data, or the next second for the clock. */

@@ -474,6 +474,73 @@ static void test_fmt_and_url(void **state)
 	assert_false(top_url_is_local(NULL));
 }
 
+static void test_backfill(void **state)
+{
+	(void)state;
+	struct top_data *d = load_all();
+	struct top_backfill *b = calloc(1, sizeof *b);
+	struct top_history *h = calloc(1, sizeof *h);
+	char q[1024], err[256];
+	assert_non_null(b);
+	assert_non_null(h);
+	top_backfill_query(q, sizeof q);
+	assert_non_null(strstr(q, "{__name__=~\"gpulse_gpu_utilization_ratio|"));
+	assert_non_null(strstr(q, "gpulse_gpu_power_watts"));
+	assert_non_null(strstr(q, "gpulse_gpu_pcie_rx_bytes_per_second\"}"));
+	/* Steps at 1000, 1001, 1002; GPU-a's power limit is 700 W and its
+	 * memory 4 GiB; a point off the grid or past the end is dropped, and
+	 * PCIe takes the busier direction. */
+	const char doc[] =
+		"{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":["
+		"{\"metric\":{\"__name__\":\"gpulse_gpu_power_watts\",\"uuid\":\"GPU-a\"},"
+		"\"values\":[[1000,\"350\"],[1002,\"700\"],[1009,\"1\"],[1001,\"x\"]]},"
+		"{\"metric\":{\"__name__\":\"gpulse_gpu_memory_used_bytes\",\"uuid\":\"GPU-a\"},"
+		"\"values\":[[1001,\"1073741824\"]]},"
+		"{\"metric\":{\"__name__\":\"gpulse_gpu_pcie_tx_bytes_per_second\",\"uuid\":\"GPU-a\"},"
+		"\"values\":[[1000,\"1e9\"],[1001,\"3e9\"]]},"
+		"{\"metric\":{\"__name__\":\"gpulse_gpu_pcie_rx_bytes_per_second\",\"uuid\":\"GPU-a\"},"
+		"\"values\":[[1000,\"2e9\"],[1001,\"1e9\"]]},"
+		"{\"metric\":{\"__name__\":\"gpulse_gpu_utilization_ratio\",\"uuid\":\"GPU-zzz\"},"
+		"\"values\":[[1000,\"1\"]]},"
+		"{\"metric\":{\"__name__\":\"gpulse_gpu_power_watts\",\"uuid\":\"GPU-b\"},"
+		"\"values\":[[1000,\"100\"]]}]}}";
+	assert_int_equal(top_parse_backfill(b, d, doc, strlen(doc), 1000, 1, 3, err, sizeof err), 0);
+	assert_int_equal(b->n, 3);
+	assert_int_equal(b->ngpus, 2);
+	assert_true(fabs(b->v[0][TM_POWER][0] - 0.5) < 1e-6);
+	assert_true(isnan(b->v[0][TM_POWER][1]));
+	assert_true(fabs(b->v[0][TM_POWER][2] - 1.0) < 1e-6);
+	assert_true(fabs(b->v[0][TM_MEM][1] - 0.25) < 1e-6);
+	double peak = top_pcie_peak_bps(5, 16);
+	assert_true(fabs(b->v[0][TM_PCIE][0] - 2e9 / peak) < 1e-6);
+	assert_true(fabs(b->v[0][TM_PCIE][1] - 3e9 / peak) < 1e-6);
+	assert_true(isnan(b->v[0][TM_UTIL][0])); /* GPU-zzz is not ours */
+	assert_true(isnan(b->v[1][TM_POWER][0])); /* GPU-b has no power limit: no scale */
+	assert_int_equal(top_parse_backfill(b, d, "{}", 2, 1000, 1, 3, err, sizeof err), GPULSE_EPARSE);
+	assert_non_null(strstr(err, "/api/v1/query_range"));
+	assert_int_equal(top_parse_backfill(b, d, doc, strlen(doc), 1000, 1, 3, err, sizeof err), 0);
+
+	/* Seeding: the store's three samples go before the ring's own one. */
+	top_history_init(h);
+	top_history_push(h, d);
+	top_history_seed(h, b);
+	int s = top_history_find(h, "GPU-a");
+	assert_true(s >= 0);
+	assert_int_equal(h->count, 4);
+	assert_true(fabs(top_history_get(h, s, TM_POWER, 0) - 0.5) < 1e-6); /* live: 350 of 700 */
+	assert_true(fabs(top_history_get(h, s, TM_POWER, 1) - 1.0) < 1e-6);
+	assert_true(isnan(top_history_get(h, s, TM_POWER, 2)));
+	assert_true(fabs(top_history_get(h, s, TM_POWER, 3) - 0.5) < 1e-6);
+	assert_true(isnan(top_history_get(h, s, TM_POWER, 4)));
+	/* And the ring goes on from there. */
+	top_history_push_gap(h);
+	assert_int_equal(h->count, 5);
+	assert_true(fabs(top_history_get(h, s, TM_POWER, 1) - 0.5) < 1e-6);
+	free(b);
+	free(h);
+	free(d);
+}
+
 int main(void)
 {
 	/* wcwidth needs a UTF-8 locale; C.UTF-8 is always there on Debian. */
@@ -486,6 +553,7 @@ int main(void)
 		cmocka_unit_test(test_parse_errors),
 		cmocka_unit_test(test_parse_bounds),
 		cmocka_unit_test(test_history),
+		cmocka_unit_test(test_backfill),
 		cmocka_unit_test(test_sort_filter),
 		cmocka_unit_test(test_bar),
 		cmocka_unit_test(test_graph_cell),

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -48,6 +49,8 @@ struct top_fetch {
 	int nusers;
 	int64_t next_diag_ns;
 	struct top_data *diag_src;         /* the last diagnosis, to carry between fetches */
+	bool backfill_tried;               /* once, at the first good refresh */
+	struct top_backfill *backfill;     /* ready for the UI; it takes ownership */
 };
 
 bool top_url_is_local(const char *url)
@@ -133,6 +136,55 @@ static int get(struct top_fetch *f, const char *path, struct buf *b, char *err, 
 	return 0;
 }
 
+/* Percent-encoding of a query parameter's value (RFC 3986 unreserved
+ * characters stay). */
+static void url_encode(char *out, size_t len, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+	for (; *s && o + 4 < len; s++) {
+		unsigned char c = (unsigned char)*s;
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '_' || c == '.' || c == '~') {
+			out[o++] = (char)c;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	out[o] = '\0';
+}
+
+/* The graphs' past from the store: one query_range of every series, one
+ * step per refresh period, ending a step before now (the first live
+ * sample is the next). Without storage gpulsed answers 503 and the
+ * graphs start empty. */
+static void backfill(struct top_fetch *f, const struct top_data *d, struct buf *b)
+{
+	char query[1024], enc[3200], path[4096], err[256];
+	double step_s = (double)f->period_ns / 1e9;
+	unsigned n = TOP_HIST_LEN;
+	double end_s = floor((double)clock_wall_ns() / 1e9 / step_s) * step_s - step_s;
+	double start_s = end_s - (n - 1) * step_s;
+	top_backfill_query(query, sizeof query);
+	url_encode(enc, sizeof enc, query);
+	snprintf(path, sizeof path, "/api/v1/query_range?query=%s&start=%.3f&end=%.3f&step=%.3f", enc,
+		 start_s, end_s, step_s);
+	struct top_backfill *bf = calloc(1, sizeof *bf);
+	if (!bf)
+		return;
+	if (get(f, path, b, err, sizeof err) != 0 ||
+	    top_parse_backfill(bf, d, b->data, b->len, start_s, step_s, n, err, sizeof err) != 0) {
+		free(bf);
+		return;
+	}
+	pthread_mutex_lock(&f->lock);
+	free(f->backfill);
+	f->backfill = bf;
+	pthread_mutex_unlock(&f->lock);
+}
+
 /* One refresh into f->work. Only /api/v1/gpus decides "connected"; the
  * other endpoints add what they can (an older gpulsed, profiling off). */
 static void refresh(struct top_fetch *f, struct buf *b)
@@ -144,6 +196,10 @@ static void refresh(struct top_fetch *f, struct buf *b)
 	if (!rc)
 		rc = top_parse_gpus(d, b->data, b->len, err, sizeof err);
 	bool ok = rc == 0;
+	if (ok && !f->backfill_tried) {
+		f->backfill_tried = true;
+		backfill(f, d, b);
+	}
 	if (ok) {
 		char ignore[256];
 		if (get(f, "/api/v1/processes", b, ignore, sizeof ignore) == 0 &&
@@ -301,6 +357,15 @@ bool top_fetch_take(struct top_fetch *f, struct top_data **data, struct top_fetc
 	return got;
 }
 
+struct top_backfill *top_fetch_take_backfill(struct top_fetch *f)
+{
+	pthread_mutex_lock(&f->lock);
+	struct top_backfill *b = f->backfill;
+	f->backfill = NULL;
+	pthread_mutex_unlock(&f->lock);
+	return b;
+}
+
 void top_fetch_poke(struct top_fetch *f)
 {
 	pthread_mutex_lock(&f->lock);
@@ -331,5 +396,6 @@ void top_fetch_stop(struct top_fetch *f)
 	free(f->work);
 	free(f->ready);
 	free(f->diag_src);
+	free(f->backfill);
 	free(f);
 }

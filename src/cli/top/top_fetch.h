@@ -42,6 +42,12 @@ int top_fetch_start(struct top_fetch **out, const struct client_opts *co, int64_
  * *st and return true. Otherwise leave both and return false. */
 bool top_fetch_take(struct top_fetch *f, struct top_data **data, struct top_fetch_status *st);
 
+/* The graphs' past from gpulsed's store, fetched once at the first good
+ * refresh and handed over before that refresh's data: the caller seeds
+ * its history with it (top_history_seed) and frees it with free().
+ * NULL when none (no storage, or already taken). */
+struct top_backfill *top_fetch_take_backfill(struct top_fetch *f);
+
 /* Refresh now rather than at the end of the period. */
 void top_fetch_poke(struct top_fetch *f);
 

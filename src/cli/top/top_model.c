@@ -568,6 +568,139 @@ double top_history_get(const struct top_history *h, int slot, enum top_metric m,
 	return h->v[slot][m][i];
 }
 
+/* ---- backfill from the store --------------------------------------------------- */
+
+/* The series behind each graph; PCIe is the busier of two. */
+static const struct {
+	enum field_id f;
+	enum top_metric m;
+} backfill_series[] = {
+	{F_GPU_UTIL, TM_UTIL},     {F_GPM_SM, TM_SM},       {F_GPM_TENSOR, TM_TENSOR},
+	{F_GPM_DRAM, TM_DRAM},     {F_MEM_USED, TM_MEM},    {F_POWER, TM_POWER},
+	{F_TEMP, TM_TEMP},         {F_SM_CLOCK, TM_CLOCK},  {F_GPM_PCIE_TX, TM_PCIE},
+	{F_GPM_PCIE_RX, TM_PCIE},
+};
+#define BACKFILL_SERIES ((int)(sizeof backfill_series / sizeof backfill_series[0]))
+
+void top_backfill_query(char *out, size_t len)
+{
+	size_t o = (size_t)snprintf(out, len, "{__name__=~\"");
+	for (int i = 0; i < BACKFILL_SERIES && o < len; i++)
+		o += (size_t)snprintf(out + o, len - o, "%s%s", i ? "|" : "",
+				      field_table[backfill_series[i].f].metric);
+	if (o < len)
+		snprintf(out + o, len - o, "\"}");
+}
+
+/* The scale that turns a stored value of metric m into the bar's ratio,
+ * from the GPU's current values; 0 when unknown. */
+static double backfill_scale(const struct top_gpu *g, enum top_metric m)
+{
+	switch (m) {
+	case TM_MEM: return (g->have_raw & TOP_RAW_MEM_TOTAL) ? g->mem_total_bytes : 0;
+	case TM_POWER: return (g->have_raw & TOP_RAW_POWER_LIMIT) ? g->power_limit_w : 0;
+	case TM_TEMP: return TOP_TEMP_SCALE_C;
+	case TM_CLOCK: return (g->have_raw & TOP_RAW_SM_CLOCK_MAX) ? g->sm_clock_max_hz : 0;
+	case TM_PCIE: return g->pcie_peak_bps;
+	default: return 1;
+	}
+}
+
+int top_parse_backfill(struct top_backfill *b, const struct top_data *d, const char *body,
+		       size_t len, double start_s, double step_s, unsigned n, char *err,
+		       size_t errlen)
+{
+	json_t *root;
+	b->ngpus = 0;
+	b->n = n > TOP_HIST_LEN ? TOP_HIST_LEN : n;
+	if (!(step_s > 0)) {
+		str_errf(err, errlen, "/api/v1/query_range: step must be positive");
+		return GPULSE_EINVAL;
+	}
+	json_t *data = load_data(body, len, "/api/v1/query_range", &root, err, errlen);
+	if (!data)
+		return GPULSE_EPARSE;
+	for (int i = 0; i < d->ngpus && b->ngpus < TOP_GPU_MAX; i++) {
+		int s = b->ngpus++;
+		snprintf(b->uuid[s], sizeof b->uuid[s], "%s", d->gpus[i].uuid);
+		for (int m = 0; m < TM_COUNT; m++)
+			for (unsigned k = 0; k < b->n; k++)
+				b->v[s][m][k] = NAN;
+	}
+	size_t i;
+	json_t *sj;
+	json_array_foreach(json_object_get(data, "result"), i, sj) {
+		json_t *labels = json_object_get(sj, "metric");
+		const char *name = json_string_value(json_object_get(labels, "__name__"));
+		const char *uuid = json_string_value(json_object_get(labels, "uuid"));
+		if (!name || !uuid)
+			continue;
+		int series = -1, gi = -1;
+		for (int k = 0; k < BACKFILL_SERIES; k++)
+			if (strcmp(name, field_table[backfill_series[k].f].metric) == 0)
+				series = k;
+		for (int k = 0; k < d->ngpus && k < b->ngpus; k++)
+			if (strcmp(d->gpus[k].uuid, uuid) == 0)
+				gi = k;
+		if (series < 0 || gi < 0)
+			continue;
+		enum top_metric m = backfill_series[series].m;
+		double scale = backfill_scale(&d->gpus[gi], m);
+		if (!(scale > 0))
+			continue;
+		size_t k;
+		json_t *pt;
+		json_array_foreach(json_object_get(sj, "values"), k, pt) {
+			double t = json_number_value(json_array_get(pt, 0));
+			const char *vs = json_string_value(json_array_get(pt, 1));
+			if (!json_is_number(json_array_get(pt, 0)) || !vs)
+				continue;
+			char *end = NULL;
+			double v = strtod(vs, &end);
+			double at = floor((t - start_s) / step_s + 0.5);
+			if (end == vs || *end || !isfinite(v) || !(at >= 0 && at < b->n))
+				continue;
+			float *slot = &b->v[gi][m][(unsigned)at];
+			double r = v / scale;
+			r = r < 0 ? 0 : r;
+			/* PCIe: the busier direction. */
+			if (isnan(*slot) || r > *slot)
+				*slot = (float)r;
+		}
+	}
+	json_decref(root);
+	return 0;
+}
+
+void top_history_seed(struct top_history *h, const struct top_backfill *b)
+{
+	for (int i = 0; i < b->ngpus; i++)
+		history_slot(h, b->uuid[i]);
+	unsigned own = h->count;
+	unsigned total = b->n + own > TOP_HIST_LEN ? TOP_HIST_LEN : b->n + own;
+	float series[2 * TOP_HIST_LEN];
+	for (int s = 0; s < h->ngpus; s++) {
+		int bi = -1;
+		for (int i = 0; i < b->ngpus; i++)
+			if (strcmp(b->uuid[i], h->uuid[s]) == 0)
+				bi = i;
+		for (int m = 0; m < TM_COUNT; m++) {
+			/* Oldest first: the store's samples, then the ring's own. */
+			unsigned k = 0;
+			for (unsigned j = 0; j < b->n; j++)
+				series[k++] = bi >= 0 ? b->v[bi][m][j] : NAN;
+			for (unsigned j = own; j-- > 0;)
+				series[k++] = (float)top_history_get(h, s, (enum top_metric)m, j);
+			for (unsigned j = 0; j < total; j++)
+				h->v[s][m][j] = series[k - total + j];
+			for (unsigned j = total; j < TOP_HIST_LEN; j++)
+				h->v[s][m][j] = NAN;
+		}
+	}
+	h->count = total;
+	h->head = total % TOP_HIST_LEN;
+}
+
 /* ---- the process list ----------------------------------------------------------- */
 
 static const char *const sort_names[TOP_SORT_COUNT] = {

@@ -157,6 +157,30 @@ int top_history_find(const struct top_history *h, const char *uuid);
  * older than the ring holds. */
 double top_history_get(const struct top_history *h, int slot, enum top_metric m, unsigned age);
 
+/* The past of each GPU's series from gpulsed's store, so the graphs start
+ * full rather than empty: one /api/v1/query_range of the raw series
+ * (top_backfill_query), turned into the same ratios as the bars with
+ * each GPU's scales of now (memory total, power limit, maximum clock,
+ * link peak). Samples oldest first, one per step. */
+struct top_backfill {
+	int ngpus;
+	char uuid[TOP_GPU_MAX][96];
+	unsigned n;
+	float v[TOP_GPU_MAX][TM_COUNT][TOP_HIST_LEN];
+};
+
+/* The PromQL selector of every series a graph draws, into out. */
+void top_backfill_query(char *out, size_t len);
+/* Parse the query_range answer for `n` (<= TOP_HIST_LEN) steps of step_s
+ * from start_s into b; GPUs are those of d (matched by uuid), whose
+ * current scales turn values into ratios. 0, or GPULSE_EPARSE with err. */
+int top_parse_backfill(struct top_backfill *b, const struct top_data *d, const char *body,
+		       size_t len, double start_s, double step_s, unsigned n, char *err,
+		       size_t errlen);
+/* Put b's samples before the history's own, keeping the newest
+ * TOP_HIST_LEN; a GPU b lacks gets gaps there. */
+void top_history_seed(struct top_history *h, const struct top_backfill *b);
+
 /* ---- the process list -------------------------------------------------- */
 
 enum top_sort {
