@@ -50,6 +50,8 @@ groups:
           summary: "GPU {{ $labels.gpu }} is up (a test alert)"
 EOF
 cat >"$WORK/g.yml" <<EOF
+storage:
+  path: "$WORK/db"
 diagnosis:
   window: 1s
 profiling:
@@ -272,8 +274,21 @@ keys main q
 "$GPULSED" --listen "127.0.0.1:$PORT" --config "$WORK/g.yml" --nvml-library "$FAKE_NVML" \
 	2>"$WORK/again.log" &
 PIDS+=($!)
+wait_for 'curl -sf --max-time 1 "$URL/healthz" >/dev/null' || fail "the restarted gpulsed does not serve"
+t0=$(date +%s.%N)
 start_top back 80 24 LANG=C.UTF-8 LC_ALL=C.UTF-8 TERM=screen
 wait_screen back '^GPU 0 NVIDIA' 15 || { dump back; fail "no GPU header from the restarted gpulsed"; }
+# The graph starts with the store's past (the first gpulsed's samples):
+# more filled columns than seconds since this top started.
+screen back >"$WORK/back.txt"
+python3 - "$WORK/back.txt" "$t0" "$(date +%s.%N)" <<'PY' || { dump back; fail "the graph did not start from the store's history"; }
+import sys
+rows = [l for l in open(sys.argv[1], encoding="utf-8") if l.startswith("  0%\u2502")]
+cols = sum(1 for c in rows[0].rstrip("\n")[5:] if c != " ") if rows else 0
+elapsed = float(sys.argv[3]) - float(sys.argv[2])
+print("graph columns at start: %d, %.1f s after start" % (cols, elapsed))
+sys.exit(0 if cols > elapsed + 2 else 1)
+PY
 # And one that outlives a restart: down, then up again on the same port.
 kill -TERM "${PIDS[-1]}"
 wait_screen back 'disconnected' 10 || { dump back; fail "no 'disconnected' (second time)"; }
