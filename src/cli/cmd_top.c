@@ -185,7 +185,7 @@ static void draw_title(const struct ui *u)
 	} else if (!u->st.connected) {
 		char age[32];
 		fmt_age(age, sizeof age, now_ns - u->st.since_mono_ns);
-		snprintf(right, sizeof right, " disconnected %s, retrying: %s ", age, u->st.error);
+		snprintf(right, sizeof right, " disconnected %s, retrying ", age);
 		pair = CP_DOWN;
 		mono = A_REVERSE | A_BOLD;
 	} else if (strcmp(d->mode, "replay") == 0) {
@@ -207,8 +207,6 @@ static void draw_title(const struct ui *u)
 		char fitted[LINE_MAX_BYTES];
 		int w = (int)strlen(right);
 		int cols = w < COLS - 2 ? w : COLS - 2;
-		if (!u->st.connected && u->st.refreshes && COLS >= 40)
-			cols = w < COLS * 2 / 3 ? w : COLS * 2 / 3;
 		top_fit(fitted, sizeof fitted, right, cols, false, u->ascii);
 		style_on(u, pair, mono);
 		mvaddstr(0, COLS - cols, fitted);
@@ -625,6 +623,13 @@ static void draw_footer(const struct ui *u)
 		style_on(u, u->msg_bad ? CP_BAD : CP_OK, A_BOLD);
 		put(u, y, 0, COLS, u->msg);
 		style_off(u, u->msg_bad ? CP_BAD : CP_OK, A_BOLD);
+		return;
+	}
+	if (u->st.refreshes && !u->st.connected) {
+		/* Why, in full: the title has no room for it. */
+		style_on(u, CP_BAD, A_BOLD);
+		put(u, y, 0, COLS, u->st.error);
+		style_off(u, CP_BAD, A_BOLD);
 		return;
 	}
 	snprintf(line, sizeof line,

@@ -6,8 +6,10 @@
 # values, the bottleneck, the alert, the top kernel, the sort order per
 # sort key, the filter, the layout at 80x24 and 120x40, the help overlay,
 # the signal dialog (cancel, SIGUSR1 chosen, the SIGTERM default, a
-# refusal), ASCII under LANG=C, monochrome with --no-color, and gpulsed
-# stopping (disconnected, values kept) and coming back.
+# refusal), ASCII under LANG=C, monochrome with --no-color, a gpulsed
+# that never answers (keys still work, then "disconnected"), gpulsed
+# stopping (disconnected, values kept) and coming back, and the graphs
+# starting from the store's history.
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}" "${GPULSE_BUILD_DIR:?}"
 command -v tmux >/dev/null || fail "tmux is not installed (scripts/install-deps.sh)"
@@ -265,11 +267,40 @@ grep -qE $'\e\\[([0-9;]*;)?3[1-7](;[0-9;]*)?m' "$WORK/color.txt" ||
 	fail "--no-color still paints colours"
 "${TM[@]}" kill-session -t ascii
 
+# ---- a gpulsed that never answers does not freeze the screen: keys work
+# while the request hangs, and it times out as "disconnected".
+python3 - "$WORK/hole.port" <<'PY' &
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)  # connections complete in the backlog; nothing is ever read or sent
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+time.sleep(120)
+PY
+PIDS+=($!)
+wait_for '[ -s "$WORK/hole.port" ]' || fail "no black-hole listener"
+URL_SAVED=$URL
+URL="http://127.0.0.1:$(cat "$WORK/hole.port")"
+start_top hole 80 24 LANG=C.UTF-8 LC_ALL=C.UTF-8 TERM=screen
+wait_screen hole 'connecting' 5 || { dump hole; fail "no 'connecting' while the first answer is awaited"; }
+keys hole h
+wait_screen hole 'gpulse top: keys' 2 || { dump hole; fail "keys are not handled while a request hangs"; }
+keys hole x
+wait_screen hole 'disconnected [0-9]+s, retrying' 10 ||
+	{ dump hole; fail "a gpulsed that never answers is not shown as disconnected"; }
+wait_screen hole '^gpulsed at .* did not answer within [0-9]+ ms' 5 ||
+	{ dump hole; fail "the footer does not say why"; }
+keys hole q
+wait_for 'pane_ended hole' || { dump hole; fail "q does not quit while requests hang"; }
+[ "$(pane_state hole)" = "exit 0" ] || fail "top's exit against a silent gpulsed: $(pane_state hole)"
+URL=$URL_SAVED
+
 # ---- gpulsed stops: "disconnected", the last values kept; it comes back.
 power_line=$(screen main | grep -E '^mem .*power' | head -n1)
 kill -TERM "$DAEMON_PID"
 wait_for '! kill -0 "$DAEMON_PID" 2>/dev/null' || fail "gpulsed did not stop"
 wait_screen main 'disconnected [0-9]+s, retrying' 10 || { dump main; fail "no 'disconnected'"; }
+wait_screen main '^cannot reach gpulsed at ' 5 || { dump main; fail "the footer does not say why"; }
 screen main | grep -qF "$power_line" || { dump main; fail "the last values are gone when disconnected"; }
 keys main q
 : >"$WORK/again.log"
