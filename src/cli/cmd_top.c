@@ -321,10 +321,8 @@ static void draw_gpu_box(const struct ui *u, int y, int x, int w, int ncols, con
 		style_off(u, strcmp(g->bottleneck, "idle") == 0 ? CP_DIM : CP_WARN, A_BOLD);
 	}
 	int colw = (w - 1) / ncols;
-	int rows = (TM_COUNT + ncols - 1) / ncols;
 	for (int m = 0; m < TM_COUNT; m++) {
 		int r = m / ncols, c = m % ncols;
-		(void)rows;
 		draw_bar(u, y + 1 + r, x + c * colw, colw - 1, g, (enum top_metric)m, 7, 12);
 	}
 }

@@ -238,10 +238,10 @@ static void refresh(struct top_fetch *f, struct buf *b)
 			struct top_proc *p = &d->procs[i];
 			if (f->local)
 				read_proc(p);
-			if (p->have_uid)
-				snprintf(p->user, sizeof p->user, "%s",
-					 f->local ? user_name(f, p->uid) : "");
-			if (p->have_uid && !f->local)
+			/* Names of this host mean nothing for a remote gpulsed. */
+			if (p->have_uid && f->local)
+				snprintf(p->user, sizeof p->user, "%s", user_name(f, p->uid));
+			else if (p->have_uid)
 				snprintf(p->user, sizeof p->user, "%u", (unsigned)p->uid);
 		}
 	}
