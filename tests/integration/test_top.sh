@@ -74,7 +74,7 @@ wait_for 'has /api/v1/gpus "\"gpm_tensor\":"' || fail "no GPM values on /api/v1/
 # A tmux server of our own, with no user configuration.
 TM=(tmux -L "gpulse-top-$$" -f /dev/null)
 cleanup_tmux() { "${TM[@]}" kill-server 2>/dev/null || true; }
-trap 'rc=$?; cleanup_tmux; (exit $rc); cleanup' EXIT
+trap 'rc=$?; cleanup_tmux; set +e; (exit $rc); cleanup' EXIT
 
 screen() { "${TM[@]}" capture-pane -p -t "$1" 2>/dev/null; }
 # wait_screen SESSION ERE [SECONDS]: until the pane has a line matching ERE.
