@@ -172,6 +172,14 @@ order() { # SESSION PID... : the pids' rows are in this order
 		prev=$r
 	done
 }
+# The owner comes from gpulsed (/api/v1/gpus "uid"), the name from this host.
+uid=$(fetch /api/v1/gpus | python3 -c '
+import json, sys
+p = [x for x in json.load(sys.stdin)["data"]["gpus"][0]["processes"] if x["pid"] == '"$A"']
+print(p[0]["uid"] if p else "none")')
+[ "$uid" = "$(id -u)" ] || fail "/api/v1/gpus: uid of $A is $uid, want $(id -u)"
+user=$(id -un | cut -c1-7)
+wait_screen main "^ *$A $user" || { dump main; fail "the USER column of $A does not show $user"; }
 order main "$VICTIM" "$B" "$A" 1 || { dump main; fail "memory order: want $VICTIM $B $A 1"; }
 keys main P
 wait_screen main 'SM%▼' || { dump main; fail "no sort mark on SM%"; }

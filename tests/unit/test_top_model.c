@@ -31,7 +31,7 @@ static const char gpus_doc[] =
 	"\"mem_used\":1073741824,\"mem_total\":4294967296,\"power\":350,\"power_limit\":700,"
 	"\"temp\":60,\"sm_clock\":1e9,\"gpm_pcie_tx\":3.938e9,\"gpm_pcie_rx\":1e9},"
 	"\"throttle_reasons\":[\"gpu_idle\",\"sw_power_cap\"],"
-	"\"processes\":[{\"pid\":100,\"comm\":\"py\\u001bthon\",\"used_bytes\":2048,\"sm_ratio\":0.5,"
+	"\"processes\":[{\"pid\":100,\"comm\":\"py\\u001bthon\",\"uid\":1000,\"used_bytes\":2048,\"sm_ratio\":0.5,"
 	"\"mem_ratio\":0.1},{\"pid\":200,\"comm\":\"b\",\"used_bytes\":null,\"sm_ratio\":null},"
 	"{\"pid\":-4,\"comm\":\"bad\"},{\"comm\":\"nopid\"}],\"processes_dropped\":3},"
 	"{\"gpu\":1,\"uuid\":\"GPU-b\",\"model\":\"NVIDIA H200\",\"health\":\"lost\","
@@ -123,10 +123,12 @@ static void test_parse_gpus(void **state)
 	const struct top_proc *p = proc(d, 100, 0);
 	assert_non_null(p);
 	assert_string_equal(p->comm, "py?thon");
+	assert_true(p->have_uid && p->uid == 1000); /* the owner /api/v1/gpus gives */
 	assert_true(p->have_mem && p->used_bytes == 2048);
 	assert_true(p->have_sm && p->sm_ratio == 0.5);
 	p = proc(d, 200, 0);
 	assert_non_null(p);
+	assert_false(p->have_uid);
 	assert_false(p->have_mem);
 	assert_false(p->have_sm);
 	assert_non_null(proc(d, 100, 1));

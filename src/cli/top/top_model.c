@@ -256,6 +256,11 @@ int top_parse_gpus(struct top_data *d, const char *body, size_t len, char *err, 
 			if (!p)
 				continue;
 			get_text(p->comm, sizeof p->comm, pj, "comm");
+			double uid = -1;
+			if (get_num(pj, "uid", &uid) && uid >= 0 && uid < 4294967295.0) {
+				p->have_uid = true;
+				p->uid = (uid_t)uid;
+			}
 			p->have_mem = get_num(pj, "used_bytes", &p->used_bytes) && p->used_bytes >= 0;
 			p->have_sm = get_num(pj, "sm_ratio", &p->sm_ratio) && p->sm_ratio >= 0;
 		}
