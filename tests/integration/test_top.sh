@@ -260,8 +260,9 @@ wait_screen main 'refused: PID 1 cannot be signalled' || { dump main; fail "PID 
 keys main Escape
 
 # ---- ASCII without a UTF-8 locale, monochrome with --no-color.
-start_top ascii 80 24 LANG=C LC_ALL=C TERM=screen -- --no-color
+start_top ascii 80 24 LANG=C LC_ALL=C TERM=screen -- --no-color --delay 0.5
 wait_screen ascii '^GPU 0 NVIDIA' || { dump ascii; fail "LANG=C: no GPU header"; }
+wait_screen ascii 'every 0\.5s' || { dump ascii; fail "--delay 0.5 is not the refresh"; }
 wait_screen ascii '^util +\[\|+' || { dump ascii; fail "LANG=C: the util bar is not drawn with |"; }
 if screen ascii | LC_ALL=C grep -q '[^ -~]'; then
 	dump ascii
