@@ -648,10 +648,11 @@ static void draw(struct ui *u)
 	draw_title(u);
 	int W = COLS, H = LINES;
 	int ng = d->ngpus;
-	int nalert_lines = d->nalerts == 0 ? 1 : d->nalerts < (H >= 36 ? 4 : H >= 30 ? 2 : 1)
-		? d->nalerts : (H >= 36 ? 4 : H >= 30 ? 2 : 1);
-	int ndiag = 1;
-	int fixed = 1 + 1 + 1 + nalert_lines + ndiag; /* title, footer, process head */
+	/* Alert lines: one at 24 rows, two from 30, four from 36. */
+	int alert_room = H >= 36 ? 4 : H >= 30 ? 2 : 1;
+	int nalert_lines = d->nalerts == 0 ? 1 : d->nalerts < alert_room ? d->nalerts : alert_room;
+	/* Title, footer, process head, the advice line and the alerts. */
+	int fixed = 1 + 1 + 1 + 1 + nalert_lines;
 	int rest = H - fixed;
 	const int need = 5 + 5;                         /* a small graph and 4 processes */
 	int y = 1;
