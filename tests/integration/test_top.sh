@@ -160,6 +160,13 @@ import json, sys
 k = json.load(sys.stdin)["data"]["kernels"]
 print("%.0f%%" % (100 * k[0]["seconds"] / sum(x["seconds"] for x in k)))')
 wait_screen main "^ *$INJ .*gemm_kernel +$share" || { dump main; fail "top kernel share: want $share"; }
+# per_process=1, what top asks: the heaviest row of each process and GPU only.
+rows=$(fetch "/api/v1/kernels?pid=$INJ&per_process=1" | python3 -c '
+import json, sys
+print(" ".join(k["kernel"] for k in json.load(sys.stdin)["data"]["kernels"]))')
+[ "$rows" = gemm_kernel ] || fail "/api/v1/kernels?per_process=1: $rows, want gemm_kernel alone"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/api/v1/kernels?per_process=0")
+[ "$code" = 400 ] || fail "/api/v1/kernels?per_process=0: HTTP $code, want 400"
 
 # ---- sorting: memory (the default), SM share, PID.
 wait_screen main "^ *$A " || { dump main; fail "process $A not listed"; }

@@ -23,7 +23,7 @@
 
 #define USER_CACHE 64
 #define DIAG_PERIOD_NS (2 * NS_PER_SEC)   /* windows are 5 s: no need for more */
-#define KERNEL_ROWS 500                   /* heaviest rows asked of /api/v1/kernels */
+#define KERNEL_ROWS 10000                 /* rows asked of /api/v1/kernels: one per process and GPU */
 #define MAX_BODY (8u << 20)
 
 struct user_entry {
@@ -205,7 +205,7 @@ static void refresh(struct top_fetch *f, struct buf *b)
 		if (get(f, "/api/v1/processes", b, ignore, sizeof ignore) == 0 &&
 		    top_parse_processes(d, b->data, b->len, ignore, sizeof ignore) == 0 && d->profiling) {
 			char path[64];
-			snprintf(path, sizeof path, "/api/v1/kernels?limit=%d", KERNEL_ROWS);
+			snprintf(path, sizeof path, "/api/v1/kernels?per_process=1&limit=%d", KERNEL_ROWS);
 			if (get(f, path, b, ignore, sizeof ignore) == 0)
 				top_parse_kernels(d, b->data, b->len, ignore, sizeof ignore);
 		}

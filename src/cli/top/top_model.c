@@ -283,6 +283,17 @@ static void fill_injected(struct top_proc *p, json_t *pj)
 {
 	double v = 0;
 	p->injected = true;
+	/* The process's kernel time on this row's GPU. */
+	size_t i;
+	json_t *gj;
+	json_array_foreach(json_object_get(pj, "gpus"), i, gj) {
+		double gv = -1, secs = 0;
+		if (get_num(gj, "gpu", &gv) && gv == p->gpu && get_num(gj, "kernel_seconds", &secs) &&
+		    secs > 0) {
+			p->have_kernel_total = true;
+			p->kernel_total_s = secs;
+		}
+	}
 	if (get_num(pj, "uid", &v) && v >= 0 && v < 4294967295.0) {
 		p->have_uid = true;
 		p->uid = (uid_t)v;
@@ -379,7 +390,10 @@ int top_parse_kernels(struct top_data *d, const char *body, size_t len, char *er
 				get_text(p->kernel, sizeof p->kernel, kj, "kernel");
 			if (!p->kernel[0])
 				snprintf(p->kernel, sizeof p->kernel, "?");
-			p->kernel_share = p->kernel_share > 0 ? secs / p->kernel_share : 0;
+			double total = p->have_kernel_total ? p->kernel_total_s : p->kernel_share;
+			p->kernel_share = total > 0 ? secs / total : 0;
+			if (p->kernel_share > 1)
+				p->kernel_share = 1; /* the two answers were taken apart in time */
 		}
 	}
 	for (int k = 0; k < d->nprocs; k++)

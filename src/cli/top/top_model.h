@@ -84,6 +84,8 @@ struct top_proc {
 	bool have_kernel;
 	char kernel[TOP_TEXT];
 	double kernel_share;      /* of the process's kernel time on that GPU */
+	bool have_kernel_total;
+	double kernel_total_s;    /* that time (/api/v1/processes), the share's denominator */
 };
 
 struct top_alert {
@@ -124,8 +126,10 @@ int top_parse_gpus(struct top_data *d, const char *body, size_t len, char *err, 
  * does not list (one row per GPU they use), fills uid and cmdline. */
 int top_parse_processes(struct top_data *d, const char *body, size_t len, char *err,
 			size_t errlen);
-/* /api/v1/kernels (heaviest first): each injected row's top kernel and
- * its share of that process's kernel time on that GPU. */
+/* /api/v1/kernels (heaviest first; per_process=1 is enough): each
+ * injected row's top kernel and its share of that process's kernel time
+ * on that GPU (from /api/v1/processes, parsed first; failing that, the
+ * sum of the rows given). */
 int top_parse_kernels(struct top_data *d, const char *body, size_t len, char *err, size_t errlen);
 /* /api/v1/alerts: firing first, then pending. */
 int top_parse_alerts(struct top_data *d, const char *body, size_t len, char *err, size_t errlen);
