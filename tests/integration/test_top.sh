@@ -286,12 +286,12 @@ grep -qE $'\e\\[([0-9;]*;)?3[1-7](;[0-9;]*)?m' "$WORK/color.txt" ||
 # ---- a gpulsed that never answers does not freeze the screen: keys work
 # while the request hangs, and it times out as "disconnected".
 python3 - "$WORK/hole.port" <<'PY' &
-import socket, sys, time
+import signal, socket, sys
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 s.listen(16)  # connections complete in the backlog; nothing is ever read or sent
 open(sys.argv[1], "w").write(str(s.getsockname()[1]))
-time.sleep(120)
+signal.pause()  # not time.sleep: libfaketime's shifted stages break it
 PY
 PIDS+=($!)
 wait_for '[ -s "$WORK/hole.port" ]' || fail "no black-hole listener"
