@@ -528,8 +528,8 @@ static const char *const help_lines[] = {
 	"  h, ?, F1     this help (any key closes it)",
 	"  Up/Down      select a process; PgUp/PgDn, Home/End",
 	"  s, F6        next sort column; r reverse the order",
-	"  M  P  N  U   sort by memory, SM share, PID, user",
-	"  C  G  K      sort by command, GPU, top kernel share",
+	"  M  P  N  U   sort by memory, SM share, PID, user (again: reverse)",
+	"  C  G  K      sort by command, GPU, top kernel share (again: reverse)",
 	"  /            filter processes (PID, user, command, kernel)",
 	"  Esc          clear the filter",
 	"  k, F9        send a signal to the selected process (asks first)",
@@ -1022,9 +1022,9 @@ static void top_usage(FILE *f)
 		"A live view of every GPU gpulsed watches: a header per GPU with bars (util,\n"
 		"SM active, tensor, DRAM bandwidth, memory, power against its limit,\n"
 		"temperature, SM clock against its maximum, PCIe), history graphs, the\n"
-		"current bottleneck and its advice, firing alerts, and the processes on the\n"
-		"GPUs (PID, user, command, GPU memory, SM share, top kernel and its share\n"
-		"where libgpulse-inject.so runs) to sort, filter and signal.\n"
+		"current bottleneck and its advice, firing and pending alerts, and the\n"
+		"processes on the GPUs (PID, user, command, GPU memory, SM share, top kernel\n"
+		"and its share where libgpulse-inject.so runs) to sort, filter and signal.\n"
 		"\n"
 		"  --url URL          gpulsed to watch (env GPULSE_URL; default %s)\n"
 		"  --token-file FILE  bearer token file (env GPULSE_TOKEN_FILE)\n"
@@ -1045,7 +1045,8 @@ static void top_usage(FILE *f)
 		"Signals go to processes on this host only (a gpulsed at a loopback URL),\n"
 		"after a confirmation; a process of another user is refused with the reason.\n"
 		"When gpulsed stops answering, the screen says \"disconnected\", keeps the\n"
-		"last values and the history, and reconnects by itself.\n");
+		"last values and the history, and reconnects by itself. The graphs start\n"
+		"with gpulsed's stored history when it keeps one (storage.path).\n");
 }
 
 static int parse_sort(const char *s, enum top_sort *out)
