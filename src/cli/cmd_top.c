@@ -13,7 +13,6 @@
 #include <locale.h>
 #include <math.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,6 +73,7 @@ struct ui {
 	int sig_choice;
 	uint32_t target_pid;         /* the process of the signal dialog */
 	char target_comm[64];
+	char target_user[32];        /* as the fetch thread named it; "" unknown */
 	int view[TOP_PROC_MAX];
 	int nview;
 	int sel_row, scroll;
@@ -790,6 +790,7 @@ static void open_signal_menu(struct ui *u)
 	}
 	u->target_pid = p->pid;
 	snprintf(u->target_comm, sizeof u->target_comm, "%s", p->comm[0] ? p->comm : "?");
+	snprintf(u->target_user, sizeof u->target_user, "%s", p->user);
 	u->sig_choice = 0;
 	u->mode = M_SIGNAL_MENU;
 }
@@ -832,18 +833,11 @@ static void send_signal(struct ui *u)
 	}
 	int e = errno;
 	if (e == EPERM) {
-		char owner[64] = "another user";
-		char path[64];
-		struct stat sb;
-		snprintf(path, sizeof path, "/proc/%u", pid);
-		if (stat(path, &sb) == 0) {
-			struct passwd *pw = getpwuid(sb.st_uid);
-			snprintf(owner, sizeof owner, "%s", pw ? pw->pw_name : "uid");
-			if (!pw)
-				snprintf(owner, sizeof owner, "uid %u", (unsigned)sb.st_uid);
-		}
+		/* The owner's name as the list shows it: looking it up here
+		 * could wait on NSS in the UI thread. */
 		set_message(u, true, "not permitted: PID %u belongs to %s (you are uid %u); no %s sent",
-			    pid, owner, (unsigned)geteuid(), name);
+			    pid, u->target_user[0] ? u->target_user : "another user",
+			    (unsigned)geteuid(), name);
 	} else {
 		set_message(u, true, "cannot send %s to PID %u: %s", name, pid, strerror(e));
 	}

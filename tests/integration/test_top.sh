@@ -266,6 +266,25 @@ keys main Home k  # by PID, 1 comes first
 wait_screen main 'refused: PID 1 cannot be signalled' || { dump main; fail "PID 1 not refused"; }
 keys main Escape
 
+# ---- a process of another user: refused with the reason, nothing sent.
+# Needs root, to run top as nobody; said when not run.
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+	"${TM[@]}" new-session -d -s other -x 80 -y 24 \
+		env LANG=C.UTF-8 LC_ALL=C.UTF-8 TERM=screen \
+		setpriv --reuid=65534 --regid=65534 --clear-groups "$GPULSE" top --url "$URL" --filter "$A" \
+		\; set-option -t other remain-on-exit on
+	wait_for '[ -n "$(row_of other "$A")" ]' || { dump other; fail "nobody's top does not list $A"; }
+	keys other Home k
+	wait_screen other "Send a signal to PID $A" || { dump other; fail "no signal dialog as nobody"; }
+	keys other Enter y
+	wait_screen other "not permitted: PID $A belongs to root \(you are uid 65534\); no SIGTERM sent" ||
+		{ dump other; fail "no clear refusal for another user's process"; }
+	kill -0 "$A" || fail "$A died although the signal was refused"
+	"${TM[@]}" kill-session -t other
+else
+	echo "note: not root, so the refusal of another user's process (EPERM) is not exercised"
+fi
+
 # ---- ASCII without a UTF-8 locale, monochrome with --no-color.
 start_top ascii 80 24 LANG=C LC_ALL=C TERM=screen -- --no-color --delay 0.5
 wait_screen ascii '^GPU 0 NVIDIA' || { dump ascii; fail "LANG=C: no GPU header"; }
