@@ -20,7 +20,6 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <curses.h>
