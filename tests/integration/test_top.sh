@@ -72,7 +72,7 @@ wait_for 'has "/api/v1/diagnosis?since=15s" bottleneck' || fail "no diagnosis wi
 wait_for 'has /api/v1/gpus "\"gpm_tensor\":"' || fail "no GPM values on /api/v1/gpus"
 
 # A tmux server of our own, with no user configuration.
-TM=(tmux -L "gpulse-top-$$" -f /dev/null)
+TM=(tmux -S "$WORK/tmux.sock" -f /dev/null)  # removed with $WORK
 cleanup_tmux() { "${TM[@]}" kill-server 2>/dev/null || true; }
 trap 'rc=$?; cleanup_tmux; set +e; (exit $rc); cleanup' EXIT
 
