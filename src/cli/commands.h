@@ -32,5 +32,6 @@ int cmd_alerts(int argc, char **argv);  /* cmd_alerts.c */
 int cmd_kernels(int argc, char **argv);  /* cmd_kernels.c */
 int cmd_run(int argc, char **argv);  /* cmd_run.c */
 int cmd_trace(int argc, char **argv);  /* cmd_trace.c */
+int cmd_report(int argc, char **argv);  /* cmd_report.c */
 
 #endif

@@ -23,6 +23,7 @@ static const struct cli_command commands[] = {
 	{"kernels", cmd_kernels, "top CUDA kernels by GPU time, per process (gpulse run)"},
 	{"run", cmd_run, "run a program with continuous CUDA profiling (libgpulse-inject.so)"},
 	{"trace", cmd_trace, "capture a process's CUDA timeline to a Perfetto/Chrome JSON file"},
+	{"report", cmd_report, "capacity report: used, idle and needed GPU, as text, JSON or HTML"},
 };
 #define COMMAND_COUNT ((int)(sizeof commands / sizeof commands[0]))
 
