@@ -417,13 +417,19 @@ static int fetch(struct gather *g, enum metric m, int64_t a, int64_t b, bool rol
 	char expr[256];
 	snprintf(expr, sizeof expr, "%s(%s%s[%lldms])", metric_q[m].fn, metric_q[m].name, sel,
 		 (long long)(step - 1));
+	if (g->src->ops->slots)
+		chunk = 50000; /* bounded by the slot arrays alone */
 	for (int64_t c = a; c < b; c += (int64_t)chunk * step) {
 		int64_t ce = c + (int64_t)chunk * step;
 		if (ce > b)
 			ce = b;
 		struct report_matrix mx = {0};
-		int rc = g->src->ops->query_range(g->src->ctx, expr, c + step - 1, ce - 1, step, rollups,
-						  &mx, err, errlen);
+		int rc = g->src->ops->slots
+				 ? g->src->ops->slots(g->src->ctx, metric_q[m].name, r->o.gpu, c, ce, step,
+						      rollups, strcmp(metric_q[m].fn, "max_over_time") == 0,
+						      &mx, err, errlen)
+				 : g->src->ops->query_range(g->src->ctx, expr, c + step - 1, ce - 1, step,
+							    rollups, &mx, err, errlen);
 		if (rc == 0)
 			rc = place(g, m, &mx, err, errlen);
 		report_matrix_free(&mx);

@@ -83,6 +83,17 @@ struct report_source_ops {
 	int (*query_range)(void *ctx, const char *expr, int64_t start_ms, int64_t end_ms,
 			   int64_t step_ms, bool rollups, struct report_matrix *out, char *err,
 			   size_t errlen);
+	/* Optional, for a source that holds the samples itself: the series
+	 * named `metric` (with gpu="N" when gpu >= 0) laid on the slots
+	 * [start, start + step), ... below end, one point per slot with data
+	 * at the slot's start + step - 1 ms (where query_range would put
+	 * it), its value the mean of the slot's samples (want_max: their
+	 * largest). From rollups, a slot's mean is sum / count of its
+	 * buckets and its largest their max, so a long range loses nothing
+	 * to the minute means. NULL: query_range with avg_/max_over_time. */
+	int (*slots)(void *ctx, const char *metric, int gpu, int64_t start_ms, int64_t end_ms,
+		     int64_t step_ms, bool rollups, bool want_max, struct report_matrix *out,
+		     char *err, size_t errlen);
 };
 
 struct report_source {

@@ -1,6 +1,8 @@
 /* The report's store-backed source: the file opened read-only beside
  * whoever writes it, PromQL evaluated on it through the store-backed
  * storage (tsdb_queryable), as gpulsed's query API would. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,9 +87,99 @@ static int db_query_range(void *ctx, const char *expr, int64_t start_ms, int64_t
 	return 0;
 }
 
+/* The slots straight from the store: raw samples or rollup buckets
+ * summed per slot (report.h, slots). Cheaper than PromQL's per-step
+ * windows by the whole evaluation, and exact for any step. */
+static int db_slots(void *ctx, const char *metric, int gpu, int64_t start_ms, int64_t end_ms,
+		    int64_t step_ms, bool rollups, bool want_max, struct report_matrix *out,
+		    char *err, size_t errlen)
+{
+	struct report_db *d = ctx;
+	char gs[16];
+	snprintf(gs, sizeof gs, "%d", gpu);
+	struct tsdb_matcher m[2] = {{TSDB_MATCH_EQ, "__name__", metric}, {TSDB_MATCH_EQ, "gpu", gs}};
+	struct tsdb_select_opts so = {.mint = start_ms, .maxt = end_ms - 1,
+				      .mode = rollups ? TSDB_READ_ROLLUP : TSDB_READ_RAW};
+	struct tsdb_iter *it = NULL;
+	int rc = tsdb_select(d->db, m, gpu >= 0 ? 2 : 1, &so, &it, err, errlen);
+	if (rc)
+		return rc;
+	size_t n = (size_t)((end_ms - start_ms + step_ms - 1) / step_ms);
+	double *sum = xmalloc((n ? n : 1) * sizeof *sum), *mx = xmalloc((n ? n : 1) * sizeof *mx);
+	uint64_t *cnt = xmalloc((n ? n : 1) * sizeof *cnt);
+	int more;
+	while ((more = tsdb_iter_next_series(it)) == 1) {
+		memset(cnt, 0, n * sizeof *cnt);
+		memset(sum, 0, n * sizeof *sum);
+		int64_t t;
+		double v;
+		struct tsdb_rollup ru;
+		for (;;) {
+			uint64_t c = 1;
+			double vmax;
+			if (rollups) {
+				if (tsdb_iter_next_rollup(it, &ru) != 1)
+					break;
+				t = ru.t_ms;
+				v = ru.sum;
+				vmax = ru.max;
+				c = ru.count;
+			} else {
+				if (tsdb_iter_next_sample(it, &t, &v) != 1)
+					break;
+				vmax = v;
+			}
+			if (c == 0 || t < start_ms || t >= end_ms || !isfinite(v))
+				continue; /* staleness markers are NaN */
+			size_t k = (size_t)((t - start_ms) / step_ms);
+			if (cnt[k] == 0 || vmax > mx[k])
+				mx[k] = vmax;
+			sum[k] += v;
+			cnt[k] += c;
+		}
+		size_t np = 0;
+		for (size_t k = 0; k < n; k++)
+			np += cnt[k] > 0;
+		if (np == 0)
+			continue;
+		size_t nl;
+		const struct tsdb_label *tl = tsdb_iter_labels(it, &nl);
+		out->series = xrealloc(out->series, (out->n + 1) * sizeof *out->series);
+		struct report_series *s = &out->series[out->n++];
+		memset(s, 0, sizeof *s);
+		s->labels = xcalloc(nl ? nl : 1, sizeof *s->labels);
+		for (size_t i = 0; i < nl; i++) {
+			if (strcmp(tl[i].name, "__name__") == 0)
+				continue; /* as avg_over_time drops it */
+			s->labels[s->nlabels].name = dup_str(tl[i].name);
+			s->labels[s->nlabels].value = dup_str(tl[i].value);
+			s->nlabels++;
+		}
+		s->t_ms = xmalloc(np * sizeof *s->t_ms);
+		s->v = xmalloc(np * sizeof *s->v);
+		for (size_t k = 0; k < n; k++)
+			if (cnt[k]) {
+				s->t_ms[s->n] = start_ms + (int64_t)k * step_ms + step_ms - 1;
+				s->v[s->n] = want_max ? mx[k] : sum[k] / (double)cnt[k];
+				s->n++;
+			}
+	}
+	free(sum);
+	free(mx);
+	free(cnt);
+	tsdb_iter_free(it);
+	if (more < 0) {
+		str_errf(err, errlen, "%s: reading %s failed: %s", d->path, metric,
+			 gpulse_strerror(-more));
+		return -more;
+	}
+	return 0;
+}
+
 static const struct report_source_ops db_ops = {
 	.kind = "store",
 	.query_range = db_query_range,
+	.slots = db_slots,
 };
 
 void report_db_source(struct report_db *d, struct report_source *src)
