@@ -826,8 +826,8 @@ static void recommend(struct report *r, double *tmp)
 			    p->pid, p->comm, p->gpu, p->host[0] ? " of " : "", p->host,
 			    gb(p->mem_high_bytes), gb(p->mem_total_bytes),
 			    p->mem_high_bytes / p->mem_total_bytes * 100);
-		if (p->idle_held_h >= 1 || (p->seen_h > 0 && p->idle_held_h / p->seen_h >= 0.25 &&
-					    p->idle_held_h >= 0.25))
+		/* worth a word: a quarter of its time or more, a quarter hour or more */
+		if (p->seen_h > 0 && p->idle_held_h / p->seen_h >= 0.25 && p->idle_held_h >= 0.25)
 			rec(r, "allocated-idle",
 			    "pid %s (%s) held up to %.1f GiB on GPU %s%s%s for %.1f h while it was idle (%.0f%% of the %.1f h it held memory)",
 			    p->pid, p->comm, gb(p->mem_high_bytes), p->gpu, p->host[0] ? " of " : "",
@@ -898,8 +898,8 @@ void report_compute(struct report *r)
 	if (r->ngpus == 0)
 		note(r, "no data: no GPU series in the range (is the store empty, or the range before its first sample?)");
 	else if (!r->enough_history)
-		note(r, "too little history to recommend: the longest GPU record in the range is %.1f h; recommendations need %.0f h",
-		     most, (double)r->o.min_history_ms / HOUR_MS);
+		note(r, "too little history to recommend: the longest GPU record in the range is %.1f min; recommendations need %.0f h",
+		     most * 60, (double)r->o.min_history_ms / HOUR_MS);
 	char a[160];
 	for (size_t i = 0; i < r->ngpus; i++) {
 		const struct report_gpu *x = &r->gpus[i];

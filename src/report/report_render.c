@@ -34,6 +34,28 @@ static const char *gname(const struct report_gpu *x, char *buf, size_t len)
 	return buf;
 }
 
+/* A span of hours for people: "42s", "12.5m", "3.2h", "14.1d" past
+ * ten days. Several at once in one printf: a ring of buffers (the
+ * renderers run on one thread). */
+static const char *dur(double h)
+{
+	static char ring[16][24];
+	static unsigned next;
+	char *b = ring[next++ % 16];
+	double s = h * 3600;
+	if (!isfinite(h))
+		snprintf(b, 24, "-");
+	else if (s < 60)
+		snprintf(b, 24, "%.0fs", s);
+	else if (s < 3600)
+		snprintf(b, 24, "%.1fm", s / 60);
+	else if (h < 240)
+		snprintf(b, 24, "%.1fh", h);
+	else
+		snprintf(b, 24, "%.1fd", h / 24);
+	return b;
+}
+
 static void pct(char *dst, size_t len, double v)
 {
 	if (isfinite(v))
@@ -73,8 +95,8 @@ int report_write_text(const struct report *r, FILE *out, bool utf8)
 		pct(a, sizeof a, h->busy.mean);
 		pct(b, sizeof b, h->busy.p95);
 		pct(c, sizeof c, h->failover_p95);
-		fprintf(out, "  %-16s %zu GPUs  %.2f h  mean busy %s  p95 %s  %s: below %.0f%%, in %.0f%%, above %.0f%% (working hours above %.0f%%)\n",
-			h->host[0] ? h->host : "this host", h->ngpus, h->covered_h, a, b, h->verdict,
+		fprintf(out, "  %-16s %zu GPUs  %s  mean busy %s  p95 %s  %s: below %.0f%%, in %.0f%%, above %.0f%% (working hours above %.0f%%)\n",
+			h->host[0] ? h->host : "this host", h->ngpus, dur(h->covered_h), a, b, h->verdict,
 			h->below * 100, h->in * 100, h->above * 100, h->work_above * 100);
 		fprintf(out, "  %-16s peaks: %s; failover (p95 over n-1 GPUs %s): %s\n", "",
 			h->peak_room ? "room" : "no room", c,
@@ -87,8 +109,8 @@ int report_write_text(const struct report *r, FILE *out, bool utf8)
 
 	fputs("\nGPUS  busy = SM activity (utilization where there is no GPM)\n", out);
 	fprintf(out, "  %-8s %-22s %-6s %7s %7s %7s %7s %8s %8s %8s %14s %5s %7s  %s\n", "GPU", "MODEL",
-		"BUSY", "P50", "P95", "P99", "TENSOR95", "HOURS", "IDLE_H", "ALLOC_H", "MEM_HIGH",
-		"X85", "ABOVE_H", "TREND");
+		"BUSY", "P50", "P95", "P99", "TENSOR95", "TIME", "IDLE", "ALLOC_ID", "MEM_HIGH",
+		"X85", "ABOVE85", "TREND");
 	for (size_t i = 0; i < r->ngpus; i++) {
 		const struct report_gpu *x = &r->gpus[i];
 		char g[160], mem[48];
@@ -98,9 +120,10 @@ int report_write_text(const struct report *r, FILE *out, bool utf8)
 		pct(d, sizeof d, x->tensor.p95);
 		snprintf(mem, sizeof mem, "%.1f/%.0fGiB", x->mem_high_bytes / GIB, x->mem_total_bytes / GIB);
 		spark_of(x->s_busy, r->nslots, utf8, sp, sizeof sp);
-		fprintf(out, "  %-8s %-22.22s %-6s %7s %7s %7s %8s %8.2f %8.2f %8.2f %14s %5u %7.2f  %s\n",
+		fprintf(out, "  %-8s %-22.22s %-6s %7s %7s %7s %8s %8s %8s %8s %14s %5u %7s  %s\n",
 			gname(x, g, sizeof g), x->model, x->has_gpm ? "sm" : "util", a, b, c, d,
-			x->covered_h, x->idle_h, x->alloc_idle_h, mem, x->crossings, x->above_h, sp);
+			dur(x->covered_h), dur(x->idle_h), dur(x->alloc_idle_h), mem, x->crossings,
+			dur(x->above_h), sp);
 		if (x->uuid[0])
 			fprintf(out, "  %-8s %s%s%s\n", "", x->uuid,
 				x->replaced_by >= 0 ? "  (replaced later)" : "",
@@ -108,8 +131,8 @@ int report_write_text(const struct report *r, FILE *out, bool utf8)
 		int any = 0;
 		for (int k = 0; k < DIAG_CLASS_COUNT; k++)
 			if (x->class_h[k] > 0) {
-				fprintf(out, "%s%s %.1f h", any ? ", " : "           bottlenecks: ",
-					diag_class_name((enum diag_class)k), x->class_h[k]);
+				fprintf(out, "%s%s %s", any ? ", " : "           bottlenecks: ",
+					diag_class_name((enum diag_class)k), dur(x->class_h[k]));
 				any = 1;
 			}
 		if (any)
@@ -123,21 +146,21 @@ int report_write_text(const struct report *r, FILE *out, bool utf8)
 		pct(b, sizeof b, m->busy.p95);
 		pct(c, sizeof c, m->busy.p99);
 		pct(d, sizeof d, m->tensor.p95);
-		fprintf(out, "  %s%s%-24s %zu GPUs  busy p50 %s p95 %s p99 %s  tensor p95 %s  %.1f GPU-h, idle %.1f, allocated-idle %.1f  memory high %.1f of %.0f GiB\n",
-			m->host, m->host[0] ? " " : "", m->model, m->ngpus, a, b, c, d, m->covered_h,
-			m->idle_h, m->alloc_idle_h, m->mem_high_bytes / GIB, m->mem_total_bytes / GIB);
+		fprintf(out, "  %s%s%-24s %zu GPUs  busy p50 %s p95 %s p99 %s  tensor p95 %s  GPU-time %s, idle %s, allocated-idle %s  memory high %.1f of %.0f GiB\n",
+			m->host, m->host[0] ? " " : "", m->model, m->ngpus, a, b, c, d, dur(m->covered_h),
+			dur(m->idle_h), dur(m->alloc_idle_h), m->mem_high_bytes / GIB, m->mem_total_bytes / GIB);
 	}
 
 	if (r->nprocs) {
 		fputs("\nPROCESSES\n", out);
 		fprintf(out, "  %-8s %-16s %-8s %12s %8s %12s\n", "PID", "COMM", "GPU", "MEM_HIGH_GIB",
-			"HOURS", "IDLE_HELD_H");
+			"HELD", "IDLE_HELD");
 		for (size_t i = 0; i < r->nprocs; i++) {
 			const struct report_proc *p = &r->procs[i];
 			char g[160];
 			snprintf(g, sizeof g, "%s%s%s", p->host, p->host[0] ? "/" : "", p->gpu);
-			fprintf(out, "  %-8s %-16.16s %-8s %12.2f %8.1f %12.1f\n", p->pid, p->comm, g,
-				p->mem_high_bytes / GIB, p->seen_h, p->idle_held_h);
+			fprintf(out, "  %-8s %-16.16s %-8s %12.2f %8s %12s\n", p->pid, p->comm, g,
+				p->mem_high_bytes / GIB, dur(p->seen_h), dur(p->idle_held_h));
 		}
 	}
 
@@ -319,7 +342,10 @@ static void esc(FILE *out, const char *s)
 
 static void svg_open(FILE *out, const char *id, int h, const char *title)
 {
-	fprintf(out, "<figure><svg class=\"chart\" id=\"%s\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"",
+	fputs("<figure><h3>", out);
+	esc(out, title);
+	fputs("</h3>\n", out);
+	fprintf(out, "<svg class=\"chart\" id=\"%s\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"",
 		id, CW, h, CW, h);
 	esc(out, title);
 	fputs("\"><title>", out);
@@ -419,11 +445,11 @@ static void chart_idle(const struct report *r, FILE *out)
 		double at = x0;
 		for (int k = 0; k < 3; k++) {
 			double bw = mx > 0 ? seg[k] / mx * w : 0;
-			fprintf(out, "<rect class=\"%s\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"><title>%s: %.1f h</title></rect>\n",
-				cls[k], at, y + 3, bw, rowh - 6, what[k], seg[k]);
+			fprintf(out, "<rect class=\"%s\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"><title>%s: %s</title></rect>\n",
+				cls[k], at, y + 3, bw, rowh - 6, what[k], dur(seg[k]));
 			at += bw;
 		}
-		fprintf(out, "<text class=\"ax\" x=\"%.1f\" y=\"%d\">%.0f h</text>\n", at + 4, y + 15, x->covered_h);
+		fprintf(out, "<text class=\"ax\" x=\"%.1f\" y=\"%d\">%s</text>\n", at + 4, y + 15, dur(x->covered_h));
 	}
 	fprintf(out, "<rect class=\"c1\" x=\"%d\" y=\"%d\" width=\"10\" height=\"10\"/><text class=\"ax\" x=\"%d\" y=\"%d\">busy</text>"
 		     "<rect class=\"c2\" x=\"%d\" y=\"%d\" width=\"10\" height=\"10\"/><text class=\"ax\" x=\"%d\" y=\"%d\">idle</text>"
@@ -521,9 +547,9 @@ static void chart_classes(const struct report *r, FILE *out)
 			double bw = total > 0 ? v / total * w : 0;
 			if (bw <= 0)
 				continue;
-			fprintf(out, "<rect class=\"k%d\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"><title>%s: %.1f h</title></rect>\n",
+			fprintf(out, "<rect class=\"k%d\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"><title>%s: %s</title></rect>\n",
 				k, at, y + 3, bw, rowh - 6,
-				k < DIAG_CLASS_COUNT ? diag_class_name((enum diag_class)k) : "no verdict", v);
+				k < DIAG_CLASS_COUNT ? diag_class_name((enum diag_class)k) : "no verdict", dur(v));
 			at += bw;
 		}
 	}
@@ -553,7 +579,7 @@ static const char css[] =
 	".line85{stroke:var(--c3);stroke-dasharray:5 4;stroke-width:1.5}\n"
 	"polyline{fill:none;stroke-width:2}.l0{stroke:var(--c1)}.l1{stroke:var(--k2)}.l2{stroke:var(--k5)}.l3{stroke:var(--k3)}\n"
 	".k0{fill:var(--k0)}.k1{fill:var(--k1)}.k2{fill:var(--k2)}.k3{fill:var(--k3)}.k4{fill:var(--k4)}.k5{fill:var(--k5)}.k6{fill:var(--k6)}.k7{fill:var(--k7)}\n"
-	"figure{margin:1em 0;break-inside:avoid}figcaption{color:var(--mut);font-size:12px}\n"
+	"figure{margin:1em 0;break-inside:avoid}h3{font-size:1em;margin:.2em 0}figcaption{color:var(--mut);font-size:12px}\n"
 	"@media print{:root{--fg:#000;--bg:#fff;--mut:#333;--grid:#bbb}body{margin:0;max-width:none;font-size:11px}"
 	"h2{break-after:avoid}table,figure,.rec{break-inside:avoid}}\n";
 
@@ -596,7 +622,7 @@ int report_write_html(const struct report *r, FILE *out)
 		fputs("</p>\n", out);
 	}
 	if (r->ngpus > 0) {
-		fputs("<h2>Hosts and the band</h2>\n<table><tr><th>host</th><th>GPUs</th><th>hours</th><th>mean busy</th><th>p95</th>"
+		fputs("<h2>Hosts and the band</h2>\n<table><tr><th>host</th><th>GPUs</th><th>time</th><th>mean busy</th><th>p95</th>"
 		      "<th>below</th><th>in band</th><th>above</th><th>working hours above</th><th>failover p95</th><th>verdict</th></tr>\n",
 		      out);
 		for (size_t i = 0; i < r->nhosts; i++) {
@@ -606,15 +632,15 @@ int report_write_html(const struct report *r, FILE *out)
 			pct(c, sizeof c, h->failover_p95);
 			fputs("<tr><td>", out);
 			esc(out, h->host[0] ? h->host : "this host");
-			fprintf(out, "</td><td>%zu</td><td>%.1f</td><td>%s</td><td>%s</td><td>%.0f%%</td><td>%.0f%%</td><td>%.0f%%</td><td>%.0f%%</td><td>%s</td><td class=\"t\">%s</td></tr>\n",
-				h->ngpus, h->covered_h, a, b, h->below * 100, h->in * 100, h->above * 100,
+			fprintf(out, "</td><td>%zu</td><td>%s</td><td>%s</td><td>%s</td><td>%.0f%%</td><td>%.0f%%</td><td>%.0f%%</td><td>%.0f%%</td><td>%s</td><td class=\"t\">%s</td></tr>\n",
+				h->ngpus, dur(h->covered_h), a, b, h->below * 100, h->in * 100, h->above * 100,
 				h->work_above * 100, c, h->verdict);
 		}
 		fputs("</table>\n", out);
 		chart_band(r, out);
 		chart_hours(r, out);
 		fputs("<h2>GPUs</h2>\n<table><tr><th>GPU</th><th>model</th><th>busy</th><th>p50</th><th>p95</th><th>p99</th><th>tensor p95</th>"
-		      "<th>hours</th><th>idle h</th><th>alloc-idle h</th><th>memory high</th><th>85% crossings</th><th>above 85% h</th></tr>\n",
+		      "<th>time</th><th>idle</th><th>alloc-idle</th><th>memory high</th><th>85% crossings</th><th>above 85%</th></tr>\n",
 		      out);
 		for (size_t i = 0; i < r->ngpus; i++) {
 			const struct report_gpu *x = &r->gpus[i];
@@ -633,10 +659,11 @@ int report_write_html(const struct report *r, FILE *out)
 				fputs(" (new)", out);
 			fputs("</td><td class=\"t\">", out);
 			esc(out, x->model);
-			fprintf(out, "</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%.1f</td><td>%.1f</td><td>%.1f</td>"
-				     "<td>%.1f / %.0f GiB</td><td>%u</td><td>%.1f</td></tr>\n",
-				x->has_gpm ? "SM" : "util", a, b, c, d, x->covered_h, x->idle_h, x->alloc_idle_h,
-				x->mem_high_bytes / GIB, x->mem_total_bytes / GIB, x->crossings, x->above_h);
+			fprintf(out, "</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+				     "<td>%.1f / %.0f GiB</td><td>%u</td><td>%s</td></tr>\n",
+				x->has_gpm ? "SM" : "util", a, b, c, d, dur(x->covered_h), dur(x->idle_h),
+				dur(x->alloc_idle_h), x->mem_high_bytes / GIB, x->mem_total_bytes / GIB,
+				x->crossings, dur(x->above_h));
 		}
 		fputs("</table>\n", out);
 		chart_hist(r, out);
@@ -644,7 +671,7 @@ int report_write_html(const struct report *r, FILE *out)
 		chart_memory(r, out);
 		chart_classes(r, out);
 		fputs("<h2>Models</h2>\n<table><tr><th>model</th><th>GPUs</th><th>busy p50</th><th>p95</th><th>p99</th><th>tensor p95</th>"
-		      "<th>GPU-hours</th><th>idle</th><th>alloc-idle</th><th>memory high</th></tr>\n",
+		      "<th>GPU-time</th><th>idle</th><th>alloc-idle</th><th>memory high</th></tr>\n",
 		      out);
 		for (size_t i = 0; i < r->nmodels; i++) {
 			const struct report_model *m = &r->models[i];
@@ -658,14 +685,14 @@ int report_write_html(const struct report *r, FILE *out)
 				fputc(' ', out);
 			}
 			esc(out, m->model);
-			fprintf(out, "</td><td>%zu</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%.1f / %.0f GiB</td></tr>\n",
-				m->ngpus, a, b, c, d, m->covered_h, m->idle_h, m->alloc_idle_h,
+			fprintf(out, "</td><td>%zu</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%.1f / %.0f GiB</td></tr>\n",
+				m->ngpus, a, b, c, d, dur(m->covered_h), dur(m->idle_h), dur(m->alloc_idle_h),
 				m->mem_high_bytes / GIB, m->mem_total_bytes / GIB);
 		}
 		fputs("</table>\n", out);
 	}
 	if (r->nprocs) {
-		fputs("<h2>Processes</h2>\n<table><tr><th>pid</th><th>command</th><th>GPU</th><th>memory high</th><th>hours holding memory</th>"
+		fputs("<h2>Processes</h2>\n<table><tr><th>pid</th><th>command</th><th>GPU</th><th>memory high</th><th>time holding memory</th>"
 		      "<th>of them on an idle GPU</th></tr>\n",
 		      out);
 		for (size_t i = 0; i < r->nprocs; i++) {
@@ -680,8 +707,8 @@ int report_write_html(const struct report *r, FILE *out)
 				fputc('/', out);
 			}
 			esc(out, p->gpu);
-			fprintf(out, "</td><td>%.2f GiB</td><td>%.1f</td><td>%.1f</td></tr>\n", p->mem_high_bytes / GIB,
-				p->seen_h, p->idle_held_h);
+			fprintf(out, "</td><td>%.2f GiB</td><td>%s</td><td>%s</td></tr>\n", p->mem_high_bytes / GIB,
+				dur(p->seen_h), dur(p->idle_held_h));
 		}
 		fputs("</table>\n", out);
 	}

@@ -104,6 +104,41 @@ grep -q '^GPUS' "$WORK/r.txt" && grep -q 'too little history' "$WORK/r.txt" &&
 [ "$(stat -c %s "$WORK/r.html")" -lt 1048576 ] || fail "html over 1 MB"
 ! grep -Eq '<script|src="http|href="http' "$WORK/r.html" || fail "html is not self-contained"
 
+# The page in headless Chromium: every chart drawn, no console or page
+# errors, nothing fetched, no scripts; dark mode and print change the
+# colours (prefers-color-scheme, @media print).
+CHECK="$GPULSE_SOURCE_DIR/tests/browser/check_page.js"
+page() {
+	node "$CHECK" "$WORK/r.html" --count 'svg.chart' --count '#chart-distribution' \
+		--count '#chart-hours' --count '#chart-idle' --count '#chart-memory' --count '#chart-band' \
+		--count '#chart-bottlenecks' --count 'svg.chart rect, svg.chart polyline' \
+		--eval 'getComputedStyle(document.body).backgroundColor' --eval 'document.scripts.length' "$@"
+}
+for mode in light dark print; do
+	flag=()
+	[ "$mode" = dark ] && flag=(--dark)
+	[ "$mode" = print ] && flag=(--dark --print)
+	page "${flag[@]}" --screenshot "$WORK/$mode.png" >"$WORK/$mode.page.json" ||
+		fail "chromium could not open the report ($mode): $(cat "$WORK/$mode.page.json")"
+	[ -s "$WORK/$mode.png" ] || fail "no screenshot ($mode)"
+done
+python3 - "$WORK" <<'PY' || fail "the page in chromium: $(cat "$WORK"/*.page.json)"
+import json, sys
+w = sys.argv[1]
+pages = {m: json.load(open(f"{w}/{m}.page.json")) for m in ("light", "dark", "print")}
+for m, p in pages.items():
+    assert p["console_errors"] == [] and p["page_errors"] == [], (m, p)
+    assert p["failed_requests"] == [], (m, p["failed_requests"])
+    c = p["counts"]
+    assert c["svg.chart"] == 6, (m, c)
+    for sel in ("#chart-distribution", "#chart-hours", "#chart-idle", "#chart-memory", "#chart-band", "#chart-bottlenecks"):
+        assert c[sel] == 1, (m, sel, c)
+    assert c["svg.chart rect, svg.chart polyline"] > 20, (m, c)
+    assert p["evals"][1] == 0, (m, "scripts", p["evals"])
+assert pages["light"]["evals"][0] != pages["dark"]["evals"][0], "dark mode did not change the background"
+assert pages["print"]["evals"][0] == pages["light"]["evals"][0], "print is not on white"
+PY
+
 # Edges, each said plainly.
 out=$("$GPULSE" report capacity --db "$WORK/none.db" 2>&1) && fail "a missing store succeeded"
 grep -q 'no such store' <<<"$out" || fail "missing store: $out"
