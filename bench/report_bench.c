@@ -14,9 +14,10 @@
  * memory and never computes, 7 is replaced by a new card (new UUID) half
  * way. Samples older than 48 h are written every --old-dt seconds (what
  * their 1-minute rollups are made of; the raw chunks are then removed by
- * retention, as in a real store), the last 48 h at --raw-hz. Per-process
- * memory and the stored diagnosis (gpulse_gpu_bottleneck{class}) go with
- * them. */
+ * retention, as in a real store), the last 48 h at gpulsed's default
+ * rates: utilization and memory at --raw-hz (the fast tier, 10 Hz), SM
+ * and tensor activity and per-process memory once a second, the stored
+ * diagnosis (gpulse_gpu_bottleneck{class}) every 5 s. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,7 +142,14 @@ static int generate(const char *path, int days, int gpus, double old_dt, double 
 	int64_t replace_at = start + (end_ms - start) / 2;
 	uint64_t n = 0;
 	int64_t next_flush = start + 3600000;
+	uint64_t tick = 0;
+	/* In the raw range the series come at gpulsed's default rates: the
+	 * fast tier (utilization, memory) every tick, the normal tier (GPM,
+	 * processes) every second, the stored diagnosis every 5 s window. */
+	uint64_t per_s = raw_hz >= 1 ? (uint64_t)llround(raw_hz) : 1;
 	for (int64_t t = start; t < end_ms;) {
+		bool raw = t >= raw_from;
+		bool normal = !raw || tick % per_s == 0, window = !raw || tick % (5 * per_s) == 0;
 		for (int g = 0; g < gpus; g++) {
 			const struct gpu_refs *r = (g % 8 == 7 && t >= replace_at) ? &refs[gpus + g] : &refs[g];
 			/* 10 Hz rows; a different place in the tile per GPU */
@@ -164,18 +172,21 @@ static int generate(const char *path, int days, int gpus, double old_dt, double 
 				held = 18 * GIB;
 			mem = 615 * MIB + (held > 0 ? held : 0);
 			put(db, r->ref[S_UTIL], t, util, &n);
-			put(db, r->ref[S_SM], t, sm, &n);
-			put(db, r->ref[S_TENSOR], t, tensor, &n);
 			put(db, r->ref[S_MEM], t, mem, &n);
 			put(db, r->ref[S_MEMTOT], t, tot, &n);
+			if (normal) {
+				put(db, r->ref[S_SM], t, sm, &n);
+				put(db, r->ref[S_TENSOR], t, tensor, &n);
+				if (held > 0)
+					put(db, r->ref[S_PROC], t, held, &n);
+			}
 			int cls = util < 0.05 ? S_IDLE : dram > 0.5 ? S_MEMBOUND
 					  : sm > 0.5 ? S_COMPUTE : S_MIXED;
-			for (int c = S_IDLE; c <= S_MIXED; c++)
+			for (int c = S_IDLE; window && c <= S_MIXED; c++)
 				put(db, r->ref[c], t, c == cls, &n);
-			if (held > 0)
-				put(db, r->ref[S_PROC], t, held, &n);
 		}
 		t += t < raw_from ? (int64_t)(old_dt * 1000) : (int64_t)(1000 / raw_hz);
+		tick++;
 		if (t >= next_flush) {
 			if (tsdb_flush(db) != 0) {
 				fprintf(stderr, "flush failed\n");
@@ -239,7 +250,7 @@ static double anchor(const char *path, int64_t start, int64_t end, uint64_t *cou
 int main(int argc, char **argv)
 {
 	int days = 30, gpus = 8;
-	double old_dt = 10, raw_hz = 1;
+	double old_dt = 10, raw_hz = 10;
 	const char *keep = NULL, *html = NULL, *text = NULL;
 	const char *recs_path[8];
 	int nrecs = 0;

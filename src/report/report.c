@@ -14,6 +14,7 @@
 
 #define HOUR_MS 3600000.0
 #define RAW_MARGIN_MS (10 * 60 * 1000) /* raw segment starts this far inside retention */
+#define RAW_TAIL_MS (3 * 60 * 1000)    /* minutes that may not be rolled up yet */
 
 void report_matrix_free(struct report_matrix *m)
 {
@@ -192,7 +193,7 @@ static struct report *report_new(const struct report_opts *o)
 	if (r->end_ms <= r->start_ms)
 		r->end_ms = r->start_ms + s;
 	r->nslots = (size_t)((r->end_ms - r->start_ms) / s);
-	r->split_ms = r->start_ms;
+	r->split_ms = r->read_split_ms = r->start_ms;
 	r->source_kind = "synthetic";
 	return r;
 }
@@ -371,6 +372,11 @@ static int place(struct gather *g, enum metric m, const struct report_matrix *mx
 		}
 		for (size_t j = 0; j < s->n; j++) {
 			long k = slot_of(r, s->t_ms[j]);
+			if (m == M_MEMTOT && k < 0 && s->t_ms[j] >= r->start_ms) {
+				/* read as one slot per segment (fetch): its last slot */
+				int64_t kk = (s->t_ms[j] - r->start_ms) / r->o.step_ms;
+				k = kk < (int64_t)r->nslots ? (long)kk : (long)r->nslots - 1;
+			}
 			double v = s->v[j];
 			if (k < 0 || !isfinite(v))
 				continue;
@@ -419,6 +425,17 @@ static int fetch(struct gather *g, enum metric m, int64_t a, int64_t b, bool rol
 		 (long long)(step - 1));
 	if (g->src->ops->slots)
 		chunk = 50000; /* bounded by the slot arrays alone */
+	if (g->src->ops->slots && m == M_MEMTOT) {
+		/* Only its largest value is used (the card's size): one slot
+		 * for the whole segment saves a read of every minute. */
+		struct report_matrix mx = {0};
+		int rc = g->src->ops->slots(g->src->ctx, metric_q[m].name, r->o.gpu, a, b, b - a,
+					    rollups, true, &mx, err, errlen);
+		if (rc == 0)
+			rc = place(g, m, &mx, err, errlen);
+		report_matrix_free(&mx);
+		return rc;
+	}
 	for (int64_t c = a; c < b; c += (int64_t)chunk * step) {
 		int64_t ce = c + (int64_t)chunk * step;
 		if (ce > b)
@@ -466,17 +483,25 @@ int report_build(const struct report_source *src, const struct report_opts *o,
 		split = ((split + step - 1) / step) * step;
 		r->split_ms = split < r->start_ms ? r->start_ms : split > r->end_ms ? r->end_ms : split;
 	}
+	r->read_split_ms = r->split_ms;
+	if (src->ops->slots && src->rollup_step_ms > 0 && step % src->rollup_step_ms == 0) {
+		/* Closed minutes are the same from rollups as from raw samples;
+		 * the last few may not be rolled up yet: those are read raw. */
+		int64_t tail = ((r->o.now_ms - RAW_TAIL_MS) / step) * step;
+		if (tail > r->read_split_ms)
+			r->read_split_ms = tail < r->end_ms ? tail : r->end_ms;
+	}
 	struct gather g = {.r = r, .src = src};
 	size_t chunk_roll = src->max_steps ? src->max_steps : 10000;
 	size_t chunk_raw = src->max_raw_steps ? src->max_raw_steps : 480;
 	int rc = 0;
 	for (int m = 0; m < M_COUNT && rc == 0; m++) {
-		if (r->split_ms > r->start_ms)
-			rc = fetch(&g, (enum metric)m, r->start_ms, r->split_ms, true, chunk_roll, err,
-				   errlen);
-		if (rc == 0 && r->end_ms > r->split_ms)
-			rc = fetch(&g, (enum metric)m, r->split_ms, r->end_ms, false, chunk_raw, err,
-				   errlen);
+		if (r->read_split_ms > r->start_ms)
+			rc = fetch(&g, (enum metric)m, r->start_ms, r->read_split_ms, true, chunk_roll,
+				   err, errlen);
+		if (rc == 0 && r->end_ms > r->read_split_ms)
+			rc = fetch(&g, (enum metric)m, r->read_split_ms, r->end_ms, false, chunk_raw,
+				   err, errlen);
 	}
 	if (rc) {
 		report_free(r);
@@ -523,7 +548,7 @@ static void gpu_figures(struct report *r, struct report_gpu *x, double *tmp)
 	size_t run = 0;
 	memset(x->hist, 0, sizeof x->hist);
 	memset(x->class_h, 0, sizeof x->class_h);
-	x->covered_h = x->gap_h = x->raw_h = x->rollup_h = 0;
+	x->covered_h = x->gap_h = x->raw_h = x->rollup_h = x->read_raw_h = 0;
 	x->idle_h = x->alloc_idle_h = x->busy_h = x->above_h = x->longest_above_h = 0;
 	x->class_none_h = 0;
 	x->crossings = 0;
@@ -560,6 +585,8 @@ static void gpu_figures(struct report *r, struct report_gpu *x, double *tmp)
 			x->raw_h += step_h;
 		else
 			x->rollup_h += step_h;
+		if (t >= r->read_split_ms)
+			x->read_raw_h += step_h;
 		if (slot_idle(r, x, k)) {
 			x->idle_h += step_h;
 			bool held = x->has_procs ? isfinite(x->s_procmem[k]) && x->s_procmem[k] > 0
@@ -883,7 +910,14 @@ void report_compute(struct report *r)
 		roll += x->rollup_h;
 	}
 	double step_s = (double)r->o.step_ms / 1000;
-	if (roll > 0 && raw > 0)
+	double read_raw_h = 0;
+	for (size_t i = 0; i < r->ngpus; i++)
+		read_raw_h += r->gpus[i].read_raw_h;
+	if (r->read_split_ms > r->split_ms && raw > 0)
+		snprintf(r->resolution, sizeof r->resolution,
+			 "per-%gs means: %.1f GPU-hours within the raw retention, read from raw samples for the last %.1f GPU-hours and from the 1-minute rollups of closed minutes before (each holds its raw samples' sum, count and max: the same slot means and peaks), %.1f GPU-hours beyond the raw retention from the rollups",
+			 step_s, raw, read_raw_h, roll);
+	else if (roll > 0 && raw > 0)
 		snprintf(r->resolution, sizeof r->resolution,
 			 "per-%gs means: %.1f GPU-hours from raw samples (the store's raw retention), %.1f GPU-hours from its 1-minute rollups",
 			 step_s, raw, roll);

@@ -106,6 +106,12 @@ struct report_source {
 	size_t max_steps;            /* steps per request; 0: 10000 */
 	size_t max_raw_steps;        /* steps per request over raw data (each step
 	                              * loads a step of 10 Hz samples); 0: 480 */
+	int64_t rollup_step_ms;      /* a source with `slots` and rollups of this
+	                              * step: for a step that is a whole number of
+	                              * them, closed buckets inside raw retention
+	                              * are read as rollups too (the same sum,
+	                              * count and max as their raw samples, at a
+	                              * fraction of the reading); 0: never */
 };
 
 /* The store-backed source (report_source_db.c): the file is opened
@@ -150,7 +156,9 @@ struct report_gpu {
 	const char *busy_metric;    /* "sm_active" or "utilization" (no GPM) */
 	int64_t first_ms, last_ms;  /* first and last slot with data (start of slot) */
 	double covered_h, gap_h;    /* slots with data / without, inside [first, last] */
-	double raw_h, rollup_h;     /* covered hours read from raw samples / rollups */
+	double raw_h, rollup_h;     /* covered hours within / beyond raw retention */
+	double read_raw_h;          /* covered hours read from raw samples (the rest
+	                             * from rollups: see rollup_step_ms) */
 	struct report_dist busy, sm, tensor, util;
 	double idle_h, alloc_idle_h, busy_h; /* busy_h: covered and not idle */
 	double mem_high_bytes, mem_total_bytes;
@@ -215,7 +223,8 @@ struct report {
 	char source_where[256];
 	int64_t start_ms, end_ms;   /* aligned to the step */
 	size_t nslots;
-	int64_t split_ms;           /* slots before read from rollups; start_ms: none */
+	int64_t split_ms;           /* slots before it lie beyond raw retention */
+	int64_t read_split_ms;      /* slots before it were read from rollups */
 	struct report_gpu *gpus;
 	size_t ngpus;
 	struct report_model *models;

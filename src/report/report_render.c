@@ -206,7 +206,8 @@ int report_write_json(const struct report *r, FILE *out)
 	json_object_set_new(root, "end_s", json_integer(r->end_ms / 1000));
 	json_object_set_new(root, "step_s", json_real((double)r->o.step_ms / 1000));
 	json_object_set_new(root, "slots", json_integer((json_int_t)r->nslots));
-	json_object_set_new(root, "rollups_before_s", json_integer(r->split_ms / 1000));
+	json_object_set_new(root, "raw_retention_from_s", json_integer(r->split_ms / 1000));
+	json_object_set_new(root, "rollups_read_before_s", json_integer(r->read_split_ms / 1000));
 	json_object_set_new(root, "resolution", json_string(r->resolution));
 	json_object_set_new(root, "thresholds",
 			    json_pack("{s:f,s:f,s:f,s:f,s:I,s:f}", "band_lo", r->o.band_lo, "band_hi",
@@ -253,6 +254,7 @@ int report_write_json(const struct report *r, FILE *out)
 			(json_int_t)(x->first_ms / 1000), "last_s", (json_int_t)(x->last_ms / 1000),
 			"covered_h", x->covered_h, "gap_h", x->gap_h, "raw_h", x->raw_h, "rollup_h",
 			x->rollup_h);
+		json_object_set_new(g, "read_raw_h", json_real(x->read_raw_h));
 		json_object_set_new(g, "busy", dist_json(&x->busy));
 		json_object_set_new(g, "sm_active", dist_json(&x->sm));
 		json_object_set_new(g, "tensor_active", dist_json(&x->tensor));

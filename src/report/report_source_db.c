@@ -114,6 +114,10 @@ static int db_slots(void *ctx, const char *metric, int gpu, int64_t start_ms, in
 		int64_t t;
 		double v;
 		struct tsdb_rollup ru;
+		/* Samples come in time order: walk the slots instead of dividing
+		 * every timestamp (the division was a third of a raw read). */
+		size_t ks = 0;
+		int64_t slot_end = start_ms + step_ms;
 		for (;;) {
 			uint64_t c = 1;
 			double vmax;
@@ -131,11 +135,24 @@ static int db_slots(void *ctx, const char *metric, int gpu, int64_t start_ms, in
 			}
 			if (c == 0 || t < start_ms || t >= end_ms || !isfinite(v))
 				continue; /* staleness markers are NaN */
-			size_t k = (size_t)((t - start_ms) / step_ms);
-			if (cnt[k] == 0 || vmax > mx[k])
-				mx[k] = vmax;
-			sum[k] += v;
-			cnt[k] += c;
+			if (t >= slot_end) {
+				if (t - slot_end < 8 * step_ms) {
+					while (t >= slot_end) {
+						ks++;
+						slot_end += step_ms;
+					}
+				} else {
+					ks = (size_t)((t - start_ms) / step_ms);
+					slot_end = start_ms + ((int64_t)ks + 1) * step_ms;
+				}
+			} else if (t < slot_end - step_ms) {
+				ks = (size_t)((t - start_ms) / step_ms); /* out of order: never, but safe */
+				slot_end = start_ms + ((int64_t)ks + 1) * step_ms;
+			}
+			if (cnt[ks] == 0 || vmax > mx[ks])
+				mx[ks] = vmax;
+			sum[ks] += v;
+			cnt[ks] += c;
 		}
 		size_t np = 0;
 		for (size_t k = 0; k < n; k++)
@@ -189,6 +206,7 @@ void report_db_source(struct report_db *d, struct report_source *src)
 	src->ctx = d;
 	src->where = d->path;
 	src->raw_retention_ms = d->raw_retention_ms;
+	src->rollup_step_ms = 60000; /* tsdb's default rollup step: what gpulsed uses */
 }
 
 int64_t report_db_now_ms(const struct report_db *d)
