@@ -940,10 +940,15 @@ void report_compute(struct report *r)
 		if (x->covered_h > 0 && !x->has_gpm)
 			note(r, "%s (%s) has no GPM counters in the range: busy is NVML utilization (time any kernel ran), which overstates how much of the GPU worked",
 			     gpu_name(x, a, sizeof a), x->model);
-		if (x->replaced_by >= 0)
-			note(r, "%s: %s was replaced by %s (first seen %lld): shown as two GPUs",
-			     gpu_name(x, a, sizeof a), x->uuid, r->gpus[x->replaced_by].uuid,
-			     (long long)(r->gpus[x->replaced_by].first_ms / 1000));
+		if (x->replaced_by >= 0) {
+			char when[40];
+			time_t t = (time_t)(r->gpus[x->replaced_by].first_ms / 1000);
+			struct tm tm;
+			gmtime_r(&t, &tm);
+			strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+			note(r, "%s: %s was replaced by %s (first seen %s): shown as two GPUs",
+			     gpu_name(x, a, sizeof a), x->uuid, r->gpus[x->replaced_by].uuid, when);
+		}
 		if (x->gap_h >= step_s / 3600 * 1.5 && x->gap_h > 0)
 			note(r, "%s: %.1f h without data between its first and last sample (counted neither idle nor busy)",
 			     gpu_name(x, a, sizeof a), x->gap_h);

@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 cat >"$WORK/r.yml" <<YML
 sampling:
   fast: 100ms
-  normal: 500ms
+  normal: 250ms
 diagnosis:
   window: 1s
 storage:
@@ -24,9 +24,9 @@ export GPULSE_FAKE_NVML_RECORDING="$REC" GPULSE_FAKE_NVML_SPEED=4
 start_daemon report --config "$WORK/r.yml" --nvml-library "$FAKE_NVML"
 wait_for '[ "$(fetch "/api/v1/query?query=count_over_time(gpulse_gpu_sm_active_ratio%5B1m%5D)" | python3 -c "import json,sys; r=json.load(sys.stdin)[\"data\"][\"result\"]; print(int(float(r[0][\"value\"][1])) if r else 0)")" -ge 20 ]' ||
 	fail "no SM activity stored"
-sleep 3
-T=$(($(date +%s) - 3))
-SPAN=12
+sleep 1
+T=$(($(date +%s) - 2))
+SPAN=8
 
 "$GPULSE" report capacity --url "$URL" --until "$T" --since "${SPAN}s" --step 1s --format json \
 	>"$WORK/url.json" || fail "report --url"
