@@ -879,7 +879,8 @@ void report_compute(struct report *r)
 	r->nrecs = 0;
 	for (size_t i = 0; i < r->ngpus; i++)
 		gpu_figures(r, &r->gpus[i], tmp);
-	qsort(r->gpus, r->ngpus, sizeof *r->gpus, cmp_gpu);
+	if (r->ngpus > 1)
+		qsort(r->gpus, r->ngpus, sizeof *r->gpus, cmp_gpu);
 	link_replacements(r);
 
 	for (size_t i = 0; i < r->nhosts; i++)
