@@ -914,7 +914,11 @@ void report_compute(struct report *r)
 	double read_raw_h = 0;
 	for (size_t i = 0; i < r->ngpus; i++)
 		read_raw_h += r->gpus[i].read_raw_h;
-	if (r->read_split_ms > r->split_ms && raw > 0)
+	if (r->read_split_ms > r->split_ms && raw > 0 && read_raw_h <= 0)
+		snprintf(r->resolution, sizeof r->resolution,
+			 "per-%gs means: %.1f GPU-hours within the raw retention, read from the 1-minute rollups of its closed minutes (each holds its raw samples' sum, count and max: the same slot means and peaks), %.1f GPU-hours beyond the raw retention from the rollups",
+			 step_s, raw, roll);
+	else if (r->read_split_ms > r->split_ms && raw > 0)
 		snprintf(r->resolution, sizeof r->resolution,
 			 "per-%gs means: %.1f GPU-hours within the raw retention, read from raw samples for the last %.1f GPU-hours and from the 1-minute rollups of closed minutes before (each holds its raw samples' sum, count and max: the same slot means and peaks), %.1f GPU-hours beyond the raw retention from the rollups",
 			 step_s, raw, read_raw_h, roll);
