@@ -227,7 +227,7 @@ void report_free(struct report *r)
 
 /* ---- gathering ---- */
 
-enum metric { M_UTIL, M_SM, M_TENSOR, M_MEM, M_MEMTOT, M_CLASS, M_PROC, M_COUNT };
+enum metric { M_UTIL, M_SM, M_TENSOR, M_MEM, M_MEMTOT, M_CLASS, M_PROC, M_KERNEL, M_COUNT };
 
 static const struct {
 	const char *fn, *name;
@@ -239,6 +239,9 @@ static const struct {
 	[M_MEMTOT] = {"max_over_time", "gpulse_gpu_memory_total_bytes"},
 	[M_CLASS] = {"avg_over_time", "gpulse_gpu_bottleneck"},
 	[M_PROC] = {"max_over_time", "gpulse_process_gpu_memory_bytes"},
+	/* the injection library's GPU time per kernel: a counter, read as
+	 * its largest value per slot and summed as increases */
+	[M_KERNEL] = {"max_over_time", "gpulse_process_kernel_seconds_total"},
 };
 
 struct gather {
@@ -256,6 +259,7 @@ static int find_gpu(struct gather *g, const struct report_series *s, bool create
 	const char *idx = report_series_label(s, "gpu");
 	if (!idx && !uuid)
 		return GPULSE_ENOENT;
+	bool by_index = false;
 	for (size_t i = 0; i < r->ngpus; i++) {
 		const struct report_gpu *x = &r->gpus[i];
 		if (strcmp(x->host, host ? host : "") != 0)
@@ -264,7 +268,15 @@ static int find_gpu(struct gather *g, const struct report_series *s, bool create
 			*out = i;
 			return 0;
 		}
+		/* series without uuid (the injection library's): the GPU of
+		 * that index, the one seen last when a card was replaced */
+		if (!uuid && !create && strcmp(x->gpu, idx) == 0) {
+			*out = i;
+			by_index = true;
+		}
 	}
+	if (by_index)
+		return 0;
 	if (!create)
 		return GPULSE_ENOENT;
 	if (r->ngpus >= REPORT_MAX_GPUS || (r->ngpus + 1) * r->nslots > REPORT_MAX_CELLS) {
@@ -359,6 +371,12 @@ static int place(struct gather *g, enum metric m, const struct report_matrix *mx
 				continue;
 		}
 		struct report_proc *p = NULL;
+		double prev = NAN;
+		if (m == M_KERNEL) {
+			const char *pid = report_series_label(s, "pid");
+			const char *comm = report_series_label(s, "comm");
+			p = find_proc(g, x, pid ? pid : "?", comm ? comm : "?");
+		}
 		if (m == M_PROC) {
 			const char *pid = report_series_label(s, "pid");
 			const char *comm = report_series_label(s, "comm");
@@ -391,6 +409,14 @@ static int place(struct gather *g, enum metric m, const struct report_matrix *mx
 					x->s_class_share[k] = v;
 					x->s_class[k] = (signed char)cls;
 				}
+				break;
+			case M_KERNEL:
+				/* a counter: its increases, a drop being a restart */
+				if (p && isfinite(prev))
+					p->kernel_s += v >= prev ? v - prev : v;
+				if (p)
+					p->traced = true;
+				prev = v;
 				break;
 			case M_PROC:
 				if (!isfinite(x->s_procmem[k]))

@@ -194,6 +194,10 @@ struct report_proc {
 	double seen_h;              /* slots it held memory in */
 	double idle_held_h;         /* of those, slots its GPU was idle */
 	double sm_mean;             /* its mean SM share where read; NaN: never read */
+	bool traced;                /* the injection library reported its kernels */
+	double kernel_s;            /* GPU time of its kernels in the range (the
+	                             * library's gpulse_process_kernel_seconds_total,
+	                             * summed over kernels, from the first slot on) */
 };
 
 struct report_host {

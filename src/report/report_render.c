@@ -153,14 +153,15 @@ int report_write_text(const struct report *r, FILE *out, bool utf8)
 
 	if (r->nprocs) {
 		fputs("\nPROCESSES\n", out);
-		fprintf(out, "  %-8s %-16s %-8s %12s %8s %12s\n", "PID", "COMM", "GPU", "MEM_HIGH_GIB",
-			"HELD", "IDLE_HELD");
+		fprintf(out, "  %-8s %-16s %-8s %12s %8s %12s %12s\n", "PID", "COMM", "GPU", "MEM_HIGH_GIB",
+			"HELD", "IDLE_HELD", "KERNEL_TIME");
 		for (size_t i = 0; i < r->nprocs; i++) {
 			const struct report_proc *p = &r->procs[i];
 			char g[160];
 			snprintf(g, sizeof g, "%s%s%s", p->host, p->host[0] ? "/" : "", p->gpu);
-			fprintf(out, "  %-8s %-16.16s %-8s %12.2f %8s %12s\n", p->pid, p->comm, g,
-				p->mem_high_bytes / GIB, dur(p->seen_h), dur(p->idle_held_h));
+			fprintf(out, "  %-8s %-16.16s %-8s %12.2f %8s %12s %12s\n", p->pid, p->comm, g,
+				p->mem_high_bytes / GIB, dur(p->seen_h), dur(p->idle_held_h),
+				p->traced ? dur(p->kernel_s / 3600) : "-");
 		}
 	}
 
@@ -305,6 +306,8 @@ int report_write_json(const struct report *r, FILE *out)
 					 "memory_high_bytes", p->mem_high_bytes, "memory_total_bytes",
 					 p->mem_total_bytes, "held_h", p->seen_h, "idle_held_h",
 					 p->idle_held_h));
+		json_object_set_new(json_array_get(procs, json_array_size(procs) - 1), "kernel_seconds",
+				    p->traced ? json_real(p->kernel_s) : json_null());
 	}
 	json_object_set_new(root, "processes", procs);
 	json_object_set_new(root, "processes_dropped", json_integer((json_int_t)r->procs_dropped));
@@ -695,7 +698,7 @@ int report_write_html(const struct report *r, FILE *out)
 	}
 	if (r->nprocs) {
 		fputs("<h2>Processes</h2>\n<table><tr><th>pid</th><th>command</th><th>GPU</th><th>memory high</th><th>time holding memory</th>"
-		      "<th>of them on an idle GPU</th></tr>\n",
+		      "<th>of them on an idle GPU</th><th>kernel GPU time</th></tr>\n",
 		      out);
 		for (size_t i = 0; i < r->nprocs; i++) {
 			const struct report_proc *p = &r->procs[i];
@@ -709,8 +712,9 @@ int report_write_html(const struct report *r, FILE *out)
 				fputc('/', out);
 			}
 			esc(out, p->gpu);
-			fprintf(out, "</td><td>%.2f GiB</td><td>%s</td><td>%s</td></tr>\n", p->mem_high_bytes / GIB,
-				dur(p->seen_h), dur(p->idle_held_h));
+			fprintf(out, "</td><td>%.2f GiB</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
+				p->mem_high_bytes / GIB, dur(p->seen_h), dur(p->idle_held_h),
+				p->traced ? dur(p->kernel_s / 3600) : "-");
 		}
 		fputs("</table>\n", out);
 	}

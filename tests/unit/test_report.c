@@ -80,6 +80,11 @@ static void put_series(struct tsdb *db, const char *name, const char *gpu, const
 	}
 }
 
+static double kernel_counter(int k, int j)
+{
+	return 30.0 * (k < 60 ? k : k - 60) + 30.0 * (j + 1) / 6;
+}
+
 static double one(int k) { (void)k; return 1; }
 static double zero_or_one_idle(int k) { return util0(k) < 0.05 ? 1 : 0; }
 static double zero_or_one_busy(int k) { return util0(k) < 0.05 ? 0 : 1; }
@@ -119,6 +124,18 @@ static void write_copy(struct tsdb *db, int64_t t0, bool with_gpu2)
 	put_series(db, "gpulse_gpu_up", "1", "GPU-b", NULL, NULL, NULL, NULL, t0, NMIN, one, NULL,
 		   false);
 	if (with_gpu2) {
+		/* the injection library's kernel time of the trainer: no uuid,
+		 * 30 s of kernels a minute, the process restarted at minute 60 */
+		struct tsdb_label l[] = {{"__name__", "gpulse_process_kernel_seconds_total"},
+					 {"gpu", "0"}, {"pid", "100"}, {"comm", "trainer"},
+					 {"kernel", "gemm"}};
+		uint32_t ref;
+		char err[256];
+		assert_int_equal(tsdb_series(db, l, 5, &ref, err, sizeof err), 0);
+		for (int k = 0; k < 120; k++)
+			for (int j = 0; j < 6; j++)
+				assert_int_equal(tsdb_append(db, ref, t0 + k * MIN_MS + 5000 + j * 10000,
+							     kernel_counter(k, j)), 0);
 		/* GPU 2: the card replaced after the first hour */
 		put_series(db, "gpulse_gpu_utilization_ratio", "2", "GPU-c-old", NULL, NULL, NULL, NULL,
 			   t0, NMIN, util2a, first_hour, false);
@@ -349,6 +366,18 @@ static void recent_raw(struct fx *f)
 	assert_float_equal(t->idle_held_h, idle_trainer / 60.0, 1e-9);
 	assert_float_equal(i->idle_held_h, idle_all / 60.0, 1e-9);
 	assert_float_equal(i->mem_total_bytes, TOTAL, 1);
+	/* kernel time: the increases of the per-minute largest counter value,
+	 * a drop counting as a restart from zero */
+	double want = 0, prev = NAN;
+	for (int k = 0; k < 120; k++) {
+		double mx = kernel_counter(k, 5);
+		if (isfinite(prev))
+			want += mx >= prev ? mx - prev : mx;
+		prev = mx;
+	}
+	assert_true(t->traced);
+	assert_false(i->traced);
+	assert_float_equal(t->kernel_s, want, 1e-9);
 
 	/* three hours: too little for recommendations by default */
 	assert_false(r->enough_history);
