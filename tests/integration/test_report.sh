@@ -22,6 +22,7 @@ YML
 # Fast enough that the short range holds idle and busy phases.
 export GPULSE_FAKE_NVML_RECORDING="$REC" GPULSE_FAKE_NVML_SPEED=4
 start_daemon report --config "$WORK/r.yml" --nvml-library "$FAKE_NVML"
+PORT_MAIN=$PORT
 wait_for '[ "$(fetch "/api/v1/query?query=count_over_time(gpulse_gpu_sm_active_ratio%5B1m%5D)" | python3 -c "import json,sys; r=json.load(sys.stdin)[\"data\"][\"result\"]; print(int(float(r[0][\"value\"][1])) if r else 0)")" -ge 20 ]' ||
 	fail "no SM activity stored"
 sleep 1
@@ -147,7 +148,12 @@ grep -q 'no such store' <<<"$out" || fail "missing store: $out"
 	fail "an empty range failed"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["gpus"]==[] and any("no data" in n for n in d["notes"]), d["notes"]' "$WORK/empty.json" ||
 	fail "empty range: $(cat "$WORK/empty.json")"
+start_daemon nostore --replay "$REC"
+NOSTORE=$URL
+URL="http://127.0.0.1:${PORT_MAIN:?}"
 set +e
+"$GPULSE" report capacity --url "$NOSTORE" --since 1m 2>"$WORK/nostore.txt"
+[ $? = 1 ] || fail "a gpulsed without storage is not a runtime failure"
 "$GPULSE" report capacity --target 0.9-0.1 --url "$URL" 2>"$WORK/err.txt"
 [ $? = 2 ] || fail "a bad --target is not a usage error"
 "$GPULSE" report capacity --url http://127.0.0.1:1 --since 1m 2>"$WORK/err2.txt"
@@ -156,5 +162,6 @@ set +e
 [ $? = 2 ] || fail "an unknown report is not a usage error"
 set -e
 grep -q -- '--target' "$WORK/err.txt" || fail "bad target: $(cat "$WORK/err.txt")"
+grep -q 'storage is disabled' "$WORK/nostore.txt" || fail "no storage: $(cat "$WORK/nostore.txt")"
 grep -q 'capacity' "$WORK/err3.txt" || fail "unknown report: $(cat "$WORK/err3.txt")"
 echo "ok"
