@@ -576,6 +576,7 @@ static void gpu_figures(struct report *r, struct report_gpu *x, double *tmp)
 	memset(x->class_h, 0, sizeof x->class_h);
 	x->covered_h = x->gap_h = x->raw_h = x->rollup_h = x->read_raw_h = 0;
 	x->idle_h = x->alloc_idle_h = x->busy_h = x->above_h = x->longest_above_h = 0;
+	x->idle_off_h = 0;
 	x->class_none_h = 0;
 	x->crossings = 0;
 	x->mem_high_bytes = x->mem_total_bytes = 0;
@@ -615,6 +616,8 @@ static void gpu_figures(struct report *r, struct report_gpu *x, double *tmp)
 			x->read_raw_h += step_h;
 		if (slot_idle(r, x, k)) {
 			x->idle_h += step_h;
+			if (!working_hour(t))
+				x->idle_off_h += step_h;
 			bool held = x->has_procs ? isfinite(x->s_procmem[k]) && x->s_procmem[k] > 0
 						 : isfinite(x->s_mem[k]) &&
 							   x->s_mem[k] >= (double)REPORT_ALLOC_MIN_BYTES;
@@ -831,7 +834,13 @@ static void recommend(struct report *r, double *tmp)
 	}
 	for (size_t i = 0; i < r->ngpus; i++) {
 		const struct report_gpu *x = &r->gpus[i];
-		if (x->covered_h > 0 && x->idle_h / x->covered_h >= 0.5)
+		if (x->covered_h > 0 && x->idle_h / x->covered_h >= 0.5 && x->idle_h / x->covered_h < 0.95 &&
+		    x->idle_off_h >= 0.7 * x->idle_h)
+			rec(r, "share",
+			    "%s (%s) was idle %.0f%% of its %.1f h, %.0f%% of that outside working hours (%.1f GPU-hours): give it batch or training work at night and at weekends",
+			    gpu_name(x, a, sizeof a), x->model, x->idle_h / x->covered_h * 100,
+			    x->covered_h, x->idle_off_h / x->idle_h * 100, x->idle_off_h);
+		else if (x->covered_h > 0 && x->idle_h / x->covered_h >= 0.5)
 			rec(r, "release",
 			    "%s (%s) was idle %.0f%% of its %.1f h (%.1f GPU-hours, %.1f of them with memory held): release it or give it more work",
 			    gpu_name(x, a, sizeof a), x->model, x->idle_h / x->covered_h * 100,

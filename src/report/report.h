@@ -161,6 +161,7 @@ struct report_gpu {
 	                             * from rollups: see rollup_step_ms) */
 	struct report_dist busy, sm, tensor, util;
 	double idle_h, alloc_idle_h, busy_h; /* busy_h: covered and not idle */
+	double idle_off_h;          /* idle time outside working hours (Mon-Fri 08-18 UTC) */
 	double mem_high_bytes, mem_total_bytes;
 	int64_t mem_high_ms;
 	unsigned crossings;         /* runs of slots at or above the busy line */

@@ -261,6 +261,7 @@ int report_write_json(const struct report *r, FILE *out)
 		json_object_set_new(g, "tensor_active", dist_json(&x->tensor));
 		json_object_set_new(g, "utilization", dist_json(&x->util));
 		json_object_set_new(g, "idle_h", json_real(x->idle_h));
+		json_object_set_new(g, "idle_outside_working_hours_h", json_real(x->idle_off_h));
 		json_object_set_new(g, "allocated_idle_h", json_real(x->alloc_idle_h));
 		json_object_set_new(g, "busy_h", json_real(x->busy_h));
 		json_object_set_new(g, "memory_high_bytes", json_real(x->mem_high_bytes));

@@ -527,6 +527,29 @@ static void test_recommendations(void **state)
 	assert_true(has_rec(r, "add-capacity", "above the 70-80% band 100% of working hours"));
 	assert_true(has_rec(r, "failover", "190%"));
 	report_free(r);
+
+	/* busy in working hours only: idle time is night time, to share */
+	r = report_alloc(&o, 1);
+	double idle = 0, off = 0;
+	for (size_t k = 0; k < r->nslots; k++) {
+		int64_t t = r->start_ms + (int64_t)k * r->o.step_ms;
+		int64_t day = t / 86400000, hour = (t / 3600000) % 24;
+		int wday = (int)((day + 4) % 7); /* 1970-01-01 was a Thursday */
+		bool work = wday >= 1 && wday <= 5 && hour >= 8 && hour < 18;
+		r->gpus[0].s_util[k] = work ? 0.9 : 0;
+		r->gpus[0].s_sm[k] = work ? 0.8 : 0;
+		if (!work) {
+			idle += 1.0 / 60;
+			off += 1.0 / 60;
+		}
+	}
+	report_compute(r);
+	assert_float_equal(r->gpus[0].idle_h, idle, 1e-9);
+	assert_float_equal(r->gpus[0].idle_off_h, off, 1e-9);
+	assert_true(idle > 24);
+	assert_true(has_rec(r, "share", "100% of that outside working hours"));
+	assert_false(has_rec(r, "release", NULL));
+	report_free(r);
 }
 
 static void test_parse(void **state)
