@@ -826,7 +826,10 @@ static int open_storage(struct daemon *d, char *err, size_t errlen)
 	/* What /metrics exports and no other writer stores (issue 18). It
 	 * renders /metrics, so it starts once d->self is complete (at start,
 	 * just before the HTTP server; a store opened late, at once). */
-	if (selfscrape_create(&d->scrape, db, NULL, render_for_store, d) != GPULSE_OK)
+	/* The ingest writes the per-process series itself (once a tick, only
+	 * while a process runs): the scrape leaves them to it. */
+	const struct selfscrape_opts so = {.foreign_names = ingest_process_metrics};
+	if (selfscrape_create(&d->scrape, db, &so, render_for_store, d) != GPULSE_OK)
 		log_warn("storage: cannot store the self-metrics; the fields are stored");
 	else if (d->self_ready)
 		start_selfscrape(d);

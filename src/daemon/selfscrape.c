@@ -175,7 +175,14 @@ static struct family *family_get(struct selfscrape *s, const char *name, size_t 
 	char *copy = strndup(name, len);
 	if (!copy)
 		return NULL;
-	s->fam[s->nfam] = (struct family){copy, O_UNSEEN};
+	enum owner owner = O_UNSEEN;
+	for (const char *const *f = s->o.foreign_names; f && *f; f++)
+		if (strlen(*f) == len && memcmp(*f, name, len) == 0) {
+			owner = O_FOREIGN;
+			atomic_fetch_add(&s->foreign, 1);
+			break;
+		}
+	s->fam[s->nfam] = (struct family){copy, owner};
 	return &s->fam[s->nfam++];
 }
 

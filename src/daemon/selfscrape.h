@@ -36,6 +36,11 @@ struct selfscrape;
 struct selfscrape_opts {
 	int64_t interval_ms;         /* 0: SELFSCRAPE_DEFAULT_INTERVAL_MS */
 	size_t max_series;           /* 0: SELFSCRAPE_DEFAULT_MAX_SERIES */
+	/* Names another writer stores, NULL-terminated (or NULL): left to it
+	 * from the first scrape, whether or not the store holds them yet
+	 * (the ingest's per-process series appear only with a process). The
+	 * array must outlive the scraper. */
+	const char *const *foreign_names;
 };
 
 struct selfscrape_stats {

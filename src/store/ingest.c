@@ -270,6 +270,9 @@ static void tick_put(struct ingest *ing, const struct gpu_refs *gr, const char *
  * that ends simply stops getting samples; its series is not marked stale
  * (PromQL's lookback ends it within 5 minutes, as a scrape would). The
  * number of these series is bounded by tsdb's max_series like any other. */
+const char *const ingest_process_metrics[] = {
+	"gpulse_process_gpu_memory_bytes", "gpulse_process_sm_utilization_ratio", NULL};
+
 static void tick_processes(struct ingest *ing, const struct gpu_refs *gr,
 			   const struct gpu_snapshot *s, int64_t t_ms)
 {
@@ -289,8 +292,7 @@ static void tick_processes(struct ingest *ing, const struct gpu_refs *gr,
 				continue;
 			struct tsdb_label l[INGEST_GPU_LABELS_MAX + 1];
 			size_t n = ingest_gpu_labels(l,
-						     m == 0 ? "gpulse_process_gpu_memory_bytes"
-							    : "gpulse_process_sm_utilization_ratio",
+						     ingest_process_metrics[m],
 						     gr->gpu, gr->uuid, gr->model, "pid", pid);
 			l[n++] = (struct tsdb_label){"comm", comm};
 			char err[160];

@@ -41,6 +41,10 @@ struct ingest;
  * is no label at all, as in Prometheus), then lname=lvalue when lname is
  * not NULL. Fills l[INGEST_GPU_LABELS_MAX] with pointers to the given
  * strings; returns how many. */
+/* The per-process series the ticker writes (as /metrics names them),
+ * NULL-terminated: the store's scrape of /metrics leaves them to it. */
+extern const char *const ingest_process_metrics[];
+
 size_t ingest_gpu_labels(struct tsdb_label *l, const char *name, const char *gpu,
 			 const char *uuid, const char *model, const char *lname, const char *lvalue);
 

@@ -170,6 +170,31 @@ static void test_owned_and_foreign(void **state)
 	tsdb_close(db);
 }
 
+/* A name declared another writer's (the ingest's per-process series) is
+ * never taken, though the store holds none of it yet. */
+static void test_declared_foreign(void **state)
+{
+	(void)state;
+	struct tsdb *db = open_db();
+	static const char *const foreign[] = {"gpulse_proc", NULL};
+	struct selfscrape_opts o = {.foreign_names = foreign};
+	struct selfscrape *s;
+	assert_int_equal(selfscrape_create(&s, db, &o, NULL, NULL), 0);
+	for (int i = 1; i <= 4; i++)
+		selfscrape_ingest(s, scrape1, strlen(scrape1), T0 + i * 1000);
+	double v[16];
+	size_t ns;
+	assert_int_equal(samples(db, "gpulse_proc", NULL, NULL, v, 16, &ns, NULL, 0), 0);
+	assert_int_equal(ns, 0);
+	assert_int_equal(samples(db, "gpulse_gpus", NULL, NULL, v, 16, &ns, NULL, 0), 3);
+	struct selfscrape_stats st;
+	selfscrape_get_stats(s, &st);
+	assert_int_equal(st.names_foreign, 1);
+	assert_int_equal(st.names_owned, 6); /* info, gpus, _bucket, _sum, _count, power */
+	selfscrape_destroy(s);
+	tsdb_close(db);
+}
+
 /* More series than max_series: the rest are refused and counted. */
 static void test_bound(void **state)
 {
@@ -197,6 +222,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_owned_and_foreign, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_declared_foreign, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bound, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
