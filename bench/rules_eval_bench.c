@@ -247,7 +247,7 @@ int main(int argc, char **argv)
 	if (getenv("BENCH_RULES_JSON")) {
 		struct buf jb;
 		buf_init(&jb, 64 << 20);
-		rules_engine_write_json(pack, &jb);
+		rules_engine_write_json(pack, NULL, &jb);
 		FILE *jf = fopen(getenv("BENCH_RULES_JSON"), "w");
 		if (jf) {
 			fputs(jb.data ? jb.data : "", jf);

@@ -4,7 +4,8 @@
 #
 # Build: a C compiler, CMake, pkg-config and the libraries CMakeLists.txt
 # asks pkg-config for (libcrypt-dev: bcrypt for HTTP Basic auth;
-# libgnutls28-dev: its cache's HMAC). `make fuzz`: clang and its sanitizer runtimes
+# libgnutls28-dev: its cache's HMAC; libpcre2-dev: the regular expressions
+# of matchers, label_replace and templates, in RE2's dialect, src/common/regex.c). `make fuzz`: clang and its sanitizer runtimes
 # (libclang-rt-dev follows the default clang of the release). `make test`
 # (scripts/test.sh and the tests): cmocka; promtool (package prometheus),
 # prometheus and prometheus-alertmanager; curl and python3 (standard
@@ -16,12 +17,14 @@
 # tests/browser/package-lock.json and installed there with `npm ci`; it
 # needs Node.js 20 or later, which this script checks but does not
 # install); tmux (the terminal UI's tests). wrk: bench/.
+# libncurses-dev: `gpulse top` (ncursesw, the wide-character build).
 # libgpulse-inject.so and the tests of it need CUPTI's headers, which come
 # with the CUDA toolkit, not from Debian main: without them they are not
 # built, and say so.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
-      libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev libcrypt-dev libgnutls28-dev
+      libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev libcrypt-dev libgnutls28-dev libpcre2-dev
+      libncurses-dev
       libcmocka-dev libsqlite3-dev zlib1g-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
       libfaketime openssl procps valgrind chromium tmux)
 missing=()

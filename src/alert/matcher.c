@@ -2,9 +2,9 @@
  *
  * A matcher's text is rewritten as the PromQL selector
  * `m{NAME OP "VALUE"}` and handed to the PromQL parser, which already
- * reads Go string escapes, bounds regular expressions that would make
- * glibc's regcomp run for minutes, and anchors them: one implementation
- * of label matching for rules and for alert routing. */
+ * reads Go string escapes and compiles regular expressions in RE2's
+ * dialect, anchored (rx.h), as Alertmanager does: one implementation of
+ * label matching for rules and for alert routing. */
 #include "matcher.h"
 
 #include <stdio.h>

@@ -19,6 +19,7 @@
 #include <curl/curl.h>
 
 #include "buf.h"
+#include "spark.h"
 #include "client.h"
 #include "clock.h"
 #include "status.h"
@@ -210,57 +211,22 @@ static void copy_value(char *dst, const char *src)
 	buf_free(&b);
 }
 
-/* The points of `values` ([[t, "v"], ...]) averaged into at most
- * SPARK_WIDTH buckets, each scaled to lo..hi and drawn as one character.
- * A bucket with no finite point is a space. */
+/* The points of `values` ([[t, "v"], ...]) as a sparkline (spark.h). */
 static void draw_spark(json_t *values, double lo, double hi, bool utf8, char *out, size_t len)
 {
-	static const char *const blocks[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
-	static const char ascii[] = "_.-=#";
-	const int levels = utf8 ? 8 : 5;
 	size_t n = json_array_size(values);
-	size_t width = n < SPARK_WIDTH ? n : SPARK_WIDTH;
-	size_t o = 0;
-	out[0] = '\0';
-	for (size_t c = 0; c < width; c++) {
-		size_t from = c * n / width, to = (c + 1) * n / width;
-		double sum = 0;
-		size_t cnt = 0;
-		for (size_t i = from; i < to; i++) {
-			const char *t;
-			double v;
-			if (sample_of(json_array_get(values, i), &t, &v) && isfinite(v)) {
-				sum += v;
-				cnt++;
-			}
-		}
-		const char *ch;
-		char one[2] = {' ', '\0'};
-		if (cnt == 0) {
-			ch = one;
-		} else {
-			int level;
-			if (hi > lo) {
-				double r = (sum / (double)cnt - lo) / (hi - lo);
-				level = (int)lround(r * (levels - 1));
-			} else {
-				level = (levels - 1) / 2; /* flat: the middle */
-			}
-			level = level < 0 ? 0 : level >= levels ? levels - 1 : level;
-			if (utf8) {
-				ch = blocks[level];
-			} else {
-				one[0] = ascii[level];
-				ch = one;
-			}
-		}
-		size_t l = strlen(ch);
-		if (o + l + 1 > len)
-			break;
-		memcpy(out + o, ch, l);
-		o += l;
-		out[o] = '\0';
+	double *v = malloc((n ? n : 1) * sizeof *v);
+	if (!v) {
+		out[0] = '\0';
+		return;
 	}
+	for (size_t i = 0; i < n; i++) {
+		const char *t;
+		if (!sample_of(json_array_get(values, i), &t, &v[i]))
+			v[i] = NAN;
+	}
+	spark_draw(v, n, lo, hi, utf8, SPARK_WIDTH, out, len);
+	free(v);
 }
 
 static int render_vector(json_t *result, FILE *out)

@@ -33,5 +33,7 @@ int cmd_kernels(int argc, char **argv);  /* cmd_kernels.c */
 int cmd_run(int argc, char **argv);  /* cmd_run.c */
 int cmd_trace(int argc, char **argv);  /* cmd_trace.c */
 int cmd_bench(int argc, char **argv);  /* cmd_bench.c */
+int cmd_top(int argc, char **argv);  /* cmd_top.c */
+int cmd_report(int argc, char **argv);  /* cmd_report.c */
 
 #endif

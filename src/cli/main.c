@@ -15,15 +15,17 @@
  * src/cli/cmd_NAME.c. Listed in the order `gpulse --help` shows. */
 static const struct cli_command commands[] = {
 	{"status", cmd_status, "one screen for all GPUs"},
+	{"top", cmd_top, "live terminal view: GPU bars, graphs, bottleneck, alerts, processes"},
 	{"record", cmd_record, "write a recording of every GPU (CSV)"},
 	{"diagnose", cmd_diagnose, "why a GPU is slow or idle, with evidence (from a recording)"},
+	{"report", cmd_report, "capacity report: used, idle and needed GPU, as text, JSON or HTML"},
+	{"bench", cmd_bench, "benchmark a GPU against its datasheet, its own past and the fleet"},
 	{"rules", cmd_rules, "check rule files and run their unit tests (promtool's format)"},
 	{"query", cmd_query, "PromQL against gpulsed's history (a table, or sparklines for a range)"},
 	{"alerts", cmd_alerts, "firing and pending alerts of gpulsed's rules, with since and value"},
 	{"kernels", cmd_kernels, "top CUDA kernels by GPU time, per process (gpulse run)"},
 	{"run", cmd_run, "run a program with continuous CUDA profiling (libgpulse-inject.so)"},
 	{"trace", cmd_trace, "capture a process's CUDA timeline to a Perfetto/Chrome JSON file"},
-	{"bench", cmd_bench, "benchmark a GPU against its datasheet, its own past and the fleet"},
 };
 #define COMMAND_COUNT ((int)(sizeof commands / sizeof commands[0]))
 

@@ -1,6 +1,7 @@
 /* The sample bus; see bus.h. */
 #include "bus.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,6 +17,11 @@ struct bus_slot {
 	pthread_mutex_t lock;
 	struct gpu_snapshot s;
 	int64_t tier_mono_ns[TIER_COUNT];
+	/* F_POWER_ENERGY: the last power reading and the integral so far. */
+	bool have_power;
+	double last_power_w;
+	int64_t last_power_ns;
+	double energy_j;
 };
 
 struct bus {
@@ -109,12 +115,50 @@ int bus_gpu_count(struct bus *b)
 	return atomic_load(&b->count);
 }
 
-void bus_publish(struct bus *b, const struct gpu_update *u)
+/* Add to the integral the interval since the previous power reading:
+ * the trapezoid of the two readings. An interval longer than
+ * BUS_ENERGY_MAX_GAP_NS (a GPU that did not answer, a stopped replay) is
+ * not guessed across: the counter holds. A reading older than the last
+ * restarts nothing. Called with the slot's lock. */
+static void integrate_power(struct bus_slot *sl, double w, int64_t t_ns)
 {
-	if (u->gpu < 0 || u->gpu >= atomic_load(&b->count))
+	if (sl->have_power && t_ns > sl->last_power_ns) {
+		int64_t dt = t_ns - sl->last_power_ns;
+		if (dt <= BUS_ENERGY_MAX_GAP_NS && isfinite(w) && isfinite(sl->last_power_w))
+			sl->energy_j += 0.5 * (w + sl->last_power_w) * (double)dt / 1e9;
+	}
+	if (!sl->have_power || t_ns > sl->last_power_ns) {
+		sl->have_power = true;
+		sl->last_power_w = w;
+		sl->last_power_ns = t_ns;
+	}
+}
+
+void bus_publish(struct bus *b, const struct gpu_update *u0)
+{
+	if (u0->gpu < 0 || u0->gpu >= atomic_load(&b->count))
 		return;
-	struct bus_slot *sl = &b->slot[u->gpu];
+	struct bus_slot *sl = &b->slot[u0->gpu];
+	const struct gpu_update *u = u0;
+	struct gpu_update *derived = NULL;
+	uint64_t pbit = FIELD_BIT(F_POWER), ebit = FIELD_BIT(F_POWER_ENERGY);
+	if (u0->mask & u0->valid & pbit) {
+		/* The update gains the derived counter: subscribers (the store)
+		 * see it as they see the fields the source read. One copy per
+		 * fast sample, off the hot path of nothing else. */
+		derived = malloc(sizeof *derived);
+		if (derived) {
+			memcpy(derived, u0, sizeof *derived);
+			u = derived;
+		}
+	}
 	pthread_mutex_lock(&sl->lock);
+	if (derived) {
+		integrate_power(sl, u0->v[F_POWER], u0->wall_ns);
+		derived->v[F_POWER_ENERGY] = sl->energy_j;
+		derived->mask |= ebit;
+		derived->valid |= ebit;
+	}
 	struct gpu_snapshot *s = &sl->s;
 	uint64_t read = u->mask & u->valid;
 	for (int f = 0; f < FIELD_COUNT; f++)
@@ -135,6 +179,7 @@ void bus_publish(struct bus *b, const struct gpu_update *u)
 	bump(b);
 	for (int i = 0; i < b->nsubs; i++)
 		b->sub_fn[i](b->sub_ctx[i], u);
+	free(derived);
 }
 
 void bus_set_health(struct bus *b, int slot, enum gpu_health h, const char *reason)

@@ -33,7 +33,13 @@ int bus_find_uuid(struct bus *b, const char *uuid);
 /* Number of slots in use. Slots are 0..count-1 and never removed. */
 int bus_gpu_count(struct bus *b);
 
-/* Merge one tier's reading. */
+/* Merge one tier's reading. An update with a valid F_POWER also carries,
+ * to the snapshot and to subscribers, F_POWER_ENERGY: the trapezoid
+ * integral of every power reading since the slot was attached, in joules
+ * (not across a gap over BUS_ENERGY_MAX_GAP_NS). It is what rate() over a
+ * minute needs, from reads the fast tier makes anyway; the board's own
+ * counter (F_ENERGY, ~4 ms a read) stays in the slow tier. */
+#define BUS_ENERGY_MAX_GAP_NS (5LL * 1000000000LL)
 void bus_publish(struct bus *b, const struct gpu_update *u);
 /* Mark a GPU up, stale or lost, with a short reason ("" for up). */
 void bus_set_health(struct bus *b, int slot, enum gpu_health h, const char *reason);

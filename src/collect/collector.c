@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -70,6 +71,8 @@ static const struct gpm_req gpm_metrics[] = {
 struct comm_entry {
 	uint32_t pid;
 	char comm[GPU_COMM_LEN];
+	bool uid_valid;
+	uint32_t uid;
 };
 
 struct gpu_ctx {
@@ -238,21 +241,31 @@ static void read_fast(struct collector *c, struct gpu_ctx *g, struct gpu_update 
 	}
 }
 
-static const char *comm_of(struct gpu_ctx *g, uint32_t pid, struct comm_entry *fresh, int *nfresh)
+/* A process's comm and owner, read once while it stays on the GPU. The
+ * owner is that of its /proc/PID/comm, from the open file (no second
+ * path lookup). */
+static const struct comm_entry *comm_of(struct gpu_ctx *g, uint32_t pid, struct comm_entry *fresh,
+					int *nfresh)
 {
 	for (int i = 0; i < g->ncomm; i++) {
 		if (g->comm_cache[i].pid == pid) {
 			fresh[*nfresh] = g->comm_cache[i];
-			return fresh[(*nfresh)++].comm;
+			return &fresh[(*nfresh)++];
 		}
 	}
 	struct comm_entry *e = &fresh[(*nfresh)++];
 	e->pid = pid;
+	e->uid_valid = false;
 	snprintf(e->comm, sizeof e->comm, "unknown");
 	char path[48];
 	snprintf(path, sizeof path, "/proc/%" PRIu32 "/comm", pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
+		struct stat sb;
+		if (fstat(fd, &sb) == 0) {
+			e->uid_valid = true;
+			e->uid = (uint32_t)sb.st_uid;
+		}
 		ssize_t n = read(fd, e->comm, sizeof e->comm - 1);
 		close(fd);
 		if (n > 0) {
@@ -264,7 +277,7 @@ static const char *comm_of(struct gpu_ctx *g, uint32_t pid, struct comm_entry *f
 			snprintf(e->comm, sizeof e->comm, "unknown");
 		}
 	}
-	return e->comm;
+	return e;
 }
 
 static void read_processes(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
@@ -296,7 +309,10 @@ static void read_processes(struct collector *c, struct gpu_ctx *g, struct gpu_up
 		struct gpu_process *p = &u->procs[i];
 		memset(p, 0, sizeof *p);
 		p->pid = info[i].pid;
-		snprintf(p->comm, sizeof p->comm, "%s", comm_of(g, p->pid, fresh, &nfresh));
+		const struct comm_entry *ce = comm_of(g, p->pid, fresh, &nfresh);
+		snprintf(p->comm, sizeof p->comm, "%s", ce->comm);
+		p->uid_valid = ce->uid_valid;
+		p->uid = ce->uid;
 		if (info[i].used_gpu_memory != NVML_ABI_VALUE_NOT_AVAILABLE_ULL) {
 			p->used_bytes = info[i].used_gpu_memory;
 			p->mem_valid = true;

@@ -104,7 +104,11 @@ enum metric_type { METRIC_GAUGE, METRIC_COUNTER };
 	X(PCIE_GEN, NULL, 1, "gpulse_gpu_pcie_link_generation", "", GAUGE, SLOW,                       \
 	  "Current PCIe link generation.")                                                             \
 	X(PCIE_WIDTH, NULL, 1, "gpulse_gpu_pcie_link_width", "", GAUGE, SLOW,                          \
-	  "Current PCIe link width (lanes).")
+	  "Current PCIe link width (lanes).")                                                          \
+	X(POWER_ENERGY, NULL, 1, "gpulse_gpu_power_energy_joules_total", "", COUNTER, FAST,            \
+	  "Energy integrated from the fast tier's power readings since gpulsed started (trapezoid; " \
+	  "no NVML call): rate() over a minute is right where the board's energy counter, read "    \
+	  "every slow period, is not.")
 
 enum field_id {
 #define FIELD_ENUM(id, col, scale, metric, labels, type, tier, help) F_##id,

@@ -44,6 +44,8 @@ struct gpu_process {
 	char comm[GPU_COMM_LEN];
 	bool mem_valid;
 	bool util_valid;
+	bool uid_valid;
+	uint32_t uid;              /* owner (of /proc/PID), for the user column of `gpulse top` */
 	uint64_t used_bytes;
 	double sm_ratio;           /* per-process SM utilization, 0-1 */
 	double mem_ratio;          /* per-process memory-controller utilization, 0-1 */

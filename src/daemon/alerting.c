@@ -234,9 +234,12 @@ static int translate(const struct gpulse_config *c, struct translation *t, struc
 	nc->receivers = t->rc;
 	nc->nreceivers = n;
 	size_t ne = 0;
-	while (ne < CONFIG_MAX_LABELS && a->external_labels[ne][0][0]) {
-		t->ext[ne].name = a->external_labels[ne][0];
-		t->ext[ne].value = a->external_labels[ne][1];
+	/* An empty value is no label: `instance: ""` turns the default off. */
+	for (size_t i = 0; i < CONFIG_MAX_LABELS && a->external_labels[i][0][0]; i++) {
+		if (!a->external_labels[i][1][0])
+			continue;
+		t->ext[ne].name = a->external_labels[i][0];
+		t->ext[ne].value = a->external_labels[i][1];
 		ne++;
 	}
 	nc->external_labels = t->ext;

@@ -388,61 +388,69 @@ static int cmp_str(const void *x, const void *y)
 	return strcmp(*(char *const *)x, *(char *const *)y);
 }
 
-static int handle_series(void *ctx, const struct http_request *req, struct http_response *resp)
+/* What one walk over selected series calls per series: 0 to go on, -1
+ * after writing an error to resp, or a status code. */
+typedef int series_fn(void *cb, const struct tsdb_label *l, size_t n, struct http_response *resp);
+
+/* match[], start and end as /api/v1/series, /api/v1/labels and
+ * /api/v1/label/NAME/values read them (Prometheus's parseMatchersParam
+ * and parseTimeParam with minTime/maxTime defaults). -1 after a 400. */
+static int series_params(const struct http_request *req, struct http_response *resp,
+			 const char **match, size_t *nm, int64_t *start, int64_t *end)
 {
-	struct api *a = ctx;
-	if (storage_off(a, resp))
-		return 0;
-	const char *match[API_MAX_MATCH];
-	size_t nm = http_request_args(req, "match[]", match, API_MAX_MATCH);
-	if (nm == 0)
-		return api_error(resp, 400, "bad_data", "no match[] parameter provided");
-	if (nm > API_MAX_MATCH) {
+	*nm = http_request_args(req, "match[]", match, API_MAX_MATCH);
+	if (*nm > API_MAX_MATCH) {
 		char msg[96];
 		snprintf(msg, sizeof msg, "more than %d match[] parameters", API_MAX_MATCH);
-		return api_error(resp, 400, "bad_data", msg);
+		api_error(resp, 400, "bad_data", msg);
+		return -1;
 	}
-	struct promql_opts o;
-	if (request_opts(a, req, resp, &o) || timed_out_queued(a, &o, resp))
-		return 0;
-	int64_t next_poll_ns = 0;
 	const char *ss = http_request_arg(req, "start"), *es = http_request_arg(req, "end");
-	int64_t start = API_MIN_TIME_MS, end = API_MAX_TIME_MS;
-	if (ss && api_parse_time(ss, &start) != 0)
-		return bad_time(resp, "start", ss);
-	if (es && api_parse_time(es, &end) != 0)
-		return bad_time(resp, "end", es);
+	*start = API_MIN_TIME_MS;
+	*end = API_MAX_TIME_MS;
+	if (ss && api_parse_time(ss, start) != 0) {
+		bad_time(resp, "start", ss);
+		return -1;
+	}
+	if (es && api_parse_time(es, end) != 0) {
+		bad_time(resp, "end", es);
+		return -1;
+	}
+	if (*end < *start) {
+		/* Prometheus's store answers nothing then; so does the walk. */
+		*end = *start;
+	}
+	return 0;
+}
 
-	/* Each series as its JSON object; sorted and made unique at the end
-	 * (several match[] may select the same series). */
-	char **objs = NULL;
-	size_t n = 0, cap = 0;
+/* Call fn for every series that any of match[] selects with data in
+ * [start, end] (a series two selectors pick comes twice). */
+static int each_series(struct api *a, struct http_response *resp, const struct promql_opts *o,
+		       const char *const *match, size_t nm, int64_t start, int64_t end,
+		       series_fn *fn, void *cb)
+{
+	int64_t next_poll_ns = 0;
 	int rc = 0;
-	struct buf one;
-	buf_init(&one, 1 << 20);
 	for (size_t i = 0; i < nm && !rc; i++) {
 		struct promql_expr *e;
 		char err[512];
 		if (promql_parse(match[i], &e, err, sizeof err) != 0) {
 			bad_param(resp, "match[]", err);
-			rc = -1;
-			break;
+			return -1;
 		}
 		if (e->kind != PROMQL_NODE_VECTOR_SEL || e->offset_ms != 0) {
 			promql_expr_free(e);
 			char what[300];
 			snprintf(what, sizeof what, "\"%.200s\" is not a series selector", match[i]);
 			bad_param(resp, "match[]", what);
-			rc = -1;
-			break;
+			return -1;
 		}
 		if (e->nmatchers > TSDB_MAX_MATCHERS) {
 			promql_expr_free(e);
 			char what[96];
 			snprintf(what, sizeof what, "more than %d label matchers", TSDB_MAX_MATCHERS);
 			bad_param(resp, "match[]", what);
-			rc = -1;
-			break;
+			return -1;
 		}
 		struct tsdb_matcher tm[TSDB_MAX_MATCHERS];
 		size_t k = e->nmatchers;
@@ -462,54 +470,21 @@ static int handle_series(void *ctx, const struct http_request *req, struct http_
 				bad_param(resp, "match[]", err);
 			else
 				api_error(resp, 500, "internal", err);
-			rc = -1;
-			break;
+			return -1;
 		}
 		int more;
 		while ((more = tsdb_iter_next_series(it)) == 1) {
-			int src2 = promql_check_stop(&o, &next_poll_ns, "series selection", err,
-						     sizeof err);
-			if (src2) {
-				eval_error(a, resp, src2, err);
-				rc = -1;
-				break;
-			}
-			if (n == API_MAX_SERIES_RESULT) {
-				char msg[96];
-				snprintf(msg, sizeof msg, "more than %d series match", API_MAX_SERIES_RESULT);
-				api_error(resp, 422, "execution", msg);
+			int stop = promql_check_stop(o, &next_poll_ns, "series selection", err, sizeof err);
+			if (stop) {
+				eval_error(a, resp, stop, err);
 				rc = -1;
 				break;
 			}
 			size_t nl;
 			const struct tsdb_label *tl = tsdb_iter_labels(it, &nl);
-			buf_reset(&one);
-			buf_putc(&one, '{');
-			for (size_t j = 0; j < nl; j++) {
-				if (j)
-					buf_putc(&one, ',');
-				buf_put_json_string(&one, tl[j].name);
-				buf_putc(&one, ':');
-				buf_put_json_string(&one, tl[j].value);
-			}
-			buf_putc(&one, '}');
-			if (one.failed)
-				continue;
-			if (n == cap) {
-				cap = cap ? cap * 2 : 64;
-				char **grown = realloc(objs, cap * sizeof *objs);
-				if (!grown) {
-					rc = GPULSE_ENOMEM;
-					break;
-				}
-				objs = grown;
-			}
-			objs[n] = strndup(one.data, one.len);
-			if (!objs[n]) {
-				rc = GPULSE_ENOMEM;
+			rc = fn(cb, tl, nl, resp);
+			if (rc)
 				break;
-			}
-			n++;
 		}
 		if (more < 0 && !rc) {
 			api_error(resp, 500, "internal", gpulse_strerror(-more));
@@ -518,27 +493,114 @@ static int handle_series(void *ctx, const struct http_request *req, struct http_
 		tsdb_iter_free(it);
 		promql_expr_free(e);
 	}
-	if (!rc) {
-		if (n > 1)
-			qsort(objs, n, sizeof *objs, cmp_str);
-		resp->content_type = "application/json";
-		buf_puts(&resp->body, "{\"status\":\"success\",\"data\":[");
-		for (size_t i = 0; i < n; i++) {
-			if (i && strcmp(objs[i], objs[i - 1]) == 0)
-				continue;
-			if (i)
-				buf_putc(&resp->body, ',');
-			buf_puts(&resp->body, objs[i]);
-		}
-		buf_puts(&resp->body, "]}\n");
+	return rc;
+}
+
+/* A growing array of strings, sorted and made unique at the end. */
+struct strset {
+	char **v;
+	size_t n, cap;
+	const char *label;           /* label values: whose */
+	struct buf one;              /* series: the JSON object being built */
+};
+
+static int strset_add(struct strset *ss, const char *s, size_t len, struct http_response *resp)
+{
+	if (ss->n == API_MAX_SERIES_RESULT) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "more than %d series or values match", API_MAX_SERIES_RESULT);
+		api_error(resp, 422, "execution", msg);
+		return -1;
 	}
-	for (size_t i = 0; i < n; i++)
-		free(objs[i]);
-	free(objs);
-	buf_free(&one);
-	if (rc > 0)
-		return rc;
-	return rc ? 0 : finish(resp);
+	if (ss->n == ss->cap) {
+		size_t cap = ss->cap ? ss->cap * 2 : 64;
+		char **grown = realloc(ss->v, cap * sizeof *grown);
+		if (!grown)
+			return GPULSE_ENOMEM;
+		ss->v = grown;
+		ss->cap = cap;
+	}
+	ss->v[ss->n] = strndup(s, len);
+	if (!ss->v[ss->n])
+		return GPULSE_ENOMEM;
+	ss->n++;
+	/* Keep the set small as it grows: every 4096 additions, sort and
+	 * drop duplicates (label names repeat in every series). */
+	if (ss->n % 4096 == 0) {
+		qsort(ss->v, ss->n, sizeof *ss->v, cmp_str);
+		size_t w = 0;
+		for (size_t i = 0; i < ss->n; i++) {
+			if (w && strcmp(ss->v[i], ss->v[w - 1]) == 0)
+				free(ss->v[i]);
+			else
+				ss->v[w++] = ss->v[i];
+		}
+		ss->n = w;
+	}
+	return 0;
+}
+
+static void strset_finish(struct strset *ss)
+{
+	if (ss->n > 1)
+		qsort(ss->v, ss->n, sizeof *ss->v, cmp_str);
+	size_t w = 0;
+	for (size_t i = 0; i < ss->n; i++) {
+		if (w && strcmp(ss->v[i], ss->v[w - 1]) == 0)
+			free(ss->v[i]);
+		else
+			ss->v[w++] = ss->v[i];
+	}
+	ss->n = w;
+}
+
+static void strset_free(struct strset *ss)
+{
+	for (size_t i = 0; i < ss->n; i++)
+		free(ss->v[i]);
+	free(ss->v);
+	buf_free(&ss->one);
+}
+
+static int add_series_json(void *cb, const struct tsdb_label *tl, size_t nl,
+			   struct http_response *resp)
+{
+	struct strset *ss = cb;
+	buf_reset(&ss->one);
+	buf_putc(&ss->one, '{');
+	for (size_t j = 0; j < nl; j++) {
+		if (j)
+			buf_putc(&ss->one, ',');
+		buf_put_json_string(&ss->one, tl[j].name);
+		buf_putc(&ss->one, ':');
+		buf_put_json_string(&ss->one, tl[j].value);
+	}
+	buf_putc(&ss->one, '}');
+	if (ss->one.failed)
+		return 0;
+	return strset_add(ss, ss->one.data, ss->one.len, resp);
+}
+
+static int add_label_names(void *cb, const struct tsdb_label *tl, size_t nl,
+			   struct http_response *resp)
+{
+	struct strset *ss = cb;
+	for (size_t j = 0; j < nl; j++) {
+		int rc = strset_add(ss, tl[j].name, strlen(tl[j].name), resp);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int add_label_value(void *cb, const struct tsdb_label *tl, size_t nl,
+			   struct http_response *resp)
+{
+	struct strset *ss = cb;
+	for (size_t j = 0; j < nl; j++)
+		if (strcmp(tl[j].name, ss->label) == 0)
+			return strset_add(ss, tl[j].value, strlen(tl[j].value), resp);
+	return 0;
 }
 
 static int put_strings(struct http_response *resp, char **s, size_t n)
@@ -554,20 +616,83 @@ static int put_strings(struct http_response *resp, char **s, size_t n)
 	return finish(resp);
 }
 
+/* Every series matching match[] (or, for the label endpoints without
+ * match[], every series) with data in [start, end], through fn into ss;
+ * then ss sorted and unique. -1 after an error answer, or a status. */
+static int collect(struct api *a, const struct http_request *req, struct http_response *resp,
+		   const char **match, size_t nm, int64_t start, int64_t end, series_fn *fn,
+		   struct strset *ss)
+{
+	struct promql_opts o;
+	if (request_opts(a, req, resp, &o) || timed_out_queued(a, &o, resp))
+		return -1;
+	static const char *const all[] = {"{__name__=~\".+\"}"};
+	int rc = nm ? each_series(a, resp, &o, match, nm, start, end, fn, ss)
+		    : each_series(a, resp, &o, all, 1, start, end, fn, ss);
+	if (!rc)
+		strset_finish(ss);
+	return rc;
+}
+
+static int handle_series(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct api *a = ctx;
+	if (storage_off(a, resp))
+		return 0;
+	const char *match[API_MAX_MATCH];
+	size_t nm;
+	int64_t start, end;
+	if (series_params(req, resp, match, &nm, &start, &end))
+		return 0;
+	if (nm == 0)
+		return api_error(resp, 400, "bad_data", "no match[] parameter provided");
+	struct strset ss = {0};
+	buf_init(&ss.one, 1 << 20);
+	int rc = collect(a, req, resp, match, nm, start, end, add_series_json, &ss);
+	if (!rc) {
+		resp->content_type = "application/json";
+		buf_puts(&resp->body, "{\"status\":\"success\",\"data\":[");
+		for (size_t i = 0; i < ss.n; i++) {
+			if (i)
+				buf_putc(&resp->body, ',');
+			buf_puts(&resp->body, ss.v[i]);
+		}
+		buf_puts(&resp->body, "]}\n");
+	}
+	strset_free(&ss);
+	if (rc > 0)
+		return rc;
+	return rc ? 0 : finish(resp);
+}
+
 static int handle_labels(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	struct api *a = ctx;
-	(void)req;
 	if (storage_off(a, resp))
+		return 0;
+	const char *match[API_MAX_MATCH];
+	size_t nm;
+	int64_t start, end;
+	if (series_params(req, resp, match, &nm, &start, &end))
 		return 0;
 	char **s = NULL;
 	size_t n = 0;
-	int rc = tsdb_label_names(a->db, &s, &n);
-	if (rc)
-		return api_error(resp, 500, "internal", gpulse_strerror(rc));
-	rc = put_strings(resp, s, n);
-	tsdb_strings_free(s, n);
-	return rc;
+	int rc;
+	if (nm == 0 && start == API_MIN_TIME_MS && end == API_MAX_TIME_MS) {
+		/* No restriction: the store's index answers without reading data. */
+		rc = tsdb_label_names(a->db, &s, &n);
+		if (rc)
+			return api_error(resp, 500, "internal", gpulse_strerror(rc));
+		rc = put_strings(resp, s, n);
+		tsdb_strings_free(s, n);
+		return rc;
+	}
+	struct strset ss = {0};
+	rc = collect(a, req, resp, match, nm, start, end, add_label_names, &ss);
+	if (!rc)
+		rc = put_strings(resp, ss.v, ss.n);
+	strset_free(&ss);
+	return rc < 0 ? 0 : rc;
 }
 
 static bool label_name_ok(const char *s, size_t n)
@@ -590,7 +715,7 @@ static int handle_label_values(void *ctx, const struct http_request *req,
 	size_t len = strlen(name);
 	if (len < sizeof suffix || strcmp(name + len - (sizeof suffix - 1), suffix) != 0) {
 		resp->status = 404;
-		return buf_puts(&resp->body, "not found\n");
+		return buf_puts(&resp->body, "404 page not found\n");
 	}
 	len -= sizeof suffix - 1;
 	if (storage_off(a, resp))
@@ -603,16 +728,78 @@ static int handle_label_values(void *ctx, const struct http_request *req,
 	}
 	memcpy(label, name, len);
 	label[len] = '\0';
+	const char *match[API_MAX_MATCH];
+	size_t nm;
+	int64_t start, end;
+	if (series_params(req, resp, match, &nm, &start, &end))
+		return 0;
 	char **s = NULL;
 	size_t n = 0;
-	int rc = tsdb_label_values(a->db, label, &s, &n);
-	if (rc == GPULSE_ENOENT)
-		return put_strings(resp, NULL, 0);
-	if (rc)
-		return api_error(resp, 500, "internal", gpulse_strerror(rc));
-	rc = put_strings(resp, s, n);
-	tsdb_strings_free(s, n);
-	return rc;
+	int rc;
+	if (nm == 0 && start == API_MIN_TIME_MS && end == API_MAX_TIME_MS) {
+		rc = tsdb_label_values(a->db, label, &s, &n);
+		if (rc == GPULSE_ENOENT)
+			return put_strings(resp, NULL, 0);
+		if (rc)
+			return api_error(resp, 500, "internal", gpulse_strerror(rc));
+		rc = put_strings(resp, s, n);
+		tsdb_strings_free(s, n);
+		return rc;
+	}
+	struct strset ss = {.label = label};
+	rc = collect(a, req, resp, match, nm, start, end, add_label_value, &ss);
+	if (!rc)
+		rc = put_strings(resp, ss.v, ss.n);
+	strset_free(&ss);
+	return rc < 0 ? 0 : rc;
+}
+
+/* ---- /api/v1/format_query, /api/v1/query_exemplars ---------------------------- */
+
+/* Prometheus's canonical text of the expression (its String() form; the
+ * multi-line prettifier of long expressions is not reproduced). */
+static int handle_format_query(void *ctx, const struct http_request *req,
+			       struct http_response *resp)
+{
+	(void)ctx;
+	struct promql_expr *e;
+	if (parse_query(resp, http_request_arg(req, "query"), &e))
+		return 0;
+	struct buf f;
+	buf_init(&f, 1 << 20);
+	int rc = promql_expr_format(e, &f);
+	promql_expr_free(e);
+	if (rc) {
+		buf_free(&f);
+		return api_error(resp, 422, "execution", "the formatted query exceeds its bound");
+	}
+	resp->content_type = "application/json";
+	buf_puts(&resp->body, "{\"status\":\"success\",\"data\":");
+	buf_put_json_string(&resp->body, f.data ? f.data : "");
+	buf_puts(&resp->body, "}\n");
+	buf_free(&f);
+	return finish(resp);
+}
+
+/* gpulse stores no exemplars: the parameters are checked as Prometheus
+ * checks them and the answer is empty. */
+static int handle_exemplars(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)ctx;
+	const char *ss = http_request_arg(req, "start"), *es = http_request_arg(req, "end");
+	int64_t start = API_MIN_TIME_MS, end = API_MAX_TIME_MS;
+	if (ss && api_parse_time(ss, &start) != 0)
+		return bad_time(resp, "start", ss);
+	if (es && api_parse_time(es, &end) != 0)
+		return bad_time(resp, "end", es);
+	if (end < start)
+		return bad_param(resp, "end", "end timestamp must not be before start timestamp");
+	struct promql_expr *e;
+	if (parse_query(resp, http_request_arg(req, "query"), &e))
+		return 0;
+	promql_expr_free(e);
+	resp->content_type = "application/json";
+	return buf_puts(&resp->body, "{\"status\":\"success\",\"data\":[]}\n");
 }
 
 /* The pool is full: answered on the HTTP thread, at once. */
@@ -639,11 +826,18 @@ int api_register(struct http_server *s, struct api *a)
 		{"/api/v1/series", handle_series},
 		{"/api/v1/labels", handle_labels},
 		{"/api/v1/label/", handle_label_values},
+		{"/api/v1/format_query", handle_format_query},
+		{"/api/v1/query_exemplars", handle_exemplars},
 	};
 	int rc = http_pool_new(s, "gpulse-query", a->max_concurrency ? a->max_concurrency
 								   : API_DEFAULT_MAX_CONCURRENCY,
 			       API_MAX_QUEUED, API_QUERY_NICE, &a->pool);
-	for (size_t i = 0; !rc && i < sizeof routes / sizeof routes[0]; i++)
+	/* As Prometheus's router: all but label values take GET and POST
+	 * with a form body (Grafana's data source posts by default). */
+	for (size_t i = 0; !rc && i < sizeof routes / sizeof routes[0]; i++) {
 		rc = http_route_deferred(s, routes[i].path, routes[i].fn, handle_busy, a, a->pool);
+		if (!rc && strcmp(routes[i].path, "/api/v1/label/") != 0)
+			rc = http_route_form(s, routes[i].path);
+	}
 	return rc;
 }

@@ -11,12 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "alerting.h"
 #include "anomaly.h"
 #include "api.h"
+#include "api_status.h"
 #include "bus.h"
 #include "clock.h"
 #include "collector.h"
@@ -32,11 +34,13 @@
 #include "benchd.h"
 #include "prom.h"
 #include "replay.h"
+#include "selfscrape.h"
 #include "selfstats.h"
 #include "status.h"
 #include "status_json.h"
 #include "str.h"
 #include "tsdb.h"
+#include "web.h"
 #include "xalloc.h"
 
 #define NVML_RETRY_NS (30LL * NS_PER_SEC)
@@ -58,6 +62,7 @@ struct metrics_cache {
 
 struct daemon {
 	const struct daemon_options *opt;
+	struct http_static *web;         /* the dashboard's files; freed after HTTP stops */
 	struct metrics_cache cache[2];   /* [0] text 0.0.4, [1] OpenMetrics */
 	struct gpulse_config cfg;        /* running: live keys follow reloads */
 	struct gpulse_config started;    /* as started: what restart keys hold */
@@ -73,6 +78,10 @@ struct daemon {
 	struct diag_history *_Atomic hist;
 	struct tsdb *db;                 /* NULL: storage off or not open yet */
 	struct ingest *ingest;
+	struct selfscrape *scrape;       /* /metrics into the store (selfscrape.h) */
+	struct selfscrape *_Atomic scrape_live; /* as HTTP threads see it: published once */
+	bool self_ready;                 /* main thread: d->self's callbacks are all set, so
+	                                    threads that render /metrics may start */
 	/* The store as other threads see it: published (release) once open,
 	 * at start or by a later retry on the main thread, and never taken
 	 * back until shutdown, after the HTTP server and the sources stop. */
@@ -90,6 +99,7 @@ struct daemon {
 	struct profiling *prof;          /* the injection library's socket */
 	struct benchd *bench;            /* baseline benchmarks (benchd.h) */
 	struct api api;
+	struct api_status status;        /* status, metadata, health endpoints */
 	char token[CONFIG_TOKEN_MAX];
 	char write_token[CONFIG_TOKEN_MAX];
 	int64_t next_nvml_try;
@@ -172,6 +182,39 @@ static int check_rules_without_store(struct rules_file *const *files, size_t n, 
 	return GPULSE_OK;
 }
 
+/* gpulsed's identity where the configuration leaves it out (issue 18):
+ * alerting.external_labels gets instance=HOSTNAME unless it names
+ * `instance` (an empty value there means none), and alerting.external_url
+ * defaults, as Prometheus's --web.external-url does, to
+ * http(s)://HOSTNAME:PORT of http.listen (none with port 0, which is
+ * known only once bound). */
+static void identity_defaults(struct gpulse_config *c)
+{
+	char host[256];
+	if (gethostname(host, sizeof host) != 0 || !host[0])
+		return;
+	host[sizeof host - 1] = '\0';
+	size_t n = 0;
+	bool named = false;
+	for (; n < CONFIG_MAX_LABELS && c->alerting.external_labels[n][0][0]; n++)
+		named |= strcmp(c->alerting.external_labels[n][0], "instance") == 0;
+	if (!named && n < CONFIG_MAX_LABELS) {
+		snprintf(c->alerting.external_labels[n][0], sizeof c->alerting.external_labels[n][0],
+			 "instance");
+		snprintf(c->alerting.external_labels[n][1], sizeof c->alerting.external_labels[n][1],
+			 "%s", host);
+	}
+	if (!c->alerting.external_url[0]) {
+		char lhost[HTTP_MAX_LISTEN + 1];
+		int port = 0;
+		if (http_parse_listen(c->listen, lhost, sizeof lhost, &port, NULL, 0) == 0 && port > 0) {
+			bool tls = c->http.tls_cert_file[0] != '\0';
+			snprintf(c->alerting.external_url, sizeof c->alerting.external_url,
+				 "%s://%s:%d", tls ? "https" : "http", host, port);
+		}
+	}
+}
+
 int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *out,
 		       char *err, size_t errlen)
 {
@@ -187,6 +230,7 @@ int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *o
 	if ((rc = config_validate(&c, opt->config_path ? opt->config_path : "command line", err,
 				  errlen)) != 0)
 		return rc;
+	identity_defaults(&c);
 	struct rules_file **files = NULL;
 	size_t nfiles = 0;
 	if ((rc = load_rule_files(&c, &files, &nfiles, err, errlen)) != 0)
@@ -300,6 +344,13 @@ static int render_for_rules(void *ctx, struct buf *out)
 	return render_exposition(ctx, out, false);
 }
 
+/* The store's scrape of /metrics (selfscrape.h): not counted as a scrape
+ * either. */
+static int render_for_store(void *ctx, struct buf *out)
+{
+	return render_exposition(ctx, out, false);
+}
+
 static int handle_metrics(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	struct daemon *d = ctx;
@@ -326,6 +377,59 @@ static int handle_metrics(void *ctx, const struct http_request *req, struct http
 		resp->blob = http_blob_ref(mc->blob);
 	pthread_mutex_unlock(&mc->lock);
 	return rc;
+}
+
+/* The OpenMetrics rendering /metrics serves, for /api/v1/metadata: what
+ * Prometheus negotiates when it scrapes, so the family names agree (a
+ * counter's without _total). */
+static int metrics_text(void *ctx, struct buf *out)
+{
+	struct daemon *d = ctx;
+	struct metrics_cache *mc = &d->cache[1];
+	pthread_mutex_lock(&mc->lock);
+	int64_t now = clock_mono_ns();
+	int rc = 0;
+	if (!mc->blob || now - mc->rendered_ns >= METRICS_CACHE_NS) {
+		buf_reset(&mc->scratch);
+		rc = render_metrics(d, &mc->scratch, true);
+		struct http_blob *b = rc ? NULL : http_blob_new(mc->scratch.data, mc->scratch.len);
+		if (!rc && !b)
+			rc = GPULSE_ENOMEM;
+		if (b) {
+			http_blob_unref(mc->blob);
+			mc->blob = b;
+			mc->rendered_ns = now;
+		}
+	}
+	/* The blob, not the scratch: a /metrics request may have rendered
+	 * the blob and left the scratch holding it too, but only the blob is
+	 * sure to be this cache's last good rendering. */
+	if (!rc)
+		rc = mc->blob ? buf_append(out, http_blob_data(mc->blob), http_blob_len(mc->blob))
+			      : GPULSE_ENOENT;
+	pthread_mutex_unlock(&mc->lock);
+	return rc;
+}
+
+/* What /api/v1/status/config shows: the running configuration, as
+ * --print-config prints it. */
+static void publish_config(struct daemon *d)
+{
+	/* As Prometheus shows secrets: the users' bcrypt hashes are not
+	 * passwords, but they are not for every reader of the API either. */
+	struct gpulse_config *shown = malloc(sizeof *shown);
+	if (!shown)
+		return;
+	memcpy(shown, &d->cfg, sizeof *shown);
+	for (size_t i = 0; i < HTTP_BASIC_MAX_USERS; i++)
+		if (shown->http.basic_auth_users[i][0][0])
+			snprintf(shown->http.basic_auth_users[i][1], CONFIG_BASIC_LEN, "<secret>");
+	struct buf y;
+	buf_init(&y, 4u << 20);
+	if (config_dump(shown, &y) == 0 && y.data)
+		api_status_set_config(&d->status, y.data, y.len);
+	buf_free(&y);
+	free(shown);
 }
 
 static int handle_gpus(void *ctx, const struct http_request *req, struct http_response *resp)
@@ -634,32 +738,6 @@ static int handle_health(void *ctx, const struct http_request *req, struct http_
 	return buf_puts(&resp->body, "ok\n");
 }
 
-static int handle_index(void *ctx, const struct http_request *req, struct http_response *resp)
-{
-	struct daemon *d = ctx;
-	if (strcmp(req->path, "/") != 0) {
-		resp->status = 404;
-		return buf_puts(&resp->body, "not found\n");
-	}
-	resp->content_type = "text/html; charset=utf-8";
-	enum daemon_mode mode = self_stats_get_mode(&d->self, NULL, 0, NULL);
-	return buf_printf(&resp->body,
-			  "<!doctype html><html><head><title>gpulse</title></head><body>"
-			  "<h1>gpulsed %s</h1><p>Source: %s</p><ul>"
-			  "<li><a href=\"/metrics\">/metrics</a> (Prometheus)</li>"
-			  "<li><a href=\"/api/v1/gpus\">/api/v1/gpus</a> (JSON, what "
-			  "<code>gpulse status</code> shows)</li>"
-			  "<li><a href=\"/api/v1/diagnosis\">/api/v1/diagnosis</a> (what limits each GPU, "
-			  "window by window)</li>"
-			  "<li><a href=\"/api/v1/labels\">/api/v1/labels</a>, <code>/api/v1/query</code>, "
-			  "<code>/api/v1/query_range</code>, <code>/api/v1/series</code> (Prometheus's "
-			  "query API over the stored history)</li>"
-			  "<li><a href=\"/healthz\">/healthz</a></li></ul></body></html>\n",
-			  GPULSE_VERSION,
-			  mode == MODE_NVML ? "NVML" :
-			  mode == MODE_REPLAY ? "REPLAY of a recording" : "none (no NVIDIA driver)");
-}
-
 /* ---- storage ------------------------------------------------------------ */
 
 static void storage_stats(void *ctx, struct storage_self_stats *out)
@@ -681,6 +759,11 @@ static void storage_stats(void *ctx, struct storage_self_stats *out)
 	out->head_bytes = st.head_bytes;
 	out->db_bytes = st.db_bytes;
 	out->corrupt_chunks_total = st.corrupt_chunks_total;
+	struct selfscrape_stats ss;
+	selfscrape_get_stats(atomic_load_explicit(&d->scrape_live, memory_order_acquire), &ss);
+	out->self_scrape_series = ss.series;
+	out->self_scrape_samples_total = ss.samples_appended_total;
+	out->self_scrape_refused_total = ss.series_refused_total;
 }
 
 /* The bus's subscriber for the store: subscribed at start (the bus takes
@@ -692,6 +775,16 @@ static void store_update(void *ctx, const struct gpu_update *u)
 	struct ingest *ing = atomic_load_explicit(&d->ingest_live, memory_order_acquire);
 	if (ing)
 		ingest_on_update(ing, u);
+}
+
+static void start_selfscrape(struct daemon *d)
+{
+	if (!d->scrape || atomic_load_explicit(&d->scrape_live, memory_order_relaxed))
+		return;
+	if (selfscrape_start(d->scrape) != GPULSE_OK)
+		log_warn("storage: cannot start storing the self-metrics; the fields are stored");
+	else
+		atomic_store_explicit(&d->scrape_live, d->scrape, memory_order_release);
 }
 
 static const char *storage_path(const struct daemon *d)
@@ -730,6 +823,16 @@ static int open_storage(struct daemon *d, char *err, size_t errlen)
 	d->ingest = ing;
 	atomic_store_explicit(&d->ingest_live, ing, memory_order_release);
 	atomic_store_explicit(&d->store_live, db, memory_order_release);
+	/* What /metrics exports and no other writer stores (issue 18). It
+	 * renders /metrics, so it starts once d->self is complete (at start,
+	 * just before the HTTP server; a store opened late, at once). */
+	/* The ingest writes the per-process series itself (once a tick, only
+	 * while a process runs): the scrape leaves them to it. */
+	const struct selfscrape_opts so = {.foreign_names = ingest_process_metrics};
+	if (selfscrape_create(&d->scrape, db, &so, render_for_store, d) != GPULSE_OK)
+		log_warn("storage: cannot store the self-metrics; the fields are stored");
+	else if (d->self_ready)
+		start_selfscrape(d);
 	return 0;
 }
 
@@ -900,9 +1003,12 @@ static int start_rules(struct daemon *d)
 	}
 	struct promql_label ext[CONFIG_MAX_LABELS];
 	size_t next = 0;
-	for (; next < CONFIG_MAX_LABELS && d->cfg.alerting.external_labels[next][0][0]; next++)
-		ext[next] = (struct promql_label){d->cfg.alerting.external_labels[next][0],
-						  d->cfg.alerting.external_labels[next][1]};
+	/* An empty value is no label (as in Prometheus): `instance: ""`
+	 * turns the default off. */
+	for (size_t i = 0; i < CONFIG_MAX_LABELS && d->cfg.alerting.external_labels[i][0][0]; i++)
+		if (d->cfg.alerting.external_labels[i][1][0])
+			ext[next++] = (struct promql_label){d->cfg.alerting.external_labels[i][0],
+							    d->cfg.alerting.external_labels[i][1]};
 	struct rules_engine_config rc = {
 		.db = d->db,
 		.queryable = &livestore_queryable,
@@ -917,6 +1023,9 @@ static int start_rules(struct daemon *d)
 		.external_labels = ext,
 		.nexternal_labels = next,
 		.external_url = d->cfg.alerting.external_url[0] ? d->cfg.alerting.external_url : NULL,
+		/* At the edge a series has no `instance`: templates see the
+		 * external labels the alert will carry (identity_defaults). */
+		.ext_in_template_labels = true,
 	};
 	if (rules_engine_new(&d->rules, &rc, files, n) || rules_engine_start(d->rules)) {
 		log_error("rules: cannot start the evaluation thread");
@@ -967,14 +1076,42 @@ static int handle_alerts(void *ctx, const struct http_request *req, struct http_
 }
 
 /* /api/v1/rules: Prometheus's document, alerting rules with their alerts. */
+#define RULES_MAX_FILTER 64 /* values of one of rule_name[], rule_group[], file[] */
+
+/* Prometheus's filters of /api/v1/rules: type=alert|record, rule_name[],
+ * rule_group[], file[] (each repeatable). */
 static int handle_rules(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	struct daemon *d = ctx;
-	(void)req;
+	const char *names[RULES_MAX_FILTER], *groups[RULES_MAX_FILTER], *files[RULES_MAX_FILTER];
+	struct rules_filter f = {.alerting = true, .recording = true, .names = names,
+				 .groups = groups, .files = files};
+	const char *type = http_request_arg(req, "type");
+	if (type && *type) {
+		if (strcasecmp(type, "alert") == 0) {
+			f.recording = false;
+		} else if (strcasecmp(type, "record") == 0) {
+			f.alerting = false;
+		} else {
+			char msg[300];
+			snprintf(msg, sizeof msg, "invalid parameter \"type\": not supported value \"%.200s\"",
+				 type);
+			return bad_request(resp, msg);
+		}
+	}
+	f.nnames = http_request_args(req, "rule_name[]", names, RULES_MAX_FILTER);
+	f.ngroups = http_request_args(req, "rule_group[]", groups, RULES_MAX_FILTER);
+	f.nfiles = http_request_args(req, "file[]", files, RULES_MAX_FILTER);
+	if (f.nnames > RULES_MAX_FILTER || f.ngroups > RULES_MAX_FILTER || f.nfiles > RULES_MAX_FILTER) {
+		char msg[120];
+		snprintf(msg, sizeof msg, "more than %d values of rule_name[], rule_group[] or file[]",
+			 RULES_MAX_FILTER);
+		return bad_request(resp, msg);
+	}
 	struct buf *b = &resp->body;
 	resp->content_type = "application/json";
 	buf_puts(b, "{\"status\":\"success\",\"data\":{\"groups\":");
-	int rc = d->rules ? rules_engine_write_json(d->rules, b) : buf_puts(b, "[]");
+	int rc = d->rules ? rules_engine_write_json(d->rules, &f, b) : buf_puts(b, "[]");
 	if (rc)
 		return rc;
 	return buf_puts(b, "}}\n");
@@ -1164,7 +1301,8 @@ static void demo_hint(const struct daemon *d, bool tls, int port, char *out, siz
 		snprintf(url, sizeof url, " --url http%s://%s%s%s:%d", tls ? "s" : "", v6 ? "[" : "",
 			 host, v6 ? "]" : "", port);
 	snprintf(out, len, "; try: %s%s status (and alerts, query 'gpulse_gpu_up', diagnose "
-		 "--since 10m)", cli, url);
+		 "--since 10m); dashboard: http%s://%s%s%s:%d/", cli, url, tls ? "s" : "", v6 ? "[" : "",
+		 host, v6 ? "]" : "", port);
 }
 
 /* ---- reload ------------------------------------------------------------ */
@@ -1210,6 +1348,7 @@ static void reload(struct daemon *d)
 	d->cfg.sampling.normal_ns = nc.sampling.normal_ns;
 	d->cfg.sampling.slow_ns = nc.sampling.slow_ns;
 	d->cfg.log_level = nc.log_level;
+	publish_config(d);
 	atomic_fetch_add(&d->self.reloads_ok_total, 1);
 	atomic_store(&d->self.last_reload_ok, 1);
 	log_info("configuration reloaded");
@@ -1339,6 +1478,30 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	d->self.query_ctx = &d->api;
 	if (d->store_pending)
 		api_set_unavailable(&d->api, d->store_why);
+	api_status_init(&d->status, &d->api);
+	d->status.start_wall_ns = clock_wall_ns();
+	d->status.reload_ok = &d->self.last_reload_ok;
+	d->status.reload_wall_ns = &d->self.last_reload_wall_ns;
+	d->status.metrics_text = metrics_text;
+	d->status.metrics_ctx = d;
+	config_format_duration(d->cfg.storage.retention_ns, d->status.retention,
+			       sizeof d->status.retention);
+	{
+		char speed[32];
+		snprintf(speed, sizeof speed, "%g", d->cfg.replay.speed);
+		const struct daemon_overrides *ov = &opt->ov;
+		api_status_add_flag(&d->status, "config", opt->config_path);
+		api_status_add_flag(&d->status, "listen", d->cfg.listen);
+		api_status_add_flag(&d->status, "storage-path", storage_path(d));
+		api_status_add_flag(&d->status, "replay", d->cfg.replay.file);
+		api_status_add_flag(&d->status, "replay-speed", speed);
+		api_status_add_flag(&d->status, "nvml-library", d->cfg.nvml_library);
+		api_status_add_flag(&d->status, "log-level", ov->log_level ? ov->log_level : "");
+		api_status_add_flag(&d->status, "demo", opt->demo ? "true" : "false");
+		api_status_add_flag(&d->status, "allow-insecure-remote",
+				    d->cfg.http.allow_insecure_remote ? "true" : "false");
+	}
+	publish_config(d);
 	struct http_config hc;
 	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token, d->write_token,
 			   sizeof d->write_token) != 0) {
@@ -1361,11 +1524,15 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		goto out;
 	}
 	/* The query and capture pools first: /metrics reads their counters. */
-	if (api_register(d->http, &d->api) != 0 || profiling_register(d->prof, d->http) != 0 ||
-	    benchd_register(d->bench, d->http) != 0) {
+	if (api_register(d->http, &d->api) != 0 || api_status_register(d->http, &d->status) != 0 ||
+	    profiling_register(d->prof, d->http) != 0 || benchd_register(d->bench, d->http) != 0) {
 		log_error("cannot start the threads of the query API and of captures");
 		goto out;
 	}
+	/* Every d->self callback and the pools /metrics reads are set: the
+	 * store's scrape of /metrics may start. */
+	d->self_ready = true;
+	start_selfscrape(d);
 	/* A scrape and a health check answer however busy the rest is. */
 	http_route_reserved(d->http, "/metrics", handle_metrics, d);
 	http_route(d->http, "/api/v1/gpus", handle_gpus, d);
@@ -1373,7 +1540,11 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	http_route(d->http, "/api/v1/diagnosis", handle_diagnosis, d);
 	http_route(d->http, "/api/v1/rules", handle_rules, d);
 	http_route(d->http, "/api/v1/alerts", handle_alerts, d);
-	http_route(d->http, "/", handle_index, d);
+	/* Last: "/" is a prefix route that takes every path left. */
+	if (web_register(d->http, &d->web) != GPULSE_OK) {
+		log_error("cannot serve the web dashboard");
+		goto out;
+	}
 
 	/* The rules' scrapes of /metrics read d->self, complete once the
 	 * HTTP server (its other reader) runs. */
@@ -1419,9 +1590,11 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 out:
 	/* The rules' scrapes read the sources and the rules' counters. */
 	livestore_stop(d->live);
+	selfscrape_stop(d->scrape);
 	profiling_interrupt(d->prof);  /* captures answer before HTTP stops */
 	http_server_stop(d->http);
 	benchd_stop(d->bench);  /* its handlers are gone; its child is ended */
+	http_static_free(d->web);
 	replay_stop(d->rep);
 	collector_stop(d->col);
 	diag_live_destroy(d->diag);
@@ -1436,6 +1609,7 @@ out:
 	tsdb_close(d->db);
 	demo_end(d);
 	ingest_destroy(d->ingest);
+	selfscrape_destroy(d->scrape);
 	bus_destroy(d->bus);
 	for (int i = 0; i < 2; i++) {
 		buf_free(&d->cache[i].scratch);
@@ -1444,6 +1618,8 @@ out:
 	}
 	pthread_rwlock_destroy(&d->source_lock);
 	pthread_mutex_destroy(&d->self.mode_lock);
+	if (d->status.api)
+		api_status_destroy(&d->status);
 	free(d);
 	return status;
 }

@@ -287,11 +287,12 @@ static int handle_kernels(void *ctx, const struct http_request *req, struct http
 	struct profiling *p = ctx;
 	if (!p)
 		return api_error(resp, 503, "unavailable", "profiling is not set up");
-	unsigned long pid = 0, gpu = 0, limit = 50;
+	unsigned long pid = 0, gpu = 0, limit = 50, per_process = 0;
 	int has_pid, has_gpu;
 	if ((has_pid = uint_arg(req, resp, "pid", 1, UINT32_MAX, &pid)) < 0 ||
 	    (has_gpu = uint_arg(req, resp, "gpu", 0, UINT32_MAX, &gpu)) < 0 ||
-	    uint_arg(req, resp, "limit", 1, PROFILING_MAX_KERNEL_ROWS, &limit) < 0)
+	    uint_arg(req, resp, "limit", 1, PROFILING_MAX_KERNEL_ROWS, &limit) < 0 ||
+	    uint_arg(req, resp, "per_process", 1, PROFILING_MAX_KERNEL_ROWS, &per_process) < 0)
 		return 0;
 	struct buf *b = &resp->body;
 	resp->content_type = "application/json";
@@ -299,8 +300,9 @@ static int handle_kernels(void *ctx, const struct http_request *req, struct http
 	put_state(p, b);
 	if (p->agg) {
 		buf_putc(b, ',');
-		int rc = profile_agg_kernels_json(p->agg, b, has_pid ? (int64_t)pid : -1,
-						  has_gpu ? (int64_t)gpu : -1, (unsigned)limit);
+		int rc = profile_agg_kernels_top_json(p->agg, b, has_pid ? (int64_t)pid : -1,
+						      has_gpu ? (int64_t)gpu : -1, (unsigned)limit,
+						      (unsigned)per_process);
 		if (rc)
 			return rc;
 	} else {

@@ -4,7 +4,8 @@
  * aggregate, the families it adds to /metrics, and three HTTP endpoints:
  *
  *   GET /api/v1/processes               traced processes and their library's status
- *   GET /api/v1/kernels?pid=N&gpu=N&limit=N   top kernels by GPU time
+ *   GET /api/v1/kernels?pid=N&gpu=N&limit=N&per_process=N   top kernels by GPU time
+ *       (per_process: at most N of each process on each GPU)
  *   GET /api/v1/trace?pid=N&seconds=S   a capture, as Chrome trace-event JSON
  *
  * /api/v1/trace is a write action (it makes a process trace everything):

@@ -1192,6 +1192,19 @@ static void render_self(struct render *r, const struct self_stats *self)
 			family(w, "gpulse_storage_corrupt_chunks_total", T_COUNTER,
 			       "Damaged chunks (checksum mismatch, undecodable) that reads skipped, each counted once.");
 			plain_u64(w, st.corrupt_chunks_total);
+			if (st.available) {
+				family(w, "gpulse_storage_self_scrape_series", T_GAUGE,
+				       "Series of /metrics that only the store's own scrape stores (info, "
+				       "per-process, self-metrics).");
+				plain_u64(w, st.self_scrape_series);
+				family(w, "gpulse_storage_self_scrape_samples_total", T_COUNTER,
+				       "Samples the store's scrape of /metrics appended.");
+				plain_u64(w, st.self_scrape_samples_total);
+				family(w, "gpulse_storage_self_scrape_series_refused_total", T_COUNTER,
+				       "Series the store's scrape of /metrics refused (over its bound of "
+				       "20000, or a label set the store refused), each time seen.");
+				plain_u64(w, st.self_scrape_refused_total);
+			}
 		}
 		if (self->query_stats)
 			render_query_stats(w, self);

@@ -31,6 +31,10 @@ struct storage_self_stats {
 	bool available;                   /* the store is open (else the rest is 0) */
 	uint64_t open_attempts_total;     /* tries to open it, the first included */
 	uint64_t open_failures_total;
+	/* The store's scrape of /metrics (src/daemon/selfscrape.h). */
+	uint64_t self_scrape_series;
+	uint64_t self_scrape_samples_total;
+	uint64_t self_scrape_refused_total;
 };
 typedef void storage_stats_fn(void *ctx, struct storage_self_stats *out);
 

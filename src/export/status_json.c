@@ -263,6 +263,12 @@ static void render_gpu(struct jw *w, const struct gpu_snapshot *s)
 		lit(w, k ? ",{" : "{");
 		key_u64(w, "pid", p->pid);
 		key_str(w, "comm", comm);
+		key(w, "uid");
+		if (p->uid_valid)
+			u64(w, p->uid);
+		else
+			lit(w, "null");
+		lit(w, ",");
 		key(w, "used_bytes");
 		if (p->mem_valid)
 			u64(w, p->used_bytes);

@@ -44,14 +44,28 @@ struct route {
 	bool prefix;                 /* the path ends in '/' */
 	bool reserved;               /* may use the slots kept for scrapes */
 	atomic_bool writes;          /* changes state: needs the write token */
+	atomic_bool form;            /* also POST, with a form body (http_route_form) */
 	http_handler_fn *fn;
 	void *ctx;
 	struct http_pool *pool;      /* NULL: fn runs on the HTTP thread */
 	http_handler_fn *busy;       /* the pool is full: answers instead */
 };
 
-enum canned { R_401, R_403, R_403_CERT, R_404, R_405, R_413, R_414, R_429, R_429_RATE, R_500,
-	      R_503, R_COUNT };
+enum canned { R_400_FORM, R_401, R_403, R_403_CERT, R_404, R_405, R_405_FORM, R_413, R_413_FORM, R_414,
+	      R_429, R_429_RATE, R_500, R_503, R_COUNT };
+
+/* What the server keeps per connection (MHD's socket context): the
+ * guard's entry, and the form body of the request being read, whose
+ * decoded pairs MHD's connection values point into until the request
+ * completes (on_completed frees it). */
+struct conn_ctx {
+	struct guard_conn *guard;    /* NULL when the guard had no room */
+	struct buf form;             /* the body, decoded in place */
+	bool in_form;                /* a POST to a form route is being read */
+	bool form_type;              /* its Content-Type is form-urlencoded */
+	bool parsed;                 /* its pairs are connection values */
+	size_t body_bytes;           /* what arrived, form or not */
+};
 
 struct http_server {
 	struct MHD_Daemon *mhd;
@@ -73,6 +87,8 @@ struct http_server {
 	atomic_bool started;         /* MHD log lines after start are debug */
 	atomic_int nroutes;          /* published with release after the entry */
 	struct route routes[HTTP_MAX_ROUTES];
+	atomic_int npublic;          /* published with release after the entry */
+	char public_paths[HTTP_MAX_PUBLIC][HTTP_MAX_ROUTE_PATH];
 	struct MHD_Response *canned[R_COUNT];
 	atomic_uint_fast64_t requests, rejected;
 	atomic_uint_fast64_t *ext_requests, *ext_rejected;
@@ -421,9 +437,12 @@ const char *http_request_header(const struct http_request *req, const char *name
 	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
+/* Form values first, then the query string's: Go's Request.FormValue,
+ * which is what Prometheus reads. */
 const char *http_request_arg(const struct http_request *req, const char *name)
 {
-	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+	const char *v = MHD_lookup_connection_value(req->conn, MHD_POSTDATA_KIND, name);
+	return v ? v : MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
 struct args_walk {
@@ -448,9 +467,134 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const cha
 size_t http_request_args(const struct http_request *req, const char *name, const char **out,
 			 size_t max)
 {
+	/* As Go's Request.Form: the body's values, then the query's. */
 	struct args_walk w = {.name = name, .out = out, .max = max, .n = 0};
+	MHD_get_connection_values(req->conn, MHD_POSTDATA_KIND, collect_arg, &w);
 	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, collect_arg, &w);
 	return w.n;
+}
+
+/* The server's state for a connection (NULL when out of memory). */
+static struct conn_ctx *conn_ctx(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+/* ---- form bodies (POST, application/x-www-form-urlencoded) -------------
+ *
+ * As Go's Request.ParseForm, which Prometheus's API calls: the body of a
+ * POST whose Content-Type is application/x-www-form-urlencoded holds
+ * key=value pairs joined by '&', percent-encoded, '+' for a space; other
+ * bodies are read (within the bound) and ignored. The pairs become MHD
+ * connection values of kind MHD_POSTDATA_KIND, pointing into the body
+ * buffer kept in the connection's conn_ctx until on_completed. Each
+ * function returns a canned response to send, or -1 to go on. */
+
+static int form_begin(struct MHD_Connection *conn, const char *cl)
+{
+	struct conn_ctx *c = conn_ctx(conn);
+	if (!c)
+		return R_503;
+	if (cl) {
+		char *end;
+		errno = 0;
+		unsigned long long n = strtoull(cl, &end, 10);
+		if (*end || end == cl || errno || n > HTTP_MAX_FORM_BYTES)
+			return R_413_FORM;
+	}
+	const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_TYPE);
+	static const char form[] = "application/x-www-form-urlencoded";
+	c->form_type = ct && strncasecmp(ct, form, sizeof form - 1) == 0 &&
+		       (ct[sizeof form - 1] == '\0' || ct[sizeof form - 1] == ';' ||
+			ct[sizeof form - 1] == ' ');
+	c->in_form = true;
+	c->parsed = false;
+	c->body_bytes = 0;
+	buf_reset(&c->form);
+	return -1;
+}
+
+static int form_data(struct MHD_Connection *conn, const char *data, size_t len)
+{
+	struct conn_ctx *c = conn_ctx(conn);
+	if (!c || !c->in_form)
+		return R_413; /* a body where none is read */
+	if (len > HTTP_MAX_FORM_BYTES - c->body_bytes)
+		return R_413_FORM;
+	c->body_bytes += len;
+	if (c->form_type && buf_append(&c->form, data, len))
+		return R_503; /* out of memory: the bound was checked above */
+	return -1;
+}
+
+static int hexdigit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Decode s in place (percent escapes, '+'); false on a bad escape. */
+static bool form_unescape(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (*r == '+') {
+			*w++ = ' ';
+		} else if (*r == '%') {
+			int hi = hexdigit(r[1]), lo = hi >= 0 ? hexdigit(r[2]) : -1;
+			if (hi < 0 || lo < 0)
+				return false;
+			*w++ = (char)(hi * 16 + lo);
+			r += 2;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+	return true;
+}
+
+static int form_finish(struct MHD_Connection *conn)
+{
+	struct conn_ctx *c = conn_ctx(conn);
+	if (!c || !c->in_form || c->parsed || !c->form_type)
+		return -1;
+	c->parsed = true;
+	if (!c->form.data || c->form.len == 0)
+		return -1;
+	/* A NUL inside would cut a value short without notice. */
+	if (memchr(c->form.data, '\0', c->form.len))
+		return R_400_FORM;
+	char *p = c->form.data;
+	while (p && *p) {
+		char *next = strchr(p, '&');
+		if (next)
+			*next++ = '\0';
+		if (strchr(p, ';'))
+			return R_400_FORM; /* Go: "invalid semicolon separator" */
+		if (*p) {
+			char *eq = strchr(p, '=');
+			const char *value = "";
+			if (eq) {
+				*eq = '\0';
+				value = eq + 1;
+			}
+			if (!form_unescape(p) || (eq && !form_unescape(eq + 1)))
+				return R_400_FORM;
+			if (MHD_set_connection_value(conn, MHD_POSTDATA_KIND, p, value) != MHD_YES)
+				return R_503;
+		}
+		p = next;
+	}
+	return -1;
 }
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
@@ -468,6 +612,16 @@ struct http_blob {
 	size_t len;
 	char data[];
 };
+
+const char *http_blob_data(const struct http_blob *b)
+{
+	return b->data;
+}
+
+size_t http_blob_len(const struct http_blob *b)
+{
+	return b->len;
+}
 
 struct http_blob *http_blob_new(const void *data, size_t len)
 {
@@ -546,14 +700,25 @@ static const struct route *find_route(const struct http_server *s, const char *p
 	return NULL;
 }
 
+static bool is_public(const struct http_server *s, const char *path)
+{
+	int n = atomic_load_explicit(&s->npublic, memory_order_acquire);
+	for (int i = 0; i < n; i++)
+		if (strcmp(path, s->public_paths[i]) == 0)
+			return true;
+	return false;
+}
+
 static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection *conn,
 				   enum canned which, bool rejected)
 {
 	static const unsigned codes[R_COUNT] = {
+		[R_400_FORM] = MHD_HTTP_BAD_REQUEST, [R_413_FORM] = MHD_HTTP_CONTENT_TOO_LARGE,
 		[R_401] = MHD_HTTP_UNAUTHORIZED, [R_403] = MHD_HTTP_FORBIDDEN,
 		[R_403_CERT] = MHD_HTTP_FORBIDDEN,
 		[R_404] = MHD_HTTP_NOT_FOUND,
-		[R_405] = MHD_HTTP_METHOD_NOT_ALLOWED, [R_413] = MHD_HTTP_CONTENT_TOO_LARGE,
+		[R_405] = MHD_HTTP_METHOD_NOT_ALLOWED, [R_405_FORM] = MHD_HTTP_METHOD_NOT_ALLOWED,
+		[R_413] = MHD_HTTP_CONTENT_TOO_LARGE,
 		[R_414] = MHD_HTTP_URI_TOO_LONG, [R_429] = MHD_HTTP_TOO_MANY_REQUESTS,
 		[R_429_RATE] = MHD_HTTP_TOO_MANY_REQUESTS,
 		[R_500] = MHD_HTTP_INTERNAL_SERVER_ERROR,
@@ -600,9 +765,8 @@ static bool client_cert_ok(struct MHD_Connection *conn)
 /* The guard's entry for a connection (NULL when the guard had no room). */
 static struct guard_conn *conn_guard(struct MHD_Connection *conn)
 {
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	return ci ? ci->socket_context : NULL;
+	struct conn_ctx *c = conn_ctx(conn);
+	return c ? c->guard : NULL;
 }
 
 /* True when a whole request head already waits in the socket's buffer
@@ -628,12 +792,21 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 		const union MHD_ConnectionInfo *addr =
 			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-		*socket_context = fd ? guard_open(s->guard, fd->connect_fd,
-						  addr ? addr->client_addr : NULL,
-						  !s->tls && head_buffered(fd->connect_fd))
-				     : NULL;
+		struct conn_ctx *c = calloc(1, sizeof *c);
+		if (c) {
+			c->guard = fd ? guard_open(s->guard, fd->connect_fd,
+						   addr ? addr->client_addr : NULL,
+						   !s->tls && head_buffered(fd->connect_fd))
+				      : NULL;
+			buf_init(&c->form, HTTP_MAX_FORM_BYTES);
+		}
+		*socket_context = c;
 	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-		guard_close(s->guard, *socket_context);
+		struct conn_ctx *c = *socket_context;
+		guard_close(s->guard, c ? c->guard : NULL);
+		if (c)
+			buf_free(&c->form);
+		free(c);
 		*socket_context = NULL;
 	}
 }
@@ -697,21 +870,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return send_canned(s, conn, R_414, true);
 		bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 		bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
-		if (!head && !post && strcmp(method, MHD_HTTP_METHOD_GET) != 0)
-			return send_canned(s, conn, R_405, true);
-		/* POST, without a body, only for write actions (POST
-		 * /api/v1/bench): the write check below still applies. */
-		if (post) {
-			const struct route *pr = find_route(s, url);
-			if (!pr || !atomic_load_explicit(&pr->writes, memory_order_relaxed))
-				return send_canned(s, conn, R_405, true);
-		}
+		bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
+		/* POST goes to two kinds of routes: the query API's form routes
+		 * (http_route_form: a form body is read, or the query string
+		 * alone) and write actions (http_route_writes, e.g. POST
+		 * /api/v1/bench: without a body; the write check below still
+		 * applies). POST to no route is 404, elsewhere 405. */
+		const struct route *fr = get || head ? NULL : find_route(s, url);
+		bool form = fr && atomic_load_explicit(&fr->form, memory_order_relaxed);
+		bool writes = fr && atomic_load_explicit(&fr->writes, memory_order_relaxed);
+		if (post && !fr)
+			return send_canned(s, conn, R_404, true);
+		if (!head && !get && !(post && (form || writes)))
+			return send_canned(s, conn, form ? R_405_FORM : R_405, true);
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if ((cl && strcmp(cl, "0") != 0) ||
-		    MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-						MHD_HTTP_HEADER_TRANSFER_ENCODING))
+		if (post && form) {
+			/* A write action's POST takes no body: the 413 below. */
+			int brc = form_begin(conn, cl);
+			if (brc >= 0)
+				return send_canned(s, conn, (enum canned)brc, true);
+		} else if ((cl && strcmp(cl, "0") != 0) ||
+			   MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						       MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
 			return send_canned(s, conn, R_413, true);
+		}
 		/* Without a verified client certificate nothing is answered but
 		 * this, and the connection closes (a first-call response). */
 		if (s->tls_ca && !client_cert_ok(conn))
@@ -724,8 +907,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*req_cls = &headers_seen_marker;
 		return MHD_YES;
 	}
-	if (*upload_data_size != 0) /* a body without a length: refuse it */
-		return send_canned(s, conn, R_413, true);
+	if (*upload_data_size != 0) {
+		/* A form route's body is kept, up to its bound; any other body
+		 * is refused. */
+		int brc = form_data(conn, upload_data, *upload_data_size);
+		if (brc >= 0)
+			return send_canned(s, conn, (enum canned)brc, true);
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	{
+		int frc = form_finish(conn);
+		if (frc >= 0)
+			return send_canned(s, conn, (enum canned)frc, true);
+	}
 	/* The rate limit comes first, so that unauthenticated floods count
 	 * too; the reserved routes (/metrics, /healthz) are exempt, so a
 	 * scraper that shares an address with a busy client is never starved
@@ -738,6 +933,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		    !http_limit_take(s->rate, ci ? ci->client_addr : NULL, clock_mono_ns(), NULL))
 			return send_canned(s, conn, R_429_RATE, true);
 	}
+	/* What holds no data (http_path_public) loads without credentials,
+	 * so that a browser can show the page that asks for them. */
+	if ((s->token || s->basic) && is_public(s, url))
+		goto authorized;
 	g = s->token || s->write_token ? bearer_grant(s, conn) : GRANT_NONE;
 	if (g == GRANT_NONE && s->basic) {
 		/* Basic credentials: a pair verified before passes here; any
@@ -823,6 +1022,11 @@ static enum MHD_Result send_response(struct http_server *s, struct MHD_Connectio
 		return MHD_NO;
 	MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE,
 				resp.content_type ? resp.content_type : "text/plain; charset=utf-8");
+	for (size_t i = 0; i < resp.nheaders && i < HTTP_MAX_RESP_HEADERS; i++)
+		if (MHD_add_response_header(mr, resp.headers[i].name, resp.headers[i].value) != MHD_YES) {
+			MHD_destroy_response(mr);
+			return send_canned(s, conn, R_500, false);
+		}
 	enum MHD_Result ret = MHD_queue_response(conn, (unsigned)resp.status, mr);
 	MHD_destroy_response(mr);
 	return ret;
@@ -927,13 +1131,20 @@ static int make_canned(struct http_server *s, const char *write_hint)
 	if (!forbidden)
 		return GPULSE_ENOMEM;
 	static const char *const bodies[R_COUNT] = {
+		[R_400_FORM] = ("{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":"
+				"\"error parsing form values: invalid form body (a bad percent escape, a "
+				"semicolon or a NUL)\"}\n"),
 		[R_401] = ("unauthorized: send Authorization: Bearer TOKEN, or Basic credentials "
 			   "where users are configured\n"),
 		[R_403] = "", /* forbidden, above */
 		[R_403_CERT] = "forbidden: a client certificate signed by the configured CA is required\n",
 		[R_404] = "not found\n",
-		[R_405] = "method not allowed: GET and HEAD are served, and POST (without a body) to write actions\n",
-		[R_413] = "request bodies are not accepted\n",
+		[R_405] = "method not allowed: GET and HEAD are served here\n",
+		[R_405_FORM] = "method not allowed: GET, HEAD and POST are served here\n",
+		[R_413] = "request bodies are not accepted here\n",
+		[R_413_FORM] = ("{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":"
+				"\"request body too large: a form body may hold at most "
+				HTTP_MAX_FORM_TEXT "\"}\n"),
 		[R_414] = "request target too long\n",
 		[R_429] = "too many failed logins from this address; retry later\n",
 		[R_429_RATE] = "too many requests from this address; retry later\n",
@@ -956,10 +1167,12 @@ static int make_canned(struct http_server *s, const char *write_hint)
 				free(forbidden);
 			return GPULSE_ENOMEM;
 		}
+		bool json = i == R_403 || i == R_400_FORM || i == R_413_FORM;
 		MHD_add_response_header(s->canned[i], MHD_HTTP_HEADER_CONTENT_TYPE,
-					i == R_403 ? "application/json" : "text/plain; charset=utf-8");
+					json ? "application/json" : "text/plain; charset=utf-8");
 	}
 	MHD_add_response_header(s->canned[R_405], MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	MHD_add_response_header(s->canned[R_405_FORM], MHD_HTTP_HEADER_ALLOW, "GET, HEAD, POST");
 	if (s->token || !s->basic)
 		MHD_add_response_header(s->canned[R_401], MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 					"Bearer realm=\"gpulse\"");
@@ -1154,6 +1367,11 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 					     s};
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout, NULL};
 	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, NULL};
+	/* Room for a request head with the longest target we take (MHD's
+	 * default, 32 KiB, would answer a Grafana dashboard's long query
+	 * itself before on_uri could). */
+	opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+					     (intptr_t)HTTP_CONN_MEMORY_BYTES, NULL};
 	if (threads > 1)
 		opts[no++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads,
 						     NULL};
@@ -1217,12 +1435,52 @@ static int add_route(struct http_server *s, const char *path, http_handler_fn *f
 	return GPULSE_OK;
 }
 
+int http_response_header(struct http_response *resp, const char *name, const char *value)
+{
+	if (resp->nheaders >= HTTP_MAX_RESP_HEADERS)
+		return GPULSE_ELIMIT;
+	resp->headers[resp->nheaders].name = name;
+	resp->headers[resp->nheaders].value = value;
+	resp->nheaders++;
+	return GPULSE_OK;
+}
+
+int http_path_public(struct http_server *s, const char *path)
+{
+	int n = atomic_load(&s->npublic);
+	size_t len = strlen(path);
+	if (len == 0 || len >= HTTP_MAX_ROUTE_PATH || path[0] != '/')
+		return GPULSE_EINVAL;
+	if (n >= HTTP_MAX_PUBLIC)
+		return GPULSE_ELIMIT;
+	int nr = atomic_load_explicit(&s->nroutes, memory_order_acquire);
+	for (int i = 0; i < nr; i++)
+		if (atomic_load(&s->routes[i].writes) && strcmp(s->routes[i].path, path) == 0)
+			return GPULSE_EINVAL;
+	memcpy(s->public_paths[n], path, len + 1);
+	atomic_store_explicit(&s->npublic, n + 1, memory_order_release);
+	return GPULSE_OK;
+}
+
 int http_route_writes(struct http_server *s, const char *path)
 {
+	if (is_public(s, path))
+		return GPULSE_EINVAL;
 	int n = atomic_load_explicit(&s->nroutes, memory_order_acquire);
 	for (int i = 0; i < n; i++)
 		if (strcmp(s->routes[i].path, path) == 0) {
 			atomic_store(&s->routes[i].writes, true);
+			return GPULSE_OK;
+		}
+	return GPULSE_ENOENT;
+}
+
+int http_route_form(struct http_server *s, const char *path)
+{
+	int n = atomic_load_explicit(&s->nroutes, memory_order_acquire);
+	for (int i = 0; i < n; i++)
+		if (strcmp(s->routes[i].path, path) == 0) {
+			atomic_store(&s->routes[i].form, true);
 			return GPULSE_OK;
 		}
 	return GPULSE_ENOENT;
@@ -1529,6 +1787,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	struct http_server *s = cls;
 	(void)why;
 	guard_done(s->guard, conn_guard(conn));
+	struct conn_ctx *c = conn_ctx(conn);
+	if (c) {
+		/* The request's values pointed into the body: it is done. */
+		buf_free(&c->form);
+		buf_init(&c->form, HTTP_MAX_FORM_BYTES);
+		c->in_form = c->form_type = c->parsed = false;
+		c->body_bytes = 0;
+	}
 	if (!req_cls || !*req_cls)
 		return;
 	struct http_job *job = job_of(*req_cls);

@@ -14,13 +14,21 @@
 
 #define HTTP_MAX_ROUTES 32          /* routes one server holds */
 #define HTTP_MAX_ROUTE_PATH 128     /* longest route path, bytes */
-#define HTTP_MAX_URL_BYTES 2048     /* longer request targets get 414 */
+#define HTTP_MAX_URL_BYTES 65536    /* longer request targets get 414
+                                       (Grafana's templated dashboards
+                                       send 9 KB and more) */
+#define HTTP_MAX_FORM_BYTES (1u << 20) /* a POST form body; larger gets 413 */
+#define HTTP_MAX_FORM_TEXT "1 MiB"
+#define HTTP_CONN_MEMORY_BYTES (HTTP_MAX_URL_BYTES + 65536) /* MHD's per-connection
+                                       pool: the head, the longest target included */
 #define HTTP_MAX_LISTEN 256         /* longest listen address accepted */
 #define HTTP_MAX_TLS_FILE (1 << 20) /* largest PEM file read */
 #define HTTP_AUTH_THREADS 2         /* threads that run bcrypt */
 #define HTTP_AUTH_QUEUED 32         /* verifications waiting, then 503 */
 #define HTTP_RATE_MIN_BURST 10      /* the rate limit's default burst, at least */
 #define HTTP_RATE_ADDRESSES 4096    /* addresses the rate limit tracks */
+#define HTTP_MAX_RESP_HEADERS 8     /* extra headers one response may carry */
+#define HTTP_MAX_PUBLIC 32          /* paths served without credentials */
 
 struct addrinfo;
 struct sockaddr;
@@ -145,11 +153,13 @@ struct http_request {
 
 /* A request header's value or NULL. Valid during the handler. */
 const char *http_request_header(const struct http_request *req, const char *name);
-/* A query-string argument's value or NULL. Valid during the handler. */
+/* A parameter's value or NULL: the form body's (a POST to a route of
+ * http_route_form), else the query string's. Valid during the handler. */
 const char *http_request_arg(const struct http_request *req, const char *name);
-/* Every value of a query-string argument that may repeat (Prometheus's
- * match[]), in request order: the first `max` go to out[], the return is
- * how many there were in all. Valid during the handler. */
+/* Every value of a parameter that may repeat (Prometheus's match[]):
+ * the form body's in order, then the query string's; the first `max` go
+ * to out[], the return is how many there were in all. Valid during the
+ * handler. */
 size_t http_request_args(const struct http_request *req, const char *name, const char **out,
 			 size_t max);
 
@@ -164,6 +174,9 @@ struct http_blob *http_blob_new(const void *data, size_t len);
  * accepts NULL. */
 struct http_blob *http_blob_ref(struct http_blob *b);
 void http_blob_unref(struct http_blob *b);
+/* The blob's bytes and their length (valid while a reference is held). */
+const char *http_blob_data(const struct http_blob *b);
+size_t http_blob_len(const struct http_blob *b);
 
 struct http_response {
 	int status;                  /* default 200 */
@@ -171,7 +184,18 @@ struct http_response {
 	struct buf body;             /* bounded by max_body_bytes */
 	struct http_blob *blob;      /* when set, sent instead of body; the
 	                                server takes over this reference */
+	/* Extra headers (ETag, Cache-Control, Content-Encoding, ...): added
+	 * with http_response_header. The strings are not copied: they must
+	 * stay valid until the response is sent, i.e. be static or owned by
+	 * the route's ctx (a pool's handler's answer is sent after it
+	 * returns). */
+	struct { const char *name, *value; } headers[HTTP_MAX_RESP_HEADERS];
+	size_t nheaders;
 };
+
+/* Add a header to resp (see http_response.headers for the strings'
+ * lifetime). 0, or GPULSE_ELIMIT past HTTP_MAX_RESP_HEADERS. */
+int http_response_header(struct http_response *resp, const char *name, const char *value);
 
 /* A handler fills `resp` and returns 0; a non-zero return, a body that
  * hit max_body_bytes, or a status outside 100-599 sends a 500 instead.
@@ -206,10 +230,15 @@ struct http_server;
  * scrape always finds a slot. Each closure is counted in shed_total.
  *
  * Every request goes through, in order: a target over HTTP_MAX_URL_BYTES
- * gets 414; a method other than GET or HEAD gets 405 with "Allow: GET,
- * HEAD", except POST to a route marked http_route_writes (a write action
- * started by POST, without a body; the handler sees req->method); a
- * request body gets 413; with tls_client_ca_file, a connection
+ * gets 414; a POST to no route gets 404; a POST is accepted on a route
+ * marked http_route_form (a form body, or none) and on one marked
+ * http_route_writes (a write action started by POST, without a body; the
+ * handler sees req->method), and gets 405 on any other route (with
+ * "Allow: GET, HEAD, POST" on a form route); another method other than
+ * GET or HEAD gets 405 with "Allow: GET, HEAD"; a request body gets 413,
+ * except a form POST's, which gets 413 (a JSON error) over
+ * HTTP_MAX_FORM_BYTES and 400 when it is a form that does not decode;
+ * with tls_client_ca_file, a connection
  * without a client certificate that CA verifies gets 403 and is closed;
  * an ordinary request over the busy cap
  * gets 503; a request over its address's rate limit (rate_limit; not
@@ -224,6 +253,14 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 		      char *err, size_t errlen);
 /* Route `path` (exact match, or a prefix when it ends in '/') for GET and
  * HEAD. Register before requests arrive. 0 or GPULSE_ELIMIT. */
+/* Mark the route registered at exactly `path` as one that also takes
+ * POST, as Prometheus's API does: an application/x-www-form-urlencoded
+ * body (at most HTTP_MAX_FORM_BYTES) is decoded as Go's ParseForm does,
+ * and its values come before the query string's in http_request_arg and
+ * http_request_args (Go's FormValue and Form). Other bodies are read and
+ * ignored. Call after registering the route and before requests arrive.
+ * 0, or GPULSE_ENOENT when no route has that path. */
+int http_route_form(struct http_server *s, const char *path);
 int http_route(struct http_server *s, const char *path, http_handler_fn *fn, void *ctx);
 /* As http_route, for a route that must answer however busy the others
  * are (/metrics, /healthz): its requests may use the reserved slots. Keep
@@ -236,8 +273,21 @@ int http_route_reserved(struct http_server *s, const char *path, http_handler_fn
  * loopback listen; anything else gets 403 with a JSON error
  * ({"status":"error","errorType":"forbidden","error":...}) before the
  * handler runs. Call after registering the route and before requests
- * arrive. 0, or GPULSE_ENOENT when no route has that path. */
+ * arrive. 0, GPULSE_ENOENT when no route has that path, or GPULSE_EINVAL
+ * when the path is public (http_path_public). */
 int http_route_writes(struct http_server *s, const char *path);
+/* Serve the request path `path` (exact match; the query string does not
+ * count) without credentials: no bearer token, no Basic pair is asked
+ * for, even when they are configured. A client certificate (with
+ * tls_client_ca_file), the busy cap and the rate limit still apply, and
+ * every other path still gets 401 before its route is looked up. For
+ * what holds no data: the dashboard's HTML, scripts and styles, which
+ * are the same bytes as the source tree, and which must load before a
+ * browser can ask its user for a token. A path marked with
+ * http_route_writes cannot be public. Call before requests arrive.
+ * 0, GPULSE_EINVAL (empty, too long) or GPULSE_ELIMIT (HTTP_MAX_PUBLIC
+ * paths already). */
+int http_path_public(struct http_server *s, const char *path);
 /* The port actually bound (useful with port 0). */
 int http_server_port(const struct http_server *s);
 /* Stop accepting, finish in-flight requests, free. Accepts NULL. */

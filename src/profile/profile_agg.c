@@ -881,6 +881,7 @@ struct krow {
 	const struct pdev *d;
 	const struct pkernel *k;
 	bool other;
+	unsigned pair;   /* which (process, device) it belongs to, for per_process */
 };
 
 static int krow_cmp(const void *x, const void *y)
@@ -895,6 +896,12 @@ static int krow_cmp(const void *x, const void *y)
 
 int profile_agg_kernels_json(struct profile_agg *a, struct buf *out, int64_t pid, int64_t gpu,
 			     unsigned limit)
+{
+	return profile_agg_kernels_top_json(a, out, pid, gpu, limit, 0);
+}
+
+int profile_agg_kernels_top_json(struct profile_agg *a, struct buf *out, int64_t pid, int64_t gpu,
+				 unsigned limit, unsigned per_process)
 {
 	pthread_mutex_lock(&a->lock);
 	/* GPU time per device over every traced process: the denominator of
@@ -912,11 +919,16 @@ int profile_agg_kernels_json(struct profile_agg *a, struct buf *out, int64_t pid
 				n += d->nkernels + (d->have_other ? 1 : 0);
 		}
 	struct krow *rows = calloc(n ? n : 1, sizeof *rows);
-	if (!rows) {
+	/* Rows kept so far per (process, device): at most one pair per row. */
+	unsigned *kept = calloc(n ? n : 1, sizeof *kept);
+	if (!rows || !kept) {
+		free(rows);
+		free(kept);
 		pthread_mutex_unlock(&a->lock);
 		return GPULSE_ENOMEM;
 	}
 	size_t r = 0;
+	unsigned pairs = 0;
 	for (unsigned i = 0; i < a->nprocs; i++) {
 		const struct pproc *p = a->procs[i];
 		if (pid >= 0 && p->pid != pid)
@@ -926,12 +938,22 @@ int profile_agg_kernels_json(struct profile_agg *a, struct buf *out, int64_t pid
 			if (gpu >= 0 && d->device != gpu)
 				continue;
 			for (unsigned k = 0; k < d->nkernels; k++)
-				rows[r++] = (struct krow){p, d, &d->kernels[k], false};
+				rows[r++] = (struct krow){p, d, &d->kernels[k], false, pairs};
 			if (d->have_other)
-				rows[r++] = (struct krow){p, d, &d->other, true};
+				rows[r++] = (struct krow){p, d, &d->other, true, pairs};
+			pairs++;
 		}
 	}
 	qsort(rows, r, sizeof *rows, krow_cmp);
+	/* per_process: each pair's heaviest rows only; the order stays. */
+	if (per_process > 0) {
+		size_t w = 0;
+		for (size_t i = 0; i < r; i++)
+			if (kept[rows[i].pair]++ < per_process)
+				rows[w++] = rows[i];
+		r = w;
+	}
+	free(kept);
 	buf_puts(out, "\"kernels\":[");
 	for (size_t i = 0; i < r && i < limit; i++) {
 		const struct krow *x = &rows[i];

@@ -88,6 +88,11 @@ int profile_agg_processes_json(struct profile_agg *a, struct buf *out);
  * costing; 0: none). /api/v1/processes carries the same three. */
 int profile_agg_kernels_json(struct profile_agg *a, struct buf *out, int64_t pid, int64_t gpu,
 			     unsigned limit);
+/* The same with at most `per_process` rows (the heaviest) of each process
+ * on each GPU, 0: all; "total" then counts the rows that cut leaves. What
+ * `gpulse top` asks for (per_process=1: each process's top kernel). */
+int profile_agg_kernels_top_json(struct profile_agg *a, struct buf *out, int64_t pid, int64_t gpu,
+				 unsigned limit, unsigned per_process);
 
 /* The q-quantile (0..1) of a duration histogram in ns (wire.h's buckets,
  * summed into 64 bits), interpolated inside its bucket and clamped to

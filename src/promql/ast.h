@@ -9,10 +9,11 @@
 #ifndef GPULSE_PROMQL_AST_H
 #define GPULSE_PROMQL_AST_H
 
-#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct rx;
 
 /* Types of PromQL values, as the type checker sees them. */
 /* The @ modifier: none, a fixed time, the query's start() or end(). */
@@ -33,13 +34,12 @@ enum promql_match_op {
 };
 
 /* One label matcher. A regular expression is anchored at both ends, as in
- * Prometheus, and compiled once at parse time (POSIX extended syntax). */
+ * Prometheus, and compiled once at parse time (RE2's syntax, rx.h). */
 struct promql_matcher {
 	enum promql_match_op op;
 	char *name;   /* owned */
 	char *value;  /* owned, escapes already resolved */
-	bool has_re;  /* re is compiled (op is RE or NRE) */
-	regex_t re;
+	struct rx *re; /* owned; compiled when op is RE or NRE */
 };
 
 /* True when `value` (never NULL; "" for a missing label) satisfies m. */

@@ -11,7 +11,6 @@
 
 #include <ctype.h>
 #include <math.h>
-#include <regex.h>
 #include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 
 #include "clock.h"
 #include "parser.h"
+#include "rx.h"
 #include "status.h"
 #include "str.h"
 #include "xalloc.h"
@@ -1155,59 +1155,6 @@ static bool calendar_fn(enum promql_func_id id, double v, double *out)
 
 #define LABEL_VALUE_MAX (1 << 20) /* what label_replace and label_join may build */
 
-/* Go's Regexp.Expand of a replacement template: $1, ${1}, $name, ${name},
- * $$ for a dollar. A name is the longest run of letters, digits and
- * underscores; a number names a group, any other name (POSIX groups have
- * none) or a group that did not take part gives "". `grp` is the index
- * in m[] of the expression's group 0 (the anchored wrapper adds one). */
-static void expand_template(struct buf *b, const char *tpl, const char *src, const regmatch_t *m,
-			    size_t nm, size_t grp)
-{
-	for (const char *p = tpl; *p; p++) {
-		if (*p != '$') {
-			buf_putc(b, *p);
-			continue;
-		}
-		if (p[1] == '$') {
-			buf_putc(b, '$');
-			p++;
-			continue;
-		}
-		const char *name = p + 1, *end;
-		bool brace = *name == '{';
-		if (brace) {
-			name++;
-			end = strchr(name, '}');
-		} else {
-			end = name;
-			while (isalnum((unsigned char)*end) || *end == '_')
-				end++;
-		}
-		if (!end || end == name) { /* not a reference: the $ stays */
-			buf_putc(b, '$');
-			continue;
-		}
-		bool digits = true;
-		size_t k = 0;
-		for (const char *q = name; q < end; q++) {
-			if (!isdigit((unsigned char)*q) || k > 100000)
-				digits = false;
-			else
-				k = k * 10 + (size_t)(*q - '0');
-		}
-		if (brace && !digits)
-			for (const char *q = name; q < end; q++)
-				if (!(isalnum((unsigned char)*q) || *q == '_'))
-					goto literal;
-		if (digits && grp + k < nm && m[grp + k].rm_so >= 0)
-			buf_append(b, src + m[grp + k].rm_so, (size_t)(m[grp + k].rm_eo - m[grp + k].rm_so));
-		p = brace ? end : end - 1;
-		continue;
-literal:
-		buf_putc(b, '$');
-	}
-}
-
 static bool eval_label_replace(struct ev *ev, const struct promql_expr *e, const struct value *v,
 			       struct value *out)
 {
@@ -1220,24 +1167,16 @@ static bool eval_label_replace(struct ev *ev, const struct promql_expr *e, const
 		everr(ev, GPULSE_EINVAL, "invalid destination label name in label_replace(): %s", dst);
 		return false;
 	}
-	const char *why = promql_regex_too_complex(re);
-	if (why) {
-		everr(ev, GPULSE_EINVAL, "invalid regular expression in label_replace(): %s", why);
-		return false;
-	}
-	size_t rl = strlen(re);
-	char *anchored = arena_alloc(&ev->step, rl + 5);
-	snprintf(anchored, rl + 5, "^(%s)$", re);
-	regex_t rx;
-	int rc = regcomp(&rx, anchored, REG_EXTENDED);
+	char msg[256];
+	struct rx *rx;
+	int rc = rx_compile(re, RX_ANCHORED, &rx, msg, sizeof msg);
 	if (rc != 0) {
-		char msg[128];
-		regerror(rc, &rx, msg, sizeof msg);
-		everr(ev, GPULSE_EINVAL, "invalid regular expression in label_replace(): %s", msg);
+		everr(ev, rc == GPULSE_ENOMEM ? GPULSE_ENOMEM : GPULSE_EINVAL,
+		      "invalid regular expression in label_replace(): %s", msg);
 		return false;
 	}
-	regmatch_t m[10];
-	size_t nm = rx.re_nsub + 1 < 10 ? rx.re_nsub + 1 : 10;
+	size_t nsp = rx_groups(rx) + 1;
+	struct rx_span *sp = arena_alloc(&ev->step, nsp * sizeof *sp);
 	vec_alloc(ev, out, v->n);
 	struct buf b;
 	buf_init(&b, LABEL_VALUE_MAX);
@@ -1245,9 +1184,16 @@ static bool eval_label_replace(struct ev *ev, const struct promql_expr *e, const
 		struct lset ls = v->s[i].ls;
 		const char *sv = lset_get(ls, src);
 		sv = sv ? sv : "";
-		if (regexec(&rx, sv, nm, m, 0) == 0) {
+		bool found;
+		rc = rx_exec(rx, sv, strlen(sv), 0, sp, nsp, &found);
+		if (rc != 0) {
+			everr(ev, rc, "label_replace(): matching %s=\"%.60s\" against the regular "
+			      "expression stopped at its cost limit", src, sv);
+			break;
+		}
+		if (found) {
 			buf_reset(&b);
-			expand_template(&b, repl, sv, m, nm, 1);
+			rx_expand(rx, &b, repl, sv, sp, nsp);
 			if (b.failed) {
 				everr(ev, GPULSE_ELIMIT, "label_replace(): a value over %d bytes", LABEL_VALUE_MAX);
 				break;
@@ -1257,7 +1203,7 @@ static bool eval_label_replace(struct ev *ev, const struct promql_expr *e, const
 		out->s[out->n++] = (struct vsample){ls, v->s[i].v};
 	}
 	buf_free(&b);
-	regfree(&rx);
+	rx_free(rx);
 	return !ev->status && check_unique(ev, out);
 }
 

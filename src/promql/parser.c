@@ -13,6 +13,7 @@
 
 #include "eval.h"
 #include "lexer.h"
+#include "rx.h"
 #include "status.h"
 #include "str.h"
 #include "xalloc.h"
@@ -131,8 +132,14 @@ bool promql_matcher_matches(const struct promql_matcher *m, const char *value)
 	switch (m->op) {
 	case PROMQL_MATCH_EQ: return strcmp(m->value, value) == 0;
 	case PROMQL_MATCH_NEQ: return strcmp(m->value, value) != 0;
-	case PROMQL_MATCH_RE: return regexec(&m->re, value, 0, NULL, 0) == 0;
-	case PROMQL_MATCH_NRE: return regexec(&m->re, value, 0, NULL, 0) != 0;
+	case PROMQL_MATCH_RE:
+	case PROMQL_MATCH_NRE: {
+		/* A match stopped by the cost limit counts as no match
+		 * (rx_limit_hits counts it; docs/internals/regex.md). */
+		bool hit = false;
+		rx_match(m->re, value, strlen(value), &hit);
+		return (m->op == PROMQL_MATCH_RE) == hit;
+	}
 	}
 	return false;
 }
@@ -153,8 +160,7 @@ void promql_expr_free(struct promql_expr *e)
 	for (size_t i = 0; i < e->nmatchers; i++) {
 		free(e->matchers[i].name);
 		free(e->matchers[i].value);
-		if (e->matchers[i].has_re)
-			regfree(&e->matchers[i].re);
+		rx_free(e->matchers[i].re);
 	}
 	free(e->matchers);
 	for (size_t i = 0; i < e->nargs; i++)
@@ -317,113 +323,19 @@ static bool parse_label_list(struct parser *p, const char *context, char ***out,
 	return true;
 }
 
-/* glibc's regcomp has no bound of its own: "a****..." or nested counted
- * repetitions make it run for minutes (found by fuzzing). Refuse what RE2
- * (Prometheus's engine) refuses too: nested repetition operators and
- * counts over 1000 and backreferences; and bound the length, the group
- * depth, the expansion of counted repetitions, and the number of repeated
- * groups (regcomp is exponential in those that can match empty, such as
- * "(a*|b*)*"). NULL when acceptable. */
-const char *promql_regex_too_complex(const char *re)
-{
-	size_t len = strlen(re);
-	int depth = 0;
-	bool prev_rep = false, prev_lazy = false, prev_group = false;
-	int repeated_groups = 0;
-	double expansion = 1;
-	if (len > PROMQL_MAX_REGEX_LEN)
-		return "longer than 1024 bytes";
-	for (size_t i = 0; i < len; i++) {
-		char c = re[i];
-		bool group_end = prev_group;
-		prev_group = false;
-		if ((c == '*' || c == '+' || c == '?' || c == '{') && group_end &&
-		    ++repeated_groups > PROMQL_MAX_REGEX_REPEATED_GROUPS)
-			return "more than 5 repeated groups";
-		if (c == '\\') {
-			if (i + 1 < len && re[i + 1] >= '1' && re[i + 1] <= '9')
-				return "backreferences are not supported";
-			i++;
-			prev_rep = false;
-		} else if (c == '[') {
-			size_t j = i + 1;
-			if (j < len && re[j] == '^')
-				j++;
-			if (j < len && re[j] == ']')
-				j++;
-			while (j < len && re[j] != ']')
-				j++;
-			i = j;
-			prev_rep = false;
-		} else if (c == '(') {
-			if (++depth > 20)
-				return "groups nested more than 20 deep";
-			prev_rep = false;
-		} else if (c == ')') {
-			depth--;
-			prev_rep = false;
-			prev_group = true;
-		} else if (c == '*' || c == '+' || c == '?') {
-			if (prev_rep) {
-				/* One "?" after a repetition is RE2's non-greedy form. */
-				if (c != '?' || prev_lazy)
-					return "invalid nested repetition operator";
-				prev_lazy = true;
-				continue;
-			}
-			prev_rep = true;
-			prev_lazy = false;
-		} else if (c == '{' && i + 1 < len && re[i + 1] >= '0' && re[i + 1] <= '9') {
-			char *end;
-			unsigned long lo = strtoul(re + i + 1, &end, 10), hi = lo;
-			if (*end == ',') {
-				if (end[1] >= '0' && end[1] <= '9')
-					hi = strtoul(end + 1, &end, 10);
-				else
-					end++;
-			}
-			if (*end != '}') {
-				prev_rep = false;
-				continue;
-			}
-			if (prev_rep)
-				return "invalid nested repetition operator";
-			if (lo > 1000 || hi > 1000)
-				return "invalid repeat count";
-			expansion *= (double)(hi > 1 ? hi : 1);
-			if (expansion > 1000)
-				return "counted repetitions expand to more than 1000 copies";
-			i = (size_t)(end - re);
-			prev_rep = true;
-			prev_lazy = false;
-		} else {
-			prev_rep = false;
-		}
-	}
-	return NULL;
-}
-
 static bool compile_matcher(struct parser *p, struct promql_matcher *m, int pos)
 {
 	if (m->op != PROMQL_MATCH_RE && m->op != PROMQL_MATCH_NRE)
 		return true;
-	const char *why = promql_regex_too_complex(m->value);
-	if (why) {
-		perr(p, pos, "invalid regular expression \"%.60s\": %s", m->value, why);
-		return false;
-	}
-	size_t n = strlen(m->value);
-	char *anchored = xmalloc(n + 5);
-	snprintf(anchored, n + 5, "^(%s)$", m->value);
-	int rc = regcomp(&m->re, anchored, REG_EXTENDED | REG_NOSUB);
-	free(anchored);
+	char msg[256];
+	int rc = rx_compile(m->value, RX_ANCHORED, &m->re, msg, sizeof msg);
 	if (rc != 0) {
-		char msg[128];
-		regerror(rc, &m->re, msg, sizeof msg);
-		perr(p, pos, "invalid regular expression \"%.60s\": %s", m->value, msg);
+		perr(p, pos, "invalid regular expression \"%.60s\": %s", m->value,
+		     rc == GPULSE_ENOMEM ? "out of memory" : msg);
+		if (rc == GPULSE_ENOMEM)
+			p->status = GPULSE_ENOMEM;
 		return false;
 	}
-	m->has_re = true;
 	return true;
 }
 

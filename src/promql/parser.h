@@ -15,8 +15,6 @@
 #define PROMQL_MAX_EXPR_LEN   (64 * 1024) /* bytes of source text */
 #define PROMQL_MAX_DEPTH      128         /* nesting of sub-expressions */
 #define PROMQL_MAX_NODES      4096        /* AST nodes */
-#define PROMQL_MAX_REGEX_LEN  1024        /* bytes of one regular expression */
-#define PROMQL_MAX_REGEX_REPEATED_GROUPS 5 /* "(...)*" and the like per regex */
 
 enum promql_func_id {
 	PROMQL_FN_RATE, PROMQL_FN_IRATE, PROMQL_FN_INCREASE, PROMQL_FN_DELTA,
@@ -72,11 +70,6 @@ const char *promql_binop_name(enum promql_binop op);
 
 /* The aggregator's name ("sum", ...). */
 const char *promql_agg_name(enum promql_agg_op op);
-
-/* Why a regular expression is refused as too costly for glibc's regcomp
- * (exponential in some nested or counted groups), or NULL when it is not:
- * for the selectors' =~ and label_replace(). */
-const char *promql_regex_too_complex(const char *re);
 
 /* Append `s` as a Go double-quoted string literal (strconv.Quote style). */
 int promql_quote(struct buf *b, const char *s);

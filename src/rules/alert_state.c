@@ -123,7 +123,22 @@ static void candidate_free(struct candidate *c)
 static void make_candidate(const struct rules_rule *r, const struct promql_label *in, size_t nin,
 			   double v, const struct alert_opts *o, struct candidate *c)
 {
-	struct tmpl_data d = {.labels = in, .nlabels = nin, .ext_labels = o->ext_labels,
+	/* $labels: the sample's, then (ext_in_template_labels) each external
+	 * label it lacks, as alert_item_new adds them on the way out. */
+	struct promql_label *tl = NULL;
+	size_t ntl = nin;
+	if (o->ext_in_template_labels && o->next_labels) {
+		tl = xcalloc(nin + o->next_labels, sizeof *tl);
+		memcpy(tl, in, nin * sizeof *tl);
+		for (size_t k = 0; k < o->next_labels; k++) {
+			bool have = false;
+			for (size_t i = 0; i < nin && !have; i++)
+				have = strcmp(in[i].name, o->ext_labels[k].name) == 0 && in[i].value[0];
+			if (!have && o->ext_labels[k].value[0])
+				tl[ntl++] = o->ext_labels[k];
+		}
+	}
+	struct tmpl_data d = {.labels = tl ? tl : in, .nlabels = ntl, .ext_labels = o->ext_labels,
 			      .next_labels = o->next_labels, .external_url = o->external_url, .value = v};
 	c->value = v;
 	c->labels = xcalloc(nin + r->nlabels + 2, sizeof *c->labels);
@@ -168,6 +183,7 @@ static void make_candidate(const struct rules_rule *r, const struct promql_label
 					       r->annotations[j].value, &d);
 		c->nann++;
 	}
+	free(tl);
 	rules_labels_sort(c->ann, c->nann);
 }
 

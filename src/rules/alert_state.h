@@ -67,6 +67,12 @@ struct alert_opts {
 	const struct promql_label *ext_labels; /* $externalLabels */
 	size_t next_labels;
 	const char *external_url;              /* $externalURL; NULL: "" */
+	/* Templates see, in $labels, the external labels the sample lacks:
+	 * the labels the alert will carry when it leaves (at the edge a
+	 * series has no `instance`; its alert gets the host's). Prometheus
+	 * keeps $labels to the sample's, so promtool-compatible rule tests
+	 * leave this off. The alert's own labels are never changed. */
+	bool ext_in_template_labels;
 	int flap_max_toggles;                  /* <= 0: flap holding off */
 	int64_t flap_window_ms;
 };

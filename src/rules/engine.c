@@ -563,6 +563,7 @@ static int eval_alert_rule(struct rules_engine *e, const struct rules_rule *r, s
 	int rc = eval_expr(e, r, t_ms, &res, err, sizeof err);
 	if (!rc) {
 		struct alert_opts ao = {.ext_labels = e->ext, .next_labels = e->next, .external_url = e->url,
+					.ext_in_template_labels = e->cfg.ext_in_template_labels,
 					.flap_max_toggles = e->cfg.flap_max_toggles,
 					.flap_window_ms = e->cfg.flap_window_ms};
 		rc = alert_rule_eval(&st->alerts, r, res, t_ms, &ao, err, sizeof err);
@@ -982,13 +983,42 @@ static int put_rfc3339(struct buf *b, int64_t t_ms)
 	return buf_putc(b, '"');
 }
 
-int rules_engine_write_json(struct rules_engine *e, struct buf *b)
+static bool in_list(const char *s, const char *const *list, size_t n)
+{
+	if (n == 0)
+		return true;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(s, list[i]) == 0)
+			return true;
+	return false;
+}
+
+static bool rule_listed(const struct rules_filter *f, const struct rules_rule *r)
+{
+	if (!f)
+		return true;
+	if (r->alert ? !f->alerting : !f->recording)
+		return false;
+	return in_list(r->record ? r->record : r->alert, f->names, f->nnames);
+}
+
+int rules_engine_write_json(struct rules_engine *e, const struct rules_filter *f, struct buf *b)
 {
 	pthread_mutex_lock(&e->lock);
 	buf_putc(b, '[');
+	size_t ng = 0;
 	for (size_t i = 0; i < e->ngroups; i++) {
 		const struct group_state *gs = &e->groups[i];
-		if (i)
+		if (f && (!in_list(gs->g->name, f->groups, f->ngroups) ||
+			  !in_list(gs->file->path, f->files, f->nfiles)))
+			continue;
+		size_t listed = 0;
+		for (size_t k = 0; k < gs->g->nrules; k++)
+			listed += rule_listed(f, &gs->g->rules[k]);
+		if (f && listed == 0)
+			continue;
+		size_t nr = 0;
+		if (ng++)
 			buf_putc(b, ',');
 		buf_puts(b, "{\"name\":");
 		buf_put_json_string(b, gs->g->name);
@@ -1000,7 +1030,9 @@ int rules_engine_write_json(struct rules_engine *e, struct buf *b)
 		for (size_t k = 0; k < gs->g->nrules; k++) {
 			const struct rules_rule *r = &gs->g->rules[k];
 			const struct rule_state *st = &gs->rules[k];
-			if (k)
+			if (!rule_listed(f, r))
+				continue;
+			if (nr++)
 				buf_putc(b, ',');
 			buf_puts(b, "{\"name\":");
 			buf_put_json_string(b, r->record ? r->record : r->alert);

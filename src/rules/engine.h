@@ -59,6 +59,7 @@ struct rules_engine_config {
 	const struct promql_label *external_labels; /* $externalLabels; copied */
 	size_t nexternal_labels;
 	const char *external_url;         /* $externalURL and generator URLs; NULL: none; copied */
+	bool ext_in_template_labels;      /* alert_opts.ext_in_template_labels */
 };
 
 /* The engine's alert counters (gpulse_alerts, gpulse_alert_*). */
@@ -120,10 +121,26 @@ int rules_engine_eval_group(struct rules_engine *e, size_t gi, int64_t t_ms);
  * there are (may exceed max). */
 size_t rules_engine_stats(struct rules_engine *e, struct rules_group_stats *out, size_t max);
 
+/* Which rules /api/v1/rules lists (Prometheus's type=, rule_name[],
+ * rule_group[] and file[]): a rule is listed when its kind is asked for
+ * and, for each non-empty list, its name, its group's name and its
+ * group's file are in it. */
+struct rules_filter {
+	bool alerting, recording;
+	const char *const *names;
+	size_t nnames;
+	const char *const *groups;
+	size_t ngroups;
+	const char *const *files;
+	size_t nfiles;
+};
+
 /* Append Prometheus's /api/v1/rules `groups` array ("[...]"), alerting
- * rules with their state, health, lastError and alerts. 0 or the buf's
- * error. */
-int rules_engine_write_json(struct rules_engine *e, struct buf *b);
+ * rules with their state, health, lastError and alerts; with `f`, only
+ * the rules it selects, and only groups left with a rule (as Prometheus
+ * leaves out a group whose rules were all filtered out). f NULL: all.
+ * 0 or the buf's error. */
+int rules_engine_write_json(struct rules_engine *e, const struct rules_filter *f, struct buf *b);
 
 /* Append Prometheus's /api/v1/alerts `alerts` array: every pending and
  * firing alert ("[...]"). 0 or GPULSE_ELIMIT. */

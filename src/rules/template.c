@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <regex.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "rx.h"
 #include "status.h"
 #include "str.h"
 #include "xalloc.h"
@@ -2054,34 +2054,41 @@ static int f_index(struct ex *x, const struct val *a, size_t n, struct val *out)
 	return 0;
 }
 
-static int compile_re(struct ex *x, const struct val *pat, regex_t *re)
+/* Go's regexp.MatchString and MustCompile, unanchored, in RE2's
+ * dialect (rx.h). */
+static int compile_re(struct ex *x, const struct val *pat, struct rx **re)
 {
 	if (pat->k != V_STR)
 		return xfail(x, "wrong type for value; expected string; got %s", type_name(pat));
-	if (regcomp(re, pat->s, REG_EXTENDED))
-		return xfail(x, "error parsing regexp: %s", pat->s);
+	char msg[256];
+	int rc = rx_compile(pat->s, 0, re, msg, sizeof msg);
+	if (rc)
+		return xfail(x, "%s", msg);
 	return 0;
 }
 
 static int f_match(struct ex *x, const struct val *a, size_t n, struct val *out)
 {
 	(void)n;
-	regex_t re;
+	struct rx *re;
 	if (a[1].k != V_STR)
 		return xfail(x, "wrong type for value; expected string; got %s", type_name(&a[1]));
 	if (compile_re(x, &a[0], &re))
 		return GPULSE_EINVAL;
-	*out = (struct val){.k = V_BOOL, .b = regexec(&re, a[1].s, 0, NULL, 0) == 0};
-	regfree(&re);
+	bool hit;
+	int rc = rx_match(re, a[1].s, strlen(a[1].s), &hit);
+	rx_free(re);
+	if (rc)
+		return xfail(x, "match: the regular expression stopped at its cost limit");
+	*out = (struct val){.k = V_BOOL, .b = hit};
 	return 0;
 }
 
-/* regexp.ReplaceAllString with $1 / ${1} expansion (POSIX ERE stands in
- * for RE2; the two agree on the patterns alert rules use). */
+/* regexp.MustCompile(a[0]).ReplaceAllString(a[2], a[1]). */
 static int f_re_replace_all(struct ex *x, const struct val *a, size_t n, struct val *out)
 {
 	(void)n;
-	regex_t re;
+	struct rx *re;
 	if (a[1].k != V_STR || a[2].k != V_STR)
 		return xfail(x, "wrong type for value; expected string");
 	if (compile_re(x, &a[0], &re))
@@ -2089,42 +2096,16 @@ static int f_re_replace_all(struct ex *x, const struct val *a, size_t n, struct 
 	struct buf b;
 	buf_init(&b, TMPL_MAX_OUTPUT);
 	buf_puts(&b, "");
-	const char *s = a[2].s;
-	regmatch_t m[10];
-	int flags = 0;
-	while (*s || !flags) {
-		if (regexec(&re, s, 10, m, flags)) {
-			buf_puts(&b, s);
-			break;
-		}
-		buf_append(&b, s, (size_t)m[0].rm_so);
-		for (const char *r = a[1].s; *r; r++) {
-			if (*r == '$' && (isdigit((unsigned char)r[1]) || (r[1] == '{' && isdigit((unsigned char)r[2])))) {
-				bool brace = r[1] == '{';
-				int g = r[brace ? 2 : 1] - '0';
-				r += brace ? 2 : 1;
-				if (brace && r[1] == '}')
-					r++;
-				if (g < 10 && m[g].rm_so >= 0)
-					buf_append(&b, s + m[g].rm_so, (size_t)(m[g].rm_eo - m[g].rm_so));
-			} else {
-				buf_putc(&b, *r);
-			}
-		}
-		if (m[0].rm_eo == m[0].rm_so) {
-			if (!s[m[0].rm_eo]) {
-				break;
-			}
-			buf_putc(&b, s[m[0].rm_eo]);
-			s += m[0].rm_eo + 1;
-		} else {
-			s += m[0].rm_eo;
-		}
-		flags = REG_NOTBOL;
-		if (!*s)
-			break;
+	int rc = rx_replace_all(re, &b, a[2].s, a[1].s);
+	rx_free(re);
+	if (rc && rc != GPULSE_ELIMIT) {
+		buf_free(&b);
+		return xfail(x, "reReplaceAll: %s", gpulse_strerror(rc));
 	}
-	regfree(&re);
+	if (rc == GPULSE_ELIMIT && !b.failed) {
+		buf_free(&b);
+		return xfail(x, "reReplaceAll: the regular expression stopped at its cost limit");
+	}
 	return ret_buf(x, &b, out);
 }
 

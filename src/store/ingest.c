@@ -264,6 +264,52 @@ static void tick_put(struct ingest *ing, const struct gpu_refs *gr, const char *
 		atomic_fetch_add(&ing->append_errors, 1);
 }
 
+/* The processes of a GPU as /metrics shows them (prom.c,
+ * render_processes): device memory and SM share per (pid, comm), so that
+ * capacity reports can name who held memory on an idle GPU. A process
+ * that ends simply stops getting samples; its series is not marked stale
+ * (PromQL's lookback ends it within 5 minutes, as a scrape would). The
+ * number of these series is bounded by tsdb's max_series like any other. */
+const char *const ingest_process_metrics[] = {
+	"gpulse_process_gpu_memory_bytes", "gpulse_process_sm_utilization_ratio", NULL};
+
+static void tick_processes(struct ingest *ing, const struct gpu_refs *gr,
+			   const struct gpu_snapshot *s, int64_t t_ms)
+{
+	if (!s->procs_valid)
+		return;
+	for (int k = 0; k < s->nprocs && k < GPU_PROC_MAX; k++) {
+		const struct gpu_process *p = &s->procs[k];
+		char pid[16], comm[GPU_COMM_LEN * 3 + 1], raw[GPU_COMM_LEN + 1];
+		snprintf(pid, sizeof pid, "%u", (unsigned)p->pid);
+		memcpy(raw, p->comm, GPU_COMM_LEN);
+		raw[GPU_COMM_LEN] = '\0';
+		utf8_clean(comm, sizeof comm, raw);
+		if (!comm[0])
+			snprintf(comm, sizeof comm, "?");
+		for (int m = 0; m < 2; m++) {
+			if (m == 0 ? !p->mem_valid : !p->util_valid)
+				continue;
+			struct tsdb_label l[INGEST_GPU_LABELS_MAX + 1];
+			size_t n = ingest_gpu_labels(l,
+						     ingest_process_metrics[m],
+						     gr->gpu, gr->uuid, gr->model, "pid", pid);
+			l[n++] = (struct tsdb_label){"comm", comm};
+			char err[160];
+			uint32_t ref;
+			if (tsdb_series(ing->db, l, n, &ref, err, sizeof err) != GPULSE_OK) {
+				atomic_fetch_add(&ing->series_errors, 1);
+				continue;
+			}
+			double v = m == 0 ? (double)p->used_bytes : p->sm_ratio;
+			if (tsdb_append(ing->db, ref, t_ms, v) == GPULSE_OK)
+				atomic_fetch_add(&ing->appended, 1);
+			else
+				atomic_fetch_add(&ing->append_errors, 1);
+		}
+	}
+}
+
 static void tick_gpu(struct ingest *ing, int g, const struct gpu_snapshot *s, int64_t t_ms)
 {
 	struct gpu_refs *gr = &ing->gpu[g];
@@ -309,6 +355,8 @@ static void tick_gpu(struct ingest *ing, int g, const struct gpu_snapshot *s, in
 	tick_put(ing, gr, "gpulse_gpu_ecc_events_total", "type", "double_bit", t_ms,
 		 (double)s->ecc_events[1]);
 	tick_put(ing, gr, "gpulse_gpu_lost_total", NULL, NULL, t_ms, (double)s->lost_total);
+	if (up && !stale)
+		tick_processes(ing, gr, s, t_ms);
 	if (s->id.pcie_max_gen)
 		tick_put(ing, gr, "gpulse_gpu_pcie_link_max_generation", NULL, NULL, t_ms,
 			 s->id.pcie_max_gen);

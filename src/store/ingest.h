@@ -11,7 +11,9 @@
  * what a Prometheus scraping /metrics sees: gpulse_gpu_up (0 while lost or
  * stuck), gpulse_gpu_stale, gpulse_gpu_throttle_active{reason},
  * gpulse_gpu_xid_errors_total{xid}, gpulse_gpu_ecc_events_total{type},
- * gpulse_gpu_lost_total and gpulse_gpu_pcie_link_max_{generation,width}.
+ * gpulse_gpu_lost_total, gpulse_gpu_pcie_link_max_{generation,width},
+ * and each process's gpulse_process_gpu_memory_bytes and
+ * gpulse_process_sm_utilization_ratio{pid,comm} (what /metrics shows).
  * A GPU that is lost or stale gets staleness markers on its field series
  * (Prometheus drops a target's series the same way when it stops
  * answering).
@@ -39,6 +41,10 @@ struct ingest;
  * is no label at all, as in Prometheus), then lname=lvalue when lname is
  * not NULL. Fills l[INGEST_GPU_LABELS_MAX] with pointers to the given
  * strings; returns how many. */
+/* The per-process series the ticker writes (as /metrics names them),
+ * NULL-terminated: the store's scrape of /metrics leaves them to it. */
+extern const char *const ingest_process_metrics[];
+
 size_t ingest_gpu_labels(struct tsdb_label *l, const char *name, const char *gpu,
 			 const char *uuid, const char *model, const char *lname, const char *lvalue);
 

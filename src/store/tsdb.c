@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
-#include <regex.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include "chunk.h"
 #include "clock.h"
 #include "log.h"
+#include "rx.h"
 #include "status.h"
 #include "str.h"
 
@@ -703,12 +703,23 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 		return GPULSE_ENOMEM;
 	}
 
-	int r = lock_file(db, err, errlen);
-	if (r != 0) {
-		db_free(db);
-		return r;
+	if (db->o.read_only) {
+		if (access(db->path, F_OK) != 0) {
+			str_errf(err, errlen, "%s: no such store: %s", db->path, strerror(errno));
+			db_free(db);
+			return errno == ENOENT ? GPULSE_ENOENT : GPULSE_EIO;
+		}
+	} else {
+		int lr = lock_file(db, err, errlen);
+		if (lr != 0) {
+			db_free(db);
+			return lr;
+		}
 	}
-	int rc = sqlite3_open_v2(db->path, &db->sql, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	int rc = sqlite3_open_v2(db->path, &db->sql,
+				 db->o.read_only ? SQLITE_OPEN_READONLY
+						 : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+				 NULL);
 	if (rc != SQLITE_OK) {
 		str_errf(err, errlen, "%s: cannot open: %s", db->path,
 			 db->sql ? sqlite3_errmsg(db->sql) : sqlite3_errstr(rc));
@@ -718,13 +729,24 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	sqlite3_extended_result_codes(db->sql, 1);
 	sqlite3_busy_timeout(db->sql, BUSY_TIMEOUT_MS);
 	int64_t version = 0;
-	r = check_file(db, &version, err, errlen);
+	int r = check_file(db, &version, err, errlen);
 	if (r != 0) {
 		if (r == GPULSE_EPARSE)
 			explain_truncated(db, err, errlen);
 		db_free(db);
 		return r;
 	}
+	if (db->o.read_only && version != TSDB_SCHEMA_VERSION) {
+		/* A reader may not migrate: the owner does that when it opens. */
+		str_errf(err, errlen,
+			 version == 0 ? "%s: an empty file, not a gpulse store"
+				      : "%s: schema version %lld; open it once with gpulsed to bring it to %d",
+			 db->path, (long long)version, TSDB_SCHEMA_VERSION);
+		db_free(db);
+		return GPULSE_EPARSE;
+	}
+	if (db->o.read_only)
+		goto prepare;
 	char *msg = NULL;
 	/* Small pages for a new file: a store of a few GPUs is small, and
 	 * every table and index costs at least one page. */
@@ -752,6 +774,7 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 		db_free(db);
 		return r;
 	}
+prepare:
 	for (int i = 0; i < ST_COUNT; i++) {
 		rc = sqlite3_prepare_v3(db->sql, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &db->st[i], NULL);
 		if (rc != SQLITE_OK && sql_is_io(rc)) {
@@ -781,7 +804,8 @@ void tsdb_close(struct tsdb *db)
 	if (!db)
 		return;
 	tsdb_stop_flusher(db);
-	tsdb_flush(db);
+	if (!db->o.read_only)
+		tsdb_flush(db);
 	db_free(db);
 }
 
@@ -849,6 +873,12 @@ int tsdb_series(struct tsdb *db, const struct tsdb_label *labels, size_t n, uint
 		free(blob);
 		return 0;
 	}
+	if (db->o.read_only) {
+		pthread_mutex_unlock(&db->series_mu);
+		free(blob);
+		str_errf(err, errlen, "%s: opened read-only: no new series", db->path);
+		return GPULSE_ESTATE;
+	}
 	if (atomic_load(&db->nseries) >= db->o.max_series) {
 		pthread_mutex_unlock(&db->series_mu);
 		free(blob);
@@ -913,6 +943,8 @@ static void cut_chunk(struct tsdb *db, struct shard *sh, struct series *s)
 
 int tsdb_append(struct tsdb *db, uint32_t ref, int64_t t_ms, double v)
 {
+	if (db->o.read_only)
+		return GPULSE_ESTATE;
 	struct series *s = series_at(db, ref);
 	if (!s)
 		return GPULSE_EINVAL;
@@ -1176,6 +1208,8 @@ static int write_items(struct tsdb *db, struct flush_item *items, size_t n, uint
 
 int tsdb_flush(struct tsdb *db)
 {
+	if (db->o.read_only)
+		return GPULSE_ESTATE;
 	pthread_mutex_lock(&db->db_mu);
 	size_t n = atomic_load_explicit(&db->nseries, memory_order_acquire);
 	struct flush_item *items = calloc(n ? n : 1, sizeof *items);
@@ -1254,6 +1288,8 @@ int tsdb_flush(struct tsdb *db)
 
 int tsdb_enforce_retention(struct tsdb *db, int64_t now_ms)
 {
+	if (db->o.read_only)
+		return GPULSE_ESTATE;
 	pthread_mutex_lock(&db->db_mu);
 	size_t n = atomic_load_explicit(&db->nseries, memory_order_acquire);
 	int rc = exec_stmt(db, ST_BEGIN);
@@ -1311,6 +1347,8 @@ static void *flusher_main(void *arg)
 
 int tsdb_start_flusher(struct tsdb *db)
 {
+	if (db->o.read_only)
+		return GPULSE_ESTATE;
 	pthread_mutex_lock(&db->fl_mu);
 	if (db->flusher_running) {
 		pthread_mutex_unlock(&db->fl_mu);
@@ -1374,8 +1412,7 @@ struct cmatcher {
 	enum tsdb_match_op op;
 	const char *name;
 	const char *value;
-	regex_t re;
-	bool compiled;
+	struct rx *re;               /* compiled for RE and NRE */
 };
 
 struct tsdb_iter {
@@ -1397,8 +1434,14 @@ static bool matcher_ok(const struct cmatcher *m, const char *v)
 	switch (m->op) {
 	case TSDB_MATCH_EQ: return strcmp(v, m->value) == 0;
 	case TSDB_MATCH_NE: return strcmp(v, m->value) != 0;
-	case TSDB_MATCH_RE: return regexec(&m->re, v, 0, NULL, 0) == 0;
-	case TSDB_MATCH_NRE: return regexec(&m->re, v, 0, NULL, 0) != 0;
+	case TSDB_MATCH_RE:
+	case TSDB_MATCH_NRE: {
+		/* A match stopped by the cost limit counts as none
+		 * (rx_limit_hits; docs/internals/regex.md). */
+		bool hit = false;
+		rx_match(m->re, v, strlen(v), &hit);
+		return (m->op == TSDB_MATCH_RE) == hit;
+	}
 	}
 	return false;
 }
@@ -1427,8 +1470,7 @@ static int series_cmp(const void *a, const void *b)
 static void free_matchers(struct cmatcher *cm, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (cm[i].compiled)
-			regfree(&cm[i].re);
+		rx_free(cm[i].re);
 }
 
 int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
@@ -1453,30 +1495,14 @@ int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
 		cm[i].name = m[i].name;
 		cm[i].value = m[i].value;
 		if (m[i].op == TSDB_MATCH_RE || m[i].op == TSDB_MATCH_NRE) {
-			/* Prometheus anchors: ^(?:re)$; a POSIX group does the same. */
-			size_t len = strlen(m[i].value);
-			char *pat = malloc(len + 5);
-			if (!pat) {
-				rc = GPULSE_ENOMEM;
-				goto out;
-			}
-			snprintf(pat, len + 5, "^(%s)$", m[i].value);
-			/* The bare pattern must compile too: "a)|(b" would
-			 * otherwise slip out of the anchoring group. */
-			int r = regcomp(&cm[i].re, m[i].value, REG_EXTENDED | REG_NOSUB);
-			if (r == 0) {
-				regfree(&cm[i].re);
-				r = regcomp(&cm[i].re, pat, REG_EXTENDED | REG_NOSUB);
-			}
-			free(pat);
+			/* Prometheus anchors: ^(?:re)$ (RX_ANCHORED). */
+			char msg[256];
+			int r = rx_compile(m[i].value, RX_ANCHORED, &cm[i].re, msg, sizeof msg);
 			if (r != 0) {
-				char msg[128];
-				regerror(r, &cm[i].re, msg, sizeof msg);
 				str_errf(err, errlen, "bad regular expression \"%.64s\": %s", m[i].value, msg);
-				rc = GPULSE_EINVAL;
+				rc = r == GPULSE_ENOMEM ? GPULSE_ENOMEM : GPULSE_EINVAL;
 				goto out;
 			}
-			cm[i].compiled = true;
 		}
 		if (!matcher_ok(&cm[i], ""))
 			nonempty = true;
@@ -1831,7 +1857,8 @@ static int list_labels(struct tsdb *db, const char *name, char ***out, size_t *n
 			tmp[cnt++] = x;
 		}
 	}
-	qsort(tmp, cnt, sizeof *tmp, str_cmp);
+	if (cnt > 1) /* tmp is NULL in an empty store: qsort's argument must not be */
+		qsort(tmp, cnt, sizeof *tmp, str_cmp);
 	char **res = calloc(cnt ? cnt : 1, sizeof *res);
 	if (!res) {
 		free(tmp);

@@ -43,6 +43,14 @@ struct tsdb_opts {
 	struct clock_wall clock;       /* "now" for retention, AUTO reads and
 	                                * what reads the store's history;
 	                                * zeroed: the system's wall clock */
+	bool read_only;                /* a reader beside the store's owner
+	                                * (gpulse report --db): no .lock taken,
+	                                * SQLite opened read-only, no schema
+	                                * change, no flusher; the file must
+	                                * exist and have this schema. Series,
+	                                * appends and flushes are refused with
+	                                * GPULSE_ESTATE; the series are those
+	                                * on disk at open. */
 };
 
 struct tsdb_stats {
@@ -73,7 +81,9 @@ struct tsdb_label {
  * reading or creating the file is never taken for damage: GPULSE_EIO,
  * "FILE: disk full (SQLITE_FULL) while ..." or "FILE: I/O error (SQLite
  * code N) while ...: MESSAGE". A file another store holds open (in this or
- * another process: a flock on PATH.lock) gives GPULSE_EBUSY. */
+ * another process: a flock on PATH.lock) gives GPULSE_EBUSY. With
+ * opts.read_only the lock is not asked for (the owner keeps writing);
+ * a missing file is GPULSE_ENOENT, an older schema GPULSE_EPARSE. */
 int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t errlen);
 /* Stop the flusher, flush what the head holds, close. Accepts NULL. */
 void tsdb_close(struct tsdb *db);

@@ -10,6 +10,10 @@
  *       GPU starts k*37 rows later, so that the copies differ
  *   GPULSE_FAKE_NVML_SPEED=X    recorded seconds per real second (default
  *       1; 0 freezes every GPU at its first row, for exact tests)
+ *   GPULSE_FAKE_NVML_PROCESSES="PID:MIB:SM[,PID:MIB:SM...]"  every GPU
+ *       serves these processes (pid, used memory in MiB, SM utilization
+ *       in percent) instead of the row's proc_count made-up ones, so a
+ *       test can list processes it owns with distinct values
  *   GPULSE_FAKE_NVML_FAULTS="spec;spec;..."  with specs
  *       hang:FUNC[:gpu=N][:after=S][:for=S]  every matching call made after
  *           S seconds sleeps `for` seconds (forever without it) first
@@ -69,6 +73,7 @@
 #define SUPPORTED_EVENTS                                                           \
 	(NVML_ABI_EVENT_TYPE_XID_CRITICAL_ERROR | NVML_ABI_EVENT_TYPE_SINGLE_BIT_ECC_ERROR | \
 	 NVML_ABI_EVENT_TYPE_DOUBLE_BIT_ECC_ERROR)
+#define FAKE_PROC_MAX 64                /* GPULSE_FAKE_NVML_PROCESSES entries */
 #define EVENT_SET_MAGIC 0xfa4e5e75U
 #define GPM_SAMPLE_MAGIC 0xfa4e69d5U
 
@@ -145,6 +150,12 @@ static struct {
 	int ngpus;
 	struct fault faults[FAULT_MAX];
 	int nfaults;
+	struct fake_proc {
+		unsigned pid;
+		unsigned long long used_bytes;
+		unsigned sm_pct;
+	} procs[FAKE_PROC_MAX];
+	int nprocs;                  /* -1: the rows' proc_count decides */
 } st = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* What enter() found out about the call in progress. */
@@ -282,6 +293,7 @@ static void state_free(void)
 	memset(st.srcs, 0, sizeof st.srcs);
 	memset(st.recs, 0, sizeof st.recs);
 	st.nsrcs = st.nrecs = st.ngpus = st.nfaults = 0;
+	st.nprocs = -1;
 }
 
 static bool parse_double(const char *s, double *out)
@@ -307,6 +319,46 @@ static bool parse_uint(const char *s, unsigned long max, unsigned long *out)
 		return false;
 	*out = v;
 	return true;
+}
+
+/* GPULSE_FAKE_NVML_PROCESSES: "PID:MIB:SM" entries, comma-separated. */
+static int parse_procs(const char *spec, char *err, size_t errlen)
+{
+	char copy[4096];
+	if (strlen(spec) >= sizeof copy) {
+		snprintf(err, errlen, "GPULSE_FAKE_NVML_PROCESSES is longer than %zu bytes",
+			 sizeof copy - 1);
+		return -1;
+	}
+	snprintf(copy, sizeof copy, "%s", spec);
+	st.nprocs = 0;
+	char *save = NULL;
+	for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+		char *f[3] = {e, NULL, NULL};
+		for (int k = 1; k < 3 && f[k - 1]; k++) {
+			char *colon = strchr(f[k - 1], ':');
+			if (colon) {
+				*colon = '\0';
+				f[k] = colon + 1;
+			}
+		}
+		unsigned long pid, mib, sm;
+		if (!f[1] || !f[2] || !parse_uint(f[0], 0xffffffffUL, &pid) || pid == 0 ||
+		    !parse_uint(f[1], 1UL << 30, &mib) || !parse_uint(f[2], 100, &sm)) {
+			snprintf(err, errlen, "GPULSE_FAKE_NVML_PROCESSES: bad entry \"%.64s\" "
+				 "(want PID:MIB:SM, SM a percentage)", e);
+			return -1;
+		}
+		if (st.nprocs >= FAKE_PROC_MAX) {
+			snprintf(err, errlen, "GPULSE_FAKE_NVML_PROCESSES: more than %d entries",
+				 FAKE_PROC_MAX);
+			return -1;
+		}
+		st.procs[st.nprocs++] = (struct fake_proc){
+			.pid = (unsigned)pid, .used_bytes = (unsigned long long)mib << 20,
+			.sm_pct = (unsigned)sm};
+	}
+	return 0;
 }
 
 static int fn_by_name(const char *name)
@@ -507,6 +559,10 @@ static nvml_return_t configure(void)
 		}
 
 	st.speed = 1;
+	env = getenv("GPULSE_FAKE_NVML_PROCESSES");
+	if (env && *env && parse_procs(env, err, sizeof err) != 0)
+		goto fail;
+
 	env = getenv("GPULSE_FAKE_NVML_SPEED");
 	if (env && *env && !parse_double(env, &st.speed)) {
 		snprintf(err, sizeof err, "GPULSE_FAKE_NVML_SPEED=\"%s\" is not a number >= 0", env);
@@ -1211,6 +1267,19 @@ FAKE_API nvml_return_t nvmlDeviceGetComputeRunningProcesses_v3(nvml_device_t dev
 		return r;
 	if (!count)
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	if (st.nprocs >= 0) {
+		unsigned n = (unsigned)st.nprocs;
+		if (n > 0 && (!infos || *count < n)) {
+			*count = n;
+			return leave(NVML_ABI_ERROR_INSUFFICIENT_SIZE);
+		}
+		for (unsigned i = 0; i < n; i++)
+			infos[i] = (struct nvml_process_info){
+				.pid = st.procs[i].pid, .used_gpu_memory = st.procs[i].used_bytes,
+				.gpu_instance_id = 0xFFFFFFFFU, .compute_instance_id = 0xFFFFFFFFU};
+		*count = n;
+		return leave(NVML_ABI_SUCCESS);
+	}
 	if (!has(&c, F_PROC_COUNT))
 		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
 	unsigned n = proc_count(&c);
@@ -1246,13 +1315,27 @@ FAKE_API nvml_return_t nvmlDeviceGetProcessUtilization(nvml_device_t dev,
 		return r;
 	if (!count)
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	unsigned long long now = wall_us();
+	if (st.nprocs >= 0) {
+		unsigned n = (unsigned)st.nprocs;
+		if (n == 0 || last_seen_us >= now)
+			return leave(NVML_ABI_ERROR_NOT_FOUND);
+		if (!samples || *count < n) {
+			*count = n;
+			return leave(NVML_ABI_ERROR_INSUFFICIENT_SIZE);
+		}
+		for (unsigned i = 0; i < n; i++)
+			samples[i] = (struct nvml_process_utilization_sample){
+				.pid = st.procs[i].pid, .timestamp_us = now, .sm_util = st.procs[i].sm_pct};
+		*count = n;
+		return leave(NVML_ABI_SUCCESS);
+	}
 	enum field_id sm = has(&c, F_GPM_SM) ? F_GPM_SM : F_GPU_UTIL;
 	if (!has(&c, F_PROC_COUNT) || !has(&c, sm))
 		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
 	unsigned n = proc_count(&c);
 	/* Samples are stamped with the wall clock as NVML's are; asking for
 	 * nothing newer than now finds nothing, as it would there. */
-	unsigned long long now = wall_us();
 	if (n == 0 || last_seen_us >= now)
 		return leave(NVML_ABI_ERROR_NOT_FOUND);
 	if (!samples || *count < n) {

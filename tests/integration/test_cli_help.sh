@@ -3,7 +3,7 @@
 # supported yet" after it had been implemented.
 source "$(dirname "$0")/lib.sh"
 
-for cmd in status record diagnose rules query alerts kernels run trace; do
+for cmd in status top record diagnose report bench rules query alerts kernels run trace; do
 	"$GPULSE" help "$cmd" >"$WORK/$cmd.txt" 2>&1 || fail "gpulse help $cmd: exit $?"
 	[ -s "$WORK/$cmd.txt" ] || fail "gpulse help $cmd printed nothing"
 	if grep -Eqi 'not supported|not yet|unsupported' "$WORK/$cmd.txt"; then
@@ -11,6 +11,18 @@ for cmd in status record diagnose rules query alerts kernels run trace; do
 	fi
 done
 grep -q 'alert_rule_test' "$WORK/rules.txt" || fail "gpulse help rules does not name alert_rule_test"
+# gpulse help top lists its keys, and top refuses to run without a terminal.
+for k in 'q, F10' 'h, ?, F1' 's, F6' '/ ' 'k, F9' 'g, Tab' '+ / -'; do
+	grep -qF -- "  $k" "$WORK/top.txt" || fail "gpulse help top does not list the key \"$k\""
+done
+rc=0
+"$GPULSE" top </dev/null >"$WORK/top-notty.txt" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q 'needs a terminal' "$WORK/top-notty.txt" ||
+	fail "gpulse top without a terminal: exit $rc, $(cat "$WORK/top-notty.txt")"
+rc=0
+"$GPULSE" top --delay 0.01 >"$WORK/top-delay.txt" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q -- '--delay "0.01"' "$WORK/top-delay.txt" ||
+	fail "gpulse top --delay 0.01: exit $rc, $(cat "$WORK/top-delay.txt")"
 # The rule tests it names do run: an alert_rule_test that passes.
 mkdir -p "$WORK/r"
 cat >"$WORK/r/rules.yml" <<'YML'

@@ -31,7 +31,7 @@ grep -q "storage: keeping samples in $WORK/tmp/gpulse-demo\..*/gpulse.db (a temp
 	fail "no temporary store: $(cat "$WORK/demo.log")"
 # The last start-up line (before anything the running daemon logs later).
 serving=$(grep -n 'serving http' "$WORK/demo.log" | tail -n1)
-grep -Eq "serving http://127.0.0.1:0 port $PORT \(gpulsed [^)]*\); try: [^ ]*gpulse --url http://127.0.0.1:$PORT status" <<<"$serving" ||
+grep -Eq "serving http://127.0.0.1:0 port $PORT \(gpulsed [^)]*\); try: [^ ]*gpulse --url http://127.0.0.1:$PORT status.*; dashboard: http://127.0.0.1:$PORT/$" <<<"$serving" ||
 	fail "last start-up line: $serving"
 
 wait_long '[ "$(q "/api/v1/query?query=gpulse_gpu_up" | jcheck "d[\"status\"]==\"success\" and len(d[\"data\"][\"result\"])==1 and d[\"data\"][\"result\"][0][\"value\"][1]==\"1\"" && echo y)" = y ]' ||

@@ -629,7 +629,7 @@ static void test_engine_restart(void **state)
 	assert_non_null(strstr(b.data, "\"alertname\":\"Warm\""));
 	assert_non_null(strstr(b.data, "\"state\":\"pending\",\"activeAt\":\"2023-11-14T22:13:50Z\""));
 	buf_reset(&b);
-	assert_int_equal(rules_engine_write_json(e, &b), 0);
+	assert_int_equal(rules_engine_write_json(e, NULL, &b), 0);
 	assert_non_null(strstr(b.data, "\"state\":\"firing\""));
 	assert_non_null(strstr(b.data, "\"duration\":1200"));
 	assert_non_null(strstr(b.data, "\"health\":\"ok\""));

@@ -165,7 +165,7 @@ static void start(struct srv *v, const char *listen, const char *token)
 
 static char *url(const struct srv *v, const char *path)
 {
-	static _Thread_local char u[4096];
+	static _Thread_local char u[HTTP_MAX_URL_BYTES + 256];
 	snprintf(u, sizeof u, "%s%s", v->base, path);
 	return u;
 }
@@ -449,6 +449,155 @@ static void test_routes(void **state)
 	http_server_stop(v.s);
 }
 
+/* Echo the parameters as http_request_arg and http_request_args see them. */
+static int h_form(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)ctx;
+	const char *q = http_request_arg(req, "q");
+	const char *m[8];
+	size_t n = http_request_args(req, "m[]", m, 8);
+	if (q && strlen(q) > 64) /* a long one by its length: the body is bounded */
+		buf_printf(&resp->body, "%s q=<%zu> m=", req->method, strlen(q));
+	else
+		buf_printf(&resp->body, "%s q=%s m=", req->method, q ? q : "-");
+	for (size_t i = 0; i < n && i < 8; i++)
+		buf_printf(&resp->body, "%s%s", i ? "," : "", m[i]);
+	return 0;
+}
+
+/* POST with form bodies, as Prometheus's API takes them (Go's ParseForm). */
+static void test_forms(void **state)
+{
+	(void)state;
+	struct srv v;
+	struct reply r;
+	start(&v, "127.0.0.1:0", NULL);
+	assert_int_equal(http_route(v.s, "/form", h_form, NULL), 0);
+	assert_int_equal(http_route_form(v.s, "/form"), 0);
+	assert_int_equal(http_route_form(v.s, "/nosuch"), GPULSE_ENOENT);
+
+	/* Body values first, then the query string's; escapes decoded. */
+	fetch(&r, url(&v, "/form?q=fromquery&m[]=0"), NULL, NULL, "q=a+b%21%7B%7D&m%5B%5D=1&m[]=2");
+	assert_int_equal(r.status, 200);
+	assert_string_equal(body_of(&r), "POST q=a b!{} m=1,2,0");
+	reply_free(&r);
+	/* GET still works, and a POST without a body reads the query. */
+	fetch(&r, url(&v, "/form?q=x&m[]=9"), NULL, NULL, NULL);
+	assert_string_equal(body_of(&r), "GET q=x m=9");
+	reply_free(&r);
+	fetch(&r, url(&v, "/form?q=y"), "POST", NULL, NULL);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(body_of(&r), "POST q=y m=");
+	reply_free(&r);
+	/* A key without '=' has the empty value; empty pairs are skipped. */
+	fetch(&r, url(&v, "/form"), NULL, NULL, "&&q&m[]=");
+	assert_string_equal(body_of(&r), "POST q= m=");
+	reply_free(&r);
+	/* Another content type: the body is not a form, so not read as one. */
+	fetch(&r, url(&v, "/form"), NULL, "Content-Type: text/plain", "q=1");
+	assert_int_equal(r.status, 200);
+	assert_string_equal(body_of(&r), "POST q=- m=");
+	reply_free(&r);
+	/* Bad forms: 400 with the API's JSON error. */
+	const char *bad[] = {"q=%zz", "q=%4", "q=1;m[]=2"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		fetch(&r, url(&v, "/form"), NULL, NULL, bad[i]);
+		if (r.status != 400 || !strstr(body_of(&r), "\"errorType\":\"bad_data\""))
+			fail_msg("%s: %ld %s", bad[i], r.status, body_of(&r));
+		reply_free(&r);
+	}
+	/* A large body within the bound is read whole; one over it is 413. */
+	size_t big = HTTP_MAX_FORM_BYTES - 16;
+	char *body = malloc(HTTP_MAX_FORM_BYTES + 2);
+	memcpy(body, "m[]=1&q=", 8);
+	memset(body + 8, 'z', big - 8);
+	body[big] = '\0';
+	fetch(&r, url(&v, "/form"), NULL, NULL, body);
+	assert_int_equal(r.status, 200);
+	char want[64];
+	snprintf(want, sizeof want, "POST q=<%zu> m=1", big - 8);
+	assert_string_equal(body_of(&r), want);
+	reply_free(&r);
+	memset(body + 8, 'z', HTTP_MAX_FORM_BYTES + 1 - 8);
+	body[HTTP_MAX_FORM_BYTES + 1] = '\0';
+	fetch(&r, url(&v, "/form"), NULL, NULL, body);
+	assert_int_equal(r.status, 413);
+	assert_non_null(strstr(body_of(&r), "request body too large"));
+	reply_free(&r);
+	free(body);
+	/* POST elsewhere: 405 on a GET route, 404 on no route; another
+	 * method on a form route: 405 that names POST too. */
+	fetch(&r, url(&v, "/empty"), NULL, NULL, "q=1");
+	assert_int_equal(r.status, 405);
+	assert_true(has_header(&r, "Allow: GET, HEAD"));
+	reply_free(&r);
+	fetch(&r, url(&v, "/form"), "PUT", NULL, NULL);
+	assert_int_equal(r.status, 405);
+	assert_true(has_header(&r, "Allow: GET, HEAD, POST"));
+	reply_free(&r);
+	fetch(&r, url(&v, "/none"), NULL, NULL, "q=1");
+	assert_int_equal(r.status, 404);
+	reply_free(&r);
+	/* And a 9 KB query string, as Grafana sends, is served. */
+	char *path = malloc(9300);
+	strcpy(path, "/form?q=");
+	memset(path + 8, 'w', 9200);
+	path[9208] = '\0';
+	fetch(&r, url(&v, path), NULL, NULL, NULL);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(body_of(&r), "GET q=<9200> m=");
+	reply_free(&r);
+	free(path);
+	http_server_stop(v.s);
+}
+
+/* Both kinds of POST route on one server: a write action (POST without
+ * a body, as POST /api/v1/bench; the write check applies) and a form
+ * route (the query API's); POST elsewhere stays 405, and 404 on no route. */
+static void start_writes(struct srv *v, const char *listen, const char *token,
+			 const char *write_token);
+
+static void test_post_kinds(void **state)
+{
+	(void)state;
+	struct srv v;
+	struct reply r;
+	const char *wr = "Authorization: Bearer write-tok";
+	start_writes(&v, "127.0.0.1:0", NULL, "write-tok");
+	assert_int_equal(http_route(v.s, "/form", h_form, NULL), 0);
+	assert_int_equal(http_route_form(v.s, "/form"), 0);
+	/* The write action: POST without a body reaches the handler, which
+	 * sees the method; without the write token it is 403. */
+	fetch(&r, url(&v, "/api/v1/trace?x=1"), "POST", wr, NULL);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(body_of(&r), "trace POST /api/v1/trace"));
+	reply_free(&r);
+	fetch(&r, url(&v, "/api/v1/trace"), "POST", NULL, NULL);
+	assert_int_equal(r.status, 403);
+	reply_free(&r);
+	/* A body on a write action is refused; so is another method. */
+	fetch(&r, url(&v, "/api/v1/trace"), NULL, wr, "a=b");
+	assert_int_equal(r.status, 413);
+	reply_free(&r);
+	fetch(&r, url(&v, "/api/v1/trace"), "PUT", wr, NULL);
+	assert_int_equal(r.status, 405);
+	assert_true(has_header(&r, "Allow: GET, HEAD"));
+	reply_free(&r);
+	/* The form route still reads its body. */
+	fetch(&r, url(&v, "/form?m[]=0"), NULL, NULL, "q=z");
+	assert_int_equal(r.status, 200);
+	assert_string_equal(body_of(&r), "POST q=z m=0");
+	reply_free(&r);
+	/* A read route: 405; no route: 404. */
+	fetch(&r, url(&v, "/metrics"), "POST", wr, NULL);
+	assert_int_equal(r.status, 405);
+	reply_free(&r);
+	fetch(&r, url(&v, "/nosuch"), "POST", wr, NULL);
+	assert_int_equal(r.status, 404);
+	reply_free(&r);
+	http_server_stop(v.s);
+}
+
 static void test_refusals(void **state)
 {
 	(void)state;
@@ -701,7 +850,7 @@ static void test_basic_auth(void **state)
 	pthread_t th[3];
 	for (int i = 0; i < 3; i++) {
 		logins[i].status = 0;
-		snprintf(logins[i].url, sizeof logins[i].url, "%s", url(&v, "/metrics"));
+		snprintf(logins[i].url, sizeof logins[i].url, "%s/metrics", v.base);
 		assert_int_equal(pthread_create(&th[i], NULL, bad_login_main, &logins[i]), 0);
 	}
 	usleep(30000);
@@ -1454,6 +1603,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_routes),
 		cmocka_unit_test(test_shared_blob),
+		cmocka_unit_test(test_forms),
+		cmocka_unit_test(test_post_kinds),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_bearer_token),
 		cmocka_unit_test(test_write_token),

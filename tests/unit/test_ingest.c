@@ -183,13 +183,23 @@ static void test_values_and_labels(void **state)
 	assert_true(x[0] == 1);
 	assert_int_equal(read_series(INGEST_CLOCK_REASONS_METRIC, NULL, NULL, t, x, 16, &nl), 1);
 	assert_true(x[0] == 4);
+	/* The integral of the power readings: trapezoids of 100 ms. */
+	assert_int_equal(read_series("gpulse_gpu_power_energy_joules_total", NULL, NULL, t, x, 16, &nl), 5);
+	double joules = 0;
+	for (int i = 1; i < 5; i++) {
+		joules += 0.5 * ((100 + i - 1) + (100 + i)) * 0.1;
+		assert_true(fabs(x[i] - joules) < 1e-9);
+		assert_int_equal(t[i], T0_MS + 100 * i);
+	}
+	assert_true(x[0] == 0);
 	/* A field outside the update's mask is not written at all. */
 	assert_int_equal(read_series("gpulse_gpu_temperature_celsius", NULL, NULL, t, x, 16, &nl), 0);
 
 	struct ingest_stats st;
 	ingest_get_stats(fx.ing, &st);
 	assert_int_equal(st.updates_total, 7);
-	assert_int_equal(st.samples_appended_total, 5 * 2 + 3);  /* memory, util; ECC, reasons */
+	/* power, util and the bus's power integral (bus_publish); ECC, reasons */
+	assert_int_equal(st.samples_appended_total, 5 * 3 + 3);
 	assert_int_equal(st.append_errors_total, 0);
 
 	/* Flushed and reopened, the same samples come back. */
@@ -280,6 +290,53 @@ static void test_tick(void **state)
 	assert_true(read_series("gpulse_gpu_up", NULL, NULL, t, x, 16, &nl) > 4);
 }
 
+/* Each process's memory and SM share go to the store once a tick, with
+ * pid and comm, as /metrics shows them (the capacity report names them). */
+static void test_tick_processes(void **state)
+{
+	(void)state;
+	struct gpu_update *u = calloc(1, sizeof *u);
+	assert_non_null(u);
+	u->gpu = fx.slot;
+	u->tier = TIER_NORMAL;
+	u->wall_ns = T0_MS * 1000000;
+	u->has_procs = true;
+	u->nprocs = 2;
+	u->procs[0] = (struct gpu_process){.pid = 41, .mem_valid = true, .used_bytes = 5000000000ull,
+					   .util_valid = true, .sm_ratio = 0.25};
+	memcpy(u->procs[0].comm, "python", 6);
+	u->procs[1] = (struct gpu_process){.pid = 42, .mem_valid = true, .used_bytes = 1000};
+	memcpy(u->procs[1].comm, "\xff\xfe" "bad", 5); /* not UTF-8: cleaned */
+	bus_publish(fx.bus, u);
+	free(u);
+	ingest_tick(fx.ing, T0_MS + 100);
+	ingest_tick(fx.ing, T0_MS + 1100);
+	int64_t t[8];
+	double x[8];
+	size_t nl;
+	assert_int_equal(read_series("gpulse_process_gpu_memory_bytes", "pid", "41", t, x, 8, &nl), 2);
+	assert_true(x[0] == 5e9 && t[1] == T0_MS + 1100);
+	assert_int_equal(nl, 6); /* __name__, gpu, uuid, model, pid, comm */
+	assert_int_equal(read_series("gpulse_process_sm_utilization_ratio", "comm", "python", t, x, 8,
+				     &nl), 2);
+	assert_true(x[0] == 0.25);
+	assert_int_equal(read_series("gpulse_process_gpu_memory_bytes", "pid", "42", t, x, 8, &nl), 2);
+	assert_true(x[0] == 1000);
+	/* no SM share was read for pid 42: no series */
+	struct tsdb_matcher m[2] = {{TSDB_MATCH_EQ, "__name__", "gpulse_process_sm_utilization_ratio"},
+				    {TSDB_MATCH_EQ, "pid", "42"}};
+	struct tsdb_select_opts so = {.mint = 0, .maxt = INT64_MAX / 2, .mode = TSDB_READ_RAW};
+	struct tsdb_iter *it = NULL;
+	char err[256];
+	assert_int_equal(tsdb_select(fx.db, m, 2, &so, &it, err, sizeof err), 0);
+	assert_int_equal(tsdb_iter_next_series(it), 0);
+	tsdb_iter_free(it);
+	/* lost: no process samples */
+	bus_set_health(fx.bus, fx.slot, GPU_HEALTH_LOST, "test");
+	ingest_tick(fx.ing, T0_MS + 2100);
+	assert_int_equal(read_series("gpulse_process_gpu_memory_bytes", "pid", "41", t, x, 8, &nl), 2);
+}
+
 static void test_stale_marker(void **state)
 {
 	(void)state;
@@ -333,11 +390,11 @@ static void test_out_of_order_counted(void **state)
 	publish(TIER_FAST, T0_MS, m, m, v);        /* older */
 	struct ingest_stats st;
 	ingest_get_stats(fx.ing, &st);
-	assert_int_equal(st.append_errors_total, 2); /* power, twice */
-	assert_int_equal(st.samples_appended_total, 1);
+	assert_int_equal(st.append_errors_total, 4); /* power and its integral, twice */
+	assert_int_equal(st.samples_appended_total, 2);
 	struct tsdb_stats ts;
 	tsdb_get_stats(fx.db, &ts);
-	assert_int_equal(ts.samples_dropped_total, 2);
+	assert_int_equal(ts.samples_dropped_total, 4);
 }
 
 int main(void)
@@ -346,6 +403,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_values_and_labels, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_marker, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tick, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tick_processes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_out_of_order_counted, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

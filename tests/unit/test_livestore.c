@@ -240,7 +240,7 @@ static void test_engine_without_store(void **state)
 	assert_non_null(strstr(b.data, "\"alertname\":\"PowerHigh\""));
 	assert_non_null(strstr(b.data, "\"state\":\"firing\""));
 	buf_reset(&b);
-	assert_int_equal(rules_engine_write_json(e, &b), 0);
+	assert_int_equal(rules_engine_write_json(e, NULL, &b), 0);
 	assert_non_null(strstr(b.data, "a recording rule needs a store"));
 	buf_free(&b);
 	struct rules_alert_stats as;

@@ -345,6 +345,29 @@ static void test_json(void **state)
 	assert_int_equal(json_integer_value(json_object_get(doc, "total")), 2);
 	json_decref(doc);
 
+	/* per_process: each process's heaviest kernel on each GPU, heaviest
+	 * first ("small" of pid 10 is cut); total counts what the cut left. */
+	buf_reset(&b);
+	buf_putc(&b, '{');
+	assert_int_equal(profile_agg_kernels_top_json(a, &b, -1, -1, 100, 1), 0);
+	buf_putc(&b, '}');
+	doc = json_loads(b.data, 0, &je);
+	assert_non_null(doc);
+	k = json_object_get(doc, "kernels");
+	assert_int_equal(json_array_size(k), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(k, 0), "kernel")), "mid");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(k, 1), "kernel")), "big");
+	assert_int_equal(json_integer_value(json_object_get(doc, "total")), 2);
+	json_decref(doc);
+	buf_reset(&b);
+	buf_putc(&b, '{');
+	assert_int_equal(profile_agg_kernels_top_json(a, &b, 10, -1, 100, 2), 0);
+	buf_putc(&b, '}');
+	doc = json_loads(b.data, 0, &je);
+	assert_non_null(doc);
+	assert_int_equal(json_array_size(json_object_get(doc, "kernels")), 2); /* both of pid 10 */
+	json_decref(doc);
+
 	buf_reset(&b);
 	buf_putc(&b, '{');
 	assert_int_equal(profile_agg_processes_json(a, &b), 0);

@@ -130,7 +130,7 @@ static void test_value_and_chain(void **state)
 
 	struct buf b;
 	buf_init(&b, 1 << 20);
-	assert_int_equal(rules_engine_write_json(e, &b), 0);
+	assert_int_equal(rules_engine_write_json(e, NULL, &b), 0);
 	assert_non_null(strstr(b.data, "\"name\":\"power\""));
 	assert_non_null(strstr(b.data, "\"interval\":10"));
 	assert_non_null(strstr(b.data, "\"type\":\"recording\""));

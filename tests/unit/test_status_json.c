@@ -64,6 +64,7 @@ static struct bus *make_bus(void)
 	u->has_procs = true;
 	u->nprocs = 2;
 	u->procs[0] = (struct gpu_process){.pid = 1234, .comm = "python", .mem_valid = true,
+					   .uid_valid = true, .uid = 1001,
 					   .util_valid = true, .used_bytes = 2147483648ULL,
 					   .sm_ratio = 0.5, .mem_ratio = 0.25};
 	u->procs[1] = (struct gpu_process){.pid = 99, .comm = "tab\there"};
@@ -172,6 +173,8 @@ static void test_gpu_up(void **state)
 	assert_true(json_number_value(json_object_get(p0, "sm_ratio")) == 0.5);
 	assert_true(json_number_value(json_object_get(p0, "mem_ratio")) == 0.25);
 	assert_string_equal(json_string_value(json_object_get(p1, "comm")), "tab\there");
+	assert_int_equal(json_integer_value(json_object_get(p0, "uid")), 1001);
+	assert_true(json_is_null(json_object_get(p1, "uid"))); /* unread: absent, never 0 (root) */
 	assert_true(json_is_null(json_object_get(p1, "used_bytes")));
 	assert_true(json_is_null(json_object_get(p1, "sm_ratio")));
 	assert_int_equal(json_integer_value(json_object_get(g, "processes_dropped")), 0);
@@ -205,8 +208,10 @@ static void test_gpu_lost(void **state)
 	assert_string_equal(json_string_value(json_object_get(g, "mig_mode")), "unknown");
 	assert_int_equal(json_object_size(json_object_get(g, "fields")), 0);
 	json_t *stale = json_object_get(g, "stale_fields");
-	assert_int_equal(json_array_size(stale), 1);
+	/* power, and the integral the bus derives from it */
+	assert_int_equal(json_array_size(stale), 2);
 	assert_string_equal(json_string_value(json_array_get(stale, 0)), "power");
+	assert_string_equal(json_string_value(json_array_get(stale, 1)), "power_energy");
 	assert_true(json_is_null(json_object_get(g, "throttle_reasons")));
 	assert_int_equal(json_array_size(json_object_get(g, "processes")), 0);
 	assert_int_equal(json_integer_value(json_object_get(g, "lost_total")), 1);

@@ -1,0 +1,440 @@
+/* gpulsed's /metrics into its own store; see selfscrape.h. The text is
+ * gpulsed's own rendering (prom.c), so the parser reads exactly the text
+ * format 0.0.4 that prom.c writes and refuses, counting, any other line. */
+#include "selfscrape.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "queryable.h"
+#include "status.h"
+
+#define NS_PER_MS 1000000LL
+#define MAX_LABELS 32
+#define VALUE_MAX 64
+
+enum owner { O_UNSEEN, O_PENDING, O_OURS, O_FOREIGN };
+
+struct family {
+	char *name;
+	enum owner owner;
+};
+
+struct sseries {
+	struct sseries *next;        /* the bucket's chain */
+	char *key;                   /* name{labels} as rendered */
+	uint64_t hash;
+	uint32_t ref;
+	uint64_t seen;               /* the scrape that last had it */
+	bool live;                   /* its last sample was a value, not a marker */
+};
+
+struct selfscrape {
+	struct tsdb *db;
+	struct selfscrape_opts o;
+	selfscrape_render_fn *render;
+	void *render_ctx;
+	struct sseries **bucket;
+	size_t nbuckets, nseries;
+	struct family *fam;
+	size_t nfam;
+	uint64_t gen;
+	pthread_t thread;
+	pthread_mutex_t run_lock;
+	pthread_cond_t run_cond;
+	bool running, stop;
+	atomic_uint_fast64_t scrapes, appended, append_errors, refused, nseries_pub, owned, foreign;
+};
+
+static uint64_t hash_key(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+	return h;
+}
+
+static bool name_char(char c, bool first)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
+	       (!first && c >= '0' && c <= '9');
+}
+
+/* One sample line: its key (name{labels}) length, name length and value.
+ * false for comments, blank and malformed lines. */
+static bool sample_line(const char *p, const char *end, size_t *keylen, size_t *namelen,
+			double *v)
+{
+	if (p == end || *p == '#' || !name_char(*p, true))
+		return false;
+	const char *q = p;
+	while (q < end && name_char(*q, false))
+		q++;
+	*namelen = (size_t)(q - p);
+	if (q < end && *q == '{') {
+		for (q++; q < end && *q != '}'; q++) {
+			if (*q == '"') {
+				for (q++; q < end && *q != '"'; q++)
+					if (*q == '\\')
+						q++;
+				if (q >= end)
+					return false;
+			}
+		}
+		if (q >= end)
+			return false;
+		q++;
+	}
+	*keylen = (size_t)(q - p);
+	if (q == end || *q != ' ')
+		return false;
+	const char *val = ++q;
+	while (q < end && *q != ' ')
+		q++;
+	size_t vl = (size_t)(q - val);
+	char text[VALUE_MAX];
+	if (vl == 0 || vl >= sizeof text)
+		return false;
+	memcpy(text, val, vl);
+	text[vl] = '\0';
+	char *e;
+	*v = strtod(text, &e); /* also +Inf, -Inf, NaN */
+	return *e == '\0';
+}
+
+/* Split key (name{a="x",...}) into labels for tsdb_series, unescaping
+ * values into scratch. Empty values are no label (as in Prometheus). */
+static size_t parse_labels(const char *key, size_t keylen, size_t namelen, char *scratch,
+			   size_t cap, struct tsdb_label *l, bool *ok)
+{
+	size_t n = 0, w = 0;
+	*ok = false;
+	if (namelen + 1 > cap)
+		return 0;
+	memcpy(scratch, key, namelen);
+	scratch[namelen] = '\0';
+	l[n++] = (struct tsdb_label){"__name__", scratch};
+	w = namelen + 1;
+	const char *q = key + namelen, *end = key + keylen;
+	if (q < end && *q == '{')
+		q++;
+	while (q < end && *q != '}') {
+		const char *nm = q;
+		while (q < end && name_char(*q, false))
+			q++;
+		size_t nl = (size_t)(q - nm);
+		if (nl == 0 || end - q < 2 || q[0] != '=' || q[1] != '"' || n == MAX_LABELS ||
+		    w + nl + 1 >= cap)
+			return 0;
+		char *name = scratch + w;
+		memcpy(name, nm, nl);
+		name[nl] = '\0';
+		w += nl + 1;
+		char *value = scratch + w;
+		for (q += 2; q < end && *q != '"'; q++) {
+			if (w + 2 >= cap)
+				return 0;
+			if (*q == '\\' && q + 1 < end) {
+				q++;
+				scratch[w++] = *q == 'n' ? '\n' : *q;
+			} else {
+				scratch[w++] = *q;
+			}
+		}
+		scratch[w++] = '\0';
+		if (q >= end)
+			return 0;
+		q++;
+		if (q < end && *q == ',')
+			q++;
+		if (*value)
+			l[n++] = (struct tsdb_label){name, value};
+	}
+	*ok = true;
+	return n;
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static struct family *family_get(struct selfscrape *s, const char *name, size_t len)
+{
+	for (size_t i = 0; i < s->nfam; i++)
+		if (strlen(s->fam[i].name) == len && memcmp(s->fam[i].name, name, len) == 0)
+			return &s->fam[i];
+	if (s->nfam == SELFSCRAPE_MAX_FAMILIES)
+		return NULL;
+	char *copy = strndup(name, len);
+	if (!copy)
+		return NULL;
+	enum owner owner = O_UNSEEN;
+	for (const char *const *f = s->o.foreign_names; f && *f; f++)
+		if (strlen(*f) == len && memcmp(*f, name, len) == 0) {
+			owner = O_FOREIGN;
+			atomic_fetch_add(&s->foreign, 1);
+			break;
+		}
+	s->fam[s->nfam] = (struct family){copy, owner};
+	return &s->fam[s->nfam++];
+}
+
+/* Settle the owner of every name not yet settled, against the names the
+ * store holds now (one index read per scrape, while any is unsettled). */
+static void classify(struct selfscrape *s)
+{
+	bool any = false;
+	for (size_t i = 0; i < s->nfam && !any; i++)
+		any = s->fam[i].owner == O_UNSEEN || s->fam[i].owner == O_PENDING;
+	if (!any)
+		return;
+	char **names = NULL;
+	size_t n = 0;
+	if (tsdb_label_values(s->db, "__name__", &names, &n) != GPULSE_OK) {
+		names = NULL;
+		n = 0;
+	}
+	for (size_t i = 0; i < s->nfam; i++) {
+		struct family *f = &s->fam[i];
+		if (f->owner != O_UNSEEN && f->owner != O_PENDING)
+			continue;
+		const char *key = f->name;
+		bool stored = n && bsearch(&key, names, n, sizeof *names, cmp_cstr) != NULL;
+		if (stored) {
+			f->owner = O_FOREIGN;
+			atomic_fetch_add(&s->foreign, 1);
+		} else if (f->owner == O_PENDING) {
+			f->owner = O_OURS;
+			atomic_fetch_add(&s->owned, 1);
+		} else {
+			f->owner = O_PENDING;
+		}
+	}
+	tsdb_strings_free(names, n);
+}
+
+static struct sseries *series_get(struct selfscrape *s, const char *key, size_t len,
+				  size_t namelen, bool *created)
+{
+	*created = false;
+	uint64_t h = hash_key(key, len);
+	struct sseries **b = &s->bucket[h & (s->nbuckets - 1)];
+	for (struct sseries *x = *b; x; x = x->next)
+		if (x->hash == h && strlen(x->key) == len && memcmp(x->key, key, len) == 0)
+			return x;
+	if (s->nseries >= s->o.max_series) {
+		atomic_fetch_add(&s->refused, 1);
+		return NULL;
+	}
+	char scratch[4096];
+	struct tsdb_label l[MAX_LABELS + 1];
+	bool ok;
+	size_t nl = parse_labels(key, len, namelen, scratch, sizeof scratch, l, &ok);
+	uint32_t ref;
+	char err[256];
+	if (!ok || tsdb_series(s->db, l, nl, &ref, err, sizeof err) != GPULSE_OK) {
+		atomic_fetch_add(&s->refused, 1);
+		return NULL;
+	}
+	struct sseries *x = calloc(1, sizeof *x);
+	char *k = x ? strndup(key, len) : NULL;
+	if (!k) {
+		free(x);
+		return NULL;
+	}
+	*x = (struct sseries){.next = *b, .key = k, .hash = h, .ref = ref};
+	*b = x;
+	s->nseries++;
+	*created = true;
+	return x;
+}
+
+static void put(struct selfscrape *s, struct sseries *x, int64_t t_ms, double v)
+{
+	if (tsdb_append(s->db, x->ref, t_ms, v) == GPULSE_OK)
+		atomic_fetch_add(&s->appended, 1);
+	else
+		atomic_fetch_add(&s->append_errors, 1);
+}
+
+void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64_t t_ms)
+{
+	s->gen++;
+	atomic_fetch_add(&s->scrapes, 1);
+	const char *p = text, *end = text + len;
+	/* First the names, so that a new one is settled before its samples. */
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		size_t keylen, namelen;
+		double v;
+		if (sample_line(p, le, &keylen, &namelen, &v))
+			family_get(s, p, namelen);
+		p = nl ? nl + 1 : end;
+	}
+	classify(s);
+	for (p = text; p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		size_t keylen, namelen;
+		double v;
+		if (sample_line(p, le, &keylen, &namelen, &v)) {
+			struct family *f = family_get(s, p, namelen);
+			bool created;
+			struct sseries *x = f && f->owner == O_OURS
+				? series_get(s, p, keylen, namelen, &created) : NULL;
+			if (x) {
+				put(s, x, t_ms, v);
+				x->seen = s->gen;
+				x->live = true;
+			}
+		}
+		p = nl ? nl + 1 : end;
+	}
+	/* End what this scrape no longer has; forget what is long gone. */
+	for (size_t i = 0; i < s->nbuckets; i++) {
+		for (struct sseries **pp = &s->bucket[i]; *pp;) {
+			struct sseries *x = *pp;
+			if (x->seen != s->gen && x->live) {
+				put(s, x, t_ms, promql_stale_nan());
+				x->live = false;
+			}
+			if (s->gen - x->seen >= SELFSCRAPE_FORGET_SCRAPES) {
+				*pp = x->next;
+				free(x->key);
+				free(x);
+				s->nseries--;
+				continue;
+			}
+			pp = &x->next;
+		}
+	}
+	atomic_store(&s->nseries_pub, s->nseries);
+}
+
+static void *scraper(void *arg)
+{
+	struct selfscrape *s = arg;
+	struct buf b;
+	buf_init(&b, 64u << 20);
+	pthread_mutex_lock(&s->run_lock);
+	int64_t next = clock_mono_ns();
+	while (!s->stop) {
+		pthread_mutex_unlock(&s->run_lock);
+		buf_reset(&b);
+		int64_t t_ms = clock_wall_ns() / NS_PER_MS;
+		if (s->render(s->render_ctx, &b) == 0 && !b.failed)
+			selfscrape_ingest(s, b.data ? b.data : "", b.len, t_ms);
+		pthread_mutex_lock(&s->run_lock);
+		next += s->o.interval_ms * NS_PER_MS;
+		if (clock_mono_ns() > next)
+			next = clock_mono_ns(); /* fell behind: no burst to catch up */
+		while (!s->stop && clock_mono_ns() < next)
+			clock_cond_wait_until(&s->run_cond, &s->run_lock, next);
+	}
+	pthread_mutex_unlock(&s->run_lock);
+	buf_free(&b);
+	return NULL;
+}
+
+int selfscrape_create(struct selfscrape **out, struct tsdb *db, const struct selfscrape_opts *o,
+		      selfscrape_render_fn *render, void *ctx)
+{
+	*out = NULL;
+	struct selfscrape *s = calloc(1, sizeof *s);
+	if (!s)
+		return GPULSE_ENOMEM;
+	s->db = db;
+	s->o = o ? *o : (struct selfscrape_opts){0};
+	if (s->o.interval_ms <= 0)
+		s->o.interval_ms = SELFSCRAPE_DEFAULT_INTERVAL_MS;
+	if (!s->o.max_series)
+		s->o.max_series = SELFSCRAPE_DEFAULT_MAX_SERIES;
+	s->render = render;
+	s->render_ctx = ctx;
+	s->nbuckets = 1;
+	while (s->nbuckets < s->o.max_series)
+		s->nbuckets <<= 1;
+	s->bucket = calloc(s->nbuckets, sizeof *s->bucket);
+	s->fam = calloc(SELFSCRAPE_MAX_FAMILIES, sizeof *s->fam);
+	if (!s->bucket || !s->fam) {
+		free(s->bucket);
+		free(s->fam);
+		free(s);
+		return GPULSE_ENOMEM;
+	}
+	pthread_mutex_init(&s->run_lock, NULL);
+	clock_cond_init(&s->run_cond);
+	*out = s;
+	return GPULSE_OK;
+}
+
+int selfscrape_start(struct selfscrape *s)
+{
+	pthread_mutex_lock(&s->run_lock);
+	if (s->running) {
+		pthread_mutex_unlock(&s->run_lock);
+		return GPULSE_ESTATE;
+	}
+	s->stop = false;
+	int rc = pthread_create(&s->thread, NULL, scraper, s) == 0 ? GPULSE_OK : GPULSE_ENOMEM;
+	s->running = rc == GPULSE_OK;
+	pthread_mutex_unlock(&s->run_lock);
+	return rc;
+}
+
+void selfscrape_stop(struct selfscrape *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->run_lock);
+	bool was = s->running;
+	s->stop = true;
+	s->running = false;
+	pthread_cond_broadcast(&s->run_cond);
+	pthread_mutex_unlock(&s->run_lock);
+	if (was)
+		pthread_join(s->thread, NULL);
+}
+
+void selfscrape_destroy(struct selfscrape *s)
+{
+	if (!s)
+		return;
+	selfscrape_stop(s);
+	for (size_t i = 0; i < s->nbuckets; i++)
+		for (struct sseries *x = s->bucket[i]; x;) {
+			struct sseries *next = x->next;
+			free(x->key);
+			free(x);
+			x = next;
+		}
+	free(s->bucket);
+	for (size_t i = 0; i < s->nfam; i++)
+		free(s->fam[i].name);
+	free(s->fam);
+	pthread_mutex_destroy(&s->run_lock);
+	pthread_cond_destroy(&s->run_cond);
+	free(s);
+}
+
+void selfscrape_get_stats(struct selfscrape *s, struct selfscrape_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!s)
+		return;
+	out->scrapes_total = atomic_load(&s->scrapes);
+	out->samples_appended_total = atomic_load(&s->appended);
+	out->append_errors_total = atomic_load(&s->append_errors);
+	out->series_refused_total = atomic_load(&s->refused);
+	out->series = atomic_load(&s->nseries_pub);
+	out->names_owned = atomic_load(&s->owned);
+	out->names_foreign = atomic_load(&s->foreign);
+}
