@@ -156,8 +156,11 @@ sed -e 's#/hook"#/hook2"#' -e 's#group_by: \[alertname\]#group_by: [alertname, g
 	"$WORK/cfg1.good" >"$WORK/cfg1.yml"
 kill -HUP "$DAEMON_PID"
 wait_for '[ "$(metric gpulse_config_reloads_total "result=\"success\"")" = 1 ]' || fail "good reload not applied"
+# Each regrouped group is its own notification: wait for the one asserted
+# below, not the first to arrive (a CI rehearsal's clock-400d stage got
+# GPUDown's group alone at the first look).
 for _ in $(seq 1 150); do
-	grep -q '"path": "/hook2"' "$WORK/hook.jsonl" && break
+	grep '"path": "/hook2"' "$WORK/hook.jsonl" | grep -q 'alertname=\\"GPUWatched\\", gpu=\\"0\\"' && break
 	sleep 0.1
 done
 python3 - "$WORK/hook.jsonl" <<'PY' || fail "after the reload: $(grep hook2 "$WORK/hook.jsonl")"
