@@ -164,57 +164,212 @@ void census_take(struct census *c, struct census *out)
 	census_clear(c);
 }
 
-static uint64_t scaled(uint64_t v, double by)
+static uint64_t to_u64(double x)
 {
-	double x = (double)v * by;
-	return x >= 1.8e19 ? UINT64_MAX : (uint64_t)llround(x);
+	return x >= 1.8e19 ? UINT64_MAX : x <= 0 ? 0 : (uint64_t)llround(x);
 }
 
-void census_estimate(const struct census *c, double observed, const struct census_means *means,
-		     struct agg *a, census_name_fn *demangle, void *user, uint64_t *untimed_launches)
+/* The pool's slot of (key, context) or of "other" in `context`, or the
+ * free one where it would go; -1 when neither. */
+static int pool_index(const struct census_pool *p, const char *key, uint32_t context,
+		      int is_other)
 {
-	if (!(observed > 0))
-		return;
-	if (observed > 1)
-		observed = 1;
-	double by = 1.0 / observed;
+	uint64_t h = is_other ? 0x0f0f0f0full + context : hash_key(key, context);
+	unsigned mask = CENSUS_SLOTS - 1, i = (unsigned)(h >> 40) & mask;
+	for (unsigned probe = 0; probe < CENSUS_SLOTS; probe++, i = (i + 1) & mask) {
+		const struct census_pooled *e = &p->k[i];
+		if (!e->used)
+			return (int)i;
+		if (e->hash == h && e->context == context && e->is_other == is_other &&
+		    e->key == (is_other ? NULL : key))
+			return (int)i;
+	}
+	return -1;
+}
+
+/* Rebuild the table without the kernels whose pooled count has decayed
+ * below CENSUS_POOL_FORGET (open addressing: removal is a rebuild). */
+static void pool_forget(struct census_pool *p)
+{
+	struct census_pooled *keep = p->scratch;
+	unsigned n = 0;
+	for (unsigned i = 0; i < CENSUS_SLOTS; i++)
+		if (p->k[i].used && p->k[i].launches >= CENSUS_POOL_FORGET)
+			keep[n++] = p->k[i];
+	memset(p->k, 0, sizeof p->k);
+	p->count = 0;
+	for (unsigned j = 0; j < n; j++) {
+		int i = pool_index(p, keep[j].key, keep[j].context, keep[j].is_other);
+		p->k[i] = keep[j];
+		p->count++;
+	}
+}
+
+void census_pool_add(struct census_pool *p, const struct census *c, uint64_t observed_ns,
+		     uint64_t interval_ns)
+{
+	double d = exp2(-(double)interval_ns / (double)CENSUS_POOL_HALF_LIFE_NS);
+	p->observed_ns = p->observed_ns * d + (double)observed_ns;
+	for (unsigned i = 0; i < CENSUS_SLOTS; i++)
+		if (p->k[i].used)
+			p->k[i].launches *= d;
+	for (unsigned i = 0; i < p->ncontexts; i++)
+		for (unsigned kind = 0; kind < WIRE_COPY_KIND_COUNT; kind++) {
+			p->copies[i].count[kind] *= d;
+			p->copies[i].bytes[kind] *= d;
+		}
+	if (p->count + c->nkernels + CENSUS_CONTEXTS > CENSUS_SLOTS / 4 * 3)
+		pool_forget(p);
 	for (unsigned i = 0; i < CENSUS_SLOTS; i++) {
 		const struct census_kernel *k = &c->k[i];
 		if (!k->used || k->launches == 0)
 			continue;
-		struct wire_kernel w;
-		memset(&w, 0, sizeof w);
-		const char *name = k->is_other ? OTHER_NAME : demangle ? demangle(k->key, user) : k->key;
-		str_copy(w.name, sizeof w.name, name && *name ? name : "(unnamed)");
-		w.launches = scaled(k->launches, by);
-		if (w.launches == 0)
-			w.launches = 1;
-		double mean = 0;
-		if (k->sampled) {
-			mean = (double)k->sampled_ns / (double)k->sampled;
-			w.min_ns = k->min_ns;
-			w.max_ns = k->max_ns;
-			memcpy(w.hist, k->hist, sizeof w.hist);
-		} else if (!k->is_other && census_means_get(means, k->key, k->context, &mean)) {
-			w.min_ns = w.max_ns = (uint64_t)llround(mean); /* no sample of its own here */
-		} else if (untimed_launches) {
-			*untimed_launches += w.launches;
+		int j = pool_index(p, k->key, k->context, k->is_other);
+		/* Three quarters full at most; "other" always finds room. */
+		if (j < 0 || (!p->k[j].used && !k->is_other && p->count >= CENSUS_SLOTS / 4 * 3)) {
+			p->unpooled++;
+			continue;
 		}
-		if (mean > 0) {
-			double t = mean * (double)w.launches;
-			w.total_ns = t >= 1.8e19 ? UINT64_MAX : (uint64_t)llround(t);
+		struct census_pooled *e = &p->k[j];
+		if (!e->used) {
+			memset(e, 0, sizeof *e);
+			e->used = 1, e->is_other = k->is_other, e->hash = k->hash, e->key = k->key;
+			e->context = k->context;
+			p->count++;
 		}
-		memcpy(w.grid, k->grid, sizeof w.grid);
-		memcpy(w.block, k->block, sizeof w.block);
-		w.shared_bytes = k->shared_bytes;
-		agg_add_kernel_stats(a, k->device, k->context, &w);
+		e->device = k->device;
+		e->launches += (double)k->launches;
+		memcpy(e->grid, k->grid, sizeof e->grid);
+		memcpy(e->block, k->block, sizeof e->block);
+		e->shared_bytes = k->shared_bytes;
 	}
+	for (unsigned i = 0; i < c->ncontexts; i++) {
+		const struct census_copies *cp = &c->copies[i];
+		struct census_pooled_copies *e = NULL;
+		for (unsigned j = 0; j < p->ncontexts && !e; j++)
+			if (p->copies[j].context == cp->context)
+				e = &p->copies[j];
+		if (!e) {
+			if (p->ncontexts >= CENSUS_CONTEXTS)
+				continue; /* the census's own bound is the same: never here */
+			e = &p->copies[p->ncontexts++];
+			memset(e, 0, sizeof *e);
+			e->context = cp->context;
+		}
+		e->device = cp->device;
+		for (unsigned kind = 0; kind < WIRE_COPY_KIND_COUNT; kind++) {
+			e->count[kind] += (double)cp->count[kind];
+			e->bytes[kind] += (double)cp->bytes[kind];
+		}
+	}
+}
+
+/* The pooled rate of `v` times `unobserved_ns`, with *carry's remainder:
+ * the whole part is returned, the rest carried. */
+static uint64_t pooled_part(const struct census_pool *p, double v, uint64_t unobserved_ns,
+			    double *carry)
+{
+	if (!p || !(p->observed_ns > 0) || unobserved_ns == 0)
+		return 0;
+	double x = v / p->observed_ns * (double)unobserved_ns + *carry;
+	double whole = floor(x);
+	*carry = x - whole;
+	return to_u64(whole);
+}
+
+/* One estimated kernel into `a`: `launches`, its GPU time from the
+ * interval's samples in `k` (may be NULL), else its kept mean. */
+static void add_kernel(struct agg *a, const struct census_kernel *k, const struct census_pooled *e,
+		       uint64_t launches, const struct census_means *means,
+		       census_name_fn *demangle, void *user, uint64_t *untimed_launches)
+{
+	struct wire_kernel w;
+	memset(&w, 0, sizeof w);
+	int is_other = k ? k->is_other : e->is_other;
+	const char *key = k ? k->key : e->key;
+	uint32_t context = k ? k->context : e->context, device = k ? k->device : e->device;
+	const char *name = is_other ? OTHER_NAME : demangle ? demangle(key, user) : key;
+	str_copy(w.name, sizeof w.name, name && *name ? name : "(unnamed)");
+	w.launches = launches;
+	double mean = 0;
+	if (k && k->sampled) {
+		mean = (double)k->sampled_ns / (double)k->sampled;
+		w.min_ns = k->min_ns;
+		w.max_ns = k->max_ns;
+		memcpy(w.hist, k->hist, sizeof w.hist);
+	} else if (!is_other && census_means_get(means, key, context, &mean)) {
+		w.min_ns = w.max_ns = (uint64_t)llround(mean); /* no sample of its own here */
+	} else if (untimed_launches) {
+		*untimed_launches += w.launches;
+	}
+	if (mean > 0)
+		w.total_ns = to_u64(mean * (double)w.launches);
+	memcpy(w.grid, k ? k->grid : e->grid, sizeof w.grid);
+	memcpy(w.block, k ? k->block : e->block, sizeof w.block);
+	w.shared_bytes = k ? k->shared_bytes : e->shared_bytes;
+	agg_add_kernel_stats(a, device, context, &w);
+}
+
+/* The census's slot of (key, context), or -1. */
+static int census_find(const struct census *c, const char *key, uint32_t context, int is_other)
+{
+	uint64_t h = is_other ? 0x0f0f0f0full + context : hash_key(key, context);
+	unsigned mask = CENSUS_SLOTS - 1, i = (unsigned)(h >> 40) & mask;
+	for (unsigned probe = 0; probe < CENSUS_SLOTS; probe++, i = (i + 1) & mask) {
+		const struct census_kernel *k = &c->k[i];
+		if (!k->used)
+			return -1;
+		if (k->hash == h && k->context == context && k->is_other == is_other &&
+		    k->key == (is_other ? NULL : key))
+			return (int)i;
+	}
+	return -1;
+}
+
+uint64_t census_estimate(const struct census *c, struct census_pool *p, uint64_t unobserved_ns,
+			 const struct census_means *means, struct agg *a, census_name_fn *demangle,
+			 void *user, uint64_t *untimed_launches)
+{
+	uint64_t total = 0;
+	for (unsigned i = 0; i < CENSUS_SLOTS; i++) {
+		const struct census_kernel *k = &c->k[i];
+		if (!k->used || k->launches == 0)
+			continue;
+		int j = p ? pool_index(p, k->key, k->context, k->is_other) : -1;
+		struct census_pooled *e = j >= 0 && p->k[j].used ? &p->k[j] : NULL;
+		uint64_t n = k->launches;
+		if (e)
+			n += pooled_part(p, e->launches, unobserved_ns, &e->carry);
+		add_kernel(a, k, e, n, means, demangle, user, untimed_launches);
+		total += n;
+	}
+	for (unsigned j = 0; p && j < CENSUS_SLOTS; j++) {
+		struct census_pooled *e = &p->k[j];
+		if (!e->used || census_find(c, e->key, e->context, e->is_other) >= 0)
+			continue;
+		uint64_t n = pooled_part(p, e->launches, unobserved_ns, &e->carry);
+		if (n == 0)
+			continue;
+		add_kernel(a, NULL, e, n, means, demangle, user, untimed_launches);
+		total += n;
+	}
+	/* Copies: the interval's observed ones, then each context's pooled
+	 * rates for the unobserved time. */
 	for (unsigned i = 0; i < c->ncontexts; i++) {
 		const struct census_copies *cp = &c->copies[i];
 		for (unsigned kind = 0; kind < WIRE_COPY_KIND_COUNT; kind++)
 			if (cp->count[kind])
 				agg_add_copy_stats(a, cp->device, cp->context, (uint8_t)kind, 1,
-						   scaled(cp->count[kind], by),
-						   scaled(cp->bytes[kind], by));
+						   cp->count[kind], cp->bytes[kind]);
 	}
+	for (unsigned j = 0; p && j < p->ncontexts; j++) {
+		struct census_pooled_copies *e = &p->copies[j];
+		for (unsigned kind = 0; kind < WIRE_COPY_KIND_COUNT; kind++) {
+			uint64_t n = pooled_part(p, e->count[kind], unobserved_ns, &e->carry[kind]);
+			uint64_t b = pooled_part(p, e->bytes[kind], unobserved_ns, &e->carry_bytes[kind]);
+			if (n)
+				agg_add_copy_stats(a, e->device, e->context, (uint8_t)kind, 1, n, b);
+		}
+	}
+	return total;
 }

@@ -157,6 +157,10 @@ static struct {
 	pthread_mutex_t cmu;
 	struct census *census, *census_snap;
 	struct census_means *census_means; /* each kernel's samples over the process's life (library thread) */
+	struct census_pool *census_pool;   /* the recent windows' rates (library thread) */
+	atomic_int_fast64_t first_seen_ns; /* monotonic, the first launch a window heard */
+	uint64_t pool_observed_ns;        /* this interval's observed time from first_seen_ns on */
+	int64_t interval_start_mono_ns;
 	atomic_int census_on;             /* launch callbacks are counting */
 	atomic_int census_first;          /* the first window waits for the first launch */
 	atomic_int_fast64_t census_start_ns; /* monotonic, when the window began counting */
@@ -1361,6 +1365,10 @@ static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 			atomic_compare_exchange_strong(&g.census_first_launch_ns, &zero, t0);
 			atomic_store(&g.census_first, 0);
 		}
+		if (!atomic_load_explicit(&g.first_seen_ns, memory_order_relaxed)) {
+			int_fast64_t zero = 0;
+			atomic_compare_exchange_strong(&g.first_seen_ns, &zero, t0);
+		}
 		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
 		if (d->correlationData)
 			*d->correlationData = 0;
@@ -1539,6 +1547,18 @@ static int census_open(int64_t now)
 	return 1;
 }
 
+/* A window's counted time from `start` to `now` that lies after the first
+ * launch any window heard: the time the pool's rates are taken over (a
+ * program's set-up before its first launch is not its launch rate). */
+static uint64_t pooled_time(int64_t start, int64_t now)
+{
+	int64_t first = atomic_load(&g.first_seen_ns);
+	if (first <= 0 || start <= 0)
+		return 0;
+	int64_t from = start > first ? start : first;
+	return now > from ? (uint64_t)(now - from) : 0;
+}
+
 /* Close it: the counted time, what it saw and what it cost go to the
  * governor, which plans the next. */
 static void census_close(int64_t now)
@@ -1551,6 +1571,7 @@ static void census_close(int64_t now)
 	int64_t start = atomic_load(&g.census_start_ns);
 	uint64_t counted = start > 0 && now > start ? (uint64_t)(now - start) : 0;
 	g.observed_ns += counted;
+	g.pool_observed_ns += pooled_time(start, now);
 	uint64_t on = counted + g.census_split_ns;
 	g.census_split_ns = 0;
 	int64_t first = atomic_exchange(&g.census_first_launch_ns, 0);
@@ -1613,8 +1634,10 @@ static void detach_tick(int64_t now)
 			atomic_store(&g.census_on, 0);
 			hold_release_all(); /* no exit is heard after cuptiFinalize */
 			int64_t start = atomic_exchange(&g.census_start_ns, 0);
-			if (g.holds_census && start > 0 && now > start)
+			if (g.holds_census && start > 0 && now > start) {
 				g.observed_ns += (uint64_t)(now - start);
+				g.pool_observed_ns += pooled_time(start, now);
+			}
 			g.holds_census = 0;
 			g.census_split_ns = 0;
 			g.have_cupti = 0;
@@ -1672,31 +1695,42 @@ static const char *census_name(const char *mangled, void *user)
 	return kernel_name(mangled);
 }
 
-/* The interval's census, scaled to the interval, into g.cur (unless
- * `add` is 0: a capture's exact records stand for the interval then, and
- * estimates beside them would count the same launches twice); returns
- * the share of the interval observed. */
-static double census_fold(int64_t now_mono, uint64_t interval_ns, int add)
+/* The interval's census into g.cur as estimates for the whole interval
+ * (unless `add` is 0: a capture's exact records stand for the interval
+ * then, and estimates beside them would count the same launches twice):
+ * what its windows counted, plus the pool's recent rates for the time no
+ * window observed (census.h). Returns the share of the interval observed;
+ * *estimated is set when it stood anything for the interval. */
+static double census_fold(int64_t now_mono, uint64_t interval_ns, int add, int *estimated)
 {
+	*estimated = 0;
 	pthread_mutex_lock(&g.cmu);
 	census_take(g.census, g.census_snap);
 	pthread_mutex_unlock(&g.cmu);
-	uint64_t seen = g.observed_ns;
+	uint64_t seen = g.observed_ns, pooled = g.pool_observed_ns;
 	g.observed_ns = 0;
+	g.pool_observed_ns = 0;
 	int64_t start = atomic_load(&g.census_start_ns);
 	if (g.holds_census && start > 0 && now_mono > start) {
 		seen += (uint64_t)(now_mono - start);
+		pooled += pooled_time(start, now_mono);
 		/* The open window's counted time from here on is the next interval's. */
 		atomic_store(&g.census_start_ns, now_mono);
 		g.census_split_ns += (uint64_t)(now_mono - start);
 	}
+	/* The interval's time after the first launch heard, less what the
+	 * windows observed of it: the pool's rates stand for that. */
+	uint64_t active = pooled_time(g.interval_start_mono_ns, now_mono);
+	uint64_t unobserved = active > pooled ? active - pooled : 0;
+	g.interval_start_mono_ns = now_mono;
 	double observed = interval_ns ? (double)seen / (double)interval_ns : 0;
 	if (observed > 1)
 		observed = 1;
-	if (observed > 0 && add) {
+	if (add) {
+		census_pool_add(g.census_pool, g.census_snap, pooled, interval_ns);
 		pthread_mutex_lock(&g.mu);
-		census_estimate(g.census_snap, observed, g.census_means, g.cur, census_name, NULL,
-				&g.untimed_launches);
+		*estimated = census_estimate(g.census_snap, g.census_pool, unobserved, g.census_means,
+					     g.cur, census_name, NULL, &g.untimed_launches) > 0;
 		pthread_mutex_unlock(&g.mu);
 	}
 	return observed;
@@ -1788,8 +1822,9 @@ static void flush_interval(int64_t now_mono)
 		 * the time its statistics stand for. */
 		uint64_t iv_ns = now_wall > g.interval_start_wall_ns
 					 ? (uint64_t)(now_wall - g.interval_start_wall_ns) : 0;
-		int cap = atomic_load(&g.capture_on);
-		if (census_fold(now_mono, iv_ns, !cap) > 0 && !cap)
+		int cap = atomic_load(&g.capture_on), estimated = 0;
+		census_fold(now_mono, iv_ns, !cap, &estimated);
+		if (estimated)
 			traced = iv_ns;
 	}
 	pthread_mutex_lock(&g.mu);
@@ -2137,7 +2172,7 @@ static void write_dump(void)
 		 "\"census\": {\"busy\": %llu, \"samples_lost\": %llu, \"samples_ambiguous\": %llu, "
 		 "\"holds\": %llu, \"holds_late\": %llu, \"hold_state\": %d, \"floor_n\": %llu, "
 		 "\"floor_mean_ns\": %.1f, "
-		 "\"untimed_launches\": %llu, "
+		 "\"untimed_launches\": %llu, \"unpooled\": %llu, "
 		 "\"can_time\": %s, \"cb_cost_ns\": %.1f}, \"detaches\": %llu",
 		 (int)getpid(), g.mode == WIRE_MODE_FOCUSED_NVTX ? "nvtx" : inject_mode_name(g.mode),
 		 g.stepped_aside ? "true" : "false", reason, g.have_cupti ? g.cupti.version : 0,
@@ -2156,7 +2191,9 @@ static void write_dump(void)
 		 (unsigned long long)g.samples_ambiguous, (unsigned long long)g.holds,
 		 (unsigned long long)g.holds_late, atomic_load(&g.hold_state), (unsigned long long)g.floor_n,
 		 g.floor_n ? (double)g.floor_ns / (double)g.floor_n : 0.0,
-		 (unsigned long long)g.untimed_launches, drv.can_time ? "true" : "false", g.gov.cost_ns,
+		 (unsigned long long)g.untimed_launches,
+		 (unsigned long long)(g.census_pool ? g.census_pool->unpooled : 0),
+		 drv.can_time ? "true" : "false", g.gov.cost_ns,
 		 (unsigned long long)g.detaches);
 	/* The edges of the last windows, on CLOCK_MONOTONIC (benchmarks line
 	 * their own timings up with them); close 0: still open. */
@@ -2469,6 +2506,7 @@ API int InitializeInjection(void)
 	clock_cond_init(&g.wake);
 	g.mono_to_wall_ns = clock_wall_ns() - clock_mono_ns();
 	g.interval_start_wall_ns = clock_wall_ns();
+	g.interval_start_mono_ns = clock_mono_ns();
 	char err[1024];
 	inject_config_load(&g.cfg, env_get, (unsigned)getuid(), err, sizeof err);
 	if (err[0])
@@ -2517,9 +2555,11 @@ API int InitializeInjection(void)
 		g.census = calloc(1, sizeof *g.census);
 		g.census_snap = calloc(1, sizeof *g.census_snap);
 		g.census_means = calloc(1, sizeof *g.census_means);
+		g.census_pool = calloc(1, sizeof *g.census_pool);
 	}
 	if (!g.cur || !g.snap || !g.enc || !g.cap || (g.cfg.dump_path[0] && !g.total) ||
-	    (g.mode == WIRE_MODE_CONTINUOUS && (!g.census || !g.census_snap || !g.census_means))) {
+	    (g.mode == WIRE_MODE_CONTINUOUS && (!g.census || !g.census_snap || !g.census_means ||
+					     !g.census_pool))) {
 		step_aside("out of memory for the aggregation tables");
 		return 1;
 	}

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,23 @@ static struct census *new_census(void)
 	assert_non_null(c);
 	census_clear(c);
 	return c;
+}
+
+static struct census_pool *new_pool(void)
+{
+	struct census_pool *p = calloc(1, sizeof *p);
+	assert_non_null(p);
+	return p;
+}
+
+/* The interval's estimates with `c` pooled first: its windows observed
+ * `observed_ns` of `interval_ns` (all of it after the first launch). */
+static uint64_t fold(struct census *c, struct census_pool *p, uint64_t observed_ns,
+		     uint64_t interval_ns, const struct census_means *m, struct agg *a,
+		     uint64_t *untimed)
+{
+	census_pool_add(p, c, observed_ns, interval_ns);
+	return census_estimate(c, p, interval_ns - observed_ns, m, a, NULL, NULL, untimed);
 }
 
 /* 100 launches seen in a quarter of the interval stand for 400; GPU time
@@ -38,7 +56,8 @@ static void test_scales_to_interval(void **state)
 	struct agg *a = agg_create();
 	assert_non_null(a);
 	uint64_t untimed = 0;
-	census_estimate(c, 0.25, NULL, a, NULL, NULL, &untimed);
+	struct census_pool *p = new_pool();
+	assert_int_equal(fold(c, p, 250, 1000, NULL, a, &untimed), 400);
 	const struct wire_kernel *k = agg_find_kernel(a, 0, 1, name);
 	assert_non_null(k);
 	assert_int_equal(k->launches, 400);
@@ -53,6 +72,7 @@ static void test_scales_to_interval(void **state)
 	assert_int_equal(cp->bytes, 4 * 4096);
 	agg_destroy(a);
 	free(c);
+	free(p);
 }
 
 /* A kernel no launch of which was timed has launches and no time, and is
@@ -71,7 +91,9 @@ static void test_untimed_and_stale_samples(void **state)
 	assert_int_equal(c->samples, 1);
 	struct agg *a = agg_create();
 	uint64_t untimed = 0;
-	census_estimate(c, 1.0, NULL, a, NULL, NULL, &untimed);
+	struct census_pool *p = new_pool();
+	fold(c, p, 1000, 1000, NULL, a, &untimed);
+	free(p);
 	assert_int_equal(agg_find_kernel(a, 0, 1, b_name)->total_ns, 0);
 	assert_int_equal(untimed, 1);
 	assert_int_equal(agg_find_kernel(a, 0, 1, a_name)->total_ns, 5000);
@@ -103,7 +125,8 @@ static void test_means_carry_across_intervals(void **state)
 	}
 	struct agg *a = agg_create();
 	uint64_t untimed = 0;
-	census_estimate(c, 0.5, m, a, NULL, NULL, &untimed);
+	struct census_pool *p = new_pool();
+	fold(c, p, 500, 1000, m, a, &untimed);
 	const struct wire_kernel *ka = agg_find_kernel(a, 0, 1, a_name);
 	assert_non_null(ka);
 	assert_int_equal(ka->launches, 20);
@@ -116,11 +139,12 @@ static void test_means_carry_across_intervals(void **state)
 	census_sample(c, slot, a_name, 5000);
 	agg_destroy(a);
 	a = agg_create();
-	census_estimate(c, 1.0, m, a, NULL, NULL, NULL);
+	census_estimate(c, NULL, 0, m, a, NULL, NULL, NULL);
 	assert_int_equal(agg_find_kernel(a, 0, 1, a_name)->total_ns, 5000);
 	agg_destroy(a);
 	free(c);
 	free(m);
+	free(p);
 }
 
 /* The means' table is bounded: past three quarters of its slots new
@@ -156,12 +180,133 @@ static void test_bound_folds_into_other(void **state)
 	assert_int_equal(c->folded, 10);
 	assert_int_equal(c->launches, CENSUS_KERNELS + 10);
 	struct agg *a = agg_create();
-	census_estimate(c, 1.0, NULL, a, NULL, NULL, NULL);
+	struct census_pool *p = new_pool();
+	fold(c, p, 1000, 1000, NULL, a, NULL);
+	free(p);
 	const struct wire_kernel *o = agg_find_kernel(a, 0, 1, AGG_OTHER_NAME);
 	assert_non_null(o);
 	assert_int_equal(o->launches, 10);
 	agg_destroy(a);
 	free(c);
+}
+
+/* Each window weighs by the time it observed, not by its interval: a
+ * 2 ms window at a program's start (its mix: one rare launch in three)
+ * and a 200 ms one later (one in a hundred) stand for an interval no
+ * window observed at the pooled rates, where the rare kernel's share is
+ * (1 + 20) / (3 + 2000) of the launches; scaling each interval by its
+ * own window would have given the first window's mix the weight of the
+ * second's. */
+static void test_pool_weighs_windows_by_time(void **state)
+{
+	(void)state;
+	static const char a_name[] = "k_a", r_name[] = "k_rare";
+	const uint64_t ms = 1000000, iv = 1000 * ms;
+	struct census *c = new_census();
+	struct census_pool *p = new_pool();
+	struct agg *a = agg_create();
+	census_launch(c, a_name, 1, 0, grid, block, 0);
+	census_launch(c, a_name, 1, 0, grid, block, 0);
+	census_launch(c, r_name, 1, 0, grid, block, 0);
+	census_pool_add(p, c, 2 * ms, iv);
+	census_estimate(c, p, iv - 2 * ms, NULL, a, NULL, NULL, NULL);
+	census_clear(c);
+	for (int i = 0; i < 1980; i++)
+		census_launch(c, a_name, 1, 0, grid, block, 0);
+	for (int i = 0; i < 20; i++)
+		census_launch(c, r_name, 1, 0, grid, block, 0);
+	census_pool_add(p, c, 200 * ms, iv);
+	census_estimate(c, p, iv - 200 * ms, NULL, a, NULL, NULL, NULL);
+	/* An interval no window observed. */
+	census_clear(c);
+	agg_destroy(a);
+	a = agg_create();
+	census_pool_add(p, c, 0, iv);
+	uint64_t n = census_estimate(c, p, iv, NULL, a, NULL, NULL, NULL);
+	const struct wire_kernel *kr = agg_find_kernel(a, 0, 1, r_name);
+	const struct wire_kernel *ka = agg_find_kernel(a, 0, 1, a_name);
+	assert_non_null(kr);
+	assert_non_null(ka);
+	assert_int_equal(kr->launches + ka->launches, n);
+	/* The pooled rates: (3 + 2000) launches in 202 ms of windows, decayed
+	 * alike, so an unobserved second holds ~9916 of them. */
+	assert_true(n > 9800 && n < 10000);
+	double share = (double)kr->launches / (double)n;
+	assert_true(fabs(share - 21.0 / 2003.0) < 0.0005);
+	assert_int_equal(ka->grid[0], 64); /* the shape comes from the pool */
+	agg_destroy(a);
+	free(c);
+	free(p);
+}
+
+/* A kernel whose pooled rate is under one launch an unobserved interval
+ * is not rounded away: the remainder is carried, so ten intervals at 0.3
+ * publish 3 launches; an observed interval publishes exactly what it saw. */
+static void test_pool_carries_fractions(void **state)
+{
+	(void)state;
+	static const char name[] = "k_slow";
+	struct census *c = new_census();
+	struct census_pool *p = new_pool();
+	struct agg *a = agg_create();
+	census_launch(c, name, 1, 0, grid, block, 0);
+	census_launch(c, name, 1, 0, grid, block, 0);
+	census_launch(c, name, 1, 0, grid, block, 0);
+	/* 3 launches in 10 s observed, with no decay to speak of (1 ns). */
+	census_pool_add(p, c, 10000000000ull, 1);
+	assert_int_equal(census_estimate(c, p, 0, NULL, a, NULL, NULL, NULL), 3);
+	census_clear(c);
+	uint64_t sum = 0;
+	for (int i = 0; i < 10; i++) {
+		census_pool_add(p, c, 0, 1);
+		sum += census_estimate(c, p, 1000000000ull, NULL, a, NULL, NULL, NULL);
+	}
+	assert_true(sum == 3 || sum == 2); /* 10 x 0.3, floor of the running sum */
+	agg_destroy(a);
+	free(c);
+	free(p);
+}
+
+/* A kernel no window has seen for many half-lives is let go when room is
+ * needed: the pool stays bounded and its rates follow the workload; a
+ * kernel that finds no room is counted, its observed launches still
+ * published. */
+static void test_pool_forgets_and_bounds(void **state)
+{
+	(void)state;
+	struct census *c = new_census();
+	struct census_pool *p = new_pool();
+	static char names[CENSUS_SLOTS][16];
+	for (int i = 0; i < CENSUS_KERNELS; i++) {
+		snprintf(names[i], sizeof names[i], "old%d", i);
+		census_launch(c, names[i], 1, 0, grid, block, 0);
+	}
+	census_pool_add(p, c, 1000, 1000);
+	assert_int_equal(p->count, CENSUS_KERNELS);
+	/* Ten half-lives with windows that see other kernels only. */
+	census_clear(c);
+	for (int i = 0; i < 50; i++) {
+		snprintf(names[CENSUS_KERNELS + i], sizeof names[0], "new%d", i);
+		census_launch(c, names[CENSUS_KERNELS + i], 1, 0, grid, block, 0);
+	}
+	census_pool_add(p, c, 1000, 10 * CENSUS_POOL_HALF_LIFE_NS);
+	assert_int_equal(p->count, 50); /* the old ones decayed to 1/1024: gone */
+	assert_int_equal(p->unpooled, 0);
+	struct agg *a = agg_create();
+	assert_int_equal(census_estimate(c, p, 0, NULL, a, NULL, NULL, NULL), 50);
+	/* A full pool: fresh kernels find no room, counted, still published. */
+	census_clear(c);
+	for (int i = 0; i < CENSUS_KERNELS; i++)
+		census_launch(c, names[i], 1, 0, grid, block, 0);
+	census_pool_add(p, c, 1000, 1);
+	assert_true(p->count <= CENSUS_SLOTS / 4 * 3);
+	assert_true(p->unpooled > 0);
+	agg_destroy(a);
+	a = agg_create();
+	assert_int_equal(census_estimate(c, p, 0, NULL, a, NULL, NULL, NULL), CENSUS_KERNELS);
+	agg_destroy(a);
+	free(c);
+	free(p);
 }
 
 /* Take hands the interval over and leaves the census empty. */
@@ -187,6 +332,9 @@ int main(void)
 		cmocka_unit_test(test_means_bounded),
 		cmocka_unit_test(test_bound_folds_into_other),
 		cmocka_unit_test(test_take_clears),
+		cmocka_unit_test(test_pool_weighs_windows_by_time),
+		cmocka_unit_test(test_pool_carries_fractions),
+		cmocka_unit_test(test_pool_forgets_and_bounds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
