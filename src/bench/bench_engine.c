@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -397,6 +398,62 @@ static void dfree(struct eng *e, cu_deviceptr_t *p)
 	*p = 0;
 }
 
+/* ---- the host side's CPUs ---- */
+
+/* "0-3,8,10-11" for the CPUs in `set`, into out (cut at its size). */
+static void cpus_text(const cpu_set_t *set, char *out, size_t len)
+{
+	size_t o = 0;
+	out[0] = '\0';
+	for (int c = 0; c < CPU_SETSIZE && o + 1 < len; c++) {
+		if (!CPU_ISSET(c, set))
+			continue;
+		int end = c;
+		while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, set))
+			end++;
+		int w = end > c ? snprintf(out + o, len - o, "%s%d-%d", o ? "," : "", c, end)
+				: snprintf(out + o, len - o, "%s%d", o ? "," : "", c);
+		if (w < 0 || (size_t)w >= len - o) {
+			out[o] = '\0';
+			break;
+		}
+		o += (size_t)w;
+		c = end;
+	}
+}
+
+/* Run the host side on the CPUs NVML names as the GPU's nearest (its
+ * NUMA node), within those this thread may use, from before the CUDA
+ * context exists: pageable copies are the host's memcpy through the
+ * driver's staging buffers and launch figures are host CPU time, and both
+ * change with the node they run on and the memory they touch (first touch
+ * places the pages). The thread's own set is kept in *saved for
+ * unbind_host. No binding when NVML cannot say, or when the nearest CPUs
+ * are all of ours anyway. */
+static bool bind_near_gpu(struct nvml_lib *nv, nvml_device_t dev, struct bench_result *r,
+			  cpu_set_t *saved)
+{
+	enum { WORDS = CPU_SETSIZE / (8 * sizeof(unsigned long)) };
+	unsigned long near[WORDS];
+	memset(near, 0, sizeof near);
+	if (pthread_getaffinity_np(pthread_self(), sizeof *saved, saved) != 0)
+		return false;
+	cpu_set_t want;
+	CPU_ZERO(&want);
+	if (nv->device_get_cpu_affinity && NVML_CALL(nv, device_get_cpu_affinity, dev, WORDS, near) == 0)
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			if ((near[c / (8 * sizeof(unsigned long))] >> (c % (8 * sizeof(unsigned long)))) & 1UL &&
+			    CPU_ISSET(c, saved))
+				CPU_SET(c, &want);
+	if (CPU_COUNT(&want) == 0 || CPU_EQUAL(&want, saved) ||
+	    pthread_setaffinity_np(pthread_self(), sizeof want, &want) != 0) {
+		cpus_text(saved, r->host_cpus, sizeof r->host_cpus);
+		return false;
+	}
+	cpus_text(&want, r->host_cpus, sizeof r->host_cpus);
+	return true;
+}
+
 /* ---- launch figures ---- */
 
 static int op_empty(struct eng *e, void *arg)
@@ -421,13 +478,18 @@ static int bench_launch(struct eng *e)
 		return 0;
 	f->higher_is_better = false;
 	snprintf(f->size, sizeof f->size, "launch + cuStreamSynchronize of an empty kernel");
+	/* Each run's figure is the median of its launches, each timed
+	 * alone: a shared host's preemptions and interrupts land on a few
+	 * launches and would move a run's mean by as much as they took. */
 	double v[MAX_RUNS];
+	enum { PER_RUN_MAX = 1000 };
+	double one[PER_RUN_MAX];
 	int n = 0;
-	int per_run = e->o->full ? 1000 : 200;
+	int per_run = e->o->full ? PER_RUN_MAX : 200;
 	watch_begin(&e->w, e->r->nfig - 1);
 	for (int i = 0; i < e->runs && i < MAX_RUNS && !stopped(e); i++) {
-		int64_t t0 = clock_mono_ns();
 		for (int j = 0; j < per_run; j++) {
+			int64_t t0 = clock_mono_ns();
 			if ((rc = op_empty(e, NULL))) {
 				watch_end(&e->w, f);
 				return rc;
@@ -439,8 +501,12 @@ static int bench_launch(struct eng *e)
 					 cuda_lib_strerror(e->cu, r));
 				return GPULSE_EVENDOR;
 			}
+			one[j] = (double)(clock_mono_ns() - t0) / 1e9;
 		}
-		v[n++] = (double)(clock_mono_ns() - t0) / 1e9 / per_run;
+		double lo, med, hi, spread;
+		if (!bench_summarize(one, (size_t)per_run, &lo, &med, &hi, &spread))
+			continue;
+		v[n++] = med;
 	}
 	watch_end(&e->w, f);
 	f->runs = n;
@@ -902,6 +968,8 @@ int bench_run(const struct bench_opts *o, struct bench_result *r, char *err, siz
 	struct eng e = {.o = o, .r = r, .err = err, .errlen = errlen};
 	struct nvml_lib *nv = NULL;
 	int rc;
+	bool bound = false;
+	cpu_set_t saved_cpus;
 	memset(r, 0, sizeof *r);
 	r->version = BENCH_FORMAT_VERSION;
 	r->t_ms = clock_wall_ns() / NS_PER_MS;
@@ -990,6 +1058,7 @@ int bench_run(const struct bench_opts *o, struct bench_result *r, char *err, siz
 	e.w.dev = dev;
 	e.w.fig = -1;
 	e.w.self = self;
+	bound = bind_near_gpu(nv, dev, r, &saved_cpus);
 	if ((rc = open_cuda(&e)))
 		goto out;
 	if ((rc = setup_cuda(&e, o->full ? 5 * GIB : 3 * GIB)))
@@ -1060,6 +1129,8 @@ int bench_run(const struct bench_opts *o, struct bench_result *r, char *err, siz
 	}
 out:
 	teardown_cuda(&e);
+	if (bound)
+		pthread_setaffinity_np(pthread_self(), sizeof saved_cpus, &saved_cpus);
 out_nvml:
 	nvml_lib_close(nv);
 	r->duration_s = (double)(clock_mono_ns() - t0) / 1e9;

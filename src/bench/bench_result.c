@@ -169,6 +169,7 @@ int bench_result_to_json(const struct bench_result *r, struct buf *b)
 	put_str(b, "driver", r->driver, &first);
 	put_int(b, "cuda_driver_version", r->cuda_driver_version, &first);
 	put_str(b, "cublaslt", r->cublaslt, &first);
+	put_str(b, "host_cpus", r->host_cpus, &first);
 	put_bool(b, "baseline", r->baseline, &first);
 	put_bool(b, "interrupted", r->interrupted, &first);
 	put_key(b, "notes", &first);
@@ -415,6 +416,7 @@ static int parse_doc(struct rd *d, json_t *root, struct bench_result *r)
 		return rc;
 	r->cuda_driver_version = (int)v;
 	if ((rc = get_str(d, root, "cublaslt", r->cublaslt, sizeof r->cublaslt, false)) ||
+	    (rc = get_str(d, root, "host_cpus", r->host_cpus, sizeof r->host_cpus, false)) ||
 	    (rc = get_bool(d, root, "baseline", &r->baseline)) ||
 	    (rc = get_bool(d, root, "interrupted", &r->interrupted)))
 		return rc;

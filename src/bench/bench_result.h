@@ -73,6 +73,7 @@ struct bench_result {
 	char driver[32];                 /* NVML's driver version, "580.65.06" */
 	int cuda_driver_version;         /* cuDriverGetVersion: 13000 */
 	char cublaslt[128];              /* the library used, or "" */
+	char host_cpus[64];              /* CPUs the host side ran on ("0-7"), or "" */
 	bool baseline;                   /* fit to be a baseline */
 	int nnotes;                      /* why not, and other remarks */
 	char notes[BENCH_MAX_NOTES][BENCH_TEXT_MAX];

@@ -160,6 +160,8 @@ static void print_result(const struct bench_result *r, json_t *verdicts)
 	       r->gpu.pcie_width_max);
 	if (r->cublaslt[0])
 		printf("cuBLASLt: %s\n", r->cublaslt);
+	if (r->host_cpus[0])
+		printf("host side on CPUs %s\n", r->host_cpus);
 	printf("\n%-15s %-8s %14s %30s %7s %7s %6s %6s %5s  %-14s", "FIGURE", "VARIANT", "MEDIAN",
 	       "MIN - MAX", "SPREAD", "OF PEAK", "SM MHZ", "WATTS", "TEMP", "THROTTLE");
 	if (verdicts)

@@ -54,6 +54,8 @@
 	  (nvml_device_t, unsigned int *))                                                    \
 	X(OPT, device_get_num_gpu_cores, "nvmlDeviceGetNumGpuCores", NULL,                    \
 	  (nvml_device_t, unsigned int *))                                                    \
+	X(OPT, device_get_cpu_affinity, "nvmlDeviceGetCpuAffinity", NULL,                     \
+	  (nvml_device_t, unsigned int, unsigned long *))                                     \
 	X(OPT, device_get_utilization_rates, "nvmlDeviceGetUtilizationRates", NULL,           \
 	  (nvml_device_t, struct nvml_utilization *))                                         \
 	X(OPT, device_get_memory_info_v2, "nvmlDeviceGetMemoryInfo_v2", NULL,                 \

@@ -993,6 +993,40 @@ FAKE_API nvml_return_t nvmlDeviceGetMigMode(nvml_device_t dev, unsigned int *cur
 	return leave(NVML_ABI_SUCCESS);
 }
 
+/* The CPUs nearest the GPU: GPULSE_FAKE_NVML_CPU_AFFINITY ("0", "0-3,6"),
+ * else the first 64 (a one-node host). */
+FAKE_API nvml_return_t nvmlDeviceGetCpuAffinity(nvml_device_t dev, unsigned int words,
+						unsigned long *set);
+FAKE_API nvml_return_t nvmlDeviceGetCpuAffinity(nvml_device_t dev, unsigned int words,
+						unsigned long *set)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_cpu_affinity, dev, true, &c);
+	if (r)
+		return r;
+	if (!set || words == 0)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	const unsigned bits = 8 * sizeof(unsigned long);
+	memset(set, 0, words * sizeof *set);
+	const char *spec = getenv("GPULSE_FAKE_NVML_CPU_AFFINITY");
+	if (!spec || !*spec)
+		spec = "0-63";
+	for (const char *p = spec; *p;) {
+		char *end;
+		unsigned long lo = strtoul(p, &end, 10), hi = lo;
+		if (end == p)
+			return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+		if (*end == '-')
+			hi = strtoul(end + 1, &end, 10);
+		for (unsigned long cpu = lo; cpu <= hi && cpu < (unsigned long)words * bits; cpu++)
+			set[cpu / bits] |= 1UL << (cpu % bits);
+		p = *end == ',' ? end + 1 : end;
+		if (*end && *end != ',')
+			return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	}
+	return leave(NVML_ABI_SUCCESS);
+}
+
 FAKE_API nvml_return_t nvmlDeviceGetMaxClockInfo(nvml_device_t dev, int type, unsigned int *mhz);
 FAKE_API nvml_return_t nvmlDeviceGetMaxClockInfo(nvml_device_t dev, int type, unsigned int *mhz)
 {
@@ -1694,6 +1728,7 @@ static const struct nvml_lib abi_check __attribute__((unused)) = {
 	.device_get_architecture = nvmlDeviceGetArchitecture,
 	.device_get_cuda_compute_capability = nvmlDeviceGetCudaComputeCapability,
 	.device_get_mig_mode = nvmlDeviceGetMigMode,
+	.device_get_cpu_affinity = nvmlDeviceGetCpuAffinity,
 	.device_get_enforced_power_limit = nvmlDeviceGetEnforcedPowerLimit,
 	.device_get_max_clock_info = nvmlDeviceGetMaxClockInfo,
 	.device_get_max_pcie_link_generation = nvmlDeviceGetMaxPcieLinkGeneration,

@@ -79,6 +79,31 @@ grep -Eq '^matmul +bf16 +612\.[45] TFLOP/s' "$WORK/t.out" || fail "table: $(cat 
 grep -Eq '^h2d +pinned +41\.[45] GB/s' "$WORK/t.out" || fail "table: $(cat "$WORK/t.out")"
 ! grep -q '^dram_copy' "$WORK/t.out" || fail "--only ran dram_copy"
 
+# The host side runs on the CPUs NVML names as the GPU's nearest, within
+# those the process may use (from before the context exists); when none
+# of them is allowed it stays where it was, and says where.
+ranges() { python3 -c '
+import os, sys
+c = sorted(os.sched_getaffinity(0)) if len(sys.argv) < 2 else [int(sys.argv[1])]
+out, i = [], 0
+while i < len(c):
+    j = i
+    while j + 1 < len(c) and c[j + 1] == c[j] + 1:
+        j += 1
+    out.append(str(c[i]) if i == j else f"{c[i]}-{c[j]}")
+    i = j + 1
+print(",".join(out))' "$@"; }
+one=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
+for spec in "$one" 100000; do
+	want=$([ "$spec" = "$one" ] && ranges "$one" || ranges)
+	GPULSE_FAKE_NVML_CPU_AFFINITY=$spec "$GPULSE" bench --json --only launch >"$WORK/aff.json" \
+		2>"$WORK/aff.err" || fail "bench with affinity $spec: $(cat "$WORK/aff.err")"
+	got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["host_cpus"])' "$WORK/aff.json")
+	[ "$got" = "$want" ] || fail "nearest CPUs $spec: host_cpus $got, wanted $want"
+done
+"$GPULSE" bench --only launch 2>&1 | grep -q "^host side on CPUs $(ranges)\$" ||
+	fail "the table does not say where the host side ran"
+
 # ---- bad conditions: nothing on stdout, one sentence, status 1 ----
 refused() { # WANT ENV... -- ARGS...
 	local want=$1
