@@ -1,0 +1,563 @@
+/* `gpulse fleet`: every GPU a Prometheus-compatible API knows of (a
+ * central Prometheus scraping many gpulsed, or one gpulsed itself), one
+ * row each: instance, GPU index, model, UUID; health (up, stale, XID,
+ * uncorrectable ECC, remapped rows, clocks held down by heat or the
+ * hardware, firing alerts from ALERTS); the bottleneck class gpulse's
+ * diagnosis gave it most over the window (its gpulse_gpu_bottleneck
+ * verdicts, so the classes are the diagnosis's own, not recomputed here);
+ * and outliers: GPUs of one model whose utilization, power, SM clock,
+ * temperature or benchmark figures are far from their peers' (fleet.h:
+ * robust z-score over median and MAD, |z| > 3.5).
+ *
+ * Every figure is one instant query (PromQL over --since), so the work is
+ * the server's and the answer is the same whichever server is asked. */
+#include <getopt.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "buf.h"
+#include "client.h"
+#include "cmd_query.h"
+#include "commands.h"
+#include "fleet.h"
+#include "status.h"
+#include "str.h"
+
+#define FLEET_MAX_SERIES 200000   /* per answer; a 10,000-GPU fleet has ~20 per query */
+#define FLEET_MAX_GPUS 65536
+#define FLEET_MAX_BENCH 16        /* benchmark figures judged */
+#define FLEET_ALERTS_LEN 256
+
+/* The figures judged for outliers, with the least distance from the
+ * median that counts (a fleet agreeing to a hair flags nobody). */
+enum { M_UTIL, M_POWER, M_CLOCK, M_TEMP, M_FIXED };
+static const struct {
+	const char *name;
+	const char *metric;
+	double min_abs;
+	const char *unit;   /* the display unit */
+	double display;     /* multiplier to that unit */
+} fixed_metrics[M_FIXED] = {
+	[M_UTIL] = {"utilization", "gpulse_gpu_utilization_ratio", 0.10, "%", 100},
+	[M_POWER] = {"power", "gpulse_gpu_power_watts", 25, "W", 1},
+	[M_CLOCK] = {"sm_clock", "gpulse_gpu_sm_clock_hertz", 100e6, "MHz", 1e-6},
+	[M_TEMP] = {"temperature", "gpulse_gpu_temperature_celsius", 5, "C", 1},
+};
+#define BENCH_MIN_ABS 0.05 /* of the datasheet peak */
+
+struct gpu {
+	char instance[160], gpu[16], uuid[96], model[96], hostname[128];
+	int up, stale;          /* -1 unknown */
+	double last_xid, xid_total, ecc_unc, remap_unc, remap_pending, remap_failed;
+	char throttle[160];     /* reasons holding clocks down, comma-separated */
+	char alerts[FLEET_ALERTS_LEN];
+	int nalerts;
+	char bottleneck[32];
+	double bottleneck_share;
+	double m[M_FIXED + FLEET_MAX_BENCH];
+	double z[M_FIXED + FLEET_MAX_BENCH], med[M_FIXED + FLEET_MAX_BENCH];
+	bool out[M_FIXED + FLEET_MAX_BENCH];
+	int noutliers;
+};
+
+struct fleet {
+	struct client_opts co;
+	char since[32];
+	struct gpu *g;
+	size_t n, cap;
+	char bench[FLEET_MAX_BENCH][96];  /* figure/variant */
+	int nbench;
+	char err[1024];
+};
+
+static void fleet_usage(FILE *f)
+{
+	fputs("usage: gpulse fleet --prometheus URL [--since 10m] [--json] [--token-file FILE]\n"
+	      "\n"
+	      "Every GPU a Prometheus-compatible API holds gpulse series for (a central\n"
+	      "Prometheus scraping many gpulsed, or a gpulsed itself), one row each:\n"
+	      "instance, GPU, model, UUID; health (down, stale, XID, uncorrectable ECC,\n"
+	      "remapped rows, clocks held down by heat or the hardware, firing alerts);\n"
+	      "the bottleneck class gpulse's diagnosis gave it most over the window; and\n"
+	      "outliers: GPUs whose utilization, power, SM clock, temperature or benchmark\n"
+	      "figures are far from those of the other GPUs of the same model (robust\n"
+	      "z-score 0.6745 (x - median) / MAD over at least 3 GPUs of a model, |z| > 3.5,\n"
+	      "and at least 10 points of utilization, 25 W, 100 MHz, 5 C or 5% of peak away).\n"
+	      "\n"
+	      "  --prometheus URL   the API to ask (http:// or https://; also $GPULSE_URL)\n"
+	      "  --since DURATION   the window averaged over (default 10m)\n"
+	      "  --json             every GPU with every figure, as JSON\n"
+	      "  --token-file FILE  a bearer token for the API\n"
+	      "\n"
+	      "Exit status: 0 listed, 1 the API unreachable or its answer unusable, 2 usage.\n",
+	      f);
+}
+
+/* One instant query into *v. */
+static int ask(struct fleet *fl, const char *expr, struct fleet_vector *v)
+{
+	char *q = curl_easy_escape(NULL, expr, 0);
+	if (!q) {
+		str_errf(fl->err, sizeof fl->err, "out of memory");
+		return GPULSE_ENOMEM;
+	}
+	struct buf path;
+	buf_init(&path, 64 * 1024);
+	int rc = buf_printf(&path, "/api/v1/query?query=%s", q);
+	curl_free(q);
+	if (rc) {
+		str_errf(fl->err, sizeof fl->err, "the query is too long: %.200s", expr);
+		buf_free(&path);
+		return rc;
+	}
+	struct buf body;
+	buf_init(&body, CLIENT_MAX_RESPONSE);
+	long status = 0;
+	char err[512];
+	rc = client_get(&fl->co, path.data, &body, &status, err, sizeof err);
+	if (rc == 0) {
+		rc = fleet_parse_vector(body.data ? body.data : "", body.len, FLEET_MAX_SERIES, v, err,
+					sizeof err);
+		if (rc == GPULSE_EPARSE && (status < 200 || status > 299)) {
+			str_errf(err, sizeof err, "HTTP %ld", status);
+			rc = GPULSE_EIO;
+		}
+	}
+	if (rc)
+		str_errf(fl->err, sizeof fl->err, "%s, query %.200s: %s", client_base_url(&fl->co), expr,
+			 err);
+	buf_free(&body);
+	buf_free(&path);
+	return rc;
+}
+
+/* The GPU a sample speaks of: by instance and UUID, else instance and
+ * index; NULL when none is listed. */
+static struct gpu *find(struct fleet *fl, const struct fleet_sample *s)
+{
+	const char *inst = fleet_label(s, "instance"), *uuid = fleet_label(s, "uuid");
+	const char *gpu = fleet_label(s, "gpu");
+	for (size_t i = 0; i < fl->n; i++) {
+		struct gpu *g = &fl->g[i];
+		if (strcmp(g->instance, inst) != 0)
+			continue;
+		if (uuid[0] ? strcmp(g->uuid, uuid) == 0 : strcmp(g->gpu, gpu) == 0)
+			return g;
+	}
+	return NULL;
+}
+
+static int add_gpu(struct fleet *fl, const struct fleet_sample *s)
+{
+	if (find(fl, s))
+		return 0;
+	if (fl->n == FLEET_MAX_GPUS) {
+		str_errf(fl->err, sizeof fl->err, "more than %d GPUs", FLEET_MAX_GPUS);
+		return GPULSE_ELIMIT;
+	}
+	if (fl->n == fl->cap) {
+		size_t cap = fl->cap ? fl->cap * 2 : 64;
+		struct gpu *g = realloc(fl->g, cap * sizeof *g);
+		if (!g) {
+			str_errf(fl->err, sizeof fl->err, "out of memory");
+			return GPULSE_ENOMEM;
+		}
+		fl->g = g;
+		fl->cap = cap;
+	}
+	struct gpu *g = &fl->g[fl->n++];
+	memset(g, 0, sizeof *g);
+	str_copy(g->instance, sizeof g->instance, fleet_label(s, "instance"));
+	str_copy(g->gpu, sizeof g->gpu, fleet_label(s, "gpu"));
+	str_copy(g->uuid, sizeof g->uuid, fleet_label(s, "uuid"));
+	str_copy(g->model, sizeof g->model, fleet_label(s, "model"));
+	str_copy(g->hostname, sizeof g->hostname, fleet_label(s, "hostname"));
+	g->up = g->stale = -1;
+	g->last_xid = g->xid_total = g->ecc_unc = g->remap_unc = NAN;
+	g->remap_pending = g->remap_failed = NAN;
+	for (int k = 0; k < M_FIXED + FLEET_MAX_BENCH; k++)
+		g->m[k] = g->z[k] = g->med[k] = NAN;
+	return 0;
+}
+
+static void append(char *dst, size_t size, const char *item)
+{
+	size_t n = strlen(dst);
+	if (n + strlen(item) + 2 >= size)
+		return; /* full: the JSON has them all by count */
+	snprintf(dst + n, size - n, "%s%s", n ? "," : "", item);
+}
+
+/* A per-GPU number: `expr` answered into the double at `off` of each GPU. */
+static int per_gpu(struct fleet *fl, const char *expr, size_t off)
+{
+	struct fleet_vector v;
+	int rc = ask(fl, expr, &v);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < v.n; i++) {
+		struct gpu *g = find(fl, &v.s[i]);
+		if (g)
+			*(double *)((char *)g + off) = v.s[i].value;
+	}
+	fleet_vector_free(&v);
+	return 0;
+}
+
+static int collect(struct fleet *fl)
+{
+	char expr[512];
+	struct fleet_vector v;
+	int rc = ask(fl, "gpulse_gpu_info", &v);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < v.n && rc == 0; i++)
+		rc = add_gpu(fl, &v.s[i]);
+	fleet_vector_free(&v);
+	if (rc)
+		return rc;
+
+	if ((rc = ask(fl, "gpulse_gpu_up", &v)))
+		return rc;
+	for (size_t i = 0; i < v.n; i++) {
+		struct gpu *g = find(fl, &v.s[i]);
+		if (g)
+			g->up = v.s[i].value == 1;
+	}
+	fleet_vector_free(&v);
+	if ((rc = ask(fl, "gpulse_gpu_stale", &v)))
+		return rc;
+	for (size_t i = 0; i < v.n; i++) {
+		struct gpu *g = find(fl, &v.s[i]);
+		if (g)
+			g->stale = v.s[i].value == 1;
+	}
+	fleet_vector_free(&v);
+
+	static const struct { const char *expr; size_t off; } nums[] = {
+		{"gpulse_gpu_last_xid", offsetof(struct gpu, last_xid)},
+		{"sum without (xid) (gpulse_gpu_xid_errors_total)", offsetof(struct gpu, xid_total)},
+		{"gpulse_gpu_ecc_errors_total{type=\"uncorrected\"}", offsetof(struct gpu, ecc_unc)},
+		{"gpulse_gpu_remapped_rows{cause=\"uncorrectable\"}", offsetof(struct gpu, remap_unc)},
+		{"gpulse_gpu_remapped_rows_pending", offsetof(struct gpu, remap_pending)},
+		{"gpulse_gpu_remapped_rows_failed", offsetof(struct gpu, remap_failed)},
+	};
+	for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++)
+		if ((rc = per_gpu(fl, nums[k].expr, nums[k].off)))
+			return rc;
+
+	/* Clocks held down by heat or the hardware over the window (the
+	 * software power cap is a busy card's normal state: not listed). */
+	snprintf(expr, sizeof expr,
+		 "max_over_time(gpulse_gpu_throttle_active{reason=~\"hw_slowdown|hw_thermal_slowdown|"
+		 "sw_thermal_slowdown|hw_power_brake_slowdown\"}[%s]) == 1",
+		 fl->since);
+	if ((rc = ask(fl, expr, &v)))
+		return rc;
+	for (size_t i = 0; i < v.n; i++) {
+		struct gpu *g = find(fl, &v.s[i]);
+		if (g)
+			append(g->throttle, sizeof g->throttle, fleet_label(&v.s[i], "reason"));
+	}
+	fleet_vector_free(&v);
+
+	/* Firing alerts of this GPU: matched by uuid, else instance and gpu;
+	 * host-wide alerts (no gpu label) are left to `gpulse alerts`. */
+	if ((rc = ask(fl, "ALERTS{alertstate=\"firing\"}", &v)))
+		return rc;
+	for (size_t i = 0; i < v.n; i++) {
+		if (!fleet_label(&v.s[i], "uuid")[0] && !fleet_label(&v.s[i], "gpu")[0])
+			continue;
+		struct gpu *g = find(fl, &v.s[i]);
+		if (g) {
+			append(g->alerts, sizeof g->alerts, fleet_label(&v.s[i], "alertname"));
+			g->nalerts++;
+		}
+	}
+	fleet_vector_free(&v);
+
+	/* The class the diagnosis gave each GPU for most of the window. */
+	snprintf(expr, sizeof expr, "avg_over_time(gpulse_gpu_bottleneck[%s]) > 0", fl->since);
+	if ((rc = ask(fl, expr, &v)))
+		return rc;
+	for (size_t i = 0; i < v.n; i++) {
+		struct gpu *g = find(fl, &v.s[i]);
+		if (g && v.s[i].value > g->bottleneck_share) {
+			g->bottleneck_share = v.s[i].value;
+			str_copy(g->bottleneck, sizeof g->bottleneck, fleet_label(&v.s[i], "class"));
+		}
+	}
+	fleet_vector_free(&v);
+
+	for (int k = 0; k < M_FIXED; k++) {
+		snprintf(expr, sizeof expr, "avg_over_time(%s[%s])", fixed_metrics[k].metric, fl->since);
+		if ((rc = per_gpu(fl, expr, offsetof(struct gpu, m) + (size_t)k * sizeof(double))))
+			return rc;
+	}
+	/* Benchmark figures: each run's median over the datasheet peak. */
+	if ((rc = ask(fl, "gpulse_bench_peak_ratio", &v)))
+		return rc;
+	for (size_t i = 0; i < v.n; i++) {
+		struct gpu *g = find(fl, &v.s[i]);
+		if (!g)
+			continue;
+		char key[96];
+		const char *variant = fleet_label(&v.s[i], "variant");
+		snprintf(key, sizeof key, "bench:%s%s%s", fleet_label(&v.s[i], "figure"),
+			 variant[0] ? "/" : "", variant);
+		int b = 0;
+		while (b < fl->nbench && strcmp(fl->bench[b], key) != 0)
+			b++;
+		if (b == fl->nbench) {
+			if (fl->nbench == FLEET_MAX_BENCH)
+				continue;
+			str_copy(fl->bench[fl->nbench++], sizeof fl->bench[0], key);
+		}
+		g->m[M_FIXED + b] = v.s[i].value;
+	}
+	fleet_vector_free(&v);
+	return 0;
+}
+
+static const char *metric_name(const struct fleet *fl, int k)
+{
+	return k < M_FIXED ? fixed_metrics[k].name : fl->bench[k - M_FIXED];
+}
+
+/* Outliers per model and figure. */
+static int judge(struct fleet *fl)
+{
+	int nm = M_FIXED + fl->nbench;
+	size_t *idx = malloc((fl->n ? fl->n : 1) * sizeof *idx);
+	double *x = malloc((fl->n ? fl->n : 1) * sizeof *x), *z = malloc((fl->n ? fl->n : 1) * sizeof *z);
+	bool *done = calloc(fl->n ? fl->n : 1, sizeof *done);
+	if (!idx || !x || !z || !done) {
+		free(idx), free(x), free(z), free(done);
+		str_errf(fl->err, sizeof fl->err, "out of memory");
+		return GPULSE_ENOMEM;
+	}
+	for (size_t i = 0; i < fl->n; i++) {
+		if (done[i])
+			continue;
+		size_t np = 0;
+		for (size_t j = i; j < fl->n; j++)
+			if (!done[j] && strcmp(fl->g[j].model, fl->g[i].model) == 0) {
+				done[j] = true;
+				idx[np++] = j;
+			}
+		for (int k = 0; k < nm; k++) {
+			for (size_t p = 0; p < np; p++)
+				x[p] = fl->g[idx[p]].m[k];
+			double med;
+			if (fleet_robust_z(x, np, z, &med) != 0)
+				continue; /* too few peers with this figure */
+			double min_abs = k < M_FIXED ? fixed_metrics[k].min_abs : BENCH_MIN_ABS;
+			for (size_t p = 0; p < np; p++) {
+				struct gpu *g = &fl->g[idx[p]];
+				g->z[k] = z[p];
+				g->med[k] = med;
+				g->out[k] = fleet_is_outlier(x[p], z[p], med, min_abs);
+				g->noutliers += g->out[k];
+			}
+		}
+	}
+	free(idx), free(x), free(z), free(done);
+	return 0;
+}
+
+static void problems(const struct gpu *g, char *out, size_t size)
+{
+	char item[64];
+	out[0] = '\0';
+	if (g->up == 0)
+		append(out, size, "down");
+	if (g->stale == 1)
+		append(out, size, "stale");
+	if (g->last_xid > 0) {
+		snprintf(item, sizeof item, "xid_%.0f", g->last_xid);
+		append(out, size, item);
+	}
+	if (g->ecc_unc > 0) {
+		snprintf(item, sizeof item, "ecc_uncorrected_%.0f", g->ecc_unc);
+		append(out, size, item);
+	}
+	if (g->remap_unc > 0) {
+		snprintf(item, sizeof item, "remapped_rows_%.0f", g->remap_unc);
+		append(out, size, item);
+	}
+	if (g->remap_pending > 0)
+		append(out, size, "remap_pending");
+	if (g->remap_failed > 0)
+		append(out, size, "remap_failed");
+	if (g->throttle[0])
+		append(out, size, g->throttle);
+}
+
+static const char *health(const struct gpu *g, const char *prob)
+{
+	if (g->up == 0)
+		return "down";
+	if (g->stale == 1)
+		return "stale";
+	if (prob[0] || g->nalerts)
+		return "degraded";
+	return g->up == 1 ? "ok" : "unknown";
+}
+
+static int gpu_cmp(const void *a, const void *b)
+{
+	const struct gpu *x = a, *y = b;
+	int c = strcmp(x->instance, y->instance);
+	if (c)
+		return c;
+	long gx = strtol(x->gpu, NULL, 10), gy = strtol(y->gpu, NULL, 10);
+	return (gx > gy) - (gx < gy);
+}
+
+static json_t *num_or_null(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+static int print_json(const struct fleet *fl, FILE *f)
+{
+	json_t *gpus = json_array();
+	for (size_t i = 0; i < fl->n; i++) {
+		const struct gpu *g = &fl->g[i];
+		char prob[512];
+		problems(g, prob, sizeof prob);
+		json_t *pr = json_array(), *al = json_array(), *outl = json_array(), *figs = json_object();
+		for (char *s = prob, *t; *s; s = t) {
+			t = strchr(s, ',');
+			size_t n = t ? (size_t)(t - s) : strlen(s);
+			json_array_append_new(pr, json_stringn(s, n));
+			t = t ? t + 1 : s + n;
+		}
+		for (const char *s = g->alerts, *t; *s; s = t) {
+			t = strchr(s, ',');
+			size_t n = t ? (size_t)(t - s) : strlen(s);
+			json_array_append_new(al, json_stringn(s, n));
+			t = t ? t + 1 : s + n;
+		}
+		for (int k = 0; k < M_FIXED + fl->nbench; k++) {
+			json_object_set_new(figs, metric_name(fl, k), num_or_null(g->m[k]));
+			if (g->out[k])
+				json_array_append_new(outl, json_pack("{s:s, s:o, s:o, s:o}", "metric",
+								      metric_name(fl, k), "value",
+								      num_or_null(g->m[k]), "median",
+								      num_or_null(g->med[k]), "z",
+								      num_or_null(g->z[k])));
+		}
+		json_array_append_new(
+			gpus, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:o, s:o, s:o}",
+					"instance", g->instance, "gpu", g->gpu, "uuid", g->uuid, "model",
+					g->model, "hostname", g->hostname, "up",
+					g->up < 0 ? json_null() : json_boolean(g->up == 1), "health",
+					health(g, prob), "problems", pr, "alerts", al, "bottleneck",
+					g->bottleneck[0] ? json_string(g->bottleneck) : json_null(),
+					"figures", figs, "outliers", outl));
+	}
+	json_t *doc = json_pack("{s:o, s:s, s:f, s:i}", "gpus", gpus, "since", fl->since,
+				"z_threshold", FLEET_Z_THRESHOLD, "min_peers", FLEET_MIN_PEERS);
+	int rc = json_dumpf(doc, f, JSON_INDENT(2)) == 0 && fputc('\n', f) != EOF ? 0 : GPULSE_EIO;
+	json_decref(doc);
+	return rc;
+}
+
+static int print_text(const struct fleet *fl, FILE *f)
+{
+	size_t bad = 0, nout = 0, nhosts = 0;
+	fprintf(f, "%-21s %-3s %-14s %-40s %-9s %-14s %-24s %s\n", "INSTANCE", "GPU", "MODEL", "UUID",
+		"HEALTH", "BOTTLENECK", "PROBLEMS/ALERTS", "OUTLIERS");
+	for (size_t i = 0; i < fl->n; i++) {
+		const struct gpu *g = &fl->g[i];
+		nhosts += i == 0 || strcmp(g->instance, fl->g[i - 1].instance) != 0;
+		char prob[512], pa[768], outs[512] = "";
+		problems(g, prob, sizeof prob);
+		const char *h = health(g, prob);
+		bad += strcmp(h, "ok") != 0;
+		snprintf(pa, sizeof pa, "%s%s%s", prob, prob[0] && g->alerts[0] ? "," : "", g->alerts);
+		for (int k = 0; k < M_FIXED + fl->nbench; k++) {
+			if (!g->out[k])
+				continue;
+			char item[160], val[32];
+			if (k < M_FIXED)
+				snprintf(val, sizeof val, "%.0f%s", g->m[k] * fixed_metrics[k].display,
+					 fixed_metrics[k].unit);
+			else
+				snprintf(val, sizeof val, "%.0f%%", g->m[k] * 100);
+			snprintf(item, sizeof item, "%s %s (z %+.1f)", metric_name(fl, k), val, g->z[k]);
+			append(outs, sizeof outs, item);
+			nout++;
+		}
+		/* gpulsed asked directly has no instance label: its host's name. */
+		fprintf(f, "%-21s %-3s %-14.14s %-40s %-9s %-14s %-24s %s\n",
+			g->instance[0] ? g->instance : g->hostname[0] ? g->hostname : "-", g->gpu,
+			g->model, g->uuid, h,
+			g->bottleneck[0] ? g->bottleneck : "-", pa[0] ? pa : "-", outs[0] ? outs : "-");
+	}
+	fprintf(f, "%zu GPUs on %zu hosts: %zu not ok, %zu outliers (|z| > %.1f among >= %d GPUs of a "
+		   "model, over %s)\n",
+		fl->n, nhosts, bad, nout, FLEET_Z_THRESHOLD, FLEET_MIN_PEERS, fl->since);
+	return ferror(f) ? GPULSE_EIO : 0;
+}
+
+int cmd_fleet(int argc, char **argv)
+{
+	enum { OPT_PROM = 256, OPT_SINCE, OPT_TOKEN };
+	static const struct option longopts[] = {
+		{"prometheus", required_argument, NULL, OPT_PROM},
+		{"since", required_argument, NULL, OPT_SINCE},
+		{"json", no_argument, NULL, 'j'},
+		{"token-file", required_argument, NULL, OPT_TOKEN},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct fleet fl = {0};
+	const char *since = "10m";
+	bool json = false;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "jh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_PROM: fl.co.url = optarg; break;
+		case OPT_SINCE: since = optarg; break;
+		case 'j': json = true; break;
+		case OPT_TOKEN: fl.co.token_file = optarg; break;
+		case 'h': fleet_usage(stdout); return CLI_OK;
+		default: fleet_usage(stderr); return CLI_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "gpulse fleet: unexpected argument \"%s\"\n", argv[optind]);
+		return CLI_USAGE;
+	}
+	double since_s;
+	if (query_parse_duration(since, &since_s) != 0 || since_s < 1) {
+		fprintf(stderr, "gpulse fleet: --since: \"%s\" is not a duration of 1s or more\n", since);
+		return CLI_USAGE;
+	}
+	/* PromQL wants whole milliseconds at most: write it as seconds. */
+	snprintf(fl.since, sizeof fl.since, "%.0fs", since_s);
+	int rc = collect(&fl);
+	if (rc == 0)
+		rc = judge(&fl);
+	if (rc) {
+		fprintf(stderr, "gpulse fleet: %s\n", fl.err);
+		free(fl.g);
+		return client_exit_code(rc);
+	}
+	if (fl.n > 1)
+		qsort(fl.g, fl.n, sizeof *fl.g, gpu_cmp);
+	rc = json ? print_json(&fl, stdout) : print_text(&fl, stdout);
+	if (rc == 0 && fl.n == 0)
+		fprintf(stderr, "gpulse fleet: %s holds no gpulse_gpu_info series (no gpulsed scraped?)\n",
+			client_base_url(&fl.co));
+	free(fl.g);
+	return rc ? CLI_FAIL : CLI_OK;
+}
