@@ -17,12 +17,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
 
 #include "buf.h"
 #include "client.h"
+#include "diagnose.h"
+#include "fields.h"
+#include "peaks.h"
+#include "report.h"
 #include "cmd_query.h"
 #include "commands.h"
 #include "fleet.h"
@@ -33,6 +38,10 @@
 #define FLEET_MAX_GPUS 65536
 #define FLEET_MAX_BENCH 16        /* benchmark figures judged */
 #define FLEET_ALERTS_LEN 256
+/* GPUs without stored verdicts whose class is computed here from their
+ * samples (one range query per field each); the rest say "-". */
+#define FLEET_DIAGNOSE_MAX 64
+#define FLEET_DIAGNOSE_POINTS 600 /* samples per field and GPU, at most */
 
 /* The figures judged for outliers, with the least distance from the
  * median that counts (a fleet agreeing to a hair flags nobody). */
@@ -60,6 +69,7 @@ struct gpu {
 	int nalerts;
 	char bottleneck[32];
 	double bottleneck_share;
+	const char *bottleneck_source; /* "diagnosis" (its verdicts), "samples", NULL */
 	double m[M_FIXED + FLEET_MAX_BENCH];
 	double z[M_FIXED + FLEET_MAX_BENCH], med[M_FIXED + FLEET_MAX_BENCH];
 	bool out[M_FIXED + FLEET_MAX_BENCH];
@@ -69,6 +79,8 @@ struct gpu {
 struct fleet {
 	struct client_opts co;
 	char since[32];
+	double since_s;
+	size_t undiagnosed;   /* GPUs past FLEET_DIAGNOSE_MAX left without a class */
 	struct gpu *g;
 	size_t n, cap;
 	char bench[FLEET_MAX_BENCH][96];  /* figure/variant */
@@ -290,6 +302,7 @@ static int collect(struct fleet *fl)
 		struct gpu *g = find(fl, &v.s[i]);
 		if (g && v.s[i].value > g->bottleneck_share) {
 			g->bottleneck_share = v.s[i].value;
+			g->bottleneck_source = "diagnosis";
 			str_copy(g->bottleneck, sizeof g->bottleneck, fleet_label(&v.s[i], "class"));
 		}
 	}
@@ -322,6 +335,114 @@ static int collect(struct fleet *fl)
 		g->m[M_FIXED + b] = v.s[i].value;
 	}
 	fleet_vector_free(&v);
+	return 0;
+}
+
+/* Escape a label value for a PromQL selector. */
+static void selector_value(char *out, size_t size, const char *v)
+{
+	size_t o = 0;
+	for (; *v && o + 3 < size; v++) {
+		if (*v == '"' || *v == '\\')
+			out[o++] = '\\';
+		out[o++] = *v;
+	}
+	out[o] = '\0';
+}
+
+/* A GPU's class computed from its samples, for a server that holds no
+ * gpulse_gpu_bottleneck (diagnosis off, or an older gpulsed): every
+ * recorded field over the window (range queries), laid on rows as a
+ * recording's, and judged by src/diagnose as one window with the card's
+ * peaks from its model: the same rules and thresholds as gpulse
+ * diagnose, not a copy of them. */
+static int diagnose_samples(struct fleet *fl, struct gpu *g, double now_s)
+{
+	double step = fl->since_s / FLEET_DIAGNOSE_POINTS;
+	if (step < 1)
+		step = 1;
+	size_t npts = (size_t)(fl->since_s / step) + 1;
+	struct rec_row *rows = calloc(npts, sizeof *rows);
+	if (!rows) {
+		str_errf(fl->err, sizeof fl->err, "out of memory");
+		return GPULSE_ENOMEM;
+	}
+	double start = now_s - fl->since_s;
+	for (size_t i = 0; i < npts; i++)
+		rows[i].t_s = start + (double)i * step;
+	char inst[256], uuid[256], path[4096];
+	selector_value(inst, sizeof inst, g->instance);
+	selector_value(uuid, sizeof uuid, g->uuid);
+	int rc = 0;
+	for (int f = 0; f < FIELD_COUNT && rc == 0; f++) {
+		const struct field_info *fi = &field_table[f];
+		if (!fi->column || !fi->metric || fi->labels[0])
+			continue; /* recordings do not carry it, or it is one member of a family */
+		char expr[1024];
+		snprintf(expr, sizeof expr, "%s{instance=\"%s\",uuid=\"%s\"}", fi->metric, inst, uuid);
+		char *q = curl_easy_escape(NULL, expr, 0);
+		if (!q) {
+			str_errf(fl->err, sizeof fl->err, "out of memory");
+			rc = GPULSE_ENOMEM;
+			break;
+		}
+		snprintf(path, sizeof path, "/api/v1/query_range?query=%s&start=%.3f&end=%.3f&step=%.3f",
+			 q, start, now_s, step);
+		curl_free(q);
+		struct buf body;
+		buf_init(&body, CLIENT_MAX_RESPONSE);
+		long status = 0;
+		char err[512];
+		struct report_matrix m = {0};
+		rc = client_get(&fl->co, path, &body, &status, err, sizeof err);
+		if (rc == 0)
+			rc = report_parse_matrix(body.data ? body.data : "", body.len, 4, npts * 4, &m, err,
+						 sizeof err);
+		buf_free(&body);
+		if (rc) {
+			str_errf(fl->err, sizeof fl->err, "%s, range query %.200s: %s",
+				 client_base_url(&fl->co), expr, err);
+			report_matrix_free(&m);
+			break;
+		}
+		for (size_t k = 0; k < m.n; k++)
+			for (size_t p = 0; p < m.series[k].n; p++) {
+				double t = (double)m.series[k].t_ms[p] / 1000;
+				long i = lround((t - start) / step);
+				if (i >= 0 && (size_t)i < npts && isfinite(m.series[k].v[p])) {
+					rows[i].v[f] = m.series[k].v[p];
+					rows[i].valid |= FIELD_BIT(f);
+				}
+			}
+		report_matrix_free(&m);
+	}
+	if (rc) {
+		free(rows);
+		return rc;
+	}
+	/* Only the instants the GPU answered at are samples. */
+	size_t n = 0;
+	for (size_t i = 0; i < npts; i++)
+		if (rows[i].valid)
+			rows[n++] = rows[i];
+	if (n > 0) {
+		struct gpu_peaks pk;
+		peaks_init(&pk);
+		str_copy(pk.model, sizeof pk.model, g->model);
+		peaks_derive(&pk);
+		struct diag_input in = {.gpu = 0, .rows = rows, .nrows = n, .origin_s = start,
+					.window_s = fl->since_s + step};
+		struct diag_window *w = NULL;
+		size_t nw = 0;
+		if (diagnose_gpu(&in, &pk, &w, &nw) == 0 && nw > 0) {
+			struct diag_summary sum;
+			diagnose_summarize(w, nw, &sum);
+			str_copy(g->bottleneck, sizeof g->bottleneck, diag_class_name(sum.top_class));
+			g->bottleneck_source = "samples";
+		}
+		free(w);
+	}
+	free(rows);
 	return 0;
 }
 
@@ -455,12 +576,14 @@ static int print_json(const struct fleet *fl, FILE *f)
 								      num_or_null(g->z[k])));
 		}
 		json_array_append_new(
-			gpus, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:o, s:o, s:o}",
+			gpus, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o}",
 					"instance", g->instance, "gpu", g->gpu, "uuid", g->uuid, "model",
 					g->model, "hostname", g->hostname, "up",
 					g->up < 0 ? json_null() : json_boolean(g->up == 1), "health",
 					health(g, prob), "problems", pr, "alerts", al, "bottleneck",
 					g->bottleneck[0] ? json_string(g->bottleneck) : json_null(),
+					"bottleneck_source",
+					g->bottleneck_source ? json_string(g->bottleneck_source) : json_null(),
 					"figures", figs, "outliers", outl));
 	}
 	json_t *doc = json_pack("{s:o, s:s, s:f, s:i}", "gpus", gpus, "since", fl->since,
@@ -544,9 +667,24 @@ int cmd_fleet(int argc, char **argv)
 	}
 	/* PromQL wants whole milliseconds at most: write it as seconds. */
 	snprintf(fl.since, sizeof fl.since, "%.0fs", since_s);
+	fl.since_s = since_s;
 	int rc = collect(&fl);
 	if (rc == 0)
 		rc = judge(&fl);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	size_t diagnosed = 0;
+	for (size_t i = 0; i < fl.n && rc == 0; i++) {
+		struct gpu *g = &fl.g[i];
+		if (g->bottleneck_source || g->up == 0)
+			continue;
+		if (diagnosed == FLEET_DIAGNOSE_MAX) {
+			fl.undiagnosed++;
+			continue;
+		}
+		diagnosed++;
+		rc = diagnose_samples(&fl, g, (double)now.tv_sec + now.tv_nsec / 1e9);
+	}
 	if (rc) {
 		fprintf(stderr, "gpulse fleet: %s\n", fl.err);
 		free(fl.g);
@@ -555,6 +693,11 @@ int cmd_fleet(int argc, char **argv)
 	if (fl.n > 1)
 		qsort(fl.g, fl.n, sizeof *fl.g, gpu_cmp);
 	rc = json ? print_json(&fl, stdout) : print_text(&fl, stdout);
+	if (rc == 0 && fl.undiagnosed)
+		fprintf(stderr,
+			"gpulse fleet: %zu GPUs have no stored diagnosis and are past the %d classified "
+			"from their samples: their bottleneck is \"-\"\n",
+			fl.undiagnosed, FLEET_DIAGNOSE_MAX);
 	if (rc == 0 && fl.n == 0)
 		fprintf(stderr, "gpulse fleet: %s holds no gpulse_gpu_info series (no gpulsed scraped?)\n",
 			client_base_url(&fl.co));

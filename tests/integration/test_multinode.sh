@@ -1,18 +1,22 @@
 # A fleet on one machine (issue 18, item 8): three gpulsed on loopback
-# ports, each on the fake NVML with its own recording and fault (host a:
-# the phases recording, GPM unsupported on GPU 1; host b: the mixed
-# recording, Xid 79 on GPU 1; host c: GPU 0 on the phases recording and
-# lost, GPU 1 on a copy running 40 C hotter), one Debian Prometheus scraping all three and evaluating the rule
-# pack (deploy/rules/gpulse.rules.yml, unchanged: the alerts expected here
-# have `for: 0s`), and one Alertmanager sending to a webhook receiver.
+# ports, each on the fake NVML with its own recording and fault, every
+# GPU frozen at one row. Host a: the phases recording's bf16 phase (busy),
+# GPM unsupported on GPU 1; host b: the mixed recording, Xid 79 on GPU 1;
+# host c: GPU 0 on the phases recording and lost, GPU 1 on a copy running
+# 40 C hotter. One Debian Prometheus scrapes all three and evaluates the
+# rule pack (deploy/rules/gpulse.rules.yml, unchanged: the alerts expected
+# here have `for: 0s`); one Alertmanager sends to a webhook receiver.
 # Asserted: every host's GPUs are present centrally (gpulse_gpu_info and
-# gpulse_gpu_up per instance), GPUFallenOffBus (host b, GPU 1) and
+# gpulse_gpu_up per instance); GPUFallenOffBus (host b, GPU 1) and
 # GPULost (host c, GPU 0) reach the receiver exactly once each and no
-# other GPU gets either, and `gpulse fleet --prometheus URL` lists every
-# GPU with the faulted ones flagged (down; degraded with the Xid and the
-# firing alert), a bottleneck class for each GPU that answers, and the
-# outliers that the documented rule (host c's hot GPU among them) (robust z over the GPUs of one model,
-# |z| > 3.5 and the minimum distance) gives on the same series.
+# other GPU gets either; `gpulse fleet --prometheus URL` lists every GPU
+# with the faulted ones flagged (down; degraded with the Xid and the
+# firing alert), a bottleneck class for each GPU that answers (host a is
+# scraped without the diagnosis's verdicts: its GPUs are classified from
+# their samples and must get the class gpulsed gives them live), and the
+# outliers that the documented rule (robust z over the GPUs of one model,
+# |z| > 3.5 and the minimum distance) gives on the same series, host a's
+# busy GPUs' power among them.
 # test-clock: real (Prometheus and Alertmanager are Go and read the system clock)
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}" "${GPULSE_SOURCE_DIR:?}"
@@ -68,17 +72,26 @@ for r in rows[1:]:
     r[t] = str(float(r[t]) + 40)
 csv.writer(open(sys.argv[2], "w", newline=""), lineterminator="\n").writerows(rows)
 PY
+# Host a's GPUs frozen inside the recording's bf16 tensor phase, busy.
+python3 - "$REC" "$WORK/busy.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+t = rows[0].index("t_s")
+pick = [r for r in rows[1:] if 1795965320.0 <= float(r[t]) <= 1795965330.0]
+assert pick, "no rows in the bf16 phase"
+csv.writer(open(sys.argv[2], "w", newline=""), lineterminator="\n").writerows([rows[0]] + pick)
+PY
 host() { # NAME RECORDINGS GPUS FAULTS
 	GPULSE_FAKE_NVML_RECORDING="$2" GPULSE_FAKE_NVML_GPUS=$3 GPULSE_FAKE_NVML_SPEED=0 \
 		GPULSE_FAKE_NVML_FAULTS="$4" start_daemon "$1" --nvml-library "$FAKE_NVML"
 	HOSTS+=("$1=127.0.0.1:$PORT")
 }
 HOSTS=()
-host a "$REC" 2 "notsup:gpm:gpu=1"
+host a "$WORK/busy.csv" 2 "notsup:gpm:gpu=1"
 host b "$MIXED" 2 "xid:gpu=1:at=1:code=79"
 host c "$REC,$WORK/hot.csv" 2 "lost:gpu=0:at=2"
 targets=""
-for h in "${HOSTS[@]}"; do
+for h in "${HOSTS[@]:1}"; do
 	targets+="      - targets: [\"${h#*=}\"]
         labels: {host: ${h%%=*}}
 "
@@ -96,6 +109,16 @@ scrape_configs:
   - job_name: gpulse
     static_configs:
 $targets
+  # Host a as an older gpulsed would be scraped: no diagnosis verdicts,
+  # so gpulse fleet classifies its GPUs from their samples.
+  - job_name: gpulse-nodiag
+    static_configs:
+      - targets: ["${HOSTS[0]#*=}"]
+        labels: {host: a}
+    metric_relabel_configs:
+      - source_labels: [__name__]
+        regex: gpulse_gpu_bottleneck|gpulse_gpu_diagnosis_finding
+        action: drop
 YML
 start_prometheus "$WORK/prom.yml"
 
@@ -199,11 +222,26 @@ for name, (metric, min_abs) in figs.items():
             checked += 1
             assert mine == theirs, (name, k, x, med, z, gpus[k]["outliers"])
 assert checked >= 12, checked
-hot = gpus[(inst["c"], "1")]
-assert [o["metric"] for o in hot["outliers"]] == ["temperature"], hot
-assert hot["outliers"][0]["value"] > hot["outliers"][0]["median"] + 20, hot
-assert "temperature" in text.splitlines()[[g["instance"] == inst["c"] and g["gpu"] == "1"
-                                           for g in sorted(doc["gpus"], key=lambda g: (g["instance"], int(g["gpu"])))].index(True) + 1], text
+# Host a's two busy GPUs among four idle ones draw far more power.
+for i in "01":
+    o = [x for x in gpus[(inst["a"], i)]["outliers"] if x["metric"] == "power"]
+    assert o and o[0]["z"] > 3.5 and o[0]["value"] > o[0]["median"] + 25, gpus[(inst["a"], i)]
+    assert "power" in [l for l in text.splitlines() if inst["a"] in l and l.split()[1] == i][0]
+# Host a's GPUs: classified from their samples by the same diagnosis
+# that gpulsed runs live (the recording is frozen, so the verdicts agree).
+live = {}
+for line in urllib.request.urlopen("http://" + inst["a"] + "/metrics", timeout=10).read().decode().splitlines():
+    if line.startswith("gpulse_gpu_bottleneck{") and line.endswith(" 1"):
+        lab = dict(kv.split("=", 1) for kv in line[line.index("{") + 1:line.rindex("}")].split(",") if "=" in kv)
+        live[lab["gpu"].strip('"')] = lab["class"].strip('"')
+for i in "01":
+    g = gpus[(inst["a"], i)]
+    assert g["bottleneck_source"] == "samples", g
+    assert g["bottleneck"] == live[i], (g, live)
+for h in "bc":
+    for i in "01":
+        g = gpus[(inst[h], i)]
+        assert g["bottleneck_source"] == ("diagnosis" if g["up"] else None), g
 print(f"fleet: 6 GPUs, faults flagged, {checked} outlier verdicts agree")
 PY
 cat "$WORK/fleet.txt"

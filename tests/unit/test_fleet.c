@@ -109,7 +109,7 @@ static void test_robust_z(void **state)
 	(void)state;
 	/* median 3; deviations 2 1 0 1 97, MAD 1: z = 0.6745 (x - 3). */
 	const double x[] = {1, 2, 3, 4, 100};
-	double z[5], med = 0;
+	double z[6], med = 0;
 	assert_int_equal(fleet_robust_z(x, 5, z, &med), 0);
 	assert_true(med == 3);
 	for (int i = 0; i < 5; i++)
