@@ -10,7 +10,9 @@
  * robust z-score over median and MAD, |z| > 3.5).
  *
  * Every figure is one instant query (PromQL over --since), so the work is
- * the server's and the answer is the same whichever server is asked. */
+ * the server's and the answer is the same whichever server is asked. A
+ * GPU the server holds no verdicts for is classified from its samples
+ * (range queries) by src/diagnose itself (diagnose_samples). */
 #include <getopt.h>
 #include <math.h>
 #include <stdbool.h>
@@ -96,7 +98,8 @@ static void fleet_usage(FILE *f)
 	      "Prometheus scraping many gpulsed, or a gpulsed itself), one row each:\n"
 	      "instance, GPU, model, UUID; health (down, stale, XID, uncorrectable ECC,\n"
 	      "remapped rows, clocks held down by heat or the hardware, firing alerts);\n"
-	      "the bottleneck class gpulse's diagnosis gave it most over the window; and\n"
+	      "the bottleneck class gpulse's diagnosis gave it most over the window (from\n"
+	      "its samples, by the same diagnosis, where the server holds no verdicts); and\n"
 	      "outliers: GPUs whose utilization, power, SM clock, temperature or benchmark\n"
 	      "figures are far from those of the other GPUs of the same model (robust\n"
 	      "z-score 0.6745 (x - median) / MAD over at least 3 GPUs of a model, |z| > 3.5,\n"
