@@ -205,7 +205,7 @@ static void append(char *dst, size_t size, const char *item)
 {
 	size_t n = strlen(dst);
 	if (n + strlen(item) + 2 >= size)
-		return; /* full: the JSON has them all by count */
+		return; /* full: the list is cut here; alerts_total in the JSON counts them all */
 	snprintf(dst + n, size - n, "%s%s", n ? "," : "", item);
 }
 
@@ -588,6 +588,8 @@ static int print_json(const struct fleet *fl, FILE *f)
 					"bottleneck_source",
 					g->bottleneck_source ? json_string(g->bottleneck_source) : json_null(),
 					"figures", figs, "outliers", outl));
+		json_object_set_new(json_array_get(gpus, json_array_size(gpus) - 1), "alerts_total",
+				    json_integer(g->nalerts));
 	}
 	json_t *doc = json_pack("{s:o, s:s, s:f, s:i}", "gpus", gpus, "since", fl->since,
 				"z_threshold", FLEET_Z_THRESHOLD, "min_peers", FLEET_MIN_PEERS);

@@ -9,7 +9,7 @@
 # and values, and the queries of dcgm-exporter's Grafana dashboard
 # (grafana.com 12239: temperature, power, SM clock, utilization,
 # framebuffer, tensor activity, and its variables) must return data in
-# both.
+# both. Then `gpulse fleet` against gpulsed itself, and its refusals.
 # test-clock: real (Prometheus is Go and reads the system clock)
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}" "${GPULSE_SOURCE_DIR:?}"
@@ -148,4 +148,33 @@ for base in (pr, gp):
     assert sorted(vals) == ["0", "1"], (base, vals)
 print("the DCGM dashboard's queries return data in both")
 PY
+
+# gpulse fleet asked of gpulsed itself (no instance label: the host's
+# name stands in), and its refusals.
+"$GPULSE" fleet --prometheus "$URL" --since 20s --json >"$WORK/fleet.json" 2>"$WORK/fleet.err" ||
+	fail "gpulse fleet on gpulsed: $(cat "$WORK/fleet.err")"
+python3 - "$WORK/fleet.json" <<'PY' || fail "gpulse fleet on gpulsed: $(cat "$WORK/fleet.json")"
+import json, socket, sys
+d = json.load(open(sys.argv[1]))
+g = d["gpus"]
+assert [x["gpu"] for x in g] == ["0", "1"], g
+for x in g:
+    assert x["instance"] == "" and x["hostname"] == socket.gethostname(), x
+    assert x["health"] == "ok" and x["up"] is True, x
+    assert x["bottleneck_source"] == "diagnosis" and x["bottleneck"], x
+    assert set(x["figures"]) == {"utilization", "power", "sm_clock", "temperature"}, x
+# Two GPUs of a model are too few to call one odd.
+assert all(x["outliers"] == [] for x in g), g
+PY
+"$GPULSE" fleet --prometheus "$URL" --since 20s >"$WORK/fleet.txt" || fail "gpulse fleet text"
+grep -q "^$(hostname) " "$WORK/fleet.txt" || fail "the host's name is not in the rows: $(cat "$WORK/fleet.txt")"
+rc=0
+"$GPULSE" fleet --prometheus "$URL" --since 0s >/dev/null 2>"$WORK/e1" || rc=$?
+[ "$rc" = 2 ] && grep -q -- '--since' "$WORK/e1" || fail "--since 0s: exit $rc, $(cat "$WORK/e1")"
+rc=0
+"$GPULSE" fleet --prometheus "http://127.0.0.1:$(free_port)" >/dev/null 2>"$WORK/e2" || rc=$?
+[ "$rc" = 1 ] && grep -q 'gpulse_gpu_info' "$WORK/e2" || fail "unreachable: exit $rc, $(cat "$WORK/e2")"
+rc=0
+"$GPULSE" fleet --prometheus "$URL/-/healthy#" >/dev/null 2>"$WORK/e3" || rc=$?
+[ "$rc" = 1 ] || fail "a server that is not Prometheus's API: exit $rc, $(cat "$WORK/e3")"
 echo PASS
