@@ -150,7 +150,10 @@ print("the DCGM dashboard's queries return data in both")
 PY
 
 # gpulse fleet asked of gpulsed itself (no instance label: the host's
-# name stands in), and its refusals.
+# name stands in), and its refusals. First the live diagnosis's first
+# 5 s windows must be in the store.
+wait_for '[ "$(curl -sf --max-time 5 --get --data-urlencode "query=count(gpulse_gpu_bottleneck == 1)" "$URL/api/v1/query" | python3 -c "import json,sys; r=json.load(sys.stdin)[\"data\"][\"result\"]; print(r[0][\"value\"][1] if r else 0)")" = 2 ]' ||
+	fail "no stored diagnosis verdicts for both GPUs"
 "$GPULSE" fleet --prometheus "$URL" --since 20s --json >"$WORK/fleet.json" 2>"$WORK/fleet.err" ||
 	fail "gpulse fleet on gpulsed: $(cat "$WORK/fleet.err")"
 python3 - "$WORK/fleet.json" <<'PY' || fail "gpulse fleet on gpulsed: $(cat "$WORK/fleet.json")"

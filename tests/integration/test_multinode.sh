@@ -163,7 +163,10 @@ sleep 4
 [ "$(notified GPUFallenOffBus)" = "b:1" ] || fail "GPUFallenOffBus notified again: [$(notified GPUFallenOffBus)]"
 [ "$(notified GPULost)" = "c:0" ] || fail "GPULost notified again: [$(notified GPULost)]"
 
-# gpulse fleet, as text and JSON, against the central Prometheus.
+# gpulse fleet, as text and JSON, against the central Prometheus, once
+# the diagnosis's first verdicts of hosts b and c have been scraped.
+wait_for '[ "$(pq "count(gpulse_gpu_bottleneck{host=~\"b|c\", gpu!=\"0\"} == 1 or gpulse_gpu_bottleneck{host=\"b\"} == 1)" | python3 -c "import json,sys; r=json.load(sys.stdin); print(r[0][\"value\"][1] if r else 0)")" = 3 ]' ||
+	fail "no diagnosis verdicts from hosts b and c: $(pq 'gpulse_gpu_bottleneck == 1')"
 "$GPULSE" fleet --prometheus "$PROM" --since 30s >"$WORK/fleet.txt" 2>"$WORK/fleet.err" ||
 	fail "gpulse fleet: $(cat "$WORK/fleet.err")"
 "$GPULSE" fleet --prometheus "$PROM" --since 30s --json >"$WORK/fleet.json" 2>>"$WORK/fleet.err" ||
