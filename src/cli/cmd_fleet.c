@@ -83,6 +83,7 @@ struct fleet {
 	char since[32];
 	double since_s;
 	size_t undiagnosed;   /* GPUs past FLEET_DIAGNOSE_MAX left without a class */
+	bool sorted;          /* g is in gpu_key_cmp order */
 	struct gpu *g;
 	size_t n, cap;
 	char bench[FLEET_MAX_BENCH][96];  /* figure/variant */
@@ -152,12 +153,41 @@ static int ask(struct fleet *fl, const char *expr, struct fleet_vector *v)
 	return rc;
 }
 
+/* GPUs in (instance, uuid) order once listed, so that each of the
+ * ~20 answers finds its GPUs by binary search: a 10,000-GPU fleet is
+ * 200,000 look-ups, not 10^9 comparisons. */
+static int key_cmp(const char *ia, const char *ua, const char *ib, const char *ub)
+{
+	int c = strcmp(ia, ib);
+	return c ? c : strcmp(ua, ub);
+}
+
+static int gpu_key_cmp(const void *a, const void *b)
+{
+	const struct gpu *x = a, *y = b;
+	return key_cmp(x->instance, x->uuid, y->instance, y->uuid);
+}
+
 /* The GPU a sample speaks of: by instance and UUID, else instance and
  * index; NULL when none is listed. */
 static struct gpu *find(struct fleet *fl, const struct fleet_sample *s)
 {
 	const char *inst = fleet_label(s, "instance"), *uuid = fleet_label(s, "uuid");
 	const char *gpu = fleet_label(s, "gpu");
+	if (fl->sorted && uuid[0]) {
+		size_t lo = 0, hi = fl->n;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			int c = key_cmp(inst, uuid, fl->g[mid].instance, fl->g[mid].uuid);
+			if (c == 0)
+				return &fl->g[mid];
+			if (c < 0)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		return NULL;
+	}
 	for (size_t i = 0; i < fl->n; i++) {
 		struct gpu *g = &fl->g[i];
 		if (strcmp(g->instance, inst) != 0)
@@ -170,8 +200,6 @@ static struct gpu *find(struct fleet *fl, const struct fleet_sample *s)
 
 static int add_gpu(struct fleet *fl, const struct fleet_sample *s)
 {
-	if (find(fl, s))
-		return 0;
 	if (fl->n == FLEET_MAX_GPUS) {
 		str_errf(fl->err, sizeof fl->err, "more than %d GPUs", FLEET_MAX_GPUS);
 		return GPULSE_ELIMIT;
@@ -237,6 +265,16 @@ static int collect(struct fleet *fl)
 	fleet_vector_free(&v);
 	if (rc)
 		return rc;
+	/* In key order, each GPU once (a server may hold two info series of
+	 * one GPU for a moment, as when its labels change). */
+	if (fl->n > 1)
+		qsort(fl->g, fl->n, sizeof *fl->g, gpu_key_cmp);
+	size_t kept = 0;
+	for (size_t i = 0; i < fl->n; i++)
+		if (kept == 0 || gpu_key_cmp(&fl->g[kept - 1], &fl->g[i]) != 0)
+			fl->g[kept++] = fl->g[i];
+	fl->n = kept;
+	fl->sorted = true;
 
 	if ((rc = ask(fl, "gpulse_gpu_up", &v)))
 		return rc;
@@ -695,6 +733,7 @@ int cmd_fleet(int argc, char **argv)
 		free(fl.g);
 		return client_exit_code(rc);
 	}
+	fl.sorted = false;
 	if (fl.n > 1)
 		qsort(fl.g, fl.n, sizeof *fl.g, gpu_cmp);
 	rc = json ? print_json(&fl, stdout) : print_text(&fl, stdout);
