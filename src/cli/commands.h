@@ -35,5 +35,6 @@ int cmd_trace(int argc, char **argv);  /* cmd_trace.c */
 int cmd_bench(int argc, char **argv);  /* cmd_bench.c */
 int cmd_top(int argc, char **argv);  /* cmd_top.c */
 int cmd_report(int argc, char **argv);  /* cmd_report.c */
+int cmd_fleet(int argc, char **argv);  /* cmd_fleet.c */
 
 #endif

@@ -19,6 +19,7 @@ static const struct cli_command commands[] = {
 	{"record", cmd_record, "write a recording of every GPU (CSV)"},
 	{"diagnose", cmd_diagnose, "why a GPU is slow or idle, with evidence (from a recording)"},
 	{"report", cmd_report, "capacity report: used, idle and needed GPU, as text, JSON or HTML"},
+	{"fleet", cmd_fleet, "every GPU of a Prometheus: health, bottleneck class and outliers among peers"},
 	{"bench", cmd_bench, "benchmark a GPU against its datasheet, its own past and the fleet"},
 	{"rules", cmd_rules, "check rule files and run their unit tests (promtool's format)"},
 	{"query", cmd_query, "PromQL against gpulsed's history (a table, or sparklines for a range)"},

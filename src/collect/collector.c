@@ -29,6 +29,7 @@ enum read_kind {
 	R_TEMP, R_MEM_TEMP, R_PSTATE, R_REASONS, R_ENERGY, R_PROCS, R_PROC_UTIL, R_GPM,
 	R_GPM_GRAPHICS,
 	R_POWER_LIMIT, R_ECC_MODE, R_ECC, R_REMAP, R_REPLAY, R_LINK_GEN, R_LINK_WIDTH,
+	R_ENC, R_DEC, R_VIOLATION, R_NVLINK, R_RETIRED, R_RETIRED_PENDING,
 	R_COUNT
 };
 
@@ -433,6 +434,29 @@ static void read_gpm_graphics(struct collector *c, struct gpu_ctx *g, struct gpu
 		put(u, F_GPM_GRAPHICS, field_to_base(F_GPM_GRAPHICS, mg.metrics[0].value));
 }
 
+/* Video encoder and decoder utilization: a few µs each (they read a
+ * counter the driver keeps), so they join the normal tier. NVML gives a
+ * percentage over its own sampling period, which is not ours to choose. */
+static void read_codecs(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
+{
+	struct nvml_lib *nv = c->nv;
+	nvml_return_t r;
+	unsigned pct, period_us;
+
+	if (nv->device_get_encoder_utilization && allowed(g, R_ENC, now)) {
+		r = NVML_CALL(nv, device_get_encoder_utilization, g->dev, &pct, &period_us);
+		if (judge(c, g, R_ENC, NVML_FN_device_get_encoder_utilization, r) && pct <= 100)
+			put(u, F_ENC_UTIL, pct / 100.0);
+	}
+	if (atomic_load(&g->lost))
+		return;
+	if (nv->device_get_decoder_utilization && allowed(g, R_DEC, now)) {
+		r = NVML_CALL(nv, device_get_decoder_utilization, g->dev, &pct, &period_us);
+		if (judge(c, g, R_DEC, NVML_FN_device_get_decoder_utilization, r) && pct <= 100)
+			put(u, F_DEC_UTIL, pct / 100.0);
+	}
+}
+
 static void read_normal(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
 {
 	struct nvml_lib *nv = c->nv;
@@ -473,10 +497,140 @@ static void read_normal(struct collector *c, struct gpu_ctx *g, struct gpu_updat
 	}
 	if (atomic_load(&g->lost))
 		return;
+	read_codecs(c, g, u, now);
+	if (atomic_load(&g->lost))
+		return;
 	read_processes(c, g, u, now);
 	if (atomic_load(&g->lost))
 		return;
 	read_gpm(c, g, u, now);
+}
+
+/* Clock violation times, one call per policy. A policy the card does not
+ * report answers NOT_SUPPORTED and is left out; the read is parked only
+ * when no policy answers, so one missing policy costs the others nothing. */
+static void read_violations(struct collector *c, struct gpu_ctx *g, struct gpu_update *u,
+			    int64_t now)
+{
+	static const struct { int policy; enum field_id f; } pol[] = {
+		{NVML_ABI_PERF_POLICY_POWER, F_VIOL_POWER},
+		{NVML_ABI_PERF_POLICY_THERMAL, F_VIOL_THERMAL},
+		{NVML_ABI_PERF_POLICY_SYNC_BOOST, F_VIOL_SYNC_BOOST},
+		{NVML_ABI_PERF_POLICY_BOARD_LIMIT, F_VIOL_BOARD_LIMIT},
+		{NVML_ABI_PERF_POLICY_LOW_UTILIZATION, F_VIOL_LOW_UTIL},
+		{NVML_ABI_PERF_POLICY_RELIABILITY, F_VIOL_RELIABILITY},
+		{NVML_ABI_PERF_POLICY_TOTAL_APP_CLOCKS, F_VIOL_APP_CLOCKS},
+		{NVML_ABI_PERF_POLICY_TOTAL_BASE_CLOCKS, F_VIOL_BASE_CLOCKS},
+	};
+	struct nvml_lib *nv = c->nv;
+	if (!nv->device_get_violation_status || !allowed(g, R_VIOLATION, now))
+		return;
+	nvml_return_t err = NVML_ABI_SUCCESS;
+	bool any = false;
+	for (size_t i = 0; i < sizeof pol / sizeof pol[0]; i++) {
+		struct nvml_violation_time vt = {0};
+		nvml_return_t r = NVML_CALL(nv, device_get_violation_status, g->dev, pol[i].policy, &vt);
+		if (r == NVML_ABI_SUCCESS) {
+			put(u, pol[i].f, (double)vt.violation_time * 1e-9);
+			any = true;
+		} else if (r != NVML_ABI_ERROR_NOT_SUPPORTED) {
+			err = r;
+			break;
+		}
+	}
+	if (err != NVML_ABI_SUCCESS)
+		judge(c, g, R_VIOLATION, NVML_FN_device_get_violation_status, err);
+	else
+		judge(c, g, R_VIOLATION, NVML_FN_device_get_violation_status,
+		      any ? NVML_ABI_SUCCESS : NVML_ABI_ERROR_NOT_SUPPORTED);
+}
+
+/* NVLink error counters summed over the links that are up. A card without
+ * NVLink answers NOT_SUPPORTED for link 0's state and the read is parked;
+ * with every link down nothing is exported (no link, no counter). */
+static void read_nvlink_errors(struct collector *c, struct gpu_ctx *g, struct gpu_update *u,
+			       int64_t now)
+{
+	static const struct { int counter; enum field_id f; } cnt[] = {
+		{NVML_ABI_NVLINK_ERROR_DL_REPLAY, F_NVLINK_REPLAY},
+		{NVML_ABI_NVLINK_ERROR_DL_RECOVERY, F_NVLINK_RECOVERY},
+		{NVML_ABI_NVLINK_ERROR_DL_CRC_FLIT, F_NVLINK_CRC_FLIT},
+		{NVML_ABI_NVLINK_ERROR_DL_CRC_DATA, F_NVLINK_CRC_DATA},
+	};
+	enum { NC = sizeof cnt / sizeof cnt[0] };
+	struct nvml_lib *nv = c->nv;
+	if (!nv->device_get_nvlink_state || !nv->device_get_nvlink_error_counter ||
+	    !allowed(g, R_NVLINK, now))
+		return;
+	double sum[NC] = {0};
+	bool have[NC] = {false};
+	int active = 0;
+	for (unsigned link = 0; link < NVML_ABI_NVLINK_MAX_LINKS; link++) {
+		int state = NVML_ABI_FEATURE_DISABLED;
+		nvml_return_t r = NVML_CALL(nv, device_get_nvlink_state, g->dev, link, &state);
+		if (r == NVML_ABI_ERROR_INVALID_ARGUMENT)
+			break;  /* past the card's last link */
+		if (r != NVML_ABI_SUCCESS) {
+			if (link == 0 || r == NVML_ABI_ERROR_GPU_IS_LOST) {
+				judge(c, g, R_NVLINK, NVML_FN_device_get_nvlink_state, r);
+				return;
+			}
+			continue;  /* this link only */
+		}
+		if (state != NVML_ABI_FEATURE_ENABLED)
+			continue;
+		active++;
+		for (int k = 0; k < NC; k++) {
+			unsigned long long n;
+			r = NVML_CALL(nv, device_get_nvlink_error_counter, g->dev, link, cnt[k].counter, &n);
+			if (r == NVML_ABI_SUCCESS) {
+				sum[k] += (double)n;
+				have[k] = true;
+			} else if (r == NVML_ABI_ERROR_GPU_IS_LOST) {
+				atomic_store(&g->lost, true);
+				return;
+			}
+		}
+	}
+	g->parked_until[R_NVLINK] = 0;
+	if (active == 0)
+		return;
+	for (int k = 0; k < NC; k++)
+		if (have[k])
+			put(u, cnt[k].f, sum[k]);
+}
+
+/* Retired pages (cards before Ampere; Ampere and Hopper remap rows, read
+ * with the ECC batch, and answer NOT_SUPPORTED here). The count comes
+ * from the size query alone: no address buffer is needed. */
+static void read_retired_pages(struct collector *c, struct gpu_ctx *g, struct gpu_update *u,
+			       int64_t now)
+{
+	static const struct { int cause; enum field_id f; } causes[] = {
+		{NVML_ABI_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, F_RETIRED_SBE},
+		{NVML_ABI_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, F_RETIRED_DBE},
+	};
+	struct nvml_lib *nv = c->nv;
+	nvml_return_t r;
+	if (nv->device_get_retired_pages && allowed(g, R_RETIRED, now)) {
+		for (size_t i = 0; i < sizeof causes / sizeof causes[0]; i++) {
+			unsigned count = 0;
+			r = NVML_CALL(nv, device_get_retired_pages, g->dev, causes[i].cause, &count, NULL);
+			if (r == NVML_ABI_ERROR_INSUFFICIENT_SIZE)
+				r = NVML_ABI_SUCCESS;  /* count holds the pages; we asked for no addresses */
+			if (!judge(c, g, R_RETIRED, NVML_FN_device_get_retired_pages, r))
+				break;
+			put(u, causes[i].f, count);
+		}
+	}
+	if (atomic_load(&g->lost))
+		return;
+	if (nv->device_get_retired_pages_pending_status && allowed(g, R_RETIRED_PENDING, now)) {
+		int pending = NVML_ABI_FEATURE_DISABLED;
+		r = NVML_CALL(nv, device_get_retired_pages_pending_status, g->dev, &pending);
+		if (judge(c, g, R_RETIRED_PENDING, NVML_FN_device_get_retired_pages_pending_status, r))
+			put(u, F_RETIRED_PENDING, pending == NVML_ABI_FEATURE_ENABLED);
+	}
 }
 
 static void read_slow(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
@@ -596,6 +750,15 @@ static void read_slow(struct collector *c, struct gpu_ctx *g, struct gpu_update 
 		if (judge(c, g, R_LINK_WIDTH, NVML_FN_device_get_curr_pcie_link_width, r))
 			put(u, F_PCIE_WIDTH, v);
 	}
+	if (atomic_load(&g->lost))
+		return;
+	read_violations(c, g, u, now);
+	if (atomic_load(&g->lost))
+		return;
+	read_nvlink_errors(c, g, u, now);
+	if (atomic_load(&g->lost))
+		return;
+	read_retired_pages(c, g, u, now);
 }
 
 typedef void read_tier_fn(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now);

@@ -108,7 +108,44 @@ enum metric_type { METRIC_GAUGE, METRIC_COUNTER };
 	X(POWER_ENERGY, NULL, 1, "gpulse_gpu_power_energy_joules_total", "", COUNTER, FAST,            \
 	  "Energy integrated from the fast tier's power readings since gpulsed started (trapezoid; " \
 	  "no NVML call): rate() over a minute is right where the board's energy counter, read "    \
-	  "every slow period, is not.")
+	  "every slow period, is not.")                                                            \
+	X(ENC_UTIL, NULL, 0.01, "gpulse_gpu_encoder_utilization_ratio", "", GAUGE, NORMAL,             \
+	  "Fraction of the encoder's sampling period in which the video encoder was busy.")          \
+	X(DEC_UTIL, NULL, 0.01, "gpulse_gpu_decoder_utilization_ratio", "", GAUGE, NORMAL,             \
+	  "Fraction of the decoder's sampling period in which the video decoder was busy.")          \
+	VIOLATION_ROW(X, VIOL_POWER, "power")                                                          \
+	VIOLATION_ROW(X, VIOL_THERMAL, "thermal")                                                      \
+	VIOLATION_ROW(X, VIOL_SYNC_BOOST, "sync_boost")                                                \
+	VIOLATION_ROW(X, VIOL_BOARD_LIMIT, "board_limit")                                              \
+	VIOLATION_ROW(X, VIOL_LOW_UTIL, "low_utilization")                                             \
+	VIOLATION_ROW(X, VIOL_RELIABILITY, "reliability")                                              \
+	VIOLATION_ROW(X, VIOL_APP_CLOCKS, "total_app_clocks")                                          \
+	VIOLATION_ROW(X, VIOL_BASE_CLOCKS, "total_base_clocks")                                        \
+	NVLINK_ERROR_ROW(X, NVLINK_REPLAY, "replay")                                                   \
+	NVLINK_ERROR_ROW(X, NVLINK_RECOVERY, "recovery")                                               \
+	NVLINK_ERROR_ROW(X, NVLINK_CRC_FLIT, "crc_flit")                                               \
+	NVLINK_ERROR_ROW(X, NVLINK_CRC_DATA, "crc_data")                                               \
+	X(RETIRED_SBE, NULL, 1, "gpulse_gpu_retired_pages", "cause=\"multiple_single_bit_ecc\"", GAUGE, \
+	  SLOW, "Device memory pages retired, by cause (cards before Ampere; later ones remap rows).") \
+	X(RETIRED_DBE, NULL, 1, "gpulse_gpu_retired_pages", "cause=\"double_bit_ecc\"", GAUGE, SLOW,   \
+	  "Device memory pages retired, by cause (cards before Ampere; later ones remap rows).")      \
+	X(RETIRED_PENDING, NULL, 1, "gpulse_gpu_retired_pages_pending", "", GAUGE, SLOW,               \
+	  "1 if a page waits to be retired at the next reboot or GPU reset.")
+
+/* Time a performance policy held the clocks below their target
+ * (nvmlDeviceGetViolationStatus, ns in NVML, seconds here): counters that
+ * rate() turns into the share of time each limiter was active. Slow tier:
+ * eight calls a GPU, and a counter's rate needs no finer sampling. */
+#define VIOLATION_ROW(X, id, policy)                                                               \
+	X(id, NULL, 1e-9, "gpulse_gpu_clock_violation_seconds_total", "policy=\"" policy "\"", COUNTER, \
+	  SLOW, "Time the policy held the clocks down since the driver was loaded (NVML violation " \
+	  "status).")
+/* NVLink data-link errors summed over the active links
+ * (nvmlDeviceGetNvLinkErrorCounter), as DCGM's *_COUNT_TOTAL fields are.
+ * A link that goes down leaves the sum, which rate() reads as a reset. */
+#define NVLINK_ERROR_ROW(X, id, type)                                                              \
+	X(id, NULL, 1, "gpulse_gpu_nvlink_errors_total", "type=\"" type "\"", COUNTER, SLOW,          \
+	  "NVLink data-link errors over the active links since the driver was loaded.")
 
 enum field_id {
 #define FIELD_ENUM(id, col, scale, metric, labels, type, tier, help) F_##id,

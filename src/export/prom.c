@@ -579,6 +579,25 @@ static const char *mig_name(int mode)
 	return mode == 1 ? "enabled" : mode == 0 ? "disabled" : "unknown";
 }
 
+/* The host's name for gpulse_gpu_info's `hostname` label (DCGM-compatible
+ * series carry it as `Hostname`): read once, as it does not change while
+ * gpulsed runs; empty when unreadable. */
+static char host_name_buf[256];
+static pthread_once_t host_name_once = PTHREAD_ONCE_INIT;
+
+static void host_name_read(void)
+{
+	if (gethostname(host_name_buf, sizeof host_name_buf - 1) != 0)
+		host_name_buf[0] = '\0';
+	host_name_buf[sizeof host_name_buf - 1] = '\0';
+}
+
+static const char *host_name(void)
+{
+	pthread_once(&host_name_once, host_name_read);
+	return host_name_buf;
+}
+
 static void render_health(struct render *r)
 {
 	struct pw *w = &r->w;
@@ -613,6 +632,7 @@ static void render_health(struct render *r)
 		put_str(w, mig_name(id->mig_mode));
 		PUT_LIT(w, "\"");
 		info_label(w, "source", id->source);
+		info_label(w, "hostname", host_name());
 		end_u64(w, 1);
 	}
 }
@@ -807,6 +827,12 @@ static void render_events(struct render *r)
 			PUT_LIT(w, ",xid=\"other\"");
 			end_u64(w, s->xid_other);
 		}
+	}
+	family(w, "gpulse_gpu_last_xid", T_GAUGE,
+	       "Code of the last XID error the driver reported since gpulsed started; 0 while none.");
+	for (int i = 0; i < r->n; i++) {
+		gpu_sample(r, i);
+		end_u64(w, r->snap[i].last_xid_wall_ns ? r->snap[i].last_xid : 0);
 	}
 	family(w, "gpulse_gpu_ecc_events_total", T_COUNTER,
 	       "ECC error events received from the driver, by kind.");

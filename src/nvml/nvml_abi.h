@@ -154,6 +154,35 @@ typedef struct nvml_event_set_st *nvml_event_set_t;
 #define NVML_ABI_GPM_METRICS_GET_VERSION 1
 #define NVML_ABI_GPM_SUPPORT_VERSION 1
 
+/* nvmlPerfPolicyType_t: what nvmlDeviceGetViolationStatus reports on. */
+#define NVML_ABI_PERF_POLICY_POWER 0
+#define NVML_ABI_PERF_POLICY_THERMAL 1
+#define NVML_ABI_PERF_POLICY_SYNC_BOOST 2
+#define NVML_ABI_PERF_POLICY_BOARD_LIMIT 3
+#define NVML_ABI_PERF_POLICY_LOW_UTILIZATION 4
+#define NVML_ABI_PERF_POLICY_RELIABILITY 5
+#define NVML_ABI_PERF_POLICY_TOTAL_APP_CLOCKS 10
+#define NVML_ABI_PERF_POLICY_TOTAL_BASE_CLOCKS 11
+
+/* nvmlViolationTime_t: reference_time in µs of CPU time, violation_time
+ * the cumulative time the policy held the clocks down, in ns. */
+struct nvml_violation_time {
+	unsigned long long reference_time;
+	unsigned long long violation_time;
+};
+
+/* nvmlNvLinkErrorCounter_t */
+#define NVML_ABI_NVLINK_ERROR_DL_REPLAY 0
+#define NVML_ABI_NVLINK_ERROR_DL_RECOVERY 1
+#define NVML_ABI_NVLINK_ERROR_DL_CRC_FLIT 2
+#define NVML_ABI_NVLINK_ERROR_DL_CRC_DATA 3
+/* NVML_NVLINK_MAX_LINKS of the 12.x/13.x headers (Hopper has 18). */
+#define NVML_ABI_NVLINK_MAX_LINKS 18
+
+/* nvmlPageRetirementCause_t */
+#define NVML_ABI_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS 0
+#define NVML_ABI_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR 1
+
 struct nvml_utilization {
 	unsigned int gpu;
 	unsigned int memory;

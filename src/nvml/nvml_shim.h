@@ -89,6 +89,20 @@
 	  (nvml_device_t, unsigned int *))                                                    \
 	X(OPT, device_get_curr_pcie_link_width, "nvmlDeviceGetCurrPcieLinkWidth", NULL,       \
 	  (nvml_device_t, unsigned int *))                                                    \
+	X(OPT, device_get_encoder_utilization, "nvmlDeviceGetEncoderUtilization", NULL,       \
+	  (nvml_device_t, unsigned int *, unsigned int *))                                    \
+	X(OPT, device_get_decoder_utilization, "nvmlDeviceGetDecoderUtilization", NULL,       \
+	  (nvml_device_t, unsigned int *, unsigned int *))                                    \
+	X(OPT, device_get_violation_status, "nvmlDeviceGetViolationStatus", NULL,             \
+	  (nvml_device_t, int, struct nvml_violation_time *))                                 \
+	X(OPT, device_get_nvlink_state, "nvmlDeviceGetNvLinkState", NULL,                     \
+	  (nvml_device_t, unsigned int, int *))                                               \
+	X(OPT, device_get_nvlink_error_counter, "nvmlDeviceGetNvLinkErrorCounter", NULL,      \
+	  (nvml_device_t, unsigned int, int, unsigned long long *))                           \
+	X(OPT, device_get_retired_pages, "nvmlDeviceGetRetiredPages", NULL,                   \
+	  (nvml_device_t, int, unsigned int *, unsigned long long *))                         \
+	X(OPT, device_get_retired_pages_pending_status, "nvmlDeviceGetRetiredPagesPendingStatus", \
+	  NULL, (nvml_device_t, int *))                                                       \
 	X(OPT, device_get_field_values, "nvmlDeviceGetFieldValues", NULL,                     \
 	  (nvml_device_t, int, struct nvml_field_value *))                                    \
 	X(OPT, gpm_query_device_support, "nvmlGpmQueryDeviceSupport", NULL,                   \

@@ -128,6 +128,8 @@ struct source {
 	double first_t;
 	double period_s;  /* recording length plus one typical row interval */
 	double *cum_j;    /* energy at the start of each row; [n] = one period */
+	double *cum_held; /* per violation policy (FAKE_POLICIES blocks of n + 1):
+			   * seconds held down at the start of each row */
 	uint64_t columns;
 };
 
@@ -237,6 +239,46 @@ static double row_power_w(const struct rec_row *r)
 	return (r->valid & FIELD_BIT(F_POWER)) ? r->v[F_POWER] : 0;
 }
 
+/* The violation policies the fake reports, each with the recorded clock
+ * event reasons that stand for it: a row whose reasons hold one of those
+ * bits counts its interval as time the policy held the clocks down.
+ * Board limit and reliability have no reason bit of their own, so they
+ * stay 0, as on a healthy card. */
+static const struct {
+	int policy;
+	uint64_t reasons;
+} fake_policies[] = {
+	{NVML_ABI_PERF_POLICY_POWER, 0x4 | 0x80},
+	{NVML_ABI_PERF_POLICY_THERMAL, 0x20 | 0x40},
+	{NVML_ABI_PERF_POLICY_SYNC_BOOST, 0x10},
+	{NVML_ABI_PERF_POLICY_BOARD_LIMIT, 0},
+	{NVML_ABI_PERF_POLICY_LOW_UTILIZATION, 0x1},
+	{NVML_ABI_PERF_POLICY_RELIABILITY, 0},
+	{NVML_ABI_PERF_POLICY_TOTAL_APP_CLOCKS, 0x4 | 0x8 | 0x10 | 0x20 | 0x40 | 0x80},
+	{NVML_ABI_PERF_POLICY_TOTAL_BASE_CLOCKS, 0x8 | 0x40 | 0x80},
+};
+#define FAKE_POLICIES ((int)(sizeof fake_policies / sizeof fake_policies[0]))
+
+static double row_held(const struct rec_row *r, int k)
+{
+	if (!(r->valid & FIELD_BIT(F_CLOCK_REASONS)) || r->v[F_CLOCK_REASONS] < 0)
+		return 0;
+	return ((uint64_t)r->v[F_CLOCK_REASONS] & fake_policies[k].reasons) ? 1 : 0;
+}
+
+/* Seconds policy k held the clocks down from the start of the recording
+ * to position pos_s (as energy_j integrates power). */
+static double held_s(const struct source *s, int k, double pos_s)
+{
+	const double *cum = s->cum_held + (size_t)k * (s->n + 1);
+	if (s->period_s <= 0)
+		return row_held(s->rows[s->n - 1], k) * pos_s;
+	double loops = floor(pos_s / s->period_s);
+	double x = pos_s - loops * s->period_s;
+	size_t i = row_index_at(s, x);
+	return loops * cum[s->n] + cum[i] + row_held(s->rows[i], k) * (x - (s->rows[i]->t_s - s->first_t));
+}
+
 /* Joules used from the start of the recording to position pos_s: the
  * recorded power held constant over each row's interval. */
 static double energy_j(const struct source *s, double pos_s)
@@ -259,7 +301,8 @@ static int source_init(struct source *s, const struct recording *rec, int gpu, b
 		return -1;
 	s->rows = malloc(n * sizeof *s->rows);
 	s->cum_j = malloc((n + 1) * sizeof *s->cum_j);
-	if (!s->rows || !s->cum_j)
+	s->cum_held = malloc((size_t)FAKE_POLICIES * (n + 1) * sizeof *s->cum_held);
+	if (!s->rows || !s->cum_j || !s->cum_held)
 		return -2;
 	s->n = 0;
 	for (size_t i = 0; i < rec->nrows; i++)
@@ -277,6 +320,14 @@ static int source_init(struct source *s, const struct recording *rec, int gpu, b
 		double dt = end - (s->rows[i]->t_s - s->first_t);
 		s->cum_j[i + 1] = s->cum_j[i] + row_power_w(s->rows[i]) * dt;
 	}
+	for (int k = 0; k < FAKE_POLICIES; k++) {
+		double *cum = s->cum_held + (size_t)k * (n + 1);
+		cum[0] = 0;
+		for (size_t i = 0; i < n; i++) {
+			double end = i + 1 < n ? s->rows[i + 1]->t_s - s->first_t : s->period_s;
+			cum[i + 1] = cum[i] + row_held(s->rows[i], k) * (end - (s->rows[i]->t_s - s->first_t));
+		}
+	}
 	return 0;
 }
 
@@ -287,6 +338,7 @@ static void state_free(void)
 	for (int i = 0; i < st.nsrcs; i++) {
 		free(st.srcs[i].rows);
 		free(st.srcs[i].cum_j);
+		free(st.srcs[i].cum_held);
 	}
 	for (int i = 0; i < st.nrecs; i++)
 		recording_free(st.recs[i]);
@@ -1093,6 +1145,130 @@ FAKE_API nvml_return_t nvmlDeviceGetRemappedRows(nvml_device_t dev, unsigned int
 	return leave(NVML_ABI_SUCCESS);
 }
 
+/* Video engines: an H200 runs no video work in the recordings, so both
+ * are idle (0 %) over NVML's 167 ms sampling period, as on the card. */
+FAKE_API nvml_return_t nvmlDeviceGetEncoderUtilization(nvml_device_t dev, unsigned int *util,
+						       unsigned int *period_us);
+FAKE_API nvml_return_t nvmlDeviceGetEncoderUtilization(nvml_device_t dev, unsigned int *util,
+						       unsigned int *period_us)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_encoder_utilization, dev, true, &c);
+	if (r)
+		return r;
+	if (!util || !period_us)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*util = 0;
+	*period_us = 167000;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlDeviceGetDecoderUtilization(nvml_device_t dev, unsigned int *util,
+						       unsigned int *period_us);
+FAKE_API nvml_return_t nvmlDeviceGetDecoderUtilization(nvml_device_t dev, unsigned int *util,
+						       unsigned int *period_us)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_decoder_utilization, dev, true, &c);
+	if (r)
+		return r;
+	if (!util || !period_us)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*util = 0;
+	*period_us = 167000;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+/* Violation time since init, from the recorded clock event reasons
+ * (fake_policies); NOT_SUPPORTED when the recording lacks them. */
+FAKE_API nvml_return_t nvmlDeviceGetViolationStatus(nvml_device_t dev, int policy,
+						    struct nvml_violation_time *vt);
+FAKE_API nvml_return_t nvmlDeviceGetViolationStatus(nvml_device_t dev, int policy,
+						    struct nvml_violation_time *vt)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_violation_status, dev, true, &c);
+	if (r)
+		return r;
+	int k = 0;
+	while (k < FAKE_POLICIES && fake_policies[k].policy != policy)
+		k++;
+	if (!vt || k == FAKE_POLICIES)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	const struct source *s = c.g->src;
+	if (!(s->columns & FIELD_BIT(F_CLOCK_REASONS)))
+		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
+	double held = held_s(s, k, c.pos_s) - held_s(s, k, c.g->shift_s);
+	vt->reference_time = wall_us();
+	vt->violation_time = held > 0 ? (unsigned long long)llround(held * 1e9) : 0;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+/* NVLink: the H200 SXM's 18 links, all up, with no errors. */
+#define FAKE_NVLINKS 18
+
+FAKE_API nvml_return_t nvmlDeviceGetNvLinkState(nvml_device_t dev, unsigned int link, int *active);
+FAKE_API nvml_return_t nvmlDeviceGetNvLinkState(nvml_device_t dev, unsigned int link, int *active)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_nvlink_state, dev, true, &c);
+	if (r)
+		return r;
+	if (!active || link >= FAKE_NVLINKS)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*active = NVML_ABI_FEATURE_ENABLED;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlDeviceGetNvLinkErrorCounter(nvml_device_t dev, unsigned int link,
+						       int counter, unsigned long long *value);
+FAKE_API nvml_return_t nvmlDeviceGetNvLinkErrorCounter(nvml_device_t dev, unsigned int link,
+						       int counter, unsigned long long *value)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_nvlink_error_counter, dev, true, &c);
+	if (r)
+		return r;
+	if (!value || link >= FAKE_NVLINKS || counter < NVML_ABI_NVLINK_ERROR_DL_REPLAY ||
+	    counter > NVML_ABI_NVLINK_ERROR_DL_CRC_DATA)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*value = 0;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+/* Page retirement: none retired, none pending. (A real H200 remaps rows
+ * instead and answers NOT_SUPPORTED: `notsup:nvmlDeviceGetRetiredPages`
+ * plays that.) Only the size query is served, as gpulse makes it. */
+FAKE_API nvml_return_t nvmlDeviceGetRetiredPages(nvml_device_t dev, int cause, unsigned int *count,
+						 unsigned long long *addresses);
+FAKE_API nvml_return_t nvmlDeviceGetRetiredPages(nvml_device_t dev, int cause, unsigned int *count,
+						 unsigned long long *addresses)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_retired_pages, dev, true, &c);
+	if (r)
+		return r;
+	(void)addresses;
+	if (!count || (cause != NVML_ABI_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS &&
+		       cause != NVML_ABI_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR))
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*count = 0;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlDeviceGetRetiredPagesPendingStatus(nvml_device_t dev, int *pending);
+FAKE_API nvml_return_t nvmlDeviceGetRetiredPagesPendingStatus(nvml_device_t dev, int *pending)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_retired_pages_pending_status, dev, true, &c);
+	if (r)
+		return r;
+	if (!pending)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*pending = NVML_ABI_FEATURE_DISABLED;
+	return leave(NVML_ABI_SUCCESS);
+}
+
 /* ---- Recorded values --------------------------------------------------- */
 
 FAKE_API nvml_return_t nvmlDeviceGetUtilizationRates(nvml_device_t dev, struct nvml_utilization *u);
@@ -1753,6 +1929,13 @@ static const struct nvml_lib abi_check __attribute__((unused)) = {
 	.device_get_curr_pcie_link_generation = nvmlDeviceGetCurrPcieLinkGeneration,
 	.device_get_curr_pcie_link_width = nvmlDeviceGetCurrPcieLinkWidth,
 	.device_get_field_values = nvmlDeviceGetFieldValues,
+	.device_get_encoder_utilization = nvmlDeviceGetEncoderUtilization,
+	.device_get_decoder_utilization = nvmlDeviceGetDecoderUtilization,
+	.device_get_violation_status = nvmlDeviceGetViolationStatus,
+	.device_get_nvlink_state = nvmlDeviceGetNvLinkState,
+	.device_get_nvlink_error_counter = nvmlDeviceGetNvLinkErrorCounter,
+	.device_get_retired_pages = nvmlDeviceGetRetiredPages,
+	.device_get_retired_pages_pending_status = nvmlDeviceGetRetiredPagesPendingStatus,
 	.gpm_query_device_support = nvmlGpmQueryDeviceSupport,
 	.gpm_sample_alloc = nvmlGpmSampleAlloc,
 	.gpm_sample_free = nvmlGpmSampleFree,

@@ -122,3 +122,49 @@ wait_for() {
 approx() {
 	python3 -c 'import sys; a,b,r=float(sys.argv[1]),float(sys.argv[2]),float(sys.argv[3]); sys.exit(0 if abs(a-b) <= r*max(abs(a),abs(b),1e-12) else 1)' "$1" "$2" "${3:-1e-9}"
 }
+
+# free_port : prints a TCP port free on 127.0.0.1 now.
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_prometheus CONFIG [NAME] : starts Debian's prometheus with CONFIG
+# on a free loopback port, its TSDB in $WORK/NAME (default prom), its log
+# in $WORK/NAME.log, and waits until it is ready; sets PROM (its URL) and
+# PROM_PID. Callers skip the test first when prometheus is missing.
+start_prometheus() {
+	local cfg=$1 name=${2:-prom} port
+	port=$(free_port)
+	prometheus --config.file="$cfg" --storage.tsdb.path="$WORK/$name" \
+		--web.listen-address="127.0.0.1:$port" --log.level=warn 2>"$WORK/$name.log" &
+	PROM_PID=$!
+	PIDS+=("$PROM_PID")
+	PROM="http://127.0.0.1:$port"
+	wait_for 'curl -sf --max-time 2 "$PROM/-/ready" >/dev/null' || fail "prometheus did not start"
+}
+
+# alertmanager_bin : prints Debian's Alertmanager binary ($ALERTMANAGER
+# first), or fails the test: scripts/install-deps.sh installs it.
+alertmanager_bin() {
+	local b=${ALERTMANAGER:-$(command -v prometheus-alertmanager || command -v alertmanager || true)}
+	[ -n "$b" ] || fail "prometheus-alertmanager is not installed (scripts/install-deps.sh installs it)"
+	echo "$b"
+}
+
+# start_alertmanager CONFIG [NAME] : starts Alertmanager with CONFIG on a
+# free loopback port, clustering off, its data in $WORK/NAME (default am),
+# its log in $WORK/NAME.log, and waits until it is ready; sets AM (its
+# URL) and AM_PID.
+start_alertmanager() {
+	local cfg=$1 name=${2:-am} bin port
+	bin=$(alertmanager_bin)
+	port=$(free_port)
+	mkdir -p "$WORK/$name"
+	"$bin" --config.file="$cfg" --storage.path="$WORK/$name" \
+		--web.listen-address="127.0.0.1:$port" --cluster.listen-address= --log.level=warn \
+		2>"$WORK/$name.log" &
+	AM_PID=$!
+	PIDS+=("$AM_PID")
+	AM="http://127.0.0.1:$port"
+	wait_for 'curl -sf --max-time 2 "$AM/-/ready" >/dev/null' || fail "Alertmanager did not become ready"
+}

@@ -3,7 +3,7 @@
 # supported yet" after it had been implemented.
 source "$(dirname "$0")/lib.sh"
 
-for cmd in status top record diagnose report bench rules query alerts kernels run trace; do
+for cmd in status top record diagnose report fleet bench rules query alerts kernels run trace; do
 	"$GPULSE" help "$cmd" >"$WORK/$cmd.txt" 2>&1 || fail "gpulse help $cmd: exit $?"
 	[ -s "$WORK/$cmd.txt" ] || fail "gpulse help $cmd printed nothing"
 	if grep -Eqi 'not supported|not yet|unsupported' "$WORK/$cmd.txt"; then

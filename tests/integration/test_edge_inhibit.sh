@@ -13,10 +13,7 @@
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}"
 
-AM_BIN=${ALERTMANAGER:-$(command -v prometheus-alertmanager || command -v alertmanager || true)}
-[ -n "$AM_BIN" ] || fail "prometheus-alertmanager is not installed (scripts/install-deps.sh installs it)"
-AMPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mkdir -p "$WORK/am" "$WORK/rules"
+mkdir -p "$WORK/rules"
 cat >"$WORK/am.yml" <<'YML'
 route:
   receiver: none
@@ -29,12 +26,7 @@ inhibit_rules:
     target_matchers: ['edge!="true"']
     equal: [alertname, uuid]
 YML
-"$AM_BIN" --config.file="$WORK/am.yml" --storage.path="$WORK/am" \
-	--web.listen-address="127.0.0.1:$AMPORT" --cluster.listen-address= --log.level=warn \
-	2>"$WORK/alertmanager.log" &
-PIDS+=($!)
-AM="http://127.0.0.1:$AMPORT"
-wait_for 'curl -sf --max-time 2 "$AM/-/ready" >/dev/null' || fail "Alertmanager did not become ready"
+start_alertmanager "$WORK/am.yml"
 
 cat >"$WORK/rules/busy.yml" <<'YML'
 groups:

@@ -35,7 +35,6 @@ start_daemon g --config "$WORK/g.yml" --nvml-library "$FAKE_NVML"
 "$FAKE" "$WORK/inject.sock" basic >"$WORK/inject.out" 2>"$WORK/inject.log" &
 PIDS+=($!)
 
-PPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$WORK/prom.yml" <<YML
 global:
   scrape_interval: 1s
@@ -47,12 +46,8 @@ scrape_configs:
     static_configs:
       - targets: ["127.0.0.1:$PORT"]
 YML
-prometheus --config.file="$WORK/prom.yml" --storage.tsdb.path="$WORK/prom" \
-	--web.listen-address="127.0.0.1:$PPORT" --log.level=warn 2>"$WORK/prometheus.log" &
-PIDS+=("$!")
-PROM="http://127.0.0.1:$PPORT"
+start_prometheus "$WORK/prom.yml"
 jcheck() { python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if ($1) else 1)"; }
-wait_for 'curl -sf "$PROM/-/ready" >/dev/null' || fail "prometheus did not start"
 wait_for '[ "$(curl -s "$PROM/api/v1/query?query=ALERTS" | jcheck "len(d[\"data\"][\"result\"])==2" && echo y)" = y ]' ||
 	fail "prometheus has no test alert: $(curl -s "$PROM/api/v1/query?query=ALERTS")"
 wait_for '[ "$(curl -s "$PROM/api/v1/query?query=gpulse_process_kernel_seconds_total" | jcheck "len(d[\"data\"][\"result\"])>0" && echo y)" = y ]' ||

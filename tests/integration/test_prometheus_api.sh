@@ -33,7 +33,6 @@ rule_files:
   - $PACK
 YML
 start_daemon src --config "$WORK/gpulse.yml" --replay "$REC" --replay-speed 1 --storage-path "$WORK/db"
-PPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$WORK/prom.yml" <<YML
 global:
   scrape_interval: 1s
@@ -45,11 +44,7 @@ scrape_configs:
     static_configs:
       - targets: ["127.0.0.1:$PORT"]
 YML
-prometheus --config.file="$WORK/prom.yml" --storage.tsdb.path="$WORK/prom" \
-	--web.listen-address="127.0.0.1:$PPORT" --log.level=warn 2>"$WORK/prometheus.log" &
-PIDS+=("$!")
-PROM="http://127.0.0.1:$PPORT"
-wait_for 'curl -sf "$PROM/-/ready" >/dev/null' || fail "prometheus did not start"
+start_prometheus "$WORK/prom.yml"
 wait_for '[ "$(curl -s "$PROM/api/v1/query?query=up" | python3 -c "import json,sys; r=json.load(sys.stdin)[\"data\"][\"result\"]; print(r[0][\"value\"][1] if r else 0)")" = 1 ]' ||
 	fail "prometheus does not scrape gpulsed"
 sleep 8

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -648,6 +649,96 @@ static void test_call_counts(void **state)
 	assert_int_equal(nv.shutdown(), NVML_ABI_SUCCESS);
 }
 
+/* The counters DCGM has that the fake serves by default: violation time
+ * integrated from the recorded clock event reasons (a square wave here:
+ * the power cap on for 1 s, off for 1 s), NVLink's 18 links up with no
+ * errors, no retired pages, idle video engines. */
+static const char square_csv[] =
+	"t_s,gpu_util,clocks_event_reasons\n"
+	"0,90,4\n"
+	"1,90,0\n"
+	"2,90,4\n"
+	"3,90,0\n";
+
+static void test_dcgm_counters(void **state)
+{
+	(void)state;
+	nvml_return_t (*viol)(nvml_device_t, int, struct nvml_violation_time *);
+	nvml_return_t (*link_state)(nvml_device_t, unsigned, int *);
+	nvml_return_t (*link_err)(nvml_device_t, unsigned, int, unsigned long long *);
+	nvml_return_t (*retired)(nvml_device_t, int, unsigned *, unsigned long long *);
+	nvml_return_t (*pending)(nvml_device_t, int *);
+	nvml_return_t (*enc)(nvml_device_t, unsigned *, unsigned *);
+	*(void **)&viol = sym("nvmlDeviceGetViolationStatus");
+	*(void **)&link_state = sym("nvmlDeviceGetNvLinkState");
+	*(void **)&link_err = sym("nvmlDeviceGetNvLinkErrorCounter");
+	*(void **)&retired = sym("nvmlDeviceGetRetiredPages");
+	*(void **)&pending = sym("nvmlDeviceGetRetiredPagesPendingStatus");
+	*(void **)&enc = sym("nvmlDeviceGetEncoderUtilization");
+
+	char path[] = "/tmp/fake-nvml-test-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, square_csv, sizeof square_csv - 1), (ssize_t)(sizeof square_csv - 1));
+	close(fd);
+	setenv("GPULSE_FAKE_NVML_RECORDING", path, 1);
+	setenv("GPULSE_FAKE_NVML_SPEED", "100", 1);
+	init_ok();
+	nvml_device_t d = handle(0);
+
+	/* Half of the fake time between two reads, within one on-segment
+	 * (1 s) at either end; the wall clock brackets the fake time. */
+	struct nvml_violation_time a, b, app, low;
+	double t0 = now_s();
+	assert_int_equal(viol(d, NVML_ABI_PERF_POLICY_POWER, &a), NVML_ABI_SUCCESS);
+	double t1 = now_s();
+	usleep(200000);
+	double t2 = now_s();
+	assert_int_equal(viol(d, NVML_ABI_PERF_POLICY_POWER, &b), NVML_ABI_SUCCESS);
+	double t3 = now_s();
+	double held = (double)(b.violation_time - a.violation_time) / 1e9;
+	double lo = (t2 - t1) * 100, hi = (t3 - t0) * 100;
+	print_message("power held %.2f s of %.1f-%.1f fake s\n", held, lo, hi);
+	assert_true(b.violation_time >= a.violation_time);
+	assert_true(held >= 0.5 * lo - 1 && held <= 0.5 * hi + 1);
+	/* Any limiter holds at least as long as the power cap; idle never. */
+	assert_int_equal(viol(d, NVML_ABI_PERF_POLICY_TOTAL_APP_CLOCKS, &app), NVML_ABI_SUCCESS);
+	assert_true(app.violation_time >= b.violation_time);
+	assert_int_equal(viol(d, NVML_ABI_PERF_POLICY_LOW_UTILIZATION, &low), NVML_ABI_SUCCESS);
+	assert_true(low.violation_time == 0);
+	assert_int_equal(viol(d, 7, &low), NVML_ABI_ERROR_INVALID_ARGUMENT);
+
+	int st = -1;
+	unsigned long long n = 1;
+	assert_int_equal(link_state(d, 0, &st), NVML_ABI_SUCCESS);
+	assert_int_equal(st, NVML_ABI_FEATURE_ENABLED);
+	assert_int_equal(link_state(d, 17, &st), NVML_ABI_SUCCESS);
+	assert_int_equal(link_state(d, NVML_ABI_NVLINK_MAX_LINKS, &st), NVML_ABI_ERROR_INVALID_ARGUMENT);
+	assert_int_equal(link_err(d, 3, NVML_ABI_NVLINK_ERROR_DL_CRC_FLIT, &n), NVML_ABI_SUCCESS);
+	assert_true(n == 0);
+	unsigned pages = 9, util = 9, period = 0;
+	assert_int_equal(retired(d, NVML_ABI_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, &pages, NULL),
+			 NVML_ABI_SUCCESS);
+	assert_int_equal(pages, 0);
+	assert_int_equal(pending(d, &st), NVML_ABI_SUCCESS);
+	assert_int_equal(st, NVML_ABI_FEATURE_DISABLED);
+	assert_int_equal(enc(d, &util, &period), NVML_ABI_SUCCESS);
+	assert_int_equal(util, 0);
+	assert_true(period > 0);
+	assert_int_equal(nv.shutdown(), NVML_ABI_SUCCESS);
+
+	/* A recording without clock event reasons has no violation time. */
+	static const char plain_csv[] = "t_s,gpu_util\n0,10\n1,20\n";
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, plain_csv, sizeof plain_csv - 1), (ssize_t)(sizeof plain_csv - 1));
+	close(fd);
+	init_ok();
+	assert_int_equal(viol(handle(0), NVML_ABI_PERF_POLICY_POWER, &a), NVML_ABI_ERROR_NOT_SUPPORTED);
+	assert_int_equal(nv.shutdown(), NVML_ABI_SUCCESS);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -663,6 +754,7 @@ int main(void)
 		cmocka_unit_test_setup(test_xid, test_setup),
 		cmocka_unit_test_setup(test_init_failures, test_setup),
 		cmocka_unit_test_setup(test_call_counts, test_setup),
+		cmocka_unit_test_setup(test_dcgm_counters, test_setup),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -217,13 +217,21 @@ static void test_text_samples(void **state)
 	assert_line(t, "gpulse_gpu_up{" L1 "} 0");
 	assert_line(t, "gpulse_gpu_stale{" L0 "} 0");
 	assert_line(t, "gpulse_gpu_stale{" L1 "} 0");
-	assert_line(t, "gpulse_gpu_info{" L0 ",pci_bus_id=\"00000000:19:00.0\","
-		       "serial=\"1650924060001\",driver_version=\"580.65.06\",cuda_version=\"13.0\","
-		       "architecture=\"hopper\",compute_capability=\"9.0\",mig_mode=\"disabled\","
-		       "source=\"nvml\"} 1");
-	assert_line(t, "gpulse_gpu_info{" L1 ",pci_bus_id=\"\",serial=\"\",driver_version=\"\","
+	/* The host's name, as gpulse_gpu_info carries it for DCGM's Hostname. */
+	char host[256], line[1024];
+	if (gethostname(host, sizeof host - 1) != 0)
+		host[0] = '\0';
+	host[sizeof host - 1] = '\0';
+	snprintf(line, sizeof line,
+		 "gpulse_gpu_info{" L0 ",pci_bus_id=\"00000000:19:00.0\","
+		 "serial=\"1650924060001\",driver_version=\"580.65.06\",cuda_version=\"13.0\","
+		 "architecture=\"hopper\",compute_capability=\"9.0\",mig_mode=\"disabled\","
+		 "source=\"nvml\",hostname=\"%s\"} 1", host);
+	assert_line(t, line);
+	snprintf(line, sizeof line, "gpulse_gpu_info{" L1 ",pci_bus_id=\"\",serial=\"\",driver_version=\"\","
 		       "cuda_version=\"\",architecture=\"\",compute_capability=\"\","
-		       "mig_mode=\"unknown\",source=\"nvml\"} 1");
+		       "mig_mode=\"unknown\",source=\"nvml\",hostname=\"%s\"} 1", host);
+	assert_line(t, line);
 	assert_line(t, "gpulse_gpu_max_sm_clock_hertz{" L0 "} 1980000000");
 	assert_line(t, "gpulse_gpu_max_memory_clock_hertz{" L0 "} 3201000000");
 	assert_line(t, "gpulse_gpu_pcie_link_max_generation{" L0 "} 5");

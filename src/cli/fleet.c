@@ -1,0 +1,204 @@
+/* The parts of `gpulse fleet` that judge, apart from those that ask:
+ * the instant-vector parser and the robust z-score (fleet.h). jansson
+ * reads the JSON; the checks of its shape are ours, so that a proxy's
+ * error page or a truncated answer says what is wrong and where. */
+#include "fleet.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+#include "str.h"
+
+/* A sample value as Prometheus writes it: a string ("0.5", "NaN",
+ * "+Inf"). */
+static int value_of(json_t *j, double *v)
+{
+	const char *s = json_string_value(j);
+	if (!s)
+		return GPULSE_EPARSE;
+	if (strcmp(s, "NaN") == 0) {
+		*v = NAN;
+		return 0;
+	}
+	if (strcmp(s, "+Inf") == 0 || strcmp(s, "Inf") == 0) {
+		*v = INFINITY;
+		return 0;
+	}
+	if (strcmp(s, "-Inf") == 0) {
+		*v = -INFINITY;
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	*v = strtod(s, &end);
+	return (end == s || *end) ? GPULSE_EPARSE : 0;
+}
+
+int fleet_parse_vector(const char *body, size_t len, size_t max_series, struct fleet_vector *out,
+		       char *err, size_t errlen)
+{
+	memset(out, 0, sizeof *out);
+	json_error_t je;
+	json_t *root = json_loadb(body, len, 0, &je);
+	if (!root) {
+		str_errf(err, errlen, "the answer is not JSON: %s at line %d column %d", je.text,
+			 je.line, je.column);
+		return GPULSE_EPARSE;
+	}
+	int rc = 0;
+	const char *status = json_string_value(json_object_get(root, "status"));
+	if (!status || strcmp(status, "success") != 0) {
+		const char *e = json_string_value(json_object_get(root, "error"));
+		if (status && strcmp(status, "error") == 0) {
+			str_errf(err, errlen, "the server answered: %.300s", e ? e : "error");
+			rc = GPULSE_EIO;
+		} else {
+			str_errf(err, errlen, "the answer has no \"status\": \"success\"");
+			rc = GPULSE_EPARSE;
+		}
+		goto out;
+	}
+	json_t *data = json_object_get(root, "data");
+	const char *type = json_string_value(json_object_get(data, "resultType"));
+	json_t *result = json_object_get(data, "result");
+	if (!json_is_object(data) || !type || !json_is_array(result)) {
+		str_errf(err, errlen, "the answer lacks data.resultType or data.result");
+		rc = GPULSE_EPARSE;
+		goto out;
+	}
+	if (strcmp(type, "vector") != 0) {
+		str_errf(err, errlen, "the answer is a %.40s, not an instant vector", type);
+		rc = GPULSE_EPARSE;
+		goto out;
+	}
+	size_t n = json_array_size(result);
+	if (n > max_series) {
+		str_errf(err, errlen, "the answer holds %zu series, over the %zu allowed", n, max_series);
+		rc = GPULSE_ELIMIT;
+		goto out;
+	}
+	out->s = n ? calloc(n, sizeof *out->s) : NULL;
+	if (n && !out->s) {
+		str_errf(err, errlen, "out of memory");
+		rc = GPULSE_ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *e = json_array_get(result, i);
+		json_t *metric = json_object_get(e, "metric");
+		json_t *value = json_object_get(e, "value");
+		if (!json_is_object(metric)) {
+			str_errf(err, errlen, "result[%zu] has no \"metric\" object", i);
+			rc = GPULSE_EPARSE;
+			goto out;
+		}
+		const char *k;
+		json_t *lv;
+		json_object_foreach(metric, k, lv) {
+			if (!json_is_string(lv)) {
+				str_errf(err, errlen, "result[%zu] label \"%.60s\" is not a string", i, k);
+				rc = GPULSE_EPARSE;
+				goto out;
+			}
+		}
+		if (!json_is_array(value) || json_array_size(value) != 2 ||
+		    !json_is_number(json_array_get(value, 0))) {
+			str_errf(err, errlen, "result[%zu] has no [time, \"value\"] pair", i);
+			rc = GPULSE_EPARSE;
+			goto out;
+		}
+		if (value_of(json_array_get(value, 1), &out->s[i].value) != 0) {
+			str_errf(err, errlen, "result[%zu] value is not a number in a string", i);
+			rc = GPULSE_EPARSE;
+			goto out;
+		}
+		out->s[i].metric = metric;
+	}
+	out->n = n;
+	out->root = root;
+	return 0;
+out:
+	free(out->s);
+	out->s = NULL;
+	out->n = 0;
+	json_decref(root);
+	return rc;
+}
+
+void fleet_vector_free(struct fleet_vector *v)
+{
+	if (!v)
+		return;
+	free(v->s);
+	json_decref(v->root);
+	memset(v, 0, sizeof *v);
+}
+
+const char *fleet_label(const struct fleet_sample *s, const char *name)
+{
+	const char *v = json_string_value(json_object_get(s->metric, name));
+	return v ? v : "";
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The median of v[0..n), n > 0, sorting v. */
+static double median_of(double *v, size_t n)
+{
+	qsort(v, n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int fleet_robust_z(const double *x, size_t n, double *z, double *median_out)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		m += isfinite(x[i]) != 0;
+	if (m < FLEET_MIN_PEERS) {
+		for (size_t i = 0; i < n; i++)
+			z[i] = NAN;
+		return GPULSE_EINVAL;
+	}
+	double *v = malloc(m * sizeof *v);
+	if (!v)
+		return GPULSE_ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (isfinite(x[i]))
+			v[k++] = x[i];
+	double med = median_of(v, m);
+	double sum_abs = 0;
+	for (size_t i = 0; i < m; i++) {
+		v[i] = fabs(v[i] - med);
+		sum_abs += v[i];
+	}
+	double mad = median_of(v, m);
+	free(v);
+	/* 0.6745 = the 75th percentile of the standard normal: with it, z is
+	 * in standard deviations for normal data. Without a MAD, the mean
+	 * absolute deviation scaled to the same (sqrt(pi/2) = 1.2533). */
+	double scale = mad > 0 ? mad / 0.6745 : 1.2533 * sum_abs / (double)m;
+	for (size_t i = 0; i < n; i++) {
+		if (!isfinite(x[i]))
+			z[i] = NAN;
+		else if (scale > 0)
+			z[i] = (x[i] - med) / scale;
+		else
+			z[i] = 0;
+	}
+	if (median_out)
+		*median_out = med;
+	return 0;
+}
+
+bool fleet_is_outlier(double x, double z, double median, double min_abs)
+{
+	return isfinite(z) && fabs(z) > FLEET_Z_THRESHOLD && fabs(x - median) >= min_abs;
+}
