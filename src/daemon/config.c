@@ -346,7 +346,7 @@ static const struct key_spec top_keys[] = {
 
 static const struct key_spec config_root = SECTION_R("", top_keys, RELOAD_RESTART);
 
-#define SECTION_MAX 16 /* most keys in one section (duplicate tracking) */
+#define SECTION_MAX 24 /* most keys in one section (duplicate tracking) */
 
 void config_defaults(struct gpulse_config *c)
 {
