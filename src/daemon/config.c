@@ -277,7 +277,7 @@ static const struct key_spec relabel_keys[] = {
 	 .size = RLSZ(replacement)},
 	{.name = "action", .kind = KIND_STRING, .offset = RLOFF(action), .size = RLSZ(action)},
 	{.name = "modulus", .kind = KIND_UINT, .offset = RLOFF(modulus), .size = RLSZ(modulus),
-	 .lo = 1, .hi = 4294967295.0, .has_range = true},
+	 .lo = 0, .hi = 4294967295.0, .has_range = true},
 };
 static const struct key_spec relabel_section = SECTION("", relabel_keys);
 static const struct key_spec rw_basic_keys[] = {
@@ -1464,6 +1464,7 @@ static int parse_remote_write(struct parse *p, const char *path, const yaml_even
 			      struct gpulse_config *cfg)
 {
 	yaml_mark_t mark = val->start_mark;
+	memset(cfg->remote_write, 0, sizeof cfg->remote_write);
 	int rc = parse_entry_list(p, path, val, &rw_section, "remote_write entries",
 				  (char *)cfg->remote_write, sizeof cfg->remote_write[0],
 				  CONFIG_MAX_REMOTE_WRITE, &cfg->nremote_write, remote_write_init, cfg);
@@ -2037,7 +2038,8 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       a->rule_evaluation_delay_ns == b->rule_evaluation_delay_ns &&
 	       memcmp(&a->anomaly, &b->anomaly, sizeof a->anomaly) == 0 &&
 	       profiling_config_equal(a, b) && benchd_config_equal(a, b) &&
-	       a->log_level == b->log_level;
+	       a->log_level == b->log_level && a->nremote_write == b->nremote_write &&
+	       memcmp(a->remote_write, b->remote_write, sizeof a->remote_write) == 0;
 }
 
 /* ---- translation ---------------------------------------------------------- */
@@ -2181,6 +2183,25 @@ static int dump_str_list(struct buf *out, const char *member, size_t size, size_
 }
 
 static int dump_section(const struct gpulse_config *c, const struct key_spec *sec, int depth,
+			struct buf *out);
+
+/* A list of entries in block style, each "-" on its own line and its keys
+ * below it. dump_section reads an entry through its key table, whose
+ * offsets are relative to the entry (it is passed as the base). */
+static int dump_entries(struct buf *out, const char *first, size_t elem, unsigned n,
+			const struct key_spec *sec, int depth)
+{
+	int rc = buf_puts(out, n ? "\n" : " []\n");
+	for (unsigned i = 0; !rc && i < n; i++) {
+		rc = buf_printf(out, "%*s-\n", (depth + 1) * 2, "");
+		if (!rc)
+			rc = dump_section((const struct gpulse_config *)(const void *)(first + i * elem),
+					  sec, depth + 2, out);
+	}
+	return rc;
+}
+
+static int dump_section(const struct gpulse_config *c, const struct key_spec *sec, int depth,
 			struct buf *out)
 {
 	int rc = 0;
@@ -2271,38 +2292,18 @@ static int dump_section(const struct gpulse_config *c, const struct key_spec *se
 			if (!rc)
 				rc = buf_putc(out, '}');
 			break;
-		case KIND_RELABEL_LIST:
-			break;
+		case KIND_RELABEL_LIST: {
+			/* c is a remote_write entry here (dump_entries). */
+			const struct config_remote_write *r = (const void *)c;
+			rc = dump_entries(out, (const char *)r->write_relabel_configs,
+					  sizeof r->write_relabel_configs[0], r->nrelabel,
+					  &relabel_section, depth);
+			continue;
+		}
 		case KIND_REMOTE_WRITE:
-			/* The entries without their secrets: URL, name, mode of
-			 * authentication, queue folder. */
-			rc = buf_puts(out, " [");
-			for (unsigned j = 0; !rc && j < c->nremote_write; j++) {
-				const struct config_remote_write *r = &c->remote_write[j];
-				rc = buf_puts(out, j ? ", {url: " : "{url: ");
-				if (!rc)
-					rc = put_yaml_string(out, r->url);
-				if (!rc && r->name[0]) {
-					rc = buf_puts(out, ", name: ");
-					if (!rc)
-						rc = put_yaml_string(out, r->name);
-				}
-				if (!rc && r->basic_auth.username[0])
-					rc = buf_puts(out, ", basic_auth: <secret>");
-				if (!rc && (r->authorization.credentials[0] ||
-					    r->authorization.credentials_file[0]))
-					rc = buf_puts(out, ", authorization: <secret>");
-				if (!rc && r->queue_dir[0]) {
-					rc = buf_puts(out, ", queue_dir: ");
-					if (!rc)
-						rc = put_yaml_string(out, r->queue_dir);
-				}
-				if (!rc)
-					rc = buf_printf(out, ", write_relabel_configs: %u rules}", r->nrelabel);
-			}
-			if (!rc)
-				rc = buf_putc(out, ']');
-			break;
+			rc = dump_entries(out, (const char *)c->remote_write, sizeof c->remote_write[0],
+					  c->nremote_write, &rw_section, depth);
+			continue;
 		case KIND_INHIBIT_RULES:
 			rc = buf_puts(out, " [");
 			for (unsigned j = 0; !rc && j < c->alerting.ninhibit_rules &&

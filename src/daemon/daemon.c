@@ -552,6 +552,14 @@ static void publish_config(struct daemon *d)
 	for (size_t i = 0; i < HTTP_BASIC_MAX_USERS; i++)
 		if (shown->http.basic_auth_users[i][0][0])
 			snprintf(shown->http.basic_auth_users[i][1], CONFIG_BASIC_LEN, "<secret>");
+	for (unsigned i = 0; i < shown->nremote_write && i < CONFIG_MAX_REMOTE_WRITE; i++) {
+		struct config_remote_write *r = &shown->remote_write[i];
+		if (r->basic_auth.password[0])
+			snprintf(r->basic_auth.password, sizeof r->basic_auth.password, "<secret>");
+		if (r->authorization.credentials[0])
+			snprintf(r->authorization.credentials, sizeof r->authorization.credentials,
+				 "<secret>");
+	}
 	struct buf y;
 	buf_init(&y, 4u << 20);
 	if (config_dump(shown, &y) == 0 && y.data)
