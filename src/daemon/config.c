@@ -307,6 +307,14 @@ static const struct key_spec rw_queue_keys[] = {
 	RWRANGED("max_backoff", DURATION, queue_config.max_backoff_ns, 1 * MS, 3600 * SEC),
 	RWLEAF("retry_on_http_429", BOOL, queue_config.retry_on_http_429),
 };
+static const struct key_spec rw_summary_keys[] = {
+	RWRANGED("interval", DURATION, summary.interval_ns, 1 * SEC, 86400 * SEC),
+	{.name = "quantile", .kind = KIND_DOUBLE, .offset = RWOFF(summary.quantile),
+	 .size = RWSZ(summary.quantile), .lo = 0, .hi = 1, .lo_open = true, .has_range = true},
+	{.name = "anomaly_threshold", .kind = KIND_DOUBLE, .offset = RWOFF(summary.anomaly_threshold),
+	 .size = RWSZ(summary.anomaly_threshold), .lo = 0, .hi = 1000, .lo_open = true,
+	 .has_range = true},
+};
 static const struct key_spec rw_keys[] = {
 	RWLEAF("url", STRING, url),
 	RWLEAF("name", STRING, name),
@@ -320,6 +328,8 @@ static const struct key_spec rw_keys[] = {
 	{.name = "queue_config", .kind = KIND_SECTION, .children = rw_queue_keys, .nchildren = 8},
 	RWLEAF("queue_dir", STRING, queue_dir),
 	RWRANGED("queue_max_bytes", UINT, queue_max_bytes, SEGQ_MIN_MAX_BYTES, 4294967295.0),
+	RWLEAF("mode", STRING, mode),
+	{.name = "summary", .kind = KIND_SECTION, .children = rw_summary_keys, .nchildren = 3},
 };
 static const struct key_spec rw_section = SECTION("", rw_keys);
 
@@ -1450,6 +1460,10 @@ static void remote_write_init(void *e)
 	r->queue_config.min_backoff_ns = 30 * NS_PER_MS;
 	r->queue_config.max_backoff_ns = 5 * NS_PER_SEC;
 	r->queue_max_bytes = 256u << 20;
+	snprintf(r->mode, sizeof r->mode, "raw");
+	r->summary.interval_ns = 60 * NS_PER_SEC;
+	r->summary.quantile = 0.95;
+	r->summary.anomaly_threshold = 4;
 }
 
 static int parse_relabel_list(struct parse *p, const char *path, const yaml_event_t *val,
@@ -1494,6 +1508,14 @@ static int parse_remote_write(struct parse *p, const char *path, const yaml_even
 		if (rc == 0 && r->basic_auth.username[0] &&
 		    (r->authorization.credentials[0] || r->authorization.credentials_file[0])) {
 			parse_err(p, mark, "%s[%u]: at most one of basic_auth and authorization", path, i);
+			rc = GPULSE_EPARSE;
+		}
+		if (rc == 0 && strcmp(r->mode, "raw") != 0 && strcmp(r->mode, "summary") != 0) {
+			parse_err(p, mark, "%s[%u].mode: \"%s\" is not raw or summary", path, i, r->mode);
+			rc = GPULSE_EPARSE;
+		}
+		if (rc == 0 && r->summary.quantile >= 1) {
+			parse_err(p, mark, "%s[%u].summary.quantile: must be below 1", path, i);
 			rc = GPULSE_EPARSE;
 		}
 		if (rc == 0 && r->queue_config.min_backoff_ns > r->queue_config.max_backoff_ns) {

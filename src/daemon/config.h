@@ -89,8 +89,14 @@ struct config_remote_write {
 		int64_t min_backoff_ns, max_backoff_ns;
 		bool retry_on_http_429;
 	} queue_config;
-	char queue_dir[CONFIG_PATH_LEN];     /* "": remote-write/NAME beside the store */
+	char queue_dir[CONFIG_PATH_LEN];     /* "": STORE.remote-write-NAME beside the store */
 	unsigned queue_max_bytes;
+	char mode[16];                       /* "raw" or "summary" (edge aggregation) */
+	struct {
+		int64_t interval_ns;
+		double quantile;
+		double anomaly_threshold;
+	} summary;
 };
 
 struct relabel_spec;

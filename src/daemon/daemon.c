@@ -365,6 +365,10 @@ static void start_remotes(struct daemon *d, struct tsdb *db)
 			.max_backoff_ms = r->queue_config.max_backoff_ns / NS_PER_MS,
 			.retry_on_429 = r->queue_config.retry_on_http_429,
 			.queue_max_bytes = r->queue_max_bytes,
+			.summary = strcmp(r->mode, "summary") == 0,
+			.summary_interval_ms = r->summary.interval_ns / NS_PER_MS,
+			.summary_quantile = r->summary.quantile,
+			.summary_anomaly_threshold = r->summary.anomaly_threshold,
 		};
 		for (size_t h = 0; h < CONFIG_MAX_HEADERS && r->headers[h][0][0]; h++) {
 			o.headers[h][0] = r->headers[h][0];
@@ -424,8 +428,9 @@ static void start_remotes(struct daemon *d, struct tsdb *db)
 			log_error("remote_write[%u] %s: %s; not sending there", i, r->url, err);
 			continue;
 		}
-		log_info("remote_write[%u]: sending every stored sample to %s (queue in %s)", i, r->url,
-			 qdir);
+		log_info("remote_write[%u]: sending %s to %s (queue in %s)", i,
+			 o.summary ? "summaries of the stored series (and every sample of a GPU in an "
+				     "anomalous or alerting state)" : "every stored sample", r->url, qdir);
 		d->remotes[n++] = rw;
 	}
 	atomic_store(&d->nremotes, n);

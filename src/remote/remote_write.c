@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "log.h"
 #include "rw_codec.h"
+#include "rw_summary.h"
 #include "segq.h"
 #include "status.h"
 #include "str.h"
@@ -51,6 +52,8 @@ struct remote_write {
 	size_t capacity, max_per_send;
 	int64_t deadline_ms, min_backoff_ms, max_backoff_ms, timeout_ms;
 	bool retry_429;
+	struct rw_summary *sum;    /* mode: summary; batcher only */
+	atomic_uint_fast64_t sum_in, sum_out, sum_raw;
 
 	_Atomic(struct tsdb *) db;
 	struct segq *q;
@@ -160,6 +163,13 @@ int remote_write_create(struct remote_write **out, const struct remote_write_opt
 	rc = GPULSE_ENOMEM;
 	if (!(rw->ring = calloc(rw->capacity, sizeof *rw->ring)))
 		goto fail;
+	if (o->summary) {
+		struct rw_summary_opts so = {.interval_ms = o->summary_interval_ms,
+					     .quantile = o->summary_quantile,
+					     .anomaly_threshold = o->summary_anomaly_threshold};
+		if (rw_summary_create(&rw->sum, &so))
+			goto fail;
+	}
 	if ((rc = segq_open(&rw->q, rw->queue_dir, o->queue_max_bytes ? o->queue_max_bytes : 256u << 20,
 			    err, errlen)))
 		goto fail;
@@ -267,54 +277,81 @@ static const struct cached *resolve(struct remote_write *rw, uint32_t ref)
 	return c;
 }
 
-static int entry_cmp(const void *a, const void *b)
+/* A sample to send, keyed by its series (same key, same labels). */
+struct out {
+	const void *key;
+	const struct tsdb_label *labels;
+	size_t n;
+	int64_t t_ms;
+	double v;
+};
+
+struct outvec {
+	struct out *v;
+	size_t n, cap;
+	bool failed;
+};
+
+static void out_push(void *ctx, const void *key, const struct tsdb_label *labels, size_t n,
+		     int64_t t_ms, double v)
 {
-	const struct entry *x = a, *y = b;
-	if (x->ref != y->ref)
-		return x->ref < y->ref ? -1 : 1;
+	struct outvec *o = ctx;
+	if (o->n == o->cap) {
+		size_t cap = o->cap ? o->cap * 2 : 4096;
+		struct out *nv = realloc(o->v, cap * sizeof *nv);
+		if (!nv) {
+			o->failed = true;
+			return;
+		}
+		o->v = nv;
+		o->cap = cap;
+	}
+	o->v[o->n++] = (struct out){key, labels, n, t_ms, v};
+}
+
+static int out_cmp(const void *a, const void *b)
+{
+	const struct out *x = a, *y = b;
+	if (x->key != y->key)
+		return (uintptr_t)x->key < (uintptr_t)y->key ? -1 : 1;
 	return x->t_ms < y->t_ms ? -1 : x->t_ms > y->t_ms;
 }
 
-/* Encode the batch `e` (n entries) and append it to the queue. */
-static void flush_batch(struct remote_write *rw, struct entry *e, size_t n, struct buf *body)
+/* Encode what `o` holds as requests of at most max_per_send samples and
+ * append them to the queue; o is emptied. */
+static void send_out(struct remote_write *rw, struct outvec *o, struct buf *body)
 {
-	if (!n)
+	if (o->failed) {
+		atomic_fetch_add(&rw->lost_queue, 1);
+		o->failed = false;
+	}
+	if (!o->n)
 		return;
-	qsort(e, n, sizeof *e, entry_cmp);
-	struct rw_series *ser = calloc(n, sizeof *ser);
-	struct rw_sample *sm = calloc(n, sizeof *sm);
+	qsort(o->v, o->n, sizeof *o->v, out_cmp);
+	struct rw_series *ser = calloc(rw->max_per_send, sizeof *ser);
+	struct rw_sample *sm = calloc(rw->max_per_send, sizeof *sm);
 	if (!ser || !sm) {
-		atomic_fetch_add(&rw->lost_queue, n);
+		atomic_fetch_add(&rw->lost_queue, o->n);
+		o->n = 0;
 		free(ser);
 		free(sm);
 		return;
 	}
-	size_t ns = 0, nsm = 0, dropped = 0;
-	int64_t max_t = 0;
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
-		while (j < n && e[j].ref == e[i].ref)
-			j++;
-		const struct cached *c = resolve(rw, e[i].ref);
-		if (!c) {
-			dropped += j - i;
-			i = j;
-			continue;
+	for (size_t i = 0; i < o->n;) {
+		size_t ns = 0, nsm = 0;
+		int64_t max_t = 0;
+		while (i < o->n && nsm < rw->max_per_send) {
+			ser[ns] = (struct rw_series){o->v[i].labels, o->v[i].n, &sm[nsm], 0};
+			const void *key = o->v[i].key;
+			while (i < o->n && o->v[i].key == key && nsm < rw->max_per_send) {
+				sm[nsm++] = (struct rw_sample){o->v[i].t_ms, o->v[i].v};
+				if (o->v[i].t_ms > max_t)
+					max_t = o->v[i].t_ms;
+				ser[ns].nsamples++;
+				i++;
+			}
+			ns++;
 		}
-		ser[ns].labels = c->labels;
-		ser[ns].nlabels = c->n;
-		ser[ns].samples = &sm[nsm];
-		for (size_t k = i; k < j; k++) {
-			sm[nsm++] = (struct rw_sample){e[k].t_ms, e[k].v};
-			if (e[k].t_ms > max_t)
-				max_t = e[k].t_ms;
-		}
-		ser[ns].nsamples = j - i;
-		ns++;
-		i = j;
-	}
-	atomic_fetch_add(&rw->dropped_total, dropped);
-	if (nsm) {
 		buf_reset(body);
 		char err[256];
 		int rc = rw_encode(ser, ns, body);
@@ -325,15 +362,42 @@ static void flush_batch(struct remote_write *rw, struct entry *e, size_t n, stru
 		if (rc) {
 			atomic_fetch_add(&rw->lost_queue, nsm);
 			log_warn("remote_write %s: %s; %zu samples lost", rw->name, err, nsm);
-		} else {
-			pthread_mutex_lock(&rw->mu);
-			rw->appended_records++;
-			pthread_cond_signal(&rw->cv_send);
-			pthread_mutex_unlock(&rw->mu);
+			continue;
 		}
+		pthread_mutex_lock(&rw->mu);
+		rw->appended_records++;
+		pthread_cond_signal(&rw->cv_send);
+		pthread_mutex_unlock(&rw->mu);
 	}
+	o->n = 0;
 	free(ser);
 	free(sm);
+}
+
+/* The batch `e` (n entries from the ring): resolved, relabelled, and in
+ * summary mode summarised, into o. */
+static void take_batch(struct remote_write *rw, const struct entry *e, size_t n, struct outvec *o)
+{
+	size_t dropped = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct cached *c = resolve(rw, e[i].ref);
+		if (!c) {
+			dropped++;
+			continue;
+		}
+		if (rw->sum)
+			rw_summary_add(rw->sum, e[i].ref, c->labels, c->n, e[i].t_ms, e[i].v, out_push, o);
+		else
+			out_push(o, c, c->labels, c->n, e[i].t_ms, e[i].v);
+	}
+	atomic_fetch_add(&rw->dropped_total, dropped);
+	if (rw->sum) {
+		struct rw_summary_stats st;
+		rw_summary_get_stats(rw->sum, &st);
+		atomic_store(&rw->sum_in, st.samples_in_total);
+		atomic_store(&rw->sum_out, st.summaries_total);
+		atomic_store(&rw->sum_raw, st.raw_passthrough_total);
+	}
 }
 
 static void deadline_in(struct timespec *ts, int64_t ms)
@@ -351,6 +415,7 @@ static void *batcher_main(void *arg)
 {
 	struct remote_write *rw = arg;
 	struct entry *batch = calloc(rw->max_per_send, sizeof *batch);
+	struct outvec ov = {0};
 	struct buf body;
 	buf_init(&body, SEGQ_MAX_RECORD);
 	if (!batch) {
@@ -373,15 +438,27 @@ static void *batcher_main(void *arg)
 			rw->head = (rw->head + n) % rw->capacity;
 			rw->count -= n;
 			pthread_mutex_unlock(&rw->mu);
-			flush_batch(rw, batch, n, &body);
+			take_batch(rw, batch, n, &ov);
+			if (ov.n >= rw->max_per_send)
+				send_out(rw, &ov, &body);
 			pthread_mutex_lock(&rw->mu);
 			if (!stop && rw->count < rw->max_per_send)
 				break;
 		}
+		pthread_mutex_unlock(&rw->mu);
+		/* Intervals that ended a deadline ago: a series that went quiet
+		 * still gets its summary. Partial intervals are not sent at a
+		 * stop (docs/internals/remote.md). */
+		if (rw->sum)
+			rw_summary_sweep(rw->sum, clock_wall_ns() / 1000000 - rw->deadline_ms, out_push,
+					 &ov);
+		send_out(rw, &ov, &body);
+		pthread_mutex_lock(&rw->mu);
 		if (stop)
 			break;
 	}
 	pthread_mutex_unlock(&rw->mu);
+	free(ov.v);
 	free(batch);
 	buf_free(&body);
 	return NULL;
@@ -616,6 +693,7 @@ void remote_write_destroy(struct remote_write *rw)
 	remote_write_stop(rw);
 	segq_close(rw->q);
 	relabel_free(rw->rl);
+	rw_summary_destroy(rw->sum);
 	for (size_t i = 0; i < rw->ncache; i++) {
 		free(rw->cache[i].labels);
 		free(rw->cache[i].strings);
@@ -665,6 +743,9 @@ void remote_write_get_stats(struct remote_write *rw, struct remote_write_stats *
 	out->corrupt_records_total = q.corrupt_records_total;
 	out->highest_t_ms = (int64_t)atomic_load(&rw->highest_t_ms);
 	out->highest_sent_t_ms = q.newest_acked_t_ms;
+	out->summary_in_total = atomic_load(&rw->sum_in);
+	out->summary_out_total = atomic_load(&rw->sum_out);
+	out->summary_raw_total = atomic_load(&rw->sum_raw);
 }
 
 /* ---- /metrics ---- */
@@ -742,6 +823,12 @@ int remote_write_metrics(struct remote_write *const *rws, size_t n, struct buf *
 	    st[i].samples_lost_ring_total + st[i].samples_lost_queue_total);
 	CTR("gpulse_remote_write_corrupt_records",
 	    "Torn or damaged queue records cut off or skipped.", st[i].corrupt_records_total);
+	CTR("gpulse_remote_write_summary_samples",
+	    "mode: summary: summary samples made (and counters' last samples).",
+	    st[i].summary_out_total);
+	CTR("gpulse_remote_write_summary_raw_samples",
+	    "mode: summary: raw samples sent because their GPU was anomalous or alerting.",
+	    st[i].summary_raw_total);
 	CTR("gpulse_remote_write_requests_failed", "Requests that failed (any reason).",
 	    st[i].requests_failed_total);
 	family(out, "prometheus_remote_storage_sent_batch_duration_seconds", "histogram",

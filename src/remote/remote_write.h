@@ -45,6 +45,10 @@ struct remote_write_opts {
 	int64_t min_backoff_ms;        /* 0: 30 */
 	int64_t max_backoff_ms;        /* 0: 5000 */
 	bool retry_on_429;
+	bool summary;                  /* mode: summary (rw_summary.h); false: raw */
+	int64_t summary_interval_ms;   /* 0: 60000 */
+	double summary_quantile;       /* 0: 0.95 */
+	double summary_anomaly_threshold; /* 0: 4 */
 	const char *queue_dir;         /* required */
 	uint64_t queue_max_bytes;      /* 0: 256 MiB */
 };
@@ -85,6 +89,8 @@ struct remote_write_stats {
 	uint64_t requests_total, requests_failed_total;
 	uint64_t corrupt_records_total;
 	int64_t highest_t_ms, highest_sent_t_ms;
+	/* mode: summary (zeros otherwise). */
+	uint64_t summary_in_total, summary_out_total, summary_raw_total;
 };
 void remote_write_get_stats(struct remote_write *rw, struct remote_write_stats *out);
 
