@@ -379,7 +379,14 @@ static void send_out(struct remote_write *rw, struct outvec *o, struct buf *body
 static void take_batch(struct remote_write *rw, const struct entry *e, size_t n, struct outvec *o)
 {
 	size_t dropped = 0;
+	struct tsdb *db = atomic_load(&rw->db);
 	for (size_t i = 0; i < n; i++) {
+		if (rw->sum && db) {
+			const struct tsdb_label *sl;
+			size_t sn;
+			if (tsdb_series_labels(db, e[i].ref, &sl, &sn) == 0)
+				rw_summary_observe(rw->sum, sl, sn, e[i].t_ms, e[i].v);
+		}
 		const struct cached *c = resolve(rw, e[i].ref);
 		if (!c) {
 			dropped++;

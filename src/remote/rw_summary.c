@@ -238,13 +238,6 @@ int rw_summary_add(struct rw_summary *s, uint32_t ref, const struct tsdb_label *
 	}
 	const char *name = label(labels, n, "__name__");
 	bool is_alerts = name && strcmp(name, "ALERTS") == 0;
-	/* The state of the GPU this sample's series belongs to. */
-	if (st->gpu >= 0 && !isnan(v)) {
-		if ((is_alerts && v == 1) ||
-		    (name && strcmp(name, "gpulse_anomaly_score") == 0 && v > s->o.anomaly_threshold))
-			if (t_ms + s->o.hold_ms > s->gpus[st->gpu].hot_until)
-				s->gpus[st->gpu].hot_until = t_ms + s->o.hold_ms;
-	}
 	bool hot = st->gpu >= 0 && t_ms <= s->gpus[st->gpu].hot_until;
 	if (is_alerts || hot) {
 		emit(ctx, st, labels, n, t_ms, v);
@@ -286,6 +279,20 @@ int rw_summary_add(struct rw_summary *s, uint32_t ref, const struct tsdb_label *
 		s->stats.reservoir_total++;
 	}
 	return 0;
+}
+
+void rw_summary_observe(struct rw_summary *s, const struct tsdb_label *labels, size_t n,
+			int64_t t_ms, double v)
+{
+	if (isnan(v))
+		return;
+	const char *name = label(labels, n, "__name__");
+	if (!name || !((strcmp(name, "ALERTS") == 0 && v == 1) ||
+		       (strcmp(name, "gpulse_anomaly_score") == 0 && v > s->o.anomaly_threshold)))
+		return;
+	int g = gpu_index(s, label(labels, n, "gpu"));
+	if (g >= 0 && t_ms + s->o.hold_ms > s->gpus[g].hot_until)
+		s->gpus[g].hot_until = t_ms + s->o.hold_ms;
 }
 
 void rw_summary_sweep(struct rw_summary *s, int64_t now_ms, rw_summary_emit_fn *emit, void *ctx)

@@ -53,6 +53,13 @@ void rw_summary_destroy(struct rw_summary *s);  /* accepts NULL */
 int rw_summary_add(struct rw_summary *s, uint32_t ref, const struct tsdb_label *labels, size_t n,
 		   int64_t t_ms, double v, rw_summary_emit_fn *emit, void *ctx);
 
+/* Note one sample of any stored series, before write_relabel_configs
+ * (which may drop ALERTS from what is sent): an ALERTS sample of value 1
+ * or a gpulse_anomaly_score over the threshold makes its `gpu` hot from
+ * t_ms for hold_ms. Call it before rw_summary_add of the same sample. */
+void rw_summary_observe(struct rw_summary *s, const struct tsdb_label *labels, size_t n,
+			int64_t t_ms, double v);
+
 /* Emit the summaries of every interval that ended at or before
  * now_ms (series that stopped, or that are quiet). */
 void rw_summary_sweep(struct rw_summary *s, int64_t now_ms, rw_summary_emit_fn *emit, void *ctx);

@@ -138,11 +138,15 @@ static void test_hot_gpu_passthrough(void **state)
 	for (int i = 0; i < 100; i++) {   /* 10 s at 10 Hz */
 		int64_t t = base + i * 100;
 		/* An alert fires for GPU 1 from 2 s to 4 s (one ALERTS sample a second). */
-		if (i % 10 == 0 && i >= 20 && i <= 40)
+		if (i % 10 == 0 && i >= 20 && i <= 40) {
+			rw_summary_observe(s, al, 4, t, 1);
 			rw_summary_add(s, 3, al, 4, t, 1, emit, NULL);
+		}
 		/* GPU 0's anomaly score: low, then over the threshold at 6 s. */
-		if (i % 10 == 0)
+		if (i % 10 == 0) {
+			rw_summary_observe(s, an, 3, t, i == 60 ? 7 : 1);
 			rw_summary_add(s, 4, an, 3, t, i == 60 ? 7 : 1, emit, NULL);
+		}
 		/* The GPUs' series after the state's samples of the same instant. */
 		rw_summary_add(s, 1, g0, 2, t, 100 + i, emit, NULL);
 		rw_summary_add(s, 2, g1, 2, t, 200 + i, emit, NULL);
