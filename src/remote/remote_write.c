@@ -830,10 +830,10 @@ int remote_write_metrics(struct remote_write *const *rws, size_t n, struct buf *
 	    st[i].samples_lost_ring_total + st[i].samples_lost_queue_total);
 	CTR("gpulse_remote_write_corrupt_records",
 	    "Torn or damaged queue records cut off or skipped.", st[i].corrupt_records_total);
-	CTR("gpulse_remote_write_summary_samples",
+	CTR("gpulse_remote_write_aggregated_samples",
 	    "mode: summary: summary samples made (and counters' last samples).",
 	    st[i].summary_out_total);
-	CTR("gpulse_remote_write_summary_raw_samples",
+	CTR("gpulse_remote_write_passthrough_samples",
 	    "mode: summary: raw samples sent because their GPU was anomalous or alerting.",
 	    st[i].summary_raw_total);
 	CTR("gpulse_remote_write_requests_failed", "Requests that failed (any reason).",

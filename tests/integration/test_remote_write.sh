@@ -58,6 +58,11 @@ dropped=$(metric prometheus_remote_storage_samples_dropped_total 'remote_name="c
 [ -n "$dropped" ] && approx "$dropped" 0 0 && fail "write_relabel_configs dropped nothing"
 has /metrics '^prometheus_remote_storage_samples_total\{remote_name="central",url="' ||
 	fail "no prometheus_remote_storage_samples_total"
+fetch /metrics >"$WORK/m.txt"
+promtool check metrics <"$WORK/m.txt" >"$WORK/pt.log" 2>&1 || fail "promtool: $(cat "$WORK/pt.log")"
+# OpenMetrics too: the counters' families are named without _total.
+curl -sf -H 'Accept: application/openmetrics-text; version=1.0.0' "$URL/metrics" |
+	grep -q '^# TYPE prometheus_remote_storage_samples counter' || fail "OpenMetrics family name"
 
 # The outage: Prometheus goes, gpulsed keeps queueing, then restarts.
 kill -TERM "$PROM_PID"
