@@ -1397,7 +1397,7 @@ static int parse_section(struct parse *p, const struct key_spec *sec, const char
 static int parse_entry_list(struct parse *p, const char *path, const yaml_event_t *val,
 			    const struct key_spec *sec, const char *what, char *first, size_t elem,
 			    unsigned max, unsigned *n, void (*init)(void *),
-			    struct gpulse_config *cfg)
+			    struct gpulse_config *cfg, yaml_mark_t *marks)
 {
 	*n = 0;
 	if (val->type == YAML_SCALAR_EVENT && scalar_is_null(val))
@@ -1424,6 +1424,8 @@ static int parse_entry_list(struct parse *p, const char *path, const yaml_event_
 			yaml_event_delete(&ev);
 			return GPULSE_EPARSE;
 		}
+		if (marks)
+			marks[*n] = ev.start_mark;
 		yaml_event_delete(&ev);
 		char epath[96];
 		snprintf(epath, sizeof epath, "%s[%u]", path, *n);
@@ -1469,21 +1471,39 @@ static void remote_write_init(void *e)
 static int parse_relabel_list(struct parse *p, const char *path, const yaml_event_t *val,
 			      struct config_remote_write *rw)
 {
-	return parse_entry_list(p, path, val, &relabel_section, "relabel configs",
-				(char *)rw->write_relabel_configs, sizeof rw->write_relabel_configs[0],
-				CONFIG_MAX_RELABEL, &rw->nrelabel, relabel_init, NULL);
+	yaml_mark_t marks[CONFIG_MAX_RELABEL];
+	int rc = parse_entry_list(p, path, val, &relabel_section, "relabel configs",
+				  (char *)rw->write_relabel_configs, sizeof rw->write_relabel_configs[0],
+				  CONFIG_MAX_RELABEL, &rw->nrelabel, relabel_init, NULL, marks);
+	for (unsigned j = 0; rc == 0 && j < rw->nrelabel; j++) {
+		/* Compile each rule now so a bad one is refused at its line. */
+		struct relabel_spec sp;
+		config_relabel_spec(&rw->write_relabel_configs[j], &sp);
+		struct relabel *rl = NULL;
+		char why[400];
+		int xrc = relabel_compile(&sp, 1, &rl, why, sizeof why);
+		relabel_free(rl);
+		if (xrc) {
+			parse_err(p, marks[j], "%s[%u]: %s", path, j,
+				  strstr(why, ": ") ? strstr(why, ": ") + 2 : why);
+			rc = GPULSE_EPARSE;
+		}
+	}
+	return rc;
 }
 
 static int parse_remote_write(struct parse *p, const char *path, const yaml_event_t *val,
 			      struct gpulse_config *cfg)
 {
-	yaml_mark_t mark = val->start_mark;
+	yaml_mark_t marks[CONFIG_MAX_REMOTE_WRITE];
 	memset(cfg->remote_write, 0, sizeof cfg->remote_write);
 	int rc = parse_entry_list(p, path, val, &rw_section, "remote_write entries",
 				  (char *)cfg->remote_write, sizeof cfg->remote_write[0],
-				  CONFIG_MAX_REMOTE_WRITE, &cfg->nremote_write, remote_write_init, cfg);
+				  CONFIG_MAX_REMOTE_WRITE, &cfg->nremote_write, remote_write_init, cfg,
+				  marks);
 	for (unsigned i = 0; rc == 0 && i < cfg->nremote_write; i++) {
 		const struct config_remote_write *r = &cfg->remote_write[i];
+		yaml_mark_t mark = marks[i];
 		if (strncmp(r->url, "http://", 7) != 0 && strncmp(r->url, "https://", 8) != 0) {
 			parse_err(p, mark, "%s[%u].url: %s; it must start with http:// or https://",
 				  path, i, r->url[0] ? "a URL" : "missing");
@@ -1521,20 +1541,6 @@ static int parse_remote_write(struct parse *p, const char *path, const yaml_even
 		if (rc == 0 && r->queue_config.min_backoff_ns > r->queue_config.max_backoff_ns) {
 			parse_err(p, mark, "%s[%u].queue_config: min_backoff is above max_backoff", path, i);
 			rc = GPULSE_EPARSE;
-		}
-		for (unsigned j = 0; rc == 0 && j < r->nrelabel; j++) {
-			/* Compile each rule now so a bad one is refused at load. */
-			struct relabel_spec sp;
-			config_relabel_spec(&r->write_relabel_configs[j], &sp);
-			struct relabel *rl = NULL;
-			char why[400];
-			int xrc = relabel_compile(&sp, 1, &rl, why, sizeof why);
-			relabel_free(rl);
-			if (xrc) {
-				parse_err(p, mark, "%s[%u].write_relabel_configs[%u]: %s", path, i, j,
-					  strstr(why, ": ") ? strstr(why, ": ") + 2 : why);
-				rc = GPULSE_EPARSE;
-			}
 		}
 	}
 	return rc;

@@ -244,6 +244,12 @@ int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *o
 	rules_files_free(files, nfiles);
 	if (rc)
 		return rc;
+	if (c.nremote_write && !c.storage.path[0] && !opt->demo) {
+		snprintf(err, errlen, "%s: remote_write sends the samples the store takes: it needs "
+			 "storage (storage.path or --storage-path)",
+			 opt->config_path ? opt->config_path : "command line");
+		return GPULSE_EINVAL;
+	}
 	*out = c;
 	return GPULSE_OK;
 }

@@ -45,6 +45,16 @@ remote_write:
       max_backoff: 500ms
 YML
 
+# Refusals at load, exit status 2: remote_write without storage, and a
+# bad relabel rule named by file and line.
+printf 'remote_write:\n  - url: %s/api/v1/write\n' "$PROM" >"$WORK/nostore.yml"
+rc=0; "$GPULSED" --config "$WORK/nostore.yml" 2>"$WORK/nostore.out" || rc=$?
+[ "$rc" = 2 ] && grep -q 'needs storage' "$WORK/nostore.out" || fail "remote_write without storage: $rc $(cat "$WORK/nostore.out")"
+printf 'remote_write:\n  - url: %s/api/v1/write\n    write_relabel_configs:\n      - action: explode\n' "$PROM" >"$WORK/bad.yml"
+rc=0; "$GPULSED" --config "$WORK/bad.yml" 2>"$WORK/bad.out" || rc=$?
+[ "$rc" = 2 ] && grep -q 'bad.yml:4:9: remote_write\[0\].write_relabel_configs\[0\]: unknown relabel action' "$WORK/bad.out" ||
+	fail "bad relabel action: $rc $(cat "$WORK/bad.out")"
+
 start_prom
 start_daemon gp1 --config "$WORK/gpulse.yml" --replay "$REC" --replay-speed 1
 SERIES='gpulse_gpu_power_watts{gpu="0"}'
