@@ -43,6 +43,16 @@ remote_write:
       batch_send_deadline: 200ms
       min_backoff: 50ms
       max_backoff: 500ms
+  # A path Prometheus answers 404: dropped and counted, as Prometheus does
+  # on a 4xx, never retried.
+  - url: $PROM/api/v1/no-such-endpoint
+    name: refused
+    write_relabel_configs:
+      - source_labels: [__name__]
+        regex: "gpulse_gpu_up"
+        action: keep
+    queue_config:
+      batch_send_deadline: 200ms
 YML
 
 # Refusals at load, exit status 2: remote_write without storage, and a
@@ -68,6 +78,10 @@ dropped=$(metric prometheus_remote_storage_samples_dropped_total 'remote_name="c
 [ -n "$dropped" ] && approx "$dropped" 0 0 && fail "write_relabel_configs dropped nothing"
 has /metrics '^prometheus_remote_storage_samples_total\{remote_name="central",url="' ||
 	fail "no prometheus_remote_storage_samples_total"
+wait_for '[ "$(metric prometheus_remote_storage_samples_failed_total "remote_name=\"refused\"")" != 0 ]' ||
+	fail "a 404 was not counted as failed"
+[ "$(metric prometheus_remote_storage_samples_retried_total 'remote_name="refused"')" = 0 ] ||
+	fail "a 404 was retried"
 fetch /metrics >"$WORK/m.txt"
 promtool check metrics <"$WORK/m.txt" >"$WORK/pt.log" 2>&1 || fail "promtool: $(cat "$WORK/pt.log")"
 # OpenMetrics too: the counters' families are named without _total.
