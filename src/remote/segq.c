@@ -360,7 +360,8 @@ int segq_open(struct segq **out, const char *dir, uint64_t max_bytes, char *err,
 		}
 	}
 	closedir(d);
-	qsort(q->segs, q->nseg, sizeof *q->segs, seg_cmp);
+	if (q->nseg > 1)
+		qsort(q->segs, q->nseg, sizeof *q->segs, seg_cmp);
 	for (size_t i = 0; i < q->nseg; i++) {
 		if ((rc = scan_seg(q, &q->segs[i], err, errlen)))
 			goto fail;
