@@ -294,6 +294,7 @@ static const struct key_spec rw_tls_keys[] = {
 	RWLEAF("ca_file", STRING, tls_config.ca_file),
 	RWLEAF("cert_file", STRING, tls_config.cert_file),
 	RWLEAF("key_file", STRING, tls_config.key_file),
+	RWLEAF("server_name", STRING, tls_config.server_name),
 	RWLEAF("insecure_skip_verify", BOOL, tls_config.insecure_skip_verify),
 };
 static const struct key_spec rw_queue_keys[] = {
@@ -321,15 +322,20 @@ static const struct key_spec rw_keys[] = {
 	RWRANGED("remote_timeout", DURATION, remote_timeout_ns, 1 * MS, 3600 * SEC),
 	{.name = "headers", .kind = KIND_LABEL_MAP, .offset = RWOFF(headers), .size = RWSZ(headers),
 	 .elem = RWSZ(headers[0][0]), .check = ITEM_HEADER},
-	{.name = "basic_auth", .kind = KIND_SECTION, .children = rw_basic_keys, .nchildren = 3},
-	{.name = "authorization", .kind = KIND_SECTION, .children = rw_authz_keys, .nchildren = 3},
-	{.name = "tls_config", .kind = KIND_SECTION, .children = rw_tls_keys, .nchildren = 4},
+	{.name = "basic_auth", .kind = KIND_SECTION, .children = rw_basic_keys,
+	 .nchildren = (int)(sizeof rw_basic_keys / sizeof rw_basic_keys[0])},
+	{.name = "authorization", .kind = KIND_SECTION, .children = rw_authz_keys,
+	 .nchildren = (int)(sizeof rw_authz_keys / sizeof rw_authz_keys[0])},
+	{.name = "tls_config", .kind = KIND_SECTION, .children = rw_tls_keys,
+	 .nchildren = (int)(sizeof rw_tls_keys / sizeof rw_tls_keys[0])},
 	{.name = "write_relabel_configs", .kind = KIND_RELABEL_LIST},
-	{.name = "queue_config", .kind = KIND_SECTION, .children = rw_queue_keys, .nchildren = 8},
+	{.name = "queue_config", .kind = KIND_SECTION, .children = rw_queue_keys,
+	 .nchildren = (int)(sizeof rw_queue_keys / sizeof rw_queue_keys[0])},
 	RWLEAF("queue_dir", STRING, queue_dir),
 	RWRANGED("queue_max_bytes", UINT, queue_max_bytes, SEGQ_MIN_MAX_BYTES, 4294967295.0),
 	RWLEAF("mode", STRING, mode),
-	{.name = "summary", .kind = KIND_SECTION, .children = rw_summary_keys, .nchildren = 3},
+	{.name = "summary", .kind = KIND_SECTION, .children = rw_summary_keys,
+	 .nchildren = (int)(sizeof rw_summary_keys / sizeof rw_summary_keys[0])},
 };
 static const struct key_spec rw_section = SECTION("", rw_keys);
 

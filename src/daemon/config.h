@@ -77,6 +77,7 @@ struct config_remote_write {
 		char ca_file[CONFIG_PATH_LEN];
 		char cert_file[CONFIG_PATH_LEN];
 		char key_file[CONFIG_PATH_LEN];
+		char server_name[256];
 		bool insecure_skip_verify;
 	} tls_config;
 	struct config_relabel write_relabel_configs[CONFIG_MAX_RELABEL];

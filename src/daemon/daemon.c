@@ -404,6 +404,7 @@ static void start_remotes(struct daemon *d, struct tsdb *db)
 		o.ca_file = r->tls_config.ca_file[0] ? r->tls_config.ca_file : NULL;
 		o.cert_file = r->tls_config.cert_file[0] ? r->tls_config.cert_file : NULL;
 		o.key_file = r->tls_config.key_file[0] ? r->tls_config.key_file : NULL;
+		o.server_name = r->tls_config.server_name[0] ? r->tls_config.server_name : NULL;
 		struct relabel_spec specs[CONFIG_MAX_RELABEL];
 		for (unsigned j = 0; j < r->nrelabel; j++)
 			config_relabel_spec(&r->write_relabel_configs[j], &specs[j]);

@@ -45,6 +45,9 @@ struct remote_write {
 	size_t nheaders;
 	char *basic_user, *basic_password, *authz;
 	char *ca_file, *cert_file, *key_file;
+	char *post_url;            /* url, or with tls server_name its host replaced */
+	struct curl_slist *connect_to;  /* server_name: where to connect really */
+	char *host_hdr;            /* server_name: Host: as the URL says */
 	bool insecure;
 	struct tsdb_label ext[REMOTE_MAX_EXTERNAL];
 	size_t next;
@@ -89,6 +92,57 @@ static char *xdup(const char *s)
 void remote_write_set_store(struct remote_write *rw, struct tsdb *db)
 {
 	atomic_store(&rw->db, db);
+}
+
+/* tls_config.server_name, as Prometheus means it: connect to the URL's
+ * host, but verify the certificate for (and send as SNI) server_name.
+ * libcurl takes the name to verify from the URL, so the URL gets
+ * server_name as its host, CURLOPT_CONNECT_TO sends the connection to
+ * the real host, and the Host header keeps the URL's. */
+static int server_name_setup(struct remote_write *rw, const char *sn, char *err, size_t errlen)
+{
+	if (!sn || !sn[0]) {
+		rw->post_url = xdup(rw->url);
+		return rw->post_url ? 0 : GPULSE_ENOMEM;
+	}
+	CURLU *u = curl_url();
+	char *host = NULL, *port = NULL, *scheme = NULL;
+	int rc = GPULSE_EINVAL;
+	if (!u || curl_url_set(u, CURLUPART_URL, rw->url, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
+		str_errf(err, errlen, "url \"%.200s\": cannot be parsed", rw->url);
+		goto out;
+	}
+	if (strcmp(scheme, "https") != 0) {
+		str_errf(err, errlen, "tls_config.server_name needs an https:// url");
+		goto out;
+	}
+	char ct[1200], hh[600];
+	snprintf(ct, sizeof ct, "%s:%s:%s:%s", sn, port, host, port);
+	snprintf(hh, sizeof hh, "Host: %s%s%s", host, strcmp(port, "443") ? ":" : "",
+		 strcmp(port, "443") ? port : "");
+	rc = GPULSE_ENOMEM;
+	char *nu = NULL;
+	if (curl_url_set(u, CURLUPART_HOST, sn, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_URL, &nu, 0) != CURLUE_OK) {
+		str_errf(err, errlen, "tls_config.server_name \"%.100s\" is not a host name", sn);
+		rc = GPULSE_EINVAL;
+		goto out;
+	}
+	rw->post_url = xdup(nu);
+	curl_free(nu);
+	rw->connect_to = curl_slist_append(NULL, ct);
+	rw->host_hdr = xdup(hh);
+	if (rw->post_url && rw->connect_to && rw->host_hdr)
+		rc = 0;
+out:
+	curl_free(host);
+	curl_free(port);
+	curl_free(scheme);
+	curl_url_cleanup(u);
+	return rc;
 }
 
 int remote_write_create(struct remote_write **out, const struct remote_write_opts *o, char *err,
@@ -142,6 +196,9 @@ int remote_write_create(struct remote_write **out, const struct remote_write_opt
 	rw->cert_file = xdup(o->cert_file);
 	rw->key_file = xdup(o->key_file);
 	rw->insecure = o->insecure_skip_verify;
+	if ((rc = server_name_setup(rw, o->server_name, err, errlen)))
+		goto fail;
+	rc = GPULSE_ENOMEM;
 	for (size_t i = 0; i < o->nexternal && i < REMOTE_MAX_EXTERNAL; i++) {
 		rw->ext[i].name = xdup(o->external[i].name);
 		rw->ext[i].value = xdup(o->external[i].value);
@@ -515,9 +572,13 @@ static long post(struct remote_write *rw, CURL *c, const struct buf *body, char 
 	h = curl_slist_append(h, "Expect:");
 	if (rw->authz)
 		h = curl_slist_append(h, rw->authz);
+	if (rw->host_hdr)
+		h = curl_slist_append(h, rw->host_hdr);
 	for (size_t i = 0; i < rw->nheaders; i++)
 		h = curl_slist_append(h, rw->hdr_strs[i]);
-	curl_easy_setopt(c, CURLOPT_URL, rw->url);
+	curl_easy_setopt(c, CURLOPT_URL, rw->post_url);
+	if (rw->connect_to)
+		curl_easy_setopt(c, CURLOPT_CONNECT_TO, rw->connect_to);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(c, CURLOPT_POST, 1L);
 	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->data);
@@ -722,6 +783,9 @@ void remote_write_destroy(struct remote_write *rw)
 	free(rw->ca_file);
 	free(rw->cert_file);
 	free(rw->key_file);
+	free(rw->post_url);
+	free(rw->host_hdr);
+	curl_slist_free_all(rw->connect_to);
 	pthread_cond_destroy(&rw->cv_batch);
 	pthread_cond_destroy(&rw->cv_send);
 	pthread_mutex_destroy(&rw->mu);

@@ -34,6 +34,7 @@ struct remote_write_opts {
 	const char *basic_user, *basic_password;   /* NULL: none */
 	const char *auth_type, *auth_credentials;  /* NULL: none; type default "Bearer" */
 	const char *ca_file, *cert_file, *key_file;
+	const char *server_name;       /* TLS: the name to verify and send as SNI (NULL: the URL's host) */
 	bool insecure_skip_verify;
 	const struct relabel_spec *relabel;
 	size_t nrelabel;
