@@ -752,6 +752,11 @@ void remote_write_stop(struct remote_write *rw)
 	pthread_join(rw->batcher, NULL);  /* it writes the ring to disk first */
 	pthread_join(rw->sender, NULL);
 	rw->running = false;
+	struct remote_write_stats st;
+	remote_write_get_stats(rw, &st);
+	log_info("remote_write %s: stopped; %llu samples delivered since start, %llu queued in %s",
+		 rw->name, (unsigned long long)st.samples_total,
+		 (unsigned long long)st.samples_pending, rw->queue_dir);
 }
 
 void remote_write_destroy(struct remote_write *rw)
