@@ -1,7 +1,7 @@
 # Edge aggregation (remote_write mode: summary) against the real Debian
 # Prometheus evaluating the shipped rule pack on what it receives: on the
 # bundled faults through the fake NVML (a GPU lost, an Xid 79), the
-# central Prometheus fires the same alerts (alertname and gpu) as
+# central Prometheus fires the same alerts (alertname, gpu, instance) as
 # gpulsed's own engine does at the edge, while it received summaries of
 # every series and raw samples only of the GPUs in trouble.
 # test-clock: real (Prometheus is Go and reads the system clock, which the
@@ -55,9 +55,12 @@ export GPULSE_FAKE_NVML_RECORDING="$REC" GPULSE_FAKE_NVML_GPUS=3 GPULSE_FAKE_NVM
 export GPULSE_FAKE_NVML_FAULTS="lost:gpu=2:at=4:until=9;xid:gpu=0:at=4:code=79"
 start_daemon edge --config "$WORK/gpulse.yml" --nvml-library "$FAKE_NVML"
 
-firing() {  # BASE: the (alertname, gpu) pairs that fired in the last 5 minutes
+# The edge's series carry no instance label: gpulsed adds it, its host
+# name (alerting.external_labels' default), to what it sends and notifies.
+HOST=$(hostname)
+firing() {  # BASE: alertname/gpu/instance of what fired in the last 5 minutes
 	curl -s "$1/api/v1/query" --data-urlencode 'query=max_over_time(ALERTS{alertstate="firing"}[5m])' |
-		python3 -c 'import json,sys; print(" ".join(sorted({m["metric"]["alertname"]+"/"+m["metric"].get("gpu","-") for m in json.load(sys.stdin)["data"]["result"]})))'
+		python3 -c 'import json,sys; print(" ".join(sorted({m["metric"]["alertname"]+"/"+m["metric"].get("gpu","-")+"/"+m["metric"].get("instance",sys.argv[1]) for m in json.load(sys.stdin)["data"]["result"]})))' "$HOST"
 }
 wait_for '[[ "$(firing "$URL")" == *GPULost/2* && "$(firing "$URL")" == *GPUFallenOffBus/0* ]]' ||
 	fail "the edge did not fire GPULost and GPUFallenOffBus: $(firing "$URL")"
