@@ -460,8 +460,31 @@ static void test_config(void **state)
 	assert_string_equal(c->remote_write[0].write_relabel_configs[0].separator, ";");
 	assert_int_equal(c->remote_write[0].queue_config.max_samples_per_send, 100);
 	assert_int_equal(c->remote_write[0].queue_config.capacity, 10000);
+	assert_string_equal(c->remote_write[0].mode, "raw");
+	free(c);
+	const char *sm = "remote_write:\n  - url: https://h:1/w\n    mode: summary\n"
+			 "    summary: {interval: 30s, quantile: 0.99}\n"
+			 "    tls_config: {server_name: central.example}\n";
+	c = malloc(sizeof *c);
+	config_defaults(c);
+	assert_int_equal(config_parse(c, sm, strlen(sm), "t.yml", err, sizeof err), 0);
+	assert_string_equal(c->remote_write[0].mode, "summary");
+	assert_int_equal(c->remote_write[0].summary.interval_ns, 30000000000LL);
+	assert_true(c->remote_write[0].summary.quantile == 0.99);
+	assert_string_equal(c->remote_write[0].tls_config.server_name, "central.example");
 	free(c);
 	expect_config_error("remote_write:\n  - url: http://x/\n    bogus: 1\n", "t.yml:3:");
+	expect_config_error("remote_write:\n  - url: http://x/\n    mode: sometimes\n",
+			    "is not raw or summary");
+	expect_config_error("remote_write:\n  - url: http://x/\n    summary: {interval: 10ms}\n",
+			    "remote_write[0].summary.interval");
+	expect_config_error("remote_write:\n  - url: http://x/\n    summary: {quantile: 1}\n",
+			    "summary.quantile");
+	expect_config_error("remote_write:\n  - url: http://x/\n  - url: http://y/\n"
+			    "  - url: http://z/\n  - url: http://w/\n  - url: http://v/\n",
+			    "more than 4 remote_write entries");
+	expect_config_error("remote_write:\n  - url: http://x/\n    name: a\n  - url: http://y/\n"
+			    "    name: a\n", "is the name of entry 0 too");
 	expect_config_error("remote_write:\n  - url: ftp://x/\n", "http:// or https://");
 	expect_config_error("remote_write:\n  - url: http://x/\n    write_relabel_configs:\n"
 			    "      - action: explode\n", "unknown relabel action");
