@@ -17,8 +17,8 @@ struct series_state {
 	int64_t bucket;                 /* start of the open interval */
 	double min, max, sum;
 	uint64_t count, seen;
-	double *vals;                   /* RW_SUMMARY_MAX_VALUES */
-	size_t nvals;
+	double *vals;                   /* grows to RW_SUMMARY_MAX_VALUES */
+	size_t nvals, capvals;
 	bool have_last;
 	int64_t last_t;
 	double last_v;
@@ -145,9 +145,6 @@ static int state_init(struct rw_summary *s, struct series_state *st, const struc
 	st->labels = l;
 	st->n = n;
 	if (!st->counter) {
-		st->vals = malloc(RW_SUMMARY_MAX_VALUES * sizeof *st->vals);
-		if (!st->vals)
-			return GPULSE_ENOMEM;
 		for (int a = 0; a < NAGG; a++) {
 			size_t len = strlen(name) + strlen(s->suffix[a]) + 1;
 			st->agg_names[a] = malloc(len);
@@ -197,7 +194,8 @@ static void close_bucket(struct rw_summary *s, struct series_state *st, rw_summa
 		}
 	} else if (st->count) {
 		double v[NAGG] = {st->min, st->max, st->sum / (double)st->count,
-				  quantile(s->o.quantile, st->vals, st->nvals)};
+				  st->nvals ? quantile(s->o.quantile, st->vals, st->nvals)
+					   : st->sum / (double)st->count};
 		/* One ms before the interval's end: the summary of [b, b+I)
 		 * belongs to it, and a raw sample at b+I (a hot GPU) must not
 		 * share its timestamp in a receiver's view of time. */
@@ -265,8 +263,22 @@ int rw_summary_add(struct rw_summary *s, uint32_t ref, const struct tsdb_label *
 	st->sum = st->count ? st->sum + v : v;
 	st->count++;
 	st->seen++;
-	if (st->nvals < RW_SUMMARY_MAX_VALUES) {
+	if (st->nvals == st->capvals && st->capvals < RW_SUMMARY_MAX_VALUES) {
+		/* Grown as the interval needs it: a 1 Hz series holds 60 values
+		 * a minute, a 10 Hz one 600. */
+		size_t cap = st->capvals ? st->capvals * 2 : 64;
+		if (cap > RW_SUMMARY_MAX_VALUES)
+			cap = RW_SUMMARY_MAX_VALUES;
+		double *nv = realloc(st->vals, cap * sizeof *nv);
+		if (nv) {
+			st->vals = nv;
+			st->capvals = cap;
+		}
+	}
+	if (st->nvals < st->capvals) {
 		st->vals[st->nvals++] = v;
+	} else if (st->nvals < RW_SUMMARY_MAX_VALUES) {
+		s->stats.errors_total++;  /* no memory to grow: the value is left out of the quantile */
 	} else {
 		/* Reservoir sampling (Vitter's R): each value kept with equal
 		 * chance, so the quantile stays unbiased past the bound. */

@@ -171,11 +171,39 @@ static void test_hot_gpu_passthrough(void **state)
 	rw_summary_destroy(s);
 }
 
+/* Past RW_SUMMARY_MAX_VALUES values in an interval the quantile comes
+ * from a uniform reservoir: close to the exact one, min/max/mean exact. */
+static void test_reservoir(void **state)
+{
+	(void)state;
+	ngot = 0;
+	struct rw_summary *s = NULL;
+	struct rw_summary_opts o = {.interval_ms = 600000, .quantile = 0.95};
+	assert_int_equal(rw_summary_create(&s, &o), 0);
+	struct tsdb_label g[] = {{"__name__", "gpulse_gpu_sm_clock_hertz"}, {"gpu", "3"}};
+	int n = 6000;   /* 10 Hz for 10 minutes, three times the bound */
+	for (int i = 0; i < n; i++)
+		rw_summary_add(s, 1, g, 2, base + i * 100, (double)((i * 7919) % n) / n, emit, NULL);
+	rw_summary_sweep(s, base + 600000, emit, NULL);
+	const struct got *x = find("gpulse_gpu_sm_clock_hertz:p95_10m", "3", 0);
+	assert_non_null(x);
+	assert_true(fabs(x->v - 0.95) < 0.03);
+	assert_non_null(x = find("gpulse_gpu_sm_clock_hertz:max10m", "3", 0));
+	assert_true(x->v == (double)(n - 1) / n);
+	assert_non_null(x = find("gpulse_gpu_sm_clock_hertz:min10m", "3", 0));
+	assert_true(x->v == 0);
+	struct rw_summary_stats st;
+	rw_summary_get_stats(s, &st);
+	assert_int_equal(st.reservoir_total, (uint64_t)(n - RW_SUMMARY_MAX_VALUES));
+	rw_summary_destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_summaries),
 		cmocka_unit_test(test_hot_gpu_passthrough),
+		cmocka_unit_test(test_reservoir),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
