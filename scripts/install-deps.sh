@@ -18,13 +18,16 @@
 # needs Node.js 20 or later, which this script checks but does not
 # install); tmux (the terminal UI's tests). wrk: bench/.
 # libncurses-dev: `gpulse top` (ncursesw, the wide-character build).
+# Remote write (src/remote/): libprotobuf-c-dev and protobuf-c-compiler
+# (protoc-c generates the WriteRequest code at build time), libsnappy-dev
+# (the snappy block format of the request bodies).
 # libgpulse-inject.so and the tests of it need CUPTI's headers, which come
 # with the CUDA toolkit, not from Debian main: without them they are not
 # built, and say so.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev libcrypt-dev libgnutls28-dev libpcre2-dev
-      libncurses-dev
+      libncurses-dev libprotobuf-c-dev protobuf-c-compiler libsnappy-dev
       libcmocka-dev libsqlite3-dev zlib1g-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
       libfaketime openssl procps valgrind chromium tmux)
 missing=()

@@ -32,6 +32,8 @@
 #include "matcher.h"
 #include "profiling.h"
 #include "benchd.h"
+#include "relabel.h"
+#include "segq.h"
 #include "status.h"
 #include "str.h"
 #include "token.h"
@@ -52,10 +54,12 @@ enum key_kind {
 	KIND_LABEL_MAP, /* char[n][2][elem], a mapping of label names to values */
 	KIND_USER_MAP,  /* char[n][2][elem], HTTP Basic user names to bcrypt hashes */
 	KIND_INHIBIT_RULES, /* struct config_inhibit_rule[n] (alerting.inhibit_rules) */
+	KIND_REMOTE_WRITE,  /* struct config_remote_write[n] (remote_write) */
+	KIND_RELABEL_LIST,  /* struct config_relabel[n] (write_relabel_configs) */
 };
 
 /* What the entries of a KIND_STR_LIST must be. */
-enum item_check { ITEM_ANY, ITEM_LABEL_NAME, ITEM_GROUP_LABEL, ITEM_MATCHER,
+enum item_check { ITEM_ANY, ITEM_LABEL_NAME, ITEM_GROUP_LABEL, ITEM_MATCHER, ITEM_HEADER,
 		  ITEM_PATH /* a file path, resolved against the config file's folder */ };
 
 /* Whether SIGHUP applies a key (docs/CONFIG.md's Reload column). A key
@@ -252,6 +256,89 @@ static const struct key_spec bench_keys[] = {
 	LEAF("fleet_prometheus_url", STRING, bench.fleet_prometheus_url),
 };
 
+/* remote_write entries: offsets are into struct config_remote_write (and
+ * struct config_relabel), which parse_section takes as its base. */
+#define RWOFF(m) offsetof(struct config_remote_write, m)
+#define RWSZ(m) sizeof(((struct config_remote_write *)0)->m)
+#define RWLEAF(nm, kd, m) {.name = nm, .kind = KIND_##kd, .offset = RWOFF(m), .size = RWSZ(m)}
+#define RWRANGED(nm, kd, m, l, h) \
+	{.name = nm, .kind = KIND_##kd, .offset = RWOFF(m), .size = RWSZ(m), .lo = (l), .hi = (h), \
+	 .has_range = true}
+#define RLOFF(m) offsetof(struct config_relabel, m)
+#define RLSZ(m) sizeof(((struct config_relabel *)0)->m)
+static const struct key_spec relabel_keys[] = {
+	{.name = "source_labels", .kind = KIND_STR_LIST, .offset = RLOFF(source_labels),
+	 .size = RLSZ(source_labels), .elem = RLSZ(source_labels[0]), .check = ITEM_LABEL_NAME},
+	{.name = "separator", .kind = KIND_STRING, .offset = RLOFF(separator), .size = RLSZ(separator)},
+	{.name = "regex", .kind = KIND_STRING, .offset = RLOFF(regex), .size = RLSZ(regex)},
+	{.name = "target_label", .kind = KIND_STRING, .offset = RLOFF(target_label),
+	 .size = RLSZ(target_label)},
+	{.name = "replacement", .kind = KIND_STRING, .offset = RLOFF(replacement),
+	 .size = RLSZ(replacement)},
+	{.name = "action", .kind = KIND_STRING, .offset = RLOFF(action), .size = RLSZ(action)},
+	{.name = "modulus", .kind = KIND_UINT, .offset = RLOFF(modulus), .size = RLSZ(modulus),
+	 .lo = 0, .hi = 4294967295.0, .has_range = true},
+};
+static const struct key_spec relabel_section = SECTION("", relabel_keys);
+static const struct key_spec rw_basic_keys[] = {
+	RWLEAF("username", STRING, basic_auth.username),
+	RWLEAF("password", STRING, basic_auth.password),
+	RWLEAF("password_file", STRING, basic_auth.password_file),
+};
+static const struct key_spec rw_authz_keys[] = {
+	RWLEAF("type", STRING, authorization.type),
+	RWLEAF("credentials", STRING, authorization.credentials),
+	RWLEAF("credentials_file", STRING, authorization.credentials_file),
+};
+static const struct key_spec rw_tls_keys[] = {
+	RWLEAF("ca_file", STRING, tls_config.ca_file),
+	RWLEAF("cert_file", STRING, tls_config.cert_file),
+	RWLEAF("key_file", STRING, tls_config.key_file),
+	RWLEAF("server_name", STRING, tls_config.server_name),
+	RWLEAF("insecure_skip_verify", BOOL, tls_config.insecure_skip_verify),
+};
+static const struct key_spec rw_queue_keys[] = {
+	RWRANGED("capacity", UINT, queue_config.capacity, 1, 10000000),
+	RWRANGED("max_shards", UINT, queue_config.max_shards, 1, 100000),
+	RWRANGED("min_shards", UINT, queue_config.min_shards, 1, 100000),
+	RWRANGED("max_samples_per_send", UINT, queue_config.max_samples_per_send, 1, 1000000),
+	RWRANGED("batch_send_deadline", DURATION, queue_config.batch_send_deadline_ns, 1 * MS,
+		 3600 * SEC),
+	RWRANGED("min_backoff", DURATION, queue_config.min_backoff_ns, 1 * MS, 3600 * SEC),
+	RWRANGED("max_backoff", DURATION, queue_config.max_backoff_ns, 1 * MS, 3600 * SEC),
+	RWLEAF("retry_on_http_429", BOOL, queue_config.retry_on_http_429),
+};
+static const struct key_spec rw_summary_keys[] = {
+	RWRANGED("interval", DURATION, summary.interval_ns, 1 * SEC, 86400 * SEC),
+	{.name = "quantile", .kind = KIND_DOUBLE, .offset = RWOFF(summary.quantile),
+	 .size = RWSZ(summary.quantile), .lo = 0, .hi = 1, .lo_open = true, .has_range = true},
+	{.name = "anomaly_threshold", .kind = KIND_DOUBLE, .offset = RWOFF(summary.anomaly_threshold),
+	 .size = RWSZ(summary.anomaly_threshold), .lo = 0, .hi = 1000, .lo_open = true,
+	 .has_range = true},
+};
+static const struct key_spec rw_keys[] = {
+	RWLEAF("url", STRING, url),
+	RWLEAF("name", STRING, name),
+	RWRANGED("remote_timeout", DURATION, remote_timeout_ns, 1 * MS, 3600 * SEC),
+	{.name = "headers", .kind = KIND_LABEL_MAP, .offset = RWOFF(headers), .size = RWSZ(headers),
+	 .elem = RWSZ(headers[0][0]), .check = ITEM_HEADER},
+	{.name = "basic_auth", .kind = KIND_SECTION, .children = rw_basic_keys,
+	 .nchildren = (int)(sizeof rw_basic_keys / sizeof rw_basic_keys[0])},
+	{.name = "authorization", .kind = KIND_SECTION, .children = rw_authz_keys,
+	 .nchildren = (int)(sizeof rw_authz_keys / sizeof rw_authz_keys[0])},
+	{.name = "tls_config", .kind = KIND_SECTION, .children = rw_tls_keys,
+	 .nchildren = (int)(sizeof rw_tls_keys / sizeof rw_tls_keys[0])},
+	{.name = "write_relabel_configs", .kind = KIND_RELABEL_LIST},
+	{.name = "queue_config", .kind = KIND_SECTION, .children = rw_queue_keys,
+	 .nchildren = (int)(sizeof rw_queue_keys / sizeof rw_queue_keys[0])},
+	RWLEAF("queue_dir", STRING, queue_dir),
+	RWRANGED("queue_max_bytes", UINT, queue_max_bytes, SEGQ_MIN_MAX_BYTES, 4294967295.0),
+	RWLEAF("mode", STRING, mode),
+	{.name = "summary", .kind = KIND_SECTION, .children = rw_summary_keys,
+	 .nchildren = (int)(sizeof rw_summary_keys / sizeof rw_summary_keys[0])},
+};
+static const struct key_spec rw_section = SECTION("", rw_keys);
+
 static const struct key_spec top_keys[] = {
 	LEAF("listen", LISTEN, listen),
 	LEAF("nvml_library", STRING, nvml_library),
@@ -269,11 +356,13 @@ static const struct key_spec top_keys[] = {
 	SECTION("bench", bench_keys),
 	RANGED("rule_evaluation_interval", DURATION, rule_evaluation_interval_ns, 1 * SEC, 86400 * SEC),
 	RANGED("rule_evaluation_delay", DURATION, rule_evaluation_delay_ns, 0, 60 * SEC),
+	{.name = "remote_write", .kind = KIND_REMOTE_WRITE, .offset = OFF(remote_write),
+	 .size = SZ(remote_write)},
 };
 
 static const struct key_spec config_root = SECTION_R("", top_keys, RELOAD_RESTART);
 
-#define SECTION_MAX 16 /* most keys in one section (duplicate tracking) */
+#define SECTION_MAX 24 /* most keys in one section (duplicate tracking) */
 
 void config_defaults(struct gpulse_config *c)
 {
@@ -671,6 +760,8 @@ static const char *kind_what(enum key_kind kind)
 	case KIND_LABEL_MAP: return "a mapping of label names to values";
 	case KIND_USER_MAP: return "a mapping of user names to bcrypt hashes";
 	case KIND_INHIBIT_RULES: return "a list of inhibit rules";
+	case KIND_REMOTE_WRITE: return "a list of remote_write entries";
+	case KIND_RELABEL_LIST: return "a list of relabel configs";
 	}
 	return "a value";
 }
@@ -845,6 +936,8 @@ static int store_scalar(const struct key_spec *k, void *member, const char *v, s
 	case KIND_LABEL_MAP:
 	case KIND_USER_MAP:
 	case KIND_INHIBIT_RULES:
+	case KIND_REMOTE_WRITE:
+	case KIND_RELABEL_LIST:
 		break;
 	}
 	snprintf(why, whylen, "cannot hold a value");
@@ -999,6 +1092,18 @@ out:
 }
 
 /* A mapping of label names to values into member[n][2][elem]. */
+/* An HTTP header name: RFC 9110's token. */
+static bool header_name_ok(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+		      strchr("!#$%&'*+-.^_`|~", *s)))
+			return false;
+	return true;
+}
+
 static int parse_label_map(struct parse *p, const struct key_spec *k, const char *path,
 			   const yaml_event_t *val, char *member)
 {
@@ -1033,7 +1138,10 @@ static int parse_label_map(struct parse *p, const struct key_spec *k, const char
 			snprintf(why, sizeof why, "user name \"%.60s\" must be 1 to %d bytes without "
 				 "':' (Basic authentication splits there) or control characters", name,
 				 HTTP_BASIC_MAX_NAME);
-		else if (!users && !str_is_label_name(name))
+		else if (k->check == ITEM_HEADER && !header_name_ok(name))
+			snprintf(why, sizeof why, "\"%.60s\" is not an HTTP header name (letters, "
+				 "digits and !#$%%&'*+-.^_`|~)", name);
+		else if (!users && k->check != ITEM_HEADER && !str_is_label_name(name))
 			snprintf(why, sizeof why, "label names must match [a-zA-Z_][a-zA-Z0-9_]*");
 		else if (nlen >= k->elem)
 			snprintf(why, sizeof why, "%s name is too long", what);
@@ -1180,10 +1288,16 @@ out:
 	return rc;
 }
 
+static int parse_remote_write(struct parse *p, const char *path, const yaml_event_t *val,
+			      struct gpulse_config *cfg);
+static int parse_relabel_list(struct parse *p, const char *path, const yaml_event_t *val,
+			      struct config_remote_write *rw);
+
 /* Read the keys of a mapping whose MAPPING_START was just consumed, up to
- * and including its MAPPING_END. */
-static int parse_section(struct parse *p, const struct key_spec *sec, const char *section,
-			 struct gpulse_config *cfg)
+ * and including its MAPPING_END, into `base` (the config, or a list
+ * entry whose key table's offsets are relative to it). */
+static int parse_section_at(struct parse *p, const struct key_spec *sec, const char *section,
+			    struct gpulse_config *cfg, char *base)
 {
 	size_t first_line[SECTION_MAX] = {0}; /* 1-based line of each key seen */
 	for (;;) {
@@ -1233,7 +1347,7 @@ static int parse_section(struct parse *p, const struct key_spec *sec, const char
 			rc = GPULSE_EPARSE;
 		} else if (k->kind == KIND_SECTION) {
 			if (val.type == YAML_MAPPING_START_EVENT) {
-				rc = parse_section(p, k, path, cfg);
+				rc = parse_section_at(p, k, path, cfg, base);
 			} else if (val.type == YAML_SCALAR_EVENT && scalar_is_null(&val)) {
 				rc = 0; /* "sampling:" with every key commented out */
 			} else {
@@ -1246,22 +1360,26 @@ static int parse_section(struct parse *p, const struct key_spec *sec, const char
 				rc = GPULSE_EPARSE;
 			}
 		} else if (k->kind == KIND_PATH_LIST) {
-			rc = parse_str_list(p, path, &val, (char *)cfg + k->offset, k->size,
+			rc = parse_str_list(p, path, &val, base + k->offset, k->size,
 					    CONFIG_PATH_LEN, ITEM_PATH);
 		} else if (k->kind == KIND_STR_LIST) {
-			rc = parse_str_list(p, path, &val, (char *)cfg + k->offset, k->size, k->elem,
+			rc = parse_str_list(p, path, &val, base + k->offset, k->size, k->elem,
 					    k->check);
 		} else if (k->kind == KIND_LABEL_MAP || k->kind == KIND_USER_MAP) {
-			rc = parse_label_map(p, k, path, &val, (char *)cfg + k->offset);
+			rc = parse_label_map(p, k, path, &val, base + k->offset);
 		} else if (k->kind == KIND_INHIBIT_RULES) {
 			rc = parse_inhibit_rules(p, path, &val, cfg);
+		} else if (k->kind == KIND_REMOTE_WRITE) {
+			rc = parse_remote_write(p, path, &val, cfg);
+		} else if (k->kind == KIND_RELABEL_LIST) {
+			rc = parse_relabel_list(p, path, &val, (struct config_remote_write *)(void *)base);
 		} else if (val.type != YAML_SCALAR_EVENT) {
 			parse_err(p, val.start_mark, "%s: expected %s, got %s", path,
 				  kind_what(k->kind), event_what(&val));
 			rc = GPULSE_EPARSE;
 		} else {
 			char why[256];
-			if (store_scalar(k, (char *)cfg + k->offset, (const char *)val.data.scalar.value,
+			if (store_scalar(k, base + k->offset, (const char *)val.data.scalar.value,
 					 val.data.scalar.length, scalar_is_null(&val), why, sizeof why)) {
 				parse_err(p, val.start_mark, "%s: %s", path, why);
 				rc = GPULSE_EPARSE;
@@ -1271,6 +1389,181 @@ static int parse_section(struct parse *p, const struct key_spec *sec, const char
 		if (rc)
 			return rc;
 	}
+}
+
+static int parse_section(struct parse *p, const struct key_spec *sec, const char *section,
+			 struct gpulse_config *cfg)
+{
+	return parse_section_at(p, sec, section, cfg, (char *)cfg);
+}
+
+/* A list of mappings, each read by `sec` into entries of `elem` bytes at
+ * `first` (at most `max`; *n set to how many). `init` fills an entry's
+ * defaults before its keys are read. */
+static int parse_entry_list(struct parse *p, const char *path, const yaml_event_t *val,
+			    const struct key_spec *sec, const char *what, char *first, size_t elem,
+			    unsigned max, unsigned *n, void (*init)(void *),
+			    struct gpulse_config *cfg, yaml_mark_t *marks)
+{
+	*n = 0;
+	if (val->type == YAML_SCALAR_EVENT && scalar_is_null(val))
+		return 0;
+	if (val->type != YAML_SEQUENCE_START_EVENT) {
+		parse_err(p, val->start_mark, "%s: expected a list of %s, got %s", path, what,
+			  event_what(val));
+		return GPULSE_EPARSE;
+	}
+	for (;;) {
+		yaml_event_t ev;
+		if (!next_event(p, &ev))
+			return GPULSE_EPARSE;
+		if (ev.type == YAML_SEQUENCE_END_EVENT) {
+			yaml_event_delete(&ev);
+			return 0;
+		}
+		if (ev.type != YAML_MAPPING_START_EVENT || *n >= max) {
+			if (*n >= max)
+				parse_err(p, ev.start_mark, "%s: more than %u %s", path, max, what);
+			else
+				parse_err(p, ev.start_mark, "%s: each of the %s must be a mapping of keys",
+					  path, what);
+			yaml_event_delete(&ev);
+			return GPULSE_EPARSE;
+		}
+		if (marks)
+			marks[*n] = ev.start_mark;
+		yaml_event_delete(&ev);
+		char epath[96];
+		snprintf(epath, sizeof epath, "%s[%u]", path, *n);
+		char *e = first + (size_t)*n * elem;
+		init(e);
+		int rc = parse_section_at(p, sec, epath, cfg, e);
+		if (rc)
+			return rc;
+		(*n)++;
+	}
+}
+
+static void relabel_init(void *e)
+{
+	struct config_relabel *r = e;
+	memset(r, 0, sizeof *r);
+	snprintf(r->separator, sizeof r->separator, ";");
+	snprintf(r->regex, sizeof r->regex, "(.*)");
+	snprintf(r->replacement, sizeof r->replacement, "$1");
+	snprintf(r->action, sizeof r->action, "replace");
+}
+
+/* Prometheus's defaults for a remote_write entry. */
+static void remote_write_init(void *e)
+{
+	struct config_remote_write *r = e;
+	memset(r, 0, sizeof *r);
+	r->remote_timeout_ns = 30 * NS_PER_SEC;
+	r->queue_config.capacity = 10000;
+	r->queue_config.max_shards = 200;
+	r->queue_config.min_shards = 1;
+	r->queue_config.max_samples_per_send = 2000;
+	r->queue_config.batch_send_deadline_ns = 5 * NS_PER_SEC;
+	r->queue_config.min_backoff_ns = 30 * NS_PER_MS;
+	r->queue_config.max_backoff_ns = 5 * NS_PER_SEC;
+	r->queue_max_bytes = 256u << 20;
+	snprintf(r->mode, sizeof r->mode, "raw");
+	r->summary.interval_ns = 60 * NS_PER_SEC;
+	r->summary.quantile = 0.95;
+	r->summary.anomaly_threshold = 4;
+}
+
+static int parse_relabel_list(struct parse *p, const char *path, const yaml_event_t *val,
+			      struct config_remote_write *rw)
+{
+	yaml_mark_t marks[CONFIG_MAX_RELABEL];
+	int rc = parse_entry_list(p, path, val, &relabel_section, "relabel configs",
+				  (char *)rw->write_relabel_configs, sizeof rw->write_relabel_configs[0],
+				  CONFIG_MAX_RELABEL, &rw->nrelabel, relabel_init, NULL, marks);
+	for (unsigned j = 0; rc == 0 && j < rw->nrelabel; j++) {
+		/* Compile each rule now so a bad one is refused at its line. */
+		struct relabel_spec sp;
+		config_relabel_spec(&rw->write_relabel_configs[j], &sp);
+		struct relabel *rl = NULL;
+		char why[400];
+		int xrc = relabel_compile(&sp, 1, &rl, why, sizeof why);
+		relabel_free(rl);
+		if (xrc) {
+			parse_err(p, marks[j], "%s[%u]: %s", path, j,
+				  strstr(why, ": ") ? strstr(why, ": ") + 2 : why);
+			rc = GPULSE_EPARSE;
+		}
+	}
+	return rc;
+}
+
+static int parse_remote_write(struct parse *p, const char *path, const yaml_event_t *val,
+			      struct gpulse_config *cfg)
+{
+	yaml_mark_t marks[CONFIG_MAX_REMOTE_WRITE];
+	memset(cfg->remote_write, 0, sizeof cfg->remote_write);
+	int rc = parse_entry_list(p, path, val, &rw_section, "remote_write entries",
+				  (char *)cfg->remote_write, sizeof cfg->remote_write[0],
+				  CONFIG_MAX_REMOTE_WRITE, &cfg->nremote_write, remote_write_init, cfg,
+				  marks);
+	for (unsigned i = 0; rc == 0 && i < cfg->nremote_write; i++) {
+		const struct config_remote_write *r = &cfg->remote_write[i];
+		yaml_mark_t mark = marks[i];
+		if (strncmp(r->url, "http://", 7) != 0 && strncmp(r->url, "https://", 8) != 0) {
+			parse_err(p, mark, "%s[%u].url: %s; it must start with http:// or https://",
+				  path, i, r->url[0] ? "a URL" : "missing");
+			rc = GPULSE_EPARSE;
+		}
+		for (unsigned j = 0; rc == 0 && j < i; j++)
+			if (r->name[0] && strcmp(r->name, cfg->remote_write[j].name) == 0) {
+				parse_err(p, mark, "%s[%u].name: \"%s\" is the name of entry %u too", path,
+					  i, r->name, j);
+				rc = GPULSE_EPARSE;
+			}
+		if (rc == 0 && r->basic_auth.password[0] && r->basic_auth.password_file[0]) {
+			parse_err(p, mark, "%s[%u].basic_auth: password and password_file are mutually "
+				  "exclusive", path, i);
+			rc = GPULSE_EPARSE;
+		}
+		if (rc == 0 && r->authorization.credentials[0] && r->authorization.credentials_file[0]) {
+			parse_err(p, mark, "%s[%u].authorization: credentials and credentials_file are "
+				  "mutually exclusive", path, i);
+			rc = GPULSE_EPARSE;
+		}
+		if (rc == 0 && r->basic_auth.username[0] &&
+		    (r->authorization.credentials[0] || r->authorization.credentials_file[0])) {
+			parse_err(p, mark, "%s[%u]: at most one of basic_auth and authorization", path, i);
+			rc = GPULSE_EPARSE;
+		}
+		if (rc == 0 && strcmp(r->mode, "raw") != 0 && strcmp(r->mode, "summary") != 0) {
+			parse_err(p, mark, "%s[%u].mode: \"%s\" is not raw or summary", path, i, r->mode);
+			rc = GPULSE_EPARSE;
+		}
+		if (rc == 0 && r->summary.quantile >= 1) {
+			parse_err(p, mark, "%s[%u].summary.quantile: must be below 1", path, i);
+			rc = GPULSE_EPARSE;
+		}
+		if (rc == 0 && r->queue_config.min_backoff_ns > r->queue_config.max_backoff_ns) {
+			parse_err(p, mark, "%s[%u].queue_config: min_backoff is above max_backoff", path, i);
+			rc = GPULSE_EPARSE;
+		}
+	}
+	return rc;
+}
+
+void config_relabel_spec(const struct config_relabel *c, struct relabel_spec *out)
+{
+	memset(out, 0, sizeof *out);
+	for (size_t i = 0; i < sizeof c->source_labels / sizeof c->source_labels[0] &&
+			   c->source_labels[i][0]; i++)
+		out->source_labels[out->nsource++] = c->source_labels[i];
+	out->separator = c->separator;
+	out->regex = c->regex;
+	out->target_label = c->target_label[0] ? c->target_label : NULL;
+	out->replacement = c->replacement;
+	out->action = c->action;
+	out->modulus = c->modulus;
 }
 
 static int parse_stream(struct parse *p, struct gpulse_config *cfg)
@@ -1526,6 +1819,8 @@ static int validate_ranges(const struct gpulse_config *c, const struct key_spec 
 					return GPULSE_EINVAL;
 				}
 			break;
+		case KIND_REMOTE_WRITE:
+		case KIND_RELABEL_LIST:
 		case KIND_INHIBIT_RULES:
 			break; /* alerting_validate checks the rules */
 		}
@@ -1777,7 +2072,8 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       a->rule_evaluation_delay_ns == b->rule_evaluation_delay_ns &&
 	       memcmp(&a->anomaly, &b->anomaly, sizeof a->anomaly) == 0 &&
 	       profiling_config_equal(a, b) && benchd_config_equal(a, b) &&
-	       a->log_level == b->log_level;
+	       a->log_level == b->log_level && a->nremote_write == b->nremote_write &&
+	       memcmp(a->remote_write, b->remote_write, sizeof a->remote_write) == 0;
 }
 
 /* ---- translation ---------------------------------------------------------- */
@@ -1921,6 +2217,25 @@ static int dump_str_list(struct buf *out, const char *member, size_t size, size_
 }
 
 static int dump_section(const struct gpulse_config *c, const struct key_spec *sec, int depth,
+			struct buf *out);
+
+/* A list of entries in block style, each "-" on its own line and its keys
+ * below it. dump_section reads an entry through its key table, whose
+ * offsets are relative to the entry (it is passed as the base). */
+static int dump_entries(struct buf *out, const char *first, size_t elem, unsigned n,
+			const struct key_spec *sec, int depth)
+{
+	int rc = buf_puts(out, n ? "\n" : " []\n");
+	for (unsigned i = 0; !rc && i < n; i++) {
+		rc = buf_printf(out, "%*s-\n", (depth + 1) * 2, "");
+		if (!rc)
+			rc = dump_section((const struct gpulse_config *)(const void *)(first + i * elem),
+					  sec, depth + 2, out);
+	}
+	return rc;
+}
+
+static int dump_section(const struct gpulse_config *c, const struct key_spec *sec, int depth,
 			struct buf *out)
 {
 	int rc = 0;
@@ -2011,6 +2326,18 @@ static int dump_section(const struct gpulse_config *c, const struct key_spec *se
 			if (!rc)
 				rc = buf_putc(out, '}');
 			break;
+		case KIND_RELABEL_LIST: {
+			/* c is a remote_write entry here (dump_entries). */
+			const struct config_remote_write *r = (const void *)c;
+			rc = dump_entries(out, (const char *)r->write_relabel_configs,
+					  sizeof r->write_relabel_configs[0], r->nrelabel,
+					  &relabel_section, depth);
+			continue;
+		}
+		case KIND_REMOTE_WRITE:
+			rc = dump_entries(out, (const char *)c->remote_write, sizeof c->remote_write[0],
+					  c->nremote_write, &rw_section, depth);
+			continue;
 		case KIND_INHIBIT_RULES:
 			rc = buf_puts(out, " [");
 			for (unsigned j = 0; !rc && j < c->alerting.ninhibit_rules &&

@@ -45,6 +45,65 @@ struct config_inhibit_rule {
 
 /* Every value is plain data: strings are fixed arrays, so a config may be
  * copied with `=` and needs no freeing. An empty string means "not set". */
+/* One remote_write entry (as Prometheus spells it; src/remote/). */
+#define CONFIG_MAX_REMOTE_WRITE 4
+#define CONFIG_MAX_RELABEL 16
+#define CONFIG_MAX_HEADERS 16
+struct config_relabel {
+	char source_labels[8][128];
+	char separator[64];
+	char regex[512];
+	char target_label[128];
+	char replacement[256];
+	char action[16];
+	unsigned modulus;
+};
+struct config_remote_write {
+	char url[CONFIG_URL_LEN];
+	char name[128];
+	int64_t remote_timeout_ns;
+	char headers[CONFIG_MAX_HEADERS][2][256];
+	struct {
+		char username[128];
+		char password[256];
+		char password_file[CONFIG_PATH_LEN];
+	} basic_auth;
+	struct {
+		char type[32];
+		char credentials[1024];
+		char credentials_file[CONFIG_PATH_LEN];
+	} authorization;
+	struct {
+		char ca_file[CONFIG_PATH_LEN];
+		char cert_file[CONFIG_PATH_LEN];
+		char key_file[CONFIG_PATH_LEN];
+		char server_name[256];
+		bool insecure_skip_verify;
+	} tls_config;
+	struct config_relabel write_relabel_configs[CONFIG_MAX_RELABEL];
+	unsigned nrelabel;
+	struct {
+		unsigned capacity;
+		unsigned max_shards, min_shards;   /* accepted; gpulse sends with one (ordered) */
+		unsigned max_samples_per_send;
+		int64_t batch_send_deadline_ns;
+		int64_t min_backoff_ns, max_backoff_ns;
+		bool retry_on_http_429;
+	} queue_config;
+	char queue_dir[CONFIG_PATH_LEN];     /* "": STORE.remote-write-NAME beside the store */
+	unsigned queue_max_bytes;
+	char mode[16];                       /* "raw" or "summary" (edge aggregation) */
+	struct {
+		int64_t interval_ns;
+		double quantile;
+		double anomaly_threshold;
+	} summary;
+};
+
+struct relabel_spec;
+/* The relabel rule as relabel.h takes it; its strings point into c. */
+void config_relabel_spec(const struct config_relabel *c, struct relabel_spec *out);
+
 struct gpulse_config {
 	char listen[CONFIG_LISTEN_LEN];         /* "127.0.0.1:9401", "[::1]:9401", ":9401" */
 	char nvml_library[CONFIG_PATH_LEN];     /* "": libnvidia-ml.so.1 */
@@ -184,6 +243,9 @@ struct gpulse_config {
 		char fleet_prometheus_url[CONFIG_PATH_LEN]; /* "": no fleet from Prometheus */
 	} bench;
 	enum log_level log_level;
+	/* remote_write: (src/remote/remote_write.h); nremote_write in use. */
+	struct config_remote_write remote_write[CONFIG_MAX_REMOTE_WRITE];
+	unsigned nremote_write;
 };
 
 /* Fill `c` with the built-in defaults (safe: loopback only, all

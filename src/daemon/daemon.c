@@ -40,6 +40,7 @@
 #include "status_json.h"
 #include "str.h"
 #include "tsdb.h"
+#include "remote_write.h"
 #include "web.h"
 #include "xalloc.h"
 
@@ -77,6 +78,9 @@ struct daemon {
 	 * late store opens), read by HTTP threads and the diagnosis sink. */
 	struct diag_history *_Atomic hist;
 	struct tsdb *db;                 /* NULL: storage off or not open yet */
+	/* remote_write: entries (src/remote/), made when the store opens. */
+	struct remote_write *remotes[CONFIG_MAX_REMOTE_WRITE];
+	_Atomic size_t nremotes;
 	struct ingest *ingest;
 	struct selfscrape *scrape;       /* /metrics into the store (selfscrape.h) */
 	struct selfscrape *_Atomic scrape_live; /* as HTTP threads see it: published once */
@@ -240,6 +244,12 @@ int daemon_load_config(const struct daemon_options *opt, struct gpulse_config *o
 	rules_files_free(files, nfiles);
 	if (rc)
 		return rc;
+	if (c.nremote_write && !c.storage.path[0] && !opt->demo) {
+		snprintf(err, errlen, "%s: remote_write sends the samples the store takes: it needs "
+			 "storage (storage.path or --storage-path)",
+			 opt->config_path ? opt->config_path : "command line");
+		return GPULSE_EINVAL;
+	}
 	*out = c;
 	return GPULSE_OK;
 }
@@ -311,7 +321,137 @@ static int extra_metrics(void *ctx, struct buf *out, bool openmetrics)
 {
 	struct daemon *d = ctx;
 	int rc = profiling_metrics(d->prof, out, openmetrics);
+	if (!rc)
+		rc = remote_write_metrics(d->remotes, atomic_load(&d->nremotes), out, openmetrics);
 	return rc ? rc : benchd_metrics(d->bench, out, openmetrics);
+}
+
+static const char *storage_path(const struct daemon *d);
+
+/* The store's append hook: every remote_write entry sees every sample. */
+static void remote_fanout(void *ctx, uint32_t ref, int64_t t_ms, double v)
+{
+	struct daemon *d = ctx;
+	size_t n = atomic_load(&d->nremotes);
+	for (size_t i = 0; i < n; i++)
+		remote_write_on_append(d->remotes[i], ref, t_ms, v);
+}
+
+/* A secret from a file (password_file, credentials_file): its first line. */
+static int read_secret(const char *path, char *out, size_t len, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return GPULSE_EIO;
+	}
+	size_t n = fread(out, 1, len - 1, f);
+	fclose(f);
+	out[n] = '\0';
+	out[strcspn(out, "\r\n")] = '\0';
+	return 0;
+}
+
+/* Make and start the remote_write entries on the open store. An entry
+ * that cannot start (its queue folder, a secret file) is logged and left
+ * out; the others run. */
+static void start_remotes(struct daemon *d, struct tsdb *db)
+{
+	const struct gpulse_config *c = &d->started;
+	size_t n = 0;
+	for (unsigned i = 0; i < c->nremote_write && i < CONFIG_MAX_REMOTE_WRITE; i++) {
+		const struct config_remote_write *r = &c->remote_write[i];
+		struct remote_write_opts o = {
+			.name = r->name, .url = r->url, .timeout_ms = r->remote_timeout_ns / NS_PER_MS,
+			.insecure_skip_verify = r->tls_config.insecure_skip_verify,
+			.capacity = r->queue_config.capacity,
+			.max_samples_per_send = r->queue_config.max_samples_per_send,
+			.batch_send_deadline_ms = r->queue_config.batch_send_deadline_ns / NS_PER_MS,
+			.min_backoff_ms = r->queue_config.min_backoff_ns / NS_PER_MS,
+			.max_backoff_ms = r->queue_config.max_backoff_ns / NS_PER_MS,
+			.retry_on_429 = r->queue_config.retry_on_http_429,
+			.queue_max_bytes = r->queue_max_bytes,
+			.summary = strcmp(r->mode, "summary") == 0,
+			.summary_interval_ms = r->summary.interval_ns / NS_PER_MS,
+			.summary_quantile = r->summary.quantile,
+			.summary_anomaly_threshold = r->summary.anomaly_threshold,
+		};
+		for (size_t h = 0; h < CONFIG_MAX_HEADERS && r->headers[h][0][0]; h++) {
+			o.headers[h][0] = r->headers[h][0];
+			o.headers[h][1] = r->headers[h][1];
+			o.nheaders = h + 1;
+		}
+		char err[512] = "", secret[1024] = "";
+		bool ok = true;
+		if (r->basic_auth.username[0]) {
+			o.basic_user = r->basic_auth.username;
+			o.basic_password = r->basic_auth.password;
+			if (r->basic_auth.password_file[0]) {
+				ok = read_secret(r->basic_auth.password_file, secret, sizeof secret, err,
+						 sizeof err) == 0;
+				o.basic_password = secret;
+			}
+		}
+		if (r->authorization.credentials[0] || r->authorization.credentials_file[0]) {
+			o.auth_type = r->authorization.type;
+			o.auth_credentials = r->authorization.credentials;
+			if (r->authorization.credentials_file[0]) {
+				ok = read_secret(r->authorization.credentials_file, secret, sizeof secret,
+						 err, sizeof err) == 0;
+				o.auth_credentials = secret;
+			}
+		}
+		o.ca_file = r->tls_config.ca_file[0] ? r->tls_config.ca_file : NULL;
+		o.cert_file = r->tls_config.cert_file[0] ? r->tls_config.cert_file : NULL;
+		o.key_file = r->tls_config.key_file[0] ? r->tls_config.key_file : NULL;
+		o.server_name = r->tls_config.server_name[0] ? r->tls_config.server_name : NULL;
+		struct relabel_spec specs[CONFIG_MAX_RELABEL];
+		for (unsigned j = 0; j < r->nrelabel; j++)
+			config_relabel_spec(&r->write_relabel_configs[j], &specs[j]);
+		o.relabel = specs;
+		o.nrelabel = r->nrelabel;
+		for (size_t j = 0; j < CONFIG_MAX_LABELS && j < REMOTE_MAX_EXTERNAL &&
+				   c->alerting.external_labels[j][0][0]; j++)
+			if (c->alerting.external_labels[j][1][0])
+				o.external[o.nexternal++] = (struct tsdb_label){
+					c->alerting.external_labels[j][0], c->alerting.external_labels[j][1]};
+		char qdir[CONFIG_PATH_LEN + 160];
+		if (r->queue_dir[0])
+			snprintf(qdir, sizeof qdir, "%s", r->queue_dir);
+		else
+			snprintf(qdir, sizeof qdir, "%s.remote-write-%s", storage_path(d),
+				 r->name[0] ? r->name : (char[4]){(char)('0' + i), 0});
+		o.queue_dir = qdir;
+		struct remote_write *rw = NULL;
+		if (ok && remote_write_create(&rw, &o, err, sizeof err) == GPULSE_OK) {
+			remote_write_set_store(rw, db);
+			if (remote_write_start(rw) != GPULSE_OK) {
+				remote_write_destroy(rw);
+				rw = NULL;
+				snprintf(err, sizeof err, "cannot start its threads");
+			}
+		}
+		if (!rw) {
+			log_error("remote_write[%u] %s: %s; not sending there", i, r->url, err);
+			continue;
+		}
+		log_info("remote_write[%u]: sending %s to %s (queue in %s)", i,
+			 o.summary ? "summaries of the stored series (and every sample of a GPU in an "
+				     "anomalous or alerting state)" : "every stored sample", r->url, qdir);
+		d->remotes[n++] = rw;
+	}
+	atomic_store(&d->nremotes, n);
+	if (n)
+		tsdb_set_append_hook(db, remote_fanout, d);
+}
+
+static void stop_remotes(struct daemon *d)
+{
+	size_t n = atomic_load(&d->nremotes);
+	if (d->db)
+		tsdb_set_append_hook(d->db, NULL, NULL);
+	for (size_t i = 0; i < n; i++)
+		remote_write_stop(d->remotes[i]);  /* the ring goes to disk */
 }
 
 /* ---- HTTP handlers: render what the bus holds ------------------------ */
@@ -424,6 +564,14 @@ static void publish_config(struct daemon *d)
 	for (size_t i = 0; i < HTTP_BASIC_MAX_USERS; i++)
 		if (shown->http.basic_auth_users[i][0][0])
 			snprintf(shown->http.basic_auth_users[i][1], CONFIG_BASIC_LEN, "<secret>");
+	for (unsigned i = 0; i < shown->nremote_write && i < CONFIG_MAX_REMOTE_WRITE; i++) {
+		struct config_remote_write *r = &shown->remote_write[i];
+		if (r->basic_auth.password[0])
+			snprintf(r->basic_auth.password, sizeof r->basic_auth.password, "<secret>");
+		if (r->authorization.credentials[0])
+			snprintf(r->authorization.credentials, sizeof r->authorization.credentials,
+				 "<secret>");
+	}
 	struct buf y;
 	buf_init(&y, 4u << 20);
 	if (config_dump(shown, &y) == 0 && y.data)
@@ -821,6 +969,7 @@ static int open_storage(struct daemon *d, char *err, size_t errlen)
 	}
 	d->db = db;
 	d->ingest = ing;
+	start_remotes(d, db);
 	atomic_store_explicit(&d->ingest_live, ing, memory_order_release);
 	atomic_store_explicit(&d->store_live, db, memory_order_release);
 	/* What /metrics exports and no other writer stores (issue 18). It
@@ -1605,8 +1754,11 @@ out:
 	alerting_stop(d->alerting); /* the engine no longer calls its sink */
 	profiling_stop(d->prof);
 	ingest_stop(d->ingest);
+	stop_remotes(d);
 	/* Publishers have stopped: the final flush sees every sample. */
 	tsdb_close(d->db);
+	for (size_t i = 0; i < atomic_load(&d->nremotes); i++)
+		remote_write_destroy(d->remotes[i]);
 	demo_end(d);
 	ingest_destroy(d->ingest);
 	selfscrape_destroy(d->scrape);

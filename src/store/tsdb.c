@@ -131,6 +131,8 @@ struct tsdb {
 	sqlite3 *sql;
 	sqlite3_stmt *st[ST_COUNT];
 	pthread_mutex_t db_mu;       /* the connection, flushes, series on_disk/rolled_until */
+	_Atomic(tsdb_append_hook_fn *) hook;  /* tsdb_set_append_hook */
+	void *hook_ctx;
 
 	struct series **series;      /* o.max_series slots; published by nseries */
 	_Atomic size_t nseries;
@@ -968,7 +970,29 @@ int tsdb_append(struct tsdb *db, uint32_t ref, int64_t t_ms, double v)
 		sh->dropped++;
 	}
 	pthread_mutex_unlock(&sh->mu);
+	if (rc == 0) {
+		tsdb_append_hook_fn *fn = atomic_load_explicit(&db->hook, memory_order_acquire);
+		if (fn)
+			fn(db->hook_ctx, ref, t_ms, v);
+	}
 	return rc;
+}
+
+void tsdb_set_append_hook(struct tsdb *db, tsdb_append_hook_fn *fn, void *ctx)
+{
+	db->hook_ctx = ctx;
+	atomic_store_explicit(&db->hook, fn, memory_order_release);
+}
+
+int tsdb_series_labels(struct tsdb *db, uint32_t ref, const struct tsdb_label **labels,
+		       size_t *n)
+{
+	struct series *s = series_at(db, ref);
+	if (!s)
+		return GPULSE_EINVAL;
+	*labels = s->labels;
+	*n = s->nlabels;
+	return 0;
 }
 
 /* ---- flush ---- */

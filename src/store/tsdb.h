@@ -101,6 +101,19 @@ int tsdb_series(struct tsdb *db, const struct tsdb_label *labels, size_t n,
  * series' last sample (dropped and counted); GPULSE_EINVAL for a bad ref. */
 int tsdb_append(struct tsdb *db, uint32_t ref, int64_t t_ms, double v);
 
+/* Called after every sample a tsdb_append took, on the appender's thread,
+ * outside the store's locks: it must not block (remote write puts the
+ * sample in a bounded ring, src/remote/remote_write.h). */
+typedef void tsdb_append_hook_fn(void *ctx, uint32_t ref, int64_t t_ms, double v);
+/* Set (or, fn NULL, clear) the hook. Set it before appends start and
+ * clear it only after they stopped. */
+void tsdb_set_append_hook(struct tsdb *db, tsdb_append_hook_fn *fn, void *ctx);
+
+/* The labels of series ref, sorted by name, in *labels (n of them):
+ * the store's, valid until close. 0 or GPULSE_EINVAL for a bad ref. */
+int tsdb_series_labels(struct tsdb *db, uint32_t ref, const struct tsdb_label **labels,
+		       size_t *n);
+
 /* Write every head chunk (full ones and the open one of each series) to
  * SQLite in one transaction, then the rollups that became due. 0, or
  * GPULSE_EIO when SQLite failed (disk full, I/O error): the chunks stay in
