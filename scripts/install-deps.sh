@@ -24,7 +24,8 @@
 # and its tests: debhelper, dpkg-dev and lintian (`make deb`,
 # test_deb_package); systemd (systemd-analyze, test_systemd_unit); man-db,
 # bash-completion and zsh (test_completion_manpages); ansible-core
-# (ansible-playbook, test_ansible_role); python3-jsonschema and
+# and python3-apt, which its apt module needs (ansible-playbook,
+# test_ansible_role); python3-jsonschema and
 # python3-yaml (test_kubernetes_manifests); kubectl for `kubectl kustomize`,
 # from kubernetes-client unless a kubectl is already installed (one from
 # another source holds /usr/bin/kubectl, and any kubectl with kustomize
@@ -39,7 +40,7 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
       libcmocka-dev libsqlite3-dev zlib1g-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
       libfaketime openssl procps valgrind chromium tmux
       libsystemd-dev help2man debhelper dpkg-dev lintian systemd man-db bash-completion zsh
-      ansible-core python3-jsonschema python3-yaml)
+      ansible-core python3-apt python3-jsonschema python3-yaml)
 command -v kubectl >/dev/null || pkgs+=(kubernetes-client)
 missing=()
 for p in "${pkgs[@]}"; do
