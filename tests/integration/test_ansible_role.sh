@@ -9,7 +9,7 @@
 # non-integer port and a port out of range are refused before anything
 # runs, with messages naming the variable; a config key gpulsed refuses is
 # stopped by the template's validation, naming the line, and the old
-# config stays.
+# config stays; a token is written for gpulsed alone and never logged.
 #
 # No systemd runs here (no PID 1 in CI): the role's service tasks are
 # switched off (gpulse_service_manager: none) and its handler's stand-in
@@ -22,6 +22,11 @@ for tool in ansible-playbook dpkg-buildpackage unshare; do
 done
 [ "$(id -u)" = 0 ] || { echo "SKIP: the throw-away root needs root (mount, chroot)"; exit 0; }
 /usr/bin/python3 -c 'import apt' 2>/dev/null || fail "python3-apt is missing (scripts/install-deps.sh)"
+
+# The example playbook and its inventory parse.
+(cd "$GPULSE_SOURCE_DIR/deploy/ansible" && ANSIBLE_NOCOLOR=1 HOME="$WORK" \
+	ansible-playbook --syntax-check -i inventory.example.ini playbook.yml) >"$WORK/syntax.log" 2>&1 ||
+	fail "example playbook: $(cat "$WORK/syntax.log")"
 
 "$GPULSE_SOURCE_DIR/scripts/build-deb.sh" --prebuilt "$GPULSE_BUILD_DIR" --out "$WORK/deb" \
 	>"$WORK/build.log" 2>&1 || fail "build-deb: $(cat "$WORK/build.log")"
@@ -148,6 +153,13 @@ play bad3.log -e '{"gpulse_config_overrides": {"sampling": {"fast": "10x"}}}' &&
 grep -Eq 'source:[0-9]+:[0-9]+: sampling.fast: bad duration' "$W/bad3.log" ||
 	bad "the validation does not name the line: $(grep -i 'fatal\|msg' "$W/bad3.log" | head)"
 cmp -s "$CFG" "$W/cfg.before" || bad "a refused run changed the config"
+
+# The token: written root:gpulse 0640, named in the config, never logged.
+play run4.log -e gpulse_auth_token=s3cret-test-token || bad "token run failed: $(tail -30 "$W/run4.log")"
+[ "$(rt stat -c %U:%G:%a /etc/gpulse/token)" = root:gpulse:640 ] || bad "token file: $(rt stat -c %U:%G:%a /etc/gpulse/token)"
+[ "$(cat "$ROOT/etc/gpulse/token")" = s3cret-test-token ] || bad "token content"
+grep -q '^  auth_token_file: /etc/gpulse/token$' "$CFG" || bad "auth_token_file not in the config: $(cat "$CFG")"
+! grep -q s3cret-test-token "$W/run4.log" || bad "the token was logged"
 
 kill -TERM "$pid"
 rc=0

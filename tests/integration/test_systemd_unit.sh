@@ -2,8 +2,8 @@
 # rates its exposure at most 2.5, `systemd-analyze verify` accepts it,
 # it keeps what NVML and attribution need (the NVIDIA device nodes, MIG's
 # nvidia-caps, /proc not hidden), runs as Type=notify with a watchdog under
-# the gpulse user with its state directory, and gpulsed accepts the
-# command line it starts.
+# the gpulse user with its state directory, gpulsed accepts the
+# command line it starts, and `cmake --install` installs it.
 source "$(dirname "$0")/lib.sh"
 UNIT="$GPULSE_SOURCE_DIR/deploy/systemd/gpulsed.service"
 command -v systemd-analyze >/dev/null || fail "systemd-analyze is missing (package systemd)"
@@ -46,4 +46,13 @@ args=("${args[@]//\/var\/lib\/gpulse/$WORK}")
 "$GPULSED" "${args[@]}" --print-config >"$WORK/config.txt" 2>&1 ||
 	fail "gpulsed refuses the unit's command line: $(cat "$WORK/config.txt")"
 grep -q "$WORK/gpulse.db" "$WORK/config.txt" || fail "the unit's --storage-path did not take: $(cat "$WORK/config.txt")"
+# cmake --install puts the unit where systemd reads it, with ExecStart
+# at the prefix it installs to.
+DESTDIR="$WORK/inst" cmake --install "$GPULSE_BUILD_DIR" --prefix /usr/local --component deploy \
+	>"$WORK/install.txt" 2>&1 || fail "cmake --install: $(cat "$WORK/install.txt")"
+inst="$WORK/inst/usr/local/lib/systemd/system/gpulsed.service"
+[ -f "$inst" ] || fail "cmake --install did not install the unit: $(cat "$WORK/install.txt")"
+grep -q '^ExecStart=/usr/local/bin/gpulsed --config /etc/gpulse/gpulse.yml ' "$inst" ||
+	fail "installed unit's ExecStart: $(grep ExecStart= "$inst")"
+[ -f "$WORK/inst/usr/local/share/man/man8/gpulsed.8" ] || fail "cmake --install did not install gpulsed(8)"
 echo ok
