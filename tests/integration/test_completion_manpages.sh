@@ -3,8 +3,8 @@
 # renders without a warning, gpulsed(8) and gpulse(1) exist; the bash
 # completion, sourced into a bash, is registered for gpulse and completes
 # the commands, a prefix, the options of a command (all those its --help
-# names) and the words after `rules`; the zsh completion parses and lists
-# the same commands.
+# names) and the words after `rules`; the zsh completion parses, lists
+# the same commands and offers each command's options.
 source "$(dirname "$0")/lib.sh"
 : "${GPULSE_BUILD_DIR:?}"
 MAN="$GPULSE_BUILD_DIR/man"
@@ -80,4 +80,16 @@ if command -v zsh >/dev/null; then
 fi
 zcmds=$(sed -n "s/^    '\([a-z]*\):.*/\1/p" "$COMP/_gpulse" | sort)
 [ "$zcmds" = "$(printf '%s\n' $cmds help | sort)" ] || fail "zsh commands: $(echo $zcmds)"
+# zsh's option completion of a command offers every option its --help
+# names (the completion system's _describe and _call_program stubbed).
+if command -v zsh >/dev/null; then
+	for c in query report bench; do
+		got=$(zsh -fc '_call_program() { shift; "$@"; }; _describe() { shift 3; print -l -- ${(P)1}; }
+			_files() { :; }; source <(sed -n "/^_gpulse_cmd_options() {/,/^}/p" "$1"); _gpulse_cmd_options "$2"' \
+			zsh "$COMP/_gpulse" "$c")
+		for o in $("$GPULSE" "$c" --help 2>&1 | grep -o -- '--[a-z][a-z0-9-]*' | sort -u); do
+			grep -qx -- "$o" <<<"$got" || fail "zsh: gpulse $c: $o not offered: $(echo $got)"
+		done
+	done
+fi
 echo ok
