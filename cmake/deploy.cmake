@@ -45,7 +45,7 @@ endforeach()
 list(JOIN see_also ",\n" GPULSE_MAN_SEE_ALSO)
 string(APPEND GPULSE_MAN_SEE_ALSO ".")
 configure_file(${CMAKE_SOURCE_DIR}/docs/man/gpulse.h2m.in ${GPULSE_MAN_DIR}/gpulse.h2m @ONLY)
-set(H2M_COMMON --no-info --no-discard-stderr --version-string=${PROJECT_VERSION}
+set(H2M_COMMON --no-info --version-string=${PROJECT_VERSION}
   --manual=gpulse --source=gpulse\ ${PROJECT_VERSION})
 set(GPULSE_MAN_PAGES ${GPULSE_MAN_DIR}/gpulsed.8 ${GPULSE_MAN_DIR}/gpulse.1)
 add_custom_command(OUTPUT ${GPULSE_MAN_DIR}/gpulsed.8
