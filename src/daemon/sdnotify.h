@@ -23,9 +23,9 @@ struct sdnotify {
 
 /* Read the watchdog setting of the environment (sd_watchdog_enabled:
  * WATCHDOG_USEC, and WATCHDOG_PID when set must be this process) into
- * *n, at monotonic time now_ns. The environment is left as it is, so
- * helper processes started later do not inherit a socket meant for us
- * only through an explicit choice of theirs. */
+ * *n, at monotonic time now_ns. The environment is left as it is:
+ * sd_notify reads $NOTIFY_SOCKET at each call, and what children that
+ * inherit it might send is ignored by systemd (NotifyAccess=main). */
 void sdnotify_init(struct sdnotify *n, int64_t now_ns);
 
 /* READY=1 with a STATUS= line (status may be NULL); sent once, later
