@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 QUIET_CMAKE = -DCMAKE_RULE_MESSAGES=OFF -DCMAKE_TARGET_MESSAGES=OFF
 
-.PHONY: all deps build run test test-unit test-asan test-tsan fuzz bench clean gpu-check
+.PHONY: all deps build run test test-unit test-asan test-tsan fuzz bench clean gpu-check deb
 
 all: build
 
@@ -61,6 +61,11 @@ fuzz:
 	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DGPULSE_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)
 	@scripts/run-fuzzers.sh build-fuzz
+
+# The Debian package (debian/, debhelper), built from a copy of the tree
+# with Debian's hardening flags: build/deb/gpulse_VERSION_ARCH.deb.
+deb: deps
+	@scripts/build-deb.sh --out $(BUILD)/deb
 
 bench: build
 	@bench/run-all.sh $(BUILD)

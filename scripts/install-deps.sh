@@ -21,6 +21,18 @@
 # Remote write (src/remote/): libprotobuf-c-dev and protobuf-c-compiler
 # (protoc-c generates the WriteRequest code at build time), libsnappy-dev
 # (the snappy block format of the request bodies).
+# libsystemd-dev: gpulsed's readiness and watchdog under systemd
+# (sd_notify, src/daemon/sdnotify.c); help2man: the man pages, generated
+# from each program's --help at build time. Deployment (docs/DEPLOY.md)
+# and its tests: debhelper, dpkg-dev and lintian (`make deb`,
+# test_deb_package); systemd (systemd-analyze, test_systemd_unit); man-db,
+# bash-completion and zsh (test_completion_manpages); ansible-core
+# and python3-apt, which its apt module needs (ansible-playbook,
+# test_ansible_role); python3-jsonschema and
+# python3-yaml (test_kubernetes_manifests); kubectl for `kubectl kustomize`,
+# from kubernetes-client unless a kubectl is already installed (one from
+# another source holds /usr/bin/kubectl, and any kubectl with kustomize
+# will do).
 # libgpulse-inject.so and the tests of it need CUPTI's headers, which come
 # with the CUDA toolkit, not from Debian main: without them they are not
 # built, and say so.
@@ -29,7 +41,10 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev libcrypt-dev libgnutls28-dev libpcre2-dev
       libncurses-dev libprotobuf-c-dev protobuf-c-compiler libsnappy-dev
       libcmocka-dev libsqlite3-dev zlib1g-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
-      libfaketime openssl procps valgrind chromium tmux)
+      libfaketime openssl procps valgrind chromium tmux
+      libsystemd-dev help2man debhelper dpkg-dev lintian systemd man-db bash-completion zsh
+      ansible-core python3-apt python3-jsonschema python3-yaml)
+command -v kubectl >/dev/null || pkgs+=(kubernetes-client)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -34,6 +34,7 @@
 #include "benchd.h"
 #include "prom.h"
 #include "replay.h"
+#include "sdnotify.h"
 #include "selfscrape.h"
 #include "selfstats.h"
 #include "status.h"
@@ -102,6 +103,7 @@ struct daemon {
 	struct alerting *alerting;       /* alert delivery (alerting.h) */
 	struct profiling *prof;          /* the injection library's socket */
 	struct benchd *bench;            /* baseline benchmarks (benchd.h) */
+	struct sdnotify sdn;             /* systemd readiness and watchdog (sdnotify.h) */
 	struct api api;
 	struct api_status status;        /* status, metadata, health endpoints */
 	char token[CONFIG_TOKEN_MAX];
@@ -323,6 +325,8 @@ static int extra_metrics(void *ctx, struct buf *out, bool openmetrics)
 	int rc = profiling_metrics(d->prof, out, openmetrics);
 	if (!rc)
 		rc = remote_write_metrics(d->remotes, atomic_load(&d->nremotes), out, openmetrics);
+	if (!rc)
+		rc = sdnotify_metrics(&d->sdn, out, openmetrics);
 	return rc ? rc : benchd_metrics(d->bench, out, openmetrics);
 }
 
@@ -1456,7 +1460,21 @@ static void demo_hint(const struct daemon *d, bool tls, int port, char *out, siz
 
 /* ---- reload ------------------------------------------------------------ */
 
+static void reload_config(struct daemon *d);
+
+/* SIGHUP under systemd's reload protocol: RELOADING=1, then READY=1 with
+ * the outcome in STATUS=, so `systemctl reload` returns once it is done. */
 static void reload(struct daemon *d)
+{
+	sdnotify_reloading(&d->sdn);
+	reload_config(d);
+	char st[160];
+	snprintf(st, sizeof st, "serving; last reload %s",
+		 atomic_load(&d->self.last_reload_ok) ? "applied" : "refused (see the log)");
+	sdnotify_reloaded(&d->sdn, st);
+}
+
+static void reload_config(struct daemon *d)
 {
 	char err[512];
 	struct gpulse_config nc;
@@ -1504,6 +1522,37 @@ static void reload(struct daemon *d)
 }
 
 /* ---- run ----------------------------------------------------------------- */
+
+/* The longest gpulsed waits for a first sample before it tells systemd
+ * it is ready anyway: well inside the unit's TimeoutStartSec. */
+#define READY_WAIT_NS (10LL * 1000000000LL)
+
+/* Whether a source has published a reading of any GPU, or there is no
+ * source whose sample could be waited for (no driver: self-metrics). */
+static bool first_sample_in(struct daemon *d)
+{
+	if (d->self.mode == MODE_NONE)
+		return true;
+	int n = bus_gpu_count(d->bus);
+	for (int i = 0; i < n; i++) {
+		struct gpu_snapshot snap;
+		if (bus_read(d->bus, i, &snap) == 0)
+			for (int t = 0; t < TIER_COUNT; t++)
+				if (snap.samples[t] > 0)
+					return true;
+	}
+	return false;
+}
+
+static void notify_ready(struct daemon *d)
+{
+	char st[400];
+	enum daemon_mode m = self_stats_get_mode(&d->self, NULL, 0, NULL);
+	snprintf(st, sizeof st, "serving %s on %s port %d, %d GPU(s)", m == MODE_NVML ? "NVML"
+		 : m == MODE_REPLAY ? "a replay (not real hardware)" : "self-metrics only (no driver)",
+		 d->cfg.listen, http_server_port(d->http), bus_gpu_count(d->bus));
+	sdnotify_ready(&d->sdn, st);
+}
 
 int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg)
 {
@@ -1714,15 +1763,32 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	log_info("serving http%s://%s port %d (gpulsed %s)%s", hc.tls_cert_file ? "s" : "",
 		 d->cfg.listen, http_server_port(d->http), GPULSE_VERSION, hint);
 
+	/* systemd (Type=notify): READY=1 once the HTTP server listens and
+	 * the first sample is in (or there is no source to wait for, or
+	 * READY_WAIT_NS passed: serving self-metrics is serving). */
+	int64_t ready_by = clock_mono_ns() + READY_WAIT_NS;
+	sdnotify_init(&d->sdn, clock_mono_ns());
 	for (;;) {
+		int64_t now = clock_mono_ns();
+		if (!d->sdn.ready && (first_sample_in(d) || now >= ready_by))
+			notify_ready(d);
+		sdnotify_watchdog(&d->sdn, now);
 		/* Wake once a second only while there is no source yet (to
-		 * try NVML again) or no store yet (to open it again);
+		 * try NVML again) or no store yet (to open it again), every
+		 * 50 ms until ready, and when the watchdog wants its ping;
 		 * otherwise sleep until a signal comes. */
-		struct timespec tick = {.tv_sec = 1, .tv_nsec = 0};
-		int sig = d->self.mode == MODE_NONE || d->store_pending ? sigtimedwait(&set, NULL, &tick)
-									: sigwaitinfo(&set, NULL);
+		int64_t wait_ns = d->self.mode == MODE_NONE || d->store_pending ? 1000000000LL : -1;
+		if (!d->sdn.ready && (wait_ns < 0 || wait_ns > 50000000LL))
+			wait_ns = 50000000LL;
+		int64_t wd = sdnotify_wait_ns(&d->sdn, now);
+		if (wd >= 0 && (wait_ns < 0 || wd < wait_ns))
+			wait_ns = wd;
+		struct timespec tick = {.tv_sec = wait_ns / 1000000000LL,
+					.tv_nsec = wait_ns % 1000000000LL};
+		int sig = wait_ns >= 0 ? sigtimedwait(&set, NULL, &tick) : sigwaitinfo(&set, NULL);
 		if (sig == SIGTERM || sig == SIGINT) {
 			log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+			sdnotify_stopping(&d->sdn);
 			break;
 		}
 		if (sig == SIGHUP) {
