@@ -6,7 +6,7 @@
 # read from its own --help the first time they are asked for, so they
 # follow the command line as it changes.
 
-_gpulse_commands="status top record diagnose report bench rules query alerts kernels run trace help"
+_gpulse_commands="status top record diagnose report bench fleet rules query alerts kernels run trace help"
 
 # The long options of one command, from `gpulse CMD --help`, cached.
 _gpulse_options()
