@@ -22,53 +22,15 @@
 #include "buf.h"
 #include "http_server.h"
 #include "http_static.h"
+#include "http_test.h"
 #include "status.h"
 #include "web.h"
 #include "web_assets.h"
 
-struct reply {
-	long status;
-	struct buf body;
-	struct buf headers;
-};
-
-static size_t on_data(char *p, size_t size, size_t n, void *ctx)
-{
-	buf_append(ctx, p, size * n);
-	return size * n;
-}
-
 /* GET url with up to two extra request headers (NULL: none). */
 static void fetch(struct reply *r, const char *url, const char *h1, const char *h2)
 {
-	CURL *c = curl_easy_init();
-	assert_non_null(c);
-	buf_init(&r->body, 4 << 20);
-	buf_init(&r->headers, 1 << 16);
-	struct curl_slist *hdr = NULL;
-	if (h1)
-		hdr = curl_slist_append(hdr, h1);
-	if (h2)
-		hdr = curl_slist_append(hdr, h2);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r->body);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, &r->headers);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-	CURLcode rc = curl_easy_perform(c);
-	if (rc != CURLE_OK)
-		fail_msg("%s: %s", url, curl_easy_strerror(rc));
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-	curl_slist_free_all(hdr);
-	curl_easy_cleanup(c);
-}
-
-static void reply_free(struct reply *r)
-{
-	buf_free(&r->body);
-	buf_free(&r->headers);
+	http_test_fetch(r, url, NULL, h1, h2, NULL);
 }
 
 /* The value of response header `name` (copied into out), or false. */
