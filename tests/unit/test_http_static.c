@@ -2,10 +2,11 @@
  * public paths of the HTTP server (http_path_public), through libcurl on
  * 127.0.0.1:0: types, ETags and 304, gzip only when accepted (and the
  * gzip body inflates to the file), the security headers, 404 under the
- * mount, assets served without the token while every other path keeps
- * its 401; the header parsers on their own; and the dashboard as built
- * into gpulsed (web_assets.c): "/" is its HTML, every asset it names is
- * in the table, and the whole is within the 500 KB budget. */
+ * mount (for POST too, where an asset or a GET route is 405), assets
+ * served without the token while every other path keeps its 401; the
+ * header parsers on their own; and the dashboard as built into gpulsed
+ * (web_assets.c): "/" is its HTML, every asset it names is in the table,
+ * and the whole is within the 500 KB budget. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -74,6 +75,13 @@ static int h_data(void *ctx, const struct http_request *req, struct http_respons
 	(void)ctx;
 	(void)req;
 	return buf_puts(&resp->body, "secret data\n");
+}
+
+static bool knows_nothing(void *ctx, const char *path)
+{
+	(void)ctx;
+	(void)path;
+	return false;
 }
 
 struct srv {
@@ -200,6 +208,29 @@ static void test_serving(void **state)
 	fetch(&r, url(&v, "/index.html"), NULL, NULL);
 	assert_int_equal(r.status, 404);
 	reply_free(&r);
+
+	/* POST: 404 where no asset is (as to a path with no route), 405 on
+	 * an asset and on a GET-only route, which exist. */
+	const char *absent[] = {"/ui/nope.js", "/index.html", "/ui/"};
+	for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
+		http_test_fetch(&r, url(&v, absent[i]), "POST", NULL, NULL, "x=1");
+		if (r.status != 404)
+			fail_msg("POST %s: %ld", absent[i], r.status);
+		reply_free(&r);
+	}
+	const char *present[] = {"/", "/ui/app.js", "/api/v1/data"};
+	for (size_t i = 0; i < sizeof present / sizeof present[0]; i++) {
+		http_test_fetch(&r, url(&v, present[i]), "POST", NULL, NULL, NULL);
+		if (r.status != 405)
+			fail_msg("POST %s: %ld", present[i], r.status);
+		assert_true(header(&r, "Allow", h, sizeof h));
+		assert_string_equal(h, "GET, HEAD");
+		reply_free(&r);
+	}
+	/* Only a prefix route takes the test, and only a real one. */
+	assert_int_equal(http_route_known(v.s, "/api/v1/data", knows_nothing), GPULSE_EINVAL);
+	assert_int_equal(http_route_known(v.s, "/", NULL), GPULSE_EINVAL);
+	assert_int_equal(http_route_known(v.s, "/other/", knows_nothing), GPULSE_ENOENT);
 
 	size_t raw, sent;
 	http_static_sizes(v.st, &raw, &sent);
