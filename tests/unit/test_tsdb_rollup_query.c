@@ -37,20 +37,37 @@ static double eval_at(struct tsdb *db, const char *q, int64_t t_ms, size_t *n)
 	return v;
 }
 
-static void test_rollups_answer_past_raw_retention(void **state)
+/* A store in a new temporary folder (dir, a mkdtemp template, becomes
+ * it) with 1-minute rollups and raw retention raw_ms (0: the default),
+ * holding the one series m{gpu="0"} (*ref). */
+static struct tsdb *temp_store(char *dir, int64_t raw_ms, uint32_t *ref)
 {
-	(void)state;
-	char dir[] = "/tmp/gpulse-rollupq-XXXXXX";
 	assert_non_null(mkdtemp(dir));
 	char path[256];
 	snprintf(path, sizeof path, "%s/db", dir);
-	struct tsdb_opts opts = {.path = path, .raw_retention_ms = 60000, .rollup_step_ms = 60000};
+	struct tsdb_opts opts = {.path = path, .raw_retention_ms = raw_ms, .rollup_step_ms = 60000};
 	struct tsdb *db;
 	char err[256];
 	assert_int_equal(tsdb_open(&db, &opts, err, sizeof err), 0);
 	struct tsdb_label l[] = {{"__name__", "m"}, {"gpu", "0"}};
+	assert_int_equal(tsdb_series(db, l, 2, ref, err, sizeof err), 0);
+	return db;
+}
+
+static void remove_store(struct tsdb *db, const char *dir)
+{
+	tsdb_close(db);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void test_rollups_answer_past_raw_retention(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gpulse-rollupq-XXXXXX";
 	uint32_t ref;
-	assert_int_equal(tsdb_series(db, l, 2, &ref, err, sizeof err), 0);
+	struct tsdb *db = temp_store(dir, 60000, &ref);
 
 	/* Five whole minutes, 10 and 5 minutes ago, one sample a second:
 	 * value i at T0 + i s, so minute k's mean is 60k + 29.5. */
@@ -79,10 +96,7 @@ static void test_rollups_answer_past_raw_retention(void **state)
 	for (int i = 0; i < 5; i++)
 		assert_int_equal(tsdb_append(db, ref, now - 5000 + i * 1000LL, 1000 + i), 0);
 	assert_true(eval_at(db, "max_over_time(m[10s])", now, &n) == 1004 && n == 1);
-	tsdb_close(db);
-	char cmd[300];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
+	remove_store(db, dir);
 }
 
 /* TSDB_READ_ROLLUP_TOTAL is the fold of the buckets TSDB_READ_ROLLUP
@@ -92,16 +106,9 @@ static void test_total_is_the_buckets_folded(void **state)
 {
 	(void)state;
 	char dir[] = "/tmp/gpulse-rolluptot-XXXXXX";
-	assert_non_null(mkdtemp(dir));
-	char path[256];
-	snprintf(path, sizeof path, "%s/db", dir);
-	struct tsdb_opts opts = {.path = path, .rollup_step_ms = 60000};
-	struct tsdb *db;
-	char err[256];
-	assert_int_equal(tsdb_open(&db, &opts, err, sizeof err), 0);
-	struct tsdb_label l[] = {{"__name__", "m"}, {"gpu", "0"}};
 	uint32_t ref;
-	assert_int_equal(tsdb_series(db, l, 2, &ref, err, sizeof err), 0);
+	struct tsdb *db = temp_store(dir, 0, &ref);
+	char err[256];
 	int64_t now = clock_wall_ns() / 1000000;
 	int64_t t0 = (now - 3600000) / 60000 * 60000;
 	/* 50 minutes of a sample every 10 s, flushed (rolled up), then 5 more
@@ -142,10 +149,7 @@ static void test_total_is_the_buckets_folded(void **state)
 	assert_float_equal(r.sum, want.sum, 1e-9 * fabs(want.sum));
 	/* the raw tail counts: its samples are the range's largest */
 	assert_true(r.max == 3.5 * 320);
-	tsdb_close(db);
-	char cmd[300];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
+	remove_store(db, dir);
 }
 
 int main(void)
