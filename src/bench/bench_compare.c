@@ -91,6 +91,32 @@ void bench_compare(const struct bench_point *hist, size_t n, const char *driver,
 	}
 }
 
+/* ,"key":v */
+static void put_number(struct buf *b, const char *key, double v)
+{
+	buf_printf(b, ",\"%s\":", key);
+	buf_put_double(b, v);
+}
+
+struct basis_field {
+	const char *key;
+	double v;
+};
+
+/* ,"basis":{"points":N[,fields...][,"flag":bool],"regression":bool} with
+ * the fields and the flag only when the basis had a reference. */
+static void put_basis(struct buf *b, const char *basis, size_t points, bool have,
+		      const struct basis_field *f, size_t nf, const char *flag, bool flag_v,
+		      bool regression)
+{
+	buf_printf(b, ",\"%s\":{\"points\":%zu", basis, points);
+	for (size_t i = 0; have && i < nf; i++)
+		put_number(b, f[i].key, f[i].v);
+	if (have && flag)
+		buf_printf(b, ",\"%s\":%s", flag, flag_v ? "true" : "false");
+	buf_printf(b, ",\"regression\":%s}", regression ? "true" : "false");
+}
+
 void bench_verdict_to_json(const struct bench_figure *f, const struct bench_verdict *v,
 			   struct buf *b)
 {
@@ -98,32 +124,20 @@ void bench_verdict_to_json(const struct bench_figure *f, const struct bench_verd
 	buf_put_json_string(b, f->name);
 	buf_puts(b, ",\"variant\":");
 	buf_put_json_string(b, f->variant);
-	buf_puts(b, ",\"value\":");
-	buf_put_double(b, f->median);
+	put_number(b, "value", f->median);
 	buf_printf(b, ",\"new_baseline\":%s", v->new_baseline ? "true" : "false");
 	if (v->new_baseline) {
 		buf_puts(b, ",\"previous_driver\":");
 		buf_put_json_string(b, v->previous_driver);
 	}
-	buf_printf(b, ",\"own\":{\"points\":%zu", v->own_points);
-	if (v->have_own) {
-		buf_puts(b, ",\"median\":");
-		buf_put_double(b, v->own_median);
-		buf_puts(b, ",\"noise_ratio\":");
-		buf_put_double(b, v->noise_ratio);
-		buf_puts(b, ",\"deficit_ratio\":");
-		buf_put_double(b, v->own_deficit);
-		buf_printf(b, ",\"too_noisy\":%s", v->too_noisy ? "true" : "false");
-	}
-	buf_printf(b, ",\"regression\":%s}", v->own_regression ? "true" : "false");
-	buf_printf(b, ",\"fleet\":{\"points\":%zu", v->fleet_points);
-	if (v->have_fleet) {
-		buf_puts(b, ",\"median\":");
-		buf_put_double(b, v->fleet_median);
-		buf_puts(b, ",\"deficit_ratio\":");
-		buf_put_double(b, v->fleet_deficit);
-		buf_puts(b, ",\"tolerance_ratio\":");
-		buf_put_double(b, v->fleet_tolerance);
-	}
-	buf_printf(b, ",\"regression\":%s}}", v->fleet_regression ? "true" : "false");
+	const struct basis_field own[] = {
+		{"median", v->own_median}, {"noise_ratio", v->noise_ratio}, {"deficit_ratio", v->own_deficit}};
+	put_basis(b, "own", v->own_points, v->have_own, own, 3, "too_noisy", v->too_noisy,
+		  v->own_regression);
+	const struct basis_field fleet[] = {{"median", v->fleet_median},
+					    {"deficit_ratio", v->fleet_deficit},
+					    {"tolerance_ratio", v->fleet_tolerance}};
+	put_basis(b, "fleet", v->fleet_points, v->have_fleet, fleet, 3, NULL, false,
+		  v->fleet_regression);
+	buf_putc(b, '}');
 }

@@ -665,34 +665,46 @@ static int handle_series(void *ctx, const struct http_request *req, struct http_
 	return rc ? 0 : finish(resp);
 }
 
-static int handle_labels(void *ctx, const struct http_request *req, struct http_response *resp)
+/* The label names (label NULL) or the values of `label` among the series
+ * match[] selects within start/end: /api/v1/labels and
+ * /api/v1/label/NAME/values answer the same way. */
+static int label_strings(struct api *a, const struct http_request *req,
+			 struct http_response *resp, const char *label)
 {
-	struct api *a = ctx;
-	if (storage_off(a, resp))
-		return 0;
 	const char *match[API_MAX_MATCH];
 	size_t nm;
 	int64_t start, end;
 	if (series_params(req, resp, match, &nm, &start, &end))
 		return 0;
-	char **s = NULL;
-	size_t n = 0;
 	int rc;
 	if (nm == 0 && start == API_MIN_TIME_MS && end == API_MAX_TIME_MS) {
 		/* No restriction: the store's index answers without reading data. */
-		rc = tsdb_label_names(a->db, &s, &n);
+		char **s = NULL;
+		size_t n = 0;
+		rc = label ? tsdb_label_values(a->db, label, &s, &n) : tsdb_label_names(a->db, &s, &n);
+		if (label && rc == GPULSE_ENOENT)
+			return put_strings(resp, NULL, 0);
 		if (rc)
 			return api_error(resp, 500, "internal", gpulse_strerror(rc));
 		rc = put_strings(resp, s, n);
 		tsdb_strings_free(s, n);
 		return rc;
 	}
-	struct strset ss = {0};
-	rc = collect(a, req, resp, match, nm, start, end, add_label_names, &ss);
+	struct strset ss = {.label = label};
+	rc = collect(a, req, resp, match, nm, start, end, label ? add_label_value : add_label_names,
+		     &ss);
 	if (!rc)
 		rc = put_strings(resp, ss.v, ss.n);
 	strset_free(&ss);
 	return rc < 0 ? 0 : rc;
+}
+
+static int handle_labels(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct api *a = ctx;
+	if (storage_off(a, resp))
+		return 0;
+	return label_strings(a, req, resp, NULL);
 }
 
 static bool label_name_ok(const char *s, size_t n)
@@ -728,30 +740,7 @@ static int handle_label_values(void *ctx, const struct http_request *req,
 	}
 	memcpy(label, name, len);
 	label[len] = '\0';
-	const char *match[API_MAX_MATCH];
-	size_t nm;
-	int64_t start, end;
-	if (series_params(req, resp, match, &nm, &start, &end))
-		return 0;
-	char **s = NULL;
-	size_t n = 0;
-	int rc;
-	if (nm == 0 && start == API_MIN_TIME_MS && end == API_MAX_TIME_MS) {
-		rc = tsdb_label_values(a->db, label, &s, &n);
-		if (rc == GPULSE_ENOENT)
-			return put_strings(resp, NULL, 0);
-		if (rc)
-			return api_error(resp, 500, "internal", gpulse_strerror(rc));
-		rc = put_strings(resp, s, n);
-		tsdb_strings_free(s, n);
-		return rc;
-	}
-	struct strset ss = {.label = label};
-	rc = collect(a, req, resp, match, nm, start, end, add_label_value, &ss);
-	if (!rc)
-		rc = put_strings(resp, ss.v, ss.n);
-	strset_free(&ss);
-	return rc < 0 ? 0 : rc;
+	return label_strings(a, req, resp, label);
 }
 
 /* ---- /api/v1/format_query, /api/v1/query_exemplars ---------------------------- */

@@ -424,6 +424,34 @@ static json_t *fleet_from_prometheus(struct benchd *b, const struct bench_result
 
 /* ---- series: /metrics and the store from one walk ---------------------- */
 
+/* The gauges of a run's result: written into the store by benchd itself at
+ * each run (one point a run), and on /metrics from the last run. */
+#define BENCH_RESULT_FAMILIES(X) \
+	X("gpulse_bench_last_run_timestamp_seconds", \
+	  "When the GPU's last benchmark run started (Unix seconds).") \
+	X("gpulse_bench_last_run_baseline", \
+	  "1 when the last run is fit to be a baseline (nothing else used the GPU, not interrupted).") \
+	X("gpulse_bench_value", \
+	  "The last run's median of each figure, in its unit label (flop_per_second, bytes_per_second, seconds, launches_per_second).") \
+	X("gpulse_bench_peak_ratio", \
+	  "The last run's median over the card's datasheet peak computed from its identity (SMs, clocks, bus width, PCIe link at its maximum).") \
+	X("gpulse_bench_spread_ratio", \
+	  "The last run's (max - min) / median over its timed runs.") \
+	X("gpulse_bench_baseline_value", \
+	  "The card's own rolling median of the figure over its earlier baseline runs on this driver.") \
+	X("gpulse_bench_noise_ratio", \
+	  "The noise band of the card's own baseline: 3 x 1.4826 x MAD / median, at least bench.noise_floor; above bench.noise_ceiling the figure is too noisy to catch a loss of that size and only a loss past the band is a regression.") \
+	X("gpulse_bench_deficit_ratio", \
+	  "How far the last run is below the reference (basis own: the card's rolling median; fleet: the same model's median): 1 - value / reference, for latency value / reference - 1.") \
+	X("gpulse_bench_tolerance_ratio", \
+	  "The deficit allowed before a regression: the noise band (basis own) or bench.fleet_tolerance or the band, whichever is larger (fleet).") \
+	X("gpulse_bench_regression", \
+	  "1 when the deficit exceeds the tolerance (GPUBenchRegression).")
+
+#define FAMILY_NAME(name, help) name,
+const char *const benchd_store_metrics[] = {BENCH_RESULT_FAMILIES(FAMILY_NAME) NULL};
+#undef FAMILY_NAME
+
 static void emit_gpu(struct profile_emitter *e, const struct gpu_state *g, int family)
 {
 	const struct bench_result *r = g->last;
@@ -492,16 +520,9 @@ static void emit_all(struct benchd *b, struct profile_emitter *e, const struct g
 	static const struct {
 		const char *name, *help;
 	} fam[] = {
-		{"gpulse_bench_last_run_timestamp_seconds", "When the GPU's last benchmark run started (Unix seconds)."},
-		{"gpulse_bench_last_run_baseline", "1 when the last run is fit to be a baseline (nothing else used the GPU, not interrupted)."},
-		{"gpulse_bench_value", "The last run's median of each figure, in its unit label (flop_per_second, bytes_per_second, seconds, launches_per_second)."},
-		{"gpulse_bench_peak_ratio", "The last run's median over the card's datasheet peak computed from its identity (SMs, clocks, bus width, PCIe link at its maximum)."},
-		{"gpulse_bench_spread_ratio", "The last run's (max - min) / median over its timed runs."},
-		{"gpulse_bench_baseline_value", "The card's own rolling median of the figure over its earlier baseline runs on this driver."},
-		{"gpulse_bench_noise_ratio", "The noise band of the card's own baseline: 3 x 1.4826 x MAD / median, at least bench.noise_floor; above bench.noise_ceiling the figure is too noisy to catch a loss of that size and only a loss past the band is a regression."},
-		{"gpulse_bench_deficit_ratio", "How far the last run is below the reference (basis own: the card's rolling median; fleet: the same model's median): 1 - value / reference, for latency value / reference - 1."},
-		{"gpulse_bench_tolerance_ratio", "The deficit allowed before a regression: the noise band (basis own) or bench.fleet_tolerance or the band, whichever is larger (fleet)."},
-		{"gpulse_bench_regression", "1 when the deficit exceeds the tolerance (GPUBenchRegression)."},
+#define FAMILY(name, help) {name, help},
+		BENCH_RESULT_FAMILIES(FAMILY)
+#undef FAMILY
 	};
 	if (one) {
 		for (int f = 0; f < (int)(sizeof fam / sizeof fam[0]); f++) {

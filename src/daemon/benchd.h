@@ -52,6 +52,13 @@ int benchd_start(struct benchd **out, const struct gpulse_config *c, struct tsdb
 		 struct bus *bus, bool nvml);
 /* The store opened late. Any thread; accepts NULL. */
 void benchd_set_store(struct benchd *b, struct tsdb *db);
+/* The metric names benchd writes into the store itself, one point a run
+ * (the last run's figures, baselines and verdicts), NULL-terminated: the
+ * self-scrape of /metrics (selfscrape_opts.foreign_names) must leave them
+ * to it, or a store opened after a run would take them from /metrics and
+ * write them every second beside benchd. Its counters (runs, running)
+ * are not in it: only the self-scrape stores those. */
+extern const char *const benchd_store_metrics[];
 /* Route the three endpoints (b may be NULL: they answer 503). */
 int benchd_register(struct benchd *b, struct http_server *s);
 /* The gpulse_bench_* families (the last run per GPU). ctx: struct benchd. */

@@ -62,6 +62,8 @@ struct metrics_cache {
 	int64_t rendered_ns;         /* monotonic; 0 = empty */
 };
 
+#define SCRAPE_FOREIGN_MAX 32 /* names the self-scrape leaves to other writers */
+
 struct daemon {
 	const struct daemon_options *opt;
 	struct http_static *web;         /* the dashboard's files; freed after HTTP stops */
@@ -84,6 +86,7 @@ struct daemon {
 	_Atomic size_t nremotes;
 	struct ingest *ingest;
 	struct selfscrape *scrape;       /* /metrics into the store (selfscrape.h) */
+	const char *scrape_foreign[SCRAPE_FOREIGN_MAX]; /* names other writers store */
 	struct selfscrape *_Atomic scrape_live; /* as HTTP threads see it: published once */
 	bool self_ready;                 /* main thread: d->self's callbacks are all set, so
 	                                    threads that render /metrics may start */
@@ -980,8 +983,22 @@ static int open_storage(struct daemon *d, char *err, size_t errlen)
 	 * renders /metrics, so it starts once d->self is complete (at start,
 	 * just before the HTTP server; a store opened late, at once). */
 	/* The ingest writes the per-process series itself (once a tick, only
-	 * while a process runs): the scrape leaves them to it. */
-	const struct selfscrape_opts so = {.foreign_names = ingest_process_metrics};
+	 * while a process runs), benchd its results at each run: the scrape
+	 * leaves them to them from its first scrape, whatever the store holds
+	 * yet (a store opened after a run holds no bench series). */
+	const char *const *const writers[] = {ingest_process_metrics, benchd_store_metrics};
+	size_t nf = 0;
+	for (size_t w = 0; w < sizeof writers / sizeof writers[0]; w++)
+		for (const char *const *n = writers[w]; *n; n++) {
+			if (nf + 1 == SCRAPE_FOREIGN_MAX) {
+				log_warn("storage: more than %d names of other writers; %s and later may be stored twice",
+					 SCRAPE_FOREIGN_MAX - 1, *n);
+				break;
+			}
+			d->scrape_foreign[nf++] = *n;
+		}
+	d->scrape_foreign[nf] = NULL;
+	const struct selfscrape_opts so = {.foreign_names = d->scrape_foreign};
 	if (selfscrape_create(&d->scrape, db, &so, render_for_store, d) != GPULSE_OK)
 		log_warn("storage: cannot store the self-metrics; the fields are stored");
 	else if (d->self_ready)

@@ -45,6 +45,7 @@ struct route {
 	bool reserved;               /* may use the slots kept for scrapes */
 	atomic_bool writes;          /* changes state: needs the write token */
 	atomic_bool form;            /* also POST, with a form body (http_route_form) */
+	_Atomic(http_known_fn *) known; /* a prefix route's paths (http_route_known) */
 	http_handler_fn *fn;
 	void *ctx;
 	struct http_pool *pool;      /* NULL: fn runs on the HTTP thread */
@@ -875,8 +876,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		 * (http_route_form: a form body is read, or the query string
 		 * alone) and write actions (http_route_writes, e.g. POST
 		 * /api/v1/bench: without a body; the write check below still
-		 * applies). POST to no route is 404, elsewhere 405. */
+		 * applies). POST to no route is 404, elsewhere 405; a path a
+		 * prefix route does not know (http_route_known) is no route. */
 		const struct route *fr = get || head ? NULL : find_route(s, url);
+		http_known_fn *known = fr ? atomic_load_explicit(&fr->known, memory_order_relaxed)
+					  : NULL;
+		if (known && !known(fr->ctx, url))
+			fr = NULL;
 		bool form = fr && atomic_load_explicit(&fr->form, memory_order_relaxed);
 		bool writes = fr && atomic_load_explicit(&fr->writes, memory_order_relaxed);
 		if (post && !fr)
@@ -1470,6 +1476,19 @@ int http_route_writes(struct http_server *s, const char *path)
 	for (int i = 0; i < n; i++)
 		if (strcmp(s->routes[i].path, path) == 0) {
 			atomic_store(&s->routes[i].writes, true);
+			return GPULSE_OK;
+		}
+	return GPULSE_ENOENT;
+}
+
+int http_route_known(struct http_server *s, const char *path, http_known_fn *known)
+{
+	int n = atomic_load_explicit(&s->nroutes, memory_order_acquire);
+	for (int i = 0; i < n; i++)
+		if (strcmp(s->routes[i].path, path) == 0) {
+			if (!s->routes[i].prefix || !known)
+				return GPULSE_EINVAL;
+			atomic_store(&s->routes[i].known, known);
 			return GPULSE_OK;
 		}
 	return GPULSE_ENOENT;

@@ -204,6 +204,10 @@ int http_response_header(struct http_response *resp, const char *name, const cha
  * threads for a route of http_route_deferred. */
 typedef int http_handler_fn(void *ctx, const struct http_request *req,
 			    struct http_response *resp);
+/* Whether the route's handler serves `path` (the request path, without
+ * the query string); ctx is the route's. Called on the server's threads,
+ * several at once: it must only read. */
+typedef bool http_known_fn(void *ctx, const char *path);
 
 struct http_server;
 
@@ -276,6 +280,16 @@ int http_route_reserved(struct http_server *s, const char *path, http_handler_fn
  * arrive. 0, GPULSE_ENOENT when no route has that path, or GPULSE_EINVAL
  * when the path is public (http_path_public). */
 int http_route_writes(struct http_server *s, const char *path);
+/* Give the prefix route registered at exactly `path` (a path ending in
+ * '/') the test of which paths under it its handler serves. A POST to a
+ * path it does not know is then answered as a POST to no route, 404 (as
+ * Prometheus answers unknown paths), where it would otherwise be 405 for
+ * the route's GET-only handler; GET and HEAD still reach the handler,
+ * which answers them, 404 included. For the dashboard's `/`, which takes
+ * every path left. Call after registering the route and before requests
+ * arrive. 0, GPULSE_ENOENT when no route has that path, or GPULSE_EINVAL
+ * when it is not a prefix route or `known` is NULL. */
+int http_route_known(struct http_server *s, const char *path, http_known_fn *known);
 /* Serve the request path `path` (exact match; the query string does not
  * count) without credentials: no bearer token, no Basic pair is asked
  * for, even when they are configured. A client certificate (with

@@ -251,15 +251,18 @@ bool http_etag_matches(const char *if_none_match, const char *etag)
 	return false;
 }
 
+static const struct asset *find_asset(const struct http_static *st, const char *path)
+{
+	for (size_t i = 0; i < st->n; i++)
+		if (strcmp(path, st->assets[i].path) == 0)
+			return &st->assets[i];
+	return NULL;
+}
+
 int http_static_handle(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	const struct http_static *st = ctx;
-	const struct asset *a = NULL;
-	for (size_t i = 0; i < st->n; i++)
-		if (strcmp(req->path, st->assets[i].path) == 0) {
-			a = &st->assets[i];
-			break;
-		}
+	const struct asset *a = find_asset(st, req->path);
 	if (!a) {
 		resp->status = 404;
 		return buf_puts(&resp->body, "not found\n");
@@ -289,9 +292,18 @@ int http_static_handle(void *ctx, const struct http_request *req, struct http_re
 	return buf_append(&resp->body, a->data, a->len);
 }
 
+/* http_known_fn: only the table's paths exist under the mount, so a POST
+ * elsewhere below it is 404, not 405. */
+static bool static_knows(void *ctx, const char *path)
+{
+	return find_asset(ctx, path) != NULL;
+}
+
 int http_static_register(struct http_static *st, struct http_server *s, const char *mount)
 {
 	int rc = http_route(s, mount, http_static_handle, st);
+	if (!rc && mount[0] && mount[strlen(mount) - 1] == '/')
+		rc = http_route_known(s, mount, static_knows);
 	for (size_t i = 0; !rc && i < st->n; i++)
 		rc = http_path_public(s, st->assets[i].path);
 	return rc;

@@ -374,40 +374,83 @@ static void axis_pct(FILE *out, int x0, int x1, int y)
 	}
 }
 
-/* busy distribution: per GPU, a row of 10 histogram bars */
-static void chart_hist(const struct report *r, FILE *out)
+/* A chart of one row per GPU: each row starts with the GPU's name at
+ * the left margin, then what `row` draws; `foot` draws below the rows
+ * (axis, legend). The four per-GPU charts differ only in those. */
+struct gpu_rows {
+	const char *id, *title, *caption;
+	int rowh;                   /* row height */
+	int below;                  /* room under the rows */
+	int label_dy;               /* the name's baseline, from the row's top */
+	bool busy_metric;           /* the name says which metric is busy: (SM) or (util) */
+	void (*row)(const struct report *r, FILE *out, const struct report_gpu *x, int y,
+		    double scale, const struct gpu_rows *c);
+	void (*foot)(const struct report *r, FILE *out, int h, const struct gpu_rows *c);
+	int x0, w;                  /* the plot's left edge and width */
+	bool by_covered;            /* bars scaled to the largest GPU's covered hours */
+};
+
+static void chart_gpu_rows(const struct report *r, FILE *out, const struct gpu_rows *c)
 {
-	int rowh = 34, h = 30 + rowh * (int)r->ngpus + 20;
-	svg_open(out, "chart-distribution", h, "Busy distribution per GPU (share of time in each 10% band)");
-	int x0 = LM, w = CW - LM - 10, bw = w / REPORT_HIST_BINS;
+	double mx = 0;
+	for (size_t i = 0; c->by_covered && i < r->ngpus; i++)
+		mx = r->gpus[i].covered_h > mx ? r->gpus[i].covered_h : mx;
+	int h = 30 + c->rowh * (int)r->ngpus + c->below;
+	svg_open(out, c->id, h, c->title);
 	for (size_t i = 0; i < r->ngpus; i++) {
 		const struct report_gpu *x = &r->gpus[i];
-		int y = 20 + rowh * (int)i;
+		int y = 20 + c->rowh * (int)i;
 		char g[160];
-		fprintf(out, "<text class=\"lb\" x=\"%d\" y=\"%d\" text-anchor=\"end\">GPU ", LM - 8, y + rowh / 2 + 4);
+		fprintf(out, "<text class=\"lb\" x=\"%d\" y=\"%d\" text-anchor=\"end\">GPU ", LM - 8,
+			y + c->label_dy);
 		esc(out, gname(x, g, sizeof g));
-		fprintf(out, " (%s)</text>\n", x->has_gpm ? "SM" : "util");
-		double mx = 0;
-		for (int k = 0; k < REPORT_HIST_BINS; k++)
-			mx = x->hist[k] > mx ? x->hist[k] : mx;
-		for (int k = 0; k < REPORT_HIST_BINS; k++) {
-			double bh = mx > 0 ? x->hist[k] / mx * (rowh - 6) : 0;
-			fprintf(out, "<rect class=\"%s\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\"><title>%d-%d%%: %.1f%% of the time</title></rect>\n",
-				k >= (int)(r->o.busy_line * 10) ? "c3" : k >= 1 ? "c1" : "c2", x0 + k * bw + 1,
-				y + (rowh - 2) - bh, bw - 2, bh, k * 10, k * 10 + 10, x->hist[k] * 100);
-		}
+		if (c->busy_metric)
+			fprintf(out, " (%s)", x->has_gpm ? "SM" : "util");
+		fputs("</text>\n", out);
+		c->row(r, out, x, y, mx, c);
 	}
-	axis_pct(out, x0, x0 + bw * REPORT_HIST_BINS, h - 6);
-	svg_close(out, "Each row is one GPU; bar heights are scaled to the row's largest bin. Orange bins are at or above the busy line.");
+	if (c->foot)
+		c->foot(r, out, h, c);
+	svg_close(out, c->caption);
 }
 
-/* daily profile by hour, per host, with the band */
-static void chart_hours(const struct report *r, FILE *out)
+/* busy distribution: per GPU, a row of 10 histogram bars */
+static void hist_row(const struct report *r, FILE *out, const struct report_gpu *x, int y,
+		     double scale, const struct gpu_rows *c)
 {
-	int h = 260, top = 20, bottom = 230;
-	svg_open(out, "chart-hours", h, "Daily profile: mean busy by hour of day (UTC)");
-	int x0 = 50, x1 = CW - 20;
-	double sy = (bottom - top);
+	(void)scale;
+	int bw = c->w / REPORT_HIST_BINS;
+	double mx = 0;
+	for (int k = 0; k < REPORT_HIST_BINS; k++)
+		mx = x->hist[k] > mx ? x->hist[k] : mx;
+	for (int k = 0; k < REPORT_HIST_BINS; k++) {
+		double bh = mx > 0 ? x->hist[k] / mx * (c->rowh - 6) : 0;
+		fprintf(out, "<rect class=\"%s\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\"><title>%d-%d%%: %.1f%% of the time</title></rect>\n",
+			k >= (int)(r->o.busy_line * 10) ? "c3" : k >= 1 ? "c1" : "c2", c->x0 + k * bw + 1,
+			y + (c->rowh - 2) - bh, bw - 2, bh, k * 10, k * 10 + 10, x->hist[k] * 100);
+	}
+}
+
+static void hist_foot(const struct report *r, FILE *out, int h, const struct gpu_rows *c)
+{
+	(void)r;
+	axis_pct(out, c->x0, c->x0 + c->w / REPORT_HIST_BINS * REPORT_HIST_BINS, h - 6);
+}
+
+
+#define BAND_H 260  /* the two charts of mean busy against the band: height */
+#define BAND_TOP 20 /* where 100% is */
+#define BAND_X0 50
+#define BAND_X1 (CW - 20)
+
+/* Open a chart of mean busy over [BAND_X0, BAND_X1], 0 at `bottom`: the
+ * target band, the busy line and the percent axis. Its height per 100%. */
+static double band_chart_open(const struct report *r, FILE *out, const char *id,
+			      const char *title, int bottom)
+{
+	svg_open(out, id, BAND_H, title);
+	int x0 = BAND_X0, x1 = BAND_X1;
+	double sy = bottom - BAND_TOP;
 	fprintf(out, "<rect class=\"band\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\"/>\n", x0,
 		bottom - r->o.band_hi * sy, x1 - x0, (r->o.band_hi - r->o.band_lo) * sy);
 	fprintf(out, "<line class=\"line85\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>\n", x0, x1,
@@ -415,6 +458,14 @@ static void chart_hours(const struct report *r, FILE *out)
 	for (int p = 0; p <= 100; p += 25)
 		fprintf(out, "<text class=\"ax\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%d%%</text>\n", x0 - 4,
 			bottom - p / 100.0 * sy + 4, p);
+	return sy;
+}
+
+/* daily profile by hour, per host, with the band */
+static void chart_hours(const struct report *r, FILE *out)
+{
+	int bottom = 230, x0 = BAND_X0, x1 = BAND_X1;
+	double sy = band_chart_open(r, out, "chart-hours", "Daily profile: mean busy by hour of day (UTC)", bottom);
 	for (int hr = 0; hr < 24; hr += 3)
 		fprintf(out, "<text class=\"ax\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%02d:00</text>\n",
 			x0 + (x1 - x0) * (hr + 0.5) / 24.0, bottom + 18, hr);
@@ -431,78 +482,61 @@ static void chart_hours(const struct report *r, FILE *out)
 }
 
 /* idle vs allocated-idle hours per GPU */
-static void chart_idle(const struct report *r, FILE *out)
+static void idle_row(const struct report *r, FILE *out, const struct report_gpu *x, int y,
+		     double scale, const struct gpu_rows *c)
 {
-	int rowh = 24, h = 30 + rowh * (int)r->ngpus + 30;
-	svg_open(out, "chart-idle", h, "Busy, idle and allocated-but-idle GPU-hours per GPU");
-	double mx = 0;
-	for (size_t i = 0; i < r->ngpus; i++)
-		mx = r->gpus[i].covered_h > mx ? r->gpus[i].covered_h : mx;
-	int x0 = LM, w = CW - LM - 60;
-	for (size_t i = 0; i < r->ngpus; i++) {
-		const struct report_gpu *x = &r->gpus[i];
-		int y = 20 + rowh * (int)i;
-		char g[160];
-		fprintf(out, "<text class=\"lb\" x=\"%d\" y=\"%d\" text-anchor=\"end\">GPU ", LM - 8, y + 15);
-		esc(out, gname(x, g, sizeof g));
-		fputs("</text>\n", out);
-		double seg[3] = {x->busy_h, x->idle_h - x->alloc_idle_h, x->alloc_idle_h};
-		const char *cls[3] = {"c1", "c2", "c3"}, *what[3] = {"busy", "idle", "allocated but idle"};
-		double at = x0;
-		for (int k = 0; k < 3; k++) {
-			double bw = mx > 0 ? seg[k] / mx * w : 0;
-			fprintf(out, "<rect class=\"%s\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"><title>%s: %s</title></rect>\n",
-				cls[k], at, y + 3, bw, rowh - 6, what[k], dur(seg[k]));
-			at += bw;
-		}
-		fprintf(out, "<text class=\"ax\" x=\"%.1f\" y=\"%d\">%s</text>\n", at + 4, y + 15, dur(x->covered_h));
+	(void)r;
+	double seg[3] = {x->busy_h, x->idle_h - x->alloc_idle_h, x->alloc_idle_h};
+	const char *cls[3] = {"c1", "c2", "c3"}, *what[3] = {"busy", "idle", "allocated but idle"};
+	double at = c->x0;
+	for (int k = 0; k < 3; k++) {
+		double bw = scale > 0 ? seg[k] / scale * c->w : 0;
+		fprintf(out, "<rect class=\"%s\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"><title>%s: %s</title></rect>\n",
+			cls[k], at, y + 3, bw, c->rowh - 6, what[k], dur(seg[k]));
+		at += bw;
 	}
+	fprintf(out, "<text class=\"ax\" x=\"%.1f\" y=\"%d\">%s</text>\n", at + 4, y + 15, dur(x->covered_h));
+}
+
+static void idle_foot(const struct report *r, FILE *out, int h, const struct gpu_rows *c)
+{
+	(void)r;
+	int x0 = c->x0;
 	fprintf(out, "<rect class=\"c1\" x=\"%d\" y=\"%d\" width=\"10\" height=\"10\"/><text class=\"ax\" x=\"%d\" y=\"%d\">busy</text>"
 		     "<rect class=\"c2\" x=\"%d\" y=\"%d\" width=\"10\" height=\"10\"/><text class=\"ax\" x=\"%d\" y=\"%d\">idle</text>"
 		     "<rect class=\"c3\" x=\"%d\" y=\"%d\" width=\"10\" height=\"10\"/><text class=\"ax\" x=\"%d\" y=\"%d\">allocated but idle</text>\n",
 		x0, h - 20, x0 + 14, h - 11, x0 + 70, h - 20, x0 + 84, h - 11, x0 + 140, h - 20, x0 + 154, h - 11);
-	svg_close(out, "Hours with data; allocated but idle: idle while processes held memory.");
 }
 
-static void chart_memory(const struct report *r, FILE *out)
+
+static void memory_row(const struct report *r, FILE *out, const struct report_gpu *x, int y,
+		       double scale, const struct gpu_rows *c)
 {
-	int rowh = 24, h = 30 + rowh * (int)r->ngpus + 20;
-	svg_open(out, "chart-memory", h, "Memory high-water mark per GPU (share of device memory)");
-	int x0 = LM, w = CW - LM - 90;
-	for (size_t i = 0; i < r->ngpus; i++) {
-		const struct report_gpu *x = &r->gpus[i];
-		int y = 20 + rowh * (int)i;
-		char g[160];
-		double share = x->mem_total_bytes > 0 ? x->mem_high_bytes / x->mem_total_bytes : 0;
-		fprintf(out, "<text class=\"lb\" x=\"%d\" y=\"%d\" text-anchor=\"end\">GPU ", LM - 8, y + 15);
-		esc(out, gname(x, g, sizeof g));
-		fprintf(out, "</text>\n<rect class=\"track\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/>\n", x0, y + 3, w, rowh - 6);
-		fprintf(out, "<rect class=\"%s\" x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\"><title>%.1f of %.1f GiB</title></rect>\n",
-			share >= 0.85 ? "c3" : "c1", x0, y + 3, share * w, rowh - 6, x->mem_high_bytes / GIB,
-			x->mem_total_bytes / GIB);
-		fprintf(out, "<text class=\"ax\" x=\"%d\" y=\"%d\">%.1f/%.0f GiB</text>\n", x0 + w + 4, y + 15,
-			x->mem_high_bytes / GIB, x->mem_total_bytes / GIB);
-	}
-	fprintf(out, "<line class=\"line85\" x1=\"%.1f\" x2=\"%.1f\" y1=\"14\" y2=\"%d\"/>\n", x0 + 0.85 * w,
-		x0 + 0.85 * w, h - 24);
-	axis_pct(out, x0, x0 + w, h - 6);
-	svg_close(out, "Dashed: 85% of device memory (the memory-pressure line).");
+	(void)scale;
+	(void)r;
+	int x0 = c->x0, w = c->w, rowh = c->rowh;
+	double share = x->mem_total_bytes > 0 ? x->mem_high_bytes / x->mem_total_bytes : 0;
+	fprintf(out, "<rect class=\"track\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/>\n", x0, y + 3, w, rowh - 6);
+	fprintf(out, "<rect class=\"%s\" x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\"><title>%.1f of %.1f GiB</title></rect>\n",
+		share >= 0.85 ? "c3" : "c1", x0, y + 3, share * w, rowh - 6, x->mem_high_bytes / GIB,
+		x->mem_total_bytes / GIB);
+	fprintf(out, "<text class=\"ax\" x=\"%d\" y=\"%d\">%.1f/%.0f GiB</text>\n", x0 + w + 4, y + 15,
+		x->mem_high_bytes / GIB, x->mem_total_bytes / GIB);
+}
+
+static void memory_foot(const struct report *r, FILE *out, int h, const struct gpu_rows *c)
+{
+	(void)r;
+	fprintf(out, "<line class=\"line85\" x1=\"%.1f\" x2=\"%.1f\" y1=\"14\" y2=\"%d\"/>\n",
+		c->x0 + 0.85 * c->w, c->x0 + 0.85 * c->w, h - 24);
+	axis_pct(out, c->x0, c->x0 + c->w, h - 6);
 }
 
 /* the band over time: each host's mean busy, averaged per bucket */
 static void chart_band(const struct report *r, FILE *out)
 {
-	int h = 260, top = 20, bottom = 220;
-	svg_open(out, "chart-band", h, "Mean busy over the range against the target band");
-	int x0 = 50, x1 = CW - 20;
-	double sy = bottom - top;
-	fprintf(out, "<rect class=\"band\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\"/>\n", x0,
-		bottom - r->o.band_hi * sy, x1 - x0, (r->o.band_hi - r->o.band_lo) * sy);
-	fprintf(out, "<line class=\"line85\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>\n", x0, x1,
-		bottom - r->o.busy_line * sy, bottom - r->o.busy_line * sy);
-	for (int p = 0; p <= 100; p += 25)
-		fprintf(out, "<text class=\"ax\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%d%%</text>\n", x0 - 4,
-			bottom - p / 100.0 * sy + 4, p);
+	int bottom = 220, x0 = BAND_X0, x1 = BAND_X1;
+	double sy = band_chart_open(r, out, "chart-band", "Mean busy over the range against the target band", bottom);
 	char t0[40], t1[40];
 	fmt_time(t0, sizeof t0, r->start_ms);
 	fmt_time(t1, sizeof t1, r->end_ms);
@@ -532,42 +566,60 @@ static void chart_band(const struct report *r, FILE *out)
 	svg_close(out, "Shaded: the target band; dashed: the busy line. Gaps in the data are left out of each point's mean.");
 }
 
-static void chart_classes(const struct report *r, FILE *out)
+static void classes_row(const struct report *r, FILE *out, const struct report_gpu *x, int y,
+			double scale, const struct gpu_rows *c)
 {
-	int rowh = 24, h = 30 + rowh * (int)r->ngpus + 30;
-	svg_open(out, "chart-bottlenecks", h, "Bottleneck classes per GPU (stored diagnosis), hours");
-	int x0 = LM, w = CW - LM - 20;
-	for (size_t i = 0; i < r->ngpus; i++) {
-		const struct report_gpu *x = &r->gpus[i];
-		int y = 20 + rowh * (int)i;
-		char g[160];
-		fprintf(out, "<text class=\"lb\" x=\"%d\" y=\"%d\" text-anchor=\"end\">GPU ", LM - 8, y + 15);
-		esc(out, gname(x, g, sizeof g));
-		fputs("</text>\n", out);
-		double total = x->class_none_h;
-		for (int k = 0; k < DIAG_CLASS_COUNT; k++)
-			total += x->class_h[k];
-		double at = x0;
-		for (int k = 0; k <= DIAG_CLASS_COUNT; k++) {
-			double v = k < DIAG_CLASS_COUNT ? x->class_h[k] : x->class_none_h;
-			double bw = total > 0 ? v / total * w : 0;
-			if (bw <= 0)
-				continue;
-			fprintf(out, "<rect class=\"k%d\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"><title>%s: %s</title></rect>\n",
-				k, at, y + 3, bw, rowh - 6,
-				k < DIAG_CLASS_COUNT ? diag_class_name((enum diag_class)k) : "no verdict", dur(v));
-			at += bw;
-		}
+	(void)scale;
+	(void)r;
+	double total = x->class_none_h;
+	for (int k = 0; k < DIAG_CLASS_COUNT; k++)
+		total += x->class_h[k];
+	double at = c->x0;
+	for (int k = 0; k <= DIAG_CLASS_COUNT; k++) {
+		double v = k < DIAG_CLASS_COUNT ? x->class_h[k] : x->class_none_h;
+		double bw = total > 0 ? v / total * c->w : 0;
+		if (bw <= 0)
+			continue;
+		fprintf(out, "<rect class=\"k%d\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"><title>%s: %s</title></rect>\n",
+			k, at, y + 3, bw, c->rowh - 6,
+			k < DIAG_CLASS_COUNT ? diag_class_name((enum diag_class)k) : "no verdict", dur(v));
+		at += bw;
 	}
-	int lx = x0;
+}
+
+static void classes_foot(const struct report *r, FILE *out, int h, const struct gpu_rows *c)
+{
+	(void)r;
+	int lx = c->x0;
 	for (int k = 0; k <= DIAG_CLASS_COUNT; k++) {
 		const char *n = k < DIAG_CLASS_COUNT ? diag_class_name((enum diag_class)k) : "no verdict";
 		fprintf(out, "<rect class=\"k%d\" x=\"%d\" y=\"%d\" width=\"10\" height=\"10\"/><text class=\"ax\" x=\"%d\" y=\"%d\">%s</text>\n",
 			k, lx, h - 20, lx + 13, h - 11, n);
 		lx += 14 + (int)strlen(n) * 6 + 8;
 	}
-	svg_close(out, "Each slot counts for the class most of its stored diagnosis windows had.");
 }
+
+
+/* The per-GPU charts, in the page's order. */
+static const struct gpu_rows gpu_charts[] = {
+	{.id = "chart-distribution",
+	 .title = "Busy distribution per GPU (share of time in each 10% band)",
+	 .caption = "Each row is one GPU; bar heights are scaled to the row's largest bin. Orange bins are at or above the busy line.",
+	 .rowh = 34, .below = 20, .label_dy = 34 / 2 + 4, .busy_metric = true,
+	 .row = hist_row, .foot = hist_foot, .x0 = LM, .w = CW - LM - 10},
+	{.id = "chart-idle", .title = "Busy, idle and allocated-but-idle GPU-hours per GPU",
+	 .caption = "Hours with data; allocated but idle: idle while processes held memory.",
+	 .rowh = 24, .below = 30, .label_dy = 15, .row = idle_row, .foot = idle_foot,
+	 .x0 = LM, .w = CW - LM - 60, .by_covered = true},
+	{.id = "chart-memory", .title = "Memory high-water mark per GPU (share of device memory)",
+	 .caption = "Dashed: 85% of device memory (the memory-pressure line).",
+	 .rowh = 24, .below = 20, .label_dy = 15, .row = memory_row, .foot = memory_foot,
+	 .x0 = LM, .w = CW - LM - 90},
+	{.id = "chart-bottlenecks", .title = "Bottleneck classes per GPU (stored diagnosis), hours",
+	 .caption = "Each slot counts for the class most of its stored diagnosis windows had.",
+	 .rowh = 24, .below = 30, .label_dy = 15, .row = classes_row, .foot = classes_foot,
+	 .x0 = LM, .w = CW - LM - 20},
+};
 
 static const char css[] =
 	":root{--fg:#1b1f24;--bg:#fff;--mut:#57606a;--grid:#d0d7de;--c1:#2f6fb5;--c2:#9aa5b1;--c3:#d9730d;"
@@ -672,10 +724,8 @@ int report_write_html(const struct report *r, FILE *out)
 				x->crossings, dur(x->above_h));
 		}
 		fputs("</table>\n", out);
-		chart_hist(r, out);
-		chart_idle(r, out);
-		chart_memory(r, out);
-		chart_classes(r, out);
+		for (size_t k = 0; k < sizeof gpu_charts / sizeof gpu_charts[0]; k++)
+			chart_gpu_rows(r, out, &gpu_charts[k]);
 		fputs("<h2>Models</h2>\n<table><tr><th>model</th><th>GPUs</th><th>busy p50</th><th>p95</th><th>p99</th><th>tensor p95</th>"
 		      "<th>GPU-time</th><th>idle</th><th>alloc-idle</th><th>memory high</th></tr>\n",
 		      out);

@@ -98,13 +98,18 @@ static int db_slots(void *ctx, const char *metric, int gpu, int64_t start_ms, in
 	char gs[16];
 	snprintf(gs, sizeof gs, "%d", gpu);
 	struct tsdb_matcher m[2] = {{TSDB_MATCH_EQ, "__name__", metric}, {TSDB_MATCH_EQ, "gpu", gs}};
+	size_t n = (size_t)((end_ms - start_ms + step_ms - 1) / step_ms);
+	/* The largest value of one slot over rollups (the card's memory total
+	 * per segment): SQLite takes the range's max itself instead of
+	 * handing each bucket up. A max is exact either way; a mean is left to
+	 * the row walk, whose sum is added in the same order as ever. */
 	struct tsdb_select_opts so = {.mint = start_ms, .maxt = end_ms - 1,
-				      .mode = rollups ? TSDB_READ_ROLLUP : TSDB_READ_RAW};
+				      .mode = !rollups ? TSDB_READ_RAW
+					      : n == 1 && want_max ? TSDB_READ_ROLLUP_TOTAL : TSDB_READ_ROLLUP};
 	struct tsdb_iter *it = NULL;
 	int rc = tsdb_select(d->db, m, gpu >= 0 ? 2 : 1, &so, &it, err, errlen);
 	if (rc)
 		return rc;
-	size_t n = (size_t)((end_ms - start_ms + step_ms - 1) / step_ms);
 	double *sum = xmalloc((n ? n : 1) * sizeof *sum), *mx = xmalloc((n ? n : 1) * sizeof *mx);
 	uint64_t *cnt = xmalloc((n ? n : 1) * sizeof *cnt);
 	int more;

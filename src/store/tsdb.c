@@ -74,7 +74,7 @@ struct shard {
 } __attribute__((aligned(64)));
 
 enum stmt_id {
-	ST_SERIES_INSERT, ST_CHUNK_PUT, ST_CHUNK_RANGE, ST_ROLLUP_PUT, ST_ROLLUP_RANGE,
+	ST_SERIES_INSERT, ST_CHUNK_PUT, ST_CHUNK_RANGE, ST_ROLLUP_PUT, ST_ROLLUP_RANGE, ST_ROLLUP_TOTAL,
 	ST_SERIES_ROLLED, ST_RET_CHUNKS, ST_RET_ROLLUPS, ST_REC_PUT, ST_REC_GET, ST_REC_LIST,
 	ST_REC_DEL, ST_REC_PRUNE, ST_REC_KEYS, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_COUNT
 };
@@ -85,6 +85,7 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_CHUNK_RANGE] = "SELECT mint, data, id, maxt FROM chunks WHERE series_id = ?1 AND mint <= ?3 AND maxt >= ?2 ORDER BY mint",
 	[ST_ROLLUP_PUT] = "INSERT OR REPLACE INTO rollups(series_id, t, min, max, sum, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_ROLLUP_RANGE] = "SELECT t, min, max, sum, count FROM rollups WHERE series_id = ?1 AND t >= ?2 AND t <= ?3 ORDER BY t",
+	[ST_ROLLUP_TOTAL] = "SELECT min(min), max(max), sum(sum), sum(count) FROM rollups WHERE series_id = ?1 AND t >= ?2 AND t <= ?3",
 	[ST_SERIES_ROLLED] = "UPDATE series SET rolled_until_ms = ?2 WHERE id = ?1",
 	[ST_RET_CHUNKS] = "DELETE FROM chunks WHERE series_id = ?1 AND mint < ?2 AND maxt < ?2",
 	[ST_RET_ROLLUPS] = "DELETE FROM rollups WHERE series_id = ?1 AND t < ?2",
@@ -101,6 +102,7 @@ static const char *const stmt_sql[ST_COUNT] = {
 
 /* Versioned migrations: entry i takes the schema from version i to i + 1,
  * in one transaction with the version bump. Append only. */
+#define TSDB_READER_MMAP_BYTES "1073741824" /* 1 GiB of address space, not memory */
 #define CORRUPT_SEEN_MAX 4096        /* damaged chunks remembered, to count each once */
 static const char *const migrations[TSDB_SCHEMA_VERSION] = {
 	/* 1: series (labels as name\0value\0..., unique in memory), chunks
@@ -718,8 +720,12 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 			return lr;
 		}
 	}
+	/* A reader's connection without SQLite's own mutex: every use of it
+	 * is under db_mu already, and a report steps millions of rollup rows,
+	 * each step and column read otherwise a lock and unlock (a fifth of
+	 * a month's capacity report, docs/PERFORMANCE.md). */
 	int rc = sqlite3_open_v2(db->path, &db->sql,
-				 db->o.read_only ? SQLITE_OPEN_READONLY
+				 db->o.read_only ? SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX
 						 : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
 				 NULL);
 	if (rc != SQLITE_OK) {
@@ -730,6 +736,15 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	}
 	sqlite3_extended_result_codes(db->sql, 1);
 	sqlite3_busy_timeout(db->sql, BUSY_TIMEOUT_MS);
+	if (db->o.read_only) {
+		/* A reader (a report, a query from the file) walks most of the
+		 * file once: mapped, its 1 KiB pages are read in place instead
+		 * of one pread(2) and copy each (a fifth of a month's capacity
+		 * report, docs/PERFORMANCE.md). The writer keeps pread: a map
+		 * costs it nothing it needs, and WAL readers see the same data
+		 * either way. */
+		sqlite3_exec(db->sql, "PRAGMA mmap_size = " TSDB_READER_MMAP_BYTES, NULL, NULL, NULL);
+	}
 	int64_t version = 0;
 	int r = check_file(db, &version, err, errlen);
 	if (r != 0) {
@@ -1443,6 +1458,7 @@ struct tsdb_iter {
 	struct tsdb *db;
 	struct tsdb_select_opts o;
 	bool rollup;
+	bool total;                  /* TSDB_READ_ROLLUP_TOTAL: one bucket per series */
 	struct series **match;
 	size_t nmatch, next;
 	struct series *cur;
@@ -1575,7 +1591,8 @@ int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
 	}
 	qsort(it->match, it->nmatch, sizeof *it->match, series_cmp);
 	int64_t now = o->now_ms ? o->now_ms : tsdb_now_ms(db);
-	it->rollup = o->mode == TSDB_READ_ROLLUP ||
+	it->total = o->mode == TSDB_READ_ROLLUP_TOTAL;
+	it->rollup = o->mode == TSDB_READ_ROLLUP || it->total ||
 		     (o->mode == TSDB_READ_AUTO &&
 		      (o->step_hint_ms >= db->o.rollup_step_ms || o->mint < now - db->o.raw_retention_ms));
 	*out = it;
@@ -1728,6 +1745,40 @@ static int push_rollup(struct tsdb_iter *it, const struct racc *a)
 	return 0;
 }
 
+/* TSDB_READ_ROLLUP_TOTAL: the rollup rows below the watermark aggregated
+ * by SQLite, the raw samples above it added, as one bucket. Under db_mu. */
+static int gather_total(struct tsdb_iter *it, struct series *s, int64_t lo)
+{
+	struct tsdb *db = it->db;
+	struct racc a = {.t = it->o.mint};
+	if (s->on_disk && lo < s->rolled_until) {
+		sqlite3_stmt *st = db->st[ST_ROLLUP_TOTAL];
+		sqlite3_bind_int64(st, 1, s->id);
+		sqlite3_bind_int64(st, 2, lo);
+		sqlite3_bind_int64(st, 3, it->o.maxt < s->rolled_until - 1 ? it->o.maxt : s->rolled_until - 1);
+		int r = sqlite3_step(st);
+		if (r == SQLITE_ROW && sqlite3_column_type(st, 3) != SQLITE_NULL) {
+			a.min = sqlite3_column_double(st, 0);
+			a.max = sqlite3_column_double(st, 1);
+			a.sum = sqlite3_column_double(st, 2);
+			a.count = (uint64_t)sqlite3_column_int64(st, 3);
+		}
+		sqlite3_reset(st);
+		if (r != SQLITE_ROW && r != SQLITE_DONE)
+			return GPULSE_EIO;
+	}
+	int64_t from = lo > s->rolled_until ? lo : s->rolled_until;
+	if (from <= it->o.maxt) {
+		int rc = gather_raw(it, s, from, it->o.maxt);
+		if (rc != 0)
+			return rc;
+	}
+	for (size_t i = 0; i < it->ns; i++)
+		racc_add(&a, it->s[i].v);
+	it->ns = 0;
+	return push_rollup(it, &a);
+}
+
 /* Rollup rows from disk below the watermark, buckets computed from raw
  * samples above it. Under db_mu. */
 static int gather_rollup(struct tsdb_iter *it, struct series *s)
@@ -1737,6 +1788,8 @@ static int gather_rollup(struct tsdb_iter *it, struct series *s)
 	int64_t lo = bucket_of(it->o.mint, step);
 	int rc = 0;
 	it->nr = 0;
+	if (it->total)
+		return gather_total(it, s, lo);
 	if (s->on_disk && lo < s->rolled_until) {
 		sqlite3_stmt *st = db->st[ST_ROLLUP_RANGE];
 		sqlite3_bind_int64(st, 1, s->id);

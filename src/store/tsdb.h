@@ -160,6 +160,12 @@ enum tsdb_read_mode {
 	TSDB_READ_LATEST,   /* raw, only each series' newest sample in the
 	                     * range: what an instant vector selector needs,
 	                     * decoding one chunk instead of the lookback */
+	TSDB_READ_ROLLUP_TOTAL, /* rollups, as one bucket per series for the
+	                     * whole range (t_ms = mint): the min, max, sum and
+	                     * count of every bucket in it, rolled-up ones
+	                     * summed inside SQLite rather than stepped row by
+	                     * row (a month of minutes is 43,200 rows), the
+	                     * raw tail above the rollups added */
 };
 
 struct tsdb_select_opts {

@@ -112,6 +112,16 @@ d = json.loads(sys.argv[1])["data"]["result"]
 assert len(d) == 1 and abs(float(d[0]["value"][1]) / 4300e9 - 1) < 0.002, d
 assert d[0]["metric"]["uuid"] == "GPU-fa4e0000-0000-4000-8000-000000000000", d
 ' "$q" || fail "stored series: $q"
+# One stored point per kept run: the self-scrape of /metrics (every second)
+# leaves the bench results to benchd (benchd_store_metrics), so after a
+# few scrapes each series still holds the run's one sample.
+sleep 3
+q=$(curl -sf "$URL/api/v1/query" --data-urlencode 'query=count_over_time(gpulse_bench_value[1h])' -G)
+python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])["data"]["result"]
+assert len(d) >= 5 and all(x["value"][1] == "1" for x in d), d
+' "$q" || fail "bench series written more than once a run: $q"
 fetch "/api/v1/bench/results?gpu=0" >"$WORK/res.json" || fail "results"
 python3 -c '
 import json, sys

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include <jansson.h>
+
 #include "bench_compare.h"
 
 #define BASE 780e12 /* bf16 FLOP/s */
@@ -248,6 +250,60 @@ static void verdict_json_carries_the_numbers(void **state)
 	buf_free(&b);
 }
 
+/* Every field of both bases, parsed back: own with its flag, the fleet's
+ * numbers only once it has a reference, a driver change named. */
+static void verdict_json_has_both_bases(void **state)
+{
+	(void)state;
+	struct bench_point h[6];
+	history(h, 6, 0.01, "d");
+	double peers[3] = {BASE * 1.1, BASE * 1.12, BASE * 1.08};
+	for (int k = 0; k < 3; k++) {
+		struct bench_verdict v;
+		bench_compare(h, 6, k == 2 ? "e" : "d", BASE * 0.95, true, k ? peers : NULL, k ? 3 : 0,
+			      NULL, &v);
+		struct bench_figure f = {.name = "dram_copy", .variant = "none", .median = BASE * 0.95};
+		struct buf b;
+		buf_init(&b, 4096);
+		bench_verdict_to_json(&f, &v, &b);
+		buf_putc(&b, '\0');
+		json_error_t je;
+		json_t *j = json_loads(b.data, 0, &je);
+		if (!j)
+			fail_msg("%s: %s", b.data, je.text);
+		assert_true(json_real_value(json_object_get(j, "value")) == f.median ||
+			    json_integer_value(json_object_get(j, "value")) == (json_int_t)f.median);
+		assert_int_equal(json_is_true(json_object_get(j, "new_baseline")), v.new_baseline);
+		assert_int_equal(json_object_get(j, "previous_driver") != NULL, v.new_baseline);
+		json_t *own = json_object_get(j, "own"), *fl = json_object_get(j, "fleet");
+		assert_int_equal(json_integer_value(json_object_get(own, "points")), v.own_points);
+		assert_int_equal(json_is_true(json_object_get(own, "regression")), v.own_regression);
+		assert_int_equal(json_object_get(own, "median") != NULL, v.have_own);
+		if (v.have_own) {
+			assert_float_equal(json_number_value(json_object_get(own, "noise_ratio")),
+					   v.noise_ratio, 1e-12);
+			assert_float_equal(json_number_value(json_object_get(own, "deficit_ratio")),
+					   v.own_deficit, 1e-12);
+			assert_int_equal(json_is_true(json_object_get(own, "too_noisy")), v.too_noisy);
+		}
+		assert_int_equal(json_integer_value(json_object_get(fl, "points")), v.fleet_points);
+		assert_int_equal(json_is_true(json_object_get(fl, "regression")), v.fleet_regression);
+		assert_int_equal(json_object_get(fl, "median") != NULL, v.have_fleet);
+		assert_int_equal(k >= 1, v.have_fleet);
+		assert_int_equal(k == 2, v.new_baseline);
+		if (v.have_fleet) {
+			assert_float_equal(json_number_value(json_object_get(fl, "median")), v.fleet_median,
+					   1e-9);
+			assert_float_equal(json_number_value(json_object_get(fl, "deficit_ratio")),
+					   v.fleet_deficit, 1e-12);
+			assert_float_equal(json_number_value(json_object_get(fl, "tolerance_ratio")),
+					   v.fleet_tolerance, 1e-12);
+		}
+		json_decref(j);
+		buf_free(&b);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -261,6 +317,7 @@ int main(void)
 		cmocka_unit_test(latency_is_judged_the_other_way),
 		cmocka_unit_test(fleet_median_flags_a_slow_card),
 		cmocka_unit_test(verdict_json_carries_the_numbers),
+		cmocka_unit_test(verdict_json_has_both_bases),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

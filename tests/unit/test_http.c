@@ -28,58 +28,14 @@
 #include <curl/curl.h>
 
 #include "http_server.h"
+#include "http_test.h"
 #include "status.h"
-
-struct reply {
-	long status;
-	struct buf body;
-	struct buf headers;
-};
-
-static size_t on_data(char *p, size_t size, size_t n, void *ctx)
-{
-	buf_append(ctx, p, size * n);
-	return size * n;
-}
 
 /* One request. `method` NULL: GET. `auth` NULL: no Authorization. */
 static void fetch(struct reply *r, const char *url, const char *method, const char *auth,
 		  const char *body)
 {
-	CURL *c = curl_easy_init();
-	assert_non_null(c);
-	buf_init(&r->body, 1 << 20);
-	buf_init(&r->headers, 1 << 16);
-	struct curl_slist *hdr = NULL;
-	if (auth)
-		hdr = curl_slist_append(hdr, auth);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r->body);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, &r->headers);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-	if (body)
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-	if (method && strcmp(method, "HEAD") == 0)
-		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-	else if (method)
-		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	CURLcode rc = curl_easy_perform(c);
-	if (rc != CURLE_OK)
-		fail_msg("%s: %s", url, curl_easy_strerror(rc));
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-	curl_slist_free_all(hdr);
-	curl_easy_cleanup(c);
-}
-
-static void reply_free(struct reply *r)
-{
-	buf_free(&r->body);
-	buf_free(&r->headers);
+	http_test_fetch(r, url, method, auth, NULL, body);
 }
 
 static const char *body_of(const struct reply *r)
@@ -936,7 +892,7 @@ static void test_keepalive(void **state)
 	struct buf body;
 	buf_init(&body, 1 << 16);
 	struct curl_slist *hdr = curl_slist_append(NULL, "Authorization: Bearer tok");
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_test_on_data);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
@@ -1116,7 +1072,7 @@ static long fetch_cert(const char *u, const char *cert, const char *key, char *b
 	struct buf b;
 	buf_init(&b, 1 << 16);
 	curl_easy_setopt(c, CURLOPT_URL, u);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_test_on_data);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);

@@ -2,10 +2,11 @@
  * public paths of the HTTP server (http_path_public), through libcurl on
  * 127.0.0.1:0: types, ETags and 304, gzip only when accepted (and the
  * gzip body inflates to the file), the security headers, 404 under the
- * mount, assets served without the token while every other path keeps
- * its 401; the header parsers on their own; and the dashboard as built
- * into gpulsed (web_assets.c): "/" is its HTML, every asset it names is
- * in the table, and the whole is within the 500 KB budget. */
+ * mount (for POST too, where an asset or a GET route is 405), assets
+ * served without the token while every other path keeps its 401; the
+ * header parsers on their own; and the dashboard as built into gpulsed
+ * (web_assets.c): "/" is its HTML, every asset it names is in the table,
+ * and the whole is within the 500 KB budget. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -22,53 +23,15 @@
 #include "buf.h"
 #include "http_server.h"
 #include "http_static.h"
+#include "http_test.h"
 #include "status.h"
 #include "web.h"
 #include "web_assets.h"
 
-struct reply {
-	long status;
-	struct buf body;
-	struct buf headers;
-};
-
-static size_t on_data(char *p, size_t size, size_t n, void *ctx)
-{
-	buf_append(ctx, p, size * n);
-	return size * n;
-}
-
 /* GET url with up to two extra request headers (NULL: none). */
 static void fetch(struct reply *r, const char *url, const char *h1, const char *h2)
 {
-	CURL *c = curl_easy_init();
-	assert_non_null(c);
-	buf_init(&r->body, 4 << 20);
-	buf_init(&r->headers, 1 << 16);
-	struct curl_slist *hdr = NULL;
-	if (h1)
-		hdr = curl_slist_append(hdr, h1);
-	if (h2)
-		hdr = curl_slist_append(hdr, h2);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r->body);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, &r->headers);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-	CURLcode rc = curl_easy_perform(c);
-	if (rc != CURLE_OK)
-		fail_msg("%s: %s", url, curl_easy_strerror(rc));
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-	curl_slist_free_all(hdr);
-	curl_easy_cleanup(c);
-}
-
-static void reply_free(struct reply *r)
-{
-	buf_free(&r->body);
-	buf_free(&r->headers);
+	http_test_fetch(r, url, NULL, h1, h2, NULL);
 }
 
 /* The value of response header `name` (copied into out), or false. */
@@ -112,6 +75,13 @@ static int h_data(void *ctx, const struct http_request *req, struct http_respons
 	(void)ctx;
 	(void)req;
 	return buf_puts(&resp->body, "secret data\n");
+}
+
+static bool knows_nothing(void *ctx, const char *path)
+{
+	(void)ctx;
+	(void)path;
+	return false;
 }
 
 struct srv {
@@ -238,6 +208,29 @@ static void test_serving(void **state)
 	fetch(&r, url(&v, "/index.html"), NULL, NULL);
 	assert_int_equal(r.status, 404);
 	reply_free(&r);
+
+	/* POST: 404 where no asset is (as to a path with no route), 405 on
+	 * an asset and on a GET-only route, which exist. */
+	const char *absent[] = {"/ui/nope.js", "/index.html", "/ui/"};
+	for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
+		http_test_fetch(&r, url(&v, absent[i]), "POST", NULL, NULL, "x=1");
+		if (r.status != 404)
+			fail_msg("POST %s: %ld", absent[i], r.status);
+		reply_free(&r);
+	}
+	const char *present[] = {"/", "/ui/app.js", "/api/v1/data"};
+	for (size_t i = 0; i < sizeof present / sizeof present[0]; i++) {
+		http_test_fetch(&r, url(&v, present[i]), "POST", NULL, NULL, NULL);
+		if (r.status != 405)
+			fail_msg("POST %s: %ld", present[i], r.status);
+		assert_true(header(&r, "Allow", h, sizeof h));
+		assert_string_equal(h, "GET, HEAD");
+		reply_free(&r);
+	}
+	/* Only a prefix route takes the test, and only a real one. */
+	assert_int_equal(http_route_known(v.s, "/api/v1/data", knows_nothing), GPULSE_EINVAL);
+	assert_int_equal(http_route_known(v.s, "/", NULL), GPULSE_EINVAL);
+	assert_int_equal(http_route_known(v.s, "/other/", knows_nothing), GPULSE_ENOENT);
 
 	size_t raw, sent;
 	http_static_sizes(v.st, &raw, &sent);

@@ -2,9 +2,11 @@
  * store: a name no other writer stores is taken on its second scrape and
  * its series come back with their labels (escapes undone, empty values
  * dropped), histograms as _bucket/_sum/_count; a name another writer
- * stores is left alone; a series gone gets one staleness marker and is
- * forgotten after SELFSCRAPE_FORGET_SCRAPES; max_series holds. The clock
- * is injected: samples are stamped relative to a fixed T0. */
+ * stores is left alone, and so are the bench results benchd stores
+ * (benchd_store_metrics) before the store holds any; a series gone gets
+ * one staleness marker and is forgotten after SELFSCRAPE_FORGET_SCRAPES;
+ * max_series holds. The clock is injected: samples are stamped relative
+ * to a fixed T0. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "benchd.h"
+#include "buf.h"
 #include "selfscrape.h"
 #include "status.h"
 #include "tsdb.h"
@@ -195,6 +199,45 @@ static void test_declared_foreign(void **state)
 	tsdb_close(db);
 }
 
+/* The bench results (benchd_store_metrics, which benchd writes into the
+ * store at each run) are never taken from /metrics, though the store
+ * holds none of them yet (opened after a run), while benchd's counters,
+ * stored by no one else, are. The list is the daemon's: daemon.c hands
+ * it to the scraper with the ingest's. */
+static void test_bench_results_left_to_benchd(void **state)
+{
+	(void)state;
+	struct tsdb *db = open_db();
+	struct selfscrape_opts o = {.foreign_names = benchd_store_metrics};
+	struct selfscrape *s;
+	assert_int_equal(selfscrape_create(&s, db, &o, NULL, NULL), 0);
+	struct buf text;
+	buf_init(&text, 1 << 16);
+	size_t nres = 0;
+	for (const char *const *n = benchd_store_metrics; *n; n++, nres++)
+		buf_printf(&text, "# TYPE %s gauge\n%s{gpu=\"0\",uuid=\"GPU-a\",figure=\"matmul\"} 1.5\n",
+			   *n, *n);
+	assert_true(nres >= 10);
+	buf_puts(&text, "gpulse_bench_runs_total{gpu=\"0\",outcome=\"kept\"} 1\n");
+	assert_false(text.failed);
+	for (int i = 1; i <= 5; i++)
+		selfscrape_ingest(s, text.data, text.len, T0 + i * 1000);
+	double v[16];
+	size_t ns;
+	for (const char *const *n = benchd_store_metrics; *n; n++) {
+		if (samples(db, *n, NULL, NULL, v, 16, &ns, NULL, 0) != 0 || ns != 0)
+			fail_msg("%s was taken from /metrics", *n);
+	}
+	assert_int_equal(samples(db, "gpulse_bench_runs_total", NULL, NULL, v, 16, &ns, NULL, 0), 4);
+	struct selfscrape_stats st;
+	selfscrape_get_stats(s, &st);
+	assert_int_equal(st.names_foreign, nres);
+	assert_int_equal(st.names_owned, 1);
+	buf_free(&text);
+	selfscrape_destroy(s);
+	tsdb_close(db);
+}
+
 /* More series than max_series: the rest are refused and counted. */
 static void test_bound(void **state)
 {
@@ -223,6 +266,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_owned_and_foreign, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_declared_foreign, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bench_results_left_to_benchd, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bound, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

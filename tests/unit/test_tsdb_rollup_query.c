@@ -1,6 +1,7 @@
 /* Long-range queries past raw retention read the store's 1-minute rollups:
  * after retention has deleted the raw chunks, PromQL over the old range
  * still answers, from the minute means. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,20 +37,37 @@ static double eval_at(struct tsdb *db, const char *q, int64_t t_ms, size_t *n)
 	return v;
 }
 
-static void test_rollups_answer_past_raw_retention(void **state)
+/* A store in a new temporary folder (dir, a mkdtemp template, becomes
+ * it) with 1-minute rollups and raw retention raw_ms (0: the default),
+ * holding the one series m{gpu="0"} (*ref). */
+static struct tsdb *temp_store(char *dir, int64_t raw_ms, uint32_t *ref)
 {
-	(void)state;
-	char dir[] = "/tmp/gpulse-rollupq-XXXXXX";
 	assert_non_null(mkdtemp(dir));
 	char path[256];
 	snprintf(path, sizeof path, "%s/db", dir);
-	struct tsdb_opts opts = {.path = path, .raw_retention_ms = 60000, .rollup_step_ms = 60000};
+	struct tsdb_opts opts = {.path = path, .raw_retention_ms = raw_ms, .rollup_step_ms = 60000};
 	struct tsdb *db;
 	char err[256];
 	assert_int_equal(tsdb_open(&db, &opts, err, sizeof err), 0);
 	struct tsdb_label l[] = {{"__name__", "m"}, {"gpu", "0"}};
+	assert_int_equal(tsdb_series(db, l, 2, ref, err, sizeof err), 0);
+	return db;
+}
+
+static void remove_store(struct tsdb *db, const char *dir)
+{
+	tsdb_close(db);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void test_rollups_answer_past_raw_retention(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gpulse-rollupq-XXXXXX";
 	uint32_t ref;
-	assert_int_equal(tsdb_series(db, l, 2, &ref, err, sizeof err), 0);
+	struct tsdb *db = temp_store(dir, 60000, &ref);
 
 	/* Five whole minutes, 10 and 5 minutes ago, one sample a second:
 	 * value i at T0 + i s, so minute k's mean is 60k + 29.5. */
@@ -78,16 +96,67 @@ static void test_rollups_answer_past_raw_retention(void **state)
 	for (int i = 0; i < 5; i++)
 		assert_int_equal(tsdb_append(db, ref, now - 5000 + i * 1000LL, 1000 + i), 0);
 	assert_true(eval_at(db, "max_over_time(m[10s])", now, &n) == 1004 && n == 1);
-	tsdb_close(db);
-	char cmd[300];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
+	remove_store(db, dir);
+}
+
+/* TSDB_READ_ROLLUP_TOTAL is the fold of the buckets TSDB_READ_ROLLUP
+ * gives for the same range: rolled-up minutes and the raw tail above the
+ * watermark alike, a NaN (staleness marker) counted in neither. */
+static void test_total_is_the_buckets_folded(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gpulse-rolluptot-XXXXXX";
+	uint32_t ref;
+	struct tsdb *db = temp_store(dir, 0, &ref);
+	char err[256];
+	int64_t now = clock_wall_ns() / 1000000;
+	int64_t t0 = (now - 3600000) / 60000 * 60000;
+	/* 50 minutes of a sample every 10 s, flushed (rolled up), then 5 more
+	 * minutes left raw in the head */
+	for (int i = 0; i < 300; i++)
+		assert_int_equal(tsdb_append(db, ref, t0 + i * 10000LL,
+					     i == 17 ? NAN : 100 + (i * 37) % 53 - 0.25 * i), 0);
+	assert_int_equal(tsdb_flush(db), 0);
+	for (int i = 300; i < 330; i++)
+		assert_int_equal(tsdb_append(db, ref, t0 + i * 10000LL, 3.5 * i), 0);
+	struct tsdb_matcher m = {TSDB_MATCH_EQ, "__name__", "m"};
+	/* from inside the first minute to inside the raw tail */
+	int64_t lo = t0 + 90000, hi = t0 + 3200000;
+	struct tsdb_select_opts so = {.mint = lo, .maxt = hi, .mode = TSDB_READ_ROLLUP};
+	struct tsdb_iter *it;
+	assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+	assert_int_equal(tsdb_iter_next_series(it), 1);
+	struct tsdb_rollup r, want = {.min = INFINITY, .max = -INFINITY};
+	size_t buckets = 0;
+	while (tsdb_iter_next_rollup(it, &r) == 1) {
+		want.min = r.min < want.min ? r.min : want.min;
+		want.max = r.max > want.max ? r.max : want.max;
+		want.sum += r.sum;
+		want.count += r.count;
+		buckets++;
+	}
+	tsdb_iter_free(it);
+	assert_true(buckets > 40);
+	so.mode = TSDB_READ_ROLLUP_TOTAL;
+	assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+	assert_int_equal(tsdb_iter_next_series(it), 1);
+	assert_int_equal(tsdb_iter_next_rollup(it, &r), 1);
+	assert_int_equal(tsdb_iter_next_rollup(it, &r) == 1, 0);
+	tsdb_iter_free(it);
+	/* the same, in one bucket (the sum up to rounding: SQLite adds it) */
+	assert_true(r.min == want.min && r.max == want.max);
+	assert_int_equal(r.count, want.count);
+	assert_float_equal(r.sum, want.sum, 1e-9 * fabs(want.sum));
+	/* the raw tail counts: its samples are the range's largest */
+	assert_true(r.max == 3.5 * 320);
+	remove_store(db, dir);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rollups_answer_past_raw_retention),
+		cmocka_unit_test(test_total_is_the_buckets_folded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
