@@ -18,13 +18,16 @@
 # needs Node.js 20 or later, which this script checks but does not
 # install); tmux (the terminal UI's tests). wrk: bench/.
 # libncurses-dev: `gpulse top` (ncursesw, the wide-character build).
+# libnghttp2-dev, libprotobuf-c-dev, protobuf-c-compiler: the client of the
+# kubelet's pod-resources API (gRPC over HTTP/2, src/attrib/podres.c);
+# python3-grpcio: the stand-in pod-resources server of test_attribution.
 # libgpulse-inject.so and the tests of it need CUPTI's headers, which come
 # with the CUDA toolkit, not from Debian main: without them they are not
 # built, and say so.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev libcrypt-dev libgnutls28-dev libpcre2-dev
-      libncurses-dev
+      libncurses-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler python3-grpcio
       libcmocka-dev libsqlite3-dev zlib1g-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
       libfaketime openssl procps valgrind chromium tmux)
 missing=()

@@ -609,7 +609,8 @@ static void render_processes(const struct out *o, json_t *g, json_t *fl)
 		return;
 	}
 	on(o, SGR_DIM);
-	fprintf(o->f, "%-8s %-16s %11s %5s %5s\n", "PID", "COMMAND", "GPU MEMORY", "SM", "MEM");
+	fprintf(o->f, "%-8s %-16s %11s %5s %5s  %s\n", "PID", "COMMAND", "GPU MEMORY", "SM", "MEM",
+		"OWNER");
 	off(o);
 	size_t i;
 	json_t *p;
@@ -617,10 +618,23 @@ static void render_processes(const struct out *o, json_t *g, json_t *fl)
 		double pid = 0, used = 0, sm = 0, mem = 0;
 		bool h_pid = num_of(p, "pid", &pid), h_used = num_of(p, "used_bytes", &used);
 		bool h_sm = num_of(p, "sm_ratio", &sm), h_mem = num_of(p, "mem_ratio", &mem);
-		fprintf(o->f, LABEL_FMT "%-8s %-16s %11s %5s %5s\n", "",
+		/* The owner: pod, job or container, and the user. */
+		char owner[224] = "-", sum[160], user[48];
+		json_t *ow = json_object_get(p, "owner");
+		const char *s1 = json_is_object(ow) ? str_of(ow, "summary") : NULL;
+		const char *s2 = json_is_object(ow) ? str_of(ow, "user") : NULL;
+		safe(s1, sum, sizeof sum);
+		safe(s2, user, sizeof user);
+		if (s1 && s1[0] && s2 && s2[0])
+			snprintf(owner, sizeof owner, "%s (%s)", sum, user);
+		else if (s1 && s1[0])
+			snprintf(owner, sizeof owner, "%s", sum);
+		else if (s2 && s2[0])
+			snprintf(owner, sizeof owner, "%s", user);
+		fprintf(o->f, LABEL_FMT "%-8s %-16s %11s %5s %5s  %s\n", "",
 			h_pid ? fmt_num(a, true, pid, 1, "", "") : "-",
 			safe(str_of(p, "comm"), comm, sizeof comm), fmt_bytes(b, h_used, used),
-			fmt_pct(c, h_sm, sm), fmt_pct(d, h_mem, mem));
+			fmt_pct(c, h_sm, sm), fmt_pct(d, h_mem, mem), owner);
 	}
 	if (dropped > 0)
 		paint(o, SGR_YELLOW, LABEL_FMT "+%.0f more not shown\n", "", dropped);

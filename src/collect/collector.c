@@ -73,6 +73,7 @@ struct comm_entry {
 	char comm[GPU_COMM_LEN];
 	bool uid_valid;
 	uint32_t uid;
+	struct proc_owner owner;
 };
 
 struct gpu_ctx {
@@ -243,9 +244,10 @@ static void read_fast(struct collector *c, struct gpu_ctx *g, struct gpu_update 
 
 /* A process's comm and owner, read once while it stays on the GPU. The
  * owner is that of its /proc/PID/comm, from the open file (no second
- * path lookup). */
-static const struct comm_entry *comm_of(struct gpu_ctx *g, uint32_t pid, struct comm_entry *fresh,
-					int *nfresh)
+ * path lookup); its attribution (cgroup, container, job, user) comes from
+ * the attribution module, which caches it across GPUs. */
+static const struct comm_entry *comm_of(struct collector *c, struct gpu_ctx *g, uint32_t pid,
+					struct comm_entry *fresh, int *nfresh)
 {
 	for (int i = 0; i < g->ncomm; i++) {
 		if (g->comm_cache[i].pid == pid) {
@@ -256,6 +258,9 @@ static const struct comm_entry *comm_of(struct gpu_ctx *g, uint32_t pid, struct 
 	struct comm_entry *e = &fresh[(*nfresh)++];
 	e->pid = pid;
 	e->uid_valid = false;
+	memset(&e->owner, 0, sizeof e->owner);
+	if (c->cfg.attrib)
+		attrib_resolve(c->cfg.attrib, pid, &e->owner);
 	snprintf(e->comm, sizeof e->comm, "unknown");
 	char path[48];
 	snprintf(path, sizeof path, "/proc/%" PRIu32 "/comm", pid);
@@ -309,10 +314,14 @@ static void read_processes(struct collector *c, struct gpu_ctx *g, struct gpu_up
 		struct gpu_process *p = &u->procs[i];
 		memset(p, 0, sizeof *p);
 		p->pid = info[i].pid;
-		const struct comm_entry *ce = comm_of(g, p->pid, fresh, &nfresh);
+		const struct comm_entry *ce = comm_of(c, g, p->pid, fresh, &nfresh);
 		snprintf(p->comm, sizeof p->comm, "%s", ce->comm);
 		p->uid_valid = ce->uid_valid;
 		p->uid = ce->uid;
+		p->owner = ce->owner;
+		/* Pod names change only with the pod-resources table: joined on
+		 * every read, from memory. */
+		attrib_name_pod(c->cfg.attrib, g->id.uuid, NULL, &p->owner);
 		if (info[i].used_gpu_memory != NVML_ABI_VALUE_NOT_AVAILABLE_ULL) {
 			p->used_bytes = info[i].used_gpu_memory;
 			p->mem_valid = true;

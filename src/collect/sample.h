@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "fields.h"
+#include "owner.h"
 
 #define GPU_MAX 64          /* GPUs one daemon watches */
 #define GPU_PROC_MAX 64     /* processes kept per GPU; the rest are counted */
@@ -49,6 +50,7 @@ struct gpu_process {
 	uint64_t used_bytes;
 	double sm_ratio;           /* per-process SM utilization, 0-1 */
 	double mem_ratio;          /* per-process memory-controller utilization, 0-1 */
+	struct proc_owner owner;   /* cgroup, container, pod, job, user (src/attrib) */
 };
 
 /* One tier's reading of one GPU, handed to the bus. `mask` says which

@@ -70,6 +70,7 @@ struct daemon {
 	pthread_rwlock_t source_lock;    /* guards col and rep against swaps */
 	struct collector *col;
 	struct replay *rep;
+	struct attrib *attrib;           /* process owners; outlives col */
 	struct self_stats self;
 	struct http_server *http;
 	struct diag_live *diag;
@@ -1134,6 +1135,7 @@ static int try_nvml(struct daemon *d, char *err, size_t errlen)
 {
 	struct collector_config cc;
 	config_to_collector(&d->cfg, &cc);
+	cc.attrib = d->attrib;
 	struct collector *col = NULL;
 	int rc = collector_start(&col, d->bus, &cc, err, errlen);
 	if (rc)
@@ -1348,6 +1350,8 @@ static void reload(struct daemon *d)
 	d->cfg.sampling.normal_ns = nc.sampling.normal_ns;
 	d->cfg.sampling.slow_ns = nc.sampling.slow_ns;
 	d->cfg.log_level = nc.log_level;
+	memcpy(d->cfg.attribution.labels, nc.attribution.labels, sizeof nc.attribution.labels);
+	attrib_set_labels(d->attrib, config_attrib_labels(&nc));
 	publish_config(d);
 	atomic_fetch_add(&d->self.reloads_ok_total, 1);
 	atomic_store(&d->self.last_reload_ok, 1);
@@ -1552,6 +1556,15 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		log_error("rules: cannot start the scrapes of /metrics");
 		goto out;
 	}
+	{
+		struct attrib_config ac;
+		config_to_attrib(&d->cfg, &ac);
+		if (attrib_open(&d->attrib, &ac) != 0) {
+			log_error("attribution: out of memory");
+			goto out;
+		}
+		d->self.attrib = d->attrib;
+	}
 	int src = start_source(d);
 	if (src) {
 		status = src;
@@ -1610,6 +1623,7 @@ out:
 	demo_end(d);
 	ingest_destroy(d->ingest);
 	selfscrape_destroy(d->scrape);
+	attrib_close(d->attrib);   /* after every reader: collector, HTTP, ingest */
 	bus_destroy(d->bus);
 	for (int i = 0; i < 2; i++) {
 		buf_free(&d->cache[i].scratch);

@@ -19,6 +19,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "attrib.h"
 #include "anomaly.h"
 #include "clock.h"
 #include "diagnose.h"
@@ -825,6 +826,177 @@ static void render_events(struct render *r)
 	}
 }
 
+/* ,name="value" for each field of o in `mask` that is known. */
+static void owner_labels(struct pw *w, const struct proc_owner *o, unsigned mask)
+{
+	for (int f = 0; f < OWNER_FIELD_COUNT; f++) {
+		if (!(mask & 1u << f))
+			continue;
+		const char *v = owner_field_value(o, (enum owner_field)f);
+		if (!v[0])
+			continue;
+		PUT_LIT(w, ",");
+		put_str(w, owner_field_name((enum owner_field)f));
+		PUT_LIT(w, "=\"");
+		put_label_text(w, v);
+		PUT_LIT(w, "\"");
+	}
+}
+
+/* Whether a process on GPU snapshot s is the work of this allocation's
+ * pod. A process in some pod whose name is not known might be, so it
+ * makes the answer "not idle" too: idle is claimed only when sure. */
+static bool pod_runs_on(const struct gpu_snapshot *s, const struct attrib_allocation *al)
+{
+	for (int k = 0; k < s->nprocs && k < GPU_PROC_MAX; k++) {
+		const struct proc_owner *o = &s->procs[k].owner;
+		if (!o->pod_uid[0])
+			continue;
+		if (!o->pod[0])
+			return true;
+		if (strcmp(o->pod, al->pod) == 0 && strcmp(o->namespace_, al->namespace_) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* gpulse_process_info (every known field of every process) and the
+ * pod-resources allocations: which pod's container holds each GPU, and
+ * whether it runs anything there. */
+static void render_attribution(struct render *r, const struct self_stats *self)
+{
+	struct pw *w = &r->w;
+	family(w, "gpulse_process_info", T_INFO,
+	       "Who a GPU process belongs to: cgroup, container, pod, Slurm job, user.");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_snapshot *s = &r->snap[i];
+		if (!s->procs_valid)
+			continue;
+		for (int k = 0; k < s->nprocs && k < GPU_PROC_MAX; k++) {
+			const struct gpu_process *p = &s->procs[k];
+			if (!p->owner.resolved)
+				continue;
+			gpu_sample(r, i);
+			PUT_LIT(w, ",pid=\"");
+			put_u64(w, p->pid);
+			PUT_LIT(w, "\"");
+			owner_labels(w, &p->owner, (1u << OWNER_FIELD_COUNT) - 1);
+			end_u64(w, 1);
+		}
+	}
+	if (!self || !self->attrib)
+		return;
+	struct attrib_stats st;
+	attrib_get_stats(self->attrib, &st);
+	struct attrib_allocation *al = NULL;
+	size_t nal = 0;
+	if (st.podres_allocations > 0) {
+		al = malloc(st.podres_allocations * sizeof *al);
+		if (al)
+			nal = attrib_allocations(self->attrib, al, st.podres_allocations);
+	}
+	family(w, "gpulse_gpu_allocation_info", T_INFO,
+	       "A GPU (or a time-slice of it) that the kubelet's pod-resources API says a pod's container holds.");
+	for (size_t k = 0; k < nal; k++) {
+		for (int i = 0; i < r->n; i++) {
+			if (!attrib_device_matches(al[k].device_id, r->snap[i].id.uuid))
+				continue;
+			gpu_sample(r, i);
+			PUT_LIT(w, ",pod=\"");
+			put_label_text(w, al[k].pod);
+			PUT_LIT(w, "\",namespace=\"");
+			put_label_text(w, al[k].namespace_);
+			PUT_LIT(w, "\",container=\"");
+			put_label_text(w, al[k].container);
+			PUT_LIT(w, "\",resource=\"");
+			put_label_text(w, al[k].resource);
+			PUT_LIT(w, "\",device_id=\"");
+			put_label_text(w, al[k].device_id);
+			PUT_LIT(w, "\"");
+			end_u64(w, 1);
+		}
+	}
+	family(w, "gpulse_gpu_allocated_idle", T_GAUGE,
+	       "1 while a pod holds the GPU and none of its processes runs on it (allocated but idle), else 0.");
+	for (size_t k = 0; k < nal; k++) {
+		for (int i = 0; i < r->n; i++) {
+			const struct gpu_snapshot *s = &r->snap[i];
+			if (!s->procs_valid || !attrib_device_matches(al[k].device_id, s->id.uuid))
+				continue;
+			/* One sample per (GPU, pod, container): replicas of a
+			 * time-sliced GPU held by the same container count once. */
+			bool seen = false;
+			for (size_t j = 0; j < k && !seen; j++)
+				seen = attrib_device_matches(al[j].device_id, s->id.uuid) &&
+				       strcmp(al[j].pod, al[k].pod) == 0 &&
+				       strcmp(al[j].namespace_, al[k].namespace_) == 0 &&
+				       strcmp(al[j].container, al[k].container) == 0;
+			if (seen)
+				continue;
+			gpu_sample(r, i);
+			PUT_LIT(w, ",pod=\"");
+			put_label_text(w, al[k].pod);
+			PUT_LIT(w, "\",namespace=\"");
+			put_label_text(w, al[k].namespace_);
+			PUT_LIT(w, "\",container=\"");
+			put_label_text(w, al[k].container);
+			PUT_LIT(w, "\"");
+			end_u64(w, !pod_runs_on(s, &al[k]));
+		}
+	}
+	free(al);
+	family(w, "gpulse_attribution_processes_resolved_total", T_COUNTER,
+	       "Processes whose owner was read from /proc (once each: later lookups hit the cache).");
+	plain_u64(w, st.resolved_total);
+	family(w, "gpulse_attribution_cache_hits_total", T_COUNTER,
+	       "Owner lookups answered from the cache.");
+	plain_u64(w, st.cache_hits_total);
+	family(w, "gpulse_attribution_cache_evictions_total", T_COUNTER,
+	       "Cached owners pushed out by the cache's bound.");
+	plain_u64(w, st.cache_evictions_total);
+	family(w, "gpulse_attribution_errors_total", T_COUNTER,
+	       "Processes whose owner could not be read, by what failed.");
+	sample(w, "", 0);
+	PUT_LIT(w, "{what=\"proc\"} ");
+	put_u64(w, st.proc_errors_total);
+	PUT_LIT(w, "\n");
+	sample(w, "", 0);
+	PUT_LIT(w, "{what=\"cgroup\"} ");
+	put_u64(w, st.cgroup_errors_total);
+	PUT_LIT(w, "\n");
+	family(w, "gpulse_attribution_truncated_total", T_COUNTER,
+	       "Attribution values cut to their bound, by what.");
+	sample(w, "", 0);
+	PUT_LIT(w, "{what=\"label\"} ");
+	put_u64(w, st.labels_truncated_total);
+	PUT_LIT(w, "\n");
+	sample(w, "", 0);
+	PUT_LIT(w, "{what=\"environ\"} ");
+	put_u64(w, st.environ_truncated_total);
+	PUT_LIT(w, "\n");
+	if (!st.podres_configured)
+		return;
+	family(w, "gpulse_pod_resources_up", T_GAUGE,
+	       "1 when the last List call to the kubelet's pod-resources socket answered.");
+	plain_u64(w, st.podres_available);
+	family(w, "gpulse_pod_resources_refreshes_total", T_COUNTER,
+	       "List calls to the kubelet's pod-resources socket, by result.");
+	sample(w, "", 0);
+	PUT_LIT(w, "{result=\"success\"} ");
+	put_u64(w, st.podres_refreshes_total);
+	PUT_LIT(w, "\n");
+	sample(w, "", 0);
+	PUT_LIT(w, "{result=\"failure\"} ");
+	put_u64(w, st.podres_failures_total);
+	PUT_LIT(w, "\n");
+	family(w, "gpulse_pod_resources_allocations", T_GAUGE,
+	       "Device allocations the last List answer held.");
+	plain_u64(w, st.podres_allocations);
+	family(w, "gpulse_pod_resources_allocations_dropped_total", T_COUNTER,
+	       "Device allocations beyond the bound kept, left out.");
+	plain_u64(w, st.podres_allocations_dropped_total);
+}
+
 enum proc_metric { P_MEM, P_SM, P_MEMUTIL };
 
 static void render_processes(struct render *r)
@@ -858,6 +1030,7 @@ static void render_processes(struct render *r)
 				comm[GPU_COMM_LEN] = '\0';
 				put_label_text(w, comm);
 				PUT_LIT(w, "\"");
+				owner_labels(w, &p->owner, p->owner.labels);
 				if (m == P_MEM)
 					end_u64(w, p->used_bytes);
 				else
@@ -1266,7 +1439,7 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 	 * called (its histogram). */
 	size_t est = 8192 + (size_t)r.n * 4096 + r.labels.len * 40;
 	for (int i = 0; i < r.n; i++)
-		est += r.snap[i].procs_valid ? (size_t)r.snap[i].nprocs * 600 : 0;
+		est += r.snap[i].procs_valid ? (size_t)r.snap[i].nprocs * 1600 : 0;
 	if (nvml)
 		for (int fn = 0; fn < NVML_FN_COUNT; fn++)
 			est += ld(&nvml->stats[fn].calls) ? 1800 : 0;
@@ -1283,6 +1456,7 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 	render_anomaly(&r, self);
 	render_events(&r);
 	render_processes(&r);
+	render_attribution(&r, self);
 	render_daemon(&r, cs, self);
 	if (nvml)
 		render_nvml(&r, nvml);

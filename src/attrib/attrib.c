@@ -1,0 +1,532 @@
+/* Attribution of GPU processes (attrib.h): /proc readers, the PID cache,
+ * the UID -> name cache and the join with the pod-resources allocations. */
+#include "attrib.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "log.h"
+#include "podres.h"
+#include "status.h"
+
+struct cache_entry {
+	uint32_t pid;
+	uint64_t start_ticks;       /* /proc/PID/stat field 22 */
+	uint64_t last_used;         /* the cache's clock at the last hit */
+	struct proc_owner owner;
+};
+
+struct user_entry {
+	uint32_t uid;
+	char name[OWNER_SHORT_LEN];
+};
+
+struct attrib {
+	char proc_root[256];
+	char socket[256];
+	int64_t refresh_ns, timeout_ns;
+	_Atomic uint16_t labels;
+
+	pthread_mutex_t lock;       /* cache, users, allocations, stats */
+	struct cache_entry *cache;  /* ATTRIB_CACHE_MAX */
+	int ncache;
+	uint64_t clock;
+	struct user_entry users[ATTRIB_USER_CACHE_MAX];
+	int nusers, next_user;
+	struct attrib_allocation *allocs;   /* ATTRIB_ALLOC_MAX */
+	size_t nallocs;
+	struct attrib_stats st;
+
+	pthread_t thread;
+	bool have_thread;
+	pthread_mutex_t wake_lock;
+	pthread_cond_t wake;
+	bool stopping;
+};
+
+/* ---- small parsers ---------------------------------------------------- */
+
+int attrib_parse_status_uid(const char *text, size_t len, uint32_t *uid)
+{
+	size_t i = 0;
+	while (i < len) {
+		size_t end = i;
+		while (end < len && text[end] != '\n')
+			end++;
+		if (end - i > 4 && memcmp(text + i, "Uid:", 4) == 0) {
+			size_t k = i + 4;
+			while (k < end && (text[k] == '\t' || text[k] == ' '))
+				k++;
+			uint64_t v = 0;
+			size_t d = k;
+			while (d < end && isdigit((unsigned char)text[d]) && d - k < 11)
+				v = v * 10 + (uint64_t)(text[d++] - '0');
+			if (d == k || v > UINT32_MAX || (d < end && text[d] != '\t' && text[d] != ' '))
+				return GPULSE_EPARSE;
+			*uid = (uint32_t)v;
+			return 0;
+		}
+		i = end + 1;
+	}
+	return GPULSE_EPARSE;
+}
+
+bool attrib_environ_get(const char *env, size_t len, const char *var, char *out, size_t outlen)
+{
+	size_t vl = strlen(var);
+	size_t i = 0;
+	while (i < len) {
+		const char *e = env + i;
+		const char *nul = memchr(e, '\0', len - i);
+		size_t n = nul ? (size_t)(nul - e) : len - i;
+		if (n > vl && memcmp(e, var, vl) == 0 && e[vl] == '=') {
+			owner_copy_label(out, outlen, e + vl + 1, n - vl - 1);
+			return true;
+		}
+		i += n + 1;
+	}
+	return false;
+}
+
+bool attrib_device_matches(const char *device_id, const char *uuid)
+{
+	if (!uuid || !uuid[0])
+		return false;
+	size_t n = strlen(uuid);
+	if (strncmp(device_id, uuid, n) != 0)
+		return false;
+	if (device_id[n] == '\0')
+		return true;
+	if (device_id[n] != ':' || device_id[n + 1] != ':' || !device_id[n + 2])
+		return false;
+	for (const char *p = device_id + n + 2; *p; p++)
+		if (!isdigit((unsigned char)*p))
+			return false;
+	return true;
+}
+
+/* Read at most cap - 1 bytes of proc_root/PID/NAME into buf, NUL-terminated;
+ * returns the length, or -1 when it cannot be opened or read. *more says
+ * whether the file went on past cap - 1. */
+static ssize_t read_proc(const struct attrib *a, uint32_t pid, const char *name, char *buf,
+			 size_t cap, bool *more)
+{
+	char path[384];
+	snprintf(path, sizeof path, "%s/%" PRIu32 "/%s", a->proc_root, pid, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -1;
+	size_t got = 0;
+	while (got < cap - 1) {
+		ssize_t n = read(fd, buf + got, cap - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			close(fd);
+			return -1;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	if (more) {
+		char extra;
+		*more = got == cap - 1 && read(fd, &extra, 1) == 1;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return (ssize_t)got;
+}
+
+/* Field 22 of /proc/PID/stat (start time in clock ticks). The comm in
+ * field 2 may hold spaces and parentheses: count from the last ')'. */
+static bool start_ticks(const struct attrib *a, uint32_t pid, uint64_t *out)
+{
+	char buf[1024];
+	ssize_t n = read_proc(a, pid, "stat", buf, sizeof buf, NULL);
+	if (n <= 0)
+		return false;
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return false;
+	p++;
+	for (int field = 2; field < 22; field++) {
+		while (*p == ' ')
+			p++;
+		if (field == 21)
+			break;
+		while (*p && *p != ' ')
+			p++;
+		if (!*p)
+			return false;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(p, &end, 10);
+	if (end == p || errno)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* UID -> name through getpwuid_r, once per UID (NSS may be slow: a
+ * directory service answers once, not once per process). A UID without
+ * a name is shown as its number. Under a->lock. */
+static void user_name(struct attrib *a, uint32_t uid, char *out, size_t outlen)
+{
+	for (int i = 0; i < a->nusers; i++) {
+		if (a->users[i].uid == uid) {
+			snprintf(out, outlen, "%s", a->users[i].name);
+			return;
+		}
+	}
+	struct passwd pw, *res = NULL;
+	char buf[2048];
+	char name[OWNER_SHORT_LEN];
+	if (getpwuid_r((uid_t)uid, &pw, buf, sizeof buf, &res) == 0 && res && res->pw_name)
+		owner_copy_label(name, sizeof name, res->pw_name, strlen(res->pw_name));
+	else
+		snprintf(name, sizeof name, "%" PRIu32, uid);
+	int slot = a->nusers < ATTRIB_USER_CACHE_MAX ? a->nusers++ : a->next_user++ % ATTRIB_USER_CACHE_MAX;
+	a->users[slot].uid = uid;
+	snprintf(a->users[slot].name, sizeof a->users[slot].name, "%s", name);
+	snprintf(out, outlen, "%s", name);
+}
+
+/* What one read of /proc/PID found besides the owner's strings. */
+struct proc_read {
+	bool uid_ok, job_uid_ok;
+	uint32_t uid, job_uid;      /* the process's real UID; the job's (v1 uid_U) */
+	bool cgroup_bad, env_cut, cut;
+};
+
+/* Read everything /proc says about pid into o. Called without the lock
+ * (file reads only). True when anything could be read. */
+static bool read_owner(struct attrib *a, uint32_t pid, struct proc_owner *o, struct proc_read *r)
+{
+	memset(o, 0, sizeof *o);
+	memset(r, 0, sizeof *r);
+	char buf[8192];
+	bool any = false;
+	bool more = false;
+	ssize_t n = read_proc(a, pid, "cgroup", buf, sizeof buf, &more);
+	if (n >= 0) {
+		any = true;
+		char path[1024];
+		int line = 0;
+		int rc = cgroup_pick_path(buf, (size_t)n, path, sizeof path, &line);
+		if (rc == 0) {
+			if (strlen(path) >= sizeof o->cgroup)
+				r->cut = true;
+			owner_copy_label(o->cgroup, sizeof o->cgroup, path, strlen(path));
+			struct cgroup_facts f;
+			cgroup_parse_path(path, &f);
+			snprintf(o->runtime, sizeof o->runtime, "%s", f.runtime);
+			snprintf(o->container_id, sizeof o->container_id, "%s", f.container_id);
+			snprintf(o->pod_uid, sizeof o->pod_uid, "%s", f.pod_uid);
+			snprintf(o->job, sizeof o->job, "%s", f.job);
+			r->job_uid_ok = f.slurm_uid_valid && f.job[0];
+			r->job_uid = f.slurm_uid;
+		} else if (rc == GPULSE_EPARSE) {
+			r->cgroup_bad = true;
+		}
+	}
+	n = read_proc(a, pid, "status", buf, sizeof buf, NULL);
+	if (n >= 0) {
+		any = true;
+		r->uid_ok = attrib_parse_status_uid(buf, (size_t)n, &r->uid) == 0;
+	}
+	/* environ is readable by the process's owner and root only; a Slurm
+	 * job's ID and user, and a pod's HOSTNAME, come from there. */
+	char *env = malloc(ATTRIB_ENVIRON_MAX);
+	if (env) {
+		n = read_proc(a, pid, "environ", env, ATTRIB_ENVIRON_MAX, &more);
+		if (n > 0) {
+			r->env_cut = more;
+			char job[OWNER_SHORT_LEN];
+			if (attrib_environ_get(env, (size_t)n, "SLURM_JOB_ID", job, sizeof job) && job[0])
+				snprintf(o->job, sizeof o->job, "%s", job);
+			attrib_environ_get(env, (size_t)n, "SLURM_JOB_USER", o->job_user,
+					   sizeof o->job_user);
+			if (o->pod_uid[0])
+				attrib_environ_get(env, (size_t)n, "HOSTNAME", o->hostname,
+						   sizeof o->hostname);
+		}
+		free(env);
+	}
+	o->resolved = any;
+	return any;
+}
+
+void attrib_set_labels(struct attrib *a, uint16_t labels)
+{
+	if (a)
+		atomic_store(&a->labels, labels);
+}
+
+void attrib_resolve(struct attrib *a, uint32_t pid, struct proc_owner *out)
+{
+	uint64_t ticks = 0;
+	bool have_ticks = start_ticks(a, pid, &ticks);
+	pthread_mutex_lock(&a->lock);
+	if (have_ticks) {
+		for (int i = 0; i < a->ncache; i++) {
+			struct cache_entry *e = &a->cache[i];
+			if (e->pid == pid && e->start_ticks == ticks) {
+				e->last_used = ++a->clock;
+				*out = e->owner;
+				out->labels = atomic_load(&a->labels);
+				a->st.cache_hits_total++;
+				pthread_mutex_unlock(&a->lock);
+				return;
+			}
+		}
+	}
+	pthread_mutex_unlock(&a->lock);
+
+	struct proc_read r;
+	read_owner(a, pid, out, &r);
+	out->labels = atomic_load(&a->labels);
+
+	pthread_mutex_lock(&a->lock);
+	/* v1's /slurm/uid_U/job_J names the job's owner when the environment
+	 * could not be read. */
+	if (out->job[0] && !out->job_user[0] && r.job_uid_ok)
+		user_name(a, r.job_uid, out->job_user, sizeof out->job_user);
+	if (r.uid_ok)
+		user_name(a, r.uid, out->user, sizeof out->user);
+	if (r.cut)
+		a->st.labels_truncated_total++;
+	if (r.cgroup_bad)
+		a->st.cgroup_errors_total++;
+	if (r.env_cut)
+		a->st.environ_truncated_total++;
+	if (!out->resolved || !have_ticks) {
+		/* Gone, or not ours to read: not cached, tried again next time. */
+		a->st.proc_errors_total++;
+		pthread_mutex_unlock(&a->lock);
+		return;
+	}
+	a->st.resolved_total++;
+	int slot;
+	if (a->ncache < ATTRIB_CACHE_MAX) {
+		slot = a->ncache++;
+	} else {
+		slot = 0;
+		for (int i = 1; i < a->ncache; i++)
+			if (a->cache[i].last_used < a->cache[slot].last_used)
+				slot = i;
+		a->st.cache_evictions_total++;
+	}
+	a->cache[slot] = (struct cache_entry){
+		.pid = pid, .start_ticks = ticks, .last_used = ++a->clock, .owner = *out};
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* ---- pod-resources join ----------------------------------------------- */
+
+void attrib_name_pod(struct attrib *a, const char *gpu_uuid, const char *mig_uuid,
+		     struct proc_owner *out)
+{
+	out->pod[0] = out->namespace_[0] = out->container[0] = '\0';
+	if (!a || !out->pod_uid[0])
+		return;
+	pthread_mutex_lock(&a->lock);
+	const struct attrib_allocation *pick = NULL;
+	int pods = 0;
+	for (size_t i = 0; i < a->nallocs; i++) {
+		const struct attrib_allocation *al = &a->allocs[i];
+		if (!attrib_device_matches(al->device_id, gpu_uuid) &&
+		    !(mig_uuid && attrib_device_matches(al->device_id, mig_uuid)))
+			continue;
+		bool named = out->hostname[0] && strcmp(al->pod, out->hostname) == 0;
+		if (pick && strcmp(pick->pod, al->pod) == 0 &&
+		    strcmp(pick->namespace_, al->namespace_) == 0)
+			continue;
+		if (named) {
+			pick = al;
+			pods = 1;
+			break;
+		}
+		if (!pick)
+			pick = al;
+		pods++;
+	}
+	if (pick && pods == 1) {
+		snprintf(out->pod, sizeof out->pod, "%s", pick->pod);
+		snprintf(out->namespace_, sizeof out->namespace_, "%s", pick->namespace_);
+		snprintf(out->container, sizeof out->container, "%s", pick->container);
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
+void attrib_set_allocations(struct attrib *a, const struct attrib_allocation *in, size_t n)
+{
+	pthread_mutex_lock(&a->lock);
+	if (n > ATTRIB_ALLOC_MAX) {
+		a->st.podres_allocations_dropped_total += n - ATTRIB_ALLOC_MAX;
+		n = ATTRIB_ALLOC_MAX;
+	}
+	memcpy(a->allocs, in, n * sizeof *in);
+	a->nallocs = n;
+	pthread_mutex_unlock(&a->lock);
+}
+
+size_t attrib_allocations(struct attrib *a, struct attrib_allocation *out, size_t max)
+{
+	if (!a)
+		return 0;
+	pthread_mutex_lock(&a->lock);
+	size_t n = a->nallocs < max ? a->nallocs : max;
+	memcpy(out, a->allocs, n * sizeof *out);
+	pthread_mutex_unlock(&a->lock);
+	return n;
+}
+
+void attrib_get_stats(struct attrib *a, struct attrib_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->lock);
+	*out = a->st;
+	out->podres_allocations = a->nallocs;
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* ---- the pod-resources thread ----------------------------------------- */
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* One refresh: List, then swap the table in. The call runs without the
+ * lock, into a buffer of the thread's own, so lookups never wait on it. */
+static void refresh(struct attrib *a, struct attrib_allocation *scratch)
+{
+	size_t n = 0, dropped = 0;
+	char err[160] = "";
+	int rc = podres_list(a->socket, a->timeout_ns, scratch, ATTRIB_ALLOC_MAX, &n, &dropped, err,
+			     sizeof err);
+	if (rc == 0)
+		attrib_set_allocations(a, scratch, n);
+	pthread_mutex_lock(&a->lock);
+	bool changed = strcmp(err, a->st.podres_last_error) != 0;
+	if (rc != 0 && changed && rc != GPULSE_ENOENT)
+		log_warn("attribution: %s (retried every %.0f s)", err, (double)a->refresh_ns / 1e9);
+	else if (rc == 0 && a->st.podres_failures_total > 0 && !a->st.podres_available)
+		log_info("attribution: pod-resources answers again (%zu device allocations)", n);
+	if (rc == 0) {
+		a->st.podres_refreshes_total++;
+		a->st.podres_allocations_dropped_total += dropped;
+		a->st.podres_available = true;
+		a->st.podres_last_error[0] = '\0';
+	} else {
+		/* Keep the last table: a kubelet restart should not make every
+		 * pod's GPUs look free for one refresh. */
+		a->st.podres_failures_total++;
+		a->st.podres_available = false;
+		snprintf(a->st.podres_last_error, sizeof a->st.podres_last_error, "%s", err);
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
+static void *podres_thread(void *arg)
+{
+	struct attrib *a = arg;
+	struct attrib_allocation *scratch = calloc(ATTRIB_ALLOC_MAX, sizeof *scratch);
+	if (!scratch)
+		return NULL;
+	pthread_mutex_lock(&a->wake_lock);
+	while (!a->stopping) {
+		pthread_mutex_unlock(&a->wake_lock);
+		int64_t t0 = mono_ns();
+		refresh(a, scratch);
+		int64_t due = t0 + a->refresh_ns;
+		struct timespec now_rt;
+		clock_gettime(CLOCK_MONOTONIC, &now_rt);
+		int64_t left = due - mono_ns();
+		if (left < 0)
+			left = 0;
+		int64_t abs_ns = (int64_t)now_rt.tv_sec * 1000000000 + now_rt.tv_nsec + left;
+		struct timespec ts = {.tv_sec = abs_ns / 1000000000, .tv_nsec = abs_ns % 1000000000};
+		pthread_mutex_lock(&a->wake_lock);
+		while (!a->stopping) {
+			if (pthread_cond_timedwait(&a->wake, &a->wake_lock, &ts) == ETIMEDOUT)
+				break;
+		}
+	}
+	pthread_mutex_unlock(&a->wake_lock);
+	free(scratch);
+	return NULL;
+}
+
+int attrib_open(struct attrib **out, const struct attrib_config *cfg)
+{
+	*out = NULL;
+	struct attrib *a = calloc(1, sizeof *a);
+	if (!a)
+		return GPULSE_ENOMEM;
+	a->cache = calloc(ATTRIB_CACHE_MAX, sizeof *a->cache);
+	a->allocs = calloc(ATTRIB_ALLOC_MAX, sizeof *a->allocs);
+	if (!a->cache || !a->allocs) {
+		free(a->cache);
+		free(a->allocs);
+		free(a);
+		return GPULSE_ENOMEM;
+	}
+	snprintf(a->proc_root, sizeof a->proc_root, "%s",
+		 cfg && cfg->proc_root && cfg->proc_root[0] ? cfg->proc_root : "/proc");
+	if (cfg && cfg->pod_resources_socket)
+		snprintf(a->socket, sizeof a->socket, "%s", cfg->pod_resources_socket);
+	a->refresh_ns = cfg && cfg->pod_resources_refresh_ns > 0 ? cfg->pod_resources_refresh_ns
+							      : 10 * (int64_t)1000000000;
+	a->timeout_ns = cfg && cfg->pod_resources_timeout_ns > 0 ? cfg->pod_resources_timeout_ns
+							      : 2 * (int64_t)1000000000;
+	atomic_store(&a->labels, cfg ? cfg->labels : OWNER_DEFAULT_LABELS);
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_mutex_init(&a->wake_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&a->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	a->st.podres_configured = a->socket[0] != '\0';
+	if (a->socket[0])
+		a->have_thread = pthread_create(&a->thread, NULL, podres_thread, a) == 0;
+	*out = a;
+	return 0;
+}
+
+void attrib_close(struct attrib *a)
+{
+	if (!a)
+		return;
+	if (a->have_thread) {
+		pthread_mutex_lock(&a->wake_lock);
+		a->stopping = true;
+		pthread_cond_broadcast(&a->wake);
+		pthread_mutex_unlock(&a->wake_lock);
+		pthread_join(a->thread, NULL);
+	}
+	pthread_cond_destroy(&a->wake);
+	pthread_mutex_destroy(&a->wake_lock);
+	pthread_mutex_destroy(&a->lock);
+	free(a->cache);
+	free(a->allocs);
+	free(a);
+}
