@@ -269,6 +269,11 @@ static bool read_owner(struct attrib *a, uint32_t pid, struct proc_owner *o, str
 	return any;
 }
 
+const char *attrib_proc_root(const struct attrib *a)
+{
+	return a ? a->proc_root : "/proc";
+}
+
 void attrib_set_labels(struct attrib *a, uint16_t labels)
 {
 	if (a)
@@ -340,7 +345,10 @@ void attrib_name_pod(struct attrib *a, const char *gpu_uuid, const char *mig_uui
 		     struct proc_owner *out)
 {
 	out->pod[0] = out->namespace_[0] = out->container[0] = '\0';
-	if (!a || !out->pod_uid[0])
+	if (!a)
+		return;
+	out->labels = atomic_load(&a->labels);
+	if (!out->pod_uid[0])
 		return;
 	pthread_mutex_lock(&a->lock);
 	const struct attrib_allocation *pick = NULL;

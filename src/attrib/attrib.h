@@ -76,7 +76,9 @@ void attrib_resolve(struct attrib *a, uint32_t pid, struct proc_owner *out);
  * the MIG instance the process runs on, or NULL) when out->pod_uid is set
  * and the allocations name exactly one pod for it (a time-sliced GPU held
  * by several pods is told apart by the process's HOSTNAME, which is its
- * pod's name). Clears them otherwise. Cheap: no I/O. */
+ * pod's name). Clears them otherwise. Also sets out->labels to the
+ * current attribution.labels, so a reload reaches processes already
+ * seen. Cheap: no I/O. */
 void attrib_name_pod(struct attrib *a, const char *gpu_uuid, const char *mig_uuid,
 		     struct proc_owner *out);
 
@@ -94,6 +96,9 @@ size_t attrib_allocations(struct attrib *a, struct attrib_allocation *out, size_
 bool attrib_device_matches(const char *device_id, const char *uuid);
 
 void attrib_get_stats(struct attrib *a, struct attrib_stats *out);
+
+/* The /proc in use ("/proc" for NULL), for the collector's comm reads. */
+const char *attrib_proc_root(const struct attrib *a);
 
 /* Change which fields later lookups mark as labels (a reload). */
 void attrib_set_labels(struct attrib *a, uint16_t labels);

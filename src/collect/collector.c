@@ -262,8 +262,8 @@ static const struct comm_entry *comm_of(struct collector *c, struct gpu_ctx *g, 
 	if (c->cfg.attrib)
 		attrib_resolve(c->cfg.attrib, pid, &e->owner);
 	snprintf(e->comm, sizeof e->comm, "unknown");
-	char path[48];
-	snprintf(path, sizeof path, "/proc/%" PRIu32 "/comm", pid);
+	char path[320];
+	snprintf(path, sizeof path, "%s/%" PRIu32 "/comm", attrib_proc_root(c->cfg.attrib), pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		struct stat sb;

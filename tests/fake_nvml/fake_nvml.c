@@ -10,10 +10,11 @@
  *       GPU starts k*37 rows later, so that the copies differ
  *   GPULSE_FAKE_NVML_SPEED=X    recorded seconds per real second (default
  *       1; 0 freezes every GPU at its first row, for exact tests)
- *   GPULSE_FAKE_NVML_PROCESSES="PID:MIB:SM[,PID:MIB:SM...]"  every GPU
- *       serves these processes (pid, used memory in MiB, SM utilization
- *       in percent) instead of the row's proc_count made-up ones, so a
- *       test can list processes it owns with distinct values
+ *   GPULSE_FAKE_NVML_PROCESSES="PID:MIB:SM[:GPU][,PID:MIB:SM[:GPU]...]"
+ *       every GPU (or only GPU index GPU) serves these processes (pid,
+ *       used memory in MiB, SM utilization in percent) instead of the
+ *       row's proc_count made-up ones, so a test can list processes it
+ *       owns with distinct values
  *   GPULSE_FAKE_NVML_FAULTS="spec;spec;..."  with specs
  *       hang:FUNC[:gpu=N][:after=S][:for=S]  every matching call made after
  *           S seconds sleeps `for` seconds (forever without it) first
@@ -154,6 +155,7 @@ static struct {
 		unsigned pid;
 		unsigned long long used_bytes;
 		unsigned sm_pct;
+		int gpu;                 /* -1: on every GPU */
 	} procs[FAKE_PROC_MAX];
 	int nprocs;                  /* -1: the rows' proc_count decides */
 } st = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -321,7 +323,7 @@ static bool parse_uint(const char *s, unsigned long max, unsigned long *out)
 	return true;
 }
 
-/* GPULSE_FAKE_NVML_PROCESSES: "PID:MIB:SM" entries, comma-separated. */
+/* GPULSE_FAKE_NVML_PROCESSES: "PID:MIB:SM[:GPU]" entries, comma-separated. */
 static int parse_procs(const char *spec, char *err, size_t errlen)
 {
 	char copy[4096];
@@ -334,19 +336,20 @@ static int parse_procs(const char *spec, char *err, size_t errlen)
 	st.nprocs = 0;
 	char *save = NULL;
 	for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
-		char *f[3] = {e, NULL, NULL};
-		for (int k = 1; k < 3 && f[k - 1]; k++) {
+		char *f[4] = {e, NULL, NULL, NULL};
+		for (int k = 1; k < 4 && f[k - 1]; k++) {
 			char *colon = strchr(f[k - 1], ':');
 			if (colon) {
 				*colon = '\0';
 				f[k] = colon + 1;
 			}
 		}
-		unsigned long pid, mib, sm;
+		unsigned long pid, mib, sm, gpu = 0;
 		if (!f[1] || !f[2] || !parse_uint(f[0], 0xffffffffUL, &pid) || pid == 0 ||
-		    !parse_uint(f[1], 1UL << 30, &mib) || !parse_uint(f[2], 100, &sm)) {
+		    !parse_uint(f[1], 1UL << 30, &mib) || !parse_uint(f[2], 100, &sm) ||
+		    (f[3] && !parse_uint(f[3], GPU_MAX - 1, &gpu))) {
 			snprintf(err, errlen, "GPULSE_FAKE_NVML_PROCESSES: bad entry \"%.64s\" "
-				 "(want PID:MIB:SM, SM a percentage)", e);
+				 "(want PID:MIB:SM[:GPU], SM a percentage, GPU an index)", e);
 			return -1;
 		}
 		if (st.nprocs >= FAKE_PROC_MAX) {
@@ -356,7 +359,7 @@ static int parse_procs(const char *spec, char *err, size_t errlen)
 		}
 		st.procs[st.nprocs++] = (struct fake_proc){
 			.pid = (unsigned)pid, .used_bytes = (unsigned long long)mib << 20,
-			.sm_pct = (unsigned)sm};
+			.sm_pct = (unsigned)sm, .gpu = f[3] ? (int)gpu : -1};
 	}
 	return 0;
 }
@@ -1241,6 +1244,16 @@ FAKE_API nvml_return_t nvmlDeviceGetTotalEnergyConsumption(nvml_device_t dev,
 	return leave(energy_mj(&c, mj) ? NVML_ABI_SUCCESS : NVML_ABI_ERROR_NOT_SUPPORTED);
 }
 
+/* The indices of GPULSE_FAKE_NVML_PROCESSES entries that GPU gpu serves. */
+static unsigned procs_of(int gpu, int *mine)
+{
+	unsigned n = 0;
+	for (int i = 0; i < st.nprocs; i++)
+		if (st.procs[i].gpu < 0 || st.procs[i].gpu == gpu)
+			mine[n++] = i;
+	return n;
+}
+
 /* The row's processes: the caller itself first, so that /proc/PID/comm
  * resolves to something real, then made-up pids. */
 static unsigned proc_count(const struct call *c)
@@ -1268,14 +1281,16 @@ FAKE_API nvml_return_t nvmlDeviceGetComputeRunningProcesses_v3(nvml_device_t dev
 	if (!count)
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
 	if (st.nprocs >= 0) {
-		unsigned n = (unsigned)st.nprocs;
+		int mine[FAKE_PROC_MAX];
+		unsigned n = procs_of(c.gpu, mine);
 		if (n > 0 && (!infos || *count < n)) {
 			*count = n;
 			return leave(NVML_ABI_ERROR_INSUFFICIENT_SIZE);
 		}
 		for (unsigned i = 0; i < n; i++)
 			infos[i] = (struct nvml_process_info){
-				.pid = st.procs[i].pid, .used_gpu_memory = st.procs[i].used_bytes,
+				.pid = st.procs[mine[i]].pid,
+				.used_gpu_memory = st.procs[mine[i]].used_bytes,
 				.gpu_instance_id = 0xFFFFFFFFU, .compute_instance_id = 0xFFFFFFFFU};
 		*count = n;
 		return leave(NVML_ABI_SUCCESS);
@@ -1317,7 +1332,8 @@ FAKE_API nvml_return_t nvmlDeviceGetProcessUtilization(nvml_device_t dev,
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
 	unsigned long long now = wall_us();
 	if (st.nprocs >= 0) {
-		unsigned n = (unsigned)st.nprocs;
+		int mine[FAKE_PROC_MAX];
+		unsigned n = procs_of(c.gpu, mine);
 		if (n == 0 || last_seen_us >= now)
 			return leave(NVML_ABI_ERROR_NOT_FOUND);
 		if (!samples || *count < n) {
@@ -1326,7 +1342,8 @@ FAKE_API nvml_return_t nvmlDeviceGetProcessUtilization(nvml_device_t dev,
 		}
 		for (unsigned i = 0; i < n; i++)
 			samples[i] = (struct nvml_process_utilization_sample){
-				.pid = st.procs[i].pid, .timestamp_us = now, .sm_util = st.procs[i].sm_pct};
+				.pid = st.procs[mine[i]].pid, .timestamp_us = now,
+				.sm_util = st.procs[mine[i]].sm_pct};
 		*count = n;
 		return leave(NVML_ABI_SUCCESS);
 	}
