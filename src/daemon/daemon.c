@@ -541,8 +541,14 @@ static int gpu_by_uuid(void *ctx, const char *uuid)
 	size_t n = strlen(uuid);
 	for (int g = 0; g < bus_gpu_count(d->bus); g++) {
 		struct gpu_snapshot s;
-		if (bus_read(d->bus, g, &s) == GPULSE_OK && n >= 8 && strncmp(s.id.uuid, uuid, n) == 0)
+		if (bus_read(d->bus, g, &s) != GPULSE_OK || n < 8)
+			continue;
+		if (strncmp(s.id.uuid, uuid, n) == 0)
 			return s.id.index;
+		/* A MIG instance (CUDA_VISIBLE_DEVICES=MIG-UUID): its parent GPU. */
+		for (int k = 0; s.mig_valid && k < s.nmig && k < GPU_MIG_MAX; k++)
+			if (strncmp(s.mig[k].uuid, uuid, n) == 0)
+				return s.id.index;
 	}
 	return -1;
 }

@@ -843,6 +843,18 @@ static void owner_labels(struct pw *w, const struct proc_owner *o, unsigned mask
 	}
 }
 
+/* Whether a pod-resources device ID names GPU s or one of its MIG
+ * instances (nvidia.com/mig-* resources list MIG UUIDs). */
+static bool alloc_on_gpu(const struct attrib_allocation *al, const struct gpu_snapshot *s)
+{
+	if (attrib_device_matches(al->device_id, s->id.uuid))
+		return true;
+	for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++)
+		if (attrib_device_matches(al->device_id, s->mig[k].uuid))
+			return true;
+	return false;
+}
+
 /* Whether a process on GPU snapshot s is the work of this allocation's
  * pod. A process in some pod whose name is not known might be, so it
  * makes the answer "not idle" too: idle is claimed only when sure. */
@@ -899,7 +911,7 @@ static void render_attribution(struct render *r, const struct self_stats *self)
 	       "A GPU (or a time-slice of it) that the kubelet's pod-resources API says a pod's container holds.");
 	for (size_t k = 0; k < nal; k++) {
 		for (int i = 0; i < r->n; i++) {
-			if (!attrib_device_matches(al[k].device_id, r->snap[i].id.uuid))
+			if (!alloc_on_gpu(&al[k], &r->snap[i]))
 				continue;
 			gpu_sample(r, i);
 			PUT_LIT(w, ",pod=\"");
@@ -921,13 +933,13 @@ static void render_attribution(struct render *r, const struct self_stats *self)
 	for (size_t k = 0; k < nal; k++) {
 		for (int i = 0; i < r->n; i++) {
 			const struct gpu_snapshot *s = &r->snap[i];
-			if (!s->procs_valid || !attrib_device_matches(al[k].device_id, s->id.uuid))
+			if (!s->procs_valid || !alloc_on_gpu(&al[k], s))
 				continue;
 			/* One sample per (GPU, pod, container): replicas of a
 			 * time-sliced GPU held by the same container count once. */
 			bool seen = false;
 			for (size_t j = 0; j < k && !seen; j++)
-				seen = attrib_device_matches(al[j].device_id, s->id.uuid) &&
+				seen = alloc_on_gpu(&al[j], s) &&
 				       strcmp(al[j].pod, al[k].pod) == 0 &&
 				       strcmp(al[j].namespace_, al[k].namespace_) == 0 &&
 				       strcmp(al[j].container, al[k].container) == 0;
@@ -995,6 +1007,75 @@ static void render_attribution(struct render *r, const struct self_stats *self)
 	family(w, "gpulse_pod_resources_allocations_dropped_total", T_COUNTER,
 	       "Device allocations beyond the bound kept, left out.");
 	plain_u64(w, st.podres_allocations_dropped_total);
+}
+
+/* ,gpu_instance="..",compute_instance="..",profile="..",mig_uuid=".." */
+static void mig_labels(struct pw *w, const struct gpu_mig *m)
+{
+	PUT_LIT(w, ",gpu_instance=\"");
+	put_u64(w, m->gpu_instance);
+	PUT_LIT(w, "\",compute_instance=\"");
+	put_u64(w, m->compute_instance);
+	PUT_LIT(w, "\",profile=\"");
+	put_label_text(w, m->profile);
+	PUT_LIT(w, "\",mig_uuid=\"");
+	put_label_text(w, m->uuid);
+	PUT_LIT(w, "\"");
+}
+
+/* Per MIG instance: identity, memory, GPM where the driver offers it. */
+static void render_mig(struct render *r)
+{
+	static const struct {
+		const char *name, *help;
+	} gpm[MIG_GPM_COUNT] = {
+		[MIG_GPM_SM_ACTIVE] = {"gpulse_mig_sm_active_ratio",
+				       "Fraction of the MIG instance's SMs' time with a warp resident (GPM)."},
+		[MIG_GPM_SM_OCCUPANCY] = {"gpulse_mig_sm_occupancy_ratio",
+					  "Warps resident on the MIG instance's SMs, of the most possible (GPM)."},
+		[MIG_GPM_TENSOR] = {"gpulse_mig_tensor_active_ratio",
+				    "Fraction of the MIG instance's time its tensor cores were busy (GPM)."},
+		[MIG_GPM_DRAM] = {"gpulse_mig_dram_active_ratio",
+				  "Fraction of the MIG instance's memory bandwidth in use (GPM)."},
+	};
+	struct pw *w = &r->w;
+	family(w, "gpulse_mig_info", T_INFO,
+	       "A MIG instance of the GPU: its GPU and compute instance IDs, profile and UUID.");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_snapshot *s = &r->snap[i];
+		for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++) {
+			gpu_sample(r, i);
+			mig_labels(w, &s->mig[k]);
+			end_u64(w, 1);
+		}
+	}
+	for (int m = 0; m < 2; m++) {
+		family(w, m ? "gpulse_mig_memory_total_bytes" : "gpulse_mig_memory_used_bytes", T_GAUGE,
+		       m ? "Device memory of the MIG instance." : "Device memory in use in the MIG instance.");
+		for (int i = 0; i < r->n; i++) {
+			const struct gpu_snapshot *s = &r->snap[i];
+			for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++) {
+				if (!s->mig[k].mem_valid)
+					continue;
+				gpu_sample(r, i);
+				mig_labels(w, &s->mig[k]);
+				end_u64(w, m ? s->mig[k].mem_total_bytes : s->mig[k].mem_used_bytes);
+			}
+		}
+	}
+	for (int g = 0; g < MIG_GPM_COUNT; g++) {
+		family(w, gpm[g].name, T_GAUGE, gpm[g].help);
+		for (int i = 0; i < r->n; i++) {
+			const struct gpu_snapshot *s = &r->snap[i];
+			for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++) {
+				if (!(s->mig[k].gpm_valid & 1u << g))
+					continue;
+				gpu_sample(r, i);
+				mig_labels(w, &s->mig[k]);
+				end_value(w, s->mig[k].gpm[g]);
+			}
+		}
+	}
 }
 
 enum proc_metric { P_MEM, P_SM, P_MEMUTIL };
@@ -1439,7 +1520,8 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 	 * called (its histogram). */
 	size_t est = 8192 + (size_t)r.n * 4096 + r.labels.len * 40;
 	for (int i = 0; i < r.n; i++)
-		est += r.snap[i].procs_valid ? (size_t)r.snap[i].nprocs * 1600 : 0;
+		est += (r.snap[i].procs_valid ? (size_t)r.snap[i].nprocs * 1600 : 0) +
+		       (r.snap[i].mig_valid ? (size_t)r.snap[i].nmig * 2000 : 0);
 	if (nvml)
 		for (int fn = 0; fn < NVML_FN_COUNT; fn++)
 			est += ld(&nvml->stats[fn].calls) ? 1800 : 0;
@@ -1457,6 +1539,7 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 	render_events(&r);
 	render_processes(&r);
 	render_attribution(&r, self);
+	render_mig(&r);
 	render_daemon(&r, cs, self);
 	if (nvml)
 		render_nvml(&r, nvml);

@@ -327,7 +327,51 @@ static void render_gpu(struct jw *w, const struct gpu_snapshot *s,
 	u64(w, s->lost_total);
 	lit(w, ",");
 	render_allocations(w, s, al, nal);
+	/* MIG instances (null when the GPU is not in MIG mode). */
+	lit(w, ",");
+	key(w, "mig");
+	if (!s->mig_valid) {
+		lit(w, "null");
+	} else {
+		lit(w, "[");
+		for (int k = 0; k < s->nmig && k < GPU_MIG_MAX; k++) {
+			const struct gpu_mig *m = &s->mig[k];
+			lit(w, k ? ",{" : "{");
+			key_str(w, "uuid", m->uuid);
+			key_str(w, "profile", m->profile);
+			key_u64(w, "gpu_instance", m->gpu_instance);
+			key_u64(w, "compute_instance", m->compute_instance);
+			key(w, "memory_used_bytes");
+			if (m->mem_valid)
+				u64(w, m->mem_used_bytes);
+			else
+				lit(w, "null");
+			lit(w, ",");
+			key(w, "memory_total_bytes");
+			if (m->mem_valid)
+				u64(w, m->mem_total_bytes);
+			else
+				lit(w, "null");
+			lit(w, ",");
+			key(w, "sm_active_ratio");
+			num(w, m->gpm_valid & 1u << MIG_GPM_SM_ACTIVE ? m->gpm[MIG_GPM_SM_ACTIVE] : NAN);
+			lit(w, "}");
+		}
+		lit(w, "]");
+	}
 	lit(w, "}");
+}
+
+/* Whether a pod-resources device ID names GPU s or one of its MIG
+ * instances (nvidia.com/mig-* resources list MIG UUIDs). */
+static bool alloc_on_gpu(const struct attrib_allocation *al, const struct gpu_snapshot *s)
+{
+	if (attrib_device_matches(al->device_id, s->id.uuid))
+		return true;
+	for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++)
+		if (attrib_device_matches(al->device_id, s->mig[k].uuid))
+			return true;
+	return false;
 }
 
 /* The pod-resources allocations of GPU s: who holds it, and whether that
@@ -339,7 +383,7 @@ static void render_allocations(struct jw *w, const struct gpu_snapshot *s,
 	lit(w, "[");
 	bool first = true;
 	for (size_t k = 0; k < nal; k++) {
-		if (!attrib_device_matches(al[k].device_id, s->id.uuid))
+		if (!alloc_on_gpu(&al[k], s))
 			continue;
 		bool busy = false;
 		for (int p = 0; p < s->nprocs && p < GPU_PROC_MAX; p++) {

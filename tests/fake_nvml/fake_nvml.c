@@ -23,7 +23,12 @@
  *       notsup:gpm[:gpu=N]          GPM is reported unsupported
  *       xid:[gpu=N:]at=S:code=C     one XID event after S seconds
  *       nodriver                    nvmlInit_v2 returns DRIVER_NOT_LOADED
- *   GPULSE_FAKE_NVML_MIG=1      every GPU reports MIG mode enabled
+ *   GPULSE_FAKE_NVML_MIG=1      every GPU reports MIG mode enabled, with three
+ *       instances (mig_layout below: 3g.71gb GI 1, 2g.35gb GI 2, 1g.18gb
+ *       GI 5, CI 0 each) whose UUIDs are MIG-..., whose used memory is a
+ *       fixed share of the GPU's recorded use (the shares add up to it),
+ *       and whose GPM metrics (nvmlGpmMigSampleGet) are the GPU's recorded
+ *       ones times a fixed activity (1, 0.5 and 0: the 1g instance idles)
  *     Times are seconds of real (monotonic) time since nvmlInit_v2.
  *
  * Fake time: a GPU's position in its recording is (now - init) * speed
@@ -96,6 +101,47 @@ struct nvml_device_st {
 };
 static struct nvml_device_st devices[GPU_MAX];
 
+/* MIG: the instances every GPU has under GPULSE_FAKE_NVML_MIG=1, in the
+ * slots of nvmlDeviceGetMigDeviceHandleByIndex (the rest are empty). */
+#define FAKE_MIG_SLOTS 7
+static const struct fake_mig {
+	const char *profile;
+	unsigned gi;
+	double mem_share;    /* of the GPU's used memory; they add up to 1 */
+	double activity;     /* the instance's GPM metrics: the GPU's times this */
+	unsigned long long total_mib;
+} mig_layout[] = {
+	{"3g.71gb", 1, 0.625, 1.0, 71 * 1024},
+	{"2g.35gb", 2, 0.25, 0.5, 35 * 1024},
+	{"1g.18gb", 5, 0.125, 0.0, 18 * 1024},
+};
+#define FAKE_MIG_COUNT ((int)(sizeof mig_layout / sizeof mig_layout[0]))
+static struct nvml_device_st mig_devices[GPU_MAX][FAKE_MIG_SLOTS];
+
+static bool mig_enabled(void)
+{
+	const char *mig = getenv("GPULSE_FAKE_NVML_MIG");
+	return mig && strcmp(mig, "1") == 0;
+}
+
+/* For a MIG handle, its parent GPU's handle and *k its slot; any other
+ * handle is returned as it is, with *k = -1. */
+static nvml_device_t mig_parent(nvml_device_t dev, int *k)
+{
+	uintptr_t p = (uintptr_t)dev, base = (uintptr_t)mig_devices;
+	*k = -1;
+	if (p < base || p >= base + sizeof mig_devices)
+		return dev;
+	size_t off = (p - base) / sizeof mig_devices[0][0];
+	*k = (int)(off % FAKE_MIG_SLOTS);
+	return &devices[off / FAKE_MIG_SLOTS];
+}
+
+static void mig_uuid_of(int gpu, int k, char *buf, size_t len)
+{
+	snprintf(buf, len, "MIG-fa4e%04x-0000-5000-8000-%012x", (unsigned)gpu, mig_layout[k].gi);
+}
+
 struct nvml_event_set_st {
 	unsigned magic;
 	unsigned generation;                /* init the delivered bits belong to */
@@ -106,6 +152,7 @@ struct nvml_event_set_st {
 struct nvml_gpm_sample_st {
 	unsigned magic;
 	int gpu;          /* -1 until nvmlGpmSampleGet */
+	int mig;          /* mig_layout slot of nvmlGpmMigSampleGet, or -1 */
 	double pos_s;     /* the GPU's recording position when taken */
 };
 
@@ -886,8 +933,16 @@ FAKE_API nvml_return_t nvmlDeviceGetName(nvml_device_t dev, char *buf, unsigned 
 FAKE_API nvml_return_t nvmlDeviceGetName(nvml_device_t dev, char *buf, unsigned int len)
 {
 	struct call c;
-	nvml_return_t r = enter(NVML_FN_device_get_name, dev, true, &c);
-	return r ? r : leave(put_string(buf, len, "NVIDIA H200"));
+	int k;
+	nvml_return_t r = enter(NVML_FN_device_get_name, mig_parent(dev, &k), true, &c);
+	if (r)
+		return r;
+	if (k >= 0) {
+		char n[96];
+		snprintf(n, sizeof n, "NVIDIA H200 MIG %s", mig_layout[k].profile);
+		return leave(put_string(buf, len, n));
+	}
+	return leave(put_string(buf, len, "NVIDIA H200"));
 }
 
 FAKE_API nvml_return_t nvmlDeviceGetUUID(nvml_device_t dev, char *buf, unsigned int len);
@@ -895,10 +950,14 @@ FAKE_API nvml_return_t nvmlDeviceGetUUID(nvml_device_t dev, char *buf, unsigned 
 {
 	struct call c;
 	char u[NVML_ABI_DEVICE_UUID_BUFFER_SIZE];
-	nvml_return_t r = enter(NVML_FN_device_get_uuid, dev, true, &c);
+	int k;
+	nvml_return_t r = enter(NVML_FN_device_get_uuid, mig_parent(dev, &k), true, &c);
 	if (r)
 		return r;
-	uuid_of(c.gpu, u, sizeof u);
+	if (k >= 0)
+		mig_uuid_of(c.gpu, k, u, sizeof u);
+	else
+		uuid_of(c.gpu, u, sizeof u);
 	return leave(put_string(buf, len, u));
 }
 
@@ -990,9 +1049,66 @@ FAKE_API nvml_return_t nvmlDeviceGetMigMode(nvml_device_t dev, unsigned int *cur
 		return r;
 	if (!current || !pending)
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
-	const char *mig = getenv("GPULSE_FAKE_NVML_MIG");
-	*current = *pending = mig && strcmp(mig, "1") == 0 ? NVML_ABI_FEATURE_ENABLED
-							  : NVML_ABI_FEATURE_DISABLED;
+	*current = *pending = mig_enabled() ? NVML_ABI_FEATURE_ENABLED : NVML_ABI_FEATURE_DISABLED;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlDeviceGetMaxMigDeviceCount(nvml_device_t dev, unsigned int *count);
+FAKE_API nvml_return_t nvmlDeviceGetMaxMigDeviceCount(nvml_device_t dev, unsigned int *count)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_max_mig_device_count, dev, true, &c);
+	if (r)
+		return r;
+	if (!count)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*count = mig_enabled() ? FAKE_MIG_SLOTS : 0;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlDeviceGetMigDeviceHandleByIndex(nvml_device_t dev, unsigned int index,
+							   nvml_device_t *out);
+FAKE_API nvml_return_t nvmlDeviceGetMigDeviceHandleByIndex(nvml_device_t dev, unsigned int index,
+							   nvml_device_t *out)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_mig_device_handle_by_index, dev, true, &c);
+	if (r)
+		return r;
+	if (!out || index >= FAKE_MIG_SLOTS)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	if (!mig_enabled() || (int)index >= FAKE_MIG_COUNT)
+		return leave(NVML_ABI_ERROR_NOT_FOUND);
+	*out = &mig_devices[c.gpu][index];
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlDeviceGetGpuInstanceId(nvml_device_t dev, unsigned int *id);
+FAKE_API nvml_return_t nvmlDeviceGetGpuInstanceId(nvml_device_t dev, unsigned int *id)
+{
+	struct call c;
+	int k;
+	nvml_return_t r = enter(NVML_FN_device_get_gpu_instance_id, mig_parent(dev, &k), true, &c);
+	if (r)
+		return r;
+	if (!id || k < 0)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);   /* not a MIG handle */
+	*id = mig_layout[k].gi;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlDeviceGetComputeInstanceId(nvml_device_t dev, unsigned int *id);
+FAKE_API nvml_return_t nvmlDeviceGetComputeInstanceId(nvml_device_t dev, unsigned int *id)
+{
+	struct call c;
+	int k;
+	nvml_return_t r =
+		enter(NVML_FN_device_get_compute_instance_id, mig_parent(dev, &k), true, &c);
+	if (r)
+		return r;
+	if (!id || k < 0)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*id = 0;
 	return leave(NVML_ABI_SUCCESS);
 }
 
@@ -1098,7 +1214,8 @@ FAKE_API nvml_return_t nvmlDeviceGetMemoryInfo_v2(nvml_device_t dev, struct nvml
 {
 	struct call c;
 	unsigned long long total, used;
-	nvml_return_t r = enter(NVML_FN_device_get_memory_info_v2, dev, true, &c);
+	int k;
+	nvml_return_t r = enter(NVML_FN_device_get_memory_info_v2, mig_parent(dev, &k), true, &c);
 	if (r)
 		return r;
 	if (!m)
@@ -1107,6 +1224,12 @@ FAKE_API nvml_return_t nvmlDeviceGetMemoryInfo_v2(nvml_device_t dev, struct nvml
 		return leave(NVML_ABI_ERROR_ARGUMENT_VERSION_MISMATCH);
 	if (!memory_of(&c, &total, &used))
 		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
+	if (k >= 0) {
+		used = (unsigned long long)((double)used * mig_layout[k].mem_share);
+		total = mig_layout[k].total_mib << 20;
+		if (used > total)
+			used = total;
+	}
 	m->total = total;
 	m->reserved = 0;
 	m->used = used;
@@ -1119,13 +1242,20 @@ FAKE_API nvml_return_t nvmlDeviceGetMemoryInfo(nvml_device_t dev, struct nvml_me
 {
 	struct call c;
 	unsigned long long total, used;
-	nvml_return_t r = enter(NVML_FN_device_get_memory_info, dev, true, &c);
+	int k;
+	nvml_return_t r = enter(NVML_FN_device_get_memory_info, mig_parent(dev, &k), true, &c);
 	if (r)
 		return r;
 	if (!m)
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
 	if (!memory_of(&c, &total, &used))
 		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
+	if (k >= 0) {
+		used = (unsigned long long)((double)used * mig_layout[k].mem_share);
+		total = mig_layout[k].total_mib << 20;
+		if (used > total)
+			used = total;
+	}
 	m->total = total;
 	m->used = used;
 	m->free = total - used;
@@ -1489,6 +1619,7 @@ FAKE_API nvml_return_t nvmlGpmSampleAlloc(nvml_gpm_sample_t *out)
 		return leave(NVML_ABI_ERROR_MEMORY);
 	s->magic = GPM_SAMPLE_MAGIC;
 	s->gpu = -1;
+	s->mig = -1;
 	*out = s;
 	return leave(NVML_ABI_SUCCESS);
 }
@@ -1519,6 +1650,32 @@ FAKE_API nvml_return_t nvmlGpmSampleGet(nvml_device_t dev, nvml_gpm_sample_t s)
 	if (!gpm_supported(&c))
 		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
 	s->gpu = c.gpu;
+	s->mig = -1;
+	s->pos_s = c.pos_s;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlGpmMigSampleGet(nvml_device_t dev, unsigned int gi,
+					   nvml_gpm_sample_t s);
+FAKE_API nvml_return_t nvmlGpmMigSampleGet(nvml_device_t dev, unsigned int gi,
+					   nvml_gpm_sample_t s)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_gpm_mig_sample_get, dev, true, &c);
+	if (r)
+		return r;
+	if (!s || s->magic != GPM_SAMPLE_MAGIC)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	if (!gpm_supported(&c) || !mig_enabled())
+		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
+	int k = -1;
+	for (int i = 0; i < FAKE_MIG_COUNT; i++)
+		if (mig_layout[i].gi == gi)
+			k = i;
+	if (k < 0)
+		return leave(NVML_ABI_ERROR_NOT_FOUND);
+	s->gpu = c.gpu;
+	s->mig = k;
 	s->pos_s = c.pos_s;
 	return leave(NVML_ABI_SUCCESS);
 }
@@ -1530,7 +1687,7 @@ FAKE_API nvml_return_t nvmlGpmMetricsGet(struct nvml_gpm_metrics_get *mg)
 	const struct nvml_gpm_sample_st *s1 = mg ? mg->sample1 : NULL;
 	const struct nvml_gpm_sample_st *s2 = mg ? mg->sample2 : NULL;
 	bool ok = s1 && s2 && s1->magic == GPM_SAMPLE_MAGIC && s2->magic == GPM_SAMPLE_MAGIC &&
-		  s1->gpu >= 0 && s1->gpu == s2->gpu;
+		  s1->gpu >= 0 && s1->gpu == s2->gpu && s1->mig == s2->mig;
 	/* The device is the one both samples were taken on. */
 	nvml_return_t r = enter(NVML_FN_gpm_metrics_get, ok ? &devices[s2->gpu] : NULL, true, &c);
 	if (r)
@@ -1560,6 +1717,8 @@ FAKE_API nvml_return_t nvmlGpmMetricsGet(struct nvml_gpm_metrics_get *mg)
 			continue;
 		}
 		m->value = field_from_base(info->field, row->v[info->field]);
+		if (s2->mig >= 0)
+			m->value *= mig_layout[s2->mig].activity;
 		m->nvml_return = NVML_ABI_SUCCESS;
 	}
 	return leave(NVML_ABI_SUCCESS);
@@ -1745,5 +1904,10 @@ static const struct nvml_lib abi_check __attribute__((unused)) = {
 	.device_register_events = nvmlDeviceRegisterEvents,
 	.event_set_wait = nvmlEventSetWait_v2,
 	.event_set_free = nvmlEventSetFree,
+	.device_get_max_mig_device_count = nvmlDeviceGetMaxMigDeviceCount,
+	.device_get_mig_device_handle_by_index = nvmlDeviceGetMigDeviceHandleByIndex,
+	.device_get_gpu_instance_id = nvmlDeviceGetGpuInstanceId,
+	.device_get_compute_instance_id = nvmlDeviceGetComputeInstanceId,
+	.gpm_mig_sample_get = nvmlGpmMigSampleGet,
 	.error_string = nvmlErrorString,
 };
