@@ -258,8 +258,13 @@ static const struct comm_entry *comm_of(struct collector *c, struct gpu_ctx *g, 
 {
 	for (int i = 0; i < g->ncomm; i++) {
 		if (g->comm_cache[i].pid == pid) {
-			fresh[*nfresh] = g->comm_cache[i];
-			return &fresh[(*nfresh)++];
+			struct comm_entry *e = &fresh[(*nfresh)++];
+			*e = g->comm_cache[i];
+			/* Unreadable before (a race with its start, hidepid):
+			 * asked again, the attribution cache does not keep it. */
+			if (c->cfg.attrib && !e->owner.resolved)
+				attrib_resolve(c->cfg.attrib, pid, &e->owner);
+			return e;
 		}
 	}
 	struct comm_entry *e = &fresh[(*nfresh)++];
