@@ -826,6 +826,19 @@ static void render_events(struct render *r)
 	}
 }
 
+/* A value that is UTF-8 and free of control bytes already (owner.h's
+ * promise for struct proc_owner): only \\ and " need escaping, and most
+ * values have neither, so they are copied whole. */
+static void put_clean_label(struct pw *w, const char *s)
+{
+	size_t n = strlen(s);
+	if (!memchr(s, '\\', n) && !memchr(s, '"', n)) {
+		put(w, s, n);
+		return;
+	}
+	put_label_text(w, s);
+}
+
 /* ,name="value" for each field of o in `mask` that is known. */
 static void owner_labels(struct pw *w, const struct proc_owner *o, unsigned mask)
 {
@@ -838,7 +851,7 @@ static void owner_labels(struct pw *w, const struct proc_owner *o, unsigned mask
 		PUT_LIT(w, ",");
 		put_str(w, owner_field_name((enum owner_field)f));
 		PUT_LIT(w, "=\"");
-		put_label_text(w, v);
+		put_clean_label(w, v);
 		PUT_LIT(w, "\"");
 	}
 }
