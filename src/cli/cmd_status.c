@@ -640,6 +640,37 @@ static void render_processes(const struct out *o, json_t *g, json_t *fl)
 		paint(o, SGR_YELLOW, LABEL_FMT "+%.0f more not shown\n", "", dropped);
 }
 
+/* Who holds the GPU by the kubelet's pod-resources API, and whether that
+ * pod runs anything on it; then its MIG instances. Nothing when neither. */
+static void render_allocations_mig(const struct out *o, json_t *g)
+{
+	char a[CELL], b[CELL], c[CELL], s1[96], s2[96], s3[96];
+	size_t i;
+	json_t *al;
+	json_array_foreach(json_object_get(g, "allocations"), i, al) {
+		json_t *idle = json_object_get(al, "idle");
+		label(o, i ? "" : "allocated");
+		fprintf(o->f, "%s/%s/%s", safe(str_of(al, "namespace"), s1, sizeof s1),
+			safe(str_of(al, "pod"), s2, sizeof s2), safe(str_of(al, "container"), s3, sizeof s3));
+		if (json_is_true(idle))
+			paint(o, SGR_YELLOW, " (idle: none of its processes runs here)");
+		fputc('\n', o->f);
+	}
+	json_t *m;
+	json_array_foreach(json_object_get(g, "mig"), i, m) {
+		double gi = 0, ci = 0, used = 0, total = 0, sm = 0;
+		num_of(m, "gpu_instance", &gi);
+		num_of(m, "compute_instance", &ci);
+		bool h_used = num_of(m, "memory_used_bytes", &used);
+		bool h_total = num_of(m, "memory_total_bytes", &total);
+		bool h_sm = num_of(m, "sm_active_ratio", &sm);
+		label(o, i ? "" : "mig");
+		fprintf(o->f, "GI %-2.0f CI %-2.0f %-9s mem %s/%s  SM %s\n", gi, ci,
+			safe(str_of(m, "profile"), s1, sizeof s1), fmt_bytes(a, h_used, used),
+			fmt_bytes(b, h_total, total), fmt_pct(c, h_sm, sm));
+	}
+}
+
 static void render_gpu(const struct out *o, json_t *g)
 {
 	json_t *fl = json_object_get(g, "fields"); /* NULL: every value prints "-" */
@@ -650,6 +681,7 @@ static void render_gpu(const struct out *o, json_t *g)
 	render_throttle(o, g, fl);
 	render_errors(o, g, fl);
 	render_processes(o, g, fl);
+	render_allocations_mig(o, g);
 }
 
 /* ---- the whole screen ------------------------------------------------------ */

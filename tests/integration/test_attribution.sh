@@ -109,6 +109,8 @@ PYEOF
 S=$("$GPULSE" status --url "$URL" --no-color)
 grep -E '^ *1001 .*ml/trainer-0/main \('"$U1000"'\)$' <<<"$S" >/dev/null || fail "gpulse status, 1001: $S"
 grep -E '^ *1006 .*job 4711 alice' <<<"$S" >/dev/null || fail "gpulse status, 1006: $S"
+grep -E 'allocated +research/notebook-3/jupyter \(idle' <<<"$S" >/dev/null || fail "gpulse status, idle allocation: $S"
+grep -E 'ml/trainer-0/main$' <<<"$S" >/dev/null || fail "gpulse status, busy allocation: $S"
 
 # A reload changes the labels.
 sed -i 's/labels: \[container, pod, namespace, job, user\]/labels: [runtime]/' "$WORK/gpulse.yml"

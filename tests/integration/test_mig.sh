@@ -86,6 +86,11 @@ assert g["mig"][2]["uuid"].startswith("MIG-") and g["mig"][2]["profile"] == "1g.
 assert g["allocations"][0]["device_id"].startswith("MIG-") and g["allocations"][0]["idle"] is True
 PYEOF
 
+S=$("$GPULSE" status --url "$URL" --no-color)
+grep -E 'mig +GI 1 +CI 0 +3g\.71gb +mem ' <<<"$S" >/dev/null || fail "gpulse status, MIG: $S"
+grep -E '^ +GI 5 +CI 0 +1g\.18gb .* SM 0%' <<<"$S" >/dev/null || fail "gpulse status, GI 5: $S"
+grep -E 'allocated +ml/tiny-0/main \(idle' <<<"$S" >/dev/null || fail "gpulse status, MIG allocation: $S"
+
 # Without MIG mode, no MIG series and "mig": null.
 kill -TERM "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true
 GPULSE_FAKE_NVML_MIG=0 start_daemon nomig --nvml-library "$FAKE_NVML"
