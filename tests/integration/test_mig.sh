@@ -6,6 +6,8 @@
 # device plugin's nvidia.com/mig-* resources) lands on the parent GPU.
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}" "${GPULSE_SOURCE_DIR:?}"
+# Debian's python3 (python3-grpcio); the stand-in kubelet runs outside
+# libfaketime, whose shifted wall clock stalls gRPC's core.
 PY=/usr/bin/python3
 
 # A frozen row from inside the bf16 tensor phase, so GPM values are not 0.
@@ -25,7 +27,7 @@ cat >"$WORK/pods.json" <<JSON
 [{"name": "tiny-0", "namespace": "ml", "containers": [
    {"name": "main", "devices": [{"resource_name": "nvidia.com/mig-1g.18gb", "device_ids": ["$MIG5"]}]}]}]
 JSON
-$PY "$GPULSE_SOURCE_DIR/tests/integration/podres_server.py" "$WORK/kubelet.sock" "$WORK/pods.json" \
+env -u LD_PRELOAD $PY "$GPULSE_SOURCE_DIR/tests/integration/podres_server.py" "$WORK/kubelet.sock" "$WORK/pods.json" \
 	"$WORK/podres.ready" 2>"$WORK/podres.log" &
 PIDS+=("$!")
 wait_for '[ -f "$WORK/podres.ready" ]' || fail "the pod-resources stand-in did not start"
