@@ -3,6 +3,7 @@
 #include "attrib.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -34,6 +35,7 @@ struct user_entry {
 
 struct attrib {
 	char proc_root[256];
+	char cgroup_root[256];
 	char socket[256];
 	int64_t refresh_ns, timeout_ns;
 	_Atomic uint16_t labels;
@@ -413,6 +415,113 @@ void attrib_get_stats(struct attrib *a, struct attrib_stats *out)
 	pthread_mutex_unlock(&a->lock);
 }
 
+/* ---- Slurm jobs' GPUs from their cgroup device rules -------------------- */
+
+bool attrib_parse_devices_list(const char *text, size_t len, uint64_t *minors)
+{
+	*minors = 0;
+	size_t i = 0;
+	while (i < len) {
+		size_t end = i;
+		while (end < len && text[end] != '\n')
+			end++;
+		const char *l = text + i;
+		size_t n = end - i;
+		if (n >= 1 && l[0] == 'a')
+			return false;   /* "a *:* rwm": everything, no GPU in particular */
+		if (n > 6 && memcmp(l, "c 195:", 6) == 0) {
+			unsigned v = 0;
+			size_t k = 6, d = 0;
+			while (k < n && isdigit((unsigned char)l[k]) && d < 4)
+				v = v * 10 + (unsigned)(l[k++] - '0'), d++;
+			if (d > 0 && (k == n || l[k] == ' ') && v < 64)
+				*minors |= 1ull << v;
+		}
+		i = end + 1;
+	}
+	return true;
+}
+
+static bool name_is(const char *name, const char *prefix, const char **rest)
+{
+	size_t n = strlen(prefix);
+	if (strncmp(name, prefix, n) != 0 || !name[n])
+		return false;
+	*rest = name + n;
+	return true;
+}
+
+unsigned attrib_scan_slurm(const char *cgroup_root, struct attrib_allocation *out, size_t max,
+			   size_t *n, size_t *dropped)
+{
+	unsigned errors = 0;
+	*n = *dropped = 0;
+	char base[512];
+	snprintf(base, sizeof base, "%s/devices", cgroup_root);
+	DIR *top = opendir(base);
+	if (!top)
+		return 0;   /* no v1 devices hierarchy: nothing to read */
+	struct dirent *t;
+	while ((t = readdir(top))) {
+		/* "slurm", or "slurm_NODE" when several slurmd share a host. */
+		if (strcmp(t->d_name, "slurm") != 0 && strncmp(t->d_name, "slurm_", 6) != 0)
+			continue;
+		char sdir[800];
+		snprintf(sdir, sizeof sdir, "%s/%s", base, t->d_name);
+		DIR *sd = opendir(sdir);
+		if (!sd)
+			continue;
+		struct dirent *u;
+		while ((u = readdir(sd))) {
+			const char *uid;
+			if (!name_is(u->d_name, "uid_", &uid))
+				continue;
+			char udir[1100];
+			snprintf(udir, sizeof udir, "%s/%s", sdir, u->d_name);
+			DIR *ud = opendir(udir);
+			if (!ud)
+				continue;
+			struct dirent *j;
+			while ((j = readdir(ud))) {
+				const char *job;
+				if (!name_is(j->d_name, "job_", &job) || strlen(job) >= OWNER_SHORT_LEN)
+					continue;
+				char file[1400], text[4096];
+				snprintf(file, sizeof file, "%s/%s/devices.list", udir, j->d_name);
+				int fd = open(file, O_RDONLY | O_CLOEXEC);
+				ssize_t got = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+				if (fd >= 0)
+					close(fd);
+				if (got < 0) {
+					errors++;
+					continue;
+				}
+				uint64_t minors;
+				if (!attrib_parse_devices_list(text, (size_t)got, &minors))
+					continue;
+				for (int m = 0; m < 64; m++) {
+					if (!(minors & 1ull << m))
+						continue;
+					if (*n >= max) {
+						(*dropped)++;
+						continue;
+					}
+					struct attrib_allocation *a = &out[(*n)++];
+					memset(a, 0, sizeof *a);
+					owner_copy_label(a->job, sizeof a->job, job, strlen(job));
+					owner_copy_label(a->job_user, sizeof a->job_user, uid, strlen(uid));
+					a->minor = m;
+					snprintf(a->resource, sizeof a->resource, "slurm");
+				}
+			}
+			closedir(ud);
+		}
+		closedir(sd);
+	}
+	closedir(top);
+	return errors;
+}
+
 /* ---- the pod-resources thread ----------------------------------------- */
 
 static int64_t mono_ns(void)
@@ -428,10 +537,50 @@ static void refresh(struct attrib *a, struct attrib_allocation *scratch)
 {
 	size_t n = 0, dropped = 0;
 	char err[160] = "";
-	int rc = podres_list(a->socket, a->timeout_ns, scratch, ATTRIB_ALLOC_MAX, &n, &dropped, err,
-			     sizeof err);
-	if (rc == 0)
-		attrib_set_allocations(a, scratch, n);
+	int rc = 0;
+	if (a->socket[0]) {
+		rc = podres_list(a->socket, a->timeout_ns, scratch, ATTRIB_ALLOC_MAX, &n, &dropped,
+				 err, sizeof err);
+		for (size_t i = 0; i < n; i++)
+			scratch[i].minor = -1;
+	}
+	if (rc != 0) {
+		/* Keep the pods of the last good answer (below); Slurm's are
+		 * read again whatever the kubelet does. */
+		pthread_mutex_lock(&a->lock);
+		n = 0;
+		for (size_t i = 0; i < a->nallocs; i++)
+			if (!a->allocs[i].job[0])
+				scratch[n++] = a->allocs[i];
+		pthread_mutex_unlock(&a->lock);
+	}
+	size_t ns = 0, sdropped = 0;
+	unsigned serr = 0;
+	if (a->cgroup_root[0])
+		serr = attrib_scan_slurm(a->cgroup_root, scratch + n, ATTRIB_ALLOC_MAX - n, &ns,
+					 &sdropped);
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = n; i < n + ns; i++) {
+		/* uid_U -> a name, through the same once-per-UID cache. */
+		char *end;
+		unsigned long uid = strtoul(scratch[i].job_user, &end, 10);
+		if (scratch[i].job_user[0] && !*end && uid <= UINT32_MAX)
+			user_name(a, (uint32_t)uid, scratch[i].job_user, sizeof scratch[i].job_user);
+	}
+	a->st.slurm_scan_errors_total += serr;
+	a->st.podres_allocations_dropped_total += sdropped;
+	uint64_t jobs = 0;
+	for (size_t i = n; i < n + ns; i++) {
+		bool seen = false;
+		for (size_t k = n; k < i && !seen; k++)
+			seen = strcmp(scratch[k].job, scratch[i].job) == 0;
+		jobs += !seen;
+	}
+	a->st.slurm_jobs = jobs;
+	pthread_mutex_unlock(&a->lock);
+	attrib_set_allocations(a, scratch, n + ns);
+	if (!a->socket[0])
+		return;
 	pthread_mutex_lock(&a->lock);
 	bool changed = strcmp(err, a->st.podres_last_error) != 0;
 	if (rc != 0 && changed && rc != GPULSE_ENOENT)
@@ -499,6 +648,8 @@ int attrib_open(struct attrib **out, const struct attrib_config *cfg)
 	}
 	snprintf(a->proc_root, sizeof a->proc_root, "%s",
 		 cfg && cfg->proc_root && cfg->proc_root[0] ? cfg->proc_root : "/proc");
+	if (cfg && cfg->cgroup_root)
+		snprintf(a->cgroup_root, sizeof a->cgroup_root, "%s", cfg->cgroup_root);
 	if (cfg && cfg->pod_resources_socket)
 		snprintf(a->socket, sizeof a->socket, "%s", cfg->pod_resources_socket);
 	a->refresh_ns = cfg && cfg->pod_resources_refresh_ns > 0 ? cfg->pod_resources_refresh_ns
@@ -514,7 +665,8 @@ int attrib_open(struct attrib **out, const struct attrib_config *cfg)
 	pthread_cond_init(&a->wake, &ca);
 	pthread_condattr_destroy(&ca);
 	a->st.podres_configured = a->socket[0] != '\0';
-	if (a->socket[0])
+	a->st.slurm_configured = a->cgroup_root[0] != '\0';
+	if (a->socket[0] || a->cgroup_root[0])
 		a->have_thread = pthread_create(&a->thread, NULL, podres_thread, a) == 0;
 	*out = a;
 	return 0;

@@ -24,14 +24,19 @@
 
 struct attrib_config {
 	const char *proc_root;              /* NULL: "/proc" */
+	const char *cgroup_root;            /* NULL or "": Slurm job devices not read */
 	const char *pod_resources_socket;   /* NULL or "": pod-resources not used */
 	int64_t pod_resources_refresh_ns;   /* 0: 10 s */
 	int64_t pod_resources_timeout_ns;   /* one List call; 0: 2 s */
 	uint16_t labels;                    /* OWNER_* bits shown as labels (attribution.labels) */
 };
 
-/* One device a pod's container holds, as the pod-resources API lists it. */
+/* One device a pod's container holds, as the pod-resources API lists it,
+ * or a GPU a Slurm job's cgroup allows (job set, pod empty, minor >= 0). */
 struct attrib_allocation {
+	char job[OWNER_SHORT_LEN];          /* Slurm: the job ID */
+	char job_user[OWNER_SHORT_LEN];     /* Slurm: its owner, from uid_U */
+	int minor;                          /* Slurm: N of /dev/nvidiaN; -1 for pods */
 	char pod[OWNER_NAME_LEN];
 	char namespace_[OWNER_NAME_LEN];
 	char container[OWNER_NAME_LEN];
@@ -54,6 +59,9 @@ struct attrib_stats {
 	uint64_t podres_allocations_dropped_total; /* beyond ATTRIB_ALLOC_MAX */
 	size_t podres_allocations;
 	char podres_last_error[160];        /* "" when the last call worked */
+	bool slurm_configured;              /* cgroup_root set */
+	uint64_t slurm_jobs;                /* Slurm jobs with GPU device rules, last scan */
+	uint64_t slurm_scan_errors_total;   /* devices.list files that could not be read */
 };
 
 struct attrib;
@@ -89,6 +97,19 @@ void attrib_set_allocations(struct attrib *a, const struct attrib_allocation *in
 
 /* Copy up to `max` current allocations into out; returns how many. */
 size_t attrib_allocations(struct attrib *a, struct attrib_allocation *out, size_t max);
+
+/* From a cgroup v1 devices.list (`len` bytes), the GPUs it allows: bit N
+ * of *minors for each "c 195:N" rule with N < 64 (/dev/nvidiaN; 254 and
+ * 255 are nvidia-modeset and nvidiactl, not GPUs). False when the list
+ * allows every device ("a *:*"), which names no GPU in particular. */
+bool attrib_parse_devices_list(const char *text, size_t len, uint64_t *minors);
+
+/* Every Slurm job under cgroup_root's v1 devices hierarchy
+ * (devices/slurm/uid_U/job_J/devices.list) that is allowed some GPU:
+ * one allocation per (job, GPU) into out[0..max); *n of them. Jobs past
+ * max are counted in *dropped. Returns how many files could not be read. */
+unsigned attrib_scan_slurm(const char *cgroup_root, struct attrib_allocation *out, size_t max,
+			   size_t *n, size_t *dropped);
 
 /* True when a pod-resources device ID names the device with this UUID:
  * equal, or the UUID followed by "::" and a replica number (the NVIDIA

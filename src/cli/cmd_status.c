@@ -650,8 +650,14 @@ static void render_allocations_mig(const struct out *o, json_t *g)
 	json_array_foreach(json_object_get(g, "allocations"), i, al) {
 		json_t *idle = json_object_get(al, "idle");
 		label(o, i ? "" : "allocated");
-		fprintf(o->f, "%s/%s/%s", safe(str_of(al, "namespace"), s1, sizeof s1),
-			safe(str_of(al, "pod"), s2, sizeof s2), safe(str_of(al, "container"), s3, sizeof s3));
+		const char *job = str_of(al, "job");
+		if (job && job[0])
+			fprintf(o->f, "Slurm job %s (%s)", safe(job, s1, sizeof s1),
+				safe(str_of(al, "job_user"), s2, sizeof s2));
+		else
+			fprintf(o->f, "%s/%s/%s", safe(str_of(al, "namespace"), s1, sizeof s1),
+				safe(str_of(al, "pod"), s2, sizeof s2),
+				safe(str_of(al, "container"), s3, sizeof s3));
 		if (json_is_true(idle))
 			paint(o, SGR_YELLOW, " (idle: none of its processes runs here)");
 		fputc('\n', o->f);

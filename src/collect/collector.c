@@ -994,6 +994,7 @@ void collector_read_identity(struct nvml_lib *nv, nvml_device_t dev, int index,
 	memset(id, 0, sizeof *id);
 	id->index = index;
 	id->mig_mode = -1;
+	id->minor_number = -1;
 	snprintf(id->source, sizeof id->source, "nvml");
 	if (nv->device_get_uuid)
 		NVML_CALL(nv, device_get_uuid, dev, id->uuid, sizeof id->uuid);
@@ -1008,6 +1009,10 @@ void collector_read_identity(struct nvml_lib *nv, nvml_device_t dev, int index,
 		if (NVML_CALL(nv, device_get_pci_info, dev, &pci) == NVML_ABI_SUCCESS)
 			snprintf(id->pci_bus_id, sizeof id->pci_bus_id, "%s", pci.bus_id);
 	}
+	unsigned minor;
+	if (nv->device_get_minor_number &&
+	    NVML_CALL(nv, device_get_minor_number, dev, &minor) == NVML_ABI_SUCCESS && minor < 256)
+		id->minor_number = (int)minor;
 	if (nv->system_get_driver_version)
 		NVML_CALL(nv, system_get_driver_version, id->driver_version, sizeof id->driver_version);
 	if (nv->system_get_nvml_version)

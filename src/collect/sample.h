@@ -31,6 +31,7 @@ struct gpu_identity {
 	char architecture[16];     /* "hopper" */
 	int cc_major, cc_minor;    /* CUDA compute capability */
 	int mig_mode;              /* 1 enabled, 0 disabled, -1 unknown */
+	int minor_number;          /* N of /dev/nvidiaN (cgroup device rules), -1 unknown */
 	double max_sm_clock_hz;
 	double max_mem_clock_hz;
 	unsigned pcie_max_gen;

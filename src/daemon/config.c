@@ -257,6 +257,7 @@ static const struct key_spec attribution_keys[] = {
 	 .size = SZ(attribution.labels), .elem = SZ(attribution.labels[0]),
 	 .check = ITEM_OWNER_FIELD, .reload = RELOAD_LIVE},
 	LEAF("proc_root", STRING, attribution.proc_root),
+	LEAF("cgroup_root", STRING, attribution.cgroup_root),
 	LEAF("pod_resources_socket", STRING, attribution.pod_resources_socket),
 	RANGED("pod_resources_refresh", DURATION, attribution.pod_resources_refresh_ns, 1 * SEC,
 	       3600 * SEC),
@@ -334,6 +335,7 @@ void config_defaults(struct gpulse_config *c)
 			str_copy(c->attribution.labels[n++], sizeof c->attribution.labels[0],
 				 owner_field_name((enum owner_field)f));
 	str_copy(c->attribution.proc_root, sizeof c->attribution.proc_root, "/proc");
+	str_copy(c->attribution.cgroup_root, sizeof c->attribution.cgroup_root, "/sys/fs/cgroup");
 	str_copy(c->attribution.pod_resources_socket, sizeof c->attribution.pod_resources_socket,
 		 "/var/lib/kubelet/pod-resources/kubelet.sock");
 	c->attribution.pod_resources_refresh_ns = 10 * NS_PER_SEC;
@@ -1837,6 +1839,7 @@ void config_to_attrib(const struct gpulse_config *c, struct attrib_config *out)
 {
 	memset(out, 0, sizeof *out);
 	out->proc_root = c->attribution.proc_root;
+	out->cgroup_root = c->attribution.cgroup_root;
 	out->pod_resources_socket = c->attribution.pod_resources_socket;
 	out->pod_resources_refresh_ns = c->attribution.pod_resources_refresh_ns;
 	out->pod_resources_timeout_ns = c->attribution.pod_resources_timeout_ns;

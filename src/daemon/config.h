@@ -170,6 +170,7 @@ struct gpulse_config {
 	struct {
 		char labels[OWNER_FIELD_COUNT][24];     /* owner fields shown as labels */
 		char proc_root[CONFIG_PATH_LEN];        /* "/proc" */
+		char cgroup_root[CONFIG_PATH_LEN];      /* "/sys/fs/cgroup"; "": not read */
 		char pod_resources_socket[CONFIG_PATH_LEN]; /* "": not used */
 		int64_t pod_resources_refresh_ns;
 		int64_t pod_resources_timeout_ns;

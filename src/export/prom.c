@@ -860,6 +860,8 @@ static void owner_labels(struct pw *w, const struct proc_owner *o, unsigned mask
  * instances (nvidia.com/mig-* resources list MIG UUIDs). */
 static bool alloc_on_gpu(const struct attrib_allocation *al, const struct gpu_snapshot *s)
 {
+	if (al->job[0])   /* a Slurm job's cgroup rule: /dev/nvidiaN */
+		return al->minor >= 0 && s->id.minor_number == al->minor;
 	if (attrib_device_matches(al->device_id, s->id.uuid))
 		return true;
 	for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++)
@@ -873,6 +875,11 @@ static bool alloc_on_gpu(const struct attrib_allocation *al, const struct gpu_sn
  * makes the answer "not idle" too: idle is claimed only when sure. */
 static bool pod_runs_on(const struct gpu_snapshot *s, const struct attrib_allocation *al)
 {
+	for (int k = 0; al->job[0] && k < s->nprocs && k < GPU_PROC_MAX; k++)
+		if (strcmp(s->procs[k].owner.job, al->job) == 0)
+			return true;
+	if (al->job[0])
+		return false;
 	for (int k = 0; k < s->nprocs && k < GPU_PROC_MAX; k++) {
 		const struct proc_owner *o = &s->procs[k].owner;
 		if (!o->pod_uid[0])
@@ -883,6 +890,26 @@ static bool pod_runs_on(const struct gpu_snapshot *s, const struct attrib_alloca
 			return true;
 	}
 	return false;
+}
+
+/* ,pod=..,namespace=..,container=.. or, for a Slurm job, ,job=..,job_user=.. */
+static void alloc_labels(struct pw *w, const struct attrib_allocation *al)
+{
+	if (al->job[0]) {
+		PUT_LIT(w, ",job=\"");
+		put_label_text(w, al->job);
+		PUT_LIT(w, "\",job_user=\"");
+		put_label_text(w, al->job_user);
+		PUT_LIT(w, "\"");
+		return;
+	}
+	PUT_LIT(w, ",pod=\"");
+	put_label_text(w, al->pod);
+	PUT_LIT(w, "\",namespace=\"");
+	put_label_text(w, al->namespace_);
+	PUT_LIT(w, "\",container=\"");
+	put_label_text(w, al->container);
+	PUT_LIT(w, "\"");
 }
 
 /* gpulse_process_info (every known field of every process) and the
@@ -915,7 +942,7 @@ static void render_attribution(struct render *r, const struct self_stats *self)
 	attrib_get_stats(self->attrib, &st);
 	struct attrib_allocation *al = NULL;
 	size_t nal = 0;
-	if (st.podres_allocations > 0) {
+	if (st.podres_allocations > 0) {   /* pods' and Slurm jobs' */
 		al = malloc(st.podres_allocations * sizeof *al);
 		if (al)
 			nal = attrib_allocations(self->attrib, al, st.podres_allocations);
@@ -927,17 +954,15 @@ static void render_attribution(struct render *r, const struct self_stats *self)
 			if (!alloc_on_gpu(&al[k], &r->snap[i]))
 				continue;
 			gpu_sample(r, i);
-			PUT_LIT(w, ",pod=\"");
-			put_label_text(w, al[k].pod);
-			PUT_LIT(w, "\",namespace=\"");
-			put_label_text(w, al[k].namespace_);
-			PUT_LIT(w, "\",container=\"");
-			put_label_text(w, al[k].container);
-			PUT_LIT(w, "\",resource=\"");
+			alloc_labels(w, &al[k]);
+			PUT_LIT(w, ",resource=\"");
 			put_label_text(w, al[k].resource);
-			PUT_LIT(w, "\",device_id=\"");
-			put_label_text(w, al[k].device_id);
 			PUT_LIT(w, "\"");
+			if (al[k].device_id[0]) {
+				PUT_LIT(w, ",device_id=\"");
+				put_label_text(w, al[k].device_id);
+				PUT_LIT(w, "\"");
+			}
 			end_u64(w, 1);
 		}
 	}
@@ -952,20 +977,14 @@ static void render_attribution(struct render *r, const struct self_stats *self)
 			 * time-sliced GPU held by the same container count once. */
 			bool seen = false;
 			for (size_t j = 0; j < k && !seen; j++)
-				seen = alloc_on_gpu(&al[j], s) &&
+				seen = alloc_on_gpu(&al[j], s) && strcmp(al[j].job, al[k].job) == 0 &&
 				       strcmp(al[j].pod, al[k].pod) == 0 &&
 				       strcmp(al[j].namespace_, al[k].namespace_) == 0 &&
 				       strcmp(al[j].container, al[k].container) == 0;
 			if (seen)
 				continue;
 			gpu_sample(r, i);
-			PUT_LIT(w, ",pod=\"");
-			put_label_text(w, al[k].pod);
-			PUT_LIT(w, "\",namespace=\"");
-			put_label_text(w, al[k].namespace_);
-			PUT_LIT(w, "\",container=\"");
-			put_label_text(w, al[k].container);
-			PUT_LIT(w, "\"");
+			alloc_labels(w, &al[k]);
 			end_u64(w, !pod_runs_on(s, &al[k]));
 		}
 	}
@@ -999,6 +1018,14 @@ static void render_attribution(struct render *r, const struct self_stats *self)
 	PUT_LIT(w, "{what=\"environ\"} ");
 	put_u64(w, st.environ_truncated_total);
 	PUT_LIT(w, "\n");
+	if (st.slurm_configured) {
+		family(w, "gpulse_slurm_jobs_with_gpus", T_GAUGE,
+		       "Slurm jobs whose cgroup device rules allow some GPU (cgroup v1), at the last scan.");
+		plain_u64(w, st.slurm_jobs);
+		family(w, "gpulse_slurm_scan_errors_total", T_COUNTER,
+		       "Slurm job devices.list files that could not be read.");
+		plain_u64(w, st.slurm_scan_errors_total);
+	}
 	if (!st.podres_configured)
 		return;
 	family(w, "gpulse_pod_resources_up", T_GAUGE,

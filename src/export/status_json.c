@@ -366,6 +366,8 @@ static void render_gpu(struct jw *w, const struct gpu_snapshot *s,
  * instances (nvidia.com/mig-* resources list MIG UUIDs). */
 static bool alloc_on_gpu(const struct attrib_allocation *al, const struct gpu_snapshot *s)
 {
+	if (al->job[0])   /* a Slurm job's cgroup rule: /dev/nvidiaN */
+		return al->minor >= 0 && s->id.minor_number == al->minor;
 	if (attrib_device_matches(al->device_id, s->id.uuid))
 		return true;
 	for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++)
@@ -388,12 +390,16 @@ static void render_allocations(struct jw *w, const struct gpu_snapshot *s,
 		bool busy = false;
 		for (int p = 0; p < s->nprocs && p < GPU_PROC_MAX; p++) {
 			const struct proc_owner *o = &s->procs[p].owner;
-			if (o->pod_uid[0] && (!o->pod[0] || (strcmp(o->pod, al[k].pod) == 0 &&
-							     strcmp(o->namespace_, al[k].namespace_) == 0)))
+			if (al[k].job[0])
+				busy |= strcmp(o->job, al[k].job) == 0;
+			else if (o->pod_uid[0] && (!o->pod[0] || (strcmp(o->pod, al[k].pod) == 0 &&
+								  strcmp(o->namespace_, al[k].namespace_) == 0)))
 				busy = true;
 		}
 		lit(w, first ? "{" : ",{");
 		first = false;
+		key_str(w, "job", al[k].job);
+		key_str(w, "job_user", al[k].job_user);
 		key_str(w, "pod", al[k].pod);
 		key_str(w, "namespace", al[k].namespace_);
 		key_str(w, "container", al[k].container);

@@ -112,7 +112,9 @@
 	X(OPT, device_get_compute_instance_id, "nvmlDeviceGetComputeInstanceId", NULL,        \
 	  (nvml_device_t, unsigned int *))                                                    \
 	X(OPT, gpm_mig_sample_get, "nvmlGpmMigSampleGet", NULL,                               \
-	  (nvml_device_t, unsigned int, nvml_gpm_sample_t))
+	  (nvml_device_t, unsigned int, nvml_gpm_sample_t))                                   \
+	X(OPT, device_get_minor_number, "nvmlDeviceGetMinorNumber", NULL,                     \
+	  (nvml_device_t, unsigned int *))
 
 enum nvml_fn {
 #define NVML_FN_ENUM(kind, member, sym, alt, params) NVML_FN_##member,

@@ -973,6 +973,20 @@ FAKE_API nvml_return_t nvmlDeviceGetSerial(nvml_device_t dev, char *buf, unsigne
 	return leave(put_string(buf, len, s));
 }
 
+/* /dev/nvidiaN: N is the GPU's index, as on a host without holes. */
+FAKE_API nvml_return_t nvmlDeviceGetMinorNumber(nvml_device_t dev, unsigned int *minor);
+FAKE_API nvml_return_t nvmlDeviceGetMinorNumber(nvml_device_t dev, unsigned int *minor)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_minor_number, dev, true, &c);
+	if (r)
+		return r;
+	if (!minor)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*minor = (unsigned)c.gpu;
+	return leave(NVML_ABI_SUCCESS);
+}
+
 FAKE_API nvml_return_t nvmlDeviceGetPciInfo_v3(nvml_device_t dev, struct nvml_pci_info *pci);
 FAKE_API nvml_return_t nvmlDeviceGetPciInfo_v3(nvml_device_t dev, struct nvml_pci_info *pci)
 {
@@ -1909,5 +1923,6 @@ static const struct nvml_lib abi_check __attribute__((unused)) = {
 	.device_get_gpu_instance_id = nvmlDeviceGetGpuInstanceId,
 	.device_get_compute_instance_id = nvmlDeviceGetComputeInstanceId,
 	.gpm_mig_sample_get = nvmlGpmMigSampleGet,
+	.device_get_minor_number = nvmlDeviceGetMinorNumber,
 	.error_string = nvmlErrorString,
 };

@@ -43,6 +43,7 @@ cat >"$WORK/gpulse.yml" <<YML
 attribution:
   labels: [container, pod, namespace, job, user]
   proc_root: "$PROC"
+  cgroup_root: "$GPULSE_SOURCE_DIR/tests/data/attrib/cgroup"
   pod_resources_socket: "$SOCK"
   pod_resources_refresh: 1s
   pod_resources_timeout: 2s
@@ -88,6 +89,17 @@ grep -q "^gpulse_gpu_allocation_info{gpu=\"1\",uuid=\"$G1\",[^}]*pod=\"notebook-
 [ "$(grep -c '^gpulse_gpu_allocation_info{gpu="0",[^}]*pod="web-a"' <<<"$M")" = 2 ] || fail "web-a's replicas"
 [ "$(grep -c '^gpulse_gpu_allocated_idle{gpu="0",[^}]*pod="web-a"' <<<"$M")" = 1 ] || fail "web-a idle once"
 [ "$(metric gpulse_pod_resources_up)" = 1 ] || fail "pod-resources not up"
+# Slurm (cgroup v1 device rules of tests/data/attrib/cgroup): job 4242 holds
+# GPU 0, where its process 1007 runs; job 5000 holds GPU 1 and runs nothing.
+U1001=$($PY -c 'import pwd
+try: print(pwd.getpwuid(1001).pw_name)
+except KeyError: print(1001)')
+grep -q "^gpulse_gpu_allocation_info{gpu=\"1\",[^}]*job=\"5000\",job_user=\"$U1001\",resource=\"slurm\"} 1$" <<<"$M" ||
+	fail "Slurm allocation: $(grep allocation_info <<<"$M")"
+[ "$(metric gpulse_gpu_allocated_idle gpu=\"1\" job=\"5000\")" = 1 ] || fail "job 5000 runs nothing on GPU 1"
+[ "$(metric gpulse_gpu_allocated_idle gpu=\"0\" job=\"4242\")" = 0 ] || fail "job 4242 runs on GPU 0"
+grep -q 'job="6000"' <<<"$M" && fail "job 6000 may use every device: no GPU in particular"
+[ "$(metric gpulse_slurm_jobs_with_gpus)" = 2 ] || fail "Slurm jobs with GPUs"
 [ "$(metric gpulse_attribution_processes_resolved_total)" -ge 7 ] || fail "resolved count"
 
 # The exposition stays valid.
@@ -106,7 +118,10 @@ p = {x["pid"]: x for x in g0["processes"]}
 assert p[1001]["owner"]["pod"] == "trainer-0" and p[1001]["owner"]["summary"] == "ml/trainer-0/main"
 assert p[1006]["owner"]["job"] == "4711"
 assert p[1004]["owner"]["runtime"] == "docker"
-assert [a["pod"] for a in g1["allocations"]] == ["notebook-3"] and g1["allocations"][0]["idle"] is True
+pods1 = [a for a in g1["allocations"] if a["pod"]]
+assert [a["pod"] for a in pods1] == ["notebook-3"] and pods1[0]["idle"] is True
+assert [(a["job"], a["idle"]) for a in g1["allocations"] if a["job"]] == [("5000", True)]
+assert [(a["job"], a["idle"]) for a in g0["allocations"] if a["job"]] == [("4242", False)]
 assert any(a["pod"] == "trainer-0" and a["idle"] is False for a in g0["allocations"])
 PYEOF
 S=$("$GPULSE" status --url "$URL" --no-color)
@@ -114,6 +129,7 @@ grep -E '^ *1001 .*ml/trainer-0/main \('"$U1000"'\)$' <<<"$S" >/dev/null || fail
 grep -E '^ *1006 .*job 4711 alice' <<<"$S" >/dev/null || fail "gpulse status, 1006: $S"
 grep -E 'allocated +research/notebook-3/jupyter \(idle' <<<"$S" >/dev/null || fail "gpulse status, idle allocation: $S"
 grep -E 'ml/trainer-0/main$' <<<"$S" >/dev/null || fail "gpulse status, busy allocation: $S"
+grep -E 'Slurm job 5000 \('"$U1001"'\) \(idle' <<<"$S" >/dev/null || fail "gpulse status, Slurm: $S"
 
 # A reload changes the labels.
 sed -i 's/labels: \[container, pod, namespace, job, user\]/labels: [runtime]/' "$WORK/gpulse.yml"

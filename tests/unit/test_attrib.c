@@ -577,6 +577,63 @@ static void test_podres_absent_socket(void **state)
 	rmdir(dir);
 }
 
+static void test_slurm_devices(void **state)
+{
+	(void)state;
+	uint64_t m;
+	const char *t = "c 195:255 rwm\nc 195:254 rwm\nc 195:3 rwm\nc 195:12 rw\nc 1:3 rwm\nc 195:x rwm\n";
+	assert_true(attrib_parse_devices_list(t, strlen(t), &m));
+	assert_true(m == (1ull << 3 | 1ull << 12));
+	t = "a *:* rwm\n";
+	assert_false(attrib_parse_devices_list(t, strlen(t), &m));
+	assert_true(attrib_parse_devices_list("", 0, &m));
+	assert_true(m == 0);
+
+	/* The fixture's v1 devices hierarchy: jobs 4242 and 5000 hold GPUs
+	 * 0 and 1; job 6000 may use everything and so names none. */
+	char root[PATH_MAX];
+	snprintf(root, sizeof root, "%s/../cgroup", fixture_root());
+	struct attrib_allocation out[8];
+	size_t n, dropped;
+	assert_int_equal(attrib_scan_slurm(root, out, 8, &n, &dropped), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(dropped, 0);
+	int j4242 = strcmp(out[0].job, "4242") == 0 ? 0 : 1;
+	assert_string_equal(out[j4242].job, "4242");
+	assert_int_equal(out[j4242].minor, 0);
+	assert_string_equal(out[j4242].job_user, "1000");   /* a name only in attrib's refresh */
+	assert_string_equal(out[1 - j4242].job, "5000");
+	assert_int_equal(out[1 - j4242].minor, 1);
+	assert_string_equal(out[j4242].pod, "");
+	/* Bounded. */
+	assert_int_equal(attrib_scan_slurm(root, out, 1, &n, &dropped), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(dropped, 1);
+	/* No v1 devices hierarchy (a cgroup v2 host): nothing, no error. */
+	assert_int_equal(attrib_scan_slurm("/nonexistent", out, 8, &n, &dropped), 0);
+	assert_int_equal(n, 0);
+
+	/* Through attrib's own thread: the table fills, user names resolved. */
+	struct attrib *a;
+	struct attrib_config cfg = {.cgroup_root = root, .pod_resources_refresh_ns = 1000000000};
+	assert_int_equal(attrib_open(&a, &cfg), 0);
+	struct attrib_stats st;
+	for (int i = 0; i < 200; i++) {
+		attrib_get_stats(a, &st);
+		if (st.slurm_jobs > 0)
+			break;
+		usleep(10000);
+	}
+	assert_true(st.slurm_configured);
+	assert_int_equal(st.slurm_jobs, 2);
+	assert_false(st.podres_configured);
+	assert_int_equal(attrib_allocations(a, out, 8), 2);
+	char u1000[64];
+	name_of(1000, u1000, sizeof u1000);
+	assert_string_equal(out[strcmp(out[0].job, "4242") == 0 ? 0 : 1].job_user, u1000);
+	attrib_close(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -588,6 +645,7 @@ int main(void)
 		cmocka_unit_test(test_name_pod),
 		cmocka_unit_test(test_podres_decode),
 		cmocka_unit_test(test_podres_absent_socket),
+		cmocka_unit_test(test_slurm_devices),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
