@@ -1,8 +1,10 @@
-/* libFuzzer target for the cgroup parsers (src/attrib/cgroup.c): any
- * process can shape its cgroup path (a container runtime or Slurm plugin
- * names it; a user with delegation creates sub-cgroups), so any bytes.
- * The input is read whole as /proc/PID/cgroup text; the path picked, and
- * the input itself as a path, are parsed. Whatever comes out must be
+/* libFuzzer target for the parsers of what attribution reads about a
+ * process (src/attrib/cgroup.c, attrib.c): any process can shape its
+ * cgroup path (a container runtime or Slurm plugin names it; a user with
+ * delegation creates sub-cgroups) and its environment, so any bytes. The
+ * input is read whole as /proc/PID/cgroup text (the path picked, and the
+ * input itself as a path, are parsed), as /proc/PID/status, as an environ
+ * block, and as a Slurm job's devices.list. Whatever comes out must be
  * NUL-terminated within its field and UTF-8; nothing may read out of
  * bounds. */
 #include <stddef.h>
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attrib.h"
 #include "cgroup.h"
 #include "utf8.h"
 
@@ -51,5 +54,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (utf8_clean(again, sizeof again, label) != strlen(label) || strcmp(again, label) != 0)
 		abort();
 	free(s);
+	uint32_t uid;
+	attrib_parse_status_uid((const char *)data, size, &uid);
+	char v[OWNER_SHORT_LEN];
+	if (attrib_environ_get((const char *)data, size, "SLURM_JOB_ID", v, sizeof v) &&
+	    strnlen(v, sizeof v) == sizeof v)
+		abort();
+	uint64_t minors;
+	if (attrib_parse_devices_list((const char *)data, size, &minors) && (minors >> 63) > 1)
+		abort();
 	return 0;
 }
