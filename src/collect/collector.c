@@ -103,6 +103,11 @@ struct gpu_ctx {
 	bool mig_primed[GPU_MIG_MAX];
 	unsigned mig_gi[GPU_MIG_MAX];
 	bool mig_gpm_off;              /* no per-instance GPM: not asked again */
+	/* The MIG instances of the last read, for naming the pods of
+	 * processes by the instance they run in. */
+	int nmig_seen;
+	unsigned mig_seen_gi[GPU_MIG_MAX];
+	char mig_seen_uuid[GPU_MIG_MAX][96];
 	struct complaint complaint;
 };
 
@@ -331,9 +336,17 @@ static void read_processes(struct collector *c, struct gpu_ctx *g, struct gpu_up
 		p->uid_valid = ce->uid_valid;
 		p->uid = ce->uid;
 		p->owner = ce->owner;
+		const char *mig_uuid = NULL;
+		if (info[i].gpu_instance_id != 0xFFFFFFFFU && g->id.mig_mode == 1) {
+			p->in_mig = true;
+			p->gpu_instance = info[i].gpu_instance_id;
+			for (int k = 0; k < g->nmig_seen; k++)
+				if (g->mig_seen_gi[k] == info[i].gpu_instance_id)
+					mig_uuid = g->mig_seen_uuid[k];
+		}
 		/* Pod names change only with the pod-resources table: joined on
-		 * every read, from memory. */
-		attrib_name_pod(c->cfg.attrib, g->id.uuid, NULL, &p->owner);
+		 * every read, from memory; on a MIG GPU, by the instance too. */
+		attrib_name_pod(c->cfg.attrib, g->id.uuid, mig_uuid, &p->owner);
 		if (info[i].used_gpu_memory != NVML_ABI_VALUE_NOT_AVAILABLE_ULL) {
 			p->used_bytes = info[i].used_gpu_memory;
 			p->mem_valid = true;
@@ -535,6 +548,7 @@ static void read_mig(struct collector *c, struct gpu_ctx *g, struct gpu_update *
 		max = GPU_MIG_MAX;
 	u->has_mig = true;
 	u->nmig = 0;
+	g->nmig_seen = 0;
 	for (unsigned i = 0; i < max; i++) {
 		nvml_device_t md;
 		r = NVML_CALL(nv, device_get_mig_device_handle_by_index, g->dev, i, &md);
@@ -572,7 +586,10 @@ static void read_mig(struct collector *c, struct gpu_ctx *g, struct gpu_update *
 			}
 		}
 		read_mig_gpm(c, g, k, m->gpu_instance, m, now);
+		g->mig_seen_gi[k] = m->gpu_instance;
+		snprintf(g->mig_seen_uuid[k], sizeof g->mig_seen_uuid[k], "%s", m->uuid);
 		u->nmig++;
+		g->nmig_seen = u->nmig;
 		if (atomic_load(&g->lost))
 			return;
 	}

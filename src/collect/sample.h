@@ -52,6 +52,8 @@ struct gpu_process {
 	uint64_t used_bytes;
 	double sm_ratio;           /* per-process SM utilization, 0-1 */
 	double mem_ratio;          /* per-process memory-controller utilization, 0-1 */
+	bool in_mig;               /* runs in a MIG instance: */
+	unsigned gpu_instance;     /* its GI id */
 	struct proc_owner owner;   /* cgroup, container, pod, job, user (src/attrib) */
 };
 

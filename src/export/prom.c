@@ -1151,6 +1151,11 @@ static void render_processes(struct render *r)
 				comm[GPU_COMM_LEN] = '\0';
 				put_label_text(w, comm);
 				PUT_LIT(w, "\"");
+				if (p->in_mig) {   /* the MIG instance it runs in */
+					PUT_LIT(w, ",gpu_instance=\"");
+					put_u64(w, (uint64_t)p->gpu_instance);
+					PUT_LIT(w, "\"");
+				}
 				owner_labels(w, &p->owner, p->owner.labels);
 				if (m == P_MEM)
 					end_u64(w, p->used_bytes);

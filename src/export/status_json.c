@@ -285,6 +285,12 @@ static void render_gpu(struct jw *w, const struct gpu_snapshot *s,
 		key(w, "mem_ratio");
 		num(w, p->util_valid ? p->mem_ratio : NAN);
 		lit(w, ",");
+		key(w, "gpu_instance");   /* its MIG instance, null outside MIG mode */
+		if (p->in_mig)
+			u64(w, (uint64_t)p->gpu_instance);
+		else
+			lit(w, "null");
+		lit(w, ",");
 		/* Who the process belongs to (src/attrib): every field, "" where
 		 * unknown, and the one-line summary status and top show. */
 		key(w, "owner");

@@ -10,11 +10,12 @@
  *       GPU starts k*37 rows later, so that the copies differ
  *   GPULSE_FAKE_NVML_SPEED=X    recorded seconds per real second (default
  *       1; 0 freezes every GPU at its first row, for exact tests)
- *   GPULSE_FAKE_NVML_PROCESSES="PID:MIB:SM[:GPU][,PID:MIB:SM[:GPU]...]"
+ *   GPULSE_FAKE_NVML_PROCESSES="PID:MIB:SM[:GPU[:GI]][,...]"
  *       every GPU (or only GPU index GPU) serves these processes (pid,
  *       used memory in MiB, SM utilization in percent) instead of the
  *       row's proc_count made-up ones, so a test can list processes it
- *       owns with distinct values
+ *       owns with distinct values; under GPULSE_FAKE_NVML_MIG=1 a process
+ *       with GI runs in that MIG GPU instance (compute instance 0)
  *   GPULSE_FAKE_NVML_FAULTS="spec;spec;..."  with specs
  *       hang:FUNC[:gpu=N][:after=S][:for=S]  every matching call made after
  *           S seconds sleeps `for` seconds (forever without it) first
@@ -203,6 +204,7 @@ static struct {
 		unsigned long long used_bytes;
 		unsigned sm_pct;
 		int gpu;                 /* -1: on every GPU */
+		int gi;                  /* MIG GPU instance, -1 none */
 	} procs[FAKE_PROC_MAX];
 	int nprocs;                  /* -1: the rows' proc_count decides */
 } st = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -370,7 +372,7 @@ static bool parse_uint(const char *s, unsigned long max, unsigned long *out)
 	return true;
 }
 
-/* GPULSE_FAKE_NVML_PROCESSES: "PID:MIB:SM[:GPU]" entries, comma-separated. */
+/* GPULSE_FAKE_NVML_PROCESSES: "PID:MIB:SM[:GPU[:GI]]" entries, comma-separated. */
 static int parse_procs(const char *spec, char *err, size_t errlen)
 {
 	char copy[4096];
@@ -383,20 +385,21 @@ static int parse_procs(const char *spec, char *err, size_t errlen)
 	st.nprocs = 0;
 	char *save = NULL;
 	for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
-		char *f[4] = {e, NULL, NULL, NULL};
-		for (int k = 1; k < 4 && f[k - 1]; k++) {
+		char *f[5] = {e, NULL, NULL, NULL, NULL};
+		for (int k = 1; k < 5 && f[k - 1]; k++) {
 			char *colon = strchr(f[k - 1], ':');
 			if (colon) {
 				*colon = '\0';
 				f[k] = colon + 1;
 			}
 		}
-		unsigned long pid, mib, sm, gpu = 0;
+		unsigned long pid, mib, sm, gpu = 0, gi = 0;
 		if (!f[1] || !f[2] || !parse_uint(f[0], 0xffffffffUL, &pid) || pid == 0 ||
 		    !parse_uint(f[1], 1UL << 30, &mib) || !parse_uint(f[2], 100, &sm) ||
-		    (f[3] && !parse_uint(f[3], GPU_MAX - 1, &gpu))) {
+		    (f[3] && !parse_uint(f[3], GPU_MAX - 1, &gpu)) ||
+		    (f[4] && !parse_uint(f[4], 14, &gi))) {
 			snprintf(err, errlen, "GPULSE_FAKE_NVML_PROCESSES: bad entry \"%.64s\" "
-				 "(want PID:MIB:SM[:GPU], SM a percentage, GPU an index)", e);
+				 "(want PID:MIB:SM[:GPU[:GI]], SM a percentage, GPU an index, GI 0-14)", e);
 			return -1;
 		}
 		if (st.nprocs >= FAKE_PROC_MAX) {
@@ -406,7 +409,7 @@ static int parse_procs(const char *spec, char *err, size_t errlen)
 		}
 		st.procs[st.nprocs++] = (struct fake_proc){
 			.pid = (unsigned)pid, .used_bytes = (unsigned long long)mib << 20,
-			.sm_pct = (unsigned)sm, .gpu = f[3] ? (int)gpu : -1};
+			.sm_pct = (unsigned)sm, .gpu = f[3] ? (int)gpu : -1, .gi = f[4] ? (int)gi : -1};
 	}
 	return 0;
 }
@@ -1436,6 +1439,12 @@ FAKE_API nvml_return_t nvmlDeviceGetComputeRunningProcesses_v3(nvml_device_t dev
 				.pid = st.procs[mine[i]].pid,
 				.used_gpu_memory = st.procs[mine[i]].used_bytes,
 				.gpu_instance_id = 0xFFFFFFFFU, .compute_instance_id = 0xFFFFFFFFU};
+		for (unsigned i = 0; i < n; i++) {
+			if (st.procs[mine[i]].gi >= 0 && mig_enabled()) {
+				infos[i].gpu_instance_id = (unsigned)st.procs[mine[i]].gi;
+				infos[i].compute_instance_id = 0;
+			}
+		}
 		*count = n;
 		return leave(NVML_ABI_SUCCESS);
 	}
