@@ -50,11 +50,19 @@ struct attrib {
 	size_t nallocs;
 	struct attrib_stats st;
 
+	/* environ reads for the thread: (pid, start time), a ring under lock */
+	struct {
+		uint32_t pid;
+		uint64_t ticks;
+	} envq[ATTRIB_ENV_QUEUE];
+	int envq_head, envq_len;
+
 	pthread_t thread;
 	bool have_thread;
 	pthread_mutex_t wake_lock;
 	pthread_cond_t wake;
 	bool stopping;
+	bool env_work;              /* environ reads queued (under wake_lock) */
 };
 
 /* ---- small parsers ---------------------------------------------------- */
@@ -206,6 +214,28 @@ static void user_name(struct attrib *a, uint32_t uid, char *out, size_t outlen)
 	snprintf(out, outlen, "%s", name);
 }
 
+/* environ is readable by the process's owner and root only; a Slurm
+ * job's ID and user, and a pod's HOSTNAME, come from there. Fills only
+ * the fields found. */
+static void read_environ(const struct attrib *a, uint32_t pid, struct proc_owner *o, bool *cut)
+{
+	char *env = malloc(ATTRIB_ENVIRON_MAX);
+	if (!env)
+		return;
+	bool more = false;
+	ssize_t n = read_proc(a, pid, "environ", env, ATTRIB_ENVIRON_MAX, &more);
+	if (n > 0) {
+		*cut = more;
+		char job[OWNER_SHORT_LEN];
+		if (attrib_environ_get(env, (size_t)n, "SLURM_JOB_ID", job, sizeof job) && job[0])
+			snprintf(o->job, sizeof o->job, "%s", job);
+		attrib_environ_get(env, (size_t)n, "SLURM_JOB_USER", o->job_user, sizeof o->job_user);
+		if (o->pod_uid[0])
+			attrib_environ_get(env, (size_t)n, "HOSTNAME", o->hostname, sizeof o->hostname);
+	}
+	free(env);
+}
+
 /* What one read of /proc/PID found besides the owner's strings. */
 struct proc_read {
 	bool uid_ok, job_uid_ok;
@@ -249,24 +279,10 @@ static bool read_owner(struct attrib *a, uint32_t pid, struct proc_owner *o, str
 		any = true;
 		r->uid_ok = attrib_parse_status_uid(buf, (size_t)n, &r->uid) == 0;
 	}
-	/* environ is readable by the process's owner and root only; a Slurm
-	 * job's ID and user, and a pod's HOSTNAME, come from there. */
-	char *env = malloc(ATTRIB_ENVIRON_MAX);
-	if (env) {
-		n = read_proc(a, pid, "environ", env, ATTRIB_ENVIRON_MAX, &more);
-		if (n > 0) {
-			r->env_cut = more;
-			char job[OWNER_SHORT_LEN];
-			if (attrib_environ_get(env, (size_t)n, "SLURM_JOB_ID", job, sizeof job) && job[0])
-				snprintf(o->job, sizeof o->job, "%s", job);
-			attrib_environ_get(env, (size_t)n, "SLURM_JOB_USER", o->job_user,
-					   sizeof o->job_user);
-			if (o->pod_uid[0])
-				attrib_environ_get(env, (size_t)n, "HOSTNAME", o->hostname,
-						   sizeof o->hostname);
-		}
-		free(env);
-	}
+	if (a->have_thread)
+		o->env_pending = true;   /* read on the thread (attrib_resolve) */
+	else
+		read_environ(a, pid, o, &r->env_cut);
 	o->resolved = any;
 	return any;
 }
@@ -336,9 +352,91 @@ void attrib_resolve(struct attrib *a, uint32_t pid, struct proc_owner *out)
 				slot = i;
 		a->st.cache_evictions_total++;
 	}
+	out->start_ticks = ticks;
+	if (out->env_pending) {
+		if (a->envq_len < ATTRIB_ENV_QUEUE) {
+			int k = (a->envq_head + a->envq_len++) % ATTRIB_ENV_QUEUE;
+			a->envq[k].pid = pid;
+			a->envq[k].ticks = ticks;
+		} else {
+			out->env_pending = false;   /* not read: counted */
+			a->st.environ_skipped_total++;
+		}
+	}
 	a->cache[slot] = (struct cache_entry){
 		.pid = pid, .start_ticks = ticks, .last_used = ++a->clock, .owner = *out};
+	bool wake = out->env_pending;
 	pthread_mutex_unlock(&a->lock);
+	if (wake) {
+		pthread_mutex_lock(&a->wake_lock);
+		a->env_work = true;
+		pthread_cond_broadcast(&a->wake);
+		pthread_mutex_unlock(&a->wake_lock);
+	}
+}
+
+void attrib_update_owner(struct attrib *a, uint32_t pid, struct proc_owner *out)
+{
+	if (!a || !out->env_pending)
+		return;
+	pthread_mutex_lock(&a->lock);
+	for (int i = 0; i < a->ncache; i++) {
+		const struct cache_entry *e = &a->cache[i];
+		if (e->pid != pid || e->start_ticks != out->start_ticks)
+			continue;
+		if (!e->owner.env_pending) {
+			snprintf(out->job, sizeof out->job, "%s", e->owner.job);
+			snprintf(out->job_user, sizeof out->job_user, "%s", e->owner.job_user);
+			snprintf(out->hostname, sizeof out->hostname, "%s", e->owner.hostname);
+			out->env_pending = false;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* Read the environment of every queued process, without the lock, and
+ * put what it says into its cache entry. */
+static void drain_environ(struct attrib *a)
+{
+	for (;;) {
+		pthread_mutex_lock(&a->lock);
+		if (a->envq_len == 0) {
+			pthread_mutex_unlock(&a->lock);
+			return;
+		}
+		uint32_t pid = a->envq[a->envq_head].pid;
+		uint64_t ticks = a->envq[a->envq_head].ticks;
+		a->envq_head = (a->envq_head + 1) % ATTRIB_ENV_QUEUE;
+		a->envq_len--;
+		struct proc_owner o;
+		bool found = false;
+		for (int i = 0; i < a->ncache && !found; i++) {
+			if (a->cache[i].pid == pid && a->cache[i].start_ticks == ticks) {
+				o = a->cache[i].owner;
+				found = true;
+			}
+		}
+		pthread_mutex_unlock(&a->lock);
+		if (!found)
+			continue;   /* pushed out of the cache meanwhile */
+		bool cut = false;
+		read_environ(a, pid, &o, &cut);
+		pthread_mutex_lock(&a->lock);
+		if (cut)
+			a->st.environ_truncated_total++;
+		for (int i = 0; i < a->ncache; i++) {
+			struct cache_entry *e = &a->cache[i];
+			if (e->pid != pid || e->start_ticks != ticks)
+				continue;
+			snprintf(e->owner.job, sizeof e->owner.job, "%s", o.job);
+			snprintf(e->owner.job_user, sizeof e->owner.job_user, "%s", o.job_user);
+			snprintf(e->owner.hostname, sizeof e->owner.hostname, "%s", o.hostname);
+			e->owner.env_pending = false;
+			break;
+		}
+		pthread_mutex_unlock(&a->lock);
+	}
 }
 
 /* ---- pod-resources join ----------------------------------------------- */
@@ -608,21 +706,24 @@ static void *podres_thread(void *arg)
 	struct attrib_allocation *scratch = calloc(ATTRIB_ALLOC_MAX, sizeof *scratch);
 	if (!scratch)
 		return NULL;
+	/* Two jobs on one thread: the refresh every refresh_ns, and the
+	 * environ reads as soon as they are queued. */
+	int64_t due = mono_ns();
 	pthread_mutex_lock(&a->wake_lock);
 	while (!a->stopping) {
+		bool work = a->env_work;
+		a->env_work = false;
 		pthread_mutex_unlock(&a->wake_lock);
-		int64_t t0 = mono_ns();
-		refresh(a, scratch);
-		int64_t due = t0 + a->refresh_ns;
-		struct timespec now_rt;
-		clock_gettime(CLOCK_MONOTONIC, &now_rt);
-		int64_t left = due - mono_ns();
-		if (left < 0)
-			left = 0;
-		int64_t abs_ns = (int64_t)now_rt.tv_sec * 1000000000 + now_rt.tv_nsec + left;
-		struct timespec ts = {.tv_sec = abs_ns / 1000000000, .tv_nsec = abs_ns % 1000000000};
+		if (work)
+			drain_environ(a);
+		if (mono_ns() >= due) {
+			refresh(a, scratch);
+			due = mono_ns() + a->refresh_ns;
+		}
+		/* The condition variable runs on CLOCK_MONOTONIC, as mono_ns. */
+		struct timespec ts = {.tv_sec = due / 1000000000, .tv_nsec = due % 1000000000};
 		pthread_mutex_lock(&a->wake_lock);
-		while (!a->stopping) {
+		while (!a->stopping && !a->env_work) {
 			if (pthread_cond_timedwait(&a->wake, &a->wake_lock, &ts) == ETIMEDOUT)
 				break;
 		}

@@ -21,6 +21,7 @@
 #define ATTRIB_USER_CACHE_MAX 256 /* UID -> name entries */
 #define ATTRIB_ALLOC_MAX 1024     /* (pod, container, device) allocations kept */
 #define ATTRIB_ENVIRON_MAX 65536  /* bytes of /proc/PID/environ read */
+#define ATTRIB_ENV_QUEUE 256      /* environ reads waiting for the thread */
 
 struct attrib_config {
 	const char *proc_root;              /* NULL: "/proc" */
@@ -51,6 +52,7 @@ struct attrib_stats {
 	uint64_t proc_errors_total;         /* /proc/PID unreadable (gone, or no permission) */
 	uint64_t cgroup_errors_total;       /* /proc/PID/cgroup malformed */
 	uint64_t environ_truncated_total;   /* environ longer than ATTRIB_ENVIRON_MAX */
+	uint64_t environ_skipped_total;     /* environ reads dropped: the queue was full */
 	uint64_t labels_truncated_total;    /* values cut to their bound */
 	bool podres_configured;
 	bool podres_available;              /* the last List answered */
@@ -76,8 +78,20 @@ void attrib_close(struct attrib *a);
 
 /* Fill `out` for process `pid` from /proc (cached by PID and start time).
  * A process that cannot be read gets out->resolved false and empty
- * fields. Pod names are not filled here: see attrib_name_pod. */
+ * fields. Pod names are not filled here: see attrib_name_pod.
+ *
+ * /proc/PID/environ (Slurm's job ID and user, a pod's HOSTNAME) is read
+ * on attribution's own thread when it runs (a socket or cgroup_root is
+ * configured): reading another process's memory takes its mmap lock,
+ * which a process stuck in the driver may hold for ever, and a collector
+ * lane must not wait on that. out->env_pending then says that those
+ * fields are still to come: attrib_update_owner fills them. Without the
+ * thread environ is read here. */
 void attrib_resolve(struct attrib *a, uint32_t pid, struct proc_owner *out);
+
+/* If out->env_pending and the thread has read the process's environment
+ * since, copy the fields it gave into out and clear env_pending. No I/O. */
+void attrib_update_owner(struct attrib *a, uint32_t pid, struct proc_owner *out);
 
 /* Fill out->pod, namespace_ and container from the pod-resources
  * allocations of the GPU with these device IDs (its UUID, and the UUID of

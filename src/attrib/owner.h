@@ -51,6 +51,8 @@ struct proc_owner {
 	char job[OWNER_SHORT_LEN];             /* Slurm job ID */
 	char job_user[OWNER_SHORT_LEN];        /* Slurm job user (SLURM_JOB_USER) */
 	char user[OWNER_SHORT_LEN];            /* Unix user of the process (real UID) */
+	bool env_pending;                      /* environ not read yet (attrib_update_owner) */
+	uint64_t start_ticks;                  /* the process's start time, for the cache */
 	char hostname[OWNER_NAME_LEN];         /* HOSTNAME of its environment: in a pod,
 						* the pod's name; used to tell pods
 						* apart, not exported */

@@ -258,7 +258,7 @@ static void read_fast(struct collector *c, struct gpu_ctx *g, struct gpu_update 
  * owner is that of its /proc/PID/comm, from the open file (no second
  * path lookup); its attribution (cgroup, container, job, user) comes from
  * the attribution module, which caches it across GPUs. */
-static const struct comm_entry *comm_of(struct collector *c, struct gpu_ctx *g, uint32_t pid,
+static struct comm_entry *comm_of(struct collector *c, struct gpu_ctx *g, uint32_t pid,
 					struct comm_entry *fresh, int *nfresh)
 {
 	for (int i = 0; i < g->ncomm; i++) {
@@ -331,10 +331,14 @@ static void read_processes(struct collector *c, struct gpu_ctx *g, struct gpu_up
 		struct gpu_process *p = &u->procs[i];
 		memset(p, 0, sizeof *p);
 		p->pid = info[i].pid;
-		const struct comm_entry *ce = comm_of(c, g, p->pid, fresh, &nfresh);
+		struct comm_entry *ce = comm_of(c, g, p->pid, fresh, &nfresh);
 		snprintf(p->comm, sizeof p->comm, "%s", ce->comm);
 		p->uid_valid = ce->uid_valid;
 		p->uid = ce->uid;
+		if (ce->owner.env_pending) {
+			/* Its environment is read on attribution's thread. */
+			attrib_update_owner(c->cfg.attrib, p->pid, &ce->owner);
+		}
 		p->owner = ce->owner;
 		const char *mig_uuid = NULL;
 		if (info[i].gpu_instance_id != 0xFFFFFFFFU && g->id.mig_mode == 1) {

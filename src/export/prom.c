@@ -1008,6 +1008,10 @@ static void render_attribution(struct render *r, const struct self_stats *self)
 	PUT_LIT(w, "{what=\"cgroup\"} ");
 	put_u64(w, st.cgroup_errors_total);
 	PUT_LIT(w, "\n");
+	sample(w, "", 0);
+	PUT_LIT(w, "{what=\"environ_queue_full\"} ");
+	put_u64(w, st.environ_skipped_total);
+	PUT_LIT(w, "\n");
 	family(w, "gpulse_attribution_truncated_total", T_COUNTER,
 	       "Attribution values cut to their bound, by what.");
 	sample(w, "", 0);

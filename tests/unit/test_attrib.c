@@ -324,6 +324,39 @@ static void test_resolve_fixtures(void **state)
 	attrib_close(NULL);
 }
 
+/* With attribution's thread running, environ is read there: the owner
+ * comes back pending, and attrib_update_owner completes it. */
+static void test_environ_on_thread(void **state)
+{
+	(void)state;
+	struct attrib *a;
+	struct attrib_config cfg = {.proc_root = fixture_root(), .cgroup_root = "/nonexistent"};
+	assert_int_equal(attrib_open(&a, &cfg), 0);
+	struct proc_owner o;
+	attrib_resolve(a, 1006, &o);
+	assert_true(o.resolved);
+	assert_string_equal(o.job, "4711");   /* from the cgroup path, at once */
+	for (int i = 0; i < 500 && o.env_pending; i++) {
+		usleep(10000);
+		attrib_update_owner(a, 1006, &o);
+	}
+	assert_false(o.env_pending);
+	assert_string_equal(o.job_user, "alice");
+	/* A cache hit after that is complete at once. */
+	struct proc_owner again;
+	attrib_resolve(a, 1006, &again);
+	assert_false(again.env_pending);
+	assert_string_equal(again.job_user, "alice");
+	/* A pod's HOSTNAME, likewise. */
+	attrib_resolve(a, 1001, &o);
+	for (int i = 0; i < 500 && o.env_pending; i++) {
+		usleep(10000);
+		attrib_update_owner(a, 1001, &o);
+	}
+	assert_string_equal(o.hostname, "trainer-0");
+	attrib_close(a);
+}
+
 static void write_file(const char *dir, const char *name, const char *text, size_t n)
 {
 	char p[PATH_MAX];
@@ -646,6 +679,7 @@ int main(void)
 		cmocka_unit_test(test_podres_decode),
 		cmocka_unit_test(test_podres_absent_socket),
 		cmocka_unit_test(test_slurm_devices),
+		cmocka_unit_test(test_environ_on_thread),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
