@@ -192,15 +192,20 @@ static bool start_ticks(const struct attrib *a, uint32_t pid, uint64_t *out)
 
 /* UID -> name through getpwuid_r, once per UID (NSS may be slow: a
  * directory service answers once, not once per process). A UID without
- * a name is shown as its number. Under a->lock. */
+ * a name is shown as its number. Called without a->lock, which it takes
+ * only around the cache, never across getpwuid_r: a slow directory must
+ * not hold the exporters that read the allocations. */
 static void user_name(struct attrib *a, uint32_t uid, char *out, size_t outlen)
 {
+	pthread_mutex_lock(&a->lock);
 	for (int i = 0; i < a->nusers; i++) {
 		if (a->users[i].uid == uid) {
 			snprintf(out, outlen, "%s", a->users[i].name);
+			pthread_mutex_unlock(&a->lock);
 			return;
 		}
 	}
+	pthread_mutex_unlock(&a->lock);
 	struct passwd pw, *res = NULL;
 	char buf[2048];
 	char name[OWNER_SHORT_LEN];
@@ -208,9 +213,11 @@ static void user_name(struct attrib *a, uint32_t uid, char *out, size_t outlen)
 		owner_copy_label(name, sizeof name, res->pw_name, strlen(res->pw_name));
 	else
 		snprintf(name, sizeof name, "%" PRIu32, uid);
+	pthread_mutex_lock(&a->lock);
 	int slot = a->nusers < ATTRIB_USER_CACHE_MAX ? a->nusers++ : a->next_user++ % ATTRIB_USER_CACHE_MAX;
 	a->users[slot].uid = uid;
 	snprintf(a->users[slot].name, sizeof a->users[slot].name, "%s", name);
+	pthread_mutex_unlock(&a->lock);
 	snprintf(out, outlen, "%s", name);
 }
 
@@ -322,13 +329,13 @@ void attrib_resolve(struct attrib *a, uint32_t pid, struct proc_owner *out)
 	read_owner(a, pid, out, &r);
 	out->labels = atomic_load(&a->labels);
 
-	pthread_mutex_lock(&a->lock);
 	/* v1's /slurm/uid_U/job_J names the job's owner when the environment
 	 * could not be read. */
 	if (out->job[0] && !out->job_user[0] && r.job_uid_ok)
 		user_name(a, r.job_uid, out->job_user, sizeof out->job_user);
 	if (r.uid_ok)
 		user_name(a, r.uid, out->user, sizeof out->user);
+	pthread_mutex_lock(&a->lock);
 	if (r.cut)
 		a->st.labels_truncated_total++;
 	if (r.cgroup_bad)
@@ -337,6 +344,7 @@ void attrib_resolve(struct attrib *a, uint32_t pid, struct proc_owner *out)
 		a->st.environ_truncated_total++;
 	if (!out->resolved || !have_ticks) {
 		/* Gone, or not ours to read: not cached, tried again next time. */
+		out->env_pending = false;
 		a->st.proc_errors_total++;
 		pthread_mutex_unlock(&a->lock);
 		return;
@@ -657,7 +665,6 @@ static void refresh(struct attrib *a, struct attrib_allocation *scratch)
 	if (a->cgroup_root[0])
 		serr = attrib_scan_slurm(a->cgroup_root, scratch + n, ATTRIB_ALLOC_MAX - n, &ns,
 					 &sdropped);
-	pthread_mutex_lock(&a->lock);
 	for (size_t i = n; i < n + ns; i++) {
 		/* uid_U -> a name, through the same once-per-UID cache. */
 		char *end;
@@ -665,6 +672,7 @@ static void refresh(struct attrib *a, struct attrib_allocation *scratch)
 		if (scratch[i].job_user[0] && !*end && uid <= UINT32_MAX)
 			user_name(a, (uint32_t)uid, scratch[i].job_user, sizeof scratch[i].job_user);
 	}
+	pthread_mutex_lock(&a->lock);
 	a->st.slurm_scan_errors_total += serr;
 	a->st.podres_allocations_dropped_total += sdropped;
 	uint64_t jobs = 0;
