@@ -33,13 +33,16 @@
 # from kubernetes-client unless a kubectl is already installed (one from
 # another source holds /usr/bin/kubectl, and any kubectl with kustomize
 # will do).
+# libnghttp2-dev, libprotobuf-c-dev, protobuf-c-compiler: the client of the
+# kubelet's pod-resources API (gRPC over HTTP/2, src/attrib/podres.c);
+# python3-grpcio: the stand-in pod-resources server of test_attribution.
 # libgpulse-inject.so and the tests of it need CUPTI's headers, which come
 # with the CUDA toolkit, not from Debian main: without them they are not
 # built, and say so.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev libcrypt-dev libgnutls28-dev libpcre2-dev
-      libncurses-dev libprotobuf-c-dev protobuf-c-compiler libsnappy-dev
+      libncurses-dev libprotobuf-c-dev protobuf-c-compiler libsnappy-dev libnghttp2-dev python3-grpcio
       libcmocka-dev libsqlite3-dev zlib1g-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
       libfaketime openssl procps valgrind chromium tmux
       libsystemd-dev help2man debhelper dpkg-dev lintian systemd man-db bash-completion zsh

@@ -609,7 +609,8 @@ static void render_processes(const struct out *o, json_t *g, json_t *fl)
 		return;
 	}
 	on(o, SGR_DIM);
-	fprintf(o->f, "%-8s %-16s %11s %5s %5s\n", "PID", "COMMAND", "GPU MEMORY", "SM", "MEM");
+	fprintf(o->f, "%-8s %-16s %11s %5s %5s  %s\n", "PID", "COMMAND", "GPU MEMORY", "SM", "MEM",
+		"OWNER");
 	off(o);
 	size_t i;
 	json_t *p;
@@ -617,13 +618,63 @@ static void render_processes(const struct out *o, json_t *g, json_t *fl)
 		double pid = 0, used = 0, sm = 0, mem = 0;
 		bool h_pid = num_of(p, "pid", &pid), h_used = num_of(p, "used_bytes", &used);
 		bool h_sm = num_of(p, "sm_ratio", &sm), h_mem = num_of(p, "mem_ratio", &mem);
-		fprintf(o->f, LABEL_FMT "%-8s %-16s %11s %5s %5s\n", "",
+		/* The owner: pod, job or container, and the user. */
+		char owner[224] = "-", sum[160], user[48];
+		json_t *ow = json_object_get(p, "owner");
+		const char *s1 = json_is_object(ow) ? str_of(ow, "summary") : NULL;
+		const char *s2 = json_is_object(ow) ? str_of(ow, "user") : NULL;
+		safe(s1, sum, sizeof sum);
+		safe(s2, user, sizeof user);
+		if (s1 && s1[0] && s2 && s2[0])
+			snprintf(owner, sizeof owner, "%s (%s)", sum, user);
+		else if (s1 && s1[0])
+			snprintf(owner, sizeof owner, "%s", sum);
+		else if (s2 && s2[0])
+			snprintf(owner, sizeof owner, "%s", user);
+		fprintf(o->f, LABEL_FMT "%-8s %-16s %11s %5s %5s  %s\n", "",
 			h_pid ? fmt_num(a, true, pid, 1, "", "") : "-",
 			safe(str_of(p, "comm"), comm, sizeof comm), fmt_bytes(b, h_used, used),
-			fmt_pct(c, h_sm, sm), fmt_pct(d, h_mem, mem));
+			fmt_pct(c, h_sm, sm), fmt_pct(d, h_mem, mem), owner);
 	}
 	if (dropped > 0)
 		paint(o, SGR_YELLOW, LABEL_FMT "+%.0f more not shown\n", "", dropped);
+}
+
+/* Who holds the GPU by the kubelet's pod-resources API, and whether that
+ * pod runs anything on it; then its MIG instances. Nothing when neither. */
+static void render_allocations_mig(const struct out *o, json_t *g)
+{
+	char a[CELL], b[CELL], c[CELL], s1[96], s2[96], s3[96];
+	size_t i;
+	json_t *al;
+	json_array_foreach(json_object_get(g, "allocations"), i, al) {
+		json_t *idle = json_object_get(al, "idle");
+		label(o, i ? "" : "allocated");
+		const char *job = str_of(al, "job");
+		if (job && job[0])
+			fprintf(o->f, "Slurm job %s (%s)", safe(job, s1, sizeof s1),
+				safe(str_of(al, "job_user"), s2, sizeof s2));
+		else
+			fprintf(o->f, "%s/%s/%s", safe(str_of(al, "namespace"), s1, sizeof s1),
+				safe(str_of(al, "pod"), s2, sizeof s2),
+				safe(str_of(al, "container"), s3, sizeof s3));
+		if (json_is_true(idle))
+			paint(o, SGR_YELLOW, " (idle: none of its processes runs here)");
+		fputc('\n', o->f);
+	}
+	json_t *m;
+	json_array_foreach(json_object_get(g, "mig"), i, m) {
+		double gi = 0, ci = 0, used = 0, total = 0, sm = 0;
+		num_of(m, "gpu_instance", &gi);
+		num_of(m, "compute_instance", &ci);
+		bool h_used = num_of(m, "memory_used_bytes", &used);
+		bool h_total = num_of(m, "memory_total_bytes", &total);
+		bool h_sm = num_of(m, "sm_active_ratio", &sm);
+		label(o, i ? "" : "mig");
+		fprintf(o->f, "GI %-2.0f CI %-2.0f %-9s mem %s/%s  SM %s\n", gi, ci,
+			safe(str_of(m, "profile"), s1, sizeof s1), fmt_bytes(a, h_used, used),
+			fmt_bytes(b, h_total, total), fmt_pct(c, h_sm, sm));
+	}
 }
 
 static void render_gpu(const struct out *o, json_t *g)
@@ -636,6 +687,7 @@ static void render_gpu(const struct out *o, json_t *g)
 	render_throttle(o, g, fl);
 	render_errors(o, g, fl);
 	render_processes(o, g, fl);
+	render_allocations_mig(o, g);
 }
 
 /* ---- the whole screen ------------------------------------------------------ */

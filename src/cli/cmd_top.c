@@ -496,8 +496,14 @@ static void draw_procs(struct ui *u, int y, int rows)
 		if (p->gpu >= 0)
 			snprintf(gpu, sizeof gpu, "%d", p->gpu);
 		top_fit(user, sizeof user, p->user[0] ? p->user : "-", 8, false, u->ascii);
-		top_fit(cmd, sizeof cmd, p->cmdline[0] ? p->cmdline : p->comm[0] ? p->comm : "-", cw,
-			false, u->ascii);
+		/* The owner (pod, job, container) leads the command: "[ml/trainer-0/main] python3". */
+		char owned[sizeof p->owner + TOP_CMDLINE + 4];
+		const char *what = p->cmdline[0] ? p->cmdline : p->comm[0] ? p->comm : "-";
+		if (p->owner[0])
+			snprintf(owned, sizeof owned, "[%s] %s", p->owner, what);
+		else
+			snprintf(owned, sizeof owned, "%s", what);
+		top_fit(cmd, sizeof cmd, owned, cw, false, u->ascii);
 		kern[0] = '\0';
 		if (kernels && kw > 6) {
 			if (p->have_kernel) {
@@ -529,7 +535,7 @@ static const char *const help_lines[] = {
 	"  s, F6        next sort column; r reverse the order",
 	"  M  P  N  U   sort by memory, SM share, PID, user (again: reverse)",
 	"  C  G  K      sort by command, GPU, top kernel share (again: reverse)",
-	"  /            filter processes (PID, user, command, kernel)",
+	"  /            filter processes (PID, user, command, owner, kernel)",
 	"  Esc          clear the filter",
 	"  k, F9        send a signal to the selected process (asks first)",
 	"  g, Tab       next GPU for the graphs",

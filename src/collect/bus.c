@@ -175,6 +175,12 @@ void bus_publish(struct bus *b, const struct gpu_update *u0)
 		s->procs_dropped = u->procs_dropped;
 		s->procs_valid = true;
 	}
+	if (u->has_mig) {
+		int n = u->nmig < GPU_MIG_MAX ? u->nmig : GPU_MIG_MAX;
+		memcpy(s->mig, u->mig, (size_t)n * sizeof u->mig[0]);
+		s->nmig = n;
+		s->mig_valid = true;
+	}
 	pthread_mutex_unlock(&sl->lock);
 	bump(b);
 	for (int i = 0; i < b->nsubs; i++)
@@ -272,7 +278,7 @@ int bus_read(struct bus *b, int slot, struct gpu_snapshot *out)
 		out->stale |= out->valid;
 	out->valid &= ~out->stale;
 	if (out->health == GPU_HEALTH_LOST)
-		out->procs_valid = false;
+		out->procs_valid = out->mig_valid = false;
 	/* A verdict holds only while the GPU answers. */
 	if (out->health != GPU_HEALTH_UP)
 		out->diag_class = -1;

@@ -21,13 +21,14 @@
 #include "clock.h"
 #include "log.h"
 #include "status.h"
+#include "utf8.h"
 
 /* Reads a GPU may not support; a NOT_SUPPORTED answer parks the read
  * until the next re-probe, so unsupported fields cost nothing. */
 enum read_kind {
 	R_UTIL, R_MEMORY, R_POWER, R_SM_CLOCK, R_MEM_CLOCK,
 	R_TEMP, R_MEM_TEMP, R_PSTATE, R_REASONS, R_ENERGY, R_PROCS, R_PROC_UTIL, R_GPM,
-	R_GPM_GRAPHICS,
+	R_GPM_GRAPHICS, R_MIG, R_MIG_GPM,
 	R_POWER_LIMIT, R_ECC_MODE, R_ECC, R_REMAP, R_REPLAY, R_LINK_GEN, R_LINK_WIDTH,
 	R_ENC, R_DEC, R_VIOLATION, R_NVLINK, R_RETIRED, R_RETIRED_PENDING,
 	R_COUNT
@@ -74,6 +75,7 @@ struct comm_entry {
 	char comm[GPU_COMM_LEN];
 	bool uid_valid;
 	uint32_t uid;
+	struct proc_owner owner;
 };
 
 struct gpu_ctx {
@@ -96,6 +98,17 @@ struct gpu_ctx {
 	bool gpm_skip[GPM_NREQ];
 	struct comm_entry comm_cache[COMM_CACHE];
 	int ncomm;
+	/* Per MIG instance GPM: two samples each, by position in the list,
+	 * primed while the same GI holds that position. */
+	nvml_gpm_sample_t mig_prev[GPU_MIG_MAX], mig_cur[GPU_MIG_MAX];
+	bool mig_primed[GPU_MIG_MAX];
+	unsigned mig_gi[GPU_MIG_MAX];
+	bool mig_gpm_off;              /* no per-instance GPM: not asked again */
+	/* The MIG instances of the last read, for naming the pods of
+	 * processes by the instance they run in. */
+	int nmig_seen;
+	unsigned mig_seen_gi[GPU_MIG_MAX];
+	char mig_seen_uuid[GPU_MIG_MAX][96];
 	struct complaint complaint;
 };
 
@@ -244,22 +257,31 @@ static void read_fast(struct collector *c, struct gpu_ctx *g, struct gpu_update 
 
 /* A process's comm and owner, read once while it stays on the GPU. The
  * owner is that of its /proc/PID/comm, from the open file (no second
- * path lookup). */
-static const struct comm_entry *comm_of(struct gpu_ctx *g, uint32_t pid, struct comm_entry *fresh,
-					int *nfresh)
+ * path lookup); its attribution (cgroup, container, job, user) comes from
+ * the attribution module, which caches it across GPUs. */
+static struct comm_entry *comm_of(struct collector *c, struct gpu_ctx *g, uint32_t pid,
+					struct comm_entry *fresh, int *nfresh)
 {
 	for (int i = 0; i < g->ncomm; i++) {
 		if (g->comm_cache[i].pid == pid) {
-			fresh[*nfresh] = g->comm_cache[i];
-			return &fresh[(*nfresh)++];
+			struct comm_entry *e = &fresh[(*nfresh)++];
+			*e = g->comm_cache[i];
+			/* Unreadable before (a race with its start, hidepid):
+			 * asked again, the attribution cache does not keep it. */
+			if (c->cfg.attrib && !e->owner.resolved)
+				attrib_resolve(c->cfg.attrib, pid, &e->owner);
+			return e;
 		}
 	}
 	struct comm_entry *e = &fresh[(*nfresh)++];
 	e->pid = pid;
 	e->uid_valid = false;
+	memset(&e->owner, 0, sizeof e->owner);
+	if (c->cfg.attrib)
+		attrib_resolve(c->cfg.attrib, pid, &e->owner);
 	snprintf(e->comm, sizeof e->comm, "unknown");
-	char path[48];
-	snprintf(path, sizeof path, "/proc/%" PRIu32 "/comm", pid);
+	char path[320];
+	snprintf(path, sizeof path, "%s/%" PRIu32 "/comm", attrib_proc_root(c->cfg.attrib), pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		struct stat sb;
@@ -310,10 +332,26 @@ static void read_processes(struct collector *c, struct gpu_ctx *g, struct gpu_up
 		struct gpu_process *p = &u->procs[i];
 		memset(p, 0, sizeof *p);
 		p->pid = info[i].pid;
-		const struct comm_entry *ce = comm_of(g, p->pid, fresh, &nfresh);
+		struct comm_entry *ce = comm_of(c, g, p->pid, fresh, &nfresh);
 		snprintf(p->comm, sizeof p->comm, "%s", ce->comm);
 		p->uid_valid = ce->uid_valid;
 		p->uid = ce->uid;
+		if (ce->owner.env_pending) {
+			/* Its environment is read on attribution's thread. */
+			attrib_update_owner(c->cfg.attrib, p->pid, &ce->owner);
+		}
+		p->owner = ce->owner;
+		const char *mig_uuid = NULL;
+		if (info[i].gpu_instance_id != 0xFFFFFFFFU && g->id.mig_mode == 1) {
+			p->in_mig = true;
+			p->gpu_instance = info[i].gpu_instance_id;
+			for (int k = 0; k < g->nmig_seen; k++)
+				if (g->mig_seen_gi[k] == info[i].gpu_instance_id)
+					mig_uuid = g->mig_seen_uuid[k];
+		}
+		/* Pod names change only with the pod-resources table: joined on
+		 * every read, from memory; on a MIG GPU, by the instance too. */
+		attrib_name_pod(c->cfg.attrib, g->id.uuid, mig_uuid, &p->owner);
 		if (info[i].used_gpu_memory != NVML_ABI_VALUE_NOT_AVAILABLE_ULL) {
 			p->used_bytes = info[i].used_gpu_memory;
 			p->mem_valid = true;
@@ -457,6 +495,134 @@ static void read_codecs(struct collector *c, struct gpu_ctx *g, struct gpu_updat
 	}
 }
 
+/* "NVIDIA H200 MIG 1g.18gb" -> "1g.18gb": the profile is the last word
+ * of a MIG device's name. */
+static void mig_profile(const char *name, char *out, size_t len)
+{
+	const char *m = strstr(name, "MIG ");
+	const char *p = m ? m + 4 : strrchr(name, ' ');
+	p = p ? (*p == ' ' ? p + 1 : p) : name;
+	utf8_clean(out, len, p);
+}
+
+/* The GPM metrics of MIG instance k (GI gi) between its last two samples. */
+static void read_mig_gpm(struct collector *c, struct gpu_ctx *g, int k, unsigned gi,
+			 struct gpu_mig *m, int64_t now)
+{
+	static const unsigned ids[MIG_GPM_COUNT] = {
+		[MIG_GPM_SM_ACTIVE] = NVML_ABI_GPM_METRIC_SM_UTIL,
+		[MIG_GPM_SM_OCCUPANCY] = NVML_ABI_GPM_METRIC_SM_OCCUPANCY,
+		[MIG_GPM_TENSOR] = NVML_ABI_GPM_METRIC_ANY_TENSOR_UTIL,
+		[MIG_GPM_DRAM] = NVML_ABI_GPM_METRIC_DRAM_BW_UTIL,
+	};
+	struct nvml_lib *nv = c->nv;
+	if (g->mig_gpm_off || !nv->gpm_mig_sample_get || !nv->gpm_metrics_get ||
+	    !nv->gpm_sample_alloc || !allowed(g, R_MIG_GPM, now))
+		return;
+	if (!g->mig_prev[k] && (NVML_CALL(nv, gpm_sample_alloc, &g->mig_prev[k]) != NVML_ABI_SUCCESS ||
+				NVML_CALL(nv, gpm_sample_alloc, &g->mig_cur[k]) != NVML_ABI_SUCCESS)) {
+		g->mig_gpm_off = true;
+		return;
+	}
+	if (g->mig_gi[k] != gi)
+		g->mig_primed[k] = false;
+	g->mig_gi[k] = gi;
+	nvml_return_t r = NVML_CALL(nv, gpm_mig_sample_get, g->dev, gi, g->mig_cur[k]);
+	if (!judge(c, g, R_MIG_GPM, NVML_FN_gpm_mig_sample_get, r)) {
+		g->mig_primed[k] = false;
+		return;
+	}
+	if (g->mig_primed[k]) {
+		struct nvml_gpm_metrics_get mg;
+		memset(&mg, 0, offsetof(struct nvml_gpm_metrics_get, metrics) +
+				       MIG_GPM_COUNT * sizeof mg.metrics[0]);
+		mg.version = NVML_ABI_GPM_METRICS_GET_VERSION;
+		mg.sample1 = g->mig_prev[k];
+		mg.sample2 = g->mig_cur[k];
+		mg.num_metrics = MIG_GPM_COUNT;
+		for (int i = 0; i < MIG_GPM_COUNT; i++)
+			mg.metrics[i].metric_id = ids[i];
+		r = NVML_CALL(nv, gpm_metrics_get, &mg);
+		if (judge(c, g, R_MIG_GPM, NVML_FN_gpm_metrics_get, r)) {
+			for (int i = 0; i < MIG_GPM_COUNT; i++) {
+				if (mg.metrics[i].nvml_return != NVML_ABI_SUCCESS)
+					continue;
+				m->gpm[i] = mg.metrics[i].value / 100.0;   /* NVML gives percent */
+				m->gpm_valid |= 1u << i;
+			}
+		}
+	}
+	nvml_gpm_sample_t t = g->mig_prev[k];
+	g->mig_prev[k] = g->mig_cur[k];
+	g->mig_cur[k] = t;
+	g->mig_primed[k] = true;
+}
+
+/* Every MIG instance of a GPU in MIG mode: identity, memory and GPM. MIG
+ * layouts change only by an administrator's hand, but reading the
+ * identity each second costs a few µs per instance, less than caching it
+ * would cost in correctness. */
+static void read_mig(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
+{
+	struct nvml_lib *nv = c->nv;
+	if (g->id.mig_mode != 1 || !nv->device_get_max_mig_device_count ||
+	    !nv->device_get_mig_device_handle_by_index || !allowed(g, R_MIG, now))
+		return;
+	unsigned max = 0;
+	nvml_return_t r = NVML_CALL(nv, device_get_max_mig_device_count, g->dev, &max);
+	if (!judge(c, g, R_MIG, NVML_FN_device_get_max_mig_device_count, r))
+		return;
+	if (max > GPU_MIG_MAX)
+		max = GPU_MIG_MAX;
+	u->has_mig = true;
+	u->nmig = 0;
+	g->nmig_seen = 0;
+	for (unsigned i = 0; i < max; i++) {
+		nvml_device_t md;
+		r = NVML_CALL(nv, device_get_mig_device_handle_by_index, g->dev, i, &md);
+		if (r == NVML_ABI_ERROR_NOT_FOUND || r == NVML_ABI_ERROR_INVALID_ARGUMENT)
+			continue;   /* an empty slot */
+		if (!judge(c, g, R_MIG, NVML_FN_device_get_mig_device_handle_by_index, r))
+			break;
+		int k = u->nmig;
+		struct gpu_mig *m = &u->mig[k];
+		memset(m, 0, sizeof *m);
+		if (nv->device_get_uuid)
+			NVML_CALL(nv, device_get_uuid, md, m->uuid, sizeof m->uuid);
+		char name[96] = "";
+		if (nv->device_get_name &&
+		    NVML_CALL(nv, device_get_name, md, name, sizeof name) == NVML_ABI_SUCCESS)
+			mig_profile(name, m->profile, sizeof m->profile);
+		if (nv->device_get_gpu_instance_id)
+			NVML_CALL(nv, device_get_gpu_instance_id, md, &m->gpu_instance);
+		if (nv->device_get_compute_instance_id)
+			NVML_CALL(nv, device_get_compute_instance_id, md, &m->compute_instance);
+		if (nv->device_get_memory_info_v2) {
+			struct nvml_memory_v2 mem = {.version = NVML_ABI_MEMORY_V2_VERSION};
+			if (NVML_CALL(nv, device_get_memory_info_v2, md, &mem) == NVML_ABI_SUCCESS) {
+				m->mem_valid = true;
+				m->mem_used_bytes = mem.used;
+				m->mem_total_bytes = mem.total;
+			}
+		}
+		if (!m->mem_valid && nv->device_get_memory_info) {
+			struct nvml_memory_v1 mem;
+			if (NVML_CALL(nv, device_get_memory_info, md, &mem) == NVML_ABI_SUCCESS) {
+				m->mem_valid = true;
+				m->mem_used_bytes = mem.used;
+				m->mem_total_bytes = mem.total;
+			}
+		}
+		read_mig_gpm(c, g, k, m->gpu_instance, m, now);
+		g->mig_seen_gi[k] = m->gpu_instance;
+		snprintf(g->mig_seen_uuid[k], sizeof g->mig_seen_uuid[k], "%s", m->uuid);
+		u->nmig++;
+		g->nmig_seen = u->nmig;
+		if (atomic_load(&g->lost))
+			return;
+	}
+}
+
 static void read_normal(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
 {
 	struct nvml_lib *nv = c->nv;
@@ -504,6 +670,9 @@ static void read_normal(struct collector *c, struct gpu_ctx *g, struct gpu_updat
 	if (atomic_load(&g->lost))
 		return;
 	read_gpm(c, g, u, now);
+	if (atomic_load(&g->lost))
+		return;
+	read_mig(c, g, u, now);
 }
 
 /* Clock violation times, one call per policy. A policy the card does not
@@ -776,6 +945,8 @@ static void sweep_gpu(struct collector *c, struct gpu_ctx *g, enum tier t, int64
 	u->has_procs = false;
 	u->nprocs = 0;
 	u->procs_dropped = 0;
+	u->has_mig = false;
+	u->nmig = 0;
 	tier_reader[t](c, g, u, now);
 	if (atomic_load(&g->lost)) {
 		bus_set_health(c->bus, g->slot, GPU_HEALTH_LOST,
@@ -1007,6 +1178,7 @@ void collector_read_identity(struct nvml_lib *nv, nvml_device_t dev, int index,
 	memset(id, 0, sizeof *id);
 	id->index = index;
 	id->mig_mode = -1;
+	id->minor_number = -1;
 	snprintf(id->source, sizeof id->source, "nvml");
 	if (nv->device_get_uuid)
 		NVML_CALL(nv, device_get_uuid, dev, id->uuid, sizeof id->uuid);
@@ -1021,6 +1193,10 @@ void collector_read_identity(struct nvml_lib *nv, nvml_device_t dev, int index,
 		if (NVML_CALL(nv, device_get_pci_info, dev, &pci) == NVML_ABI_SUCCESS)
 			snprintf(id->pci_bus_id, sizeof id->pci_bus_id, "%s", pci.bus_id);
 	}
+	unsigned minor;
+	if (nv->device_get_minor_number &&
+	    NVML_CALL(nv, device_get_minor_number, dev, &minor) == NVML_ABI_SUCCESS && minor < 256)
+		id->minor_number = (int)minor;
 	if (nv->system_get_driver_version)
 		NVML_CALL(nv, system_get_driver_version, id->driver_version, sizeof id->driver_version);
 	if (nv->system_get_nvml_version)
@@ -1303,6 +1479,12 @@ void collector_stop(struct collector *c)
 		if (g->gpm) {
 			NVML_CALL(c->nv, gpm_sample_free, g->gpm_prev);
 			NVML_CALL(c->nv, gpm_sample_free, g->gpm_cur);
+		}
+		for (int k = 0; k < GPU_MIG_MAX && c->nv->gpm_sample_free; k++) {
+			if (g->mig_prev[k])
+				NVML_CALL(c->nv, gpm_sample_free, g->mig_prev[k]);
+			if (g->mig_cur[k])
+				NVML_CALL(c->nv, gpm_sample_free, g->mig_cur[k]);
 		}
 		free(g);
 	}

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attrib.h"
 #include "bus.h"
 #include "nvml_shim.h"
 
@@ -25,6 +26,8 @@ struct collector_config {
 	bool per_process_util;            /* nvmlDeviceGetProcessUtilization (~2 ms a call) */
 	bool gpm;                         /* GPM metrics where supported */
 	bool events;                      /* XID and ECC event thread */
+	struct attrib *attrib;            /* who owns each process; NULL: not attributed.
+					   * Borrowed: outlives the collector. */
 };
 
 /* Defaults: 100 ms, 1 s, 30 s; deadline 2 s; rediscover 10 s; all on. */

@@ -169,6 +169,7 @@ int replay_start(struct replay **out, struct bus *bus, const struct replay_confi
 		struct gpu_identity id = base;
 		id.index = g;
 		id.mig_mode = -1;
+		id.minor_number = -1;
 		id.gpm_supported = (rec->columns & FIELD_BIT(F_GPM_SM)) != 0;
 		snprintf(id.source, sizeof id.source, "replay");
 		snprintf(id.uuid, sizeof id.uuid, "REPLAY-%.60s-%d", bn, g);

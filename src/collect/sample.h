@@ -9,11 +9,13 @@
 #include <stdint.h>
 
 #include "fields.h"
+#include "owner.h"
 
 #define GPU_MAX 64          /* GPUs one daemon watches */
 #define GPU_PROC_MAX 64     /* processes kept per GPU; the rest are counted */
 #define GPU_XID_MAX 32      /* distinct XID codes kept per GPU; the rest count as "other" */
 #define GPU_COMM_LEN 16     /* like the kernel's TASK_COMM_LEN */
+#define GPU_MIG_MAX 7       /* MIG instances per GPU (an A100/H100/H200 has at most 7) */
 
 /* Facts about a GPU that do not change while it is attached. Strings are
  * empty when unreadable; numbers are 0 when unreadable. */
@@ -29,6 +31,7 @@ struct gpu_identity {
 	char architecture[16];     /* "hopper" */
 	int cc_major, cc_minor;    /* CUDA compute capability */
 	int mig_mode;              /* 1 enabled, 0 disabled, -1 unknown */
+	int minor_number;          /* N of /dev/nvidiaN (cgroup device rules), -1 unknown */
 	double max_sm_clock_hz;
 	double max_mem_clock_hz;
 	unsigned pcie_max_gen;
@@ -49,6 +52,25 @@ struct gpu_process {
 	uint64_t used_bytes;
 	double sm_ratio;           /* per-process SM utilization, 0-1 */
 	double mem_ratio;          /* per-process memory-controller utilization, 0-1 */
+	bool in_mig;               /* runs in a MIG instance: */
+	unsigned gpu_instance;     /* its GI id */
+	struct proc_owner owner;   /* cgroup, container, pod, job, user (src/attrib) */
+};
+
+/* The GPM metrics read per MIG instance (nvmlGpmMigSampleGet). */
+enum mig_gpm { MIG_GPM_SM_ACTIVE, MIG_GPM_SM_OCCUPANCY, MIG_GPM_TENSOR, MIG_GPM_DRAM, MIG_GPM_COUNT };
+
+/* One MIG instance of a GPU in MIG mode: identity, memory, GPM (where the
+ * driver offers GPM per instance). Values are valid only with their bit. */
+struct gpu_mig {
+	char uuid[96];             /* "MIG-..." as CUDA_VISIBLE_DEVICES names it */
+	char profile[32];          /* "1g.18gb", from the instance's name */
+	unsigned gpu_instance;     /* GI id */
+	unsigned compute_instance; /* CI id */
+	bool mem_valid;
+	uint64_t mem_used_bytes, mem_total_bytes;
+	uint32_t gpm_valid;        /* bit per enum mig_gpm */
+	double gpm[MIG_GPM_COUNT]; /* 0-1 */
 };
 
 /* One tier's reading of one GPU, handed to the bus. `mask` says which
@@ -65,6 +87,9 @@ struct gpu_update {
 	int nprocs;
 	uint32_t procs_dropped;    /* processes beyond GPU_PROC_MAX */
 	struct gpu_process procs[GPU_PROC_MAX];
+	bool has_mig;              /* the MIG list below is part of this update */
+	int nmig;
+	struct gpu_mig mig[GPU_MIG_MAX];
 };
 
 enum gpu_health {
@@ -93,6 +118,9 @@ struct gpu_snapshot {
 	int nprocs;
 	uint32_t procs_dropped;
 	struct gpu_process procs[GPU_PROC_MAX];
+	bool mig_valid;                    /* a MIG list was read (MIG mode on) */
+	int nmig;
+	struct gpu_mig mig[GPU_MIG_MAX];
 	int nxid;
 	struct gpu_xid_count xid[GPU_XID_MAX];
 	uint64_t xid_other;                /* XIDs whose code did not fit */

@@ -60,6 +60,7 @@ enum key_kind {
 
 /* What the entries of a KIND_STR_LIST must be. */
 enum item_check { ITEM_ANY, ITEM_LABEL_NAME, ITEM_GROUP_LABEL, ITEM_MATCHER, ITEM_HEADER,
+		  ITEM_OWNER_FIELD,
 		  ITEM_PATH /* a file path, resolved against the config file's folder */ };
 
 /* Whether SIGHUP applies a key (docs/CONFIG.md's Reload column). A key
@@ -338,6 +339,18 @@ static const struct key_spec rw_keys[] = {
 	 .nchildren = (int)(sizeof rw_summary_keys / sizeof rw_summary_keys[0])},
 };
 static const struct key_spec rw_section = SECTION("", rw_keys);
+static const struct key_spec attribution_keys[] = {
+	{.name = "labels", .kind = KIND_STR_LIST, .offset = OFF(attribution.labels),
+	 .size = SZ(attribution.labels), .elem = SZ(attribution.labels[0]),
+	 .check = ITEM_OWNER_FIELD, .reload = RELOAD_LIVE},
+	LEAF("proc_root", STRING, attribution.proc_root),
+	LEAF("cgroup_root", STRING, attribution.cgroup_root),
+	LEAF("pod_resources_socket", STRING, attribution.pod_resources_socket),
+	RANGED("pod_resources_refresh", DURATION, attribution.pod_resources_refresh_ns, 1 * SEC,
+	       3600 * SEC),
+	RANGED("pod_resources_timeout", DURATION, attribution.pod_resources_timeout_ns, 100 * MS,
+	       60 * SEC),
+};
 
 static const struct key_spec top_keys[] = {
 	LEAF("listen", LISTEN, listen),
@@ -353,6 +366,7 @@ static const struct key_spec top_keys[] = {
 	LEAF_R("rule_files", PATH_LIST, rule_files, RELOAD_LIVE),
 	SECTION_R("alerting", alerting_keys, RELOAD_LIVE),
 	SECTION("profiling", profiling_keys),
+	SECTION("attribution", attribution_keys),
 	SECTION("bench", bench_keys),
 	RANGED("rule_evaluation_interval", DURATION, rule_evaluation_interval_ns, 1 * SEC, 86400 * SEC),
 	RANGED("rule_evaluation_delay", DURATION, rule_evaluation_delay_ns, 0, 60 * SEC),
@@ -362,7 +376,7 @@ static const struct key_spec top_keys[] = {
 
 static const struct key_spec config_root = SECTION_R("", top_keys, RELOAD_RESTART);
 
-#define SECTION_MAX 24 /* most keys in one section (duplicate tracking) */
+#define SECTION_MAX 32 /* most keys in one section (duplicate tracking) */
 
 void config_defaults(struct gpulse_config *c)
 {
@@ -405,6 +419,16 @@ void config_defaults(struct gpulse_config *c)
 	c->rule_evaluation_delay_ns = 50 * NS_PER_MS;
 	config_alerting_defaults(c);
 	profiling_config_defaults(c);
+	for (int f = 0, n = 0; f < OWNER_FIELD_COUNT; f++)
+		if (OWNER_DEFAULT_LABELS & 1u << f)
+			str_copy(c->attribution.labels[n++], sizeof c->attribution.labels[0],
+				 owner_field_name((enum owner_field)f));
+	str_copy(c->attribution.proc_root, sizeof c->attribution.proc_root, "/proc");
+	str_copy(c->attribution.cgroup_root, sizeof c->attribution.cgroup_root, "/sys/fs/cgroup");
+	str_copy(c->attribution.pod_resources_socket, sizeof c->attribution.pod_resources_socket,
+		 "/var/lib/kubelet/pod-resources/kubelet.sock");
+	c->attribution.pod_resources_refresh_ns = 10 * NS_PER_SEC;
+	c->attribution.pod_resources_timeout_ns = 2 * NS_PER_SEC;
 	benchd_config_defaults(c);
 }
 
@@ -1065,6 +1089,10 @@ static int parse_str_list(struct parse *p, const char *path, const yaml_event_t 
 				 elem - 1);
 		else if (check == ITEM_LABEL_NAME && !str_is_label_name(v))
 			snprintf(why, sizeof why, "\"%.60s\" is not a label name", v);
+		else if (check == ITEM_OWNER_FIELD && owner_field_by_name(v) < 0)
+			snprintf(why, sizeof why,
+				 "\"%.60s\" is not an attribution field (cgroup, runtime, container_id, "
+				 "pod_uid, pod, namespace, container, job, job_user, user)", v);
 		else if (check == ITEM_GROUP_LABEL && !str_is_label_name(v) && strcmp(v, "...") != 0)
 			snprintf(why, sizeof why, "\"%.60s\" is not a label name (or \"...\" for all)", v);
 		else if (check == ITEM_MATCHER) {
@@ -2090,6 +2118,28 @@ void config_to_collector(const struct gpulse_config *c, struct collector_config 
 	out->per_process_util = c->sampling.per_process_utilization;
 	out->gpm = c->sampling.gpm;
 	out->events = c->sampling.events;
+}
+
+uint16_t config_attrib_labels(const struct gpulse_config *c)
+{
+	uint16_t mask = 0;
+	for (int k = 0; k < OWNER_FIELD_COUNT && c->attribution.labels[k][0]; k++) {
+		int f = owner_field_by_name(c->attribution.labels[k]);
+		if (f >= 0)
+			mask |= (uint16_t)(1u << f);
+	}
+	return mask;
+}
+
+void config_to_attrib(const struct gpulse_config *c, struct attrib_config *out)
+{
+	memset(out, 0, sizeof *out);
+	out->proc_root = c->attribution.proc_root;
+	out->cgroup_root = c->attribution.cgroup_root;
+	out->pod_resources_socket = c->attribution.pod_resources_socket;
+	out->pod_resources_refresh_ns = c->attribution.pod_resources_refresh_ns;
+	out->pod_resources_timeout_ns = c->attribution.pod_resources_timeout_ns;
+	out->labels = config_attrib_labels(c);
 }
 
 /* Read one token file into buf for the server; on failure, log it and

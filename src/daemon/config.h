@@ -10,9 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attrib.h"
 #include "buf.h"
 #include "http_basic.h"
 #include "log.h"
+#include "owner.h"
 
 struct collector_config;
 struct http_config;
@@ -223,6 +225,15 @@ struct gpulse_config {
 		unsigned trace_max_events;
 		int64_t store_interval_ns;
 	} profiling;
+	/* Who each GPU process belongs to (src/attrib/attrib.h). */
+	struct {
+		char labels[OWNER_FIELD_COUNT][24];     /* owner fields shown as labels */
+		char proc_root[CONFIG_PATH_LEN];        /* "/proc" */
+		char cgroup_root[CONFIG_PATH_LEN];      /* "/sys/fs/cgroup"; "": not read */
+		char pod_resources_socket[CONFIG_PATH_LEN]; /* "": not used */
+		int64_t pod_resources_refresh_ns;
+		int64_t pod_resources_timeout_ns;
+	} attribution;
 	/* Baseline benchmarks in quiet windows (src/daemon/benchd.h). */
 	struct {
 		bool enabled;
@@ -310,6 +321,10 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
 /* Fill the collector's struct. Its strings point into `c`, which must
  * outlive `out`. */
 void config_to_collector(const struct gpulse_config *c, struct collector_config *out);
+/* attribution: as attrib_open takes it (strings borrowed from c). */
+void config_to_attrib(const struct gpulse_config *c, struct attrib_config *out);
+/* attribution.labels as OWNER_* bits. */
+uint16_t config_attrib_labels(const struct gpulse_config *c);
 
 /* Fill the HTTP server's struct and read the auth token file into
  * `token_buf` and the write token file into `write_buf` (trailing

@@ -74,6 +74,7 @@ struct daemon {
 	pthread_rwlock_t source_lock;    /* guards col and rep against swaps */
 	struct collector *col;
 	struct replay *rep;
+	struct attrib *attrib;           /* process owners; outlives col */
 	struct self_stats self;
 	struct http_server *http;
 	struct diag_live *diag;
@@ -695,8 +696,14 @@ static int gpu_by_uuid(void *ctx, const char *uuid)
 	size_t n = strlen(uuid);
 	for (int g = 0; g < bus_gpu_count(d->bus); g++) {
 		struct gpu_snapshot s;
-		if (bus_read(d->bus, g, &s) == GPULSE_OK && n >= 8 && strncmp(s.id.uuid, uuid, n) == 0)
+		if (bus_read(d->bus, g, &s) != GPULSE_OK || n < 8)
+			continue;
+		if (strncmp(s.id.uuid, uuid, n) == 0)
 			return s.id.index;
+		/* A MIG instance (CUDA_VISIBLE_DEVICES=MIG-UUID): its parent GPU. */
+		for (int k = 0; s.mig_valid && k < s.nmig && k < GPU_MIG_MAX; k++)
+			if (strncmp(s.mig[k].uuid, uuid, n) == 0)
+				return s.id.index;
 	}
 	return -1;
 }
@@ -1304,6 +1311,7 @@ static int try_nvml(struct daemon *d, char *err, size_t errlen)
 {
 	struct collector_config cc;
 	config_to_collector(&d->cfg, &cc);
+	cc.attrib = d->attrib;
 	struct collector *col = NULL;
 	int rc = collector_start(&col, d->bus, &cc, err, errlen);
 	if (rc)
@@ -1532,6 +1540,8 @@ static void reload_config(struct daemon *d)
 	d->cfg.sampling.normal_ns = nc.sampling.normal_ns;
 	d->cfg.sampling.slow_ns = nc.sampling.slow_ns;
 	d->cfg.log_level = nc.log_level;
+	memcpy(d->cfg.attribution.labels, nc.attribution.labels, sizeof nc.attribution.labels);
+	attrib_set_labels(d->attrib, config_attrib_labels(&nc));
 	publish_config(d);
 	atomic_fetch_add(&d->self.reloads_ok_total, 1);
 	atomic_store(&d->self.last_reload_ok, 1);
@@ -1767,6 +1777,15 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		log_error("rules: cannot start the scrapes of /metrics");
 		goto out;
 	}
+	{
+		struct attrib_config ac;
+		config_to_attrib(&d->cfg, &ac);
+		if (attrib_open(&d->attrib, &ac) != 0) {
+			log_error("attribution: out of memory");
+			goto out;
+		}
+		d->self.attrib = d->attrib;
+	}
 	int src = start_source(d);
 	if (src) {
 		status = src;
@@ -1845,6 +1864,7 @@ out:
 	demo_end(d);
 	ingest_destroy(d->ingest);
 	selfscrape_destroy(d->scrape);
+	attrib_close(d->attrib);   /* after every reader: collector, HTTP, ingest */
 	bus_destroy(d->bus);
 	for (int i = 0; i < 2; i++) {
 		buf_free(&d->cache[i].scratch);

@@ -19,6 +19,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "attrib.h"
 #include "anomaly.h"
 #include "clock.h"
 #include "diagnose.h"
@@ -851,6 +852,302 @@ static void render_events(struct render *r)
 	}
 }
 
+/* A value that is UTF-8 and free of control bytes already (owner.h's
+ * promise for struct proc_owner): only \\ and " need escaping, and most
+ * values have neither, so they are copied whole. */
+static void put_clean_label(struct pw *w, const char *s)
+{
+	size_t n = strlen(s);
+	if (!memchr(s, '\\', n) && !memchr(s, '"', n)) {
+		put(w, s, n);
+		return;
+	}
+	put_label_text(w, s);
+}
+
+/* ,name="value" for each field of o in `mask` that is known. */
+static void owner_labels(struct pw *w, const struct proc_owner *o, unsigned mask)
+{
+	for (int f = 0; f < OWNER_FIELD_COUNT; f++) {
+		if (!(mask & 1u << f))
+			continue;
+		const char *v = owner_field_value(o, (enum owner_field)f);
+		if (!v[0])
+			continue;
+		PUT_LIT(w, ",");
+		put_str(w, owner_field_name((enum owner_field)f));
+		PUT_LIT(w, "=\"");
+		put_clean_label(w, v);
+		PUT_LIT(w, "\"");
+	}
+}
+
+/* Whether a pod-resources device ID names GPU s or one of its MIG
+ * instances (nvidia.com/mig-* resources list MIG UUIDs). */
+static bool alloc_on_gpu(const struct attrib_allocation *al, const struct gpu_snapshot *s)
+{
+	if (al->job[0])   /* a Slurm job's cgroup rule: /dev/nvidiaN */
+		return al->minor >= 0 && s->id.minor_number == al->minor;
+	if (attrib_device_matches(al->device_id, s->id.uuid))
+		return true;
+	for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++)
+		if (attrib_device_matches(al->device_id, s->mig[k].uuid))
+			return true;
+	return false;
+}
+
+/* Whether a process on GPU snapshot s is the work of this allocation's
+ * pod. A process in some pod whose name is not known might be, so it
+ * makes the answer "not idle" too: idle is claimed only when sure. */
+static bool pod_runs_on(const struct gpu_snapshot *s, const struct attrib_allocation *al)
+{
+	for (int k = 0; al->job[0] && k < s->nprocs && k < GPU_PROC_MAX; k++)
+		if (strcmp(s->procs[k].owner.job, al->job) == 0)
+			return true;
+	if (al->job[0])
+		return false;
+	for (int k = 0; k < s->nprocs && k < GPU_PROC_MAX; k++) {
+		const struct proc_owner *o = &s->procs[k].owner;
+		if (!o->pod_uid[0])
+			continue;
+		if (!o->pod[0])
+			return true;
+		if (strcmp(o->pod, al->pod) == 0 && strcmp(o->namespace_, al->namespace_) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* ,pod=..,namespace=..,container=.. or, for a Slurm job, ,job=..,job_user=.. */
+static void alloc_labels(struct pw *w, const struct attrib_allocation *al)
+{
+	if (al->job[0]) {
+		PUT_LIT(w, ",job=\"");
+		put_label_text(w, al->job);
+		PUT_LIT(w, "\",job_user=\"");
+		put_label_text(w, al->job_user);
+		PUT_LIT(w, "\"");
+		return;
+	}
+	PUT_LIT(w, ",pod=\"");
+	put_label_text(w, al->pod);
+	PUT_LIT(w, "\",namespace=\"");
+	put_label_text(w, al->namespace_);
+	PUT_LIT(w, "\",container=\"");
+	put_label_text(w, al->container);
+	PUT_LIT(w, "\"");
+}
+
+/* gpulse_process_info (every known field of every process) and the
+ * pod-resources allocations: which pod's container holds each GPU, and
+ * whether it runs anything there. */
+static void render_attribution(struct render *r, const struct self_stats *self)
+{
+	struct pw *w = &r->w;
+	family(w, "gpulse_process_info", T_INFO,
+	       "Who a GPU process belongs to: cgroup, container, pod, Slurm job, user.");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_snapshot *s = &r->snap[i];
+		if (!s->procs_valid)
+			continue;
+		for (int k = 0; k < s->nprocs && k < GPU_PROC_MAX; k++) {
+			const struct gpu_process *p = &s->procs[k];
+			if (!p->owner.resolved)
+				continue;
+			gpu_sample(r, i);
+			PUT_LIT(w, ",pid=\"");
+			put_u64(w, p->pid);
+			PUT_LIT(w, "\"");
+			owner_labels(w, &p->owner, (1u << OWNER_FIELD_COUNT) - 1);
+			end_u64(w, 1);
+		}
+	}
+	if (!self || !self->attrib)
+		return;
+	struct attrib_stats st;
+	attrib_get_stats(self->attrib, &st);
+	struct attrib_allocation *al = NULL;
+	size_t nal = 0;
+	if (st.podres_allocations > 0) {   /* pods' and Slurm jobs' */
+		al = malloc(st.podres_allocations * sizeof *al);
+		if (al)
+			nal = attrib_allocations(self->attrib, al, st.podres_allocations);
+	}
+	family(w, "gpulse_gpu_allocation_info", T_INFO,
+	       "A GPU (or a time-slice of it) that the kubelet's pod-resources API says a pod's container holds.");
+	for (size_t k = 0; k < nal; k++) {
+		for (int i = 0; i < r->n; i++) {
+			if (!alloc_on_gpu(&al[k], &r->snap[i]))
+				continue;
+			gpu_sample(r, i);
+			alloc_labels(w, &al[k]);
+			PUT_LIT(w, ",resource=\"");
+			put_label_text(w, al[k].resource);
+			PUT_LIT(w, "\"");
+			if (al[k].device_id[0]) {
+				PUT_LIT(w, ",device_id=\"");
+				put_label_text(w, al[k].device_id);
+				PUT_LIT(w, "\"");
+			}
+			end_u64(w, 1);
+		}
+	}
+	family(w, "gpulse_gpu_allocated_idle", T_GAUGE,
+	       "1 while a pod holds the GPU and none of its processes runs on it (allocated but idle), else 0.");
+	for (size_t k = 0; k < nal; k++) {
+		for (int i = 0; i < r->n; i++) {
+			const struct gpu_snapshot *s = &r->snap[i];
+			if (!s->procs_valid || !alloc_on_gpu(&al[k], s))
+				continue;
+			/* One sample per (GPU, pod, container): replicas of a
+			 * time-sliced GPU held by the same container count once. */
+			bool seen = false;
+			for (size_t j = 0; j < k && !seen; j++)
+				seen = alloc_on_gpu(&al[j], s) && strcmp(al[j].job, al[k].job) == 0 &&
+				       strcmp(al[j].pod, al[k].pod) == 0 &&
+				       strcmp(al[j].namespace_, al[k].namespace_) == 0 &&
+				       strcmp(al[j].container, al[k].container) == 0;
+			if (seen)
+				continue;
+			gpu_sample(r, i);
+			alloc_labels(w, &al[k]);
+			end_u64(w, !pod_runs_on(s, &al[k]));
+		}
+	}
+	free(al);
+	family(w, "gpulse_attribution_processes_resolved_total", T_COUNTER,
+	       "Processes whose owner was read from /proc (once each: later lookups hit the cache).");
+	plain_u64(w, st.resolved_total);
+	family(w, "gpulse_attribution_cache_hits_total", T_COUNTER,
+	       "Owner lookups answered from the cache.");
+	plain_u64(w, st.cache_hits_total);
+	family(w, "gpulse_attribution_cache_evictions_total", T_COUNTER,
+	       "Cached owners pushed out by the cache's bound.");
+	plain_u64(w, st.cache_evictions_total);
+	family(w, "gpulse_attribution_errors_total", T_COUNTER,
+	       "Processes whose owner could not be read, by what failed.");
+	sample(w, "", 0);
+	PUT_LIT(w, "{what=\"proc\"} ");
+	put_u64(w, st.proc_errors_total);
+	PUT_LIT(w, "\n");
+	sample(w, "", 0);
+	PUT_LIT(w, "{what=\"cgroup\"} ");
+	put_u64(w, st.cgroup_errors_total);
+	PUT_LIT(w, "\n");
+	sample(w, "", 0);
+	PUT_LIT(w, "{what=\"environ_queue_full\"} ");
+	put_u64(w, st.environ_skipped_total);
+	PUT_LIT(w, "\n");
+	family(w, "gpulse_attribution_truncated_total", T_COUNTER,
+	       "Attribution values cut to their bound, by what.");
+	sample(w, "", 0);
+	PUT_LIT(w, "{what=\"label\"} ");
+	put_u64(w, st.labels_truncated_total);
+	PUT_LIT(w, "\n");
+	sample(w, "", 0);
+	PUT_LIT(w, "{what=\"environ\"} ");
+	put_u64(w, st.environ_truncated_total);
+	PUT_LIT(w, "\n");
+	if (st.slurm_configured) {
+		family(w, "gpulse_slurm_jobs_with_gpus", T_GAUGE,
+		       "Slurm jobs whose cgroup device rules allow some GPU (cgroup v1), at the last scan.");
+		plain_u64(w, st.slurm_jobs);
+		family(w, "gpulse_slurm_scan_errors_total", T_COUNTER,
+		       "Slurm job devices.list files that could not be read.");
+		plain_u64(w, st.slurm_scan_errors_total);
+	}
+	if (!st.podres_configured)
+		return;
+	family(w, "gpulse_pod_resources_up", T_GAUGE,
+	       "1 when the last List call to the kubelet's pod-resources socket answered.");
+	plain_u64(w, st.podres_available);
+	family(w, "gpulse_pod_resources_refreshes_total", T_COUNTER,
+	       "List calls to the kubelet's pod-resources socket, by result.");
+	sample(w, "", 0);
+	PUT_LIT(w, "{result=\"success\"} ");
+	put_u64(w, st.podres_refreshes_total);
+	PUT_LIT(w, "\n");
+	sample(w, "", 0);
+	PUT_LIT(w, "{result=\"failure\"} ");
+	put_u64(w, st.podres_failures_total);
+	PUT_LIT(w, "\n");
+	family(w, "gpulse_pod_resources_allocations", T_GAUGE,
+	       "Device allocations the last List answer held.");
+	plain_u64(w, st.podres_allocations);
+	family(w, "gpulse_pod_resources_allocations_dropped_total", T_COUNTER,
+	       "Device allocations beyond the bound kept, left out.");
+	plain_u64(w, st.podres_allocations_dropped_total);
+}
+
+/* ,gpu_instance="..",compute_instance="..",profile="..",mig_uuid=".." */
+static void mig_labels(struct pw *w, const struct gpu_mig *m)
+{
+	PUT_LIT(w, ",gpu_instance=\"");
+	put_u64(w, m->gpu_instance);
+	PUT_LIT(w, "\",compute_instance=\"");
+	put_u64(w, m->compute_instance);
+	PUT_LIT(w, "\",profile=\"");
+	put_label_text(w, m->profile);
+	PUT_LIT(w, "\",mig_uuid=\"");
+	put_label_text(w, m->uuid);
+	PUT_LIT(w, "\"");
+}
+
+/* Per MIG instance: identity, memory, GPM where the driver offers it. */
+static void render_mig(struct render *r)
+{
+	static const struct {
+		const char *name, *help;
+	} gpm[MIG_GPM_COUNT] = {
+		[MIG_GPM_SM_ACTIVE] = {"gpulse_mig_sm_active_ratio",
+				       "Fraction of the MIG instance's SMs' time with a warp resident (GPM)."},
+		[MIG_GPM_SM_OCCUPANCY] = {"gpulse_mig_sm_occupancy_ratio",
+					  "Warps resident on the MIG instance's SMs, of the most possible (GPM)."},
+		[MIG_GPM_TENSOR] = {"gpulse_mig_tensor_active_ratio",
+				    "Fraction of the MIG instance's time its tensor cores were busy (GPM)."},
+		[MIG_GPM_DRAM] = {"gpulse_mig_dram_active_ratio",
+				  "Fraction of the MIG instance's memory bandwidth in use (GPM)."},
+	};
+	struct pw *w = &r->w;
+	family(w, "gpulse_mig_info", T_INFO,
+	       "A MIG instance of the GPU: its GPU and compute instance IDs, profile and UUID.");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_snapshot *s = &r->snap[i];
+		for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++) {
+			gpu_sample(r, i);
+			mig_labels(w, &s->mig[k]);
+			end_u64(w, 1);
+		}
+	}
+	for (int m = 0; m < 2; m++) {
+		family(w, m ? "gpulse_mig_memory_total_bytes" : "gpulse_mig_memory_used_bytes", T_GAUGE,
+		       m ? "Device memory of the MIG instance." : "Device memory in use in the MIG instance.");
+		for (int i = 0; i < r->n; i++) {
+			const struct gpu_snapshot *s = &r->snap[i];
+			for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++) {
+				if (!s->mig[k].mem_valid)
+					continue;
+				gpu_sample(r, i);
+				mig_labels(w, &s->mig[k]);
+				end_u64(w, m ? s->mig[k].mem_total_bytes : s->mig[k].mem_used_bytes);
+			}
+		}
+	}
+	for (int g = 0; g < MIG_GPM_COUNT; g++) {
+		family(w, gpm[g].name, T_GAUGE, gpm[g].help);
+		for (int i = 0; i < r->n; i++) {
+			const struct gpu_snapshot *s = &r->snap[i];
+			for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++) {
+				if (!(s->mig[k].gpm_valid & 1u << g))
+					continue;
+				gpu_sample(r, i);
+				mig_labels(w, &s->mig[k]);
+				end_value(w, s->mig[k].gpm[g]);
+			}
+		}
+	}
+}
+
 enum proc_metric { P_MEM, P_SM, P_MEMUTIL };
 
 static void render_processes(struct render *r)
@@ -884,6 +1181,12 @@ static void render_processes(struct render *r)
 				comm[GPU_COMM_LEN] = '\0';
 				put_label_text(w, comm);
 				PUT_LIT(w, "\"");
+				if (p->in_mig) {   /* the MIG instance it runs in */
+					PUT_LIT(w, ",gpu_instance=\"");
+					put_u64(w, (uint64_t)p->gpu_instance);
+					PUT_LIT(w, "\"");
+				}
+				owner_labels(w, &p->owner, p->owner.labels);
 				if (m == P_MEM)
 					end_u64(w, p->used_bytes);
 				else
@@ -1292,7 +1595,8 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 	 * called (its histogram). */
 	size_t est = 8192 + (size_t)r.n * 4096 + r.labels.len * 40;
 	for (int i = 0; i < r.n; i++)
-		est += r.snap[i].procs_valid ? (size_t)r.snap[i].nprocs * 600 : 0;
+		est += (r.snap[i].procs_valid ? (size_t)r.snap[i].nprocs * 1600 : 0) +
+		       (r.snap[i].mig_valid ? (size_t)r.snap[i].nmig * 2000 : 0);
 	if (nvml)
 		for (int fn = 0; fn < NVML_FN_COUNT; fn++)
 			est += ld(&nvml->stats[fn].calls) ? 1800 : 0;
@@ -1309,6 +1613,8 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 	render_anomaly(&r, self);
 	render_events(&r);
 	render_processes(&r);
+	render_attribution(&r, self);
+	render_mig(&r);
 	render_daemon(&r, cs, self);
 	if (nvml)
 		render_nvml(&r, nvml);

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "attrib.h"
 #include "buf.h"
 
 #define SELF_HTTP_SHED_REASONS 4
@@ -144,6 +145,10 @@ struct self_stats {
 	 * the HTTP server starts. */
 	query_stats_fn *query_stats;
 	void *query_ctx;
+	/* Attribution (src/attrib/attrib.h), for its counters and the
+	 * pod-resources allocations (NULL: left out). Set before the HTTP
+	 * server starts. */
+	struct attrib *attrib;
 };
 
 /* Set the source's mode, its detail and the replay speed together. */

@@ -160,7 +160,11 @@ static const char *health_name(enum gpu_health h)
 	return h == GPU_HEALTH_UP ? "up" : h == GPU_HEALTH_STALE ? "stale" : "lost";
 }
 
-static void render_gpu(struct jw *w, const struct gpu_snapshot *s)
+static void render_allocations(struct jw *w, const struct gpu_snapshot *s,
+			       const struct attrib_allocation *al, size_t nal);
+
+static void render_gpu(struct jw *w, const struct gpu_snapshot *s,
+		       const struct attrib_allocation *al, size_t nal)
 {
 	const struct gpu_identity *id = &s->id;
 	lit(w, "{");
@@ -280,6 +284,29 @@ static void render_gpu(struct jw *w, const struct gpu_snapshot *s)
 		lit(w, ",");
 		key(w, "mem_ratio");
 		num(w, p->util_valid ? p->mem_ratio : NAN);
+		lit(w, ",");
+		key(w, "gpu_instance");   /* its MIG instance, null outside MIG mode */
+		if (p->in_mig)
+			u64(w, (uint64_t)p->gpu_instance);
+		else
+			lit(w, "null");
+		lit(w, ",");
+		/* Who the process belongs to (src/attrib): every field, "" where
+		 * unknown, and the one-line summary status and top show. */
+		key(w, "owner");
+		if (p->owner.resolved) {
+			lit(w, "{");
+			for (int f = 0; f < OWNER_FIELD_COUNT; f++)
+				key_str(w, owner_field_name((enum owner_field)f),
+					owner_field_value(&p->owner, (enum owner_field)f));
+			char sum[160];
+			owner_summary(&p->owner, sum, sizeof sum);
+			key(w, "summary");
+			str(w, sum);
+			lit(w, "}");
+		} else {
+			lit(w, "null");
+		}
 		lit(w, "}");
 	}
 	lit(w, "],");
@@ -304,7 +331,91 @@ static void render_gpu(struct jw *w, const struct gpu_snapshot *s)
 	lit(w, "},");
 	key(w, "lost_total");
 	u64(w, s->lost_total);
+	lit(w, ",");
+	render_allocations(w, s, al, nal);
+	/* MIG instances (null when the GPU is not in MIG mode). */
+	lit(w, ",");
+	key(w, "mig");
+	if (!s->mig_valid) {
+		lit(w, "null");
+	} else {
+		lit(w, "[");
+		for (int k = 0; k < s->nmig && k < GPU_MIG_MAX; k++) {
+			const struct gpu_mig *m = &s->mig[k];
+			lit(w, k ? ",{" : "{");
+			key_str(w, "uuid", m->uuid);
+			key_str(w, "profile", m->profile);
+			key_u64(w, "gpu_instance", m->gpu_instance);
+			key_u64(w, "compute_instance", m->compute_instance);
+			key(w, "memory_used_bytes");
+			if (m->mem_valid)
+				u64(w, m->mem_used_bytes);
+			else
+				lit(w, "null");
+			lit(w, ",");
+			key(w, "memory_total_bytes");
+			if (m->mem_valid)
+				u64(w, m->mem_total_bytes);
+			else
+				lit(w, "null");
+			lit(w, ",");
+			key(w, "sm_active_ratio");
+			num(w, m->gpm_valid & 1u << MIG_GPM_SM_ACTIVE ? m->gpm[MIG_GPM_SM_ACTIVE] : NAN);
+			lit(w, "}");
+		}
+		lit(w, "]");
+	}
 	lit(w, "}");
+}
+
+/* Whether a pod-resources device ID names GPU s or one of its MIG
+ * instances (nvidia.com/mig-* resources list MIG UUIDs). */
+static bool alloc_on_gpu(const struct attrib_allocation *al, const struct gpu_snapshot *s)
+{
+	if (al->job[0])   /* a Slurm job's cgroup rule: /dev/nvidiaN */
+		return al->minor >= 0 && s->id.minor_number == al->minor;
+	if (attrib_device_matches(al->device_id, s->id.uuid))
+		return true;
+	for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++)
+		if (attrib_device_matches(al->device_id, s->mig[k].uuid))
+			return true;
+	return false;
+}
+
+/* The pod-resources allocations of GPU s: who holds it, and whether that
+ * pod runs anything on it (as gpulse_gpu_allocated_idle on /metrics). */
+static void render_allocations(struct jw *w, const struct gpu_snapshot *s,
+			       const struct attrib_allocation *al, size_t nal)
+{
+	key(w, "allocations");
+	lit(w, "[");
+	bool first = true;
+	for (size_t k = 0; k < nal; k++) {
+		if (!alloc_on_gpu(&al[k], s))
+			continue;
+		bool busy = false;
+		for (int p = 0; p < s->nprocs && p < GPU_PROC_MAX; p++) {
+			const struct proc_owner *o = &s->procs[p].owner;
+			if (al[k].job[0])
+				busy |= strcmp(o->job, al[k].job) == 0;
+			else if (o->pod_uid[0] && (!o->pod[0] || (strcmp(o->pod, al[k].pod) == 0 &&
+								  strcmp(o->namespace_, al[k].namespace_) == 0)))
+				busy = true;
+		}
+		lit(w, first ? "{" : ",{");
+		first = false;
+		key_str(w, "job", al[k].job);
+		key_str(w, "job_user", al[k].job_user);
+		key_str(w, "pod", al[k].pod);
+		key_str(w, "namespace", al[k].namespace_);
+		key_str(w, "container", al[k].container);
+		key_str(w, "resource", al[k].resource);
+		key_str(w, "device_id", al[k].device_id);
+		key(w, "idle");
+		lit(w, !s->procs_valid ? "null" : busy ? "false" : "true");
+		lit(w, "}");
+	}
+	lit(w, "]");
 }
 
 static const char *mode_name(enum daemon_mode m)
@@ -334,6 +445,27 @@ int status_json_render(struct buf *out, struct bus *bus, const struct self_stats
 	key(&w, "start_time");
 	unix_seconds(&w, self ? self->start_wall_ns : 0);
 	lit(&w, ",");
+	struct attrib_stats ast;
+	attrib_get_stats(self ? self->attrib : NULL, &ast);
+	struct attrib_allocation *al = NULL;
+	size_t nal = 0;
+	if (ast.podres_allocations > 0 && (al = malloc(ast.podres_allocations * sizeof *al)))
+		nal = attrib_allocations(self->attrib, al, ast.podres_allocations);
+	key(&w, "attribution");
+	lit(&w, "{");
+	key(&w, "pod_resources");
+	lit(&w, ast.podres_configured ? "{\"configured\":true," : "{\"configured\":false,");
+	lit(&w, ast.podres_available ? "\"available\":true," : "\"available\":false,");
+	key_u64(&w, "allocations", ast.podres_allocations);
+	key_u64(&w, "refreshes_total", ast.podres_refreshes_total);
+	key_u64(&w, "failures_total", ast.podres_failures_total);
+	key(&w, "last_error");
+	str(&w, ast.podres_last_error);
+	lit(&w, "},");
+	key_u64(&w, "processes_resolved_total", ast.resolved_total);
+	key(&w, "errors_total");
+	u64(&w, ast.proc_errors_total + ast.cgroup_errors_total);
+	lit(&w, "},");
 	key(&w, "gpus");
 	lit(&w, "[");
 	bool first = true;
@@ -343,9 +475,10 @@ int status_json_render(struct buf *out, struct bus *bus, const struct self_stats
 		if (!first)
 			lit(&w, ",");
 		first = false;
-		render_gpu(&w, snap);
+		render_gpu(&w, snap, al, nal);
 	}
 	lit(&w, "]}}\n");
+	free(al);
 	free(snap);
 	if (out->data)
 		out->data[out->len] = '\0';

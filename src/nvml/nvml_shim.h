@@ -118,7 +118,19 @@
 	  (nvml_device_t, unsigned long long, nvml_event_set_t))                              \
 	X(OPT, event_set_wait, "nvmlEventSetWait_v2", "nvmlEventSetWait",                     \
 	  (nvml_event_set_t, struct nvml_event_data *, unsigned int))                         \
-	X(OPT, event_set_free, "nvmlEventSetFree", NULL, (nvml_event_set_t))
+	X(OPT, event_set_free, "nvmlEventSetFree", NULL, (nvml_event_set_t))                 \
+	X(OPT, device_get_max_mig_device_count, "nvmlDeviceGetMaxMigDeviceCount", NULL,       \
+	  (nvml_device_t, unsigned int *))                                                    \
+	X(OPT, device_get_mig_device_handle_by_index, "nvmlDeviceGetMigDeviceHandleByIndex", NULL, \
+	  (nvml_device_t, unsigned int, nvml_device_t *))                                     \
+	X(OPT, device_get_gpu_instance_id, "nvmlDeviceGetGpuInstanceId", NULL,                \
+	  (nvml_device_t, unsigned int *))                                                    \
+	X(OPT, device_get_compute_instance_id, "nvmlDeviceGetComputeInstanceId", NULL,        \
+	  (nvml_device_t, unsigned int *))                                                    \
+	X(OPT, gpm_mig_sample_get, "nvmlGpmMigSampleGet", NULL,                               \
+	  (nvml_device_t, unsigned int, nvml_gpm_sample_t))                                   \
+	X(OPT, device_get_minor_number, "nvmlDeviceGetMinorNumber", NULL,                     \
+	  (nvml_device_t, unsigned int *))
 
 enum nvml_fn {
 #define NVML_FN_ENUM(kind, member, sym, alt, params) NVML_FN_##member,

@@ -105,8 +105,14 @@ int profile_visible_device(const char *visible, uint32_t ordinal, profile_uuid_f
 			idx = resolve(ctx, item + 4);
 			if (idx < 0 || idx >= PROFILE_TIMELINE_GPUS)
 				return -1;
+		} else if (strncmp(item, "MIG-", 4) == 0 && resolve) {
+			/* A MIG instance by its own UUID (R470 and later): the
+			 * resolver knows each instance's parent GPU. */
+			idx = resolve(ctx, item);
+			if (idx < 0 || idx >= PROFILE_TIMELINE_GPUS)
+				return -1;
 		} else {
-			return -1;  /* MIG-UUID instances, or what CUDA would stop at */
+			return -1;  /* what CUDA would stop at */
 		}
 		if (k == ordinal)
 			return idx;

@@ -10,7 +10,8 @@
  * indices or GPU UUIDs, the latter through the resolver), and taken as
  * the index itself when the variable is unset or unreadable — right on
  * nodes whose GPUs are all of one model (CUDA's default order is then the
- * PCI order NVML uses). MIG instances are not resolved.
+ * PCI order NVML uses). A MIG instance (MIG-UUID, or the older
+ * MIG-GPU-UUID/GI/CI) maps to its parent GPU through the resolver.
  *
  * Thread-safety: one mutex; the socket thread adds, the diagnosis reads. */
 #ifndef GPULSE_PROFILE_TIMELINE_H
@@ -26,7 +27,8 @@
 #define PROFILE_TIMELINE_SLOTS 2048  /* intervals kept per GPU */
 #define PROFILE_TIMELINE_PIDS 64     /* processes told apart in one sum */
 
-/* The daemon's GPU index of the GPU with this UUID ("GPU-..."), or -1. */
+/* The daemon's GPU index of the GPU with this UUID ("GPU-..."), or of
+ * the GPU that holds the MIG instance with this UUID ("MIG-..."), or -1. */
 typedef int profile_uuid_fn(void *ctx, const char *uuid);
 
 /* Sums over a range of one GPU. Amounts from intervals that straddle the

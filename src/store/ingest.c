@@ -290,11 +290,24 @@ static void tick_processes(struct ingest *ing, const struct gpu_refs *gr,
 		for (int m = 0; m < 2; m++) {
 			if (m == 0 ? !p->mem_valid : !p->util_valid)
 				continue;
-			struct tsdb_label l[INGEST_GPU_LABELS_MAX + 1];
+			struct tsdb_label l[INGEST_GPU_LABELS_MAX + 2 + OWNER_FIELD_COUNT];
 			size_t n = ingest_gpu_labels(l,
 						     ingest_process_metrics[m],
 						     gr->gpu, gr->uuid, gr->model, "pid", pid);
 			l[n++] = (struct tsdb_label){"comm", comm};
+			char gi[16];
+			if (p->in_mig) {
+				snprintf(gi, sizeof gi, "%u", p->gpu_instance);
+				l[n++] = (struct tsdb_label){"gpu_instance", gi};
+			}
+			/* The attribution labels /metrics shows (prom.c,
+			 * owner_labels), already bounded and UTF-8. */
+			for (int f = 0; f < OWNER_FIELD_COUNT; f++) {
+				const char *v = owner_field_value(&p->owner, (enum owner_field)f);
+				if ((p->owner.labels & 1u << f) && v[0])
+					l[n++] = (struct tsdb_label){
+						owner_field_name((enum owner_field)f), v};
+			}
 			char err[160];
 			uint32_t ref;
 			if (tsdb_series(ing->db, l, n, &ref, err, sizeof err) != GPULSE_OK) {

@@ -10,10 +10,12 @@
  *       GPU starts k*37 rows later, so that the copies differ
  *   GPULSE_FAKE_NVML_SPEED=X    recorded seconds per real second (default
  *       1; 0 freezes every GPU at its first row, for exact tests)
- *   GPULSE_FAKE_NVML_PROCESSES="PID:MIB:SM[,PID:MIB:SM...]"  every GPU
- *       serves these processes (pid, used memory in MiB, SM utilization
- *       in percent) instead of the row's proc_count made-up ones, so a
- *       test can list processes it owns with distinct values
+ *   GPULSE_FAKE_NVML_PROCESSES="PID:MIB:SM[:GPU[:GI]][,...]"
+ *       every GPU (or only GPU index GPU) serves these processes (pid,
+ *       used memory in MiB, SM utilization in percent) instead of the
+ *       row's proc_count made-up ones, so a test can list processes it
+ *       owns with distinct values; under GPULSE_FAKE_NVML_MIG=1 a process
+ *       with GI runs in that MIG GPU instance (compute instance 0)
  *   GPULSE_FAKE_NVML_FAULTS="spec;spec;..."  with specs
  *       hang:FUNC[:gpu=N][:after=S][:for=S]  every matching call made after
  *           S seconds sleeps `for` seconds (forever without it) first
@@ -22,7 +24,12 @@
  *       notsup:gpm[:gpu=N]          GPM is reported unsupported
  *       xid:[gpu=N:]at=S:code=C     one XID event after S seconds
  *       nodriver                    nvmlInit_v2 returns DRIVER_NOT_LOADED
- *   GPULSE_FAKE_NVML_MIG=1      every GPU reports MIG mode enabled
+ *   GPULSE_FAKE_NVML_MIG=1      every GPU reports MIG mode enabled, with three
+ *       instances (mig_layout below: 3g.71gb GI 1, 2g.35gb GI 2, 1g.18gb
+ *       GI 5, CI 0 each) whose UUIDs are MIG-..., whose used memory is a
+ *       fixed share of the GPU's recorded use (the shares add up to it),
+ *       and whose GPM metrics (nvmlGpmMigSampleGet) are the GPU's recorded
+ *       ones times a fixed activity (1, 0.5 and 0: the 1g instance idles)
  *     Times are seconds of real (monotonic) time since nvmlInit_v2.
  *
  * Fake time: a GPU's position in its recording is (now - init) * speed
@@ -95,6 +102,47 @@ struct nvml_device_st {
 };
 static struct nvml_device_st devices[GPU_MAX];
 
+/* MIG: the instances every GPU has under GPULSE_FAKE_NVML_MIG=1, in the
+ * slots of nvmlDeviceGetMigDeviceHandleByIndex (the rest are empty). */
+#define FAKE_MIG_SLOTS 7
+static const struct fake_mig {
+	const char *profile;
+	unsigned gi;
+	double mem_share;    /* of the GPU's used memory; they add up to 1 */
+	double activity;     /* the instance's GPM metrics: the GPU's times this */
+	unsigned long long total_mib;
+} mig_layout[] = {
+	{"3g.71gb", 1, 0.625, 1.0, 71 * 1024},
+	{"2g.35gb", 2, 0.25, 0.5, 35 * 1024},
+	{"1g.18gb", 5, 0.125, 0.0, 18 * 1024},
+};
+#define FAKE_MIG_COUNT ((int)(sizeof mig_layout / sizeof mig_layout[0]))
+static struct nvml_device_st mig_devices[GPU_MAX][FAKE_MIG_SLOTS];
+
+static bool mig_enabled(void)
+{
+	const char *mig = getenv("GPULSE_FAKE_NVML_MIG");
+	return mig && strcmp(mig, "1") == 0;
+}
+
+/* For a MIG handle, its parent GPU's handle and *k its slot; any other
+ * handle is returned as it is, with *k = -1. */
+static nvml_device_t mig_parent(nvml_device_t dev, int *k)
+{
+	uintptr_t p = (uintptr_t)dev, base = (uintptr_t)mig_devices;
+	*k = -1;
+	if (p < base || p >= base + sizeof mig_devices)
+		return dev;
+	size_t off = (p - base) / sizeof mig_devices[0][0];
+	*k = (int)(off % FAKE_MIG_SLOTS);
+	return &devices[off / FAKE_MIG_SLOTS];
+}
+
+static void mig_uuid_of(int gpu, int k, char *buf, size_t len)
+{
+	snprintf(buf, len, "MIG-fa4e%04x-0000-5000-8000-%012x", (unsigned)gpu, mig_layout[k].gi);
+}
+
 struct nvml_event_set_st {
 	unsigned magic;
 	unsigned generation;                /* init the delivered bits belong to */
@@ -105,6 +153,7 @@ struct nvml_event_set_st {
 struct nvml_gpm_sample_st {
 	unsigned magic;
 	int gpu;          /* -1 until nvmlGpmSampleGet */
+	int mig;          /* mig_layout slot of nvmlGpmMigSampleGet, or -1 */
 	double pos_s;     /* the GPU's recording position when taken */
 };
 
@@ -156,6 +205,8 @@ static struct {
 		unsigned pid;
 		unsigned long long used_bytes;
 		unsigned sm_pct;
+		int gpu;                 /* -1: on every GPU */
+		int gi;                  /* MIG GPU instance, -1 none */
 	} procs[FAKE_PROC_MAX];
 	int nprocs;                  /* -1: the rows' proc_count decides */
 } st = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -373,7 +424,7 @@ static bool parse_uint(const char *s, unsigned long max, unsigned long *out)
 	return true;
 }
 
-/* GPULSE_FAKE_NVML_PROCESSES: "PID:MIB:SM" entries, comma-separated. */
+/* GPULSE_FAKE_NVML_PROCESSES: "PID:MIB:SM[:GPU[:GI]]" entries, comma-separated. */
 static int parse_procs(const char *spec, char *err, size_t errlen)
 {
 	char copy[4096];
@@ -386,19 +437,21 @@ static int parse_procs(const char *spec, char *err, size_t errlen)
 	st.nprocs = 0;
 	char *save = NULL;
 	for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
-		char *f[3] = {e, NULL, NULL};
-		for (int k = 1; k < 3 && f[k - 1]; k++) {
+		char *f[5] = {e, NULL, NULL, NULL, NULL};
+		for (int k = 1; k < 5 && f[k - 1]; k++) {
 			char *colon = strchr(f[k - 1], ':');
 			if (colon) {
 				*colon = '\0';
 				f[k] = colon + 1;
 			}
 		}
-		unsigned long pid, mib, sm;
+		unsigned long pid, mib, sm, gpu = 0, gi = 0;
 		if (!f[1] || !f[2] || !parse_uint(f[0], 0xffffffffUL, &pid) || pid == 0 ||
-		    !parse_uint(f[1], 1UL << 30, &mib) || !parse_uint(f[2], 100, &sm)) {
+		    !parse_uint(f[1], 1UL << 30, &mib) || !parse_uint(f[2], 100, &sm) ||
+		    (f[3] && !parse_uint(f[3], GPU_MAX - 1, &gpu)) ||
+		    (f[4] && !parse_uint(f[4], 14, &gi))) {
 			snprintf(err, errlen, "GPULSE_FAKE_NVML_PROCESSES: bad entry \"%.64s\" "
-				 "(want PID:MIB:SM, SM a percentage)", e);
+				 "(want PID:MIB:SM[:GPU[:GI]], SM a percentage, GPU an index, GI 0-14)", e);
 			return -1;
 		}
 		if (st.nprocs >= FAKE_PROC_MAX) {
@@ -408,7 +461,7 @@ static int parse_procs(const char *spec, char *err, size_t errlen)
 		}
 		st.procs[st.nprocs++] = (struct fake_proc){
 			.pid = (unsigned)pid, .used_bytes = (unsigned long long)mib << 20,
-			.sm_pct = (unsigned)sm};
+			.sm_pct = (unsigned)sm, .gpu = f[3] ? (int)gpu : -1, .gi = f[4] ? (int)gi : -1};
 	}
 	return 0;
 }
@@ -935,8 +988,16 @@ FAKE_API nvml_return_t nvmlDeviceGetName(nvml_device_t dev, char *buf, unsigned 
 FAKE_API nvml_return_t nvmlDeviceGetName(nvml_device_t dev, char *buf, unsigned int len)
 {
 	struct call c;
-	nvml_return_t r = enter(NVML_FN_device_get_name, dev, true, &c);
-	return r ? r : leave(put_string(buf, len, "NVIDIA H200"));
+	int k;
+	nvml_return_t r = enter(NVML_FN_device_get_name, mig_parent(dev, &k), true, &c);
+	if (r)
+		return r;
+	if (k >= 0) {
+		char n[96];
+		snprintf(n, sizeof n, "NVIDIA H200 MIG %s", mig_layout[k].profile);
+		return leave(put_string(buf, len, n));
+	}
+	return leave(put_string(buf, len, "NVIDIA H200"));
 }
 
 FAKE_API nvml_return_t nvmlDeviceGetUUID(nvml_device_t dev, char *buf, unsigned int len);
@@ -944,10 +1005,14 @@ FAKE_API nvml_return_t nvmlDeviceGetUUID(nvml_device_t dev, char *buf, unsigned 
 {
 	struct call c;
 	char u[NVML_ABI_DEVICE_UUID_BUFFER_SIZE];
-	nvml_return_t r = enter(NVML_FN_device_get_uuid, dev, true, &c);
+	int k;
+	nvml_return_t r = enter(NVML_FN_device_get_uuid, mig_parent(dev, &k), true, &c);
 	if (r)
 		return r;
-	uuid_of(c.gpu, u, sizeof u);
+	if (k >= 0)
+		mig_uuid_of(c.gpu, k, u, sizeof u);
+	else
+		uuid_of(c.gpu, u, sizeof u);
 	return leave(put_string(buf, len, u));
 }
 
@@ -961,6 +1026,20 @@ FAKE_API nvml_return_t nvmlDeviceGetSerial(nvml_device_t dev, char *buf, unsigne
 		return r;
 	snprintf(s, sizeof s, "FAKE%05d", c.gpu);
 	return leave(put_string(buf, len, s));
+}
+
+/* /dev/nvidiaN: N is the GPU's index, as on a host without holes. */
+FAKE_API nvml_return_t nvmlDeviceGetMinorNumber(nvml_device_t dev, unsigned int *minor);
+FAKE_API nvml_return_t nvmlDeviceGetMinorNumber(nvml_device_t dev, unsigned int *minor)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_minor_number, dev, true, &c);
+	if (r)
+		return r;
+	if (!minor)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*minor = (unsigned)c.gpu;
+	return leave(NVML_ABI_SUCCESS);
 }
 
 FAKE_API nvml_return_t nvmlDeviceGetPciInfo_v3(nvml_device_t dev, struct nvml_pci_info *pci);
@@ -1039,9 +1118,66 @@ FAKE_API nvml_return_t nvmlDeviceGetMigMode(nvml_device_t dev, unsigned int *cur
 		return r;
 	if (!current || !pending)
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
-	const char *mig = getenv("GPULSE_FAKE_NVML_MIG");
-	*current = *pending = mig && strcmp(mig, "1") == 0 ? NVML_ABI_FEATURE_ENABLED
-							  : NVML_ABI_FEATURE_DISABLED;
+	*current = *pending = mig_enabled() ? NVML_ABI_FEATURE_ENABLED : NVML_ABI_FEATURE_DISABLED;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlDeviceGetMaxMigDeviceCount(nvml_device_t dev, unsigned int *count);
+FAKE_API nvml_return_t nvmlDeviceGetMaxMigDeviceCount(nvml_device_t dev, unsigned int *count)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_max_mig_device_count, dev, true, &c);
+	if (r)
+		return r;
+	if (!count)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*count = mig_enabled() ? FAKE_MIG_SLOTS : 0;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlDeviceGetMigDeviceHandleByIndex(nvml_device_t dev, unsigned int index,
+							   nvml_device_t *out);
+FAKE_API nvml_return_t nvmlDeviceGetMigDeviceHandleByIndex(nvml_device_t dev, unsigned int index,
+							   nvml_device_t *out)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_mig_device_handle_by_index, dev, true, &c);
+	if (r)
+		return r;
+	if (!out || index >= FAKE_MIG_SLOTS)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	if (!mig_enabled() || (int)index >= FAKE_MIG_COUNT)
+		return leave(NVML_ABI_ERROR_NOT_FOUND);
+	*out = &mig_devices[c.gpu][index];
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlDeviceGetGpuInstanceId(nvml_device_t dev, unsigned int *id);
+FAKE_API nvml_return_t nvmlDeviceGetGpuInstanceId(nvml_device_t dev, unsigned int *id)
+{
+	struct call c;
+	int k;
+	nvml_return_t r = enter(NVML_FN_device_get_gpu_instance_id, mig_parent(dev, &k), true, &c);
+	if (r)
+		return r;
+	if (!id || k < 0)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);   /* not a MIG handle */
+	*id = mig_layout[k].gi;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlDeviceGetComputeInstanceId(nvml_device_t dev, unsigned int *id);
+FAKE_API nvml_return_t nvmlDeviceGetComputeInstanceId(nvml_device_t dev, unsigned int *id)
+{
+	struct call c;
+	int k;
+	nvml_return_t r =
+		enter(NVML_FN_device_get_compute_instance_id, mig_parent(dev, &k), true, &c);
+	if (r)
+		return r;
+	if (!id || k < 0)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*id = 0;
 	return leave(NVML_ABI_SUCCESS);
 }
 
@@ -1305,7 +1441,8 @@ FAKE_API nvml_return_t nvmlDeviceGetMemoryInfo_v2(nvml_device_t dev, struct nvml
 {
 	struct call c;
 	unsigned long long total, used;
-	nvml_return_t r = enter(NVML_FN_device_get_memory_info_v2, dev, true, &c);
+	int k;
+	nvml_return_t r = enter(NVML_FN_device_get_memory_info_v2, mig_parent(dev, &k), true, &c);
 	if (r)
 		return r;
 	if (!m)
@@ -1314,6 +1451,12 @@ FAKE_API nvml_return_t nvmlDeviceGetMemoryInfo_v2(nvml_device_t dev, struct nvml
 		return leave(NVML_ABI_ERROR_ARGUMENT_VERSION_MISMATCH);
 	if (!memory_of(&c, &total, &used))
 		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
+	if (k >= 0) {
+		used = (unsigned long long)((double)used * mig_layout[k].mem_share);
+		total = mig_layout[k].total_mib << 20;
+		if (used > total)
+			used = total;
+	}
 	m->total = total;
 	m->reserved = 0;
 	m->used = used;
@@ -1326,13 +1469,20 @@ FAKE_API nvml_return_t nvmlDeviceGetMemoryInfo(nvml_device_t dev, struct nvml_me
 {
 	struct call c;
 	unsigned long long total, used;
-	nvml_return_t r = enter(NVML_FN_device_get_memory_info, dev, true, &c);
+	int k;
+	nvml_return_t r = enter(NVML_FN_device_get_memory_info, mig_parent(dev, &k), true, &c);
 	if (r)
 		return r;
 	if (!m)
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
 	if (!memory_of(&c, &total, &used))
 		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
+	if (k >= 0) {
+		used = (unsigned long long)((double)used * mig_layout[k].mem_share);
+		total = mig_layout[k].total_mib << 20;
+		if (used > total)
+			used = total;
+	}
 	m->total = total;
 	m->used = used;
 	m->free = total - used;
@@ -1451,6 +1601,16 @@ FAKE_API nvml_return_t nvmlDeviceGetTotalEnergyConsumption(nvml_device_t dev,
 	return leave(energy_mj(&c, mj) ? NVML_ABI_SUCCESS : NVML_ABI_ERROR_NOT_SUPPORTED);
 }
 
+/* The indices of GPULSE_FAKE_NVML_PROCESSES entries that GPU gpu serves. */
+static unsigned procs_of(int gpu, int *mine)
+{
+	unsigned n = 0;
+	for (int i = 0; i < st.nprocs; i++)
+		if (st.procs[i].gpu < 0 || st.procs[i].gpu == gpu)
+			mine[n++] = i;
+	return n;
+}
+
 /* The row's processes: the caller itself first, so that /proc/PID/comm
  * resolves to something real, then made-up pids. */
 static unsigned proc_count(const struct call *c)
@@ -1478,15 +1638,23 @@ FAKE_API nvml_return_t nvmlDeviceGetComputeRunningProcesses_v3(nvml_device_t dev
 	if (!count)
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
 	if (st.nprocs >= 0) {
-		unsigned n = (unsigned)st.nprocs;
+		int mine[FAKE_PROC_MAX];
+		unsigned n = procs_of(c.gpu, mine);
 		if (n > 0 && (!infos || *count < n)) {
 			*count = n;
 			return leave(NVML_ABI_ERROR_INSUFFICIENT_SIZE);
 		}
 		for (unsigned i = 0; i < n; i++)
 			infos[i] = (struct nvml_process_info){
-				.pid = st.procs[i].pid, .used_gpu_memory = st.procs[i].used_bytes,
+				.pid = st.procs[mine[i]].pid,
+				.used_gpu_memory = st.procs[mine[i]].used_bytes,
 				.gpu_instance_id = 0xFFFFFFFFU, .compute_instance_id = 0xFFFFFFFFU};
+		for (unsigned i = 0; i < n; i++) {
+			if (st.procs[mine[i]].gi >= 0 && mig_enabled()) {
+				infos[i].gpu_instance_id = (unsigned)st.procs[mine[i]].gi;
+				infos[i].compute_instance_id = 0;
+			}
+		}
 		*count = n;
 		return leave(NVML_ABI_SUCCESS);
 	}
@@ -1527,7 +1695,8 @@ FAKE_API nvml_return_t nvmlDeviceGetProcessUtilization(nvml_device_t dev,
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
 	unsigned long long now = wall_us();
 	if (st.nprocs >= 0) {
-		unsigned n = (unsigned)st.nprocs;
+		int mine[FAKE_PROC_MAX];
+		unsigned n = procs_of(c.gpu, mine);
 		if (n == 0 || last_seen_us >= now)
 			return leave(NVML_ABI_ERROR_NOT_FOUND);
 		if (!samples || *count < n) {
@@ -1536,7 +1705,8 @@ FAKE_API nvml_return_t nvmlDeviceGetProcessUtilization(nvml_device_t dev,
 		}
 		for (unsigned i = 0; i < n; i++)
 			samples[i] = (struct nvml_process_utilization_sample){
-				.pid = st.procs[i].pid, .timestamp_us = now, .sm_util = st.procs[i].sm_pct};
+				.pid = st.procs[mine[i]].pid, .timestamp_us = now,
+				.sm_util = st.procs[mine[i]].sm_pct};
 		*count = n;
 		return leave(NVML_ABI_SUCCESS);
 	}
@@ -1682,6 +1852,7 @@ FAKE_API nvml_return_t nvmlGpmSampleAlloc(nvml_gpm_sample_t *out)
 		return leave(NVML_ABI_ERROR_MEMORY);
 	s->magic = GPM_SAMPLE_MAGIC;
 	s->gpu = -1;
+	s->mig = -1;
 	*out = s;
 	return leave(NVML_ABI_SUCCESS);
 }
@@ -1712,6 +1883,32 @@ FAKE_API nvml_return_t nvmlGpmSampleGet(nvml_device_t dev, nvml_gpm_sample_t s)
 	if (!gpm_supported(&c))
 		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
 	s->gpu = c.gpu;
+	s->mig = -1;
+	s->pos_s = c.pos_s;
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlGpmMigSampleGet(nvml_device_t dev, unsigned int gi,
+					   nvml_gpm_sample_t s);
+FAKE_API nvml_return_t nvmlGpmMigSampleGet(nvml_device_t dev, unsigned int gi,
+					   nvml_gpm_sample_t s)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_gpm_mig_sample_get, dev, true, &c);
+	if (r)
+		return r;
+	if (!s || s->magic != GPM_SAMPLE_MAGIC)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	if (!gpm_supported(&c) || !mig_enabled())
+		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
+	int k = -1;
+	for (int i = 0; i < FAKE_MIG_COUNT; i++)
+		if (mig_layout[i].gi == gi)
+			k = i;
+	if (k < 0)
+		return leave(NVML_ABI_ERROR_NOT_FOUND);
+	s->gpu = c.gpu;
+	s->mig = k;
 	s->pos_s = c.pos_s;
 	return leave(NVML_ABI_SUCCESS);
 }
@@ -1723,7 +1920,7 @@ FAKE_API nvml_return_t nvmlGpmMetricsGet(struct nvml_gpm_metrics_get *mg)
 	const struct nvml_gpm_sample_st *s1 = mg ? mg->sample1 : NULL;
 	const struct nvml_gpm_sample_st *s2 = mg ? mg->sample2 : NULL;
 	bool ok = s1 && s2 && s1->magic == GPM_SAMPLE_MAGIC && s2->magic == GPM_SAMPLE_MAGIC &&
-		  s1->gpu >= 0 && s1->gpu == s2->gpu;
+		  s1->gpu >= 0 && s1->gpu == s2->gpu && s1->mig == s2->mig;
 	/* The device is the one both samples were taken on. */
 	nvml_return_t r = enter(NVML_FN_gpm_metrics_get, ok ? &devices[s2->gpu] : NULL, true, &c);
 	if (r)
@@ -1753,6 +1950,8 @@ FAKE_API nvml_return_t nvmlGpmMetricsGet(struct nvml_gpm_metrics_get *mg)
 			continue;
 		}
 		m->value = field_from_base(info->field, row->v[info->field]);
+		if (s2->mig >= 0)
+			m->value *= mig_layout[s2->mig].activity;
 		m->nvml_return = NVML_ABI_SUCCESS;
 	}
 	return leave(NVML_ABI_SUCCESS);
@@ -1946,5 +2145,11 @@ static const struct nvml_lib abi_check __attribute__((unused)) = {
 	.device_register_events = nvmlDeviceRegisterEvents,
 	.event_set_wait = nvmlEventSetWait_v2,
 	.event_set_free = nvmlEventSetFree,
+	.device_get_max_mig_device_count = nvmlDeviceGetMaxMigDeviceCount,
+	.device_get_mig_device_handle_by_index = nvmlDeviceGetMigDeviceHandleByIndex,
+	.device_get_gpu_instance_id = nvmlDeviceGetGpuInstanceId,
+	.device_get_compute_instance_id = nvmlDeviceGetComputeInstanceId,
+	.gpm_mig_sample_get = nvmlGpmMigSampleGet,
+	.device_get_minor_number = nvmlDeviceGetMinorNumber,
 	.error_string = nvmlErrorString,
 };

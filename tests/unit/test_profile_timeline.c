@@ -41,6 +41,8 @@ static void kernels(struct profile_timeline *t, uint32_t pid, uint32_t dev, uint
 static int resolve(void *ctx, const char *uuid)
 {
 	(void)ctx;
+	if (strncmp(uuid, "MIG-cccc", 8) == 0)
+		return 5;   /* a MIG instance of GPU 5, as the daemon's resolver knows it */
 	return strncmp(uuid, "GPU-aaaa", 8) == 0 ? 3 : -1;
 }
 
@@ -57,6 +59,11 @@ static void visible_devices(void **state)
 	assert_int_equal(profile_visible_device("GPU-bbbb", 0, resolve, NULL), -1);
 	assert_int_equal(profile_visible_device("GPU-aaaa", 0, NULL, NULL), -1);
 	assert_int_equal(profile_visible_device("MIG-1234", 0, resolve, NULL), -1);
+	/* A MIG instance by its own UUID: the GPU the resolver says holds it. */
+	assert_int_equal(profile_visible_device("MIG-cccc5678-0000-5000-8000-000000000001", 0, resolve,
+						NULL), 5);
+	assert_int_equal(profile_visible_device("0,MIG-cccc5678", 1, resolve, NULL), 5);
+	assert_int_equal(profile_visible_device("MIG-cccc5678", 0, NULL, NULL), -1);
 	/* A MIG instance named by its parent GPU runs on that GPU. */
 	assert_int_equal(profile_visible_device("MIG-GPU-aaaa1234/1/0", 0, resolve, NULL), 3);
 	assert_int_equal(profile_visible_device("0,MIG-GPU-aaaa1234/2/0", 1, resolve, NULL), 3);

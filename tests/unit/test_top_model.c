@@ -32,7 +32,8 @@ static const char gpus_doc[] =
 	"\"temp\":60,\"sm_clock\":1e9,\"gpm_pcie_tx\":3.938e9,\"gpm_pcie_rx\":1e9},"
 	"\"throttle_reasons\":[\"gpu_idle\",\"sw_power_cap\"],"
 	"\"processes\":[{\"pid\":100,\"comm\":\"py\\u001bthon\",\"uid\":1000,\"used_bytes\":2048,\"sm_ratio\":0.5,"
-	"\"mem_ratio\":0.1},{\"pid\":200,\"comm\":\"b\",\"used_bytes\":null,\"sm_ratio\":null},"
+	"\"mem_ratio\":0.1,\"owner\":{\"pod\":\"trainer-0\",\"summary\":\"ml/trainer-0/main\"}},"
+	"{\"pid\":200,\"comm\":\"b\",\"used_bytes\":null,\"sm_ratio\":null,\"owner\":null},"
 	"{\"pid\":-4,\"comm\":\"bad\"},{\"comm\":\"nopid\"}],\"processes_dropped\":3},"
 	"{\"gpu\":1,\"uuid\":\"GPU-b\",\"model\":\"NVIDIA H200\",\"health\":\"lost\","
 	"\"health_reason\":\"GPU_IS_LOST\",\"fields\":{},"
@@ -126,8 +127,12 @@ static void test_parse_gpus(void **state)
 	assert_true(p->have_uid && p->uid == 1000); /* the owner /api/v1/gpus gives */
 	assert_true(p->have_mem && p->used_bytes == 2048);
 	assert_true(p->have_sm && p->sm_ratio == 0.5);
+	assert_string_equal(p->owner, "ml/trainer-0/main");   /* attribution's summary */
+	int idx[8];
+	assert_int_equal(top_procs_view(d, "TRAINER", TOP_SORT_PID, false, idx, 8), 1);
 	p = proc(d, 200, 0);
 	assert_non_null(p);
+	assert_string_equal(p->owner, "");
 	assert_false(p->have_uid);
 	assert_false(p->have_mem);
 	assert_false(p->have_sm);

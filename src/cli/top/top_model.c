@@ -256,6 +256,7 @@ int top_parse_gpus(struct top_data *d, const char *body, size_t len, char *err, 
 			if (!p)
 				continue;
 			get_text(p->comm, sizeof p->comm, pj, "comm");
+			get_text(p->owner, sizeof p->owner, json_object_get(pj, "owner"), "summary");
 			double uid = -1;
 			if (get_num(pj, "uid", &uid) && uid >= 0 && uid < 4294967295.0) {
 				p->have_uid = true;
@@ -747,7 +748,7 @@ static bool matches(const struct top_proc *p, const char *f)
 	char pid[16];
 	snprintf(pid, sizeof pid, "%u", p->pid);
 	return contains_ci(pid, f) || contains_ci(p->user, f) || contains_ci(p->comm, f) ||
-	       contains_ci(p->cmdline, f) || contains_ci(p->kernel, f);
+	       contains_ci(p->cmdline, f) || contains_ci(p->kernel, f) || contains_ci(p->owner, f);
 }
 
 struct sort_ctx {

@@ -75,6 +75,7 @@ struct top_proc {
 	uid_t uid;
 	char user[32];            /* filled by the caller (top_procs_resolve_users) */
 	char comm[64];
+	char owner[96];           /* pod, job or container (owner.summary of /api/v1/gpus) */
 	char cmdline[TOP_CMDLINE];
 	bool have_mem;
 	double used_bytes;
