@@ -76,6 +76,16 @@ fi
 [ -n "$procmem" ] && row "per-process metrics" PASS "python3 uses $procmem bytes" ||
 	row "per-process metrics" FAIL "no gpulse_process_gpu_memory_bytes for python3"
 grep -q 'H200' "$OUT/status-h200.txt" && row "gpulse status" PASS "status-h200.txt" || row "gpulse status" FAIL "status-h200.txt"
+# The counters of the DCGM set (encoder/decoder, violation time, NVLink
+# errors, retired pages: present only where the card reports them), and
+# the python3 process's owner (attribution: user and cgroup at least).
+enc=$(val gpulse_gpu_encoder_utilization_ratio); viol=$(val gpulse_gpu_clock_violation_seconds_total)
+nvl=$(grep -c '^gpulse_gpu_nvlink_errors_total' "$OUT/metrics-h200.txt"); ret=$(grep -c '^gpulse_gpu_retired_pages{' "$OUT/metrics-h200.txt")
+[ -n "$enc" ] && [ -n "$viol" ] && row "dcgm-set counters" PASS "encoder=$enc violation_s=$viol nvlink_series=$nvl retired_series=$ret" ||
+	row "dcgm-set counters" FAIL "encoder=${enc:-none} violation=${viol:-none}"
+owner=$(grep '^gpulse_process_info{' "$OUT/metrics-h200.txt" | grep 'comm="python3"' | head -n1)
+[ -n "$owner" ] && echo "$owner" | grep -q 'user="' && row "attribution of python3" PASS "$(echo "$owner" | grep -o 'user="[^"]*"\|cgroup="[^"]*"' | tr '\n' ' ' | cut -c1-120)" ||
+	row "attribution of python3" FAIL "${owner:-no gpulse_process_info for python3}"
 wait $LP
 kill -TERM $GP; wait $GP; rc=$?
 [ $rc = 0 ] && row "gpulsed SIGTERM" PASS "exit 0" || row "gpulsed SIGTERM" FAIL "exit $rc"
