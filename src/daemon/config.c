@@ -1461,7 +1461,7 @@ static int parse_entry_list(struct parse *p, const char *path, const yaml_event_
 		if (marks)
 			marks[*n] = ev.start_mark;
 		yaml_event_delete(&ev);
-		char epath[96];
+		char epath[112]; /* the path (under 96) and "[index]" */
 		snprintf(epath, sizeof epath, "%s[%u]", path, *n);
 		char *e = first + (size_t)*n * elem;
 		init(e);
