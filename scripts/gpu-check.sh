@@ -83,7 +83,8 @@ enc=$(val gpulse_gpu_encoder_utilization_ratio); viol=$(val gpulse_gpu_clock_vio
 nvl=$(grep -c '^gpulse_gpu_nvlink_errors_total' "$OUT/metrics-h200.txt"); ret=$(grep -c '^gpulse_gpu_retired_pages{' "$OUT/metrics-h200.txt")
 [ -n "$enc" ] && [ -n "$viol" ] && row "dcgm-set counters" PASS "encoder=$enc violation_s=$viol nvlink_series=$nvl retired_series=$ret" ||
 	row "dcgm-set counters" FAIL "encoder=${enc:-none} violation=${viol:-none}"
-owner=$(grep '^gpulse_process_info{' "$OUT/metrics-h200.txt" | grep 'comm="python3"' | head -n1)
+ppid=$(grep '^gpulse_process_gpu_memory_bytes{' "$OUT/metrics-h200.txt" | grep 'comm="python3"' | grep -o 'pid="[0-9]*"' | head -n1)
+owner=$([ -n "$ppid" ] && grep '^gpulse_process_info{' "$OUT/metrics-h200.txt" | grep "$ppid" | head -n1)
 [ -n "$owner" ] && echo "$owner" | grep -q 'user="' && row "attribution of python3" PASS "$(echo "$owner" | grep -o 'user="[^"]*"\|cgroup="[^"]*"' | tr '\n' ' ' | cut -c1-120)" ||
 	row "attribution of python3" FAIL "${owner:-no gpulse_process_info for python3}"
 wait $LP
