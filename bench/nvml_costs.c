@@ -81,6 +81,16 @@ static int c_gpm_occ(struct ctx *c) { static const unsigned i[] = {3}; return gp
 static int c_gpm_pipes(struct ctx *c) { static const unsigned i[] = {6, 7, 9}; return gpm_get(c, i, 3); }
 static int c_gpm_nvlink(struct ctx *c) { static const unsigned i[] = {60, 61}; return gpm_get(c, i, 2); }
 static int c_fv_fast(struct ctx *c) { struct nvml_field_value f[2]; memset(f, 0, sizeof f); f[0].field_id = NVML_ABI_FI_DEV_POWER_INSTANT; f[1].field_id = NVML_ABI_FI_DEV_MEMORY_TEMP; return c->nv->device_get_field_values(c->dev, 2, f); }
+/* The DCGM set's counters (optional entry points: -1 when absent). */
+#define OPT_CALL(fn, ...) (c->nv->fn ? c->nv->fn(__VA_ARGS__) : -1)
+static int c_enc(struct ctx *c) { unsigned u, p; return OPT_CALL(device_get_encoder_utilization, c->dev, &u, &p); }
+static int c_dec(struct ctx *c) { unsigned u, p; return OPT_CALL(device_get_decoder_utilization, c->dev, &u, &p); }
+static int c_viol(struct ctx *c) { struct nvml_violation_time v; return OPT_CALL(device_get_violation_status, c->dev, NVML_ABI_PERF_POLICY_POWER, &v); }
+static int c_nvl_state(struct ctx *c) { int a; return OPT_CALL(device_get_nvlink_state, c->dev, 0, &a); }
+static int c_nvl_err(struct ctx *c) { unsigned long long v; return OPT_CALL(device_get_nvlink_error_counter, c->dev, 0, NVML_ABI_NVLINK_ERROR_DL_REPLAY, &v); }
+static int c_retired(struct ctx *c) { unsigned n = 0; return OPT_CALL(device_get_retired_pages, c->dev, NVML_ABI_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, &n, NULL); }
+static int c_retired_pending(struct ctx *c) { int v; return OPT_CALL(device_get_retired_pages_pending_status, c->dev, &v); }
+static int c_affinity(struct ctx *c) { unsigned long set[16]; return OPT_CALL(device_get_cpu_affinity, c->dev, 16, set); }
 static int c_mem_v1(struct ctx *c) { struct nvml_memory_v1 m; return c->nv->device_get_memory_info(c->dev, &m); }
 /* The fast tier as gpulsed makes it: five calls back to back. */
 static int c_fast_burst(struct ctx *c)
@@ -165,6 +175,10 @@ int main(int argc, char **argv)
 		{"memory_v1", c_mem_v1}, {"fast burst (5 calls)", c_fast_burst},
 		{"fast burst, no memory (4)", c_burst_nomem}, {"fast burst, memory last", c_burst_memlast},
 		{"fast + normal tier burst", c_fast_then_normal},
+		{"encoder_utilization", c_enc}, {"decoder_utilization", c_dec},
+		{"violation_status(power)", c_viol}, {"nvlink_state(0)", c_nvl_state},
+		{"nvlink_error_counter(0,replay)", c_nvl_err}, {"retired_pages(dbe)", c_retired},
+		{"retired_pages_pending", c_retired_pending}, {"cpu_affinity", c_affinity},
 	};
 	printf("%-30s %6s %12s %12s %12s %12s\n", "call", "ret", "b2b_wall_us", "b2b_cpu_us",
 	       "spaced_wall", "spaced_cpu");
