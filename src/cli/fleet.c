@@ -9,66 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "promjson.h"
 #include "status.h"
 #include "str.h"
-
-/* A sample value as Prometheus writes it: a string ("0.5", "NaN",
- * "+Inf"). */
-static int value_of(json_t *j, double *v)
-{
-	const char *s = json_string_value(j);
-	if (!s)
-		return GPULSE_EPARSE;
-	if (strcmp(s, "NaN") == 0) {
-		*v = NAN;
-		return 0;
-	}
-	if (strcmp(s, "+Inf") == 0 || strcmp(s, "Inf") == 0) {
-		*v = INFINITY;
-		return 0;
-	}
-	if (strcmp(s, "-Inf") == 0) {
-		*v = -INFINITY;
-		return 0;
-	}
-	char *end;
-	errno = 0;
-	*v = strtod(s, &end);
-	return (end == s || *end) ? GPULSE_EPARSE : 0;
-}
 
 int fleet_parse_vector(const char *body, size_t len, size_t max_series, struct fleet_vector *out,
 		       char *err, size_t errlen)
 {
 	memset(out, 0, sizeof *out);
-	json_error_t je;
-	json_t *root = json_loadb(body, len, 0, &je);
-	if (!root) {
-		str_errf(err, errlen, "the answer is not JSON: %s at line %d column %d", je.text,
-			 je.line, je.column);
-		return GPULSE_EPARSE;
-	}
-	int rc = 0;
-	const char *status = json_string_value(json_object_get(root, "status"));
-	if (!status || strcmp(status, "success") != 0) {
-		const char *e = json_string_value(json_object_get(root, "error"));
-		if (status && strcmp(status, "error") == 0) {
-			str_errf(err, errlen, "the server answered: %.300s", e ? e : "error");
-			rc = GPULSE_EIO;
-		} else {
-			str_errf(err, errlen, "the answer has no \"status\": \"success\"");
-			rc = GPULSE_EPARSE;
-		}
-		goto out;
-	}
-	json_t *data = json_object_get(root, "data");
-	const char *type = json_string_value(json_object_get(data, "resultType"));
-	json_t *result = json_object_get(data, "result");
-	if (!json_is_object(data) || !type || !json_is_array(result)) {
-		str_errf(err, errlen, "the answer lacks data.resultType or data.result");
-		rc = GPULSE_EPARSE;
-		goto out;
-	}
+	json_t *root, *result;
+	const char *type;
+	int rc = promjson_open(body, len, &root, &type, &result, err, errlen);
+	if (rc)
+		return rc;
 	if (strcmp(type, "vector") != 0) {
 		str_errf(err, errlen, "the answer is a %.40s, not an instant vector", type);
 		rc = GPULSE_EPARSE;
@@ -110,7 +63,7 @@ int fleet_parse_vector(const char *body, size_t len, size_t max_series, struct f
 			rc = GPULSE_EPARSE;
 			goto out;
 		}
-		if (value_of(json_array_get(value, 1), &out->s[i].value) != 0) {
+		if (promjson_value(json_array_get(value, 1), &out->s[i].value) != 0) {
 			str_errf(err, errlen, "result[%zu] value is not a number in a string", i);
 			rc = GPULSE_EPARSE;
 			goto out;

@@ -8,62 +8,20 @@
 
 #include <jansson.h>
 
+#include "promjson.h"
 #include "report.h"
 #include "status.h"
 #include "str.h"
 #include "xalloc.h"
 
-/* A sample value as Prometheus writes it: a string ("0.5", "NaN",
- * "+Inf"). */
-static int value_of(json_t *j, double *v)
-{
-	const char *s = json_string_value(j);
-	if (!s)
-		return GPULSE_EPARSE;
-	if (strcmp(s, "NaN") == 0) {
-		*v = NAN;
-		return 0;
-	}
-	if (strcmp(s, "+Inf") == 0 || strcmp(s, "Inf") == 0) {
-		*v = INFINITY;
-		return 0;
-	}
-	if (strcmp(s, "-Inf") == 0) {
-		*v = -INFINITY;
-		return 0;
-	}
-	char *end;
-	errno = 0;
-	*v = strtod(s, &end);
-	return (end == s || *end) ? GPULSE_EPARSE : 0;
-}
-
 int report_parse_matrix(const char *body, size_t len, size_t max_series, size_t max_points,
 			struct report_matrix *out, char *err, size_t errlen)
 {
-	json_error_t je;
-	json_t *root = json_loadb(body, len, 0, &je);
-	if (!root) {
-		str_errf(err, errlen, "the answer is not JSON: %s at line %d column %d", je.text,
-			 je.line, je.column);
-		return GPULSE_EPARSE;
-	}
-	int rc = 0;
-	const char *status = json_string_value(json_object_get(root, "status"));
-	if (!status || strcmp(status, "success") != 0) {
-		const char *e = json_string_value(json_object_get(root, "error"));
-		if (status && strcmp(status, "error") == 0) {
-			str_errf(err, errlen, "the server answered: %.300s", e ? e : "error");
-			rc = GPULSE_EIO;
-		} else {
-			str_errf(err, errlen, "the answer has no \"status\": \"success\"");
-			rc = GPULSE_EPARSE;
-		}
-		goto out;
-	}
-	json_t *data = json_object_get(root, "data");
-	const char *type = json_string_value(json_object_get(data, "resultType"));
-	json_t *result = json_object_get(data, "result");
+	json_t *root, *result;
+	const char *type;
+	int rc = promjson_open(body, len, &root, &type, &result, err, errlen);
+	if (rc)
+		return rc;
 	if (!type || strcmp(type, "matrix") != 0 || !json_is_array(result)) {
 		str_errf(err, errlen, "the answer is not a matrix (data.resultType \"%.32s\")",
 			 type ? type : "?");
@@ -122,7 +80,7 @@ int report_parse_matrix(const char *body, size_t len, size_t max_series, size_t 
 			double t = json_is_number(tj) ? json_number_value(tj) : NAN;
 			double x;
 			if (!json_is_array(pair) || json_array_size(pair) != 2 || !isfinite(t) ||
-			    fabs(t) > 1e13 || value_of(json_array_get(pair, 1), &x) != 0) {
+			    fabs(t) > 1e13 || promjson_value(json_array_get(pair, 1), &x) != 0) {
 				str_errf(err, errlen,
 					 "result[%zu].values[%zu]: not a [time, \"value\"] pair", i, p);
 				rc = GPULSE_EPARSE;
