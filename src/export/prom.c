@@ -334,6 +334,15 @@ static void plain_u64(struct pw *w, uint64_t v)
 	PUT_LIT(w, "\n");
 }
 
+/* A sample whose labels are a fixed text, `{what="proc"}`. */
+#define LABELLED_U64(w, labels, v) \
+	do { \
+		sample((w), "", 0); \
+		PUT_LIT((w), labels " "); \
+		put_u64((w), (v)); \
+		PUT_LIT((w), "\n"); \
+	} while (0)
+
 /* The recording-rule groups' families, one sample per group each. */
 static void render_rule_stats(struct pw *w, const struct self_stats *self)
 {
@@ -1026,28 +1035,13 @@ static void render_attribution(struct render *r, const struct self_stats *self)
 	plain_u64(w, st.cache_evictions_total);
 	family(w, "gpulse_attribution_errors_total", T_COUNTER,
 	       "Processes whose owner could not be read, by what failed.");
-	sample(w, "", 0);
-	PUT_LIT(w, "{what=\"proc\"} ");
-	put_u64(w, st.proc_errors_total);
-	PUT_LIT(w, "\n");
-	sample(w, "", 0);
-	PUT_LIT(w, "{what=\"cgroup\"} ");
-	put_u64(w, st.cgroup_errors_total);
-	PUT_LIT(w, "\n");
-	sample(w, "", 0);
-	PUT_LIT(w, "{what=\"environ_queue_full\"} ");
-	put_u64(w, st.environ_skipped_total);
-	PUT_LIT(w, "\n");
+	LABELLED_U64(w, "{what=\"proc\"}", st.proc_errors_total);
+	LABELLED_U64(w, "{what=\"cgroup\"}", st.cgroup_errors_total);
+	LABELLED_U64(w, "{what=\"environ_queue_full\"}", st.environ_skipped_total);
 	family(w, "gpulse_attribution_truncated_total", T_COUNTER,
 	       "Attribution values cut to their bound, by what.");
-	sample(w, "", 0);
-	PUT_LIT(w, "{what=\"label\"} ");
-	put_u64(w, st.labels_truncated_total);
-	PUT_LIT(w, "\n");
-	sample(w, "", 0);
-	PUT_LIT(w, "{what=\"environ\"} ");
-	put_u64(w, st.environ_truncated_total);
-	PUT_LIT(w, "\n");
+	LABELLED_U64(w, "{what=\"label\"}", st.labels_truncated_total);
+	LABELLED_U64(w, "{what=\"environ\"}", st.environ_truncated_total);
 	if (st.slurm_configured) {
 		family(w, "gpulse_slurm_jobs_with_gpus", T_GAUGE,
 		       "Slurm jobs whose cgroup device rules allow some GPU (cgroup v1), at the last scan.");
@@ -1063,14 +1057,8 @@ static void render_attribution(struct render *r, const struct self_stats *self)
 	plain_u64(w, st.podres_available);
 	family(w, "gpulse_pod_resources_refreshes_total", T_COUNTER,
 	       "List calls to the kubelet's pod-resources socket, by result.");
-	sample(w, "", 0);
-	PUT_LIT(w, "{result=\"success\"} ");
-	put_u64(w, st.podres_refreshes_total);
-	PUT_LIT(w, "\n");
-	sample(w, "", 0);
-	PUT_LIT(w, "{result=\"failure\"} ");
-	put_u64(w, st.podres_failures_total);
-	PUT_LIT(w, "\n");
+	LABELLED_U64(w, "{result=\"success\"}", st.podres_refreshes_total);
+	LABELLED_U64(w, "{result=\"failure\"}", st.podres_failures_total);
 	family(w, "gpulse_pod_resources_allocations", T_GAUGE,
 	       "Device allocations the last List answer held.");
 	plain_u64(w, st.podres_allocations);
