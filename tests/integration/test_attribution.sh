@@ -56,6 +56,11 @@ wait_for '[ "$(metric gpulse_gpu_allocated_idle gpu=\"1\" pod=\"notebook-3\")" =
 	fail "no allocated-but-idle sample for notebook-3 on GPU 1: $(fetch /metrics | grep -E 'alloc|pod_resources')"
 wait_for '[ -n "$(metric gpulse_process_gpu_memory_bytes pid=\"1001\" pod=\"trainer-0\")" ]' ||
 	fail "process 1001 not named trainer-0"
+# A Slurm job's user comes from the process's environ, which a background
+# thread reads after the process is first seen: the sample after that
+# carries it.
+wait_for '[ -n "$(fetch /metrics | grep -E "^gpulse_process_info\\{[^}]*pid=\"1006\"[^}]*job_user=\"alice\"")" ]' ||
+	fail "the environ of 1006 was never read: $(fetch /metrics | grep 'pid="1006"')"
 M=$(fetch /metrics)
 
 # Labels: the configured set, only where known.
