@@ -118,7 +118,8 @@ for _ in $(seq 1 150); do
 	sleep 0.1
 done
 [ -n "$up" ] || bad "gpulsed on the role's config does not serve: $(cat "$W/gpulsed.log")"
-curl -sf "http://127.0.0.1:$PORT/api/v1/rules" | grep -q SiteGPUHot || bad "the copied rule file is not loaded"
+rules=$(curl -sf "http://127.0.0.1:$PORT/api/v1/rules") || bad "no /api/v1/rules"
+grep -q SiteGPUHot <<<"$rules" || bad "the copied rule file is not loaded"
 reloads() {
 	curl -sf --max-time 5 "http://127.0.0.1:$PORT/metrics" |
 		sed -n 's/^gpulse_config_reloads_total{result="success"} \([0-9]*\)$/\1/p'

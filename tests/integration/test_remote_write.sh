@@ -85,8 +85,11 @@ wait_for '[ "$(metric prometheus_remote_storage_samples_failed_total "remote_nam
 fetch /metrics >"$WORK/m.txt"
 promtool check metrics <"$WORK/m.txt" >"$WORK/pt.log" 2>&1 || fail "promtool: $(cat "$WORK/pt.log")"
 # OpenMetrics too: the counters' families are named without _total.
-curl -sf -H 'Accept: application/openmetrics-text; version=1.0.0' "$URL/metrics" |
-	grep -q '^# TYPE prometheus_remote_storage_samples counter' || fail "OpenMetrics family name"
+# (The body is read whole first: grep -q leaving early would end curl by
+# SIGPIPE and fail the pipeline under pipefail.)
+om=$(curl -sf -H 'Accept: application/openmetrics-text; version=1.0.0' "$URL/metrics") ||
+	fail "no OpenMetrics exposition"
+grep -q '^# TYPE prometheus_remote_storage_samples counter' <<<"$om" || fail "OpenMetrics family name"
 
 # The outage: Prometheus goes, gpulsed keeps queueing, then restarts.
 kill -TERM "$PROM_PID"
