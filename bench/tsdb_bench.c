@@ -172,19 +172,21 @@ static int bench_size(const char *csv, const char *path, size_t flush_every)
 		return 1;
 	int64_t payload = query_int(s, "SELECT sum(length(data)) FROM chunks");
 	int64_t nchunks = query_int(s, "SELECT count(*) FROM chunks");
-	int64_t nroll = query_int(s, "SELECT count(*) FROM rollups");
+	/* Buckets in the packed blocks (rollblock.h: 6-byte header, 32 a bucket). */
+	int64_t nroll = query_int(s, "SELECT coalesce(sum((length(data) - 6) / 32), 0) FROM rollup_blocks");
+	int64_t nblocks = query_int(s, "SELECT count(*) FROM rollup_blocks");
 	int64_t pages = query_int(s, "PRAGMA page_count");
 	int64_t freep = query_int(s, "PRAGMA freelist_count");
 	int64_t psize = query_int(s, "PRAGMA page_size");
 	sqlite3_close(s);
 	double n = (double)nrows * ncols;
 	printf("size: %zu rows x %d series = %.0f samples; file %lld bytes (%.3f bytes/sample), "
-	       "used pages %lld bytes (%.3f), chunk payload %lld bytes in %lld chunks (%.3f), %lld rollup rows, "
+	       "used pages %lld bytes (%.3f), chunk payload %lld bytes in %lld chunks (%.3f), %lld rollup buckets in %lld blocks, "
 	       "empty store %lld bytes, file less empty store %.3f bytes/sample\n",
 	       nrows, ncols, n, (long long)st.st_size, (double)st.st_size / n,
 	       (long long)((pages - freep) * psize), (double)((pages - freep) * psize) / n,
 	       (long long)payload, (long long)nchunks, (double)payload / n, (long long)nroll,
-	       empty, (double)(st.st_size - empty) / n);
+	       (long long)nblocks, empty, (double)(st.st_size - empty) / n);
 	return 0;
 }
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "chunk.h"
+#include "rollblock.h"
 #include "clock.h"
 #include "log.h"
 #include "rx.h"
@@ -74,8 +75,8 @@ struct shard {
 } __attribute__((aligned(64)));
 
 enum stmt_id {
-	ST_SERIES_INSERT, ST_CHUNK_PUT, ST_CHUNK_RANGE, ST_ROLLUP_PUT, ST_ROLLUP_RANGE, ST_ROLLUP_TOTAL,
-	ST_SERIES_ROLLED, ST_RET_CHUNKS, ST_RET_ROLLUPS, ST_REC_PUT, ST_REC_GET, ST_REC_LIST,
+	ST_SERIES_INSERT, ST_CHUNK_PUT, ST_CHUNK_RANGE, ST_RBLOCK_PUT, ST_RBLOCK_RANGE, ST_RBLOCK_LAST,
+	ST_RBLOCK_OLDER, ST_RBLOCK_DEL, ST_SERIES_ROLLED, ST_RET_CHUNKS, ST_RET_RBLOCKS, ST_REC_PUT, ST_REC_GET, ST_REC_LIST,
 	ST_REC_DEL, ST_REC_PRUNE, ST_REC_KEYS, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_COUNT
 };
 
@@ -83,12 +84,14 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_SERIES_INSERT] = "INSERT OR REPLACE INTO series(id, labels, rolled_until_ms) VALUES (?1, ?2, ?3)",
 	[ST_CHUNK_PUT] = "INSERT OR REPLACE INTO chunks(series_id, mint, maxt, n, data) VALUES (?1, ?2, ?3, ?4, ?5)",
 	[ST_CHUNK_RANGE] = "SELECT mint, data, id, maxt FROM chunks WHERE series_id = ?1 AND mint <= ?3 AND maxt >= ?2 ORDER BY mint",
-	[ST_ROLLUP_PUT] = "INSERT OR REPLACE INTO rollups(series_id, t, min, max, sum, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-	[ST_ROLLUP_RANGE] = "SELECT t, min, max, sum, count FROM rollups WHERE series_id = ?1 AND t >= ?2 AND t <= ?3 ORDER BY t",
-	[ST_ROLLUP_TOTAL] = "SELECT min(min), max(max), sum(sum), sum(count) FROM rollups WHERE series_id = ?1 AND t >= ?2 AND t <= ?3",
+	[ST_RBLOCK_PUT] = "INSERT OR REPLACE INTO rollup_blocks(series_id, mint, maxt, data) VALUES (?1, ?2, ?3, ?4)",
+	[ST_RBLOCK_RANGE] = "SELECT mint, data, id, maxt FROM rollup_blocks WHERE series_id = ?1 AND mint <= ?3 AND maxt >= ?2 ORDER BY mint",
+	[ST_RBLOCK_LAST] = "SELECT mint, data, id, maxt FROM rollup_blocks WHERE series_id = ?1 ORDER BY mint DESC LIMIT 1",
+	[ST_RBLOCK_OLDER] = "SELECT mint, data, id, maxt FROM rollup_blocks WHERE series_id = ?1 AND mint < ?2 ORDER BY mint LIMIT 1",
+	[ST_RBLOCK_DEL] = "DELETE FROM rollup_blocks WHERE id = ?1",
 	[ST_SERIES_ROLLED] = "UPDATE series SET rolled_until_ms = ?2 WHERE id = ?1",
 	[ST_RET_CHUNKS] = "DELETE FROM chunks WHERE series_id = ?1 AND mint < ?2 AND maxt < ?2",
-	[ST_RET_ROLLUPS] = "DELETE FROM rollups WHERE series_id = ?1 AND t < ?2",
+	[ST_RET_RBLOCKS] = "DELETE FROM rollup_blocks WHERE series_id = ?1 AND maxt < ?2",
 	[ST_REC_PUT] = "INSERT OR REPLACE INTO records(kind, key, t_ms, json) VALUES (?1, ?2, ?3, ?4)",
 	[ST_REC_GET] = "SELECT t_ms, json FROM records WHERE kind = ?1 AND key = ?2",
 	[ST_REC_LIST] = "SELECT key, t_ms, json FROM records WHERE kind = ?1 AND t_ms >= ?2 AND t_ms <= ?3 ORDER BY t_ms, key LIMIT ?4",
@@ -124,6 +127,13 @@ static const char *const migrations[TSDB_SCHEMA_VERSION] = {
 	 * the version bump makes an older gpulse refuse the file ("newer than
 	 * this gpulse") rather than fail on every new chunk. */
 	"",
+	/* 3: rollups packed per series, up to ROLLBLOCK_MAX buckets a row
+	 * (rollblock.h), a rowid table like chunks so a block stays on its
+	 * leaf page. migrate() moves the rows of `rollups` into blocks in the
+	 * same transaction, then drops it. */
+	"CREATE TABLE rollup_blocks(id INTEGER PRIMARY KEY, series_id INTEGER NOT NULL,"
+	" mint INTEGER NOT NULL, maxt INTEGER NOT NULL, data BLOB NOT NULL);"
+	"CREATE UNIQUE INDEX rollup_blocks_series_time ON rollup_blocks(series_id, mint);",
 };
 
 struct tsdb {
@@ -488,6 +498,62 @@ static void explain_truncated(struct tsdb *db, char *err, size_t errlen)
 			 db->path, whose, (long long)sb.st_size, page);
 }
 
+/* Write block b of series `id` as its row (replacing the row of the same
+ * first bucket). 0 or an SQLite code. */
+static int put_rollblock(sqlite3_stmt *st, int64_t id, const struct rollblock *b)
+{
+	uint8_t buf[ROLLBLOCK_MAX_BYTES];
+	size_t len = rollblock_encode(b, buf);
+	if (len == 0)
+		return 0;   /* empty */
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, b->b[0].t_ms);
+	sqlite3_bind_int64(st, 3, b->b[b->n - 1].t_ms);
+	sqlite3_bind_blob(st, 4, buf, (int)len, SQLITE_TRANSIENT);
+	return sql_step_done(st);
+}
+
+/* Schema 3: the rows of `rollups` (one per bucket) packed into blocks,
+ * then the table dropped. In migrate()'s transaction. An SQLite code. */
+static int pack_rollups(struct tsdb *db)
+{
+	sqlite3_stmt *sel = NULL, *put = NULL;
+	int rc = sqlite3_prepare_v2(db->sql,
+				    "SELECT series_id, t, min, max, sum, count FROM rollups"
+				    " ORDER BY series_id, t", -1, &sel, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(db->sql, stmt_sql[ST_RBLOCK_PUT], -1, &put, NULL);
+	struct rollblock b = {0};
+	int64_t cur = 0;
+	uint64_t skipped = 0;
+	while (rc == SQLITE_OK && (rc = sqlite3_step(sel)) == SQLITE_ROW) {
+		rc = SQLITE_OK;
+		int64_t id = sqlite3_column_int64(sel, 0);
+		struct rollblock_bucket k = {sqlite3_column_int64(sel, 1), sqlite3_column_double(sel, 2),
+					     sqlite3_column_double(sel, 3), sqlite3_column_double(sel, 4),
+					     (uint64_t)sqlite3_column_int64(sel, 5)};
+		int f = id == cur ? rollblock_add(&b, &k) : 0;
+		if (f == 0) {
+			rc = put_rollblock(put, cur, &b);
+			b.n = 0;
+			cur = id;
+			f = rollblock_add(&b, &k);
+		}
+		if (f < 0)
+			skipped++;   /* no samples: not a bucket */
+	}
+	if (rc == SQLITE_DONE)
+		rc = put_rollblock(put, cur, &b);
+	sqlite3_finalize(sel);
+	sqlite3_finalize(put);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db->sql, "DROP TABLE rollups", NULL, NULL, NULL);
+	if (rc == SQLITE_OK && skipped)
+		log_warn("tsdb: %s: %llu rollup rows with no samples left out of the packed rollups",
+			 db->path, (unsigned long long)skipped);
+	return rc;
+}
+
 static int migrate(struct tsdb *db, int64_t from, char *err, size_t errlen)
 {
 	for (int64_t v = from; v < TSDB_SCHEMA_VERSION; v++) {
@@ -500,6 +566,8 @@ static int migrate(struct tsdb *db, int64_t from, char *err, size_t errlen)
 		int rc = sqlite3_exec(db->sql, "BEGIN IMMEDIATE", NULL, NULL, &msg);
 		if (rc == SQLITE_OK)
 			rc = sqlite3_exec(db->sql, migrations[v], NULL, NULL, &msg);
+		if (rc == SQLITE_OK && v + 1 == 3 && (rc = pack_rollups(db)) != SQLITE_OK)
+			msg = sqlite3_mprintf("packing the rollups: %s", sqlite3_errmsg(db->sql));
 		if (rc == SQLITE_OK)
 			rc = sqlite3_exec(db->sql, tail, NULL, NULL, &msg);
 		if (rc == SQLITE_OK)
@@ -518,6 +586,10 @@ static int migrate(struct tsdb *db, int64_t from, char *err, size_t errlen)
 			return r;
 		}
 	}
+	/* A new file: schema 3 dropped the table schema 1 made; give its
+	 * pages back (a few KiB: instant). */
+	if (from == 0 && sqlite3_exec(db->sql, "VACUUM", NULL, NULL, NULL) != SQLITE_OK)
+		log_warn("tsdb: %s: VACUUM of the new store failed: %s", db->path, sqlite3_errmsg(db->sql));
 	return 0;
 }
 
@@ -1051,19 +1123,17 @@ static void racc_add(struct racc *a, double v)
 	a->count++;
 }
 
-static int put_rollup(struct tsdb *db, uint32_t id, const struct racc *a)
+/* One bucket into an aggregate of buckets. */
+static void racc_merge(struct racc *a, const struct rollblock_bucket *k)
 {
-	if (a->count == 0)
-		return 0;
-	sqlite3_stmt *st = db->st[ST_ROLLUP_PUT];
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, a->t);
-	sqlite3_bind_double(st, 3, a->min);
-	sqlite3_bind_double(st, 4, a->max);
-	sqlite3_bind_double(st, 5, a->sum);
-	sqlite3_bind_int64(st, 6, (int64_t)a->count);
-	return sql_step_done(st);
+	if (a->count == 0 || k->min < a->min)
+		a->min = k->min;
+	if (a->count == 0 || k->max > a->max)
+		a->max = k->max;
+	a->sum += k->sum;
+	a->count += k->count;
 }
+
 
 /* A series' labels as {a="b", ...} (values cut at 64 bytes) for logs. */
 static void series_desc(const struct series *s, char *out, size_t cap)
@@ -1080,25 +1150,67 @@ static void series_desc(const struct series *s, char *out, size_t cap)
 		snprintf(out + w, cap - w, "}");
 }
 
-/* A damaged chunk on disk (`why`: checksum mismatch, bad header,
- * undecodable bit stream): counted and logged the first time this
- * process sees its row, through a rate-limited complaint. Under db_mu. */
-static void note_corrupt(struct tsdb *db, const struct series *s, int64_t row, int64_t mint,
-			 int64_t maxt, const char *why)
+/* A damaged chunk or rollup block on disk (`why`: checksum mismatch,
+ * bad header, undecodable bit stream): counted and logged the first time
+ * this process sees its row, through a rate-limited complaint. Under
+ * db_mu. */
+static void note_damaged(struct tsdb *db, const struct series *s, bool block, int64_t row,
+			 int64_t mint, int64_t maxt, const char *why)
 {
+	int64_t key = block ? -row - 1 : row;   /* row ids are positive in both tables */
 	for (size_t i = 0; i < db->ncorrupt_seen; i++)
-		if (db->corrupt_seen[i] == row)
+		if (db->corrupt_seen[i] == key)
 			return;
 	if (db->ncorrupt_seen < CORRUPT_SEEN_MAX)
-		db->corrupt_seen[db->ncorrupt_seen++] = row;
+		db->corrupt_seen[db->ncorrupt_seen++] = key;
 	atomic_fetch_add(&db->corrupt_chunks, 1);
 	char desc[512];
 	series_desc(s, desc, sizeof desc);
+	const char *what = block ? "rollup block" : "chunk";
 	complain(&db->corrupt_complaint,
-		 "tsdb: %s: damaged chunk skipped (%s): series %s, samples from %lld to %lld ms "
-		 "(chunk row %lld); the rest of the range is served",
-		 db->path, why ? why : "invalid", desc, (long long)mint, (long long)maxt,
-		 (long long)row);
+		 "tsdb: %s: damaged %s skipped (%s): series %s, %s from %lld to %lld ms "
+		 "(%s row %lld); the rest of the range is served",
+		 db->path, what, why ? why : "invalid", desc, block ? "buckets" : "samples",
+		 (long long)mint, (long long)maxt, what, (long long)row);
+}
+
+static void note_corrupt(struct tsdb *db, const struct series *s, int64_t row, int64_t mint,
+			 int64_t maxt, const char *why)
+{
+	note_damaged(db, s, false, row, mint, maxt, why);
+}
+
+/* Decode the rollup blocks of series `s` overlapping [lo, hi] and call
+ * `fn` for each bucket in range, until it returns non-zero (its answer
+ * in *fn_rc). A damaged block is skipped whole, counted and logged.
+ * Under db_mu. 0 or an SQLite code. */
+typedef int bucket_fn(void *ctx, const struct rollblock_bucket *k);
+
+static int scan_blocks(struct tsdb *db, const struct series *s, int64_t lo, int64_t hi,
+		       bucket_fn *fn, void *ctx, int *fn_rc)
+{
+	sqlite3_stmt *st = db->st[ST_RBLOCK_RANGE];
+	sqlite3_bind_int64(st, 1, s->id);
+	sqlite3_bind_int64(st, 2, lo);
+	sqlite3_bind_int64(st, 3, hi);
+	int rc = SQLITE_DONE, out = 0;
+	struct rollblock b;
+	while (out == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *why = NULL;
+		int64_t mint = sqlite3_column_int64(st, 0);
+		if (rollblock_decode(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1),
+				     mint, &b, &why) != 0) {
+			note_damaged(db, s, true, sqlite3_column_int64(st, 2), mint,
+				     sqlite3_column_int64(st, 3), why);
+			continue;
+		}
+		for (int i = 0; i < b.n && out == 0; i++)
+			if (b.b[i].t_ms >= lo && b.b[i].t_ms <= hi)
+				out = fn(ctx, &b.b[i]);
+	}
+	sqlite3_reset(st);
+	*fn_rc = out;
+	return out != 0 || rc == SQLITE_DONE ? 0 : rc;
 }
 
 /* Decode the chunks of series `s` on disk overlapping [lo, hi] and call
@@ -1138,12 +1250,72 @@ static int scan_disk(struct tsdb *db, const struct series *s, int64_t lo, int64_
 	return rc == SQLITE_DONE ? 0 : rc;
 }
 
+/* New rollup buckets of one series, packed into its newest block. */
 struct roll_ctx {
 	struct tsdb *db;
-	uint32_t id;
-	struct racc a;
+	const struct series *s;
+	struct racc a;               /* the bucket being summed */
+	struct rollblock b;          /* the block it goes into */
+	bool dirty;                  /* b holds buckets not written */
 	int rc;
 };
+
+/* Start from the series' newest block when it has room: the buckets of
+ * one block are consecutive, whatever flush wrote them. */
+static int roll_load(struct roll_ctx *c)
+{
+	sqlite3_stmt *st = c->db->st[ST_RBLOCK_LAST];
+	sqlite3_bind_int64(st, 1, c->s->id);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const char *why = NULL;
+		int64_t mint = sqlite3_column_int64(st, 0);
+		if (rollblock_decode(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1),
+				     mint, &c->b, &why) != 0)
+			note_damaged(c->db, c->s, true, sqlite3_column_int64(st, 2), mint,
+				     sqlite3_column_int64(st, 3), why);   /* new buckets start a block */
+	}
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : rc;
+}
+
+static int roll_flush(struct roll_ctx *c)
+{
+	if (!c->dirty)
+		return 0;
+	c->dirty = false;
+	return put_rollblock(c->db->st[ST_RBLOCK_PUT], c->s->id, &c->b);
+}
+
+static int roll_put(struct roll_ctx *c, const struct racc *a)
+{
+	if (a->count == 0)
+		return 0;
+	struct rollblock_bucket k = {a->t, a->min, a->max, a->sum, a->count};
+	if (c->b.n > 0 && a->t == c->b.b[c->b.n - 1].t_ms) {
+		/* The same bucket again: replaced, as a row was. */
+		struct rollblock rest = {0};
+		for (int i = 0; i < c->b.n - 1; i++)
+			rollblock_add(&rest, &c->b.b[i]);
+		c->b = rest;
+	}
+	int f = rollblock_add(&c->b, &k);
+	if (f == 0) {
+		int rc = roll_flush(c);
+		if (rc != 0)
+			return rc;
+		c->b.n = 0;
+		f = rollblock_add(&c->b, &k);
+	}
+	if (f < 0) {
+		/* Older than the buckets stored (the watermark forbids it): not
+		 * stored, and counted. */
+		atomic_fetch_add(&c->db->storage_errors, 1);
+		return 0;
+	}
+	c->dirty = true;
+	return 0;
+}
 
 static void roll_sample(void *ctx, int64_t t, double v)
 {
@@ -1151,7 +1323,7 @@ static void roll_sample(void *ctx, int64_t t, double v)
 	int64_t b = bucket_of(t, c->db->o.rollup_step_ms);
 	if (b != c->a.t) {
 		if (c->rc == 0)
-			c->rc = put_rollup(c->db, c->id, &c->a);
+			c->rc = roll_put(c, &c->a);
 		memset(&c->a, 0, sizeof c->a);
 		c->a.t = b;
 	}
@@ -1168,13 +1340,17 @@ static int roll_series(struct tsdb *db, struct flush_item *it)
 	int64_t hi = bucket_of(it->newest, db->o.rollup_step_ms);
 	if (hi <= s->rolled_until)
 		return 0;
-	struct roll_ctx c = { .db = db, .id = s->id, .a = { .t = INT64_MIN } };
+	struct roll_ctx c = { .db = db, .s = s, .a = { .t = INT64_MIN } };
+	int rc = roll_load(&c);
 	/* A damaged chunk rolls up as what could be read. */
-	int rc = scan_disk(db, s, s->rolled_until, hi - 1, roll_sample, &c);
+	if (rc == 0)
+		rc = scan_disk(db, s, s->rolled_until, hi - 1, roll_sample, &c);
 	if (rc == 0)
 		rc = c.rc;
 	if (rc == 0 && c.a.t != INT64_MIN)
-		rc = put_rollup(db, s->id, &c.a);
+		rc = roll_put(&c, &c.a);
+	if (rc == 0)
+		rc = roll_flush(&c);
 	if (rc == 0) {
 		sqlite3_stmt *st = db->st[ST_SERIES_ROLLED];
 		sqlite3_bind_int64(st, 1, s->id);
@@ -1325,6 +1501,47 @@ int tsdb_flush(struct tsdb *db)
 	return rc == 0 ? 0 : GPULSE_EIO;
 }
 
+/* Drop series s's rollup buckets older than `cutoff`: whole blocks, and
+ * the old buckets of the one block that straddles it (rewritten from its
+ * first kept bucket). Under db_mu, in a transaction. 0 or an SQLite code. */
+static int retain_blocks(struct tsdb *db, const struct series *s, int64_t cutoff)
+{
+	sqlite3_stmt *st = db->st[ST_RET_RBLOCKS];
+	sqlite3_bind_int64(st, 1, s->id);
+	sqlite3_bind_int64(st, 2, cutoff);
+	int rc = sql_step_done(st);
+	/* Blocks do not overlap, so one is left at most; a loop in case the
+	 * file holds more (each pass removes the row it read). */
+	for (int pass = 0; rc == 0 && pass < 64; pass++) {
+		st = db->st[ST_RBLOCK_OLDER];
+		sqlite3_bind_int64(st, 1, s->id);
+		sqlite3_bind_int64(st, 2, cutoff);
+		int r = sqlite3_step(st);
+		if (r != SQLITE_ROW) {
+			sqlite3_reset(st);
+			return r == SQLITE_DONE ? 0 : r;
+		}
+		struct rollblock b, keep = {0};
+		const char *why = NULL;
+		int64_t mint = sqlite3_column_int64(st, 0), row = sqlite3_column_int64(st, 2);
+		int64_t maxt = sqlite3_column_int64(st, 3);
+		bool ok = rollblock_decode(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1),
+					   mint, &b, &why) == 0;
+		sqlite3_reset(st);
+		if (!ok)
+			note_damaged(db, s, true, row, mint, maxt, why);
+		for (int i = 0; ok && i < b.n; i++)
+			if (b.b[i].t_ms >= cutoff)
+				rollblock_add(&keep, &b.b[i]);   /* a tail of a block fits one */
+		st = db->st[ST_RBLOCK_DEL];
+		sqlite3_bind_int64(st, 1, row);
+		rc = sql_step_done(st);
+		if (rc == 0 && keep.n > 0)
+			rc = put_rollblock(db->st[ST_RBLOCK_PUT], s->id, &keep);
+	}
+	return rc;
+}
+
 int tsdb_enforce_retention(struct tsdb *db, int64_t now_ms)
 {
 	if (db->o.read_only)
@@ -1342,11 +1559,8 @@ int tsdb_enforce_retention(struct tsdb *db, int64_t now_ms)
 		rc = sql_step_done(st);
 		if (rc != 0)
 			break;
-		st = db->st[ST_RET_ROLLUPS];
-		sqlite3_bind_int64(st, 1, s->id);
 		/* A bucket goes when all of it is older than the retention. */
-		sqlite3_bind_int64(st, 2, now_ms - db->o.rollup_retention_ms - db->o.rollup_step_ms + 1);
-		rc = sql_step_done(st);
+		rc = retain_blocks(db, s, now_ms - db->o.rollup_retention_ms - db->o.rollup_step_ms + 1);
 	}
 	if (rc == 0)
 		rc = exec_stmt(db, ST_COMMIT);
@@ -1745,28 +1959,40 @@ static int push_rollup(struct tsdb_iter *it, const struct racc *a)
 	return 0;
 }
 
-/* TSDB_READ_ROLLUP_TOTAL: the rollup rows below the watermark aggregated
- * by SQLite, the raw samples above it added, as one bucket. Under db_mu. */
+static int bucket_total(void *ctx, const struct rollblock_bucket *k)
+{
+	racc_merge(ctx, k);
+	return 0;
+}
+
+static int bucket_push(void *ctx, const struct rollblock_bucket *k)
+{
+	struct racc a = {k->t_ms, k->min, k->max, k->sum, k->count};
+	return push_rollup(ctx, &a);
+}
+
+/* The stored buckets of [lo, the iterator's maxt] below the watermark. */
+static int gather_blocks(struct tsdb_iter *it, struct series *s, int64_t lo, bucket_fn *fn,
+			 void *ctx)
+{
+	if (!s->on_disk || lo >= s->rolled_until)
+		return 0;
+	int64_t hi = it->o.maxt < s->rolled_until - 1 ? it->o.maxt : s->rolled_until - 1;
+	int fn_rc = 0;
+	int rc = scan_blocks(it->db, s, lo, hi, fn, ctx, &fn_rc);
+	if (fn_rc != 0)
+		return fn_rc;
+	return rc == 0 ? 0 : GPULSE_EIO;
+}
+
+/* TSDB_READ_ROLLUP_TOTAL: the stored buckets below the watermark and the
+ * raw samples above it, as one bucket. Under db_mu. */
 static int gather_total(struct tsdb_iter *it, struct series *s, int64_t lo)
 {
-	struct tsdb *db = it->db;
 	struct racc a = {.t = it->o.mint};
-	if (s->on_disk && lo < s->rolled_until) {
-		sqlite3_stmt *st = db->st[ST_ROLLUP_TOTAL];
-		sqlite3_bind_int64(st, 1, s->id);
-		sqlite3_bind_int64(st, 2, lo);
-		sqlite3_bind_int64(st, 3, it->o.maxt < s->rolled_until - 1 ? it->o.maxt : s->rolled_until - 1);
-		int r = sqlite3_step(st);
-		if (r == SQLITE_ROW && sqlite3_column_type(st, 3) != SQLITE_NULL) {
-			a.min = sqlite3_column_double(st, 0);
-			a.max = sqlite3_column_double(st, 1);
-			a.sum = sqlite3_column_double(st, 2);
-			a.count = (uint64_t)sqlite3_column_int64(st, 3);
-		}
-		sqlite3_reset(st);
-		if (r != SQLITE_ROW && r != SQLITE_DONE)
-			return GPULSE_EIO;
-	}
+	int rc0 = gather_blocks(it, s, lo, bucket_total, &a);
+	if (rc0 != 0)
+		return rc0;
 	int64_t from = lo > s->rolled_until ? lo : s->rolled_until;
 	if (from <= it->o.maxt) {
 		int rc = gather_raw(it, s, from, it->o.maxt);
@@ -1790,22 +2016,7 @@ static int gather_rollup(struct tsdb_iter *it, struct series *s)
 	it->nr = 0;
 	if (it->total)
 		return gather_total(it, s, lo);
-	if (s->on_disk && lo < s->rolled_until) {
-		sqlite3_stmt *st = db->st[ST_ROLLUP_RANGE];
-		sqlite3_bind_int64(st, 1, s->id);
-		sqlite3_bind_int64(st, 2, lo);
-		sqlite3_bind_int64(st, 3, it->o.maxt < s->rolled_until - 1 ? it->o.maxt : s->rolled_until - 1);
-		int r;
-		while ((r = sqlite3_step(st)) == SQLITE_ROW && rc == 0) {
-			struct racc a = { sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1),
-					  sqlite3_column_double(st, 2), sqlite3_column_double(st, 3),
-					  (uint64_t)sqlite3_column_int64(st, 4) };
-			rc = push_rollup(it, &a);
-		}
-		sqlite3_reset(st);
-		if (rc == 0 && r != SQLITE_DONE && r != SQLITE_ROW)
-			rc = GPULSE_EIO;
-	}
+	rc = gather_blocks(it, s, lo, bucket_push, it);
 	int64_t from = lo > s->rolled_until ? lo : s->rolled_until;
 	if (rc == 0 && from <= it->o.maxt)
 		rc = gather_raw(it, s, from, it->o.maxt);

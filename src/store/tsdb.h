@@ -24,7 +24,7 @@
 #define TSDB_MAX_LABEL_NAME 128     /* bytes */
 #define TSDB_MAX_LABEL_VALUE 1024   /* bytes */
 #define TSDB_MAX_MATCHERS 32
-#define TSDB_SCHEMA_VERSION 2         /* 2: chunks carry a checksum */
+#define TSDB_SCHEMA_VERSION 3         /* 2: chunks carry a checksum; 3: rollups packed in blocks */
 #define TSDB_APPLICATION_ID 0x47504c53  /* "GPLS" in the SQLite header */
 
 struct tsdb;

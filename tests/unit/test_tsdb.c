@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "status.h"
+#include "rollblock.h"
 #include "tsdb.h"
 
 #define STALE_NAN 0x7ff0000000000002ull
@@ -85,6 +86,41 @@ static uint32_t series2(struct tsdb *db, const char *name, const char *k, const 
 	char err[256];
 	assert_int_equal(tsdb_series(db, l, k ? 2 : 1, &ref, err, sizeof err), 0);
 	return ref;
+}
+
+/* The rollup blocks on disk, oldest first, each decoded (rollblock.h):
+ * their first bucket and bucket count, the longest block, and the
+ * buckets in all. Fails the test on a block that does not decode. */
+struct disk_blocks {
+	int n;
+	int64_t mint[256];
+	int buckets[256];
+	int total;
+	size_t longest;
+};
+
+static void read_disk_blocks(struct disk_blocks *d)
+{
+	memset(d, 0, sizeof *d);
+	sqlite3 *s;
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_open(path, &s), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(s, "SELECT mint, data FROM rollup_blocks ORDER BY series_id, mint",
+					    -1, &q, NULL), SQLITE_OK);
+	static struct rollblock b;
+	while (sqlite3_step(q) == SQLITE_ROW && d->n < 256) {
+		size_t len = (size_t)sqlite3_column_bytes(q, 1);
+		const char *why = NULL;
+		if (rollblock_decode(sqlite3_column_blob(q, 1), len, sqlite3_column_int64(q, 0), &b, &why) != 0)
+			fail_msg("block at %lld: %s", (long long)sqlite3_column_int64(q, 0), why);
+		d->mint[d->n] = sqlite3_column_int64(q, 0);
+		d->buckets[d->n++] = b.n;
+		d->total += b.n;
+		if (len > d->longest)
+			d->longest = len;
+	}
+	sqlite3_finalize(q);
+	sqlite3_close(s);
 }
 
 static uint64_t bits(double d)
@@ -382,15 +418,10 @@ static void test_rollups(void **state)
 		tsdb_close(db);
 		db = open_db(NULL);   /* and again from disk only */
 	}
-	sqlite3 *s;
-	assert_int_equal(sqlite3_open(path, &s), SQLITE_OK);
-	sqlite3_stmt *st;
-	assert_int_equal(sqlite3_prepare_v2(s, "SELECT count(*) FROM rollups", -1, &st, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	/* Every bucket but the one holding the newest sample is on disk. */
-	assert_int_equal(sqlite3_column_int(st, 0), nw - 1);
-	sqlite3_finalize(st);
-	sqlite3_close(s);
+	struct disk_blocks d;
+	read_disk_blocks(&d);
+	assert_int_equal(d.total, nw - 1);
 
 	/* Retention: raw goes after 48 h, rollups stay for 30 days. */
 	int64_t end = t[N - 1];
@@ -420,6 +451,144 @@ static void test_rollups(void **state)
 	assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
 	assert_int_equal(tsdb_iter_next_series(it), 0);
 	tsdb_iter_free(it);
+	tsdb_close(db);
+}
+
+/* Rollups are packed ROLLBLOCK_MAX buckets a row: 100 minutes written
+ * over many flushes fill blocks across flushes, read back per bucket and
+ * as a total the same as the samples summed here, a range across a
+ * block boundary gives exactly its buckets, retention cuts inside a
+ * block, and a damaged block is skipped, counted, the rest served. */
+static void test_rollup_blocks(void **state)
+{
+	(void)state;
+	struct tsdb_opts o = { .rollup_retention_ms = 60LL * 60000 };
+	struct tsdb *db = open_db(&o);
+	uint32_t ref = series2(db, "b", "gpu", "0");
+	enum { N = 600, MIN = 100 };   /* one sample every 10 s */
+	static int64_t t[N];
+	static double v[N];
+	int64_t start = 1800000000000LL;   /* a whole minute */
+	for (int i = 0; i < N; i++) {
+		t[i] = start + i * 10000LL;
+		v[i] = sin(i * 0.37) * 50 + 7;   /* doubles: 8 bytes a field */
+		assert_int_equal(tsdb_append(db, ref, t[i], v[i]), 0);
+		if (i % 17 == 16)
+			assert_int_equal(tsdb_flush(db), 0);
+	}
+	assert_int_equal(tsdb_flush(db), 0);
+	struct tsdb_matcher m = { TSDB_MATCH_EQ, "__name__", "b" };
+	char err[256];
+	/* Every minute from the samples. */
+	double mn[MIN], mx[MIN], sum[MIN];
+	for (int k = 0; k < MIN; k++) {
+		mn[k] = INFINITY, mx[k] = -INFINITY, sum[k] = 0;
+		for (int i = k * 6; i < k * 6 + 6; i++) {
+			mn[k] = fmin(mn[k], v[i]);
+			mx[k] = fmax(mx[k], v[i]);
+			sum[k] += v[i];
+		}
+	}
+	for (int pass = 0; pass < 3; pass++) {
+		/* 0: all; 1: minutes 40 to 55 (a block ends after minute 47);
+		 * 2: the total of all. */
+		int64_t lo = pass == 1 ? start + 40 * 60000LL : start;
+		int64_t hi = pass == 1 ? start + 55 * 60000LL + 59999 : start + MIN * 60000LL;
+		struct tsdb_select_opts so = { .mint = lo, .maxt = hi,
+					       .mode = pass == 2 ? TSDB_READ_ROLLUP_TOTAL : TSDB_READ_ROLLUP };
+		struct tsdb_iter *it;
+		assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+		assert_int_equal(tsdb_iter_next_series(it), 1);
+		struct tsdb_rollup r;
+		int k = pass == 1 ? 40 : 0, got = 0;
+		double tmin = INFINITY, tmax = -INFINITY, tsum = 0;
+		while (tsdb_iter_next_rollup(it, &r) == 1) {
+			if (pass == 2) {
+				got++;
+				tmin = r.min, tmax = r.max, tsum = r.sum;
+				assert_int_equal(r.count, N);
+				continue;
+			}
+			assert_int_equal(r.t_ms, start + k * 60000LL);
+			assert_int_equal(r.count, 6);
+			assert_true(r.min == mn[k] && r.max == mx[k]);
+			assert_true(fabs(r.sum - sum[k]) <= 1e-9 * (fabs(sum[k]) + 1));
+			k++, got++;
+		}
+		tsdb_iter_free(it);
+		if (pass == 2) {
+			double emin = INFINITY, emax = -INFINITY, esum = 0;
+			for (int i = 0; i < MIN; i++)
+				emin = fmin(emin, mn[i]), emax = fmax(emax, mx[i]), esum += sum[i];
+			assert_int_equal(got, 1);
+			assert_true(tmin == emin && tmax == emax && fabs(tsum - esum) <= 1e-9 * fabs(esum));
+		} else {
+			assert_int_equal(got, pass == 1 ? 16 : MIN);
+		}
+	}
+	tsdb_close(db);
+
+	/* On disk: the 99 closed minutes (the last one is not closed) in
+	 * several blocks, each full up to its byte bound (the last aside),
+	 * none starting at minute 70. */
+	struct disk_blocks d;
+	read_disk_blocks(&d);
+	assert_int_equal(d.total, MIN - 1);
+	assert_true(d.n >= 3);
+	assert_true(d.longest <= ROLLBLOCK_MAX_BYTES && d.longest > ROLLBLOCK_MAX_BYTES - ROLLBLOCK_BUCKET_MAX_BYTES);
+	for (int i = 0; i < d.n; i++)
+		assert_true(d.mint[i] != start + 70 * 60000LL);
+
+	/* Retention of 60 minutes at minute 130: minutes before 70 go, the
+	 * block holding 70 is rewritten from it. */
+	db = open_db(&o);
+	assert_int_equal(tsdb_enforce_retention(db, start + 130 * 60000LL), 0);
+	struct tsdb_select_opts so = { .mint = 0, .maxt = INT64_MAX, .mode = TSDB_READ_ROLLUP };
+	struct tsdb_iter *it;
+	assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+	assert_int_equal(tsdb_iter_next_series(it), 1);
+	struct tsdb_rollup r;
+	int k = 70;
+	while (tsdb_iter_next_rollup(it, &r) == 1 && r.t_ms < start + 99 * 60000LL) {
+		assert_int_equal(r.t_ms, start + k * 60000LL);
+		assert_true(r.min == mn[k] && r.max == mx[k]);
+		k++;
+	}
+	tsdb_iter_free(it);
+	assert_int_equal(k, 99);
+	tsdb_close(db);
+	read_disk_blocks(&d);
+	assert_int_equal(d.mint[0], start + 70 * 60000LL);
+	assert_int_equal(d.total, 99 - 70);
+	assert_true(d.n >= 2);
+
+	/* A damaged block (one byte of the first one's buckets changed):
+	 * skipped, counted once, the buckets of the others served. */
+	sqlite3 *s;
+	assert_int_equal(sqlite3_open(path, &s), SQLITE_OK);
+	char sql[256];
+	snprintf(sql, sizeof sql, "UPDATE rollup_blocks SET data = substr(data, 1, 10) || "
+		 "x'ff' || substr(data, 12) WHERE mint = %lld", (long long)d.mint[0]);
+	assert_int_equal(sqlite3_exec(s, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(s);
+	db = open_db(&o);
+	int seen = 0, early = 0;
+	for (int rep = 0; rep < 2; rep++) {   /* read twice: counted once */
+		assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+		assert_int_equal(tsdb_iter_next_series(it), 1);
+		seen = early = 0;
+		while (tsdb_iter_next_rollup(it, &r) == 1) {
+			seen += r.t_ms < start + 99 * 60000LL;
+			early += r.t_ms < d.mint[1];
+		}
+		tsdb_iter_free(it);
+	}
+	/* The first block's buckets are gone, the other blocks' served. */
+	assert_int_equal(early, 0);
+	assert_int_equal(seen, d.total - d.buckets[0]);
+	struct tsdb_stats st;
+	tsdb_get_stats(db, &st);
+	assert_int_equal(st.corrupt_chunks_total, 1);
 	tsdb_close(db);
 }
 
@@ -903,6 +1072,31 @@ static void test_old_format(void **state)
 			assert_int_equal(t[i], T0 + (int64_t)i * 100);
 			assert_true(bits(v[i]) == bits((double)i * 0.25 + g * 1000));
 		}
+		/* The schema-1 rollup rows, packed into blocks by the migration,
+		 * read back as the minutes of the samples (summed here). */
+		struct tsdb_select_opts ro = { .mint = T0, .maxt = T0 + (int64_t)n * 100, .mode = TSDB_READ_ROLLUP };
+		assert_int_equal(tsdb_select(db, m, 2, &ro, &it, err, sizeof err), 0);
+		assert_int_equal(tsdb_iter_next_series(it), 1);
+		struct tsdb_rollup r;
+		size_t i = 0, buckets = 0;
+		while (tsdb_iter_next_rollup(it, &r) == 1) {
+			double mn = INFINITY, mx = -INFINITY, sum = 0;
+			uint64_t c = 0;
+			for (; i < n && t[i] < r.t_ms + 60000; i++, c++) {
+				assert_true(t[i] >= r.t_ms);
+				mn = fmin(mn, v[i]);
+				mx = fmax(mx, v[i]);
+				sum += v[i];
+			}
+			assert_true(r.t_ms % 60000 == 0);
+			assert_int_equal(r.count, c);
+			assert_true(r.min == mn && r.max == mx);
+			assert_true(fabs(r.sum - sum) <= 1e-9 * fabs(sum));
+			buckets++;
+		}
+		tsdb_iter_free(it);
+		assert_int_equal(i, n);
+		assert_int_equal(buckets, g ? 5 : 6);   /* minutes :40 to :44 or :45 */
 	}
 	struct tsdb_record r;
 	assert_int_equal(tsdb_record_get(db, "alert", "k", &r), 0);
@@ -929,7 +1123,17 @@ static void test_old_format(void **state)
 	assert_int_equal(sqlite3_column_int(q, 0), TSDB_SCHEMA_VERSION);
 	assert_int_equal(sqlite3_column_int(q, 1), 2);   /* both formats stored */
 	sqlite3_finalize(q);
+	/* The rollup rows of schema 1 (5 and 4 closed minutes) now in blocks,
+	 * their table gone. */
+	assert_int_equal(sqlite3_prepare_v2(s, "SELECT count(*) FROM sqlite_master WHERE name = 'rollups'",
+					    -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(q, 0), 0);
+	sqlite3_finalize(q);
 	sqlite3_close(s);
+	struct disk_blocks d;
+	read_disk_blocks(&d);
+	assert_true(d.total >= 9);
 	db = open_db(NULL);
 	m[1].value = "0";
 	struct tsdb_iter *it;
@@ -1106,6 +1310,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_real_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_matchers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rollups, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rollup_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_disk, setup, teardown),
