@@ -1507,7 +1507,7 @@ static void render_self(struct render *r, const struct self_stats *self)
 			       "Size of the database file and its write-ahead log.");
 			plain_u64(w, st.db_bytes);
 			family(w, "gpulse_storage_corrupt_chunks_total", T_COUNTER,
-			       "Damaged chunks (checksum mismatch, undecodable) that reads skipped, each counted once.");
+			       "Damaged chunks and rollup blocks (checksum mismatch, undecodable) that reads skipped, each counted once.");
 			plain_u64(w, st.corrupt_chunks_total);
 			if (st.available) {
 				family(w, "gpulse_storage_self_scrape_series", T_GAUGE,

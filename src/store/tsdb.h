@@ -61,7 +61,7 @@ struct tsdb_stats {
 	uint64_t flushes_total;
 	uint64_t series_limit_hits_total; /* series refused by max_series */
 	uint64_t label_limit_hits_total;  /* label sets refused by the bounds */
-	uint64_t corrupt_chunks_total;    /* damaged chunks on disk skipped by
+	uint64_t corrupt_chunks_total;    /* damaged chunks and rollup blocks on disk skipped by
 	                                   * reads, each counted once */
 	uint64_t series;
 	uint64_t head_bytes;              /* memory held by the head */
