@@ -85,7 +85,12 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_CHUNK_PUT] = "INSERT OR REPLACE INTO chunks(series_id, mint, maxt, n, data) VALUES (?1, ?2, ?3, ?4, ?5)",
 	[ST_CHUNK_RANGE] = "SELECT mint, data, id, maxt FROM chunks WHERE series_id = ?1 AND mint <= ?3 AND maxt >= ?2 ORDER BY mint",
 	[ST_RBLOCK_PUT] = "INSERT OR REPLACE INTO rollup_blocks(series_id, mint, maxt, data) VALUES (?1, ?2, ?3, ?4)",
-	[ST_RBLOCK_RANGE] = "SELECT mint, data, id, maxt FROM rollup_blocks WHERE series_id = ?1 AND mint <= ?3 AND maxt >= ?2 ORDER BY mint",
+	/* Blocks of a series do not overlap: the first one to read is the
+	 * last that starts at or before ?2, found in the index, so a recent
+	 * range does not visit every older block's row. */
+	[ST_RBLOCK_RANGE] = "SELECT mint, data, id, maxt FROM rollup_blocks WHERE series_id = ?1 AND mint <= ?3"
+			    " AND mint >= coalesce((SELECT max(mint) FROM rollup_blocks WHERE series_id = ?1 AND mint <= ?2), ?2)"
+			    " AND maxt >= ?2 ORDER BY mint",
 	[ST_RBLOCK_LAST] = "SELECT mint, data, id, maxt FROM rollup_blocks WHERE series_id = ?1 ORDER BY mint DESC LIMIT 1",
 	[ST_RBLOCK_OLDER] = "SELECT mint, data, id, maxt FROM rollup_blocks WHERE series_id = ?1 AND mint < ?2 ORDER BY mint LIMIT 1",
 	[ST_RBLOCK_DEL] = "DELETE FROM rollup_blocks WHERE id = ?1",
