@@ -20,7 +20,9 @@
 # the library at a budget so small (1 ppm) that it traces one probe
 # window at the start and then nothing: the cost of CUPTI's state after
 # tracing has been on once; "skip-A+B" is default with
-# GPULSE_INJECT_SKIP=A,B (which part costs what). The empty loop's runs
+# GPULSE_INJECT_SKIP=A,B (which part costs what); "env-V=X+W=Y" is default
+# with those variables set (e.g. env-GPULSE_BUDGET=2%+GPULSE_SAMPLE_EVERY=128:
+# a fixed higher duty puts many windows in a short run). The empty loop's runs
 # carry their per-round series and the dumps the windows' edges:
 # bench/inject_windows.py lines them up.
 set -u
@@ -30,7 +32,7 @@ mkdir -p "$OUTD"
 RUNS=$OUTD/inject-overhead-runs.jsonl
 : >"$RUNS"
 run() { # workload config round
-	local w=$1 c=$2 line rc dump="$OUTD/dump-$w-$c-$3.json"
+	local w=$1 c=$2 line rc dump="$OUTD/dump-$w-${2//[^A-Za-z0-9_-]/_}-$3.json"
 	local -a env=(env -u CUDA_INJECTION64_PATH -u GPULSE_MODE -u GPULSE_INJECT_SKIP)
 	local -a cmd
 	case $c in
@@ -39,6 +41,9 @@ run() { # workload config round
 	once) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_BUDGET=1ppm GPULSE_INJECT_DUMP="$dump") ;;
 	skip-*) env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_INJECT_SKIP="$(echo "${c#skip-}" | tr + ,)"
 		      GPULSE_INJECT_DUMP="$dump") ;;
+	env-*) local -a vars
+	       IFS=+ read -r -a vars <<<"${c#env-}"
+	       env+=(CUDA_INJECTION64_PATH="$LIB" GPULSE_INJECT_DUMP="$dump" "${vars[@]}") ;;
 	esac
 	if [ "$w" = empty ]; then
 		# rounds of ~8 ms, fine enough to set those inside the

@@ -28,7 +28,12 @@ def windows_of(r):
     except (OSError, ValueError) as e:
         print(f"{r['config']} round {r['round']}: dump unreadable: {e}", file=sys.stderr)
         return [], None
-    return d.get("window_log_mono_ns", []), d.get("governor", {}).get("duty_ppm")
+    gv = d.get("governor", {})
+    # What the governor priced a window's time at (rate x cost per launch),
+    # to set against the slowdown measured inside windows.
+    priced = gv.get("rate_hz", 0) * gv.get("cost_ns", 0) / 1e9
+    windows_of.priced = priced, d.get("census", {}).get("lib_cpu_in_windows_ppm")
+    return d.get("window_log_mono_ns", []), gv.get("duty_ppm")
 
 
 def boot_median(xs, n=2000):
@@ -45,8 +50,10 @@ def boot_median(xs, n=2000):
 # the ratio to plain in the overhead table covers that.)
 print("within each run (median over runs, 95% interval): mean inside windows / median outside;")
 print("the run's mean / outside; and 1 + steady duty x (inside - 1)")
-print(f"{'workload':9s} {'config':12s} {'runs':>4s} {'inside/outside':>26s} {'run mean/outside':>26s} "
-      f"{'at steady duty':>26s}")
+print("priced: the governor's own figure for a window's time (launch rate x cost per launch);")
+print("lib cpu: the library thread's CPU time inside windows, per window time")
+print(f"{'workload':9s} {'config':28s} {'runs':>4s} {'inside/outside':>26s} {'run mean/outside':>26s} "
+      f"{'at steady duty':>26s} {'priced':>18s} {'lib cpu':>10s}")
 groups = {}
 for r in runs:
     if r["rc"] != 0 or not r["result"] or not r["result"].get("series") or r["config"] == "plain":
@@ -67,7 +74,12 @@ for r in runs:
     if len(inside) < 3 or len(outside) < 3:
         continue
     out = statistics.median(outside)
-    g = groups.setdefault((r["workload"], r["config"]), {"in": [], "mean": [], "steady": []})
+    g = groups.setdefault((r["workload"], r["config"]), {"in": [], "mean": [], "steady": [],
+                                                         "priced": [], "lib": []})
+    priced, lib = windows_of.priced
+    g["priced"].append(priced)
+    if lib is not None:
+        g["lib"].append(lib)
     # Mean, not median, inside: a window's edges cost in a few chunks.
     g["in"].append(statistics.mean(inside) / out)
     g["mean"].append(statistics.mean(v for _, v in series) / out)
@@ -79,8 +91,10 @@ for (w, c), g in sorted(groups.items()):
     def iv(xs):
         lo, hi = boot_median(xs) if len(xs) > 1 else (xs[0], xs[0])
         return f"{statistics.median(xs):8.4f} ({lo:.4f}-{hi:.4f})"
-    print(f"{w:9s} {c:12s} {len(g['in']):4d} {iv(g['in']):>26s} {iv(g['mean']):>26s} "
-          f"{iv(g['steady']) if g['steady'] else '-':>26s}")
+    pr = f"{100 * min(g['priced']):.2f}-{100 * max(g['priced']):.2f}%"
+    lib = f"{statistics.median(g['lib']) / 1e4:.2f}%" if g["lib"] else "-"
+    print(f"{w:9s} {c:28s} {len(g['in']):4d} {iv(g['in']):>26s} {iv(g['mean']):>26s} "
+          f"{iv(g['steady']) if g['steady'] else '-':>26s} {pr:>18s} {lib:>10s}")
 print()
 
 empty = [r for r in runs if r["workload"] == "empty" and r["rc"] == 0 and r["result"]

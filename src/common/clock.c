@@ -37,6 +37,11 @@ int64_t clock_process_cpu_ns(void)
 	return clock_read(CLOCK_PROCESS_CPUTIME_ID);
 }
 
+int64_t clock_thread_cpu_ns(void)
+{
+	return clock_read(CLOCK_THREAD_CPUTIME_ID);
+}
+
 /* Relative sleeps, recomputed from the monotonic clock after each wake,
  * rather than one absolute clock_nanosleep: the same on Linux, but the
  * tests move the wall clock with libfaketime, which shifts absolute

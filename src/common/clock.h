@@ -28,6 +28,8 @@ struct clock_wall {
 int64_t clock_wall_ms(const struct clock_wall *c);
 /* CPU time used by the whole process, in nanoseconds. */
 int64_t clock_process_cpu_ns(void);
+/* CPU time used by the calling thread, in nanoseconds. */
+int64_t clock_thread_cpu_ns(void);
 /* Initialise a condition variable whose timed waits run on the monotonic
  * clock (so a wall-clock step cannot stretch or cut a wait). */
 void clock_cond_init(pthread_cond_t *c);

@@ -73,7 +73,6 @@
  * SUB_HOLD_MAX_NS: a program of a second or two is counted whole, and a
  * long one pays it once. */
 #define CENSUS_INITIAL_NS   (10 * NS_PER_MS)
-#define SAMPLE_EVERY        32   /* one launch in this many is timed with CUDA events */
 #define EVPAIRS_MAX         256  /* timed launches whose events are not read yet */
 #define EVPAIR_TIMEOUT_NS   (10 * NS_PER_SEC)
 #define HOLD_MAX_NS         (2 * NS_PER_MS) /* a held stream is let go by then, come what may */
@@ -218,6 +217,9 @@ static struct {
 	int detach_refused;
 	int census_initial;               /* it is the first window (CENSUS_INITIAL_NS) */
 	int64_t census_fixed_ns;          /* the library thread's time to open the window */
+	int64_t census_cpu0_ns;           /* the library thread's CPU clock when it opened */
+	uint64_t lib_window_cpu_ns;       /* the library thread's CPU time inside windows (dump) */
+	uint64_t lib_window_ns;           /* the windows' time that was measured over */
 	uint64_t census_split_ns;         /* the open window's time counted in earlier intervals */
 
 	/* Counters. */
@@ -1120,9 +1122,9 @@ static int census_launch_args(CUpti_CallbackId c, const void *params, uint32_t g
 	}
 }
 
-/* One launch in SAMPLE_EVERY, at random (a fixed stride would meet a
- * workload's own period: every 32nd launch of a step of 64 is always the
- * same kernel). xorshift64 per thread. */
+/* One launch in g.cfg.sample_every (GPULSE_SAMPLE_EVERY), at random (a
+ * fixed stride would meet a workload's own period: every 32nd launch of a
+ * step of 64 is always the same kernel). xorshift64 per thread. */
 static int sample_this(void)
 {
 	static _Thread_local uint64_t x;
@@ -1133,7 +1135,7 @@ static int sample_this(void)
 	x ^= x << 13;
 	x ^= x >> 7;
 	x ^= x << 17;
-	return x % SAMPLE_EVERY == 0;
+	return x % g.cfg.sample_every == 0;
 }
 
 /* CUPTI's device of a context, cached (under g.cmu). */
@@ -1544,6 +1546,7 @@ static int census_open(int64_t now)
 	atomic_store(&g.census_on, 1);
 	log_window_open(now);
 	g.census_fixed_ns = clock_mono_ns() - t0;
+	g.census_cpu0_ns = clock_thread_cpu_ns();
 	return 1;
 }
 
@@ -1582,6 +1585,17 @@ static void census_close(int64_t now)
 	g.census_initial = 0;
 	uint64_t recs = atomic_load(&g.launch_records) - window_records_base;
 	uint64_t sn = atomic_exchange(&g.cb_self_ns, 0), sc = atomic_exchange(&g.cb_calls, 0);
+	/* The library thread's own work while the window was open (reading
+	 * the samples' events, the watchdog) is the window's too: on a
+	 * process whose threads fill its cores it is time the application
+	 * does not get, so it is priced per launch like the callbacks'. */
+	int64_t cpu = g.census_cpu0_ns > 0 ? clock_thread_cpu_ns() - g.census_cpu0_ns : 0;
+	g.census_cpu0_ns = 0;
+	if (cpu > 0 && counted > 0) {
+		g.lib_window_cpu_ns += (uint64_t)cpu;
+		g.lib_window_ns += counted;
+		sn += (uint64_t)cpu;
+	}
 	if (sc)
 		governor_observe_processing(&g.gov, (double)sn / (double)sc);
 	double fixed = (double)(g.census_fixed_ns + (clock_mono_ns() - t0));
@@ -2173,7 +2187,8 @@ static void write_dump(void)
 		 "\"holds\": %llu, \"holds_late\": %llu, \"hold_state\": %d, \"floor_n\": %llu, "
 		 "\"floor_mean_ns\": %.1f, "
 		 "\"untimed_launches\": %llu, \"unpooled\": %llu, "
-		 "\"can_time\": %s, \"cb_cost_ns\": %.1f}, \"detaches\": %llu",
+		 "\"can_time\": %s, \"cb_cost_ns\": %.1f, \"sample_every\": %u, "
+		 "\"lib_cpu_in_windows_ppm\": %.1f}, \"detaches\": %llu",
 		 (int)getpid(), g.mode == WIRE_MODE_FOCUSED_NVTX ? "nvtx" : inject_mode_name(g.mode),
 		 g.stepped_aside ? "true" : "false", reason, g.have_cupti ? g.cupti.version : 0,
 		 g.budget_ppm, (unsigned long long)atomic_load(&g.records_total),
@@ -2193,7 +2208,8 @@ static void write_dump(void)
 		 g.floor_n ? (double)g.floor_ns / (double)g.floor_n : 0.0,
 		 (unsigned long long)g.untimed_launches,
 		 (unsigned long long)(g.census_pool ? g.census_pool->unpooled : 0),
-		 drv.can_time ? "true" : "false", g.gov.cost_ns,
+		 drv.can_time ? "true" : "false", g.gov.cost_ns, g.cfg.sample_every,
+		 g.lib_window_ns ? (double)g.lib_window_cpu_ns * 1e6 / (double)g.lib_window_ns : 0.0,
 		 (unsigned long long)g.detaches);
 	/* The edges of the last windows, on CLOCK_MONOTONIC (benchmarks line
 	 * their own timings up with them); close 0: still open. */

@@ -109,6 +109,7 @@ void inject_config_load(struct inject_config *c, const char *(*get)(const char *
 	c->topk = 64;
 	c->cost_ns = 2000;
 	c->tail_ns = 2000000000ull;
+	c->sample_every = INJECT_SAMPLE_EVERY;
 	const char *v = get("GPULSE_MODE");
 	if (v && *v && inject_parse_mode(v, &c->mode, c->nvtx_range, sizeof c->nvtx_range)) {
 		snprintf(msg, sizeof msg, "GPULSE_MODE=%.64s is not continuous, profiler-api, "
@@ -145,6 +146,12 @@ void inject_config_load(struct inject_config *c, const char *(*get)(const char *
 	if (env_number(get, "GPULSE_TAIL_NS", -1, 60e9, "[0, 6e10]; using the default", &d, err, errlen)) {
 		c->tail_ns = (uint64_t)d;
 		c->tail_ns_set = 1;
+	}
+	if (env_number(get, "GPULSE_SAMPLE_EVERY", 0, 65536, "in 1..65536; using 32", &d, err, errlen)) {
+		if (d != (double)(unsigned)d)
+			add_err(err, errlen, "GPULSE_SAMPLE_EVERY is not a whole number; using 32");
+		else
+			c->sample_every = (unsigned)d;
 	}
 	v = get("GPULSE_SOCKET");
 	if (v && *v) {

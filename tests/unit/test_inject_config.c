@@ -198,6 +198,32 @@ static void test_detach_setting(void **state)
 	assert_non_null(strstr(err, "GPULSE_DETACH"));
 }
 
+/* GPULSE_SAMPLE_EVERY: a whole number in 1..65536, else 32 and a line. */
+static void test_sample_every_setting(void **state)
+{
+	(void)state;
+	struct inject_config c;
+	char err[1024];
+	env_table = NULL;
+	inject_config_load(&c, fake_get, 0, err, sizeof err);
+	assert_int_equal(c.sample_every, 32);
+	static const char *const ok[] = { "GPULSE_SAMPLE_EVERY", "128", NULL };
+	env_table = ok;
+	inject_config_load(&c, fake_get, 0, err, sizeof err);
+	assert_int_equal(c.sample_every, 128);
+	assert_string_equal(err, "");
+	static const char *const bad[][3] = { { "GPULSE_SAMPLE_EVERY", "0", NULL },
+					      { "GPULSE_SAMPLE_EVERY", "2.5", NULL },
+					      { "GPULSE_SAMPLE_EVERY", "70000", NULL },
+					      { "GPULSE_SAMPLE_EVERY", "x", NULL } };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		env_table = bad[i];
+		inject_config_load(&c, fake_get, 0, err, sizeof err);
+		assert_int_equal(c.sample_every, 32);
+		assert_non_null(strstr(err, "GPULSE_SAMPLE_EVERY"));
+	}
+}
+
 static void test_capture_frames_and_cap(void **state)
 {
 	(void)state;
@@ -261,6 +287,7 @@ int main(void)
 		cmocka_unit_test(test_load_defaults_and_paths),
 		cmocka_unit_test(test_load_bad_values_keep_defaults),
 		cmocka_unit_test(test_detach_setting),
+		cmocka_unit_test(test_sample_every_setting),
 		cmocka_unit_test(test_capture_frames_and_cap),
 		cmocka_unit_test(test_capture_refused_frames_counted),
 	};
