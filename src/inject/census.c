@@ -158,6 +158,14 @@ int census_means_get(const struct census_means *m, const char *key, uint32_t con
 	return 1;
 }
 
+uint64_t census_means_count(const struct census_means *m, const char *key, uint32_t context)
+{
+	if (!m || !key)
+		return 0;
+	int i = mean_index(m, key, context);
+	return i < 0 || !m->m[i].used ? 0 : m->m[i].n;
+}
+
 void census_take(struct census *c, struct census *out)
 {
 	memcpy(out, c, sizeof *out);

@@ -111,6 +111,10 @@ void census_means_add(struct census_means *m, const char *key, uint32_t context,
 int census_means_get(const struct census_means *m, const char *key, uint32_t context,
 		     double *mean_ns);
 
+/* How many timed launches of `key` in `context` the table holds (0 when
+ * none, or the kernel has no room). */
+uint64_t census_means_count(const struct census_means *m, const char *key, uint32_t context);
+
 /* Move the interval's census into `out` and clear `c`. */
 void census_take(struct census *c, struct census *out);
 

@@ -73,6 +73,8 @@
  * SUB_HOLD_MAX_NS: a program of a second or two is counted whole, and a
  * long one pays it once. */
 #define CENSUS_INITIAL_NS   (10 * NS_PER_MS)
+#define SAMPLES_ENOUGH      64   /* timed launches after which a kernel is sampled sparsely */
+#define SAMPLE_SPARSE       8    /* ... one in this many times GPULSE_SAMPLE_EVERY */
 #define EVPAIRS_MAX         256  /* timed launches whose events are not read yet */
 #define EVPAIR_TIMEOUT_NS   (10 * NS_PER_SEC)
 #define HOLD_MAX_NS         (2 * NS_PER_MS) /* a held stream is let go by then, come what may */
@@ -1122,10 +1124,15 @@ static int census_launch_args(CUpti_CallbackId c, const void *params, uint32_t g
 	}
 }
 
-/* One launch in g.cfg.sample_every (GPULSE_SAMPLE_EVERY), at random (a
- * fixed stride would meet a workload's own period: every 32nd launch of a
- * step of 64 is always the same kernel). xorshift64 per thread. */
-static int sample_this(void)
+/* Whether to time this launch: one in g.cfg.sample_every
+ * (GPULSE_SAMPLE_EVERY), at random (a fixed stride would meet a
+ * workload's own period: every 32nd launch of a step of 64 is always the
+ * same kernel), and one in SAMPLE_SPARSE times as many for a kernel that
+ * already has SAMPLES_ENOUGH timed launches: its mean is known well, and a
+ * sample costs the application the same whatever it teaches (on the H200
+ * the samples were about half of what a census window cost a training
+ * step). xorshift64 per thread. */
+static int sample_this(int known)
 {
 	static _Thread_local uint64_t x;
 	if (g.cfg.skip & INJECT_SKIP_SAMPLES)
@@ -1135,7 +1142,8 @@ static int sample_this(void)
 	x ^= x << 13;
 	x ^= x >> 7;
 	x ^= x << 17;
-	return x % g.cfg.sample_every == 0;
+	uint64_t every = (uint64_t)g.cfg.sample_every * (known ? SAMPLE_SPARSE : 1);
+	return x % every == 0;
 }
 
 /* CUPTI's device of a context, cached (under g.cmu). */
@@ -1381,8 +1389,9 @@ static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 		uint32_t dev = census_device(d->context, d->contextUid);
 		int slot = census_launch(g.census, d->symbolName, d->contextUid, dev, grid, block, shared);
 		int seen = !g.census->k[slot].is_other && g.census->k[slot].launches > 1;
+		int known = census_means_count(g.census_means, d->symbolName, d->contextUid) >= SAMPLES_ENOUGH;
 		pthread_mutex_unlock(&g.cmu);
-		if (drv.can_time && d->correlationData && sample_this())
+		if (drv.can_time && d->correlationData && sample_this(known))
 			*d->correlationData = census_time_start(slot, d->symbolName, stream, ptsz, seen,
 								     d->contextUid);
 	} else if (d->callbackSite == CUPTI_API_ENTER && on) {

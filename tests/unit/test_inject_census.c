@@ -118,6 +118,11 @@ static void test_means_carry_across_intervals(void **state)
 	assert_true(census_means_get(m, a_name, 1, &mean));
 	assert_true(mean == 2000);
 	assert_false(census_means_get(m, b_name, 1, &mean));
+	/* The count the sampler asks (a known kernel is sampled sparsely). */
+	assert_int_equal(census_means_count(m, a_name, 1), 2);
+	assert_int_equal(census_means_count(m, a_name, 2), 1);
+	assert_int_equal(census_means_count(m, b_name, 1), 0);
+	assert_int_equal(census_means_count(m, NULL, 1), 0);
 	struct census *c = new_census();
 	for (int i = 0; i < 10; i++) {
 		census_launch(c, a_name, 1, 0, grid, block, 0);
@@ -163,6 +168,7 @@ static void test_means_bounded(void **state)
 	double mean;
 	assert_true(census_means_get(m, names[0], 1, &mean));
 	assert_false(census_means_get(m, names[CENSUS_SLOTS - 1], 1, &mean));
+	assert_int_equal(census_means_count(m, names[CENSUS_SLOTS - 1], 1), 0);
 	free(m);
 }
 
