@@ -1,22 +1,21 @@
-/* The overhead governor of continuous mode: tracing runs in duty-cycled
- * windows, and the governor sizes them so that the time tracing adds to
- * the application stays under a budget (DESIGN.md decision 7).
+/* The overhead governor of continuous mode: observation runs in
+ * duty-cycled windows (since 2026-12-01 census windows of launch
+ * callbacks, docs/internals/inject.md), and the governor sizes them so
+ * that the time they add to the application stays under a budget.
  *
- * Model: while tracing is on, each activity record (a kernel launch, a
- * copy, a memset) costs the launching thread about cost_ns (2 µs on
- * Hopper by the measurements in DESIGN.md, plus the library's own
- * processing per record, measured). Each window also costs the
- * application two things that no clock of the library sees:
- *   - fixed_ns for opening and closing it (a prior; the library thread's
- *     measured time only ever raises it);
- *   - a tail: after tracing stops, launches stay dearer for seconds. On
- *     the H200 (docs/PERFORMANCE.md, 2026-11-29) an empty-kernel loop ran
- *     +16% in the first second after a window, +6% 1-5 s after, +2%
- *     later, which adds up to about tail_ns = 2 s of tracing's own cost
- *     per window (4 s and more with the process pinned to one core).
+ * Model: while a window is open, each observed record (a kernel launch, a
+ * copy, a memset) costs the application about cost_ns: a prior for what
+ * no clock of the library sees (CUPTI's dispatch of the callbacks), plus
+ * the library's own time per record, measured (governor_observe_processing:
+ * the callbacks' time and the library thread's work inside the windows).
+ * Each window also costs fixed_ns for opening and closing it (a prior; the
+ * library thread's measured time only ever raises it), and may leave a
+ * tail: for kernel activity tracing on the H200, launches stayed dearer
+ * for seconds after a window (tail_ns of traced time per window); the
+ * census leaves none (tail_ns 0).
  * With r records per second (measured in the windows, corrected for the
- * slowdown tracing itself causes) and f = r * cost the share tracing
- * adds, a cycle of `on` traced and `off` untraced nanoseconds adds
+ * slowdown the window itself causes) and f = r * cost the share a window
+ * adds, a cycle of `on` observed and `off` unobserved nanoseconds adds
  *
  *     added = on * f + fixed + tail * f      per cycle of on + off,
  *
@@ -24,7 +23,7 @@
  * fixed part and tail do not depend on its length, windows are as long
  * as allowed (window_max_ns) and the period stretches to fit the
  * budget, up to period_max_ns (then windows shorten; the budget wins
- * over the longest period). A rate cheap enough to trace all the time
+ * over the longest period). A rate cheap enough to observe all the time
  * (f <= budget) keeps the window open. The rate estimate rises at once
  * and falls slowly. Pure arithmetic: no clocks, no CUPTI, tested in CI. */
 #ifndef GPULSE_INJECT_GOVERNOR_H
