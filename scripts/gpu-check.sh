@@ -218,7 +218,9 @@ if [ -x $IB/inject_empty ] || nvcc -O2 -arch=sm_90 -o $IB/inject_empty bench/inj
 		row "inject: default vs full trace" FAIL "$(grep -m1 '^FAIL' "$OUT/inject-accuracy.txt" | cut -c1-120)"
 	fi
 	cat "$OUT/inject-accuracy.txt"
-	cp $IB/overhead/inject-overhead.json $IB/overhead/inject-overhead-runs.jsonl $IB/overhead/dump-*.json "$OUT/" 2>/dev/null
+	# One archive: at most 8 files come back from a call.
+	tar czf "$OUT/inject-overhead-data.tgz" -C $IB/overhead inject-overhead.json \
+		inject-overhead-runs.jsonl $(cd $IB/overhead && ls dump-*.json 2>/dev/null) 2>/dev/null
 	tail -n 40 $IB/overhead/inject-overhead-stderr.txt >"$OUT/inject-overhead-stderr-tail.txt" 2>/dev/null
 	row "inject: overhead table" INFO "inject-overhead-table.txt"
 else
