@@ -73,8 +73,8 @@
  * SUB_HOLD_MAX_NS: a program of a second or two is counted whole, and a
  * long one pays it once. */
 #define CENSUS_INITIAL_NS   (10 * NS_PER_MS)
-#define SAMPLES_ENOUGH      64   /* timed launches after which a kernel is sampled sparsely */
-#define SAMPLE_SPARSE       8    /* ... one in this many times GPULSE_SAMPLE_EVERY */
+#define SAMPLES_ENOUGH      32   /* timed launches after which a kernel is sampled sparsely */
+#define SAMPLE_SPARSE       16   /* ... one in this many times GPULSE_SAMPLE_EVERY */
 #define EVPAIRS_MAX         256  /* timed launches whose events are not read yet */
 #define EVPAIR_TIMEOUT_NS   (10 * NS_PER_SEC)
 #define HOLD_MAX_NS         (2 * NS_PER_MS) /* a held stream is let go by then, come what may */
