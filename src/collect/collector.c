@@ -20,8 +20,10 @@
 
 #include "clock.h"
 #include "log.h"
+#include "procutil.h"
 #include "status.h"
 #include "utf8.h"
+#include "xalloc.h"
 
 /* Reads a GPU may not support; a NOT_SUPPORTED answer parks the read
  * until the next re-probe, so unsupported fields cost nothing. */
@@ -36,6 +38,10 @@ enum read_kind {
 
 #define REPROBE_NS (600LL * NS_PER_SEC)      /* retry unsupported reads every 10 min */
 #define PROC_UTIL_PERIOD_NS (10LL * NS_PER_SEC) /* 2.4 ms of CPU a call: every 10 s */
+/* The per-process sample buffer: 10 s of 1/6 s driver periods for 16
+ * busy processes; grown on INSUFFICIENT_SIZE up to the maximum. */
+#define PROC_SAMPLES_INITIAL 1024U
+#define PROC_SAMPLES_MAX 16384U
 #define EVENT_WAIT_MS 1000
 /* Each wake-up of an idle thread costs ~40 µs of CPU on the H200 host, as
  * much as a whole fast-tier read, so helper threads wake rarely: the
@@ -89,7 +95,15 @@ struct gpu_ctx {
 	int64_t parked_until[R_COUNT]; /* monotonic; 0 = read allowed */
 	int64_t next_due[TIER_COUNT];
 	int64_t next_proc_util;
-	unsigned long long proc_util_last_us;
+	/* Per-process utilization: the end of the last window (wall clock,
+	 * µs; 0 before the first), what the driver's buffer taught, the
+	 * buffer, and each kept process's last shares (-1: none). */
+	unsigned long long proc_util_since_us;
+	struct procutil_state proc_util;
+	struct nvml_process_utilization_sample *proc_samples;
+	unsigned proc_samples_cap;
+	uint32_t proc_util_pid[GPU_PROC_MAX];
+	unsigned proc_util_n;
 	double proc_sm[GPU_PROC_MAX], proc_mem[GPU_PROC_MAX];
 	bool gpm;
 	bool gpm_primed;
@@ -303,6 +317,9 @@ static struct comm_entry *comm_of(struct collector *c, struct gpu_ctx *g, uint32
 	return e;
 }
 
+static void read_proc_util(struct collector *c, struct gpu_ctx *g, struct gpu_update *u,
+			   int64_t now);
+
 static void read_processes(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
 {
 	struct nvml_lib *nv = c->nv;
@@ -360,47 +377,82 @@ static void read_processes(struct collector *c, struct gpu_ctx *g, struct gpu_up
 	memcpy(g->comm_cache, fresh, (size_t)nfresh * sizeof fresh[0]);
 	g->ncomm = nfresh;
 
-	/* Per-process utilization costs 2.4 ms of CPU a call on the H200:
-	 * only when something runs, and no more often than PROC_UTIL_PERIOD_NS. */
-	if (!c->cfg.per_process_util || n == 0 || !nv->device_get_process_utilization ||
-	    !allowed(g, R_PROC_UTIL, now) || now < g->next_proc_util)
+	read_proc_util(c, g, u, now);
+}
+
+/* The shares of the processes of `u` over the window since the last read
+ * (procutil.h): at most every PROC_UTIL_PERIOD_NS, only while processes
+ * run, since that call costs 2.4 ms of CPU on the H200. Between reads a
+ * process keeps its last shares; a process that was not there at the
+ * last read has none until the next. */
+static void read_proc_util(struct collector *c, struct gpu_ctx *g, struct gpu_update *u,
+			   int64_t now)
+{
+	struct nvml_lib *nv = c->nv;
+	unsigned n = (unsigned)u->nprocs;
+	if (!c->cfg.per_process_util)
+		return;
+	if (n == 0 || !nv->device_get_process_utilization || !allowed(g, R_PROC_UTIL, now) ||
+	    now < g->next_proc_util)
 		goto carry;
 	g->next_proc_util = now + PROC_UTIL_PERIOD_NS;
-	struct nvml_process_utilization_sample s[GPU_PROC_MAX * 2];
-	unsigned ns = GPU_PROC_MAX * 2;
-	r = NVML_CALL(nv, device_get_process_utilization, g->dev, s, &ns, g->proc_util_last_us);
+	if (!g->proc_samples) {
+		g->proc_samples_cap = PROC_SAMPLES_INITIAL;
+		g->proc_samples = xcalloc(g->proc_samples_cap, sizeof g->proc_samples[0]);
+	}
+	/* The first window is one period long, never the driver's whole
+	 * buffer (lastSeenTimeStamp 0): that reaches back before the process. */
+	unsigned long long since = g->proc_util_since_us;
+	unsigned long long wall_us = (unsigned long long)(clock_wall_ns() / 1000);
+	if (since == 0 || since >= wall_us)
+		since = wall_us - (unsigned long long)(PROC_UTIL_PERIOD_NS / 1000);
+	unsigned ns = g->proc_samples_cap;
+	nvml_return_t r = NVML_CALL(nv, device_get_process_utilization, g->dev, g->proc_samples, &ns,
+				    since);
+	if (r == NVML_ABI_ERROR_INSUFFICIENT_SIZE && ns > g->proc_samples_cap &&
+	    g->proc_samples_cap < PROC_SAMPLES_MAX) {
+		g->proc_samples_cap = ns < PROC_SAMPLES_MAX ? ns + ns / 4 : PROC_SAMPLES_MAX;
+		if (g->proc_samples_cap > PROC_SAMPLES_MAX)
+			g->proc_samples_cap = PROC_SAMPLES_MAX;
+		g->proc_samples = xrealloc(g->proc_samples,
+					   g->proc_samples_cap * sizeof g->proc_samples[0]);
+		ns = g->proc_samples_cap;
+		r = NVML_CALL(nv, device_get_process_utilization, g->dev, g->proc_samples, &ns, since);
+	}
+	unsigned long long end = (unsigned long long)(clock_wall_ns() / 1000);
 	if (r == NVML_ABI_ERROR_NOT_FOUND) {
-		/* No samples since the last call: every process was idle. */
-		for (unsigned i = 0; i < n; i++)
-			g->proc_sm[i] = g->proc_mem[i] = 0;
+		ns = 0;      /* no samples in the window: every process was idle */
+	} else if (r == NVML_ABI_ERROR_INSUFFICIENT_SIZE) {
+		complain(&g->complaint, "GPU %d: more than %u per-process utilization samples "
+			 "in %lld s; per-process shares left out", g->index, PROC_SAMPLES_MAX,
+			 (long long)(PROC_UTIL_PERIOD_NS / NS_PER_SEC));
 		ns = 0;
+		goto unknown;
 	} else if (!judge(c, g, R_PROC_UTIL, NVML_FN_device_get_process_utilization, r)) {
-		for (unsigned i = 0; i < n; i++)
-			g->proc_sm[i] = g->proc_mem[i] = -1;
-		goto carry;
+		goto unknown;
 	}
-	for (unsigned i = 0; i < n; i++) {
-		unsigned long long best_ts = 0;
-		g->proc_sm[i] = g->proc_mem[i] = (r == NVML_ABI_ERROR_NOT_FOUND) ? 0 : -1;
-		for (unsigned j = 0; j < ns; j++) {
-			if (s[j].pid != u->procs[i].pid || s[j].timestamp_us < best_ts)
-				continue;
-			best_ts = s[j].timestamp_us;
-			g->proc_sm[i] = s[j].sm_util / 100.0;
-			g->proc_mem[i] = s[j].mem_util / 100.0;
-		}
-	}
-	for (unsigned j = 0; j < ns; j++)
-		if (s[j].timestamp_us > g->proc_util_last_us)
-			g->proc_util_last_us = s[j].timestamp_us;
+	uint32_t pids[GPU_PROC_MAX];
+	for (unsigned i = 0; i < n; i++)
+		pids[i] = u->procs[i].pid;
+	if (procutil_shares(&g->proc_util, g->proc_samples, ns, pids, n, since, end, g->proc_sm,
+			    g->proc_mem) != GPULSE_OK)
+		goto unknown;   /* the wall clock stepped back: the next window starts now */
+	memcpy(g->proc_util_pid, pids, n * sizeof pids[0]);
+	g->proc_util_n = n;
+	g->proc_util_since_us = end;
+	goto carry;
+unknown:
+	g->proc_util_since_us = end;
+	g->proc_util_n = 0;
 carry:
-	/* Between utilization reads, a process keeps its last reading only
-	 * if it is the same process at the same position; otherwise absent. */
-	for (unsigned i = 0; i < n && i < GPU_PROC_MAX; i++) {
-		if (g->proc_sm[i] >= 0 && c->cfg.per_process_util) {
+	for (unsigned i = 0; i < n; i++) {
+		for (unsigned j = 0; j < g->proc_util_n; j++) {
+			if (g->proc_util_pid[j] != u->procs[i].pid)
+				continue;
 			u->procs[i].util_valid = true;
-			u->procs[i].sm_ratio = g->proc_sm[i];
-			u->procs[i].mem_ratio = g->proc_mem[i];
+			u->procs[i].sm_ratio = g->proc_sm[j];
+			u->procs[i].mem_ratio = g->proc_mem[j];
+			break;
 		}
 	}
 }
@@ -1486,6 +1538,7 @@ void collector_stop(struct collector *c)
 			if (g->mig_cur[k])
 				NVML_CALL(c->nv, gpm_sample_free, g->mig_cur[k]);
 		}
+		free(g->proc_samples);
 		free(g);
 	}
 	if (c->event_set && c->nv->event_set_free)
