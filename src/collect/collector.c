@@ -15,7 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -132,8 +135,12 @@ struct lane {
 	pthread_t thread;
 	struct nvml_call_watch watch;
 	atomic_int current_gpu;        /* gpu index in c->gpu, -1 between reads */
-	atomic_bool orphan;            /* left alone with a stuck GPU */
+	atomic_bool orphan;            /* left alone with a slow or stuck GPU */
+	atomic_bool marked_stale;      /* its GPU's call ran past the deadline */
 	atomic_bool done;
+	int timer_fd;                  /* armed over each sweep: the watchdog's
+					* cue that a call may be holding up the
+					* other GPUs (timerfd; -1 when none) */
 };
 
 #define LANES_MAX (GPU_MAX + 1)
@@ -155,8 +162,10 @@ struct collector {
 	nvml_event_set_t event_set;
 	atomic_uint_fast64_t stalls, events_seen, event_errors, rediscoveries;
 	atomic_uint_fast64_t sweeps[TIER_COUNT];
-	atomic_uint_fast64_t lanes_started;
+	atomic_uint_fast64_t lanes_started, handoffs;
 	int64_t period_ns[TIER_COUNT];
+	int64_t handoff_ns;            /* a call this long hands the other GPUs on */
+	int stop_fd;                   /* eventfd: wakes the watchdog's poll at stop */
 };
 
 void collector_config_defaults(struct collector_config *cfg)
@@ -1018,6 +1027,36 @@ static void sweep_gpu(struct collector *c, struct gpu_ctx *g, enum tier t, int64
 
 /* ---- lanes ----------------------------------------------------------- */
 
+/* Arm the lane's timer `ns` from now (0 disarms); true when armed. */
+static bool lane_arm(struct lane *l, int64_t ns)
+{
+	if (l->timer_fd < 0)
+		return false;
+	struct itimerspec it = {.it_value = {.tv_sec = ns / NS_PER_SEC, .tv_nsec = ns % NS_PER_SEC}};
+	return timerfd_settime(l->timer_fd, 0, &it, NULL) == 0 && ns > 0;
+}
+
+static void lane_free(struct lane *l)
+{
+	if (!l)
+		return;
+	if (l->timer_fd >= 0)
+		close(l->timer_fd);
+	free(l);
+}
+
+/* The newest lane other than `except` that serves GPUs normally (not left
+ * with a slow GPU, not ended), or -1. Called with c->lock held. */
+static int live_lane(struct collector *c, int except)
+{
+	for (int i = c->nlanes - 1; i >= 0; i--) {
+		struct lane *l = c->lanes[i];
+		if (i != except && !atomic_load(&l->orphan) && !atomic_load(&l->done))
+			return l->id;
+	}
+	return -1;
+}
+
 static void *lane_main(void *arg)
 {
 	struct lane *l = arg;
@@ -1037,10 +1076,12 @@ static void *lane_main(void *arg)
 		/* Sleep until the earliest due tier of any GPU this lane owns. */
 		int64_t now = clock_mono_ns();
 		int64_t wake = now + c->period_ns[TIER_FAST];
+		int owned = 0;
 		for (int i = 0; i < c->ngpu; i++) {
 			struct gpu_ctx *g = c->gpu[i];
 			if (g->lane != l->id || atomic_load(&g->lost))
 				continue;
+			owned++;
 			for (int t = 0; t < TIER_COUNT; t++)
 				if (g->next_due[t] < wake)
 					wake = g->next_due[t];
@@ -1049,6 +1090,11 @@ static void *lane_main(void *arg)
 			clock_cond_wait_until(&c->wake, &c->lock, wake);
 			continue;
 		}
+		/* With other GPUs behind the one being read, a call that takes
+		 * longer than handoff_ns must not hold them up: the timer wakes
+		 * the watchdog then (two syscalls a sweep, no wake-up when
+		 * nothing is slow). */
+		bool armed = owned > 1 && lane_arm(l, c->handoff_ns);
 		for (int t = 0; t < TIER_COUNT; t++) {
 			bool swept = false;
 			for (int i = 0; i < c->ngpu && !atomic_load(&c->stopping); i++) {
@@ -1071,6 +1117,27 @@ static void *lane_main(void *arg)
 			if (swept)
 				atomic_fetch_add(&c->sweeps[t], 1);
 		}
+		if (armed)
+			lane_arm(l, 0);
+		/* Handed off for a slow call that came back before the
+		 * deadline: once its due tiers are read, the GPU rejoins a lane
+		 * that serves the others, and this lane ends. A GPU that was
+		 * stuck past the deadline keeps a lane of its own. */
+		if (atomic_load(&l->orphan) && !atomic_load(&l->marked_stale)) {
+			int to = live_lane(c, l->id);
+			bool moved = false;
+			for (int i = 0; i < c->ngpu && to >= 0; i++) {
+				if (c->gpu[i]->lane == l->id) {
+					c->gpu[i]->lane = to;
+					moved = true;
+				}
+			}
+			if (to >= 0) {
+				if (moved)
+					pthread_cond_broadcast(&c->wake);
+				break;
+			}
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
 	free(u);
@@ -1079,25 +1146,47 @@ static void *lane_main(void *arg)
 }
 
 /* Start a lane owning every GPU whose lane is `from` (or all when -1),
- * except `keep`. Called with c->lock held. */
+ * except `keep`, in the slot of a lane that has ended or a new one.
+ * Called with c->lock held. */
 static int lane_spawn(struct collector *c, int from, int keep)
 {
-	if (c->nlanes >= LANES_MAX)
+	int slot = c->nlanes;
+	for (int i = 0; i < c->nlanes; i++) {
+		if (atomic_load(&c->lanes[i]->done)) {
+			slot = i;
+			break;
+		}
+	}
+	if (slot >= LANES_MAX)
 		return GPULSE_ELIMIT;
 	struct lane *l = calloc(1, sizeof *l);
 	if (!l)
 		return GPULSE_ENOMEM;
 	l->c = c;
-	l->id = c->nlanes;
+	l->id = slot;
 	atomic_init(&l->current_gpu, -1);
-	for (int i = 0; i < c->ngpu; i++)
+	l->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	int old[GPU_MAX];
+	for (int i = 0; i < c->ngpu; i++) {
+		old[i] = c->gpu[i]->lane;
 		if ((from < 0 || c->gpu[i]->lane == from) && i != keep)
 			c->gpu[i]->lane = l->id;
+	}
 	if (pthread_create(&l->thread, NULL, lane_main, l) != 0) {
-		free(l);
+		for (int i = 0; i < c->ngpu; i++)
+			c->gpu[i]->lane = old[i];
+		lane_free(l);
 		return GPULSE_ENOMEM;
 	}
-	c->lanes[c->nlanes++] = l;
+	if (slot < c->nlanes) {
+		/* The lane that ended there has left its loop (it sets done
+		 * after its last unlock): joining is immediate. */
+		pthread_join(c->lanes[slot]->thread, NULL);
+		lane_free(c->lanes[slot]);
+	}
+	c->lanes[slot] = l;
+	if (slot == c->nlanes)
+		c->nlanes++;
 	atomic_fetch_add(&c->lanes_started, 1);
 	return GPULSE_OK;
 }
@@ -1115,6 +1204,39 @@ static bool collector_nap(struct collector *c, int64_t ns)
 	return atomic_load(&c->stopping);
 }
 
+/* A lane's timer fired: if its call has run past handoff_ns, leave the
+ * lane with that GPU and move the others to a new lane now, long before
+ * the deadline marks the GPU stale, so that their samples keep their
+ * period; otherwise look again when the call in flight would reach it.
+ * Called with c->lock held. */
+static void handoff_check(struct collector *c, struct lane *l, int64_t now)
+{
+	int gi = atomic_load(&l->current_gpu);
+	int64_t start = atomic_load(&l->watch.start_ns);
+	if (gi < 0 || atomic_load(&l->orphan) || atomic_load(&l->done))
+		return;   /* between reads, or already handed off */
+	if (!start || now - start < c->handoff_ns) {
+		lane_arm(l, start ? start + c->handoff_ns - now : c->handoff_ns);
+		return;
+	}
+	bool others = false;
+	for (int k = 0; k < c->ngpu; k++)
+		if (k != gi && c->gpu[k]->lane == l->id && !atomic_load(&c->gpu[k]->lost))
+			others = true;
+	if (!others)
+		return;
+	atomic_store(&l->orphan, true);
+	if (lane_spawn(c, l->id, gi) != GPULSE_OK) {
+		atomic_store(&l->orphan, false);
+		log_error("cannot start a new collector lane");
+		return;
+	}
+	atomic_fetch_add(&c->handoffs, 1);
+	log_debug("GPU %d: %s has run %.0f ms; the other GPUs move to a new lane",
+		  c->gpu[gi]->index, nvml_fn_name((enum nvml_fn)atomic_load(&l->watch.fn)),
+		  (double)(now - start) / NS_PER_MS);
+}
+
 static void *watchdog_main(void *arg)
 {
 	struct collector *c = arg;
@@ -1123,8 +1245,34 @@ static void *watchdog_main(void *arg)
 	if (period < 10 * NS_PER_MS)
 		period = 10 * NS_PER_MS;
 	pthread_mutex_lock(&c->lock);
-	while (!collector_nap(c, period)) {
+	while (!atomic_load(&c->stopping)) {
+		/* Sleep until the next deadline check, a lane's timer or stop. */
+		struct pollfd pfd[LANES_MAX + 1];
+		int lane_of[LANES_MAX + 1];
+		nfds_t n = 0;
+		if (c->stop_fd >= 0)
+			pfd[n++] = (struct pollfd){.fd = c->stop_fd, .events = POLLIN};
+		for (int i = 0; i < c->nlanes; i++) {
+			struct lane *l = c->lanes[i];
+			if (l->timer_fd < 0 || atomic_load(&l->done))
+				continue;
+			lane_of[n] = i;
+			pfd[n++] = (struct pollfd){.fd = l->timer_fd, .events = POLLIN};
+		}
+		pthread_mutex_unlock(&c->lock);
+		int ready = poll(pfd, n, (int)(period / NS_PER_MS));
+		pthread_mutex_lock(&c->lock);
+		if (atomic_load(&c->stopping))
+			break;
 		int64_t now = clock_mono_ns();
+		for (nfds_t k = 0; ready > 0 && k < n; k++) {
+			if (!(pfd[k].revents & POLLIN) || pfd[k].fd == c->stop_fd)
+				continue;
+			uint64_t expirations;
+			if (read(pfd[k].fd, &expirations, sizeof expirations) < 0)
+				continue;
+			handoff_check(c, c->lanes[lane_of[k]], now);
+		}
 		for (int i = 0; i < c->nlanes; i++) {
 			struct lane *l = c->lanes[i];
 			int64_t start = atomic_load(&l->watch.start_ns);
@@ -1135,6 +1283,7 @@ static void *watchdog_main(void *arg)
 			if (atomic_load(&g->stalled))
 				continue;
 			atomic_store(&g->stalled, true);
+			atomic_store(&l->marked_stale, true);
 			atomic_fetch_add(&c->stalls, 1);
 			char why[96];
 			snprintf(why, sizeof why, "%s has not returned for %.1f s",
@@ -1143,7 +1292,8 @@ static void *watchdog_main(void *arg)
 			bus_set_health(c->bus, g->slot, GPU_HEALTH_STALE, why);
 			log_error("GPU %d: %s; marking it stale, the other GPUs go on", g->index, why);
 			/* Leave the stuck lane alone with this GPU; the others
-			 * move to a fresh lane. */
+			 * move to a fresh lane (already done when the call ran
+			 * past handoff_ns and a lane could be started then). */
 			if (!atomic_load(&l->orphan)) {
 				bool others = false;
 				for (int k = 0; k < c->ngpu; k++)
@@ -1360,10 +1510,9 @@ static void rediscover(struct collector *c)
 		if (!known) {
 			struct gpu_ctx *g = gpu_add(c, dev, (int)i);
 			if (g) {
-				/* New GPUs join the first lane that is not stuck. */
-				for (int l = c->nlanes - 1; l >= 0; l--)
-					if (!atomic_load(&c->lanes[l]->orphan))
-						g->lane = c->lanes[l]->id;
+				/* New GPUs join a lane that is not stuck. */
+				int to = live_lane(c, -1);
+				g->lane = to >= 0 ? to : 0;
 				events_register(c, g);
 			}
 			pthread_cond_broadcast(&c->wake);
@@ -1435,6 +1584,14 @@ int collector_start(struct collector **out, struct bus *bus,
 	c->bus = bus;
 	c->nv = nv;
 	memcpy(c->period_ns, cfg->period_ns, sizeof c->period_ns);
+	/* Half a fast period: the slowest sound call (energy) takes 4 ms on
+	 * the H200, so a call this long is holding the other GPUs up. */
+	c->handoff_ns = cfg->period_ns[TIER_FAST] / 2;
+	if (c->handoff_ns < 10 * NS_PER_MS)
+		c->handoff_ns = 10 * NS_PER_MS;
+	if (c->handoff_ns > cfg->call_deadline_ns)
+		c->handoff_ns = cfg->call_deadline_ns;
+	c->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	pthread_mutex_init(&c->lock, NULL);
 	clock_cond_init(&c->wake);
 	for (int t = 0; t < TIER_COUNT; t++)
@@ -1479,6 +1636,8 @@ int collector_start(struct collector **out, struct bus *bus,
 	return GPULSE_OK;
 fail:
 	nvml_lib_close(nv);
+	if (c->stop_fd >= 0)
+		close(c->stop_fd);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->wake);
 	free(c);
@@ -1507,6 +1666,8 @@ void collector_stop(struct collector *c)
 	pthread_mutex_lock(&c->lock);
 	pthread_cond_broadcast(&c->wake);
 	pthread_mutex_unlock(&c->lock);
+	if (c->stop_fd >= 0 && write(c->stop_fd, &(uint64_t){1}, sizeof(uint64_t)) < 0)
+		log_warn("cannot wake the collector watchdog: %s", strerror(errno));
 	bool clean = true;
 	join_within(c->watchdog, 2000);
 	if (c->have_discovery)
@@ -1518,7 +1679,7 @@ void collector_stop(struct collector *c)
 		bool joined = join_within(l->thread, 3000);
 		clean &= joined;
 		if (joined)
-			free(l);
+			lane_free(l);
 	}
 	if (!clean) {
 		/* A thread is still inside NVML: shutting NVML down or freeing
@@ -1544,6 +1705,8 @@ void collector_stop(struct collector *c)
 	if (c->event_set && c->nv->event_set_free)
 		NVML_CALL(c->nv, event_set_free, c->event_set);
 	nvml_lib_close(c->nv);
+	if (c->stop_fd >= 0)
+		close(c->stop_fd);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->wake);
 	free(c);
@@ -1559,6 +1722,7 @@ void collector_get_stats(struct collector *c, struct collector_stats *out)
 	memset(out, 0, sizeof *out);
 	out->lanes_started = atomic_load(&c->lanes_started);
 	out->stalls = atomic_load(&c->stalls);
+	out->handoffs = atomic_load(&c->handoffs);
 	out->events = atomic_load(&c->events_seen);
 	out->event_errors = atomic_load(&c->event_errors);
 	out->rediscoveries = atomic_load(&c->rediscoveries);
