@@ -15,13 +15,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
+#include "procutil.h"
 #include "status.h"
 #include "utf8.h"
+#include "xalloc.h"
 
 /* Reads a GPU may not support; a NOT_SUPPORTED answer parks the read
  * until the next re-probe, so unsupported fields cost nothing. */
@@ -36,6 +41,10 @@ enum read_kind {
 
 #define REPROBE_NS (600LL * NS_PER_SEC)      /* retry unsupported reads every 10 min */
 #define PROC_UTIL_PERIOD_NS (10LL * NS_PER_SEC) /* 2.4 ms of CPU a call: every 10 s */
+/* The per-process sample buffer: 10 s of 1/6 s driver periods for 16
+ * busy processes; grown on INSUFFICIENT_SIZE up to the maximum. */
+#define PROC_SAMPLES_INITIAL 1024U
+#define PROC_SAMPLES_MAX 16384U
 #define EVENT_WAIT_MS 1000
 /* Each wake-up of an idle thread costs ~40 µs of CPU on the H200 host, as
  * much as a whole fast-tier read, so helper threads wake rarely: the
@@ -89,7 +98,15 @@ struct gpu_ctx {
 	int64_t parked_until[R_COUNT]; /* monotonic; 0 = read allowed */
 	int64_t next_due[TIER_COUNT];
 	int64_t next_proc_util;
-	unsigned long long proc_util_last_us;
+	/* Per-process utilization: the end of the last window (wall clock,
+	 * µs; 0 before the first), what the driver's buffer taught, the
+	 * buffer, and each kept process's last shares (-1: none). */
+	unsigned long long proc_util_since_us;
+	struct procutil_state proc_util;
+	struct nvml_process_utilization_sample *proc_samples;
+	unsigned proc_samples_cap;
+	uint32_t proc_util_pid[GPU_PROC_MAX];
+	unsigned proc_util_n;
 	double proc_sm[GPU_PROC_MAX], proc_mem[GPU_PROC_MAX];
 	bool gpm;
 	bool gpm_primed;
@@ -118,8 +135,12 @@ struct lane {
 	pthread_t thread;
 	struct nvml_call_watch watch;
 	atomic_int current_gpu;        /* gpu index in c->gpu, -1 between reads */
-	atomic_bool orphan;            /* left alone with a stuck GPU */
+	atomic_bool orphan;            /* left alone with a slow or stuck GPU */
+	atomic_bool marked_stale;      /* its GPU's call ran past the deadline */
 	atomic_bool done;
+	int timer_fd;                  /* armed over each sweep: the watchdog's
+					* cue that a call may be holding up the
+					* other GPUs (timerfd; -1 when none) */
 };
 
 #define LANES_MAX (GPU_MAX + 1)
@@ -141,8 +162,10 @@ struct collector {
 	nvml_event_set_t event_set;
 	atomic_uint_fast64_t stalls, events_seen, event_errors, rediscoveries;
 	atomic_uint_fast64_t sweeps[TIER_COUNT];
-	atomic_uint_fast64_t lanes_started;
+	atomic_uint_fast64_t lanes_started, handoffs;
 	int64_t period_ns[TIER_COUNT];
+	int64_t handoff_ns;            /* a call this long hands the other GPUs on */
+	int stop_fd;                   /* eventfd: wakes the watchdog's poll at stop */
 };
 
 void collector_config_defaults(struct collector_config *cfg)
@@ -303,6 +326,9 @@ static struct comm_entry *comm_of(struct collector *c, struct gpu_ctx *g, uint32
 	return e;
 }
 
+static void read_proc_util(struct collector *c, struct gpu_ctx *g, struct gpu_update *u,
+			   int64_t now);
+
 static void read_processes(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
 {
 	struct nvml_lib *nv = c->nv;
@@ -360,47 +386,82 @@ static void read_processes(struct collector *c, struct gpu_ctx *g, struct gpu_up
 	memcpy(g->comm_cache, fresh, (size_t)nfresh * sizeof fresh[0]);
 	g->ncomm = nfresh;
 
-	/* Per-process utilization costs 2.4 ms of CPU a call on the H200:
-	 * only when something runs, and no more often than PROC_UTIL_PERIOD_NS. */
-	if (!c->cfg.per_process_util || n == 0 || !nv->device_get_process_utilization ||
-	    !allowed(g, R_PROC_UTIL, now) || now < g->next_proc_util)
+	read_proc_util(c, g, u, now);
+}
+
+/* The shares of the processes of `u` over the window since the last read
+ * (procutil.h): at most every PROC_UTIL_PERIOD_NS, only while processes
+ * run, since that call costs 2.4 ms of CPU on the H200. Between reads a
+ * process keeps its last shares; a process that was not there at the
+ * last read has none until the next. */
+static void read_proc_util(struct collector *c, struct gpu_ctx *g, struct gpu_update *u,
+			   int64_t now)
+{
+	struct nvml_lib *nv = c->nv;
+	unsigned n = (unsigned)u->nprocs;
+	if (!c->cfg.per_process_util)
+		return;
+	if (n == 0 || !nv->device_get_process_utilization || !allowed(g, R_PROC_UTIL, now) ||
+	    now < g->next_proc_util)
 		goto carry;
 	g->next_proc_util = now + PROC_UTIL_PERIOD_NS;
-	struct nvml_process_utilization_sample s[GPU_PROC_MAX * 2];
-	unsigned ns = GPU_PROC_MAX * 2;
-	r = NVML_CALL(nv, device_get_process_utilization, g->dev, s, &ns, g->proc_util_last_us);
+	if (!g->proc_samples) {
+		g->proc_samples_cap = PROC_SAMPLES_INITIAL;
+		g->proc_samples = xcalloc(g->proc_samples_cap, sizeof g->proc_samples[0]);
+	}
+	/* The first window is one period long, never the driver's whole
+	 * buffer (lastSeenTimeStamp 0): that reaches back before the process. */
+	unsigned long long since = g->proc_util_since_us;
+	unsigned long long wall_us = (unsigned long long)(clock_wall_ns() / 1000);
+	if (since == 0 || since >= wall_us)
+		since = wall_us - (unsigned long long)(PROC_UTIL_PERIOD_NS / 1000);
+	unsigned ns = g->proc_samples_cap;
+	nvml_return_t r = NVML_CALL(nv, device_get_process_utilization, g->dev, g->proc_samples, &ns,
+				    since);
+	if (r == NVML_ABI_ERROR_INSUFFICIENT_SIZE && ns > g->proc_samples_cap &&
+	    g->proc_samples_cap < PROC_SAMPLES_MAX) {
+		g->proc_samples_cap = ns < PROC_SAMPLES_MAX ? ns + ns / 4 : PROC_SAMPLES_MAX;
+		if (g->proc_samples_cap > PROC_SAMPLES_MAX)
+			g->proc_samples_cap = PROC_SAMPLES_MAX;
+		g->proc_samples = xrealloc(g->proc_samples,
+					   g->proc_samples_cap * sizeof g->proc_samples[0]);
+		ns = g->proc_samples_cap;
+		r = NVML_CALL(nv, device_get_process_utilization, g->dev, g->proc_samples, &ns, since);
+	}
+	unsigned long long end = (unsigned long long)(clock_wall_ns() / 1000);
 	if (r == NVML_ABI_ERROR_NOT_FOUND) {
-		/* No samples since the last call: every process was idle. */
-		for (unsigned i = 0; i < n; i++)
-			g->proc_sm[i] = g->proc_mem[i] = 0;
+		ns = 0;      /* no samples in the window: every process was idle */
+	} else if (r == NVML_ABI_ERROR_INSUFFICIENT_SIZE) {
+		complain(&g->complaint, "GPU %d: more than %u per-process utilization samples "
+			 "in %lld s; per-process shares left out", g->index, PROC_SAMPLES_MAX,
+			 (long long)(PROC_UTIL_PERIOD_NS / NS_PER_SEC));
 		ns = 0;
+		goto unknown;
 	} else if (!judge(c, g, R_PROC_UTIL, NVML_FN_device_get_process_utilization, r)) {
-		for (unsigned i = 0; i < n; i++)
-			g->proc_sm[i] = g->proc_mem[i] = -1;
-		goto carry;
+		goto unknown;
 	}
-	for (unsigned i = 0; i < n; i++) {
-		unsigned long long best_ts = 0;
-		g->proc_sm[i] = g->proc_mem[i] = (r == NVML_ABI_ERROR_NOT_FOUND) ? 0 : -1;
-		for (unsigned j = 0; j < ns; j++) {
-			if (s[j].pid != u->procs[i].pid || s[j].timestamp_us < best_ts)
-				continue;
-			best_ts = s[j].timestamp_us;
-			g->proc_sm[i] = s[j].sm_util / 100.0;
-			g->proc_mem[i] = s[j].mem_util / 100.0;
-		}
-	}
-	for (unsigned j = 0; j < ns; j++)
-		if (s[j].timestamp_us > g->proc_util_last_us)
-			g->proc_util_last_us = s[j].timestamp_us;
+	uint32_t pids[GPU_PROC_MAX];
+	for (unsigned i = 0; i < n; i++)
+		pids[i] = u->procs[i].pid;
+	if (procutil_shares(&g->proc_util, g->proc_samples, ns, pids, n, since, end, g->proc_sm,
+			    g->proc_mem) != GPULSE_OK)
+		goto unknown;   /* the wall clock stepped back: the next window starts now */
+	memcpy(g->proc_util_pid, pids, n * sizeof pids[0]);
+	g->proc_util_n = n;
+	g->proc_util_since_us = end;
+	goto carry;
+unknown:
+	g->proc_util_since_us = end;
+	g->proc_util_n = 0;
 carry:
-	/* Between utilization reads, a process keeps its last reading only
-	 * if it is the same process at the same position; otherwise absent. */
-	for (unsigned i = 0; i < n && i < GPU_PROC_MAX; i++) {
-		if (g->proc_sm[i] >= 0 && c->cfg.per_process_util) {
+	for (unsigned i = 0; i < n; i++) {
+		for (unsigned j = 0; j < g->proc_util_n; j++) {
+			if (g->proc_util_pid[j] != u->procs[i].pid)
+				continue;
 			u->procs[i].util_valid = true;
-			u->procs[i].sm_ratio = g->proc_sm[i];
-			u->procs[i].mem_ratio = g->proc_mem[i];
+			u->procs[i].sm_ratio = g->proc_sm[j];
+			u->procs[i].mem_ratio = g->proc_mem[j];
+			break;
 		}
 	}
 }
@@ -966,6 +1027,36 @@ static void sweep_gpu(struct collector *c, struct gpu_ctx *g, enum tier t, int64
 
 /* ---- lanes ----------------------------------------------------------- */
 
+/* Arm the lane's timer `ns` from now (0 disarms); true when armed. */
+static bool lane_arm(struct lane *l, int64_t ns)
+{
+	if (l->timer_fd < 0)
+		return false;
+	struct itimerspec it = {.it_value = {.tv_sec = ns / NS_PER_SEC, .tv_nsec = ns % NS_PER_SEC}};
+	return timerfd_settime(l->timer_fd, 0, &it, NULL) == 0 && ns > 0;
+}
+
+static void lane_free(struct lane *l)
+{
+	if (!l)
+		return;
+	if (l->timer_fd >= 0)
+		close(l->timer_fd);
+	free(l);
+}
+
+/* The newest lane other than `except` that serves GPUs normally (not left
+ * with a slow GPU, not ended), or -1. Called with c->lock held. */
+static int live_lane(struct collector *c, int except)
+{
+	for (int i = c->nlanes - 1; i >= 0; i--) {
+		struct lane *l = c->lanes[i];
+		if (i != except && !atomic_load(&l->orphan) && !atomic_load(&l->done))
+			return l->id;
+	}
+	return -1;
+}
+
 static void *lane_main(void *arg)
 {
 	struct lane *l = arg;
@@ -985,10 +1076,12 @@ static void *lane_main(void *arg)
 		/* Sleep until the earliest due tier of any GPU this lane owns. */
 		int64_t now = clock_mono_ns();
 		int64_t wake = now + c->period_ns[TIER_FAST];
+		int owned = 0;
 		for (int i = 0; i < c->ngpu; i++) {
 			struct gpu_ctx *g = c->gpu[i];
 			if (g->lane != l->id || atomic_load(&g->lost))
 				continue;
+			owned++;
 			for (int t = 0; t < TIER_COUNT; t++)
 				if (g->next_due[t] < wake)
 					wake = g->next_due[t];
@@ -997,6 +1090,11 @@ static void *lane_main(void *arg)
 			clock_cond_wait_until(&c->wake, &c->lock, wake);
 			continue;
 		}
+		/* With other GPUs behind the one being read, a call that takes
+		 * longer than handoff_ns must not hold them up: the timer wakes
+		 * the watchdog then (two syscalls a sweep, no wake-up when
+		 * nothing is slow). */
+		bool armed = owned > 1 && lane_arm(l, c->handoff_ns);
 		for (int t = 0; t < TIER_COUNT; t++) {
 			bool swept = false;
 			for (int i = 0; i < c->ngpu && !atomic_load(&c->stopping); i++) {
@@ -1019,6 +1117,27 @@ static void *lane_main(void *arg)
 			if (swept)
 				atomic_fetch_add(&c->sweeps[t], 1);
 		}
+		if (armed)
+			lane_arm(l, 0);
+		/* Handed off for a slow call that came back before the
+		 * deadline: once its due tiers are read, the GPU rejoins a lane
+		 * that serves the others, and this lane ends. A GPU that was
+		 * stuck past the deadline keeps a lane of its own. */
+		if (atomic_load(&l->orphan) && !atomic_load(&l->marked_stale)) {
+			int to = live_lane(c, l->id);
+			bool moved = false;
+			for (int i = 0; i < c->ngpu && to >= 0; i++) {
+				if (c->gpu[i]->lane == l->id) {
+					c->gpu[i]->lane = to;
+					moved = true;
+				}
+			}
+			if (to >= 0) {
+				if (moved)
+					pthread_cond_broadcast(&c->wake);
+				break;
+			}
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
 	free(u);
@@ -1027,25 +1146,47 @@ static void *lane_main(void *arg)
 }
 
 /* Start a lane owning every GPU whose lane is `from` (or all when -1),
- * except `keep`. Called with c->lock held. */
+ * except `keep`, in the slot of a lane that has ended or a new one.
+ * Called with c->lock held. */
 static int lane_spawn(struct collector *c, int from, int keep)
 {
-	if (c->nlanes >= LANES_MAX)
+	int slot = c->nlanes;
+	for (int i = 0; i < c->nlanes; i++) {
+		if (atomic_load(&c->lanes[i]->done)) {
+			slot = i;
+			break;
+		}
+	}
+	if (slot >= LANES_MAX)
 		return GPULSE_ELIMIT;
 	struct lane *l = calloc(1, sizeof *l);
 	if (!l)
 		return GPULSE_ENOMEM;
 	l->c = c;
-	l->id = c->nlanes;
+	l->id = slot;
 	atomic_init(&l->current_gpu, -1);
-	for (int i = 0; i < c->ngpu; i++)
+	l->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	int old[GPU_MAX];
+	for (int i = 0; i < c->ngpu; i++) {
+		old[i] = c->gpu[i]->lane;
 		if ((from < 0 || c->gpu[i]->lane == from) && i != keep)
 			c->gpu[i]->lane = l->id;
+	}
 	if (pthread_create(&l->thread, NULL, lane_main, l) != 0) {
-		free(l);
+		for (int i = 0; i < c->ngpu; i++)
+			c->gpu[i]->lane = old[i];
+		lane_free(l);
 		return GPULSE_ENOMEM;
 	}
-	c->lanes[c->nlanes++] = l;
+	if (slot < c->nlanes) {
+		/* The lane that ended there has left its loop (it sets done
+		 * after its last unlock): joining is immediate. */
+		pthread_join(c->lanes[slot]->thread, NULL);
+		lane_free(c->lanes[slot]);
+	}
+	c->lanes[slot] = l;
+	if (slot == c->nlanes)
+		c->nlanes++;
 	atomic_fetch_add(&c->lanes_started, 1);
 	return GPULSE_OK;
 }
@@ -1063,6 +1204,39 @@ static bool collector_nap(struct collector *c, int64_t ns)
 	return atomic_load(&c->stopping);
 }
 
+/* A lane's timer fired: if its call has run past handoff_ns, leave the
+ * lane with that GPU and move the others to a new lane now, long before
+ * the deadline marks the GPU stale, so that their samples keep their
+ * period; otherwise look again when the call in flight would reach it.
+ * Called with c->lock held. */
+static void handoff_check(struct collector *c, struct lane *l, int64_t now)
+{
+	int gi = atomic_load(&l->current_gpu);
+	int64_t start = atomic_load(&l->watch.start_ns);
+	if (gi < 0 || atomic_load(&l->orphan) || atomic_load(&l->done))
+		return;   /* between reads, or already handed off */
+	if (!start || now - start < c->handoff_ns) {
+		lane_arm(l, start ? start + c->handoff_ns - now : c->handoff_ns);
+		return;
+	}
+	bool others = false;
+	for (int k = 0; k < c->ngpu; k++)
+		if (k != gi && c->gpu[k]->lane == l->id && !atomic_load(&c->gpu[k]->lost))
+			others = true;
+	if (!others)
+		return;
+	atomic_store(&l->orphan, true);
+	if (lane_spawn(c, l->id, gi) != GPULSE_OK) {
+		atomic_store(&l->orphan, false);
+		log_error("cannot start a new collector lane");
+		return;
+	}
+	atomic_fetch_add(&c->handoffs, 1);
+	log_debug("GPU %d: %s has run %.0f ms; the other GPUs move to a new lane",
+		  c->gpu[gi]->index, nvml_fn_name((enum nvml_fn)atomic_load(&l->watch.fn)),
+		  (double)(now - start) / NS_PER_MS);
+}
+
 static void *watchdog_main(void *arg)
 {
 	struct collector *c = arg;
@@ -1071,8 +1245,34 @@ static void *watchdog_main(void *arg)
 	if (period < 10 * NS_PER_MS)
 		period = 10 * NS_PER_MS;
 	pthread_mutex_lock(&c->lock);
-	while (!collector_nap(c, period)) {
+	while (!atomic_load(&c->stopping)) {
+		/* Sleep until the next deadline check, a lane's timer or stop. */
+		struct pollfd pfd[LANES_MAX + 1];
+		int lane_of[LANES_MAX + 1];
+		nfds_t n = 0;
+		if (c->stop_fd >= 0)
+			pfd[n++] = (struct pollfd){.fd = c->stop_fd, .events = POLLIN};
+		for (int i = 0; i < c->nlanes; i++) {
+			struct lane *l = c->lanes[i];
+			if (l->timer_fd < 0 || atomic_load(&l->done))
+				continue;
+			lane_of[n] = i;
+			pfd[n++] = (struct pollfd){.fd = l->timer_fd, .events = POLLIN};
+		}
+		pthread_mutex_unlock(&c->lock);
+		int ready = poll(pfd, n, (int)(period / NS_PER_MS));
+		pthread_mutex_lock(&c->lock);
+		if (atomic_load(&c->stopping))
+			break;
 		int64_t now = clock_mono_ns();
+		for (nfds_t k = 0; ready > 0 && k < n; k++) {
+			if (!(pfd[k].revents & POLLIN) || pfd[k].fd == c->stop_fd)
+				continue;
+			uint64_t expirations;
+			if (read(pfd[k].fd, &expirations, sizeof expirations) < 0)
+				continue;
+			handoff_check(c, c->lanes[lane_of[k]], now);
+		}
 		for (int i = 0; i < c->nlanes; i++) {
 			struct lane *l = c->lanes[i];
 			int64_t start = atomic_load(&l->watch.start_ns);
@@ -1083,6 +1283,7 @@ static void *watchdog_main(void *arg)
 			if (atomic_load(&g->stalled))
 				continue;
 			atomic_store(&g->stalled, true);
+			atomic_store(&l->marked_stale, true);
 			atomic_fetch_add(&c->stalls, 1);
 			char why[96];
 			snprintf(why, sizeof why, "%s has not returned for %.1f s",
@@ -1091,7 +1292,8 @@ static void *watchdog_main(void *arg)
 			bus_set_health(c->bus, g->slot, GPU_HEALTH_STALE, why);
 			log_error("GPU %d: %s; marking it stale, the other GPUs go on", g->index, why);
 			/* Leave the stuck lane alone with this GPU; the others
-			 * move to a fresh lane. */
+			 * move to a fresh lane (already done when the call ran
+			 * past handoff_ns and a lane could be started then). */
 			if (!atomic_load(&l->orphan)) {
 				bool others = false;
 				for (int k = 0; k < c->ngpu; k++)
@@ -1308,10 +1510,9 @@ static void rediscover(struct collector *c)
 		if (!known) {
 			struct gpu_ctx *g = gpu_add(c, dev, (int)i);
 			if (g) {
-				/* New GPUs join the first lane that is not stuck. */
-				for (int l = c->nlanes - 1; l >= 0; l--)
-					if (!atomic_load(&c->lanes[l]->orphan))
-						g->lane = c->lanes[l]->id;
+				/* New GPUs join a lane that is not stuck. */
+				int to = live_lane(c, -1);
+				g->lane = to >= 0 ? to : 0;
 				events_register(c, g);
 			}
 			pthread_cond_broadcast(&c->wake);
@@ -1383,6 +1584,14 @@ int collector_start(struct collector **out, struct bus *bus,
 	c->bus = bus;
 	c->nv = nv;
 	memcpy(c->period_ns, cfg->period_ns, sizeof c->period_ns);
+	/* Half a fast period: the slowest sound call (energy) takes 4 ms on
+	 * the H200, so a call this long is holding the other GPUs up. */
+	c->handoff_ns = cfg->period_ns[TIER_FAST] / 2;
+	if (c->handoff_ns < 10 * NS_PER_MS)
+		c->handoff_ns = 10 * NS_PER_MS;
+	if (c->handoff_ns > cfg->call_deadline_ns)
+		c->handoff_ns = cfg->call_deadline_ns;
+	c->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	pthread_mutex_init(&c->lock, NULL);
 	clock_cond_init(&c->wake);
 	for (int t = 0; t < TIER_COUNT; t++)
@@ -1427,6 +1636,8 @@ int collector_start(struct collector **out, struct bus *bus,
 	return GPULSE_OK;
 fail:
 	nvml_lib_close(nv);
+	if (c->stop_fd >= 0)
+		close(c->stop_fd);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->wake);
 	free(c);
@@ -1455,6 +1666,8 @@ void collector_stop(struct collector *c)
 	pthread_mutex_lock(&c->lock);
 	pthread_cond_broadcast(&c->wake);
 	pthread_mutex_unlock(&c->lock);
+	if (c->stop_fd >= 0 && write(c->stop_fd, &(uint64_t){1}, sizeof(uint64_t)) < 0)
+		log_warn("cannot wake the collector watchdog: %s", strerror(errno));
 	bool clean = true;
 	join_within(c->watchdog, 2000);
 	if (c->have_discovery)
@@ -1466,7 +1679,7 @@ void collector_stop(struct collector *c)
 		bool joined = join_within(l->thread, 3000);
 		clean &= joined;
 		if (joined)
-			free(l);
+			lane_free(l);
 	}
 	if (!clean) {
 		/* A thread is still inside NVML: shutting NVML down or freeing
@@ -1486,11 +1699,14 @@ void collector_stop(struct collector *c)
 			if (g->mig_cur[k])
 				NVML_CALL(c->nv, gpm_sample_free, g->mig_cur[k]);
 		}
+		free(g->proc_samples);
 		free(g);
 	}
 	if (c->event_set && c->nv->event_set_free)
 		NVML_CALL(c->nv, event_set_free, c->event_set);
 	nvml_lib_close(c->nv);
+	if (c->stop_fd >= 0)
+		close(c->stop_fd);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->wake);
 	free(c);
@@ -1506,6 +1722,7 @@ void collector_get_stats(struct collector *c, struct collector_stats *out)
 	memset(out, 0, sizeof *out);
 	out->lanes_started = atomic_load(&c->lanes_started);
 	out->stalls = atomic_load(&c->stalls);
+	out->handoffs = atomic_load(&c->handoffs);
 	out->events = atomic_load(&c->events_seen);
 	out->event_errors = atomic_load(&c->event_errors);
 	out->rediscoveries = atomic_load(&c->rediscoveries);

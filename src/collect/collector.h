@@ -3,9 +3,12 @@
  * for XID and ECC events on its own thread, and publishes to the bus.
  *
  * Lanes: one thread starts serving all GPUs, so one wake-up serves them
- * all. A watchdog sees a call stuck past the deadline, marks that GPU
- * stale, leaves the stuck thread alone with it, and starts a new lane for
- * the other GPUs. A GPU that reports GPU_IS_LOST is marked lost and found
+ * all. A call that runs past half a fast period (a timer armed over each
+ * sweep wakes the watchdog) leaves its thread alone with that GPU and a
+ * new lane takes the other GPUs, so their samples keep their period; if
+ * the call returns before the deadline the GPU rejoins them and the
+ * lone lane ends. A call stuck past the deadline marks the GPU stale and
+ * its lane stays alone with it. A GPU that reports GPU_IS_LOST is marked lost and found
  * again by UUID when it returns. */
 #ifndef GPULSE_COLLECTOR_H
 #define GPULSE_COLLECTOR_H
@@ -38,6 +41,8 @@ struct collector;
 struct collector_stats {
 	uint64_t lanes_started;     /* lanes ever started (1 + one per stall) */
 	uint64_t stalls;            /* calls seen past the deadline */
+	uint64_t handoffs;          /* calls past half a fast period that moved the
+				     * other GPUs to a new lane */
 	uint64_t events;            /* XID and ECC events received */
 	uint64_t event_errors;      /* event waits that failed */
 	uint64_t rediscoveries;     /* GPUs found again after being lost */

@@ -1252,6 +1252,9 @@ static void render_daemon(struct render *r, const struct collector_stats *cs,
 	family(w, "gpulse_collector_stalls_total", T_COUNTER,
 	       "NVML calls seen stuck past their deadline.");
 	plain_u64(w, cs->stalls);
+	family(w, "gpulse_collector_handoffs_total", T_COUNTER,
+	       "NVML calls that ran past half a fast period, so the other GPUs moved to a new lane.");
+	plain_u64(w, cs->handoffs);
 	family(w, "gpulse_collector_rediscoveries_total", T_COUNTER,
 	       "GPUs found again after being lost.");
 	plain_u64(w, cs->rediscoveries);

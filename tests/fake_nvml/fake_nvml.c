@@ -16,6 +16,8 @@
  *       row's proc_count made-up ones, so a test can list processes it
  *       owns with distinct values; under GPULSE_FAKE_NVML_MIG=1 a process
  *       with GI runs in that MIG GPU instance (compute instance 0)
+ *   GPULSE_FAKE_NVML_PROC_PERIOD_MS=N  the period of the fake driver's
+ *       per-process sampler (default 167, nvidia-smi's 1/6 s; 10-2000)
  *   GPULSE_FAKE_NVML_FAULTS="spec;spec;..."  with specs
  *       hang:FUNC[:gpu=N][:after=S][:for=S]  every matching call made after
  *           S seconds sleeps `for` seconds (forever without it) first
@@ -31,6 +33,18 @@
  *       and whose GPM metrics (nvmlGpmMigSampleGet) are the GPU's recorded
  *       ones times a fixed activity (1, 0.5 and 0: the 1g instance idles)
  *     Times are seconds of real (monotonic) time since nvmlInit_v2.
+ *
+ * Per-process utilization (nvmlDeviceGetProcessUtilization) is a driver
+ * sample buffer, as NVML's is: a sample per process per period of the
+ * per-process sampler (on the wall clock, at multiples of the period;
+ * the last PROC_BUFFER_PERIODS periods are kept, history from before init
+ * included), each the process's utilization over that period; periods in
+ * which a process did nothing have no sample; lastSeenTimeStamp 0 returns
+ * the whole buffer. The row's processes split the GPU's recorded
+ * utilization and memory utilization, averaged over the period, in the
+ * ratio n : n-1 : ... : 1 (one process alone has all of it);
+ * GPULSE_FAKE_NVML_PROCESSES ones read their SM percentage in every period
+ * and the GPU's memory utilization scaled by SM over the GPU's utilization.
  *
  * Fake time: a GPU's position in its recording is (now - init) * speed
  * seconds past its first row (plus its replica shift), wrapping at the
@@ -81,6 +95,7 @@
 	(NVML_ABI_EVENT_TYPE_XID_CRITICAL_ERROR | NVML_ABI_EVENT_TYPE_SINGLE_BIT_ECC_ERROR | \
 	 NVML_ABI_EVENT_TYPE_DOUBLE_BIT_ECC_ERROR)
 #define FAKE_PROC_MAX 64                /* GPULSE_FAKE_NVML_PROCESSES entries */
+#define PROC_BUFFER_PERIODS 600         /* per-process samples kept: 100 s at 1/6 s */
 #define EVENT_SET_MAGIC 0xfa4e5e75U
 #define GPM_SAMPLE_MAGIC 0xfa4e69d5U
 
@@ -177,6 +192,8 @@ struct source {
 	double first_t;
 	double period_s;  /* recording length plus one typical row interval */
 	double *cum_j;    /* energy at the start of each row; [n] = one period */
+	double *cum_util; /* the same integral of gpu_util (percent-seconds) */
+	double *cum_mem;  /* and of mem_util */
 	double *cum_held; /* per violation policy (FAKE_POLICIES blocks of n + 1):
 			   * seconds held down at the start of each row */
 	uint64_t columns;
@@ -209,6 +226,7 @@ static struct {
 		int gi;                  /* MIG GPU instance, -1 none */
 	} procs[FAKE_PROC_MAX];
 	int nprocs;                  /* -1: the rows' proc_count decides */
+	unsigned long long proc_period_us;  /* the per-process sampler's period */
 } st = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* What enter() found out about the call in progress. */
@@ -343,6 +361,23 @@ static double energy_j(const struct source *s, double pos_s)
 	       row_power_w(s->rows[i]) * (x - (s->rows[i]->t_s - s->first_t));
 }
 
+static double row_pct(const struct rec_row *r, enum field_id f)
+{
+	return (r->valid & FIELD_BIT(f)) ? r->v[f] * 100 : 0;
+}
+
+/* The integral of field f (gpu_util or mem_util, in percent) from the
+ * start of the recording to pos_s, as energy_j integrates power. */
+static double pct_integral(const struct source *s, const double *cum, enum field_id f, double pos_s)
+{
+	if (s->period_s <= 0)
+		return row_pct(s->rows[s->n - 1], f) * pos_s;
+	double loops = floor(pos_s / s->period_s);
+	double x = pos_s - loops * s->period_s;
+	size_t i = row_index_at(s, x);
+	return loops * cum[s->n] + cum[i] + row_pct(s->rows[i], f) * (x - (s->rows[i]->t_s - s->first_t));
+}
+
 static int source_init(struct source *s, const struct recording *rec, int gpu, bool by_gpu)
 {
 	size_t n = 0;
@@ -352,8 +387,10 @@ static int source_init(struct source *s, const struct recording *rec, int gpu, b
 		return -1;
 	s->rows = malloc(n * sizeof *s->rows);
 	s->cum_j = malloc((n + 1) * sizeof *s->cum_j);
+	s->cum_util = malloc((n + 1) * sizeof *s->cum_util);
+	s->cum_mem = malloc((n + 1) * sizeof *s->cum_mem);
 	s->cum_held = malloc((size_t)FAKE_POLICIES * (n + 1) * sizeof *s->cum_held);
-	if (!s->rows || !s->cum_j || !s->cum_held)
+	if (!s->rows || !s->cum_j || !s->cum_util || !s->cum_mem || !s->cum_held)
 		return -2;
 	s->n = 0;
 	for (size_t i = 0; i < rec->nrows; i++)
@@ -365,11 +402,13 @@ static int source_init(struct source *s, const struct recording *rec, int gpu, b
 	/* The last row gets one typical interval before the wrap, as every
 	 * other row does. */
 	s->period_s = n > 1 && dur > 0 ? dur + dur / (double)(n - 1) : 0;
-	s->cum_j[0] = 0;
+	s->cum_j[0] = s->cum_util[0] = s->cum_mem[0] = 0;
 	for (size_t i = 0; i < n; i++) {
 		double end = i + 1 < n ? s->rows[i + 1]->t_s - s->first_t : s->period_s;
 		double dt = end - (s->rows[i]->t_s - s->first_t);
 		s->cum_j[i + 1] = s->cum_j[i] + row_power_w(s->rows[i]) * dt;
+		s->cum_util[i + 1] = s->cum_util[i] + row_pct(s->rows[i], F_GPU_UTIL) * dt;
+		s->cum_mem[i + 1] = s->cum_mem[i] + row_pct(s->rows[i], F_MEM_UTIL) * dt;
 	}
 	for (int k = 0; k < FAKE_POLICIES; k++) {
 		double *cum = s->cum_held + (size_t)k * (n + 1);
@@ -389,6 +428,8 @@ static void state_free(void)
 	for (int i = 0; i < st.nsrcs; i++) {
 		free(st.srcs[i].rows);
 		free(st.srcs[i].cum_j);
+		free(st.srcs[i].cum_util);
+		free(st.srcs[i].cum_mem);
 		free(st.srcs[i].cum_held);
 	}
 	for (int i = 0; i < st.nrecs; i++)
@@ -672,6 +713,18 @@ static nvml_return_t configure(void)
 	if (env && *env && !parse_double(env, &st.speed)) {
 		snprintf(err, sizeof err, "GPULSE_FAKE_NVML_SPEED=\"%s\" is not a number >= 0", env);
 		goto fail;
+	}
+
+	st.proc_period_us = 166667;
+	env = getenv("GPULSE_FAKE_NVML_PROC_PERIOD_MS");
+	if (env && *env) {
+		unsigned long ms;
+		if (!parse_uint(env, 2000, &ms) || ms < 10) {
+			snprintf(err, sizeof err, "GPULSE_FAKE_NVML_PROC_PERIOD_MS=\"%s\" is not in 10..2000",
+				 env);
+			goto fail;
+		}
+		st.proc_period_us = ms * 1000ULL;
 	}
 
 	env = getenv("GPULSE_FAKE_NVML_RECORDING");
@@ -1682,6 +1735,45 @@ FAKE_API nvml_return_t nvmlDeviceGetProcessUtilization(nvml_device_t dev,
 						       struct nvml_process_utilization_sample *samples,
 						       unsigned int *count,
 						       unsigned long long last_seen_us);
+/* The GPU's mean utilization and memory utilization (percent) over the
+ * per-process sampler's period that ends at wall time t_us; c is a call
+ * made at wall time now_us. Frozen time (speed 0) reads the current row. */
+static void period_pct(const struct call *c, unsigned long long now_us, unsigned long long t_us,
+		       double *util, double *mem)
+{
+	const struct source *s = c->g->src;
+	double p_s = (double)st.proc_period_us / 1e6;
+	double end = c->pos_s - ((double)now_us - (double)t_us) / 1e6 * st.speed;
+	if (st.speed == 0) {
+		*util = row_pct(c->row, F_GPU_UTIL);
+		*mem = row_pct(c->row, F_MEM_UTIL);
+		return;
+	}
+	double span = p_s * st.speed;
+	*util = (pct_integral(s, s->cum_util, F_GPU_UTIL, end) -
+		 pct_integral(s, s->cum_util, F_GPU_UTIL, end - span)) / span;
+	*mem = (pct_integral(s, s->cum_mem, F_MEM_UTIL, end) -
+		pct_integral(s, s->cum_mem, F_MEM_UTIL, end - span)) / span;
+}
+
+/* Process i's sample of one period: its SM and memory percentages. */
+static void proc_sample(unsigned i, unsigned n, const int *mine, double util, double mem,
+			unsigned *sm_pct, unsigned *mem_pct)
+{
+	double sm, mm;
+	if (st.nprocs >= 0) {
+		sm = st.procs[mine[i]].sm_pct;
+		mm = util > 0 ? mem * sm / util : 0;
+	} else {
+		/* Shares n : n-1 : ... : 1 of the GPU's activity. */
+		double w = (double)(n - i) / ((double)n * (n + 1) / 2);
+		sm = util * w;
+		mm = mem * w;
+	}
+	*sm_pct = (unsigned)lround(sm > 100 ? 100 : sm);
+	*mem_pct = (unsigned)lround(mm > 100 ? 100 : mm);
+}
+
 FAKE_API nvml_return_t nvmlDeviceGetProcessUtilization(nvml_device_t dev,
 						       struct nvml_process_utilization_sample *samples,
 						       unsigned int *count,
@@ -1694,42 +1786,45 @@ FAKE_API nvml_return_t nvmlDeviceGetProcessUtilization(nvml_device_t dev,
 	if (!count)
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
 	unsigned long long now = wall_us();
+	int mine[FAKE_PROC_MAX];
+	unsigned n;
 	if (st.nprocs >= 0) {
-		int mine[FAKE_PROC_MAX];
-		unsigned n = procs_of(c.gpu, mine);
-		if (n == 0 || last_seen_us >= now)
-			return leave(NVML_ABI_ERROR_NOT_FOUND);
-		if (!samples || *count < n) {
-			*count = n;
-			return leave(NVML_ABI_ERROR_INSUFFICIENT_SIZE);
+		n = procs_of(c.gpu, mine);
+	} else {
+		if (!has(&c, F_PROC_COUNT) || !has(&c, F_GPU_UTIL))
+			return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
+		n = proc_count(&c);
+	}
+	/* The sampler's periods end at multiples of its period on the wall
+	 * clock: those after last_seen_us, at most the buffer's depth. */
+	unsigned long long p = st.proc_period_us;
+	unsigned long long k_hi = now / p;
+	unsigned long long k_lo = k_hi >= PROC_BUFFER_PERIODS ? k_hi - PROC_BUFFER_PERIODS + 1 : 0;
+	if (last_seen_us / p + 1 > k_lo)
+		k_lo = last_seen_us / p + 1;
+	unsigned total = 0, cap = samples ? *count : 0;
+	bool short_buf = false;
+	for (unsigned long long k = k_lo; k <= k_hi && n > 0; k++) {
+		double util, mem;
+		period_pct(&c, now, k * p, &util, &mem);
+		for (unsigned i = 0; i < n; i++) {
+			unsigned sm_pct, mem_pct;
+			proc_sample(i, n, mine, util, mem, &sm_pct, &mem_pct);
+			if (sm_pct == 0 && mem_pct == 0)
+				continue;   /* an idle period leaves no sample */
+			if (total < cap)
+				samples[total] = (struct nvml_process_utilization_sample){
+					.pid = st.nprocs >= 0 ? st.procs[mine[i]].pid : proc_pid(i),
+					.timestamp_us = k * p, .sm_util = sm_pct, .mem_util = mem_pct};
+			else
+				short_buf = true;
+			total++;
 		}
-		for (unsigned i = 0; i < n; i++)
-			samples[i] = (struct nvml_process_utilization_sample){
-				.pid = st.procs[mine[i]].pid, .timestamp_us = now,
-				.sm_util = st.procs[mine[i]].sm_pct};
-		*count = n;
-		return leave(NVML_ABI_SUCCESS);
 	}
-	enum field_id sm = has(&c, F_GPM_SM) ? F_GPM_SM : F_GPU_UTIL;
-	if (!has(&c, F_PROC_COUNT) || !has(&c, sm))
-		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
-	unsigned n = proc_count(&c);
-	/* Samples are stamped with the wall clock as NVML's are; asking for
-	 * nothing newer than now finds nothing, as it would there. */
-	if (n == 0 || last_seen_us >= now)
+	if (total == 0)
 		return leave(NVML_ABI_ERROR_NOT_FOUND);
-	if (!samples || *count < n) {
-		*count = n;
-		return leave(NVML_ABI_ERROR_INSUFFICIENT_SIZE);
-	}
-	unsigned sm_pct = (unsigned)as_units(&c, sm, 100);
-	unsigned mem_pct = has(&c, F_MEM_UTIL) ? (unsigned)as_units(&c, F_MEM_UTIL, 100) : 0;
-	for (unsigned i = 0; i < n; i++) {
-		samples[i] = (struct nvml_process_utilization_sample){
-			.pid = proc_pid(i), .timestamp_us = now, .sm_util = sm_pct, .mem_util = mem_pct};
-	}
-	*count = n;
-	return leave(NVML_ABI_SUCCESS);
+	*count = total;
+	return leave(short_buf ? NVML_ABI_ERROR_INSUFFICIENT_SIZE : NVML_ABI_SUCCESS);
 }
 
 static void field_value(const struct call *c, struct nvml_field_value *fv)

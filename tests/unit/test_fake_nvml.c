@@ -380,13 +380,37 @@ static void test_processes_and_absent_values(void **state)
 	assert_int_equal(nv.procs(d1, &n, NULL), NVML_ABI_SUCCESS);
 	assert_int_equal(n, 0);
 
-	struct nvml_process_utilization_sample ps[4];
+	/* Per-process utilization is a driver buffer: a sample per process
+	 * per 1/6 s period since lastSeenTimeStamp, the three processes
+	 * splitting the GPU's 50% and 20% as 3:2:1. */
+	struct nvml_process_utilization_sample ps[64];
+	struct timespec now_ts;
+	clock_gettime(CLOCK_REALTIME, &now_ts);
+	unsigned long long now_us = (unsigned long long)now_ts.tv_sec * 1000000ULL +
+				    (unsigned long long)now_ts.tv_nsec / 1000;
+	unsigned long long since = now_us - 1000000;
 	n = 0;
-	assert_int_equal(nv.proc_util(d0, NULL, &n, 0), NVML_ABI_ERROR_INSUFFICIENT_SIZE);
-	assert_int_equal(n, 3);
-	assert_int_equal(nv.proc_util(d0, ps, &n, 0), NVML_ABI_SUCCESS);
-	assert_int_equal(ps[2].sm_util, 40);
-	assert_int_equal(ps[2].mem_util, 20);
+	assert_int_equal(nv.proc_util(d0, NULL, &n, since), NVML_ABI_ERROR_INSUFFICIENT_SIZE);
+	assert_true(n >= 15 && n <= 21);
+	n = 64;
+	assert_int_equal(nv.proc_util(d0, ps, &n, since), NVML_ABI_SUCCESS);
+	assert_true(n >= 15 && n <= 21);
+	unsigned per_pid[3] = {0};
+	for (unsigned i = 0; i < n; i++) {
+		assert_true(ps[i].timestamp_us > since && ps[i].timestamp_us <= now_us + 2000000);
+		int k = ps[i].pid == (unsigned)getpid() ? 0 : (int)ps[i].pid - 4000000;
+		assert_true(k >= 0 && k < 3);
+		per_pid[k]++;
+		static const unsigned want_sm[3] = {25, 17, 8}, want_mem[3] = {10, 7, 3};
+		assert_int_equal(ps[i].sm_util, want_sm[k]);
+		assert_int_equal(ps[i].mem_util, want_mem[k]);
+	}
+	for (int k = 0; k < 3; k++)
+		assert_true(per_pid[k] >= 5);
+	/* 0 is the whole buffer (100 s of periods); nothing after the future. */
+	n = 64;
+	assert_int_equal(nv.proc_util(d0, ps, &n, 0), NVML_ABI_ERROR_INSUFFICIENT_SIZE);
+	assert_int_equal(n, 600 * 3);
 	assert_int_equal(nv.proc_util(d0, ps, &n, ~0ULL), NVML_ABI_ERROR_NOT_FOUND);
 
 	/* Empty cells and missing columns are NOT_SUPPORTED, nothing else. */
