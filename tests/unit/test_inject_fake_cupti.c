@@ -284,8 +284,10 @@ static void play(enum scenario sc, struct outcome *o)
 			*(void **)(&drop) = dlsym(RTLD_DEFAULT, "fake_cupti_drop_exits");
 			NEED(drop);
 			drop(200);
+			/* A kernel of its own: k_loop has enough samples by
+			 * now to be sampled sparsely. */
 			for (int i = 0; i < 200; i++) {
-				h.launch("k_loop(float*)", 2000, 1);
+				h.launch("k_noexit(float*)", 2000, 1);
 				usleep(50); /* the stream idle at each: held */
 			}
 		}
@@ -905,6 +907,12 @@ static void test_timed_samples(void **state)
 	if (mean < 4800 || mean > 5300)
 		fail_msg("k_loop's sampled mean %lld ns, want 5000 (%lld samples, %lld held)", (long long)mean,
 			 (long long)num(c, "floor_n"), (long long)holds);
+	/* Past its first 32 timed launches a kernel is timed one launch in
+	 * 16 x 32: far fewer samples than one in 32 of its launches. */
+	json_int_t launches = launches_of(d, "k_loop(float*)");
+	if (holds * 64 > launches)
+		fail_msg("%lld held samples of %lld launches: not sparse", (long long)holds,
+			 (long long)launches);
 	json_decref(d);
 }
 
@@ -916,7 +924,10 @@ static void test_timed_hold_without_exit(void **state)
 {
 	(void)state;
 	struct outcome o;
+	static char every[] = "GPULSE_SAMPLE_EVERY=2"; /* k_noexit's launches all but surely sampled */
+	case_env = every;
 	json_t *d = run_case(TIMED_NO_EXIT, "continuous", "50%", &o);
+	case_env = NULL;
 	const json_t *c = json_object_get(d, "census");
 	assert_non_null(c);
 	if (o.cuda_holding != 0 || num(c, "holds_late") < 1)
