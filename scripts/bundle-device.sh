@@ -7,12 +7,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-device -j "$(nproc)" --target gpulsed gpulse bench_nvml_costs >/dev/null
+cmake --build build-device -j "$(nproc)" --target gpulsed gpulse bench_nvml_costs bench_procutil_probe >/dev/null
 # libgpulse-inject.so (needs CUPTI's headers here; links only libc).
 cmake --build build-device -j "$(nproc)" --target gpulse_inject >/dev/null 2>&1 ||
 	echo "bundle: no libgpulse-inject.so (CUPTI headers not found here)" >&2
 rm -rf .device && mkdir -p .device/lib
-cp build-device/gpulsed build-device/gpulse build-device/bench/bench_nvml_costs .device/
+cp build-device/gpulsed build-device/gpulse build-device/bench/bench_nvml_costs \
+	build-device/bench/bench_procutil_probe .device/
 [ -f build-device/src/inject/libgpulse-inject.so ] && cp build-device/src/inject/libgpulse-inject.so .device/
 for bin in .device/gpulsed .device/gpulse; do
 	ldd "$bin" | awk '/=> \//{print $3}' | while read -r lib; do

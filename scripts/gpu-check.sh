@@ -14,7 +14,7 @@
 #      (bench/cupti_states.cu, about a minute), and which API calls the
 #      PyTorch workloads make per launch (bench/cupti_callmix.c)
 # Never changes clocks, power limits, persistence or MIG; never resets.
-#   scripts/gpu-check.sh [SECTION...]   sections: conformance costs live record phases cpu
+#   scripts/gpu-check.sh [SECTION...]   sections: conformance costs live record phases cpu procutil
 #                                       inject (inject-torch: its PyTorch part only)
 #                                       inject-overhead cupti-states bench
 # Section bench (about 4 minutes): gpulse bench beside PyTorch: cuda_abi.h
@@ -116,6 +116,18 @@ fi
 if want cpu; then
 python3 bench/cpu_compare.py "$B/gpulsed" 30 9477 | tee "$OUT/cpu-compare.txt"
 row "cpu per GPU-sample" INFO "$(awk '/gpulsed/{print $(NF-1) " ms, " $NF "x nvidia-smi"}' "$OUT/cpu-compare.txt")"
+fi
+
+# 5b. The shape of the driver's per-process utilization buffer, and
+#    gpulse's share of the one process against the GPU's own utilization
+#    (bench/procutil_probe.c; about 70 s): a bf16 matmul runs meanwhile.
+if want procutil; then
+python3 bench/gpu_load.py matmul 70 >"$OUT/load-procutil.txt" 2>&1 &
+lp=$!
+sleep 5
+LD_LIBRARY_PATH="$D/lib" "$D/bench_procutil_probe" 0 10 >"$OUT/procutil.txt" 2>&1
+wait $lp
+row "per-process utilization buffer" INFO "procutil.txt"
 fi
 
 # 6. libgpulse-inject.so: exact counts on a known CUDA program in each
