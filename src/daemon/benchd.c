@@ -442,7 +442,7 @@ static json_t *fleet_from_prometheus(struct benchd *b, const struct bench_result
 	X("gpulse_bench_spread_ratio", \
 	  "The last run's (max - min) / median over its timed runs.") \
 	X("gpulse_bench_baseline_value", \
-	  "The card's own rolling median of the figure over its earlier baseline runs on this driver.") \
+	  "The card's own rolling median of the figure's value over its earlier baseline runs on this driver and method.") \
 	X("gpulse_bench_noise_ratio", \
 	  "The noise band of the card's own baseline: 3 x 1.4826 x MAD / median, at least bench.noise_floor; above bench.noise_ceiling the figure is too noisy to catch a loss of that size and only a loss past the band is a regression.") \
 	X("gpulse_bench_deficit_ratio", \
