@@ -20,7 +20,9 @@
 # Section bench (about 4 minutes): gpulse bench beside PyTorch: cuda_abi.h
 # against the real headers, the PTX kernels through ptxas, PyTorch's anchor
 # figures (bench/bench_anchor.py), `gpulse bench --quick --json` five times
-# (each figure against the anchor, and its spread), and a run started while
+# (each figure's value against the anchor, its spread over the five, and
+# for the host-bound figures, made as the fast decile of their repetitions,
+# the spread their medians would have had), and a run started while
 # bench/gpu_load.py loads the GPU (must be refused, and with --allow-busy
 # marked not a baseline).
 set -u

@@ -18,9 +18,19 @@ static double deficit(double value, double ref, bool higher_is_better)
 	return higher_is_better ? 1.0 - value / ref : value / ref - 1.0;
 }
 
-void bench_compare(const struct bench_point *hist, size_t n, const char *driver, double value,
-		   bool higher_is_better, const double *peers, size_t npeers,
-		   const struct bench_compare_opts *o, struct bench_verdict *v)
+static const char *method_or_legacy(const char *m)
+{
+	return m && *m ? m : BENCH_METHOD_LEGACY;
+}
+
+bool bench_same_method(const char *a, const char *b)
+{
+	return strcmp(method_or_legacy(a), method_or_legacy(b)) == 0;
+}
+
+void bench_compare(const struct bench_point *hist, size_t n, const char *driver,
+		   const char *method, double value, bool higher_is_better, const double *peers,
+		   size_t npeers, const struct bench_compare_opts *o, struct bench_verdict *v)
 {
 	size_t window = o && o->window ? o->window : 8;
 	size_t min_points = o && o->min_points ? o->min_points : 3;
@@ -36,15 +46,23 @@ void bench_compare(const struct bench_point *hist, size_t n, const char *driver,
 		driver = "";
 
 	/* A driver change starts a new baseline: only the runs since the
-	 * last change (on this driver) count. */
+	 * last change (on this driver) count. So does a change of method
+	 * (a new gpulse that makes the figure another way: the fast decile
+	 * of a host-bound figure reads several percent above its old
+	 * median, and judged against it would hide a loss of as much). */
 	if (n > 0 && strcmp(hist[n - 1].driver, driver) != 0) {
 		v->new_baseline = true;
 		str_copy(v->previous_driver, sizeof v->previous_driver, hist[n - 1].driver);
 	}
+	if (n > 0 && !bench_same_method(hist[n - 1].method, method)) {
+		v->new_baseline = true;
+		str_copy(v->previous_method, sizeof v->previous_method,
+			 method_or_legacy(hist[n - 1].method));
+	}
 	double w[MAX_WINDOW];
 	size_t nw = 0;
 	for (size_t i = n; i-- > 0 && nw < window;) {
-		if (strcmp(hist[i].driver, driver) != 0)
+		if (strcmp(hist[i].driver, driver) != 0 || !bench_same_method(hist[i].method, method))
 			break;
 		if (hist[i].baseline && isfinite(hist[i].value) && hist[i].value > 0)
 			w[nw++] = hist[i].value;
@@ -124,11 +142,17 @@ void bench_verdict_to_json(const struct bench_figure *f, const struct bench_verd
 	buf_put_json_string(b, f->name);
 	buf_puts(b, ",\"variant\":");
 	buf_put_json_string(b, f->variant);
-	put_number(b, "value", f->median);
+	put_number(b, "value", f->value);
+	buf_puts(b, ",\"method\":");
+	buf_put_json_string(b, method_or_legacy(f->method));
 	buf_printf(b, ",\"new_baseline\":%s", v->new_baseline ? "true" : "false");
-	if (v->new_baseline) {
+	if (v->new_baseline && v->previous_driver[0]) {
 		buf_puts(b, ",\"previous_driver\":");
 		buf_put_json_string(b, v->previous_driver);
+	}
+	if (v->new_baseline && v->previous_method[0]) {
+		buf_puts(b, ",\"previous_method\":");
+		buf_put_json_string(b, v->previous_method);
 	}
 	const struct basis_field own[] = {
 		{"median", v->own_median}, {"noise_ratio", v->noise_ratio}, {"deficit_ratio", v->own_deficit}};

@@ -16,8 +16,11 @@
 /* One earlier result of the same figure on the same card. */
 struct bench_point {
 	int64_t t_ms;
-	double value;         /* the run's median, in the figure's unit */
+	double value;         /* the run's value (bench_figure.value), in the
+	                         figure's unit */
 	char driver[32];
+	char method[BENCH_METHOD_MAX]; /* how the value was made ("median",
+	                         "fast_p90"); "" reads as BENCH_METHOD_LEGACY */
 	bool baseline;        /* false: the run was marked not a baseline */
 };
 
@@ -47,9 +50,11 @@ struct bench_verdict {
 	double own_deficit;   /* 1 - value / median (for latency, value /
 	                         median - 1): positive is worse */
 	bool own_regression;
-	bool new_baseline;    /* the driver differs from the last run's: the
-	                         history before it is not compared */
-	char previous_driver[32];
+	bool new_baseline;    /* the driver or the method differs from the last
+	                         run's: the history before it is not compared */
+	char previous_driver[32];   /* the last run's, when the driver changed */
+	char previous_method[BENCH_METHOD_MAX]; /* the last run's, when the
+	                         method changed ("" otherwise) */
 	/* fleet */
 	bool have_fleet;
 	size_t fleet_points;
@@ -61,12 +66,19 @@ struct bench_verdict {
 };
 
 /* Judge `value` (higher is better unless !higher_is_better) measured on
- * `driver` against hist[0..n) (oldest first: only baseline points on the
- * same driver count, the newest `window` of them) and peers[0..npeers)
- * (other cards' medians of the same model and figure; may be NULL). */
-void bench_compare(const struct bench_point *hist, size_t n, const char *driver, double value,
-		   bool higher_is_better, const double *peers, size_t npeers,
-		   const struct bench_compare_opts *o, struct bench_verdict *v);
+ * `driver` by `method` (NULL or "": BENCH_METHOD_LEGACY) against
+ * hist[0..n) (oldest first: only baseline points since the last change
+ * of driver or method count, the newest `window` of them; a value made
+ * another way is another figure, as one on another driver is) and
+ * peers[0..npeers) (other cards' values of the same model, figure and
+ * method; may be NULL). */
+void bench_compare(const struct bench_point *hist, size_t n, const char *driver,
+		   const char *method, double value, bool higher_is_better, const double *peers,
+		   size_t npeers, const struct bench_compare_opts *o, struct bench_verdict *v);
+
+/* Whether two methods name the same one ("" and NULL are
+ * BENCH_METHOD_LEGACY). */
+bool bench_same_method(const char *a, const char *b);
 
 
 /* Append {"figure","variant","own":{...},"fleet":{...},...} for one

@@ -43,6 +43,29 @@ bool bench_summarize(double *v, size_t n, double *min, double *median, double *m
 	return true;
 }
 
+#define FAST_QUANTILE 0.9
+
+double bench_estimate(double *v, size_t n, enum bench_estimator e, bool higher_is_better)
+{
+	if (e == BENCH_EST_FAST_P90)
+		return bench_quantile(v, n, higher_is_better ? FAST_QUANTILE : 1 - FAST_QUANTILE);
+	return bench_quantile(v, n, 0.5);
+}
+
+const char *bench_estimator_name(enum bench_estimator e)
+{
+	return e == BENCH_EST_FAST_P90 ? "fast_p90" : "median";
+}
+
+void bench_estimator_text(enum bench_estimator e, bool higher_is_better, size_t n, char *out,
+			  size_t len)
+{
+	if (e == BENCH_EST_FAST_P90)
+		snprintf(out, len, "p%d of %zu repetitions", higher_is_better ? 90 : 10, n);
+	else
+		snprintf(out, len, "median of %zu runs", n);
+}
+
 double bench_matmul_flop(uint64_t m, uint64_t n, uint64_t k)
 {
 	return 2.0 * (double)m * (double)n * (double)k;

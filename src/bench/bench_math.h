@@ -19,6 +19,34 @@ double bench_quantile(double *v, size_t n, double q);
 bool bench_summarize(double *v, size_t n, double *min, double *median, double *max,
 		     double *spread_ratio);
 
+/* How a figure's value is made of its timed repetitions' values.
+ * MEDIAN: the middle one; for figures timed on the GPU (events), whose
+ * repetitions vary both ways by little. FAST_P90: the edge of the fastest
+ * decile (the 90th percentile of rates, the 10th of times); for figures
+ * bound by the host's CPU time (launches, pageable copies), whose
+ * interference only ever adds delay: another tenant's cycles, interrupts
+ * and memory traffic make a repetition slower, never faster, so the fast
+ * tail is what the card and the link do, and the median is where the
+ * host's load happened to put it. A quantile rather than the single
+ * fastest, so that one repetition that reads fast by accident (a clock
+ * read late) does not make the figure. */
+enum bench_estimator {
+	BENCH_EST_MEDIAN,
+	BENCH_EST_FAST_P90,
+};
+
+/* The value of v[0..n) (sorted in place) by estimator e; which tail is
+ * fast depends on higher_is_better. NaN for n == 0. */
+double bench_estimate(double *v, size_t n, enum bench_estimator e, bool higher_is_better);
+/* The estimator's name as results carry it in "method" ("median",
+ * "fast_p90"): figures are compared only with figures of the same method
+ * (bench_compare). */
+const char *bench_estimator_name(enum bench_estimator e);
+/* "p90 of 40 repetitions" (p10 when lower is better), "median of 10
+ * runs", into out. */
+void bench_estimator_text(enum bench_estimator e, bool higher_is_better, size_t n, char *out,
+			  size_t len);
+
 /* Floating-point operations of one m x n x k matrix multiply (a multiply
  * and an add per inner-product term): 2mnk. */
 double bench_matmul_flop(uint64_t m, uint64_t n, uint64_t k);

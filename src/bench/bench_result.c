@@ -34,6 +34,7 @@ struct bench_figure *bench_result_add(struct bench_result *r, const char *name,
 	str_copy(f->name, sizeof f->name, name);
 	str_copy(f->variant, sizeof f->variant, variant ? variant : "");
 	str_copy(f->unit, sizeof f->unit, unit);
+	str_copy(f->method, sizeof f->method, BENCH_METHOD_LEGACY);
 	f->higher_is_better = true;
 	return f;
 }
@@ -192,6 +193,9 @@ int bench_result_to_json(const struct bench_result *r, struct buf *b)
 		put_bool(b, "higher_is_better", fg->higher_is_better, &f);
 		put_str(b, "size", fg->size, &f);
 		put_int(b, "runs", fg->runs, &f);
+		put_num(b, "value", fg->value, &f);
+		put_str(b, "method", fg->method[0] ? fg->method : BENCH_METHOD_LEGACY, &f);
+		put_str(b, "estimator", fg->estimator, &f);
 		put_num(b, "min", fg->min, &f);
 		put_num(b, "median", fg->median, &f);
 		put_num(b, "max", fg->max, &f);
@@ -367,6 +371,9 @@ static int parse_figure(struct rd *d, json_t *o, struct bench_figure *f)
 	    (rc = get_num(d, o, "median", &f->median, true)) ||
 	    (rc = get_num(d, o, "max", &f->max, true)) ||
 	    (rc = get_num(d, o, "spread_ratio", &f->spread_ratio, false)) ||
+	    (rc = get_num(d, o, "value", &f->value, false)) ||
+	    (rc = get_str(d, o, "method", f->method, sizeof f->method, false)) ||
+	    (rc = get_str(d, o, "estimator", f->estimator, sizeof f->estimator, false)) ||
 	    (rc = get_range(d, o, "sm_clock_mhz", &f->sm_clock_mhz)) ||
 	    (rc = get_range(d, o, "mem_clock_mhz", &f->mem_clock_mhz)) ||
 	    (rc = get_range(d, o, "power_watts", &f->power_watts)) ||
@@ -387,6 +394,16 @@ static int parse_figure(struct rd *d, json_t *o, struct bench_figure *f)
 	}
 	if (!(f->min <= f->median && f->median <= f->max))
 		return bad(d, "median", "not between min and max");
+	/* Written before figures had a method: the value was the median. */
+	if (!f->method[0]) {
+		str_copy(f->method, sizeof f->method, BENCH_METHOD_LEGACY);
+		if (!f->estimator[0])
+			snprintf(f->estimator, sizeof f->estimator, "median of %d runs", f->runs);
+	}
+	if (isnan(f->value))
+		f->value = f->median;
+	if (!(f->min <= f->value && f->value <= f->max))
+		return bad(d, "value", "not between min and max");
 	return 0;
 }
 

@@ -18,6 +18,10 @@
 #define BENCH_NAME_MAX 24
 #define BENCH_VARIANT_MAX 16
 #define BENCH_TEXT_MAX 256
+#define BENCH_METHOD_MAX 16
+/* A result written before figures carried a method: its value was the
+ * median of its runs. */
+#define BENCH_METHOD_LEGACY "median"
 
 /* The lowest, mean and highest of what NVML read during a figure. */
 struct bench_range {
@@ -34,12 +38,23 @@ struct bench_figure {
 	                                    seconds, launches_per_second */
 	bool higher_is_better;           /* false for latency */
 	char size[64];                   /* "8192x8192x8192", "1073741824 bytes" */
-	int runs;                        /* timed runs the figure is made of */
-	double min, median, max;         /* over the runs, in `unit` */
+	int runs;                        /* timed runs (repetitions) the figure
+	                                    is made of */
+	double value;                    /* the figure: its runs' values by
+	                                    `method`, in `unit`; what history,
+	                                    fleet and /metrics compare */
+	char method[BENCH_METHOD_MAX];   /* "median" (timed on the GPU) or
+	                                    "fast_p90" (host-bound figures):
+	                                    bench_estimator_name; a history of
+	                                    another method is not comparable */
+	char estimator[48];              /* in words: "p90 of 40 repetitions" */
+	double min, median, max;         /* over the runs, in `unit` (the median
+	                                    always the median, whatever the
+	                                    method) */
 	double spread_ratio;             /* (max - min) / median */
 	bool has_peak;
 	double peak;                     /* datasheet peak in `unit` */
-	double peak_fraction;            /* median / peak */
+	double peak_fraction;            /* value / peak */
 	char peak_source[128];           /* how the peak was computed */
 	struct bench_range sm_clock_mhz, mem_clock_mhz, power_watts, temperature_celsius;
 	uint64_t throttle_reasons;       /* NVML clock event reasons seen (OR) */
@@ -99,7 +114,8 @@ struct bench_result {
 /* Add a note (printf); a ninth and later are dropped. */
 void bench_result_note(struct bench_result *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* Add a figure slot (zeroed, name/variant/unit set) or NULL when full. */
+/* Add a figure slot (zeroed, name/variant/unit set, method
+ * BENCH_METHOD_LEGACY) or NULL when full. */
 struct bench_figure *bench_result_add(struct bench_result *r, const char *name,
 				      const char *variant, const char *unit);
 void bench_result_skip(struct bench_result *r, const char *name, const char *variant,

@@ -46,9 +46,11 @@ static void bench_usage(FILE *f)
 		"bf16, fp16, fp8 (where the card has it), tf32, fp32 and fp64 on random\n"
 		"8192^3 matrices; device memory copy and read bandwidth; pinned and pageable\n"
 		"host<->device copies; kernel launch latency and rate. Each figure is the\n"
-		"median of timed runs with min, max and spread, the clocks, power and\n"
-		"temperature NVML saw meanwhile, the clock event reasons, and its fraction\n"
-		"of the card's datasheet peak. It never changes clocks, power limits,\n"
+		"median of timed runs (launches and pageable copies, bound by the host's\n"
+		"CPU: the edge of the fastest decile of 40 short repetitions, since a\n"
+		"shared host only ever slows them) with min, median, max and spread, the\n"
+		"clocks, power and temperature NVML saw meanwhile, the clock event\n"
+		"reasons, and its fraction of the card's datasheet peak. It never changes clocks, power limits,\n"
 		"persistence, compute mode or MIG. A GPU in use (another process, or busy)\n"
 		"is refused unless --allow-busy, and then the run is not a baseline.\n"
 		"\n"
@@ -162,15 +164,16 @@ static void print_result(const struct bench_result *r, json_t *verdicts)
 		printf("cuBLASLt: %s\n", r->cublaslt);
 	if (r->host_cpus[0])
 		printf("host side on CPUs %s\n", r->host_cpus);
-	printf("\n%-15s %-8s %14s %30s %7s %7s %6s %6s %5s  %-14s", "FIGURE", "VARIANT", "MEDIAN",
-	       "MIN - MAX", "SPREAD", "OF PEAK", "SM MHZ", "WATTS", "TEMP", "THROTTLE");
+	printf("\n%-15s %-8s %14s %-22s %30s %7s %7s %6s %6s %5s  %-14s", "FIGURE", "VARIANT",
+	       "VALUE", "ESTIMATOR", "MIN - MAX", "SPREAD", "OF PEAK", "SM MHZ", "WATTS", "TEMP",
+	       "THROTTLE");
 	if (verdicts)
 		printf("  %-28s %-22s", "VS OWN BASELINE", "VS FLEET");
 	printf("\n");
 	for (int i = 0; i < r->nfig; i++) {
 		const struct bench_figure *f = &r->fig[i];
 		char med[32], lo[32], hi[32], mm[72], peak[16], sm[16], w[16], t[16], th[128];
-		fmt_value(med, sizeof med, f->unit, f->median);
+		fmt_value(med, sizeof med, f->unit, f->value);
 		fmt_value(lo, sizeof lo, f->unit, f->min);
 		fmt_value(hi, sizeof hi, f->unit, f->max);
 		snprintf(mm, sizeof mm, "%s - %s", lo, hi);
@@ -191,9 +194,9 @@ static void print_result(const struct bench_result *r, json_t *verdicts)
 		else
 			snprintf(t, sizeof t, "-");
 		fmt_reasons(th, sizeof th, f->throttle_reasons);
-		printf("%-15s %-8s %14s %30s %6.1f%% %7s %6s %6s %5s  %-14s", f->name,
-		       f->variant[0] ? f->variant : "-", med, mm, f->spread_ratio * 100, peak, sm, w, t,
-		       th);
+		printf("%-15s %-8s %14s %-22s %30s %6.1f%% %7s %6s %6s %5s  %-14s", f->name,
+		       f->variant[0] ? f->variant : "-", med, f->estimator[0] ? f->estimator : "-", mm,
+		       f->spread_ratio * 100, peak, sm, w, t, th);
 		json_t *v = verdicts ? verdict_of(verdicts, f) : NULL;
 		if (v) {
 			char own[64], fleet[64];
@@ -211,12 +214,22 @@ static void print_result(const struct bench_result *r, json_t *verdicts)
 		size_t i;
 		json_t *v;
 		json_array_foreach(verdicts, i, v) {
-			if (json_is_true(json_object_get(v, "new_baseline"))) {
+			if (json_is_true(json_object_get(v, "new_baseline")) &&
+			    json_object_get(v, "previous_driver")) {
 				const char *pd = json_string_value(json_object_get(v, "previous_driver"));
 				printf("note: the driver changed (was %s): a new baseline starts with this run\n",
 				       pd ? pd : "?");
 				break;
 			}
+		}
+		json_array_foreach(verdicts, i, v) {
+			const char *pm = json_string_value(json_object_get(v, "previous_method"));
+			if (json_is_true(json_object_get(v, "new_baseline")) && pm)
+				printf("note: %s %s is now made by %s (was %s): its new baseline starts "
+				       "with this run\n",
+				       json_string_value(json_object_get(v, "figure")),
+				       json_string_value(json_object_get(v, "variant")),
+				       json_string_value(json_object_get(v, "method")), pm);
 		}
 	}
 }
@@ -289,8 +302,8 @@ static json_t *verdicts_for(const struct bench_result *r, json_t *hist,
 			    strcmp(peers[p].gpu.uuid, r->gpu.uuid) == 0 || !peers[p].baseline)
 				continue;
 			const struct bench_figure *pf = bench_result_find(&peers[p], f->name, f->variant);
-			if (pf && strcmp(pf->unit, f->unit) == 0)
-				vals[nv++] = pf->median;
+			if (pf && strcmp(pf->unit, f->unit) == 0 && bench_same_method(pf->method, f->method))
+				vals[nv++] = pf->value;
 		}
 		size_t np = 0;
 		size_t k;
@@ -308,15 +321,18 @@ static json_t *verdicts_for(const struct bench_result *r, json_t *hist,
 				if (np >= sizeof pts / sizeof pts[0])
 					break;
 				const char *drv = json_string_value(json_object_get(pt, "driver"));
+				const char *meth = json_string_value(json_object_get(pt, "method"));
 				pts[np] = (struct bench_point){
 					.value = json_number_value(json_object_get(pt, "value")),
 					.baseline = json_is_true(json_object_get(pt, "baseline"))};
 				snprintf(pts[np].driver, sizeof pts[np].driver, "%s", drv ? drv : "");
+				snprintf(pts[np].method, sizeof pts[np].method, "%s", meth ? meth : "");
 				np++;
 			}
 		}
 		struct bench_verdict v;
-		bench_compare(pts, np, r->driver, f->median, f->higher_is_better, vals, nv, NULL, &v);
+		bench_compare(pts, np, r->driver, f->method, f->value, f->higher_is_better, vals, nv,
+			      NULL, &v);
 		if (!r->baseline)
 			v.own_regression = v.fleet_regression = false;
 		if (i)
@@ -492,11 +508,13 @@ static int history(int gpu, bool json)
 			double v = json_number_value(json_object_get(p, "value"));
 			fmt_value(val, sizeof val, unit ? unit : "", v);
 			const char *drv = json_string_value(json_object_get(p, "driver"));
+			const char *meth = json_string_value(json_object_get(p, "method"));
 			bool bl = json_is_true(json_object_get(p, "baseline"));
 			double dv = json_is_number(bm) && json_number_value(bm) > 0
 					    ? (v / json_number_value(bm) - 1) * 100 : NAN;
-			printf("  %s  %14s  %+6.1f%%  driver %s%s\n", when, val, isfinite(dv) ? dv : 0.0,
-			       drv ? drv : "?", bl ? "" : "  (not a baseline)");
+			printf("  %s  %14s  %+6.1f%%  driver %s  %s%s\n", when, val,
+			       isfinite(dv) ? dv : 0.0, drv ? drv : "?", meth ? meth : BENCH_METHOD_LEGACY,
+			       bl ? "" : "  (not a baseline)");
 		}
 	}
 	json_decref(doc);

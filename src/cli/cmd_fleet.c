@@ -354,7 +354,7 @@ static int collect(struct fleet *fl)
 		if ((rc = per_gpu(fl, expr, offsetof(struct gpu, m) + (size_t)k * sizeof(double))))
 			return rc;
 	}
-	/* Benchmark figures: each run's median over the datasheet peak. */
+	/* Benchmark figures: each run's value over the datasheet peak. */
 	if ((rc = ask(fl, "gpulse_bench_peak_ratio", &v)))
 		return rc;
 	for (size_t i = 0; i < v.n; i++) {

@@ -355,9 +355,11 @@ static size_t curl_write(char *p, size_t size, size_t n, void *ctx)
 	return buf_append(s->b, p, size * n) == 0 ? size * n : 0;
 }
 
-/* Other cards' latest baseline medians of `model` for every figure, from
- * a central Prometheus: fills peers (a JSON object "figure/variant" ->
- * [values]). NULL when not configured or unreachable (logged). */
+/* Other cards' latest baseline values of `model` for every figure, from
+ * a central Prometheus: fills peers (a JSON object
+ * "figure/variant/method" -> [values]; a series without a method label,
+ * from a gpulsed before figures had one, is BENCH_METHOD_LEGACY's). NULL
+ * when not configured or unreachable (logged). */
 static json_t *fleet_from_prometheus(struct benchd *b, const struct bench_result *r)
 {
 	const char *base = b->cfg->bench.fleet_prometheus_url;
@@ -397,11 +399,13 @@ static json_t *fleet_from_prometheus(struct benchd *b, const struct bench_result
 				json_t *m = json_object_get(s, "metric");
 				const char *fig = json_string_value(json_object_get(m, "figure"));
 				const char *var = json_string_value(json_object_get(m, "variant"));
+				const char *meth = json_string_value(json_object_get(m, "method"));
 				const char *val = json_string_value(json_array_get(json_object_get(s, "value"), 1));
 				if (!fig || !val)
 					continue;
-				char key[64];
-				snprintf(key, sizeof key, "%s/%s", fig, var ? var : "");
+				char key[96];
+				snprintf(key, sizeof key, "%s/%s/%s", fig, var ? var : "",
+					 meth && *meth ? meth : BENCH_METHOD_LEGACY);
 				json_t *arr = json_object_get(out, key);
 				if (!arr) {
 					arr = json_array();
@@ -432,13 +436,13 @@ static json_t *fleet_from_prometheus(struct benchd *b, const struct bench_result
 	X("gpulse_bench_last_run_baseline", \
 	  "1 when the last run is fit to be a baseline (nothing else used the GPU, not interrupted).") \
 	X("gpulse_bench_value", \
-	  "The last run's median of each figure, in its unit label (flop_per_second, bytes_per_second, seconds, launches_per_second).") \
+	  "The last run's value of each figure, in its unit label (flop_per_second, bytes_per_second, seconds, launches_per_second), made as its method label says: median (the median of its timed runs) or fast_p90 (host-bound figures: the edge of the fastest decile of its repetitions).") \
 	X("gpulse_bench_peak_ratio", \
-	  "The last run's median over the card's datasheet peak computed from its identity (SMs, clocks, bus width, PCIe link at its maximum).") \
+	  "The last run's value over the card's datasheet peak computed from its identity (SMs, clocks, bus width, PCIe link at its maximum).") \
 	X("gpulse_bench_spread_ratio", \
 	  "The last run's (max - min) / median over its timed runs.") \
 	X("gpulse_bench_baseline_value", \
-	  "The card's own rolling median of the figure over its earlier baseline runs on this driver.") \
+	  "The card's own rolling median of the figure's value over its earlier baseline runs on this driver and method.") \
 	X("gpulse_bench_noise_ratio", \
 	  "The noise band of the card's own baseline: 3 x 1.4826 x MAD / median, at least bench.noise_floor; above bench.noise_ceiling the figure is too noisy to catch a loss of that size and only a loss past the band is a regression.") \
 	X("gpulse_bench_deficit_ratio", \
@@ -468,13 +472,20 @@ static void emit_gpu(struct profile_emitter *e, const struct gpu_state *g, int f
 		return;
 	}
 	static const char *const fl[] = {"gpu", "uuid", "model", "figure", "variant", "unit", "basis"};
+	/* The value says how it was made, so that a central Prometheus's
+	 * fleet comparison takes only peers of the same method. */
+	static const char *const vl[] = {"gpu", "uuid", "model", "figure", "variant", "unit", "method"};
 	for (int i = 0; i < r->nfig; i++) {
 		const struct bench_figure *f = &r->fig[i];
 		const struct bench_verdict *v = &g->verdict[i];
 		const char *fv[] = {idx, r->gpu.uuid, r->gpu.name, f->name,
 				    f->variant[0] ? f->variant : "none", f->unit, "own"};
 		switch (family) {
-		case 2: e->sample(e, fl, fv, 6, f->median); break;
+		case 2:
+			fv[6] = f->method;
+			e->sample(e, vl, fv, 7, f->value);
+			fv[6] = "own";
+			break;
 		case 3:
 			if (f->has_peak)
 				e->sample(e, fl, fv, 6, f->peak_fraction);
@@ -735,15 +746,17 @@ static void keep_result(struct benchd *b, struct bench_result *r, int gpu)
 			const struct bench_figure *hf = bench_result_find(&hist[h], f->name, f->variant);
 			if (!hf || strcmp(hf->unit, f->unit) != 0)
 				continue;
-			pts[np] = (struct bench_point){.t_ms = hist[h].t_ms, .value = hf->median,
+			pts[np] = (struct bench_point){.t_ms = hist[h].t_ms, .value = hf->value,
 						       .baseline = hist[h].baseline};
 			str_copy(pts[np].driver, sizeof pts[np].driver, hist[h].driver);
+			str_copy(pts[np].method, sizeof pts[np].method, hf->method);
 			np++;
 		}
 		double peers[FLEET_MAX];
 		size_t npeers = 0;
-		char key[64];
-		snprintf(key, sizeof key, "%s/%s", f->name, f->variant[0] ? f->variant : "none");
+		char key[96];
+		snprintf(key, sizeof key, "%s/%s/%s", f->name, f->variant[0] ? f->variant : "none",
+			 f->method);
 		json_t *arr = json_object_get(fleet, key);
 		size_t k;
 		json_t *v;
@@ -751,8 +764,8 @@ static void keep_result(struct benchd *b, struct bench_result *r, int gpu)
 			if (npeers < FLEET_MAX)
 				peers[npeers++] = json_number_value(v);
 		}
-		bench_compare(pts, np, r->driver, f->median, f->higher_is_better, peers, npeers, &co,
-			      &verdict[i]);
+		bench_compare(pts, np, r->driver, f->method, f->value, f->higher_is_better, peers,
+			      npeers, &co, &verdict[i]);
 		if (!r->baseline) /* judged, but not a regression: it measured more than the card */
 			verdict[i].own_regression = verdict[i].fleet_regression = false;
 		if (i)
@@ -1222,6 +1235,10 @@ static int handle_results(void *ctx, const struct http_request *req, struct http
 			buf_puts(o, np ? ",{\"time\":\"" : "{\"time\":\"");
 			buf_put_rfc3339(o, hist[i].t_ms, false);
 			buf_puts(o, "\",\"value\":");
+			buf_put_double(o, hf->value);
+			buf_puts(o, ",\"method\":");
+			buf_put_json_string(o, hf->method);
+			buf_puts(o, ",\"median\":");
 			buf_put_double(o, hf->median);
 			buf_printf(o, ",\"spread_ratio\":");
 			buf_put_double(o, hf->spread_ratio);
@@ -1229,16 +1246,18 @@ static int handle_results(void *ctx, const struct http_request *req, struct http
 			buf_put_json_string(o, hist[i].driver);
 			buf_putc(o, '}');
 			if (i + 1 < nh) { /* the baseline excludes the newest run itself */
-				pts[np] = (struct bench_point){.t_ms = hist[i].t_ms, .value = hf->median,
+				pts[np] = (struct bench_point){.t_ms = hist[i].t_ms, .value = hf->value,
 							       .baseline = hist[i].baseline};
 				str_copy(pts[np].driver, sizeof pts[np].driver, hist[i].driver);
+				str_copy(pts[np].method, sizeof pts[np].method, hf->method);
 			}
 			np++;
 		}
 		buf_putc(o, ']');
 		struct bench_verdict v;
 		size_t nprior = np && bench_result_find(newest, nf->name, nf->variant) ? np - 1 : np;
-		bench_compare(pts, nprior, newest->driver, nf->median, nf->higher_is_better, NULL, 0, &co, &v);
+		bench_compare(pts, nprior, newest->driver, nf->method, nf->value, nf->higher_is_better,
+			      NULL, 0, &co, &v);
 		if (v.have_own) {
 			buf_puts(o, ",\"baseline\":");
 			buf_put_double(o, v.own_median);

@@ -19,6 +19,12 @@
  *   GPULSE_FAKE_BENCH_LAUNCH_US=X     GPU time of an empty kernel (2)
  *   GPULSE_FAKE_BENCH_JITTER=X        each operation's time is scaled by
  *                                     1 + X * (-1, -0.5, 0, 0.5, 1) in turn
+ *   GPULSE_FAKE_BENCH_HOST_STALL=X    a shared host: the host-bound
+ *                                     operations (pageable copies, empty
+ *                                     kernels) that start in the first
+ *                                     half of every 50 ms of virtual time
+ *                                     take 1 + X times as long (another
+ *                                     tenant's bursts; never faster)
  *   GPULSE_FAKE_BENCH_REALTIME=X      each event wait sleeps X times the
  *                                     virtual time it waited for (a bench
  *                                     that lasts, for the scheduler tests)
@@ -58,7 +64,7 @@ struct cu_mod_st {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct cu_stream_st null_stream;
 static int ngpus = 1;
-static double free_bytes, d2d, rd, h2d, d2h, pageable, launch_s, jitter, realtime;
+static double free_bytes, d2d, rd, h2d, d2h, pageable, launch_s, jitter, realtime, host_stall;
 static unsigned long long next_ptr = 0x700000000000ULL, allocated;
 static unsigned op_counter;
 static int current_dev = -1;
@@ -88,6 +94,15 @@ API void fakeCudaAdvance(cu_stream_t s, double seconds)
 	pthread_mutex_unlock(&mu);
 }
 
+/* A host-bound operation: slower while the shared host is busy. */
+static void advance_host(cu_stream_t s, double seconds)
+{
+	pthread_mutex_lock(&mu);
+	double phase = fmod(stream_of(s)->t, 0.05);
+	pthread_mutex_unlock(&mu);
+	fakeCudaAdvance(s, phase < 0.025 ? seconds * (1 + host_stall) : seconds);
+}
+
 API cu_result_t cuInit(unsigned int flags);
 API cu_result_t cuInit(unsigned int flags)
 {
@@ -104,6 +119,7 @@ API cu_result_t cuInit(unsigned int flags)
 	launch_s = env_num("GPULSE_FAKE_BENCH_LAUNCH_US", 2) * 1e-6;
 	jitter = env_num("GPULSE_FAKE_BENCH_JITTER", 0);
 	realtime = env_num("GPULSE_FAKE_BENCH_REALTIME", 0);
+	host_stall = env_num("GPULSE_FAKE_BENCH_HOST_STALL", 0);
 	return CU_ABI_SUCCESS;
 }
 
@@ -317,7 +333,10 @@ API cu_result_t cuMemcpyHtoDAsync_v2(cu_deviceptr_t d, const void *h, size_t n, 
 	pthread_mutex_lock(&mu);
 	bool pinned = is_pinned(h);
 	pthread_mutex_unlock(&mu);
-	fakeCudaAdvance(s, (double)n / (pinned ? h2d : pageable));
+	if (pinned)
+		fakeCudaAdvance(s, (double)n / h2d);
+	else
+		advance_host(s, (double)n / pageable);
 	return CU_ABI_SUCCESS;
 }
 
@@ -328,7 +347,10 @@ API cu_result_t cuMemcpyDtoHAsync_v2(void *h, cu_deviceptr_t d, size_t n, cu_str
 	pthread_mutex_lock(&mu);
 	bool pinned = is_pinned(h);
 	pthread_mutex_unlock(&mu);
-	fakeCudaAdvance(s, (double)n / (pinned ? d2h : pageable));
+	if (pinned)
+		fakeCudaAdvance(s, (double)n / d2h);
+	else
+		advance_host(s, (double)n / pageable);
 	return CU_ABI_SUCCESS;
 }
 
@@ -462,7 +484,7 @@ API cu_result_t cuLaunchKernel(cu_function_t f, unsigned gx, unsigned gy, unsign
 		return CU_ABI_ERROR_INVALID_VALUE;
 	switch (f->kind) {
 	case K_EMPTY:
-		fakeCudaAdvance(s, launch_s);
+		advance_host(s, launch_s);
 		break;
 	case K_FILL: {
 		unsigned long long n = *(unsigned long long *)params[1];

@@ -36,7 +36,10 @@ open(sys.argv[2], "w").write("\n".join(out) + "\n")
 PY
 export GPULSE_FAKE_NVML_RECORDING="$WORK/rec.csv" GPULSE_FAKE_NVML_SPEED=1
 # A stand-in for a central Prometheus (bench.fleet_prometheus_url): it
-# records the query and answers three other H200s whose bf16 is 8% faster.
+# records the query and answers three other H200s whose bf16 is 8% faster,
+# and whose launch rate, from a gpulse before figures had a method (no
+# method label: the median), is far above: not comparable with this
+# gpulse's fast decile, so never judged against.
 cat >"$WORK/prom.py" <<'PY'
 import http.server, json, sys, urllib.parse
 class H(http.server.BaseHTTPRequestHandler):
@@ -47,6 +50,9 @@ class H(http.server.BaseHTTPRequestHandler):
         res = [{"metric": {"__name__": "gpulse_bench_value", "uuid": "GPU-peer%d" % i,
                            "model": "NVIDIA H200", "figure": "matmul", "variant": "bf16"},
                 "value": [0, str(756e12)]} for i in range(3)]
+        res += [{"metric": {"__name__": "gpulse_bench_value", "uuid": "GPU-peer%d" % i,
+                            "model": "NVIDIA H200", "figure": "launch_rate", "variant": "none"},
+                 "value": [0, str(1e9)]} for i in range(3)]
         body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": res}}).encode()
         self.send_response(200 if u.path == "/api/v1/query" else 404)
         self.send_header("Content-Type", "application/json")
@@ -102,6 +108,12 @@ grep -q 'gpulse_bench_value{model="NVIDIA H200",uuid!="GPU-fa4e0000-0000-4000-80
 d=$(metric gpulse_bench_deficit_ratio 'basis="fleet"' 'variant="bf16"')
 approx "$d" "$(python3 -c 'print(1 - 700 / 756)')" 0.01 || fail "fleet deficit $d"
 [ -z "$(metric gpulse_bench_regression 'basis="fleet"' 'variant="fp16"')" ] || fail "fp16 judged without peers"
+[ -z "$(metric gpulse_bench_regression 'basis="fleet"' 'figure="launch_rate"')" ] ||
+	fail "launch_rate (fast_p90) judged against peers' medians"
+[ -n "$(metric gpulse_bench_value 'figure="launch_rate"' 'method="fast_p90"')" ] ||
+	fail "launch_rate's value without its method label"
+[ -n "$(metric gpulse_bench_value 'figure="dram_copy"' 'method="median"')" ] ||
+	fail "dram_copy's value without its method label"
 [ -z "$(metric gpulse_bench_regression 'basis="own"')" ] || fail "judged against an own baseline of no runs"
 # The store: the series through the query API, and one record (the
 # aborted run left none).
@@ -129,6 +141,9 @@ d = json.load(open(sys.argv[1]))["data"]
 assert len(d["runs"]) == 1 and d["runs"][0]["baseline"] is True, d["runs"]
 f = {(x["figure"], x["variant"]): x for x in d["figures"]}
 assert len(f[("matmul", "bf16")]["points"]) == 1, f
+p = f[("h2d", "pageable")]["points"][0]
+assert p["method"] == "fast_p90" and p["value"] >= p["median"], p
+assert f[("matmul", "bf16")]["points"][0]["method"] == "median", f
 ' "$WORK/res.json" || fail "results: $(cat "$WORK/res.json")"
 # No second scheduled run: the next is due in a week.
 fetch "/api/v1/bench/status?gpu=0" >"$WORK/st.json"
