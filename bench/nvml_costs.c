@@ -2,7 +2,12 @@
  * of the calling thread, back to back and spaced 100 ms apart (spaced
  * calls are what a sampler really makes). Run on the GPU machine:
  *   build/bench_nvml_costs [iterations]
- * Prints one row per call: median wall µs and CPU µs, both ways. */
+ * Prints one row per call: median wall µs and CPU µs, both ways; a call
+ * whose entry point the library lacks is printed as missing. Then what
+ * the batched reads answer beside the calls they replace (violation time
+ * and NVLink counters, per field), the topology, and how many samples
+ * the driver's own buffers (nvmlDeviceGetSamples) hold for the last
+ * second: their sampling rate. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +38,14 @@ static double median_us(int64_t *v, int n)
 struct ctx {
 	struct nvml_lib *nv;
 	nvml_device_t dev;
+	nvml_device_t peer;        /* GPU 1, or GPU 0 itself on a one-GPU host */
+	unsigned nlinks;           /* NVLinks of GPU 0 (0 when NVML tells none) */
 	nvml_gpm_sample_t s1, s2;
+	unsigned long long seen_us[7]; /* per sampling type: newest sample read */
 };
+
+/* Returned by a call whose entry point the library lacks. */
+#define MISSING (-1)
 
 typedef int call_fn(struct ctx *c);
 
@@ -82,7 +93,7 @@ static int c_gpm_pipes(struct ctx *c) { static const unsigned i[] = {6, 7, 9}; r
 static int c_gpm_nvlink(struct ctx *c) { static const unsigned i[] = {60, 61}; return gpm_get(c, i, 2); }
 static int c_fv_fast(struct ctx *c) { struct nvml_field_value f[2]; memset(f, 0, sizeof f); f[0].field_id = NVML_ABI_FI_DEV_POWER_INSTANT; f[1].field_id = NVML_ABI_FI_DEV_MEMORY_TEMP; return c->nv->device_get_field_values(c->dev, 2, f); }
 /* The DCGM set's counters (optional entry points: -1 when absent). */
-#define OPT_CALL(fn, ...) (c->nv->fn ? c->nv->fn(__VA_ARGS__) : -1)
+#define OPT_CALL(fn, ...) (c->nv->fn ? c->nv->fn(__VA_ARGS__) : MISSING)
 static int c_enc(struct ctx *c) { unsigned u, p; return OPT_CALL(device_get_encoder_utilization, c->dev, &u, &p); }
 static int c_dec(struct ctx *c) { unsigned u, p; return OPT_CALL(device_get_decoder_utilization, c->dev, &u, &p); }
 static int c_viol(struct ctx *c) { struct nvml_violation_time v; return OPT_CALL(device_get_violation_status, c->dev, NVML_ABI_PERF_POLICY_POWER, &v); }
@@ -91,6 +102,142 @@ static int c_nvl_err(struct ctx *c) { unsigned long long v; return OPT_CALL(devi
 static int c_retired(struct ctx *c) { unsigned n = 0; return OPT_CALL(device_get_retired_pages, c->dev, NVML_ABI_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, &n, NULL); }
 static int c_retired_pending(struct ctx *c) { int v; return OPT_CALL(device_get_retired_pages_pending_status, c->dev, &v); }
 static int c_affinity(struct ctx *c) { unsigned long set[16]; return OPT_CALL(device_get_cpu_affinity, c->dev, 16, set); }
+/* The batches that replace per-policy and per-link calls, beside them. */
+static const struct { int policy; unsigned field; const char *name; } policies[] = {
+	{NVML_ABI_PERF_POLICY_POWER, NVML_ABI_FI_DEV_PERF_POLICY_POWER, "power"},
+	{NVML_ABI_PERF_POLICY_THERMAL, NVML_ABI_FI_DEV_PERF_POLICY_THERMAL, "thermal"},
+	{NVML_ABI_PERF_POLICY_SYNC_BOOST, NVML_ABI_FI_DEV_PERF_POLICY_SYNC_BOOST, "sync_boost"},
+	{NVML_ABI_PERF_POLICY_BOARD_LIMIT, NVML_ABI_FI_DEV_PERF_POLICY_BOARD_LIMIT, "board_limit"},
+	{NVML_ABI_PERF_POLICY_LOW_UTILIZATION, NVML_ABI_FI_DEV_PERF_POLICY_LOW_UTILIZATION, "low_util"},
+	{NVML_ABI_PERF_POLICY_RELIABILITY, NVML_ABI_FI_DEV_PERF_POLICY_RELIABILITY, "reliability"},
+	{NVML_ABI_PERF_POLICY_TOTAL_APP_CLOCKS, NVML_ABI_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS, "app_clocks"},
+	{NVML_ABI_PERF_POLICY_TOTAL_BASE_CLOCKS, NVML_ABI_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS, "base_clocks"},
+};
+#define NPOL ((int)(sizeof policies / sizeof policies[0]))
+static const struct { int counter; unsigned field; const char *name; } nvl_counters[] = {
+	{NVML_ABI_NVLINK_ERROR_DL_REPLAY, NVML_ABI_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, "replay"},
+	{NVML_ABI_NVLINK_ERROR_DL_RECOVERY, NVML_ABI_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, "recovery"},
+	{NVML_ABI_NVLINK_ERROR_DL_CRC_FLIT, NVML_ABI_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, "crc_flit"},
+	{NVML_ABI_NVLINK_ERROR_DL_CRC_DATA, NVML_ABI_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL, "crc_data"},
+};
+#define NCNT ((int)(sizeof nvl_counters / sizeof nvl_counters[0]))
+
+static int fv(struct ctx *c, struct nvml_field_value *f, int n)
+{
+	return c->nv->device_get_field_values ? c->nv->device_get_field_values(c->dev, n, f) : MISSING;
+}
+static void fv_set(struct nvml_field_value *f, unsigned id, unsigned scope)
+{
+	memset(f, 0, sizeof *f);
+	f->field_id = id;
+	f->scope_id = scope;
+}
+static int c_viol8(struct ctx *c)
+{
+	int r = 0;
+	for (int i = 0; i < NPOL && r != MISSING; i++) {
+		struct nvml_violation_time v;
+		r = OPT_CALL(device_get_violation_status, c->dev, policies[i].policy, &v);
+	}
+	return r;
+}
+static int c_fv_viol8(struct ctx *c)
+{
+	struct nvml_field_value f[NPOL];
+	for (int i = 0; i < NPOL; i++)
+		fv_set(&f[i], policies[i].field, 0);
+	return fv(c, f, NPOL);
+}
+/* As the collector's fallback reads them: 4 counters on every link. */
+static int c_nvl_err_all(struct ctx *c)
+{
+	int r = 0;
+	for (unsigned l = 0; l < c->nlinks && r != MISSING; l++)
+		for (int k = 0; k < NCNT && r != MISSING; k++) {
+			unsigned long long v;
+			r = OPT_CALL(device_get_nvlink_error_counter, c->dev, l, nvl_counters[k].counter, &v);
+		}
+	return r;
+}
+static int c_fv_nvl_totals(struct ctx *c)
+{
+	struct nvml_field_value f[NCNT];
+	for (int k = 0; k < NCNT; k++)
+		fv_set(&f[k], nvl_counters[k].field, 0);
+	return fv(c, f, NCNT);
+}
+static int c_nvl_state_all(struct ctx *c)
+{
+	int r = 0;
+	for (unsigned l = 0; l < c->nlinks && r != MISSING; l++) {
+		int a;
+		r = OPT_CALL(device_get_nvlink_state, c->dev, l, &a);
+	}
+	return r;
+}
+static int c_fv_nvl_states(struct ctx *c)
+{
+	struct nvml_field_value f[NVML_ABI_NVLINK_MAX_LINKS];
+	unsigned n = c->nlinks ? c->nlinks : 1;
+	for (unsigned l = 0; l < n; l++)
+		fv_set(&f[l], NVML_ABI_FI_DEV_NVLINK_GET_STATE, l);
+	return fv(c, f, (int)n);
+}
+static int c_fv_link_count(struct ctx *c)
+{
+	struct nvml_field_value f;
+	fv_set(&f, NVML_ABI_FI_DEV_NVLINK_LINK_COUNT, 0);
+	return fv(c, &f, 1);
+}
+/* The collector's slow-tier NVLink read: every link's state and the four
+ * totals in one call. */
+static int c_fv_nvl_batch(struct ctx *c)
+{
+	struct nvml_field_value f[NVML_ABI_NVLINK_MAX_LINKS + NCNT];
+	int n = 0;
+	for (int k = 0; k < NCNT; k++)
+		fv_set(&f[n++], nvl_counters[k].field, 0);
+	for (unsigned l = 0; l < c->nlinks; l++)
+		fv_set(&f[n++], NVML_ABI_FI_DEV_NVLINK_GET_STATE, l);
+	return fv(c, f, n);
+}
+static int c_fv_nvl_tput(struct ctx *c)
+{
+	struct nvml_field_value f[2];
+	fv_set(&f[0], NVML_ABI_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_ABI_FI_SCOPE_ALL_LINKS);
+	fv_set(&f[1], NVML_ABI_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_ABI_FI_SCOPE_ALL_LINKS);
+	return fv(c, f, 2);
+}
+static int c_topo(struct ctx *c)
+{
+	int level;
+	return OPT_CALL(device_get_topology_common_ancestor, c->dev, c->peer, &level);
+}
+static int c_remote_pci(struct ctx *c)
+{
+	struct nvml_pci_info p;
+	memset(&p, 0, sizeof p);
+	return OPT_CALL(device_get_nvlink_remote_pci_info, c->dev, 0, &p);
+}
+/* One sample buffer read as a 1 Hz reader would make it: the samples
+ * since the newest one read before. */
+static int samples_since(struct ctx *c, int type)
+{
+	static struct nvml_sample buf[4096];
+	unsigned n = sizeof buf / sizeof buf[0];
+	int vt;
+	int r = OPT_CALL(device_get_samples, c->dev, type, c->seen_us[type], &vt, &n, buf);
+	if (r == NVML_ABI_SUCCESS)
+		for (unsigned i = 0; i < n; i++)
+			if (buf[i].timestamp_us > c->seen_us[type])
+				c->seen_us[type] = buf[i].timestamp_us;
+	return r == NVML_ABI_ERROR_NOT_FOUND ? 0 : r;   /* nothing new: not a failure */
+}
+static int c_samples_power(struct ctx *c) { return samples_since(c, NVML_ABI_TOTAL_POWER_SAMPLES); }
+static int c_samples_gpu(struct ctx *c) { return samples_since(c, NVML_ABI_GPU_UTILIZATION_SAMPLES); }
+static int c_samples_mem(struct ctx *c) { return samples_since(c, NVML_ABI_MEMORY_UTILIZATION_SAMPLES); }
+static int c_samples_sm_clk(struct ctx *c) { return samples_since(c, NVML_ABI_PROCESSOR_CLK_SAMPLES); }
+static int c_samples_mem_clk(struct ctx *c) { return samples_since(c, NVML_ABI_MEMORY_CLK_SAMPLES); }
 static int c_mem_v1(struct ctx *c) { struct nvml_memory_v1 m; return c->nv->device_get_memory_info(c->dev, &m); }
 /* The fast tier as gpulsed makes it: five calls back to back. */
 static int c_fast_burst(struct ctx *c)
@@ -139,6 +286,127 @@ static int c_fast_then_normal(struct ctx *c)
 
 struct call { const char *name; call_fn *fn; };
 
+static double fv_number(const struct nvml_field_value *f)
+{
+	switch (f->value_type) {
+	case NVML_ABI_VALUE_TYPE_DOUBLE: return f->value.d;
+	case NVML_ABI_VALUE_TYPE_UNSIGNED_INT: return f->value.ui;
+	case NVML_ABI_VALUE_TYPE_UNSIGNED_LONG: return (double)f->value.ul;
+	case NVML_ABI_VALUE_TYPE_SIGNED_LONG_LONG: return (double)f->value.sll;
+	case NVML_ABI_VALUE_TYPE_SIGNED_INT: return f->value.si;
+	case NVML_ABI_VALUE_TYPE_UNSIGNED_SHORT: return f->value.us;
+	default: return (double)f->value.ull;
+	}
+}
+
+/* What the batches answer beside the calls they replace, so that a run
+ * shows whether the two agree (units included) before the collector
+ * relies on it. */
+static void print_values(struct ctx *c)
+{
+	struct nvml_lib *nv = c->nv;
+	printf("\nvalues: call vs field (ret value [type])\n");
+	struct nvml_field_value f[NVML_ABI_NVLINK_MAX_LINKS + NCNT];
+	for (int i = 0; i < NPOL; i++)
+		fv_set(&f[i], policies[i].field, 0);
+	int rf = fv(c, f, NPOL);
+	for (int i = 0; i < NPOL; i++) {
+		struct nvml_violation_time v = {0};
+		int r = OPT_CALL(device_get_violation_status, c->dev, policies[i].policy, &v);
+		printf("violation %-12s call %d %llu ns | field %d: %d %.0f [%u]\n", policies[i].name, r,
+		       v.violation_time, rf, rf ? rf : f[i].nvml_return, fv_number(&f[i]), f[i].value_type);
+	}
+	fv_set(&f[0], NVML_ABI_FI_DEV_NVLINK_LINK_COUNT, 0);
+	rf = fv(c, f, 1);
+	printf("nvlink link count field %d: %d %.0f [%u]\n", rf, rf ? rf : f[0].nvml_return,
+	       fv_number(&f[0]), f[0].value_type);
+	for (unsigned l = 0; l < c->nlinks; l++)
+		fv_set(&f[l], NVML_ABI_FI_DEV_NVLINK_GET_STATE, l);
+	rf = c->nlinks ? fv(c, f, (int)c->nlinks) : 0;
+	unsigned active_call = 0, active_field = 0;
+	for (unsigned l = 0; l < c->nlinks; l++) {
+		int a = -1;
+		int r = OPT_CALL(device_get_nvlink_state, c->dev, l, &a);
+		struct nvml_pci_info p;
+		memset(&p, 0, sizeof p);
+		int rp = OPT_CALL(device_get_nvlink_remote_pci_info, c->dev, l, &p);
+		active_call += r == 0 && a == NVML_ABI_FEATURE_ENABLED;
+		active_field += rf == 0 && f[l].nvml_return == 0 && fv_number(&f[l]) == NVML_ABI_NVLINK_STATE_ACTIVE;
+		printf("nvlink %2u state call %d %d | field %d: %d %.0f [%u] | remote pci %d %s\n", l, r, a,
+		       rf, rf ? rf : f[l].nvml_return, fv_number(&f[l]), f[l].value_type, rp,
+		       rp == 0 ? p.bus_id : "-");
+	}
+	printf("nvlink active: %u by call, %u by field, of %u\n", active_call, active_field, c->nlinks);
+	for (int k = 0; k < NCNT; k++)
+		fv_set(&f[k], nvl_counters[k].field, 0);
+	rf = fv(c, f, NCNT);
+	for (int k = 0; k < NCNT; k++) {
+		unsigned long long sum_all = 0, sum_active = 0;
+		int r = MISSING;
+		for (unsigned l = 0; l < c->nlinks; l++) {
+			unsigned long long v = 0;
+			int a = 0;
+			r = OPT_CALL(device_get_nvlink_error_counter, c->dev, l, nvl_counters[k].counter, &v);
+			if (r != 0)
+				continue;
+			sum_all += v;
+			if (OPT_CALL(device_get_nvlink_state, c->dev, l, &a) == 0 && a == NVML_ABI_FEATURE_ENABLED)
+				sum_active += v;
+		}
+		printf("nvlink %-9s calls %d sum %llu (active links %llu) | total field %d: %d %.0f [%u]\n",
+		       nvl_counters[k].name, r, sum_all, sum_active, rf, rf ? rf : f[k].nvml_return,
+		       fv_number(&f[k]), f[k].value_type);
+	}
+	int level = -1;
+	int rt = OPT_CALL(device_get_topology_common_ancestor, c->dev, c->peer, &level);
+	if (rt == MISSING)
+		printf("topology common ancestor: missing (no nvmlDeviceGetTopologyCommonAncestor)\n");
+	else
+		printf("topology common ancestor of GPU 0 and %s: ret %d level %d\n",
+		       c->peer == c->dev ? "itself (one GPU on this host)" : "GPU 1", rt, level);
+
+	/* The driver's sample buffers: what a 1 s window holds, i.e. the
+	 * rate the driver samples at. All samples are read (lastSeen 0) and
+	 * counted back from the newest, so no clock is assumed. */
+	static const struct { int type; const char *name; } st[] = {
+		{NVML_ABI_TOTAL_POWER_SAMPLES, "power"},
+		{NVML_ABI_GPU_UTILIZATION_SAMPLES, "gpu_util"},
+		{NVML_ABI_MEMORY_UTILIZATION_SAMPLES, "mem_util"},
+		{NVML_ABI_PROCESSOR_CLK_SAMPLES, "sm_clock"},
+		{NVML_ABI_MEMORY_CLK_SAMPLES, "mem_clock"},
+	};
+	printf("\nsamples (nvmlDeviceGetSamples): buffer, in the newest 1 s, median spacing\n");
+	for (size_t k = 0; k < sizeof st / sizeof st[0]; k++) {
+		if (!nv->device_get_samples) {
+			printf("samples %-9s missing (no nvmlDeviceGetSamples)\n", st[k].name);
+			continue;
+		}
+		static struct nvml_sample buf[4096];
+		unsigned n = sizeof buf / sizeof buf[0];
+		int vt = -1;
+		int r = nv->device_get_samples(c->dev, st[k].type, 0, &vt, &n, buf);
+		if (r != 0) {
+			printf("samples %-9s ret %d (%s)\n", st[k].name, r, nvml_return_name(r));
+			continue;
+		}
+		unsigned long long newest = 0;
+		for (unsigned i = 0; i < n; i++)
+			if (buf[i].timestamp_us > newest)
+				newest = buf[i].timestamp_us;
+		unsigned in_1s = 0;
+		int64_t gaps[4096];
+		int ng = 0;
+		for (unsigned i = 0; i < n; i++) {
+			in_1s += buf[i].timestamp_us + 1000000ULL > newest;
+			if (i > 0 && buf[i].timestamp_us > buf[i - 1].timestamp_us)
+				gaps[ng++] = (int64_t)(buf[i].timestamp_us - buf[i - 1].timestamp_us) * 1000;
+		}
+		printf("samples %-9s %u in buffer, %u in the newest 1 s, median spacing %.1f ms, "
+		       "value type %d, newest at %llu us\n", st[k].name, n, in_1s,
+		       ng ? median_us(gaps, ng) / 1000.0 : 0.0, vt, newest);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	int iters = argc > 1 ? atoi(argv[1]) : 20;
@@ -153,6 +421,28 @@ int main(int argc, char **argv)
 		fprintf(stderr, "no GPU 0\n");
 		return 1;
 	}
+	c.peer = c.dev;
+	unsigned count = 0;
+	if (c.nv->device_get_count(&count) == 0 && count > 1 &&
+	    c.nv->device_get_handle_by_index(1, &c.peer) != 0)
+		c.peer = c.dev;
+	printf("GPUs %u; topology measured %s\n", count,
+	       c.peer == c.dev ? "of GPU 0 with itself (one GPU on this host)" : "between GPU 0 and 1");
+	/* How many links there are to walk: NVML's link count, else every
+	 * link whose state answers. */
+	struct nvml_field_value lc;
+	fv_set(&lc, NVML_ABI_FI_DEV_NVLINK_LINK_COUNT, 0);
+	if (fv(&c, &lc, 1) == 0 && lc.nvml_return == 0) {
+		c.nlinks = (unsigned)fv_number(&lc);
+	} else if (c.nv->device_get_nvlink_state) {
+		int a;
+		while (c.nlinks < NVML_ABI_NVLINK_MAX_LINKS &&
+		       c.nv->device_get_nvlink_state(c.dev, c.nlinks, &a) == 0)
+			c.nlinks++;
+	}
+	if (c.nlinks > NVML_ABI_NVLINK_MAX_LINKS)
+		c.nlinks = NVML_ABI_NVLINK_MAX_LINKS;
+	printf("NVLinks of GPU 0: %u\n", c.nlinks);
 	c.nv->gpm_sample_alloc(&c.s1);
 	c.nv->gpm_sample_alloc(&c.s2);
 	c.nv->gpm_sample_get(c.dev, c.s2);
@@ -179,12 +469,26 @@ int main(int argc, char **argv)
 		{"violation_status(power)", c_viol}, {"nvlink_state(0)", c_nvl_state},
 		{"nvlink_error_counter(0,replay)", c_nvl_err}, {"retired_pages(dbe)", c_retired},
 		{"retired_pages_pending", c_retired_pending}, {"cpu_affinity", c_affinity},
+		{"violation_status x8", c_viol8}, {"fieldvalues(violation x8)", c_fv_viol8},
+		{"nvlink_error_counter x4/link", c_nvl_err_all}, {"fieldvalues(nvlink err totals x4)", c_fv_nvl_totals},
+		{"nvlink_state x links", c_nvl_state_all}, {"fieldvalues(nvlink state x links)", c_fv_nvl_states},
+		{"fieldvalues(nvlink link count)", c_fv_link_count},
+		{"fieldvalues(nvlink states+totals)", c_fv_nvl_batch},
+		{"fieldvalues(nvlink tput tx,rx)", c_fv_nvl_tput},
+		{"topology_common_ancestor", c_topo}, {"nvlink_remote_pci_info(0)", c_remote_pci},
+		{"samples(power, since last)", c_samples_power}, {"samples(gpu util)", c_samples_gpu},
+		{"samples(mem util)", c_samples_mem}, {"samples(sm clock)", c_samples_sm_clk},
+		{"samples(mem clock)", c_samples_mem_clk},
 	};
 	printf("%-30s %6s %12s %12s %12s %12s\n", "call", "ret", "b2b_wall_us", "b2b_cpu_us",
 	       "spaced_wall", "spaced_cpu");
 	int64_t *w = calloc((size_t)iters, sizeof *w), *cp = calloc((size_t)iters, sizeof *cp);
 	for (size_t k = 0; k < sizeof calls / sizeof calls[0]; k++) {
 		int ret = calls[k].fn(&c);
+		if (ret == MISSING) {
+			printf("%-30s missing (the library lacks the entry point)\n", calls[k].name);
+			continue;
+		}
 		double r[4];
 		for (int mode = 0; mode < 2; mode++) {
 			for (int i = 0; i < iters; i++) {
@@ -203,6 +507,7 @@ int main(int argc, char **argv)
 	}
 	free(w);
 	free(cp);
+	print_values(&c);
 	nvml_lib_close(c.nv);
 	return 0;
 }

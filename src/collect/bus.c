@@ -110,6 +110,18 @@ out:
 	return rc;
 }
 
+void bus_set_peers(struct bus *b, int slot, const struct gpu_peer *peers, int npeers)
+{
+	if (slot < 0 || slot >= atomic_load(&b->count) || npeers < 0 || npeers > GPU_MAX - 1)
+		return;
+	struct bus_slot *sl = &b->slot[slot];
+	pthread_mutex_lock(&sl->lock);
+	memcpy(sl->s.id.peers, peers, (size_t)npeers * sizeof peers[0]);
+	sl->s.id.npeers = npeers;
+	pthread_mutex_unlock(&sl->lock);
+	bump(b);
+}
+
 int bus_gpu_count(struct bus *b)
 {
 	return atomic_load(&b->count);

@@ -28,6 +28,9 @@ void bus_set_stale_after(struct bus *b, enum tier tier, int64_t ns);
  * its identity (a lost GPU that came back keeps its slot). Writes the slot
  * to *slot. GPULSE_ELIMIT past GPU_MAX. */
 int bus_attach_gpu(struct bus *b, const struct gpu_identity *id, int *slot);
+/* Replace a GPU's topology (identity.peers, npeers <= GPU_MAX - 1): how
+ * it reaches the other GPUs, which changes as GPUs come and go. */
+void bus_set_peers(struct bus *b, int slot, const struct gpu_peer *peers, int npeers);
 /* Slot of the GPU with this UUID, or -1. */
 int bus_find_uuid(struct bus *b, const char *uuid);
 /* Number of slots in use. Slots are 0..count-1 and never removed. */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
@@ -214,6 +215,27 @@ static void put(struct gpu_update *u, enum field_id f, double v)
 {
 	u->v[f] = v;
 	u->valid |= FIELD_BIT(f);
+}
+
+/* A field value as a number, whatever type NVML answered it in. */
+static double fv_number(const struct nvml_field_value *fv)
+{
+	switch (fv->value_type) {
+	case NVML_ABI_VALUE_TYPE_DOUBLE: return fv->value.d;
+	case NVML_ABI_VALUE_TYPE_UNSIGNED_INT: return fv->value.ui;
+	case NVML_ABI_VALUE_TYPE_UNSIGNED_LONG: return (double)fv->value.ul;
+	case NVML_ABI_VALUE_TYPE_SIGNED_LONG_LONG: return (double)fv->value.sll;
+	case NVML_ABI_VALUE_TYPE_SIGNED_INT: return fv->value.si;
+	case NVML_ABI_VALUE_TYPE_UNSIGNED_SHORT: return fv->value.us;
+	default: return (double)fv->value.ull;
+	}
+}
+
+static void fv_ask(struct nvml_field_value *fv, unsigned field_id, unsigned scope_id)
+{
+	memset(fv, 0, sizeof *fv);
+	fv->field_id = field_id;
+	fv->scope_id = scope_id;
 }
 
 /* ---- tiers ----------------------------------------------------------- */
@@ -736,32 +758,76 @@ static void read_normal(struct collector *c, struct gpu_ctx *g, struct gpu_updat
 	read_mig(c, g, u, now);
 }
 
-/* Clock violation times, one call per policy. A policy the card does not
- * report answers NOT_SUPPORTED and is left out; the read is parked only
- * when no policy answers, so one missing policy costs the others nothing. */
+/* The violation time of each policy: one nvmlDeviceGetViolationStatus
+ * call each, or together one field value each (NVML_FI_DEV_PERF_POLICY_*,
+ * the same ns). */
+static const struct { int policy; unsigned field_id; enum field_id f; } violation_policies[] = {
+	{NVML_ABI_PERF_POLICY_POWER, NVML_ABI_FI_DEV_PERF_POLICY_POWER, F_VIOL_POWER},
+	{NVML_ABI_PERF_POLICY_THERMAL, NVML_ABI_FI_DEV_PERF_POLICY_THERMAL, F_VIOL_THERMAL},
+	{NVML_ABI_PERF_POLICY_SYNC_BOOST, NVML_ABI_FI_DEV_PERF_POLICY_SYNC_BOOST, F_VIOL_SYNC_BOOST},
+	{NVML_ABI_PERF_POLICY_BOARD_LIMIT, NVML_ABI_FI_DEV_PERF_POLICY_BOARD_LIMIT, F_VIOL_BOARD_LIMIT},
+	{NVML_ABI_PERF_POLICY_LOW_UTILIZATION, NVML_ABI_FI_DEV_PERF_POLICY_LOW_UTILIZATION, F_VIOL_LOW_UTIL},
+	{NVML_ABI_PERF_POLICY_RELIABILITY, NVML_ABI_FI_DEV_PERF_POLICY_RELIABILITY, F_VIOL_RELIABILITY},
+	{NVML_ABI_PERF_POLICY_TOTAL_APP_CLOCKS, NVML_ABI_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS, F_VIOL_APP_CLOCKS},
+	{NVML_ABI_PERF_POLICY_TOTAL_BASE_CLOCKS, NVML_ABI_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS,
+	 F_VIOL_BASE_CLOCKS},
+};
+#define NPOLICIES ((int)(sizeof violation_policies / sizeof violation_policies[0]))
+
+/* All policies in one nvmlDeviceGetFieldValues call (on the H200 one
+ * violation-status call costs ~0.8 ms of CPU, eight of them 6 ms). A
+ * field NOT_SUPPORTED (or failing alone) is left out, the others kept.
+ * Returns true when the call answered and at least one policy with it;
+ * false sends the caller to the per-policy calls, which decide parking. */
+static bool read_violations_batched(struct collector *c, struct gpu_ctx *g, struct gpu_update *u)
+{
+	struct nvml_lib *nv = c->nv;
+	if (!nv->device_get_field_values)
+		return false;
+	struct nvml_field_value fv[NPOLICIES];
+	for (int i = 0; i < NPOLICIES; i++)
+		fv_ask(&fv[i], violation_policies[i].field_id, 0);
+	nvml_return_t r = NVML_CALL(nv, device_get_field_values, g->dev, NPOLICIES, fv);
+	if (r == NVML_ABI_ERROR_GPU_IS_LOST) {
+		atomic_store(&g->lost, true);
+		return true;
+	}
+	if (r != NVML_ABI_SUCCESS)
+		return false;
+	bool any = false;
+	for (int i = 0; i < NPOLICIES; i++) {
+		if (fv[i].nvml_return != NVML_ABI_SUCCESS)
+			continue;
+		put(u, violation_policies[i].f, fv_number(&fv[i]) * 1e-9);
+		any = true;
+	}
+	if (any)
+		g->parked_until[R_VIOLATION] = 0;
+	return any;
+}
+
+/* Clock violation times: batched where the driver answers them as field
+ * values, else one call per policy. A policy the card does not report
+ * answers NOT_SUPPORTED and is left out; the read is parked only when no
+ * policy answers, so one missing policy costs the others nothing. */
 static void read_violations(struct collector *c, struct gpu_ctx *g, struct gpu_update *u,
 			    int64_t now)
 {
-	static const struct { int policy; enum field_id f; } pol[] = {
-		{NVML_ABI_PERF_POLICY_POWER, F_VIOL_POWER},
-		{NVML_ABI_PERF_POLICY_THERMAL, F_VIOL_THERMAL},
-		{NVML_ABI_PERF_POLICY_SYNC_BOOST, F_VIOL_SYNC_BOOST},
-		{NVML_ABI_PERF_POLICY_BOARD_LIMIT, F_VIOL_BOARD_LIMIT},
-		{NVML_ABI_PERF_POLICY_LOW_UTILIZATION, F_VIOL_LOW_UTIL},
-		{NVML_ABI_PERF_POLICY_RELIABILITY, F_VIOL_RELIABILITY},
-		{NVML_ABI_PERF_POLICY_TOTAL_APP_CLOCKS, F_VIOL_APP_CLOCKS},
-		{NVML_ABI_PERF_POLICY_TOTAL_BASE_CLOCKS, F_VIOL_BASE_CLOCKS},
-	};
 	struct nvml_lib *nv = c->nv;
-	if (!nv->device_get_violation_status || !allowed(g, R_VIOLATION, now))
+	if (!allowed(g, R_VIOLATION, now))
+		return;
+	if (read_violations_batched(c, g, u) || atomic_load(&g->lost))
+		return;
+	if (!nv->device_get_violation_status)
 		return;
 	nvml_return_t err = NVML_ABI_SUCCESS;
 	bool any = false;
-	for (size_t i = 0; i < sizeof pol / sizeof pol[0]; i++) {
+	for (int i = 0; i < NPOLICIES; i++) {
 		struct nvml_violation_time vt = {0};
-		nvml_return_t r = NVML_CALL(nv, device_get_violation_status, g->dev, pol[i].policy, &vt);
+		nvml_return_t r = NVML_CALL(nv, device_get_violation_status, g->dev,
+					    violation_policies[i].policy, &vt);
 		if (r == NVML_ABI_SUCCESS) {
-			put(u, pol[i].f, (double)vt.violation_time * 1e-9);
+			put(u, violation_policies[i].f, (double)vt.violation_time * 1e-9);
 			any = true;
 		} else if (r != NVML_ABI_ERROR_NOT_SUPPORTED) {
 			err = r;
@@ -775,23 +841,86 @@ static void read_violations(struct collector *c, struct gpu_ctx *g, struct gpu_u
 		      any ? NVML_ABI_SUCCESS : NVML_ABI_ERROR_NOT_SUPPORTED);
 }
 
-/* NVLink error counters summed over the links that are up. A card without
- * NVLink answers NOT_SUPPORTED for link 0's state and the read is parked;
- * with every link down nothing is exported (no link, no counter). */
+/* The NVLink data-link error kinds: the per-link counter and the field
+ * that sums it over the GPU's links. */
+static const struct { int counter; unsigned total_field; enum field_id f; } nvlink_counters[] = {
+	{NVML_ABI_NVLINK_ERROR_DL_REPLAY, NVML_ABI_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, F_NVLINK_REPLAY},
+	{NVML_ABI_NVLINK_ERROR_DL_RECOVERY, NVML_ABI_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
+	 F_NVLINK_RECOVERY},
+	{NVML_ABI_NVLINK_ERROR_DL_CRC_FLIT, NVML_ABI_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
+	 F_NVLINK_CRC_FLIT},
+	{NVML_ABI_NVLINK_ERROR_DL_CRC_DATA, NVML_ABI_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL,
+	 F_NVLINK_CRC_DATA},
+};
+#define NCOUNTERS ((int)(sizeof nvlink_counters / sizeof nvlink_counters[0]))
+
+/* Every link's state and the four error totals in one field-value call,
+ * for a GPU whose link count discovery read. The states say how many
+ * links are active; with none, no error counter is exported (no link, no
+ * counter), as the per-link path does. A field that fails alone is left
+ * out. Returns true when this read stands; false sends the caller to the
+ * per-link calls: the call failed as a whole, or no link's state or no
+ * total answered (a driver without these fields). */
+static bool read_nvlink_batched(struct collector *c, struct gpu_ctx *g, struct gpu_update *u)
+{
+	struct nvml_lib *nv = c->nv;
+	int nlinks = g->id.nvlink_count;
+	if (!nv->device_get_field_values || !g->id.nvlink_count_valid || nlinks <= 0)
+		return false;
+	if (nlinks > NVML_ABI_NVLINK_MAX_LINKS)
+		nlinks = NVML_ABI_NVLINK_MAX_LINKS;
+	struct nvml_field_value fv[NCOUNTERS + NVML_ABI_NVLINK_MAX_LINKS];
+	int n = 0;
+	for (int k = 0; k < NCOUNTERS; k++)
+		fv_ask(&fv[n++], nvlink_counters[k].total_field, 0);
+	for (int l = 0; l < nlinks; l++)
+		fv_ask(&fv[n++], NVML_ABI_FI_DEV_NVLINK_GET_STATE, (unsigned)l);
+	nvml_return_t r = NVML_CALL(nv, device_get_field_values, g->dev, n, fv);
+	if (r == NVML_ABI_ERROR_GPU_IS_LOST) {
+		atomic_store(&g->lost, true);
+		return true;
+	}
+	if (r != NVML_ABI_SUCCESS)
+		return false;
+	int known = 0, active = 0, totals = 0;
+	for (int l = 0; l < nlinks; l++) {
+		const struct nvml_field_value *s = &fv[NCOUNTERS + l];
+		if (s->nvml_return != NVML_ABI_SUCCESS)
+			continue;
+		known++;
+		active += fv_number(s) == NVML_ABI_NVLINK_STATE_ACTIVE;
+	}
+	for (int k = 0; k < NCOUNTERS; k++)
+		totals += fv[k].nvml_return == NVML_ABI_SUCCESS;
+	if (known == 0 || totals == 0)
+		return false;
+	g->parked_until[R_NVLINK] = 0;
+	put(u, F_NVLINK_ACTIVE, active);
+	if (active == 0)
+		return true;
+	for (int k = 0; k < NCOUNTERS; k++)
+		if (fv[k].nvml_return == NVML_ABI_SUCCESS)
+			put(u, nvlink_counters[k].f, fv_number(&fv[k]));
+	return true;
+}
+
+/* NVLink: how many links are active and the error counters summed over
+ * them, batched where the driver answers field values, else one state
+ * call per link and one counter call per active link and kind. A card
+ * without NVLink answers NOT_SUPPORTED for link 0's state and the read is
+ * parked; with every link down no counter is exported (no link, no
+ * counter). */
 static void read_nvlink_errors(struct collector *c, struct gpu_ctx *g, struct gpu_update *u,
 			       int64_t now)
 {
-	static const struct { int counter; enum field_id f; } cnt[] = {
-		{NVML_ABI_NVLINK_ERROR_DL_REPLAY, F_NVLINK_REPLAY},
-		{NVML_ABI_NVLINK_ERROR_DL_RECOVERY, F_NVLINK_RECOVERY},
-		{NVML_ABI_NVLINK_ERROR_DL_CRC_FLIT, F_NVLINK_CRC_FLIT},
-		{NVML_ABI_NVLINK_ERROR_DL_CRC_DATA, F_NVLINK_CRC_DATA},
-	};
-	enum { NC = sizeof cnt / sizeof cnt[0] };
 	struct nvml_lib *nv = c->nv;
-	if (!nv->device_get_nvlink_state || !nv->device_get_nvlink_error_counter ||
-	    !allowed(g, R_NVLINK, now))
+	if (!allowed(g, R_NVLINK, now))
 		return;
+	if (read_nvlink_batched(c, g, u) || atomic_load(&g->lost))
+		return;
+	if (!nv->device_get_nvlink_state || !nv->device_get_nvlink_error_counter)
+		return;
+	enum { NC = NCOUNTERS };
 	double sum[NC] = {0};
 	bool have[NC] = {false};
 	int active = 0;
@@ -812,7 +941,8 @@ static void read_nvlink_errors(struct collector *c, struct gpu_ctx *g, struct gp
 		active++;
 		for (int k = 0; k < NC; k++) {
 			unsigned long long n;
-			r = NVML_CALL(nv, device_get_nvlink_error_counter, g->dev, link, cnt[k].counter, &n);
+			r = NVML_CALL(nv, device_get_nvlink_error_counter, g->dev, link,
+				      nvlink_counters[k].counter, &n);
 			if (r == NVML_ABI_SUCCESS) {
 				sum[k] += (double)n;
 				have[k] = true;
@@ -823,11 +953,12 @@ static void read_nvlink_errors(struct collector *c, struct gpu_ctx *g, struct gp
 		}
 	}
 	g->parked_until[R_NVLINK] = 0;
+	put(u, F_NVLINK_ACTIVE, active);
 	if (active == 0)
 		return;
 	for (int k = 0; k < NC; k++)
 		if (have[k])
-			put(u, cnt[k].f, sum[k]);
+			put(u, nvlink_counters[k].f, sum[k]);
 }
 
 /* Retired pages (cards before Ampere; Ampere and Hopper remap rows, read
@@ -915,21 +1046,9 @@ static void read_slow(struct collector *c, struct gpu_ctx *g, struct gpu_update 
 		r = NVML_CALL(nv, device_get_field_values, d, NB, fv);
 		if (r == NVML_ABI_SUCCESS) {
 			batched = true;
-			for (int i = 0; i < NB; i++) {
-				if (fv[i].nvml_return != NVML_ABI_SUCCESS)
-					continue;
-				double x;
-				switch (fv[i].value_type) {
-				case NVML_ABI_VALUE_TYPE_DOUBLE: x = fv[i].value.d; break;
-				case NVML_ABI_VALUE_TYPE_UNSIGNED_INT: x = fv[i].value.ui; break;
-				case NVML_ABI_VALUE_TYPE_UNSIGNED_LONG: x = (double)fv[i].value.ul; break;
-				case NVML_ABI_VALUE_TYPE_SIGNED_LONG_LONG: x = (double)fv[i].value.sll; break;
-				case NVML_ABI_VALUE_TYPE_SIGNED_INT: x = fv[i].value.si; break;
-				case NVML_ABI_VALUE_TYPE_UNSIGNED_SHORT: x = fv[i].value.us; break;
-				default: x = (double)fv[i].value.ull; break;
-				}
-				put(u, batch[i].f, x);
-			}
+			for (int i = 0; i < NB; i++)
+				if (fv[i].nvml_return == NVML_ABI_SUCCESS)
+					put(u, batch[i].f, fv_number(&fv[i]));
 		} else if (r == NVML_ABI_ERROR_GPU_IS_LOST) {
 			atomic_store(&g->lost, true);
 			return;
@@ -1451,8 +1570,105 @@ void collector_read_identity(struct nvml_lib *nv, nvml_device_t dev, int index,
 		if (NVML_CALL(nv, gpm_query_device_support, dev, &s) == NVML_ABI_SUCCESS)
 			id->gpm_supported = s.is_supported_device != 0;
 	}
+	/* NVLinks present: NVML's link count, else the links whose state
+	 * answers. A card without NVLink answers neither: unknown, not 0. */
+	if (nv->device_get_field_values) {
+		struct nvml_field_value fv;
+		fv_ask(&fv, NVML_ABI_FI_DEV_NVLINK_LINK_COUNT, 0);
+		if (NVML_CALL(nv, device_get_field_values, dev, 1, &fv) == NVML_ABI_SUCCESS &&
+		    fv.nvml_return == NVML_ABI_SUCCESS && fv_number(&fv) >= 0) {
+			id->nvlink_count_valid = true;
+			id->nvlink_count = (int)fv_number(&fv);
+		}
+	}
+	if (!id->nvlink_count_valid && nv->device_get_nvlink_state) {
+		int links = 0, state;
+		while (links < NVML_ABI_NVLINK_MAX_LINKS &&
+		       NVML_CALL(nv, device_get_nvlink_state, dev, (unsigned)links, &state) == NVML_ABI_SUCCESS)
+			links++;
+		if (links > 0) {
+			id->nvlink_count_valid = true;
+			id->nvlink_count = links;
+		}
+	}
 	if (!id->uuid[0])
 		snprintf(id->uuid, sizeof id->uuid, "index-%d", index);
+}
+
+/* How every GPU reaches every other one: the closest common ancestor on
+ * the PCIe tree (n(n-1)/2 nvmlDeviceGetTopologyCommonAncestor calls) and
+ * the NVLinks that go straight to each peer (one remote-PCI call per link
+ * of each GPU; a link that ends at an NVSwitch or elsewhere counts for no
+ * peer). Topology changes only as GPUs come and go, so this runs at
+ * discovery and when re-discovery adds a GPU or gets one back; lost GPUs
+ * are left out until they return. Called without c->lock. */
+static void topology_refresh(struct collector *c)
+{
+	struct nvml_lib *nv = c->nv;
+	struct member {
+		nvml_device_t dev;
+		int index, slot, nlinks;
+		bool alive;
+		char bus_id[32];
+	} m[GPU_MAX];
+	pthread_mutex_lock(&c->lock);
+	int n = c->ngpu;
+	for (int i = 0; i < n; i++) {
+		const struct gpu_ctx *g = c->gpu[i];
+		m[i] = (struct member){.dev = g->dev, .index = g->index, .slot = g->slot,
+				       .nlinks = g->id.nvlink_count_valid ? g->id.nvlink_count : 0,
+				       .alive = !atomic_load(&g->lost)};
+		snprintf(m[i].bus_id, sizeof m[i].bus_id, "%s", g->id.pci_bus_id);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (n < 2)
+		return;   /* one GPU: no pairs */
+
+	int level[GPU_MAX][GPU_MAX], links_to[GPU_MAX][GPU_MAX];   /* 32 KiB of stack */
+	bool links_known[GPU_MAX] = {false};
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++)
+			level[i][j] = -1, links_to[i][j] = 0;
+	for (int i = 0; i < n && !atomic_load(&c->stopping); i++) {
+		if (!m[i].alive)
+			continue;
+		for (int j = i + 1; j < n && nv->device_get_topology_common_ancestor; j++) {
+			int lv;
+			if (m[j].alive && NVML_CALL(nv, device_get_topology_common_ancestor, m[i].dev,
+						   m[j].dev, &lv) == NVML_ABI_SUCCESS && lv >= 0)
+				level[i][j] = level[j][i] = lv;
+		}
+		int nl = m[i].nlinks < NVML_ABI_NVLINK_MAX_LINKS ? m[i].nlinks : NVML_ABI_NVLINK_MAX_LINKS;
+		for (int l = 0; l < nl && nv->device_get_nvlink_remote_pci_info; l++) {
+			struct nvml_pci_info pci;
+			memset(&pci, 0, sizeof pci);
+			nvml_return_t r = NVML_CALL(nv, device_get_nvlink_remote_pci_info, m[i].dev,
+						    (unsigned)l, &pci);
+			if (r != NVML_ABI_SUCCESS)
+				continue;   /* an inactive link reaches nothing */
+			links_known[i] = true;
+			for (int j = 0; j < n; j++)
+				if (j != i && m[j].bus_id[0] && strcasecmp(pci.bus_id, m[j].bus_id) == 0)
+					links_to[i][j]++;
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		if (!m[i].alive)
+			continue;
+		struct gpu_peer peers[GPU_MAX - 1];
+		int np = 0;
+		for (int j = 0; j < n; j++) {
+			if (j == i || !m[j].alive || (level[i][j] < 0 && !links_known[i]))
+				continue;
+			peers[np++] = (struct gpu_peer){.index = m[j].index, .level = level[i][j],
+							.nvlinks = links_known[i] ? links_to[i][j] : -1};
+		}
+		pthread_mutex_lock(&c->lock);
+		memcpy(c->gpu[i]->id.peers, peers, (size_t)np * sizeof peers[0]);
+		c->gpu[i]->id.npeers = np;
+		pthread_mutex_unlock(&c->lock);
+		bus_set_peers(c->bus, m[i].slot, peers, np);
+	}
 }
 
 /* Attach a newly found device. Called with c->lock held. */
@@ -1492,6 +1708,7 @@ static void rediscover(struct collector *c)
 {
 	struct nvml_lib *nv = c->nv;
 	unsigned count = 0;
+	bool changed = false;   /* a GPU came or came back: the topology changed */
 	if (NVML_CALL(nv, device_get_count, &count) != NVML_ABI_SUCCESS)
 		return;
 	for (unsigned i = 0; i < count && !atomic_load(&c->stopping); i++) {
@@ -1514,6 +1731,7 @@ static void rediscover(struct collector *c)
 				int to = live_lane(c, -1);
 				g->lane = to >= 0 ? to : 0;
 				events_register(c, g);
+				changed = true;
 			}
 			pthread_cond_broadcast(&c->wake);
 			pthread_mutex_unlock(&c->lock);
@@ -1545,7 +1763,10 @@ static void rediscover(struct collector *c)
 		bus_set_health(c->bus, known->slot, GPU_HEALTH_UP, "");
 		atomic_fetch_add(&c->rediscoveries, 1);
 		log_info("GPU %d (%s) is back", (int)i, known->id.uuid);
+		changed = true;
 	}
+	if (changed)
+		topology_refresh(c);
 }
 
 static void *discovery_main(void *arg)
@@ -1622,6 +1843,9 @@ int collector_start(struct collector **out, struct bus *bus,
 	if (count == 0)
 		log_warn("NVML found no GPUs; will look again every %.0f s",
 			 (double)cfg->rediscover_ns / NS_PER_SEC);
+	pthread_mutex_unlock(&c->lock);
+	topology_refresh(c);
+	pthread_mutex_lock(&c->lock);
 	rc = lane_spawn(c, -1, -1);
 	pthread_mutex_unlock(&c->lock);
 	if (rc) {

@@ -121,6 +121,8 @@ enum metric_type { METRIC_GAUGE, METRIC_COUNTER };
 	VIOLATION_ROW(X, VIOL_RELIABILITY, "reliability")                                              \
 	VIOLATION_ROW(X, VIOL_APP_CLOCKS, "total_app_clocks")                                          \
 	VIOLATION_ROW(X, VIOL_BASE_CLOCKS, "total_base_clocks")                                        \
+	X(NVLINK_ACTIVE, NULL, 1, "gpulse_gpu_nvlinks_active", "", GAUGE, SLOW,                        \
+	  "NVLinks of the GPU that are up (trained and active).")                                    \
 	NVLINK_ERROR_ROW(X, NVLINK_REPLAY, "replay")                                                   \
 	NVLINK_ERROR_ROW(X, NVLINK_RECOVERY, "recovery")                                               \
 	NVLINK_ERROR_ROW(X, NVLINK_CRC_FLIT, "crc_flit")                                               \

@@ -17,6 +17,18 @@
 #define GPU_COMM_LEN 16     /* like the kernel's TASK_COMM_LEN */
 #define GPU_MIG_MAX 7       /* MIG instances per GPU (an A100/H100/H200 has at most 7) */
 
+/* How this GPU reaches another one (read at discovery and re-discovery):
+ * their closest common ancestor on the PCIe tree, NVML's level
+ * (NVML_ABI_TOPOLOGY_*: 0 internal, 10 single switch, 20 multiple
+ * switches, 30 host bridge, 40 NUMA node, 50 across the system; -1
+ * unknown), and the NVLinks that go straight from this GPU to the peer
+ * (-1 unknown: NVML named no remote end). */
+struct gpu_peer {
+	int index;                 /* the peer's NVML index: the peer_gpu label */
+	int level;
+	int nvlinks;
+};
+
 /* Facts about a GPU that do not change while it is attached. Strings are
  * empty when unreadable; numbers are 0 when unreadable. */
 struct gpu_identity {
@@ -39,6 +51,10 @@ struct gpu_identity {
 	unsigned memory_bus_width_bits;
 	unsigned cuda_cores;
 	bool gpm_supported;
+	bool nvlink_count_valid;   /* NVML said how many NVLinks there are: */
+	int nvlink_count;          /* that many (0: none) */
+	int npeers;                /* the other GPUs of the host, when NVML told */
+	struct gpu_peer peers[GPU_MAX - 1];
 	char source[16];           /* "nvml" or "replay" */
 };
 

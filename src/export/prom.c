@@ -683,6 +683,71 @@ static void render_identity_numbers(struct render *r)
 	}
 }
 
+/* A peer's topology level (NVML's numbering, struct gpu_peer) as a label
+ * value. */
+static const char *topology_level_name(int level)
+{
+	switch (level) {
+	case 0: return "internal";
+	case 10: return "single";
+	case 20: return "multiple";
+	case 30: return "hostbridge";
+	case 40: return "node";
+	case 50: return "system";
+	default: return "unknown";
+	}
+}
+
+static void peer_label(struct pw *w, const struct gpu_peer *p)
+{
+	PUT_LIT(w, ",peer_gpu=\"");
+	put_u64(w, p->index >= 0 ? (uint64_t)p->index : 0);
+	PUT_LIT(w, "\"");
+}
+
+/* NVLinks and how the GPUs of a host reach each other, as read at
+ * discovery: a pair family only where NVML told (a host with one GPU has
+ * no pairs, and so no samples). */
+static void render_topology(struct render *r)
+{
+	struct pw *w = &r->w;
+	family(w, "gpulse_gpu_nvlinks", T_GAUGE,
+	       "NVLinks the GPU has (NVML's link count; absent when NVML knows none).");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_identity *id = &r->snap[i].id;
+		if (!id->nvlink_count_valid)
+			continue;
+		gpu_sample(r, i);
+		end_u64(w, id->nvlink_count > 0 ? (uint64_t)id->nvlink_count : 0);
+	}
+	family(w, "gpulse_gpu_topology_info", T_INFO,
+	       "How the GPU reaches peer_gpu over PCIe: their closest common ancestor (level: "
+	       "internal, single or multiple PCIe switches, hostbridge, node, system); value 1.");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_identity *id = &r->snap[i].id;
+		for (int k = 0; k < id->npeers && k < GPU_MAX - 1; k++) {
+			if (id->peers[k].level < 0)
+				continue;
+			gpu_sample(r, i);
+			peer_label(w, &id->peers[k]);
+			info_label(w, "level", topology_level_name(id->peers[k].level));
+			end_u64(w, 1);
+		}
+	}
+	family(w, "gpulse_gpu_nvlink_peer_links", T_GAUGE,
+	       "NVLinks that go straight from the GPU to peer_gpu (not through an NVSwitch).");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_identity *id = &r->snap[i].id;
+		for (int k = 0; k < id->npeers && k < GPU_MAX - 1; k++) {
+			if (id->peers[k].nvlinks < 0)
+				continue;
+			gpu_sample(r, i);
+			peer_label(w, &id->peers[k]);
+			end_u64(w, (uint64_t)id->peers[k].nvlinks);
+		}
+	}
+}
+
 static bool same_metric(const char *a, const char *b)
 {
 	return a == b || (a && b && strcmp(a, b) == 0);
@@ -1598,6 +1663,7 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 
 	render_health(&r);
 	render_identity_numbers(&r);
+	render_topology(&r);
 	render_fields(&r);
 	render_throttle(&r);
 	render_bottleneck(&r);

@@ -121,6 +121,34 @@ typedef struct nvml_event_set_st *nvml_event_set_t;
 #define NVML_ABI_FI_DEV_REMAPPED_PENDING 144
 #define NVML_ABI_FI_DEV_REMAPPED_FAILURE 145
 #define NVML_ABI_FI_DEV_POWER_INSTANT 186
+/* The clock violation time of each performance policy (the same
+ * cumulative ns as nvmlDeviceGetViolationStatus), one field per policy. */
+#define NVML_ABI_FI_DEV_PERF_POLICY_POWER 74
+#define NVML_ABI_FI_DEV_PERF_POLICY_THERMAL 75
+#define NVML_ABI_FI_DEV_PERF_POLICY_SYNC_BOOST 76
+#define NVML_ABI_FI_DEV_PERF_POLICY_BOARD_LIMIT 77
+#define NVML_ABI_FI_DEV_PERF_POLICY_LOW_UTILIZATION 78
+#define NVML_ABI_FI_DEV_PERF_POLICY_RELIABILITY 79
+#define NVML_ABI_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS 80
+#define NVML_ABI_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS 81
+/* NVLink data-link error counters summed over every link of the GPU. */
+#define NVML_ABI_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL 38
+#define NVML_ABI_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL 45
+#define NVML_ABI_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL 52
+#define NVML_ABI_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL 59
+#define NVML_ABI_FI_DEV_NVLINK_LINK_COUNT 91
+/* Per link: scope_id is the link; throughput with scope_id
+ * NVML_ABI_FI_SCOPE_ALL_LINKS is the sum over the links, in KiB. */
+#define NVML_ABI_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138
+#define NVML_ABI_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139
+#define NVML_ABI_FI_DEV_NVLINK_GET_SPEED 164
+#define NVML_ABI_FI_DEV_NVLINK_GET_STATE 165
+#define NVML_ABI_FI_SCOPE_ALL_LINKS 0xFFFFFFFFU
+
+/* Values of NVML_ABI_FI_DEV_NVLINK_GET_STATE. */
+#define NVML_ABI_NVLINK_STATE_INACTIVE 0
+#define NVML_ABI_NVLINK_STATE_ACTIVE 1
+#define NVML_ABI_NVLINK_STATE_SLEEP 2
 
 /* nvmlValueType_t */
 #define NVML_ABI_VALUE_TYPE_DOUBLE 0
@@ -178,6 +206,22 @@ struct nvml_violation_time {
 #define NVML_ABI_NVLINK_ERROR_DL_CRC_DATA 3
 /* NVML_NVLINK_MAX_LINKS of the 12.x/13.x headers (Hopper has 18). */
 #define NVML_ABI_NVLINK_MAX_LINKS 18
+
+/* nvmlGpuTopologyLevel_t: the closest common ancestor of two GPUs on
+ * the PCIe tree (nvmlDeviceGetTopologyCommonAncestor), spaced by 10. */
+#define NVML_ABI_TOPOLOGY_INTERNAL 0
+#define NVML_ABI_TOPOLOGY_SINGLE 10
+#define NVML_ABI_TOPOLOGY_MULTIPLE 20
+#define NVML_ABI_TOPOLOGY_HOSTBRIDGE 30
+#define NVML_ABI_TOPOLOGY_NODE 40
+#define NVML_ABI_TOPOLOGY_SYSTEM 50
+
+/* nvmlSamplingType_t: the driver's own sample buffers (nvmlDeviceGetSamples). */
+#define NVML_ABI_TOTAL_POWER_SAMPLES 0
+#define NVML_ABI_GPU_UTILIZATION_SAMPLES 1
+#define NVML_ABI_MEMORY_UTILIZATION_SAMPLES 2
+#define NVML_ABI_PROCESSOR_CLK_SAMPLES 5
+#define NVML_ABI_MEMORY_CLK_SAMPLES 6
 
 /* nvmlPageRetirementCause_t */
 #define NVML_ABI_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS 0
@@ -256,6 +300,12 @@ struct nvml_field_value {
 	long long latency_us;
 	unsigned int value_type;
 	nvml_return_t nvml_return;
+	union nvml_value value;
+};
+
+/* nvmlSample_t: timestamp_us is a CPU timestamp in µs. */
+struct nvml_sample {
+	unsigned long long timestamp_us;
 	union nvml_value value;
 };
 

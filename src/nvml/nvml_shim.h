@@ -130,7 +130,14 @@
 	X(OPT, gpm_mig_sample_get, "nvmlGpmMigSampleGet", NULL,                               \
 	  (nvml_device_t, unsigned int, nvml_gpm_sample_t))                                   \
 	X(OPT, device_get_minor_number, "nvmlDeviceGetMinorNumber", NULL,                     \
-	  (nvml_device_t, unsigned int *))
+	  (nvml_device_t, unsigned int *))                                                    \
+	X(OPT, device_get_topology_common_ancestor, "nvmlDeviceGetTopologyCommonAncestor", NULL, \
+	  (nvml_device_t, nvml_device_t, int *))                                              \
+	/* No fallback to the unversioned name: it fills the old nvmlPciInfo_t. */          \
+	X(OPT, device_get_nvlink_remote_pci_info, "nvmlDeviceGetNvLinkRemotePciInfo_v2", NULL, \
+	  (nvml_device_t, unsigned int, struct nvml_pci_info *))                              \
+	X(OPT, device_get_samples, "nvmlDeviceGetSamples", NULL,                              \
+	  (nvml_device_t, int, unsigned long long, int *, unsigned int *, struct nvml_sample *))
 
 enum nvml_fn {
 #define NVML_FN_ENUM(kind, member, sym, alt, params) NVML_FN_##member,

@@ -24,6 +24,8 @@
  *       lost:gpu=N:at=S[:until=S2]  calls on GPU N return GPU_IS_LOST
  *       notsup:FUNC[:gpu=N]         FUNC returns NOT_SUPPORTED
  *       notsup:gpm[:gpu=N]          GPM is reported unsupported
+ *       notsup:field=ID[:gpu=N]     nvmlDeviceGetFieldValues answers field
+ *           ID with a per-field NOT_SUPPORTED (the call itself succeeds)
  *       xid:[gpu=N:]at=S:code=C     one XID event after S seconds
  *       nodriver                    nvmlInit_v2 returns DRIVER_NOT_LOADED
  *   GPULSE_FAKE_NVML_MIG=1      every GPU reports MIG mode enabled, with three
@@ -33,6 +35,21 @@
  *       and whose GPM metrics (nvmlGpmMigSampleGet) are the GPU's recorded
  *       ones times a fixed activity (1, 0.5 and 0: the 1g instance idles)
  *     Times are seconds of real (monotonic) time since nvmlInit_v2.
+ *   GPULSE_FAKE_NVML_NVLINKS=N  NVLinks per GPU (default 18, an H200 SXM's;
+ *       0: NVLink is NOT_SUPPORTED, as on a PCIe card without a bridge)
+ *   GPULSE_FAKE_NVML_TOPOLOGY="A-B:LEVEL[:nvlink=K][,...]"  the PCIe
+ *       common ancestor of GPUs A and B (LEVEL internal, single, multiple,
+ *       hostbridge, node or system; pairs not named are system) and K
+ *       NVLinks straight between them (each GPU's next K free links, in
+ *       the order the pairs are named). With a topology the links that
+ *       reach no peer are inactive; without one every link is active and
+ *       reaches an NVSwitch (FAKE_NVSWITCH_BUS), as on an HGX board.
+ *
+ * NVLink error counters: an active link counts counter+1 errors of each
+ * kind (replay 1, recovery 2, CRC flit 3, CRC data 4), an inactive one
+ * none, so a sum over the wrong links or a swapped kind shows; the
+ * field values' *_TOTAL fields are those sums, and fields 74-81 the
+ * violation times nvmlDeviceGetViolationStatus gives.
  *
  * Per-process utilization (nvmlDeviceGetProcessUtilization) is a driver
  * sample buffer, as NVML's is: a sample per process per period of the
@@ -81,6 +98,9 @@
 #define DEFAULT_RECORDING "h200-phases-10hz.csv"
 #endif
 #define REPLICA_ROW_SHIFT 37
+#define FAKE_NVLINKS 18                 /* an H200 SXM's */
+#define FAKE_NVSWITCH_BUS 0xF0          /* where links go without a topology */
+#define FAKE_GPU_BUS(gpu) (0x18U + (unsigned)(gpu))
 #define FAULT_MAX 32
 #define HANG_STEP_NS (100 * 1000000LL)  /* a hang "forever" sleeps in these */
 #define ENERGY_BASE_MJ 1000000000ULL    /* a counter since driver load is never 0 */
@@ -172,7 +192,10 @@ struct nvml_gpm_sample_st {
 	double pos_s;     /* the GPU's recording position when taken */
 };
 
-enum fault_kind { FAULT_HANG, FAULT_LOST, FAULT_NOTSUP, FAULT_NOTSUP_GPM, FAULT_XID, FAULT_NODRIVER };
+enum fault_kind {
+	FAULT_HANG, FAULT_LOST, FAULT_NOTSUP, FAULT_NOTSUP_GPM, FAULT_NOTSUP_FIELD, FAULT_XID,
+	FAULT_NODRIVER
+};
 
 struct fault {
 	enum fault_kind kind;
@@ -182,7 +205,7 @@ struct fault {
 	double for_s;     /* hang: length; < 0 forever */
 	double at_s;      /* lost, xid */
 	double until_s;   /* lost: INFINITY when it stays lost */
-	unsigned code;    /* xid */
+	unsigned code;    /* xid; the field id of notsup:field */
 };
 
 /* One recorded GPU: its rows in time order and what replay needs. */
@@ -227,6 +250,10 @@ static struct {
 	} procs[FAKE_PROC_MAX];
 	int nprocs;                  /* -1: the rows' proc_count decides */
 	unsigned long long proc_period_us;  /* the per-process sampler's period */
+	unsigned nvlinks;            /* NVLinks per GPU; 0: not supported */
+	bool have_topology;          /* GPULSE_FAKE_NVML_TOPOLOGY was given */
+	unsigned char level[GPU_MAX][GPU_MAX];   /* NVML topology level of a pair */
+	signed char link_peer[GPU_MAX][NVML_ABI_NVLINK_MAX_LINKS]; /* -1: none */
 } st = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* What enter() found out about the call in progress. */
@@ -533,12 +560,20 @@ static int parse_fault(char *spec, struct fault *f, char *why, size_t whylen)
 		f->kind = FAULT_NODRIVER;
 	} else if (strcmp(kind, "hang") == 0 || strcmp(kind, "notsup") == 0) {
 		f->kind = kind[0] == 'h' ? FAULT_HANG : FAULT_NOTSUP;
-		if (n < 2 || strchr(fields[1], '=')) {
+		if (n < 2 || (strchr(fields[1], '=') && strncmp(fields[1], "field=", 6) != 0)) {
 			snprintf(why, whylen, "%s needs a function name", kind);
 			return -1;
 		}
 		if (f->kind == FAULT_NOTSUP && strcmp(fields[1], "gpm") == 0) {
 			f->kind = FAULT_NOTSUP_GPM;
+		} else if (f->kind == FAULT_NOTSUP && strncmp(fields[1], "field=", 6) == 0) {
+			unsigned long id;
+			if (!parse_uint(fields[1] + 6, 1023, &id)) {
+				snprintf(why, whylen, "bad field id \"%s\"", fields[1] + 6);
+				return -1;
+			}
+			f->kind = FAULT_NOTSUP_FIELD;
+			f->code = (unsigned)id;
 		} else if ((f->fn = fn_by_name(fields[1])) < 0) {
 			snprintf(why, whylen, "unknown NVML function \"%s\"", fields[1]);
 			return -1;
@@ -688,6 +723,75 @@ out:
 	return rc;
 }
 
+static const struct {
+	const char *name;
+	unsigned level;
+} topo_levels[] = {
+	{"internal", NVML_ABI_TOPOLOGY_INTERNAL}, {"single", NVML_ABI_TOPOLOGY_SINGLE},
+	{"multiple", NVML_ABI_TOPOLOGY_MULTIPLE}, {"hostbridge", NVML_ABI_TOPOLOGY_HOSTBRIDGE},
+	{"node", NVML_ABI_TOPOLOGY_NODE}, {"system", NVML_ABI_TOPOLOGY_SYSTEM},
+};
+
+/* GPULSE_FAKE_NVML_TOPOLOGY: "A-B:LEVEL[:nvlink=K]" entries, comma-separated
+ * (the GPU count and NVLinks per GPU are known by then). */
+static int parse_topology(const char *spec, char *err, size_t errlen)
+{
+	char copy[4096];
+	if (strlen(spec) >= sizeof copy) {
+		snprintf(err, errlen, "GPULSE_FAKE_NVML_TOPOLOGY is longer than %zu bytes", sizeof copy - 1);
+		return -1;
+	}
+	snprintf(copy, sizeof copy, "%s", spec);
+	st.have_topology = true;
+	unsigned used[GPU_MAX] = {0};
+	char *save = NULL;
+	for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+		char shown[96];
+		snprintf(shown, sizeof shown, "%s", e);
+		char *level = strchr(e, ':');
+		char *dash = strchr(e, '-');
+		char *links = level ? strchr(level + 1, ':') : NULL;
+		if (level)
+			*level++ = '\0';
+		if (links)
+			*links++ = '\0';
+		if (dash && (!level || dash < level))
+			*dash++ = '\0';
+		else
+			dash = NULL;
+		unsigned long a, b, k = 0;
+		int lv = -1;
+		for (size_t i = 0; level && i < sizeof topo_levels / sizeof topo_levels[0]; i++)
+			if (strcmp(level, topo_levels[i].name) == 0)
+				lv = (int)topo_levels[i].level;
+		if (!dash || !parse_uint(e, GPU_MAX - 1, &a) || !parse_uint(dash, GPU_MAX - 1, &b) ||
+		    a == b || lv < 0 ||
+		    (links && (strncmp(links, "nvlink=", 7) != 0 ||
+			       !parse_uint(links + 7, NVML_ABI_NVLINK_MAX_LINKS, &k)))) {
+			snprintf(err, errlen, "GPULSE_FAKE_NVML_TOPOLOGY: bad entry \"%s\" (want "
+				 "A-B:LEVEL[:nvlink=K], A and B two GPUs, LEVEL internal, single, "
+				 "multiple, hostbridge, node or system)", shown);
+			return -1;
+		}
+		if ((int)a >= st.ngpus || (int)b >= st.ngpus) {
+			snprintf(err, errlen, "GPULSE_FAKE_NVML_TOPOLOGY: \"%s\" names a GPU past the %d there are",
+				 shown, st.ngpus);
+			return -1;
+		}
+		if (used[a] + k > st.nvlinks || used[b] + k > st.nvlinks) {
+			snprintf(err, errlen, "GPULSE_FAKE_NVML_TOPOLOGY: \"%s\" needs more than the %u NVLinks "
+				 "a GPU has", shown, st.nvlinks);
+			return -1;
+		}
+		st.level[a][b] = st.level[b][a] = (unsigned char)lv;
+		for (unsigned long i = 0; i < k; i++) {
+			st.link_peer[a][used[a]++] = (signed char)b;
+			st.link_peer[b][used[b]++] = (signed char)a;
+		}
+	}
+	return 0;
+}
+
 /* Read the environment and load everything. Called with the lock held. */
 static nvml_return_t configure(void)
 {
@@ -750,6 +854,23 @@ static nvml_return_t configure(void)
 			st.gpus[k].shift_s =
 				s->rows[((size_t)k * REPLICA_ROW_SHIFT) % s->n]->t_s - s->first_t;
 	}
+	st.nvlinks = FAKE_NVLINKS;
+	env = getenv("GPULSE_FAKE_NVML_NVLINKS");
+	if (env && *env) {
+		unsigned long n;
+		if (!parse_uint(env, NVML_ABI_NVLINK_MAX_LINKS, &n)) {
+			snprintf(err, sizeof err, "GPULSE_FAKE_NVML_NVLINKS=\"%s\" is not in 0..%d", env,
+				 NVML_ABI_NVLINK_MAX_LINKS);
+			goto fail;
+		}
+		st.nvlinks = (unsigned)n;
+	}
+	st.have_topology = false;
+	memset(st.level, NVML_ABI_TOPOLOGY_SYSTEM, sizeof st.level);
+	memset(st.link_peer, -1, sizeof st.link_peer);
+	env = getenv("GPULSE_FAKE_NVML_TOPOLOGY");
+	if (env && *env && parse_topology(env, err, sizeof err) != 0)
+		goto fail;
 	for (int i = 0; i < st.nfaults; i++)
 		if (st.faults[i].gpu >= st.ngpus) {
 			snprintf(err, sizeof err, "GPULSE_FAKE_NVML_FAULTS names gpu %d, but there are %d",
@@ -798,6 +919,16 @@ static bool is_notsup(enum fault_kind kind, int fn, int gpu)
 		const struct fault *f = &st.faults[i];
 		if (f->kind == kind && (kind == FAULT_NOTSUP_GPM || f->fn == fn) &&
 		    fault_gpu_matches(f, gpu))
+			return true;
+	}
+	return false;
+}
+
+static bool is_notsup_field(unsigned field_id, int gpu)
+{
+	for (int i = 0; i < st.nfaults; i++) {
+		const struct fault *f = &st.faults[i];
+		if (f->kind == FAULT_NOTSUP_FIELD && f->code == field_id && fault_gpu_matches(f, gpu))
 			return true;
 	}
 	return false;
@@ -1106,7 +1237,7 @@ FAKE_API nvml_return_t nvmlDeviceGetPciInfo_v3(nvml_device_t dev, struct nvml_pc
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
 	memset(pci, 0, sizeof *pci);
 	pci->domain = 0;
-	pci->bus = 0x18U + (unsigned)c.gpu;
+	pci->bus = FAKE_GPU_BUS(c.gpu);
 	pci->device = 0;
 	pci->pci_device_id = 0x233510DEU;     /* H200 SXM, NVIDIA's vendor id */
 	pci->pci_subsystem_id = 0x18BE10DEU;
@@ -1393,8 +1524,18 @@ FAKE_API nvml_return_t nvmlDeviceGetViolationStatus(nvml_device_t dev, int polic
 	return leave(NVML_ABI_SUCCESS);
 }
 
-/* NVLink: the H200 SXM's 18 links, all up, with no errors. */
-#define FAKE_NVLINKS 18
+/* NVLink (st.nvlinks links, GPULSE_FAKE_NVML_NVLINKS): a link is active
+ * unless a topology leaves it reaching no peer. Called with the lock. */
+static bool link_active(int gpu, unsigned link)
+{
+	return link < st.nvlinks && (!st.have_topology || st.link_peer[gpu][link] >= 0);
+}
+
+/* Errors an active link has counted, by kind: counter + 1. */
+static unsigned long long link_errors(int gpu, unsigned link, int counter)
+{
+	return link_active(gpu, link) ? (unsigned long long)counter + 1 : 0;
+}
 
 FAKE_API nvml_return_t nvmlDeviceGetNvLinkState(nvml_device_t dev, unsigned int link, int *active);
 FAKE_API nvml_return_t nvmlDeviceGetNvLinkState(nvml_device_t dev, unsigned int link, int *active)
@@ -1403,9 +1544,11 @@ FAKE_API nvml_return_t nvmlDeviceGetNvLinkState(nvml_device_t dev, unsigned int 
 	nvml_return_t r = enter(NVML_FN_device_get_nvlink_state, dev, true, &c);
 	if (r)
 		return r;
-	if (!active || link >= FAKE_NVLINKS)
+	if (st.nvlinks == 0)
+		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
+	if (!active || link >= st.nvlinks)
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
-	*active = NVML_ABI_FEATURE_ENABLED;
+	*active = link_active(c.gpu, link) ? NVML_ABI_FEATURE_ENABLED : NVML_ABI_FEATURE_DISABLED;
 	return leave(NVML_ABI_SUCCESS);
 }
 
@@ -1418,11 +1561,86 @@ FAKE_API nvml_return_t nvmlDeviceGetNvLinkErrorCounter(nvml_device_t dev, unsign
 	nvml_return_t r = enter(NVML_FN_device_get_nvlink_error_counter, dev, true, &c);
 	if (r)
 		return r;
-	if (!value || link >= FAKE_NVLINKS || counter < NVML_ABI_NVLINK_ERROR_DL_REPLAY ||
+	if (st.nvlinks == 0)
+		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
+	if (!value || link >= st.nvlinks || counter < NVML_ABI_NVLINK_ERROR_DL_REPLAY ||
 	    counter > NVML_ABI_NVLINK_ERROR_DL_CRC_DATA)
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
-	*value = 0;
+	*value = link_errors(c.gpu, link, counter);
 	return leave(NVML_ABI_SUCCESS);
+}
+
+static void pci_of_bus(unsigned bus, struct nvml_pci_info *pci)
+{
+	memset(pci, 0, sizeof *pci);
+	pci->bus = bus;
+	snprintf(pci->bus_id_legacy, sizeof pci->bus_id_legacy, "0000:%02X:00.0", bus);
+	snprintf(pci->bus_id, sizeof pci->bus_id, "00000000:%02X:00.0", bus);
+}
+
+/* What an active link reaches: the peer GPU of the topology, else an
+ * NVSwitch. An inactive link reaches nothing (NOT_FOUND). */
+FAKE_API nvml_return_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvml_device_t dev, unsigned int link,
+							   struct nvml_pci_info *pci);
+FAKE_API nvml_return_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvml_device_t dev, unsigned int link,
+							   struct nvml_pci_info *pci)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_nvlink_remote_pci_info, dev, true, &c);
+	if (r)
+		return r;
+	if (st.nvlinks == 0)
+		return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
+	if (!pci || link >= st.nvlinks)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	if (!link_active(c.gpu, link))
+		return leave(NVML_ABI_ERROR_NOT_FOUND);
+	int peer = st.have_topology ? st.link_peer[c.gpu][link] : -1;
+	pci_of_bus(peer >= 0 ? FAKE_GPU_BUS(peer) : FAKE_NVSWITCH_BUS, pci);
+	if (peer >= 0) {
+		pci->pci_device_id = 0x233510DEU;
+		pci->pci_subsystem_id = 0x18BE10DEU;
+	}
+	return leave(NVML_ABI_SUCCESS);
+}
+
+/* The PCIe common ancestor of two GPUs, from GPULSE_FAKE_NVML_TOPOLOGY. A
+ * GPU with itself is refused (the collector never asks). */
+FAKE_API nvml_return_t nvmlDeviceGetTopologyCommonAncestor(nvml_device_t a, nvml_device_t b,
+							   int *level);
+FAKE_API nvml_return_t nvmlDeviceGetTopologyCommonAncestor(nvml_device_t a, nvml_device_t b,
+							   int *level)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_topology_common_ancestor, a, true, &c);
+	if (r)
+		return r;
+	int gb = device_index(b);
+	if (!level || gb < 0 || gb >= st.ngpus || gb == c.gpu)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	if (is_lost(gb, c.elapsed_s))
+		return leave(NVML_ABI_ERROR_GPU_IS_LOST);
+	*level = st.level[c.gpu][gb];
+	return leave(NVML_ABI_SUCCESS);
+}
+
+/* The driver's sample buffers are not played: NOT_SUPPORTED, as for a
+ * sampling type a card lacks. */
+FAKE_API nvml_return_t nvmlDeviceGetSamples(nvml_device_t dev, int type, unsigned long long since,
+					    int *value_type, unsigned int *count,
+					    struct nvml_sample *samples);
+FAKE_API nvml_return_t nvmlDeviceGetSamples(nvml_device_t dev, int type, unsigned long long since,
+					    int *value_type, unsigned int *count,
+					    struct nvml_sample *samples)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_samples, dev, true, &c);
+	if (r)
+		return r;
+	(void)type, (void)since, (void)samples;
+	if (!value_type || !count)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	return leave(NVML_ABI_ERROR_NOT_SUPPORTED);
 }
 
 /* Page retirement: none retired, none pending. (A real H200 remaps rows
@@ -1827,13 +2045,82 @@ FAKE_API nvml_return_t nvmlDeviceGetProcessUtilization(nvml_device_t dev,
 	return leave(short_buf ? NVML_ABI_ERROR_INSUFFICIENT_SIZE : NVML_ABI_SUCCESS);
 }
 
+/* The violation-time field of policy k (fields 74-81, in policy order). */
+static int field_policy(unsigned field_id)
+{
+	static const unsigned ids[FAKE_POLICIES] = {
+		NVML_ABI_FI_DEV_PERF_POLICY_POWER, NVML_ABI_FI_DEV_PERF_POLICY_THERMAL,
+		NVML_ABI_FI_DEV_PERF_POLICY_SYNC_BOOST, NVML_ABI_FI_DEV_PERF_POLICY_BOARD_LIMIT,
+		NVML_ABI_FI_DEV_PERF_POLICY_LOW_UTILIZATION, NVML_ABI_FI_DEV_PERF_POLICY_RELIABILITY,
+		NVML_ABI_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS, NVML_ABI_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS,
+	};
+	for (int k = 0; k < FAKE_POLICIES; k++)
+		if (ids[k] == field_id)
+			return k;
+	return -1;
+}
+
+/* The NVLink error kind an *_ERROR_COUNT_TOTAL field sums, or -1. */
+static int field_nvlink_counter(unsigned field_id)
+{
+	switch (field_id) {
+	case NVML_ABI_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: return NVML_ABI_NVLINK_ERROR_DL_REPLAY;
+	case NVML_ABI_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL: return NVML_ABI_NVLINK_ERROR_DL_RECOVERY;
+	case NVML_ABI_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: return NVML_ABI_NVLINK_ERROR_DL_CRC_FLIT;
+	case NVML_ABI_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL: return NVML_ABI_NVLINK_ERROR_DL_CRC_DATA;
+	default: return -1;
+	}
+}
+
 static void field_value(const struct call *c, struct nvml_field_value *fv)
 {
 	unsigned long long mj;
 	fv->timestamp_us = (long long)wall_us();
 	fv->latency_us = 0;
 	fv->nvml_return = NVML_ABI_SUCCESS;
+	if (is_notsup_field(fv->field_id, c->gpu)) {
+		fv->nvml_return = NVML_ABI_ERROR_NOT_SUPPORTED;
+		return;
+	}
+	int k = field_policy(fv->field_id);
+	if (k >= 0) {
+		const struct source *s = c->g->src;
+		fv->value_type = NVML_ABI_VALUE_TYPE_UNSIGNED_LONG_LONG;
+		if (!(s->columns & FIELD_BIT(F_CLOCK_REASONS))) {
+			fv->nvml_return = NVML_ABI_ERROR_NOT_SUPPORTED;
+			return;
+		}
+		double held = held_s(s, k, c->pos_s) - held_s(s, k, c->g->shift_s);
+		fv->value.ull = held > 0 ? (unsigned long long)llround(held * 1e9) : 0;
+		return;
+	}
+	int counter = field_nvlink_counter(fv->field_id);
+	if (counter >= 0) {
+		fv->value_type = NVML_ABI_VALUE_TYPE_UNSIGNED_LONG_LONG;
+		fv->value.ull = 0;
+		if (st.nvlinks == 0)
+			fv->nvml_return = NVML_ABI_ERROR_NOT_SUPPORTED;
+		for (unsigned l = 0; l < st.nvlinks; l++)
+			fv->value.ull += link_errors(c->gpu, l, counter);
+		return;
+	}
 	switch (fv->field_id) {
+	case NVML_ABI_FI_DEV_NVLINK_LINK_COUNT:
+		fv->value_type = NVML_ABI_VALUE_TYPE_UNSIGNED_INT;
+		fv->value.ui = st.nvlinks;
+		if (st.nvlinks == 0)
+			fv->nvml_return = NVML_ABI_ERROR_NOT_SUPPORTED;
+		break;
+	case NVML_ABI_FI_DEV_NVLINK_GET_STATE:
+		fv->value_type = NVML_ABI_VALUE_TYPE_UNSIGNED_INT;
+		if (st.nvlinks == 0)
+			fv->nvml_return = NVML_ABI_ERROR_NOT_SUPPORTED;
+		else if (fv->scope_id >= st.nvlinks)
+			fv->nvml_return = NVML_ABI_ERROR_INVALID_ARGUMENT;
+		else
+			fv->value.ui = link_active(c->gpu, fv->scope_id) ? NVML_ABI_NVLINK_STATE_ACTIVE
+									  : NVML_ABI_NVLINK_STATE_INACTIVE;
+		break;
 	case NVML_ABI_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
 		fv->value_type = NVML_ABI_VALUE_TYPE_UNSIGNED_LONG_LONG;
 		if (energy_mj(c, &mj))
@@ -2246,5 +2533,8 @@ static const struct nvml_lib abi_check __attribute__((unused)) = {
 	.device_get_compute_instance_id = nvmlDeviceGetComputeInstanceId,
 	.gpm_mig_sample_get = nvmlGpmMigSampleGet,
 	.device_get_minor_number = nvmlDeviceGetMinorNumber,
+	.device_get_topology_common_ancestor = nvmlDeviceGetTopologyCommonAncestor,
+	.device_get_nvlink_remote_pci_info = nvmlDeviceGetNvLinkRemotePciInfo_v2,
+	.device_get_samples = nvmlDeviceGetSamples,
 	.error_string = nvmlErrorString,
 };

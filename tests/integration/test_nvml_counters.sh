@@ -20,10 +20,15 @@ wait_for '[ -n "$(metric gpulse_gpu_clock_violation_seconds_total policy=\"power
 
 [ "$(metric gpulse_gpu_encoder_utilization_ratio 'gpu="0"')" = 0 ] || fail "encoder utilization not 0"
 [ "$(metric gpulse_gpu_decoder_utilization_ratio 'gpu="0"')" = 0 ] || fail "decoder utilization not 0"
+# The fake's 18 active links count kind+1 errors each: a kind read into
+# another's series, or links left out, shows.
+k=1
 for t in replay recovery crc_flit crc_data; do
-	[ "$(metric gpulse_gpu_nvlink_errors_total "type=\"$t\"" 'gpu="0"')" = 0 ] ||
-		fail "nvlink $t errors missing or not 0"
+	[ "$(metric gpulse_gpu_nvlink_errors_total "type=\"$t\"" 'gpu="0"')" = $((18 * k)) ] ||
+		fail "nvlink $t errors missing or not $((18 * k))"
+	k=$((k + 1))
 done
+[ "$(metric gpulse_gpu_nvlinks_active 'gpu="0"')" = 18 ] || fail "active NVLinks not 18"
 [ "$(metric gpulse_gpu_retired_pages 'cause="double_bit_ecc"' 'gpu="0"')" = 0 ] || fail "retired pages (dbe) missing"
 [ "$(metric gpulse_gpu_retired_pages 'cause="multiple_single_bit_ecc"' 'gpu="0"')" = 0 ] ||
 	fail "retired pages (sbe) missing"
@@ -68,14 +73,42 @@ fetch /metrics | promtool check metrics >"$WORK/promtool.log" 2>&1 ||
 kill -TERM "$DAEMON_PID"
 wait "$DAEMON_PID" 2>/dev/null || true
 
+# The same through the per-policy calls (nvmlDeviceGetFieldValues failing
+# as a whole): the counters grow as before, in seconds.
+GPULSE_FAKE_NVML_FAULTS="notsup:nvmlDeviceGetFieldValues" \
+	start_daemon calls --config "$WORK/fast.yml" --nvml-library "$FAKE_NVML"
+wait_for '[ -n "$(metric gpulse_gpu_clock_violation_seconds_total policy=\"power\" gpu=\"0\")" ]' ||
+	fail "no clock violation counter on the per-policy path"
+fetch /metrics >"$WORK/c1.txt"
+sleep 2
+fetch /metrics >"$WORK/c2.txt"
+python3 - "$WORK/c1.txt" "$WORK/c2.txt" <<'PY' || fail "violation counters wrong on the per-policy path"
+import re, sys
+def read(path):
+    return {re.search(r'policy="([^"]+)"', l).group(1): float(l.split()[-1]) for l in open(path)
+            if l.startswith('gpulse_gpu_clock_violation_seconds_total{') and 'gpu="0"' in l}
+a, b = read(sys.argv[1]), read(sys.argv[2])
+assert len(a) == 8 and all(b[p] >= a[p] for p in a), (a, b)
+assert sum(b.values()) > sum(a.values()), (a, b)
+PY
+[ -n "$(metric gpulse_nvml_calls_total 'call="nvmlDeviceGetViolationStatus"')" ] ||
+	fail "no violation-status call on the per-policy path"
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null || true
+
 # A card that reports none of them (a PCIe card without NVLink, a card
-# that remaps rows instead of retiring pages).
+# that remaps rows instead of retiring pages): its violation fields too.
+export GPULSE_FAKE_NVML_NVLINKS=0
 export GPULSE_FAKE_NVML_FAULTS="notsup:nvmlDeviceGetViolationStatus;notsup:nvmlDeviceGetNvLinkState;notsup:nvmlDeviceGetRetiredPages;notsup:nvmlDeviceGetEncoderUtilization"
+for f in 74 75 76 77 78 79 80 81; do
+	GPULSE_FAKE_NVML_FAULTS="$GPULSE_FAKE_NVML_FAULTS;notsup:field=$f"
+done
 start_daemon off --config "$WORK/fast.yml" --nvml-library "$FAKE_NVML"
 wait_for '[ -n "$(metric gpulse_nvml_errors_total call=\"nvmlDeviceGetRetiredPages\")" ]' ||
 	fail "NOT_SUPPORTED retired pages not counted"
 wait_for '[ -n "$(metric gpulse_gpu_decoder_utilization_ratio gpu=\"0\")" ]' || fail "decoder missing"
 for m in gpulse_gpu_clock_violation_seconds_total gpulse_gpu_nvlink_errors_total \
+	gpulse_gpu_nvlinks gpulse_gpu_nvlinks_active \
 	gpulse_gpu_retired_pages gpulse_gpu_encoder_utilization_ratio; do
 	has /metrics "^$m\{" && fail "$m exported for a card that does not support it"
 done

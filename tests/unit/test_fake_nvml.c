@@ -161,6 +161,8 @@ static int test_setup(void **state)
 	setenv("GPULSE_FAKE_NVML_SPEED", "0", 1);
 	unsetenv("GPULSE_FAKE_NVML_GPUS");
 	unsetenv("GPULSE_FAKE_NVML_FAULTS");
+	unsetenv("GPULSE_FAKE_NVML_TOPOLOGY");
+	unsetenv("GPULSE_FAKE_NVML_NVLINKS");
 	return 0;
 }
 
@@ -653,7 +655,29 @@ static void test_init_failures(void **state)
 		if (nv.init() != NVML_ABI_ERROR_UNKNOWN)
 			fail_msg("fault spec \"%s\" accepted", bad[i]);
 	}
+	setenv("GPULSE_FAKE_NVML_FAULTS", "notsup:field=x", 1);
+	assert_int_equal(nv.init(), NVML_ABI_ERROR_UNKNOWN);
 	unsetenv("GPULSE_FAKE_NVML_FAULTS");
+	/* Topologies that name no pair, a GPU that is not there, an unknown
+	 * level, or more NVLinks than a GPU has (8 GPUs, 18 links each). */
+	setenv("GPULSE_FAKE_NVML_GPUS", "8", 1);
+	static const char *const bad_topo[] = {
+		"0-0:single", "0-8:single", "0:single", "0-1:pcie", "0-1", "0-1:single:nvlink=19",
+		"0-1:single:nvlink=10,0-2:node:nvlink=9", "0-1:single:links=2",
+	};
+	for (size_t i = 0; i < sizeof bad_topo / sizeof bad_topo[0]; i++) {
+		setenv("GPULSE_FAKE_NVML_TOPOLOGY", bad_topo[i], 1);
+		if (nv.init() != NVML_ABI_ERROR_UNKNOWN)
+			fail_msg("topology \"%s\" accepted", bad_topo[i]);
+	}
+	setenv("GPULSE_FAKE_NVML_TOPOLOGY", "0-1:single:nvlink=10,0-2:node:nvlink=8", 1);
+	assert_int_equal(nv.init(), NVML_ABI_SUCCESS);
+	assert_int_equal(nv.shutdown(), NVML_ABI_SUCCESS);
+	unsetenv("GPULSE_FAKE_NVML_TOPOLOGY");
+	unsetenv("GPULSE_FAKE_NVML_GPUS");
+	setenv("GPULSE_FAKE_NVML_NVLINKS", "19", 1);
+	assert_int_equal(nv.init(), NVML_ABI_ERROR_UNKNOWN);
+	unsetenv("GPULSE_FAKE_NVML_NVLINKS");
 	setenv("GPULSE_FAKE_NVML_RECORDING", "/nonexistent.csv", 1);
 	assert_int_equal(nv.init(), NVML_ABI_ERROR_UNKNOWN);
 	unsigned n;
@@ -675,8 +699,8 @@ static void test_call_counts(void **state)
 
 /* The counters DCGM has that the fake serves by default: violation time
  * integrated from the recorded clock event reasons (a square wave here:
- * the power cap on for 1 s, off for 1 s), NVLink's 18 links up with no
- * errors, no retired pages, idle video engines. */
+ * the power cap on for 1 s, off for 1 s), NVLink's 18 links up with
+ * kind+1 errors each, no retired pages, idle video engines. */
 static const char square_csv[] =
 	"t_s,gpu_util,clocks_event_reasons\n"
 	"0,90,4\n"
@@ -738,8 +762,9 @@ static void test_dcgm_counters(void **state)
 	assert_int_equal(st, NVML_ABI_FEATURE_ENABLED);
 	assert_int_equal(link_state(d, 17, &st), NVML_ABI_SUCCESS);
 	assert_int_equal(link_state(d, NVML_ABI_NVLINK_MAX_LINKS, &st), NVML_ABI_ERROR_INVALID_ARGUMENT);
+	/* An active link counts kind+1 errors of each kind. */
 	assert_int_equal(link_err(d, 3, NVML_ABI_NVLINK_ERROR_DL_CRC_FLIT, &n), NVML_ABI_SUCCESS);
-	assert_true(n == 0);
+	assert_true(n == NVML_ABI_NVLINK_ERROR_DL_CRC_FLIT + 1);
 	unsigned pages = 9, util = 9, period = 0;
 	assert_int_equal(retired(d, NVML_ABI_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, &pages, NULL),
 			 NVML_ABI_SUCCESS);
