@@ -229,7 +229,7 @@ if [ -x $IB/inject_empty ] || nvcc -O2 -arch=sm_90 -o $IB/inject_empty bench/inj
 	if python3 bench/inject_accuracy.py $IB/overhead >"$OUT/inject-accuracy.txt" 2>&1; then
 		row "inject: default vs full trace" PASS "$(grep -c '^PASS' "$OUT/inject-accuracy.txt") workloads"
 	else
-		row "inject: default vs full trace" FAIL "$(grep -m1 '^FAIL' "$OUT/inject-accuracy.txt" | cut -c1-120)"
+		row "inject: default vs full trace" FAIL "$(grep -m1 -E '^(FAIL|SHORT)' "$OUT/inject-accuracy.txt" | cut -c1-120)"
 	fi
 	cat "$OUT/inject-accuracy.txt"
 	# One archive: at most 8 files come back from a call.
