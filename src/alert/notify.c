@@ -959,6 +959,7 @@ static void observe_latency(struct receiver *r, const struct entry *e)
 
 static void *sender_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-notify");
 	struct receiver *r = arg;
 	struct notify *n = r->n;
 	pthread_mutex_lock(&n->lock);
@@ -1187,6 +1188,7 @@ static void dispatch(struct notify *n, struct alert_item **items, size_t nitems)
 
 static void *dispatcher_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-dispatch");
 	struct notify *n = arg;
 	int64_t next_flush_ms = INT64_MAX;
 	for (;;) {

@@ -710,6 +710,7 @@ static void refresh(struct attrib *a, struct attrib_allocation *scratch)
 
 static void *podres_thread(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-podres");
 	struct attrib *a = arg;
 	struct attrib_allocation *scratch = calloc(ATTRIB_ALLOC_MAX, sizeof *scratch);
 	if (!scratch)

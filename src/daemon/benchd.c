@@ -1004,6 +1004,7 @@ static int slot_of(struct benchd *b, int gpu)
 
 static void *scheduler_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-benchd");
 	struct benchd *b = arg;
 	pthread_mutex_lock(&b->mu);
 	while (!b->stop) {

@@ -512,6 +512,7 @@ void livestore_ingest(struct livestore *ls, const char *text, size_t len, int64_
 
 static void *scraper(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-live");
 	struct livestore *ls = arg;
 	struct buf b;
 	buf_init(&b, 64u << 20);

@@ -321,6 +321,7 @@ void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64
 
 static void *scraper(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-selfscr");
 	struct selfscrape *s = arg;
 	struct buf b;
 	buf_init(&b, 64u << 20);

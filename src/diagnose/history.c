@@ -332,6 +332,7 @@ static void prune(struct diag_history *h)
 
 static void *writer(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-diaghist");
 	struct diag_history *h = arg;
 	pthread_mutex_lock(&h->qlock);
 	while (!h->stop || h->qlen) {

@@ -267,6 +267,7 @@ uint64_t guard_shed(const struct http_guard *g, enum http_shed why)
 /* Every sweep_ns, close the waiting connections past their deadline. */
 static void *sweep_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-httpgrd");
 	struct http_guard *g = arg;
 	pthread_mutex_lock(&g->mu);
 	while (!g->stopping) {

@@ -764,6 +764,7 @@ static void store_append(struct profile_server *s)
 
 static void *server_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-profile");
 	struct profile_server *s = arg;
 	struct pollfd *fds = calloc(s->cfg.max_clients + 2, sizeof *fds);
 	if (!fds) {

@@ -477,6 +477,7 @@ static void deadline_in(struct timespec *ts, int64_t ms)
 
 static void *batcher_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-rw-batch");
 	struct remote_write *rw = arg;
 	struct entry *batch = calloc(rw->max_per_send, sizeof *batch);
 	struct outvec ov = {0};
@@ -637,6 +638,7 @@ static bool wait_or_stop(struct remote_write *rw, int64_t ms)
 
 static void *sender_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-rw-send");
 	struct remote_write *rw = arg;
 	CURL *c = curl_easy_init();
 	struct buf body, resp;

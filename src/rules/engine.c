@@ -902,6 +902,7 @@ int rules_engine_eval_group(struct rules_engine *e, size_t gi, int64_t t_ms)
  * its aligned time, schedule it for the next multiple of its interval. */
 static void *engine_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-rules");
 	struct rules_engine *e = arg;
 	pthread_mutex_lock(&e->lock);
 	while (!e->stop) {

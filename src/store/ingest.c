@@ -392,6 +392,7 @@ void ingest_tick(struct ingest *ing, int64_t t_ms)
 
 static void *ticker(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-ingest");
 	struct ingest *ing = arg;
 	pthread_mutex_lock(&ing->tick_lock);
 	int64_t next = clock_mono_ns();

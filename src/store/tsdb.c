@@ -1581,6 +1581,7 @@ int tsdb_enforce_retention(struct tsdb *db, int64_t now_ms)
 
 static void *flusher_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gpulse-flusher");
 	struct tsdb *db = arg;
 	int64_t next_ret = clock_mono_ns();
 	pthread_mutex_lock(&db->fl_mu);
