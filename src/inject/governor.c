@@ -149,6 +149,16 @@ void governor_window_done(struct governor *g, uint64_t on_ns, uint64_t records,
 			g->rate_hz = r; /* rises are believed at once */
 		else
 			g->rate_hz = 0.5 * g->rate_hz + 0.5 * r;
+		/* Halving never reaches zero: a process that stopped launching
+		 * (or whose callbacks stopped coming) would be priced at nearly
+		 * nothing and its window kept open for good, holding CUPTI's one
+		 * subscriber from any profiler started meanwhile (the H200,
+		 * 2026-12-03: torch.profiler started late in such a process got
+		 * no CUDA events). A window that heard nothing, with the estimate
+		 * under one record per longest window, is idle: one window a
+		 * period until records come back. */
+		if (records == 0 && g->rate_hz * (double)g->cfg.window_max_ns / 1e9 < 1.0)
+			g->rate_hz = 0;
 		g->have_rate = 1;
 	}
 	if (window_cost_ns > 0) {

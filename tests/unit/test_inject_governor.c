@@ -251,6 +251,33 @@ static void test_rate_rises_at_once_falls_slowly(void **state)
 	assert_int_equal(g.off_ns, 0);
 }
 
+/* A process that stops launching goes back to the idle plan (one window
+ * a period) instead of an estimate that halves towards zero and keeps
+ * the window open for good; a slow launcher whose windows hear its
+ * launches stays observed all the time. */
+static void test_silence_returns_to_idle_plan(void **state)
+{
+	(void)state;
+	struct governor g = make(5000);
+	for (int w = 0; w < 3; w++)
+		observe(&g, 20, 2000);
+	assert_true(g.rate_hz > 0);
+	assert_int_equal(g.off_ns, 0); /* 4 a window: cheap, always on */
+	int w = 0;
+	while (g.rate_hz > 0 && w < 40) {
+		governor_window_done(&g, g.on_ns, 0, 0);
+		w++;
+	}
+	assert_true(g.rate_hz == 0);
+	assert_true(w < 10); /* within a few windows, not halving for ever */
+	assert_true(g.off_ns > 0);
+	assert_int_equal(g.on_ns + g.off_ns, g.cfg.period_ns);
+	/* Launches come back: observed at once, always on again. */
+	observe(&g, 20, 2000);
+	assert_true(g.rate_hz > 0);
+	assert_int_equal(g.off_ns, 0);
+}
+
 static void test_measured_costs_shorten_duty(void **state)
 {
 	(void)state;
@@ -309,6 +336,7 @@ int main(void)
 		cmocka_unit_test(test_launch_bound_numbers),
 		cmocka_unit_test(test_unreachable_budget_is_reported),
 		cmocka_unit_test(test_rate_rises_at_once_falls_slowly),
+		cmocka_unit_test(test_silence_returns_to_idle_plan),
 		cmocka_unit_test(test_measured_costs_shorten_duty),
 		cmocka_unit_test(test_budget_change),
 	};
