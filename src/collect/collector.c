@@ -238,6 +238,20 @@ static void fv_ask(struct nvml_field_value *fv, unsigned field_id, unsigned scop
 	fv->scope_id = scope_id;
 }
 
+/* One nvmlDeviceGetFieldValues call of a batch: 1 when it answered (each
+ * field's own return still to be judged), 0 when it failed as a whole
+ * (the caller falls back to its per-item calls), -1 when the GPU is lost
+ * (marked). */
+static int fv_read(struct collector *c, struct gpu_ctx *g, struct nvml_field_value *fv, int n)
+{
+	nvml_return_t r = NVML_CALL(c->nv, device_get_field_values, g->dev, n, fv);
+	if (r == NVML_ABI_ERROR_GPU_IS_LOST) {
+		atomic_store(&g->lost, true);
+		return -1;
+	}
+	return r == NVML_ABI_SUCCESS;
+}
+
 /* ---- tiers ----------------------------------------------------------- */
 
 static void read_fast(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now)
@@ -787,13 +801,9 @@ static bool read_violations_batched(struct collector *c, struct gpu_ctx *g, stru
 	struct nvml_field_value fv[NPOLICIES];
 	for (int i = 0; i < NPOLICIES; i++)
 		fv_ask(&fv[i], violation_policies[i].field_id, 0);
-	nvml_return_t r = NVML_CALL(nv, device_get_field_values, g->dev, NPOLICIES, fv);
-	if (r == NVML_ABI_ERROR_GPU_IS_LOST) {
-		atomic_store(&g->lost, true);
-		return true;
-	}
-	if (r != NVML_ABI_SUCCESS)
-		return false;
+	int got = fv_read(c, g, fv, NPOLICIES);
+	if (got <= 0)
+		return got < 0; /* lost: nothing more to read; failed: the calls */
 	bool any = false;
 	for (int i = 0; i < NPOLICIES; i++) {
 		if (fv[i].nvml_return != NVML_ABI_SUCCESS)
@@ -875,13 +885,9 @@ static bool read_nvlink_batched(struct collector *c, struct gpu_ctx *g, struct g
 		fv_ask(&fv[n++], nvlink_counters[k].total_field, 0);
 	for (int l = 0; l < nlinks; l++)
 		fv_ask(&fv[n++], NVML_ABI_FI_DEV_NVLINK_GET_STATE, (unsigned)l);
-	nvml_return_t r = NVML_CALL(nv, device_get_field_values, g->dev, n, fv);
-	if (r == NVML_ABI_ERROR_GPU_IS_LOST) {
-		atomic_store(&g->lost, true);
-		return true;
-	}
-	if (r != NVML_ABI_SUCCESS)
-		return false;
+	int got = fv_read(c, g, fv, n);
+	if (got <= 0)
+		return got < 0; /* lost: nothing more to read; failed: the calls */
 	int known = 0, active = 0, totals = 0;
 	for (int l = 0; l < nlinks; l++) {
 		const struct nvml_field_value *s = &fv[NCOUNTERS + l];
