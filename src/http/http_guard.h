@@ -69,4 +69,8 @@ void guard_close(struct http_guard *g, struct guard_conn *c);
 /* Connections the guard closed or refused for `why` since start. */
 uint64_t guard_shed(const struct http_guard *g, enum http_shed why);
 
+/* How many times the deadline sweeper has looked since start: it sleeps
+ * while no connection waits for a head. */
+uint64_t guard_sweeps(const struct http_guard *g);
+
 #endif

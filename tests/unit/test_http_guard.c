@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -186,6 +187,34 @@ static void test_deadline(void **state)
 	guard_stop(g);
 }
 
+/* With no connection waiting the sweeper sleeps (it looked ten times a
+ * second before); a connection that arrives after a quiet spell is still
+ * shut at its deadline, the sweeper told of it. */
+static void test_idle_sweeper_sleeps(void **state)
+{
+	(void)state;
+	struct http_guard *g = start(8, 8, 2, 50 * NS_PER_MS);
+	struct timespec nap = {0, 300 * 1000000L};
+	nanosleep(&nap, NULL);
+	uint64_t idle = guard_sweeps(g);
+	assert_true(idle <= 2); /* the sweep period is 10 ms: 30 looks before */
+	struct pair w = pair_open();
+	int64_t t0 = clock_mono_ns();
+	struct guard_conn *cw = guard_open(g, w.ours, NULL, false);
+	assert_true(shut_down(&w, 2000));
+	int64_t took = clock_mono_ns() - t0;
+	assert_true(took >= 50 * NS_PER_MS);
+	assert_int_equal(guard_shed(g, HTTP_SHED_HEAD_TIMEOUT), 1);
+	assert_true(guard_sweeps(g) > idle);
+	guard_close(g, cw);
+	pair_close(&w);
+	/* Nothing waits again: back to sleep. */
+	uint64_t after = guard_sweeps(g);
+	nanosleep(&nap, NULL);
+	assert_true(guard_sweeps(g) <= after + 1);
+	guard_stop(g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -193,6 +222,7 @@ int main(void)
 		cmocka_unit_test(test_per_address_cap),
 		cmocka_unit_test(test_busy_cap),
 		cmocka_unit_test(test_deadline),
+		cmocka_unit_test(test_idle_sweeper_sleeps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
