@@ -25,29 +25,27 @@ MIN_WINDOWS = 10
 
 
 def load(pattern):
-    """Kernels of all rounds merged: name -> [launches, total_ns]; and the
+    """Kernels of all rounds merged (name -> [launches, total_ns]), and the
     census windows the rounds spanned together."""
-    out = {}
-    load.windows = 0
+    out, windows = {}, 0
     for f in sorted(glob.glob(os.path.join(d, pattern))):
         try:
             dump = json.load(open(f))
         except (OSError, ValueError):
             continue
-        load.windows += dump.get("windows", 0)
+        windows += dump.get("windows", 0)
         for k in dump.get("kernels", []):
             e = out.setdefault(k["name"], [0, 0])
             e[0] += k["launches"]
             e[1] += k["total_ns"]
-    return out
+    return out, windows
 
 
 workloads = sorted({os.path.basename(f).split("-")[1] for f in glob.glob(os.path.join(d, "dump-*-full-*.json"))})
 worst = []
 for w in workloads:
-    full = load(f"dump-{w}-full-*.json")
-    dflt = load(f"dump-{w}-default-*.json")
-    windows = load.windows
+    full, _ = load(f"dump-{w}-full-*.json")
+    dflt, windows = load(f"dump-{w}-default-*.json")
     if not full or not dflt:
         print(f"{w}: no dumps of both configurations")
         continue
