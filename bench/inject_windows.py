@@ -97,6 +97,34 @@ for (w, c), g in sorted(groups.items()):
           f"{iv(g['steady']) if g['steady'] else '-':>26s} {pr:>18s} {lib:>10s}")
 print()
 
+# Across processes, in the same round: the median step outside windows
+# against the plain run's median. The within-run figures above cannot see
+# a cost the library adds to every step, inside windows or not (a kind
+# left on, a callback that stays subscribed, the library's thread); this
+# can, at the price of the spread between processes of one binary, which
+# is why it is given per round and with its range.
+print("outside windows against plain in the same round (median over rounds, range):")
+plain_med = {(r["workload"], r["round"]): statistics.median(v for _, v in r["result"]["series"])
+             for r in runs if r["config"] == "plain" and r["rc"] == 0 and r["result"]
+             and r["result"].get("series")}
+across = {}
+for r in runs:
+    if r["config"] == "plain" or r["rc"] != 0 or not r["result"] or not r["result"].get("series"):
+        continue
+    base = plain_med.get((r["workload"], r["round"]))
+    if not base:
+        continue
+    wins, _ = windows_of(r)
+    series = r["result"]["series"]
+    outside = [v for i, (t0, v) in enumerate(series)
+               if not any(a <= t0 and (b == 0 or t0 < b + 100_000_000) for a, b in wins)]
+    if len(outside) >= 3:
+        across.setdefault((r["workload"], r["config"]), []).append(statistics.median(outside) / base)
+print(f"{'workload':9s} {'config':28s} {'rounds':>6s} {'outside / plain':>16s} {'range':>17s}")
+for (w, c), xs in sorted(across.items()):
+    print(f"{w:9s} {c:28s} {len(xs):6d} {statistics.median(xs):16.4f} {min(xs):8.4f}-{max(xs):.4f}")
+print()
+
 empty = [r for r in runs if r["workload"] == "empty" and r["rc"] == 0 and r["result"]
          and r["result"].get("series")]
 plain = [p for r in empty if r["config"] == "plain" for _, p in r["result"]["series"]]
