@@ -16,7 +16,7 @@
 # Never changes clocks, power limits, persistence or MIG; never resets.
 #   scripts/gpu-check.sh [SECTION...]   sections: conformance costs live record phases cpu procutil
 #                                       inject (inject-torch: its PyTorch part only)
-#                                       inject-overhead cupti-states bench
+#                                       inject-overhead cupti-states sample-offset bench
 # Section bench (about 4 minutes): gpulse bench beside PyTorch: cuda_abi.h
 # against the real headers, the PTX kernels through ptxas, PyTorch's anchor
 # figures (bench/bench_anchor.py), `gpulse bench --quick --json` five times
@@ -296,6 +296,21 @@ else
 	row "bench: --allow-busy not a baseline" FAIL "bench-busy.json / bench-busy.log"
 fi
 wait $LP
+fi
+
+# 8b. What a held, event-timed sample measures beside the traced duration
+#     (bench/sample_offset.cu, under a minute): the offset continuous
+#     mode takes off its samples, and whether spin kernels of known length
+#     could calibrate it in the process.
+if want sample-offset; then
+CL=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:/usr/local/cuda/lib
+if nvcc -O2 -arch=sm_90 -o /tmp/sample_offset bench/sample_offset.cu -I/usr/local/cuda/extras/CUPTI/include \
+	-L/usr/local/cuda/lib64 -L/usr/local/cuda/extras/CUPTI/lib64 -lcupti -lcuda 2>"$OUT/sample-offset-build.log" &&
+	LD_LIBRARY_PATH=$CL timeout 120 /tmp/sample_offset ${SAMPLE_OFFSET_N:-300} | tee "$OUT/sample-offset.txt"; then
+	row "sample offset" INFO "$(grep -m1 '^calibration' "$OUT/sample-offset.txt" | cut -c1-80)"
+else
+	row "sample offset" FAIL "sample-offset-build.log"
+fi
 fi
 
 # 8. CUPTI's states and window edges, measured directly (no library)
