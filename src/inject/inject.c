@@ -181,6 +181,7 @@ static struct {
 		uint32_t hold_seq;        /* held: the value its stream waits for; 0 none */
 		uint32_t gen;             /* in the ticket: a stale or foreign one is ignored */
 		uint32_t context;         /* CUPTI's context id of the launch */
+		uint32_t device;          /* CUPTI's device id of the launch */
 		atomic_int late;          /* the watchdog let its stream go: not timed */
 		/* 0 free, 1 start recorded, 4 its end being recorded (by the
 		 * launching thread, without the lock), 2 both, 3 being read.
@@ -191,6 +192,8 @@ static struct {
 	unsigned nevpairs;
 	uint64_t samples_lost;            /* timed launches whose events failed or timed out */
 	uint64_t samples_ambiguous;       /* timed launches left out: see census_poll_samples */
+	double offset_floors;             /* floors taken off the last device's held samples */
+	int offset_measured;              /* ... a figure measured for its architecture, not the model */
 	/* Holding an idle stream while a sampled launch is submitted (see
 	 * census_time_start): one word of pinned, device-mapped host memory
 	 * per pair, which its stream waits on. */
@@ -929,6 +932,7 @@ static struct {
 	int loaded;
 	__typeof__(cuDeviceGetCount) *device_count;
 	__typeof__(cuDeviceGet) *device_get;
+	__typeof__(cuDeviceGetAttribute) *device_attr;
 	__typeof__(cuDevicePrimaryCtxGetState) *primary_state;
 	__typeof__(cuDevicePrimaryCtxRetain) *primary_retain;
 	__typeof__(cuDevicePrimaryCtxRelease) *primary_release;
@@ -957,6 +961,7 @@ static void load_driver_fns(void)
 		return;
 	*(void **)(&drv.device_count) = dlsym(h, "cuDeviceGetCount");
 	*(void **)(&drv.device_get) = dlsym(h, "cuDeviceGet");
+	*(void **)(&drv.device_attr) = dlsym(h, "cuDeviceGetAttribute");
 	*(void **)(&drv.primary_state) = dlsym(h, "cuDevicePrimaryCtxGetState");
 	*(void **)(&drv.primary_retain) = dlsym(h, "cuDevicePrimaryCtxRetain");
 	*(void **)(&drv.primary_release) = dlsym(h, "cuDevicePrimaryCtxRelease_v2");
@@ -1231,7 +1236,7 @@ static void hold_release_all(void)
  * local memory, which waits on the device, and a held stream would make
  * that wait until the watchdog (HOLD_MAX_NS) lets it go. */
 static uint64_t census_time_start(int slot, const char *key, CUstream stream, int ptsz, int seen,
-				  uint32_t context)
+				  uint32_t context, uint32_t device)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	if ((ptsz ? drv.is_capturing_ptsz : drv.is_capturing)(stream, &st) != CUDA_SUCCESS ||
@@ -1285,7 +1290,7 @@ static uint64_t census_time_start(int slot, const char *key, CUstream stream, in
 	}
 	e->a = a, e->b = NULL, e->f = f, e->slot = slot, e->key = key, e->idle = idle && !seq;
 	e->hold_seq = seq, e->start_done_at_exit = 0, e->host_gap_ns = 0, e->t_ns = clock_mono_ns();
-	e->gen = gen, e->context = context;
+	e->gen = gen, e->context = context, e->device = device;
 	atomic_store(&e->late, 0);
 	atomic_store(&e->state, 1);
 	return (uint64_t)gen << 16 | (i + 1);
@@ -1393,7 +1398,7 @@ static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 		pthread_mutex_unlock(&g.cmu);
 		if (drv.can_time && d->correlationData && sample_this(known))
 			*d->correlationData = census_time_start(slot, d->symbolName, stream, ptsz, seen,
-								     d->contextUid);
+								     d->contextUid, dev);
 	} else if (d->callbackSite == CUPTI_API_ENTER && on) {
 		uint8_t kind;
 		unsigned unit;
@@ -1417,6 +1422,31 @@ out:
 
 /* Read the events of timed launches that completed (library thread): the
  * driver calls run outside the lock. */
+/* The floors a held sample of device `dev` (CUPTI's id, the CUDA
+ * ordinal) holds besides its kernel (census_offset_floors), by its compute
+ * capability, asked once per device. Library thread only. */
+static double offset_floors(uint32_t dev)
+{
+	enum { DEVS = 64 };
+	static double floors[DEVS];
+	static int measured[DEVS];
+	if (dev >= DEVS)
+		return census_offset_floors(-1, g.cfg.offset_floors, NULL);
+	if (floors[dev] == 0) {
+		int major = -1;
+		CUdevice d;
+		if (drv.device_get && drv.device_attr && drv.device_get(&d, (int)dev) == CUDA_SUCCESS &&
+		    drv.device_attr(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d) != CUDA_SUCCESS)
+			major = -1;
+		floors[dev] = census_offset_floors(major, g.cfg.offset_floors, &measured[dev]);
+		if (floors[dev] == 0)
+			floors[dev] = -1; /* configured 0: none taken off, asked once */
+		g.offset_floors = floors[dev] < 0 ? 0 : floors[dev];
+		g.offset_measured = measured[dev];
+	}
+	return floors[dev] < 0 ? 0 : floors[dev];
+}
+
 static void census_poll_samples(int64_t now)
 {
 	if (!drv.can_time)
@@ -1499,11 +1529,12 @@ static void census_poll_samples(int64_t now)
 				g.floor_n++, g.floor_ns += floor_ns[j];
 			/* Between the start and end events the GPU takes two
 			 * steps besides the kernel: the launch itself and the
-			 * end event, each about what one event takes after
-			 * another (the floor). On the H200 the held samples of
-			 * a 1.2 us and a 2.6 us kernel both came out 2.35 us
-			 * longer than the trace's, against a floor of 1.27 us. */
-			uint64_t off = g.floor_n ? 2 * g.floor_ns / g.floor_n : 0;
+			 * end event, each near what one event takes after
+			 * another (the floor): how many floors, by the
+			 * device (offset_floors). */
+			uint64_t off = g.floor_n ? (uint64_t)(offset_floors(todo[j].device) * (double)g.floor_ns /
+								  (double)g.floor_n + 0.5)
+						 : 0;
 			if (g.sample_log)
 				fprintf(g.sample_log, "%s\t%llu\t%lld\t%d\t%d\n", todo[j].key ? kernel_name(todo[j].key) : "?",
 					(unsigned long long)dur[j],
@@ -2194,7 +2225,7 @@ static void write_dump(void)
 		 "\"maxrss_kb\": %ld, \"source\": \"%s\", \"lasting_cost\": %s, "
 		 "\"census\": {\"busy\": %llu, \"samples_lost\": %llu, \"samples_ambiguous\": %llu, "
 		 "\"holds\": %llu, \"holds_late\": %llu, \"hold_state\": %d, \"floor_n\": %llu, "
-		 "\"floor_mean_ns\": %.1f, "
+		 "\"floor_mean_ns\": %.1f, \"offset_floors\": %.2f, \"offset_measured\": %s, "
 		 "\"untimed_launches\": %llu, \"unpooled\": %llu, "
 		 "\"can_time\": %s, \"cb_cost_ns\": %.1f, \"sample_every\": %u, "
 		 "\"lib_cpu_in_windows_ppm\": %.1f}, \"detaches\": %llu",
@@ -2214,7 +2245,8 @@ static void write_dump(void)
 		 (unsigned long long)atomic_load(&g.census_busy), (unsigned long long)g.samples_lost,
 		 (unsigned long long)g.samples_ambiguous, (unsigned long long)g.holds,
 		 (unsigned long long)g.holds_late, atomic_load(&g.hold_state), (unsigned long long)g.floor_n,
-		 g.floor_n ? (double)g.floor_ns / (double)g.floor_n : 0.0,
+		 g.floor_n ? (double)g.floor_ns / (double)g.floor_n : 0.0, g.offset_floors,
+		 g.offset_measured ? "true" : "false",
 		 (unsigned long long)g.untimed_launches,
 		 (unsigned long long)(g.census_pool ? g.census_pool->unpooled : 0),
 		 drv.can_time ? "true" : "false", g.gov.cost_ns, g.cfg.sample_every,

@@ -110,6 +110,7 @@ void inject_config_load(struct inject_config *c, const char *(*get)(const char *
 	c->cost_ns = 2000;
 	c->tail_ns = 2000000000ull;
 	c->sample_every = INJECT_SAMPLE_EVERY;
+	c->offset_floors = -1;
 	const char *v = get("GPULSE_MODE");
 	if (v && *v && inject_parse_mode(v, &c->mode, c->nvtx_range, sizeof c->nvtx_range)) {
 		snprintf(msg, sizeof msg, "GPULSE_MODE=%.64s is not continuous, profiler-api, "
@@ -153,6 +154,9 @@ void inject_config_load(struct inject_config *c, const char *(*get)(const char *
 		else
 			c->sample_every = (unsigned)d;
 	}
+	if (env_number(get, "GPULSE_SAMPLE_OFFSET", -1, 4, "[0, 4] (floors); using the GPU's own figure", &d,
+		       err, errlen))
+		c->offset_floors = d;
 	v = get("GPULSE_SOCKET");
 	if (v && *v) {
 		if (!str_copy(c->socket_paths[0], INJECT_PATH_MAX, v))

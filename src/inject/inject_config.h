@@ -1,6 +1,7 @@
 /* Settings of libgpulse-inject.so from its environment (the only input it
  * has before gpulsed answers): GPULSE_MODE, GPULSE_BUDGET, GPULSE_SOCKET,
- * GPULSE_TOPK, GPULSE_COST_NS, GPULSE_TAIL_NS, GPULSE_SAMPLE_EVERY, GPULSE_INJECT_DUMP,
+ * GPULSE_TOPK, GPULSE_COST_NS, GPULSE_TAIL_NS, GPULSE_SAMPLE_EVERY, GPULSE_SAMPLE_OFFSET,
+ * GPULSE_INJECT_DUMP,
  * GPULSE_CUPTI_PATH, GPULSE_INJECT_SKIP.
  * CUPTI-free and tested in CI. A bad value is reported (one line) and the
  * default kept: the library never refuses to let the application run. */
@@ -26,6 +27,7 @@ struct inject_config {
 	double cost_ns;               /* prior cost per traced record (default 2000) */
 	uint64_t tail_ns;             /* a window's tail in traced time (default 2e9; governor.h) */
 	unsigned sample_every;        /* continuous: one launch in this many is timed at most (32) */
+	double offset_floors;         /* GPULSE_SAMPLE_OFFSET: floors off a held sample; < 0 by architecture */
 	int detach;                   /* GPULSE_DETACH=1: cuptiFinalize after a capture (off) */
 	int cost_ns_set, tail_ns_set; /* given in the environment (continuous mode's
 	                               * census has defaults of its own) */

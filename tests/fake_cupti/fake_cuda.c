@@ -12,7 +12,9 @@
  * held sample (wait, floor, start, kernel, end) reads 2 steps + the kernel
  * and its floor pair 1 step; an unheld one on an idle stream also holds
  * the host's time between its start event and the launch. Every wait is
- * remembered, so a test can ask whether each was let go.
+ * remembered, so a test can ask whether each was let go. A test may give
+ * the device a compute capability (cuDeviceGetAttribute answers only
+ * then) and a launch step other than an event's (fake_cuda_set_device).
  *
  * Types are spelled out rather than taken from cuda.h, whose macros
  * rename the entry points this file must export under their real names. */
@@ -27,6 +29,9 @@
 /* What this file exports: the test's calls, then the driver's. */
 API void fake_cuda_launched(void);
 API void fake_cuda_set_kernel_ns(int64_t ns);
+API void fake_cuda_set_device(int cc_major, int64_t launch_step_ns);
+API int cuDeviceGet(int *dev, int ordinal);
+API int cuDeviceGetAttribute(int *value, int attrib, int dev);
 API void fake_cuda_waits(int *total, int *holding, int64_t *longest_ns);
 API int cuEventCreate(void **ev, unsigned flags);
 API int cuEventDestroy_v2(void *ev);
@@ -59,6 +64,8 @@ enum { ITEM_EVENT, ITEM_KERNEL, ITEM_WAIT };
 static struct {
 	pthread_mutex_t mu;
 	int64_t kernel_ns;
+	int cc_major;                   /* 0: cuDeviceGetAttribute fails */
+	int64_t launch_step_ns;         /* 0: an event's step */
 	int64_t gpu;                    /* the stream's clock: when it is free */
 	struct item {
 		int kind;
@@ -105,7 +112,7 @@ static void run(void)
 			it->ev->t = fc.gpu;
 			it->ev->done = 1;
 		} else {
-			fc.gpu = start + FAKE_CUDA_STEP_NS + fc.kernel_ns;
+			fc.gpu = start + (fc.launch_step_ns ? fc.launch_step_ns : FAKE_CUDA_STEP_NS) + fc.kernel_ns;
 		}
 	}
 }
@@ -137,6 +144,35 @@ API void fake_cuda_set_kernel_ns(int64_t ns)
 	pthread_mutex_lock(&fc.mu);
 	fc.kernel_ns = ns;
 	pthread_mutex_unlock(&fc.mu);
+}
+
+API void fake_cuda_set_device(int cc_major, int64_t launch_step_ns)
+{
+	pthread_mutex_lock(&fc.mu);
+	fc.cc_major = cc_major;
+	fc.launch_step_ns = launch_step_ns;
+	pthread_mutex_unlock(&fc.mu);
+}
+
+API int cuDeviceGet(int *dev, int ordinal)
+{
+	if (!dev || ordinal != 0)
+		return INVALID;
+	*dev = 0;
+	return OK;
+}
+
+enum { ATTR_CC_MAJOR = 75 }; /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
+
+API int cuDeviceGetAttribute(int *value, int attrib, int dev)
+{
+	pthread_mutex_lock(&fc.mu);
+	int major = fc.cc_major;
+	pthread_mutex_unlock(&fc.mu);
+	if (!value || dev != 0 || attrib != ATTR_CC_MAJOR || !major)
+		return INVALID;
+	*value = major;
+	return OK;
 }
 
 /* How many waits were asked for, how many of them are not let go, and

@@ -224,6 +224,36 @@ static void test_sample_every_setting(void **state)
 	}
 }
 
+/* GPULSE_SAMPLE_OFFSET: floors in [0, 4], else the device's own figure
+ * (-1) and a line naming it. */
+static void test_sample_offset_setting(void **state)
+{
+	(void)state;
+	struct inject_config c;
+	char err[1024];
+	env_table = NULL;
+	inject_config_load(&c, fake_get, 0, err, sizeof err);
+	assert_true(c.offset_floors < 0);
+	static const char *const ok[][3] = { { "GPULSE_SAMPLE_OFFSET", "1.5", NULL },
+					     { "GPULSE_SAMPLE_OFFSET", "0", NULL } };
+	static const double want[] = { 1.5, 0 };
+	for (size_t i = 0; i < 2; i++) {
+		env_table = ok[i];
+		inject_config_load(&c, fake_get, 0, err, sizeof err);
+		assert_true(c.offset_floors == want[i]);
+		assert_string_equal(err, "");
+	}
+	static const char *const bad[][3] = { { "GPULSE_SAMPLE_OFFSET", "-1", NULL },
+					      { "GPULSE_SAMPLE_OFFSET", "4.5", NULL },
+					      { "GPULSE_SAMPLE_OFFSET", "2x", NULL } };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		env_table = bad[i];
+		inject_config_load(&c, fake_get, 0, err, sizeof err);
+		assert_true(c.offset_floors < 0);
+		assert_non_null(strstr(err, "GPULSE_SAMPLE_OFFSET="));
+	}
+}
+
 static void test_capture_frames_and_cap(void **state)
 {
 	(void)state;
@@ -288,6 +318,7 @@ int main(void)
 		cmocka_unit_test(test_load_bad_values_keep_defaults),
 		cmocka_unit_test(test_detach_setting),
 		cmocka_unit_test(test_sample_every_setting),
+		cmocka_unit_test(test_sample_offset_setting),
 		cmocka_unit_test(test_capture_frames_and_cap),
 		cmocka_unit_test(test_capture_refused_frames_counted),
 	};

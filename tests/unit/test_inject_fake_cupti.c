@@ -167,6 +167,11 @@ struct outcome {
 	int64_t cuda_longest_ns;      /* the longest a stream waited */
 };
 
+/* The driver stand-in's device for the timed cases: a compute capability
+ * (0: it answers none) and a launch step (0: an event's). */
+static int case_cc_major;
+static int64_t case_launch_step_ns;
+
 static void play(enum scenario sc, struct outcome *o)
 {
 	struct hooks h;
@@ -184,6 +189,10 @@ static void play(enum scenario sc, struct outcome *o)
 		*(void **)(&kernel_ns) = dlsym(cuda, "fake_cuda_set_kernel_ns");
 		NEED(kernel_ns);
 		kernel_ns(5000);
+		void (*device)(int, int64_t);
+		*(void **)(&device) = dlsym(cuda, "fake_cuda_set_device");
+		NEED(device);
+		device(case_cc_major, case_launch_step_ns);
 	}
 	init_library();
 	struct fake_cupti_stats s;
@@ -907,12 +916,75 @@ static void test_timed_samples(void **state)
 	if (mean < 4800 || mean > 5300)
 		fail_msg("k_loop's sampled mean %lld ns, want 5000 (%lld samples, %lld held)", (long long)mean,
 			 (long long)num(c, "floor_n"), (long long)holds);
+	/* A device that tells no compute capability gets the model's two. */
+	assert_true(json_number_value(json_object_get(c, "offset_floors")) == 2.0);
+	assert_true(json_is_false(json_object_get(c, "offset_measured")));
 	/* Past its first 32 timed launches a kernel is timed one launch in
 	 * 16 x 32: far fewer samples than one in 32 of its launches. */
 	json_int_t launches = launches_of(d, "k_loop(float*)");
 	if (holds * 64 > launches)
 		fail_msg("%lld held samples of %lld launches: not sparse", (long long)holds,
 			 (long long)launches);
+	json_decref(d);
+}
+
+/* k_loop's sampled mean in a timed case (the stand-in's 5 us kernel), and
+ * the census's floors taken off. */
+static json_int_t timed_mean(json_t *d, double *floors, int *measured)
+{
+	const json_t *c = json_object_get(d, "census");
+	assert_non_null(c);
+	*floors = json_number_value(json_object_get(c, "offset_floors"));
+	*measured = json_is_true(json_object_get(c, "offset_measured"));
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(d, "kernels"), i, v)
+		if (strcmp(json_string_value(json_object_get(v, "name")), "k_loop(float*)") == 0)
+			return num(v, "mean_ns");
+	fail_msg("no k_loop in the dump");
+	return 0;
+}
+
+/* An sm_90 device takes 1.78 floors off, the figure measured on the H200
+ * against a full trace: on a stand-in whose launch step is 0.78 of an
+ * event's (1 us), a held sample reads 6.78 us and the kernel's 5 us come
+ * back; with two floors they would read 4.78. */
+static void test_timed_samples_by_architecture(void **state)
+{
+	(void)state;
+	struct outcome o;
+	case_cc_major = 9, case_launch_step_ns = 780;
+	json_t *d = run_case(TIMED, "continuous", "50%", &o);
+	case_cc_major = 0, case_launch_step_ns = 0;
+	double floors;
+	int measured;
+	json_int_t mean = timed_mean(d, &floors, &measured);
+	assert_true(floors == 1.78);
+	assert_true(measured);
+	if (mean < 4900 || mean > 5200)
+		fail_msg("k_loop's sampled mean %lld ns on sm_90, want 5000", (long long)mean);
+	json_decref(d);
+}
+
+/* GPULSE_SAMPLE_OFFSET wins over the device's figure: three floors off
+ * the stand-in's samples (2 steps + 5 us) leave 4 us. */
+static void test_timed_samples_configured_offset(void **state)
+{
+	(void)state;
+	struct outcome o;
+	static char off[] = "GPULSE_SAMPLE_OFFSET=3";
+	case_env = off;
+	case_cc_major = 9;
+	json_t *d = run_case(TIMED, "continuous", "50%", &o);
+	case_env = NULL;
+	case_cc_major = 0;
+	double floors;
+	int measured;
+	json_int_t mean = timed_mean(d, &floors, &measured);
+	assert_true(floors == 3.0);
+	assert_false(measured);
+	if (mean < 3800 || mean > 4300)
+		fail_msg("k_loop's sampled mean %lld ns with 3 floors off, want 4000", (long long)mean);
 	json_decref(d);
 }
 
@@ -1114,6 +1186,8 @@ int main(void)
 		cmocka_unit_test(test_capture_over_socket),
 		cmocka_unit_test(test_capture_of_short_program),
 		cmocka_unit_test(test_timed_samples),
+		cmocka_unit_test(test_timed_samples_by_architecture),
+		cmocka_unit_test(test_timed_samples_configured_offset),
 		cmocka_unit_test(test_timed_hold_without_exit),
 		cmocka_unit_test(test_drops_counted),
 		cmocka_unit_test(test_fork_child),
