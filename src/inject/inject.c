@@ -1420,8 +1420,6 @@ out:
 		atomic_fetch_add_explicit(&g.cb_calls, 1, memory_order_relaxed);
 }
 
-/* Read the events of timed launches that completed (library thread): the
- * driver calls run outside the lock. */
 /* The floors a held sample of device `dev` (CUPTI's id, the CUDA
  * ordinal) holds besides its kernel (census_offset_floors), by its compute
  * capability, asked once per device. Library thread only. */
@@ -1429,24 +1427,24 @@ static double offset_floors(uint32_t dev)
 {
 	enum { DEVS = 64 };
 	static double floors[DEVS];
-	static int measured[DEVS];
+	static bool asked[DEVS];
 	if (dev >= DEVS)
 		return census_offset_floors(-1, g.cfg.offset_floors, NULL);
-	if (floors[dev] == 0) {
+	if (!asked[dev]) {
 		int major = -1;
 		CUdevice d;
-		if (drv.device_get && drv.device_attr && drv.device_get(&d, (int)dev) == CUDA_SUCCESS &&
+		if (!drv.device_get || !drv.device_attr || drv.device_get(&d, (int)dev) != CUDA_SUCCESS ||
 		    drv.device_attr(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d) != CUDA_SUCCESS)
 			major = -1;
-		floors[dev] = census_offset_floors(major, g.cfg.offset_floors, &measured[dev]);
-		if (floors[dev] == 0)
-			floors[dev] = -1; /* configured 0: none taken off, asked once */
-		g.offset_floors = floors[dev] < 0 ? 0 : floors[dev];
-		g.offset_measured = measured[dev];
+		floors[dev] = census_offset_floors(major, g.cfg.offset_floors, &g.offset_measured);
+		g.offset_floors = floors[dev];
+		asked[dev] = true;
 	}
-	return floors[dev] < 0 ? 0 : floors[dev];
+	return floors[dev];
 }
 
+/* Read the events of timed launches that completed (library thread): the
+ * driver calls run outside the lock. */
 static void census_poll_samples(int64_t now)
 {
 	if (!drv.can_time)

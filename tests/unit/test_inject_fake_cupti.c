@@ -928,21 +928,30 @@ static void test_timed_samples(void **state)
 	json_decref(d);
 }
 
-/* k_loop's sampled mean in a timed case (the stand-in's 5 us kernel), and
- * the census's floors taken off. */
-static json_int_t timed_mean(json_t *d, double *floors, int *measured)
+/* k_loop's sampled mean in a timed case (the stand-in's 5 us kernel) with
+ * `env` set (may be NULL) on a stand-in device of compute capability
+ * `cc_major` and launch step `step_ns` (0: none told, an event's), and the
+ * floors the census took off. */
+static json_int_t timed_mean(char *env, int cc_major, int64_t step_ns, double *floors, int *measured)
 {
+	struct outcome o;
+	case_env = env, case_cc_major = cc_major, case_launch_step_ns = step_ns;
+	json_t *d = run_case(TIMED, "continuous", "50%", &o);
+	case_env = NULL, case_cc_major = 0, case_launch_step_ns = 0;
 	const json_t *c = json_object_get(d, "census");
 	assert_non_null(c);
 	*floors = json_number_value(json_object_get(c, "offset_floors"));
 	*measured = json_is_true(json_object_get(c, "offset_measured"));
+	json_int_t mean = -1;
 	size_t i;
 	json_t *v;
 	json_array_foreach(json_object_get(d, "kernels"), i, v)
 		if (strcmp(json_string_value(json_object_get(v, "name")), "k_loop(float*)") == 0)
-			return num(v, "mean_ns");
-	fail_msg("no k_loop in the dump");
-	return 0;
+			mean = num(v, "mean_ns");
+	json_decref(d);
+	if (mean < 0)
+		fail_msg("no k_loop in the dump");
+	return mean;
 }
 
 /* An sm_90 device takes 1.78 floors off, the figure measured on the H200
@@ -952,18 +961,13 @@ static json_int_t timed_mean(json_t *d, double *floors, int *measured)
 static void test_timed_samples_by_architecture(void **state)
 {
 	(void)state;
-	struct outcome o;
-	case_cc_major = 9, case_launch_step_ns = 780;
-	json_t *d = run_case(TIMED, "continuous", "50%", &o);
-	case_cc_major = 0, case_launch_step_ns = 0;
 	double floors;
 	int measured;
-	json_int_t mean = timed_mean(d, &floors, &measured);
+	json_int_t mean = timed_mean(NULL, 9, 780, &floors, &measured);
 	assert_true(floors == 1.78);
 	assert_true(measured);
 	if (mean < 4900 || mean > 5200)
 		fail_msg("k_loop's sampled mean %lld ns on sm_90, want 5000", (long long)mean);
-	json_decref(d);
 }
 
 /* GPULSE_SAMPLE_OFFSET wins over the device's figure: three floors off
@@ -971,21 +975,14 @@ static void test_timed_samples_by_architecture(void **state)
 static void test_timed_samples_configured_offset(void **state)
 {
 	(void)state;
-	struct outcome o;
 	static char off[] = "GPULSE_SAMPLE_OFFSET=3";
-	case_env = off;
-	case_cc_major = 9;
-	json_t *d = run_case(TIMED, "continuous", "50%", &o);
-	case_env = NULL;
-	case_cc_major = 0;
 	double floors;
 	int measured;
-	json_int_t mean = timed_mean(d, &floors, &measured);
+	json_int_t mean = timed_mean(off, 9, 0, &floors, &measured);
 	assert_true(floors == 3.0);
 	assert_false(measured);
 	if (mean < 3800 || mean > 4300)
 		fail_msg("k_loop's sampled mean %lld ns with 3 floors off, want 4000", (long long)mean);
-	json_decref(d);
 }
 
 /* A held stream whose launch exit never comes is let go by the library's
