@@ -2223,7 +2223,7 @@ static void write_dump(void)
 		 "\"maxrss_kb\": %ld, \"source\": \"%s\", \"lasting_cost\": %s, "
 		 "\"census\": {\"busy\": %llu, \"samples_lost\": %llu, \"samples_ambiguous\": %llu, "
 		 "\"holds\": %llu, \"holds_late\": %llu, \"hold_state\": %d, \"floor_n\": %llu, "
-		 "\"floor_mean_ns\": %.1f, \"offset_floors\": %.2f, \"offset_measured\": %s, "
+		 "\"floor_mean_ns\": %.1f, "
 		 "\"untimed_launches\": %llu, \"unpooled\": %llu, "
 		 "\"can_time\": %s, \"cb_cost_ns\": %.1f, \"sample_every\": %u, "
 		 "\"lib_cpu_in_windows_ppm\": %.1f}, \"detaches\": %llu",
@@ -2243,8 +2243,7 @@ static void write_dump(void)
 		 (unsigned long long)atomic_load(&g.census_busy), (unsigned long long)g.samples_lost,
 		 (unsigned long long)g.samples_ambiguous, (unsigned long long)g.holds,
 		 (unsigned long long)g.holds_late, atomic_load(&g.hold_state), (unsigned long long)g.floor_n,
-		 g.floor_n ? (double)g.floor_ns / (double)g.floor_n : 0.0, g.offset_floors,
-		 g.offset_measured ? "true" : "false",
+		 g.floor_n ? (double)g.floor_ns / (double)g.floor_n : 0.0,
 		 (unsigned long long)g.untimed_launches,
 		 (unsigned long long)(g.census_pool ? g.census_pool->unpooled : 0),
 		 drv.can_time ? "true" : "false", g.gov.cost_ns, g.cfg.sample_every,
@@ -2253,6 +2252,10 @@ static void write_dump(void)
 	/* The edges of the last windows, on CLOCK_MONOTONIC (benchmarks line
 	 * their own timings up with them); close 0: still open. */
 	size_t o2 = strlen(extra);
+	/* The floors off a held sample, beside the census's figures. */
+	o2 += (size_t)snprintf(extra + o2, sizeof extra - o2,
+			       ", \"sample_offset\": {\"offset_floors\": %.2f, \"offset_measured\": %s}",
+			       g.offset_floors, g.offset_measured ? "true" : "false");
 	o2 += (size_t)snprintf(extra + o2, sizeof extra - o2, ", \"window_log_mono_ns\": [");
 	uint64_t first = g.windows > WINDOW_LOG ? g.windows - WINDOW_LOG : 0;
 	int open_now = g.mode == WIRE_MODE_CONTINUOUS && g.window_log[g.windows % WINDOW_LOG][0] &&

@@ -917,8 +917,9 @@ static void test_timed_samples(void **state)
 		fail_msg("k_loop's sampled mean %lld ns, want 5000 (%lld samples, %lld held)", (long long)mean,
 			 (long long)num(c, "floor_n"), (long long)holds);
 	/* A device that tells no compute capability gets the model's two. */
-	assert_true(json_number_value(json_object_get(c, "offset_floors")) == 2.0);
-	assert_true(json_is_false(json_object_get(c, "offset_measured")));
+	const json_t *so = json_object_get(d, "sample_offset");
+	assert_true(json_number_value(json_object_get(so, "offset_floors")) == 2.0);
+	assert_true(json_is_false(json_object_get(so, "offset_measured")));
 	/* Past its first 32 timed launches a kernel is timed one launch in
 	 * 16 x 32: far fewer samples than one in 32 of its launches. */
 	json_int_t launches = launches_of(d, "k_loop(float*)");
@@ -938,10 +939,10 @@ static json_int_t timed_mean(char *env, int cc_major, int64_t step_ns, double *f
 	case_env = env, case_cc_major = cc_major, case_launch_step_ns = step_ns;
 	json_t *d = run_case(TIMED, "continuous", "50%", &o);
 	case_env = NULL, case_cc_major = 0, case_launch_step_ns = 0;
-	const json_t *c = json_object_get(d, "census");
-	assert_non_null(c);
-	*floors = json_number_value(json_object_get(c, "offset_floors"));
-	*measured = json_is_true(json_object_get(c, "offset_measured"));
+	const json_t *so = json_object_get(d, "sample_offset");
+	assert_non_null(so);
+	*floors = json_number_value(json_object_get(so, "offset_floors"));
+	*measured = json_is_true(json_object_get(so, "offset_measured"));
 	json_int_t mean = -1;
 	size_t i;
 	json_t *v;
