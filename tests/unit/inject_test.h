@@ -1,7 +1,8 @@
 /* What the tests of the built libgpulse-inject.so share
  * (test_inject_so.c, test_inject_fake_cupti.c): where the build put the
  * libraries, a listening socket that stands in for gpulsed, and a reader
- * of the library's frames. Static functions: each test includes it once. */
+ * of the library's frames. Static functions (unused ones allowed): each
+ * test includes it once. */
 #ifndef GPULSE_TESTS_INJECT_TEST_H
 #define GPULSE_TESTS_INJECT_TEST_H
 
@@ -18,7 +19,7 @@
 
 /* A file `rel` next to this test program's folder (<build>/tests/), into
  * out[len]; whether it is readable. */
-static int inject_test_path(const char *rel, char *out, size_t len)
+__attribute__((unused)) static int inject_test_path(const char *rel, char *out, size_t len)
 {
 	char exe[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -34,7 +35,7 @@ static int inject_test_path(const char *rel, char *out, size_t len)
 }
 
 /* A Unix socket listening at path (replaced if there); -1 on failure. */
-static int inject_test_listen(const char *path)
+__attribute__((unused)) static int inject_test_listen(const char *path)
 {
 	unlink(path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -50,7 +51,7 @@ static int inject_test_listen(const char *path)
 
 /* The library's connection to the listening socket, within 10 s (the
  * test fails otherwise). */
-static int inject_test_accept(int lfd)
+__attribute__((unused)) static int inject_test_accept(int lfd)
 {
 	struct pollfd p = { .fd = lfd, .events = POLLIN };
 	assert_int_equal(poll(&p, 1, 10000), 1);
@@ -64,7 +65,7 @@ typedef int inject_test_frame_fn(int fd, unsigned type, const struct wire_msg *m
 
 /* Read the library's frames from fd until on_frame says stop, EOF or
  * `seconds` pass. A frame that does not decode fails the test. */
-static void inject_test_read_frames(int fd, int seconds, inject_test_frame_fn *on_frame, void *user)
+__attribute__((unused)) static void inject_test_read_frames(int fd, int seconds, inject_test_frame_fn *on_frame, void *user)
 {
 	static uint8_t buf[1 << 20];
 	size_t len = 0;

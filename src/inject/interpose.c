@@ -1,0 +1,253 @@
+/* Redirect other objects' calls of named functions by rewriting their
+ * GOT entries (interpose.h says why, and why by hand). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dl_iterate_phdr */
+#endif
+#include <elf.h>
+#include <link.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "interpose.h"
+
+#if defined(__x86_64__) && defined(__LP64__)
+#define IP_SUPPORTED 1
+#define IP_JUMP_SLOT R_X86_64_JUMP_SLOT
+#define IP_GLOB_DAT R_X86_64_GLOB_DAT
+#elif defined(__aarch64__) && defined(__LP64__)
+#define IP_SUPPORTED 1
+#define IP_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#define IP_GLOB_DAT R_AARCH64_GLOB_DAT
+#else
+#define IP_SUPPORTED 0
+#endif
+
+int interpose_supported(void)
+{
+	return IP_SUPPORTED;
+}
+
+void interpose_init(struct interpose *ip, const struct interpose_entry *entries, size_t n,
+		    const void *const *skip, size_t nskip)
+{
+	memset(ip, 0, sizeof *ip);
+	ip->entries = entries;
+	ip->nentries = n;
+	for (size_t i = 0; i < nskip && ip->nskip < INTERPOSE_SKIP_MAX; i++)
+		if (skip[i])
+			ip->skip[ip->nskip++] = skip[i];
+}
+
+#if IP_SUPPORTED
+
+/* One scan's state, passed through dl_iterate_phdr. */
+struct scan {
+	struct interpose *ip;
+	int first;                     /* the next object is the first */
+	int unchanged;                 /* nothing loaded or unloaded: stopped at once */
+	int have_counts;
+	unsigned long long adds, subs; /* the loader's counters now */
+	int rewritten;
+	uintptr_t page;
+};
+
+/* Whether the object contains addr (inside one of its loaded segments). */
+static int object_has(const struct dl_phdr_info *info, const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		if (p->p_type != PT_LOAD)
+			continue;
+		uintptr_t lo = (uintptr_t)info->dlpi_addr + p->p_vaddr;
+		if (a >= lo && a < lo + p->p_memsz)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether the loaded segment holding [a, a + len) may be written: the
+ * GOT lies in the writable data segment (the RELRO part of it made
+ * read-only after relocation, handled by the caller). */
+static int segment_writable(const struct dl_phdr_info *info, uintptr_t a, size_t len)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		if (p->p_type != PT_LOAD)
+			continue;
+		uintptr_t lo = (uintptr_t)info->dlpi_addr + p->p_vaddr;
+		if (a >= lo && a + len <= lo + p->p_memsz)
+			return (p->p_flags & PF_W) != 0;
+	}
+	return 0;
+}
+
+/* A dynamic-section address: glibc rewrites them to absolute addresses
+ * when it relocates an object, musl and the vDSO leave them relative to
+ * the object's base. */
+static uintptr_t dyn_addr(ElfW(Addr) base, ElfW(Addr) v)
+{
+	return v < base ? (uintptr_t)base + v : (uintptr_t)v;
+}
+
+/* Point *slot at `to`. A slot on a page the loader made read-only (RELRO:
+ * from the segment's start rounded down to its end rounded down, as
+ * glibc and musl protect it) is opened for the one store and closed
+ * again. 1 rewritten, 0 already ours, -1 not writable. */
+static int write_slot(const struct scan *s, const struct dl_phdr_info *info, void **slot,
+		      void *to, uintptr_t ro_lo, uintptr_t ro_hi)
+{
+	if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) == to)
+		return 0;
+	uintptr_t a = (uintptr_t)slot;
+	if (!segment_writable(info, a, sizeof *slot))
+		return -1;
+	if (a >= ro_lo && a + sizeof *slot <= ro_hi) {
+		void *page = (void *)(a & ~(s->page - 1));
+		if (mprotect(page, s->page, PROT_READ | PROT_WRITE) != 0)
+			return -1;
+		__atomic_store_n(slot, to, __ATOMIC_RELEASE);
+		mprotect(page, s->page, PROT_READ);
+	} else {
+		__atomic_store_n(slot, to, __ATOMIC_RELEASE);
+	}
+	return 1;
+}
+
+static void patch_relocs(struct scan *s, const struct dl_phdr_info *info, const ElfW(Sym) *symtab,
+			 const char *strtab, size_t strsz, const ElfW(Rela) *rel, size_t relsz,
+			 uintptr_t ro_lo, uintptr_t ro_hi)
+{
+	struct interpose *ip = s->ip;
+	size_t n = relsz / sizeof *rel;
+	for (size_t i = 0; i < n; i++) {
+		unsigned long type = ELF64_R_TYPE(rel[i].r_info);
+		if (type != IP_JUMP_SLOT && type != IP_GLOB_DAT)
+			continue;
+		size_t si = ELF64_R_SYM(rel[i].r_info);
+		if (si == 0)
+			continue;
+		const ElfW(Sym) *sym = &symtab[si];
+		/* Only imports: an object's own function, reached through its
+		 * own PLT, is not another object's call. */
+		if (sym->st_shndx != SHN_UNDEF || sym->st_name >= strsz)
+			continue;
+		const char *name = strtab + sym->st_name;
+		for (size_t e = 0; e < ip->nentries; e++) {
+			const char *want = ip->entries[e].name;
+			if (name[0] != want[0] || strcmp(name, want) != 0)
+				continue;
+			void **slot = (void **)((uintptr_t)info->dlpi_addr + rel[i].r_offset);
+			int r = write_slot(s, info, slot, ip->entries[e].to, ro_lo, ro_hi);
+			if (r > 0) {
+				ip->patched++;
+				s->rewritten++;
+			} else if (r < 0) {
+				ip->failed++;
+			}
+			break;
+		}
+	}
+}
+
+static void patch_object(struct scan *s, const struct dl_phdr_info *info)
+{
+	ElfW(Addr) base = info->dlpi_addr;
+	const ElfW(Dyn) *dyn = NULL;
+	uintptr_t ro_lo = 0, ro_hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		if (p->p_type == PT_DYNAMIC) {
+			dyn = (const ElfW(Dyn) *)((uintptr_t)base + p->p_vaddr);
+		} else if (p->p_type == PT_GNU_RELRO) {
+			uintptr_t lo = (uintptr_t)base + p->p_vaddr;
+			ro_lo = lo & ~(s->page - 1);
+			ro_hi = (lo + p->p_memsz) & ~(s->page - 1);
+		}
+	}
+	if (!dyn)
+		return;
+	ElfW(Addr) symtab = 0, strtab = 0, jmprel = 0, rela = 0;
+	size_t strsz = 0, pltrelsz = 0, relasz = 0;
+	long pltrel = DT_RELA;
+	for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+		switch (d->d_tag) {
+		case DT_SYMTAB: symtab = d->d_un.d_ptr; break;
+		case DT_STRTAB: strtab = d->d_un.d_ptr; break;
+		case DT_STRSZ: strsz = d->d_un.d_val; break;
+		case DT_JMPREL: jmprel = d->d_un.d_ptr; break;
+		case DT_PLTRELSZ: pltrelsz = d->d_un.d_val; break;
+		case DT_PLTREL: pltrel = (long)d->d_un.d_val; break;
+		case DT_RELA: rela = d->d_un.d_ptr; break;
+		case DT_RELASZ: relasz = d->d_un.d_val; break;
+		default: break;
+		}
+	}
+	if (!symtab || !strtab || !strsz)
+		return;
+	const ElfW(Sym) *syms = (const ElfW(Sym) *)dyn_addr(base, symtab);
+	const char *strs = (const char *)dyn_addr(base, strtab);
+	if (jmprel && pltrelsz && pltrel == DT_RELA)
+		patch_relocs(s, info, syms, strs, strsz, (const ElfW(Rela) *)dyn_addr(base, jmprel),
+			     pltrelsz, ro_lo, ro_hi);
+	if (rela && relasz)
+		patch_relocs(s, info, syms, strs, strsz, (const ElfW(Rela) *)dyn_addr(base, rela), relasz,
+			     ro_lo, ro_hi);
+}
+
+static int on_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct scan *s = arg;
+	struct interpose *ip = s->ip;
+	if (s->first) {
+		s->first = 0;
+		/* The loader counts the objects it ever added and removed
+		 * (glibc 2.4 on): equal counts, nothing new to look at. */
+		if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+			s->have_counts = 1;
+			s->adds = info->dlpi_adds;
+			s->subs = info->dlpi_subs;
+			if (ip->scanned && s->adds == ip->adds && s->subs == ip->subs) {
+				s->unchanged = 1;
+				return 1;
+			}
+		}
+	}
+	ip->objects++;
+	for (size_t i = 0; i < ip->nskip; i++)
+		if (object_has(info, ip->skip[i]))
+			return 0;
+	patch_object(s, info);
+	return 0;
+}
+
+int interpose_scan(struct interpose *ip)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	struct scan s = { .ip = ip, .first = 1, .page = ps > 0 ? (uintptr_t)ps : 4096 };
+	int64_t t0 = clock_mono_ns();
+	dl_iterate_phdr(on_object, &s);
+	if (s.unchanged)
+		return 0;
+	ip->scanned = 1;
+	ip->scans++;
+	if (s.have_counts) {
+		ip->adds = s.adds;
+		ip->subs = s.subs;
+	}
+	ip->scan_ns += (uint64_t)(clock_mono_ns() - t0);
+	return s.rewritten;
+}
+
+#else /* !IP_SUPPORTED */
+
+int interpose_scan(struct interpose *ip)
+{
+	ip->scanned = 1;
+	return 0;
+}
+
+#endif
