@@ -40,6 +40,7 @@
 #include "clock.h"
 #include "cupti_shim.h"
 #include "governor.h"
+#include "interpose.h"
 #include "inject_config.h"
 #include "status.h"
 #include "str.h"
@@ -230,6 +231,16 @@ static struct {
 	/* Counters. */
 	atomic_uint_fast64_t launch_records; /* kernels + copies + memsets seen */
 	int holds_subscriber;      /* focused modes: callbacks need one */
+	/* Another profiler subscribing (interpose.h): its cuptiSubscribe
+	 * comes to yield_subscriber, which takes smu, the lock of every
+	 * change to the library's own subscriptions (the library thread's
+	 * census, probe, detach and context wait), gives back what the
+	 * library holds and sets yielded, after which it takes none. */
+	pthread_mutex_t smu;
+	atomic_int yielded;
+	struct interpose ip;       /* the library thread's, after set-up */
+	int ip_installed;
+	uint64_t yields;           /* subscriptions given back to another profiler */
 	atomic_int sub_until_context; /* full mode: subscribed until the first context exists */
 	atomic_int arm_pending;    /* continuous mode: CUPTI not touched until the first tick */
 	atomic_int uvm_state;      /* 0 not yet, 1 on, -1 given up (set on a callback, read by the thread) */
@@ -254,7 +265,8 @@ static struct {
 	int stop;
 	int thread_done;               /* the thread left its loop (under mu) */
 	int exited;
-} g = { .mu = PTHREAD_MUTEX_INITIALIZER, .cmu = PTHREAD_MUTEX_INITIALIZER };
+} g = { .mu = PTHREAD_MUTEX_INITIALIZER, .cmu = PTHREAD_MUTEX_INITIALIZER,
+	.smu = PTHREAD_MUTEX_INITIALIZER };
 
 struct nvtx_frame {
 	int64_t start_mono_ns;
@@ -691,14 +703,18 @@ static int cupti_taken(void)
 	return r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
 }
 
+#define GIVE_WAY_FOUND "another profiler started using CUPTI (torch.profiler, Nsight); " \
+		       "gpulse leaves it to them"
+#define GIVE_WAY_YIELDED "another profiler subscribed to CUPTI (torch.profiler, Nsight): " \
+			 "gpulse gave its subscriber back and leaves CUPTI to it"
+
 /* Another profiler took CUPTI: leave every CUPTI setting as it is (the
  * other tool owns them now) and stop tracing for good. */
-static void give_way(void)
+static void give_way(const char *why)
 {
 	g.have_cupti = 0;
 	atomic_store(&g.active, 0);
-	step_aside("another profiler started using CUPTI (torch.profiler, Nsight); "
-		   "gpulse leaves it to them");
+	step_aside(why);
 }
 
 /* ---- callbacks ---- */
@@ -1569,7 +1585,7 @@ static int census_open(int64_t now)
 	int64_t t0 = clock_mono_ns();
 	CUptiResult r = g.cupti.subscribe(&g.sub, on_callback, NULL);
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-		give_way();
+		give_way(GIVE_WAY_FOUND);
 		return 0;
 	}
 	if (r != CUPTI_SUCCESS)
@@ -1643,6 +1659,25 @@ static void census_close(int64_t now)
 	g.window_next_ns = now + (int64_t)g.gov.off_ns;
 }
 
+/* An open census window ends outside the governor's plan, its counted
+ * time kept for the interval's estimate: after a detach (CUPTI holds no
+ * subscriber any more: unsubscribe 0), or when another profiler
+ * subscribes (the window's subscription given back: 1). */
+static void census_drop_window(int64_t now, int unsubscribe)
+{
+	atomic_store(&g.census_on, 0);
+	if (unsubscribe && g.holds_census)
+		g.cupti.unsubscribe(g.sub);
+	hold_release_all(); /* no exit of ours is heard from here on */
+	int64_t start = atomic_exchange(&g.census_start_ns, 0);
+	if (g.holds_census && start > 0 && now > start) {
+		g.observed_ns += (uint64_t)(now - start);
+		g.pool_observed_ns += pooled_time(start, now);
+	}
+	g.holds_census = 0;
+	g.census_split_ns = 0;
+}
+
 /* The library's thread, each turn: open and close census windows. The
  * first window (opened at CUDA's start) counts from the first launch;
  * without one for SUB_HOLD_MAX_NS it gives the subscriber back. */
@@ -1683,15 +1718,7 @@ static void detach_tick(int64_t now)
 			g.detach_sub = 0;
 			g.detaches++;
 			g.lasting = 0;
-			atomic_store(&g.census_on, 0);
-			hold_release_all(); /* no exit is heard after cuptiFinalize */
-			int64_t start = atomic_exchange(&g.census_start_ns, 0);
-			if (g.holds_census && start > 0 && now > start) {
-				g.observed_ns += (uint64_t)(now - start);
-				g.pool_observed_ns += pooled_time(start, now);
-			}
-			g.holds_census = 0;
-			g.census_split_ns = 0;
+			census_drop_window(now, 0); /* no exit is heard after cuptiFinalize */
 			g.have_cupti = 0;
 			g.uvm_state = 0;
 			atomic_store(&g.arm_pending, 1);
@@ -1728,7 +1755,7 @@ static void detach_tick(int64_t now)
 	if (!g.holds_census) {
 		CUptiResult r = g.cupti.subscribe(&g.sub, on_callback, NULL);
 		if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-			give_way();
+			give_way(GIVE_WAY_FOUND);
 			return;
 		}
 		if (r != CUPTI_SUCCESS)
@@ -2018,6 +2045,80 @@ static void release_context_subscriber(void)
 		g.cupti.unsubscribe(g.sub);
 }
 
+/* ---- another profiler subscribing ---- */
+
+/* The other CUPTI clients' cuptiSubscribe and cuptiSubscribe_v2 come
+ * here (interpose.h): a subscriber the library holds (a census window,
+ * full mode's wait for the first context, a detach waiting for an API
+ * exit) is given back first and none is taken again, so the other
+ * profiler's subscription succeeds wherever it falls; the library's
+ * thread then steps aside (GIVE_WAY_YIELDED). Runs on the application's
+ * thread, once; it waits for the library thread's census work at most.
+ * Focused modes hold their subscriber by the user's choice and are left
+ * as they are (the hook is not installed there). */
+static void yield_subscriber(void)
+{
+	if (g.is_fork_child || g.stepped_aside || atomic_load(&g.yielded))
+		return;
+	pthread_mutex_lock(&g.smu);
+	if (!atomic_exchange(&g.yielded, 1) && !g.stepped_aside) {
+		int64_t now = clock_mono_ns();
+		int held = g.holds_census || g.detach_sub || atomic_load(&g.sub_until_context);
+		if (g.holds_census) {
+			census_drop_window(now, 1);
+			g.window_log[g.windows % WINDOW_LOG][1] = now;
+			g.windows++;
+		}
+		int armed = 1;
+		if (atomic_compare_exchange_strong(&g.detach_armed, &armed, 0) && g.detach_sub)
+			g.cupti.unsubscribe(g.sub);
+		g.detach_sub = 0;
+		release_context_subscriber();
+		if (held)
+			g.yields++;
+	}
+	pthread_mutex_unlock(&g.smu);
+	pthread_mutex_lock(&g.mu);
+	pthread_cond_signal(&g.wake); /* step aside now, not at the next tick */
+	pthread_mutex_unlock(&g.mu);
+}
+
+static CUptiResult CUPTIAPI other_subscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb,
+					    void *user)
+{
+	yield_subscriber();
+	return g.cupti.subscribe(sub, cb, user);
+}
+
+static CUptiResult CUPTIAPI other_subscribe_v2(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb,
+					       void *user, CUpti_SubscriberParams *params)
+{
+	yield_subscriber();
+	if (!g.cupti.subscribe_v2)
+		return CUPTI_ERROR_NOT_INITIALIZED;
+	return g.cupti.subscribe_v2(sub, cb, user, params);
+}
+
+static const struct interpose_entry subscribe_entries[] = {
+	{ "cuptiSubscribe", (void *)other_subscribe },
+	{ "cuptiSubscribe_v2", (void *)other_subscribe_v2 },
+};
+
+/* Continuous and full modes: send the other objects' subscribe calls to
+ * yield_subscriber (not CUPTI's own, nor ours). Objects loaded later are
+ * found by the library thread's rescan once a second. */
+static void install_interpose(void)
+{
+	if ((g.mode != WIRE_MODE_CONTINUOUS && g.mode != WIRE_MODE_FULL) ||
+	    (g.cfg.skip & INJECT_SKIP_INTERPOSE) || !interpose_supported())
+		return;
+	const void *skip[] = { (const void *)yield_subscriber, (const void *)g.cupti.subscribe };
+	interpose_init(&g.ip, subscribe_entries, sizeof subscribe_entries / sizeof subscribe_entries[0],
+		       skip, sizeof skip / sizeof skip[0]);
+	interpose_scan(&g.ip);
+	g.ip_installed = 1;
+}
+
 static void *inject_main(void *arg)
 {
 	(void)arg;
@@ -2026,6 +2127,12 @@ static void *inject_main(void *arg)
 	while (!g.stop) {
 		pthread_mutex_unlock(&g.mu);
 		int64_t now = clock_mono_ns();
+		/* Every subscription of the library changes under smu, so that
+		 * another profiler's subscribe (yield_subscriber) finds it
+		 * either held or given back, never half way. */
+		pthread_mutex_lock(&g.smu);
+		if (atomic_load(&g.yielded) && !g.stepped_aside)
+			give_way(GIVE_WAY_YIELDED);
 		/* A detach's result first: after one, CUPTI holds nothing of
 		 * ours, and the census must not open or close a window on
 		 * state that is gone. */
@@ -2066,14 +2173,19 @@ static void *inject_main(void *arg)
 			    !atomic_load(&g.sub_until_context) && g.have_cupti &&
 			    (g.mode == WIRE_MODE_FULL || g.mode == WIRE_MODE_CONTINUOUS) &&
 			    !(g.cfg.skip & INJECT_SKIP_PROBE) && cupti_taken())
-				give_way();
+				give_way(GIVE_WAY_FOUND);
 			if (g.uvm_state == 0 && g.have_cupti && !(g.cfg.skip & INJECT_SKIP_UVM) &&
 			    !atomic_load(&g.sub_until_context) &&
 			    (g.mode == WIRE_MODE_CONTINUOUS || g.mode == WIRE_MODE_FULL))
 				enable_uvm_from_thread();
+			/* Objects loaded since (a profiler's library imported
+			 * late): one loader step when none was. */
+			if (g.ip_installed && !g.stepped_aside)
+				interpose_scan(&g.ip);
 			flush_interval(now);
 			next_flush = now + FLUSH_NS;
 		}
+		pthread_mutex_unlock(&g.smu);
 		/* Sleep until the next thing to do. */
 		int64_t until = next_flush;
 		if (g.mode == WIRE_MODE_CONTINUOUS) {
@@ -2256,6 +2368,15 @@ static void write_dump(void)
 	o2 += (size_t)snprintf(extra + o2, sizeof extra - o2,
 			       ", \"sample_offset\": {\"offset_floors\": %.2f, \"offset_measured\": %s}",
 			       g.offset_floors, g.offset_measured ? "true" : "false");
+	/* Other objects' subscribe calls sent here, and subscriptions given
+	 * back to another profiler. */
+	o2 += (size_t)snprintf(extra + o2, sizeof extra - o2,
+			       ", \"interpose\": {\"installed\": %s, \"scans\": %llu, \"objects\": %llu, "
+			       "\"patched\": %llu, \"failed\": %llu, \"scan_ns\": %llu, \"yields\": %llu}",
+			       g.ip_installed ? "true" : "false", (unsigned long long)g.ip.scans,
+			       (unsigned long long)g.ip.objects, (unsigned long long)g.ip.patched,
+			       (unsigned long long)g.ip.failed, (unsigned long long)g.ip.scan_ns,
+			       (unsigned long long)g.yields);
 	o2 += (size_t)snprintf(extra + o2, sizeof extra - o2, ", \"window_log_mono_ns\": [");
 	uint64_t first = g.windows > WINDOW_LOG ? g.windows - WINDOW_LOG : 0;
 	int open_now = g.mode == WIRE_MODE_CONTINUOUS && g.window_log[g.windows % WINDOW_LOG][0] &&
@@ -2355,6 +2476,7 @@ static void fork_child(void)
 	 * It reports as a new process with nothing traced: statistics
 	 * start from zero, and a fork+exec child loads the library anew. */
 	pthread_mutex_init(&g.mu, NULL);
+	pthread_mutex_init(&g.smu, NULL);
 	clock_cond_init(&g.wake);
 	g.is_fork_child = 1;
 	pthread_mutex_init(&nvtx_ranges.mu, NULL);
@@ -2530,7 +2652,8 @@ static int setup_cupti(void)
 	for (size_t i = 0; i < sizeof nvtx_ids / sizeof nvtx_ids[0]; i++)
 		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_NVTX, nvtx_ids[i]);
 	setenv_nvtx();
-timestamps:;
+timestamps:
+	install_interpose();
 	uint64_t ts = 0;
 	if (g.cupti.get_timestamp(&ts) == CUPTI_SUCCESS)
 		g.cupti_to_wall_ns = clock_wall_ns() - (int64_t)ts;

@@ -192,7 +192,7 @@ sock_done:
 				{"uvm", INJECT_SKIP_UVM},     {"nvtx", INJECT_SKIP_NVTX},
 				{"probe", INJECT_SKIP_PROBE}, {"sync", INJECT_SKIP_SYNC},
 				{"copies", INJECT_SKIP_COPIES}, {"perthread", INJECT_SKIP_PERTHREAD}, {"hold", INJECT_SKIP_HOLD},
-				{"samples", INJECT_SKIP_SAMPLES},
+				{"samples", INJECT_SKIP_SAMPLES}, {"interpose", INJECT_SKIP_INTERPOSE},
 			};
 			size_t i = 0;
 			while (i < sizeof parts / sizeof parts[0] && strcmp(t, parts[i].name) != 0)
@@ -201,7 +201,8 @@ sock_done:
 				c->skip |= parts[i].bit;
 			} else {
 				snprintf(msg, sizeof msg, "GPULSE_INJECT_SKIP: unknown part '%.32s' "
-					 "(known: uvm, nvtx, probe, sync, copies, perthread, hold, samples); ignored", t);
+					 "(known: uvm, nvtx, probe, sync, copies, perthread, hold, samples, "
+					 "interpose); ignored", t);
 				add_err(err, errlen, msg);
 			}
 		}

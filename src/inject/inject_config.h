@@ -50,6 +50,7 @@ struct inject_config {
 #define INJECT_SKIP_PERTHREAD 32u
 #define INJECT_SKIP_HOLD   64u  /* time idle streams' samples unheld */
 #define INJECT_SKIP_SAMPLES 128u /* no event-timed samples: counts only */
+#define INJECT_SKIP_INTERPOSE 256u /* leave other objects' cuptiSubscribe calls alone */
 
 /* Parse "continuous", "profiler-api", "nvtx:NAME", "full", "off". 0 or
  * GPULSE_EINVAL. */

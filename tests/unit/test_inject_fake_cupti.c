@@ -55,7 +55,8 @@ struct hooks {
 	void (*slow_flush)(int ms);
 };
 
-static char so_path[PATH_MAX + 64], fake_path[PATH_MAX + 64], cuda_path[PATH_MAX + 64];
+static char so_path[PATH_MAX + 64], fake_path[PATH_MAX + 64], cuda_path[PATH_MAX + 64],
+	prof_path[PATH_MAX + 64];
 
 /* The library sits at <build>/src/inject/, the stand-in and this test at
  * <build>/tests/. */
@@ -63,7 +64,8 @@ static int find_libs(void)
 {
 	return inject_test_path("../src/inject/libgpulse-inject.so", so_path, sizeof so_path) &&
 	       inject_test_path("libfake_cupti.so", fake_path, sizeof fake_path) &&
-	       inject_test_path("fake_cuda/libcuda.so.1", cuda_path, sizeof cuda_path);
+	       inject_test_path("fake_cuda/libcuda.so.1", cuda_path, sizeof cuda_path) &&
+	       inject_test_path("libfake_profiler.so", prof_path, sizeof prof_path);
 }
 
 /* In the child: a failed step ends it with a message. */
@@ -145,7 +147,7 @@ static void launch_until(const struct hooks *h, int rate, int64_t until)
 }
 
 enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_EARLY, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK, MARKERS, STUCK, CAPTURE_DETACH,
-		CAPTURE_SHORT, TIMED, TIMED_NO_EXIT };
+		CAPTURE_SHORT, TIMED, TIMED_NO_EXIT, SUBSCRIBES_IN_WINDOW, SUBSCRIBES_LOADED_LATE };
 
 static const struct hooks *end_hooks;
 
@@ -165,6 +167,8 @@ struct outcome {
 	int64_t exit_start_ns; /* when the case called exit (monotonic) */
 	int cuda_waits, cuda_holding; /* the driver stand-in's stream waits, and those not let go */
 	int64_t cuda_longest_ns;      /* the longest a stream waited */
+	int profiler_rc;              /* the other profiler's cuptiSubscribe */
+	int profiler_heard;           /* launches its callback heard */
 };
 
 /* The driver stand-in's device for the timed cases: a compute capability
@@ -420,6 +424,40 @@ static void play(enum scenario sc, struct outcome *o)
 		}
 		launch_until(&h, 100000, clock_mono_ns() + ms(1500));
 		break;
+	case SUBSCRIBES_IN_WINDOW:
+	case SUBSCRIBES_LOADED_LATE: {
+		/* Another profiler (a library linked to CUPTI, as PyTorch's
+		 * Kineto) loaded with the application, or after CUDA started
+		 * (found by the library's rescan at its next tick), subscribes
+		 * while a census window holds the subscriber: at a budget the
+		 * launches fit in, windows follow each other with no gap. */
+		void *p = NULL;
+		if (sc == SUBSCRIBES_IN_WINDOW)
+			NEED((p = dlopen(prof_path, RTLD_NOW | RTLD_LOCAL)) != NULL);
+		h.context_created();
+		launch_until(&h, 100000, clock_mono_ns() + ms(1200));
+		if (sc == SUBSCRIBES_LOADED_LATE) {
+			NEED((p = dlopen(prof_path, RTLD_NOW | RTLD_LOCAL)) != NULL);
+			launch_until(&h, 100000, clock_mono_ns() + ms(1300));
+		}
+		int (*start)(void), (*heard)(void);
+		*(void **)(&start) = dlsym(p, "fake_profiler_start");
+		*(void **)(&heard) = dlsym(p, "fake_profiler_heard");
+		NEED(start && heard);
+		for (int64_t until = clock_mono_ns() + ms(2000);;) {
+			h.stats(&s);
+			if (s.subscribed && !s.foreign && s.driver_callbacks > 0)
+				break; /* a window counts now */
+			NEED(clock_mono_ns() < until);
+			launch_until(&h, 100000, clock_mono_ns() + ms(2));
+		}
+		h.stats(&o->at_take);
+		o->profiler_rc = start();
+		h.stats(&o->before_end);
+		launch_until(&h, 100000, clock_mono_ns() + ms(1500));
+		o->profiler_heard = heard();
+		break;
+	}
 	case TAKEN_LATER:
 		/* After the library took CUPTI at its first tick (1 s) and
 		 * traced its first window. */
@@ -754,6 +792,62 @@ static void test_gives_way_to_profiler_that_comes_later(void **state)
 	assert_int_equal(o.before_end.kind_changes, o.end.kind_changes);
 	assert_int_equal(o.before_end.driver_callbacks, o.end.driver_callbacks);
 	assert_true(o.end.subscribed && o.end.foreign);
+	json_decref(d);
+}
+
+/* A profiler that subscribes while a census window holds CUPTI's one
+ * subscriber (torch.profiler started at any moment) gets it: its call
+ * reaches the library through its GOT, the window's subscription is
+ * given back first, and the library steps aside. With the redirection
+ * off (GPULSE_INJECT_SKIP=interpose) the same call is refused, as it was
+ * on the H200 before. */
+static void subscribes_in_window(enum scenario sc)
+{
+	struct outcome o;
+	json_t *d = run_case(sc, "continuous", "100%", &o);
+	assert_int_equal(o.profiler_rc, 0); /* CUPTI_SUCCESS */
+	assert_true(o.at_take.subscribed && !o.at_take.foreign);
+	assert_true(json_is_true(json_object_get(d, "stepped_aside")));
+	assert_non_null(strstr(json_string_value(json_object_get(d, "reason")),
+			       "gave its subscriber back"));
+	const json_t *ip = json_object_get(d, "interpose");
+	assert_true(json_is_true(json_object_get(ip, "installed")));
+	assert_true(num(ip, "patched") >= 1);
+	assert_int_equal(num(ip, "failed"), 0);
+	assert_int_equal(num(ip, "yields"), 1);
+	if (sc == SUBSCRIBES_LOADED_LATE)
+		assert_true(num(ip, "scans") >= 2);
+	/* The profiler holds the subscriber to the end: every launch heard
+	 * from then on is its own; the library touches no CUPTI setting. */
+	assert_true(o.profiler_heard > 0);
+	assert_int_equal(o.profiler_heard, o.end.driver_callbacks - o.before_end.driver_callbacks);
+	assert_int_equal(o.before_end.kind_changes, o.end.kind_changes);
+	assert_int_equal(o.end.enables, 0);
+	json_decref(d);
+}
+
+static void test_profiler_subscribes_in_window(void **state)
+{
+	(void)state;
+	subscribes_in_window(SUBSCRIBES_IN_WINDOW);
+}
+
+static void test_profiler_loaded_late_subscribes_in_window(void **state)
+{
+	(void)state;
+	subscribes_in_window(SUBSCRIBES_LOADED_LATE);
+}
+
+static void test_profiler_refused_without_interpose(void **state)
+{
+	(void)state;
+	struct outcome o;
+	case_skip = "interpose";
+	json_t *d = run_case(SUBSCRIBES_IN_WINDOW, "continuous", "100%", &o);
+	case_skip = NULL;
+	assert_int_equal(o.profiler_rc, 39); /* CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED */
+	assert_int_equal(o.profiler_heard, 0);
+	assert_true(json_is_false(json_object_get(json_object_get(d, "interpose"), "installed")));
 	json_decref(d);
 }
 
@@ -1180,6 +1274,9 @@ int main(void)
 		cmocka_unit_test(test_profiler_api_region_only),
 		cmocka_unit_test(test_steps_aside_for_profiler_there_first),
 		cmocka_unit_test(test_gives_way_to_profiler_that_comes_later),
+		cmocka_unit_test(test_profiler_subscribes_in_window),
+		cmocka_unit_test(test_profiler_loaded_late_subscribes_in_window),
+		cmocka_unit_test(test_profiler_refused_without_interpose),
 		cmocka_unit_test(test_nvtx_focus_push_pop_and_start_end),
 		cmocka_unit_test(test_capture_over_socket),
 		cmocka_unit_test(test_capture_of_short_program),
