@@ -2,7 +2,7 @@
 """PyTorch workloads for libgpulse-inject.so's overhead and correctness
 (bench/inject_overhead.sh, scripts/gpu-check.sh section inject).
 
-  inject_torch.py WORKLOAD [--seconds S] [--profiler] [--early-profiler]
+  inject_torch.py WORKLOAD [--seconds S] [--warmup S] [--profiler] [--early-profiler]
 
 WORKLOAD: train (transformer encoder training step, bf16 autocast,
 AdamW), infer (many small kernels: a deep narrow MLP at batch 8, launch
@@ -12,7 +12,9 @@ warm-up), tracing windows included, and the median round; a checksum of the
 results (fixed seed, so every configuration must agree), max RSS, and
 with --profiler the number of CUDA kernel events torch.profiler saw.
 --early-profiler starts torch.profiler before CUDA is initialised (so
-torch owns CUPTI first and gpulse must step aside at its start)."""
+torch owns CUPTI first and gpulse must step aside at its start).
+--warmup S: seconds of steps before the rounds (and before --profiler
+starts torch.profiler), default 1."""
 import argparse
 import json
 import resource
@@ -24,6 +26,7 @@ import torch
 ap = argparse.ArgumentParser()
 ap.add_argument("workload", choices=["train", "infer", "matmul"])
 ap.add_argument("--seconds", type=float, default=3.0)
+ap.add_argument("--warmup", type=float, default=1.0)
 ap.add_argument("--profiler", action="store_true")
 ap.add_argument("--early-profiler", action="store_true")
 a = ap.parse_args()
@@ -79,9 +82,9 @@ def checksum():
 
 
 first = checksum()
-# Warm up for a second: clocks ramp up and the governor settles.
+# Warm up (a second by default): clocks ramp up and the governor settles.
 t0 = time.perf_counter()
-while time.perf_counter() - t0 < 1.0:
+while time.perf_counter() - t0 < a.warmup:
     step()
 torch.cuda.synchronize()
 # Size a round to about seconds/7.

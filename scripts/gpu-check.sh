@@ -184,13 +184,19 @@ PY
 	# exact), then torch.profiler in the same
 	# process in continuous mode (started after gpulse, and before CUDA so
 	# it owns CUPTI first): gpulse steps aside and torch.profiler records.
-	for v in plain gpulse late early; do
+	# window: torch.profiler started while a census window holds CUPTI
+	# (a 100% budget keeps windows back to back): Kineto's subscribe
+	# reaches gpulse through its GOT and gets the subscriber;
+	# window-noip: the same with that redirection off (the control).
+	for v in plain gpulse late early window window-noip; do
 		args=(train --seconds 2)
 		env=(env -u CUDA_INJECTION64_PATH)
 		[ $v != plain ] && env+=(CUDA_INJECTION64_PATH=$IL GPULSE_INJECT_DUMP=$IB/dump-torch-$v.json)
 		[ $v = gpulse ] && env+=(GPULSE_MODE=full)
 		[ $v = late ] && args+=(--profiler)
 		[ $v = early ] && args+=(--early-profiler)
+		[[ $v = window* ]] && env+=(GPULSE_BUDGET=100%) && args+=(--profiler --warmup 3)
+		[ $v = window-noip ] && env+=(GPULSE_INJECT_SKIP=interpose)
 		"${env[@]}" timeout 300 python3 bench/inject_torch.py "${args[@]}" >$IB/torch-$v.json 2>"$OUT/inject-torch-$v.log"
 		echo "rc=$?" >>"$OUT/inject-torch-$v.log"
 		cp $IB/dump-torch-$v.json "$OUT/inject-dump-torch-$v.json" 2>/dev/null
@@ -209,6 +215,21 @@ sys.exit(0 if same and len(g["kernels"]) > 0 and aside["early"] and aside["late"
 PY
 )
 	[ $? = 0 ] && row "inject: pytorch + torch.profiler" PASS "${msg:0:150}" || row "inject: pytorch + torch.profiler" FAIL "${msg:0:150}"
+	msg=$(python3 - $IB 2>&1 <<'PY'
+import json, sys
+d = sys.argv[1]
+r = {v: json.loads(open(f"{d}/torch-{v}.json").read().strip().splitlines()[-1]) for v in ["plain", "window", "window-noip"]}
+dump = {v: json.load(open(f"{d}/dump-torch-{v}.json")) for v in ["window", "window-noip"]}
+ev = {v: r[v]["profiler_cuda_events"] for v in dump}
+ip = dump["window"]["interpose"]
+same = all(abs(r[v]["checksum"] - r["plain"]["checksum"]) <= 1e-6 * max(1, abs(r["plain"]["checksum"])) for v in r)
+gave = "gave its subscriber back" in dump["window"]["reason"]
+print(f"CUDA events {ev}; gave back {gave}, windows {dump['window']['windows']}; patched {ip['patched']} in {ip['objects']} objects, "
+      f"scan {ip['scan_ns'] / 1e6:.1f} ms; same results {same}")
+sys.exit(0 if ev["window"] and gave and ip["failed"] == 0 and same else 1)
+PY
+)
+	[ $? = 0 ] && row "inject: torch.profiler in a window" PASS "${msg:0:150}" || row "inject: torch.profiler in a window" FAIL "${msg:0:150}"
 else
 	row "inject: build" FAIL "inject-build.log"
 fi
