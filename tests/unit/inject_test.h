@@ -1,8 +1,9 @@
-/* What the tests of the built libgpulse-inject.so share
- * (test_inject_so.c, test_inject_fake_cupti.c): where the build put the
- * libraries, a listening socket that stands in for gpulsed, and a reader
- * of the library's frames. Static functions (unused ones allowed): each
- * test includes it once. */
+/* What the tests of the built libgpulse-inject.so and its parts share
+ * (test_inject_so.c, test_inject_fake_cupti.c, test_inject_interpose.c):
+ * where the build put the libraries, a listening socket that stands in
+ * for gpulsed, a reader of the library's frames, and NEED for their child
+ * processes. Static functions (unused ones allowed): each test includes
+ * it once. */
 #ifndef GPULSE_TESTS_INJECT_TEST_H
 #define GPULSE_TESTS_INJECT_TEST_H
 
@@ -100,5 +101,15 @@ __attribute__((unused)) static void inject_test_read_frames(int fd, int seconds,
 		len -= off;
 	}
 }
+
+/* In a test's child process: a failed step ends it with a message (the
+ * parent sees exit status 10). */
+#define NEED(cond)                                                                        \
+	do {                                                                              \
+		if (!(cond)) {                                                            \
+			fprintf(stderr, "child: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+			_exit(10);                                                        \
+		}                                                                         \
+	} while (0)
 
 #endif

@@ -68,15 +68,6 @@ static int find_libs(void)
 	       inject_test_path("libfake_profiler.so", prof_path, sizeof prof_path);
 }
 
-/* In the child: a failed step ends it with a message. */
-#define NEED(cond)                                                                        \
-	do {                                                                              \
-		if (!(cond)) {                                                            \
-			fprintf(stderr, "child: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			_exit(10);                                                        \
-		}                                                                         \
-	} while (0)
-
 static void load_hooks(struct hooks *h)
 {
 	void *f = dlopen(fake_path, RTLD_NOW | RTLD_GLOBAL);

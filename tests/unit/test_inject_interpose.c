@@ -46,15 +46,6 @@ struct caller {
 	ip_fn *(*address)(void);
 };
 
-/* In the child: a failed step ends it with a message. */
-#define NEED(cond)                                                                        \
-	do {                                                                              \
-		if (!(cond)) {                                                            \
-			fprintf(stderr, "child: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			_exit(10);                                                        \
-		}                                                                         \
-	} while (0)
-
 static struct caller open_caller(const char *path, int bind)
 {
 	struct caller c;
