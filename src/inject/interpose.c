@@ -153,6 +153,29 @@ static void patch_relocs(struct scan *s, const struct dl_phdr_info *info, const 
 	}
 }
 
+/* Whether the object imports any of the names. Its undefined symbols
+ * are the ones the GNU hash table leaves out, all before the table's
+ * first hashed index (symoffset), so only those are read; without that
+ * table (DT_HASH alone, or neither) the answer is "maybe" and the
+ * relocations are read. A large library's relocation tables run to
+ * megabytes, its imports to a few thousand names. */
+static int may_import(const struct interpose *ip, const ElfW(Sym) *syms, const char *strs,
+		      size_t strsz, const uint32_t *gnu_hash)
+{
+	if (!gnu_hash)
+		return 1;
+	uint32_t symoffset = gnu_hash[1];
+	for (uint32_t i = 1; i < symoffset; i++) {
+		if (syms[i].st_shndx != SHN_UNDEF || syms[i].st_name >= strsz)
+			continue;
+		const char *name = strs + syms[i].st_name;
+		for (size_t e = 0; e < ip->nentries; e++)
+			if (name[0] == ip->entries[e].name[0] && strcmp(name, ip->entries[e].name) == 0)
+				return 1;
+	}
+	return 0;
+}
+
 static void patch_object(struct scan *s, const struct dl_phdr_info *info)
 {
 	ElfW(Addr) base = info->dlpi_addr;
@@ -170,7 +193,7 @@ static void patch_object(struct scan *s, const struct dl_phdr_info *info)
 	}
 	if (!dyn)
 		return;
-	ElfW(Addr) symtab = 0, strtab = 0, jmprel = 0, rela = 0;
+	ElfW(Addr) symtab = 0, strtab = 0, jmprel = 0, rela = 0, gnu_hash = 0;
 	size_t strsz = 0, pltrelsz = 0, relasz = 0;
 	long pltrel = DT_RELA;
 	for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
@@ -183,6 +206,7 @@ static void patch_object(struct scan *s, const struct dl_phdr_info *info)
 		case DT_PLTREL: pltrel = (long)d->d_un.d_val; break;
 		case DT_RELA: rela = d->d_un.d_ptr; break;
 		case DT_RELASZ: relasz = d->d_un.d_val; break;
+		case DT_GNU_HASH: gnu_hash = d->d_un.d_ptr; break;
 		default: break;
 		}
 	}
@@ -190,6 +214,9 @@ static void patch_object(struct scan *s, const struct dl_phdr_info *info)
 		return;
 	const ElfW(Sym) *syms = (const ElfW(Sym) *)dyn_addr(base, symtab);
 	const char *strs = (const char *)dyn_addr(base, strtab);
+	if (!may_import(s->ip, syms, strs, strsz,
+			gnu_hash ? (const uint32_t *)dyn_addr(base, gnu_hash) : NULL))
+		return;
 	if (jmprel && pltrelsz && pltrel == DT_RELA)
 		patch_relocs(s, info, syms, strs, strsz, (const ElfW(Rela) *)dyn_addr(base, jmprel),
 			     pltrelsz, ro_lo, ro_hi);
