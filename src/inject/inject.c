@@ -2130,6 +2130,7 @@ static void *inject_main(void *arg)
 		/* Every subscription of the library changes under smu, so that
 		 * another profiler's subscribe (yield_subscriber) finds it
 		 * either held or given back, never half way. */
+		int flushed = 0;
 		pthread_mutex_lock(&g.smu);
 		if (atomic_load(&g.yielded) && !g.stepped_aside)
 			give_way(GIVE_WAY_YIELDED);
@@ -2178,14 +2179,17 @@ static void *inject_main(void *arg)
 			    !atomic_load(&g.sub_until_context) &&
 			    (g.mode == WIRE_MODE_CONTINUOUS || g.mode == WIRE_MODE_FULL))
 				enable_uvm_from_thread();
-			/* Objects loaded since (a profiler's library imported
-			 * late): one loader step when none was. */
-			if (g.ip_installed && !g.stepped_aside)
-				interpose_scan(&g.ip);
 			flush_interval(now);
 			next_flush = now + FLUSH_NS;
+			flushed = 1;
 		}
 		pthread_mutex_unlock(&g.smu);
+		/* Objects loaded since (a profiler's library imported late):
+		 * one loader step when none was. Outside smu: the scan can wait
+		 * for another thread's dlopen, whose constructors may
+		 * subscribe (other_subscribe takes smu). */
+		if (flushed && g.ip_installed && !g.stepped_aside)
+			interpose_scan(&g.ip);
 		/* Sleep until the next thing to do. */
 		int64_t until = next_flush;
 		if (g.mode == WIRE_MODE_CONTINUOUS) {

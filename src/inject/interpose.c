@@ -3,6 +3,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* dl_iterate_phdr */
 #endif
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <stddef.h>
@@ -51,7 +52,9 @@ struct scan {
 	int have_counts;
 	unsigned long long adds, subs; /* the loader's counters now */
 	int rewritten;
+	int incomplete;                /* an object to look at again next time */
 	uintptr_t page;
+	uintptr_t base;                /* the second pass's object */
 };
 
 /* Whether the object contains addr (inside one of its loaded segments). */
@@ -176,55 +179,80 @@ static int may_import(const struct interpose *ip, const ElfW(Sym) *syms, const c
 	return 0;
 }
 
-static void patch_object(struct scan *s, const struct dl_phdr_info *info)
+/* An object's dynamic tables, as patch_object and the scan's first pass
+ * read them. */
+struct dyn {
+	const ElfW(Sym) *syms;
+	const char *strs;
+	size_t strsz;
+	const uint32_t *gnu_hash;
+	const ElfW(Rela) *jmprel, *rela;
+	size_t pltrelsz, relasz;
+	uintptr_t ro_lo, ro_hi; /* the pages the loader made read-only */
+};
+
+/* 1 with *d filled, 0 for an object without what a redirection needs. */
+static int read_dynamic(const struct scan *s, const struct dl_phdr_info *info, struct dyn *d)
 {
 	ElfW(Addr) base = info->dlpi_addr;
 	const ElfW(Dyn) *dyn = NULL;
-	uintptr_t ro_lo = 0, ro_hi = 0;
+	memset(d, 0, sizeof *d);
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
 		if (p->p_type == PT_DYNAMIC) {
 			dyn = (const ElfW(Dyn) *)((uintptr_t)base + p->p_vaddr);
 		} else if (p->p_type == PT_GNU_RELRO) {
 			uintptr_t lo = (uintptr_t)base + p->p_vaddr;
-			ro_lo = lo & ~(s->page - 1);
-			ro_hi = (lo + p->p_memsz) & ~(s->page - 1);
+			d->ro_lo = lo & ~(s->page - 1);
+			d->ro_hi = (lo + p->p_memsz) & ~(s->page - 1);
 		}
 	}
 	if (!dyn)
-		return;
+		return 0;
 	ElfW(Addr) symtab = 0, strtab = 0, jmprel = 0, rela = 0, gnu_hash = 0;
-	size_t strsz = 0, pltrelsz = 0, relasz = 0;
 	long pltrel = DT_RELA;
-	for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
-		switch (d->d_tag) {
-		case DT_SYMTAB: symtab = d->d_un.d_ptr; break;
-		case DT_STRTAB: strtab = d->d_un.d_ptr; break;
-		case DT_STRSZ: strsz = d->d_un.d_val; break;
-		case DT_JMPREL: jmprel = d->d_un.d_ptr; break;
-		case DT_PLTRELSZ: pltrelsz = d->d_un.d_val; break;
-		case DT_PLTREL: pltrel = (long)d->d_un.d_val; break;
-		case DT_RELA: rela = d->d_un.d_ptr; break;
-		case DT_RELASZ: relasz = d->d_un.d_val; break;
-		case DT_GNU_HASH: gnu_hash = d->d_un.d_ptr; break;
+	for (const ElfW(Dyn) *e = dyn; e->d_tag != DT_NULL; e++) {
+		switch (e->d_tag) {
+		case DT_SYMTAB: symtab = e->d_un.d_ptr; break;
+		case DT_STRTAB: strtab = e->d_un.d_ptr; break;
+		case DT_STRSZ: d->strsz = e->d_un.d_val; break;
+		case DT_JMPREL: jmprel = e->d_un.d_ptr; break;
+		case DT_PLTRELSZ: d->pltrelsz = e->d_un.d_val; break;
+		case DT_PLTREL: pltrel = (long)e->d_un.d_val; break;
+		case DT_RELA: rela = e->d_un.d_ptr; break;
+		case DT_RELASZ: d->relasz = e->d_un.d_val; break;
+		case DT_GNU_HASH: gnu_hash = e->d_un.d_ptr; break;
 		default: break;
 		}
 	}
-	if (!symtab || !strtab || !strsz)
-		return;
-	const ElfW(Sym) *syms = (const ElfW(Sym) *)dyn_addr(base, symtab);
-	const char *strs = (const char *)dyn_addr(base, strtab);
-	if (!may_import(s->ip, syms, strs, strsz,
-			gnu_hash ? (const uint32_t *)dyn_addr(base, gnu_hash) : NULL))
-		return;
-	if (jmprel && pltrelsz && pltrel == DT_RELA)
-		patch_relocs(s, info, syms, strs, strsz, (const ElfW(Rela) *)dyn_addr(base, jmprel),
-			     pltrelsz, ro_lo, ro_hi);
-	if (rela && relasz)
-		patch_relocs(s, info, syms, strs, strsz, (const ElfW(Rela) *)dyn_addr(base, rela), relasz,
-			     ro_lo, ro_hi);
+	if (!symtab || !strtab || !d->strsz)
+		return 0;
+	d->syms = (const ElfW(Sym) *)dyn_addr(base, symtab);
+	d->strs = (const char *)dyn_addr(base, strtab);
+	d->gnu_hash = gnu_hash ? (const uint32_t *)dyn_addr(base, gnu_hash) : NULL;
+	if (jmprel && d->pltrelsz && pltrel == DT_RELA)
+		d->jmprel = (const ElfW(Rela) *)dyn_addr(base, jmprel);
+	if (rela && d->relasz)
+		d->rela = (const ElfW(Rela) *)dyn_addr(base, rela);
+	return 1;
 }
 
+static void patch_object(struct scan *s, const struct dl_phdr_info *info)
+{
+	struct dyn d;
+	if (!read_dynamic(s, info, &d) || !may_import(s->ip, d.syms, d.strs, d.strsz, d.gnu_hash))
+		return;
+	if (d.jmprel)
+		patch_relocs(s, info, d.syms, d.strs, d.strsz, d.jmprel, d.pltrelsz, d.ro_lo, d.ro_hi);
+	if (d.rela)
+		patch_relocs(s, info, d.syms, d.strs, d.strsz, d.rela, d.relasz, d.ro_lo, d.ro_hi);
+}
+
+/* The first pass, under the loader's list lock: which objects import a
+ * name. Nothing is written here: an object can be on the list before
+ * the loader has relocated it (a dlopen on another thread), when a store
+ * would be overwritten, or a RELRO page closed that the loader has yet
+ * to write (async-profiler met the same race, its issue 1125). */
 static int on_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct scan *s = arg;
@@ -247,8 +275,29 @@ static int on_object(struct dl_phdr_info *info, size_t size, void *arg)
 	for (size_t i = 0; i < ip->nskip; i++)
 		if (object_has(info, ip->skip[i]))
 			return 0;
-	patch_object(s, info);
+	struct dyn d;
+	if (!read_dynamic(s, info, &d) || !may_import(ip, d.syms, d.strs, d.strsz, d.gnu_hash))
+		return 0;
+	const char *name = info->dlpi_name ? info->dlpi_name : "";
+	if (ip->ncand >= INTERPOSE_CAND_MAX || strlen(name) >= sizeof ip->cand[0].name) {
+		s->incomplete = 1;
+		return 0;
+	}
+	memcpy(ip->cand[ip->ncand].name, name, strlen(name) + 1);
+	ip->cand[ip->ncand].base = (uintptr_t)info->dlpi_addr;
+	ip->ncand++;
 	return 0;
+}
+
+/* The second pass: the one object at s->base, held open. */
+static int on_candidate(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct scan *s = arg;
+	if ((uintptr_t)info->dlpi_addr != s->base)
+		return 0;
+	patch_object(s, info);
+	return 1;
 }
 
 int interpose_scan(struct interpose *ip)
@@ -256,14 +305,34 @@ int interpose_scan(struct interpose *ip)
 	long ps = sysconf(_SC_PAGESIZE);
 	struct scan s = { .ip = ip, .first = 1, .page = ps > 0 ? (uintptr_t)ps : 4096 };
 	int64_t t0 = clock_mono_ns();
+	ip->ncand = 0;
 	dl_iterate_phdr(on_object, &s);
 	if (s.unchanged)
 		return 0;
+	/* Each object that imports a name, opened by its name with
+	 * RTLD_NOLOAD: that waits for a dlopen under way on another thread
+	 * (the loader's lock) and answers only for an object loaded whole,
+	 * relocated, and keeps it from being unloaded while it is written.
+	 * The main program ("") is opened as NULL. An object not answering
+	 * is looked at again by the next scan. */
+	for (size_t i = 0; i < ip->ncand; i++) {
+		const char *name = ip->cand[i].name;
+		void *h = dlopen(name[0] ? name : NULL, RTLD_LAZY | RTLD_NOLOAD);
+		if (!h) {
+			s.incomplete = 1;
+			continue;
+		}
+		s.base = ip->cand[i].base;
+		dl_iterate_phdr(on_candidate, &s);
+		dlclose(h);
+	}
 	ip->scanned = 1;
 	ip->scans++;
-	if (s.have_counts) {
+	if (s.have_counts && !s.incomplete) {
 		ip->adds = s.adds;
 		ip->subs = s.subs;
+	} else {
+		ip->adds = ip->subs = ~0ull; /* no count matches: look again */
 	}
 	ip->scan_ns += (uint64_t)(clock_mono_ns() - t0);
 	return s.rewritten;

@@ -33,6 +33,7 @@ struct interpose_entry {
 };
 
 #define INTERPOSE_SKIP_MAX 4
+#define INTERPOSE_CAND_MAX 16 /* objects importing a name, per scan */
 
 struct interpose {
 	const struct interpose_entry *entries;
@@ -47,6 +48,13 @@ struct interpose {
 	uint64_t patched;                     /* entries rewritten */
 	uint64_t failed;                      /* entries that could not be written */
 	uint64_t scan_ns;                     /* time spent scanning (monotonic) */
+	/* A scan's objects that import a name (interpose.c), kept here
+	 * rather than allocated under the loader's lock. */
+	struct {
+		char name[512];
+		uintptr_t base;
+	} cand[INTERPOSE_CAND_MAX];
+	size_t ncand;
 };
 
 /* Whether this build can rewrite entries on this machine (ELF64 RELA on

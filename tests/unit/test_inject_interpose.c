@@ -9,8 +9,10 @@
  * next scan. Each case runs in a child process (a rewrite lasts for the
  * process). */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -179,6 +181,53 @@ static void test_leaves_definitions(void **state)
 	in_child(leaves_definitions);
 }
 
+/* Scans while another thread loads, calls and unloads a library that
+ * imports the function: an object is written only once loaded whole
+ * (never one the loader is still relocating), nothing fails, and once
+ * the loading stops a scan redirects the library left loaded. */
+static atomic_int churn_stop;
+
+static void *churn(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&churn_stop)) {
+		void *h = dlopen(lazy_path, RTLD_NOW | RTLD_LOCAL);
+		NEED(h);
+		int (*call)(int);
+		*(void **)(&call) = dlsym(h, "ip_call");
+		int r = call(1);
+		NEED(r == 2 || r == 101); /* the real function, or ours */
+		dlclose(h);
+	}
+	return NULL;
+}
+
+static void scans_beside_dlopen(void)
+{
+	void *callee = dlopen(callee_path, RTLD_NOW | RTLD_LOCAL);
+	NEED(callee);
+	struct interpose ip;
+	init_skipping_callee(&ip, callee);
+	pthread_t t;
+	NEED(pthread_create(&t, NULL, churn, NULL) == 0);
+	for (int64_t until = clock_mono_ns() + 300 * NS_PER_MS; clock_mono_ns() < until;)
+		interpose_scan(&ip);
+	atomic_store(&churn_stop, 1);
+	NEED(pthread_join(t, NULL) == 0);
+	NEED(ip.failed == 0 && ip.scans > 1);
+	struct caller now = open_caller(now_path, RTLD_NOW);
+	NEED(interpose_scan(&ip) >= 2);
+	NEED(now.call(1) == 101);
+}
+
+static void test_scans_beside_dlopen(void **state)
+{
+	(void)state;
+	if (!interpose_supported())
+		skip();
+	in_child(scans_beside_dlopen);
+}
+
 int main(void)
 {
 	if (!inject_test_path("interpose/libip_caller_now.so", now_path, sizeof now_path) ||
@@ -191,6 +240,7 @@ int main(void)
 		cmocka_unit_test(test_redirects_full_relro),
 		cmocka_unit_test(test_redirects_lazy_and_later),
 		cmocka_unit_test(test_leaves_definitions),
+		cmocka_unit_test(test_scans_beside_dlopen),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
