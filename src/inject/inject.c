@@ -238,8 +238,7 @@ static struct {
 	 * library holds and sets yielded, after which it takes none. */
 	pthread_mutex_t smu;
 	atomic_int yielded;
-	struct interpose ip;       /* the library thread's, after set-up */
-	int ip_installed;
+	struct interpose ip;       /* the library thread's, after set-up; scanned: installed */
 	uint64_t yields;           /* subscriptions given back to another profiler */
 	atomic_int sub_until_context; /* full mode: subscribed until the first context exists */
 	atomic_int arm_pending;    /* continuous mode: CUPTI not touched until the first tick */
@@ -2116,7 +2115,6 @@ static void install_interpose(void)
 	interpose_init(&g.ip, subscribe_entries, sizeof subscribe_entries / sizeof subscribe_entries[0],
 		       skip, sizeof skip / sizeof skip[0]);
 	interpose_scan(&g.ip);
-	g.ip_installed = 1;
 }
 
 static void *inject_main(void *arg)
@@ -2188,7 +2186,7 @@ static void *inject_main(void *arg)
 		 * one loader step when none was. Outside smu: the scan can wait
 		 * for another thread's dlopen, whose constructors may
 		 * subscribe (other_subscribe takes smu). */
-		if (flushed && g.ip_installed && !g.stepped_aside)
+		if (flushed && g.ip.scanned && !g.stepped_aside)
 			interpose_scan(&g.ip);
 		/* Sleep until the next thing to do. */
 		int64_t until = next_flush;
@@ -2377,7 +2375,7 @@ static void write_dump(void)
 	o2 += (size_t)snprintf(extra + o2, sizeof extra - o2,
 			       ", \"interpose\": {\"installed\": %s, \"scans\": %llu, \"objects\": %llu, "
 			       "\"patched\": %llu, \"failed\": %llu, \"scan_ns\": %llu, \"yields\": %llu}",
-			       g.ip_installed ? "true" : "false", (unsigned long long)g.ip.scans,
+			       g.ip.scanned ? "true" : "false", (unsigned long long)g.ip.scans,
 			       (unsigned long long)g.ip.objects, (unsigned long long)g.ip.patched,
 			       (unsigned long long)g.ip.failed, (unsigned long long)g.ip.scan_ns,
 			       (unsigned long long)g.yields);

@@ -120,9 +120,20 @@ static int write_slot(const struct scan *s, const struct dl_phdr_info *info, voi
 	return 1;
 }
 
-static void patch_relocs(struct scan *s, const struct dl_phdr_info *info, const ElfW(Sym) *symtab,
-			 const char *strtab, size_t strsz, const ElfW(Rela) *rel, size_t relsz,
-			 uintptr_t ro_lo, uintptr_t ro_hi)
+/* An object's dynamic tables, as patch_object and the scan's first pass
+ * read them. */
+struct dyn {
+	const ElfW(Sym) *syms;
+	const char *strs;
+	size_t strsz;
+	const uint32_t *gnu_hash;
+	const ElfW(Rela) *jmprel, *rela;
+	size_t pltrelsz, relasz;
+	uintptr_t ro_lo, ro_hi; /* the pages the loader made read-only */
+};
+
+static void patch_relocs(struct scan *s, const struct dl_phdr_info *info, const struct dyn *d,
+			 const ElfW(Rela) *rel, size_t relsz)
 {
 	struct interpose *ip = s->ip;
 	size_t n = relsz / sizeof *rel;
@@ -133,18 +144,18 @@ static void patch_relocs(struct scan *s, const struct dl_phdr_info *info, const 
 		size_t si = ELF64_R_SYM(rel[i].r_info);
 		if (si == 0)
 			continue;
-		const ElfW(Sym) *sym = &symtab[si];
+		const ElfW(Sym) *sym = &d->syms[si];
 		/* Only imports: an object's own function, reached through its
 		 * own PLT, is not another object's call. */
-		if (sym->st_shndx != SHN_UNDEF || sym->st_name >= strsz)
+		if (sym->st_shndx != SHN_UNDEF || sym->st_name >= d->strsz)
 			continue;
-		const char *name = strtab + sym->st_name;
+		const char *name = d->strs + sym->st_name;
 		for (size_t e = 0; e < ip->nentries; e++) {
 			const char *want = ip->entries[e].name;
 			if (name[0] != want[0] || strcmp(name, want) != 0)
 				continue;
 			void **slot = (void **)((uintptr_t)info->dlpi_addr + rel[i].r_offset);
-			int r = write_slot(s, info, slot, ip->entries[e].to, ro_lo, ro_hi);
+			int r = write_slot(s, info, slot, ip->entries[e].to, d->ro_lo, d->ro_hi);
 			if (r > 0) {
 				ip->patched++;
 				s->rewritten++;
@@ -178,18 +189,6 @@ static int may_import(const struct interpose *ip, const ElfW(Sym) *syms, const c
 	}
 	return 0;
 }
-
-/* An object's dynamic tables, as patch_object and the scan's first pass
- * read them. */
-struct dyn {
-	const ElfW(Sym) *syms;
-	const char *strs;
-	size_t strsz;
-	const uint32_t *gnu_hash;
-	const ElfW(Rela) *jmprel, *rela;
-	size_t pltrelsz, relasz;
-	uintptr_t ro_lo, ro_hi; /* the pages the loader made read-only */
-};
 
 /* 1 with *d filled, 0 for an object without what a redirection needs. */
 static int read_dynamic(const struct scan *s, const struct dl_phdr_info *info, struct dyn *d)
@@ -237,15 +236,16 @@ static int read_dynamic(const struct scan *s, const struct dl_phdr_info *info, s
 	return 1;
 }
 
+/* A candidate of the first pass (it imports a name), held open. */
 static void patch_object(struct scan *s, const struct dl_phdr_info *info)
 {
 	struct dyn d;
-	if (!read_dynamic(s, info, &d) || !may_import(s->ip, d.syms, d.strs, d.strsz, d.gnu_hash))
+	if (!read_dynamic(s, info, &d))
 		return;
 	if (d.jmprel)
-		patch_relocs(s, info, d.syms, d.strs, d.strsz, d.jmprel, d.pltrelsz, d.ro_lo, d.ro_hi);
+		patch_relocs(s, info, &d, d.jmprel, d.pltrelsz);
 	if (d.rela)
-		patch_relocs(s, info, d.syms, d.strs, d.strsz, d.rela, d.relasz, d.ro_lo, d.ro_hi);
+		patch_relocs(s, info, &d, d.rela, d.relasz);
 }
 
 /* The first pass, under the loader's list lock: which objects import a
