@@ -62,7 +62,7 @@ struct metrics_cache {
 	int64_t rendered_ns;         /* monotonic; 0 = empty */
 };
 
-#define SCRAPE_FOREIGN_MAX 32 /* names the self-scrape leaves to other writers */
+#define SCRAPE_FOREIGN_MAX 256 /* names the self-scrape leaves to other writers */
 
 struct daemon {
 	const struct daemon_options *opt;
@@ -939,10 +939,43 @@ static void store_update(void *ctx, const struct gpu_update *u)
 		ingest_on_update(ing, u);
 }
 
+/* The union of what the other writers of the store declare they write,
+ * into d->scrape_foreign (selfscrape_opts.foreign_names): the ingest, the
+ * profiler, the diagnosis history, the anomaly scores, benchd. Each
+ * writer's own list, never what the store holds: a store reopened after
+ * a restart holds every name the last run stored, the self-scrape's own
+ * too. Called before the scraper starts (the profiler exists by then). */
+static void declare_writers(struct daemon *d)
+{
+	const char **f = d->scrape_foreign;
+	const size_t cap = SCRAPE_FOREIGN_MAX - 1;
+	size_t nf = 0, n = 0;
+	bool over = ingest_metric_names(f, cap, &n) != GPULSE_OK;
+	nf += n;
+	over |= profiling_store_metrics(d->prof, f + nf, cap - nf, &n) != GPULSE_OK;
+	nf += n;
+	static const char *const anomaly_metrics[] = {ANOMALY_METRIC, NULL};
+	const char *const *const lists[] = {diag_history_metrics, anomaly_metrics,
+					    benchd_store_metrics};
+	for (size_t w = 0; w < sizeof lists / sizeof lists[0]; w++)
+		for (const char *const *name = lists[w]; *name; name++) {
+			if (nf == cap) {
+				over = true;
+				break;
+			}
+			f[nf++] = *name;
+		}
+	f[nf] = NULL;
+	if (over)
+		log_warn("storage: more than %d names of other writers; the last may be stored twice",
+			 SCRAPE_FOREIGN_MAX - 1);
+}
+
 static void start_selfscrape(struct daemon *d)
 {
 	if (!d->scrape || atomic_load_explicit(&d->scrape_live, memory_order_relaxed))
 		return;
+	declare_writers(d);
 	if (selfscrape_start(d->scrape) != GPULSE_OK)
 		log_warn("storage: cannot start storing the self-metrics; the fields are stored");
 	else
@@ -988,23 +1021,9 @@ static int open_storage(struct daemon *d, char *err, size_t errlen)
 	atomic_store_explicit(&d->store_live, db, memory_order_release);
 	/* What /metrics exports and no other writer stores (issue 18). It
 	 * renders /metrics, so it starts once d->self is complete (at start,
-	 * just before the HTTP server; a store opened late, at once). */
-	/* The ingest writes the per-process series itself (once a tick, only
-	 * while a process runs), benchd its results at each run: the scrape
-	 * leaves them to them from its first scrape, whatever the store holds
-	 * yet (a store opened after a run holds no bench series). */
-	const char *const *const writers[] = {ingest_process_metrics, benchd_store_metrics};
-	size_t nf = 0;
-	for (size_t w = 0; w < sizeof writers / sizeof writers[0]; w++)
-		for (const char *const *n = writers[w]; *n; n++) {
-			if (nf + 1 == SCRAPE_FOREIGN_MAX) {
-				log_warn("storage: more than %d names of other writers; %s and later may be stored twice",
-					 SCRAPE_FOREIGN_MAX - 1, *n);
-				break;
-			}
-			d->scrape_foreign[nf++] = *n;
-		}
-	d->scrape_foreign[nf] = NULL;
+	 * just before the HTTP server; a store opened late, at once), with
+	 * the other writers' names declared then (declare_writers). */
+	d->scrape_foreign[0] = NULL;
 	const struct selfscrape_opts so = {.foreign_names = d->scrape_foreign};
 	if (selfscrape_create(&d->scrape, db, &so, render_for_store, d) != GPULSE_OK)
 		log_warn("storage: cannot store the self-metrics; the fields are stored");

@@ -177,6 +177,50 @@ void profiling_set_store(struct profiling *p, struct tsdb *db)
 		profile_server_set_store(p->server, db);
 }
 
+/* An emitter that keeps the family names and drops the samples. */
+struct name_collector {
+	struct profile_emitter e;
+	const char **out;
+	size_t cap, n;
+	bool over;
+};
+
+static void collect_family(struct profile_emitter *e, const char *name, enum profile_mtype type,
+			   const char *help)
+{
+	struct name_collector *c = (struct name_collector *)e;
+	(void)type;
+	(void)help;
+	if (c->n == c->cap)
+		c->over = true;
+	else
+		c->out[c->n++] = name;
+}
+
+static void collect_sample(struct profile_emitter *e, const char *const *names,
+			   const char *const *values, size_t n, double v)
+{
+	(void)e;
+	(void)names;
+	(void)values;
+	(void)n;
+	(void)v;
+}
+
+int profiling_store_metrics(struct profiling *p, const char **out, size_t cap, size_t *n)
+{
+	*n = 0;
+	if (!p || !p->agg)
+		return GPULSE_OK;
+	/* The walk the store's writer runs (profile_server.c, store_append):
+	 * it names every family whether or not it has samples. */
+	struct name_collector c = {.e = {.family = collect_family, .sample = collect_sample},
+				   .out = out, .cap = cap};
+	profile_agg_emit(p->agg, &c.e);
+	*n = c.n;
+	return c.over ? GPULSE_ELIMIT : GPULSE_OK;
+}
+
 void profiling_interrupt(struct profiling *p)
 {
 	if (p)

@@ -57,6 +57,12 @@ int profiling_metrics(void *ctx, struct buf *out, bool openmetrics);
 /* Append the profiling series to `db` from now on (started without a
  * store: one that opened late). Any thread; accepts NULL. */
 void profiling_set_store(struct profiling *p, struct tsdb *db);
+/* The metric names the profiler writes into the store itself (the
+ * gpulse_inject_* and per-process profiling families), which the store's
+ * scrape of /metrics must leave to it; static strings, into out[0..cap),
+ * *n of them. 0, or GPULSE_ELIMIT when cap is too small. None when
+ * profiling is off; p may be NULL. */
+int profiling_store_metrics(struct profiling *p, const char **out, size_t cap, size_t *n);
 /* Make captures in progress answer now (gpulsed is stopping): call
  * before stopping the HTTP server. Accepts NULL. */
 void profiling_interrupt(struct profiling *p);

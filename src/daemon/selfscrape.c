@@ -19,7 +19,7 @@
 #define MAX_LABELS 32
 #define VALUE_MAX 64
 
-enum owner { O_UNSEEN, O_PENDING, O_OURS, O_FOREIGN };
+enum owner { O_OURS, O_FOREIGN };
 
 struct family {
 	char *name;
@@ -163,11 +163,6 @@ static size_t parse_labels(const char *key, size_t keylen, size_t namelen, char 
 	return n;
 }
 
-static int cmp_cstr(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static struct family *family_get(struct selfscrape *s, const char *name, size_t len)
 {
 	/* A family's lines come together: try the last line's first. The
@@ -186,50 +181,20 @@ static struct family *family_get(struct selfscrape *s, const char *name, size_t 
 	char *copy = strndup(name, len);
 	if (!copy)
 		return NULL;
-	enum owner owner = O_UNSEEN;
+	/* Whose it is follows from what the other writers of this process
+	 * declared, never from what the store holds: after a restart the
+	 * store holds every name the last run stored, this scraper's own
+	 * included. */
+	enum owner owner = O_OURS;
 	for (const char *const *f = s->o.foreign_names; f && *f; f++)
 		if (strlen(*f) == len && memcmp(*f, name, len) == 0) {
 			owner = O_FOREIGN;
-			atomic_fetch_add(&s->foreign, 1);
 			break;
 		}
+	atomic_fetch_add(owner == O_OURS ? &s->owned : &s->foreign, 1);
 	s->fam[s->nfam] = (struct family){copy, len, owner};
 	s->last_fam = s->nfam;
 	return &s->fam[s->nfam++];
-}
-
-/* Settle the owner of every name not yet settled, against the names the
- * store holds now (one index read per scrape, while any is unsettled). */
-static void classify(struct selfscrape *s)
-{
-	bool any = false;
-	for (size_t i = 0; i < s->nfam && !any; i++)
-		any = s->fam[i].owner == O_UNSEEN || s->fam[i].owner == O_PENDING;
-	if (!any)
-		return;
-	char **names = NULL;
-	size_t n = 0;
-	if (tsdb_label_values(s->db, "__name__", &names, &n) != GPULSE_OK) {
-		names = NULL;
-		n = 0;
-	}
-	for (size_t i = 0; i < s->nfam; i++) {
-		struct family *f = &s->fam[i];
-		if (f->owner != O_UNSEEN && f->owner != O_PENDING)
-			continue;
-		const char *key = f->name;
-		bool stored = n && bsearch(&key, names, n, sizeof *names, cmp_cstr) != NULL;
-		if (stored) {
-			f->owner = O_FOREIGN;
-			atomic_fetch_add(&s->foreign, 1);
-		} else if (f->owner == O_PENDING) {
-			f->owner = O_OURS;
-			atomic_fetch_add(&s->owned, 1);
-		} else {
-			f->owner = O_PENDING;
-		}
-	}
-	tsdb_strings_free(names, n);
 }
 
 static struct sseries *series_get(struct selfscrape *s, const char *key, size_t len,
@@ -281,18 +246,7 @@ void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64
 	s->gen++;
 	atomic_fetch_add(&s->scrapes, 1);
 	const char *p = text, *end = text + len;
-	/* First the names, so that a new one is settled before its samples. */
 	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end;
-		size_t keylen, namelen;
-		double v;
-		if (sample_line(p, le, &keylen, &namelen, &v))
-			family_get(s, p, namelen);
-		p = nl ? nl + 1 : end;
-	}
-	classify(s);
-	for (p = text; p < end;) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *le = nl ? nl : end;
 		size_t keylen, namelen;

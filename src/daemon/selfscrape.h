@@ -3,16 +3,18 @@
  * scraping it would, and appends into the store the series that no other
  * writer stores: gpulse_gpu_info, the per-process series, the
  * self-metrics, histograms as _bucket/_sum/_count. What another writer
- * already stores (the fields through ingest.c, the diagnosis, the
- * anomaly scores, the profiler's series) is left to it, so no series has
- * two writers: a metric name is taken only when the store held no series
- * of that name on two scrapes in a row (a writer puts its series in the
- * store as it publishes them, well within one interval).
+ * of this process stores (the fields through ingest.c, the diagnosis, the
+ * anomaly scores, the profiler's series, the bench results) is left to
+ * it, so no series has two writers: each writer declares the metric names
+ * it writes (opts.foreign_names, their union), and every other name is
+ * taken from its first scrape. What the store holds decides nothing: a
+ * store reopened after a restart holds every name the last run wrote,
+ * this scraper's own included.
  *
  * Bounds: at most max_series series are tracked (more are refused and
  * counted); one absent for 60 scrapes is forgotten (per-process series
  * come and go with the processes). A series gone from /metrics gets one
- * staleness marker, as Prometheus ends it. docs/internals/storage.md
+ * staleness marker, as Prometheus ends it. docs/internals/store.md
  * ("What is stored") has the design. */
 #ifndef GPULSE_SELFSCRAPE_H
 #define GPULSE_SELFSCRAPE_H
@@ -36,10 +38,10 @@ struct selfscrape;
 struct selfscrape_opts {
 	int64_t interval_ms;         /* 0: SELFSCRAPE_DEFAULT_INTERVAL_MS */
 	size_t max_series;           /* 0: SELFSCRAPE_DEFAULT_MAX_SERIES */
-	/* Names another writer stores, NULL-terminated (or NULL): left to it
-	 * from the first scrape, whether or not the store holds them yet
-	 * (the ingest's per-process series appear only with a process). The
-	 * array must outlive the scraper. */
+	/* The names the other writers of this process store, as each
+	 * declares them, NULL-terminated (or NULL): left to them, whether or
+	 * not the store holds them yet or already. Every other name on
+	 * /metrics is this scraper's. The array must outlive the scraper. */
 	const char *const *foreign_names;
 };
 

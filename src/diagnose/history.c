@@ -66,6 +66,14 @@ static const struct {
 #define NAME_CONF "gpulse_gpu_diagnosis_confidence_ratio"
 #define NAME_MISSING "gpulse_gpu_diagnosis_evidence_missing"
 
+/* Every name series_of gives (the headroom names repeat: harmless). */
+const char *const diag_history_metrics[] = {
+	NAME_CLASS, NAME_FINDING, NAME_CONF, NAME_MISSING,
+#define H_NAME(field, name, lname, lvalue) name,
+	HEADROOM_SERIES(H_NAME)
+#undef H_NAME
+	NULL};
+
 struct hist_gpu {
 	pthread_mutex_t lock;
 	char uuid[96];

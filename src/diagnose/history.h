@@ -38,6 +38,11 @@
 #include "tsdb.h"
 
 #define DIAG_HISTORY_KIND "diagnosis"
+
+/* The metric names of the series above, NULL-terminated: what the
+ * history writes into the store itself, which the store's scrape of
+ * /metrics (src/daemon/selfscrape.h) must leave to it. */
+extern const char *const diag_history_metrics[];
 #define DIAG_HISTORY_QUEUE 256   /* records waiting for the writer thread */
 
 struct diag_history;

@@ -273,6 +273,48 @@ static void tick_put(struct ingest *ing, const struct gpu_refs *gr, const char *
 const char *const ingest_process_metrics[] = {
 	"gpulse_process_gpu_memory_bytes", "gpulse_process_sm_utilization_ratio", NULL};
 
+/* What the ticker writes beside the fields and the processes (tick_gpu
+ * names them from here), so that ingest_metric_names declares exactly the
+ * families it writes. */
+enum tick_metric {
+	TM_UP, TM_STALE, TM_THROTTLE, TM_XID, TM_ECC, TM_LOST, TM_PCIE_GEN, TM_PCIE_WIDTH, TM_COUNT
+};
+static const char *const tick_metrics[TM_COUNT] = {
+	[TM_UP] = INGEST_UP_METRIC,
+	[TM_STALE] = "gpulse_gpu_stale",
+	[TM_THROTTLE] = "gpulse_gpu_throttle_active",
+	[TM_XID] = "gpulse_gpu_xid_errors_total",
+	[TM_ECC] = "gpulse_gpu_ecc_events_total",
+	[TM_LOST] = "gpulse_gpu_lost_total",
+	[TM_PCIE_GEN] = "gpulse_gpu_pcie_link_max_generation",
+	[TM_PCIE_WIDTH] = "gpulse_gpu_pcie_link_max_width",
+};
+
+static int add_name(const char **out, size_t cap, size_t *n, const char *name)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp(out[i], name) == 0)
+			return GPULSE_OK;
+	if (*n == cap)
+		return GPULSE_ELIMIT;
+	out[(*n)++] = name;
+	return GPULSE_OK;
+}
+
+int ingest_metric_names(const char **out, size_t cap, size_t *n)
+{
+	int rc = GPULSE_OK;
+	*n = 0;
+	for (int f = 0; f < FIELD_COUNT && rc == GPULSE_OK; f++)
+		if (slot_metric(f))
+			rc = add_name(out, cap, n, slot_metric(f));
+	for (int k = 0; k < TM_COUNT && rc == GPULSE_OK; k++)
+		rc = add_name(out, cap, n, tick_metrics[k]);
+	for (const char *const *p = ingest_process_metrics; *p && rc == GPULSE_OK; p++)
+		rc = add_name(out, cap, n, *p);
+	return rc;
+}
+
 static void tick_processes(struct ingest *ing, const struct gpu_refs *gr,
 			   const struct gpu_snapshot *s, int64_t t_ms)
 {
@@ -335,8 +377,8 @@ static void tick_gpu(struct ingest *ing, int g, const struct gpu_snapshot *s, in
 	}
 	pthread_mutex_unlock(&gr->lock);
 	bool up = s->health == GPU_HEALTH_UP, stale = gpu_snapshot_is_stale(s);
-	tick_put(ing, gr, INGEST_UP_METRIC, NULL, NULL, t_ms, up);
-	tick_put(ing, gr, "gpulse_gpu_stale", NULL, NULL, t_ms, stale);
+	tick_put(ing, gr, tick_metrics[TM_UP], NULL, NULL, t_ms, up);
+	tick_put(ing, gr, tick_metrics[TM_STALE], NULL, NULL, t_ms, stale);
 	if (!up || s->health == GPU_HEALTH_STALE) {
 		/* Lost or stuck: its values are gone. End their series now,
 		 * as a failed scrape ends a target's. */
@@ -350,31 +392,31 @@ static void tick_gpu(struct ingest *ing, int g, const struct gpu_snapshot *s, in
 		double v = s->v[F_CLOCK_REASONS];
 		uint64_t mask = (v >= 0 && v < 18446744073709551616.0) ? (uint64_t)v : 0;
 		for (int k = 0; k < clock_reason_count; k++)
-			tick_put(ing, gr, "gpulse_gpu_throttle_active", "reason",
+			tick_put(ing, gr, tick_metrics[TM_THROTTLE], "reason",
 				 clock_reason_table[k].label, t_ms,
 				 (mask & clock_reason_table[k].bit) != 0);
 	}
 	char code[24];
 	for (int k = 0; k < s->nxid && k < GPU_XID_MAX; k++) {
 		snprintf(code, sizeof code, "%u", (unsigned)s->xid[k].code);
-		tick_put(ing, gr, "gpulse_gpu_xid_errors_total", "xid", code, t_ms,
+		tick_put(ing, gr, tick_metrics[TM_XID], "xid", code, t_ms,
 			 (double)s->xid[k].count);
 	}
 	if (s->xid_other)
-		tick_put(ing, gr, "gpulse_gpu_xid_errors_total", "xid", "other", t_ms,
+		tick_put(ing, gr, tick_metrics[TM_XID], "xid", "other", t_ms,
 			 (double)s->xid_other);
-	tick_put(ing, gr, "gpulse_gpu_ecc_events_total", "type", "single_bit", t_ms,
+	tick_put(ing, gr, tick_metrics[TM_ECC], "type", "single_bit", t_ms,
 		 (double)s->ecc_events[0]);
-	tick_put(ing, gr, "gpulse_gpu_ecc_events_total", "type", "double_bit", t_ms,
+	tick_put(ing, gr, tick_metrics[TM_ECC], "type", "double_bit", t_ms,
 		 (double)s->ecc_events[1]);
-	tick_put(ing, gr, "gpulse_gpu_lost_total", NULL, NULL, t_ms, (double)s->lost_total);
+	tick_put(ing, gr, tick_metrics[TM_LOST], NULL, NULL, t_ms, (double)s->lost_total);
 	if (up && !stale)
 		tick_processes(ing, gr, s, t_ms);
 	if (s->id.pcie_max_gen)
-		tick_put(ing, gr, "gpulse_gpu_pcie_link_max_generation", NULL, NULL, t_ms,
+		tick_put(ing, gr, tick_metrics[TM_PCIE_GEN], NULL, NULL, t_ms,
 			 s->id.pcie_max_gen);
 	if (s->id.pcie_max_width)
-		tick_put(ing, gr, "gpulse_gpu_pcie_link_max_width", NULL, NULL, t_ms,
+		tick_put(ing, gr, tick_metrics[TM_PCIE_WIDTH], NULL, NULL, t_ms,
 			 s->id.pcie_max_width);
 }
 

@@ -36,15 +36,25 @@ struct ingest;
 
 #define INGEST_GPU_LABELS_MAX 5  /* __name__, gpu, uuid, model, one more */
 
+/* The per-process series the ticker writes (as /metrics names them),
+ * NULL-terminated. */
+extern const char *const ingest_process_metrics[];
+
+#define INGEST_METRIC_NAMES_MAX 128 /* ingest_metric_names fits in this many */
+
+/* Every metric name the ingest writes (the fields, the ticker's series,
+ * the per-process series), each once, into out[0..cap): its declaration
+ * of what it owns, so that the store's scrape of /metrics (selfscrape.h)
+ * leaves exactly these to it, whatever the store held before. The strings
+ * are static. *n gets how many; 0, or GPULSE_ELIMIT when cap is too small
+ * (out then holds the first cap). */
+int ingest_metric_names(const char **out, size_t cap, size_t *n);
+
 /* The label set of a GPU's series, as every GPU series in the store has
  * it: __name__, gpu, uuid and model (left out when empty: an empty value
  * is no label at all, as in Prometheus), then lname=lvalue when lname is
  * not NULL. Fills l[INGEST_GPU_LABELS_MAX] with pointers to the given
  * strings; returns how many. */
-/* The per-process series the ticker writes (as /metrics names them),
- * NULL-terminated: the store's scrape of /metrics leaves them to it. */
-extern const char *const ingest_process_metrics[];
-
 size_t ingest_gpu_labels(struct tsdb_label *l, const char *name, const char *gpu,
 			 const char *uuid, const char *model, const char *lname, const char *lvalue);
 

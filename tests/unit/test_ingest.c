@@ -337,6 +337,54 @@ static void test_tick_processes(void **state)
 	assert_int_equal(read_series("gpulse_process_gpu_memory_bytes", "pid", "41", t, x, 8, &nl), 2);
 }
 
+/* What the ingest declares it writes (ingest_metric_names, the list the
+ * store's scrape of /metrics leaves to it) covers every name it wrote:
+ * every field valid, XIDs, ECC events, processes, a tick. */
+static void test_declared_names(void **state)
+{
+	(void)state;
+	struct gpu_update *u = calloc(1, sizeof *u);
+	assert_non_null(u);
+	u->gpu = fx.slot;
+	u->tier = TIER_NORMAL;
+	u->wall_ns = T0_MS * 1000000;
+	for (int f = 0; f < FIELD_COUNT; f++)
+		u->mask |= FIELD_BIT(f);
+	u->valid = u->mask;
+	u->has_procs = true;
+	u->nprocs = 1;
+	u->procs[0] = (struct gpu_process){.pid = 41, .mem_valid = true, .used_bytes = 5,
+					   .util_valid = true, .sm_ratio = 0.25};
+	memcpy(u->procs[0].comm, "python", 6);
+	bus_publish(fx.bus, u);
+	free(u);
+	bus_note_xid(fx.bus, fx.slot, 79, (T0_MS + 50) * 1000000);
+	bus_note_ecc_event(fx.bus, fx.slot, true);
+	ingest_tick(fx.ing, T0_MS + 100);
+
+	const char *declared[INGEST_METRIC_NAMES_MAX];
+	size_t nd = 0;
+	assert_int_equal(ingest_metric_names(declared, INGEST_METRIC_NAMES_MAX, &nd), GPULSE_OK);
+	char **names = NULL;
+	size_t n = 0;
+	assert_int_equal(tsdb_label_values(fx.db, "__name__", &names, &n), 0);
+	assert_true(n > 20);
+	for (size_t i = 0; i < n; i++) {
+		bool found = false;
+		for (size_t k = 0; k < nd && !found; k++)
+			found = strcmp(names[i], declared[k]) == 0;
+		if (!found)
+			fail_msg("the ingest wrote %s but does not declare it", names[i]);
+	}
+	tsdb_strings_free(names, n);
+	/* Each once; a cap too small says so. */
+	for (size_t i = 0; i < nd; i++)
+		for (size_t k = i + 1; k < nd; k++)
+			assert_string_not_equal(declared[i], declared[k]);
+	assert_int_equal(ingest_metric_names(declared, 3, &nd), GPULSE_ELIMIT);
+	assert_int_equal(nd, 3);
+}
+
 static void test_stale_marker(void **state)
 {
 	(void)state;
@@ -404,6 +452,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stale_marker, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tick, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tick_processes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_declared_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_out_of_order_counted, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
