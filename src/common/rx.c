@@ -35,9 +35,15 @@ struct rx_name {
 };
 
 struct rx {
-	pcre2_code *code;
+	pcre2_code *code;          /* for rx_match: whether it matches */
+	pcre2_code *xcode;         /* for rx_exec: Go's submatches (== code
+				    * unless the pattern has a loop whose
+				    * body can match empty) */
 	pcre2_match_context *mctx;
 	size_t ngroups;
+	uint32_t *gmap;            /* user group i -> xcode's group; NULL: same */
+	uint32_t xgroups;          /* xcode's capturing groups */
+	const char *exec_unsupported; /* why rx_exec refuses, or NULL */
 	struct rx_name *names;
 	size_t nnames;
 	bool jit;
@@ -57,6 +63,31 @@ enum last { L_NONE, L_ATOM, L_REPEAT, L_LAZY };
 struct frame {
 	long maxc;      /* the largest counted-repetition product inside */
 	bool capture;
+	size_t out_open;      /* where the group starts in out */
+	size_t content;       /* where its content starts in out */
+	bool cat_null;        /* the current alternative can match empty so far */
+	bool alt_null;        /* a finished alternative can match empty */
+	bool has_alt;
+};
+
+/* Where Go's compiled program has a choice point (regexp/syntax's
+ * InstAlt), recorded while translating so that those inside a loop whose
+ * body can match empty get a check (see "Submatches" below). */
+enum rep_kind { R_NONE, R_QUEST, R_STAR, R_PLUS, R_COUNTED };
+
+struct rep {
+	enum rep_kind kind;
+	bool nullable;        /* the operand can match empty */
+	bool unbounded;       /* {n,} */
+	bool group;           /* the operand is a group */
+	size_t start, end;    /* the operand in out */
+	size_t cend;          /* a group's content end (its ')') */
+	int depth;            /* the operand's nesting depth */
+};
+
+struct altgroup {
+	size_t start, end;    /* the content in out */
+	int depth;
 };
 
 struct tr {
@@ -67,7 +98,17 @@ struct tr {
 	size_t errlen;
 	enum last last;
 	long last_cost;          /* the product of the atom just parsed */
-	size_t last_start;       /* where its text starts in out, for the error */
+	size_t last_start;       /* where its text starts in the pattern, for the error */
+	size_t last_out;         /* and in out */
+	bool last_null;          /* it can match empty */
+	bool last_group;
+	size_t last_cend;        /* a group's ')' in out */
+	struct rep *reps;
+	size_t nreps, capreps;
+	struct altgroup *alts;
+	size_t nalts, capalts;
+	size_t *capopen;         /* each capturing group's '(' in out */
+	size_t capcap;
 	struct frame st[RX_MAX_NESTING + 1];
 	int depth;
 	size_t ngroups;
@@ -413,14 +454,33 @@ static void fold_atom(struct tr *t)
 	struct frame *f = &t->st[t->depth];
 	if (t->last != L_NONE && t->last_cost > f->maxc)
 		f->maxc = t->last_cost;
+	if (t->last != L_NONE && !t->last_null)
+		f->cat_null = false;
 }
 
-static void begin_atom(struct tr *t, long cost)
+static void begin_atom(struct tr *t, long cost, bool nullable)
 {
 	fold_atom(t);
 	t->last = L_ATOM;
 	t->last_cost = cost;
 	t->last_start = t->i;
+	t->last_out = t->out.len;
+	t->last_null = nullable;
+	t->last_group = false;
+}
+
+/* Grow *v (of *cap elements of size sz) to hold one more. */
+static int grow(void **v, size_t *cap, size_t n, size_t sz)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? 2 * *cap : 8;
+	void *nv = realloc(*v, c * sz);
+	if (!nv)
+		return GPULSE_ENOMEM;
+	*v = nv;
+	*cap = c;
+	return 0;
 }
 
 /* "{n}", "{n,}", "{n,m}" at t->i: true with the bounds (max -1: none)
@@ -484,6 +544,28 @@ static int repetition(struct tr *t, size_t at, size_t len, long min, long max)
 		else
 			t->last_cost *= m;
 	}
+	if (grow((void **)&t->reps, &t->capreps, t->nreps, sizeof *t->reps))
+		return t->rc = GPULSE_ENOMEM;
+	enum rep_kind kind;
+	char op = t->p[at];
+	long lo = min >= 0 ? min : op == '+' ? 1 : 0;
+	long hi = min >= 0 ? max : op == '?' ? 1 : -1;
+	if (lo == 0 && hi == 1)
+		kind = R_QUEST;
+	else if (lo == 0 && hi < 0)
+		kind = R_STAR;
+	else if (lo == 1 && hi < 0)
+		kind = R_PLUS;
+	else if (hi == lo && lo <= 1)
+		kind = R_NONE;
+	else
+		kind = R_COUNTED;
+	t->reps[t->nreps++] = (struct rep){.kind = kind, .nullable = t->last_null,
+					   .unbounded = hi < 0, .group = t->last_group,
+					   .start = t->last_out, .end = t->out.len,
+					   .cend = t->last_cend, .depth = t->depth};
+	if (lo == 0)
+		t->last_null = true;
 	t->last = L_REPEAT;
 	t->last_start = at;
 	buf_append(&t->out, t->p + at, len);
@@ -593,20 +675,27 @@ static int parse_perl_group(struct tr *t)
 		    k + 3 <= t->n - at ? k + 3 : t->n - at);
 }
 
-static int open_group(struct tr *t, bool capture, bool already_emitted)
+/* A group opens; out_open is where its text starts in out (before
+ * "(?i:" that parse_perl_group already wrote). */
+static int open_group(struct tr *t, bool capture, bool already_emitted, size_t out_open)
 {
 	if (t->depth >= RX_MAX_NESTING)
 		return failmsg(t, t->i, "expression nests too deeply");
-	begin_atom(t, 1);
+	begin_atom(t, 1, false);
 	t->depth++;
-	t->st[t->depth] = (struct frame){.maxc = 1, .capture = capture};
+	t->st[t->depth] = (struct frame){.maxc = 1, .capture = capture, .out_open = out_open,
+					 .cat_null = true};
 	if (capture) {
 		if (++t->ngroups > RX_MAX_GROUPS)
 			return failmsg(t, t->i, "too many capturing groups");
+		if (grow((void **)&t->capopen, &t->capcap, t->ngroups - 1, sizeof *t->capopen))
+			return t->rc = GPULSE_ENOMEM;
+		t->capopen[t->ngroups - 1] = t->out.len;
 		emit(t, "(");
 	} else if (!already_emitted) {
 		emit(t, "(?:");
 	}
+	t->st[t->depth].content = t->out.len;
 	t->last = L_NONE;
 	return 0;
 }
@@ -619,7 +708,7 @@ static int translate(struct tr *t)
 		switch (c) {
 		case '(':
 			if (t->i + 1 < t->n && t->p[t->i + 1] == '?') {
-				size_t group_at = t->i;
+				size_t group_at = t->i, out_at = t->out.len;
 				int r = parse_perl_group(t);
 				if (t->rc)
 					return t->rc;
@@ -630,33 +719,50 @@ static int translate(struct tr *t)
 				}
 				size_t save = t->i;
 				t->i = group_at;
-				open_group(t, r == 1, r == 2);
+				open_group(t, r == 1, r == 2, out_at);
 				t->i = save;
 				t->last_start = group_at;
 				break;
 			}
-			open_group(t, true, false);
+			open_group(t, true, false, t->out.len);
 			t->i++;
 			break;
 		case ')': {
 			if (t->depth == 0)
 				return fail(t, at, "unexpected )", t->p + at, t->n - at < 60 ? t->n - at : 1);
 			fold_atom(t);
-			long cost = t->st[t->depth].maxc;
+			struct frame *f = &t->st[t->depth];
+			long cost = f->maxc;
+			bool nullable = f->alt_null || f->cat_null;
+			if (f->has_alt) {
+				if (grow((void **)&t->alts, &t->capalts, t->nalts, sizeof *t->alts))
+					return t->rc = GPULSE_ENOMEM;
+				t->alts[t->nalts++] = (struct altgroup){f->content, t->out.len, t->depth};
+			}
+			size_t open_out = f->out_open;
 			t->depth--;
+			t->last_cend = t->out.len;
 			emit(t, ")");
 			t->i++;
 			t->last = L_ATOM;
 			t->last_cost = cost;
+			t->last_null = nullable;
+			t->last_group = true;
+			t->last_out = open_out;
 			/* last_start stays at the group's opening for the error */
 			break;
 		}
-		case '|':
+		case '|': {
 			fold_atom(t);
+			struct frame *f = &t->st[t->depth];
+			f->alt_null = f->alt_null || f->cat_null;
+			f->cat_null = true;
+			f->has_alt = true;
 			t->last = L_NONE;
 			emit(t, "|");
 			t->i++;
 			break;
+		}
 		case '*': case '+': case '?':
 			if (c == '?' && t->last == L_REPEAT) {
 				t->last = L_LAZY;
@@ -675,27 +781,27 @@ static int translate(struct tr *t)
 				t->i = end;
 				break;
 			}
-			begin_atom(t, 1);
+			begin_atom(t, 1, false);
 			emit(t, "\\{");
 			t->i++;
 			break;
 		}
 		case '[':
-			begin_atom(t, 1);
+			begin_atom(t, 1, false);
 			parse_class(t);
 			break;
 		case '.':
-			begin_atom(t, 1);
+			begin_atom(t, 1, false);
 			emit(t, ".");
 			t->i++;
 			break;
 		case '^':
-			begin_atom(t, 1);
+			begin_atom(t, 1, true);
 			emit(t, "^");
 			t->i++;
 			break;
 		case '$':
-			begin_atom(t, 1);
+			begin_atom(t, 1, true);
 			emit(t, "$");
 			t->i++;
 			break;
@@ -713,7 +819,7 @@ static int translate(struct tr *t)
 					size_t lit = t->i;
 					if (next_utf8(t, &cp, &l))
 						return t->rc;
-					begin_atom(t, 1);
+					begin_atom(t, 1, false);
 					t->last_start = lit;
 					emit_cp(t, cp);
 					t->i += l;
@@ -724,10 +830,11 @@ static int translate(struct tr *t)
 			unsigned long cp;
 			struct buf cls;
 			buf_init(&cls, RX_BUF_MAX);
-			begin_atom(t, 1);
+			begin_atom(t, 1, false);
 			if (parse_escape(t, false, &k, &cp, &cls) == 0 && cls.failed)
 				t->rc = GPULSE_ENOMEM;
 			else if (!t->rc) {
+				t->last_null = k == E_ASSERT;
 				if (k == E_CHAR)
 					emit_cp(t, cp);
 				else
@@ -741,7 +848,7 @@ static int translate(struct tr *t)
 			size_t l;
 			if (next_utf8(t, &cp, &l))
 				return t->rc;
-			begin_atom(t, 1);
+			begin_atom(t, 1, false);
 			if (l == 1)
 				emit_cp(t, cp);
 			else
@@ -758,6 +865,191 @@ static int translate(struct tr *t)
 	return t->rc;
 }
 
+/* ---- submatches as Go reports them ---------------------------------------
+ *
+ * Go runs a pattern as a program of instructions and never lets one
+ * path visit the same instruction twice at the same position (the
+ * backtracker's visited bitmap, the NFA's thread set): a loop iteration
+ * that matches empty, or anything that returns to a choice point without
+ * consuming, is cut there and the next choice is tried. Which strings
+ * match is the same either way; the submatches are not. PCRE2 instead
+ * keeps an empty iteration and stops the loop, so (a*)+ on "aa" gives
+ * $1 = "" where Go gives "aa", and (a*?)* gives "" where Go gives "aa".
+ *
+ * An epsilon cycle needs a loop whose body can match empty, so only such
+ * loops' bodies (the "regions") are instrumented: each of Go's choice
+ * points in them (an alternation's entry, ?, a loop's entry and the end
+ * of each iteration) gets a callout naming empty capturing groups that
+ * record where that choice point was last visited on the current path
+ * (PCRE2 restores captures when it backtracks), then such a group. The
+ * callout fails the path when one of them is the current position. The
+ * instrumented program is used by rx_exec only; rx_match runs the plain
+ * one. A counted repetition {n,m} in or around a region is copied by
+ * PCRE2 with shared group numbers, so its copies could not be told apart:
+ * rx_exec refuses those patterns (exec_unsupported). */
+
+struct ins {
+	size_t off;
+	int open;             /* 0: closes something (inner first), 1: opens (outer first) */
+	int ord;
+	const char *pre;
+	int state;            /* the choice point recorded, or -1 */
+	const char *post;
+	uint32_t slot;        /* its recording group in xcode */
+};
+
+static int ins_cmp(const void *a, const void *b)
+{
+	const struct ins *x = a, *y = b;
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	if (x->open != y->open)
+		return x->open - y->open;
+	return x->open ? x->ord - y->ord : y->ord - x->ord;
+}
+
+static bool is_region(const struct rep *r)
+{
+	return r->nullable && (r->kind == R_STAR || r->kind == R_PLUS ||
+			       (r->kind == R_COUNTED && r->unbounded));
+}
+
+/* Whether [a, b) lies in the body of a region other than rep `self`. */
+static bool in_region(const struct tr *t, size_t a, size_t b, const struct rep *self)
+{
+	for (size_t i = 0; i < t->nreps; i++) {
+		const struct rep *r = &t->reps[i];
+		if (r != self && is_region(r) && r->start <= a && b <= r->end)
+			return true;
+	}
+	return false;
+}
+
+/* Build xcode's pattern in *x from t->out; *x stays empty when the
+ * pattern needs none. *why is set when rx_exec must refuse. */
+static int instrument(struct tr *t, struct buf *x, uint32_t **gmap, uint32_t *xgroups,
+		      const char **why)
+{
+	bool any = false;
+	for (size_t i = 0; i < t->nreps; i++)
+		any = any || is_region(&t->reps[i]);
+	if (!any)
+		return 0;
+	for (size_t i = 0; i < t->nreps; i++) {
+		const struct rep *r = &t->reps[i];
+		if (r->kind != R_COUNTED)
+			continue;
+		for (size_t k = 0; k < t->nreps; k++) {
+			const struct rep *q = &t->reps[k];
+			if (is_region(q) && q->start < r->end && r->start < q->end) {
+				*why = "a counted repetition {n,m} in or around a repetition that can "
+				       "match empty";
+				return 0;
+			}
+		}
+	}
+	size_t cap = 3 * t->nreps + 2 * t->nalts + 1, n = 0;
+	struct ins *in = calloc(cap, sizeof *in);
+	int rc = 0;
+	if (!in)
+		return GPULSE_ENOMEM;
+	int nstates = 0;
+	for (size_t i = 0; i < t->nalts; i++) {
+		const struct altgroup *g = &t->alts[i];
+		if (!in_region(t, g->start, g->end, NULL))
+			continue;
+		int s = nstates++;
+		in[n++] = (struct ins){g->start, 1, 2 * g->depth, "", s, "(?:", 0};
+		in[n++] = (struct ins){g->end, 0, 2 * g->depth, ")", -1, "", 0};
+	}
+	for (size_t i = 0; i < t->nreps; i++) {
+		const struct rep *r = &t->reps[i];
+		bool inside = in_region(t, r->start, r->end, r);
+		bool own = is_region(r);
+		if (r->kind == R_QUEST && inside) {
+			in[n++] = (struct ins){r->start, 1, 2 * r->depth + 1, "", nstates++, "", 0};
+		} else if (r->kind == R_STAR || r->kind == R_PLUS) {
+			if (!inside && !own)
+				continue;
+			/* Go: x* over a body that cannot match empty is one choice point
+			 * visited at the entry and after each iteration; otherwise
+			 * (x+)?, two of them; x+ has only the one after each iteration. */
+			int entry = -1, end = nstates++;
+			if (r->kind == R_STAR && inside)
+				entry = r->nullable ? nstates++ : end;
+			if (entry >= 0 || !r->group)
+				in[n++] = (struct ins){r->start, 1, 2 * r->depth + 1, "", entry,
+						       r->group ? "" : "(?:", 0};
+			if (r->group)
+				in[n++] = (struct ins){r->cend, 0, 2 * (r->depth + 1) - 1, "", end, "", 0};
+			else
+				in[n++] = (struct ins){r->end, 0, 2 * r->depth + 1, "", end, ")", 0};
+		}
+	}
+	qsort(in, n, sizeof *in, ins_cmp);
+	/* Number the capturing groups of the final text in order. */
+	*gmap = calloc(t->ngroups + 1, sizeof **gmap);
+	if (!*gmap) {
+		rc = GPULSE_ENOMEM;
+		goto out;
+	}
+	uint32_t num = 0;
+	size_t u = 0;
+	for (size_t i = 0; i < n; i++) {
+		while (u < t->ngroups && t->capopen[u] < in[i].off)
+			(*gmap)[++u] = ++num;
+		if (in[i].state >= 0)
+			in[i].slot = ++num;
+	}
+	while (u < t->ngroups)
+		(*gmap)[++u] = ++num;
+	*xgroups = num;
+	size_t from = 0;
+	for (size_t i = 0; i < n; i++) {
+		buf_append(x, t->out.data + from, in[i].off - from);
+		from = in[i].off;
+		buf_puts(x, in[i].pre);
+		if (in[i].state >= 0) {
+			buf_puts(x, "(?C{");
+			const char *sep = "";
+			for (size_t k = 0; k < n; k++)
+				if (in[k].state == in[i].state) {
+					buf_printf(x, "%s%u", sep, in[k].slot);
+					sep = ",";
+				}
+			buf_puts(x, "})()");
+		}
+		buf_puts(x, in[i].post);
+	}
+	buf_append(x, t->out.data + from, t->out.len - from);
+	if (x->failed)
+		rc = GPULSE_ENOMEM;
+out:
+	free(in);
+	return rc;
+}
+
+/* The check at one of Go's choice points: fail the path when one of the
+ * groups recording it was set at the current position. */
+static int choice_callout(pcre2_callout_block *cb, void *data)
+{
+	(void)data;
+	if (!cb->callout_string)
+		return 0;
+	const char *p = (const char *)cb->callout_string;
+	while (*p) {
+		uint32_t g = 0;
+		while (*p >= '0' && *p <= '9')
+			g = g * 10 + (uint32_t)(*p++ - '0');
+		if (*p == ',')
+			p++;
+		if (g > 0 && g < cb->capture_top && cb->offset_vector[2 * g] != PCRE2_UNSET &&
+		    cb->offset_vector[2 * g] == cb->current_position)
+			return 1;
+	}
+	return 0;
+}
+
 /* ---- compile and match -------------------------------------------------- */
 
 static void free_names(struct rx_name *names, size_t n)
@@ -771,8 +1063,11 @@ void rx_free(struct rx *r)
 {
 	if (!r)
 		return;
+	if (r->xcode != r->code)
+		pcre2_code_free(r->xcode);
 	pcre2_code_free(r->code);
 	pcre2_match_context_free(r->mctx);
+	free(r->gmap);
 	free_names(r->names, r->nnames);
 	free(r);
 }
@@ -788,6 +1083,9 @@ int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, 
 	}
 	struct tr t = {.p = pattern, .n = n, .err = err, .errlen = errlen};
 	t.st[0].maxc = 1;
+	t.st[0].cat_null = true;
+	struct buf x;
+	buf_init(&x, RX_OUT_MAX);
 	buf_init(&t.out, RX_OUT_MAX);
 	if (flags & RX_ANCHORED)
 		emit(&t, "^(?:");
@@ -798,17 +1096,19 @@ int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, 
 		rc = GPULSE_ENOMEM;
 	if (rc == GPULSE_ENOMEM)
 		str_errf(err, errlen, "error parsing regexp: out of memory");
-	if (rc) {
-		buf_free(&t.out);
-		free_names(t.names, t.nnames);
-		return rc;
-	}
-	struct rx *r = calloc(1, sizeof *r);
-	pcre2_compile_context *cctx = pcre2_compile_context_create(NULL);
+	struct rx *r = NULL;
+	pcre2_compile_context *cctx = NULL;
+	if (rc)
+		goto out;
+	r = calloc(1, sizeof *r);
+	cctx = pcre2_compile_context_create(NULL);
 	if (!r || !cctx) {
 		rc = GPULSE_ENOMEM;
 		goto out;
 	}
+	rc = instrument(&t, &x, &r->gmap, &r->xgroups, &r->exec_unsupported);
+	if (rc)
+		goto out;
 	pcre2_set_newline(cctx, PCRE2_NEWLINE_LF);
 	pcre2_set_parens_nest_limit(cctx, RX_MAX_NESTING + 2);
 	int ec;
@@ -829,11 +1129,27 @@ int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, 
 		goto out;
 	}
 	r->jit = pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE) == 0;
+	r->xcode = r->code;
+	if (x.len) {
+		/* No optimization that could skip a callout or a backtrack. */
+		r->xcode = pcre2_compile((PCRE2_SPTR)x.data, x.len,
+					 opts | PCRE2_NO_AUTO_POSSESS | PCRE2_NO_START_OPTIMIZE |
+					 PCRE2_NO_DOTSTAR_ANCHOR, &ec, &eoff, cctx);
+		if (!r->xcode) {
+			PCRE2_UCHAR msg[160];
+			pcre2_get_error_message(ec, msg, sizeof msg);
+			str_errf(err, errlen, "error parsing regexp: %s", (const char *)msg);
+			rc = ec == PCRE2_ERROR_NOMEMORY ? GPULSE_ENOMEM : GPULSE_EINVAL;
+			goto out;
+		}
+		pcre2_jit_compile(r->xcode, PCRE2_JIT_COMPLETE);
+	}
 	r->mctx = pcre2_match_context_create(NULL);
 	if (!r->mctx) {
 		rc = GPULSE_ENOMEM;
 		goto out;
 	}
+	pcre2_set_callout(r->mctx, choice_callout, NULL);
 	pcre2_set_match_limit(r->mctx, RX_MATCH_LIMIT);
 	pcre2_set_depth_limit(r->mctx, RX_DEPTH_LIMIT);
 	pcre2_set_heap_limit(r->mctx, RX_HEAP_LIMIT_KIB);
@@ -847,9 +1163,18 @@ int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, 
 out:
 	pcre2_compile_context_free(cctx);
 	buf_free(&t.out);
+	buf_free(&x);
 	free_names(t.names, t.nnames);
+	free(t.reps);
+	free(t.alts);
+	free(t.capopen);
 	rx_free(r);
 	return rc;
+}
+
+const char *rx_exec_unsupported(const struct rx *r)
+{
+	return r->exec_unsupported;
 }
 
 size_t rx_groups(const struct rx *r)
@@ -881,13 +1206,13 @@ static void md_init(void)
 	pthread_key_create(&md_key, md_free);
 }
 
-static int run(const struct rx *r, const char *s, size_t len, size_t start,
-	       pcre2_match_data *md, bool *found)
+static int run(const struct rx *r, const pcre2_code *code, const char *s, size_t len,
+	       size_t start, pcre2_match_data *md, bool *found)
 {
 	*found = false;
-	int m = pcre2_match(r->code, (PCRE2_SPTR)s, len, start, 0, md, r->mctx);
+	int m = pcre2_match(code, (PCRE2_SPTR)s, len, start, 0, md, r->mctx);
 	if (m == PCRE2_ERROR_JIT_STACKLIMIT)
-		m = pcre2_match(r->code, (PCRE2_SPTR)s, len, start, PCRE2_NO_JIT, md, r->mctx);
+		m = pcre2_match(code, (PCRE2_SPTR)s, len, start, PCRE2_NO_JIT, md, r->mctx);
 	if (m >= 0) {
 		*found = true;
 		return 0;
@@ -913,24 +1238,28 @@ int rx_match(const struct rx *r, const char *s, size_t len, bool *matched)
 		}
 		pthread_setspecific(md_key, md);
 	}
-	return run(r, s, len, 0, md, matched);
+	return run(r, r->code, s, len, 0, md, matched);
 }
 
 int rx_exec(const struct rx *r, const char *s, size_t len, size_t start, struct rx_span *sp,
 	    size_t nsp, bool *found)
 {
 	*found = false;
-	pcre2_match_data *md = pcre2_match_data_create((uint32_t)r->ngroups + 1, NULL);
+	if (r->exec_unsupported)
+		return GPULSE_ENOTSUP;
+	uint32_t ng = r->gmap ? r->xgroups : (uint32_t)r->ngroups;
+	pcre2_match_data *md = pcre2_match_data_create(ng + 1, NULL);
 	if (!md)
 		return GPULSE_ENOMEM;
-	int rc = run(r, s, len, start, md, found);
+	int rc = run(r, r->xcode, s, len, start, md, found);
 	if (!rc && *found) {
 		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
 		uint32_t have = pcre2_get_ovector_count(md);
 		for (size_t i = 0; i < nsp; i++) {
-			if (i < have && ov[2 * i] != PCRE2_UNSET) {
-				sp[i].start = (long)ov[2 * i];
-				sp[i].end = (long)ov[2 * i + 1];
+			size_t g = r->gmap && i > 0 && i <= r->ngroups ? r->gmap[i] : i;
+			if (i <= r->ngroups && g < have && ov[2 * g] != PCRE2_UNSET) {
+				sp[i].start = (long)ov[2 * g];
+				sp[i].end = (long)ov[2 * g + 1];
 			} else {
 				sp[i].start = sp[i].end = -1;
 			}

@@ -53,9 +53,15 @@ int rx_match(const struct rx *r, const char *s, size_t len, bool *matched);
 
 /* The leftmost-first match starting at or after byte `start`, in
  * *found; when found, sp[0] is the match and sp[1..nsp) the captures
- * (absent ones start -1). rx_match's status codes. */
+ * (absent ones start -1), as Go's regexp reports them. rx_match's status
+ * codes, and GPULSE_ENOTSUP for a pattern rx_exec_unsupported names. */
 int rx_exec(const struct rx *r, const char *s, size_t len, size_t start, struct rx_span *sp,
 	    size_t nsp, bool *found);
+
+/* NULL, or why rx_exec refuses this pattern's submatches with
+ * GPULSE_ENOTSUP (a counted repetition in or around a loop whose body
+ * can match empty: docs/internals/regex.md, "Submatches"). */
+const char *rx_exec_unsupported(const struct rx *r);
 
 /* Capturing groups in the pattern (not counting the whole match). */
 size_t rx_groups(const struct rx *r);
