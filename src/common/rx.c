@@ -93,6 +93,7 @@ struct altgroup {
 struct tr {
 	const char *p;
 	size_t n, i;
+	size_t base;             /* bytes before the caller's pattern in p */
 	struct buf out;
 	char *err;
 	size_t errlen;
@@ -125,7 +126,7 @@ static int fail(struct tr *t, size_t at, const char *what, const char *construct
 	size_t q = clen < 60 ? clen : 60;
 	snprintf(quoted, sizeof quoted, "%.*s%s", (int)q, construct, clen > q ? "..." : "");
 	str_errf(t->err, t->errlen, "error parsing regexp: %s: `%s` at byte %zu", what, quoted,
-		 at + 1);
+		 at >= t->base ? at - t->base + 1 : 1);
 	t->rc = GPULSE_EINVAL;
 	return t->rc;
 }
@@ -134,7 +135,8 @@ static int failmsg(struct tr *t, size_t at, const char *msg)
 {
 	if (t->rc)
 		return t->rc;
-	str_errf(t->err, t->errlen, "error parsing regexp: %s at byte %zu", msg, at + 1);
+	str_errf(t->err, t->errlen, "error parsing regexp: %s at byte %zu", msg,
+		 at >= t->base ? at - t->base + 1 : 1);
 	t->rc = GPULSE_EINVAL;
 	return t->rc;
 }
@@ -595,9 +597,8 @@ static int parse_perl_group(struct tr *t)
 				ok = false;
 		if (!ok)
 			return fail(t, at, "invalid named capture", t->p + at, k + 3);
-		for (size_t q = 0; q < t->nnames; q++)
-			if (strlen(t->names[q].name) == nl && !memcmp(t->names[q].name, s + name, nl))
-				return fail(t, at, "duplicate capture group name", t->p + at, k + 3);
+		/* A name may repeat: Go before 1.22 (Prometheus 2.42's) accepts
+		 * it, and $name gives the first such group that took part. */
 		if (t->nnames == t->capnames) {
 			size_t cap = t->capnames ? 2 * t->capnames : 4;
 			struct rx_name *nn = realloc(t->names, cap * sizeof *nn);
@@ -1072,6 +1073,28 @@ void rx_free(struct rx *r)
 	free(r);
 }
 
+static void tr_init(struct tr *t, const char *p, size_t n, size_t base, char *err, size_t errlen)
+{
+	*t = (struct tr){.p = p, .n = n, .base = base, .err = err, .errlen = errlen};
+	t->st[0].maxc = 1;
+	t->st[0].cat_null = true;
+	buf_init(&t->out, RX_OUT_MAX);
+}
+
+static void tr_free(struct tr *t)
+{
+	buf_free(&t->out);
+	free_names(t->names, t->nnames);
+	free(t->reps);
+	free(t->alts);
+	free(t->capopen);
+	t->names = NULL;
+	t->nnames = 0;
+	t->reps = NULL;
+	t->alts = NULL;
+	t->capopen = NULL;
+}
+
 int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, size_t errlen)
 {
 	*out = NULL;
@@ -1081,19 +1104,34 @@ int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, 
 			 n, RX_MAX_PATTERN);
 		return GPULSE_ELIMIT;
 	}
-	struct tr t = {.p = pattern, .n = n, .err = err, .errlen = errlen};
-	t.st[0].maxc = 1;
-	t.st[0].cat_null = true;
+	struct tr t;
+	char *wrapped = NULL;
 	struct buf x;
 	buf_init(&x, RX_OUT_MAX);
-	buf_init(&t.out, RX_OUT_MAX);
-	if (flags & RX_ANCHORED)
-		emit(&t, "^(?:");
-	int rc = translate(&t);
-	if (!rc && (flags & RX_ANCHORED))
-		emit(&t, ")$");
+	int rc = 0;
+	if (flags & RX_ANCHORED) {
+		/* Prometheus compiles "^(?:" + re + ")$" as text, after parsing re
+		 * alone: both must parse. So "\Qa.b" (its \Q runs to the end and
+		 * takes the ")$") is refused as in Prometheus, "missing closing )". */
+		tr_init(&t, pattern, n, 0, err, errlen);
+		rc = translate(&t);
+		tr_free(&t);
+		if (rc)
+			goto refused;
+		wrapped = malloc(n + 7);
+		if (!wrapped) {
+			rc = GPULSE_ENOMEM;
+			goto refused;
+		}
+		snprintf(wrapped, n + 7, "^(?:%s)$", pattern);
+		tr_init(&t, wrapped, n + 6, 4, err, errlen);
+	} else {
+		tr_init(&t, pattern, n, 0, err, errlen);
+	}
+	rc = translate(&t);
 	if (!rc && t.out.failed)
 		rc = GPULSE_ENOMEM;
+refused:
 	if (rc == GPULSE_ENOMEM)
 		str_errf(err, errlen, "error parsing regexp: out of memory");
 	struct rx *r = NULL;
@@ -1114,10 +1152,10 @@ int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, 
 	int ec;
 	PCRE2_SIZE eoff;
 	/* No PCRE2_UCP: \d, \w, \b and [[:alpha:]] are ASCII, as in RE2.
-	 * MATCH_INVALID_UTF: a label value that is not UTF-8 is matched
-	 * safely (its bad bytes match nothing) instead of failing. */
-	uint32_t opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY |
-			PCRE2_NEVER_BACKSLASH_C;
+	 * No PCRE2_MATCH_INVALID_UTF: a subject is made valid first, as Go
+	 * reads it (struct subject), and with it PCRE2 10.42's JIT lets \W
+	 * and \D match no character above U+007F. */
+	uint32_t opts = PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_BACKSLASH_C;
 	r->code = pcre2_compile((PCRE2_SPTR)(t.out.data ? t.out.data : ""), t.out.len, opts, &ec, &eoff, cctx);
 	if (!r->code) {
 		PCRE2_UCHAR msg[160];
@@ -1162,12 +1200,10 @@ int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, 
 	r = NULL;
 out:
 	pcre2_compile_context_free(cctx);
-	buf_free(&t.out);
 	buf_free(&x);
-	free_names(t.names, t.nnames);
-	free(t.reps);
-	free(t.alts);
-	free(t.capopen);
+	if (wrapped || !(flags & RX_ANCHORED))
+		tr_free(&t);
+	free(wrapped);
 	rx_free(r);
 	return rc;
 }
@@ -1210,9 +1246,12 @@ static int run(const struct rx *r, const pcre2_code *code, const char *s, size_t
 	       size_t start, pcre2_match_data *md, bool *found)
 {
 	*found = false;
-	int m = pcre2_match(code, (PCRE2_SPTR)s, len, start, 0, md, r->mctx);
+	/* subject_open checked the whole subject: only an offset inside a
+	 * character is left for PCRE2 to refuse. */
+	uint32_t o = start == 0 ? PCRE2_NO_UTF_CHECK : 0;
+	int m = pcre2_match(code, (PCRE2_SPTR)s, len, start, o, md, r->mctx);
 	if (m == PCRE2_ERROR_JIT_STACKLIMIT)
-		m = pcre2_match(code, (PCRE2_SPTR)s, len, start, PCRE2_NO_JIT, md, r->mctx);
+		m = pcre2_match(code, (PCRE2_SPTR)s, len, start, o | PCRE2_NO_JIT, md, r->mctx);
 	if (m >= 0) {
 		*found = true;
 		return 0;
@@ -1226,19 +1265,104 @@ static int run(const struct rx *r, const pcre2_code *code, const char *s, size_t
 	return GPULSE_ELIMIT;
 }
 
+/* Go reads a subject that is not UTF-8 one byte per bad byte, each as
+ * U+FFFD (utf8.DecodeRuneInString): "a\xffb" matches a.b and a\x{FFFD}b.
+ * PCRE2_MATCH_INVALID_UTF would let bad bytes match nothing, so such a
+ * subject is matched as a copy with each bad byte replaced by U+FFFD's
+ * three bytes, and offsets are mapped back. */
+struct subject {
+	const char *s;            /* what PCRE2 matches */
+	size_t len;
+	char *copy;               /* owned, or NULL when s is the caller's */
+	size_t *to_old;           /* copy offset -> caller's offset */
+	size_t *to_new;           /* caller's offset -> copy offset */
+};
+
+/* Length of the well-formed UTF-8 sequence at p (n bytes left), or 0. */
+static size_t seq_len(const unsigned char *p, size_t n)
+{
+	unsigned c = p[0];
+	if (c < 0x80)
+		return 1;
+	size_t l = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	if (l == 0 || l > n)
+		return 0;
+	for (size_t k = 1; k < l; k++)
+		if ((p[k] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) || (c == 0xf0 && p[1] < 0x90) ||
+	    (c == 0xf4 && p[1] > 0x8f))
+		return 0;
+	return l;
+}
+
+static int subject_open(struct subject *v, const char *s, size_t len)
+{
+	*v = (struct subject){.s = s, .len = len};
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+	while (i < len) {
+		size_t l = seq_len(u + i, len - i);
+		if (!l)
+			break;
+		i += l;
+	}
+	if (i == len)
+		return 0;
+	v->copy = malloc(3 * len + 1);
+	v->to_old = malloc((3 * len + 1) * sizeof *v->to_old);
+	v->to_new = malloc((len + 1) * sizeof *v->to_new);
+	if (!v->copy || !v->to_old || !v->to_new)
+		return GPULSE_ENOMEM;
+	size_t j = 0;
+	for (i = 0; i < len;) {
+		size_t l = seq_len(u + i, len - i);
+		v->to_new[i] = j;
+		if (l) {
+			for (size_t k = 0; k < l; k++) {
+				v->to_old[j] = i;
+				v->copy[j++] = s[i + k];
+			}
+			i += l;
+		} else {
+			for (size_t k = 0; k < 3; k++)
+				v->to_old[j + k] = i;
+			memcpy(v->copy + j, "\xef\xbf\xbd", 3);
+			j += 3;
+			i++;
+		}
+	}
+	v->to_new[len] = j;
+	v->to_old[j] = len;
+	v->s = v->copy;
+	v->len = j;
+	return 0;
+}
+
+static void subject_close(struct subject *v)
+{
+	free(v->copy);
+	free(v->to_old);
+	free(v->to_new);
+}
+
 int rx_match(const struct rx *r, const char *s, size_t len, bool *matched)
 {
+	*matched = false;
 	pthread_once(&md_once, md_init);
 	pcre2_match_data *md = pthread_getspecific(md_key);
 	if (!md) {
 		md = pcre2_match_data_create(1, NULL);
-		if (!md) {
-			*matched = false;
+		if (!md)
 			return GPULSE_ENOMEM;
-		}
 		pthread_setspecific(md_key, md);
 	}
-	return run(r, r->code, s, len, 0, md, matched);
+	struct subject v;
+	int rc = subject_open(&v, s, len);
+	if (!rc)
+		rc = run(r, r->code, v.s, v.len, 0, md, matched);
+	subject_close(&v);
+	return rc;
 }
 
 int rx_exec(const struct rx *r, const char *s, size_t len, size_t start, struct rx_span *sp,
@@ -1249,22 +1373,28 @@ int rx_exec(const struct rx *r, const char *s, size_t len, size_t start, struct 
 		return GPULSE_ENOTSUP;
 	uint32_t ng = r->gmap ? r->xgroups : (uint32_t)r->ngroups;
 	pcre2_match_data *md = pcre2_match_data_create(ng + 1, NULL);
-	if (!md)
-		return GPULSE_ENOMEM;
-	int rc = run(r, r->xcode, s, len, start, md, found);
+	struct subject v = {0};
+	int rc = md ? subject_open(&v, s, len) : GPULSE_ENOMEM;
+	if (!rc && v.copy && start <= len)
+		start = v.to_new[start];
+	else if (!rc && v.copy)
+		start = v.len + 1;
+	if (!rc)
+		rc = run(r, r->xcode, v.s, v.len, start, md, found);
 	if (!rc && *found) {
 		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
 		uint32_t have = pcre2_get_ovector_count(md);
 		for (size_t i = 0; i < nsp; i++) {
 			size_t g = r->gmap && i > 0 && i <= r->ngroups ? r->gmap[i] : i;
 			if (i <= r->ngroups && g < have && ov[2 * g] != PCRE2_UNSET) {
-				sp[i].start = (long)ov[2 * g];
-				sp[i].end = (long)ov[2 * g + 1];
+				sp[i].start = (long)(v.copy ? v.to_old[ov[2 * g]] : ov[2 * g]);
+				sp[i].end = (long)(v.copy ? v.to_old[ov[2 * g + 1]] : ov[2 * g + 1]);
 			} else {
 				sp[i].start = sp[i].end = -1;
 			}
 		}
 	}
+	subject_close(&v);
 	pcre2_match_data_free(md);
 	return rc;
 }
@@ -1312,10 +1442,15 @@ int rx_expand(const struct rx *r, struct buf *b, const char *tmpl, const char *s
 			if (num > 100000000)
 				num = 100000000;
 		}
-		if (digits)
+		if (digits) {
 			g = num;
-		else
-			g = rx_group_index(r, name, nl);
+		} else {
+			/* Go's expand: the first group of that name that matched. */
+			for (size_t k = 0; k < r->nnames && g < 0; k++)
+				if (strlen(r->names[k].name) == nl && !memcmp(r->names[k].name, name, nl) &&
+				    (size_t)r->names[k].index < nsp && sp[r->names[k].index].start >= 0)
+					g = r->names[k].index;
+		}
 		if (g >= 0 && (size_t)g < nsp && sp[g].start >= 0)
 			buf_append(b, subject + sp[g].start, (size_t)(sp[g].end - sp[g].start));
 		p = brace ? end : end - 1;

@@ -25,7 +25,8 @@
 #define RX_HEAP_LIMIT_KIB 8192     /* PCRE2 backtracking memory */
 
 /* Compile flags. */
-#define RX_ANCHORED 1u             /* as Prometheus: the whole value, ^(?:re)$ */
+#define RX_ANCHORED 1u             /* as Prometheus: re must parse alone and as the
+				    * text "^(?:" re ")$", which is what runs */
 
 struct rx;
 
@@ -47,8 +48,8 @@ void rx_free(struct rx *r);
 /* Whether the pattern matches within s[0..len), in *matched. 0, or
  * GPULSE_ELIMIT when a cost limit stopped the match (counted in
  * rx_limit_hits; *matched is false), GPULSE_ENOMEM. An anchored pattern
- * must match all of it. Invalid UTF-8 in the subject never matches a
- * character class or '.', and is no error. */
+ * must match all of it. A byte of invalid UTF-8 in the subject is one
+ * character U+FFFD, as Go reads it, and no error. */
 int rx_match(const struct rx *r, const char *s, size_t len, bool *matched);
 
 /* The leftmost-first match starting at or after byte `start`, in
