@@ -1260,8 +1260,8 @@ static int run(const struct rx *r, const pcre2_code *code, const char *s, size_t
 		return 0;
 	if (m == PCRE2_ERROR_NOMEMORY)
 		return GPULSE_ENOMEM;
-	/* MATCHLIMIT, DEPTHLIMIT, HEAPLIMIT and anything else: stopped. */
-	atomic_fetch_add_explicit(&limit_hits, 1, memory_order_relaxed);
+	/* MATCHLIMIT, DEPTHLIMIT, HEAPLIMIT and anything else: stopped
+	 * (counted by the caller, once it gives up). */
 	return GPULSE_ELIMIT;
 }
 
@@ -1346,6 +1346,36 @@ static void subject_close(struct subject *v)
 	free(v->to_new);
 }
 
+/* Whether it matches, by PCRE2's DFA matcher: it follows every path at
+ * once, in time linear in the subject for a given pattern, as RE2 does,
+ * where backtracking can take exponential time ((.|..)*X over a long
+ * value). Slower than the JIT on ordinary patterns, so it only takes
+ * over a match the backtracker gave up at its limit. Its workspace is
+ * bounded; a pattern whose states do not fit still stops, counted. */
+static int dfa_match(const struct rx *r, const char *s, size_t len, bool *matched)
+{
+	size_t ws_n = RX_DFA_WORKSPACE;
+	int *ws = malloc(ws_n * sizeof *ws);
+	pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+	int rc = 0;
+	if (!ws || !md) {
+		rc = GPULSE_ENOMEM;
+		goto out;
+	}
+	int m = pcre2_dfa_match(r->code, (PCRE2_SPTR)s, len, 0, PCRE2_NO_UTF_CHECK, md, r->mctx,
+				ws, ws_n);
+	if (m >= 0)
+		*matched = true;
+	else if (m == PCRE2_ERROR_NOMEMORY)
+		rc = GPULSE_ENOMEM;
+	else if (m != PCRE2_ERROR_NOMATCH)
+		rc = GPULSE_ELIMIT;
+out:
+	free(ws);
+	pcre2_match_data_free(md);
+	return rc;
+}
+
 int rx_match(const struct rx *r, const char *s, size_t len, bool *matched)
 {
 	*matched = false;
@@ -1361,6 +1391,10 @@ int rx_match(const struct rx *r, const char *s, size_t len, bool *matched)
 	int rc = subject_open(&v, s, len);
 	if (!rc)
 		rc = run(r, r->code, v.s, v.len, 0, md, matched);
+	if (rc == GPULSE_ELIMIT)
+		rc = dfa_match(r, v.s, v.len, matched);
+	if (rc == GPULSE_ELIMIT)
+		atomic_fetch_add_explicit(&limit_hits, 1, memory_order_relaxed);
 	subject_close(&v);
 	return rc;
 }
@@ -1394,6 +1428,8 @@ int rx_exec(const struct rx *r, const char *s, size_t len, size_t start, struct 
 			}
 		}
 	}
+	if (rc == GPULSE_ELIMIT)
+		atomic_fetch_add_explicit(&limit_hits, 1, memory_order_relaxed);
 	subject_close(&v);
 	pcre2_match_data_free(md);
 	return rc;

@@ -23,6 +23,7 @@
 #define RX_MATCH_LIMIT 1000000     /* PCRE2 match() calls for one match */
 #define RX_DEPTH_LIMIT 10000       /* PCRE2 backtracking depth */
 #define RX_HEAP_LIMIT_KIB 8192     /* PCRE2 backtracking memory */
+#define RX_DFA_WORKSPACE 65536     /* ints of PCRE2's DFA matcher, rx_match's fallback */
 
 /* Compile flags. */
 #define RX_ANCHORED 1u             /* as Prometheus: re must parse alone and as the
@@ -47,7 +48,10 @@ void rx_free(struct rx *r);
 
 /* Whether the pattern matches within s[0..len), in *matched. 0, or
  * GPULSE_ELIMIT when a cost limit stopped the match (counted in
- * rx_limit_hits; *matched is false), GPULSE_ENOMEM. An anchored pattern
+ * rx_limit_hits; *matched is false: the caller must fail, never take it
+ * for "no match"), GPULSE_ENOMEM. A match the backtracker gives up is
+ * decided by PCRE2's DFA matcher, linear in the subject, so ELIMIT needs
+ * a pattern too large for its workspace. An anchored pattern
  * must match all of it. A byte of invalid UTF-8 in the subject is one
  * character U+FFFD, as Go reads it, and no error. */
 int rx_match(const struct rx *r, const char *s, size_t len, bool *matched);

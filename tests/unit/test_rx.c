@@ -351,20 +351,39 @@ static void test_bounds(void **state)
 	assert_non_null(strstr(err, "too large"));
 	free(p);
 
-	/* Catastrophic backtracking meets the cost limit: an error, counted,
-	 * never minutes of CPU. (RE2 is linear here; PCRE2 is not, and its
-	 * auto-possessification does not rescue this one.) */
+	/* Catastrophic backtracking meets the cost limit: never minutes of
+	 * CPU. (RE2 is linear here; PCRE2's backtracker is not, and its
+	 * auto-possessification does not rescue this one.) rx_match then
+	 * decides by the DFA matcher, right and uncounted; rx_exec, which
+	 * needs captures, stops with an error, counted. */
 	assert_int_equal(rx_compile("(x+x+)+y", RX_ANCHORED, &r, err, sizeof err), 0);
 	char subject[64];
 	memset(subject, 'x', 40);
 	memcpy(subject + 40, "yy", 3); /* a 'y' so PCRE2's required-character check passes */
 	uint64_t before = rx_limit_hits();
 	bool hit = true;
-	assert_int_equal(rx_match(r, subject, strlen(subject), &hit), GPULSE_ELIMIT);
+	assert_int_equal(rx_match(r, subject, strlen(subject), &hit), 0);
+	assert_false(hit);
+	subject[41] = '\0';
+	assert_int_equal(rx_match(r, subject, strlen(subject), &hit), 0);
+	assert_true(hit);
+	assert_int_equal(rx_limit_hits(), before);
+	struct rx_span sp[2];
+	subject[41] = 'y';
+	assert_int_equal(rx_exec(r, subject, strlen(subject), 0, sp, 2, &hit), GPULSE_ELIMIT);
 	assert_false(hit);
 	assert_int_equal(rx_limit_hits(), before + 1);
 	rx_free(r);
 
+	/* A selector that once dropped series: the first branch backtracks
+	 * exponentially over every name before the second one matches. */
+	assert_int_equal(rx_compile("(.|..)*X|gpulse_.*", RX_ANCHORED, &r, err, sizeof err), 0);
+	const char *name = "gpulse_gpu_memory_used_bytes_per_process_total";
+	assert_int_equal(rx_match(r, name, strlen(name), &hit), 0);
+	assert_true(hit);
+	assert_int_equal(rx_match(r, "nvidia_gpu_memory_used_bytes_per_process_total", 46, &hit), 0);
+	assert_false(hit);
+	rx_free(r);
 	rx_free(NULL);
 }
 
