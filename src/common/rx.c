@@ -35,9 +35,15 @@ struct rx_name {
 };
 
 struct rx {
-	pcre2_code *code;
+	pcre2_code *code;          /* for rx_match: whether it matches */
+	pcre2_code *xcode;         /* for rx_exec: Go's submatches (== code
+				    * unless the pattern has a loop whose
+				    * body can match empty) */
 	pcre2_match_context *mctx;
 	size_t ngroups;
+	uint32_t *gmap;            /* user group i -> xcode's group; NULL: same */
+	uint32_t xgroups;          /* xcode's capturing groups */
+	const char *exec_unsupported; /* why rx_exec refuses, or NULL */
 	struct rx_name *names;
 	size_t nnames;
 	bool jit;
@@ -57,17 +63,53 @@ enum last { L_NONE, L_ATOM, L_REPEAT, L_LAZY };
 struct frame {
 	long maxc;      /* the largest counted-repetition product inside */
 	bool capture;
+	size_t out_open;      /* where the group starts in out */
+	size_t content;       /* where its content starts in out */
+	bool cat_null;        /* the current alternative can match empty so far */
+	bool alt_null;        /* a finished alternative can match empty */
+	bool has_alt;
+};
+
+/* Where Go's compiled program has a choice point (regexp/syntax's
+ * InstAlt), recorded while translating so that those inside a loop whose
+ * body can match empty get a check (see "Submatches" below). */
+enum rep_kind { R_NONE, R_QUEST, R_STAR, R_PLUS, R_COUNTED };
+
+struct rep {
+	enum rep_kind kind;
+	bool nullable;        /* the operand can match empty */
+	bool unbounded;       /* {n,} */
+	bool group;           /* the operand is a group */
+	size_t start, end;    /* the operand in out */
+	size_t cend;          /* a group's content end (its ')') */
+	int depth;            /* the operand's nesting depth */
+};
+
+struct altgroup {
+	size_t start, end;    /* the content in out */
+	int depth;
 };
 
 struct tr {
 	const char *p;
 	size_t n, i;
+	size_t base;             /* bytes before the caller's pattern in p */
 	struct buf out;
 	char *err;
 	size_t errlen;
 	enum last last;
 	long last_cost;          /* the product of the atom just parsed */
-	size_t last_start;       /* where its text starts in out, for the error */
+	size_t last_start;       /* where its text starts in the pattern, for the error */
+	size_t last_out;         /* and in out */
+	bool last_null;          /* it can match empty */
+	bool last_group;
+	size_t last_cend;        /* a group's ')' in out */
+	struct rep *reps;
+	size_t nreps, capreps;
+	struct altgroup *alts;
+	size_t nalts, capalts;
+	size_t *capopen;         /* each capturing group's '(' in out */
+	size_t capcap;
 	struct frame st[RX_MAX_NESTING + 1];
 	int depth;
 	size_t ngroups;
@@ -84,7 +126,7 @@ static int fail(struct tr *t, size_t at, const char *what, const char *construct
 	size_t q = clen < 60 ? clen : 60;
 	snprintf(quoted, sizeof quoted, "%.*s%s", (int)q, construct, clen > q ? "..." : "");
 	str_errf(t->err, t->errlen, "error parsing regexp: %s: `%s` at byte %zu", what, quoted,
-		 at + 1);
+		 at >= t->base ? at - t->base + 1 : 1);
 	t->rc = GPULSE_EINVAL;
 	return t->rc;
 }
@@ -93,7 +135,8 @@ static int failmsg(struct tr *t, size_t at, const char *msg)
 {
 	if (t->rc)
 		return t->rc;
-	str_errf(t->err, t->errlen, "error parsing regexp: %s at byte %zu", msg, at + 1);
+	str_errf(t->err, t->errlen, "error parsing regexp: %s at byte %zu", msg,
+		 at >= t->base ? at - t->base + 1 : 1);
 	t->rc = GPULSE_EINVAL;
 	return t->rc;
 }
@@ -413,14 +456,33 @@ static void fold_atom(struct tr *t)
 	struct frame *f = &t->st[t->depth];
 	if (t->last != L_NONE && t->last_cost > f->maxc)
 		f->maxc = t->last_cost;
+	if (t->last != L_NONE && !t->last_null)
+		f->cat_null = false;
 }
 
-static void begin_atom(struct tr *t, long cost)
+static void begin_atom(struct tr *t, long cost, bool nullable)
 {
 	fold_atom(t);
 	t->last = L_ATOM;
 	t->last_cost = cost;
 	t->last_start = t->i;
+	t->last_out = t->out.len;
+	t->last_null = nullable;
+	t->last_group = false;
+}
+
+/* Grow *v (of *cap elements of size sz) to hold one more. */
+static int grow(void **v, size_t *cap, size_t n, size_t sz)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? 2 * *cap : 8;
+	void *nv = realloc(*v, c * sz);
+	if (!nv)
+		return GPULSE_ENOMEM;
+	*v = nv;
+	*cap = c;
+	return 0;
 }
 
 /* "{n}", "{n,}", "{n,m}" at t->i: true with the bounds (max -1: none)
@@ -484,6 +546,28 @@ static int repetition(struct tr *t, size_t at, size_t len, long min, long max)
 		else
 			t->last_cost *= m;
 	}
+	if (grow((void **)&t->reps, &t->capreps, t->nreps, sizeof *t->reps))
+		return t->rc = GPULSE_ENOMEM;
+	enum rep_kind kind;
+	char op = t->p[at];
+	long lo = min >= 0 ? min : op == '+' ? 1 : 0;
+	long hi = min >= 0 ? max : op == '?' ? 1 : -1;
+	if (lo == 0 && hi == 1)
+		kind = R_QUEST;
+	else if (lo == 0 && hi < 0)
+		kind = R_STAR;
+	else if (lo == 1 && hi < 0)
+		kind = R_PLUS;
+	else if (hi == lo && lo <= 1)
+		kind = R_NONE;
+	else
+		kind = R_COUNTED;
+	t->reps[t->nreps++] = (struct rep){.kind = kind, .nullable = t->last_null,
+					   .unbounded = hi < 0, .group = t->last_group,
+					   .start = t->last_out, .end = t->out.len,
+					   .cend = t->last_cend, .depth = t->depth};
+	if (lo == 0)
+		t->last_null = true;
 	t->last = L_REPEAT;
 	t->last_start = at;
 	buf_append(&t->out, t->p + at, len);
@@ -513,9 +597,8 @@ static int parse_perl_group(struct tr *t)
 				ok = false;
 		if (!ok)
 			return fail(t, at, "invalid named capture", t->p + at, k + 3);
-		for (size_t q = 0; q < t->nnames; q++)
-			if (strlen(t->names[q].name) == nl && !memcmp(t->names[q].name, s + name, nl))
-				return fail(t, at, "duplicate capture group name", t->p + at, k + 3);
+		/* A name may repeat: Go before 1.22 (Prometheus 2.42's) accepts
+		 * it, and $name gives the first such group that took part. */
 		if (t->nnames == t->capnames) {
 			size_t cap = t->capnames ? 2 * t->capnames : 4;
 			struct rx_name *nn = realloc(t->names, cap * sizeof *nn);
@@ -593,20 +676,27 @@ static int parse_perl_group(struct tr *t)
 		    k + 3 <= t->n - at ? k + 3 : t->n - at);
 }
 
-static int open_group(struct tr *t, bool capture, bool already_emitted)
+/* A group opens; out_open is where its text starts in out (before
+ * "(?i:" that parse_perl_group already wrote). */
+static int open_group(struct tr *t, bool capture, bool already_emitted, size_t out_open)
 {
 	if (t->depth >= RX_MAX_NESTING)
 		return failmsg(t, t->i, "expression nests too deeply");
-	begin_atom(t, 1);
+	begin_atom(t, 1, false);
 	t->depth++;
-	t->st[t->depth] = (struct frame){.maxc = 1, .capture = capture};
+	t->st[t->depth] = (struct frame){.maxc = 1, .capture = capture, .out_open = out_open,
+					 .cat_null = true};
 	if (capture) {
 		if (++t->ngroups > RX_MAX_GROUPS)
 			return failmsg(t, t->i, "too many capturing groups");
+		if (grow((void **)&t->capopen, &t->capcap, t->ngroups - 1, sizeof *t->capopen))
+			return t->rc = GPULSE_ENOMEM;
+		t->capopen[t->ngroups - 1] = t->out.len;
 		emit(t, "(");
 	} else if (!already_emitted) {
 		emit(t, "(?:");
 	}
+	t->st[t->depth].content = t->out.len;
 	t->last = L_NONE;
 	return 0;
 }
@@ -619,7 +709,7 @@ static int translate(struct tr *t)
 		switch (c) {
 		case '(':
 			if (t->i + 1 < t->n && t->p[t->i + 1] == '?') {
-				size_t group_at = t->i;
+				size_t group_at = t->i, out_at = t->out.len;
 				int r = parse_perl_group(t);
 				if (t->rc)
 					return t->rc;
@@ -630,33 +720,50 @@ static int translate(struct tr *t)
 				}
 				size_t save = t->i;
 				t->i = group_at;
-				open_group(t, r == 1, r == 2);
+				open_group(t, r == 1, r == 2, out_at);
 				t->i = save;
 				t->last_start = group_at;
 				break;
 			}
-			open_group(t, true, false);
+			open_group(t, true, false, t->out.len);
 			t->i++;
 			break;
 		case ')': {
 			if (t->depth == 0)
 				return fail(t, at, "unexpected )", t->p + at, t->n - at < 60 ? t->n - at : 1);
 			fold_atom(t);
-			long cost = t->st[t->depth].maxc;
+			struct frame *f = &t->st[t->depth];
+			long cost = f->maxc;
+			bool nullable = f->alt_null || f->cat_null;
+			if (f->has_alt) {
+				if (grow((void **)&t->alts, &t->capalts, t->nalts, sizeof *t->alts))
+					return t->rc = GPULSE_ENOMEM;
+				t->alts[t->nalts++] = (struct altgroup){f->content, t->out.len, t->depth};
+			}
+			size_t open_out = f->out_open;
 			t->depth--;
+			t->last_cend = t->out.len;
 			emit(t, ")");
 			t->i++;
 			t->last = L_ATOM;
 			t->last_cost = cost;
+			t->last_null = nullable;
+			t->last_group = true;
+			t->last_out = open_out;
 			/* last_start stays at the group's opening for the error */
 			break;
 		}
-		case '|':
+		case '|': {
 			fold_atom(t);
+			struct frame *f = &t->st[t->depth];
+			f->alt_null = f->alt_null || f->cat_null;
+			f->cat_null = true;
+			f->has_alt = true;
 			t->last = L_NONE;
 			emit(t, "|");
 			t->i++;
 			break;
+		}
 		case '*': case '+': case '?':
 			if (c == '?' && t->last == L_REPEAT) {
 				t->last = L_LAZY;
@@ -675,27 +782,27 @@ static int translate(struct tr *t)
 				t->i = end;
 				break;
 			}
-			begin_atom(t, 1);
+			begin_atom(t, 1, false);
 			emit(t, "\\{");
 			t->i++;
 			break;
 		}
 		case '[':
-			begin_atom(t, 1);
+			begin_atom(t, 1, false);
 			parse_class(t);
 			break;
 		case '.':
-			begin_atom(t, 1);
+			begin_atom(t, 1, false);
 			emit(t, ".");
 			t->i++;
 			break;
 		case '^':
-			begin_atom(t, 1);
+			begin_atom(t, 1, true);
 			emit(t, "^");
 			t->i++;
 			break;
 		case '$':
-			begin_atom(t, 1);
+			begin_atom(t, 1, true);
 			emit(t, "$");
 			t->i++;
 			break;
@@ -713,7 +820,7 @@ static int translate(struct tr *t)
 					size_t lit = t->i;
 					if (next_utf8(t, &cp, &l))
 						return t->rc;
-					begin_atom(t, 1);
+					begin_atom(t, 1, false);
 					t->last_start = lit;
 					emit_cp(t, cp);
 					t->i += l;
@@ -724,10 +831,11 @@ static int translate(struct tr *t)
 			unsigned long cp;
 			struct buf cls;
 			buf_init(&cls, RX_BUF_MAX);
-			begin_atom(t, 1);
+			begin_atom(t, 1, false);
 			if (parse_escape(t, false, &k, &cp, &cls) == 0 && cls.failed)
 				t->rc = GPULSE_ENOMEM;
 			else if (!t->rc) {
+				t->last_null = k == E_ASSERT;
 				if (k == E_CHAR)
 					emit_cp(t, cp);
 				else
@@ -741,7 +849,7 @@ static int translate(struct tr *t)
 			size_t l;
 			if (next_utf8(t, &cp, &l))
 				return t->rc;
-			begin_atom(t, 1);
+			begin_atom(t, 1, false);
 			if (l == 1)
 				emit_cp(t, cp);
 			else
@@ -758,6 +866,191 @@ static int translate(struct tr *t)
 	return t->rc;
 }
 
+/* ---- submatches as Go reports them ---------------------------------------
+ *
+ * Go runs a pattern as a program of instructions and never lets one
+ * path visit the same instruction twice at the same position (the
+ * backtracker's visited bitmap, the NFA's thread set): a loop iteration
+ * that matches empty, or anything that returns to a choice point without
+ * consuming, is cut there and the next choice is tried. Which strings
+ * match is the same either way; the submatches are not. PCRE2 instead
+ * keeps an empty iteration and stops the loop, so (a*)+ on "aa" gives
+ * $1 = "" where Go gives "aa", and (a*?)* gives "" where Go gives "aa".
+ *
+ * An epsilon cycle needs a loop whose body can match empty, so only such
+ * loops' bodies (the "regions") are instrumented: each of Go's choice
+ * points in them (an alternation's entry, ?, a loop's entry and the end
+ * of each iteration) gets a callout naming empty capturing groups that
+ * record where that choice point was last visited on the current path
+ * (PCRE2 restores captures when it backtracks), then such a group. The
+ * callout fails the path when one of them is the current position. The
+ * instrumented program is used by rx_exec only; rx_match runs the plain
+ * one. A counted repetition {n,m} in or around a region is copied by
+ * PCRE2 with shared group numbers, so its copies could not be told apart:
+ * rx_exec refuses those patterns (exec_unsupported). */
+
+struct ins {
+	size_t off;
+	int open;             /* 0: closes something (inner first), 1: opens (outer first) */
+	int ord;
+	const char *pre;
+	int state;            /* the choice point recorded, or -1 */
+	const char *post;
+	uint32_t slot;        /* its recording group in xcode */
+};
+
+static int ins_cmp(const void *a, const void *b)
+{
+	const struct ins *x = a, *y = b;
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	if (x->open != y->open)
+		return x->open - y->open;
+	return x->open ? x->ord - y->ord : y->ord - x->ord;
+}
+
+static bool is_region(const struct rep *r)
+{
+	return r->nullable && (r->kind == R_STAR || r->kind == R_PLUS ||
+			       (r->kind == R_COUNTED && r->unbounded));
+}
+
+/* Whether [a, b) lies in the body of a region other than rep `self`. */
+static bool in_region(const struct tr *t, size_t a, size_t b, const struct rep *self)
+{
+	for (size_t i = 0; i < t->nreps; i++) {
+		const struct rep *r = &t->reps[i];
+		if (r != self && is_region(r) && r->start <= a && b <= r->end)
+			return true;
+	}
+	return false;
+}
+
+/* Build xcode's pattern in *x from t->out; *x stays empty when the
+ * pattern needs none. *why is set when rx_exec must refuse. */
+static int instrument(struct tr *t, struct buf *x, uint32_t **gmap, uint32_t *xgroups,
+		      const char **why)
+{
+	bool any = false;
+	for (size_t i = 0; i < t->nreps; i++)
+		any = any || is_region(&t->reps[i]);
+	if (!any)
+		return 0;
+	for (size_t i = 0; i < t->nreps; i++) {
+		const struct rep *r = &t->reps[i];
+		if (r->kind != R_COUNTED)
+			continue;
+		for (size_t k = 0; k < t->nreps; k++) {
+			const struct rep *q = &t->reps[k];
+			if (is_region(q) && q->start < r->end && r->start < q->end) {
+				*why = "a counted repetition {n,m} in or around a repetition that can "
+				       "match empty";
+				return 0;
+			}
+		}
+	}
+	size_t cap = 3 * t->nreps + 2 * t->nalts + 1, n = 0;
+	struct ins *in = calloc(cap, sizeof *in);
+	int rc = 0;
+	if (!in)
+		return GPULSE_ENOMEM;
+	int nstates = 0;
+	for (size_t i = 0; i < t->nalts; i++) {
+		const struct altgroup *g = &t->alts[i];
+		if (!in_region(t, g->start, g->end, NULL))
+			continue;
+		int s = nstates++;
+		in[n++] = (struct ins){g->start, 1, 2 * g->depth, "", s, "(?:", 0};
+		in[n++] = (struct ins){g->end, 0, 2 * g->depth, ")", -1, "", 0};
+	}
+	for (size_t i = 0; i < t->nreps; i++) {
+		const struct rep *r = &t->reps[i];
+		bool inside = in_region(t, r->start, r->end, r);
+		bool own = is_region(r);
+		if (r->kind == R_QUEST && inside) {
+			in[n++] = (struct ins){r->start, 1, 2 * r->depth + 1, "", nstates++, "", 0};
+		} else if (r->kind == R_STAR || r->kind == R_PLUS) {
+			if (!inside && !own)
+				continue;
+			/* Go: x* over a body that cannot match empty is one choice point
+			 * visited at the entry and after each iteration; otherwise
+			 * (x+)?, two of them; x+ has only the one after each iteration. */
+			int entry = -1, end = nstates++;
+			if (r->kind == R_STAR && inside)
+				entry = r->nullable ? nstates++ : end;
+			if (entry >= 0 || !r->group)
+				in[n++] = (struct ins){r->start, 1, 2 * r->depth + 1, "", entry,
+						       r->group ? "" : "(?:", 0};
+			if (r->group)
+				in[n++] = (struct ins){r->cend, 0, 2 * (r->depth + 1) - 1, "", end, "", 0};
+			else
+				in[n++] = (struct ins){r->end, 0, 2 * r->depth + 1, "", end, ")", 0};
+		}
+	}
+	qsort(in, n, sizeof *in, ins_cmp);
+	/* Number the capturing groups of the final text in order. */
+	*gmap = calloc(t->ngroups + 1, sizeof **gmap);
+	if (!*gmap) {
+		rc = GPULSE_ENOMEM;
+		goto out;
+	}
+	uint32_t num = 0;
+	size_t u = 0;
+	for (size_t i = 0; i < n; i++) {
+		while (u < t->ngroups && t->capopen[u] < in[i].off)
+			(*gmap)[++u] = ++num;
+		if (in[i].state >= 0)
+			in[i].slot = ++num;
+	}
+	while (u < t->ngroups)
+		(*gmap)[++u] = ++num;
+	*xgroups = num;
+	size_t from = 0;
+	for (size_t i = 0; i < n; i++) {
+		buf_append(x, t->out.data + from, in[i].off - from);
+		from = in[i].off;
+		buf_puts(x, in[i].pre);
+		if (in[i].state >= 0) {
+			buf_puts(x, "(?C{");
+			const char *sep = "";
+			for (size_t k = 0; k < n; k++)
+				if (in[k].state == in[i].state) {
+					buf_printf(x, "%s%u", sep, in[k].slot);
+					sep = ",";
+				}
+			buf_puts(x, "})()");
+		}
+		buf_puts(x, in[i].post);
+	}
+	buf_append(x, t->out.data + from, t->out.len - from);
+	if (x->failed)
+		rc = GPULSE_ENOMEM;
+out:
+	free(in);
+	return rc;
+}
+
+/* The check at one of Go's choice points: fail the path when one of the
+ * groups recording it was set at the current position. */
+static int choice_callout(pcre2_callout_block *cb, void *data)
+{
+	(void)data;
+	if (!cb->callout_string)
+		return 0;
+	const char *p = (const char *)cb->callout_string;
+	while (*p) {
+		uint32_t g = 0;
+		while (*p >= '0' && *p <= '9')
+			g = g * 10 + (uint32_t)(*p++ - '0');
+		if (*p == ',')
+			p++;
+		if (g > 0 && g < cb->capture_top && cb->offset_vector[2 * g] != PCRE2_UNSET &&
+		    cb->offset_vector[2 * g] == cb->current_position)
+			return 1;
+	}
+	return 0;
+}
+
 /* ---- compile and match -------------------------------------------------- */
 
 static void free_names(struct rx_name *names, size_t n)
@@ -771,10 +1064,35 @@ void rx_free(struct rx *r)
 {
 	if (!r)
 		return;
+	if (r->xcode != r->code)
+		pcre2_code_free(r->xcode);
 	pcre2_code_free(r->code);
 	pcre2_match_context_free(r->mctx);
+	free(r->gmap);
 	free_names(r->names, r->nnames);
 	free(r);
+}
+
+static void tr_init(struct tr *t, const char *p, size_t n, size_t base, char *err, size_t errlen)
+{
+	*t = (struct tr){.p = p, .n = n, .base = base, .err = err, .errlen = errlen};
+	t->st[0].maxc = 1;
+	t->st[0].cat_null = true;
+	buf_init(&t->out, RX_OUT_MAX);
+}
+
+static void tr_free(struct tr *t)
+{
+	buf_free(&t->out);
+	free_names(t->names, t->nnames);
+	free(t->reps);
+	free(t->alts);
+	free(t->capopen);
+	t->names = NULL;
+	t->nnames = 0;
+	t->reps = NULL;
+	t->alts = NULL;
+	t->capopen = NULL;
 }
 
 int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, size_t errlen)
@@ -786,38 +1104,58 @@ int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, 
 			 n, RX_MAX_PATTERN);
 		return GPULSE_ELIMIT;
 	}
-	struct tr t = {.p = pattern, .n = n, .err = err, .errlen = errlen};
-	t.st[0].maxc = 1;
-	buf_init(&t.out, RX_OUT_MAX);
-	if (flags & RX_ANCHORED)
-		emit(&t, "^(?:");
-	int rc = translate(&t);
-	if (!rc && (flags & RX_ANCHORED))
-		emit(&t, ")$");
+	struct tr t;
+	char *wrapped = NULL;
+	struct buf x;
+	buf_init(&x, RX_OUT_MAX);
+	int rc = 0;
+	if (flags & RX_ANCHORED) {
+		/* Prometheus compiles "^(?:" + re + ")$" as text, after parsing re
+		 * alone: both must parse. So "\Qa.b" (its \Q runs to the end and
+		 * takes the ")$") is refused as in Prometheus, "missing closing )". */
+		tr_init(&t, pattern, n, 0, err, errlen);
+		rc = translate(&t);
+		tr_free(&t);
+		if (rc)
+			goto refused;
+		wrapped = malloc(n + 7);
+		if (!wrapped) {
+			rc = GPULSE_ENOMEM;
+			goto refused;
+		}
+		snprintf(wrapped, n + 7, "^(?:%s)$", pattern);
+		tr_init(&t, wrapped, n + 6, 4, err, errlen);
+	} else {
+		tr_init(&t, pattern, n, 0, err, errlen);
+	}
+	rc = translate(&t);
 	if (!rc && t.out.failed)
 		rc = GPULSE_ENOMEM;
+refused:
 	if (rc == GPULSE_ENOMEM)
 		str_errf(err, errlen, "error parsing regexp: out of memory");
-	if (rc) {
-		buf_free(&t.out);
-		free_names(t.names, t.nnames);
-		return rc;
-	}
-	struct rx *r = calloc(1, sizeof *r);
-	pcre2_compile_context *cctx = pcre2_compile_context_create(NULL);
+	struct rx *r = NULL;
+	pcre2_compile_context *cctx = NULL;
+	if (rc)
+		goto out;
+	r = calloc(1, sizeof *r);
+	cctx = pcre2_compile_context_create(NULL);
 	if (!r || !cctx) {
 		rc = GPULSE_ENOMEM;
 		goto out;
 	}
+	rc = instrument(&t, &x, &r->gmap, &r->xgroups, &r->exec_unsupported);
+	if (rc)
+		goto out;
 	pcre2_set_newline(cctx, PCRE2_NEWLINE_LF);
 	pcre2_set_parens_nest_limit(cctx, RX_MAX_NESTING + 2);
 	int ec;
 	PCRE2_SIZE eoff;
 	/* No PCRE2_UCP: \d, \w, \b and [[:alpha:]] are ASCII, as in RE2.
-	 * MATCH_INVALID_UTF: a label value that is not UTF-8 is matched
-	 * safely (its bad bytes match nothing) instead of failing. */
-	uint32_t opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY |
-			PCRE2_NEVER_BACKSLASH_C;
+	 * No PCRE2_MATCH_INVALID_UTF: a subject is made valid first, as Go
+	 * reads it (struct subject), and with it PCRE2 10.42's JIT lets \W
+	 * and \D match no character above U+007F. */
+	uint32_t opts = PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_BACKSLASH_C;
 	r->code = pcre2_compile((PCRE2_SPTR)(t.out.data ? t.out.data : ""), t.out.len, opts, &ec, &eoff, cctx);
 	if (!r->code) {
 		PCRE2_UCHAR msg[160];
@@ -829,11 +1167,27 @@ int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, 
 		goto out;
 	}
 	r->jit = pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE) == 0;
+	r->xcode = r->code;
+	if (x.len) {
+		/* No optimization that could skip a callout or a backtrack. */
+		r->xcode = pcre2_compile((PCRE2_SPTR)x.data, x.len,
+					 opts | PCRE2_NO_AUTO_POSSESS | PCRE2_NO_START_OPTIMIZE |
+					 PCRE2_NO_DOTSTAR_ANCHOR, &ec, &eoff, cctx);
+		if (!r->xcode) {
+			PCRE2_UCHAR msg[160];
+			pcre2_get_error_message(ec, msg, sizeof msg);
+			str_errf(err, errlen, "error parsing regexp: %s", (const char *)msg);
+			rc = ec == PCRE2_ERROR_NOMEMORY ? GPULSE_ENOMEM : GPULSE_EINVAL;
+			goto out;
+		}
+		pcre2_jit_compile(r->xcode, PCRE2_JIT_COMPLETE);
+	}
 	r->mctx = pcre2_match_context_create(NULL);
 	if (!r->mctx) {
 		rc = GPULSE_ENOMEM;
 		goto out;
 	}
+	pcre2_set_callout(r->mctx, choice_callout, NULL);
 	pcre2_set_match_limit(r->mctx, RX_MATCH_LIMIT);
 	pcre2_set_depth_limit(r->mctx, RX_DEPTH_LIMIT);
 	pcre2_set_heap_limit(r->mctx, RX_HEAP_LIMIT_KIB);
@@ -846,10 +1200,17 @@ int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, 
 	r = NULL;
 out:
 	pcre2_compile_context_free(cctx);
-	buf_free(&t.out);
-	free_names(t.names, t.nnames);
+	buf_free(&x);
+	if (wrapped || !(flags & RX_ANCHORED))
+		tr_free(&t);
+	free(wrapped);
 	rx_free(r);
 	return rc;
+}
+
+const char *rx_exec_unsupported(const struct rx *r)
+{
+	return r->exec_unsupported;
 }
 
 size_t rx_groups(const struct rx *r)
@@ -881,13 +1242,16 @@ static void md_init(void)
 	pthread_key_create(&md_key, md_free);
 }
 
-static int run(const struct rx *r, const char *s, size_t len, size_t start,
-	       pcre2_match_data *md, bool *found)
+static int run(const struct rx *r, const pcre2_code *code, const char *s, size_t len,
+	       size_t start, pcre2_match_data *md, bool *found)
 {
 	*found = false;
-	int m = pcre2_match(r->code, (PCRE2_SPTR)s, len, start, 0, md, r->mctx);
+	/* subject_open checked the whole subject: only an offset inside a
+	 * character is left for PCRE2 to refuse. */
+	uint32_t o = start == 0 ? PCRE2_NO_UTF_CHECK : 0;
+	int m = pcre2_match(code, (PCRE2_SPTR)s, len, start, o, md, r->mctx);
 	if (m == PCRE2_ERROR_JIT_STACKLIMIT)
-		m = pcre2_match(r->code, (PCRE2_SPTR)s, len, start, PCRE2_NO_JIT, md, r->mctx);
+		m = pcre2_match(code, (PCRE2_SPTR)s, len, start, o | PCRE2_NO_JIT, md, r->mctx);
 	if (m >= 0) {
 		*found = true;
 		return 0;
@@ -896,46 +1260,177 @@ static int run(const struct rx *r, const char *s, size_t len, size_t start,
 		return 0;
 	if (m == PCRE2_ERROR_NOMEMORY)
 		return GPULSE_ENOMEM;
-	/* MATCHLIMIT, DEPTHLIMIT, HEAPLIMIT and anything else: stopped. */
-	atomic_fetch_add_explicit(&limit_hits, 1, memory_order_relaxed);
+	/* MATCHLIMIT, DEPTHLIMIT, HEAPLIMIT and anything else: stopped
+	 * (counted by the caller, once it gives up). */
 	return GPULSE_ELIMIT;
+}
+
+/* Go reads a subject that is not UTF-8 one byte per bad byte, each as
+ * U+FFFD (utf8.DecodeRuneInString): "a\xffb" matches a.b and a\x{FFFD}b.
+ * PCRE2_MATCH_INVALID_UTF would let bad bytes match nothing, so such a
+ * subject is matched as a copy with each bad byte replaced by U+FFFD's
+ * three bytes, and offsets are mapped back. */
+struct subject {
+	const char *s;            /* what PCRE2 matches */
+	size_t len;
+	char *copy;               /* owned, or NULL when s is the caller's */
+	size_t *to_old;           /* copy offset -> caller's offset */
+	size_t *to_new;           /* caller's offset -> copy offset */
+};
+
+/* Length of the well-formed UTF-8 sequence at p (n bytes left), or 0. */
+static size_t seq_len(const unsigned char *p, size_t n)
+{
+	unsigned c = p[0];
+	if (c < 0x80)
+		return 1;
+	size_t l = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	if (l == 0 || l > n)
+		return 0;
+	for (size_t k = 1; k < l; k++)
+		if ((p[k] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) || (c == 0xf0 && p[1] < 0x90) ||
+	    (c == 0xf4 && p[1] > 0x8f))
+		return 0;
+	return l;
+}
+
+static int subject_open(struct subject *v, const char *s, size_t len)
+{
+	*v = (struct subject){.s = s, .len = len};
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+	while (i < len) {
+		size_t l = seq_len(u + i, len - i);
+		if (!l)
+			break;
+		i += l;
+	}
+	if (i == len)
+		return 0;
+	v->copy = malloc(3 * len + 1);
+	v->to_old = malloc((3 * len + 1) * sizeof *v->to_old);
+	v->to_new = malloc((len + 1) * sizeof *v->to_new);
+	if (!v->copy || !v->to_old || !v->to_new)
+		return GPULSE_ENOMEM;
+	size_t j = 0;
+	for (i = 0; i < len;) {
+		size_t l = seq_len(u + i, len - i);
+		v->to_new[i] = j;
+		if (l) {
+			for (size_t k = 0; k < l; k++) {
+				v->to_old[j] = i;
+				v->copy[j++] = s[i + k];
+			}
+			i += l;
+		} else {
+			for (size_t k = 0; k < 3; k++)
+				v->to_old[j + k] = i;
+			memcpy(v->copy + j, "\xef\xbf\xbd", 3);
+			j += 3;
+			i++;
+		}
+	}
+	v->to_new[len] = j;
+	v->to_old[j] = len;
+	v->s = v->copy;
+	v->len = j;
+	return 0;
+}
+
+static void subject_close(struct subject *v)
+{
+	free(v->copy);
+	free(v->to_old);
+	free(v->to_new);
+}
+
+/* Whether it matches, by PCRE2's DFA matcher: it follows every path at
+ * once, in time linear in the subject for a given pattern, as RE2 does,
+ * where backtracking can take exponential time ((.|..)*X over a long
+ * value). Slower than the JIT on ordinary patterns, so it only takes
+ * over a match the backtracker gave up at its limit. Its workspace is
+ * bounded; a pattern whose states do not fit still stops, counted. */
+static int dfa_match(const struct rx *r, const char *s, size_t len, bool *matched)
+{
+	size_t ws_n = RX_DFA_WORKSPACE;
+	int *ws = malloc(ws_n * sizeof *ws);
+	pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+	int rc = 0;
+	if (!ws || !md) {
+		rc = GPULSE_ENOMEM;
+		goto out;
+	}
+	int m = pcre2_dfa_match(r->code, (PCRE2_SPTR)s, len, 0, PCRE2_NO_UTF_CHECK, md, r->mctx,
+				ws, ws_n);
+	if (m >= 0)
+		*matched = true;
+	else if (m == PCRE2_ERROR_NOMEMORY)
+		rc = GPULSE_ENOMEM;
+	else if (m != PCRE2_ERROR_NOMATCH)
+		rc = GPULSE_ELIMIT;
+out:
+	free(ws);
+	pcre2_match_data_free(md);
+	return rc;
 }
 
 int rx_match(const struct rx *r, const char *s, size_t len, bool *matched)
 {
+	*matched = false;
 	pthread_once(&md_once, md_init);
 	pcre2_match_data *md = pthread_getspecific(md_key);
 	if (!md) {
 		md = pcre2_match_data_create(1, NULL);
-		if (!md) {
-			*matched = false;
+		if (!md)
 			return GPULSE_ENOMEM;
-		}
 		pthread_setspecific(md_key, md);
 	}
-	return run(r, s, len, 0, md, matched);
+	struct subject v;
+	int rc = subject_open(&v, s, len);
+	if (!rc)
+		rc = run(r, r->code, v.s, v.len, 0, md, matched);
+	if (rc == GPULSE_ELIMIT)
+		rc = dfa_match(r, v.s, v.len, matched);
+	if (rc == GPULSE_ELIMIT)
+		atomic_fetch_add_explicit(&limit_hits, 1, memory_order_relaxed);
+	subject_close(&v);
+	return rc;
 }
 
 int rx_exec(const struct rx *r, const char *s, size_t len, size_t start, struct rx_span *sp,
 	    size_t nsp, bool *found)
 {
 	*found = false;
-	pcre2_match_data *md = pcre2_match_data_create((uint32_t)r->ngroups + 1, NULL);
-	if (!md)
-		return GPULSE_ENOMEM;
-	int rc = run(r, s, len, start, md, found);
+	if (r->exec_unsupported)
+		return GPULSE_ENOTSUP;
+	uint32_t ng = r->gmap ? r->xgroups : (uint32_t)r->ngroups;
+	pcre2_match_data *md = pcre2_match_data_create(ng + 1, NULL);
+	struct subject v = {0};
+	int rc = md ? subject_open(&v, s, len) : GPULSE_ENOMEM;
+	if (!rc && v.copy && start <= len)
+		start = v.to_new[start];
+	else if (!rc && v.copy)
+		start = v.len + 1;
+	if (!rc)
+		rc = run(r, r->xcode, v.s, v.len, start, md, found);
 	if (!rc && *found) {
 		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
 		uint32_t have = pcre2_get_ovector_count(md);
 		for (size_t i = 0; i < nsp; i++) {
-			if (i < have && ov[2 * i] != PCRE2_UNSET) {
-				sp[i].start = (long)ov[2 * i];
-				sp[i].end = (long)ov[2 * i + 1];
+			size_t g = r->gmap && i > 0 && i <= r->ngroups ? r->gmap[i] : i;
+			if (i <= r->ngroups && g < have && ov[2 * g] != PCRE2_UNSET) {
+				sp[i].start = (long)(v.copy ? v.to_old[ov[2 * g]] : ov[2 * g]);
+				sp[i].end = (long)(v.copy ? v.to_old[ov[2 * g + 1]] : ov[2 * g + 1]);
 			} else {
 				sp[i].start = sp[i].end = -1;
 			}
 		}
 	}
+	if (rc == GPULSE_ELIMIT)
+		atomic_fetch_add_explicit(&limit_hits, 1, memory_order_relaxed);
+	subject_close(&v);
 	pcre2_match_data_free(md);
 	return rc;
 }
@@ -983,10 +1478,15 @@ int rx_expand(const struct rx *r, struct buf *b, const char *tmpl, const char *s
 			if (num > 100000000)
 				num = 100000000;
 		}
-		if (digits)
+		if (digits) {
 			g = num;
-		else
-			g = rx_group_index(r, name, nl);
+		} else {
+			/* Go's expand: the first group of that name that matched. */
+			for (size_t k = 0; k < r->nnames && g < 0; k++)
+				if (strlen(r->names[k].name) == nl && !memcmp(r->names[k].name, name, nl) &&
+				    (size_t)r->names[k].index < nsp && sp[r->names[k].index].start >= 0)
+					g = r->names[k].index;
+		}
 		if (g >= 0 && (size_t)g < nsp && sp[g].start >= 0)
 			buf_append(b, subject + sp[g].start, (size_t)(sp[g].end - sp[g].start));
 		p = brace ? end : end - 1;

@@ -23,9 +23,11 @@
 #define RX_MATCH_LIMIT 1000000     /* PCRE2 match() calls for one match */
 #define RX_DEPTH_LIMIT 10000       /* PCRE2 backtracking depth */
 #define RX_HEAP_LIMIT_KIB 8192     /* PCRE2 backtracking memory */
+#define RX_DFA_WORKSPACE 65536     /* ints of PCRE2's DFA matcher, rx_match's fallback */
 
 /* Compile flags. */
-#define RX_ANCHORED 1u             /* as Prometheus: the whole value, ^(?:re)$ */
+#define RX_ANCHORED 1u             /* as Prometheus: re must parse alone and as the
+				    * text "^(?:" re ")$", which is what runs */
 
 struct rx;
 
@@ -46,16 +48,25 @@ void rx_free(struct rx *r);
 
 /* Whether the pattern matches within s[0..len), in *matched. 0, or
  * GPULSE_ELIMIT when a cost limit stopped the match (counted in
- * rx_limit_hits; *matched is false), GPULSE_ENOMEM. An anchored pattern
- * must match all of it. Invalid UTF-8 in the subject never matches a
- * character class or '.', and is no error. */
+ * rx_limit_hits; *matched is false: the caller must fail, never take it
+ * for "no match"), GPULSE_ENOMEM. A match the backtracker gives up is
+ * decided by PCRE2's DFA matcher, linear in the subject, so ELIMIT needs
+ * a pattern too large for its workspace. An anchored pattern
+ * must match all of it. A byte of invalid UTF-8 in the subject is one
+ * character U+FFFD, as Go reads it, and no error. */
 int rx_match(const struct rx *r, const char *s, size_t len, bool *matched);
 
 /* The leftmost-first match starting at or after byte `start`, in
  * *found; when found, sp[0] is the match and sp[1..nsp) the captures
- * (absent ones start -1). rx_match's status codes. */
+ * (absent ones start -1), as Go's regexp reports them. rx_match's status
+ * codes, and GPULSE_ENOTSUP for a pattern rx_exec_unsupported names. */
 int rx_exec(const struct rx *r, const char *s, size_t len, size_t start, struct rx_span *sp,
 	    size_t nsp, bool *found);
+
+/* NULL, or why rx_exec refuses this pattern's submatches with
+ * GPULSE_ENOTSUP (a counted repetition in or around a loop whose body
+ * can match empty: docs/internals/regex.md, "Submatches"). */
+const char *rx_exec_unsupported(const struct rx *r);
 
 /* Capturing groups in the pattern (not counting the whole match). */
 size_t rx_groups(const struct rx *r);

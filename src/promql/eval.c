@@ -1186,6 +1186,11 @@ static bool eval_label_replace(struct ev *ev, const struct promql_expr *e, const
 		sv = sv ? sv : "";
 		bool found;
 		rc = rx_exec(rx, sv, strlen(sv), 0, sp, nsp, &found);
+		if (rc == GPULSE_ENOTSUP) {
+			everr(ev, GPULSE_EINVAL, "label_replace(): the submatches of \"%.60s\" are not supported: %s",
+			      re, rx_exec_unsupported(rx));
+			break;
+		}
 		if (rc != 0) {
 			everr(ev, rc, "label_replace(): matching %s=\"%.60s\" against the regular "
 			      "expression stopped at its cost limit", src, sv);
