@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "gofloat.h"
 #include "parser.h"
 #include "status.h"
 #include "tsdb_queryable.h"
@@ -229,7 +230,7 @@ static void put_point(struct buf *b, int64_t t_ms, double v)
 	buf_putc(b, '[');
 	api_put_time(b, t_ms);
 	buf_puts(b, ",\"");
-	promql_format_value(b, v);
+	gofloat_put_sample(b, v);
 	buf_puts(b, "\"]");
 }
 

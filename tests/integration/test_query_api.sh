@@ -48,6 +48,15 @@ q "/api/v1/query?query=$(enc 'sum by (gpu) (gpulse_gpu_memory_used_bytes)')" |
 	jcheck 'd["data"]["result"][0]["metric"]=={"gpu":"0"}' || fail "sum by (gpu)"
 q "/api/v1/query?query=1%2B1" | jcheck 'd["data"]["resultType"]=="scalar" and d["data"]["result"][1]=="2"' ||
 	fail "scalar result"
+# Sample values as Prometheus's API writes them (Go's FormatFloat, 'e'
+# when |v| < 1e-6 or |v| >= 1e21, else 'f'), asked of Debian's
+# Prometheus 2.42.
+for pair in '1e21 1e+21' '5.62181803979911e-07 5.62181803979911e-07' '1e-6 0.000001' \
+	'-1e-7 -1e-07' '123456789012345680000 123456789012345680000' '9.99999e20 999999000000000000000'; do
+	set -- $pair
+	q "/api/v1/query?query=$(enc "vector($1)")" | jcheck "d['data']['result'][0]['value'][1]=='$2'" ||
+		fail "vector($1) is not \"$2\": $(q "/api/v1/query?query=$(enc "vector($1)")")"
+done
 
 # query_range, step 1s, Grafana-style parameters (fractional seconds).
 end=$(date +%s.%N | cut -c1-14); start=$(python3 -c "print(round($end-4,3))")
