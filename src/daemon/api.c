@@ -18,6 +18,7 @@
 #include "gofloat.h"
 #include "parser.h"
 #include "status.h"
+#include "str.h"
 #include "tsdb_queryable.h"
 
 #define API_MIN_TIME_MS (-(1LL << 52))
@@ -125,6 +126,22 @@ static int bad_param(struct http_response *resp, const char *param, const char *
 	char msg[1200];
 	snprintf(msg, sizeof msg, "invalid parameter \"%s\": %s", param, what);
 	return api_error(resp, 400, "bad_data", msg);
+}
+
+/* Any parameter holding a NUL byte is refused: C strings would read it
+ * cut short (query=1%00+5 as "1"). Prometheus's messages differ with the
+ * parameter (the parser's "unexpected character: '\x00'", a time's
+ * "cannot parse"); all are 400 bad_data naming it. true after writing
+ * the 400. */
+static bool nul_param(const struct http_request *req, struct http_response *resp)
+{
+	const char *name = http_request_nul_arg(req);
+	if (!name)
+		return false;
+	char param[200];
+	str_copy(param, sizeof param, name);
+	bad_param(resp, param, "the value holds a NUL byte (%00)");
+	return true;
 }
 
 static int bad_time(struct http_response *resp, const char *param, const char *value)
@@ -294,6 +311,8 @@ static int parse_query(struct http_response *resp, const char *q, struct promql_
 
 static int handle_query(void *ctx, const struct http_request *req, struct http_response *resp)
 {
+	if (nul_param(req, resp))
+		return 0;
 	struct api *a = ctx;
 	if (storage_off(a, resp))
 		return 0;
@@ -323,6 +342,8 @@ static int handle_query(void *ctx, const struct http_request *req, struct http_r
 static int handle_query_range(void *ctx, const struct http_request *req,
 			      struct http_response *resp)
 {
+	if (nul_param(req, resp))
+		return 0;
 	struct api *a = ctx;
 	if (storage_off(a, resp))
 		return 0;
@@ -637,6 +658,8 @@ static int collect(struct api *a, const struct http_request *req, struct http_re
 
 static int handle_series(void *ctx, const struct http_request *req, struct http_response *resp)
 {
+	if (nul_param(req, resp))
+		return 0;
 	struct api *a = ctx;
 	if (storage_off(a, resp))
 		return 0;
@@ -702,6 +725,8 @@ static int label_strings(struct api *a, const struct http_request *req,
 
 static int handle_labels(void *ctx, const struct http_request *req, struct http_response *resp)
 {
+	if (nul_param(req, resp))
+		return 0;
 	struct api *a = ctx;
 	if (storage_off(a, resp))
 		return 0;
@@ -722,6 +747,8 @@ static bool label_name_ok(const char *s, size_t n)
 static int handle_label_values(void *ctx, const struct http_request *req,
 			       struct http_response *resp)
 {
+	if (nul_param(req, resp))
+		return 0;
 	struct api *a = ctx;
 	static const char prefix[] = "/api/v1/label/", suffix[] = "/values";
 	const char *name = req->path + sizeof prefix - 1;
@@ -751,6 +778,8 @@ static int handle_label_values(void *ctx, const struct http_request *req,
 static int handle_format_query(void *ctx, const struct http_request *req,
 			       struct http_response *resp)
 {
+	if (nul_param(req, resp))
+		return 0;
 	(void)ctx;
 	struct promql_expr *e;
 	if (parse_query(resp, http_request_arg(req, "query"), &e))
@@ -775,6 +804,8 @@ static int handle_format_query(void *ctx, const struct http_request *req,
  * checks them and the answer is empty. */
 static int handle_exemplars(void *ctx, const struct http_request *req, struct http_response *resp)
 {
+	if (nul_param(req, resp))
+		return 0;
 	(void)ctx;
 	const char *ss = http_request_arg(req, "start"), *es = http_request_arg(req, "end");
 	int64_t start = API_MIN_TIME_MS, end = API_MAX_TIME_MS;
