@@ -423,6 +423,12 @@ static struct family *family_of(struct family *f, size_t *n, size_t cap, const c
 static int handle_metadata(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	struct api_status *st = ctx;
+	const char *nul = http_request_nul_arg(req);
+	if (nul) {
+		char msg[300];
+		snprintf(msg, sizeof msg, "invalid parameter \"%.200s\": the value holds a NUL byte (%%00)", nul);
+		return api_err(resp, 400, "bad_data", msg);
+	}
 	long limit = -1;
 	const char *ls = http_request_arg(req, "limit");
 	if (ls && *ls) {

@@ -56,15 +56,18 @@ enum canned { R_400_FORM, R_401, R_403, R_403_CERT, R_404, R_405, R_405_FORM, R_
 	      R_429, R_429_RATE, R_500, R_503, R_COUNT };
 
 /* What the server keeps per connection (MHD's socket context): the
- * guard's entry, and the form body of the request being read, whose
- * decoded pairs MHD's connection values point into until the request
- * completes (on_completed frees it). */
+ * guard's entry, and the form body of the request being read, then its
+ * decoded pairs, which http_request_arg hands out until the request
+ * completes (on_completed frees them). */
 struct conn_ctx {
 	struct guard_conn *guard;    /* NULL when the guard had no room */
-	struct buf form;             /* the body, decoded in place */
+	struct buf form;             /* the body; once parsed, its pairs */
+	size_t npairs;               /* once parsed: name\0value\0 pairs in form */
+	const char *nul_name;        /* once parsed: the first pair whose name
+					or value decoded to a NUL (cut there) */
 	bool in_form;                /* a POST to a form route is being read */
 	bool form_type;              /* its Content-Type is form-urlencoded */
-	bool parsed;                 /* its pairs are connection values */
+	bool parsed;                 /* form holds the decoded pairs */
 	size_t body_bytes;           /* what arrived, form or not */
 };
 
@@ -440,10 +443,23 @@ const char *http_request_header(const struct http_request *req, const char *name
 
 /* Form values first, then the query string's: Go's Request.FormValue,
  * which is what Prometheus reads. */
-const char *http_request_arg(const struct http_request *req, const char *name)
+static struct conn_ctx *conn_ctx(struct MHD_Connection *conn);
+
+/* The decoded body's pairs (none unless a form was parsed): calls fn for
+ * each until it returns false. */
+static void form_pairs(const struct http_request *req,
+		       bool (*fn)(void *cls, const char *name, const char *value), void *cls)
 {
-	const char *v = MHD_lookup_connection_value(req->conn, MHD_POSTDATA_KIND, name);
-	return v ? v : MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+	const struct conn_ctx *c = req->conn ? conn_ctx(req->conn) : NULL;
+	if (!c || !c->parsed || !c->form.data)
+		return;
+	const char *p = c->form.data;
+	for (size_t i = 0; i < c->npairs; i++) {
+		const char *value = p + strlen(p) + 1;
+		if (!fn(cls, p, value))
+			return;
+		p = value + strlen(value) + 1;
+	}
 }
 
 struct args_walk {
@@ -451,6 +467,35 @@ struct args_walk {
 	const char **out;
 	size_t max, n;
 };
+
+static bool first_pair(void *cls, const char *name, const char *value)
+{
+	struct args_walk *w = cls;
+	if (strcmp(name, w->name) != 0)
+		return true;
+	w->out[0] = value;
+	w->n = 1;
+	return false;
+}
+
+const char *http_request_arg(const struct http_request *req, const char *name)
+{
+	const char *v = NULL;
+	struct args_walk w = {.name = name, .out = &v, .max = 1};
+	form_pairs(req, first_pair, &w);
+	return v ? v : MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+static bool collect_pair(void *cls, const char *name, const char *value)
+{
+	struct args_walk *w = cls;
+	if (strcmp(name, w->name) == 0) {
+		if (w->n < w->max)
+			w->out[w->n] = value;
+		w->n++;
+	}
+	return true;
+}
 
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
 				   const char *value)
@@ -470,9 +515,30 @@ size_t http_request_args(const struct http_request *req, const char *name, const
 {
 	/* As Go's Request.Form: the body's values, then the query's. */
 	struct args_walk w = {.name = name, .out = out, .max = max, .n = 0};
-	MHD_get_connection_values(req->conn, MHD_POSTDATA_KIND, collect_arg, &w);
+	form_pairs(req, collect_pair, &w);
 	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, collect_arg, &w);
 	return w.n;
+}
+
+static enum MHD_Result nul_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+			       size_t key_size, const char *value, size_t value_size)
+{
+	(void)kind;
+	if ((key && strlen(key) != key_size) || (value && strlen(value) != value_size)) {
+		*(const char **)cls = key ? key : "";
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+const char *http_request_nul_arg(const struct http_request *req)
+{
+	const struct conn_ctx *c = req->conn ? conn_ctx(req->conn) : NULL;
+	if (c && c->parsed && c->nul_name)
+		return c->nul_name;
+	const char *name = NULL;
+	MHD_get_connection_values_n(req->conn, MHD_GET_ARGUMENT_KIND, nul_arg, &name);
+	return name;
 }
 
 /* The server's state for a connection (NULL when out of memory). */
@@ -542,60 +608,106 @@ static int hexdigit(char c)
 	return -1;
 }
 
-/* Decode s in place (percent escapes, '+'); false on a bad escape. */
-static bool form_unescape(char *s)
+/* Decode s[0..n) (percent escapes, '+') to out; the decoded length, or
+ * -1 on a bad escape. out may be s: the text only shrinks. */
+static ptrdiff_t form_unescape(const char *s, size_t n, char *out)
 {
-	char *w = s;
-	for (char *r = s; *r; r++) {
+	char *w = out;
+	for (const char *r = s, *end = s + n; r < end; r++) {
 		if (*r == '+') {
 			*w++ = ' ';
 		} else if (*r == '%') {
-			int hi = hexdigit(r[1]), lo = hi >= 0 ? hexdigit(r[2]) : -1;
+			int hi = r + 1 < end ? hexdigit(r[1]) : -1;
+			int lo = hi >= 0 && r + 2 < end ? hexdigit(r[2]) : -1;
 			if (hi < 0 || lo < 0)
-				return false;
+				return -1;
 			*w++ = (char)(hi * 16 + lo);
 			r += 2;
 		} else {
 			*w++ = *r;
 		}
 	}
-	*w = '\0';
+	return w - out;
+}
+
+/* Decode one name or value to the end of `out`, NUL-terminated; a NUL
+ * it decodes to (%00) ends it there and is noted in *nul. false on a bad
+ * escape. */
+static bool form_put(struct buf *out, const char *s, size_t n, bool *nul)
+{
+	char *w = out->data + out->len;
+	ptrdiff_t dn = form_unescape(s, n, w);
+	if (dn < 0)
+		return false;
+	size_t len = strnlen(w, (size_t)dn);
+	if (len < (size_t)dn)
+		*nul = true;
+	w[len] = '\0';
+	out->len += len + 1;
 	return true;
 }
 
+/* The body's pairs, decoded as Go's ParseForm does, become name\0value\0
+ * runs in a buffer of their own (a pair without '=' has the value ""),
+ * which replaces the body: MHD's connection values would take them from
+ * the connection's memory pool, which a few thousand pairs exhaust (MHD
+ * then cannot even send an answer). The decoded text is at most the
+ * body and one byte a pair more: 1.5 times the body at worst ("a&a&"). */
 static int form_finish(struct MHD_Connection *conn)
 {
 	struct conn_ctx *c = conn_ctx(conn);
 	if (!c || !c->in_form || c->parsed || !c->form_type)
 		return -1;
 	c->parsed = true;
+	c->npairs = 0;
+	c->nul_name = NULL;
 	if (!c->form.data || c->form.len == 0)
 		return -1;
 	/* A NUL inside would cut a value short without notice. */
 	if (memchr(c->form.data, '\0', c->form.len))
 		return R_400_FORM;
-	char *p = c->form.data;
-	while (p && *p) {
-		char *next = strchr(p, '&');
-		if (next)
-			*next++ = '\0';
-		if (strchr(p, ';'))
-			return R_400_FORM; /* Go: "invalid semicolon separator" */
-		if (*p) {
-			char *eq = strchr(p, '=');
-			const char *value = "";
-			if (eq) {
-				*eq = '\0';
-				value = eq + 1;
-			}
-			if (!form_unescape(p) || (eq && !form_unescape(eq + 1)))
-				return R_400_FORM;
-			if (MHD_set_connection_value(conn, MHD_POSTDATA_KIND, p, value) != MHD_YES)
-				return R_503;
+	struct buf out;
+	buf_init(&out, c->form.len + c->form.len / 2 + 2);
+	if (buf_reserve(&out, c->form.len + c->form.len / 2 + 2))
+		return R_503;
+	int rc = -1;
+	size_t nul_at = SIZE_MAX;
+	const char *p = c->form.data, *end = p + c->form.len;
+	while (p < end) {
+		const char *next = memchr(p, '&', (size_t)(end - p));
+		if (!next)
+			next = end;
+		size_t n = (size_t)(next - p);
+		if (memchr(p, ';', n)) {
+			rc = R_400_FORM; /* Go: "invalid semicolon separator" */
+			goto out;
 		}
-		p = next;
+		if (n) {
+			const char *eq = memchr(p, '=', n);
+			size_t kn = eq ? (size_t)(eq - p) : n;
+			size_t at = out.len;
+			bool nul = false;
+			if (!form_put(&out, p, kn, &nul) ||
+			    !form_put(&out, eq ? eq + 1 : "", eq ? n - kn - 1 : 0, &nul)) {
+				rc = R_400_FORM;
+				goto out;
+			}
+			if (nul && nul_at == SIZE_MAX)
+				nul_at = at;
+			c->npairs++;
+		}
+		p = next + 1;
 	}
-	return -1;
+	buf_free(&c->form);
+	c->form = out;
+	memset(&out, 0, sizeof out);
+	if (nul_at != SIZE_MAX)
+		c->nul_name = c->form.data + nul_at;
+out:
+	buf_free(&out);
+	if (rc != -1)
+		c->npairs = 0;
+	return rc;
 }
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)

@@ -162,6 +162,12 @@ const char *http_request_arg(const struct http_request *req, const char *name);
  * handler. */
 size_t http_request_args(const struct http_request *req, const char *name, const char **out,
 			 size_t max);
+/* The name of the first parameter (form body's, then query string's)
+ * whose name or value holds a NUL byte ("%00"), or NULL. Such a value
+ * reads as cut at the NUL through http_request_arg: a handler that must
+ * not act on a cut value refuses the request first. Valid during the
+ * handler. */
+const char *http_request_nul_arg(const struct http_request *req);
 
 /* An immutable, reference-counted response body that many responses can
  * send without copying (a cached /metrics rendering, say). */

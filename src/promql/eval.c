@@ -2075,7 +2075,7 @@ int promql_eval_range(const struct promql_expr *e, const struct promql_queryable
 							: "end timestamp must not be before start time");
 		return GPULSE_EINVAL;
 	}
-	if ((end_ms - start_ms) / step_ms >= PROMQL_MAX_STEPS) {
+	if ((end_ms - start_ms) / step_ms > PROMQL_MAX_STEPS) {
 		str_errf(err, errlen, "exceeded maximum resolution of %d points per timeseries", PROMQL_MAX_STEPS);
 		return GPULSE_ELIMIT;
 	}

@@ -13,6 +13,7 @@
 
 #include "eval.h"
 #include "lexer.h"
+#include "gofloat.h"
 #include "rx.h"
 #include "status.h"
 #include "str.h"
@@ -1079,27 +1080,11 @@ int promql_quote(struct buf *b, const char *s)
 	return buf_putc(b, '"');
 }
 
-/* A number literal as Prometheus prints one (Go's %v: the shortest
- * digits, in exponent form below 1e-4 and from 1e6). Not buf_put_double,
- * whose integer test converts any double to long long (undefined
- * behaviour past 2^63, found by fuzzing). */
+/* A number literal as Prometheus prints one: Go's %v, the shortest
+ * digits, in exponent form below 1e-4 and from 1e6. */
 static void put_number(struct buf *b, double v)
 {
-	if (isnan(v) || isinf(v) || v == 0) {
-		promql_format_value(b, v);
-		return;
-	}
-	char tmp[40];
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(tmp, sizeof tmp, "%.*e", prec - 1, v);
-		if (strtod(tmp, NULL) == v)
-			break;
-	}
-	int exp10 = atoi(strchr(tmp, 'e') + 1);
-	if (exp10 < -4 || exp10 >= 6)
-		buf_puts(b, tmp);
-	else
-		promql_format_value(b, v);
+	gofloat_put(b, v, 'g');
 }
 
 static void put_label_list(struct buf *b, char **v, size_t n)

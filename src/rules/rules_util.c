@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gofloat.h"
 #include "status.h"
 #include "str.h"
 #include "xalloc.h"
@@ -157,19 +158,5 @@ int rules_read_file(const char *path, size_t max, char **data, size_t *len, char
 
 int rules_format_e(struct buf *b, double v)
 {
-	if (isnan(v))
-		return buf_puts(b, "NaN");
-	if (isinf(v))
-		return buf_puts(b, v > 0 ? "+Inf" : "-Inf");
-	/* The shortest precision that reads back exactly, as Go's -1. */
-	char s[64];
-	for (int p = 0; p <= 17; p++) {
-		snprintf(s, sizeof s, "%.*e", p, v);
-		if (strtod(s, NULL) == v)
-			break;
-	}
-	for (char *q = s; *q; q++)
-		if (*q == 'e')
-			*q = 'E';
-	return buf_puts(b, s);
+	return gofloat_put(b, v, 'E');
 }

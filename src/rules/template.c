@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gofloat.h"
 #include "rx.h"
 #include "status.h"
 #include "str.h"
@@ -981,72 +982,9 @@ static const char *type_name(const struct val *v)
 	}
 }
 
-/* Go's %g-family core: the shortest decimal digits of v that read back
- * exactly, and the decimal exponent (v = 0.d1d2... × 10^dp). */
-static void shortest_digits(double v, char *digits, int *nd, int *dp)
-{
-	char tmp[64];
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(tmp, sizeof tmp, "%.*e", prec - 1, v);
-		if (strtod(tmp, NULL) == v)
-			break;
-	}
-	/* tmp: [-]d.ddde[+-]xx */
-	const char *s = tmp[0] == '-' ? tmp + 1 : tmp;
-	int n = 0;
-	for (; *s && *s != 'e'; s++)
-		if (isdigit((unsigned char)*s))
-			digits[n++] = *s;
-	while (n > 1 && digits[n - 1] == '0')
-		n--;
-	digits[n] = '\0';
-	*nd = n;
-	*dp = atoi(s + 1) + 1;
-}
-
 void tmpl_format_float(struct buf *b, double v)
 {
-	if (isnan(v)) {
-		buf_puts(b, "NaN");
-		return;
-	}
-	if (isinf(v)) {
-		buf_puts(b, v > 0 ? "+Inf" : "-Inf");
-		return;
-	}
-	if (v == 0) {
-		buf_puts(b, signbit(v) ? "-0" : "0");
-		return;
-	}
-	char d[32];
-	int nd, dp;
-	shortest_digits(v, d, &nd, &dp);
-	if (v < 0)
-		buf_putc(b, '-');
-	int exp = dp - 1;
-	if (exp < -4 || exp >= 6) {
-		buf_putc(b, d[0]);
-		if (nd > 1) {
-			buf_putc(b, '.');
-			buf_append(b, d + 1, (size_t)nd - 1);
-		}
-		buf_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-		return;
-	}
-	if (dp <= 0) {
-		buf_puts(b, "0.");
-		for (int i = 0; i < -dp; i++)
-			buf_putc(b, '0');
-		buf_append(b, d, (size_t)nd);
-	} else if (dp >= nd) {
-		buf_append(b, d, (size_t)nd);
-		for (int i = nd; i < dp; i++)
-			buf_putc(b, '0');
-	} else {
-		buf_append(b, d, (size_t)dp);
-		buf_putc(b, '.');
-		buf_append(b, d + dp, (size_t)(nd - dp));
-	}
+	gofloat_put(b, v, 'g');
 }
 
 /* Go's %v of a float64 in fmt: %g with the shortest precision, switching

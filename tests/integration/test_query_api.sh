@@ -48,6 +48,15 @@ q "/api/v1/query?query=$(enc 'sum by (gpu) (gpulse_gpu_memory_used_bytes)')" |
 	jcheck 'd["data"]["result"][0]["metric"]=={"gpu":"0"}' || fail "sum by (gpu)"
 q "/api/v1/query?query=1%2B1" | jcheck 'd["data"]["resultType"]=="scalar" and d["data"]["result"][1]=="2"' ||
 	fail "scalar result"
+# Sample values as Prometheus's API writes them (Go's FormatFloat, 'e'
+# when |v| < 1e-6 or |v| >= 1e21, else 'f'), asked of Debian's
+# Prometheus 2.42.
+for pair in '1e21 1e+21' '5.62181803979911e-07 5.62181803979911e-07' '1e-6 0.000001' \
+	'-1e-7 -1e-07' '123456789012345680000 123456789012345680000' '9.99999e20 999999000000000000000'; do
+	set -- $pair
+	q "/api/v1/query?query=$(enc "vector($1)")" | jcheck "d['data']['result'][0]['value'][1]=='$2'" ||
+		fail "vector($1) is not \"$2\": $(q "/api/v1/query?query=$(enc "vector($1)")")"
+done
 
 # query_range, step 1s, Grafana-style parameters (fractional seconds).
 end=$(date +%s.%N | cut -c1-14); start=$(python3 -c "print(round($end-4,3))")
@@ -64,6 +73,46 @@ q "/api/v1/query_range?query=gpulse_gpu_up&start=$rfc_start&end=$rfc_end&step=15
 	jcheck 'd["status"]=="success" and d["data"]["result"][0]["values"][0][1]=="1"' || fail "RFC 3339 times"
 q "/api/v1/query?query=gpulse_gpu_up&time=$rfc_end" | jcheck 'd["data"]["result"][0]["value"][1]=="1"' ||
 	fail "instant query at an RFC 3339 time"
+
+# Prometheus refuses (end-start)/step > 11000, so 11,001 points are
+# answered (200 in both) and one step more is 400.
+q "/api/v1/query_range?query=1&start=0&end=11000&step=1" |
+	jcheck 'd["status"]=="success" and len(d["data"]["result"][0]["values"])==11001' ||
+	fail "11,001 points: $(q "/api/v1/query_range?query=1&start=0&end=11000&step=1" | head -c 300)"
+[ "$(code "/api/v1/query_range?query=1&start=0&end=11001&step=1")" = 400 ] || fail "11,002 points: not 400"
+
+# A NUL byte in a parameter is refused, naming it, in the query string
+# and in a form body (it used to cut query=1%00+5 to "1").
+for p in "query=1%00+5" "query=1&time=1%00" "match%5B%5D=up%00"; do
+	path=/api/v1/query
+	[ "${p#match}" != "$p" ] && path=/api/v1/series
+	name=$(python3 -c 'import sys,urllib.parse; print([k for k,v in urllib.parse.parse_qsl(sys.argv[1]) if "\0" in v][0])' "$p")
+	for how in get post; do
+		if [ $how = get ]; then
+			out=$(curl -s -w '\n%{http_code}' --max-time 5 "$URL$path?$p")
+		else
+			out=$(curl -s -w '\n%{http_code}' --max-time 5 --data "$p" "$URL$path")
+		fi
+		[ "${out##*$'\n'}" = 400 ] && jcheck "d['errorType']=='bad_data' and 'invalid parameter \"$name\"' in d['error']" <<<"${out%$'\n'*}" ||
+			fail "NUL in $p ($how): $out"
+	done
+done
+
+# Form bodies of many pairs (each pair used to take MHD's per-connection
+# pool, and 4,000 left no room even to answer) and at the 1 MiB bound.
+form_post() { curl -s -o "$WORK/form.json" -w '%{http_code}' --max-time 30 \
+	-H 'Content-Type: application/x-www-form-urlencoded' --data-binary @"$WORK/form" "$URL/api/v1/query"; }
+for n in 4000 100000; do
+	python3 -c 'import sys; n=int(sys.argv[1]); sys.stdout.write("&".join("a%d=b" % i for i in range(n)) + "&query=2%2B3")' "$n" >"$WORK/form"
+	[ "$(form_post)" = 200 ] && jcheck 'd["data"]["result"][1]=="5"' <"$WORK/form.json" ||
+		fail "a form of $n pairs: $(head -c 300 "$WORK/form.json")"
+done
+for n in 1048576 1048577; do
+	python3 -c 'import sys; n=int(sys.argv[1]); h="query=2%2B3&pad="; sys.stdout.write(h + "x" * (n - len(h)))' "$n" >"$WORK/form"
+	want=200
+	[ "$n" -gt 1048576 ] && want=413
+	[ "$(form_post)" = $want ] || fail "a form body of $n bytes: not $want: $(head -c 300 "$WORK/form.json")"
+done
 
 # series, labels, label values.
 q "/api/v1/series?match%5B%5D=gpulse_gpu_up&match%5B%5D=$(enc 'gpulse_gpu_power_watts{gpu="0"}')" | jcheck '
