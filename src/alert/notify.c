@@ -33,6 +33,7 @@
 #include "item.h"
 #include "log.h"
 #include "matcher.h"
+#include "mono_cond.h"
 #include "status.h"
 #include "str.h"
 #include "xalloc.h"
@@ -95,7 +96,7 @@ struct receiver {
 	char dir[4096];            /* "" without a disk queue */
 	pthread_t thread;
 	bool started;
-	pthread_cond_t cond;
+	struct mono_cond cond;
 	struct entry *head, *tail;
 	uint64_t count, bytes;
 	uint64_t next_seq;
@@ -140,7 +141,7 @@ struct seen_alert {
 struct notify {
 	/* The ring between the sink and the dispatcher. */
 	pthread_mutex_t ring_lock;
-	pthread_cond_t ring_cond;
+	struct mono_cond ring_cond;
 	struct alert_item **ring;
 	size_t ring_cap, ring_head, ring_len;
 	uint64_t ring_dropped;
@@ -190,7 +191,7 @@ static void receiver_free(struct receiver *r)
 		free(r->argv[i]);
 	free(r->argv);
 	free(r->auth_header);
-	pthread_cond_destroy(&r->cond);
+	mono_cond_destroy(&r->cond);
 	free(r);
 }
 
@@ -247,7 +248,7 @@ static int build_receiver(const struct notify_receiver_config *rc, const char *q
 		return GPULSE_EINVAL;
 	}
 	struct receiver *r = xcalloc(1, sizeof *r);
-	clock_cond_init(&r->cond);
+	mono_cond_init(&r->cond);
 	r->kind = rc->kind;
 	r->target = xstrdup(rc->target);
 	size_t idl = strlen(kind) + strlen(rc->target) + 2;
@@ -496,7 +497,7 @@ static void enqueue(struct notify *n, struct receiver *r, const char *body, size
 	r->bytes += len;
 	n->total_batches++;
 	n->total_bytes += len;
-	pthread_cond_signal(&r->cond);
+	mono_cond_signal(&r->cond);
 	pthread_mutex_unlock(&n->lock);
 }
 
@@ -965,11 +966,11 @@ static void *sender_main(void *arg)
 	pthread_mutex_lock(&n->lock);
 	while (!atomic_load(&n->stopping)) {
 		if (!r->head) {
-			pthread_cond_wait(&r->cond, &n->lock);
+			mono_cond_wait(&r->cond, &n->lock);
 			continue;
 		}
 		if (clock_mono_ns() < r->retry_at_ns) {
-			clock_cond_wait_until(&r->cond, &n->lock, r->retry_at_ns);
+			mono_cond_wait_until(&r->cond, &n->lock, r->retry_at_ns);
 			continue;
 		}
 		struct entry *e = r->head;
@@ -1195,14 +1196,14 @@ static void *dispatcher_main(void *arg)
 		pthread_mutex_lock(&n->ring_lock);
 		while (n->ring_len == 0 && !atomic_load(&n->stopping)) {
 			if (next_flush_ms == INT64_MAX) {
-				pthread_cond_wait(&n->ring_cond, &n->ring_lock);
+				mono_cond_wait(&n->ring_cond, &n->ring_lock);
 				continue;
 			}
 			int64_t left_ms = next_flush_ms - wall_ms(n);
 			if (left_ms <= 0)
 				break;
-			clock_cond_wait_until(&n->ring_cond, &n->ring_lock,
-					      clock_mono_ns() + left_ms * NS_PER_MS);
+			mono_cond_wait_until(&n->ring_cond, &n->ring_lock,
+					     clock_mono_ns() + left_ms * NS_PER_MS);
 		}
 		/* Stopping: what the sink already took is still dispatched, so
 		 * it reaches the queue (and the disk) before the senders go. */
@@ -1229,7 +1230,7 @@ static void *dispatcher_main(void *arg)
 		pthread_mutex_unlock(&n->lock);
 		pthread_mutex_lock(&n->ring_lock);
 		n->dispatcher_busy = false;
-		pthread_cond_broadcast(&n->ring_cond);
+		mono_cond_broadcast(&n->ring_cond);
 		pthread_mutex_unlock(&n->ring_lock);
 	}
 	return NULL;
@@ -1256,11 +1257,11 @@ static void stop_threads(struct notify *n)
 {
 	atomic_store(&n->stopping, true);
 	pthread_mutex_lock(&n->ring_lock);
-	pthread_cond_broadcast(&n->ring_cond);
+	mono_cond_broadcast(&n->ring_cond);
 	pthread_mutex_unlock(&n->ring_lock);
 	pthread_mutex_lock(&n->lock);
 	for (size_t i = 0; i < n->cfg.nreceivers; i++)
-		pthread_cond_broadcast(&n->cfg.receivers[i]->cond);
+		mono_cond_broadcast(&n->cfg.receivers[i]->cond);
 	pthread_mutex_unlock(&n->lock);
 	if (n->dispatcher_started)
 		pthread_join(n->dispatcher, NULL);
@@ -1347,7 +1348,7 @@ int notify_new(struct notify **out, const struct notify_config *c, char *err, si
 		return rc;
 	}
 	pthread_mutex_init(&n->ring_lock, NULL);
-	clock_cond_init(&n->ring_cond);
+	mono_cond_init(&n->ring_cond);
 	pthread_mutex_init(&n->lock, NULL);
 	n->ring_cap = c->ring_capacity ? c->ring_capacity : NOTIFY_DEFAULT_RING;
 	n->ring = xcalloc(n->ring_cap, sizeof *n->ring);
@@ -1385,7 +1386,7 @@ void notify_free(struct notify *n)
 	free(n->seen);
 	ncfg_free(&n->cfg);
 	pthread_mutex_destroy(&n->ring_lock);
-	pthread_cond_destroy(&n->ring_cond);
+	mono_cond_destroy(&n->ring_cond);
 	pthread_mutex_destroy(&n->lock);
 	free(n);
 }
@@ -1491,7 +1492,7 @@ void notify_sink(void *ctx, const struct alert_notice *notices, size_t cnt)
 		n->ring[(n->ring_head + n->ring_len) % n->ring_cap] = it;
 		n->ring_len++;
 	}
-	pthread_cond_broadcast(&n->ring_cond);
+	mono_cond_broadcast(&n->ring_cond);
 	pthread_mutex_unlock(&n->ring_lock);
 }
 

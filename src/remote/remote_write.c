@@ -8,13 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <curl/curl.h>
 #include <zlib.h>
 
 #include "clock.h"
 #include "log.h"
+#include "mono_cond.h"
 #include "rw_codec.h"
 #include "rw_summary.h"
 #include "segq.h"
@@ -63,8 +63,8 @@ struct remote_write {
 
 	/* The ring, under mu. */
 	pthread_mutex_t mu;
-	pthread_cond_t cv_batch;   /* the batcher waits for samples */
-	pthread_cond_t cv_send;    /* the sender waits for records or back-off */
+	struct mono_cond cv_batch; /* the batcher waits for samples */
+	struct mono_cond cv_send;  /* the sender waits for records or back-off */
 	struct entry *ring;
 	size_t head, count;
 	bool stopping, running;
@@ -162,8 +162,8 @@ int remote_write_create(struct remote_write **out, const struct remote_write_opt
 	if (!rw)
 		return GPULSE_ENOMEM;
 	pthread_mutex_init(&rw->mu, NULL);
-	pthread_cond_init(&rw->cv_batch, NULL);
-	pthread_cond_init(&rw->cv_send, NULL);
+	mono_cond_init(&rw->cv_batch);
+	mono_cond_init(&rw->cv_send);
 	int rc = GPULSE_ENOMEM;
 	rw->url = xdup(o->url);
 	if (o->name && o->name[0]) {
@@ -249,7 +249,7 @@ void remote_write_on_append(void *ctx, uint32_t ref, int64_t t_ms, double v)
 	rw->ring[(rw->head + rw->count) % rw->capacity] = (struct entry){ref, t_ms, v};
 	rw->count++;
 	if (rw->count >= rw->max_per_send)
-		pthread_cond_signal(&rw->cv_batch);
+		mono_cond_signal(&rw->cv_batch);
 	pthread_mutex_unlock(&rw->mu);
 	uint64_t t = (uint64_t)t_ms, h = atomic_load(&rw->highest_t_ms);
 	while (t > h && !atomic_compare_exchange_weak(&rw->highest_t_ms, &h, t))
@@ -423,7 +423,7 @@ static void send_out(struct remote_write *rw, struct outvec *o, struct buf *body
 		}
 		pthread_mutex_lock(&rw->mu);
 		rw->appended_records++;
-		pthread_cond_signal(&rw->cv_send);
+		mono_cond_signal(&rw->cv_send);
 		pthread_mutex_unlock(&rw->mu);
 	}
 	o->n = 0;
@@ -464,17 +464,6 @@ static void take_batch(struct remote_write *rw, const struct entry *e, size_t n,
 	}
 }
 
-static void deadline_in(struct timespec *ts, int64_t ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static void *batcher_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-rw-batch");
@@ -489,10 +478,9 @@ static void *batcher_main(void *arg)
 	}
 	pthread_mutex_lock(&rw->mu);
 	for (;;) {
-		struct timespec ts;
-		deadline_in(&ts, rw->deadline_ms);
+		int64_t until = clock_mono_ns() + rw->deadline_ms * NS_PER_MS;
 		while (!rw->stopping && rw->count < rw->max_per_send)
-			if (pthread_cond_timedwait(&rw->cv_batch, &rw->mu, &ts) == ETIMEDOUT)
+			if (mono_cond_wait_until(&rw->cv_batch, &rw->mu, until) == ETIMEDOUT)
 				break;
 		bool stop = rw->stopping;
 		/* Drain everything there is, a request at a time. */
@@ -625,11 +613,10 @@ static long post(struct remote_write *rw, CURL *c, const struct buf *body, char 
 /* Sleep ms unless stopping (then return true). */
 static bool wait_or_stop(struct remote_write *rw, int64_t ms)
 {
-	struct timespec ts;
-	deadline_in(&ts, ms);
+	int64_t until = clock_mono_ns() + ms * NS_PER_MS;
 	pthread_mutex_lock(&rw->mu);
 	while (!rw->stopping)
-		if (pthread_cond_timedwait(&rw->cv_send, &rw->mu, &ts) == ETIMEDOUT)
+		if (mono_cond_wait_until(&rw->cv_send, &rw->mu, until) == ETIMEDOUT)
 			break;
 	bool s = rw->stopping;
 	pthread_mutex_unlock(&rw->mu);
@@ -661,11 +648,10 @@ static void *sender_main(void *arg)
 		struct segq_pos pos;
 		int rc = segq_peek(rw->q, &body, &h, &pos);
 		if (rc == GPULSE_ENOENT) {
-			struct timespec ts;
-			deadline_in(&ts, 1000);
+			int64_t until = clock_mono_ns() + NS_PER_SEC;
 			pthread_mutex_lock(&rw->mu);
 			while (!rw->stopping && rw->appended_records == seen)
-				if (pthread_cond_timedwait(&rw->cv_send, &rw->mu, &ts) == ETIMEDOUT)
+				if (mono_cond_wait_until(&rw->cv_send, &rw->mu, until) == ETIMEDOUT)
 					break;
 			pthread_mutex_unlock(&rw->mu);
 			continue;
@@ -733,7 +719,7 @@ int remote_write_start(struct remote_write *rw)
 	if (pthread_create(&rw->sender, NULL, sender_main, rw) != 0) {
 		pthread_mutex_lock(&rw->mu);
 		rw->stopping = true;
-		pthread_cond_broadcast(&rw->cv_batch);
+		mono_cond_broadcast(&rw->cv_batch);
 		pthread_mutex_unlock(&rw->mu);
 		pthread_join(rw->batcher, NULL);
 		return GPULSE_ENOMEM;
@@ -748,8 +734,8 @@ void remote_write_stop(struct remote_write *rw)
 		return;
 	pthread_mutex_lock(&rw->mu);
 	rw->stopping = true;
-	pthread_cond_broadcast(&rw->cv_batch);
-	pthread_cond_broadcast(&rw->cv_send);
+	mono_cond_broadcast(&rw->cv_batch);
+	mono_cond_broadcast(&rw->cv_send);
 	pthread_mutex_unlock(&rw->mu);
 	pthread_join(rw->batcher, NULL);  /* it writes the ring to disk first */
 	pthread_join(rw->sender, NULL);
@@ -793,8 +779,8 @@ void remote_write_destroy(struct remote_write *rw)
 	free(rw->post_url);
 	free(rw->host_hdr);
 	curl_slist_free_all(rw->connect_to);
-	pthread_cond_destroy(&rw->cv_batch);
-	pthread_cond_destroy(&rw->cv_send);
+	mono_cond_destroy(&rw->cv_batch);
+	mono_cond_destroy(&rw->cv_send);
 	pthread_mutex_destroy(&rw->mu);
 	free(rw);
 }
