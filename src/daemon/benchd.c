@@ -35,6 +35,7 @@
 #include "fields.h"
 #include "mono_cond.h"
 #include "profile_emit.h"
+#include "redact.h"
 #include "status.h"
 #include "str.h"
 
@@ -162,8 +163,10 @@ int benchd_validate(const struct gpulse_config *c, const char *name, char *err, 
 	}
 	const char *u = c->bench.fleet_prometheus_url;
 	if (u[0] && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
+		char shown[256];
+		redact_url(shown, sizeof shown, u);
 		str_errf(err, errlen, "%s: bench.fleet_prometheus_url: \"%s\" is not an http:// or "
-			 "https:// URL", name, u);
+			 "https:// URL", name, shown);
 		return GPULSE_EINVAL;
 	}
 	return 0;
@@ -416,7 +419,9 @@ static json_t *fleet_from_prometheus(struct benchd *b, const struct bench_result
 					json_array_append_new(arr, json_real(atof(val)));
 			}
 		} else {
-			log_warn("bench: the fleet's results from %s: %s", base,
+			char shown[256];
+			redact_url(shown, sizeof shown, base);
+			log_warn("bench: the fleet's results from %s: %s", shown,
 				 cc != CURLE_OK ? curl_easy_strerror(cc) : "no vector in the answer");
 		}
 		json_decref(doc);

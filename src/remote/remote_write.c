@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "log.h"
 #include "mono_cond.h"
+#include "redact.h"
 #include "rw_codec.h"
 #include "rw_summary.h"
 #include "segq.h"
@@ -41,6 +42,7 @@ struct cached {
 
 struct remote_write {
 	char *name, *url, *queue_dir;
+	char *url_shown;           /* url as logs and labels show it (redact.h) */
 	char *hdr_strs[REMOTE_MAX_HEADERS];
 	size_t nheaders;
 	char *basic_user, *basic_password, *authz;
@@ -112,7 +114,7 @@ static int server_name_setup(struct remote_write *rw, const char *sn, char *err,
 	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
 	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
 	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
-		str_errf(err, errlen, "url \"%.200s\": cannot be parsed", rw->url);
+		str_errf(err, errlen, "url \"%.200s\": cannot be parsed", rw->url_shown);
 		goto out;
 	}
 	if (strcmp(scheme, "https") != 0) {
@@ -149,13 +151,14 @@ int remote_write_create(struct remote_write **out, const struct remote_write_opt
 			size_t errlen)
 {
 	*out = NULL;
+	char shown[256];
+	redact_url(shown, sizeof shown, o->url ? o->url : "");
 	if (!o->url || (strncmp(o->url, "http://", 7) != 0 && strncmp(o->url, "https://", 8) != 0)) {
-		str_errf(err, errlen, "url \"%.200s\" must start with http:// or https://",
-			 o->url ? o->url : "");
+		str_errf(err, errlen, "url \"%s\" must start with http:// or https://", shown);
 		return GPULSE_EINVAL;
 	}
 	if (!o->queue_dir || !o->queue_dir[0]) {
-		str_errf(err, errlen, "%s: no queue folder", o->url);
+		str_errf(err, errlen, "%s: no queue folder", shown);
 		return GPULSE_EINVAL;
 	}
 	struct remote_write *rw = calloc(1, sizeof *rw);
@@ -166,13 +169,20 @@ int remote_write_create(struct remote_write **out, const struct remote_write_opt
 	mono_cond_init(&rw->cv_send);
 	int rc = GPULSE_ENOMEM;
 	rw->url = xdup(o->url);
+	rw->url_shown = redact_url_dup(o->url);
+	if (!rw->url_shown)
+		goto fail;
 	if (o->name && o->name[0]) {
 		rw->name = xdup(o->name);
 	} else {
-		/* Prometheus names an unnamed queue by a hash of its config; a
-		 * short, stable form of the URL is clearer in a label. */
+		/* Prometheus names an unnamed queue by a hash of its config with
+		 * the secrets masked; a short, stable form of the URL is clearer
+		 * in a label. The shown URL: a CRC of the password and the rest
+		 * of the URL (in the url label) would let a reader search the
+		 * password out. */
 		char nm[64];
-		snprintf(nm, sizeof nm, "%08lx", (unsigned long)crc32(0L, (const Bytef *)o->url, (uInt)strlen(o->url)));
+		snprintf(nm, sizeof nm, "%08lx",
+			 (unsigned long)crc32(0L, (const Bytef *)rw->url_shown, (uInt)strlen(rw->url_shown)));
 		rw->name = xdup(nm);
 	}
 	rw->queue_dir = xdup(o->queue_dir);
@@ -673,7 +683,7 @@ static void *sender_main(void *arg)
 			segq_ack(rw->q, &pos, &h);
 			backoff = rw->min_backoff_ms;
 			complaint_clear(&rw->send_complaint, "remote_write %s: sending to %s again",
-					rw->name, rw->url);
+					rw->name, rw->url_shown);
 			continue;
 		}
 		atomic_fetch_add(&rw->requests_failed, 1);
@@ -684,7 +694,7 @@ static void *sender_main(void *arg)
 			atomic_fetch_add(&rw->failed_total, h.nsamples);
 			segq_ack(rw->q, &pos, &h);
 			log_warn("remote_write %s: %s answered %ld: %.200s; %u samples dropped", rw->name,
-				 rw->url, code, resp.data ? resp.data : "", h.nsamples);
+				 rw->url_shown, code, resp.data ? resp.data : "", h.nsamples);
 			continue;
 		}
 		pthread_mutex_lock(&rw->mu);
@@ -695,10 +705,10 @@ static void *sender_main(void *arg)
 		atomic_fetch_add(&rw->retried_total, h.nsamples);
 		if (code)
 			complain(&rw->send_complaint, "remote_write %s: %s answered %ld: %.200s; retrying",
-				 rw->name, rw->url, code, resp.data ? resp.data : "");
+				 rw->name, rw->url_shown, code, resp.data ? resp.data : "");
 		else
 			complain(&rw->send_complaint, "remote_write %s: %s: %s; retrying", rw->name,
-				 rw->url, cerr);
+				 rw->url_shown, cerr);
 		if (wait_or_stop(rw, backoff))
 			break;
 		backoff = backoff * 2 > rw->max_backoff_ms ? rw->max_backoff_ms : backoff * 2;
@@ -769,6 +779,7 @@ void remote_write_destroy(struct remote_write *rw)
 	}
 	free(rw->name);
 	free(rw->url);
+	free(rw->url_shown);
 	free(rw->queue_dir);
 	free(rw->basic_user);
 	free(rw->basic_password);
@@ -819,7 +830,7 @@ static int labels(struct buf *out, const struct remote_write *rw)
 	buf_puts(out, "{remote_name=\"");
 	buf_put_label_value(out, rw->name);
 	buf_puts(out, "\",url=\"");
-	buf_put_label_value(out, rw->url);
+	buf_put_label_value(out, rw->url_shown);
 	return buf_puts(out, "\"}");
 }
 
@@ -905,7 +916,7 @@ int remote_write_metrics(struct remote_write *const *rws, size_t n, struct buf *
 				      "{remote_name=\"");
 			buf_put_label_value(out, rws[i]->name);
 			buf_puts(out, "\",url=\"");
-			buf_put_label_value(out, rws[i]->url);
+			buf_put_label_value(out, rws[i]->url_shown);
 			buf_puts(out, "\",le=\"");
 			if (b < NBUCKETS)
 				buf_put_double(out, dur_buckets[b]);
