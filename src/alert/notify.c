@@ -33,6 +33,8 @@
 #include "item.h"
 #include "log.h"
 #include "matcher.h"
+#include "mono_cond.h"
+#include "redact.h"
 #include "status.h"
 #include "str.h"
 #include "xalloc.h"
@@ -87,6 +89,7 @@ struct receiver {
 	struct notify *n;
 	enum notify_kind kind;
 	char *id;                  /* "KIND TARGET": identity across reloads */
+	char *shown;               /* id as logs show it, the URL redacted (redact.h) */
 	char *target;
 	char *url;                 /* what is posted to (HTTP kinds) */
 	char **argv;               /* exec: NULL-terminated */
@@ -95,7 +98,7 @@ struct receiver {
 	char dir[4096];            /* "" without a disk queue */
 	pthread_t thread;
 	bool started;
-	pthread_cond_t cond;
+	struct mono_cond cond;
 	struct entry *head, *tail;
 	uint64_t count, bytes;
 	uint64_t next_seq;
@@ -140,7 +143,7 @@ struct seen_alert {
 struct notify {
 	/* The ring between the sink and the dispatcher. */
 	pthread_mutex_t ring_lock;
-	pthread_cond_t ring_cond;
+	struct mono_cond ring_cond;
 	struct alert_item **ring;
 	size_t ring_cap, ring_head, ring_len;
 	uint64_t ring_dropped;
@@ -184,13 +187,14 @@ static void receiver_free(struct receiver *r)
 		free_entry(e);
 	}
 	free(r->id);
+	free(r->shown);
 	free(r->target);
 	free(r->url);
 	for (size_t i = 0; r->argv && r->argv[i]; i++)
 		free(r->argv[i]);
 	free(r->argv);
 	free(r->auth_header);
-	pthread_cond_destroy(&r->cond);
+	mono_cond_destroy(&r->cond);
 	free(r);
 }
 
@@ -237,8 +241,9 @@ static int build_receiver(const struct notify_receiver_config *rc, const char *q
 		return GPULSE_EINVAL;
 	}
 	if (rc->kind != NOTIFY_EXEC && !is_http_url(rc->target)) {
-		str_errf(err, errlen, "%s URL \"%.200s\" must start with http:// or https://", kind,
-			 rc->target);
+		char shown[256];
+		redact_url(shown, sizeof shown, rc->target);
+		str_errf(err, errlen, "%s URL \"%s\" must start with http:// or https://", kind, shown);
 		return GPULSE_EINVAL;
 	}
 	if (rc->kind == NOTIFY_EXEC && rc->target[0] != '/') {
@@ -247,12 +252,16 @@ static int build_receiver(const struct notify_receiver_config *rc, const char *q
 		return GPULSE_EINVAL;
 	}
 	struct receiver *r = xcalloc(1, sizeof *r);
-	clock_cond_init(&r->cond);
+	mono_cond_init(&r->cond);
 	r->kind = rc->kind;
 	r->target = xstrdup(rc->target);
 	size_t idl = strlen(kind) + strlen(rc->target) + 2;
 	r->id = xmalloc(idl);
 	snprintf(r->id, idl, "%s %s", kind, rc->target);
+	size_t sl = strlen(kind) + 1 + redact_url(NULL, 0, rc->target) + 1;
+	r->shown = xmalloc(sl);
+	int kl = snprintf(r->shown, sl, "%s ", kind);
+	redact_url(r->shown + kl, sl - (size_t)kl, rc->target);
 	if (rc->kind == NOTIFY_ALERTMANAGER) {
 		size_t tl = strlen(rc->target);
 		while (tl && rc->target[tl - 1] == '/')
@@ -287,7 +296,7 @@ static int build_receiver(const struct notify_receiver_config *rc, const char *q
 		}
 	}
 	r->st.kind = r->kind;
-	str_copy(r->st.target, sizeof r->st.target, r->target);
+	str_copy(r->st.target, sizeof r->st.target, r->shown + kl);
 	*out = r;
 	return 0;
 }
@@ -310,7 +319,7 @@ static int build_cfg(const struct notify_config *c, struct ncfg *o, char *err, s
 		for (size_t j = 0; j < o->nreceivers; j++)
 			if (strcmp(o->receivers[j]->id, o->receivers[o->nreceivers]->id) == 0) {
 				str_errf(err, errlen, "receiver \"%.300s\" is given twice",
-					 o->receivers[j]->id);
+					 o->receivers[j]->shown);
 				receiver_free(o->receivers[o->nreceivers]);
 				ncfg_free(o);
 				return GPULSE_EINVAL;
@@ -432,7 +441,7 @@ static bool evict_oldest(struct notify *n)
 	forget_file(n, best_r, best);
 	complain(&best_r->complaint, "alerting: queue full (%" PRIu64 " batches, %" PRIu64
 		 " bytes): dropped the oldest batch for %s", n->cfg.max_files, n->cfg.max_bytes,
-		 best_r->id);
+		 best_r->shown);
 	free_entry(best);
 	return true;
 }
@@ -481,7 +490,7 @@ static void enqueue(struct notify *n, struct receiver *r, const char *body, size
 		r->st.dropped_total += nalerts;
 		/* Under the lock: the complaint is shared with r's sender. */
 		complain(&r->complaint, "alerting: a batch of %zu bytes does not fit the queue bound; "
-			 "dropped for %s", len, r->id);
+			 "dropped for %s", len, r->shown);
 		pthread_mutex_unlock(&n->lock);
 		forget_file(n, r, e);
 		free_entry(e);
@@ -496,7 +505,7 @@ static void enqueue(struct notify *n, struct receiver *r, const char *body, size
 	r->bytes += len;
 	n->total_batches++;
 	n->total_bytes += len;
-	pthread_cond_signal(&r->cond);
+	mono_cond_signal(&r->cond);
 	pthread_mutex_unlock(&n->lock);
 }
 
@@ -590,7 +599,7 @@ static int load_dir(struct notify *n, struct receiver *r, char *err, size_t errl
 	}
 	pthread_mutex_unlock(&n->lock);
 	if (nl)
-		log_info("alerting: %zu queued batch(es) for %s from %s", nl, r->id, r->dir);
+		log_info("alerting: %zu queued batch(es) for %s from %s", nl, r->shown, r->dir);
 	free(list);
 	return 0;
 }
@@ -965,11 +974,11 @@ static void *sender_main(void *arg)
 	pthread_mutex_lock(&n->lock);
 	while (!atomic_load(&n->stopping)) {
 		if (!r->head) {
-			pthread_cond_wait(&r->cond, &n->lock);
+			mono_cond_wait(&r->cond, &n->lock);
 			continue;
 		}
 		if (clock_mono_ns() < r->retry_at_ns) {
-			clock_cond_wait_until(&r->cond, &n->lock, r->retry_at_ns);
+			mono_cond_wait_until(&r->cond, &n->lock, r->retry_at_ns);
 			continue;
 		}
 		struct entry *e = r->head;
@@ -1009,7 +1018,7 @@ static void *sender_main(void *arg)
 			int64_t jitter = (int64_t)(e->seq * 2654435761u % 100) * r->backoff_ms / 1000;
 			r->retry_at_ns = clock_mono_ns() + (r->backoff_ms + jitter) * NS_PER_MS;
 			complain(&r->complaint, "alerting: %s: %s; retrying in %" PRId64 " ms "
-				 "(%" PRIu64 " batch(es) queued)", r->id, why, r->backoff_ms, r->count);
+				 "(%" PRIu64 " batch(es) queued)", r->shown, why, r->backoff_ms, r->count);
 			continue;
 		}
 		unlink_entry(n, r, e);
@@ -1018,13 +1027,13 @@ static void *sender_main(void *arg)
 			r->st.sent_total += rf == REFRESH_EMPTY ? 0 : attempt.nalerts;
 			observe_latency(r, e);
 			if (r->failing)
-				complaint_clear(&r->complaint, "alerting: %s: delivering again", r->id);
+				complaint_clear(&r->complaint, "alerting: %s: delivering again", r->shown);
 			r->failing = false;
 			r->backoff_ms = 0;
 		} else {
 			r->st.errors_total += e->nalerts;
 			r->st.dropped_total += e->nalerts;
-			log_error("alerting: %s refused a batch of %u alert(s), dropped: %s", r->id,
+			log_error("alerting: %s refused a batch of %u alert(s), dropped: %s", r->shown,
 				  e->nalerts, why);
 		}
 		pthread_mutex_unlock(&n->lock);
@@ -1195,14 +1204,14 @@ static void *dispatcher_main(void *arg)
 		pthread_mutex_lock(&n->ring_lock);
 		while (n->ring_len == 0 && !atomic_load(&n->stopping)) {
 			if (next_flush_ms == INT64_MAX) {
-				pthread_cond_wait(&n->ring_cond, &n->ring_lock);
+				mono_cond_wait(&n->ring_cond, &n->ring_lock);
 				continue;
 			}
 			int64_t left_ms = next_flush_ms - wall_ms(n);
 			if (left_ms <= 0)
 				break;
-			clock_cond_wait_until(&n->ring_cond, &n->ring_lock,
-					      clock_mono_ns() + left_ms * NS_PER_MS);
+			mono_cond_wait_until(&n->ring_cond, &n->ring_lock,
+					     clock_mono_ns() + left_ms * NS_PER_MS);
 		}
 		/* Stopping: what the sink already took is still dispatched, so
 		 * it reaches the queue (and the disk) before the senders go. */
@@ -1229,7 +1238,7 @@ static void *dispatcher_main(void *arg)
 		pthread_mutex_unlock(&n->lock);
 		pthread_mutex_lock(&n->ring_lock);
 		n->dispatcher_busy = false;
-		pthread_cond_broadcast(&n->ring_cond);
+		mono_cond_broadcast(&n->ring_cond);
 		pthread_mutex_unlock(&n->ring_lock);
 	}
 	return NULL;
@@ -1245,7 +1254,7 @@ static void start_threads(struct notify *n)
 		r->n = n;
 		r->started = pthread_create(&r->thread, NULL, sender_main, r) == 0;
 		if (!r->started)
-			log_error("alerting: cannot start the sender for %s", r->id);
+			log_error("alerting: cannot start the sender for %s", r->shown);
 	}
 	n->dispatcher_started = pthread_create(&n->dispatcher, NULL, dispatcher_main, n) == 0;
 	if (!n->dispatcher_started)
@@ -1256,11 +1265,11 @@ static void stop_threads(struct notify *n)
 {
 	atomic_store(&n->stopping, true);
 	pthread_mutex_lock(&n->ring_lock);
-	pthread_cond_broadcast(&n->ring_cond);
+	mono_cond_broadcast(&n->ring_cond);
 	pthread_mutex_unlock(&n->ring_lock);
 	pthread_mutex_lock(&n->lock);
 	for (size_t i = 0; i < n->cfg.nreceivers; i++)
-		pthread_cond_broadcast(&n->cfg.receivers[i]->cond);
+		mono_cond_broadcast(&n->cfg.receivers[i]->cond);
 	pthread_mutex_unlock(&n->lock);
 	if (n->dispatcher_started)
 		pthread_join(n->dispatcher, NULL);
@@ -1347,7 +1356,7 @@ int notify_new(struct notify **out, const struct notify_config *c, char *err, si
 		return rc;
 	}
 	pthread_mutex_init(&n->ring_lock, NULL);
-	clock_cond_init(&n->ring_cond);
+	mono_cond_init(&n->ring_cond);
 	pthread_mutex_init(&n->lock, NULL);
 	n->ring_cap = c->ring_capacity ? c->ring_capacity : NOTIFY_DEFAULT_RING;
 	n->ring = xcalloc(n->ring_cap, sizeof *n->ring);
@@ -1385,7 +1394,7 @@ void notify_free(struct notify *n)
 	free(n->seen);
 	ncfg_free(&n->cfg);
 	pthread_mutex_destroy(&n->ring_lock);
-	pthread_cond_destroy(&n->ring_cond);
+	mono_cond_destroy(&n->ring_cond);
 	pthread_mutex_destroy(&n->lock);
 	free(n);
 }
@@ -1491,7 +1500,7 @@ void notify_sink(void *ctx, const struct alert_notice *notices, size_t cnt)
 		n->ring[(n->ring_head + n->ring_len) % n->ring_cap] = it;
 		n->ring_len++;
 	}
-	pthread_cond_broadcast(&n->ring_cond);
+	mono_cond_broadcast(&n->ring_cond);
 	pthread_mutex_unlock(&n->ring_lock);
 }
 

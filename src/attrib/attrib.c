@@ -18,6 +18,7 @@
 
 #include "cgroup.h"
 #include "log.h"
+#include "mono_cond.h"
 #include "podres.h"
 #include "status.h"
 
@@ -60,7 +61,7 @@ struct attrib {
 	pthread_t thread;
 	bool have_thread;
 	pthread_mutex_t wake_lock;
-	pthread_cond_t wake;
+	struct mono_cond wake;
 	bool stopping;
 	bool env_work;              /* environ reads queued (under wake_lock) */
 };
@@ -378,7 +379,7 @@ void attrib_resolve(struct attrib *a, uint32_t pid, struct proc_owner *out)
 	if (wake) {
 		pthread_mutex_lock(&a->wake_lock);
 		a->env_work = true;
-		pthread_cond_broadcast(&a->wake);
+		mono_cond_broadcast(&a->wake);
 		pthread_mutex_unlock(&a->wake_lock);
 	}
 }
@@ -729,11 +730,10 @@ static void *podres_thread(void *arg)
 			refresh(a, scratch);
 			due = mono_ns() + a->refresh_ns;
 		}
-		/* The condition variable runs on CLOCK_MONOTONIC, as mono_ns. */
-		struct timespec ts = {.tv_sec = due / 1000000000, .tv_nsec = due % 1000000000};
+		/* due is on CLOCK_MONOTONIC (mono_ns), as mono_cond waits. */
 		pthread_mutex_lock(&a->wake_lock);
 		while (!a->stopping && !a->env_work) {
-			if (pthread_cond_timedwait(&a->wake, &a->wake_lock, &ts) == ETIMEDOUT)
+			if (mono_cond_wait_until(&a->wake, &a->wake_lock, due) == ETIMEDOUT)
 				break;
 		}
 	}
@@ -769,11 +769,7 @@ int attrib_open(struct attrib **out, const struct attrib_config *cfg)
 	atomic_store(&a->labels, cfg ? cfg->labels : OWNER_DEFAULT_LABELS);
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_mutex_init(&a->wake_lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&a->wake, &ca);
-	pthread_condattr_destroy(&ca);
+	mono_cond_init(&a->wake);
 	a->st.podres_configured = a->socket[0] != '\0';
 	a->st.slurm_configured = a->cgroup_root[0] != '\0';
 	if (a->socket[0] || a->cgroup_root[0])
@@ -789,11 +785,11 @@ void attrib_close(struct attrib *a)
 	if (a->have_thread) {
 		pthread_mutex_lock(&a->wake_lock);
 		a->stopping = true;
-		pthread_cond_broadcast(&a->wake);
+		mono_cond_broadcast(&a->wake);
 		pthread_mutex_unlock(&a->wake_lock);
 		pthread_join(a->thread, NULL);
 	}
-	pthread_cond_destroy(&a->wake);
+	mono_cond_destroy(&a->wake);
 	pthread_mutex_destroy(&a->wake_lock);
 	pthread_mutex_destroy(&a->lock);
 	free(a->cache);

@@ -27,6 +27,7 @@
 #include "bench_ptx.h"
 #include "clock.h"
 #include "cuda_lib.h"
+#include "mono_cond.h"
 #include "nvml_shim.h"
 #include "status.h"
 #include "str.h"
@@ -65,7 +66,7 @@ struct watch {
 	nvml_device_t dev;
 	pthread_t thread;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	struct mono_cond cv;
 	bool stop, running;
 	int fig;                       /* figure being run, -1: none */
 	struct acc sm, mem, power, temp;
@@ -184,7 +185,7 @@ static void *watch_main(void *arg)
 		pthread_mutex_lock(&w->mu);
 		int64_t until = clock_mono_ns() + WATCH_PERIOD_NS;
 		while (!w->stop && clock_mono_ns() < until)
-			clock_cond_wait_until(&w->cv, &w->mu, until);
+			mono_cond_wait_until(&w->cv, &w->mu, until);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return NULL;
@@ -1155,7 +1156,7 @@ int bench_run(const struct bench_opts *o, struct bench_result *r, char *err, siz
 	}
 
 	pthread_mutex_init(&e.w.mu, NULL);
-	clock_cond_init(&e.w.cv);
+	mono_cond_init(&e.w.cv);
 	if (pthread_create(&e.w.thread, NULL, watch_main, &e.w) == 0)
 		e.w.running = true;
 	else
@@ -1175,12 +1176,12 @@ int bench_run(const struct bench_opts *o, struct bench_result *r, char *err, siz
 	if (e.w.running) {
 		pthread_mutex_lock(&e.w.mu);
 		e.w.stop = true;
-		pthread_cond_signal(&e.w.cv);
+		mono_cond_signal(&e.w.cv);
 		pthread_mutex_unlock(&e.w.mu);
 		pthread_join(e.w.thread, NULL);
 		e.w.running = false;
 	}
-	pthread_cond_destroy(&e.w.cv);
+	mono_cond_destroy(&e.w.cv);
 	pthread_mutex_destroy(&e.w.mu);
 	/* A last look, so that a run shorter than the watcher's period is
 	 * judged too. */

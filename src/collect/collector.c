@@ -24,6 +24,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "mono_cond.h"
 #include "procutil.h"
 #include "status.h"
 #include "utf8.h"
@@ -151,7 +152,7 @@ struct collector {
 	struct bus *bus;
 	struct nvml_lib *nv;
 	pthread_mutex_t lock;          /* GPU ownership, lane list, gpu list */
-	pthread_cond_t wake;           /* stop and period changes */
+	struct mono_cond wake;         /* stop and period changes */
 	atomic_bool stopping;
 	int ngpu;
 	struct gpu_ctx *gpu[GPU_MAX];
@@ -1212,7 +1213,7 @@ static void *lane_main(void *arg)
 					wake = g->next_due[t];
 		}
 		if (wake > now) {
-			clock_cond_wait_until(&c->wake, &c->lock, wake);
+			mono_cond_wait_until(&c->wake, &c->lock, wake);
 			continue;
 		}
 		/* With other GPUs behind the one being read, a call that takes
@@ -1259,7 +1260,7 @@ static void *lane_main(void *arg)
 			}
 			if (to >= 0) {
 				if (moved)
-					pthread_cond_broadcast(&c->wake);
+					mono_cond_broadcast(&c->wake);
 				break;
 			}
 		}
@@ -1324,7 +1325,7 @@ static bool collector_nap(struct collector *c, int64_t ns)
 {
 	int64_t until = clock_mono_ns() + ns;
 	while (!atomic_load(&c->stopping) && clock_mono_ns() < until)
-		if (clock_cond_wait_until(&c->wake, &c->lock, until) == ETIMEDOUT)
+		if (mono_cond_wait_until(&c->wake, &c->lock, until) == ETIMEDOUT)
 			break;
 	return atomic_load(&c->stopping);
 }
@@ -1739,7 +1740,7 @@ static void rediscover(struct collector *c)
 				events_register(c, g);
 				changed = true;
 			}
-			pthread_cond_broadcast(&c->wake);
+			mono_cond_broadcast(&c->wake);
 			pthread_mutex_unlock(&c->lock);
 			continue;
 		}
@@ -1764,7 +1765,7 @@ static void rediscover(struct collector *c)
 			known->next_due[t] = now;
 		atomic_store(&known->lost, false);
 		events_register(c, known);
-		pthread_cond_broadcast(&c->wake);
+		mono_cond_broadcast(&c->wake);
 		pthread_mutex_unlock(&c->lock);
 		bus_set_health(c->bus, known->slot, GPU_HEALTH_UP, "");
 		atomic_fetch_add(&c->rediscoveries, 1);
@@ -1820,7 +1821,7 @@ int collector_start(struct collector **out, struct bus *bus,
 		c->handoff_ns = cfg->call_deadline_ns;
 	c->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	pthread_mutex_init(&c->lock, NULL);
-	clock_cond_init(&c->wake);
+	mono_cond_init(&c->wake);
 	for (int t = 0; t < TIER_COUNT; t++)
 		bus_set_stale_after(bus, (enum tier)t, 3 * cfg->period_ns[t] + cfg->call_deadline_ns);
 
@@ -1869,7 +1870,7 @@ fail:
 	if (c->stop_fd >= 0)
 		close(c->stop_fd);
 	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->wake);
+	mono_cond_destroy(&c->wake);
 	free(c);
 	return rc;
 }
@@ -1894,7 +1895,7 @@ void collector_stop(struct collector *c)
 		return;
 	atomic_store(&c->stopping, true);
 	pthread_mutex_lock(&c->lock);
-	pthread_cond_broadcast(&c->wake);
+	mono_cond_broadcast(&c->wake);
 	pthread_mutex_unlock(&c->lock);
 	if (c->stop_fd >= 0 && write(c->stop_fd, &(uint64_t){1}, sizeof(uint64_t)) < 0)
 		log_warn("cannot wake the collector watchdog: %s", strerror(errno));
@@ -1938,7 +1939,7 @@ void collector_stop(struct collector *c)
 	if (c->stop_fd >= 0)
 		close(c->stop_fd);
 	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->wake);
+	mono_cond_destroy(&c->wake);
 	free(c);
 }
 
@@ -1975,6 +1976,6 @@ void collector_set_periods(struct collector *c, const int64_t period_ns[TIER_COU
 				c->gpu[i]->next_due[t] = now + period_ns[t];
 	for (int t = 0; t < TIER_COUNT; t++)
 		bus_set_stale_after(c->bus, (enum tier)t, 3 * period_ns[t] + c->cfg.call_deadline_ns);
-	pthread_cond_broadcast(&c->wake);
+	mono_cond_broadcast(&c->wake);
 	pthread_mutex_unlock(&c->lock);
 }

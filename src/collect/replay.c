@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "device_file.h"
 #include "log.h"
+#include "mono_cond.h"
 #include "recording.h"
 #include "status.h"
 
@@ -25,7 +26,7 @@ struct replay {
 	double power_limit_w[GPU_MAX]; /* from the device file; 0 unknown */
 	pthread_t thread;
 	pthread_mutex_t lock;
-	pthread_cond_t wake;
+	struct mono_cond wake;
 	bool stopping;
 	atomic_uint_fast64_t rows, loops;
 };
@@ -71,7 +72,7 @@ static bool replay_wait(struct replay *r, int64_t deadline)
 {
 	pthread_mutex_lock(&r->lock);
 	while (!r->stopping && clock_mono_ns() < deadline)
-		if (clock_cond_wait_until(&r->wake, &r->lock, deadline) == ETIMEDOUT)
+		if (mono_cond_wait_until(&r->wake, &r->lock, deadline) == ETIMEDOUT)
 			break;
 	bool stop = r->stopping;
 	pthread_mutex_unlock(&r->lock);
@@ -180,12 +181,12 @@ int replay_start(struct replay **out, struct bus *bus, const struct replay_confi
 		}
 	}
 	pthread_mutex_init(&r->lock, NULL);
-	clock_cond_init(&r->wake);
+	mono_cond_init(&r->wake);
 	if (pthread_create(&r->thread, NULL, replay_main, r) != 0) {
 		snprintf(err, errlen, "cannot start the replay thread");
 		rc = GPULSE_ENOMEM;
 		pthread_mutex_destroy(&r->lock);
-		pthread_cond_destroy(&r->wake);
+		mono_cond_destroy(&r->wake);
 		goto fail;
 	}
 	log_info("replaying %s: %zu rows, %d GPU(s), %.1f s at speed %g%s", cfg->path, rec->nrows,
@@ -206,11 +207,11 @@ void replay_stop(struct replay *r)
 		return;
 	pthread_mutex_lock(&r->lock);
 	r->stopping = true;
-	pthread_cond_broadcast(&r->wake);
+	mono_cond_broadcast(&r->wake);
 	pthread_mutex_unlock(&r->lock);
 	pthread_join(r->thread, NULL);
 	pthread_mutex_destroy(&r->lock);
-	pthread_cond_destroy(&r->wake);
+	mono_cond_destroy(&r->wake);
 	recording_free(r->rec);
 	free(r->order);
 	free(r);

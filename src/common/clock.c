@@ -54,24 +54,6 @@ void clock_sleep_until(int64_t deadline_ns)
 	}
 }
 
-void clock_cond_init(pthread_cond_t *c)
-{
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(c, &ca);
-	pthread_condattr_destroy(&ca);
-}
-
-int clock_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadline_ns)
-{
-	struct timespec ts = {
-		.tv_sec = deadline_ns / NS_PER_SEC,
-		.tv_nsec = deadline_ns % NS_PER_SEC,
-	};
-	return pthread_cond_timedwait(c, m, &ts);
-}
-
 /* ---- RFC 3339 ---- */
 
 static int two_digits(const char *p, int *v)

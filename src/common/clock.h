@@ -30,12 +30,6 @@ int64_t clock_wall_ms(const struct clock_wall *c);
 int64_t clock_process_cpu_ns(void);
 /* CPU time used by the calling thread, in nanoseconds. */
 int64_t clock_thread_cpu_ns(void);
-/* Initialise a condition variable whose timed waits run on the monotonic
- * clock (so a wall-clock step cannot stretch or cut a wait). */
-void clock_cond_init(pthread_cond_t *c);
-/* pthread_cond_timedwait on a clock_cond_init condition until the
- * monotonic time `deadline_ns`; returns its result (ETIMEDOUT, 0). */
-int clock_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadline_ns);
 /* Sleep until the monotonic time `deadline_ns`, resuming after signals. */
 void clock_sleep_until(int64_t deadline_ns);
 /* RFC 3339 as Prometheus's API takes it, YYYY-MM-DDTHH:MM:SS[.frac]

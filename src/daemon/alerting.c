@@ -11,6 +11,7 @@
 #include "log.h"
 #include "matcher.h"
 #include "notify.h"
+#include "redact.h"
 #include "status.h"
 #include "str.h"
 #include "token.h"
@@ -82,13 +83,17 @@ int alerting_validate(const struct gpulse_config *c, const char *name, char *err
 	for (size_t l = 0; l < 2; l++)
 		for (size_t i = 0; i < CONFIG_MAX_URLS && lists[l].urls[i][0]; i++)
 			if (!good_url(lists[l].urls[i])) {
-				str_errf(err, errlen, "%s: %s[%zu]: \"%.200s\" is not an http:// or https:// URL",
-					 name, lists[l].key, i, lists[l].urls[i]);
+				char shown[256];
+				redact_url(shown, sizeof shown, lists[l].urls[i]);
+				str_errf(err, errlen, "%s: %s[%zu]: \"%s\" is not an http:// or https:// URL",
+					 name, lists[l].key, i, shown);
 				return GPULSE_EINVAL;
 			}
 	if (c->alerting.external_url[0] && !good_url(c->alerting.external_url)) {
-		str_errf(err, errlen, "%s: alerting.external_url: \"%.200s\" is not an http:// or https:// URL",
-			 name, c->alerting.external_url);
+		char shown[256];
+		redact_url(shown, sizeof shown, c->alerting.external_url);
+		str_errf(err, errlen, "%s: alerting.external_url: \"%s\" is not an http:// or https:// URL",
+			 name, shown);
 		return GPULSE_EINVAL;
 	}
 	const char *exec = c->alerting.exec.path;

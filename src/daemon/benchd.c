@@ -33,7 +33,9 @@
 #include "log.h"
 #include "bus.h"
 #include "fields.h"
+#include "mono_cond.h"
 #include "profile_emit.h"
+#include "redact.h"
 #include "status.h"
 #include "str.h"
 
@@ -72,7 +74,7 @@ struct benchd {
 	pthread_t thread;
 	bool thread_started;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	struct mono_cond cv;
 	bool stop;
 	struct bus *bus;
 	/* scheduler-thread only */
@@ -161,8 +163,10 @@ int benchd_validate(const struct gpulse_config *c, const char *name, char *err, 
 	}
 	const char *u = c->bench.fleet_prometheus_url;
 	if (u[0] && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
+		char shown[256];
+		redact_url(shown, sizeof shown, u);
 		str_errf(err, errlen, "%s: bench.fleet_prometheus_url: \"%s\" is not an http:// or "
-			 "https:// URL", name, u);
+			 "https:// URL", name, shown);
 		return GPULSE_EINVAL;
 	}
 	return 0;
@@ -415,7 +419,9 @@ static json_t *fleet_from_prometheus(struct benchd *b, const struct bench_result
 					json_array_append_new(arr, json_real(atof(val)));
 			}
 		} else {
-			log_warn("bench: the fleet's results from %s: %s", base,
+			char shown[256];
+			redact_url(shown, sizeof shown, base);
+			log_warn("bench: the fleet's results from %s: %s", shown,
 				 cc != CURLE_OK ? curl_easy_strerror(cc) : "no vector in the answer");
 		}
 		json_decref(doc);
@@ -1026,7 +1032,7 @@ static void *scheduler_main(void *arg)
 		pthread_mutex_lock(&b->mu);
 		int64_t until = clock_mono_ns() + (b->pid > 0 ? TICK_NS / 4 : TICK_NS);
 		while (!b->stop && b->request_gpu < 0 && clock_mono_ns() < until)
-			clock_cond_wait_until(&b->cv, &b->mu, until);
+			mono_cond_wait_until(&b->cv, &b->mu, until);
 	}
 	pthread_mutex_unlock(&b->mu);
 	if (b->pid > 0) {
@@ -1110,7 +1116,7 @@ static int handle_start(void *ctx, const struct http_request *req, struct http_r
 	b->run_gpu = gpu;
 	str_copy(b->run_state, sizeof b->run_state, "starting");
 	b->run_message[0] = '\0';
-	pthread_cond_signal(&b->cv);
+	mono_cond_signal(&b->cv);
 	pthread_mutex_unlock(&b->mu);
 	resp->status = 202;
 	resp->content_type = "application/json";
@@ -1321,7 +1327,7 @@ int benchd_start(struct benchd **out, const struct gpulse_config *c, struct tsdb
 	buf_init(&b->out, MAX_OUTPUT);
 	buf_init(&b->err, MAX_STDERR);
 	pthread_mutex_init(&b->mu, NULL);
-	clock_cond_init(&b->cv);
+	mono_cond_init(&b->cv);
 	if (!nvml)
 		return 0;
 	if (pthread_create(&b->thread, NULL, scheduler_main, b) != 0) {
@@ -1352,7 +1358,7 @@ void benchd_stop(struct benchd *b)
 	if (b->thread_started) {
 		pthread_mutex_lock(&b->mu);
 		b->stop = true;
-		pthread_cond_signal(&b->cv);
+		mono_cond_signal(&b->cv);
 		pthread_mutex_unlock(&b->mu);
 		pthread_join(b->thread, NULL);
 	}
@@ -1367,7 +1373,7 @@ void benchd_stop(struct benchd *b)
 		close(b->err_fd);
 	buf_free(&b->out);
 	buf_free(&b->err);
-	pthread_cond_destroy(&b->cv);
+	mono_cond_destroy(&b->cv);
 	pthread_mutex_destroy(&b->mu);
 	free(b);
 }

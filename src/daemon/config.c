@@ -31,6 +31,7 @@
 #include "http_server.h"
 #include "matcher.h"
 #include "profiling.h"
+#include "redact.h"
 #include "benchd.h"
 #include "relabel.h"
 #include "segq.h"
@@ -2424,4 +2425,43 @@ int config_dump(const struct gpulse_config *c, struct buf *out)
 {
 	int rc = buf_puts(out, "# gpulse effective configuration (gpulsed --print-config)\n");
 	return rc ? rc : dump_section(c, &config_root, 0, out);
+}
+
+/* ---- secrets as shown ---- */
+
+static void redact_url_field(char *url, size_t size)
+{
+	char shown[CONFIG_PATH_LEN];
+	redact_url(shown, sizeof shown, url);
+	str_copy(url, size, shown);
+}
+
+static void redact_secret_field(char *s, size_t size)
+{
+	if (s[0])
+		str_copy(s, size, REDACT_SECRET);
+}
+
+void config_redact(struct gpulse_config *c)
+{
+	for (size_t i = 0; i < HTTP_BASIC_MAX_USERS; i++)
+		if (c->http.basic_auth_users[i][0][0])
+			str_copy(c->http.basic_auth_users[i][1], CONFIG_BASIC_LEN, REDACT_SECRET);
+	for (unsigned i = 0; i < c->nremote_write && i < CONFIG_MAX_REMOTE_WRITE; i++) {
+		struct config_remote_write *r = &c->remote_write[i];
+		redact_url_field(r->url, sizeof r->url);
+		/* Header values: receivers take API keys and tenants' tokens
+		 * there, and which header holds one is theirs to say. */
+		for (size_t h = 0; h < CONFIG_MAX_HEADERS && r->headers[h][0][0]; h++)
+			redact_secret_field(r->headers[h][1], sizeof r->headers[h][1]);
+		redact_secret_field(r->basic_auth.password, sizeof r->basic_auth.password);
+		redact_secret_field(r->authorization.credentials, sizeof r->authorization.credentials);
+	}
+	redact_url_field(c->alerting.external_url, sizeof c->alerting.external_url);
+	for (size_t i = 0; i < CONFIG_MAX_URLS; i++) {
+		redact_url_field(c->alerting.alertmanagers.urls[i],
+				 sizeof c->alerting.alertmanagers.urls[i]);
+		redact_url_field(c->alerting.webhooks.urls[i], sizeof c->alerting.webhooks.urls[i]);
+	}
+	redact_url_field(c->bench.fleet_prometheus_url, sizeof c->bench.fleet_prometheus_url);
 }

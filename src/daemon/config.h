@@ -344,4 +344,12 @@ int config_to_http(const struct gpulse_config *c, struct http_config *out, char 
  * to the same values (gpulsed --print-config). 0 or the buf's error. */
 int config_dump(const struct gpulse_config *c, struct buf *out);
 
+/* Mask c's secrets in place, as /api/v1/status/config shows them (and as
+ * Prometheus shows its own): passwords, credentials, the users' bcrypt
+ * hashes and every remote_write header value become "<secret>"; every URL
+ * is shown as redact_url writes it (its password and query values
+ * "xxxxx"). For a copy of the configuration: a masked one no longer
+ * works. */
+void config_redact(struct gpulse_config *c);
+
 #endif

@@ -42,6 +42,7 @@
 #include "str.h"
 #include "tsdb.h"
 #include "remote_write.h"
+#include "redact.h"
 #include "web.h"
 #include "xalloc.h"
 
@@ -439,13 +440,15 @@ static void start_remotes(struct daemon *d, struct tsdb *db)
 				snprintf(err, sizeof err, "cannot start its threads");
 			}
 		}
+		char shown[256];
+		redact_url(shown, sizeof shown, r->url);
 		if (!rw) {
-			log_error("remote_write[%u] %s: %s; not sending there", i, r->url, err);
+			log_error("remote_write[%u] %s: %s; not sending there", i, shown, err);
 			continue;
 		}
 		log_info("remote_write[%u]: sending %s to %s (queue in %s)", i,
 			 o.summary ? "summaries of the stored series (and every sample of a GPU in an "
-				     "anomalous or alerting state)" : "every stored sample", r->url, qdir);
+				     "anomalous or alerting state)" : "every stored sample", shown, qdir);
 		d->remotes[n++] = rw;
 	}
 	atomic_store(&d->nremotes, n);
@@ -560,26 +563,14 @@ static int metrics_text(void *ctx, struct buf *out)
 }
 
 /* What /api/v1/status/config shows: the running configuration, as
- * --print-config prints it. */
+ * --print-config prints it, with its secrets masked (config_redact). */
 static void publish_config(struct daemon *d)
 {
-	/* As Prometheus shows secrets: the users' bcrypt hashes are not
-	 * passwords, but they are not for every reader of the API either. */
 	struct gpulse_config *shown = malloc(sizeof *shown);
 	if (!shown)
 		return;
 	memcpy(shown, &d->cfg, sizeof *shown);
-	for (size_t i = 0; i < HTTP_BASIC_MAX_USERS; i++)
-		if (shown->http.basic_auth_users[i][0][0])
-			snprintf(shown->http.basic_auth_users[i][1], CONFIG_BASIC_LEN, "<secret>");
-	for (unsigned i = 0; i < shown->nremote_write && i < CONFIG_MAX_REMOTE_WRITE; i++) {
-		struct config_remote_write *r = &shown->remote_write[i];
-		if (r->basic_auth.password[0])
-			snprintf(r->basic_auth.password, sizeof r->basic_auth.password, "<secret>");
-		if (r->authorization.credentials[0])
-			snprintf(r->authorization.credentials, sizeof r->authorization.credentials,
-				 "<secret>");
-	}
+	config_redact(shown);
 	struct buf y;
 	buf_init(&y, 4u << 20);
 	if (config_dump(shown, &y) == 0 && y.data)

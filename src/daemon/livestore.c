@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "mono_cond.h"
 #include "status.h"
 #include "xalloc.h"
 
@@ -54,7 +55,7 @@ struct livestore {
 	uint64_t failures, bad_lines, series_dropped, samples_dropped;
 
 	pthread_mutex_t run_lock;     /* the thread's start and stop */
-	pthread_cond_t run_cond;
+	struct mono_cond run_cond;
 	pthread_t thread;
 	bool running, stop;
 };
@@ -534,7 +535,7 @@ static void *scraper(void *arg)
 		if (clock_mono_ns() > next)
 			next = clock_mono_ns(); /* fell behind: no burst to catch up */
 		while (!ls->stop && clock_mono_ns() < next)
-			clock_cond_wait_until(&ls->run_cond, &ls->run_lock, next);
+			mono_cond_wait_until(&ls->run_cond, &ls->run_lock, next);
 	}
 	pthread_mutex_unlock(&ls->run_lock);
 	buf_free(&b);
@@ -564,7 +565,7 @@ int livestore_create(struct livestore **out, const struct livestore_opts *o,
 	ls->names_gen = 1;
 	pthread_mutex_init(&ls->lock, NULL);
 	pthread_mutex_init(&ls->run_lock, NULL);
-	clock_cond_init(&ls->run_cond);
+	mono_cond_init(&ls->run_cond);
 	index_rebuild(ls);
 	*out = ls;
 	return GPULSE_OK;
@@ -586,7 +587,7 @@ void livestore_destroy(struct livestore *ls)
 	free(ls->names);
 	pthread_mutex_destroy(&ls->lock);
 	pthread_mutex_destroy(&ls->run_lock);
-	pthread_cond_destroy(&ls->run_cond);
+	mono_cond_destroy(&ls->run_cond);
 	free(ls);
 }
 
@@ -612,7 +613,7 @@ void livestore_stop(struct livestore *ls)
 	bool was = ls->running;
 	ls->stop = true;
 	ls->running = false;
-	pthread_cond_broadcast(&ls->run_cond);
+	mono_cond_broadcast(&ls->run_cond);
 	pthread_mutex_unlock(&ls->run_lock);
 	if (was)
 		pthread_join(ls->thread, NULL);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "mono_cond.h"
 #include "queryable.h"
 #include "status.h"
 
@@ -50,7 +51,7 @@ struct selfscrape {
 	uint64_t gen;
 	pthread_t thread;
 	pthread_mutex_t run_lock;
-	pthread_cond_t run_cond;
+	struct mono_cond run_cond;
 	bool running, stop;
 	atomic_uint_fast64_t scrapes, appended, append_errors, refused, nseries_pub, owned, foreign;
 };
@@ -304,7 +305,7 @@ static void *scraper(void *arg)
 		if (clock_mono_ns() > next)
 			next = clock_mono_ns(); /* fell behind: no burst to catch up */
 		while (!s->stop && clock_mono_ns() < next)
-			clock_cond_wait_until(&s->run_cond, &s->run_lock, next);
+			mono_cond_wait_until(&s->run_cond, &s->run_lock, next);
 	}
 	pthread_mutex_unlock(&s->run_lock);
 	buf_free(&b);
@@ -338,7 +339,7 @@ int selfscrape_create(struct selfscrape **out, struct tsdb *db, const struct sel
 		return GPULSE_ENOMEM;
 	}
 	pthread_mutex_init(&s->run_lock, NULL);
-	clock_cond_init(&s->run_cond);
+	mono_cond_init(&s->run_cond);
 	*out = s;
 	return GPULSE_OK;
 }
@@ -365,7 +366,7 @@ void selfscrape_stop(struct selfscrape *s)
 	bool was = s->running;
 	s->stop = true;
 	s->running = false;
-	pthread_cond_broadcast(&s->run_cond);
+	mono_cond_broadcast(&s->run_cond);
 	pthread_mutex_unlock(&s->run_lock);
 	if (was)
 		pthread_join(s->thread, NULL);
@@ -388,7 +389,7 @@ void selfscrape_destroy(struct selfscrape *s)
 		free(s->fam[i].name);
 	free(s->fam);
 	pthread_mutex_destroy(&s->run_lock);
-	pthread_cond_destroy(&s->run_cond);
+	mono_cond_destroy(&s->run_cond);
 	free(s);
 }
 

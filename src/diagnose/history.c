@@ -12,6 +12,7 @@
 #include "diagnose_json.h"
 #include "ingest.h"
 #include "log.h"
+#include "mono_cond.h"
 #include "status.h"
 
 #define RECORD_JSON_MAX (64 * 1024)
@@ -97,7 +98,7 @@ struct diag_history {
 	struct diag_history_opts o;
 	struct hist_gpu gpu[GPU_MAX];
 	pthread_mutex_t qlock;
-	pthread_cond_t qcond;
+	struct mono_cond qcond;
 	struct pending q[DIAG_HISTORY_QUEUE];
 	size_t qhead, qlen;
 	bool stop, writing;
@@ -241,7 +242,7 @@ static void enqueue(struct diag_history *h, const char *uuid, const struct diag_
 	p->t_ms = t_ms;
 	p->json = b.data;  /* the queue owns it now */
 	h->qlen++;
-	pthread_cond_signal(&h->qcond);
+	mono_cond_signal(&h->qcond);
 	pthread_mutex_unlock(&h->qlock);
 }
 
@@ -323,7 +324,7 @@ static void drain(struct diag_history *h)
 		pthread_mutex_lock(&h->qlock);
 		h->writing = false;
 	}
-	pthread_cond_broadcast(&h->qcond);
+	mono_cond_broadcast(&h->qcond);
 }
 
 static void prune(struct diag_history *h)
@@ -349,8 +350,8 @@ static void *writer(void *arg)
 		prune(h);
 		pthread_mutex_lock(&h->qlock);
 		if (!h->stop && !h->qlen) {
-			clock_cond_wait_until(&h->qcond, &h->qlock,
-					      clock_mono_ns() + 60 * NS_PER_SEC);
+			mono_cond_wait_until(&h->qcond, &h->qlock,
+					     clock_mono_ns() + 60 * NS_PER_SEC);
 		}
 	}
 	pthread_mutex_unlock(&h->qlock);
@@ -378,12 +379,12 @@ int diag_history_create(struct diag_history **out, struct tsdb *db,
 		h->gpu[i].last_class = -1;
 	}
 	pthread_mutex_init(&h->qlock, NULL);
-	clock_cond_init(&h->qcond);
+	mono_cond_init(&h->qcond);
 	if (pthread_create(&h->thread, NULL, writer, h) != 0) {
 		for (int i = 0; i < GPU_MAX; i++)
 			pthread_mutex_destroy(&h->gpu[i].lock);
 		pthread_mutex_destroy(&h->qlock);
-		pthread_cond_destroy(&h->qcond);
+		mono_cond_destroy(&h->qcond);
 		free(h);
 		return GPULSE_ENOMEM;
 	}
@@ -397,22 +398,22 @@ void diag_history_destroy(struct diag_history *h)
 		return;
 	pthread_mutex_lock(&h->qlock);
 	h->stop = true;
-	pthread_cond_broadcast(&h->qcond);
+	mono_cond_broadcast(&h->qcond);
 	pthread_mutex_unlock(&h->qlock);
 	pthread_join(h->thread, NULL);
 	for (int i = 0; i < GPU_MAX; i++)
 		pthread_mutex_destroy(&h->gpu[i].lock);
 	pthread_mutex_destroy(&h->qlock);
-	pthread_cond_destroy(&h->qcond);
+	mono_cond_destroy(&h->qcond);
 	free(h);
 }
 
 void diag_history_sync(struct diag_history *h)
 {
 	pthread_mutex_lock(&h->qlock);
-	pthread_cond_broadcast(&h->qcond);
+	mono_cond_broadcast(&h->qcond);
 	while (h->qlen || h->writing)
-		pthread_cond_wait(&h->qcond, &h->qlock);
+		mono_cond_wait(&h->qcond, &h->qlock);
 	pthread_mutex_unlock(&h->qlock);
 }
 

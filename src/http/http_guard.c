@@ -42,6 +42,7 @@
 #include <sys/socket.h>
 
 #include "clock.h"
+#include "mono_cond.h"
 #include "status.h"
 
 enum cstate {
@@ -69,7 +70,7 @@ struct guard_conn {
 struct http_guard {
 	struct guard_config cfg;
 	pthread_mutex_t mu;       /* guards everything below */
-	pthread_cond_t wake;
+	struct mono_cond wake;
 	bool stopping;
 	bool thread_started;
 	pthread_t sweeper;
@@ -166,7 +167,7 @@ static void set_deadline(struct http_guard *g, struct guard_conn *c, int64_t dea
 	c->deadline_ns = deadline_ns;
 	if (deadline_ns < g->sweep_at) {
 		g->sweep_at = deadline_ns;
-		pthread_cond_signal(&g->wake);
+		mono_cond_signal(&g->wake);
 	}
 }
 
@@ -307,12 +308,12 @@ static void *sweep_main(void *arg)
 		}
 		if (earliest == INT64_MAX) {
 			g->sweep_at = INT64_MAX;
-			pthread_cond_wait(&g->wake, &g->mu);
+			mono_cond_wait(&g->wake, &g->mu);
 			continue;
 		}
 		int64_t floor = now + g->cfg.sweep_ns;
 		g->sweep_at = earliest > floor ? earliest : floor;
-		clock_cond_wait_until(&g->wake, &g->mu, g->sweep_at);
+		mono_cond_wait_until(&g->wake, &g->mu, g->sweep_at);
 	}
 	pthread_mutex_unlock(&g->mu);
 	return NULL;
@@ -325,7 +326,7 @@ int guard_start(struct http_guard **out, const struct guard_config *cfg)
 		return GPULSE_ENOMEM;
 	g->cfg = *cfg;
 	pthread_mutex_init(&g->mu, NULL);
-	clock_cond_init(&g->wake);
+	mono_cond_init(&g->wake);
 	g->conns = calloc(cfg->slots ? cfg->slots : 1, sizeof *g->conns);
 	if (!g->conns) {
 		guard_stop(g);
@@ -353,11 +354,11 @@ void guard_stop(struct http_guard *g)
 	if (g->thread_started) {
 		pthread_mutex_lock(&g->mu);
 		g->stopping = true;
-		pthread_cond_signal(&g->wake);
+		mono_cond_signal(&g->wake);
 		pthread_mutex_unlock(&g->mu);
 		pthread_join(g->sweeper, NULL);
 	}
-	pthread_cond_destroy(&g->wake);
+	mono_cond_destroy(&g->wake);
 	pthread_mutex_destroy(&g->mu);
 	free(g->conns);
 	free(g);

@@ -1800,7 +1800,7 @@ int http_pool_new(struct http_server *s, const char *name, unsigned threads,
 	p->max_queued = max_queued;
 	p->nice = nice < 0 ? 0 : nice > 19 ? 19 : nice;
 	pthread_mutex_init(&p->lock, NULL);
-	clock_cond_init(&p->cond);
+	pthread_cond_init(&p->cond, NULL);
 	for (unsigned i = 0; i < threads; i++) {
 		if (pthread_create(&p->threads[i], NULL, pool_main, p) != 0) {
 			s->pools[s->npools++] = p; /* pools_stop joins those started */

@@ -42,6 +42,7 @@
 #include "governor.h"
 #include "interpose.h"
 #include "inject_config.h"
+#include "mono_cond.h"
 #include "status.h"
 #include "str.h"
 #include "wire.h"
@@ -131,7 +132,7 @@ static struct {
 	uint32_t driver_version;
 
 	pthread_mutex_t mu;        /* agg, capture, names, counters below */
-	pthread_cond_t wake;
+	struct mono_cond wake;
 	struct agg *cur, *snap, *total;
 	struct agg_encoder *enc;
 	struct capture *cap;
@@ -2078,7 +2079,7 @@ static void yield_subscriber(void)
 	}
 	pthread_mutex_unlock(&g.smu);
 	pthread_mutex_lock(&g.mu);
-	pthread_cond_signal(&g.wake); /* step aside now, not at the next tick */
+	mono_cond_signal(&g.wake); /* step aside now, not at the next tick */
 	pthread_mutex_unlock(&g.mu);
 }
 
@@ -2211,10 +2212,10 @@ static void *inject_main(void *arg)
 			until = now + THREAD_TICK_NS;
 		pthread_mutex_lock(&g.mu);
 		if (!g.stop)
-			clock_cond_wait_until(&g.wake, &g.mu, until);
+			mono_cond_wait_until(&g.wake, &g.mu, until);
 	}
 	g.thread_done = 1;
-	pthread_cond_broadcast(&g.wake);
+	mono_cond_broadcast(&g.wake);
 	pthread_mutex_unlock(&g.mu);
 	return NULL;
 }
@@ -2252,7 +2253,7 @@ static void on_daemon_msg(const struct wire_msg *m, void *user)
 			g.pending_capture = m->u.capture;
 			g.pending_capture.seconds = secs;
 			g.pending_capture_set = 1;
-			pthread_cond_signal(&g.wake); /* arm now, not at the first flush */
+			mono_cond_signal(&g.wake); /* arm now, not at the first flush */
 			pthread_mutex_unlock(&g.mu);
 			return;
 		}
@@ -2260,7 +2261,7 @@ static void on_daemon_msg(const struct wire_msg *m, void *user)
 		capture_start(g.cap, m->u.capture.capture_id, m->u.capture.max_events, now,
 			      now + (int64_t)secs * NS_PER_SEC);
 		atomic_store(&g.capture_on, 1);
-		pthread_cond_signal(&g.wake);
+		mono_cond_signal(&g.wake);
 		pthread_mutex_unlock(&g.mu);
 	} else if (m->type == WIRE_CONFIG) {
 		if (g.stepped_aside || m->u.config.mode == WIRE_MODE_OFF)
@@ -2289,7 +2290,7 @@ static void on_daemon_msg(const struct wire_msg *m, void *user)
 			say("a focused mode can only be chosen at start (GPULSE_MODE, gpulse run "
 			    "--focus); staying %s", inject_mode_name(g.mode));
 		}
-		pthread_cond_signal(&g.wake);
+		mono_cond_signal(&g.wake);
 		pthread_mutex_unlock(&g.mu);
 	}
 }
@@ -2406,9 +2407,9 @@ static void at_exit(void)
 		int64_t until = clock_mono_ns() + 500 * NS_PER_MS;
 		pthread_mutex_lock(&g.mu);
 		g.stop = 1;
-		pthread_cond_broadcast(&g.wake);
+		mono_cond_broadcast(&g.wake);
 		while (!g.thread_done && clock_mono_ns() < until)
-			clock_cond_wait_until(&g.wake, &g.mu, until);
+			mono_cond_wait_until(&g.wake, &g.mu, until);
 		int done = g.thread_done;
 		pthread_mutex_unlock(&g.mu);
 		if (done) {
@@ -2479,7 +2480,7 @@ static void fork_child(void)
 	 * start from zero, and a fork+exec child loads the library anew. */
 	pthread_mutex_init(&g.mu, NULL);
 	pthread_mutex_init(&g.smu, NULL);
-	clock_cond_init(&g.wake);
+	mono_cond_init(&g.wake);
 	g.is_fork_child = 1;
 	pthread_mutex_init(&nvtx_ranges.mu, NULL);
 	memset(nvtx_ranges.open, 0, sizeof nvtx_ranges.open);
@@ -2686,7 +2687,7 @@ API int InitializeInjection(void)
 	if (g.initialized)
 		return 1;
 	g.initialized = 1;
-	clock_cond_init(&g.wake);
+	mono_cond_init(&g.wake);
 	g.mono_to_wall_ns = clock_wall_ns() - clock_mono_ns();
 	g.interval_start_wall_ns = clock_wall_ns();
 	g.interval_start_mono_ns = clock_mono_ns();

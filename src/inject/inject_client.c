@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "mono_cond.h"
 #include "status.h"
 #include "str.h"
 
@@ -24,7 +25,7 @@
 
 struct client {
 	pthread_mutex_t mu;
-	pthread_cond_t cond;        /* signalled when the ring drains */
+	struct mono_cond cond;      /* signalled when the ring drains */
 	/* Under mu. */
 	uint8_t *ring;
 	size_t cap, head, used;     /* byte ring of [u32 len][frame] */
@@ -108,7 +109,7 @@ static void close_fd(struct client *c)
 	pthread_mutex_lock(&c->mu);
 	c->st.connected = 0;
 	c->down = 1;
-	pthread_cond_broadcast(&c->cond);
+	mono_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -200,7 +201,7 @@ static int pump_out(struct client *c)
 			c->st.bytes_sent += c->tx_len;
 			c->tx_busy = 0;
 			if (c->frames_in_ring == 0)
-				pthread_cond_broadcast(&c->cond);
+				mono_cond_broadcast(&c->cond);
 			pthread_mutex_unlock(&c->mu);
 			c->tx_len = c->tx_off = 0;
 		}
@@ -271,7 +272,7 @@ static void *client_main(void *arg)
 				c->st.connect_failures++;
 			}
 			c->down = c->fd < 0;
-			pthread_cond_broadcast(&c->cond);
+			mono_cond_broadcast(&c->cond);
 			pthread_mutex_unlock(&c->mu);
 			if (c->fd >= 0) {
 				c->backoff_ns = c->backoff_min_ns;
@@ -376,7 +377,7 @@ int client_create(struct client **out, const struct client_config *cfg,
 		return GPULSE_ENOMEM;
 	}
 	pthread_mutex_init(&c->mu, NULL);
-	clock_cond_init(&c->cond);
+	mono_cond_init(&c->cond);
 	if (make_pipe(c->wake) != GPULSE_OK || start_thread(c) != GPULSE_OK) {
 		client_destroy(c);
 		return GPULSE_EIO;
@@ -399,7 +400,7 @@ int client_flush(struct client *c, int64_t deadline_ns)
 			rc = GPULSE_ETIMEDOUT;
 			break;
 		}
-		clock_cond_wait_until(&c->cond, &c->mu, deadline_ns);
+		mono_cond_wait_until(&c->cond, &c->mu, deadline_ns);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return rc;
@@ -436,7 +437,7 @@ void client_destroy(struct client *c)
 			b = 0; /* the thread still sees stop within a poll interval */
 		pthread_join(c->thread, NULL);
 		pthread_mutex_destroy(&c->mu);
-		pthread_cond_destroy(&c->cond);
+		mono_cond_destroy(&c->cond);
 	}
 	if (c->fd >= 0)
 		close(c->fd);
@@ -465,7 +466,7 @@ void client_fork_child(struct client *c, const struct wire_hello *hello)
 	/* Only this thread survived the fork: the parent's client thread is
 	 * gone, and its connection belongs to the parent. Start over. */
 	pthread_mutex_init(&c->mu, NULL);
-	clock_cond_init(&c->cond);
+	mono_cond_init(&c->cond);
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;

@@ -27,6 +27,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "mono_cond.h"
 #include "status.h"
 #include "str.h"
 
@@ -116,7 +117,7 @@ struct profile_server {
 	struct complaint lie_complaint;
 
 	pthread_mutex_t lock;             /* stats and captures */
-	pthread_cond_t cond;              /* a capture finished */
+	struct mono_cond cond;            /* a capture finished */
 	struct profile_server_stats st;
 	struct capture_slot caps[PROFILE_MAX_CAPTURES];
 	uint64_t next_capture_id;
@@ -281,7 +282,7 @@ static void client_close(struct profile_server *s, unsigned i)
 			if (s->caps[k].used && !s->caps[k].done && s->caps[k].sent &&
 			    s->caps[k].pid == c->pid && !other) {
 				s->caps[k].done = true;
-				pthread_cond_broadcast(&s->cond);
+				mono_cond_broadcast(&s->cond);
 			}
 		pthread_mutex_unlock(&s->lock);
 	}
@@ -481,7 +482,7 @@ static void on_trace_end(struct profile_server *s, struct client *c, const struc
 		cs->dropped_library = m->u.trace_end.events_dropped;
 		cs->complete = true;
 		cs->done = true;
-		pthread_cond_broadcast(&s->cond);
+		mono_cond_broadcast(&s->cond);
 	}
 	pthread_mutex_unlock(&s->lock);
 }
@@ -659,7 +660,7 @@ static void run_captures(struct profile_server *s)
 			cs->done = true;
 			cs->rc = GPULSE_ENOENT;
 			s->st.captures_failed_total++;
-			pthread_cond_broadcast(&s->cond);
+			mono_cond_broadcast(&s->cond);
 			continue;
 		}
 		cs->sent = true;
@@ -709,7 +710,7 @@ int profile_server_capture(struct profile_server *s, struct profile_capture *c, 
 			   s->cfg.capture_grace_ns;
 	pthread_mutex_lock(&s->lock);
 	while (!cs->done && !atomic_load(&s->stop) && clock_mono_ns() < deadline)
-		clock_cond_wait_until(&s->cond, &s->lock, deadline);
+		mono_cond_wait_until(&s->cond, &s->lock, deadline);
 	int rc = cs->rc;
 	if (!rc && atomic_load(&s->stop) && !cs->done)
 		rc = GPULSE_ESTATE;
@@ -863,7 +864,7 @@ int profile_server_start(struct profile_server **out, const struct profile_serve
 		s->cfg.capture_grace_ns = PROFILE_CAPTURE_GRACE_NS;
 	s->listen_fd = s->lock_fd = s->wake_fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
-	clock_cond_init(&s->cond);
+	mono_cond_init(&s->cond);
 	/* Capture ids differ across daemon restarts, so a late TRACE_EVENTS
 	 * of an old capture is never taken for a new one; they stay below
 	 * 2^63 for JSON readers that hold integers in int64. */
@@ -905,7 +906,7 @@ void profile_server_interrupt(struct profile_server *s)
 	if (s->wake_fd >= 0 && write(s->wake_fd, &one, sizeof one) < 0)
 		log_debug("profiling: wake: %s", strerror(errno));
 	pthread_mutex_lock(&s->lock);
-	pthread_cond_broadcast(&s->cond);
+	mono_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -922,7 +923,7 @@ void profile_server_stop(struct profile_server *s)
 	}
 	/* Wake captures still waiting (their HTTP threads end them). */
 	pthread_mutex_lock(&s->lock);
-	pthread_cond_broadcast(&s->cond);
+	mono_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	while (s->nclients)
 		client_close(s, s->nclients - 1);
@@ -937,7 +938,7 @@ void profile_server_stop(struct profile_server *s)
 	for (int k = 0; k < PROFILE_MAX_CAPTURES; k++)
 		free(s->caps[k].events);
 	free(s->clients);
-	pthread_cond_destroy(&s->cond);
+	mono_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }

@@ -8,13 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <curl/curl.h>
 #include <zlib.h>
 
 #include "clock.h"
 #include "log.h"
+#include "mono_cond.h"
+#include "redact.h"
 #include "rw_codec.h"
 #include "rw_summary.h"
 #include "segq.h"
@@ -41,6 +42,7 @@ struct cached {
 
 struct remote_write {
 	char *name, *url, *queue_dir;
+	char *url_shown;           /* url as logs and labels show it (redact.h) */
 	char *hdr_strs[REMOTE_MAX_HEADERS];
 	size_t nheaders;
 	char *basic_user, *basic_password, *authz;
@@ -63,8 +65,8 @@ struct remote_write {
 
 	/* The ring, under mu. */
 	pthread_mutex_t mu;
-	pthread_cond_t cv_batch;   /* the batcher waits for samples */
-	pthread_cond_t cv_send;    /* the sender waits for records or back-off */
+	struct mono_cond cv_batch; /* the batcher waits for samples */
+	struct mono_cond cv_send;  /* the sender waits for records or back-off */
 	struct entry *ring;
 	size_t head, count;
 	bool stopping, running;
@@ -112,7 +114,7 @@ static int server_name_setup(struct remote_write *rw, const char *sn, char *err,
 	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
 	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
 	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
-		str_errf(err, errlen, "url \"%.200s\": cannot be parsed", rw->url);
+		str_errf(err, errlen, "url \"%.200s\": cannot be parsed", rw->url_shown);
 		goto out;
 	}
 	if (strcmp(scheme, "https") != 0) {
@@ -149,30 +151,38 @@ int remote_write_create(struct remote_write **out, const struct remote_write_opt
 			size_t errlen)
 {
 	*out = NULL;
+	char shown[256];
+	redact_url(shown, sizeof shown, o->url ? o->url : "");
 	if (!o->url || (strncmp(o->url, "http://", 7) != 0 && strncmp(o->url, "https://", 8) != 0)) {
-		str_errf(err, errlen, "url \"%.200s\" must start with http:// or https://",
-			 o->url ? o->url : "");
+		str_errf(err, errlen, "url \"%s\" must start with http:// or https://", shown);
 		return GPULSE_EINVAL;
 	}
 	if (!o->queue_dir || !o->queue_dir[0]) {
-		str_errf(err, errlen, "%s: no queue folder", o->url);
+		str_errf(err, errlen, "%s: no queue folder", shown);
 		return GPULSE_EINVAL;
 	}
 	struct remote_write *rw = calloc(1, sizeof *rw);
 	if (!rw)
 		return GPULSE_ENOMEM;
 	pthread_mutex_init(&rw->mu, NULL);
-	pthread_cond_init(&rw->cv_batch, NULL);
-	pthread_cond_init(&rw->cv_send, NULL);
+	mono_cond_init(&rw->cv_batch);
+	mono_cond_init(&rw->cv_send);
 	int rc = GPULSE_ENOMEM;
 	rw->url = xdup(o->url);
+	rw->url_shown = redact_url_dup(o->url);
+	if (!rw->url_shown)
+		goto fail;
 	if (o->name && o->name[0]) {
 		rw->name = xdup(o->name);
 	} else {
-		/* Prometheus names an unnamed queue by a hash of its config; a
-		 * short, stable form of the URL is clearer in a label. */
+		/* Prometheus names an unnamed queue by a hash of its config with
+		 * the secrets masked; a short, stable form of the URL is clearer
+		 * in a label. The shown URL: a CRC of the password and the rest
+		 * of the URL (in the url label) would let a reader search the
+		 * password out. */
 		char nm[64];
-		snprintf(nm, sizeof nm, "%08lx", (unsigned long)crc32(0L, (const Bytef *)o->url, (uInt)strlen(o->url)));
+		snprintf(nm, sizeof nm, "%08lx",
+			 (unsigned long)crc32(0L, (const Bytef *)rw->url_shown, (uInt)strlen(rw->url_shown)));
 		rw->name = xdup(nm);
 	}
 	rw->queue_dir = xdup(o->queue_dir);
@@ -249,7 +259,7 @@ void remote_write_on_append(void *ctx, uint32_t ref, int64_t t_ms, double v)
 	rw->ring[(rw->head + rw->count) % rw->capacity] = (struct entry){ref, t_ms, v};
 	rw->count++;
 	if (rw->count >= rw->max_per_send)
-		pthread_cond_signal(&rw->cv_batch);
+		mono_cond_signal(&rw->cv_batch);
 	pthread_mutex_unlock(&rw->mu);
 	uint64_t t = (uint64_t)t_ms, h = atomic_load(&rw->highest_t_ms);
 	while (t > h && !atomic_compare_exchange_weak(&rw->highest_t_ms, &h, t))
@@ -423,7 +433,7 @@ static void send_out(struct remote_write *rw, struct outvec *o, struct buf *body
 		}
 		pthread_mutex_lock(&rw->mu);
 		rw->appended_records++;
-		pthread_cond_signal(&rw->cv_send);
+		mono_cond_signal(&rw->cv_send);
 		pthread_mutex_unlock(&rw->mu);
 	}
 	o->n = 0;
@@ -464,17 +474,6 @@ static void take_batch(struct remote_write *rw, const struct entry *e, size_t n,
 	}
 }
 
-static void deadline_in(struct timespec *ts, int64_t ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static void *batcher_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-rw-batch");
@@ -489,10 +488,9 @@ static void *batcher_main(void *arg)
 	}
 	pthread_mutex_lock(&rw->mu);
 	for (;;) {
-		struct timespec ts;
-		deadline_in(&ts, rw->deadline_ms);
+		int64_t until = clock_mono_ns() + rw->deadline_ms * NS_PER_MS;
 		while (!rw->stopping && rw->count < rw->max_per_send)
-			if (pthread_cond_timedwait(&rw->cv_batch, &rw->mu, &ts) == ETIMEDOUT)
+			if (mono_cond_wait_until(&rw->cv_batch, &rw->mu, until) == ETIMEDOUT)
 				break;
 		bool stop = rw->stopping;
 		/* Drain everything there is, a request at a time. */
@@ -625,11 +623,10 @@ static long post(struct remote_write *rw, CURL *c, const struct buf *body, char 
 /* Sleep ms unless stopping (then return true). */
 static bool wait_or_stop(struct remote_write *rw, int64_t ms)
 {
-	struct timespec ts;
-	deadline_in(&ts, ms);
+	int64_t until = clock_mono_ns() + ms * NS_PER_MS;
 	pthread_mutex_lock(&rw->mu);
 	while (!rw->stopping)
-		if (pthread_cond_timedwait(&rw->cv_send, &rw->mu, &ts) == ETIMEDOUT)
+		if (mono_cond_wait_until(&rw->cv_send, &rw->mu, until) == ETIMEDOUT)
 			break;
 	bool s = rw->stopping;
 	pthread_mutex_unlock(&rw->mu);
@@ -661,11 +658,10 @@ static void *sender_main(void *arg)
 		struct segq_pos pos;
 		int rc = segq_peek(rw->q, &body, &h, &pos);
 		if (rc == GPULSE_ENOENT) {
-			struct timespec ts;
-			deadline_in(&ts, 1000);
+			int64_t until = clock_mono_ns() + NS_PER_SEC;
 			pthread_mutex_lock(&rw->mu);
 			while (!rw->stopping && rw->appended_records == seen)
-				if (pthread_cond_timedwait(&rw->cv_send, &rw->mu, &ts) == ETIMEDOUT)
+				if (mono_cond_wait_until(&rw->cv_send, &rw->mu, until) == ETIMEDOUT)
 					break;
 			pthread_mutex_unlock(&rw->mu);
 			continue;
@@ -687,7 +683,7 @@ static void *sender_main(void *arg)
 			segq_ack(rw->q, &pos, &h);
 			backoff = rw->min_backoff_ms;
 			complaint_clear(&rw->send_complaint, "remote_write %s: sending to %s again",
-					rw->name, rw->url);
+					rw->name, rw->url_shown);
 			continue;
 		}
 		atomic_fetch_add(&rw->requests_failed, 1);
@@ -698,7 +694,7 @@ static void *sender_main(void *arg)
 			atomic_fetch_add(&rw->failed_total, h.nsamples);
 			segq_ack(rw->q, &pos, &h);
 			log_warn("remote_write %s: %s answered %ld: %.200s; %u samples dropped", rw->name,
-				 rw->url, code, resp.data ? resp.data : "", h.nsamples);
+				 rw->url_shown, code, resp.data ? resp.data : "", h.nsamples);
 			continue;
 		}
 		pthread_mutex_lock(&rw->mu);
@@ -709,10 +705,10 @@ static void *sender_main(void *arg)
 		atomic_fetch_add(&rw->retried_total, h.nsamples);
 		if (code)
 			complain(&rw->send_complaint, "remote_write %s: %s answered %ld: %.200s; retrying",
-				 rw->name, rw->url, code, resp.data ? resp.data : "");
+				 rw->name, rw->url_shown, code, resp.data ? resp.data : "");
 		else
 			complain(&rw->send_complaint, "remote_write %s: %s: %s; retrying", rw->name,
-				 rw->url, cerr);
+				 rw->url_shown, cerr);
 		if (wait_or_stop(rw, backoff))
 			break;
 		backoff = backoff * 2 > rw->max_backoff_ms ? rw->max_backoff_ms : backoff * 2;
@@ -733,7 +729,7 @@ int remote_write_start(struct remote_write *rw)
 	if (pthread_create(&rw->sender, NULL, sender_main, rw) != 0) {
 		pthread_mutex_lock(&rw->mu);
 		rw->stopping = true;
-		pthread_cond_broadcast(&rw->cv_batch);
+		mono_cond_broadcast(&rw->cv_batch);
 		pthread_mutex_unlock(&rw->mu);
 		pthread_join(rw->batcher, NULL);
 		return GPULSE_ENOMEM;
@@ -748,8 +744,8 @@ void remote_write_stop(struct remote_write *rw)
 		return;
 	pthread_mutex_lock(&rw->mu);
 	rw->stopping = true;
-	pthread_cond_broadcast(&rw->cv_batch);
-	pthread_cond_broadcast(&rw->cv_send);
+	mono_cond_broadcast(&rw->cv_batch);
+	mono_cond_broadcast(&rw->cv_send);
 	pthread_mutex_unlock(&rw->mu);
 	pthread_join(rw->batcher, NULL);  /* it writes the ring to disk first */
 	pthread_join(rw->sender, NULL);
@@ -783,6 +779,7 @@ void remote_write_destroy(struct remote_write *rw)
 	}
 	free(rw->name);
 	free(rw->url);
+	free(rw->url_shown);
 	free(rw->queue_dir);
 	free(rw->basic_user);
 	free(rw->basic_password);
@@ -793,8 +790,8 @@ void remote_write_destroy(struct remote_write *rw)
 	free(rw->post_url);
 	free(rw->host_hdr);
 	curl_slist_free_all(rw->connect_to);
-	pthread_cond_destroy(&rw->cv_batch);
-	pthread_cond_destroy(&rw->cv_send);
+	mono_cond_destroy(&rw->cv_batch);
+	mono_cond_destroy(&rw->cv_send);
 	pthread_mutex_destroy(&rw->mu);
 	free(rw);
 }
@@ -833,7 +830,7 @@ static int labels(struct buf *out, const struct remote_write *rw)
 	buf_puts(out, "{remote_name=\"");
 	buf_put_label_value(out, rw->name);
 	buf_puts(out, "\",url=\"");
-	buf_put_label_value(out, rw->url);
+	buf_put_label_value(out, rw->url_shown);
 	return buf_puts(out, "\"}");
 }
 
@@ -919,7 +916,7 @@ int remote_write_metrics(struct remote_write *const *rws, size_t n, struct buf *
 				      "{remote_name=\"");
 			buf_put_label_value(out, rws[i]->name);
 			buf_puts(out, "\",url=\"");
-			buf_put_label_value(out, rws[i]->url);
+			buf_put_label_value(out, rws[i]->url_shown);
 			buf_puts(out, "\",le=\"");
 			if (b < NBUCKETS)
 				buf_put_double(out, dur_buckets[b]);

@@ -18,6 +18,7 @@
 #include "alert_state.h"
 #include "clock.h"
 #include "eval.h"
+#include "mono_cond.h"
 #include "rules_util.h"
 #include "status.h"
 #include "tsdb_queryable.h"
@@ -63,7 +64,7 @@ struct rules_engine {
 	 * Set once, never taken back: a reader that saw it keeps seeing it. */
 	struct tsdb *_Atomic db;
 	pthread_mutex_t lock;
-	pthread_cond_t wake;
+	struct mono_cond wake;
 	pthread_t thread;
 	bool running, stop;
 	struct rules_file **files;
@@ -195,11 +196,11 @@ int rules_engine_new(struct rules_engine **out, const struct rules_engine_config
 	e->cfg.external_url = NULL;
 	promql_opts_default(&e->opts);
 	pthread_mutex_init(&e->lock, NULL);
-	clock_cond_init(&e->wake);
+	mono_cond_init(&e->wake);
 	if (groups_build(e, files, nfiles, &e->groups, &e->ngroups)) {
 		rules_files_free(files, nfiles);
 		pthread_mutex_destroy(&e->lock);
-		pthread_cond_destroy(&e->wake);
+		mono_cond_destroy(&e->wake);
 		free(e);
 		return GPULSE_ENOMEM;
 	}
@@ -228,7 +229,7 @@ void rules_engine_free(struct rules_engine *e)
 	rules_labels_free(e->ext, e->next);
 	free(e->url);
 	pthread_mutex_destroy(&e->lock);
-	pthread_cond_destroy(&e->wake);
+	mono_cond_destroy(&e->wake);
 	free(e);
 }
 
@@ -328,7 +329,7 @@ int rules_engine_replace(struct rules_engine *e, struct rules_file **files, size
 	e->ngroups = n;
 	e->files = files;
 	e->nfiles = nfiles;
-	pthread_cond_signal(&e->wake);
+	mono_cond_signal(&e->wake);
 	pthread_mutex_unlock(&e->lock);
 	groups_free(old, nold);
 	rules_files_free(oldf, noldf);
@@ -926,7 +927,7 @@ static void *engine_main(void *arg)
 		if (wait_ms > 1000)
 			wait_ms = 1000; /* the wall clock may step: look again */
 		if (wait_ms > 0)
-			clock_cond_wait_until(&e->wake, &e->lock, clock_mono_ns() + wait_ms * 1000000);
+			mono_cond_wait_until(&e->wake, &e->lock, clock_mono_ns() + wait_ms * 1000000);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return NULL;
@@ -954,7 +955,7 @@ void rules_engine_stop(struct rules_engine *e)
 	pthread_mutex_lock(&e->lock);
 	bool was = e->running;
 	e->stop = true;
-	pthread_cond_signal(&e->wake);
+	mono_cond_signal(&e->wake);
 	pthread_mutex_unlock(&e->lock);
 	if (was)
 		pthread_join(e->thread, NULL);

@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "mono_cond.h"
 #include "queryable.h"
 #include "status.h"
 #include "utf8.h"
@@ -38,7 +39,7 @@ struct ingest {
 	struct bus *bus;
 	pthread_t ticker;
 	pthread_mutex_t tick_lock;
-	pthread_cond_t tick_cond;
+	struct mono_cond tick_cond;
 	bool ticking, stop;
 	int64_t tick_ns;
 	atomic_uint_fast64_t updates, appended, stale, append_errors, series_errors;
@@ -53,7 +54,7 @@ int ingest_create(struct ingest **out, struct tsdb *db, struct bus *bus)
 	ing->db = db;
 	ing->bus = bus;
 	pthread_mutex_init(&ing->tick_lock, NULL);
-	clock_cond_init(&ing->tick_cond);
+	mono_cond_init(&ing->tick_cond);
 	for (int g = 0; g < GPU_MAX; g++)
 		pthread_mutex_init(&ing->gpu[g].lock, NULL);
 	*out = ing;
@@ -71,7 +72,7 @@ void ingest_destroy(struct ingest *ing)
 		return;
 	ingest_stop(ing);
 	pthread_mutex_destroy(&ing->tick_lock);
-	pthread_cond_destroy(&ing->tick_cond);
+	mono_cond_destroy(&ing->tick_cond);
 	for (int g = 0; g < GPU_MAX; g++)
 		pthread_mutex_destroy(&ing->gpu[g].lock);
 	free(ing);
@@ -441,7 +442,7 @@ static void *ticker(void *arg)
 	while (!ing->stop) {
 		next += ing->tick_ns;
 		while (!ing->stop && clock_mono_ns() < next)
-			clock_cond_wait_until(&ing->tick_cond, &ing->tick_lock, next);
+			mono_cond_wait_until(&ing->tick_cond, &ing->tick_lock, next);
 		if (ing->stop)
 			break;
 		pthread_mutex_unlock(&ing->tick_lock);
@@ -477,7 +478,7 @@ void ingest_stop(struct ingest *ing)
 	bool was = ing->ticking;
 	ing->stop = true;
 	ing->ticking = false;
-	pthread_cond_broadcast(&ing->tick_cond);
+	mono_cond_broadcast(&ing->tick_cond);
 	pthread_mutex_unlock(&ing->tick_lock);
 	if (was)
 		pthread_join(ing->ticker, NULL);

@@ -21,6 +21,7 @@
 #include "rollblock.h"
 #include "clock.h"
 #include "log.h"
+#include "mono_cond.h"
 #include "rx.h"
 #include "status.h"
 #include "str.h"
@@ -185,7 +186,7 @@ struct tsdb {
 	bool flusher_running;
 	bool flusher_stop;
 	pthread_mutex_t fl_mu;
-	pthread_cond_t fl_cv;
+	struct mono_cond fl_cv;
 };
 
 /* ---- small helpers ---- */
@@ -705,7 +706,7 @@ static void db_free(struct tsdb *db)
 	pthread_mutex_destroy(&db->db_mu);
 	pthread_mutex_destroy(&db->series_mu);
 	pthread_mutex_destroy(&db->fl_mu);
-	pthread_cond_destroy(&db->fl_cv);
+	mono_cond_destroy(&db->fl_cv);
 	if (db->lock_fd >= 0)
 		close(db->lock_fd);   /* releases the flock */
 	free(db->path);
@@ -768,7 +769,7 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	pthread_mutex_init(&db->db_mu, NULL);
 	pthread_mutex_init(&db->series_mu, NULL);
 	pthread_mutex_init(&db->fl_mu, NULL);
-	clock_cond_init(&db->fl_cv);
+	mono_cond_init(&db->fl_cv);
 	for (int i = 0; i < SHARDS; i++)
 		pthread_mutex_init(&db->shards[i].mu, NULL);
 	db->path = strdup(opts->path);
@@ -1588,7 +1589,7 @@ static void *flusher_main(void *arg)
 	while (!db->flusher_stop) {
 		int64_t until = clock_mono_ns() + db->o.flush_interval_ms * NS_PER_MS;
 		while (!db->flusher_stop &&
-		       clock_cond_wait_until(&db->fl_cv, &db->fl_mu, until) != ETIMEDOUT)
+		       mono_cond_wait_until(&db->fl_cv, &db->fl_mu, until) != ETIMEDOUT)
 			;
 		if (db->flusher_stop)
 			break;
@@ -1627,7 +1628,7 @@ void tsdb_stop_flusher(struct tsdb *db)
 		return;
 	pthread_mutex_lock(&db->fl_mu);
 	db->flusher_stop = true;
-	pthread_cond_signal(&db->fl_cv);
+	mono_cond_signal(&db->fl_cv);
 	pthread_mutex_unlock(&db->fl_mu);
 	pthread_join(db->flusher, NULL);
 	db->flusher_running = false;

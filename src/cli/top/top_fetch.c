@@ -18,6 +18,7 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "mono_cond.h"
 #include "status.h"
 #include "str.h"
 
@@ -34,7 +35,7 @@ struct user_entry {
 struct top_fetch {
 	pthread_t thread;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	struct mono_cond cond;
 	bool stop, poke, fresh;
 	bool data_fresh;                   /* `ready` holds data not yet taken */
 	int64_t period_ns;
@@ -290,7 +291,7 @@ static void *run(void *arg)
 		}
 		int64_t deadline = start + f->period_ns;
 		while (!f->stop && !f->poke && clock_mono_ns() < deadline)
-			clock_cond_wait_until(&f->cond, &f->lock, deadline);
+			mono_cond_wait_until(&f->cond, &f->lock, deadline);
 	}
 	pthread_mutex_unlock(&f->lock);
 	buf_free(&b);
@@ -324,10 +325,10 @@ int top_fetch_start(struct top_fetch **out, const struct client_opts *co, int64_
 	f->wake_fd = wake_fd;
 	f->local = local;
 	pthread_mutex_init(&f->lock, NULL);
-	clock_cond_init(&f->cond);
+	mono_cond_init(&f->cond);
 	if (pthread_create(&f->thread, NULL, run, f) != 0) {
 		pthread_mutex_destroy(&f->lock);
-		pthread_cond_destroy(&f->cond);
+		mono_cond_destroy(&f->cond);
 		free(f->work);
 		free(f->ready);
 		free(f->diag_src);
@@ -370,7 +371,7 @@ void top_fetch_poke(struct top_fetch *f)
 {
 	pthread_mutex_lock(&f->lock);
 	f->poke = true;
-	pthread_cond_signal(&f->cond);
+	mono_cond_signal(&f->cond);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -378,7 +379,7 @@ void top_fetch_set_period(struct top_fetch *f, int64_t period_ns)
 {
 	pthread_mutex_lock(&f->lock);
 	f->period_ns = period_ns;
-	pthread_cond_signal(&f->cond);
+	mono_cond_signal(&f->cond);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -388,11 +389,11 @@ void top_fetch_stop(struct top_fetch *f)
 		return;
 	pthread_mutex_lock(&f->lock);
 	f->stop = true;
-	pthread_cond_signal(&f->cond);
+	mono_cond_signal(&f->cond);
 	pthread_mutex_unlock(&f->lock);
 	pthread_join(f->thread, NULL);
 	pthread_mutex_destroy(&f->lock);
-	pthread_cond_destroy(&f->cond);
+	mono_cond_destroy(&f->cond);
 	free(f->work);
 	free(f->ready);
 	free(f->diag_src);
