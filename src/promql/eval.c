@@ -18,11 +18,32 @@
 #include <string.h>
 
 #include "clock.h"
+#include "gofloat.h"
 #include "parser.h"
 #include "rx.h"
 #include "status.h"
 #include "str.h"
 #include "xalloc.h"
+
+/* Under AddressSanitizer the arena poisons what it has not handed out and
+ * leaves a poisoned gap after each allocation, so a write past the end of
+ * one arena array (a result vector sized too small) is reported like a
+ * heap overflow instead of landing silently in the next allocation. */
+#if defined(__SANITIZE_ADDRESS__)
+#define EVAL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EVAL_ASAN 1
+#endif
+#endif
+#ifdef EVAL_ASAN
+#include <sanitizer/asan_interface.h>
+#define ARENA_REDZONE sizeof(max_align_t)
+#else
+#define ASAN_POISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define ARENA_REDZONE 0
+#endif
 
 /* ---- arena ---- */
 
@@ -36,21 +57,24 @@ struct arena {
 	struct chunk *head;
 };
 
-static void *arena_alloc(struct arena *a, size_t n)
+static void *arena_alloc(struct arena *a, size_t want)
 {
-	n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+	size_t n = (want + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
 	if (n == 0)
 		n = sizeof(max_align_t);
+	n += ARENA_REDZONE;
 	if (!a->head || a->head->cap - a->head->used < n) {
 		size_t cap = n > 64 * 1024 ? n : 64 * 1024;
 		struct chunk *c = xmalloc(sizeof *c + cap);
 		c->next = a->head;
 		c->used = 0;
 		c->cap = cap;
+		ASAN_POISON_MEMORY_REGION(c->data, cap);
 		a->head = c;
 	}
 	void *p = (char *)a->head->data + a->head->used;
 	a->head->used += n;
+	ASAN_UNPOISON_MEMORY_REGION(p, want);
 	return p;
 }
 
@@ -76,6 +100,7 @@ static void arena_free(struct arena *a)
 	while (a->head) {
 		struct chunk *c = a->head;
 		a->head = c->next;
+		ASAN_UNPOISON_MEMORY_REGION(c->data, c->cap);
 		free(c);
 	}
 }
@@ -1737,12 +1762,14 @@ static bool eval_vector_binop(struct ev *ev, const struct promql_expr *e, struct
 				out->s[out->n++] = r->s[i];
 		return true;
 	}
-	vec_alloc(ev, out, l->n);
-	if (l->n == 0 || r->n == 0)
-		return true;
 	/* For group_right, swap sides so the right is always the "one". */
 	bool swap = e->card == PROMQL_CARD_ONE_TO_MANY;
 	struct value *lhs = swap ? r : l, *rhs = swap ? l : r;
+	/* At most one result per sample of the "many" side: sized after the
+	 * swap, as group_right's many side is the right operand. */
+	vec_alloc(ev, out, lhs->n);
+	if (l->n == 0 || r->n == 0)
+		return true;
 	struct smap right;
 	smap_init(ev, &right, rhs->n);
 	for (size_t i = 0; i < rhs->n; i++) {

@@ -406,6 +406,25 @@ static void test_binary(void **state)
 	expect_sample(r, "{code=\"200\", job=\"a\", team=\"x\"}", 10);
 	expect_sample(r, "{code=\"500\", job=\"a\", team=\"x\"}", 2);
 	promql_result_free(r);
+	/* group_right's many side is the right operand: one result per
+	 * right-hand sample, however few samples the left has (the result
+	 * was once sized by the left and written past its end; run under
+	 * ASan, whose arena poisoning reports such a write). */
+	r = query("vector(1) + on() group_right x", 0);
+	assert_int_equal(r->nseries, 5);
+	expect_sample(r, "{i=\"1\", job=\"a\"}", 2);
+	expect_sample(r, "{i=\"3\", job=\"b\"}", 5);
+	promql_result_free(r);
+	r = query("x{i=\"1\"} - ignoring(i) group_right x", 0);
+	assert_int_equal(r->nseries, 5);
+	expect_sample(r, "{i=\"2\", job=\"a\"}", 1 - 3);
+	expect_sample(r, "{i=\"3\", job=\"b\"}", 10 - 4);
+	promql_result_free(r);
+	/* a comparison keeps the left operand's value and the right's labels */
+	r = query("x{i=\"1\"} > ignoring(i) group_right(team) x", 0);
+	assert_int_equal(r->nseries, 1);
+	expect_sample(r, "{__name__=\"x\", i=\"3\", job=\"b\"}", 10);
+	promql_result_free(r);
 	/* comparisons with group_left keep the name of the many side */
 	r = query("req > on(job) group_left lim", 0);
 	assert_int_equal(r->nseries, 1);
