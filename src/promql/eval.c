@@ -1374,11 +1374,14 @@ static bool eval_histogram_quantile(struct ev *ev, double q, const struct value 
 	return check_unique(ev, out);
 }
 
+/* sort and sort_desc both put NaN last: Prometheus sorts the reverse
+ * order with NaN first (vectorByReverseValueHeap, vectorByValueHeap) and
+ * then reverses it (sort.Reverse). */
 static int cmp_vsample_value(const void *a, const void *b)
 {
 	double x = ((const struct vsample *)a)->v, y = ((const struct vsample *)b)->v;
 	if (isnan(x) || isnan(y))
-		return isnan(x) ? (isnan(y) ? 0 : -1) : 1; /* NaN first, as Prometheus */
+		return isnan(x) ? (isnan(y) ? 0 : 1) : -1;
 	return x < y ? -1 : x > y;
 }
 

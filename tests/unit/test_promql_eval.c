@@ -84,6 +84,12 @@ static int setup(void **state)
 	load(MIN_MS, "f{s=\"pos\"}", "2.5");
 	load(MIN_MS, "f{s=\"neg\"}", "-2.5");
 	load(MIN_MS, "f{s=\"frac\"}", "1.234");
+	/* sort with NaN */
+	load(MIN_MS, "srt{k=\"a\"}", "3");
+	load(MIN_MS, "srt{k=\"b\"}", "NaN");
+	load(MIN_MS, "srt{k=\"c\"}", "1");
+	load(MIN_MS, "srt{k=\"d\"}", "NaN");
+	load(MIN_MS, "srt{k=\"e\"}", "2");
 	return 0;
 }
 
@@ -517,6 +523,17 @@ static void test_functions(void **state)
 		assert_true(r->series[i - 1].points[0].v >= r->series[i].points[0].v);
 	assert_true(r->series[0].points[0].v == 10 && r->series[4].points[0].v == 1);
 	promql_result_free(r);
+	/* NaN last in both orders, as Prometheus 2.42 answers (asked with
+	 * srt's five samples: sort gives 1 2 3 NaN NaN, sort_desc 3 2 1 NaN NaN) */
+	static const char *const sorts[] = {"sort(srt)", "sort_desc(srt)"};
+	for (int k = 0; k < 2; k++) {
+		r = query(sorts[k], 0);
+		assert_int_equal(r->nseries, 5);
+		for (size_t i = 0; i < 3; i++)
+			assert_true(r->series[i].points[0].v == (k ? 3.0 - (double)i : 1.0 + (double)i));
+		assert_true(isnan(r->series[3].points[0].v) && isnan(r->series[4].points[0].v));
+		promql_result_free(r);
+	}
 	/* errors, worded as Prometheus words them */
 	expect_error("label_replace(x, \"1bad\", \"v\", \"job\", \"(.*)\")", 0, GPULSE_EINVAL,
 		     "invalid destination label name in label_replace(): 1bad");
