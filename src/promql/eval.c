@@ -1281,9 +1281,15 @@ struct bucket {
 	double le, count;
 };
 
+/* A bucket whose le is NaN (which Go's ParseFloat reads) sorts last, so
+ * that the histogram has no +Inf bucket at the end and gives NaN: Go's
+ * sort leaves a NaN bound where its comparisons happen to, so Prometheus's
+ * answer for such a histogram hangs on the order of the input. */
 static int cmp_bucket(const void *a, const void *b)
 {
 	double x = ((const struct bucket *)a)->le, y = ((const struct bucket *)b)->le;
+	if (isnan(x) || isnan(y))
+		return isnan(x) - isnan(y);
 	return x < y ? -1 : x > y;
 }
 
@@ -1345,13 +1351,15 @@ static bool eval_histogram_quantile(struct ev *ev, double q, const struct value 
 	size_t ngroups = 0;
 	for (size_t i = 0; i < v->n; i++) {
 		const char *lv = lset_get(v->s[i].ls, "le");
-		char *end = NULL;
-		if (!lv || !*lv)
+		/* No le, or one that Go's ParseFloat refuses (" 1", "1e500"):
+		 * not a bucket, skipped as Prometheus does. */
+		if (!lv || promql_parse_go_float(lv, &bound[i]) != 0)
 			continue;
-		bound[i] = strtod(lv, &end);
-		if (*end || isnan(bound[i]))
-			continue; /* no bucket bound: skipped, as Prometheus does */
-		const char *key = sig(ev, v->s[i].ls, false, le, 1);
+		/* A histogram is all labels but le, its name included: two
+		 * histograms differing only by name stay apart (and, with the
+		 * name dropped, give "vector cannot contain metrics with the
+		 * same labelset", as in Prometheus). */
+		const char *key = full_key(ev, lset_filter(ev, v->s[i].ls, false, false, le, 1));
 		size_t g;
 		next[i] = SIZE_MAX;
 		if (smap_get(&groups, key, &g)) {
@@ -1389,7 +1397,7 @@ static int cmp_vsample_value_desc(const void *a, const void *b)
 {
 	double x = ((const struct vsample *)a)->v, y = ((const struct vsample *)b)->v;
 	if (isnan(x) || isnan(y))
-		return isnan(x) ? (isnan(y) ? 0 : -1) : 1;
+		return isnan(x) ? (isnan(y) ? 0 : 1) : -1;
 	return x > y ? -1 : x < y;
 }
 

@@ -84,6 +84,11 @@ static int setup(void **state)
 	load(MIN_MS, "f{s=\"pos\"}", "2.5");
 	load(MIN_MS, "f{s=\"neg\"}", "-2.5");
 	load(MIN_MS, "f{s=\"frac\"}", "1.234");
+	/* two histograms differing only by name */
+	load(MIN_MS, "hq1_bucket{le=\"1\"}", "5");
+	load(MIN_MS, "hq1_bucket{le=\"+Inf\"}", "10");
+	load(MIN_MS, "hq2_bucket{le=\"1\"}", "1");
+	load(MIN_MS, "hq2_bucket{le=\"+Inf\"}", "10");
 	/* sort with NaN */
 	load(MIN_MS, "srt{k=\"a\"}", "3");
 	load(MIN_MS, "srt{k=\"b\"}", "NaN");
@@ -523,6 +528,13 @@ static void test_functions(void **state)
 		assert_true(r->series[i - 1].points[0].v >= r->series[i].points[0].v);
 	assert_true(r->series[0].points[0].v == 10 && r->series[4].points[0].v == 1);
 	promql_result_free(r);
+	/* histogram_quantile keeps histograms differing only by name apart
+	 * and then refuses their equal label sets, as Prometheus 2.42 does
+	 * (asked: "vector cannot contain metrics with the same labelset") */
+	expect1("histogram_quantile(0.05, hq1_bucket)", 0, "{}", 0.5 / 5);
+	expect1("histogram_quantile(0.05, hq2_bucket)", 0, "{}", 0.5 / 1);
+	expect_error("histogram_quantile(0.5, {__name__=~\"hq1_bucket|hq2_bucket\"})", 0, GPULSE_EINVAL,
+		     "vector cannot contain metrics with the same labelset");
 	/* NaN last in both orders, as Prometheus 2.42 answers (asked with
 	 * srt's five samples: sort gives 1 2 3 NaN NaN, sort_desc 3 2 1 NaN NaN) */
 	static const char *const sorts[] = {"sort(srt)", "sort_desc(srt)"};
