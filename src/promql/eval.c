@@ -1610,17 +1610,26 @@ static bool eval_agg(struct ev *ev, const struct promql_expr *e, struct value *o
 	size_t heapcap = is_k ? ((uint64_t)k > in.n ? in.n : (size_t)k) : 0;
 	for (size_t i = 0; i < in.n; i++) {
 		const struct vsample *s = &in.s[i];
-		struct lset gl;
-		if (e->without)
-			gl = lset_filter(ev, s->ls, true, false, e->grouping, e->ngrouping);
-		else
-			gl = lset_filter(ev, s->ls, false, true, e->grouping, e->ngrouping);
-		if (value_label) { /* count_values: the value is one more grouping label */
+		/* count_values: the value becomes a label of the series before
+		 * grouping, as in Prometheus, so `by` keeps it (Prometheus adds
+		 * it to the by list) and `without` naming it drops it. */
+		struct lset sl = s->ls;
+		const char *value_text = NULL;
+		if (value_label) {
 			struct buf num;
 			buf_init(&num, 512);
 			promql_format_value(&num, s->v); /* Go's FormatFloat(v, 'f', -1, 64) */
-			gl = lset_set(ev, gl, value_label, arena_strdup(&ev->step, num.data ? num.data : ""));
+			value_text = arena_strdup(&ev->step, num.data ? num.data : "");
 			buf_free(&num);
+			sl = lset_set(ev, sl, value_label, value_text);
+		}
+		struct lset gl;
+		if (e->without) {
+			gl = lset_filter(ev, sl, true, false, e->grouping, e->ngrouping);
+		} else {
+			gl = lset_filter(ev, sl, false, true, e->grouping, e->ngrouping);
+			if (value_label)
+				gl = lset_set(ev, gl, value_label, value_text);
 		}
 		const char *key = full_key(ev, gl);
 		size_t gi;
