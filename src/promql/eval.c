@@ -1003,6 +1003,33 @@ static bool check_unique(struct ev *ev, const struct value *v)
 	return true;
 }
 
+/* Go's %f of v: "NaN", "+Inf", "-Inf" or six decimals. */
+static void go_fmt_f(char *b, size_t len, double v)
+{
+	if (isnan(v))
+		snprintf(b, len, "NaN");
+	else if (isinf(v))
+		snprintf(b, len, "%s", v > 0 ? "+Inf" : "-Inf");
+	else
+		snprintf(b, len, "%f", v);
+}
+
+/* holt_winters's smoothing and trend factors as Prometheus checks them:
+ * an error unless 0 < f < 1, though a NaN passes (and gives NaN). */
+static bool holt_winters_factors_ok(struct ev *ev, const double *sc)
+{
+	for (int i = 0; i < 2; i++) {
+		if (sc[i] <= 0 || sc[i] >= 1) {
+			char got[400];
+			go_fmt_f(got, sizeof got, sc[i]);
+			everr(ev, GPULSE_EINVAL, "invalid %s factor. Expected: 0 < %s < 1, got: %s",
+			      i ? "trend" : "smoothing", i ? "tf" : "sf", got);
+			return false;
+		}
+	}
+	return true;
+}
+
 static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct value *out)
 {
 	enum promql_func_id id = e->func->id;
@@ -1021,14 +1048,6 @@ static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct 
 		if (nsc < 2)
 			sc[nsc++] = v.scalar;
 	}
-	if (id == PROMQL_FN_HOLT_WINTERS) {
-		for (int i = 0; i < 2; i++)
-			if (!(sc[i] > 0 && sc[i] < 1)) {
-				everr(ev, GPULSE_EINVAL, "invalid %s factor. Expected: 0 < %s < 1, got: %g",
-				      i ? "trend" : "smoothing", i ? "tf" : "sf", sc[i]);
-				return false;
-			}
-	}
 	const struct promql_expr *ms = unparen(e->args[mi]);
 	struct promql_series_set set;
 	if (!range_input(ev, ms, &set))
@@ -1043,6 +1062,11 @@ static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct 
 		const struct promql_series *s = &set.series[i];
 		size_t n = window(ev, s, range_start, range_end);
 		any = any || n > 0;
+		/* Prometheus checks holt_winters's factors in the function, which
+		 * runs only on a window with samples: over no data the answer is
+		 * empty, whatever the factors. */
+		if (id == PROMQL_FN_HOLT_WINTERS && n > 0 && !holt_winters_factors_ok(ev, sc))
+			return false;
 		double v;
 		bool ok;
 		switch (id) {

@@ -560,8 +560,17 @@ static void test_functions(void **state)
 		     "vector cannot contain metrics with the same labelset");
 	expect_error("count_values(\"1x\", x)", 0, GPULSE_EINVAL, "invalid label name \"1x\"");
 	expect1("count_values by (job) (\"v\", x{job=\"b\"} > 5)", 0, "{job=\"b\", v=\"10\"}", 2);
-	expect_error("holt_winters(w[5m], 1, 0.5)", 4 * MIN_MS, GPULSE_EINVAL, "invalid smoothing factor");
-	expect_error("holt_winters(w[5m], 0.5, 0)", 4 * MIN_MS, GPULSE_EINVAL, "invalid trend factor");
+	/* the factors' errors and their Go %f wording, as promtool 2.42 gives
+	 * them; no error over a window without samples, nor for a NaN */
+	expect_error("holt_winters(w[5m], 1, 0.5)", 4 * MIN_MS, GPULSE_EINVAL,
+		     "invalid smoothing factor. Expected: 0 < sf < 1, got: 1.000000");
+	expect_error("holt_winters(w[5m], 0.5, 0)", 4 * MIN_MS, GPULSE_EINVAL,
+		     "invalid trend factor. Expected: 0 < tf < 1, got: 0.000000");
+	expect_error("holt_winters(w[5m], -Inf, 0.5)", 4 * MIN_MS, GPULSE_EINVAL, "got: -Inf");
+	expect_error("holt_winters(w[5m:1m], 0.5, 1)", 4 * MIN_MS, GPULSE_EINVAL, "invalid trend factor");
+	expect_empty("holt_winters(nothing[5m], 2, 0.5)", 4 * MIN_MS);
+	expect_empty("holt_winters(w[5m] offset 1h, 0.5, 7)", 4 * MIN_MS);
+	expect1("holt_winters(w[5m], 0.5, NaN)", 4 * MIN_MS, "{k=\"v\"}", NAN);
 	/* label_replace keeps the metric name and leaves what does not match */
 	r = query("label_replace(x, \"jj\", \"<$1$1>\", \"job\", \"(a)\")", 0);
 	expect_sample(r, "{__name__=\"x\", i=\"1\", jj=\"<aa>\", job=\"a\"}", 1);
