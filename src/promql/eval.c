@@ -18,11 +18,32 @@
 #include <string.h>
 
 #include "clock.h"
+#include "gofloat.h"
 #include "parser.h"
 #include "rx.h"
 #include "status.h"
 #include "str.h"
 #include "xalloc.h"
+
+/* Under AddressSanitizer the arena poisons what it has not handed out and
+ * leaves a poisoned gap after each allocation, so a write past the end of
+ * one arena array (a result vector sized too small) is reported like a
+ * heap overflow instead of landing silently in the next allocation. */
+#if defined(__SANITIZE_ADDRESS__)
+#define EVAL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EVAL_ASAN 1
+#endif
+#endif
+#ifdef EVAL_ASAN
+#include <sanitizer/asan_interface.h>
+#define ARENA_REDZONE sizeof(max_align_t)
+#else
+#define ASAN_POISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define ARENA_REDZONE 0
+#endif
 
 /* ---- arena ---- */
 
@@ -36,21 +57,24 @@ struct arena {
 	struct chunk *head;
 };
 
-static void *arena_alloc(struct arena *a, size_t n)
+static void *arena_alloc(struct arena *a, size_t want)
 {
-	n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+	size_t n = (want + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
 	if (n == 0)
 		n = sizeof(max_align_t);
+	n += ARENA_REDZONE;
 	if (!a->head || a->head->cap - a->head->used < n) {
 		size_t cap = n > 64 * 1024 ? n : 64 * 1024;
 		struct chunk *c = xmalloc(sizeof *c + cap);
 		c->next = a->head;
 		c->used = 0;
 		c->cap = cap;
+		ASAN_POISON_MEMORY_REGION(c->data, cap);
 		a->head = c;
 	}
 	void *p = (char *)a->head->data + a->head->used;
 	a->head->used += n;
+	ASAN_UNPOISON_MEMORY_REGION(p, want);
 	return p;
 }
 
@@ -76,6 +100,7 @@ static void arena_free(struct arena *a)
 	while (a->head) {
 		struct chunk *c = a->head;
 		a->head = c->next;
+		ASAN_UNPOISON_MEMORY_REGION(c->data, c->cap);
 		free(c);
 	}
 }
@@ -978,6 +1003,33 @@ static bool check_unique(struct ev *ev, const struct value *v)
 	return true;
 }
 
+/* Go's %f of v: "NaN", "+Inf", "-Inf" or six decimals. */
+static void go_fmt_f(char *b, size_t len, double v)
+{
+	if (isnan(v))
+		snprintf(b, len, "NaN");
+	else if (isinf(v))
+		snprintf(b, len, "%s", v > 0 ? "+Inf" : "-Inf");
+	else
+		snprintf(b, len, "%f", v);
+}
+
+/* holt_winters's smoothing and trend factors as Prometheus checks them:
+ * an error unless 0 < f < 1, though a NaN passes (and gives NaN). */
+static bool holt_winters_factors_ok(struct ev *ev, const double *sc)
+{
+	for (int i = 0; i < 2; i++) {
+		if (sc[i] <= 0 || sc[i] >= 1) {
+			char got[400];
+			go_fmt_f(got, sizeof got, sc[i]);
+			everr(ev, GPULSE_EINVAL, "invalid %s factor. Expected: 0 < %s < 1, got: %s",
+			      i ? "trend" : "smoothing", i ? "tf" : "sf", got);
+			return false;
+		}
+	}
+	return true;
+}
+
 static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct value *out)
 {
 	enum promql_func_id id = e->func->id;
@@ -996,14 +1048,6 @@ static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct 
 		if (nsc < 2)
 			sc[nsc++] = v.scalar;
 	}
-	if (id == PROMQL_FN_HOLT_WINTERS) {
-		for (int i = 0; i < 2; i++)
-			if (!(sc[i] > 0 && sc[i] < 1)) {
-				everr(ev, GPULSE_EINVAL, "invalid %s factor. Expected: 0 < %s < 1, got: %g",
-				      i ? "trend" : "smoothing", i ? "tf" : "sf", sc[i]);
-				return false;
-			}
-	}
 	const struct promql_expr *ms = unparen(e->args[mi]);
 	struct promql_series_set set;
 	if (!range_input(ev, ms, &set))
@@ -1018,6 +1062,11 @@ static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct 
 		const struct promql_series *s = &set.series[i];
 		size_t n = window(ev, s, range_start, range_end);
 		any = any || n > 0;
+		/* Prometheus checks holt_winters's factors in the function, which
+		 * runs only on a window with samples: over no data the answer is
+		 * empty, whatever the factors. */
+		if (id == PROMQL_FN_HOLT_WINTERS && n > 0 && !holt_winters_factors_ok(ev, sc))
+			return false;
 		double v;
 		bool ok;
 		switch (id) {
@@ -1261,9 +1310,15 @@ struct bucket {
 	double le, count;
 };
 
+/* A bucket whose le is NaN (which Go's ParseFloat reads) sorts last, so
+ * that the histogram has no +Inf bucket at the end and gives NaN: Go's
+ * sort leaves a NaN bound where its comparisons happen to, so Prometheus's
+ * answer for such a histogram hangs on the order of the input. */
 static int cmp_bucket(const void *a, const void *b)
 {
 	double x = ((const struct bucket *)a)->le, y = ((const struct bucket *)b)->le;
+	if (isnan(x) || isnan(y))
+		return isnan(x) - isnan(y);
 	return x < y ? -1 : x > y;
 }
 
@@ -1325,13 +1380,15 @@ static bool eval_histogram_quantile(struct ev *ev, double q, const struct value 
 	size_t ngroups = 0;
 	for (size_t i = 0; i < v->n; i++) {
 		const char *lv = lset_get(v->s[i].ls, "le");
-		char *end = NULL;
-		if (!lv || !*lv)
+		/* No le, or one that Go's ParseFloat refuses (" 1", "1e500"):
+		 * not a bucket, skipped as Prometheus does. */
+		if (!lv || promql_parse_go_float(lv, &bound[i]) != 0)
 			continue;
-		bound[i] = strtod(lv, &end);
-		if (*end || isnan(bound[i]))
-			continue; /* no bucket bound: skipped, as Prometheus does */
-		const char *key = sig(ev, v->s[i].ls, false, le, 1);
+		/* A histogram is all labels but le, its name included: two
+		 * histograms differing only by name stay apart (and, with the
+		 * name dropped, give "vector cannot contain metrics with the
+		 * same labelset", as in Prometheus). */
+		const char *key = full_key(ev, lset_filter(ev, v->s[i].ls, false, false, le, 1));
 		size_t g;
 		next[i] = SIZE_MAX;
 		if (smap_get(&groups, key, &g)) {
@@ -1354,11 +1411,14 @@ static bool eval_histogram_quantile(struct ev *ev, double q, const struct value 
 	return check_unique(ev, out);
 }
 
+/* sort and sort_desc both put NaN last: Prometheus sorts the reverse
+ * order with NaN first (vectorByReverseValueHeap, vectorByValueHeap) and
+ * then reverses it (sort.Reverse). */
 static int cmp_vsample_value(const void *a, const void *b)
 {
 	double x = ((const struct vsample *)a)->v, y = ((const struct vsample *)b)->v;
 	if (isnan(x) || isnan(y))
-		return isnan(x) ? (isnan(y) ? 0 : -1) : 1; /* NaN first, as Prometheus */
+		return isnan(x) ? (isnan(y) ? 0 : 1) : -1;
 	return x < y ? -1 : x > y;
 }
 
@@ -1366,7 +1426,7 @@ static int cmp_vsample_value_desc(const void *a, const void *b)
 {
 	double x = ((const struct vsample *)a)->v, y = ((const struct vsample *)b)->v;
 	if (isnan(x) || isnan(y))
-		return isnan(x) ? (isnan(y) ? 0 : -1) : 1;
+		return isnan(x) ? (isnan(y) ? 0 : 1) : -1;
 	return x > y ? -1 : x < y;
 }
 
@@ -1579,17 +1639,26 @@ static bool eval_agg(struct ev *ev, const struct promql_expr *e, struct value *o
 	size_t heapcap = is_k ? ((uint64_t)k > in.n ? in.n : (size_t)k) : 0;
 	for (size_t i = 0; i < in.n; i++) {
 		const struct vsample *s = &in.s[i];
-		struct lset gl;
-		if (e->without)
-			gl = lset_filter(ev, s->ls, true, false, e->grouping, e->ngrouping);
-		else
-			gl = lset_filter(ev, s->ls, false, true, e->grouping, e->ngrouping);
-		if (value_label) { /* count_values: the value is one more grouping label */
+		/* count_values: the value becomes a label of the series before
+		 * grouping, as in Prometheus, so `by` keeps it (Prometheus adds
+		 * it to the by list) and `without` naming it drops it. */
+		struct lset sl = s->ls;
+		const char *value_text = NULL;
+		if (value_label) {
 			struct buf num;
 			buf_init(&num, 512);
 			promql_format_value(&num, s->v); /* Go's FormatFloat(v, 'f', -1, 64) */
-			gl = lset_set(ev, gl, value_label, arena_strdup(&ev->step, num.data ? num.data : ""));
+			value_text = arena_strdup(&ev->step, num.data ? num.data : "");
 			buf_free(&num);
+			sl = lset_set(ev, sl, value_label, value_text);
+		}
+		struct lset gl;
+		if (e->without) {
+			gl = lset_filter(ev, sl, true, false, e->grouping, e->ngrouping);
+		} else {
+			gl = lset_filter(ev, sl, false, true, e->grouping, e->ngrouping);
+			if (value_label)
+				gl = lset_set(ev, gl, value_label, value_text);
 		}
 		const char *key = full_key(ev, gl);
 		size_t gi;
@@ -1742,12 +1811,14 @@ static bool eval_vector_binop(struct ev *ev, const struct promql_expr *e, struct
 				out->s[out->n++] = r->s[i];
 		return true;
 	}
-	vec_alloc(ev, out, l->n);
-	if (l->n == 0 || r->n == 0)
-		return true;
 	/* For group_right, swap sides so the right is always the "one". */
 	bool swap = e->card == PROMQL_CARD_ONE_TO_MANY;
 	struct value *lhs = swap ? r : l, *rhs = swap ? l : r;
+	/* At most one result per sample of the "many" side: sized after the
+	 * swap, as group_right's many side is the right operand. */
+	vec_alloc(ev, out, lhs->n);
+	if (l->n == 0 || r->n == 0)
+		return true;
 	struct smap right;
 	smap_init(ev, &right, rhs->n);
 	for (size_t i = 0; i < rhs->n; i++) {
