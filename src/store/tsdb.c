@@ -207,6 +207,7 @@ struct tsdb {
 	bool fault;
 	char fault_why[640];
 	int64_t retry_at_ns;          /* monotonic time of the next reopen */
+	int flush_errno;              /* the system's errno of the last failed flush */
 	struct complaint fault_complaint;
 
 	pthread_t flusher;
@@ -874,17 +875,15 @@ static int lock_file(struct tsdb *db, char *err, size_t errlen)
 
 /* An SQLite result that says the file cannot be written now (its mode, a
  * read-only file system), as opposed to a full disk or an I/O error. */
-static bool sql_is_unwritable(sqlite3 *sql, int rc)
+static bool sql_is_unwritable(int sys_errno, int rc)
 {
 	switch (rc & 0xff) {
 	case SQLITE_READONLY:
 	case SQLITE_PERM:
 	case SQLITE_CANTOPEN:
 		return true;
-	case SQLITE_IOERR: {
-		int e = sql ? sqlite3_system_errno(sql) : 0;
-		return e == EROFS || e == EACCES || e == EPERM;
-	}
+	case SQLITE_IOERR:
+		return sys_errno == EROFS || sys_errno == EACCES || sys_errno == EPERM;
 	default:
 		return false;
 	}
@@ -1055,6 +1054,18 @@ static int reopen(struct tsdb *db, bool lost, char *err, size_t errlen)
 		unwritable_why(db, err, errlen);
 		return GPULSE_EIO;
 	}
+	/* SQLite does not always say a reopened file is read-only (it may
+	 * reuse the descriptor of the connection just closed): one small
+	 * write tells. */
+	char q[96];
+	snprintf(q, sizeof q, "BEGIN IMMEDIATE; PRAGMA user_version = %d; COMMIT", TSDB_SCHEMA_VERSION);
+	int rc = sqlite3_exec(db->sql, q, NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		int e = sqlite3_system_errno(db->sql);
+		str_errf(err, errlen, "%s: not writable (%s)", db->path, e ? strerror(e) : sqlite3_errstr(rc));
+		sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
+		return GPULSE_EIO;
+	}
 	return 0;
 }
 
@@ -1119,7 +1130,9 @@ static int check_store(struct tsdb *db)
 		return 0;
 	if (now < db->retry_at_ns)
 		return GPULSE_EIO;
-	if (reopen(db, false, err, sizeof err) != 0) {
+	/* Closed first, as for a lost file: a second connection beside the
+	 * read-only one would share its file and be taken for writable. */
+	if (reopen(db, true, err, sizeof err) != 0) {
 		set_fault(db, err);
 		return GPULSE_EIO;
 	}
@@ -1767,8 +1780,10 @@ static int write_items(struct tsdb *db, struct flush_item *items, size_t n, uint
 		rc = roll_series(db, &items[i]);
 	if (rc == 0)
 		rc = exec_stmt(db, ST_COMMIT);
-	if (rc != 0)
+	if (rc != 0) {
+		db->flush_errno = sqlite3_system_errno(db->sql);   /* before the rollback's */
 		exec_stmt(db, ST_ROLLBACK);
+	}
 	return rc;
 }
 
@@ -1928,11 +1943,11 @@ int tsdb_flush(struct tsdb *db)
 		complain(&db->flush_complaint, "tsdb: %s: flush failed, samples kept in memory: %s",
 			 db->path, sqlite3_errstr(rc));
 		db->flush_failing = true;
-		if (sql_is_unwritable(db->sql, rc)) {
+		if (sql_is_unwritable(db->flush_errno, rc)) {
 			/* A file system remounted read-only, a mode changed under
 			 * a connection that reopened: open it again later. */
 			char why[640];
-			int e = sqlite3_system_errno(db->sql);
+			int e = db->flush_errno;
 			str_errf(why, sizeof why, "%s: not writable (%s) while flushing", db->path,
 				 e ? strerror(e) : sqlite3_errstr(rc));
 			set_fault(db, why);
