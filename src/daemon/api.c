@@ -154,14 +154,23 @@ static int bad_time(struct http_response *resp, const char *param, const char *v
 
 static bool storage_off(struct api *a, struct http_response *resp)
 {
-	if (a->db)
-		return false;
-	char msg[900];
-	pthread_mutex_lock(&a->why_mu);
-	bool why = a->why[0] != '\0';
-	if (why)
-		snprintf(msg, sizeof msg, "storage unavailable: %s", a->why);
-	pthread_mutex_unlock(&a->why_mu);
+	char msg[900], fault[700];
+	bool why;
+	struct tsdb *db = atomic_load_explicit(&a->db, memory_order_acquire);
+	if (db) {
+		/* Open but not writable (read-only, deleted and not yet made
+		 * again): its history may be incomplete, as the README says. */
+		if (tsdb_unwritable(db, fault, sizeof fault) == 0)
+			return false;
+		snprintf(msg, sizeof msg, "storage unavailable: %s", fault);
+		why = true;
+	} else {
+		pthread_mutex_lock(&a->why_mu);
+		why = a->why[0] != '\0';
+		if (why)
+			snprintf(msg, sizeof msg, "storage unavailable: %s", a->why);
+		pthread_mutex_unlock(&a->why_mu);
+	}
 	if (!why)
 		snprintf(msg, sizeof msg, "storage is disabled: start gpulsed with storage.path or "
 			 "--storage-path to query its history");

@@ -904,7 +904,11 @@ static void storage_stats(void *ctx, struct storage_self_stats *out)
 		return;
 	struct tsdb_stats st;
 	tsdb_get_stats(db, &st);
-	out->available = true;
+	out->open = true;
+	out->available = st.writable;
+	out->samples_out_of_order_total = st.samples_out_of_order_total;
+	out->clock_steps_total = st.clock_steps_total;
+	out->file_lost_total = st.file_lost_total;
 	out->errors_total = st.storage_errors_total;
 	out->samples_appended_total = st.samples_appended_total;
 	out->samples_dropped_total = st.samples_dropped_total;
@@ -988,6 +992,7 @@ static int open_storage(struct daemon *d, char *err, size_t errlen)
 		.flush_interval_ms = d->cfg.storage.flush_interval_ns / NS_PER_MS,
 		.raw_retention_ms = d->cfg.storage.retention_ns / NS_PER_MS,
 		.rollup_retention_ms = d->cfg.storage.rollup_retention_ns / NS_PER_MS,
+		.retry_interval_ms = d->cfg.storage.retry_interval_ns / NS_PER_MS,
 	};
 	atomic_fetch_add(&d->store_attempts, 1);
 	struct tsdb *db = NULL;
@@ -1058,8 +1063,15 @@ static int start_storage(struct daemon *d)
 		log_error("storage.path: %s", err);
 		return exit_status(rc);
 	}
-	log_info("storage: keeping samples in %s%s", path,
-		 d->cfg.storage.path[0] ? "" : " (a temporary store for --demo, removed at exit)");
+	/* Open, but not writable (a read-only file or file system): the
+	 * store said so and keeps the samples in memory until it can write;
+	 * "keeping samples" would be false. */
+	if (tsdb_unwritable(d->db, err, sizeof err) != 0)
+		log_warn("storage.path: %s; gpulse_storage_available 0 and the query API answers 503 "
+			 "until it can be written", err);
+	else
+		log_info("storage: keeping samples in %s%s", path,
+			 d->cfg.storage.path[0] ? "" : " (a temporary store for --demo, removed at exit)");
 	return 0;
 }
 

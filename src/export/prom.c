@@ -1549,7 +1549,7 @@ static void render_self(struct render *r, const struct self_stats *self)
 			memset(&st, 0, sizeof st);
 			self->storage_stats(self->storage_ctx, &st);
 			family(w, "gpulse_storage_available", T_GAUGE,
-			       "1 when the store is open; 0 while a disk failure keeps it shut (retried).");
+			       "1 when the store is open and writable; 0 while a disk failure keeps it shut or its file cannot be written (retried).");
 			plain_u64(w, st.available);
 			family(w, "gpulse_storage_open_attempts_total", T_COUNTER,
 			       "Attempts to open the store, the first at start included.");
@@ -1577,7 +1577,16 @@ static void render_self(struct render *r, const struct self_stats *self)
 			family(w, "gpulse_storage_corrupt_chunks_total", T_COUNTER,
 			       "Damaged chunks and rollup blocks (checksum mismatch, undecodable) that reads skipped, each counted once.");
 			plain_u64(w, st.corrupt_chunks_total);
-			if (st.available) {
+			family(w, "gpulse_storage_samples_out_of_order_total", T_COUNTER,
+			       "Samples stored though older than their series' newest (the wall clock stepped back), within the store's window.");
+			plain_u64(w, st.samples_out_of_order_total);
+			family(w, "gpulse_clock_steps_total", T_COUNTER,
+			       "Steps of the wall clock (over 1 s) seen by the store, each also logged.");
+			plain_u64(w, st.clock_steps_total);
+			family(w, "gpulse_storage_file_lost_total", T_COUNTER,
+			       "Times the store's file, -wal or -shm was found deleted or replaced under the running store.");
+			plain_u64(w, st.file_lost_total);
+			if (st.open) {
 				family(w, "gpulse_storage_self_scrape_series", T_GAUGE,
 				       "Series of /metrics that only the store's own scrape stores (info, "
 				       "per-process, self-metrics).");

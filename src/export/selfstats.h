@@ -29,7 +29,11 @@ struct storage_self_stats {
 	uint64_t head_bytes;
 	uint64_t db_bytes;
 	uint64_t corrupt_chunks_total;    /* damaged chunks skipped by reads */
-	bool available;                   /* the store is open (else the rest is 0) */
+	bool open;                        /* the store is open (else the rest is 0) */
+	bool available;                   /* open and writable */
+	uint64_t samples_out_of_order_total; /* taken though older than their series' newest */
+	uint64_t clock_steps_total;       /* wall-clock steps the store saw */
+	uint64_t file_lost_total;         /* its file, -wal or -shm deleted or replaced */
 	uint64_t open_attempts_total;     /* tries to open it, the first included */
 	uint64_t open_failures_total;
 	/* The store's scrape of /metrics (src/daemon/selfscrape.h). */

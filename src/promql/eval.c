@@ -1382,7 +1382,7 @@ static bool eval_histogram_quantile(struct ev *ev, double q, const struct value 
 		const char *lv = lset_get(v->s[i].ls, "le");
 		/* No le, or one that Go's ParseFloat refuses (" 1", "1e500"):
 		 * not a bucket, skipped as Prometheus does. */
-		if (!lv || promql_parse_go_float(lv, &bound[i]) != 0)
+		if (!lv || gofloat_parse(lv, &bound[i]) != 0)
 			continue;
 		/* A histogram is all labels but le, its name included: two
 		 * histograms differing only by name stay apart (and, with the

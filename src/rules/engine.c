@@ -51,7 +51,8 @@ struct group_state {
 	const struct rules_group *g;
 	struct rule_state *rules;
 	int64_t interval_ms;
-	int64_t next_ms;         /* next aligned evaluation; 0: not scheduled */
+	int64_t due_ns;          /* monotonic time of the next evaluation; 0: not scheduled */
+	int64_t last_t_ms;       /* the time the last evaluation was stamped with */
 	double last_duration_s;
 	int64_t last_eval_ms;
 	uint64_t evaluations_total, failures_total;
@@ -899,35 +900,65 @@ int rules_engine_eval_group(struct rules_engine *e, size_t gi, int64_t t_ms)
 }
 
 
-/* The thread: wake at the earliest due group, evaluate every due group at
- * its aligned time, schedule it for the next multiple of its interval. */
+static int64_t floor_div_ms(int64_t a, int64_t b)
+{
+	int64_t q = a / b;
+	return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+/* The latest multiple of iv that the wall clock has passed by the delay:
+ * the time an evaluation now is stamped with. */
+static int64_t group_stamp(const struct rules_engine *e, int64_t iv, int64_t now_ms)
+{
+	return floor_div_ms(now_ms - e->cfg.eval_delay_ms, iv) * iv;
+}
+
+/* Milliseconds from now until the wall clock passes the next multiple of
+ * iv by the delay: in (0, iv] whatever the clock did before. */
+static int64_t group_wait_ms(const struct rules_engine *e, int64_t iv, int64_t now_ms)
+{
+	return group_stamp(e, iv, now_ms) + iv + e->cfg.eval_delay_ms - now_ms;
+}
+
+/* The thread: wake at the earliest due group, evaluate every due group,
+ * stamped with the multiple of its interval the wall clock passed, and
+ * schedule it for the next. The schedule is kept on the monotonic clock,
+ * each wait computed afresh from the wall clock (so evaluations stay on
+ * the multiples, and a step of the wall clock moves them by at most one
+ * interval): a step back no longer holds every group until the clock
+ * passes its old time again. Evaluation times go back with the clock, as
+ * Prometheus's (its group ticker is monotonic, its timestamps the wall
+ * clock's); the store takes their samples within its out-of-order window. */
 static void *engine_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-rules");
 	struct rules_engine *e = arg;
 	pthread_mutex_lock(&e->lock);
 	while (!e->stop) {
-		int64_t now = engine_now_ms(e);
-		int64_t next_due = now + 1000;
+		int64_t mono = clock_mono_ns();
+		int64_t next_due = mono + NS_PER_SEC;
 		for (size_t i = 0; i < e->ngroups; i++) {
 			struct group_state *gs = &e->groups[i];
 			int64_t iv = gs->interval_ms;
-			if (gs->next_ms == 0)
-				gs->next_ms = (now / iv + 1) * iv;
-			if (gs->next_ms + e->cfg.eval_delay_ms <= now) {
-				eval_group_locked(e, gs, gs->next_ms);
-				now = engine_now_ms(e);
+			if (gs->due_ns == 0)
+				gs->due_ns = mono + group_wait_ms(e, iv, engine_now_ms(e)) * NS_PER_MS;
+			if (gs->due_ns <= mono) {
+				int64_t t = group_stamp(e, iv, engine_now_ms(e));
+				/* Woken a hair early by the wall clock's slew: the
+				 * last stamp again, so wait for the next instead. */
+				if (t != gs->last_t_ms) {
+					eval_group_locked(e, gs, t);
+					gs->last_t_ms = t;
+				}
 				/* Missed iterations are skipped, as Prometheus does. */
-				gs->next_ms = ((now - e->cfg.eval_delay_ms) / iv + 1) * iv;
+				mono = clock_mono_ns();
+				gs->due_ns = mono + group_wait_ms(e, iv, engine_now_ms(e)) * NS_PER_MS;
 			}
-			if (gs->next_ms + e->cfg.eval_delay_ms < next_due)
-				next_due = gs->next_ms + e->cfg.eval_delay_ms;
+			if (gs->due_ns < next_due)
+				next_due = gs->due_ns;
 		}
-		int64_t wait_ms = next_due - engine_now_ms(e);
-		if (wait_ms > 1000)
-			wait_ms = 1000; /* the wall clock may step: look again */
-		if (wait_ms > 0)
-			mono_cond_wait_until(&e->wake, &e->lock, clock_mono_ns() + wait_ms * 1000000);
+		if (next_due > clock_mono_ns())
+			mono_cond_wait_until(&e->wake, &e->lock, next_due);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return NULL;

@@ -34,6 +34,9 @@
 #define DEFAULT_MAX_SERIES 100000
 #define DEFAULT_MAX_HEAD_BYTES (256u << 20)
 #define RETENTION_PERIOD_MS 60000
+#define DEFAULT_OOO_WINDOW_MS (3600LL * 1000)
+#define DEFAULT_RETRY_MS 30000
+#define CLOCK_STEP_MS 1000             /* a wall-clock jump beyond this is a step */
 #define BUSY_TIMEOUT_MS 5000
 #define RECORD_LIST_MAX 10000
 #define RECORD_FIELD_MAX 65536          /* kind and key bytes */
@@ -45,6 +48,8 @@ struct pend {
 	int64_t mint, maxt;
 	uint16_t n;
 	uint16_t len;
+	bool overlap;                /* starts below its series' newest sample */
+	bool saved;                  /* a flush wrote its row (as the open chunk) */
 	uint8_t data[];
 };
 
@@ -65,20 +70,24 @@ struct series {
 	struct chunk_enc *open;
 	struct pend *ph, *pt;        /* pending full chunks, oldest first */
 	bool has_last;
-	int64_t last_t;
+	int64_t last_t;              /* the newest sample */
 	uint16_t open_saved_n;       /* samples of the open chunk already on disk */
+	bool open_overlaps;          /* the open chunk starts below last_t */
+	bool ooo;                    /* took a sample older than last_t: chunks
+	                              * overlap, reads merge all of them */
 };
 
 struct shard {
 	pthread_mutex_t mu;
 	uint64_t appended;
 	uint64_t dropped;
+	uint64_t ooo;
 } __attribute__((aligned(64)));
 
 enum stmt_id {
 	ST_SERIES_INSERT, ST_CHUNK_PUT, ST_CHUNK_RANGE, ST_RBLOCK_PUT, ST_RBLOCK_RANGE, ST_RBLOCK_LAST,
 	ST_RBLOCK_OLDER, ST_RBLOCK_DEL, ST_SERIES_ROLLED, ST_RET_CHUNKS, ST_RET_RBLOCKS, ST_REC_PUT, ST_REC_GET, ST_REC_LIST,
-	ST_REC_DEL, ST_REC_PRUNE, ST_REC_KEYS, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_COUNT
+	ST_REC_DEL, ST_REC_PRUNE, ST_REC_KEYS, ST_CHUNK_AT, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_COUNT
 };
 
 static const char *const stmt_sql[ST_COUNT] = {
@@ -104,6 +113,7 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_REC_DEL] = "DELETE FROM records WHERE kind = ?1 AND key = ?2",
 	[ST_REC_PRUNE] = "DELETE FROM records WHERE kind = ?1 AND t_ms < ?2",
 	[ST_REC_KEYS] = "SELECT key, t_ms, json FROM records WHERE kind = ?1 AND key >= ?2 AND key <= ?3 ORDER BY key DESC LIMIT ?4",
+	[ST_CHUNK_AT] = "SELECT 1 FROM chunks WHERE series_id = ?1 AND mint = ?2",
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
@@ -181,6 +191,25 @@ struct tsdb {
 	size_t ncorrupt_seen;
 	int64_t scratch_t[CHUNK_MAX_SAMPLES];   /* one chunk decoded, under db_mu */
 	double scratch_v[CHUNK_MAX_SAMPLES];
+
+	/* The wall clock's offset from the monotonic one at the last flush:
+	 * a change is a step (flusher thread only). */
+	int64_t clock_off_ms;
+	bool have_clock_off;
+	_Atomic uint64_t clock_steps;
+	/* The file as opened (under db_mu): a different inode at the path,
+	 * or none, is a store deleted or replaced under us. */
+	dev_t dev;
+	ino_t ino, wal_ino, shm_ino;  /* 0: not seen */
+	_Atomic uint64_t file_lost;
+	/* Unwritable (read-only, replaced): set and cleared under db_mu,
+	 * read by tsdb_unwritable under fault_mu. */
+	pthread_mutex_t fault_mu;
+	bool fault;
+	char fault_why[640];
+	int64_t retry_at_ns;          /* monotonic time of the next reopen */
+	int flush_errno;              /* the system's errno of the last failed flush */
+	struct complaint fault_complaint;
 
 	pthread_t flusher;
 	bool flusher_running;
@@ -689,12 +718,12 @@ int tsdb_set_max_db_pages(struct tsdb *db, int64_t pages)
 	return rc;
 }
 
+static void db_disconnect(struct tsdb *db);
+static void note_unwritable_at_open(struct tsdb *db);
+
 static void db_free(struct tsdb *db)
 {
-	for (int i = 0; i < ST_COUNT; i++)
-		sqlite3_finalize(db->st[i]);
-	if (db->sql)
-		sqlite3_close(db->sql);
+	db_disconnect(db);
 	size_t n = atomic_load(&db->nseries);
 	for (size_t i = 0; i < n; i++)
 		series_free(db->series[i]);
@@ -706,11 +735,116 @@ static void db_free(struct tsdb *db)
 	pthread_mutex_destroy(&db->db_mu);
 	pthread_mutex_destroy(&db->series_mu);
 	pthread_mutex_destroy(&db->fl_mu);
+	pthread_mutex_destroy(&db->fault_mu);
 	mono_cond_destroy(&db->fl_cv);
 	if (db->lock_fd >= 0)
 		close(db->lock_fd);   /* releases the flock */
 	free(db->path);
 	free(db);
+}
+
+/* Close the connection (statements first). Under db_mu, or before the
+ * store is shared. */
+static void db_disconnect(struct tsdb *db)
+{
+	for (int i = 0; i < ST_COUNT; i++) {
+		sqlite3_finalize(db->st[i]);
+		db->st[i] = NULL;
+	}
+	if (db->sql)
+		sqlite3_close(db->sql);
+	db->sql = NULL;
+}
+
+/* Open the connection to `file` (db->path, or ":memory:" for a stand-in
+ * while the path cannot be used), check, migrate and prepare. 0 with
+ * db->sql and db->st set and *version the schema found (0: a new file);
+ * else nothing is left open and err says why (tsdb_open's statuses). */
+static int db_connect(struct tsdb *db, const char *file, int64_t *version, char *err, size_t errlen)
+{
+	/* A reader's connection without SQLite's own mutex: every use of it
+	 * is under db_mu already, and a report steps millions of rollup rows,
+	 * each step and column read otherwise a lock and unlock (a fifth of
+	 * a month's capacity report, docs/PERFORMANCE.md). */
+	int rc = sqlite3_open_v2(file, &db->sql,
+				 db->o.read_only ? SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX
+						 : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+				 NULL);
+	int r = GPULSE_EIO;
+	if (rc != SQLITE_OK) {
+		str_errf(err, errlen, "%s: cannot open: %s", db->path,
+			 db->sql ? sqlite3_errmsg(db->sql) : sqlite3_errstr(rc));
+		goto fail;
+	}
+	sqlite3_extended_result_codes(db->sql, 1);
+	sqlite3_busy_timeout(db->sql, BUSY_TIMEOUT_MS);
+	if (db->o.read_only) {
+		/* A reader (a report, a query from the file) walks most of the
+		 * file once: mapped, its 1 KiB pages are read in place instead
+		 * of one pread(2) and copy each (a fifth of a month's capacity
+		 * report, docs/PERFORMANCE.md). The writer keeps pread: a map
+		 * costs it nothing it needs, and WAL readers see the same data
+		 * either way. */
+		sqlite3_exec(db->sql, "PRAGMA mmap_size = " TSDB_READER_MMAP_BYTES, NULL, NULL, NULL);
+	}
+	*version = 0;
+	r = check_file(db, version, err, errlen);
+	if (r != 0) {
+		if (r == GPULSE_EPARSE)
+			explain_truncated(db, err, errlen);
+		goto fail;
+	}
+	if (db->o.read_only && *version != TSDB_SCHEMA_VERSION) {
+		/* A reader may not migrate: the owner does that when it opens. */
+		str_errf(err, errlen,
+			 *version == 0 ? "%s: an empty file, not a gpulse store"
+				       : "%s: schema version %lld; open it once with gpulsed to bring it to %d",
+			 db->path, (long long)*version, TSDB_SCHEMA_VERSION);
+		r = GPULSE_EPARSE;
+		goto fail;
+	}
+	if (!db->o.read_only) {
+		char *msg = NULL;
+		/* Small pages for a new file: a store of a few GPUs is small, and
+		 * every table and index costs at least one page. */
+		if (*version == 0)
+			sqlite3_exec(db->sql, "PRAGMA page_size = 1024", NULL, NULL, NULL);
+		rc = sqlite3_exec(db->sql, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, &msg);
+		if (rc != SQLITE_OK && sql_is_io(rc)) {
+			sqlite3_free(msg);
+			r = io_errf(db, rc, "enabling WAL", err, errlen);
+			goto fail;
+		}
+		if (rc != SQLITE_OK) {
+			str_errf(err, errlen, "%s: cannot enable WAL: %s", db->path, msg ? msg : sqlite3_errstr(rc));
+			sqlite3_free(msg);
+			r = GPULSE_EIO;
+			goto fail;
+		}
+		/* The cap before the schema is written: a capped store then fails
+		 * its creation as one on a full disk does. */
+		if (db->o.max_db_pages > 0)
+			set_page_cap(db, db->o.max_db_pages);
+		r = migrate(db, *version, err, errlen);
+		if (r != 0)
+			goto fail;
+	}
+	for (int i = 0; i < ST_COUNT; i++) {
+		rc = sqlite3_prepare_v3(db->sql, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &db->st[i], NULL);
+		if (rc != SQLITE_OK && sql_is_io(rc)) {
+			r = io_errf(db, rc, "reading its schema", err, errlen);
+			goto fail;
+		}
+		if (rc != SQLITE_OK) {
+			str_errf(err, errlen, "%s: unexpected schema: %s", db->path, sqlite3_errmsg(db->sql));
+			r = GPULSE_EPARSE;
+			goto fail;
+		}
+	}
+	return 0;
+fail:
+	db_disconnect(db);
+	return r;
 }
 
 /* Series ids are allocated in memory, so two stores writing one file would
@@ -735,6 +869,275 @@ static int lock_file(struct tsdb *db, char *err, size_t errlen)
 					  : strerror(e));
 		return e == EWOULDBLOCK ? GPULSE_EBUSY : GPULSE_EIO;
 	}
+	return 0;
+}
+
+/* ---- the file under the store: read-only, deleted, replaced ---- */
+
+/* An SQLite result that says the file cannot be written now (its mode, a
+ * read-only file system), as opposed to a full disk or an I/O error. */
+static bool sql_is_unwritable(int sys_errno, int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+	case SQLITE_CANTOPEN:
+		return true;
+	case SQLITE_IOERR:
+		return sys_errno == EROFS || sys_errno == EACCES || sys_errno == EPERM;
+	default:
+		return false;
+	}
+}
+
+/* The store cannot be written (why: a sentence naming the file): samples
+ * wait in the head, the file is opened again after the retry interval.
+ * Under db_mu. */
+static void set_fault(struct tsdb *db, const char *why)
+{
+	pthread_mutex_lock(&db->fault_mu);
+	db->fault = true;
+	snprintf(db->fault_why, sizeof db->fault_why, "%s", why);
+	pthread_mutex_unlock(&db->fault_mu);
+	db->retry_at_ns = clock_mono_ns() + db->o.retry_interval_ms * NS_PER_MS;
+	complain(&db->fault_complaint,
+		 "tsdb: %s; samples wait in memory (at most %zu bytes of them) and writing is tried "
+		 "again every %gs", why, db->o.max_head_bytes, (double)db->o.retry_interval_ms / 1000);
+}
+
+/* Under db_mu. */
+static void clear_fault(struct tsdb *db, const char *what)
+{
+	if (!db->fault)
+		return;
+	pthread_mutex_lock(&db->fault_mu);
+	db->fault = false;
+	db->fault_why[0] = '\0';
+	pthread_mutex_unlock(&db->fault_mu);
+	complaint_clear(&db->fault_complaint, "tsdb: %s: %s; the samples held in memory are written",
+			db->path, what);
+}
+
+int tsdb_unwritable(struct tsdb *db, char *why, size_t len)
+{
+	pthread_mutex_lock(&db->fault_mu);
+	bool f = db->fault;
+	if (f && why && len)
+		snprintf(why, len, "%s", db->fault_why);
+	pthread_mutex_unlock(&db->fault_mu);
+	return f ? GPULSE_EIO : 0;
+}
+
+/* The inode of PATH SUFFIX, 0 when there is none (*dev: its device). */
+static ino_t ino_of(const char *path, const char *suffix, dev_t *dev)
+{
+	char p[4096];
+	struct stat sb;
+	if ((size_t)snprintf(p, sizeof p, "%s%s", path, suffix) >= sizeof p || stat(p, &sb) != 0)
+		return 0;
+	if (dev)
+		*dev = sb.st_dev;
+	return sb.st_ino;
+}
+
+/* Remember the file, its -wal and its -shm as they are now. Under db_mu. */
+static void note_files(struct tsdb *db)
+{
+	db->ino = ino_of(db->path, "", &db->dev);
+	db->wal_ino = ino_of(db->path, "-wal", NULL);
+	db->shm_ino = ino_of(db->path, "-shm", NULL);
+}
+
+/* The sentence for a file SQLite opened read-only. */
+static void unwritable_why(struct tsdb *db, char *why, size_t len)
+{
+	int e = access(db->path, W_OK) != 0 ? errno : EROFS;
+	str_errf(why, len, "%s: not writable (%s): SQLite opened it read-only", db->path, strerror(e));
+}
+
+/* SQLite opens a file it may not write read-only, without a word: say so
+ * at open, and keep the samples until it can be written. */
+static void note_unwritable_at_open(struct tsdb *db)
+{
+	note_files(db);
+	if (sqlite3_db_readonly(db->sql, "main") == 1) {
+		char why[640];
+		unwritable_why(db, why, sizeof why);
+		set_fault(db, why);
+	}
+}
+
+/* A new, empty file at the path: every series and every head chunk (the
+ * open ones whole) is written to it afresh. Under db_mu. */
+static void forget_disk(struct tsdb *db)
+{
+	size_t n = atomic_load_explicit(&db->nseries, memory_order_acquire);
+	for (size_t i = 0; i < n; i++) {
+		struct series *s = db->series[i];
+		struct shard *sh = &db->shards[s->id % SHARDS];
+		s->on_disk = false;
+		s->rolled_until = 0;
+		pthread_mutex_lock(&sh->mu);
+		s->open_saved_n = 0;
+		for (struct pend *p = s->ph; p; p = p->next)
+			p->saved = false;
+		pthread_mutex_unlock(&sh->mu);
+	}
+	db->ncorrupt_seen = 0;
+}
+
+/* The .lock file went with the store (rm gpulse.db*): take a new one, so
+ * that a second store on the path is still refused. Under db_mu. */
+static int relock(struct tsdb *db, char *err, size_t errlen)
+{
+	char lp[4096];
+	struct stat a, b;
+	snprintf(lp, sizeof lp, "%s.lock", db->path);
+	if (db->lock_fd >= 0 && fstat(db->lock_fd, &a) == 0 && stat(lp, &b) == 0 &&
+	    a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+		return 0;
+	int old = db->lock_fd;
+	db->lock_fd = -1;
+	int r = lock_file(db, err, errlen);
+	if (r != 0) {
+		if (db->lock_fd >= 0)
+			close(db->lock_fd);
+		db->lock_fd = old;
+		return r;
+	}
+	if (old >= 0)
+		close(old);
+	return 0;
+}
+
+/* Open the connection again. `lost`: the file, its -wal or its -shm went
+ * away under the old one, which is closed first: it then writes what its
+ * deleted -wal holds into the file, and no new connection reads a -wal or
+ * -shm that belongs to another. When the path cannot be opened then, a
+ * stand-in in memory takes its place (reads find nothing; the fault stays
+ * set, so nothing is written to it). Otherwise the old connection stays
+ * until the new one is open. Under db_mu. 0 when the file can be written
+ * now; else the sentence in err. */
+static int reopen(struct tsdb *db, bool lost, char *err, size_t errlen)
+{
+	int64_t version = 0;
+	int r;
+	if (lost) {
+		db_disconnect(db);
+		r = db_connect(db, db->path, &version, err, errlen);
+		if (r != 0) {
+			char e2[256];
+			int64_t v2;
+			if (db_connect(db, ":memory:", &v2, e2, sizeof e2) != 0)
+				log_error("tsdb: %s: no connection at all: %s", db->path, e2);
+			return r;
+		}
+	} else {
+		sqlite3 *old = db->sql;
+		sqlite3_stmt *old_st[ST_COUNT];
+		memcpy(old_st, db->st, sizeof old_st);
+		db->sql = NULL;
+		memset(db->st, 0, sizeof db->st);
+		r = db_connect(db, db->path, &version, err, errlen);
+		if (r != 0) {
+			db->sql = old;
+			memcpy(db->st, old_st, sizeof old_st);
+			return r;
+		}
+		for (int i = 0; i < ST_COUNT; i++)
+			sqlite3_finalize(old_st[i]);
+		sqlite3_close(old);
+	}
+	note_files(db);
+	if (version == 0)
+		forget_disk(db);
+	if (sqlite3_db_readonly(db->sql, "main") == 1) {
+		unwritable_why(db, err, errlen);
+		return GPULSE_EIO;
+	}
+	/* SQLite does not always say a reopened file is read-only (it may
+	 * reuse the descriptor of the connection just closed): one small
+	 * write tells. */
+	char q[96];
+	snprintf(q, sizeof q, "BEGIN IMMEDIATE; PRAGMA user_version = %d; COMMIT", TSDB_SCHEMA_VERSION);
+	int rc = sqlite3_exec(db->sql, q, NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		int e = sqlite3_system_errno(db->sql);
+		str_errf(err, errlen, "%s: not writable (%s)", db->path, e ? strerror(e) : sqlite3_errstr(rc));
+		sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
+		return GPULSE_EIO;
+	}
+	return 0;
+}
+
+/* Before a flush, under db_mu: is the file at the path still the one
+ * open, and, while it cannot be written, is it time to open it again?
+ * 0 when the flush may write. */
+static int check_store(struct tsdb *db)
+{
+	char err[640];
+	struct stat sb;
+	int64_t now = clock_mono_ns();
+	bool gone = stat(db->path, &sb) != 0 && errno == ENOENT;
+	bool replaced = !gone && db->ino && (sb.st_ino != db->ino || sb.st_dev != db->dev);
+	const char *side = NULL;
+	if (!gone && !replaced && !db->fault) {
+		if (db->wal_ino && ino_of(db->path, "-wal", NULL) != db->wal_ino)
+			side = "-wal";
+		else if (db->shm_ino && ino_of(db->path, "-shm", NULL) != db->shm_ino)
+			side = "-shm";
+	}
+	if (gone || side) {
+		bool noticed = side || db->ino != 0;
+		if (noticed) {
+			atomic_fetch_add(&db->file_lost, 1);
+			if (gone)
+				log_error("tsdb: %s was deleted while the store was open: the history it held "
+					  "is gone; a new store is created at the path, holding from now on "
+					  "what memory holds and what comes", db->path);
+			else
+				log_warn("tsdb: %s%s was deleted while the store was open: opening the store "
+					 "again (what that file held is written into %s first)", db->path,
+					 side, db->path);
+			db->ino = 0;
+		} else if (!db->fault || now < db->retry_at_ns) {
+			return GPULSE_EIO;
+		}
+		int r = gone ? relock(db, err, sizeof err) : 0;
+		if (r == 0)
+			r = reopen(db, true, err, sizeof err);
+		if (r != 0) {
+			set_fault(db, err);
+			return GPULSE_EIO;
+		}
+		if (gone)
+			log_warn("tsdb: %s: a new store created; samples are written to it from now on",
+				 db->path);
+		clear_fault(db, gone ? "a new store created at the path" : "opened again");
+		return 0;
+	}
+	if (replaced) {
+		if (!db->fault) {
+			atomic_fetch_add(&db->file_lost, 1);
+			str_errf(err, sizeof err,
+				 "%s: replaced by another file while the store was open: not written to; "
+				 "restart gpulsed to open it, or remove it to have a new store created",
+				 db->path);
+			set_fault(db, err);
+		}
+		return GPULSE_EIO;
+	}
+	if (!db->fault)
+		return 0;
+	if (now < db->retry_at_ns)
+		return GPULSE_EIO;
+	/* Closed first, as for a lost file: a second connection beside the
+	 * read-only one would share its file and be taken for writable. */
+	if (reopen(db, true, err, sizeof err) != 0) {
+		set_fault(db, err);
+		return GPULSE_EIO;
+	}
+	clear_fault(db, "writable again");
 	return 0;
 }
 
@@ -766,6 +1169,11 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 		db->o.max_head_bytes = DEFAULT_MAX_HEAD_BYTES;
 	if (db->o.max_series > UINT32_MAX / 2)
 		db->o.max_series = UINT32_MAX / 2;
+	if (db->o.ooo_window_ms == 0)
+		db->o.ooo_window_ms = DEFAULT_OOO_WINDOW_MS;
+	if (db->o.retry_interval_ms <= 0)
+		db->o.retry_interval_ms = DEFAULT_RETRY_MS;
+	pthread_mutex_init(&db->fault_mu, NULL);
 	pthread_mutex_init(&db->db_mu, NULL);
 	pthread_mutex_init(&db->series_mu, NULL);
 	pthread_mutex_init(&db->fl_mu, NULL);
@@ -798,91 +1206,14 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 			return lr;
 		}
 	}
-	/* A reader's connection without SQLite's own mutex: every use of it
-	 * is under db_mu already, and a report steps millions of rollup rows,
-	 * each step and column read otherwise a lock and unlock (a fifth of
-	 * a month's capacity report, docs/PERFORMANCE.md). */
-	int rc = sqlite3_open_v2(db->path, &db->sql,
-				 db->o.read_only ? SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX
-						 : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-				 NULL);
-	if (rc != SQLITE_OK) {
-		str_errf(err, errlen, "%s: cannot open: %s", db->path,
-			 db->sql ? sqlite3_errmsg(db->sql) : sqlite3_errstr(rc));
-		db_free(db);
-		return GPULSE_EIO;
-	}
-	sqlite3_extended_result_codes(db->sql, 1);
-	sqlite3_busy_timeout(db->sql, BUSY_TIMEOUT_MS);
-	if (db->o.read_only) {
-		/* A reader (a report, a query from the file) walks most of the
-		 * file once: mapped, its 1 KiB pages are read in place instead
-		 * of one pread(2) and copy each (a fifth of a month's capacity
-		 * report, docs/PERFORMANCE.md). The writer keeps pread: a map
-		 * costs it nothing it needs, and WAL readers see the same data
-		 * either way. */
-		sqlite3_exec(db->sql, "PRAGMA mmap_size = " TSDB_READER_MMAP_BYTES, NULL, NULL, NULL);
-	}
 	int64_t version = 0;
-	int r = check_file(db, &version, err, errlen);
-	if (r != 0) {
-		if (r == GPULSE_EPARSE)
-			explain_truncated(db, err, errlen);
-		db_free(db);
-		return r;
-	}
-	if (db->o.read_only && version != TSDB_SCHEMA_VERSION) {
-		/* A reader may not migrate: the owner does that when it opens. */
-		str_errf(err, errlen,
-			 version == 0 ? "%s: an empty file, not a gpulse store"
-				      : "%s: schema version %lld; open it once with gpulsed to bring it to %d",
-			 db->path, (long long)version, TSDB_SCHEMA_VERSION);
-		db_free(db);
-		return GPULSE_EPARSE;
-	}
-	if (db->o.read_only)
-		goto prepare;
-	char *msg = NULL;
-	/* Small pages for a new file: a store of a few GPUs is small, and
-	 * every table and index costs at least one page. */
-	if (version == 0)
-		sqlite3_exec(db->sql, "PRAGMA page_size = 1024", NULL, NULL, NULL);
-	rc = sqlite3_exec(db->sql, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, &msg);
-	if (rc != SQLITE_OK && sql_is_io(rc)) {
-		sqlite3_free(msg);
-		r = io_errf(db, rc, "enabling WAL", err, errlen);
-		db_free(db);
-		return r;
-	}
-	if (rc != SQLITE_OK) {
-		str_errf(err, errlen, "%s: cannot enable WAL: %s", db->path, msg ? msg : sqlite3_errstr(rc));
-		sqlite3_free(msg);
-		db_free(db);
-		return GPULSE_EIO;
-	}
-	/* The cap before the schema is written: a capped store then fails
-	 * its creation as one on a full disk does. */
-	if (db->o.max_db_pages > 0)
-		set_page_cap(db, db->o.max_db_pages);
-	r = migrate(db, version, err, errlen);
+	int r = db_connect(db, db->path, &version, err, errlen);
 	if (r != 0) {
 		db_free(db);
 		return r;
 	}
-prepare:
-	for (int i = 0; i < ST_COUNT; i++) {
-		rc = sqlite3_prepare_v3(db->sql, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &db->st[i], NULL);
-		if (rc != SQLITE_OK && sql_is_io(rc)) {
-			r = io_errf(db, rc, "reading its schema", err, errlen);
-			db_free(db);
-			return r;
-		}
-		if (rc != SQLITE_OK) {
-			str_errf(err, errlen, "%s: unexpected schema: %s", db->path, sqlite3_errmsg(db->sql));
-			db_free(db);
-			return GPULSE_EPARSE;
-		}
-	}
+	if (!db->o.read_only)
+		note_unwritable_at_open(db);
 	r = load_series(db, err, errlen);
 	if (r != 0) {
 		if (r == GPULSE_EPARSE)
@@ -899,8 +1230,10 @@ void tsdb_close(struct tsdb *db)
 	if (!db)
 		return;
 	tsdb_stop_flusher(db);
-	if (!db->o.read_only)
+	if (!db->o.read_only) {
+		db->retry_at_ns = 0;   /* an unwritable file: one last try */
 		tsdb_flush(db);
+	}
 	db_free(db);
 }
 
@@ -1020,6 +1353,8 @@ static void cut_chunk(struct tsdb *db, struct shard *sh, struct series *s)
 		p->n = e->n;
 		p->mint = e->t_first;
 		p->maxt = e->t_last;
+		p->overlap = s->open_overlaps;
+		p->saved = s->open_saved_n > 0;
 		p->next = NULL;
 		if (s->pt)
 			s->pt->next = p;
@@ -1034,6 +1369,7 @@ static void cut_chunk(struct tsdb *db, struct shard *sh, struct series *s)
 	}
 	chunk_enc_init(e);
 	s->open_saved_n = 0;
+	s->open_overlaps = false;
 }
 
 int tsdb_append(struct tsdb *db, uint32_t ref, int64_t t_ms, double v)
@@ -1045,19 +1381,38 @@ int tsdb_append(struct tsdb *db, uint32_t ref, int64_t t_ms, double v)
 		return GPULSE_EINVAL;
 	struct shard *sh = &db->shards[ref % SHARDS];
 	pthread_mutex_lock(&sh->mu);
-	if (s->has_last && t_ms <= s->last_t) {
+	/* Older than the series' newest sample: the wall clock stepped back
+	 * (an NTP step, a corrected RTC). Taken within the window, as
+	 * Prometheus's out_of_order_time_window takes it, so samples keep
+	 * coming rather than stop until the clock passes its old time: a
+	 * sample older than the open chunk's last starts a chunk of its own
+	 * (chunks are in time order inside; reads merge them). The newest's
+	 * own time is a repeat (a rule evaluated twice): refused. */
+	bool older = s->has_last && t_ms <= s->last_t;
+	if (older && (t_ms == s->last_t || db->o.ooo_window_ms < 0 ||
+		      t_ms < s->last_t - db->o.ooo_window_ms ||
+		      (s->open->n > 0 && t_ms == s->open->t_last))) {
 		sh->dropped++;
 		pthread_mutex_unlock(&sh->mu);
 		return GPULSE_ERANGE;
 	}
+	if (older && s->open->n > 0 && t_ms < s->open->t_last)
+		cut_chunk(db, sh, s);
 	int rc = chunk_enc_append(s->open, t_ms, v);
 	if (rc == GPULSE_ELIMIT) {
 		cut_chunk(db, sh, s);
 		rc = chunk_enc_append(s->open, t_ms, v);
 	}
 	if (rc == 0) {
-		s->has_last = true;
-		s->last_t = t_ms;
+		if (s->open->n == 1)
+			s->open_overlaps = older;
+		if (older) {
+			s->ooo = true;
+			sh->ooo++;
+		} else {
+			s->has_last = true;
+			s->last_t = t_ms;
+		}
 		sh->appended++;
 	} else {
 		sh->dropped++;
@@ -1327,6 +1682,10 @@ static void roll_sample(void *ctx, int64_t t, double v)
 {
 	struct roll_ctx *c = ctx;
 	int64_t b = bucket_of(t, c->db->o.rollup_step_ms);
+	/* Chunks that overlap (samples taken out of order) come by their
+	 * first time: a bucket already passed is not gone back to. */
+	if (b < c->a.t)
+		return;
 	if (b != c->a.t) {
 		if (c->rc == 0)
 			c->rc = roll_put(c, &c->a);
@@ -1422,9 +1781,90 @@ static int write_items(struct tsdb *db, struct flush_item *items, size_t n, uint
 		rc = roll_series(db, &items[i]);
 	if (rc == 0)
 		rc = exec_stmt(db, ST_COMMIT);
-	if (rc != 0)
+	if (rc != 0) {
+		db->flush_errno = sqlite3_system_errno(db->sql);   /* before the rollback's */
 		exec_stmt(db, ST_ROLLBACK);
+	}
 	return rc;
+}
+
+/* The chunk in data/len without its first sample, into *out. */
+static void chunk_drop_first(const uint8_t *data, size_t len, struct chunk_enc *out)
+{
+	struct chunk_iter ci;
+	int64_t t;
+	double v;
+	bool first = true;
+	chunk_enc_init(out);
+	if (chunk_iter_init(&ci, data, len) != 0)
+		return;
+	while (chunk_iter_next(&ci, &t, &v) == 1) {
+		if (!first)
+			chunk_enc_append(out, t, v);
+		first = false;
+	}
+}
+
+/* Whether series s has a chunk on disk starting at t. Under db_mu. */
+static bool chunk_at(struct tsdb *db, const struct series *s, int64_t t)
+{
+	if (!s->on_disk)
+		return false;
+	sqlite3_stmt *st = db->st[ST_CHUNK_AT];
+	sqlite3_bind_int64(st, 1, s->id);
+	sqlite3_bind_int64(st, 2, t);
+	int rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW;
+}
+
+/* A chunk that starts below its series' newest sample may start at the
+ * time of a chunk on disk, whose row (keyed by series and first time) it
+ * would replace. Its first sample is then a duplicate of that chunk's,
+ * which Prometheus refuses too: dropped and counted, until the chunk
+ * starts at a free time. A row the flushes wrote for this very chunk
+ * (saved) is replaced, as it should be. Under db_mu and the shard lock. */
+static void drop_duplicate_starts(struct tsdb *db, struct shard *sh, struct series *s)
+{
+	struct chunk_enc e;
+	struct pend *prev = NULL;
+	for (struct pend *p = s->ph; p;) {
+		if (!p->overlap || p->saved || !chunk_at(db, s, p->mint)) {
+			prev = p;
+			p = p->next;
+			continue;
+		}
+		chunk_drop_first(p->data, p->len, &e);
+		struct pend *q = e.n ? snapshot_open(&e) : NULL;
+		if (e.n && !q) {
+			prev = p;   /* out of memory: written as it is */
+			p = p->next;
+			continue;
+		}
+		sh->dropped++;
+		struct pend *next = p->next;
+		if (q) {
+			q->overlap = true;
+			q->next = next;
+			atomic_fetch_add(&db->head_bytes, sizeof *q + q->len);
+		}
+		struct pend *keep = q ? q : next;
+		if (prev)
+			prev->next = keep;
+		else
+			s->ph = keep;
+		if (s->pt == p)
+			s->pt = q ? q : prev;
+		atomic_fetch_sub(&db->head_bytes, sizeof *p + p->len);
+		free(p);
+		p = keep;   /* q is looked at again: its new first time */
+	}
+	while (s->open_overlaps && s->open_saved_n == 0 && s->open->n > 0 &&
+	       chunk_at(db, s, s->open->t_first)) {
+		chunk_drop_first(chunk_enc_bytes(s->open), chunk_enc_len(s->open), &e);
+		*s->open = e;
+		sh->dropped++;
+	}
 }
 
 int tsdb_flush(struct tsdb *db)
@@ -1432,6 +1872,11 @@ int tsdb_flush(struct tsdb *db)
 	if (db->o.read_only)
 		return GPULSE_ESTATE;
 	pthread_mutex_lock(&db->db_mu);
+	if (check_store(db) != 0) {
+		/* Unwritable: the head keeps the samples, within its bound. */
+		pthread_mutex_unlock(&db->db_mu);
+		return GPULSE_EIO;
+	}
 	size_t n = atomic_load_explicit(&db->nseries, memory_order_acquire);
 	struct flush_item *items = calloc(n ? n : 1, sizeof *items);
 	if (!items) {
@@ -1444,6 +1889,8 @@ int tsdb_flush(struct tsdb *db)
 		struct shard *sh = &db->shards[s->id % SHARDS];
 		struct flush_item *it = &items[m];
 		pthread_mutex_lock(&sh->mu);
+		if (s->ooo)
+			drop_duplicate_starts(db, sh, s);
 		it->list = s->ph;
 		s->ph = s->pt = NULL;
 		if (s->open->n > 0 && s->open->n != s->open_saved_n)
@@ -1497,7 +1944,18 @@ int tsdb_flush(struct tsdb *db)
 		complain(&db->flush_complaint, "tsdb: %s: flush failed, samples kept in memory: %s",
 			 db->path, sqlite3_errstr(rc));
 		db->flush_failing = true;
+		if (sql_is_unwritable(db->flush_errno, rc)) {
+			/* A file system remounted read-only, a mode changed under
+			 * a connection that reopened: open it again later. */
+			char why[640];
+			int e = db->flush_errno;
+			str_errf(why, sizeof why, "%s: not writable (%s) while flushing", db->path,
+				 e ? strerror(e) : sqlite3_errstr(rc));
+			set_fault(db, why);
+		}
 	} else {
+		if (!db->wal_ino || !db->shm_ino)
+			note_files(db);
 		atomic_fetch_add(&db->chunks_flushed, chunks);
 		if (db->flush_failing)
 			complaint_clear(&db->flush_complaint, "tsdb: %s: writing again", db->path);
@@ -1553,6 +2011,10 @@ int tsdb_enforce_retention(struct tsdb *db, int64_t now_ms)
 	if (db->o.read_only)
 		return GPULSE_ESTATE;
 	pthread_mutex_lock(&db->db_mu);
+	if (db->fault) {
+		pthread_mutex_unlock(&db->db_mu);
+		return GPULSE_EIO;   /* unwritable (said so): the next round */
+	}
 	size_t n = atomic_load_explicit(&db->nseries, memory_order_acquire);
 	int rc = exec_stmt(db, ST_BEGIN);
 	for (size_t i = 0; i < n && rc == 0; i++) {
@@ -1580,6 +2042,32 @@ int tsdb_enforce_retention(struct tsdb *db, int64_t now_ms)
 
 /* ---- the flusher thread ---- */
 
+/* Samples are stamped by the wall clock: a step of it (an NTP step, a
+ * corrected RTC) is logged once and counted here, where it shows as a
+ * change of the wall clock's offset from the monotonic one. A step back
+ * makes samples older than their series' newest (tsdb_append takes them
+ * within the window). Flusher thread only. */
+static void note_clock_step(struct tsdb *db)
+{
+	int64_t off = tsdb_now_ms(db) - clock_mono_ns() / NS_PER_MS;
+	int64_t d = off - db->clock_off_ms;
+	if (db->have_clock_off && (d > CLOCK_STEP_MS || d < -CLOCK_STEP_MS)) {
+		atomic_fetch_add(&db->clock_steps, 1);
+		if (d < 0 && (db->o.ooo_window_ms < 0 || -d > db->o.ooo_window_ms))
+			log_warn("tsdb: %s: the wall clock stepped back %.3f s: samples older than their "
+				 "series' newest by more than the window (%g s) are refused and counted "
+				 "until the clock passes the newest", db->path, (double)-d / 1000,
+				 db->o.ooo_window_ms < 0 ? 0.0 : (double)db->o.ooo_window_ms / 1000);
+		else
+			log_warn("tsdb: %s: the wall clock stepped %s %.3f s; samples keep being stored%s",
+				 db->path, d < 0 ? "back" : "forward", (double)(d < 0 ? -d : d) / 1000,
+				 d < 0 ? " (those older than their series' newest merged by time, "
+					 "counted in gpulse_storage_samples_out_of_order_total)" : "");
+	}
+	db->clock_off_ms = off;
+	db->have_clock_off = true;
+}
+
 static void *flusher_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-flusher");
@@ -1594,6 +2082,7 @@ static void *flusher_main(void *arg)
 		if (db->flusher_stop)
 			break;
 		pthread_mutex_unlock(&db->fl_mu);
+		note_clock_step(db);
 		tsdb_flush(db);
 		if (clock_mono_ns() >= next_ret) {
 			tsdb_enforce_retention(db, tsdb_now_ms(db));
@@ -1641,6 +2130,7 @@ void tsdb_get_stats(struct tsdb *db, struct tsdb_stats *out)
 		pthread_mutex_lock(&db->shards[i].mu);
 		out->samples_appended_total += db->shards[i].appended;
 		out->samples_dropped_total += db->shards[i].dropped;
+		out->samples_out_of_order_total += db->shards[i].ooo;
 		pthread_mutex_unlock(&db->shards[i].mu);
 	}
 	out->samples_dropped_total += atomic_load(&db->head_dropped);
@@ -1650,6 +2140,9 @@ void tsdb_get_stats(struct tsdb *db, struct tsdb_stats *out)
 	out->series_limit_hits_total = atomic_load(&db->series_limit_hits);
 	out->label_limit_hits_total = atomic_load(&db->label_limit_hits);
 	out->corrupt_chunks_total = atomic_load(&db->corrupt_chunks);
+	out->clock_steps_total = atomic_load(&db->clock_steps);
+	out->file_lost_total = atomic_load(&db->file_lost);
+	out->writable = tsdb_unwritable(db, NULL, 0) == 0;
 	out->series = atomic_load(&db->nseries);
 	out->head_bytes = atomic_load(&db->head_bytes);
 	struct stat st;
@@ -1894,12 +2387,15 @@ static int gather_latest(struct tsdb_iter *it, struct series *s, int64_t lo, int
 	pthread_mutex_lock(&sh->mu);
 	if (s->open->n > 0 && s->open->t_last >= lo && s->open->t_first <= hi)
 		newest_in_chunk(chunk_enc_bytes(s->open), chunk_enc_len(s->open), lo, hi, &best);
-	if (best.t == INT64_MIN)
+	/* Chunks that overlap (a sample taken out of order) hold the newest
+	 * sample anywhere: all are looked at. */
+	bool all = s->ooo;
+	if (best.t == INT64_MIN || all)
 		for (struct pend *p = s->ph; p; p = p->next)
 			if (p->maxt >= lo && p->mint <= hi)
 				newest_in_chunk(p->data, p->len, lo, hi, &best);
 	pthread_mutex_unlock(&sh->mu);
-	if (best.t == INT64_MIN && s->on_disk) {
+	if ((best.t == INT64_MIN || all) && s->on_disk) {
 		if (scan_disk(db, s, lo, hi, keep_newest, &best) != 0)
 			return GPULSE_EIO;
 	}
@@ -1921,6 +2417,8 @@ static int gather_raw(struct tsdb_iter *it, struct series *s, int64_t lo, int64_
 	 * so the pieces come in order and need no sort. */
 	pthread_mutex_lock(&sh->mu);
 	int64_t head_first = s->ph ? s->ph->mint : s->open->n ? s->open->t_first : INT64_MAX;
+	if (s->ooo)
+		head_first = INT64_MAX;   /* chunks overlap: all of disk, merged below */
 	pthread_mutex_unlock(&sh->mu);
 	int64_t disk_hi = head_first - 1 < hi ? head_first - 1 : hi;
 	if (s->on_disk && disk_hi >= lo && scan_disk(db, s, lo, disk_hi, iter_push, it) != 0)
@@ -2200,6 +2698,12 @@ int tsdb_record_put(struct tsdb *db, const char *kind, const char *key, int64_t 
 	if (!record_args_ok(kind, key) || !json || strlen(json) > RECORD_JSON_MAX)
 		return GPULSE_EINVAL;
 	pthread_mutex_lock(&db->db_mu);
+	if (db->fault) {
+		/* Unwritable, and said so (set_fault): counted, not logged. */
+		pthread_mutex_unlock(&db->db_mu);
+		atomic_fetch_add(&db->storage_errors, 1);
+		return GPULSE_EIO;
+	}
 	sqlite3_stmt *st = db->st[ST_REC_PUT];
 	sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);

@@ -51,6 +51,12 @@ struct tsdb_opts {
 	                                * appends and flushes are refused with
 	                                * GPULSE_ESTATE; the series are those
 	                                * on disk at open. */
+	int64_t ooo_window_ms;         /* how much older than its series'
+	                                * newest a sample may be and still be
+	                                * taken (a wall clock stepped back);
+	                                * 0: 1 h; negative: none (refused) */
+	int64_t retry_interval_ms;     /* while the file cannot be written:
+	                                * how often it is opened again; 0: 30 s */
 };
 
 struct tsdb_stats {
@@ -63,6 +69,12 @@ struct tsdb_stats {
 	uint64_t label_limit_hits_total;  /* label sets refused by the bounds */
 	uint64_t corrupt_chunks_total;    /* damaged chunks and rollup blocks on disk skipped by
 	                                   * reads, each counted once */
+	uint64_t samples_out_of_order_total; /* taken though older than their series'
+	                                   * newest (within opts.ooo_window_ms) */
+	uint64_t clock_steps_total;       /* wall-clock steps of over a second seen */
+	uint64_t file_lost_total;         /* the file, its -wal or -shm deleted or
+	                                   * replaced under the open store */
+	bool writable;                    /* see tsdb_unwritable */
 	uint64_t series;
 	uint64_t head_bytes;              /* memory held by the head */
 	uint64_t db_bytes;                /* database file plus WAL */
@@ -97,8 +109,14 @@ int tsdb_series(struct tsdb *db, const struct tsdb_label *labels, size_t n,
 		uint32_t *ref, char *err, size_t errlen);
 
 /* Append one sample: the hot path (no SQLite, no allocation except one
- * per completed chunk). 0; GPULSE_ERANGE when t_ms is not after the
- * series' last sample (dropped and counted); GPULSE_EINVAL for a bad ref. */
+ * per completed chunk). 0; GPULSE_ERANGE when t_ms is the time of the
+ * series' newest sample, or older than it by more than opts.ooo_window_ms
+ * (dropped and counted); GPULSE_EINVAL for a bad ref. A sample older than
+ * the newest but within the window (the wall clock stepped back) is taken
+ * and counted in samples_out_of_order_total: it starts a chunk of its
+ * own, which reads merge by time (Prometheus's out_of_order_time_window);
+ * one at the time of a stored chunk's first sample is dropped at the next
+ * flush (a duplicate, refused as Prometheus refuses it). */
 int tsdb_append(struct tsdb *db, uint32_t ref, int64_t t_ms, double v);
 
 /* Called after every sample a tsdb_append took, on the appender's thread,
@@ -119,6 +137,20 @@ int tsdb_series_labels(struct tsdb *db, uint32_t ref, const struct tsdb_label **
  * GPULSE_EIO when SQLite failed (disk full, I/O error): the chunks stay in
  * the head, the error is counted, and the next flush retries. */
 int tsdb_flush(struct tsdb *db);
+/* 0 when the store can be written; GPULSE_EIO with the reason in why
+ * when it cannot: the file is read-only (its mode, a read-only file
+ * system: found at open, where SQLite would otherwise open it read-only
+ * without a word, or by a failed write), or it was replaced by another
+ * file. Samples then wait in the head (at most opts.max_head_bytes, the
+ * oldest chunks dropped and counted beyond), and each flush after
+ * opts.retry_interval_ms opens the file again and writes them once it
+ * can. A file deleted under the store is noticed at the next flush
+ * (logged, counted in file_lost_total): a new store is created at the
+ * path, holding from then on what the head held and what comes; its
+ * -wal or -shm deleted: the store is opened again (what the deleted
+ * -wal held is written into the file as the old connection closes). */
+int tsdb_unwritable(struct tsdb *db, char *why, size_t len);
+
 /* Run tsdb_flush every flush interval (and retention every minute) on a
  * thread the store owns. 0, GPULSE_ESTATE if running, GPULSE_ENOMEM. */
 int tsdb_start_flusher(struct tsdb *db);

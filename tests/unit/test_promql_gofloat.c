@@ -1,4 +1,4 @@
-/* Tests for promql_parse_go_float (src/promql/gofloat.c): Go's
+/* Tests for gofloat_parse (src/common/gofloat.c): Go's
  * strconv.ParseFloat(s, 64) acceptance. Every row of the table was put to
  * Prometheus 2.42 (promtool test rules) as the le of a bucket of
  * histogram_quantile: a bucket Prometheus ignored is a row that must be
@@ -93,7 +93,7 @@ static void test_go_parse_float_table(void **state)
 	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
 		const struct row *r = &rows[i];
 		double v = 12345;
-		int rc = promql_parse_go_float(r->text, &v);
+		int rc = gofloat_parse(r->text, &v);
 		int want_rc = r->verdict == OK ? 0 : r->verdict == RANGE ? GPULSE_ERANGE : GPULSE_EPARSE;
 		if (rc != want_rc)
 			fail_msg("\"%s\": status %d, want %d", r->text, rc, want_rc);
@@ -116,7 +116,7 @@ static void test_go_parse_float_long(void **state)
 	memset(text + 2, '0', 1000);
 	strcpy(text + 1002, "1e1001");
 	double v = 0;
-	assert_int_equal(promql_parse_go_float(text, &v), 0);
+	assert_int_equal(gofloat_parse(text, &v), 0);
 	assert_true(v == 1);
 }
 

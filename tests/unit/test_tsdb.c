@@ -1270,6 +1270,81 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+/* The wall clock stepped back 60 s (an NTP step): samples older than the
+ * series' newest keep being stored within the out-of-order window, reads
+ * merge them by time (one sample per timestamp), before and after a
+ * flush and a reopen; the newest's own time and a time beyond the window
+ * are refused and counted; a chunk that would start at the time of a
+ * stored chunk drops that duplicate sample rather than replace the row. */
+static void check_merged(struct tsdb *db, size_t want)
+{
+	static int64_t t[400];
+	static double v[400];
+	size_t n = read_series(db, "step", T0 - 1000, T0 + 400000, t, v, 400);
+	assert_int_equal(n, want);
+	for (size_t i = 1; i < n; i++)
+		assert_true(t[i - 1] < t[i]);
+	/* Only the old clock wrote before T0 + 40 s: its values, whole. */
+	for (size_t i = 0; i < 40; i++)
+		assert_true(t[i] == T0 + (int64_t)i * 1000 && v[i] == (double)i);
+	/* Only the corrected clock wrote after T0 + 99 s. */
+	assert_true(t[n - 1] == T0 + 139000 && v[n - 1] == 1099);
+}
+
+static void test_clock_step_back(void **state)
+{
+	(void)state;
+	struct tsdb *db = open_db(NULL);
+	uint32_t ref = series2(db, "step", NULL, NULL);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(tsdb_append(db, ref, T0 + i * 1000LL, i), 0);
+	assert_int_equal(tsdb_flush(db), 0);
+	/* Back 60 s: T0 + 40 s .. T0 + 139 s; T0 + 99 s is the newest's time. */
+	int refused = 0;
+	for (int i = 0; i < 100; i++) {
+		int rc = tsdb_append(db, ref, T0 + 40000 + i * 1000LL, 1000 + i);
+		assert_true(rc == 0 || (rc == GPULSE_ERANGE && i == 59));
+		refused += rc != 0;
+	}
+	assert_int_equal(refused, 1);
+	/* 40 + 60 old times, 40 new ones after them. */
+	check_merged(db, 140);
+	assert_int_equal(tsdb_flush(db), 0);
+	check_merged(db, 140);
+	struct tsdb_stats st;
+	tsdb_get_stats(db, &st);
+	assert_int_equal(st.samples_out_of_order_total, 59);
+	assert_int_equal(st.samples_dropped_total, 1);
+	/* The newest of the lookback is the corrected clock's. */
+	struct tsdb_matcher m = { TSDB_MATCH_EQ, "__name__", "step" };
+	struct tsdb_select_opts so = { .mint = T0, .maxt = T0 + 120000, .mode = TSDB_READ_LATEST };
+	struct tsdb_iter *it;
+	char err[256];
+	int64_t lt;
+	double lv;
+	assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+	assert_int_equal(tsdb_iter_next_series(it), 1);
+	assert_int_equal(tsdb_iter_next_sample(it, &lt, &lv), 1);
+	assert_true(lt == T0 + 120000 && lv == 1080);
+	tsdb_iter_free(it);
+
+	/* Beyond the window (1 h): refused, counted. */
+	assert_int_equal(tsdb_append(db, ref, T0 + 139000 - 3601000LL, 1), GPULSE_ERANGE);
+	/* At T0, where the first chunk on disk starts: the duplicate is
+	 * dropped at the flush, and that chunk keeps its samples. */
+	assert_int_equal(tsdb_append(db, ref, T0, -1), 0);
+	assert_int_equal(tsdb_flush(db), 0);
+	tsdb_get_stats(db, &st);
+	assert_int_equal(st.samples_dropped_total, 3);
+	check_merged(db, 140);
+	tsdb_close(db);
+
+	/* Chunks that overlap on disk read merged after a reopen too. */
+	db = open_db(NULL);
+	check_merged(db, 140);
+	tsdb_close(db);
+}
+
 static void test_threads(void **state)
 {
 	(void)state;
@@ -1319,6 +1394,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_old_format, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_full_disk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_clock_step_back, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
