@@ -11,6 +11,7 @@
 
 #include "buf.h"
 #include "client.h"
+#include "cmd_status.h"
 #include "commands.h"
 #include "device_file.h"
 #include "diagnose.h"
@@ -110,6 +111,17 @@ static void print_peaks(const struct gpu_peaks *p, int gpu)
 	if (p->sm_clock_max_hz > 0)
 		printf(", max SM clock %.0f MHz (%s)", p->sm_clock_max_hz / 1e6, p->clock_source);
 	printf("\n");
+}
+
+/* The advice under a window's line, once per run of windows that share
+ * it: a class that holds for an hour prints its advice once, not 720
+ * times. `last` (bounded by its size) remembers what was printed. */
+static void print_advice(const char *advice, char *last, size_t lastlen)
+{
+	if (!advice || !advice[0] || strncmp(advice, last, lastlen - 1) == 0)
+		return;
+	printf("    advice: %s\n", advice);
+	snprintf(last, lastlen, "%s", advice);
 }
 
 static void print_window(const struct diag_window *w, double origin)
@@ -272,7 +284,8 @@ static struct time_style windows_style(json_t *windows, double *first_s, double 
 
 /* One line per window from the daemon's JSON, as print_window does: the
  * window's local times, and in the evidence column its one-line summary
- * of the deciding numbers (the advice is not evidence). */
+ * of the deciding numbers (the advice is not evidence: print_advice puts
+ * it on a line of its own). */
 static void print_json_window(json_t *w, struct time_style st)
 {
 	char findings[64] = "";
@@ -358,31 +371,6 @@ static void print_json_summaries(json_t *summaries)
 	}
 }
 
-/* Whether gpulsed watches a GPU of index `gpu` (/api/v1/gpus). On a
- * failure to ask, says yes: the diagnosis answer is then shown as it is.
- * Fills `have` with the indices it does watch ("0, 1"), for the message. */
-static bool daemon_has_gpu(const struct client_opts *co, int gpu, char *have, size_t havelen)
-{
-	json_t *root = NULL;
-	char err[512];
-	have[0] = '\0';
-	if (client_get_json(co, "/api/v1/gpus", &root, NULL, err, sizeof err) != GPULSE_OK)
-		return true;
-	json_t *gpus = json_object_get(json_object_get(root, "data"), "gpus");
-	bool found = !json_is_array(gpus);
-	json_t *g;
-	size_t i;
-	json_array_foreach(gpus, i, g) {
-		json_int_t idx = json_integer_value(json_object_get(g, "gpu"));
-		size_t n = strlen(have);
-		snprintf(have + n, havelen - n, "%s%lld", n ? ", " : "", (long long)idx);
-		if (idx == gpu)
-			found = true;
-	}
-	json_decref(root);
-	return found;
-}
-
 /* gpulse diagnose without --replay: the running gpulsed's live diagnosis. */
 static int diagnose_daemon(const struct client_opts *co, int gpu, const char *since,
 			   const char *window, bool json)
@@ -417,7 +405,7 @@ static int diagnose_daemon(const struct client_opts *co, int gpu, const char *si
 	 * them apart, so a mistyped index is an error, not "no window yet". */
 	char have[256];
 	if (gpu >= 0 && json_array_size(windows) == 0 &&
-	    !daemon_has_gpu(co, gpu, have, sizeof have)) {
+	    !status_has_gpu(co, gpu, have, sizeof have)) {
 		fprintf(stderr, "gpulse diagnose: no GPU %d at %s (%s%s)\n", gpu, client_base_url(co),
 			have[0] ? "its GPUs: " : "it watches no GPU", have);
 		json_decref(root);
@@ -432,8 +420,8 @@ static int diagnose_daemon(const struct client_opts *co, int gpu, const char *si
 		double first_s, last_s;
 		struct time_style st = windows_style(windows, &first_s, &last_s);
 		if (source && strcmp(source, "store") == 0)
-			printf("%s: stored diagnosis, %g s windows (each the class of most of the "
-			       "live windows in it)",
+			printf("%s: stored diagnosis, %g s windows (each the class that held most "
+			       "of its time, with that time's numbers)",
 			       client_base_url(co), json_number_value(json_object_get(data, "window_s")));
 		else
 			printf("%s: live diagnosis, %g s windows", client_base_url(co),
@@ -457,8 +445,17 @@ static int diagnose_daemon(const struct client_opts *co, int gpu, const char *si
 		       "bottleneck", "findings", "evidence");
 		json_t *w;
 		size_t i;
-		json_array_foreach(windows, i, w)
+		char last_advice[sizeof ((struct diag_window *)0)->advice] = "";
+		json_array_foreach(windows, i, w) {
+			/* A new GPU starts its own runs. */
+			if (i > 0 && json_integer_value(json_object_get(w, "gpu")) !=
+					     json_integer_value(json_object_get(
+						     json_array_get(windows, i - 1), "gpu")))
+				last_advice[0] = '\0';
 			print_json_window(w, st);
+			print_advice(json_string_value(json_object_get(w, "advice")), last_advice,
+				     sizeof last_advice);
+		}
 		if (json_array_size(windows) == 0)
 			printf("(no complete window yet)\n");
 		print_json_summaries(json_object_get(data, "summary"));
@@ -658,10 +655,12 @@ int cmd_diagnose(int argc, char **argv)
 			printf("%9s %9s %4s  %-14s %4s  %-26s %s\n", "start_s", "end_s", "gpu",
 			       "bottleneck", "conf", "findings", "evidence");
 		}
+		char last_advice[sizeof win->advice] = "";
 		for (size_t k = 0; k < nw; k++) {
 			missing |= win[k].missing;
 			if (!json) {
 				print_window(&win[k], origin);
+				print_advice(win[k].advice, last_advice, sizeof last_advice);
 				continue;
 			}
 			buf_reset(&b);

@@ -101,6 +101,13 @@ static const char *str_of(json_t *obj, const char *key)
 	return json_string_value(json_object_get(obj, key));
 }
 
+/* Whether GPU `g` of /api/v1/gpus is a recording played back. */
+static bool is_replay(json_t *g)
+{
+	const char *source = str_of(g, "source");
+	return source && strcmp(source, "replay") == 0;
+}
+
 static bool num_of(json_t *obj, const char *key, double *v)
 {
 	json_t *j = json_object_get(obj, key);
@@ -274,8 +281,7 @@ static void render_title(const struct out *o, json_t *g)
 	} else {
 		paint(o, SGR_YELLOW, "health %s", safe(health, rb, sizeof rb));
 	}
-	const char *source = str_of(g, "source");
-	if (source && strcmp(source, "replay") == 0)
+	if (is_replay(g))
 		paint(o, SGR_BOLD_YELLOW, "  [replay]");
 	fputc('\n', o->f);
 
@@ -601,7 +607,9 @@ static void render_processes(const struct out *o, json_t *g, json_t *fl)
 	label(o, "processes");
 	if (!json_is_array(procs) || json_array_size(procs) == 0) {
 		if (h_count && count > 0)
-			fprintf(o->f, "%.0f running (details not read)\n", count);
+			fprintf(o->f, "%.0f running (%s)\n", count,
+				is_replay(g) ? "the recording has no process details"
+					     : "details not read");
 		else if (h_count || json_is_array(procs))
 			paint(o, SGR_DIM, "none\n");
 		else
@@ -749,6 +757,29 @@ static void render_header(const struct out *o, json_t *data, json_t *gpus)
 	fputc('\n', o->f);
 	if (!replay && detail && detail[0] && !(mode && strcmp(mode, "nvml") == 0))
 		paint(o, SGR_YELLOW, "%s\n", safe(detail, b1, sizeof b1));
+}
+
+/* See cmd_status.h. One question to /api/v1/gpus, whatever the caller. */
+bool status_has_gpu(const struct client_opts *co, int gpu, char *have, size_t havelen)
+{
+	json_t *root = NULL;
+	char err[512];
+	have[0] = '\0';
+	if (client_get_json(co, "/api/v1/gpus", &root, NULL, err, sizeof err) != GPULSE_OK)
+		return true;
+	json_t *gpus = json_object_get(json_object_get(root, "data"), "gpus");
+	bool found = !json_is_array(gpus);
+	json_t *g;
+	size_t i;
+	json_array_foreach(gpus, i, g) {
+		json_int_t idx = json_integer_value(json_object_get(g, "gpu"));
+		size_t n = strlen(have);
+		snprintf(have + n, havelen - n, "%s%lld", n ? ", " : "", (long long)idx);
+		if (idx == gpu)
+			found = true;
+	}
+	json_decref(root);
+	return found;
 }
 
 int status_render(json_t *root, FILE *out, bool color)

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "client.h"
 #include "commands.h"
 
 /* Render the /api/v1/gpus document (the whole envelope, or its "data"
@@ -16,5 +17,11 @@
  * terminal. Returns 0, or GPULSE_EPARSE when `root` does not have the
  * documented shape (nothing useful could be shown). */
 int status_render(json_t *root, FILE *out, bool color);
+
+/* Whether gpulsed at `co` watches a GPU of index `gpu` (/api/v1/gpus),
+ * for commands that take --gpu to refuse an index the host lacks. On a
+ * failure to ask it says yes (the command then shows what it gets).
+ * Fills `have` with the indices it does watch ("0, 1"; "" for none). */
+bool status_has_gpu(const struct client_opts *co, int gpu, char *have, size_t havelen);
 
 #endif

@@ -26,6 +26,7 @@
 
 #include "client.h"
 #include "clock.h"
+#include "cmd_status.h"
 #include "commands.h"
 #include "status.h"
 #include "top_fetch.h"
@@ -478,9 +479,10 @@ static void draw_procs(struct ui *u, int y, int rows)
 		clrtoeol();
 		if (i >= u->nview) {
 			if (r == 0) {
+				char empty[128] = "  ";
+				top_procs_empty_text(d, u->filter, empty + 2, sizeof empty - 2);
 				style_on(u, CP_DIM, 0);
-				put(u, y + 1, 0, COLS, u->filter[0] ? "  no process matches the filter"
-								    : "  no processes on the GPUs");
+				put(u, y + 1, 0, COLS, empty);
 				style_off(u, CP_DIM, 0);
 			}
 			continue;
@@ -1030,7 +1032,7 @@ static void top_usage(FILE *f)
 		"  --delay SECONDS    refresh period, 0.1 to 3600 (default 1)\n"
 		"  --no-color         monochrome (also when NO_COLOR is set or the terminal has none)\n"
 		"  --ascii            ASCII only (also when the locale is not UTF-8)\n"
-		"  --gpu N            graph GPU N first\n"
+		"  --gpu N            graph GPU N first (exit 1 when gpulsed has no GPU N)\n"
 		"  --sort KEY         mem (default), sm, pid, user, gpu, command, kernel\n"
 		"  --filter TEXT      show only processes whose PID, user, command or kernel\n"
 		"                     contains TEXT\n"
@@ -1110,6 +1112,7 @@ int cmd_top(int argc, char **argv)
 	bool no_color = false, ascii = false;
 	double delay_s = 1.0;
 	long first_gpu = 0;
+	bool gpu_given = false;
 	enum top_sort sort = TOP_SORT_MEM;
 	const char *filter = "";
 	int ch;
@@ -1134,6 +1137,7 @@ int cmd_top(int argc, char **argv)
 		case OPT_GPU:
 			errno = 0;
 			first_gpu = strtol(optarg, &end, 10);
+			gpu_given = true;
 			if (errno || end == optarg || *end || first_gpu < 0 || first_gpu >= TOP_GPU_MAX) {
 				fprintf(stderr, "gpulse top: --gpu \"%s\": want an index from 0 to %d\n",
 					optarg, TOP_GPU_MAX - 1);
@@ -1162,6 +1166,15 @@ int cmd_top(int argc, char **argv)
 		fprintf(stderr, "gpulse top: unexpected argument \"%s\"\n", argv[optind]);
 		top_usage(stderr);
 		return CLI_USAGE;
+	}
+	/* A GPU the host lacks is refused as `gpulse diagnose --gpu` refuses
+	 * it, before the screen is taken: showing GPU 0 instead would pass
+	 * one card's numbers off as another's. */
+	char have[256];
+	if (gpu_given && !status_has_gpu(&co, (int)first_gpu, have, sizeof have)) {
+		fprintf(stderr, "gpulse top: no GPU %ld at %s (%s%s)\n", first_gpu,
+			client_base_url(&co), have[0] ? "its GPUs: " : "it watches no GPU", have);
+		return CLI_FAIL;
 	}
 	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
 		fprintf(stderr, "gpulse top: needs a terminal (for one screen of text, use 'gpulse status')\n");

@@ -1100,6 +1100,8 @@ static void brief_words(struct diag_window *w)
 		appendf(b, n, " (%zu samples; idle %.1f s around a job %s)", w->nsamples,
 			(w->judged_start_s - w->start_s) + (w->end_s - w->judged_end_s),
 			w->judged_start_s > w->start_s ? "start" : "end");
+	else if (w->nverdicts)
+		appendf(b, n, " (%zu window%s)", w->nverdicts, w->nverdicts == 1 ? "" : "s");
 	else if (w->nsamples)
 		appendf(b, n, " (%zu samples)", w->nsamples);
 }

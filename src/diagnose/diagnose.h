@@ -147,6 +147,10 @@ struct diag_window {
 	double start_s, end_s;          /* Unix seconds, [start, end) */
 	int gpu;
 	size_t nsamples;
+	/* A window put together from stored verdicts (history.h): how many
+	 * of those it holds (its nsamples is then 0: the samples are not
+	 * stored). 0 for a window judged on samples. */
+	size_t nverdicts;
 	/* The part the class was judged on: the whole window, unless a
 	 * workload started or stopped in it after or before a long idle
 	 * (docs/DIAGNOSIS.md, "Job boundaries"). */

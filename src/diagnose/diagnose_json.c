@@ -108,7 +108,15 @@ int diag_json_window(struct buf *b, const struct diag_window *w)
 	kstr(b, "rule", w->rule, 0);
 	knum(b, "confidence", w->confidence, 0);
 	key(b, "samples", 0);
-	buf_printf(b, "%zu", w->nsamples);
+	if (w->nverdicts) {
+		/* Stored verdicts keep no sample count: unknown, and what
+		 * the window does hold instead. */
+		buf_puts(b, "null");
+		key(b, "stored_windows", 0);
+		buf_printf(b, "%zu", w->nverdicts);
+	} else {
+		buf_printf(b, "%zu", w->nsamples);
+	}
 	if (w->span_note) {
 		key(b, "judged_span", 0);
 		buf_putc(b, '{');

@@ -83,6 +83,7 @@ struct hist_gpu {
 	int last_class;               /* of the last record */
 	unsigned last_findings;
 	double last_record_s;
+	double window_s;              /* length of the live windows kept; 0: none yet */
 	struct diag_window cand;      /* first window of a change not yet recorded */
 	int cand_run;                 /* windows the change has held; 0: none */
 };
@@ -265,6 +266,8 @@ void diag_history_put(struct diag_history *h, const struct gpu_identity *id,
 		atomic_fetch_add(&h->append_errors, 1);
 		return;
 	}
+	if (w->end_s > w->start_s)
+		g->window_s = w->end_s - w->start_s;
 	for (int c = 0; c < DIAG_CLASS_COUNT; c++)
 		append(h, g->ref[S_CLASS + c], t_ms, (int)w->bottleneck == c);
 	for (int f = 0; f < DIAG_FINDING_COUNT; f++)
@@ -427,25 +430,67 @@ void diag_history_get_stats(struct diag_history *h, struct diag_history_stats *o
 
 /* ---- reading ---- */
 
-/* Sums of one output window. */
+/* Past this many stored verdicts in one read the answer is refused: a
+ * day of 1-s live windows is 86 400; the bound only stops a runaway. */
+#define VERDICTS_MAX (8u << 20)
+/* The rollup bucket when the read cannot tell it from the buckets'
+ * spacing (one bucket): the store's default. */
+#define ROLLUP_FALLBACK_MS 60000
+
+/* Sums of one output window: over all its stored verdicts for the
+ * classes and findings (their shares are the evidence), over the
+ * verdicts of its winning class for every other number, so that the
+ * class and the numbers shown beside it describe the same time. */
 struct acc {
 	double sum[S_COUNT];
 	double cnt[S_COUNT];
+	int64_t first_ms, last_ms;  /* the stored verdicts' stamps in it */
+	bool any;
+	int best;                   /* the winning class, once known */
 };
+
+/* One stored verdict (raw: one live window; rollup: one bucket's share
+ * of a class). */
+struct verdict {
+	int64_t t_ms;
+	int cls;
+	double weight;
+};
+
+static int cmp_verdict(const void *a, const void *b)
+{
+	const struct verdict *x = a, *y = b;
+	if (x->t_ms != y->t_ms)
+		return x->t_ms < y->t_ms ? -1 : 1;
+	return x->weight > y->weight ? -1 : x->weight < y->weight ? 1 : x->cls - y->cls;
+}
+
+/* The class of the verdict stamped at t (the bucket's largest), or -1. */
+static int class_at(const struct verdict *v, size_t n, int64_t t)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid].t_ms < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && v[lo].t_ms == t ? v[lo].cls : -1;
+}
 
 static void finish_window(struct diag_window *w, const struct acc *a, const struct gpu_peaks *pk)
 {
 	double nsub = 0;
 	for (int c = 0; c < DIAG_CLASS_COUNT; c++)
 		nsub = fmax(nsub, a->cnt[S_CLASS + c]);
-	w->nsamples = w->judged_samples = (size_t)llround(nsub);
+	w->nverdicts = (size_t)llround(nsub);
+	w->nsamples = w->judged_samples = 0;
 	w->judged_start_s = w->start_s;
 	w->judged_end_s = w->end_s;
-	w->rule = "the class of most of the stored windows (share of each in the evidence)";
-	int best = 0;
-	for (int c = 1; c < DIAG_CLASS_COUNT; c++)
-		if (a->sum[S_CLASS + c] > a->sum[S_CLASS + best])
-			best = c;
+	w->rule = "the class that held most of the time (the stored windows' shares in the "
+		  "evidence), with that time's numbers";
+	int best = a->best;
 	w->bottleneck = (enum diag_class)best;
 	double top_share = nsub > 0 ? a->sum[S_CLASS + best] / nsub : 0;
 	for (int c = 0; c < DIAG_CLASS_COUNT && w->nevidence < DIAG_EVIDENCE_MAX; c++) {
@@ -470,7 +515,7 @@ static void finish_window(struct diag_window *w, const struct acc *a, const stru
 				.stat = "share_of_windows", .value = share, .op = ">=",
 				.threshold = FINDING_SHARE, .peak = NAN, .unit = "ratio", .holds = keep};
 	}
-	/* Evidence missing from any of its windows weakens the whole. */
+	/* Evidence missing from any of its class's windows weakens it. */
 	for (int m = 0; m < DIAG_MISSING_COUNT; m++)
 		if (a->sum[S_MISSING + m] > 0)
 			w->missing |= DIAG_MISSING_BIT(m);
@@ -482,6 +527,138 @@ static void finish_window(struct diag_window *w, const struct acc *a, const stru
 	}
 	w->headroom.pipe_name = NULL;
 	diagnose_describe(w, pk);
+}
+
+/* Read the series of GPU `gpu` whose names `names` matches over the
+ * range into the windows' sums. Class series (pass 1) go to every
+ * window's class sums and to `vs` (the verdicts, raw 0s left out);
+ * other series (pass 2) count only at the stamps whose verdict is the
+ * window's winning class, findings excepted (see finish_window). */
+static int read_pass(struct diag_history *h, int gpu, bool classes, const char *names,
+		     const struct tsdb_select_opts *so, int64_t origin_ms, int64_t win_ms,
+		     struct acc *acc, size_t nwin, struct verdict **vs, size_t *nv, size_t *cap,
+		     bool *rollup)
+{
+	char g[16];
+	snprintf(g, sizeof g, "%d", gpu);
+	struct tsdb_matcher m[2] = {
+		{TSDB_MATCH_RE, "__name__", names},
+		{TSDB_MATCH_EQ, "gpu", g},
+	};
+	struct tsdb_iter *it = NULL;
+	char err[160];
+	int rc = tsdb_select(h->db, m, 2, so, &it, err, sizeof err);
+	if (rc)
+		return rc;
+	*rollup = tsdb_iter_is_rollup(it);
+	int r;
+	while ((r = tsdb_iter_next_series(it)) == 1) {
+		size_t nl;
+		const struct tsdb_label *l = tsdb_iter_labels(it, &nl);
+		int s = series_index(l, nl);
+		if (s < 0 || (classes != (s < S_FINDING)))
+			continue;
+		int64_t t;
+		double v;
+		struct tsdb_rollup ru;
+		for (;;) {
+			double sum, cnt;
+			if (*rollup) {
+				if (tsdb_iter_next_rollup(it, &ru) != 1)
+					break;
+				t = ru.t_ms;
+				sum = ru.sum;
+				cnt = (double)ru.count;
+			} else {
+				if (tsdb_iter_next_sample(it, &t, &v) != 1)
+					break;
+				if (isnan(v))
+					continue;  /* staleness marker */
+				sum = v;
+				cnt = 1;
+			}
+			if (t < origin_ms)
+				continue;
+			size_t k = (size_t)((t - origin_ms) / win_ms);
+			if (k >= nwin)
+				continue;
+			struct acc *a = &acc[k];
+			if (classes) {
+				if (!a->any || t < a->first_ms)
+					a->first_ms = t;
+				if (!a->any || t > a->last_ms)
+					a->last_ms = t;
+				a->any = true;
+				if (sum > 0) {
+					if (*nv == *cap) {
+						size_t ncap = *cap ? *cap * 2 : 1024;
+						struct verdict *nvs = ncap <= VERDICTS_MAX ?
+							realloc(*vs, ncap * sizeof **vs) : NULL;
+						if (!nvs) {
+							rc = ncap <= VERDICTS_MAX ? GPULSE_ENOMEM
+										  : GPULSE_EINVAL;
+							goto out;
+						}
+						*vs = nvs;
+						*cap = ncap;
+					}
+					(*vs)[(*nv)++] = (struct verdict){t, s - S_CLASS, sum};
+				}
+			} else if (s >= S_FINDING && s < S_CONF) {
+				/* Findings: over every window (docs/DIAGNOSIS.md). */
+			} else if (class_at(*vs, *nv, t) != a->best) {
+				continue;
+			}
+			a->sum[s] += sum;
+			a->cnt[s] += cnt;
+		}
+	}
+	if (r < 0)
+		rc = -r;
+out:
+	tsdb_iter_free(it);
+	return rc;
+}
+
+/* The first or the last stamp (`last`) of GPU `gpu`'s stored verdicts in
+ * [mint, maxt], read from the raw samples (a rollup bucket says only
+ * which minute), with the smallest spacing of the stamps it saw in
+ * *gap_ms when that is smaller. 1 found, 0 not (raw data gone), or an
+ * error. */
+static int raw_edge(struct diag_history *h, int gpu, int64_t mint, int64_t maxt, bool last,
+		    int64_t *t_out, int64_t *gap_ms)
+{
+	char g[16];
+	snprintf(g, sizeof g, "%d", gpu);
+	/* Every verdict writes every class series: one of them has every stamp. */
+	struct tsdb_matcher m[3] = {
+		{TSDB_MATCH_EQ, "__name__", NAME_CLASS},
+		{TSDB_MATCH_EQ, "class", diag_class_name(DIAG_IDLE)},
+		{TSDB_MATCH_EQ, "gpu", g},
+	};
+	struct tsdb_select_opts so = {.mint = mint, .maxt = maxt, .mode = TSDB_READ_RAW};
+	struct tsdb_iter *it = NULL;
+	char err[160];
+	int rc = tsdb_select(h->db, m, 3, &so, &it, err, sizeof err);
+	if (rc)
+		return -rc;
+	int found = 0, r;
+	while ((r = tsdb_iter_next_series(it)) == 1) {
+		int64_t t, prev = INT64_MIN;
+		double v;
+		while (tsdb_iter_next_sample(it, &t, &v) == 1) {
+			if (isnan(v))
+				continue;
+			if (prev != INT64_MIN && t > prev && (*gap_ms == 0 || t - prev < *gap_ms))
+				*gap_ms = t - prev;
+			prev = t;
+			if (!found || (last ? t > *t_out : t < *t_out))
+				*t_out = t;
+			found = 1;
+		}
+	}
+	tsdb_iter_free(it);
+	return r < 0 ? r : found;
 }
 
 int diag_history_read(struct diag_history *h, int gpu, double since_s, double until_s,
@@ -501,75 +678,89 @@ int diag_history_read(struct diag_history *h, int gpu, double since_s, double un
 	int64_t origin_ms = (int64_t)llround(origin * 1000.0);
 	int64_t win_ms = (int64_t)llround(window_s * 1000.0);
 	struct acc *acc = calloc(nwin, sizeof *acc);
+	struct verdict *vs = NULL;
+	size_t nv = 0, cap = 0;
+	bool rollup = false;
 	if (!acc)
 		return GPULSE_ENOMEM;
-	char g[16];
-	snprintf(g, sizeof g, "%d", gpu);
-	struct tsdb_matcher m[2] = {
-		{TSDB_MATCH_RE, "__name__",
-		 NAME_CLASS "|" NAME_FINDING "|" NAME_CONF "|" NAME_MISSING
-			    "|gpulse_gpu_headroom_ratio|gpulse_gpu_diagnosis_bytes_per_second"},
-		{TSDB_MATCH_EQ, "gpu", g},
-	};
+	pthread_mutex_lock(&h->gpu[gpu].lock);
+	double live_s = h->gpu[gpu].window_s;
+	pthread_mutex_unlock(&h->gpu[gpu].lock);
 	struct tsdb_select_opts so = {
 		.mint = (int64_t)floor(since_s * 1000.0) + 1, .maxt = (int64_t)floor(until_s * 1000.0),
-		.mode = TSDB_READ_AUTO, .step_hint_ms = win_ms};
-	struct tsdb_iter *it = NULL;
-	char err[160];
-	int rc = tsdb_select(h->db, m, 2, &so, &it, err, sizeof err);
+		/* Raw samples while they are kept, whatever the window: a
+		 * rollup minute mixes the classes, and the numbers shown must
+		 * be the winning class's own. Rollups past the retention. */
+		.mode = TSDB_READ_AUTO, .step_hint_ms = 1};
+	/* Pass 1: the classes, and each stamp's verdict. */
+	int rc = read_pass(h, gpu, true, NAME_CLASS, &so, origin_ms, win_ms, acc, nwin, &vs, &nv, &cap,
+			   &rollup);
 	if (rc)
 		goto out;
-	bool rollup = tsdb_iter_is_rollup(it);
-	int r;
-	while ((r = tsdb_iter_next_series(it)) == 1) {
-		size_t nl;
-		const struct tsdb_label *l = tsdb_iter_labels(it, &nl);
-		int s = series_index(l, nl);
-		if (s < 0)
-			continue;
-		int64_t t;
-		double v;
-		struct tsdb_rollup ru;
-		for (;;) {
-			double sum, cnt;
-			if (rollup) {
-				if (tsdb_iter_next_rollup(it, &ru) != 1)
-					break;
-				t = ru.t_ms;
-				sum = ru.sum;
-				cnt = (double)ru.count;
-			} else {
-				if (tsdb_iter_next_sample(it, &t, &v) != 1)
-					break;
-				if (isnan(v))
-					continue;  /* staleness marker */
-				sum = v;
-				cnt = 1;
-			}
-			if (t < origin_ms)
-				continue;
-			size_t k = (size_t)((t - origin_ms) / win_ms);
-			if (k >= nwin)
-				continue;
-			acc[k].sum[s] += sum;
-			acc[k].cnt[s] += cnt;
-		}
-	}
-	tsdb_iter_free(it);
-	if (r < 0) {
-		rc = -r;
-		goto out;
-	}
 	size_t used = 0;
-	for (size_t k = 0; k < nwin; k++) {
-		double nsub = 0;
-		for (int c = 0; c < DIAG_CLASS_COUNT; c++)
-			nsub += acc[k].cnt[S_CLASS + c];
-		if (nsub > 0)
-			used++;
-	}
+	for (size_t k = 0; k < nwin; k++)
+		used += acc[k].any;
 	if (used == 0)
 		goto out;
+	/* One verdict per stamp: a rollup bucket's is its largest class. */
+	qsort(vs, nv, sizeof *vs, cmp_verdict);
+	size_t nu = 0;
+	int64_t gap_ms = 0;  /* the smallest spacing of stamps */
+	for (size_t i = 0; i < nv; i++) {
+		if (nu && vs[nu - 1].t_ms == vs[i].t_ms)
+			continue;
+		if (nu && (gap_ms == 0 || vs[i].t_ms - vs[nu - 1].t_ms < gap_ms))
+			gap_ms = vs[i].t_ms - vs[nu - 1].t_ms;
+		vs[nu++] = vs[i];
+	}
+	nv = nu;
+	/* Each window's class: the one that held most of its time. The
+	 * live windows are of one length, so their count is their time. */
+	for (size_t k = 0; k < nwin; k++) {
+		int best = 0;
+		for (int c = 1; c < DIAG_CLASS_COUNT; c++)
+			if (acc[k].sum[S_CLASS + c] > acc[k].sum[S_CLASS + best])
+				best = c;
+		acc[k].best = best;
+	}
+	/* Pass 2: the numbers of those times. */
+	rc = read_pass(h, gpu, false,
+		       NAME_FINDING "|" NAME_CONF "|" NAME_MISSING
+				    "|gpulse_gpu_headroom_ratio|gpulse_gpu_diagnosis_bytes_per_second",
+		       &so, origin_ms, win_ms, acc, nwin, &vs, &nv, &cap, &rollup);
+	if (rc)
+		goto out;
+	/* What a stamp covers: a raw verdict the live window ending at it,
+	 * a rollup bucket the bucket starting at it. */
+	size_t kfirst = 0, klast = nwin - 1;
+	while (!acc[kfirst].any)
+		kfirst++;
+	while (!acc[klast].any)
+		klast--;
+	double before_s, after_s, first_s = -INFINITY, last_s = INFINITY;
+	if (rollup) {
+		/* A bucket says which minute; the history's first and last
+		 * stamps, where the raw samples still hold them, say when. */
+		int64_t bucket_ms = gap_ms > 0 ? gap_ms : ROLLUP_FALLBACK_MS, t, raw_gap = 0;
+		before_s = 0;
+		after_s = (double)bucket_ms / 1000.0;
+		int f = raw_edge(h, gpu, acc[kfirst].first_ms, acc[kfirst].first_ms + bucket_ms - 1,
+				 false, &t, &raw_gap);
+		double live = live_s > 0 ? live_s : (double)raw_gap / 1000.0;
+		if (f == 1)
+			first_s = (double)t / 1000.0 + 0.001 - live;
+		int l = raw_edge(h, gpu, acc[klast].last_ms, acc[klast].last_ms + bucket_ms - 1, true,
+				 &t, &raw_gap);
+		if (l == 1)
+			last_s = (double)t / 1000.0 + 0.001;
+		if (f < 0 || l < 0) {
+			rc = -(f < 0 ? f : l);
+			goto out;
+		}
+	} else {
+		before_s = (live_s > 0 ? live_s : (double)gap_ms / 1000.0) - 0.001;
+		after_s = 0.001;
+	}
 	struct diag_window *w = calloc(used, sizeof *w);
 	if (!w) {
 		rc = GPULSE_ENOMEM;
@@ -577,20 +768,30 @@ int diag_history_read(struct diag_history *h, int gpu, double since_s, double un
 	}
 	size_t j = 0;
 	for (size_t k = 0; k < nwin && j < used; k++) {
-		double nsub = 0;
-		for (int c = 0; c < DIAG_CLASS_COUNT; c++)
-			nsub += acc[k].cnt[S_CLASS + c];
-		if (nsub == 0)
+		if (!acc[k].any)
 			continue;
+		/* The window's edges are its data's: never before the first
+		 * stored verdict's time nor after the last's (nor `until_s`,
+		 * now), whatever the length asked for. */
+		double a = origin + (double)k * window_s, b = a + window_s;
+		a = fmax(a, fmax(since_s, (double)acc[k].first_ms / 1000.0 - before_s));
+		b = fmin(b, fmin(until_s, (double)acc[k].last_ms / 1000.0 + after_s));
+		if (k == kfirst)
+			a = fmax(a, first_s);
+		if (k == klast)
+			b = fmin(b, last_s);
+		if (!(b > a))
+			b = a + 0.001;
 		w[j].gpu = gpu;
-		w[j].start_s = origin + (double)k * window_s;
-		w[j].end_s = w[j].start_s + window_s;
+		w[j].start_s = a;
+		w[j].end_s = b;
 		finish_window(&w[j], &acc[k], peaks);
 		j++;
 	}
 	*out = w;
 	*n = j;
 out:
+	free(vs);
 	free(acc);
 	return rc;
 }

@@ -77,11 +77,18 @@ void diag_history_sync(struct diag_history *h);
 
 /* The stored verdicts of GPU `gpu` (its index) with window ends in
  * (since_s, until_s], put together into windows of `window_s` aligned to
- * multiples of it in Unix time. Each window's class is the class of most
- * of its stored windows; a finding is kept when at least a tenth of them
- * carry it; headroom numbers are means; the evidence lists each class's
- * and finding's share. Ranges older than the raw retention are read from
- * the 1-minute rollups (shares per minute). *out (NULL when none) is the
+ * multiples of it in Unix time, each cut to its data: it starts no
+ * earlier than its first stored window and ends no later than its last
+ * (nor before since_s or after until_s). Each window's class is the
+ * class that held most of its time (the live windows are of one length,
+ * so the most of them); a finding is kept when at least a tenth of them
+ * carry it; the headroom numbers, confidence and missing evidence are
+ * those of the windows of that class (means), so the numbers shown agree
+ * with the class; the evidence lists each class's and finding's share;
+ * nverdicts counts the stored windows (nsamples is 0: not stored). Read
+ * from the raw samples while they are kept; ranges older than the raw
+ * retention from the 1-minute rollups (shares per minute; a minute's
+ * numbers count for the class that held most of it). *out (NULL when none) is the
  * caller's, freed with free(). 0, GPULSE_EINVAL (bad range or window, or
  * over `max_windows` windows), GPULSE_EIO, GPULSE_ENOMEM. */
 int diag_history_read(struct diag_history *h, int gpu, double since_s, double until_s,

@@ -469,16 +469,28 @@ static void chart_hours(const struct report *r, FILE *out)
 	for (int hr = 0; hr < 24; hr += 3)
 		fprintf(out, "<text class=\"ax\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%02d:00</text>\n",
 			x0 + (x1 - x0) * (hr + 0.5) / 24.0, bottom + 18, hr);
+	/* A path broken at the hours without data (a line across them would
+	 * invent their values), and a dot on every hour that has data: a
+	 * history shorter than two hours has one point, which a line alone
+	 * does not draw at all. */
 	for (size_t i = 0; i < r->nhosts; i++) {
 		const struct report_host *ho = &r->hosts[i];
-		fprintf(out, "<polyline class=\"l%zu\" points=\"", i % 4);
+		fprintf(out, "<path class=\"l%zu\" d=\"", i % 4);
 		for (int hr = 0; hr < 24; hr++)
 			if (isfinite(ho->hour_mean[hr]))
-				fprintf(out, "%.1f,%.1f ", x0 + (x1 - x0) * (hr + 0.5) / 24.0,
-					bottom - ho->hour_mean[hr] * sy);
+				fprintf(out, "%s%.1f,%.1f ",
+					hr > 0 && isfinite(ho->hour_mean[hr - 1]) ? "L" : "M",
+					x0 + (x1 - x0) * (hr + 0.5) / 24.0, bottom - ho->hour_mean[hr] * sy);
 		fputs("\"/>\n", out);
+		for (int hr = 0; hr < 24; hr++)
+			if (isfinite(ho->hour_mean[hr]))
+				fprintf(out, "<circle class=\"d%zu\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\">"
+					     "<title>%02d:00 UTC: mean busy %.0f%%</title></circle>\n",
+					i % 4, x0 + (x1 - x0) * (hr + 0.5) / 24.0,
+					bottom - ho->hour_mean[hr] * sy, hr, ho->hour_mean[hr] * 100);
 	}
-	svg_close(out, "Shaded: the target band; dashed: the busy line. One line per host.");
+	svg_close(out, "Shaded: the target band; dashed: the busy line. One line per host; "
+		       "a dot per hour of day with data.");
 }
 
 /* idle vs allocated-idle hours per GPU */
@@ -635,7 +647,8 @@ static const char css[] =
 	"svg.chart{max-width:100%;height:auto}svg text{fill:var(--fg);font-size:11px}svg .ax{fill:var(--mut)}\n"
 	".c1{fill:var(--c1)}.c2{fill:var(--c2)}.c3{fill:var(--c3)}.track{fill:var(--grid)}.band{fill:var(--band)}\n"
 	".line85{stroke:var(--c3);stroke-dasharray:5 4;stroke-width:1.5}\n"
-	"polyline{fill:none;stroke-width:2}.l0{stroke:var(--c1)}.l1{stroke:var(--k2)}.l2{stroke:var(--k5)}.l3{stroke:var(--k3)}\n"
+	"polyline,path.l0,path.l1,path.l2,path.l3{fill:none;stroke-width:2}.l0{stroke:var(--c1)}.l1{stroke:var(--k2)}.l2{stroke:var(--k5)}.l3{stroke:var(--k3)}\n"
+	".d0{fill:var(--c1)}.d1{fill:var(--k2)}.d2{fill:var(--k5)}.d3{fill:var(--k3)}\n"
 	".k0{fill:var(--k0)}.k1{fill:var(--k1)}.k2{fill:var(--k2)}.k3{fill:var(--k3)}.k4{fill:var(--k4)}.k5{fill:var(--k5)}.k6{fill:var(--k6)}.k7{fill:var(--k7)}\n"
 	"figure{margin:1em 0;break-inside:avoid}h3{font-size:1em;margin:.2em 0}figcaption{color:var(--mut);font-size:12px}\n"
 	"@media print{:root{--fg:#000;--bg:#fff;--mut:#333;--grid:#bbb}body{margin:0;max-width:none;font-size:11px}"

@@ -65,6 +65,21 @@ grep -q 'compute_bound .*power_capped' "$WORK/table.txt" || fail "table: $(head 
 grep -q 'time by class:' "$WORK/table.txt" || fail "no summary"
 grep -q 'top finding: power_capped' "$WORK/table.txt" || fail "no top finding"
 grep -q 'PCIe gen5 x16' "$WORK/table.txt" || fail "device file not read"
+# The one line of advice the help promises, in the table too: under the
+# window that starts a run of windows sharing it, never repeated in a row.
+python3 - "$WORK/table.txt" <<'PY' || fail "table advice: $(head -n 30 "$WORK/table.txt")"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+rows = [i for i, l in enumerate(lines) if re.match(r"^ +[\d.]+ +[\d.]+ +\d+  [a-z_]+ ", l)]
+adv = [i for i, l in enumerate(lines) if l.startswith("    advice: ")]
+assert rows and adv, (len(rows), len(adv))
+assert adv[0] == rows[0] + 1, "the first window has no advice under it"
+assert all(lines[i - 1] in [lines[r] for r in rows] for i in adv), "advice not under a window"
+texts = [lines[i] for i in adv]
+assert all(a != b for a, b in zip(texts, texts[1:])), "the same advice twice in a row"
+assert len(adv) < len(rows), "advice repeated for every window"
+assert any("fuse" in t or "precision" in t or "nothing runs" in t for t in texts), texts
+PY
 
 # Two GPUs in one file (a gpu column), no device file beside it, and the
 # same recording without its GPM columns.

@@ -94,6 +94,9 @@ for l in rows:
 full = [l for l in rows if int(re.search(r"\((\d+) samples", l).group(1)) >= 15]
 assert full and all(" compute_bound " in l and re.search(r"busy \d+% sm [\d.]+% tensor \d+%", l)
                     for l in full), full
+# The advice on a line of its own under the first window of each run.
+i = lines.index(rows[0])
+assert lines[i + 1].startswith("    advice: ") and len(lines[i + 1]) > 20, lines[i + 1]
 PY
 "$GPULSE" diagnose --url "$URL" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert "windows" in d' ||
 	fail "gpulse diagnose --json (daemon)"

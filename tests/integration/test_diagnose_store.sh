@@ -19,6 +19,7 @@ storage:
   flush_interval: 1s
 YML
 export GPULSE_FAKE_NVML_RECORDING="$REC" GPULSE_FAKE_NVML_SPEED=1
+started=$(date +%s.%N)
 start_daemon store --config "$WORK/diag.yml" --nvml-library "$FAKE_NVML"
 
 # Verdicts reach the store: exactly one class is 1 at any time.
@@ -38,7 +39,9 @@ for x in w:
     for k in ("start_s", "end_s", "gpu", "bottleneck", "findings", "evidence", "advice"):
         assert k in x, k
     assert x["bottleneck"] in classes, x["bottleneck"]
-    assert abs(x["end_s"] - x["start_s"] - float(sys.argv[2])) < 1e-6
+    # A window is cut to its data, never longer than asked.
+    assert 0 < x["end_s"] - x["start_s"] <= float(sys.argv[2]) + 1e-6, x
+    assert x["samples"] is None and x["stored_windows"] >= 1, x
     assert x["evidence"], "no evidence"
     shares = [e["value"] for e in x["evidence"] if e["stat"] == "share_of_windows" and e["name"] in classes]
     assert abs(sum(shares) - 1) < 1e-9, shares
@@ -71,6 +74,36 @@ code=$(curl -s -o "$WORK/bad.json" -w '%{http_code}' "$URL/api/v1/diagnosis?sinc
 [ "$code" = 400 ] || fail "too many windows gave HTTP $code"
 grep -q 'ask for a window of at least' "$WORK/bad.json" || fail "too many windows: $(cat "$WORK/bad.json")"
 
+# A range far wider than the history: the windows keep to the data (none
+# starts before gpulsed did or ends after the request), the summary's
+# seconds are the history's, and each window's numbers are its class's.
+asked=$(date +%s.%N)
+fetch "/api/v1/diagnosis?gpu=0&since=1d" >"$WORK/day.json"
+python3 - "$WORK/day.json" "$started" "$asked" <<'PY' || fail "since=1d: $(head -c 3000 "$WORK/day.json")"
+import json, sys, time
+d = json.load(open(sys.argv[1]))["data"]
+started, asked, answered = float(sys.argv[2]), float(sys.argv[3]), time.time()
+w = d["windows"]
+assert d["source"] == "store" and d["window_s"] == 120 and w, (d["source"], d["window_s"])
+assert w[0]["start_s"] >= started - 1.5, (w[0]["start_s"], started)  # a 1-s live window
+assert w[-1]["end_s"] <= answered, (w[-1]["end_s"], answered)
+span = sum(x["end_s"] - x["start_s"] for x in w)
+assert span <= answered - started + 1, (span, answered - started)
+assert d["summary"][0]["seconds"] <= answered - started + 1, d["summary"]
+for x in w:
+    # All of its stored windows are counted, none twice.
+    assert x["stored_windows"] <= (x["end_s"] - x["start_s"]) / 1 + 1, x
+    if x["bottleneck"] == "idle":
+        assert "nothing runs" in x["advice"], x["advice"]
+PY
+"$GPULSE" diagnose --url "$URL" --gpu 0 --since 10m >"$WORK/cli10m.txt" || fail "gpulse diagnose --since 10m"
+python3 - "$WORK/cli10m.txt" <<'PY' || fail "CLI --since 10m: $(cat "$WORK/cli10m.txt")"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+rows = [l for l in lines if re.match(r"^(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d", l)]
+assert rows and all(re.search(r"\(\d+ windows?\)$", l) for l in rows), rows
+assert not any("samples" in l for l in rows), rows
+PY
 "$GPULSE" diagnose --url "$URL" --gpu 0 --since 30s >"$WORK/cli.txt" || fail "gpulse diagnose --since 30s"
 grep -q "stored diagnosis" "$WORK/cli.txt" || fail "CLI: $(cat "$WORK/cli.txt")"
 grep -Eq "^GPU 0 over [0-9]+ s: [a-z_]+ [0-9]+%" "$WORK/cli.txt" || fail "CLI summary: $(cat "$WORK/cli.txt")"

@@ -104,6 +104,28 @@ grep -q '^GPUS' "$WORK/r.txt" && grep -q 'too little history' "$WORK/r.txt" &&
 [ "$(grep -o '<svg' "$WORK/r.html" | wc -l)" -ge 5 ] || fail "html: fewer than 5 charts"
 [ "$(stat -c %s "$WORK/r.html")" -lt 1048576 ] || fail "html over 1 MB"
 ! grep -Eq '<script|src="http|href="http' "$WORK/r.html" || fail "html is not self-contained"
+# The daily profile is drawn wherever the text has one: a mark for every
+# hour of day with data. A few minutes of history is one hour, a single
+# point, which a line alone never draws (the chart was empty).
+python3 - "$WORK/r.txt" "$WORK/r.html" <<'PY' || fail "daily profile: $(grep -A30 chart-hours "$WORK/r.html")"
+import re, sys
+txt, html = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+m = re.search(r"by hour \(UTC 00-23\) (.{24})", txt)
+assert m, "no daily profile in the text"
+hours = [i for i, ch in enumerate(m.group(1)) if ch != " "]
+assert hours, "the text's daily profile is empty"
+svg = re.search(r'<svg[^>]*id="chart-hours".*?</svg>', html, re.S).group(0)
+dots = re.findall(r'<circle class="d\d" cx="([\d.]+)" cy="([\d.]+)"', svg)
+assert len(dots) == len(hours), (hours, dots)
+# Each at the hour the text has, its x the hour's middle on the axis.
+xs = sorted(round((float(x) - 50) / 650 * 24 - 0.5) for x, _ in dots)
+assert xs == hours, (xs, hours)
+paths = re.findall(r'<path class="l\d" d="([^"]*)"', svg)
+assert paths and all(p.strip() for p in paths), paths
+# A line joins neighbouring hours only: as many M as runs of hours.
+runs = sum(1 for i, h in enumerate(hours) if i == 0 or hours[i - 1] != h - 1)
+assert sum(p.count("M") for p in paths) == runs, (paths, hours)
+PY
 
 # The page in headless Chromium: every chart drawn, no console or page
 # errors, nothing fetched, no scripts; dark mode and print change the
@@ -112,7 +134,7 @@ CHECK="$GPULSE_SOURCE_DIR/tests/browser/check_page.js"
 page() {
 	node "$CHECK" "$WORK/r.html" --count 'svg.chart' --count '#chart-distribution' \
 		--count '#chart-hours' --count '#chart-idle' --count '#chart-memory' --count '#chart-band' \
-		--count '#chart-bottlenecks' --count 'svg.chart rect, svg.chart polyline' \
+		--count '#chart-bottlenecks' --count 'svg.chart rect, svg.chart polyline' --count '#chart-hours circle' \
 		--eval 'getComputedStyle(document.body).backgroundColor' --eval 'document.scripts.length' "$@"
 }
 for mode in light dark print; do
@@ -135,6 +157,7 @@ for m, p in pages.items():
     for sel in ("#chart-distribution", "#chart-hours", "#chart-idle", "#chart-memory", "#chart-band", "#chart-bottlenecks"):
         assert c[sel] == 1, (m, sel, c)
     assert c["svg.chart rect, svg.chart polyline"] > 20, (m, c)
+    assert c["#chart-hours circle"] >= 1, (m, c)
     assert p["evals"][1] == 0, (m, "scripts", p["evals"])
 assert pages["light"]["evals"][0] != pages["dark"]["evals"][0], "dark mode did not change the background"
 assert pages["print"]["evals"][0] == pages["light"]["evals"][0], "print is not on white"

@@ -9,7 +9,9 @@
 # refusal), ASCII under LANG=C, monochrome with --no-color, a gpulsed
 # that never answers (keys still work, then "disconnected"), gpulsed
 # stopping (disconnected, values kept) and coming back, and the graphs
-# starting from the store's history.
+# starting from the store's history; then a replay, whose process count
+# without a list top and status report alike, and --gpu of a GPU the host
+# lacks refused as gpulse diagnose refuses it.
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}" "${GPULSE_BUILD_DIR:?}"
 command -v tmux >/dev/null || fail "tmux is not installed (scripts/install-deps.sh)"
@@ -370,4 +372,35 @@ wait_for 'pane_ended back' || { dump back; fail "q does not quit"; }
 [ "$(pane_state back)" = "exit 0" ] || { dump back; fail "top's exit: $(pane_state back), want status 0"; }
 wait_for 'pane_ended main'
 [ "$(pane_state main)" = "exit 0" ] || { dump main; fail "the first top's exit: $(pane_state main)"; }
+
+# ---- a replay of one recorded row: the recording counts one process but
+# carries no process list. gpulse status and top say the same of it (top
+# said "no processes" where status said "1 running").
+start_daemon replay --replay "$WORK/row.csv"
+wait_for '"$GPULSE" status --url "$URL" | grep -q "processes"' || fail "replay: no status"
+"$GPULSE" status --url "$URL" >"$WORK/replay-status.txt" || fail "replay: status failed"
+grep -Eq 'processes +1 running \(the recording has no process details\)' "$WORK/replay-status.txt" ||
+	fail "replay: status: $(cat "$WORK/replay-status.txt")"
+start_top replay 100 30 LANG=C.UTF-8 LC_ALL=C.UTF-8 TERM=screen
+wait_screen replay '^ +1 running on the GPUs \(the recording has no process details\)' ||
+	{ dump replay; fail "replay: top does not say what status says"; }
+screen replay | grep -q 'no processes' && { dump replay; fail "replay: top says no processes"; }
+keys replay q
+wait_for 'pane_ended replay' || { dump replay; fail "q does not quit (replay)"; }
+
+# ---- --gpu of a GPU the host lacks: refused as gpulse diagnose refuses
+# it (exit 1, naming the GPUs there are), before the screen is taken.
+set +e
+"$GPULSE" top --url "$URL" --gpu 5 </dev/null >"$WORK/g5.out" 2>"$WORK/g5.err"; rc=$?
+set -e
+[ "$rc" = 1 ] || fail "top --gpu 5 on a 1-GPU host: exit $rc, want 1: $(cat "$WORK/g5.err")"
+grep -q "no GPU 5 at $URL (its GPUs: 0)" "$WORK/g5.err" || fail "top --gpu 5: $(cat "$WORK/g5.err")"
+"$GPULSE" diagnose --url "$URL" --gpu 5 >/dev/null 2>"$WORK/d5.err" && fail "diagnose --gpu 5 succeeded"
+[ "$(sed 's/^gpulse [a-z]*: //' "$WORK/g5.err")" = "$(sed 's/^gpulse [a-z]*: //' "$WORK/d5.err")" ] ||
+	fail "top and diagnose refuse --gpu 5 differently: $(cat "$WORK/g5.err" "$WORK/d5.err")"
+# A GPU it has gets past the check (to the terminal check, here).
+set +e
+"$GPULSE" top --url "$URL" --gpu 0 </dev/null >/dev/null 2>"$WORK/g0.err"; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q 'needs a terminal' "$WORK/g0.err" || fail "top --gpu 0: exit $rc: $(cat "$WORK/g0.err")"
 echo "ok"

@@ -164,7 +164,9 @@ static void same_window_reads_back(void **state)
 		assert_int_equal(r[k].bottleneck, f.w[k].bottleneck);
 		assert_int_equal(r[k].findings, f.w[k].findings);
 		assert_int_equal(r[k].missing, f.w[k].missing);
-		assert_int_equal(r[k].nsamples, 1);
+		assert_int_equal(r[k].nverdicts, 1);
+		assert_int_equal(r[k].nsamples, 0);  /* not stored: never a made-up count */
+		assert_true(same(r[k].end_s, f.w[k].end_s));
 		assert_true(same(r[k].headroom.dram, f.w[k].headroom.dram));
 		assert_true(same(r[k].headroom.tensor, f.w[k].headroom.tensor));
 		assert_true(same(r[k].headroom.busy, f.w[k].headroom.busy));
@@ -230,7 +232,7 @@ static void check_majorities(struct fixture *f, double window_s)
 		unsigned fnd;
 		int cnt;
 		int want = majority(f, r[k].start_s, r[k].end_s, &fnd, &cnt);
-		assert_int_equal(cnt, (int)r[k].nsamples);
+		assert_int_equal(cnt, (int)r[k].nverdicts);
 		assert_int_equal(r[k].bottleneck, want);
 		assert_int_equal(r[k].findings, fnd);
 		assert_true(r[k].nevidence >= 1);
@@ -238,6 +240,85 @@ static void check_majorities(struct fixture *f, double window_s)
 	}
 	assert_int_equal(total, (int)f->nw);
 	free(r);
+}
+
+/* A merged window holds what its data held: it starts no earlier than
+ * the first stored window in it and ends no later than the last one (nor
+ * after the end of the range, "now"), so the spans add up to the
+ * history's, not to the range asked for; its numbers are those of the
+ * windows of its class, so "idle" never stands beside a busy GPU's
+ * numbers; and its brief counts windows, not samples. */
+static void merged_windows_keep_to_their_data(void **state)
+{
+	(void)state;
+	struct fixture f = {0};
+	fill(&f, 0);
+	double first = f.w[0].start_s, last = f.w[f.nw - 1].end_s;
+	const double W = 300;
+	/* A range from well before the data to just before the last
+	 * window's end: "now" cuts the last window. */
+	double until = last - 2;
+	struct diag_window *r = NULL;
+	size_t nr = 0;
+	assert_int_equal(diag_history_read(f.h, 0, first - 3 * W, until, W, 100000, &f.pk, &r, &nr),
+			 GPULSE_OK);
+	assert_true(nr > 2);
+	assert_true(same(r[0].start_s, first));
+	assert_true(r[nr - 1].end_s <= until);
+	double covered = 0, held = 0;
+	for (size_t k = 0; k < f.nw; k++)
+		if (f.w[k].end_s - 0.001 <= until)
+			held += f.w[k].end_s - f.w[k].start_s;
+	int mismatched = 0;
+	for (size_t k = 0; k < nr; k++) {
+		assert_true(r[k].end_s > r[k].start_s && r[k].end_s - r[k].start_s <= W + 1e-9);
+		assert_true(same(r[k].judged_start_s, r[k].start_s));
+		assert_true(same(r[k].judged_end_s, r[k].end_s));
+		covered += r[k].end_s - r[k].start_s;
+		/* Its data: the first and the last stored window in it. */
+		double lo = INFINITY, hi = -INFINITY, busy = 0;
+		int nbusy = 0, ncls = 0;
+		for (size_t i = 0; i < f.nw; i++) {
+			double t = f.w[i].end_s - 0.001;
+			if (t < r[k].start_s || t >= r[k].end_s)
+				continue;
+			lo = fmin(lo, f.w[i].start_s);
+			hi = fmax(hi, f.w[i].end_s);
+			if (f.w[i].bottleneck != r[k].bottleneck)
+				continue;
+			ncls++;
+			if (!isnan(f.w[i].headroom.busy)) {
+				busy += f.w[i].headroom.busy;
+				nbusy++;
+			}
+		}
+		assert_true(same(r[k].start_s, fmax(lo, first)));
+		assert_true(same(r[k].end_s, fmin(hi, until)));
+		assert_true(ncls > 0);
+		if (nbusy)
+			assert_true(same(r[k].headroom.busy, busy / nbusy));
+		/* Over all its windows the mean would differ wherever
+		 * classes mixed: the test sees such windows. */
+		double all = 0;
+		int nall = 0;
+		for (size_t i = 0; i < f.nw; i++) {
+			double t = f.w[i].end_s - 0.001;
+			if (t >= r[k].start_s && t < r[k].end_s && !isnan(f.w[i].headroom.busy)) {
+				all += f.w[i].headroom.busy;
+				nall++;
+			}
+		}
+		mismatched += nall && nbusy && !same(all / nall, busy / nbusy);
+		assert_non_null(strstr(r[k].brief, " windows)"));
+		assert_null(strstr(r[k].brief, "samples"));
+	}
+	assert_true(mismatched > 0);
+	/* The spans are the history's: the recording's copies have gaps
+	 * between them, which no window covers whole. */
+	assert_true(covered <= last - first);
+	assert_true(covered >= held - 1e-6 - (double)(COPIES + 1) * W);
+	free(r);
+	teardown_fixture(&f);
 }
 
 static void longer_windows_take_the_majority(void **state)
@@ -398,6 +479,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(same_window_reads_back),
 		cmocka_unit_test(longer_windows_take_the_majority),
+		cmocka_unit_test(merged_windows_keep_to_their_data),
 		cmocka_unit_test(rollups_answer_old_ranges),
 		cmocka_unit_test(records_at_class_changes),
 		cmocka_unit_test(new_card_new_series),

@@ -229,6 +229,33 @@ static void test_parse_errors(void **state)
 	free(d);
 }
 
+/* The empty process table says what gpulse status says: a replay's
+ * recorded count without a list is "1 running", never "no processes". */
+static void test_procs_empty_text(void **state)
+{
+	(void)state;
+	struct top_data *d = calloc(1, sizeof *d);
+	char err[256], text[128];
+	const char replay[] = "{\"data\":{\"gpus\":[{\"gpu\":0,\"source\":\"replay\","
+			      "\"fields\":{\"proc_count\":1},\"processes\":[]}]}}";
+	assert_int_equal(top_parse_gpus(d, replay, strlen(replay), err, sizeof err), 0);
+	assert_true(d->gpus[0].have_proc_count);
+	top_procs_empty_text(d, "", text, sizeof text);
+	assert_string_equal(text, "1 running on the GPUs (the recording has no process details)");
+	top_procs_empty_text(d, "python", text, sizeof text);
+	assert_string_equal(text, "no process matches the filter");
+	const char live[] = "{\"data\":{\"gpus\":[{\"gpu\":0,\"fields\":{\"proc_count\":2}},"
+			    "{\"gpu\":1,\"fields\":{\"proc_count\":1}}]}}";
+	assert_int_equal(top_parse_gpus(d, live, strlen(live), err, sizeof err), 0);
+	top_procs_empty_text(d, NULL, text, sizeof text);
+	assert_string_equal(text, "3 running on the GPUs (details not read)");
+	const char none[] = "{\"data\":{\"gpus\":[{\"gpu\":0,\"fields\":{\"proc_count\":0}}]}}";
+	assert_int_equal(top_parse_gpus(d, none, strlen(none), err, sizeof err), 0);
+	top_procs_empty_text(d, NULL, text, sizeof text);
+	assert_string_equal(text, "no processes on the GPUs");
+	free(d);
+}
+
 static void test_parse_bounds(void **state)
 {
 	(void)state;
@@ -561,6 +588,7 @@ int main(void)
 		cmocka_unit_test(test_parse_alerts_and_diagnosis),
 		cmocka_unit_test(test_parse_errors),
 		cmocka_unit_test(test_parse_bounds),
+		cmocka_unit_test(test_procs_empty_text),
 		cmocka_unit_test(test_history),
 		cmocka_unit_test(test_backfill),
 		cmocka_unit_test(test_sort_filter),

@@ -177,6 +177,9 @@ static void parse_gpu(struct top_gpu *g, json_t *j)
 		set_ratio(g, TM_PCIE, busier / g->pcie_peak_bps);
 	}
 
+	g->have_proc_count = get_num(f, field_key(F_PROC_COUNT), &g->proc_count) &&
+			     g->proc_count >= 0;
+
 	json_t *tr = json_object_get(j, "throttle_reasons");
 	size_t i;
 	json_t *r;
@@ -820,6 +823,26 @@ int top_procs_view(const struct top_data *d, const char *filter, enum top_sort k
 	sort_ctx = (struct sort_ctx){d, key, reverse};
 	qsort(idx, (size_t)n, sizeof *idx, proc_cmp);
 	return n;
+}
+
+void top_procs_empty_text(const struct top_data *d, const char *filter, char *out, size_t outlen)
+{
+	if (filter && filter[0]) {
+		snprintf(out, outlen, "no process matches the filter");
+		return;
+	}
+	double count = 0;
+	bool replay = false;
+	for (int i = 0; i < d->ngpus; i++) {
+		if (d->gpus[i].have_proc_count)
+			count += d->gpus[i].proc_count;
+		replay |= d->gpus[i].replay;
+	}
+	if (count > 0 && d->nprocs == 0)
+		snprintf(out, outlen, "%.0f running on the GPUs (%s)", count,
+			 replay ? "the recording has no process details" : "details not read");
+	else
+		snprintf(out, outlen, "no processes on the GPUs");
 }
 
 /* ---- text ------------------------------------------------------------------------ */

@@ -54,6 +54,10 @@ struct top_gpu {
 	double sm_clock_hz, sm_clock_max_hz, pcie_tx_bps, pcie_rx_bps, pcie_peak_bps;
 	unsigned have_raw;        /* bit per TOP_RAW_* */
 	char throttle[TOP_TEXT];  /* decoded reasons, comma-separated; "" none */
+	/* The driver's count of processes (proc_count), which a replay or an
+	 * unreadable process list has without the list itself. */
+	bool have_proc_count;
+	double proc_count;
 	/* The live diagnosis's last window (/api/v1/diagnosis). */
 	bool have_diag;
 	char bottleneck[32];
@@ -207,6 +211,12 @@ const char *top_sort_name(enum top_sort s);  /* "MEM", "SM%", ... */
  * many went into idx (at most cap). */
 int top_procs_view(const struct top_data *d, const char *filter, enum top_sort key, bool reverse,
 		   int *idx, int cap);
+
+/* The line the process table shows when no row is listed: that the
+ * filter matches nothing; that the driver counts processes whose details
+ * it did not give (a replay has the count, never the list: the same
+ * words `gpulse status` uses); or that nothing runs. */
+void top_procs_empty_text(const struct top_data *d, const char *filter, char *out, size_t outlen);
 
 /* ---- text ---------------------------------------------------------------- */
 
