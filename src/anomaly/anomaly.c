@@ -266,6 +266,7 @@ struct gpu_state {
 	bool ready;            /* models allocated, identity read */
 	bool failed;           /* could not allocate: the GPU is skipped */
 	char gpu[16], uuid[96], model[96];
+	const char *source;    /* gpu_source_label: static, or NULL */
 	double load;           /* mean utilization of the last closed tick; NaN unknown */
 	double power_smooth;   /* EWMA of closed power ticks; NaN unknown */
 	double mem_total;
@@ -376,6 +377,7 @@ static int gpu_init(struct anomaly *a, int g)
 	snprintf(gs->gpu, sizeof gs->gpu, "%d", s->id.index >= 0 ? s->id.index : 0);
 	utf8_clean(gs->uuid, sizeof gs->uuid, s->id.uuid);
 	utf8_clean(gs->model, sizeof gs->model, s->id.name);
+	gs->source = gpu_source_label(&s->id);
 	if (s->valid & FIELD_BIT(F_MEM_TOTAL))
 		gs->mem_total = s->v[F_MEM_TOTAL];
 	free(s);
@@ -442,8 +444,8 @@ static void store_score(struct anomaly *a, struct gpu_state *gs, int w, int64_t 
 		return;
 	if (!ws->ref) {
 		struct tsdb_label l[INGEST_GPU_LABELS_MAX];
-		size_t n = ingest_gpu_labels(l, ANOMALY_METRIC, gs->gpu, gs->uuid, gs->model, "metric",
-					     watch_table[w].name);
+		size_t n = ingest_gpu_labels(l, ANOMALY_METRIC, gs->gpu, gs->uuid, gs->model, gs->source,
+					     "metric", watch_table[w].name);
 		char err[256];
 		uint32_t r;
 		if (tsdb_series(db, l, n, &r, err, sizeof err) != GPULSE_OK) {

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "fields.h"
 #include "owner.h"
@@ -153,6 +154,16 @@ struct gpu_snapshot {
 };
 
 /* Whether a snapshot's values are late or stuck (gpulse_gpu_stale). */
+/* The `source` label every series of this GPU carries, or NULL for none:
+ * a replayed GPU's series say so (source="replay") wherever they go,
+ * /metrics and the store alike, so that no dashboard, query or alert
+ * takes a recording for hardware; a real GPU's series keep the label set
+ * they always had (only gpulse_gpu_info says source="nvml"). */
+static inline const char *gpu_source_label(const struct gpu_identity *id)
+{
+	return strcmp(id->source, "replay") == 0 ? "replay" : NULL;
+}
+
 static inline bool gpu_snapshot_is_stale(const struct gpu_snapshot *s)
 {
 	return s->health == GPU_HEALTH_STALE || (s->health == GPU_HEALTH_UP && s->stale != 0);

@@ -64,6 +64,23 @@ enum item_check { ITEM_ANY, ITEM_LABEL_NAME, ITEM_GROUP_LABEL, ITEM_MATCHER, ITE
 		  ITEM_OWNER_FIELD,
 		  ITEM_PATH /* a file path, resolved against the config file's folder */ };
 
+/* What a string key that names a file asks of it. A relative value in the
+ * file is resolved against the file's directory, made absolute, as
+ * Prometheus resolves the files its configuration names (flags are the
+ * caller's: they stay relative to the working directory). What must exist
+ * is checked when a file is loaded (config_load_file), at the value's line,
+ * so a typo is refused before anything starts; what gpulsed creates, or
+ * others may create later, is only resolved. */
+enum path_use {
+	PATH_NONE,      /* not a path */
+	PATH_READ,      /* read at start or reload: must be a readable file now */
+	PATH_EXEC,      /* run without a shell: absolute (never resolved), executable now */
+	PATH_PROGRAM,   /* a name PATH finds, or, holding a '/', a path: executable now */
+	PATH_LIBRARY,   /* a name dlopen finds, or, holding a '/', a path; may come later */
+	PATH_CREATED,   /* made by gpulsed (a store, a queue, a socket) */
+	PATH_LATER,     /* made by others, maybe later (/proc, the kubelet's socket) */
+};
+
 /* Whether SIGHUP applies a key (docs/CONFIG.md's Reload column). A key
  * says nothing (INHERIT) to take its section's answer; the root is
  * RESTART, so a new key waits for a restart unless marked live. */
@@ -87,6 +104,7 @@ struct key_spec {
 	int nchildren;
 	size_t elem;                    /* KIND_STR_LIST, KIND_LABEL_MAP: one entry's capacity */
 	enum item_check check;          /* KIND_STR_LIST */
+	enum path_use path;             /* KIND_STRING that names a file */
 };
 
 #define MS (1e6)
@@ -104,6 +122,8 @@ struct key_spec {
 	{.name = nm, .kind = KIND_SECTION, .children = kids, \
 	 .nchildren = (int)(sizeof kids / sizeof kids[0]), .reload = r}
 #define SECTION(nm, kids) SECTION_R(nm, kids, RELOAD_INHERIT)
+#define PATHLEAF(nm, member, use) \
+	{.name = nm, .kind = KIND_STRING, .offset = OFF(member), .size = SZ(member), .path = use}
 #define STRLIST(nm, member, chk) \
 	{.name = nm, .kind = KIND_STR_LIST, .offset = OFF(member), .size = SZ(member), \
 	 .elem = SZ(member[0]), .check = chk}
@@ -120,7 +140,7 @@ static const struct key_spec sampling_keys[] = {
 };
 
 static const struct key_spec replay_keys[] = {
-	LEAF("file", STRING, replay.file),
+	PATHLEAF("file", replay.file, PATH_READ),
 	{.name = "speed", .kind = KIND_DOUBLE, .offset = OFF(replay.speed), .size = SZ(replay.speed),
 	 .lo = 0, .hi = 1000, .lo_open = true, .has_range = true},
 	LEAF("loop", BOOL, replay.loop),
@@ -132,11 +152,11 @@ static const struct key_spec http_keys[] = {
 	RANGED("timeout", DURATION, http.timeout_ns, 1 * SEC, 3600 * SEC),
 	RANGED("header_timeout", DURATION, http.header_timeout_ns, 100 * MS, 3600 * SEC),
 	RANGED("max_connections_per_address", UINT, http.max_connections_per_address, 0, 10000),
-	LEAF("tls_cert_file", STRING, http.tls_cert_file),
-	LEAF("tls_key_file", STRING, http.tls_key_file),
-	LEAF("tls_client_ca_file", STRING, http.tls_client_ca_file),
-	LEAF("auth_token_file", STRING, http.auth_token_file),
-	LEAF("write_token_file", STRING, http.write_token_file),
+	PATHLEAF("tls_cert_file", http.tls_cert_file, PATH_READ),
+	PATHLEAF("tls_key_file", http.tls_key_file, PATH_READ),
+	PATHLEAF("tls_client_ca_file", http.tls_client_ca_file, PATH_READ),
+	PATHLEAF("auth_token_file", http.auth_token_file, PATH_READ),
+	PATHLEAF("write_token_file", http.write_token_file, PATH_READ),
 	RANGED("rate_limit", DOUBLE, http.rate_limit, 0, 1e6),
 	RANGED("rate_limit_burst", UINT, http.rate_limit_burst, 0, 1000000),
 	{.name = "basic_auth_users", .kind = KIND_USER_MAP, .offset = OFF(http.basic_auth_users),
@@ -166,7 +186,7 @@ static const struct key_spec anomaly_keys[] = {
 };
 
 static const struct key_spec storage_keys[] = {
-	LEAF("path", STRING, storage.path),
+	PATHLEAF("path", storage.path, PATH_CREATED),
 	RANGED("flush_interval", DURATION, storage.flush_interval_ns, 100 * MS, 3600 * SEC),
 	RANGED("retention", DURATION, storage.retention_ns, 60 * SEC, 3650 * 86400 * SEC),
 	RANGED("rollup_retention", DURATION, storage.rollup_retention_ns, 60 * SEC, 3650 * 86400 * SEC),
@@ -176,24 +196,24 @@ static const struct key_spec storage_keys[] = {
 static const struct key_spec alertmanagers_keys[] = {
 	STRLIST("urls", alerting.alertmanagers.urls, ITEM_ANY),
 	RANGED("timeout", DURATION, alerting.alertmanagers.timeout_ns, 100 * MS, 600 * SEC),
-	LEAF("bearer_token_file", STRING, alerting.alertmanagers.bearer_token_file),
+	PATHLEAF("bearer_token_file", alerting.alertmanagers.bearer_token_file, PATH_READ),
 	LEAF("inhibit", BOOL, alerting.alertmanagers.inhibit),
 };
 
 static const struct key_spec webhooks_keys[] = {
 	STRLIST("urls", alerting.webhooks.urls, ITEM_ANY),
 	RANGED("timeout", DURATION, alerting.webhooks.timeout_ns, 100 * MS, 600 * SEC),
-	LEAF("bearer_token_file", STRING, alerting.webhooks.bearer_token_file),
+	PATHLEAF("bearer_token_file", alerting.webhooks.bearer_token_file, PATH_READ),
 };
 
 static const struct key_spec exec_keys[] = {
-	LEAF("path", STRING, alerting.exec.path),
+	PATHLEAF("path", alerting.exec.path, PATH_EXEC),
 	STRLIST("args", alerting.exec.args, ITEM_ANY),
 	RANGED("timeout", DURATION, alerting.exec.timeout_ns, 100 * MS, 600 * SEC),
 };
 
 static const struct key_spec queue_keys[] = {
-	LEAF("path", STRING, alerting.queue.path),
+	PATHLEAF("path", alerting.queue.path, PATH_CREATED),
 	RANGED("max_bytes", UINT, alerting.queue.max_bytes, 65536, 4294967295.0),
 	RANGED("max_batches", UINT, alerting.queue.max_batches, 1, 1000000),
 };
@@ -221,7 +241,7 @@ static const struct key_spec alerting_keys[] = {
 
 static const struct key_spec profiling_keys[] = {
 	LEAF("enabled", BOOL, profiling.enabled),
-	LEAF("socket", STRING, profiling.socket),
+	PATHLEAF("socket", profiling.socket, PATH_CREATED),
 	RANGED("max_clients", UINT, profiling.max_clients, 1, 4096),
 	RANGED("max_clients_per_uid", UINT, profiling.max_clients_per_uid, 0, 4096),
 	RANGED("idle_timeout", DURATION, profiling.idle_timeout_ns, 1 * SEC, 86400 * SEC),
@@ -246,8 +266,8 @@ static const struct key_spec bench_keys[] = {
 	RANGED("idle_utilization_percent", UINT, bench.idle_utilization_percent, 0, 100),
 	RANGED("retry_interval", DURATION, bench.retry_interval_ns, 1 * SEC, 7 * 86400 * SEC),
 	LEAF("mode", STRING, bench.mode),
-	LEAF("command", STRING, bench.command),
-	LEAF("cublaslt", STRING, bench.cublaslt),
+	PATHLEAF("command", bench.command, PATH_PROGRAM),
+	PATHLEAF("cublaslt", bench.cublaslt, PATH_LIBRARY),
 	RANGED("run_timeout", DURATION, bench.run_timeout_ns, 10 * SEC, 86400 * SEC),
 	RANGED("retention", DURATION, bench.retention_ns, 86400 * SEC, 3650 * 86400 * SEC),
 	RANGED("baseline_runs", UINT, bench.baseline_runs, 1, 64),
@@ -263,6 +283,8 @@ static const struct key_spec bench_keys[] = {
 #define RWOFF(m) offsetof(struct config_remote_write, m)
 #define RWSZ(m) sizeof(((struct config_remote_write *)0)->m)
 #define RWLEAF(nm, kd, m) {.name = nm, .kind = KIND_##kd, .offset = RWOFF(m), .size = RWSZ(m)}
+#define RWPATH(nm, m, use) \
+	{.name = nm, .kind = KIND_STRING, .offset = RWOFF(m), .size = RWSZ(m), .path = use}
 #define RWRANGED(nm, kd, m, l, h) \
 	{.name = nm, .kind = KIND_##kd, .offset = RWOFF(m), .size = RWSZ(m), .lo = (l), .hi = (h), \
 	 .has_range = true}
@@ -285,17 +307,17 @@ static const struct key_spec relabel_section = SECTION("", relabel_keys);
 static const struct key_spec rw_basic_keys[] = {
 	RWLEAF("username", STRING, basic_auth.username),
 	RWLEAF("password", STRING, basic_auth.password),
-	RWLEAF("password_file", STRING, basic_auth.password_file),
+	RWPATH("password_file", basic_auth.password_file, PATH_READ),
 };
 static const struct key_spec rw_authz_keys[] = {
 	RWLEAF("type", STRING, authorization.type),
 	RWLEAF("credentials", STRING, authorization.credentials),
-	RWLEAF("credentials_file", STRING, authorization.credentials_file),
+	RWPATH("credentials_file", authorization.credentials_file, PATH_READ),
 };
 static const struct key_spec rw_tls_keys[] = {
-	RWLEAF("ca_file", STRING, tls_config.ca_file),
-	RWLEAF("cert_file", STRING, tls_config.cert_file),
-	RWLEAF("key_file", STRING, tls_config.key_file),
+	RWPATH("ca_file", tls_config.ca_file, PATH_READ),
+	RWPATH("cert_file", tls_config.cert_file, PATH_READ),
+	RWPATH("key_file", tls_config.key_file, PATH_READ),
 	RWLEAF("server_name", STRING, tls_config.server_name),
 	RWLEAF("insecure_skip_verify", BOOL, tls_config.insecure_skip_verify),
 };
@@ -333,7 +355,7 @@ static const struct key_spec rw_keys[] = {
 	{.name = "write_relabel_configs", .kind = KIND_RELABEL_LIST},
 	{.name = "queue_config", .kind = KIND_SECTION, .children = rw_queue_keys,
 	 .nchildren = (int)(sizeof rw_queue_keys / sizeof rw_queue_keys[0])},
-	RWLEAF("queue_dir", STRING, queue_dir),
+	RWPATH("queue_dir", queue_dir, PATH_CREATED),
 	RWRANGED("queue_max_bytes", UINT, queue_max_bytes, SEGQ_MIN_MAX_BYTES, 4294967295.0),
 	RWLEAF("mode", STRING, mode),
 	{.name = "summary", .kind = KIND_SECTION, .children = rw_summary_keys,
@@ -344,9 +366,9 @@ static const struct key_spec attribution_keys[] = {
 	{.name = "labels", .kind = KIND_STR_LIST, .offset = OFF(attribution.labels),
 	 .size = SZ(attribution.labels), .elem = SZ(attribution.labels[0]),
 	 .check = ITEM_OWNER_FIELD, .reload = RELOAD_LIVE},
-	LEAF("proc_root", STRING, attribution.proc_root),
-	LEAF("cgroup_root", STRING, attribution.cgroup_root),
-	LEAF("pod_resources_socket", STRING, attribution.pod_resources_socket),
+	PATHLEAF("proc_root", attribution.proc_root, PATH_LATER),
+	PATHLEAF("cgroup_root", attribution.cgroup_root, PATH_LATER),
+	PATHLEAF("pod_resources_socket", attribution.pod_resources_socket, PATH_LATER),
 	RANGED("pod_resources_refresh", DURATION, attribution.pod_resources_refresh_ns, 1 * SEC,
 	       3600 * SEC),
 	RANGED("pod_resources_timeout", DURATION, attribution.pod_resources_timeout_ns, 100 * MS,
@@ -355,7 +377,7 @@ static const struct key_spec attribution_keys[] = {
 
 static const struct key_spec top_keys[] = {
 	LEAF("listen", LISTEN, listen),
-	LEAF("nvml_library", STRING, nvml_library),
+	PATHLEAF("nvml_library", nvml_library, PATH_LIBRARY),
 	SECTION("sampling", sampling_keys),
 	SECTION("replay", replay_keys),
 	SECTION("diagnosis", diagnosis_keys),
@@ -687,6 +709,8 @@ struct parse {
 	size_t len;
 	char *err;
 	size_t errlen;
+	char dir[CONFIG_PATH_LEN];      /* the file's absolute directory; "": unknown */
+	bool check_files;               /* config_load_file: files named must be there */
 };
 
 static void parse_err(struct parse *p, yaml_mark_t mark, const char *fmt, ...)
@@ -1024,21 +1048,140 @@ static void unknown_key(struct parse *p, yaml_mark_t mark, const struct key_spec
 	parse_err(p, mark, "unknown key %s%s (known keys: %s)", q, where, known);
 }
 
-/* Resolve `v` (vlen bytes) against the directory of the config file
- * p->name: rule files named relatively follow the config file, as
- * Prometheus's do. 0 or -1 when the result does not fit. */
-static int resolve_path(const struct parse *p, const char *v, size_t vlen, char *out, size_t outlen)
+/* Clean the absolute path `s` in place as Go's filepath.Clean does (and
+ * so Prometheus's joined paths): no "." or empty components, ".." taking
+ * the one before it (lexically; at the root it stays the root). */
+static void clean_path(char *s)
+{
+	size_t o = 0, i = 0, n = strlen(s);
+	while (i < n) {
+		while (i < n && s[i] == '/')
+			i++;
+		size_t start = i;
+		while (i < n && s[i] != '/')
+			i++;
+		size_t len = i - start;
+		if (len == 0 || (len == 1 && s[start] == '.'))
+			continue;
+		if (len == 2 && s[start] == '.' && s[start + 1] == '.') {
+			while (o > 0 && s[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--; /* the '/' before the component taken back */
+			continue;
+		}
+		s[o++] = '/';
+		memmove(s + o, s + start, len);
+		o += len;
+	}
+	if (o == 0)
+		s[o++] = '/';
+	s[o] = '\0';
+}
+
+/* The absolute directory of the file `name` into p->dir, which relative
+ * paths in it resolve against: the working directory's when `name` has
+ * none. Left "" when the working directory cannot be known (values then
+ * stay relative to it, as they were written). */
+static void parse_dir(struct parse *p)
 {
 	const char *slash = strrchr(p->name, '/');
-	if (v[0] == '/' || !slash) {
+	char cwd[CONFIG_PATH_LEN];
+	int n;
+	p->dir[0] = '\0';
+	if (p->name[0] == '/')
+		n = snprintf(p->dir, sizeof p->dir, "%.*s", (int)(slash - p->name), p->name);
+	else if (!getcwd(cwd, sizeof cwd))
+		return;
+	else
+		n = snprintf(p->dir, sizeof p->dir, "%s/%.*s", cwd,
+			     slash ? (int)(slash - p->name) : 0, p->name);
+	if (n < 0 || (size_t)n >= sizeof p->dir)
+		p->dir[0] = '\0';
+	else
+		clean_path(p->dir);
+}
+
+/* Resolve `v` (vlen bytes) against the config file's directory (p->dir):
+ * files named relatively follow the config file, as Prometheus's do.
+ * 0 or -1 when the result does not fit. */
+static int resolve_path(const struct parse *p, const char *v, size_t vlen, char *out, size_t outlen)
+{
+	if (v[0] == '/' || !p->dir[0]) {
 		if (vlen >= outlen)
 			return -1;
-		memcpy(out, v, vlen);
+		memmove(out, v, vlen); /* v may be out itself */
 		out[vlen] = '\0';
 		return 0;
 	}
-	int n = snprintf(out, outlen, "%.*s/%.*s", (int)(slash - p->name), p->name, (int)vlen, v);
-	return n < 0 || (size_t)n >= outlen ? -1 : 0;
+	char tmp[CONFIG_PATH_LEN];
+	int n = snprintf(tmp, sizeof tmp, "%s/%.*s", p->dir, (int)vlen, v);
+	if (n < 0 || (size_t)n >= sizeof tmp)
+		return -1;
+	clean_path(tmp);
+	if (strlen(tmp) >= outlen)
+		return -1;
+	memcpy(out, tmp, strlen(tmp) + 1);
+	return 0;
+}
+
+/* Whether the file at `path` can serve as `use` says, now: 0, or the
+ * reason (strerror's words, or what is wrong) in `why`. */
+static int check_path(const char *path, enum path_use use, char *why, size_t whylen)
+{
+	struct stat st;
+	if (use == PATH_READ) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+		if (fd < 0) {
+			snprintf(why, whylen, "%s", strerror(errno));
+			return GPULSE_EINVAL;
+		}
+		bool dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+		close(fd);
+		if (dir) {
+			snprintf(why, whylen, "is a directory, not a file");
+			return GPULSE_EINVAL;
+		}
+		return 0;
+	}
+	if (use == PATH_EXEC || (use == PATH_PROGRAM && strchr(path, '/'))) {
+		if (stat(path, &st) != 0) {
+			snprintf(why, whylen, "%s", strerror(errno));
+			return GPULSE_EINVAL;
+		}
+		if (S_ISDIR(st.st_mode) || access(path, X_OK) != 0) {
+			snprintf(why, whylen, "is not an executable file");
+			return GPULSE_EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* A path key's value just stored at `member`: resolved as its use says
+ * (a name without '/' that a search finds stays a name; an exec path
+ * must be absolute and is left for config_validate to refuse), then, when
+ * the file is being loaded, checked. 0 or GPULSE_EPARSE with the error. */
+static int take_path(struct parse *p, const struct key_spec *k, const char *key, char *member,
+		     yaml_mark_t mark)
+{
+	size_t n = strlen(member);
+	bool named = (k->path == PATH_PROGRAM || k->path == PATH_LIBRARY) && !strchr(member, '/');
+	if (n && !named && k->path != PATH_EXEC) {
+		if (resolve_path(p, member, n, member, k->size)) {
+			parse_err(p, mark, "%s: path is too long once resolved against %s (at most %zu "
+				  "bytes)", key, p->dir, k->size - 1);
+			return GPULSE_EPARSE;
+		}
+		/* config_equal may memcmp */
+		memset(member + strlen(member), 0, k->size - strlen(member));
+	}
+	char why[256];
+	if (p->check_files && n && (k->path != PATH_EXEC || member[0] == '/') &&
+	    check_path(member, k->path, why, sizeof why)) {
+		parse_err(p, mark, "%s: %s: %s", key, member, why);
+		return GPULSE_EPARSE;
+	}
+	return 0;
 }
 
 /* Read a list of strings (`val` is the event after the key) into
@@ -1083,8 +1226,11 @@ static int parse_str_list(struct parse *p, const char *path, const yaml_event_t 
 		else if (n >= cap)
 			snprintf(why, sizeof why, "more than %zu %s", cap, paths ? "files" : "entries");
 		else if (paths) {
-			if (resolve_path(p, v, vlen, tmp + n * elem, elem))
+			char *e = tmp + n * elem, reason[160];
+			if (resolve_path(p, v, vlen, e, elem))
 				snprintf(why, sizeof why, "path is too long (at most %zu bytes)", elem - 1);
+			else if (p->check_files && check_path(e, PATH_READ, reason, sizeof reason))
+				snprintf(why, sizeof why, "%.340s: %s", e, reason);
 		} else if (vlen >= elem)
 			snprintf(why, sizeof why, "entry is too long (%zu bytes; at most %zu)", vlen,
 				 elem - 1);
@@ -1412,6 +1558,8 @@ static int parse_section_at(struct parse *p, const struct key_spec *sec, const c
 					 val.data.scalar.length, scalar_is_null(&val), why, sizeof why)) {
 				parse_err(p, val.start_mark, "%s: %s", path, why);
 				rc = GPULSE_EPARSE;
+			} else if (k->path != PATH_NONE) {
+				rc = take_path(p, k, path, base + k->offset, val.start_mark);
 			}
 		}
 		yaml_event_delete(&val);
@@ -1680,11 +1828,15 @@ static int run_pass(struct parse *p, struct gpulse_config *cfg)
 	return rc;
 }
 
-int config_parse(struct gpulse_config *c, const char *data, size_t len, const char *name,
-		 char *err, size_t errlen)
+/* config_parse, and with `check_files` the files the text names are
+ * checked too (config_load_file). */
+static int parse_text(struct gpulse_config *c, const char *data, size_t len, const char *name,
+		      bool check_files, char *err, size_t errlen)
 {
 	struct parse p = {.name = name ? name : "config", .data = data ? data : "",
-			  .len = data ? len : 0, .err = err, .errlen = errlen};
+			  .len = data ? len : 0, .err = err, .errlen = errlen,
+			  .check_files = check_files};
+	parse_dir(&p);
 	if (err && errlen)
 		err[0] = '\0';
 	int rc = run_pass(&p, NULL);
@@ -1696,6 +1848,12 @@ int config_parse(struct gpulse_config *c, const char *data, size_t len, const ch
 	if (rc == 0)
 		*c = tmp;
 	return rc;
+}
+
+int config_parse(struct gpulse_config *c, const char *data, size_t len, const char *name,
+		 char *err, size_t errlen)
+{
+	return parse_text(c, data, len, name, false, err, errlen);
 }
 
 int config_load_file(struct gpulse_config *c, const char *path, char *err, size_t errlen)
@@ -1742,7 +1900,7 @@ int config_load_file(struct gpulse_config *c, const char *path, char *err, size_
 		rc = GPULSE_ELIMIT;
 		goto out;
 	}
-	rc = config_parse(c, data, len, path, err, errlen);
+	rc = parse_text(c, data, len, path, true, err, errlen);
 out:
 	free(data);
 	close(fd);
@@ -1974,6 +2132,12 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 		return rc;
 	if ((rc = check_storage_dir(c->storage.path, name, err, errlen)) != 0)
 		return rc;
+	/* The file's value was checked at its line; this is --replay's. */
+	char reason[256];
+	if (c->replay.file[0] && check_path(c->replay.file, PATH_READ, reason, sizeof reason)) {
+		str_errf(err, errlen, "%s: replay.file: %s: %s", name, c->replay.file, reason);
+		return GPULSE_EINVAL;
+	}
 	char tok[CONFIG_TOKEN_MAX] = "", wtok[CONFIG_TOKEN_MAX] = "", why[CONFIG_PATH_LEN + 128];
 	if (token) {
 		rc = read_token(c->http.auth_token_file, tok, sizeof tok, why, sizeof why);

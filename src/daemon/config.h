@@ -268,18 +268,24 @@ void config_defaults(struct gpulse_config *c);
  * (the file name) prefixes every message. Each value is checked alone
  * (type, syntax, range); the rules that join several values, the security
  * rule among them, are config_validate's, which the caller must run after
- * applying command-line overrides.
+ * applying command-line overrides. A relative path a key names is stored
+ * resolved against NAME's directory, absolute (docs/CONFIG.md, "Paths"),
+ * except names a search finds; no file is looked at.
  * Returns 0, or GPULSE_EPARSE with one line "NAME:LINE:COL: problem"
  * (1-based) in `err`; `c` is then unchanged. */
 int config_parse(struct gpulse_config *c, const char *data, size_t len, const char *name,
 		 char *err, size_t errlen);
 
 /* Read `path` (at most CONFIG_MAX_FILE_BYTES) and config_parse it over
- * `c`. GPULSE_EIO, GPULSE_ELIMIT or GPULSE_EPARSE with one line in `err`;
- * `c` is unchanged on error. Does not validate. */
+ * `c`, checking also that each file it names for gpulsed to read or run
+ * (replay.file, rule_files, TLS, token and secret files, exec programs)
+ * is there and readable: "PATH:LINE:COL: KEY: FILE: No such file or
+ * directory". GPULSE_EIO, GPULSE_ELIMIT or GPULSE_EPARSE with one line in
+ * `err`; `c` is unchanged on error. Does not validate. */
 int config_load_file(struct gpulse_config *c, const char *path, char *err, size_t errlen);
 
-/* Check every range again (command-line overrides bypass the parser) and
+/* Check every range again (command-line overrides bypass the parser),
+ * that replay.file (--replay's) is a readable file, and
  * the rules that join values: normal >= fast, slow >= normal, TLS cert
  * and key given together, and the security rule: a listen address that is
  * not loopback needs tls_cert_file, tls_key_file and auth_token_file unless

@@ -199,7 +199,8 @@ static int make_refs(struct diag_history *h, struct hist_gpu *g, const struct gp
 		const char *name, *lname, *lvalue;
 		series_of(s, &name, &lname, &lvalue);
 		struct tsdb_label l[INGEST_GPU_LABELS_MAX];
-		size_t n = ingest_gpu_labels(l, name, gpu, id->uuid, id->name, lname, lvalue);
+		size_t n = ingest_gpu_labels(l, name, gpu, id->uuid, id->name, gpu_source_label(id),
+					     lname, lvalue);
 		char err[160];
 		int rc = tsdb_series(h->db, l, n, &g->ref[s], err, sizeof err);
 		if (rc) {

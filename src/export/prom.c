@@ -294,8 +294,9 @@ static void sample(struct pw *w, const char *suffix, size_t suffix_len)
 		put(w, suffix, suffix_len);
 }
 
-/* Start a per-GPU sample: name{gpu="..",uuid="..",model=".." — the caller
- * adds any more labels and ends it with end_labels_*. */
+/* Start a per-GPU sample: name{gpu="..",uuid="..",model=".." (and
+ * source="replay" for a replayed GPU, gpu_source_label) — the caller adds
+ * any more labels and ends it with end_labels_*. */
 static void gpu_sample(struct render *r, int i)
 {
 	sample(&r->w, "", 0);
@@ -564,6 +565,11 @@ static void prepare_labels(struct render *r)
 		PUT_LIT(&lw, "\",model=\"");
 		put_label_text(&lw, id->name);
 		PUT_LIT(&lw, "\"");
+		if (gpu_source_label(id)) {
+			PUT_LIT(&lw, ",source=\"");
+			put_str(&lw, gpu_source_label(id));
+			PUT_LIT(&lw, "\"");
+		}
 	}
 	r->lab_off[r->n] = r->labels.len;
 	if (lw.rc && !r->w.rc)
@@ -641,7 +647,8 @@ static void render_health(struct render *r)
 		PUT_LIT(w, "\",mig_mode=\"");
 		put_str(w, mig_name(id->mig_mode));
 		PUT_LIT(w, "\"");
-		info_label(w, "source", id->source);
+		if (!gpu_source_label(id)) /* else among the GPU's labels already */
+			info_label(w, "source", id->source);
 		info_label(w, "hostname", host_name());
 		end_u64(w, 1);
 	}

@@ -29,6 +29,7 @@ struct gpu_refs {
 	char gpu[16];
 	char uuid[96];
 	char model[96];
+	const char *source;               /* gpu_source_label: static, or NULL */
 	atomic_uint_least32_t ref[NSLOTS]; /* ref + 1; 0: not created yet */
 	atomic_uint_least32_t failed[NSLOTS]; /* the store refused this series */
 	atomic_uint_fast64_t was_valid;   /* fields that held a value last time */
@@ -131,7 +132,8 @@ static const char *slot_metric(int slot)
 }
 
 size_t ingest_gpu_labels(struct tsdb_label *l, const char *name, const char *gpu,
-			 const char *uuid, const char *model, const char *lname, const char *lvalue)
+			 const char *uuid, const char *model, const char *source, const char *lname,
+			 const char *lvalue)
 {
 	size_t n = 0;
 	l[n++] = (struct tsdb_label){"__name__", name};
@@ -140,6 +142,8 @@ size_t ingest_gpu_labels(struct tsdb_label *l, const char *name, const char *gpu
 		l[n++] = (struct tsdb_label){"uuid", uuid};
 	if (model && model[0])
 		l[n++] = (struct tsdb_label){"model", model};
+	if (source)
+		l[n++] = (struct tsdb_label){"source", source};
 	if (lname)
 		l[n++] = (struct tsdb_label){lname, lvalue};
 	return n;
@@ -173,12 +177,14 @@ static int create_ref(struct ingest *ing, int g, int slot, uint32_t *ref)
 		snprintf(gr->gpu, sizeof gr->gpu, "%d", s->id.index >= 0 ? s->id.index : 0);
 		utf8_clean(gr->uuid, sizeof gr->uuid, s->id.uuid);
 		utf8_clean(gr->model, sizeof gr->model, s->id.name);
+		gr->source = gpu_source_label(&s->id);
 		free(s);
 		gr->have_id = true;
 	}
 	struct tsdb_label l[INGEST_GPU_LABELS_MAX + EXTRA_LABELS_MAX];
 	char text[EXTRA_TEXT_MAX];
-	size_t n = ingest_gpu_labels(l, slot_metric(slot), gr->gpu, gr->uuid, gr->model, NULL, NULL);
+	size_t n = ingest_gpu_labels(l, slot_metric(slot), gr->gpu, gr->uuid, gr->model, gr->source, NULL,
+				     NULL);
 	if (slot < FIELD_COUNT)
 		n += parse_extra(field_table[slot].labels, l + n, EXTRA_LABELS_MAX, text, sizeof text);
 	char err[256];
@@ -252,7 +258,8 @@ static void tick_put(struct ingest *ing, const struct gpu_refs *gr, const char *
 		     const char *lname, const char *lvalue, int64_t t_ms, double v)
 {
 	struct tsdb_label l[INGEST_GPU_LABELS_MAX];
-	size_t n = ingest_gpu_labels(l, name, gr->gpu, gr->uuid, gr->model, lname, lvalue);
+	size_t n = ingest_gpu_labels(l, name, gr->gpu, gr->uuid, gr->model, gr->source, lname,
+				     lvalue);
 	char err[160];
 	uint32_t ref;
 	if (tsdb_series(ing->db, l, n, &ref, err, sizeof err) != GPULSE_OK) {
@@ -336,7 +343,8 @@ static void tick_processes(struct ingest *ing, const struct gpu_refs *gr,
 			struct tsdb_label l[INGEST_GPU_LABELS_MAX + 2 + OWNER_FIELD_COUNT];
 			size_t n = ingest_gpu_labels(l,
 						     ingest_process_metrics[m],
-						     gr->gpu, gr->uuid, gr->model, "pid", pid);
+						     gr->gpu, gr->uuid, gr->model, gr->source, "pid",
+						     pid);
 			l[n++] = (struct tsdb_label){"comm", comm};
 			char gi[16];
 			if (p->in_mig) {
@@ -374,6 +382,7 @@ static void tick_gpu(struct ingest *ing, int g, const struct gpu_snapshot *s, in
 		snprintf(gr->gpu, sizeof gr->gpu, "%d", s->id.index >= 0 ? s->id.index : 0);
 		utf8_clean(gr->uuid, sizeof gr->uuid, s->id.uuid);
 		utf8_clean(gr->model, sizeof gr->model, s->id.name);
+		gr->source = gpu_source_label(&s->id);
 		gr->have_id = true;
 	}
 	pthread_mutex_unlock(&gr->lock);

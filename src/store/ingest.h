@@ -34,7 +34,7 @@
 
 struct ingest;
 
-#define INGEST_GPU_LABELS_MAX 5  /* __name__, gpu, uuid, model, one more */
+#define INGEST_GPU_LABELS_MAX 6  /* __name__, gpu, uuid, model, source, one more */
 
 /* The per-process series the ticker writes (as /metrics names them),
  * NULL-terminated. */
@@ -52,11 +52,13 @@ int ingest_metric_names(const char **out, size_t cap, size_t *n);
 
 /* The label set of a GPU's series, as every GPU series in the store has
  * it: __name__, gpu, uuid and model (left out when empty: an empty value
- * is no label at all, as in Prometheus), then lname=lvalue when lname is
- * not NULL. Fills l[INGEST_GPU_LABELS_MAX] with pointers to the given
+ * is no label at all, as in Prometheus), source when not NULL (the GPU's
+ * gpu_source_label, as /metrics shows it), then lname=lvalue when lname
+ * is not NULL. Fills l[INGEST_GPU_LABELS_MAX] with pointers to the given
  * strings; returns how many. */
 size_t ingest_gpu_labels(struct tsdb_label *l, const char *name, const char *gpu,
-			 const char *uuid, const char *model, const char *lname, const char *lvalue);
+			 const char *uuid, const char *model, const char *source, const char *lname,
+			 const char *lvalue);
 
 struct ingest_stats {
 	uint64_t updates_total;          /* bus updates seen */

@@ -36,6 +36,98 @@ expect_exit2 "bad listen flag" '^gpulsed: command line: listen: ' --listen nope
 expect_exit2 "store in a missing directory" \
 	'^gpulsed: command line: storage.path: directory /nonexistent/dir does not exist' \
 	--storage-path /nonexistent/dir/g.db
+# A file the configuration names must be there when it is read: refused
+# by --print-config as at start, with the config's FILE:LINE:COL, the key
+# and the file. Each case names $WORK/gone/f where @ stands.
+mkdir -p "$WORK/cfg"
+missing_file_case() { # KEY-PATTERN YAML LINE:COL
+	local key=$1 yaml=$2 at=$3
+	printf '%s\n' "${yaml//@/$WORK/gone/f}" >"$WORK/cfg/missing.yml"
+	expect_exit2 "missing $key (--print-config)" \
+		"^gpulsed: $WORK/cfg/missing.yml:$at: $key: $WORK/gone/f: No such file or directory\$" \
+		--config "$WORK/cfg/missing.yml" --print-config
+}
+missing_file_case replay.file $'replay:\n  file: @' 2:9
+missing_file_case rule_files $'log_level: info\nrule_files:\n  - @' 3:5
+missing_file_case http.auth_token_file $'http:\n  auth_token_file: @' 2:20
+missing_file_case http.write_token_file $'http:\n  write_token_file: @' 2:21
+missing_file_case http.tls_cert_file $'http:\n  tls_cert_file: @' 2:18
+missing_file_case http.tls_key_file $'http:\n  tls_key_file: @' 2:17
+missing_file_case http.tls_client_ca_file $'http:\n  tls_client_ca_file: @' 2:23
+missing_file_case alerting.alertmanagers.bearer_token_file \
+	$'alerting:\n  alertmanagers:\n    bearer_token_file: @' 3:24
+missing_file_case alerting.webhooks.bearer_token_file \
+	$'alerting:\n  webhooks:\n    bearer_token_file: @' 3:24
+missing_file_case alerting.exec.path $'alerting:\n  exec:\n    path: @' 3:11
+missing_file_case 'remote_write\[0\].basic_auth.password_file' \
+	$'remote_write:\n  - url: http://127.0.0.1:1/w\n    basic_auth:\n      username: u\n      password_file: @' 5:22
+missing_file_case 'remote_write\[0\].authorization.credentials_file' \
+	$'remote_write:\n  - url: http://127.0.0.1:1/w\n    authorization:\n      credentials_file: @' 4:25
+for k in ca_file cert_file key_file; do
+	missing_file_case "remote_write\\[0\\].tls_config.$k" \
+		$'remote_write:\n  - url: https://127.0.0.1:1/w\n    tls_config:\n      '"$k"': @' 4:$((9 + ${#k}))
+done
+missing_file_case bench.command $'bench:\n  command: @' 2:12
+# At start too; and a directory is not a file.
+printf 'replay:\n  file: %s\n' "$WORK/gone/f" >"$WORK/cfg/missing.yml"
+expect_exit2 "missing replay.file (start)" \
+	"^gpulsed: $WORK/cfg/missing.yml:2:9: replay.file: $WORK/gone/f: No such file or directory\$" \
+	--config "$WORK/cfg/missing.yml" --listen 127.0.0.1:0
+printf 'rule_files: [%s]\n' "$WORK" >"$WORK/cfg/dir.yml"
+expect_exit2 "rule file that is a directory" \
+	"^gpulsed: $WORK/cfg/dir.yml:1:14: rule_files: $WORK: is a directory, not a file\$" \
+	--config "$WORK/cfg/dir.yml" --listen 127.0.0.1:0
+# --replay's file is checked as well, before anything starts.
+expect_exit2 "missing --replay file" \
+	"^gpulsed: command line: replay.file: $WORK/gone/f: No such file or directory\$" \
+	--replay "$WORK/gone/f" --print-config
+# What gpulsed creates itself may be missing: the store (in a directory
+# that exists), the alert queue, the profiling socket.
+printf 'storage:\n  path: %s/cfg/new.db\nalerting:\n  queue:\n    path: %s/cfg/q\nprofiling:\n  socket: %s/cfg/s.sock\n' \
+	"$WORK" "$WORK" "$WORK" >"$WORK/cfg/created.yml"
+"$GPULSED" --config "$WORK/cfg/created.yml" --print-config >"$WORK/out.txt" 2>&1 ||
+	fail "files gpulsed creates refused: $(cat "$WORK/out.txt")"
+
+# Every relative path in the file resolves against the file's directory,
+# whatever the working directory: gpulsed runs from another directory and
+# the config names its files relatively.
+mkdir -p "$WORK/conf/rules" "$WORK/elsewhere"
+cp "$REC" "$WORK/conf/rec.csv"
+printf 'groups:\n  - name: rel\n    rules:\n      - alert: Rel\n        expr: vector(1)\n' >"$WORK/conf/rules/r.yml"
+printf 'read-token\n' >"$WORK/conf/token"
+printf 'write-token\n' >"$WORK/conf/wtoken"
+chmod 600 "$WORK/conf/token" "$WORK/conf/wtoken"
+printf 'x\n' >"$WORK/conf/pem"
+printf '%s\n' 'replay:' '  file: rec.csv' '  speed: 10' 'storage:' '  path: g.db' \
+	'rule_files: [rules/r.yml]' 'alerting:' '  queue:' '    path: aq' 'http:' \
+	'  tls_cert_file: pem' '  tls_key_file: ./pem' '  auth_token_file: token' \
+	'  write_token_file: wtoken' >"$WORK/conf/rel.yml"
+(cd "$WORK/elsewhere" && "$GPULSED" --config ../conf/rel.yml --print-config) >"$WORK/rel.txt" 2>&1 ||
+	fail "relative paths not resolved against the config's directory: $(cat "$WORK/rel.txt")"
+for want in "  file: \"$WORK/conf/rec.csv\"" "  path: \"$WORK/conf/g.db\"" \
+	"rule_files: [\"$WORK/conf/rules/r.yml\"]" "  tls_cert_file: \"$WORK/conf/pem\"" \
+	"  tls_key_file: \"$WORK/conf/pem\"" "  auth_token_file: \"$WORK/conf/token\"" \
+	"  write_token_file: \"$WORK/conf/wtoken\"" "    path: \"$WORK/conf/aq\""; do
+	grep -qxF -- "$want" "$WORK/rel.txt" || fail "--print-config lacks '$want': $(cat "$WORK/rel.txt")"
+done
+# The printed configuration names the same files wherever it is put.
+"$GPULSED" --config "$WORK/rel.txt" --print-config >"$WORK/rel2.txt" 2>&1 ||
+	fail "printed configuration refused: $(cat "$WORK/rel2.txt")"
+cmp -s "$WORK/rel.txt" "$WORK/rel2.txt" ||
+	fail "printed configuration reads differently: $(diff "$WORK/rel.txt" "$WORK/rel2.txt")"
+# Started from elsewhere, gpulsed serves the replay, runs the rule and
+# keeps its store beside the config (without the http section: the
+# placeholder PEM would be refused at start).
+head -n 9 "$WORK/conf/rel.yml" >"$WORK/conf/run.yml"
+cd "$WORK/elsewhere"
+start_daemon rel --config ../conf/run.yml
+cd - >/dev/null
+wait_for 'fetch /api/v1/rules | grep -q "\"Rel\""' || fail "rule file not loaded: $(fetch /api/v1/rules)"
+has /metrics '^gpulse_gpu_info\{.*source="replay"' || fail "relative replay.file not served"
+[ -f "$WORK/conf/g.db" ] || fail "store not beside the config: $(ls "$WORK/conf" "$WORK/elsewhere")"
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID" || fail "the daemon started from elsewhere did not stop cleanly"
+
 # A TLS file that is not PEM is the configuration's fault: 2.
 echo "not a certificate" >"$WORK/cert.pem"
 printf 'http:\n  tls_cert_file: %s\n  tls_key_file: %s\n' "$WORK/cert.pem" "$WORK/cert.pem" >"$WORK/tls.yml"

@@ -5,6 +5,14 @@ source "$(dirname "$0")/lib.sh"
 start_daemon replay --replay "$REC" --replay-speed 20
 wait_for '[ -n "$(metric gpulse_gpu_power_watts gpu=\"0\")" ]' || fail "no replayed values"
 has /metrics '^gpulse_gpu_info\{.*source="replay"' || fail "replayed GPU not labelled"
+# Every series of a replayed GPU says so, not only gpulse_gpu_info (a
+# dashboard or query reading gpulse_gpu_power_watts must not take it for
+# hardware), once each.
+fetch /metrics >"$WORK/replay-metrics.txt"
+grep -c '^[a-z_:]*{gpu="0"' "$WORK/replay-metrics.txt" >/dev/null || fail "no per-GPU series"
+unlabelled=$(grep '^[a-z_:]*{gpu="0"' "$WORK/replay-metrics.txt" | grep -v 'source="replay"' || true)
+[ -z "$unlabelled" ] || fail "replayed series without source=\"replay\": $(head -n 5 <<<"$unlabelled")"
+! grep -q 'source="replay".*source=' "$WORK/replay-metrics.txt" || fail "source label given twice"
 has /metrics '^gpulse_mode_info\{mode="replay"' || fail "mode not replay"
 grep -q 'REPLAY' "$WORK/replay.log" || fail "replay not announced in the log"
 "$GPULSE" status --url "$URL" --no-color >"$WORK/status.txt" || fail "gpulse status failed"
@@ -15,6 +23,20 @@ grep -q 'H200' "$WORK/status.txt" || fail "gpulse status lacks the model"
 # Values move as the replay plays (power varies across phases).
 p1=$(metric gpulse_gpu_power_watts 'gpu="0"'); sleep 1; p2=$(metric gpulse_gpu_power_watts 'gpu="0"')
 [ "$p1" != "$p2" ] || fail "replay is not advancing ($p1)"
+kill -TERM "$DAEMON_PID"
+
+# The store keeps the label too: what the query API answers about a replay
+# says it is one, as /metrics does.
+start_daemon replaystore --replay "$REC" --replay-speed 20 --storage-path "$WORK/replay.db"
+wait_for 'fetch "/api/v1/query?query=gpulse_gpu_power_watts" | grep -q "\"gpu\":\"0\""' ||
+	fail "no stored replay: $(fetch "/api/v1/query?query=gpulse_gpu_power_watts")"
+fetch '/api/v1/series?match[]=\{gpu="0"\}' | python3 -c '
+import json, sys
+d = json.load(sys.stdin)["data"]
+assert d, "no stored series of GPU 0"
+bad = [s for s in d if s.get("source") != "replay"]
+assert not bad, bad[:3]
+' || fail "stored replay series without source=\"replay\""
 kill -TERM "$DAEMON_PID"
 
 # The power limit comes from the device file beside the recording (the

@@ -124,7 +124,12 @@ static void test_full_file(void **state)
 	assert_false(c.sampling.per_process_utilization);
 	assert_false(c.sampling.gpm);
 	assert_false(c.sampling.events);
-	assert_string_equal(c.replay.file, "data/recordings/h200 phases.csv");
+	/* A relative path resolves against the file's directory, here the
+	 * working directory's (NAME has none). */
+	char cwd[512], want[600];
+	assert_non_null(getcwd(cwd, sizeof cwd));
+	snprintf(want, sizeof want, "%s/data/recordings/h200 phases.csv", cwd);
+	assert_string_equal(c.replay.file, want);
 	assert_true(c.replay.speed == 12.5);
 	assert_false(c.replay.loop);
 	assert_int_equal(c.http.max_connections, 200);
@@ -137,6 +142,7 @@ static void test_full_file(void **state)
 	assert_string_equal(c.http.auth_token_file, "");
 	assert_true(c.http.allow_insecure_remote);
 	assert_int_equal(c.log_level, LOG_DEBUG);
+	c.replay.file[0] = '\0'; /* no such recording: config_validate would refuse it */
 	assert_int_equal(config_validate(&c, NAME, err, sizeof err), 0);
 	assert_true(config_listen_is_loopback(c.listen));
 }
@@ -1055,7 +1061,7 @@ static void test_dump_round_trip(void **state)
 	config_defaults(&c);
 	assert_int_equal(parse(&c, full_yaml, err, sizeof err), 0);
 	/* Strings YAML cannot hold raw, a duration finer than 1 ms, an odd speed. */
-	snprintf(c.replay.file, sizeof c.replay.file, "q\"uote\\ tab\t nl\n del\x7f é\xc2\x85");
+	snprintf(c.replay.file, sizeof c.replay.file, "/q\"uote\\ tab\t nl\n del\x7f é\xc2\x85");
 	c.sampling.rediscover_ns = 1500 * NS_PER_MS + 1;
 	c.replay.speed = 0.1;
 	c.log_level = LOG_WARN;
@@ -1081,6 +1087,171 @@ static void test_dump_round_trip(void **state)
 	assert_int_equal(config_parse(&back, b.data, b.len, "dump", err, sizeof err), 0);
 	assert_true(config_equal(&c, &back));
 	buf_free(&b);
+}
+
+/* Every relative path in the file resolves against the file's directory
+ * (as Prometheus's), cleaned; names a search finds stay names; an exec
+ * path is never resolved (it must be absolute). Parsing text checks no
+ * file. */
+static void test_paths_resolved(void **state)
+{
+	(void)state;
+	static const char yaml[] =
+		"nvml_library: libnvidia-ml.so.1\n"
+		"replay:\n  file: rec.csv\n"
+		"storage:\n  path: ../db/g.db\n"
+		"http:\n  tls_cert_file: ./tls/c.pem\n  tls_key_file: tls//k.pem\n"
+		"  tls_client_ca_file: /abs/ca.pem\n  auth_token_file: t\n  write_token_file: w\n"
+		"rule_files: [r.yml, /abs/r.yml]\n"
+		"alerting:\n  alertmanagers:\n    bearer_token_file: am\n"
+		"  webhooks:\n    bearer_token_file: wh\n"
+		"  exec:\n    path: hook.sh\n  queue:\n    path: aq\n"
+		"profiling:\n  socket: run/s.sock\n"
+		"attribution:\n  proc_root: proc\n  cgroup_root: cg\n  pod_resources_socket: k.sock\n"
+		"bench:\n  command: gpulse\n  cublaslt: lib/libcublasLt.so\n"
+		"remote_write:\n  - url: https://r/w\n    basic_auth: {username: u, password_file: pw}\n"
+		"    tls_config: {ca_file: ca, cert_file: c, key_file: k}\n    queue_dir: q\n"
+		"  - url: https://r/w2\n    authorization: {credentials_file: cred}\n";
+	struct gpulse_config c;
+	char err[512] = "";
+	config_defaults(&c);
+	if (config_parse(&c, yaml, strlen(yaml), "/etc/gpulse/conf/gpulse.yml", err, sizeof err))
+		fail_msg("%s", err);
+	const struct {
+		const char *got, *want;
+	} cases[] = {
+		{c.nvml_library, "libnvidia-ml.so.1"},
+		{c.replay.file, "/etc/gpulse/conf/rec.csv"},
+		{c.storage.path, "/etc/gpulse/db/g.db"},
+		{c.http.tls_cert_file, "/etc/gpulse/conf/tls/c.pem"},
+		{c.http.tls_key_file, "/etc/gpulse/conf/tls/k.pem"},
+		{c.http.tls_client_ca_file, "/abs/ca.pem"},
+		{c.http.auth_token_file, "/etc/gpulse/conf/t"},
+		{c.http.write_token_file, "/etc/gpulse/conf/w"},
+		{c.rule_files[0], "/etc/gpulse/conf/r.yml"},
+		{c.rule_files[1], "/abs/r.yml"},
+		{c.alerting.alertmanagers.bearer_token_file, "/etc/gpulse/conf/am"},
+		{c.alerting.webhooks.bearer_token_file, "/etc/gpulse/conf/wh"},
+		{c.alerting.exec.path, "hook.sh"},
+		{c.alerting.queue.path, "/etc/gpulse/conf/aq"},
+		{c.profiling.socket, "/etc/gpulse/conf/run/s.sock"},
+		{c.attribution.proc_root, "/etc/gpulse/conf/proc"},
+		{c.attribution.cgroup_root, "/etc/gpulse/conf/cg"},
+		{c.attribution.pod_resources_socket, "/etc/gpulse/conf/k.sock"},
+		{c.bench.command, "gpulse"},
+		{c.bench.cublaslt, "/etc/gpulse/conf/lib/libcublasLt.so"},
+		{c.remote_write[0].basic_auth.password_file, "/etc/gpulse/conf/pw"},
+		{c.remote_write[0].tls_config.ca_file, "/etc/gpulse/conf/ca"},
+		{c.remote_write[0].tls_config.cert_file, "/etc/gpulse/conf/c"},
+		{c.remote_write[0].tls_config.key_file, "/etc/gpulse/conf/k"},
+		{c.remote_write[0].queue_dir, "/etc/gpulse/conf/q"},
+		{c.remote_write[1].authorization.credentials_file, "/etc/gpulse/conf/cred"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		if (strcmp(cases[i].got, cases[i].want) != 0)
+			fail_msg("case %zu: \"%s\", want \"%s\"", i, cases[i].got, cases[i].want);
+	/* The exec path is refused as relative, not looked for beside the file. */
+	struct gpulse_config e;
+	config_defaults(&e);
+	memcpy(e.alerting.exec.path, c.alerting.exec.path, sizeof e.alerting.exec.path);
+	assert_int_equal(config_validate(&e, NAME, err, sizeof err), GPULSE_EINVAL);
+	if (!strstr(err, "alerting.exec.path: hook.sh must be an absolute path"))
+		fail_msg("%s", err);
+
+	/* A file at the root, and ".." past the root. */
+	config_defaults(&c);
+	assert_int_equal(config_parse(&c, "replay:\n  file: ../../r.csv\n", 27, "/g.yml", err,
+				      sizeof err), 0);
+	assert_string_equal(c.replay.file, "/r.csv");
+	/* A path that no longer fits once resolved is refused at its line. */
+	char big[CONFIG_PATH_LEN + 64];
+	snprintf(big, sizeof big, "replay:\n  file: %0*d\n", CONFIG_PATH_LEN - 8, 0);
+	assert_int_equal(config_parse(&c, big, strlen(big), "/etc/gpulse/g.yml", err, sizeof err),
+			 GPULSE_EPARSE);
+	assert_non_null(strstr(err, "/etc/gpulse/g.yml:2:9: replay.file: path is too long"));
+}
+
+/* config_load_file checks that the files the file names are there, at
+ * their line, and leaves the config untouched when one is not; what
+ * gpulsed creates may be missing. */
+/* `tmpl` with every '@' replaced by `dir`, into out[len]. */
+static void at_dir(char *out, size_t len, const char *tmpl, const char *dir)
+{
+	size_t o = 0;
+	for (const char *t = tmpl; *t && o + 1 < len; t++) {
+		if (*t != '@') {
+			out[o++] = *t;
+			continue;
+		}
+		for (const char *d = dir; *d && o + 1 < len; d++)
+			out[o++] = *d;
+	}
+	out[o] = '\0';
+}
+
+static void test_load_checks_files(void **state)
+{
+	(void)state;
+	char dir[256], path[320], rec[320], text[1024], err[512] = "", want[900];
+	const char *tmp = getenv("TMPDIR");
+	snprintf(dir, sizeof dir, "%s/gpulse-test-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/g.yml", dir);
+	snprintf(rec, sizeof rec, "%s/rec.csv", dir);
+	struct gpulse_config c, d;
+	config_defaults(&c);
+	config_defaults(&d);
+
+	static const struct {
+		const char *yaml, *want; /* @: the directory; want follows "PATH:" */
+	} cases[] = {
+		{"replay:\n  file: rec.csv\n", "2:9: replay.file: @/rec.csv: No such file or directory"},
+		{"rule_files:\n  - r.yml\n", "2:5: rule_files: @/r.yml: No such file or directory"},
+		{"http:\n  auth_token_file: t\n", "2:20: http.auth_token_file: @/t: No such file or directory"},
+		{"alerting:\n  exec:\n    path: @/hook\n", "3:11: alerting.exec.path: @/hook: No such file or directory"},
+		{"bench:\n  command: ./gpulse\n", "2:12: bench.command: @/gpulse: No such file or directory"},
+		{"remote_write:\n  - url: http://r/w\n    tls_config:\n      ca_file: ca\n",
+		 "4:16: remote_write[0].tls_config.ca_file: @/ca: No such file or directory"},
+		{"replay:\n  file: .\n", "2:9: replay.file: @: is a directory, not a file"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		at_dir(text, sizeof text, cases[i].yaml, dir);
+		fputs(text, f);
+		fclose(f);
+		assert_int_equal(config_load_file(&c, path, err, sizeof err), GPULSE_EPARSE);
+		at_dir(text, sizeof text, cases[i].want, dir);
+		snprintf(want, sizeof want, "%.300s:%.500s", path, text);
+		assert_string_equal(err, want);
+		assert_true(config_equal(&c, &d));
+	}
+	/* Parsed as text, the same file checks nothing. */
+	assert_int_equal(config_parse(&c, "replay:\n  file: rec.csv\n", 24, path, err, sizeof err), 0);
+	config_defaults(&c);
+
+	/* There: loaded, resolved. Created by gpulsed: may be missing. */
+	FILE *f = fopen(rec, "w");
+	assert_non_null(f);
+	fclose(f);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "replay:\n  file: rec.csv\nstorage:\n  path: new.db\nalerting:\n  queue:\n"
+		"    path: q\nprofiling:\n  socket: s.sock\n");
+	fclose(f);
+	if (config_load_file(&c, path, err, sizeof err))
+		fail_msg("%s", err);
+	assert_string_equal(c.replay.file, rec);
+	assert_int_equal(config_validate(&c, path, err, sizeof err), 0);
+	/* --replay's value (set after the load) is checked by config_validate. */
+	snprintf(c.replay.file, sizeof c.replay.file, "%s/gone.csv", dir);
+	assert_int_equal(config_validate(&c, "command line", err, sizeof err), GPULSE_EINVAL);
+	snprintf(want, sizeof want, "command line: replay.file: %s/gone.csv: No such file or directory",
+		 dir);
+	assert_string_equal(err, want);
+	unlink(rec);
+	unlink(path);
+	rmdir(dir);
 }
 
 static void test_load_file_limits(void **state)
@@ -1142,6 +1313,8 @@ int main(void)
 		cmocka_unit_test(test_to_http_resolved),
 		cmocka_unit_test(test_to_collector),
 		cmocka_unit_test(test_dump_round_trip),
+		cmocka_unit_test(test_paths_resolved),
+		cmocka_unit_test(test_load_checks_files),
 		cmocka_unit_test(test_load_file_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
