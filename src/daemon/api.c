@@ -514,7 +514,7 @@ static int each_series(struct api *a, struct http_response *resp, const struct p
 					: op == PROMQL_MATCH_NRE ? TSDB_MATCH_NRE : TSDB_MATCH_EQ,
 				e->matchers[j].name, e->matchers[j].value};
 		}
-		struct tsdb_select_opts so = {.mint = start, .maxt = end, .mode = TSDB_READ_RAW};
+		struct tsdb_select_opts so = {.mint = start, .maxt = end, .mode = TSDB_READ_SPAN};
 		struct tsdb_iter *it = NULL;
 		int src = tsdb_select(a->db, tm, k, &so, &it, err, sizeof err);
 		if (src) {
@@ -522,7 +522,7 @@ static int each_series(struct api *a, struct http_response *resp, const struct p
 			if (src == GPULSE_EINVAL)
 				bad_param(resp, "match[]", err);
 			else
-				api_error(resp, 500, "internal", err);
+				eval_error(a, resp, src, err);
 			return -1;
 		}
 		int more;
