@@ -181,12 +181,161 @@ static void test_regex_limit(void **state)
 	}
 }
 
+/* Many series over many steps: an answer of millions of points. */
+static void big_store(int nseries)
+{
+	for (int i = 0; i < nseries; i++) {
+		char v[32];
+		snprintf(v, sizeof v, "%d", i);
+		uint32_t ref = series("big_m", "i", v);
+		assert_int_equal(tsdb_append(fx.db, ref, T0, 0.1 * i + 1e-7), 0);
+	}
+}
+
+static int64_t ms_since(int64_t t0_ns)
+{
+	return (clock_mono_ns() - t0_ns) / 1000000;
+}
+
+/* A range query whose answer is 1.1 million points with values that take
+ * Go's shortest formatting its slow path (microseconds each, seconds in
+ * all, while evaluating them takes a fraction of that): the deadline is
+ * checked while the answer is written, so it is a 503 timeout soon after
+ * query.timeout, never the whole answer (or a 422 for its size) seconds
+ * later. */
+static void test_timeout_formatting(void **state)
+{
+	(void)state;
+	const int64_t timeout_ms = 1500;
+	big_store(100);
+	fx.api.timeout_ns = timeout_ms * 1000000;
+	serve();
+	char q[512];
+	snprintf(q, sizeof q, "/api/v1/query_range?query=big_m&start=%lld&end=%lld&step=0.001",
+		 T0 / 1000, T0 / 1000 + 11);
+	int64_t t0 = clock_mono_ns();
+	struct reply r;
+	get(&r, q);
+	int64_t took_ms = ms_since(t0);
+	assert_int_equal(r.status, 503);
+	assert_non_null(strstr(body(&r), "\"errorType\":\"timeout\""));
+	assert_non_null(strstr(body(&r), "query timed out in "));
+	/* Generous: the deadline is looked at every 4096 points. */
+	if (took_ms > 6 * timeout_ms)
+		fail_msg("the timeout came after %lld ms (query.timeout %lld ms)", (long long)took_ms,
+			 (long long)timeout_ms);
+	reply_free(&r);
+}
+
+/* A handler on the query pool that holds its slot until released. */
+static atomic_int hold_started, hold_release;
+
+static int h_hold(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)ctx;
+	(void)req;
+	atomic_store(&hold_started, 1);
+	int64_t give_up = clock_mono_ns() + 30LL * 1000000000;
+	while (!atomic_load(&hold_release) && clock_mono_ns() < give_up)
+		usleep(1000);
+	return buf_puts(&resp->body, "held\n");
+}
+
+static int h_busy(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)ctx;
+	(void)req;
+	resp->status = 503;
+	return 0;
+}
+
+struct bg_get {
+	pthread_t t;
+	const char *path;
+	struct reply r;
+};
+
+static void *bg_main(void *arg)
+{
+	struct bg_get *g = arg;
+	get(&g->r, g->path);
+	return NULL;
+}
+
+static bool wait_until(bool (*cond)(void), int64_t max_ms)
+{
+	int64_t end = clock_mono_ns() + max_ms * 1000000;
+	while (!cond() && clock_mono_ns() < end)
+		usleep(1000);
+	return cond();
+}
+
+static bool hold_running(void)
+{
+	return atomic_load(&hold_started) != 0;
+}
+
+static bool one_queued(void)
+{
+	struct api_stats st;
+	api_stats(&fx.api, &st);
+	return st.queued == 1;
+}
+
+static int64_t sent_ns, wait_ns;
+
+static bool waited(void)
+{
+	return clock_mono_ns() >= sent_ns + wait_ns;
+}
+
+/* query.max_concurrency 1: a query queued behind one that holds the slot
+ * for most of its query.timeout gets the slot with too little time left
+ * and stops while its answer is computed; its message says the time went
+ * in the query queue, not only "in expression evaluation". */
+static void test_timeout_after_queue(void **state)
+{
+	(void)state;
+	const int64_t timeout_ms = 1500;
+	big_store(100);
+	fx.api.timeout_ns = timeout_ms * 1000000;
+	fx.api.max_concurrency = 1;
+	serve();
+	assert_int_equal(http_route_deferred(fx.http, "/hold", h_hold, h_busy, NULL, fx.api.pool), 0);
+	atomic_store(&hold_started, 0);
+	atomic_store(&hold_release, 0);
+	struct bg_get hold = {.path = "/hold"}, q = {0};
+	assert_int_equal(pthread_create(&hold.t, NULL, bg_main, &hold), 0);
+	assert_true(wait_until(hold_running, 10000));
+	char path[512];
+	snprintf(path, sizeof path, "/api/v1/query_range?query=big_m&start=%lld&end=%lld&step=0.001",
+		 T0 / 1000, T0 / 1000 + 11);
+	q.path = path;
+	sent_ns = clock_mono_ns();
+	assert_int_equal(pthread_create(&q.t, NULL, bg_main, &q), 0);
+	assert_true(wait_until(one_queued, 10000));
+	/* Most of its time spent waiting, then the slot. */
+	wait_ns = (timeout_ms - 300) * 1000000;
+	assert_true(wait_until(waited, 10000));
+	atomic_store(&hold_release, 1);
+	pthread_join(hold.t, NULL);
+	pthread_join(q.t, NULL);
+	assert_int_equal(q.r.status, 503);
+	assert_non_null(strstr(body(&q.r), "\"errorType\":\"timeout\""));
+	if (!strstr(body(&q.r), "query queue"))
+		fail_msg("the timeout does not name the queue: %s", body(&q.r));
+	reply_free(&hold.r);
+	reply_free(&q.r);
+}
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_series_window, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_regex_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_timeout_formatting, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_timeout_after_queue, setup, teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	curl_global_cleanup();
