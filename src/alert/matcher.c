@@ -137,10 +137,10 @@ const char *alert_label_get(const struct alert_label *labels, size_t n, const ch
 	return "";
 }
 
-bool alert_matcher_matches(const struct alert_matcher *m, const struct alert_label *labels,
-			   size_t n)
+int alert_matcher_matches(const struct alert_matcher *m, const struct alert_label *labels,
+			  size_t n, bool *matched)
 {
-	return promql_matcher_matches(m->m, alert_label_get(labels, n, m->m->name));
+	return promql_matcher_matches(m->m, alert_label_get(labels, n, m->m->name), matched, NULL, 0);
 }
 
 static int parse_list(const char *what, const char *const *texts, size_t n,
@@ -208,25 +208,34 @@ void alert_inhibit_rule_free(struct alert_inhibit_rule *r)
 	memset(r, 0, sizeof *r);
 }
 
-static bool all_match(const struct alert_matcher *ms, size_t nm, const struct alert_label *l,
-		      size_t n)
+/* Whether l satisfies every matcher, in *ok: 0 or the first matcher's
+ * status. */
+static int all_match(const struct alert_matcher *ms, size_t nm, const struct alert_label *l,
+		     size_t n, bool *ok)
 {
-	for (size_t i = 0; i < nm; i++)
-		if (!alert_matcher_matches(&ms[i], l, n))
-			return false;
-	return true;
+	*ok = true;
+	for (size_t i = 0; i < nm && *ok; i++) {
+		int rc = alert_matcher_matches(&ms[i], l, n, ok);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 bool alert_inhibit_rule_mutes(const struct alert_inhibit_rule *r, const struct alert_label *sl,
 			      size_t sn, const struct alert_label *tl, size_t tn)
 {
-	if (!all_match(r->target, r->ntarget, tl, tn) || !all_match(r->source, r->nsource, sl, sn))
+	bool target, source;
+	if (all_match(r->target, r->ntarget, tl, tn, &target) || !target ||
+	    all_match(r->source, r->nsource, sl, sn, &source) || !source)
 		return false;
 	for (size_t i = 0; i < r->nequal; i++)
 		if (strcmp(alert_label_get(sl, sn, r->equal[i]), alert_label_get(tl, tn, r->equal[i])))
 			return false;
 	/* An alert on both sides is muted only by a source that is not. */
-	if (all_match(r->source, r->nsource, tl, tn) && all_match(r->target, r->ntarget, sl, sn))
+	bool both_t, both_s;
+	if (all_match(r->source, r->nsource, tl, tn, &both_t) ||
+	    all_match(r->target, r->ntarget, sl, sn, &both_s))
 		return false;
-	return true;
+	return !(both_t && both_s);
 }

@@ -28,10 +28,12 @@ struct alert_matcher {
 int alert_matcher_parse(const char *text, struct alert_matcher *out, char *err, size_t errlen);
 /* Release a parsed matcher; accepts NULL and empty matchers. */
 void alert_matcher_free(struct alert_matcher *m);
-/* True when the label set (sorted or not; a missing label reads as "")
- * satisfies the matcher. */
-bool alert_matcher_matches(const struct alert_matcher *m, const struct alert_label *labels,
-			   size_t n);
+/* Whether the label set (sorted or not; a missing label reads as "")
+ * satisfies the matcher, in *matched: 0, or promql_matcher_matches's
+ * GPULSE_ELIMIT / GPULSE_ENOMEM when its regular expression could not
+ * decide (then neither answer holds). */
+int alert_matcher_matches(const struct alert_matcher *m, const struct alert_label *labels,
+			  size_t n, bool *matched);
 
 /* The value of label `name` in labels[n], or "" when absent. */
 const char *alert_label_get(const struct alert_label *labels, size_t n, const char *name);
@@ -59,7 +61,8 @@ void alert_inhibit_rule_free(struct alert_inhibit_rule *r);
  * labels have the same value in both (absent counts as ""), and, when
  * the target also matches the source side, the source does not match the
  * target side (so alerts that are both never mute each other, nor
- * themselves). */
+ * themselves). A matcher whose regular expression cannot decide (its
+ * match limit) mutes nothing: the alert is sent rather than lost. */
 bool alert_inhibit_rule_mutes(const struct alert_inhibit_rule *r, const struct alert_label *sl,
 			      size_t sn, const struct alert_label *tl, size_t tn);
 

@@ -50,10 +50,21 @@ struct rx {
 };
 
 static atomic_uint_fast64_t limit_hits;
+/* rx_set_limits: the match limit of patterns compiled from now on, and
+ * the DFA matcher's workspace in ints. */
+static atomic_uint_fast32_t match_limit = RX_MATCH_LIMIT;
+static atomic_size_t dfa_workspace = RX_DFA_WORKSPACE;
 
 uint64_t rx_limit_hits(void)
 {
 	return atomic_load_explicit(&limit_hits, memory_order_relaxed);
+}
+
+void rx_set_limits(uint32_t limit, size_t workspace_ints)
+{
+	atomic_store_explicit(&match_limit, limit ? limit : RX_MATCH_LIMIT, memory_order_relaxed);
+	atomic_store_explicit(&dfa_workspace, workspace_ints ? workspace_ints : RX_DFA_WORKSPACE,
+			      memory_order_relaxed);
 }
 
 /* ---- the translator -------------------------------------------------------- */
@@ -1188,7 +1199,8 @@ refused:
 		goto out;
 	}
 	pcre2_set_callout(r->mctx, choice_callout, NULL);
-	pcre2_set_match_limit(r->mctx, RX_MATCH_LIMIT);
+	pcre2_set_match_limit(r->mctx, (uint32_t)atomic_load_explicit(&match_limit,
+								      memory_order_relaxed));
 	pcre2_set_depth_limit(r->mctx, RX_DEPTH_LIMIT);
 	pcre2_set_heap_limit(r->mctx, RX_HEAP_LIMIT_KIB);
 	r->ngroups = t.ngroups;
@@ -1354,7 +1366,7 @@ static void subject_close(struct subject *v)
  * bounded; a pattern whose states do not fit still stops, counted. */
 static int dfa_match(const struct rx *r, const char *s, size_t len, bool *matched)
 {
-	size_t ws_n = RX_DFA_WORKSPACE;
+	size_t ws_n = atomic_load_explicit(&dfa_workspace, memory_order_relaxed);
 	int *ws = malloc(ws_n * sizeof *ws);
 	pcre2_match_data *md = pcre2_match_data_create(1, NULL);
 	int rc = 0;

@@ -46,6 +46,12 @@ int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, 
 /* Destroy; accepts NULL. */
 void rx_free(struct rx *r);
 
+/* For tests: the match limit of patterns compiled from now on (instead
+ * of RX_MATCH_LIMIT) and the DFA fallback's workspace in ints (instead
+ * of RX_DFA_WORKSPACE), so that a small pattern and subject can exceed
+ * both and rx_match answer GPULSE_ELIMIT. 0 restores a default. */
+void rx_set_limits(uint32_t match_limit, size_t dfa_workspace_ints);
+
 /* Whether the pattern matches within s[0..len), in *matched. 0, or
  * GPULSE_ELIMIT when a cost limit stopped the match (counted in
  * rx_limit_hits; *matched is false: the caller must fail, never take it

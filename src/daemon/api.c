@@ -188,6 +188,11 @@ static int finish(struct http_response *resp)
 	return 0;
 }
 
+/* How long the request this query thread serves waited for its slot, and
+ * its whole allowance (timed_out_queued sets both as the handler starts;
+ * a pool thread serves one request at a time). */
+static _Thread_local int64_t queued_ns, allowed_ns;
+
 static int eval_error(struct api *a, struct http_response *resp, int rc, const char *err)
 {
 	if (rc == GPULSE_ELIMIT || rc == GPULSE_EINVAL || rc == GPULSE_ERANGE)
@@ -196,6 +201,15 @@ static int eval_error(struct api *a, struct http_response *resp, int rc, const c
 	 * is written for the log of whatever proxy sits between. */
 	if (rc == GPULSE_ETIMEDOUT) {
 		atomic_fetch_add_explicit(&a->timed_out_total, 1, memory_order_relaxed);
+		/* A query that got its slot with little of its time left
+		 * (behind another that ran to the same timeout) stops in
+		 * evaluation; the message says where its time went. */
+		if (queued_ns > 0 && allowed_ns > 0) {
+			char msg[768];
+			snprintf(msg, sizeof msg, "%s, after waiting %.3fs of its %.3fs in the query queue",
+				 err, (double)queued_ns / 1e9, (double)allowed_ns / 1e9);
+			return api_error(resp, 503, "timeout", msg);
+		}
 		return api_error(resp, 503, "timeout", err);
 	}
 	if (rc == GPULSE_ECANCELED) {
@@ -242,14 +256,25 @@ static int request_opts(const struct api *a, const struct http_request *req,
 }
 
 /* A request that waited past its deadline for a slot is answered as
- * Prometheus answers one: "query timed out in query queue". */
-static bool timed_out_queued(struct api *a, const struct promql_opts *o,
-			     struct http_response *resp)
+ * Prometheus answers one: "query timed out in query queue". One that
+ * waited less has its wait noted for a later timeout's message. */
+static bool timed_out_queued(struct api *a, const struct http_request *req,
+			     const struct promql_opts *o, struct http_response *resp)
 {
-	if (!o->deadline_ns || clock_mono_ns() < o->deadline_ns)
+	int64_t now = clock_mono_ns();
+	queued_ns = allowed_ns = 0;
+	if (!o->deadline_ns)
 		return false;
-	eval_error(a, resp, GPULSE_ETIMEDOUT, "query timed out in query queue");
-	return true;
+	if (now >= o->deadline_ns) {
+		eval_error(a, resp, GPULSE_ETIMEDOUT, "query timed out in query queue");
+		return true;
+	}
+	/* Only a wait worth a mention: a millisecond is the pool's hand-over. */
+	if (req->job && now - req->received_ns >= 1000000) {
+		queued_ns = now - req->received_ns;
+		allowed_ns = o->deadline_ns - req->received_ns;
+	}
+	return false;
 }
 
 static void put_point(struct buf *b, int64_t t_ms, double v)
@@ -261,8 +286,19 @@ static void put_point(struct buf *b, int64_t t_ms, double v)
 	buf_puts(b, "\"]");
 }
 
-static void put_result(struct buf *b, const struct promql_result *r)
+/* Points written between two looks at the deadline: formatting is about
+ * 100 ns a point, so a look every few hundred microseconds. */
+#define API_POINTS_PER_CHECK 4096
+
+/* The answer to r. Formatting millions of points takes seconds, so the
+ * query's deadline and its client's hang-up are checked as it goes, and it
+ * stops at once when the response bound is reached (finish answers 422).
+ * 0, or GPULSE_ETIMEDOUT / GPULSE_ECANCELED with the message in err. */
+static int put_result(struct buf *b, const struct promql_result *r, const struct promql_opts *o,
+		      char *err, size_t errlen)
 {
+	int64_t next_poll_ns = 0;
+	size_t until_check = API_POINTS_PER_CHECK;
 	static const char *const kinds[] = {
 		[PROMQL_TYPE_SCALAR] = "scalar", [PROMQL_TYPE_VECTOR] = "vector",
 		[PROMQL_TYPE_MATRIX] = "matrix", [PROMQL_TYPE_STRING] = "string",
@@ -295,16 +331,28 @@ static void put_result(struct buf *b, const struct promql_result *r)
 				if (k)
 					buf_putc(b, ',');
 				put_point(b, s->points[k].t_ms, s->points[k].v);
+				if (--until_check == 0) {
+					until_check = API_POINTS_PER_CHECK;
+					if (b->failed)
+						return 0;
+					int stop = promql_check_stop(o, &next_poll_ns, "result formatting",
+								     err, errlen);
+					if (stop)
+						return stop;
+				}
 				if (vector)
 					break;
 			}
 			buf_puts(b, vector ? "}" : "]}");
+			if (b->failed)
+				return 0;
 		}
 		buf_putc(b, ']');
 		break;
 	}
 	}
 	buf_puts(b, "}}\n");
+	return 0;
 }
 
 static int parse_query(struct http_response *resp, const char *q, struct promql_expr **e)
@@ -331,7 +379,7 @@ static int query_instant(void *ctx, const struct http_request *req, struct http_
 	if (ts && api_parse_time(ts, &t_ms) != 0)
 		return bad_time(resp, "time", ts);
 	struct promql_opts o;
-	if (request_opts(a, req, resp, &o) || timed_out_queued(a, &o, resp))
+	if (request_opts(a, req, resp, &o) || timed_out_queued(a, req, &o, resp))
 		return 0;
 	struct promql_expr *e;
 	if (parse_query(resp, http_request_arg(req, "query"), &e))
@@ -344,8 +392,10 @@ static int query_instant(void *ctx, const struct http_request *req, struct http_
 	if (rc)
 		return eval_error(a, resp, rc, err);
 	resp->content_type = "application/json";
-	put_result(&resp->body, r);
+	rc = put_result(&resp->body, r, &o, err, sizeof err);
 	promql_result_free(r);
+	if (rc)
+		return eval_error(a, resp, rc, err);
 	return finish(resp);
 }
 
@@ -394,7 +444,7 @@ static int query_range(void *ctx, const struct http_request *req, struct http_re
 		return api_error(resp, 400, "bad_data", msg);
 	}
 	struct promql_opts o;
-	if (request_opts(a, req, resp, &o) || timed_out_queued(a, &o, resp)) {
+	if (request_opts(a, req, resp, &o) || timed_out_queued(a, req, &o, resp)) {
 		promql_expr_free(e);
 		return 0;
 	}
@@ -407,8 +457,10 @@ static int query_range(void *ctx, const struct http_request *req, struct http_re
 	if (rc)
 		return eval_error(a, resp, rc, err);
 	resp->content_type = "application/json";
-	put_result(&resp->body, r);
+	rc = put_result(&resp->body, r, &o, err, sizeof err);
 	promql_result_free(r);
+	if (rc)
+		return eval_error(a, resp, rc, err);
 	return finish(resp);
 }
 
@@ -523,7 +575,7 @@ static int each_series(struct api *a, struct http_response *resp, const struct p
 					: op == PROMQL_MATCH_NRE ? TSDB_MATCH_NRE : TSDB_MATCH_EQ,
 				e->matchers[j].name, e->matchers[j].value};
 		}
-		struct tsdb_select_opts so = {.mint = start, .maxt = end, .mode = TSDB_READ_RAW};
+		struct tsdb_select_opts so = {.mint = start, .maxt = end, .mode = TSDB_READ_SPAN};
 		struct tsdb_iter *it = NULL;
 		int src = tsdb_select(a->db, tm, k, &so, &it, err, sizeof err);
 		if (src) {
@@ -531,7 +583,7 @@ static int each_series(struct api *a, struct http_response *resp, const struct p
 			if (src == GPULSE_EINVAL)
 				bad_param(resp, "match[]", err);
 			else
-				api_error(resp, 500, "internal", err);
+				eval_error(a, resp, src, err);
 			return -1;
 		}
 		int more;
@@ -686,7 +738,7 @@ static int collect(struct api *a, const struct http_request *req, struct http_re
 		   struct strset *ss)
 {
 	struct promql_opts o;
-	if (request_opts(a, req, resp, &o) || timed_out_queued(a, &o, resp))
+	if (request_opts(a, req, resp, &o) || timed_out_queued(a, req, &o, resp))
 		return -1;
 	static const char *const all[] = {"{__name__=~\".+\"}"};
 	int rc = nm ? each_series(a, resp, &o, match, nm, start, end, fn, ss)

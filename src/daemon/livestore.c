@@ -658,12 +658,18 @@ static size_t lower_bound(const struct promql_sample *v, size_t lo, size_t hi, i
 	return lo;
 }
 
-static bool matches(const struct lseries *s, const struct promql_matcher *m, size_t nm)
+/* Whether s satisfies every matcher, in *ok: 0 or promql_matcher_matches's
+ * status, with its sentence in err. */
+static int matches(const struct lseries *s, const struct promql_matcher *m, size_t nm, bool *ok,
+		   char *err, size_t errlen)
 {
-	for (size_t i = 0; i < nm; i++)
-		if (!promql_matcher_matches(&m[i], label_value(s, m[i].name)))
-			return false;
-	return true;
+	*ok = true;
+	for (size_t i = 0; i < nm && *ok; i++) {
+		int rc = promql_matcher_matches(&m[i], label_value(s, m[i].name), ok, err, errlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 /* Copies every matching series' samples in [mint, maxt] into one block
@@ -672,14 +678,20 @@ static int live_select(void *ctx, const struct promql_matcher *matchers, size_t 
 		       int64_t mint_ms, int64_t maxt_ms, struct promql_series_set *out,
 		       char *err, size_t errlen)
 {
-	(void)err;
-	(void)errlen;
 	struct livestore *ls = ctx;
 	pthread_mutex_lock(&ls->lock);
 	size_t ns = 0, nl = 0, nsamp = 0, bytes = 0;
 	for (size_t i = 0; i < ls->nseries; i++) {
 		const struct lseries *s = &ls->series[i];
-		if (!s->wanted || !matches(s, matchers, nmatchers))
+		bool ok = false;
+		if (!s->wanted)
+			continue;
+		int rc = matches(s, matchers, nmatchers, &ok, err, errlen);
+		if (rc) {
+			pthread_mutex_unlock(&ls->lock);
+			return rc;
+		}
+		if (!ok)
 			continue;
 		size_t lo = lower_bound(s->s, s->start, s->n, mint_ms);
 		size_t hi = maxt_ms == INT64_MAX ? s->n : lower_bound(s->s, lo, s->n, maxt_ms + 1);
@@ -701,7 +713,9 @@ static int live_select(void *ctx, const struct promql_matcher *matchers, size_t 
 	size_t k = 0;
 	for (size_t i = 0; i < ls->nseries && k < ns; i++) {
 		const struct lseries *s = &ls->series[i];
-		if (!s->wanted || !matches(s, matchers, nmatchers))
+		bool ok = false;
+		/* The first pass answered every matcher of these series. */
+		if (!s->wanted || matches(s, matchers, nmatchers, &ok, NULL, 0) || !ok)
 			continue;
 		size_t lo = lower_bound(s->s, s->start, s->n, mint_ms);
 		size_t hi = maxt_ms == INT64_MAX ? s->n : lower_bound(s->s, lo, s->n, maxt_ms + 1);

@@ -42,8 +42,13 @@ struct promql_matcher {
 	struct rx *re; /* owned; compiled when op is RE or NRE */
 };
 
-/* True when `value` (never NULL; "" for a missing label) satisfies m. */
-bool promql_matcher_matches(const struct promql_matcher *m, const char *value);
+/* Whether `value` (never NULL; "" for a missing label) satisfies m, in
+ * *matched. 0, or GPULSE_ELIMIT when the regular expression exceeded its
+ * match limit (rx_match) or GPULSE_ENOMEM, with a sentence naming the
+ * matcher in err (may be NULL): the caller fails, never reads it as no
+ * match, which would silently drop what it should have selected. */
+int promql_matcher_matches(const struct promql_matcher *m, const char *value, bool *matched,
+			   char *err, size_t errlen);
 
 enum promql_node_kind {
 	PROMQL_NODE_NUMBER,

@@ -153,18 +153,21 @@ static int memstore_select(void *ctx, const struct promql_matcher *matchers, siz
 			   int64_t mint_ms, int64_t maxt_ms, struct promql_series_set *out,
 			   char *err, size_t errlen)
 {
-	(void)err;
-	(void)errlen;
 	const struct memstore *ms = ctx;
 	struct promql_series *res = xcalloc(ms->nseries ? ms->nseries : 1, sizeof *res);
 	size_t n = 0;
 	for (size_t i = 0; i < ms->nseries; i++) {
 		const struct mseries *s = &ms->series[i];
-		size_t m;
-		for (m = 0; m < nmatchers; m++)
-			if (!promql_matcher_matches(&matchers[m], label_value(s, matchers[m].name)))
-				break;
-		if (m < nmatchers)
+		bool ok = true;
+		for (size_t m = 0; m < nmatchers && ok; m++) {
+			int rc = promql_matcher_matches(&matchers[m], label_value(s, matchers[m].name),
+							&ok, err, errlen);
+			if (rc) {
+				free(res);
+				return rc;
+			}
+		}
+		if (!ok)
 			continue;
 		size_t lo = lower_bound(s->samples, s->nsamples, mint_ms);
 		size_t hi = maxt_ms == INT64_MAX ? s->nsamples : lower_bound(s->samples, s->nsamples, maxt_ms + 1);

@@ -128,21 +128,34 @@ const char *promql_agg_name(enum promql_agg_op op)
 	return agg_names[op];
 }
 
-bool promql_matcher_matches(const struct promql_matcher *m, const char *value)
+int promql_matcher_matches(const struct promql_matcher *m, const char *value, bool *matched,
+			   char *err, size_t errlen)
 {
+	*matched = false;
 	switch (m->op) {
-	case PROMQL_MATCH_EQ: return strcmp(m->value, value) == 0;
-	case PROMQL_MATCH_NEQ: return strcmp(m->value, value) != 0;
+	case PROMQL_MATCH_EQ:
+		*matched = strcmp(m->value, value) == 0;
+		return 0;
+	case PROMQL_MATCH_NEQ:
+		*matched = strcmp(m->value, value) != 0;
+		return 0;
 	case PROMQL_MATCH_RE:
 	case PROMQL_MATCH_NRE: {
-		/* A match stopped by the cost limit counts as no match
-		 * (rx_limit_hits counts it; docs/internals/regex.md). */
 		bool hit = false;
-		rx_match(m->re, value, strlen(value), &hit);
-		return (m->op == PROMQL_MATCH_RE) == hit;
+		int rc = rx_match(m->re, value, strlen(value), &hit);
+		if (rc) {
+			if (err)
+				str_errf(err, errlen, "regular expression in matcher %s%s\"%.200s\" %s",
+					 m->name, m->op == PROMQL_MATCH_RE ? "=~" : "!~", m->value,
+					 rc == GPULSE_ELIMIT ? "exceeded its match limit"
+							     : "ran out of memory");
+			return rc;
+		}
+		*matched = (m->op == PROMQL_MATCH_RE) == hit;
+		return 0;
 	}
 	}
-	return false;
+	return 0;
 }
 
 static void free_strv(char **v, size_t n)
@@ -420,9 +433,14 @@ static struct promql_expr *parse_selector(struct parser *p, char *name, int pos)
 		advance(p);
 	}
 	bool non_empty = false;
-	for (size_t i = 0; i < e->nmatchers; i++)
-		if (!promql_matcher_matches(&e->matchers[i], ""))
+	for (size_t i = 0; i < e->nmatchers; i++) {
+		/* The empty subject: no pattern's cost limit stops on it, and
+		 * one that did would count as not matching it, as before. */
+		bool empty;
+		promql_matcher_matches(&e->matchers[i], "", &empty, NULL, 0);
+		if (!empty)
 			non_empty = true;
+	}
 	if (!non_empty) {
 		perr(p, pos, "vector selector must contain at least one non-empty matcher");
 		goto fail;

@@ -2181,23 +2181,38 @@ struct tsdb_iter {
 	struct tsdb_rollup *r;       /* or its buckets */
 	size_t nr, capr, rpos;
 	int err;
+	sqlite3_stmt *oldest;        /* TSDB_READ_SPAN: a series' oldest data on disk */
 };
 
-static bool matcher_ok(const struct cmatcher *m, const char *v)
+/* Whether v satisfies m, in *ok. 0, or rx_match's GPULSE_ELIMIT (the
+ * pattern's cost limit) or GPULSE_ENOMEM with a sentence naming the
+ * matcher in err: the select fails rather than read it as no match,
+ * which would drop the series from a 200 answer. */
+static int matcher_ok(const struct cmatcher *m, const char *v, bool *ok, char *err, size_t errlen)
 {
+	*ok = false;
 	switch (m->op) {
-	case TSDB_MATCH_EQ: return strcmp(v, m->value) == 0;
-	case TSDB_MATCH_NE: return strcmp(v, m->value) != 0;
+	case TSDB_MATCH_EQ:
+		*ok = strcmp(v, m->value) == 0;
+		return 0;
+	case TSDB_MATCH_NE:
+		*ok = strcmp(v, m->value) != 0;
+		return 0;
 	case TSDB_MATCH_RE:
 	case TSDB_MATCH_NRE: {
-		/* A match stopped by the cost limit counts as none
-		 * (rx_limit_hits; docs/internals/regex.md). */
 		bool hit = false;
-		rx_match(m->re, v, strlen(v), &hit);
-		return (m->op == TSDB_MATCH_RE) == hit;
+		int rc = rx_match(m->re, v, strlen(v), &hit);
+		if (rc) {
+			str_errf(err, errlen, "regular expression in matcher %s%s\"%.200s\" %s", m->name,
+				 m->op == TSDB_MATCH_RE ? "=~" : "!~", m->value,
+				 rc == GPULSE_ELIMIT ? "exceeded its match limit" : "ran out of memory");
+			return rc;
+		}
+		*ok = (m->op == TSDB_MATCH_RE) == hit;
+		return 0;
 	}
 	}
-	return false;
+	return 0;
 }
 
 static const char *series_label(const struct series *s, const char *name)
@@ -2258,7 +2273,10 @@ int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
 				goto out;
 			}
 		}
-		if (!matcher_ok(&cm[i], ""))
+		bool empty;
+		if ((rc = matcher_ok(&cm[i], "", &empty, err, errlen)) != 0)
+			goto out;
+		if (!empty)
 			nonempty = true;
 	}
 	if (!nonempty) {
@@ -2288,20 +2306,26 @@ int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
 			if (s->id > n || strcmp(s->name, want_name) != 0)
 				continue;
 			bool ok = true;
-			for (size_t j = 0; j < nm && ok; j++)
-				ok = matcher_ok(&cm[j], series_label(s, cm[j].name));
+			for (size_t j = 0; j < nm && ok && !rc; j++)
+				rc = matcher_ok(&cm[j], series_label(s, cm[j].name), &ok, err, errlen);
+			if (rc)
+				break;
 			if (ok)
 				it->match[it->nmatch++] = s;
 		}
 	} else {
-		for (size_t i = 0; i < n; i++) {
+		for (size_t i = 0; i < n && !rc; i++) {
 			struct series *s = db->series[i];
 			bool ok = true;
-			for (size_t j = 0; j < nm && ok; j++)
-				ok = matcher_ok(&cm[j], series_label(s, cm[j].name));
-			if (ok)
+			for (size_t j = 0; j < nm && ok && !rc; j++)
+				rc = matcher_ok(&cm[j], series_label(s, cm[j].name), &ok, err, errlen);
+			if (ok && !rc)
 				it->match[it->nmatch++] = s;
 		}
+	}
+	if (rc) {
+		tsdb_iter_free(it);
+		goto out;
 	}
 	qsort(it->match, it->nmatch, sizeof *it->match, series_cmp);
 	int64_t now = o->now_ms ? o->now_ms : tsdb_now_ms(db);
@@ -2543,10 +2567,79 @@ static int gather_rollup(struct tsdb_iter *it, struct series *s)
 	return rc;
 }
 
+/* TSDB_READ_SPAN: whether the series' first sample is at or before
+ * maxt and its last at or after mint (as Prometheus decides from its
+ * chunks' min and max times, without reading them). The head's times
+ * first; then the oldest raw chunk and rollup block on disk, two indexed
+ * looks. Rollups count only where they reach below the raw chunks'
+ * bucket (raw data dropped by retention): their times are bucket starts,
+ * before the first sample. The answer in *spans; 0 or a status. Under
+ * db_mu. */
+static int series_spans(struct tsdb_iter *it, struct series *s, bool *spans)
+{
+	*spans = false;
+	struct tsdb *db = it->db;
+	struct shard *sh = &db->shards[s->id % SHARDS];
+	pthread_mutex_lock(&sh->mu);
+	int64_t first = s->ph ? s->ph->mint : s->open->n ? s->open->t_first : INT64_MAX;
+	bool has_last = s->has_last;
+	int64_t last = s->last_t;
+	pthread_mutex_unlock(&sh->mu);
+	/* A store reopened on rollups alone (its raw chunks past retention)
+	 * knows no last sample: its rollups reach rolled_until. */
+	if (!has_last && s->on_disk && s->rolled_until > 0) {
+		has_last = true;
+		last = s->rolled_until - 1;
+	}
+	if (!has_last || last < it->o.mint)
+		return 0;
+	if (first > it->o.maxt && s->on_disk) {
+		if (!it->oldest) {
+			int rc = sqlite3_prepare_v2(db->sql,
+						    "SELECT (SELECT min(mint) FROM chunks WHERE series_id = ?1),"
+						    " (SELECT min(mint) FROM rollup_blocks WHERE series_id = ?1)",
+						    -1, &it->oldest, NULL);
+			if (rc != SQLITE_OK)
+				return sql_is_io(rc) ? GPULSE_EIO : GPULSE_ENOMEM;
+		}
+		sqlite3_bind_int64(it->oldest, 1, s->id);
+		int rc = sqlite3_step(it->oldest);
+		if (rc == SQLITE_ROW) {
+			bool raw = sqlite3_column_type(it->oldest, 0) != SQLITE_NULL;
+			bool roll = sqlite3_column_type(it->oldest, 1) != SQLITE_NULL;
+			int64_t raw_t = sqlite3_column_int64(it->oldest, 0);
+			int64_t roll_t = sqlite3_column_int64(it->oldest, 1);
+			if (raw && raw_t < first)
+				first = raw_t;
+			if (roll && (!raw || roll_t < bucket_of(raw_t, db->o.rollup_step_ms)) &&
+			    roll_t < first)
+				first = roll_t;
+		}
+		sqlite3_reset(it->oldest);
+		if (rc != SQLITE_ROW)
+			return GPULSE_EIO;
+	}
+	*spans = first <= it->o.maxt;
+	return 0;
+}
+
 int tsdb_iter_next_series(struct tsdb_iter *it)
 {
 	while (it->next < it->nmatch) {
 		struct series *s = it->match[it->next++];
+		if (it->o.mode == TSDB_READ_SPAN) {
+			bool spans;
+			pthread_mutex_lock(&it->db->db_mu);
+			int rc = series_spans(it, s, &spans);
+			pthread_mutex_unlock(&it->db->db_mu);
+			if (rc != 0)
+				return -rc;
+			if (!spans)
+				continue;
+			it->ns = it->nr = it->pos = it->rpos = 0;
+			it->cur = s;
+			return 1;
+		}
 		pthread_mutex_lock(&it->db->db_mu);
 		int rc = it->rollup ? gather_rollup(it, s)
 			 : it->o.mode == TSDB_READ_LATEST ? gather_latest(it, s, it->o.mint, it->o.maxt)
@@ -2598,6 +2691,12 @@ void tsdb_iter_free(struct tsdb_iter *it)
 {
 	if (!it)
 		return;
+	if (it->oldest) {
+		/* Finalized under the connection's lock, as it ran. */
+		pthread_mutex_lock(&it->db->db_mu);
+		sqlite3_finalize(it->oldest);
+		pthread_mutex_unlock(&it->db->db_mu);
+	}
 	free(it->match);
 	free(it->s);
 	free(it->r);

@@ -198,6 +198,11 @@ enum tsdb_read_mode {
 	                     * summed inside SQLite rather than stepped row by
 	                     * row (a month of minutes is 43,200 rows), the
 	                     * raw tail above the rollups added */
+	TSDB_READ_SPAN,     /* no samples: the series whose data overlaps the
+	                     * range as a whole, its first sample (raw or
+	                     * rolled up) <= maxt and its last >= mint, a gap
+	                     * around the range included: what Prometheus's
+	                     * /api/v1/series, labels and label values list */
 };
 
 struct tsdb_select_opts {
@@ -219,7 +224,9 @@ struct tsdb_iter;
 
 /* Select the series matching every matcher (at least one must not match
  * the empty string, as in PromQL). On success *out is the caller's, freed
- * with tsdb_iter_free. GPULSE_EINVAL (bad regex or matcher set, with a
+ * with tsdb_iter_free. GPULSE_ELIMIT (a regular expression exceeded its
+ * match limit on a label value: no answer, never a partial one, with a
+ * sentence naming the matcher), GPULSE_EINVAL (bad regex or matcher set, with a
  * sentence in err), GPULSE_EIO, GPULSE_ENOMEM. */
 int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
 		const struct tsdb_select_opts *o, struct tsdb_iter **out,

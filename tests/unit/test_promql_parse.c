@@ -18,6 +18,7 @@
 #include "lexer.h"
 #include "parser.h"
 #include "queryable.h"
+#include "rx.h"
 #include "series.h"
 #include "status.h"
 
@@ -188,9 +189,27 @@ static void test_precedence(void **state)
 	assert_int_equal(e->range_ms, 300000);
 	assert_int_equal(e->offset_ms, 3600000);
 	assert_int_equal(e->nmatchers, 2);
-	assert_true(promql_matcher_matches(&e->matchers[1], "x"));
-	assert_false(promql_matcher_matches(&e->matchers[1], "xy"));
+	bool matched;
+	assert_int_equal(promql_matcher_matches(&e->matchers[1], "x", &matched, NULL, 0), 0);
+	assert_true(matched);
+	assert_int_equal(promql_matcher_matches(&e->matchers[1], "xy", &matched, NULL, 0), 0);
+	assert_false(matched);
 	promql_expr_free(e);
+	/* A pattern that exceeds its match limit (the DFA fallback's
+	 * workspace shrunk so it cannot decide either) is an error naming
+	 * the matcher, never "no match". */
+	rx_set_limits(0, 20);
+	assert_int_equal(promql_parse("{k=~\"(x+x+)+y\"}", &e, err, sizeof err), 0);
+	char why[256] = "";
+	matched = true;
+	assert_int_equal(promql_matcher_matches(&e->matchers[0],
+						"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxyy", &matched,
+						why, sizeof why),
+			 GPULSE_ELIMIT);
+	assert_false(matched);
+	assert_string_equal(why, "regular expression in matcher k=~\"(x+x+)+y\" exceeded its match limit");
+	promql_expr_free(e);
+	rx_set_limits(0, 0);
 }
 
 static void check_invalid(const char *in, int pos, const char *want)

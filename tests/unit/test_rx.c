@@ -25,6 +25,10 @@
 #include "rx.h"
 #include "status.h"
 
+/* A DFA workspace too small for the states of (x+x+)+y over 40 x's
+ * (PCRE2 takes no less than 20 ints). */
+#define RX_TEST_DFA_WORKSPACE 20
+
 struct match_case {
 	const char *re, *value;
 	bool want;
@@ -374,6 +378,23 @@ static void test_bounds(void **state)
 	assert_false(hit);
 	assert_int_equal(rx_limit_hits(), before + 1);
 	rx_free(r);
+
+	/* When the DFA matcher cannot decide either (its workspace too
+	 * small for the pattern's states, shrunk here by the tests' knob),
+	 * rx_match says so, counted, and never answers "no match". */
+	rx_set_limits(0, RX_TEST_DFA_WORKSPACE);
+	assert_int_equal(rx_compile("(x+x+)+y", RX_ANCHORED, &r, err, sizeof err), 0);
+	subject[41] = 'y';
+	before = rx_limit_hits();
+	hit = true;
+	assert_int_equal(rx_match(r, subject, strlen(subject), &hit), GPULSE_ELIMIT);
+	assert_false(hit);
+	assert_int_equal(rx_limit_hits(), before + 1);
+	/* An ordinary subject still matches within the shrunk limits. */
+	assert_int_equal(rx_match(r, "xxy", 3, &hit), 0);
+	assert_true(hit);
+	rx_free(r);
+	rx_set_limits(0, 0);
 
 	/* A selector that once dropped series: the first branch backtracks
 	 * exponentially over every name before the second one matches. */

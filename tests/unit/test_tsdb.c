@@ -1379,6 +1379,69 @@ static void test_threads(void **state)
 	tsdb_close(db);
 }
 
+/* The names TSDB_READ_SPAN lists for [lo, hi], joined by ','. */
+static void span_names(struct tsdb *db, int64_t lo, int64_t hi, char *out, size_t cap)
+{
+	struct tsdb_matcher m = { TSDB_MATCH_RE, "__name__", "span_.*" };
+	struct tsdb_select_opts so = { .mint = lo, .maxt = hi, .mode = TSDB_READ_SPAN };
+	struct tsdb_iter *it = NULL;
+	char err[256];
+	assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+	out[0] = '\0';
+	int more;
+	while ((more = tsdb_iter_next_series(it)) == 1) {
+		size_t n;
+		const struct tsdb_label *l = tsdb_iter_labels(it, &n);
+		size_t len = strlen(out);
+		snprintf(out + len, cap - len, "%s%s", len ? "," : "", l[0].value);
+	}
+	assert_int_equal(more, 0);
+	tsdb_iter_free(it);
+}
+
+/* As Prometheus lists series for /api/v1/series: those whose data
+ * overlaps the range, a gap around the range included; not one whose
+ * last sample is before it or whose first is after it. From the head,
+ * then from disk after a flush and a reopen. */
+static void test_select_span(void **state)
+{
+	(void)state;
+	struct tsdb *db = open_db(NULL);
+	uint32_t gap = series2(db, "span_gap", NULL, NULL);
+	uint32_t before = series2(db, "span_before", NULL, NULL);
+	uint32_t after = series2(db, "span_after", NULL, NULL);
+	uint32_t inside = series2(db, "span_inside", NULL, NULL);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(tsdb_append(db, gap, T0 + i * 1000, i), 0);
+		assert_int_equal(tsdb_append(db, before, T0 + i * 1000, i), 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(tsdb_append(db, gap, T0 + 600000 + i * 1000, i), 0);
+		assert_int_equal(tsdb_append(db, after, T0 + 600000 + i * 1000, i), 0);
+	}
+	assert_int_equal(tsdb_append(db, inside, T0 + 300000, 1), 0);
+	char got[256];
+	for (int pass = 0; pass < 2; pass++) {
+		span_names(db, T0 + 200000, T0 + 400000, got, sizeof got);
+		assert_string_equal(got, "span_gap,span_inside");
+		span_names(db, T0 + 250000, T0 + 260000, got, sizeof got);
+		assert_string_equal(got, "span_gap");
+		/* The edges are inclusive, as Prometheus's. */
+		span_names(db, T0 + 2000, T0 + 2000, got, sizeof got);
+		assert_string_equal(got, "span_before,span_gap");
+		span_names(db, T0 + 602000, T0 + 700000, got, sizeof got);
+		assert_string_equal(got, "span_after,span_gap");
+		span_names(db, T0 + 603000, T0 + 700000, got, sizeof got);
+		assert_string_equal(got, "");
+		span_names(db, T0 - 5000, T0 - 1, got, sizeof got);
+		assert_string_equal(got, "");
+		assert_int_equal(tsdb_flush(db), 0);
+		tsdb_close(db);
+		db = open_db(NULL);
+	}
+	tsdb_close(db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1395,6 +1458,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_full_disk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_clock_step_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_select_span, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
