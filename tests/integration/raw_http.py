@@ -65,6 +65,12 @@ def exchange(port, data, timeout, stop_after):
     return answers(got)[0], closed, got
 
 
+def long_target(n):
+    """A query for vector(7), padded with an unused argument to n bytes."""
+    t = b"/api/v1/query?query=vector(7)&pad="
+    return t + b"a" * (n - len(t))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
@@ -121,6 +127,15 @@ def main():
         ("absolute-form, unknown path",
          b"GET http://127.0.0.1:%d/no/such/path HTTP/1.1\r\nHost: x\r\n\r\n" % port, [404], False,
          None),
+        # The target limit (HTTP_MAX_URL_BYTES, 64 KiB, query included),
+        # both sides; far beyond it MHD's buffer is full first and it
+        # answers 414 itself.
+        ("target of 64 KiB", b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % long_target(65536), [200],
+         False, b'"7"'),
+        ("target of 64 KiB + 1", b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % long_target(65537) + ok_req,
+         [414], True, b"request target too long"),
+        ("target of 256 KiB", b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % long_target(262144) + ok_req,
+         [414], True, None),
     ]
     failed = 0
     for name, data, want, want_closed, needle in cases:
