@@ -16,6 +16,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -367,8 +368,8 @@ static bool first_remote(const struct addrinfo *res, char *buf, size_t buflen)
 /* Bind and spec ourselves rather than let MHD do it, so a failure comes
  * back with errno and turns into a sentence a person can act on. */
 static int open_listener(const char *spec, const char *host, int port,
-			 const struct addrinfo *res, int *fd_out, bool *v6_out, char *err,
-			 size_t errlen)
+			 const struct addrinfo *res, int defer_s, int *fd_out, bool *v6_out,
+			 char *err, size_t errlen)
 {
 	struct addrinfo any6 = {0}, any4 = {0};
 	struct sockaddr_in6 sa6 = {0};
@@ -402,6 +403,15 @@ static int open_listener(const char *spec, const char *host, int port,
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 		if (ai->ai_family == AF_INET6)
 			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, host[0] ? &one : &zero, sizeof one);
+		/* The kernel hands a connection over only once its first bytes
+		 * are in (or defer_s has passed), so one that sends nothing
+		 * takes no slot and no guard entry for that long, and a scrape
+		 * is accepted with its request head, or its ClientHello,
+		 * already there (see http_guard.c). Best effort: without it
+		 * the guard alone decides. */
+		if (defer_s > 0 &&
+		    setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof defer_s) != 0)
+			log_debug("http: TCP_DEFER_ACCEPT: %s", strerror(errno));
 		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
 			*v6_out = ai->ai_family == AF_INET6;
 			*fd_out = fd;
@@ -1449,7 +1459,11 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 							  : "Cannot start the HTTP server's thread.");
 		goto out;
 	}
-	rc = open_listener(cfg->listen, host, port, res, &s->listen_fd, &v6, err, errlen);
+	/* Silent connections wait in the kernel about as long as a head may
+	 * take once accepted (the kernel rounds up to its SYN-ACK
+	 * retransmission schedule: 1, 3, 7, 15 s...). */
+	rc = open_listener(cfg->listen, host, port, res, (int)((head_ms + 999) / 1000),
+			   &s->listen_fd, &v6, err, errlen);
 	if (rc)
 		goto out;
 
