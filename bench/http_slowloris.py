@@ -41,14 +41,16 @@ def tls_ctx():
     return ctx
 
 
-def slow_open(port, addr, tls, k):
+def slow_open(port, addr, tls, k, silent=False):
     try:
         s = socket.socket()
         s.bind((addr, 0))
         s.settimeout(3)
         s.connect(("127.0.0.1", port))
         data = HEAD
-        if tls and k % 2 == 0:
+        if silent:
+            data = b""  # a TCP connection that never sends a byte
+        elif tls and k % 2 == 0:
             s = tls_ctx().wrap_socket(s)
         elif tls:
             data = HELLO
@@ -58,12 +60,12 @@ def slow_open(port, addr, tls, k):
         return None
 
 
-def loris(port, addrs, tls, count, stop, opened_total):
+def loris(port, addrs, tls, count, stop, opened_total, silent=False):
     """Hold `count` slow connections until `stop` is set."""
     conns, k = [], 0
     while not stop.is_set():
         while len(conns) < count and not stop.is_set():
-            c = slow_open(port, addrs[k % len(addrs)], tls, k)
+            c = slow_open(port, addrs[k % len(addrs)], tls, k, silent)
             k += 1
             if c is None:
                 time.sleep(0.01)
@@ -207,6 +209,8 @@ def main():
     p.add_argument("--gap", type=float, default=0.02)
     p.add_argument("--fetch-timeout", type=float, default=10.0)
     p.add_argument("--tls", action="store_true")
+    p.add_argument("--silent", action="store_true",
+                   help="the slow connections send nothing at all (plain TCP, even with --tls)")
     p.add_argument("--busy", type=int, default=0,
                    help="also: this many clients asking /api/v1/gpus as fast as they can")
     args = p.parse_args()
@@ -252,7 +256,7 @@ def main():
         stop = multiprocessing.Event()
         opened = multiprocessing.Value("q", 0, lock=False)
         lp = multiprocessing.Process(target=loris, args=(args.port, addrs, args.tls, args.slow,
-                                                          stop, opened))
+                                                          stop, opened, args.silent))
         lp.start()
         time.sleep(3)  # let the slow connections pile up
         loaded = run_fetches(args, args.fetches)
@@ -287,9 +291,10 @@ def main():
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     print("| | idle | %d | %.1f | %.1f | %.1f | %d | %.1f | %.1f |"
           % ((args.fetches,) + idle[:4] + mem[0]))
-    print("| | %d slow connections from %d addresses (%d opened in all) | %d | %.1f | %.1f | "
+    print("| | %d %s connections from %d addresses (%d opened in all) | %d | %.1f | %.1f | "
           "%.1f | %d | %.1f | %.1f |"
-          % ((args.slow, len(addrs), opened.value, args.fetches) + loaded[:4] + mem[1]))
+          % ((args.slow, "silent" if args.silent else "slow", len(addrs), opened.value,
+              args.fetches) + loaded[:4] + mem[1]))
     if busy:
         print("| | %d clients on /api/v1/gpus (%d answers) | %d | %.1f | %.1f | %.1f | %d | %.1f | "
               "%.1f |" % ((args.busy, answered.value, args.fetches) + busy[:4] + mem[2]))

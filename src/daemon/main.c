@@ -1,6 +1,7 @@
 /* gpulsed: the gpulse node daemon. Flags override the config file; a bad
  * flag or file exits with status 2 and a message naming the problem. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,19 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	/* SIGHUP's default action ends the process, and the reload loop
+	 * (daemon_run) takes it over only once the configuration is read and
+	 * everything is started: a SIGHUP in between (a logrotate postrotate
+	 * racing a restart) killed the daemon. Blocked from here on, it waits
+	 * and the loop answers it with a reload. SIGTERM and SIGINT keep
+	 * their default until daemon_run blocks them, so they still stop a
+	 * daemon that is starting. The mask is inherited by every thread;
+	 * the bench child is spawned with an empty one. */
+	sigset_t hup;
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	sigprocmask(SIG_BLOCK, &hup, NULL);
+
 	enum { OPT_REPLAY = 256, OPT_SPEED, OPT_NVML, OPT_LOG, OPT_PRINT, OPT_DEMO, OPT_STORAGE,
 	       OPT_INSECURE };
 	static const struct option opts[] = {

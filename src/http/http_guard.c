@@ -10,7 +10,8 @@
  * one entry per connection and closes, with shutdown(2), the ones that
  * break a rule: a head not complete by its deadline (a sweeper thread), or
  * the oldest connection still waiting for a head when a newer one needs its
- * room. Only waiting connections are ever evicted; a connection whose head
+ * room (one that has sent nothing at all first: oldest_waiting). Only
+ * waiting connections are ever evicted; a connection whose head
  * is in is being served and is left alone, and so is one whose whole head
  * was already buffered when it was accepted (a scrape, accepted from a
  * backlog that a flood of reconnecting slow clients keeps full, would
@@ -35,8 +36,10 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/tcp.h>        /* struct tcp_info with tcpi_bytes_received */
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -58,7 +61,9 @@ struct guard_conn {
 	enum cstate state;
 	bool reserved;            /* busy on a reserved route */
 	bool head_buffered;       /* waiting, but its head is already here */
+	bool spoke;               /* a byte came since it began waiting */
 	int fd;
+	uint64_t rx_base;         /* the socket's bytes received then */
 	int64_t since_ns;         /* when it began waiting (eviction order) */
 	int64_t deadline_ns;      /* for its head, while waiting */
 	unsigned char key[KEY_LEN];
@@ -133,15 +138,47 @@ static void shut(struct http_guard *g, struct guard_conn *c, enum http_shed why)
 	shutdown(c->fd, SHUT_RDWR);
 }
 
-/* The connection that has waited longest for a head, other than `self`,
- * and from `key`'s address when key is not NULL. NULL when none. */
-static struct guard_conn *oldest_waiting(struct http_guard *g, const struct guard_conn *self,
-					 const unsigned char *key)
+/* What the kernel has received on `fd` since accept, read by MHD or not
+ * (TCP_INFO, Linux 4.1 and later); false when it cannot say. */
+static bool rx_bytes(int fd, uint64_t *out)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof ti;
+	memset(&ti, 0, sizeof ti);
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+	    len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+		return false;
+	*out = ti.tcpi_bytes_received;
+	return true;
+}
+
+/* True when `c` has had no byte from its client since it began waiting.
+ * Once it has, that is remembered until its next wait, so the question
+ * costs one getsockopt per connection that is still silent. A socket
+ * that cannot say counts as having spoken: all such are equal, and age
+ * alone decides, as it did before. */
+static bool silent(struct guard_conn *c)
+{
+	uint64_t rx;
+	if (c->spoke)
+		return false;
+	if (!rx_bytes(c->fd, &rx) || rx > c->rx_base)
+		c->spoke = true;
+	return !c->spoke;
+}
+
+/* The oldest waiting connection, other than `self`, from `key`'s address
+ * when key is not NULL, among those that have sent nothing since they
+ * began waiting when `only_silent`. NULL when none. */
+static struct guard_conn *oldest_of(struct http_guard *g, const struct guard_conn *self,
+				    const unsigned char *key, bool only_silent)
 {
 	struct guard_conn *best = NULL;
 	for (unsigned i = 0; i < g->cfg.slots; i++) {
 		struct guard_conn *c = &g->conns[i];
 		if (c == self || c->state != C_WAITING || c->head_buffered)
+			continue;
+		if (only_silent && c->spoke)
 			continue;
 		if (key && memcmp(c->key, key, KEY_LEN) != 0)
 			continue;
@@ -149,6 +186,27 @@ static struct guard_conn *oldest_waiting(struct http_guard *g, const struct guar
 			best = c;
 	}
 	return best;
+}
+
+/* The connection to close to make room: the oldest waiting one that has
+ * sent nothing since it began waiting, else the oldest waiting one; other
+ * than `self`, and from `key`'s address when key is not NULL. NULL when
+ * none. Silent ones go first because a TLS scrape is a waiting connection
+ * for the whole of its handshake (several round trips and the server's
+ * signature, milliseconds): against a flood of connections that send
+ * nothing, reopened as fast as they are closed, age alone made the scrape
+ * the oldest before its head was in (28 scrapes in 150 lost). Its
+ * ClientHello is its first flight, so it has spoken from then on. Each
+ * pass that does not return marks one more connection as having spoken,
+ * so the loop ends. */
+static struct guard_conn *oldest_waiting(struct http_guard *g, const struct guard_conn *self,
+					 const unsigned char *key)
+{
+	struct guard_conn *c;
+	while ((c = oldest_of(g, self, key, true)))
+		if (silent(c))
+			return c;
+	return oldest_of(g, self, key, false);
 }
 
 static unsigned from_address(const struct http_guard *g, const unsigned char *key)
@@ -188,6 +246,8 @@ struct guard_conn *guard_open(struct http_guard *g, int fd, const struct sockadd
 	c->state = C_WAITING;
 	c->reserved = false;
 	c->head_buffered = head_buffered;
+	c->spoke = false;
+	c->rx_base = 0;
 	c->fd = fd;
 	c->since_ns = now;
 	set_deadline(g, c, now + g->cfg.head_timeout_ns);
@@ -251,6 +311,9 @@ void guard_done(struct http_guard *g, struct guard_conn *c)
 		c->state = C_WAITING;
 		c->reserved = false;
 		c->head_buffered = false;
+		/* What the last request brought is no sign of life for the
+		 * next wait: a kept-alive connection is counted afresh. */
+		c->spoke = !rx_bytes(c->fd, &c->rx_base);
 		c->since_ns = now;
 		set_deadline(g, c, now + g->cfg.next_head_timeout_ns);
 	}

@@ -16,6 +16,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -53,7 +54,8 @@ struct route {
 };
 
 enum canned { R_400_FORM, R_401, R_403, R_403_CERT, R_404, R_405, R_405_FORM, R_413, R_413_FORM, R_414,
-	      R_429, R_429_RATE, R_500, R_503, R_COUNT };
+	      R_429, R_429_RATE, R_500, R_503, R_400_NAME_SPACE, R_400_TE_CL, R_400_CL, R_400_TE,
+	      R_400_HOST, R_COUNT };
 
 /* What the server keeps per connection (MHD's socket context): the
  * guard's entry, and the form body of the request being read, then its
@@ -369,8 +371,8 @@ static bool first_remote(const struct addrinfo *res, char *buf, size_t buflen)
 /* Bind and spec ourselves rather than let MHD do it, so a failure comes
  * back with errno and turns into a sentence a person can act on. */
 static int open_listener(const char *spec, const char *host, int port,
-			 const struct addrinfo *res, int *fd_out, bool *v6_out, char *err,
-			 size_t errlen)
+			 const struct addrinfo *res, int defer_s, int *fd_out, bool *v6_out,
+			 char *err, size_t errlen)
 {
 	struct addrinfo any6 = {0}, any4 = {0};
 	struct sockaddr_in6 sa6 = {0};
@@ -404,6 +406,15 @@ static int open_listener(const char *spec, const char *host, int port,
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 		if (ai->ai_family == AF_INET6)
 			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, host[0] ? &one : &zero, sizeof one);
+		/* The kernel hands a connection over only once its first bytes
+		 * are in (or defer_s has passed), so one that sends nothing
+		 * takes no slot and no guard entry for that long, and a scrape
+		 * is accepted with its request head, or its ClientHello,
+		 * already there (see http_guard.c). Best effort: without it
+		 * the guard alone decides. */
+		if (defer_s > 0 &&
+		    setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof defer_s) != 0)
+			log_debug("http: TCP_DEFER_ACCEPT: %s", strerror(errno));
 		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
 			*v6_out = ai->ai_family == AF_INET6;
 			*fd_out = fd;
@@ -710,6 +721,91 @@ out:
 	return rc;
 }
 
+/* ---- framing (RFC 9112) ---------------------------------------------------
+ *
+ * A request that a proxy in front of gpulsed could frame differently from
+ * MHD is refused, so that no second request can be smuggled inside its
+ * body. MHD 0.9.75 frames by Transfer-Encoding when it is present and by
+ * the first Content-Length otherwise, and keeps a header name followed by
+ * whitespace with the whitespace ("Transfer-Encoding " is then no
+ * Transfer-Encoding to it, while a lenient proxy reads one). Its options
+ * do not serve: MHD_OPTION_STRICT_FOR_CLIENT at 1 answers an HTTP/1.1
+ * request without Host with a 400 whose status line and headers are sent
+ * twice (0.9.75), and at -1, which refuses the whitespace (by closing
+ * without an answer), it drops the Host check. So all of it is checked
+ * here, on the head's first call, where a queued answer makes MHD close
+ * the connection after it (nothing after the head is read as a
+ * request). */
+
+struct framing {
+	unsigned hosts, lengths, encodings;
+	const char *length;          /* the first Content-Length */
+	bool lengths_differ, name_space, not_chunked;
+};
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				      const char *value)
+{
+	struct framing *f = cls;
+	(void)kind;
+	if (!key)
+		return MHD_YES;
+	if (strpbrk(key, " \t"))
+		f->name_space = true;
+	if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+		f->hosts++;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+		/* Equal values frame alike; RFC 9110, section 8.6 lets them be. */
+		if (f->lengths++ == 0)
+			f->length = value;
+		else if (!value || !f->length || strcmp(value, f->length) != 0)
+			f->lengths_differ = true;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+		f->encodings++;
+		if (!value || strcasecmp(value, "chunked") != 0)
+			f->not_chunked = true;
+	}
+	return MHD_YES;
+}
+
+/* The refusal for a request whose framing or Host is ambiguous, or -1.
+ * `version` is the request line's ("HTTP/1.1"). */
+static int framing_check(struct MHD_Connection *conn, const char *version)
+{
+	struct framing f = {0};
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+	if (f.name_space)
+		return R_400_NAME_SPACE;
+	if (f.encodings && f.lengths)
+		return R_400_TE_CL;
+	if (f.lengths_differ)
+		return R_400_CL;
+	if (f.encodings > 1 || f.not_chunked)
+		return R_400_TE;
+	/* HTTP/1.0 had no Host; HTTP/1.1 and later must send one. */
+	bool needs_host = version && strcmp(version, MHD_HTTP_VERSION_1_0) != 0;
+	if (f.hosts > 1 || (f.hosts == 0 && needs_host))
+		return R_400_HOST;
+	return -1;
+}
+
+/* The path of an absolute-form target ("http://host:port/path", RFC 9112,
+ * section 3.2.2), which a server must take as it takes the origin form;
+ * any other target as it is. The query string is not in it (MHD parses
+ * that off), and the Host header is ignored for it, as the RFC says. */
+static const char *origin_path(const char *url)
+{
+	const char *rest = NULL;
+	if (strncasecmp(url, "http://", 7) == 0)
+		rest = url + 7;
+	else if (strncasecmp(url, "https://", 8) == 0)
+		rest = url + 8;
+	if (!rest)
+		return url;
+	const char *slash = strchr(rest, '/');
+	return slash ? slash : "/";
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	(void)cls;
@@ -836,6 +932,9 @@ static enum MHD_Result send_canned(struct http_server *s, struct MHD_Connection 
 		[R_429_RATE] = MHD_HTTP_TOO_MANY_REQUESTS,
 		[R_500] = MHD_HTTP_INTERNAL_SERVER_ERROR,
 		[R_503] = MHD_HTTP_SERVICE_UNAVAILABLE,
+		[R_400_NAME_SPACE] = MHD_HTTP_BAD_REQUEST, [R_400_TE_CL] = MHD_HTTP_BAD_REQUEST,
+		[R_400_CL] = MHD_HTTP_BAD_REQUEST, [R_400_TE] = MHD_HTTP_BAD_REQUEST,
+		[R_400_HOST] = MHD_HTTP_BAD_REQUEST,
 	};
 	if (rejected) {
 		atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
@@ -958,9 +1057,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				  void **req_cls)
 {
 	struct http_server *s = cls;
-	(void)version;
 	(void)upload_data;
 
+	url = origin_path(url);
 	struct http_job *job = job_of(*req_cls);
 	enum grant g = GRANT_NONE;
 	if (job && job_is_auth(job)) {
@@ -981,6 +1080,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			atomic_fetch_add_explicit(s->ext_requests, 1, memory_order_relaxed);
 		if (*req_cls == &uri_too_long_marker)
 			return send_canned(s, conn, R_414, true);
+		int frc = framing_check(conn, version);
+		if (frc >= 0)
+			return send_canned(s, conn, (enum canned)frc, true);
 		bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 		bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
 		bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
@@ -1268,6 +1370,15 @@ static int make_canned(struct http_server *s, const char *write_hint)
 		[R_429_RATE] = "too many requests from this address; retry later\n",
 		[R_500] = "internal error\n",
 		[R_503] = "busy: too many requests at once; retry shortly\n",
+		[R_400_NAME_SPACE] = ("bad request: a header field name is followed by whitespace "
+				      "before its colon (RFC 9112, section 5.1)\n"),
+		[R_400_TE_CL] = ("bad request: both Transfer-Encoding and Content-Length "
+				 "(RFC 9112, section 6.1)\n"),
+		[R_400_CL] = "bad request: Content-Length headers that differ (RFC 9112, section 6.3)\n",
+		[R_400_TE] = ("bad request: a Transfer-Encoding other than one \"chunked\" "
+			      "(RFC 9112, section 6.3)\n"),
+		[R_400_HOST] = ("bad request: an HTTP/1.1 request needs exactly one Host header "
+				"(RFC 9112, section 3.2)\n"),
 	};
 	for (int i = 0; i < R_COUNT; i++) {
 		/* MHD never writes to a PERSISTENT buffer; its prototype is just
@@ -1460,7 +1571,11 @@ int http_server_start(struct http_server **out, const struct http_config *cfg,
 							  : "Cannot start the HTTP server's thread.");
 		goto out;
 	}
-	rc = open_listener(cfg->listen, host, port, res, &s->listen_fd, &v6, err, errlen);
+	/* Silent connections wait in the kernel about as long as a head may
+	 * take once accepted (the kernel rounds up to its SYN-ACK
+	 * retransmission schedule: 1, 3, 7, 15 s...). */
+	rc = open_listener(cfg->listen, host, port, res, (int)((head_ms + 999) / 1000),
+			   &s->listen_fd, &v6, err, errlen);
 	if (rc)
 		goto out;
 

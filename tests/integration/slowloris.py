@@ -13,10 +13,16 @@ from 127.0.0.1 and must answer.
   saturate  N slow connections for --seconds, each reopened as soon as the
             server closes it; every fetch of /metrics in that time answers
             200 within --fetch-timeout.
+  silent    N plain TCP connections that send nothing (also against a TLS
+            port: not even a ClientHello), held by a separate process and
+            each reopened as soon as the server closes it; --fetches
+            fetches of /metrics meanwhile, one connection each, must all
+            answer 200 within --fetch-timeout. Prints their latency.
 
 Prints one summary line; exit 0 when the checks pass, 1 when not.
 """
 import argparse
+import multiprocessing
 import select
 import socket
 import ssl
@@ -84,13 +90,19 @@ class Slow:
                 pass
 
 
+FETCH_TLS = tls_context()
+
+
 def fetch_metrics(args):
-    """GET /metrics from 127.0.0.1; (status line or error, seconds)."""
+    """GET /metrics from 127.0.0.1; (status line or error, seconds). The TLS
+    context is made once, before connecting, as a scraper's is: the
+    ClientHello follows the connect at once, so the connection is silent
+    for no longer than a real scrape's."""
     t0 = time.monotonic()
     try:
         raw = socket.create_connection(("127.0.0.1", args.port), timeout=args.fetch_timeout)
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as curl does
-        s = tls_context().wrap_socket(raw) if args.tls else raw
+        s = FETCH_TLS.wrap_socket(raw) if args.tls else raw
         auth = b"Authorization: Bearer " + args.token.encode() + b"\r\n" if args.token else b""
         s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + auth + b"Connection: close\r\n\r\n")
         got = b""
@@ -184,9 +196,74 @@ def saturate_mode(args, addrs):
     return 0 if results and not bad and closed > 0 else 1
 
 
+def silent_flood(args, addrs, stop, opened):
+    """Hold args.count connections that never send a byte, reopening each
+    one the moment the server closes it, until `stop` is set."""
+    conns, k = {}, 0
+    poller = select.poll()
+    while not stop.is_set():
+        while len(conns) < args.count and not stop.is_set():
+            try:
+                c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                c.bind((addrs[k % len(addrs)], 0))
+                c.settimeout(3)
+                c.connect(("127.0.0.1", args.port))
+            except OSError:
+                c.close()
+                time.sleep(0.01)
+                break
+            k += 1
+            opened.value += 1
+            c.setblocking(False)
+            conns[c.fileno()] = c
+            poller.register(c, select.POLLIN)
+        for fd, _ in poller.poll(100):
+            c = conns.pop(fd)
+            poller.unregister(fd)
+            c.close()  # closed (or reset) by the server: reopened above
+    for c in conns.values():
+        c.close()
+
+
+def silent_mode(args, addrs):
+    stop = multiprocessing.Event()
+    opened = multiprocessing.Value("q", 0, lock=False)
+    flood = multiprocessing.Process(target=silent_flood, args=(args, addrs, stop, opened))
+    flood.start()
+    try:
+        # Until the flood holds its connections and the server has closed
+        # some (so it is at its limit), or 10 s.
+        give_up = time.monotonic() + 10
+        while opened.value <= args.count and time.monotonic() < give_up:
+            time.sleep(0.05)
+        results = []
+        for _ in range(args.fetches):
+            results.append(fetch_metrics(args))
+            time.sleep(args.gap)
+        churn = opened.value
+    finally:
+        stop.set()
+        flood.join(10)
+        if flood.is_alive():
+            flood.kill()
+    bad = [r for r in results if not r[0].endswith("200 OK")]
+    lat = sorted(r[1] for r in results if r[0].endswith("200 OK"))
+
+    def pct(p):
+        return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else float("nan")
+    print("silent: %d silent connections from %s (%d opened in all); %d fetches of /metrics, "
+          "%d failed%s; p50 %.1f ms, p99 %.1f ms, max %.1f ms"
+          % (args.count, ",".join(addrs), churn, len(results), len(bad),
+             " (%s)" % bad[0][0] if bad else "", pct(0.5), pct(0.99),
+             lat[-1] * 1000 if lat else float("nan")))
+    # The flood must have been at the server's limit (connections closed
+    # and reopened), or the fetches proved nothing.
+    return 0 if results and not bad and churn > args.count else 1
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["deadline", "saturate"])
+    p.add_argument("mode", choices=["deadline", "saturate", "silent"])
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--tls", action="store_true")
     p.add_argument("--token", default="")
@@ -196,9 +273,12 @@ def main():
     p.add_argument("--margin", type=float, default=4.0)
     p.add_argument("--seconds", type=float, default=6.0)
     p.add_argument("--fetch-timeout", type=float, default=3.0)
+    p.add_argument("--fetches", type=int, default=150)
+    p.add_argument("--gap", type=float, default=0.01)
     args = p.parse_args()
     addrs = args.addrs.split(",")
-    return deadline_mode(args, addrs) if args.mode == "deadline" else saturate_mode(args, addrs)
+    modes = {"deadline": deadline_mode, "saturate": saturate_mode, "silent": silent_mode}
+    return modes[args.mode](args, addrs)
 
 
 if __name__ == "__main__":

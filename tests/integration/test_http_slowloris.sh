@@ -5,6 +5,12 @@
 # deadline (http.header_timeout) passes, and the closures are counted.
 # Before the connection guard the slow connections stayed open for as long
 # as they dripped and /metrics timed out once they filled the slots.
+# Then 500 connections that send nothing at all, each reopened as soon as
+# it is closed: every scrape must answer. Over TLS a scrape waits for a
+# head through its whole handshake, and before the guard preferred silent
+# connections for eviction (and the kernel held them back, TCP_DEFER_ACCEPT)
+# about one scrape in six was closed mid-handshake (plain HTTP lost none:
+# its head is in the socket when it is accepted).
 # Margins are generous: a deadline of 2 s is checked as "closed between
 # 1.5 s and 6 s", a scrape as "answered within 3 s".
 source "$(dirname "$0")/lib.sh"
@@ -31,6 +37,8 @@ $SLOW saturate --port "$PORT" --count 80 --seconds 5 ||
 	fail "plain: /metrics did not answer under 80 slow connections from 127.0.0.1"
 $SLOW saturate --port "$PORT" --count 200 --addrs "$ADDRS" --seconds 5 ||
 	fail "plain: /metrics did not answer under 200 slow connections from $ADDRS"
+$SLOW silent --port "$PORT" --count 500 --addrs "$ADDRS" --fetches 150 ||
+	fail "plain: a scrape failed under 500 silent connections from $ADDRS"
 [ "$(metric gpulse_http_shed_connections_total 'reason="head_timeout"')" -ge 48 ] ||
 	fail "head timeouts not counted: $(metric gpulse_http_shed_connections_total 'reason="head_timeout"')"
 [ "$(metric gpulse_http_shed_connections_total 'reason="evicted"')" -gt 0 ] ||
@@ -41,8 +49,9 @@ kill -TERM "$DAEMON_PID"
 # handshake and then drip a head, half never finish the handshake.
 if ! openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/key.pem" -out "$WORK/cert.pem" \
 	-days 1 -subj /CN=localhost >/dev/null 2>&1; then
+	[ "${CI:-}" = true ] && fail "openssl cannot make a certificate: the TLS cases need it"
 	echo "no openssl: TLS cases not run"
-	exit 0
+	exit 77
 fi
 printf 's3cret-token\n' >"$WORK/token"
 chmod 600 "$WORK/token"
@@ -55,6 +64,8 @@ $SLOW deadline "${TLS_ARGS[@]}" --count 48 --header-timeout 2 --margin 4 ||
 	fail "TLS: slow connections not closed at their head deadline"
 $SLOW saturate "${TLS_ARGS[@]}" --count 128 --addrs "$ADDRS" --seconds 5 ||
 	fail "TLS: /metrics did not answer under 128 slow TLS connections from $ADDRS"
+$SLOW silent "${TLS_ARGS[@]}" --count 500 --addrs "$ADDRS" --fetches 150 ||
+	fail "TLS: a scrape failed under 500 silent connections from $ADDRS"
 n=$(curl -skf --max-time 5 -H 'Authorization: Bearer s3cret-token' "https://127.0.0.1:$PORT/metrics" |
 	awk '/^gpulse_http_shed_connections_total\{reason="head_timeout"\}/ {print $2}')
 [ "${n:-0}" -ge 48 ] || fail "TLS: head timeouts not counted (${n:-none})"

@@ -105,6 +105,66 @@ static void test_eviction_order(void **state)
 	guard_stop(g);
 }
 
+/* A connected TCP pair on loopback: the guard asks the kernel (TCP_INFO)
+ * whether a client has sent anything, which a socketpair cannot answer. */
+static struct pair tcp_pair(int listener)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof sa;
+	assert_int_equal(getsockname(listener, (struct sockaddr *)&sa, &len), 0);
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(c >= 0);
+	assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof sa), 0);
+	int s = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(s >= 0);
+	return (struct pair){s, c};
+}
+
+/* A connection that has sent nothing is evicted before an older one that
+ * has sent part of its head (a TLS scrape in its handshake): a flood of
+ * silent connections cannot push a scrape out by age alone. With none
+ * silent, age decides. Nothing the client sent is read: the kernel's
+ * count is what the guard looks at. */
+static void test_silent_evicted_first(void **state)
+{
+	(void)state;
+	struct http_guard *g = start(3, 3, 1, 60 * NS_PER_SEC);
+	struct sockaddr_in a = v4("127.0.0.1"), l = a;
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&l, sizeof l), 0);
+	assert_int_equal(listen(lfd, 16), 0);
+	struct pair p[6];
+	struct guard_conn *c[6];
+	for (int i = 0; i < 6; i++)
+		p[i] = tcp_pair(lfd);
+	assert_int_equal(send(p[0].peer, "\x16", 1, 0), 1); /* 0 has spoken */
+	for (int i = 0; i < 3; i++)
+		c[i] = guard_open(g, p[i].ours, (struct sockaddr *)&a, false);
+	c[3] = guard_open(g, p[3].ours, (struct sockaddr *)&a, false);
+	assert_true(shut_down(&p[1], 1000)); /* the oldest silent one, not 0 */
+	assert_false(shut_down(&p[0], 50));
+	guard_close(g, c[1]);
+	c[4] = guard_open(g, p[4].ours, (struct sockaddr *)&a, false);
+	assert_true(shut_down(&p[2], 1000));
+	assert_false(shut_down(&p[0], 50));
+	guard_close(g, c[2]);
+	/* Everyone has spoken: the oldest goes, as before. */
+	assert_int_equal(send(p[3].peer, "G", 1, 0), 1);
+	assert_int_equal(send(p[4].peer, "G", 1, 0), 1);
+	c[5] = guard_open(g, p[5].ours, (struct sockaddr *)&a, false);
+	assert_true(shut_down(&p[0], 1000));
+	assert_false(shut_down(&p[3], 50));
+	assert_int_equal(guard_shed(g, HTTP_SHED_EVICTED), 3);
+	for (int i = 0; i < 6; i++) {
+		if (i != 1 && i != 2)
+			guard_close(g, c[i]);
+		pair_close(&p[i]);
+	}
+	close(lfd);
+	guard_stop(g);
+}
+
 /* The per-address cap evicts within the address (IPv6 by /64), and refuses
  * the newcomer when every connection of the address is busy. */
 static void test_per_address_cap(void **state)
@@ -219,6 +279,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_eviction_order),
+		cmocka_unit_test(test_silent_evicted_first),
 		cmocka_unit_test(test_per_address_cap),
 		cmocka_unit_test(test_busy_cap),
 		cmocka_unit_test(test_deadline),
