@@ -31,7 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			__builtin_trap();
 	} else {
 		struct alert_label l[] = {{"alertname", value ? value : ""}, {"gpu", "0"}};
-		(void)alert_matcher_matches(&m, l, 2);
+		bool matched;
+		(void)alert_matcher_matches(&m, l, 2, &matched);
 		alert_matcher_free(&m);
 	}
 	free(text);
