@@ -691,7 +691,10 @@ int cmd_fleet(int argc, char **argv)
 	int ch;
 	while ((ch = getopt_long(argc, argv, "jh", longopts, NULL)) != -1) {
 		switch (ch) {
-		case OPT_PROM: fl.co.url = optarg; break;
+		case OPT_PROM:
+			fl.co.url = optarg;
+			fl.co.server = "Prometheus";
+			break;
 		case OPT_SINCE: since = optarg; break;
 		case 'j': json = true; break;
 		case OPT_TOKEN: fl.co.token_file = optarg; break;
