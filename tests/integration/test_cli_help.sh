@@ -36,6 +36,8 @@ assert len(keys) > 50, f"--print-config gave only {len(keys)} keys"
 if bad:
     sys.exit("unknown keys: " + ", ".join(sorted(set(bad))))
 PY
+"$GPULSE" help help >"$WORK/help-help.out" 2>&1 || fail "gpulse help help: exit $?"
+grep -q '^Commands:' "$WORK/help-help.out" || fail "gpulse help help: $(cat "$WORK/help-help.out")"
 grep -q 'alert_rule_test' "$WORK/rules.txt" || fail "gpulse help rules does not name alert_rule_test"
 # gpulse help top lists its keys, and top refuses to run without a terminal.
 for k in 'q, F10' 'h, ?, F1' 's, F6' '/ ' 'k, F9' 'g, Tab' '+ / -'; do
