@@ -48,6 +48,13 @@ const char *client_base_url(const struct client_opts *o)
 	return env && env[0] ? env : CLIENT_DEFAULT_URL;
 }
 
+/* What the options ask, for messages: gpulsed unless the command said
+ * otherwise (a Prometheus API for --prometheus). */
+static const char *server_name(const struct client_opts *o)
+{
+	return o && o->server && o->server[0] ? o->server : "gpulsed";
+}
+
 static const char *token_file_of(const struct client_opts *o)
 {
 	if (o && o->token_file && o->token_file[0])
@@ -57,17 +64,17 @@ static const char *token_file_of(const struct client_opts *o)
 }
 
 /* base + path with the base's trailing slashes dropped. */
-static int build_url(const char *base, const char *path, char *out, size_t outlen,
-		     char *err, size_t errlen)
+static int build_url(const char *who, const char *base, const char *path, char *out,
+		     size_t outlen, char *err, size_t errlen)
 {
 	if (strncasecmp(base, "http://", 7) != 0 && strncasecmp(base, "https://", 8) != 0) {
-		str_errf(err, errlen, "bad gpulsed URL \"%.200s\": it must start with http:// or https://",
-			base);
+		str_errf(err, errlen, "bad %s URL \"%.200s\": it must start with http:// or https://",
+			who, base);
 		return GPULSE_EINVAL;
 	}
 	for (const char *p = base; *p; p++)
 		if ((unsigned char)*p <= ' ' || *p == 0x7f) {
-			str_errf(err, errlen, "bad gpulsed URL: it holds a space or control character");
+			str_errf(err, errlen, "bad %s URL: it holds a space or control character", who);
 			return GPULSE_EINVAL;
 		}
 	size_t n = strlen(base);
@@ -75,7 +82,7 @@ static int build_url(const char *base, const char *path, char *out, size_t outle
 		n--;
 	int w = snprintf(out, outlen, "%.*s%s", (int)n, base, path);
 	if (w < 0 || (size_t)w >= outlen) {
-		str_errf(err, errlen, "bad gpulsed URL: longer than %zu bytes", outlen - 1);
+		str_errf(err, errlen, "bad %s URL: longer than %zu bytes", who, outlen - 1);
 		return GPULSE_EINVAL;
 	}
 	return 0;
@@ -113,10 +120,12 @@ int client_get(const struct client_opts *o, const char *path, struct buf *body,
 	char auth[CLIENT_TOKEN_MAX + 32];
 	char curl_err[CURL_ERROR_SIZE] = "";
 	const char *base = client_base_url(o);
+	const char *who = server_name(o);
+	bool is_gpulsed = strcmp(who, "gpulsed") == 0;
 	long timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : CLIENT_TIMEOUT_MS;
 	token[0] = auth[0] = '\0';
 
-	if ((rc = build_url(base, path, url, sizeof url, err, errlen)))
+	if ((rc = build_url(who, base, path, url, sizeof url, err, errlen)))
 		return rc;
 	const char *token_file = token_file_of(o);
 	if (token_file && (rc = read_token(token_file, token, sizeof token, err, errlen)))
@@ -186,35 +195,35 @@ int client_get(const struct client_opts *o, const char *path, struct buf *body,
 		switch (cc) {
 		case CURLE_COULDNT_CONNECT:
 			str_errf(err, errlen,
-				"cannot reach gpulsed at %s: %s (is it running? start it with 'make run')",
-				base, why);
+				"cannot reach %s at %s: %s%s", who, base, why,
+				is_gpulsed ? " (is it running? start it with 'make run')" : " (is it running?)");
 			rc = GPULSE_EIO;
 			break;
 		case CURLE_COULDNT_RESOLVE_HOST:
-			str_errf(err, errlen, "cannot reach gpulsed at %s: unknown host (%s)", base,
+			str_errf(err, errlen, "cannot reach %s at %s: unknown host (%s)", who, base,
 				curl_err[0] ? curl_err : curl_easy_strerror(cc));
 			rc = GPULSE_EIO;
 			break;
 		case CURLE_OPERATION_TIMEDOUT:
-			str_errf(err, errlen, "gpulsed at %s did not answer within %ld ms", base,
+			str_errf(err, errlen, "%s at %s did not answer within %ld ms", who, base,
 				timeout_ms);
 			rc = GPULSE_ETIMEDOUT;
 			break;
 		case CURLE_FILESIZE_EXCEEDED:
-			str_errf(err, errlen, "the answer from gpulsed at %s is larger than %zu bytes",
+			str_errf(err, errlen, "the answer from %s at %s is larger than %zu bytes", who,
 				base, body->max);
 			rc = GPULSE_ELIMIT;
 			break;
 		case CURLE_WRITE_ERROR:
 			if (sink.too_big) {
-				str_errf(err, errlen, "the answer from gpulsed at %s is larger than %zu bytes",
+				str_errf(err, errlen, "the answer from %s at %s is larger than %zu bytes", who,
 					base, body->max);
 				rc = GPULSE_ELIMIT;
 				break;
 			}
 			/* fall through */
 		default:
-			str_errf(err, errlen, "request to gpulsed at %s failed: %s", base,
+			str_errf(err, errlen, "request to %s at %s failed: %s", who, base,
 				curl_err[0] ? curl_err : curl_easy_strerror(cc));
 			rc = GPULSE_EIO;
 		}
@@ -241,6 +250,7 @@ int client_get_json(const struct client_opts *o, const char *path, json_t **out,
 	long status = 0;
 	json_t *root = NULL;
 	const char *base = client_base_url(o);
+	const char *who = server_name(o);
 	buf_init(&body, CLIENT_MAX_RESPONSE);
 	int rc = client_get(o, path, &body, &status, err, errlen);
 	if (rc)
@@ -252,27 +262,28 @@ int client_get_json(const struct client_opts *o, const char *path, json_t **out,
 	const char *api_error = json_string_value(json_object_get(root, "error"));
 	if (status < 200 || status > 299) {
 		const char *hint = status == 401 ? " (give a token with --token-file or GPULSE_TOKEN_FILE)"
-				 : status == 404 ? " (is this a gpulsed, and as new as this gpulse?)"
+				 : status == 404 && strcmp(who, "gpulsed") == 0
+					? " (is this a gpulsed, and as new as this gpulse?)"
 				 : "";
-		str_errf(err, errlen, "gpulsed at %s answered %s with HTTP %ld%s%s%s", base, path,
+		str_errf(err, errlen, "%s at %s answered %s with HTTP %ld%s%s%s", who, base, path,
 			status, api_error ? ": " : "", api_error ? api_error : "", hint);
 		rc = GPULSE_EIO;
 		goto out;
 	}
 	if (!root) {
-		str_errf(err, errlen, "gpulsed at %s sent something that is not JSON for %s", base,
+		str_errf(err, errlen, "%s at %s sent something that is not JSON for %s", who, base,
 			path);
 		rc = GPULSE_EPARSE;
 		goto out;
 	}
 	if (api_status && strcmp(api_status, "success") != 0) {
-		str_errf(err, errlen, "gpulsed at %s refused %s: %s", base, path,
+		str_errf(err, errlen, "%s at %s refused %s: %s", who, base, path,
 			api_error ? api_error : api_status);
 		rc = GPULSE_EIO;
 		goto out;
 	}
 	if (raw && (rc = buf_append(raw, body.data, body.len))) {
-		str_errf(err, errlen, "the answer from gpulsed is too large");
+		str_errf(err, errlen, "the answer from %s is too large", who);
 		goto out;
 	}
 	*out = root;

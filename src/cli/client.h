@@ -25,6 +25,9 @@ struct client_opts {
 	long timeout_ms;         /* 0: CLIENT_TIMEOUT_MS */
 	bool post;               /* POST with an empty body instead of GET (a
 	                            write action: POST /api/v1/bench) */
+	const char *server;      /* what is asked, for messages: NULL is
+	                            "gpulsed" (with its 'make run' hint);
+	                            "Prometheus" for --prometheus */
 };
 
 /* The base URL these options resolve to (for messages). Static storage or

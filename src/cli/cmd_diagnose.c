@@ -141,8 +141,9 @@ static void print_window(const struct diag_window *w, double origin)
 
 static void print_summary(const struct diag_summary *s, const struct gpu_peaks *p)
 {
-	printf("\nGPU %d (%s): %.1f s in %zu windows\n", s->gpu, p->model[0] ? p->model : "unknown model",
-	       s->seconds, s->nwindows);
+	printf("\nGPU %d (%s): %.1f s in %zu window%s\n", s->gpu,
+	       p->model[0] ? p->model : "unknown model", s->seconds, s->nwindows,
+	       s->nwindows == 1 ? "" : "s");
 	printf("  time by class:");
 	for (int c = 0; c < DIAG_CLASS_COUNT; c++)
 		if (s->class_seconds[c] > 0)
@@ -173,9 +174,9 @@ static void print_summary(const struct diag_summary *s, const struct gpu_peaks *
 			       h->bound_resource, 100 / h->max_speedup, h->max_speedup);
 	}
 	if (s->top_finding >= 0)
-		printf("  top finding: %s (%zu of %zu windows)\n",
+		printf("  top finding: %s (%zu of %zu window%s)\n",
 		       diag_finding_name((enum diag_finding)s->top_finding),
-		       s->finding_windows[s->top_finding], s->nwindows);
+		       s->finding_windows[s->top_finding], s->nwindows, s->nwindows == 1 ? "" : "s");
 	else
 		printf("  top finding: none\n");
 }

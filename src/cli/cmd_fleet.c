@@ -668,9 +668,10 @@ static int print_text(const struct fleet *fl, FILE *f)
 			g->model, g->uuid, h,
 			g->bottleneck[0] ? g->bottleneck : "-", pa[0] ? pa : "-", outs[0] ? outs : "-");
 	}
-	fprintf(f, "%zu GPUs on %zu hosts: %zu not ok, %zu outliers (|z| > %.1f among >= %d GPUs of a "
+	fprintf(f, "%zu GPU%s on %zu host%s: %zu not ok, %zu outlier%s (|z| > %.1f among >= %d GPUs of a "
 		   "model, over %s)\n",
-		fl->n, nhosts, bad, nout, FLEET_Z_THRESHOLD, FLEET_MIN_PEERS, fl->since);
+		fl->n, fl->n == 1 ? "" : "s", nhosts, nhosts == 1 ? "" : "s", bad, nout,
+		nout == 1 ? "" : "s", FLEET_Z_THRESHOLD, FLEET_MIN_PEERS, fl->since);
 	return ferror(f) ? GPULSE_EIO : 0;
 }
 
@@ -691,7 +692,10 @@ int cmd_fleet(int argc, char **argv)
 	int ch;
 	while ((ch = getopt_long(argc, argv, "jh", longopts, NULL)) != -1) {
 		switch (ch) {
-		case OPT_PROM: fl.co.url = optarg; break;
+		case OPT_PROM:
+			fl.co.url = optarg;
+			fl.co.server = "Prometheus";
+			break;
 		case OPT_SINCE: since = optarg; break;
 		case 'j': json = true; break;
 		case OPT_TOKEN: fl.co.token_file = optarg; break;

@@ -47,7 +47,7 @@ static void report_usage(FILE *f)
 	      "  --url URL          gpulsed to ask (env GPULSE_URL; default " CLIENT_DEFAULT_URL ")\n"
 	      "  --db FILE          read a store file directly, read-only (a running gpulsed keeps writing it)\n"
 	      "  --prometheus URL   a Prometheus holding many hosts' gpulse series: grouped by instance and model\n"
-	      "  --raw-retention D  how long the store keeps raw samples (storage.raw_retention, default 48h):\n"
+	      "  --raw-retention D  how long the store keeps raw samples (storage.retention, default 48h):\n"
 	      "                     the range before it is read from the 1-minute rollups\n"
 	      "  --token-file FILE  bearer token for gpulsed or Prometheus\n"
 	      "Definitions of every figure: docs/internals/report.md.\n",
@@ -204,6 +204,7 @@ int cmd_report(int argc, char **argv)
 		now = report_db_now_ms(rdb);
 	} else {
 		hs.co.url = prom ? prom : url;
+		hs.co.server = prom ? "Prometheus" : NULL;
 		if (hs.co.url && strncmp(hs.co.url, "http://", 7) && strncmp(hs.co.url, "https://", 8))
 			return usage_error("\"%s\" is not an http:// or https:// URL", hs.co.url);
 		src.ops = prom ? &prom_ops : &gpulsed_ops;

@@ -118,10 +118,33 @@ int cmd_trace(int argc, char **argv)
 	long status = 0;
 	int exit_code = CLI_FAIL;
 	json_t *doc = NULL;
+	int rc;
+	/* Ask first whether gpulsed knows the process, so a wrong pid is told
+	 * as such, before any word of cost or tracing. */
+	json_t *procs = NULL;
+	rc = client_get_json(&co, "/api/v1/processes", &procs, NULL, err, sizeof err);
+	if (rc) {
+		fprintf(stderr, "gpulse trace: %s\n", err);
+		exit_code = client_exit_code(rc);
+		goto out;
+	}
+	bool known = false;
+	size_t i;
+	json_t *pr;
+	json_array_foreach(json_object_get(json_object_get(procs, "data"), "processes"), i, pr)
+		if (json_integer_value(json_object_get(pr, "pid")) == (json_int_t)pid)
+			known = true;
+	json_decref(procs);
+	if (!known) {
+		fprintf(stderr, "gpulse trace: gpulsed at %s knows no process %lu running "
+			"libgpulse-inject.so (see 'gpulse kernels' or /api/v1/processes)\n",
+			client_base_url(&co), pid);
+		goto out;
+	}
 	fprintf(stderr, "gpulse trace: a capture traces kernels exactly: on CUPTI 13.0 pid %lu's "
 		"kernel launches then stay about 15%% dearer until it exits\n", pid);
 	fprintf(stderr, "gpulse trace: tracing pid %lu for %lu s...\n", pid, seconds);
-	int rc = client_get(&co, path, &body, &status, err, sizeof err);
+	rc = client_get(&co, path, &body, &status, err, sizeof err);
 	if (rc) {
 		fprintf(stderr, "gpulse trace: %s\n", err);
 		exit_code = client_exit_code(rc);

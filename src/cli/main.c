@@ -183,7 +183,8 @@ int main(int argc, char **argv)
 	}
 
 	if (strcmp(argv[i], "help") == 0) {
-		if (i + 1 >= argc) {
+		/* `gpulse help` and `gpulse help help`: the command list. */
+		if (i + 1 >= argc || strcmp(argv[i + 1], "help") == 0) {
 			usage(stdout);
 			return CLI_OK;
 		}

@@ -140,6 +140,9 @@ int replay_start(struct replay **out, struct bus *bus, const struct replay_confi
 		return rc;
 	if (rec->ninvalid)
 		log_warn("replay: %s", rec->invalid_note);
+	if (rec->nnan)
+		log_debug("replay: %s: %zu nan cell%s, read as absent", cfg->path, rec->nnan,
+			  rec->nnan == 1 ? "" : "s");
 	struct replay *r = calloc(1, sizeof *r);
 	size_t *order = calloc(rec->nrows, sizeof *order);
 	if (!r || !order) {

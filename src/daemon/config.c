@@ -592,7 +592,10 @@ void config_format_duration(int64_t ns, char *out, size_t outlen)
 	int64_t left = ns;
 	for (int u = 0; u < DURATION_UNITS && left > 0; u++) {
 		int64_t n = left / duration_units[u].ns;
-		if (n == 0)
+		/* Weeks only when they take the whole day count: 30d reads as
+		 * 30d, not 4w2d (both parse to the same value). */
+		if (n == 0 || (duration_units[u].ns == 7LL * 86400 * NS_PER_SEC &&
+			       (left / (86400LL * NS_PER_SEC)) % 7 != 0))
 			continue;
 		left -= n * duration_units[u].ns;
 		int w = snprintf(out + used, outlen - used, "%lld%s", (long long)n,

@@ -16,6 +16,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: gpulsed [options]\n"
 		"  Watch every NVIDIA GPU through NVML and serve Prometheus metrics.\n"
+		"\n"
 		"  -c, --config FILE        YAML configuration (default: built-in defaults)\n"
 		"  -l, --listen ADDR:PORT   HTTP address (default 127.0.0.1:9401)\n"
 		"      --replay FILE.csv    serve a recording as live GPUs instead of NVML\n"

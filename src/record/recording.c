@@ -164,7 +164,8 @@ static bool parse_number(const struct cell *c, double *out)
 
 /* "nan" is what a recorder writes when a GPM counter had no value for the
  * interval (the real H200 file holds a few): the value was unreadable, so
- * it loads as absent, like an empty cell, but is counted (note_invalid). */
+ * it loads as absent, like an empty cell, and is counted (nnan), but it is
+ * no fault of the file: nobody is warned. */
 static bool is_nan_token(const struct cell *c)
 {
 	const char *s = c->s;
@@ -307,7 +308,7 @@ static int parse_row(struct parser *p, size_t lineno, size_t len)
 		if (c->len == 0)
 			continue;
 		if (is_nan_token(c)) {
-			note_invalid(p, lineno, i + 1, "nan in column %s", col_name(p, i));
+			p->rec->nnan++;
 			continue;
 		}
 		if (!parse_number(c, &v)) {

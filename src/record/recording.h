@@ -40,7 +40,11 @@ struct recording {
 	int ngpus;                 /* 1 + highest gpu index */
 	uint64_t columns;          /* fields the header names */
 	bool has_gpu_column;
-	size_t ninvalid;           /* cells read as absent: negative or "nan" */
+	size_t ninvalid;           /* cells read as absent for a value no GPU
+				    * reports: negative */
+	size_t nnan;               /* "nan" cells: a recorder's word for a
+				    * counter with no value, read as absent
+				    * like an empty cell (not a fault) */
 	char invalid_note[512];    /* "NAME:LINE:COL: ... read as absent (N more)"
 				    * for the first of them; "" when none */
 };

@@ -25,6 +25,15 @@ check_page() { # FILE NAME
 	[ -z "$warn" ] || fail "man warns on $1: $warn"
 }
 check_page "$MAN/gpulsed.8" gpulsed
+# Each option of gpulsed --help is an item of its own (.TP then the option),
+# not folded into the description: help2man folds option lines into the
+# paragraph before them when no blank line separates them.
+opts=$("$GPULSED" --help | grep -oE '^ {2,}(-[a-zA-Z], )?--[a-z][a-z-]*' | grep -oE -- '--[a-z][a-z-]*')
+[ "$(wc -w <<<"$opts")" -ge 8 ] || fail "too few options in gpulsed --help: $opts"
+items=$(grep -A1 '^\.TP' "$MAN/gpulsed.8" | sed 's/\\-/-/g; s/\\f[BRI]//g')
+for o in $opts; do
+	grep -qE -- "(^|, )$o( |$)" <<<"$items" || fail "gpulsed.8: $o is not an option item of its own"
+done
 check_page "$MAN/gpulse.1" gpulse
 for c in $cmds; do
 	check_page "$MAN/gpulse-$c.1" "gpulse-$c"

@@ -16,6 +16,15 @@ expect_exit2() { # DESCRIPTION PATTERN ARGS...
 	! grep -q 'gpulsed: gpulsed:' "$WORK/out.txt" || fail "$what: name doubled: $(cat "$WORK/out.txt")"
 }
 
+# The documented file (the package's conffile) reads as the built-in
+# defaults, key for key and in the same order (list values included):
+# its attribution.labels once listed the same fields in another order.
+"$GPULSED" --print-config >"$WORK/builtin.yml" || fail "--print-config: exit $?"
+"$GPULSED" --config "$GPULSE_SOURCE_DIR/etc/gpulse.yml" --print-config >"$WORK/shipped.yml" ||
+	fail "--print-config with etc/gpulse.yml: exit $?"
+diff <(grep -v '^#' "$WORK/builtin.yml") <(grep -v '^#' "$WORK/shipped.yml") >"$WORK/cfg.diff" ||
+	fail "etc/gpulse.yml differs from the built-in defaults: $(cat "$WORK/cfg.diff")"
+
 printf 'listen: "127.0.0.1:0"\nsampling:\n  fast: 10x\n' >"$WORK/bad.yml"
 expect_exit2 "bad duration" "bad.yml:3:" --config "$WORK/bad.yml"
 printf 'lisen: "127.0.0.1:0"\n' >"$WORK/typo.yml"

@@ -45,7 +45,8 @@ lintian --fail-on error,warning --tag-display-limit 0 "$deb1" >"$WORK/lintian.lo
 # What is in it.
 dpkg-deb -c "$deb1" | awk '{print $6}' | sed 's|^\./|/|' >"$WORK/contents"
 want=(/usr/bin/gpulsed /usr/bin/gpulse /lib/systemd/system/gpulsed.service /etc/gpulse/gpulse.yml
-	/usr/share/gpulse/rules/gpulse.rules.yml /usr/share/man/man8/gpulsed.8.gz
+	/usr/share/gpulse/rules/gpulse.rules.yml /usr/share/gpulse/rules/dcgm-compat.rules.yml
+	/usr/share/man/man8/gpulsed.8.gz
 	/usr/share/man/man1/gpulse.1.gz /usr/share/bash-completion/completions/gpulse
 	/usr/share/zsh/vendor-completions/_gpulse /usr/share/doc/gpulse/copyright)
 # A man page for every command `gpulse --help` lists.
@@ -127,6 +128,13 @@ for _ in $(seq 1 150); do
 	sleep 0.1
 done
 [ -n "$ok" ] || bad "no replayed GPU on /metrics: $(head -c 2000 "$W/metrics.txt" 2>/dev/null)"
+# The packaged configuration runs the shipped rule pack.
+curl -sf --max-time 5 "http://127.0.0.1:$port/api/v1/rules" >"$W/rules.json" || bad "/api/v1/rules"
+python3 -c 'import json,sys; g=json.load(open(sys.argv[1]))["data"]["groups"]; f={x["file"] for x in g}; assert f == {"/usr/share/gpulse/rules/gpulse.rules.yml"} and sum(len(x["rules"]) for x in g) > 10, f' \
+	"$W/rules.json" || bad "the installed gpulsed does not run the rule pack: $(head -c 1000 "$W/rules.json")"
+# The DCGM-compatible rules load beside it.
+rt /usr/bin/gpulse rules check /usr/share/gpulse/rules/dcgm-compat.rules.yml >"$W/dcgm-check.log" 2>&1 ||
+	bad "gpulse rules check dcgm-compat.rules.yml: $(cat "$W/dcgm-check.log")"
 [ -f "$ROOT/var/lib/gpulse/gpulse.db" ] || bad "no store in /var/lib/gpulse"
 [ "$(rt stat -c %U /var/lib/gpulse/gpulse.db)" = gpulse ] || bad "the store is not gpulse's"
 kill -TERM "$pid"

@@ -181,10 +181,20 @@ set +e
 [ $? = 2 ] || fail "a bad --target is not a usage error"
 "$GPULSE" report capacity --url http://127.0.0.1:1 --since 1m 2>"$WORK/err2.txt"
 [ $? = 1 ] || fail "an unreachable gpulsed is not a runtime failure"
+"$GPULSE" report capacity --prometheus http://127.0.0.1:1 --since 1m 2>"$WORK/err4.txt"
+[ $? = 1 ] || fail "an unreachable Prometheus is not a runtime failure"
+"$GPULSE" fleet --prometheus http://127.0.0.1:1 2>"$WORK/err5.txt"
+[ $? = 1 ] || fail "fleet: an unreachable Prometheus is not a runtime failure"
 "$GPULSE" report utilisation 2>"$WORK/err3.txt"
 [ $? = 2 ] || fail "an unknown report is not a usage error"
 set -e
 grep -q -- '--target' "$WORK/err.txt" || fail "bad target: $(cat "$WORK/err.txt")"
 grep -q 'storage is disabled' "$WORK/nostore.txt" || fail "no storage: $(cat "$WORK/nostore.txt")"
+grep -q 'cannot reach gpulsed at http://127.0.0.1:1' "$WORK/err2.txt" || fail "unreachable: $(cat "$WORK/err2.txt")"
+# A Prometheus is named as one, without gpulsed's 'make run' hint.
+for f in err4 err5; do
+	grep -q 'cannot reach Prometheus at http://127.0.0.1:1' "$WORK/$f.txt" || fail "$f: $(cat "$WORK/$f.txt")"
+	! grep -q 'gpulsed\|make run' "$WORK/$f.txt" || fail "$f names gpulsed: $(cat "$WORK/$f.txt")"
+done
 grep -q 'capacity' "$WORK/err3.txt" || fail "unknown report: $(cat "$WORK/err3.txt")"
 echo "ok"

@@ -13,9 +13,13 @@ FAKE="$GPULSE_BUILD_DIR/tests/fake_inject_client"
 [ -x "$FAKE" ] || fail "$FAKE is not built"
 
 SOCK="$WORK/run/inject.sock"
+# The mute clients send nothing after HELLO: the idle timeout (30 s by
+# default) must not close them while the test runs, however slowly (on a
+# loaded machine it did, and the captures answered 200 early).
 cat >"$WORK/g.yml" <<EOF
 profiling:
   socket: "$SOCK"
+  idle_timeout: 1h
 EOF
 start_daemon a --config "$WORK/g.yml"
 A_PID=$DAEMON_PID
@@ -57,6 +61,15 @@ done
 wait_for '[ "$(metric gpulse_trace_captures_running)" = 3 ]' ||
 	fail "captures running: $(metric gpulse_trace_captures_running), want 3"
 for _ in $(seq 1 10); do quick /metrics; quick /healthz; done
+
+# ---- a pid gpulsed does not know: said at once, with no word of cost or tracing.
+rc=0
+GPULSE_URL=$URL "$GPULSE" trace --pid 999999 --seconds 1 -o "$WORK/none.json" 2>"$WORK/none.log" || rc=$?
+[ "$rc" = 1 ] || fail "gpulse trace --pid 999999: exit $rc, want 1: $(cat "$WORK/none.log")"
+grep -q "knows no process 999999 running libgpulse-inject.so" "$WORK/none.log" &&
+	! grep -qE "dearer|tracing pid" "$WORK/none.log" ||
+	fail "gpulse trace --pid 999999 said: $(cat "$WORK/none.log")"
+[ ! -e "$WORK/none.json" ] || fail "gpulse trace --pid 999999 wrote a file"
 
 # ---- gpulse trace, unchanged, while they run: the fourth slot.
 GPULSE_URL=$URL "$GPULSE" trace --pid "$BASIC" --seconds 1 -o "$WORK/t.json" 2>"$WORK/trace.log" ||

@@ -445,6 +445,11 @@ static void test_durations(void **state)
 		{NS_PER_SEC, "1s"},
 		{5400 * NS_PER_SEC, "1h30m"},
 		{86400 * NS_PER_SEC, "1d"},
+		/* Weeks only when they divide the rest: 30d, not 4w2d. */
+		{30 * 86400 * NS_PER_SEC, "30d"},
+		{14 * 86400 * NS_PER_SEC, "2w"},
+		{(8 * 86400 + 3600) * NS_PER_SEC, "8d1h"},
+		{401LL * 86400 * NS_PER_SEC, "1y36d"},
 		{1500 * NS_PER_MS, "1s500ms"},
 		{500 * NS_PER_US, "0.0005"},
 		{NS_PER_SEC + 1, "1.000000001"},

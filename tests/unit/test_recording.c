@@ -363,7 +363,8 @@ static void test_accepted_forms(void **state)
 	assert_true(rec->rows[1].v[F_GPU_UTIL] == 40 * 0.01);
 	assert_true(rec->rows[2].v[F_GPU_UTIL] == 1e2 * 0.01);
 	assert_int_equal(rec->rows[2].valid, FIELD_BIT(F_GPU_UTIL));
-	assert_int_equal(rec->ninvalid, 2);
+	assert_int_equal(rec->ninvalid, 1);
+	assert_int_equal(rec->nnan, 1);
 	recording_free(rec);
 
 	/* Several GPUs: time is sorted per GPU only. */
@@ -443,19 +444,23 @@ static void test_invalid_values(void **state)
 					 "3,251,NaN,-0\n"
 					 "4,252,-1e-3,52\n");
 	assert_int_equal(rec->nrows, 4);
-	assert_int_equal(rec->ninvalid, 3);
+	assert_int_equal(rec->ninvalid, 2);
+	assert_int_equal(rec->nnan, 1);
 	assert_int_equal(rec->rows[0].valid, rec->columns);
 	assert_int_equal(rec->rows[1].valid, FIELD_BIT(F_GPU_UTIL) | FIELD_BIT(F_TEMP));
 	assert_int_equal(rec->rows[2].valid, FIELD_BIT(F_POWER) | FIELD_BIT(F_TEMP));
 	assert_true(rec->rows[2].v[F_TEMP] == 0);  /* -0 is zero, not negative */
 	assert_int_equal(rec->rows[3].valid, FIELD_BIT(F_POWER) | FIELD_BIT(F_TEMP));
 	assert_string_equal(rec->invalid_note, "ok.csv:3:2: negative value -5 in column power_w, "
-					       "read as absent (and 2 more such cells)");
+					       "read as absent (and 1 more such cell)");
 	recording_free(rec);
 
+	/* nan is a recorder's word for no value: absent, counted, no warning. */
 	rec = parse_ok("t_s,sm_util\n1,nan\n2,5\n");
-	assert_int_equal(rec->ninvalid, 1);
-	assert_string_equal(rec->invalid_note, "ok.csv:2:2: nan in column sm_util, read as absent");
+	assert_int_equal(rec->ninvalid, 0);
+	assert_int_equal(rec->nnan, 1);
+	assert_int_equal(rec->rows[0].valid, 0);
+	assert_string_equal(rec->invalid_note, "");
 	recording_free(rec);
 
 	rec = parse_ok("t_s,sm_util\n1,4\n");
