@@ -1,6 +1,7 @@
 # Shared helpers for integration tests: start gpulsed on a free loopback
 # port, wait until it serves, fetch, and clean up on exit. Sourced.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/need.sh"
 
 : "${GPULSED:?}" "${GPULSE:?}" "${GPULSE_TEST_DATA:?}"
 REC="$GPULSE_TEST_DATA/recordings/h200-phases-10hz.csv"

@@ -20,7 +20,7 @@ source "$(dirname "$0")/lib.sh"
 for tool in ansible-playbook dpkg-buildpackage unshare; do
 	command -v "$tool" >/dev/null || fail "$tool is missing (scripts/install-deps.sh)"
 done
-[ "$(id -u)" = 0 ] || { echo "SKIP: the throw-away root needs root (mount, chroot)"; exit 77; }
+[ "$(id -u)" = 0 ] || skip_or_fail "the throw-away root needs root (mount, chroot)"
 /usr/bin/python3 -c 'import apt' 2>/dev/null || fail "python3-apt is missing (scripts/install-deps.sh)"
 
 # The example playbook and its inventory parse.

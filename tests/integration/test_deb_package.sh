@@ -22,7 +22,7 @@ source "$(dirname "$0")/lib.sh"
 for tool in dpkg-buildpackage dh lintian unshare; do
 	command -v "$tool" >/dev/null || fail "$tool is missing (scripts/install-deps.sh)"
 done
-[ "$(id -u)" = 0 ] || { echo "SKIP: the throw-away root needs root (mount, chroot)"; exit 77; }
+[ "$(id -u)" = 0 ] || skip_or_fail "the throw-away root needs root (mount, chroot)"
 
 # Two versions: the changelog's, and a newer one to upgrade to.
 v1=$(dpkg-parsechangelog -l "$GPULSE_SOURCE_DIR/debian/changelog" -S Version)

@@ -11,7 +11,7 @@
 # shifted-clock stages of make test cannot move)
 source "$(dirname "$0")/lib.sh"
 : "${GPULSE_SOURCE_DIR:?}" "${GPULSE_BUILD_DIR:?}"
-command -v prometheus >/dev/null || { echo "SKIP: prometheus not installed"; exit 0; }
+need prometheus
 FAKE="$GPULSE_BUILD_DIR/tests/fake_inject_client"
 [ -x "$FAKE" ] || fail "$FAKE is not built"
 

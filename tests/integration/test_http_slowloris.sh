@@ -49,9 +49,7 @@ kill -TERM "$DAEMON_PID"
 # handshake and then drip a head, half never finish the handshake.
 if ! openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/key.pem" -out "$WORK/cert.pem" \
 	-days 1 -subj /CN=localhost >/dev/null 2>&1; then
-	[ "${CI:-}" = true ] && fail "openssl cannot make a certificate: the TLS cases need it"
-	echo "no openssl: TLS cases not run"
-	exit 77
+	skip_or_fail "openssl cannot make a certificate: TLS cases not run"
 fi
 printf 's3cret-token\n' >"$WORK/token"
 chmod 600 "$WORK/token"

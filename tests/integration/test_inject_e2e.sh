@@ -18,8 +18,7 @@ APP="$GPULSE_BUILD_DIR/tests/fake_cuda_app"
 LIB="$GPULSE_BUILD_DIR/src/inject/libgpulse-inject.so"
 FAKE="$GPULSE_BUILD_DIR/tests/libfake_cupti.so"
 if [ ! -x "$APP" ] || [ ! -f "$LIB" ] || [ ! -f "$FAKE" ]; then
-	echo "skip: libgpulse-inject.so or the CUPTI stand-in was not built here (no CUPTI headers)"
-	exit 77
+	skip_or_fail "libgpulse-inject.so or the CUPTI stand-in was not built here (no CUPTI headers)"
 fi
 
 SOCK="$WORK/run/inject.sock"

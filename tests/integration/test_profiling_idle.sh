@@ -10,8 +10,7 @@ source "$(dirname "$0")/lib.sh"
 FAKE="$GPULSE_BUILD_DIR/tests/fake_inject_client"
 [ -x "$FAKE" ] || fail "$FAKE is not built"
 if [ "$(id -u)" != 0 ]; then
-	echo "skip: a client of another user needs root (setpriv); not run"
-	exit 0
+	skip_or_fail "a client of another user needs root (setpriv)"
 fi
 # The other user (nobody) must reach the socket and the client.
 chmod 755 "$WORK"

@@ -26,7 +26,7 @@
 # shifted-clock stages of make test cannot move)
 source "$(dirname "$0")/lib.sh"
 
-command -v prometheus >/dev/null || { echo "SKIP: prometheus not installed"; exit 0; }
+need prometheus
 PACK="${GPULSE_SOURCE_DIR:?}/deploy/rules/gpulse.rules.yml"
 cat >"$WORK/gpulse.yml" <<YML
 rule_files:

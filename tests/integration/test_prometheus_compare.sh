@@ -16,7 +16,7 @@
 # shifted-clock stages of make test cannot move)
 source "$(dirname "$0")/lib.sh"
 
-command -v prometheus >/dev/null || { echo "SKIP: prometheus not installed"; exit 0; }
+need prometheus
 
 start_daemon src --replay "$REC" --replay-speed 1 --storage-path "$WORK/db"
 PPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

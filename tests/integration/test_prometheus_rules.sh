@@ -16,7 +16,7 @@
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}" "${GPULSE_SOURCE_DIR:?}"
 
-command -v prometheus >/dev/null || { echo "SKIP: prometheus not installed"; exit 0; }
+need prometheus
 PACK="$GPULSE_SOURCE_DIR/deploy/rules/gpulse.rules.yml"
 
 # One row of the bf16 tensor phase, memory used raised to 96 % of total.

@@ -14,10 +14,8 @@ set -euo pipefail
 : "${GPULSE_BUILD_DIR:?}" "${GPULSE_SOURCE_DIR:?}"
 DRIVER="$GPULSE_BUILD_DIR/tests/promql_driver"
 SPEC="$GPULSE_SOURCE_DIR/tests/promql/conformance.spec"
-if ! command -v promtool >/dev/null; then
-	echo "SKIP: promtool not installed (Debian package prometheus)"
-	exit 0
-fi
+source "$(dirname "$0")/need.sh"
+need promtool "Debian package prometheus"
 WORK=$(mktemp -d /tmp/gpulse-promql.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 fail() {

@@ -9,7 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}"
 
-command -v prometheus >/dev/null || { echo "SKIP: prometheus not installed"; exit 0; }
+need prometheus
 PACK="$GPULSE_SOURCE_DIR/deploy/rules/gpulse.rules.yml"
 
 PPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -10,8 +10,8 @@
 # shifted-clock stages of make test cannot move)
 source "$(dirname "$0")/lib.sh"
 
-command -v prometheus >/dev/null || { echo "SKIP: prometheus not installed"; exit 0; }
-command -v openssl >/dev/null || { echo "SKIP: openssl not installed"; exit 0; }
+need prometheus
+need openssl
 
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/ca.key" -out "$WORK/ca.pem" \
 	-days 2 -subj "/CN=gpulse test CA" >/dev/null 2>&1 || fail "openssl CA"

@@ -8,7 +8,7 @@
 # shifted-clock stages of make test cannot move)
 source "$(dirname "$0")/lib.sh"
 
-command -v prometheus >/dev/null || { echo "SKIP: prometheus not installed"; exit 0; }
+need prometheus
 
 start_daemon a --replay "$REC" --replay-speed 1
 PORT_A=$PORT

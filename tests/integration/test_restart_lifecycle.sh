@@ -26,11 +26,7 @@
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}"
 
-if ! command -v prometheus >/dev/null; then
-	[ "${CI:-}" = true ] && fail "prometheus is not installed (scripts/install-deps.sh installs it)"
-	echo "SKIP: prometheus is not installed"
-	exit 77
-fi
+need prometheus
 
 PPORT=$(free_port)
 PROM="http://127.0.0.1:$PPORT"

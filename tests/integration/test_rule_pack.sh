@@ -8,10 +8,8 @@
 set -euo pipefail
 
 : "${GPULSE:?}" "${GPULSE_SOURCE_DIR:?}"
-if ! command -v promtool >/dev/null; then
-	echo "SKIP: promtool not installed (Debian package prometheus)"
-	exit 0
-fi
+source "$(dirname "$0")/need.sh"
+need promtool "Debian package prometheus"
 PACK="$GPULSE_SOURCE_DIR/deploy/rules/gpulse.rules.yml"
 TESTS="$GPULSE_SOURCE_DIR/tests/rules/pack_test.yml"
 WORK=$(mktemp -d /tmp/gpulse-pack.XXXXXX)

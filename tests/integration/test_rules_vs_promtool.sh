@@ -13,10 +13,8 @@ set -euo pipefail
 
 : "${GPULSE:?}" "${GPULSE_SOURCE_DIR:?}"
 CORPUS="$GPULSE_SOURCE_DIR/tests/rules"
-if ! command -v promtool >/dev/null; then
-	echo "SKIP: promtool not installed (Debian package prometheus)"
-	exit 0
-fi
+source "$(dirname "$0")/need.sh"
+need promtool "Debian package prometheus"
 WORK=$(mktemp -d /tmp/gpulse-rules.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 fail() {

@@ -7,7 +7,7 @@
 # often it is read, and the log names the file and the series once.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-command -v sqlite3 >/dev/null || { echo "SKIP: no sqlite3 command"; exit 0; }
+need sqlite3
 DB=$WORK/store.db
 printf 'storage:\n  path: %s\n  flush_interval: 200ms\n' "$DB" >"$WORK/cfg.yml"
 

@@ -29,8 +29,7 @@ umount_mnt() {
 trap umount_mnt EXIT
 
 if ! mount -t tmpfs -o size=1m tmpfs "$MNT" 2>/dev/null; then
-	echo "SKIP: cannot mount a tmpfs here (needs root); covered by test_tsdb (test_open_full_disk)"
-	exit 0
+	skip_or_fail "cannot mount a tmpfs here (needs root); covered by test_tsdb (test_open_full_disk)"
 fi
 
 # A store written by a gpulsed that stopped cleanly.

@@ -13,10 +13,7 @@
 # any integration test's daemon this way.
 source "$(dirname "$0")/lib.sh"
 
-if ! command -v valgrind >/dev/null; then
-	echo "SKIP: valgrind is not installed (scripts/install-deps.sh installs it)"
-	exit 77
-fi
+need valgrind
 if grep -q '^GPULSE_\(SANITIZE\|TSAN\):BOOL=ON' "${GPULSE_BUILD_DIR:-/nonexistent}/CMakeCache.txt" 2>/dev/null; then
 	echo "SKIP: gpulsed is built with a sanitizer, which cannot run under valgrind"
 	exit 77
