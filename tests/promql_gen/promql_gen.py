@@ -304,7 +304,7 @@ class Gen:
         return f"{self.pick(['by', 'without'])} ({', '.join(names)})"
 
     def aggregation(self, d):
-        op = self.pick(SIMPLE_AGGS * 2 + ["topk", "bottomk", "quantile", "count_values"])
+        op = self.pick(SIMPLE_AGGS * 2 + ["topk", "bottomk", "quantile", "count_values"] * 2)
         param = ""
         if op in ("topk", "bottomk"):
             param = self.pick(["1", "2", "3", "0", "5", "-1", "1.5", "NaN"] +
@@ -314,7 +314,7 @@ class Gen:
                               [self.scalar(d - 1)]) + ", "
         elif op == "count_values":
             param = self.pick(['"value"', '"gpu"', '"__name__"', '"v"', '"le"']) + ", "
-        arg = self.vector(d - 1)
+        arg = self.mixed(d - 1) if self.chance(0.2) else self.vector(d - 1)
         c = self.r.random()
         if c < 0.35:
             return f"{op}({param}{arg})"
@@ -330,7 +330,8 @@ class Gen:
             return f"{fn}({self.matrix(d - 1)})"
         if c < 0.5:
             fn = self.pick(ELEMENT_FNS)
-            return f"{fn}({self.vector(d - 1)})"
+            arg = self.mixed(d - 1) if self.chance(0.4) else self.vector(d - 1)
+            return f"{fn}({arg})"
         if c < 0.56:
             fn = self.pick(CALENDAR_FNS)
             return f"{fn}()" if self.chance(0.3) else f"{fn}({self.vector(d - 1)})"
@@ -359,14 +360,45 @@ class Gen:
             return f"vector({self.scalar(d - 1)})"
         return f"absent({self.vector(d - 1)})"
 
+    def mixed(self, d):
+        """A vector whose values mix NaN, infinities, zeros and numbers
+        (the edges of sorting, topk and comparisons)."""
+        v = self.vector(d)
+        k = self.pick(["0.5", "1", "100", "0", "1e9"])
+        return self.pick([f"({v}) / ({v})", f"ln({v} - {k})", f"sqrt({v} - {k})",
+                          f"({v}) / ({v} > {k})", f"({v} - {k}) / 0",
+                          f"({v}) or label_replace(vector(NaN), \"gpu\", \"nan\", \"\", \"\")"])
+
+    def matched(self, d):
+        """One side grouped by labels both share, so that group_left and
+        group_right match (rather than both refusing many-to-many)."""
+        many = self.vector(d - 1) if self.chance(0.5) else self.modifiers(self.selector())
+        on = self.r.sample(["gpu", "model", "uuid"], self.r.randint(1, 2))
+        agg = self.pick(["sum", "max", "count", "group", "min"])
+        one = f"{agg} by ({', '.join(on)}) ({self.vector(d - 1)})"
+        op = self.pick(ARITH + COMPARE + ["*", "+", "-"])
+        mod = " bool" if op in COMPARE and self.chance(0.4) else ""
+        incl = ""
+        if self.chance(0.6):
+            incl = "(" + ", ".join(self.r.sample(self.label_names + ["__name__", "nolabel"],
+                                                 self.r.randint(0, 2))) + ")"
+        kw = self.pick(["on", "on", "ignoring"])
+        if kw == "ignoring":
+            on = self.r.sample(self.label_names, self.r.randint(0, 3))
+        if self.chance(0.5):
+            return f"({many}) {op}{mod} {kw}({', '.join(on)}) group_left{incl} ({one})"
+        return f"({one}) {op}{mod} {kw}({', '.join(on)}) group_right{incl} ({many})"
+
     def label_call(self, d):
         names = self.label_names + ["__name__", "dst", "nolabel"]
         if self.chance(0.6):
             dst = self.pick(names + ["le", "0bad", ""])
-            repl = self.pick(["$1", "${1}", "x", "", "$1-$2", "$0", "$name", "a$1b"])
+            repl = self.pick(["$1", "${1}", "x", "", "$1-$2", "$0", "$name", "a$1b", "$2", "${2}x$1"])
             src = self.pick(names)
             regex = self.pick(["(.*)", "(.+)", "(.)(.*)", "([0-9])", "", "(a|b)+", "x(.*)",
-                               "(.*)-(.*)", "((.)+)", "[", "(?P<name>.*)", "(.*)(.*)+"])
+                               "(.*)-(.*)", "((.)+)", "[", "(?P<name>.*)", "(.*)(.*)+",
+                               "(.)+", "([A-Z0-9])+.*", "(.)*(.)", "((a)|b)*.*", "(N|V)+(.*)",
+                               "(.{2})+"])
             return (f"label_replace({self.vector(d - 1)}, {json.dumps(dst)}, {json.dumps(repl)},"
                     f" {json.dumps(src)}, {json.dumps(regex)})")
         dst = self.pick(names + ["0bad"])
@@ -432,8 +464,10 @@ class Gen:
         if d <= 0:
             return self.modifiers(self.selector()) if self.chance(0.9) else f"vector({self.number()})"
         c = self.r.random()
-        if c < 0.15:
+        if c < 0.12:
             return self.modifiers(self.selector())
+        if c < 0.17:
+            return self.matched(d)
         if c < 0.45:
             return self.call(d)
         if c < 0.65:
@@ -614,7 +648,7 @@ def compare(ans_gp, ans_pr, ordered):
 def load_allow(path):
     """Lines `KIND REGEX REASON...` (tab separated): a disagreement of
     KIND (query, series, labels, values, format) whose text, "REQUEST =>
-    WHAT DIFFERS", matches REGEX is reported as allowed, with the
+    WHAT DIFFERS | GPULSED'S ERROR", matches REGEX is reported as allowed, with the
     reason."""
     out = []
     if not path:
@@ -657,7 +691,8 @@ class Run:
         self.kinds = {}
 
     def report(self, kind, index, text, where, reason, ag, ap):
-        why = allowed(self.allow, kind, f"{text} => {reason}")
+        err = ag[1].get("error", "") if isinstance(ag[1], dict) else ""
+        why = allowed(self.allow, kind, f"{text} => {reason} | {err}")
         tag = "ALLOWED" if why else "DISAGREE"
         print(f"{tag} [{kind}] seed {self.a.seed} index {index}: {reason}\n"
               f"  request: {text}\n  {where}\n"
@@ -702,6 +737,10 @@ class Run:
     def range_params(self, r):
         step = r.choice([1, 2, 2.5, 5, 7, 10, 15, 30, 0.5, 60])
         n = r.randint(1, 40)
+        if r.random() < 0.02:
+            # Around the bound of 11 000 points per series.
+            step = r.choice([0.001, 0.01])
+            n = r.choice([10998, 10999, 11000, 11001])
         start = self.t0 + r.random() * (self.t1 - self.t0) - r.choice([0, 0, 10, 60])
         start = round(start, r.choice([0, 0, 1, 3]))
         end = start + step * n + r.choice([0, 0, 0.25])
@@ -713,7 +752,8 @@ class Run:
         expr = g.top()
         if len(expr) > 4000:
             expr = g.selector()
-        ordered = outer_call(expr) in ("sort", "sort_desc")
+        ordered = outer_call(expr) in ("sort", "sort_desc") or \
+            re.match(r"^\(*\s*(topk|bottomk)\s*\(", expr) is not None
         for t in self.times(r):
             ag, ap = self.both("/api/v1/query", [("query", expr), ("time", t)])
             self.tally(ap)
