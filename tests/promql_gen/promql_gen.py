@@ -844,7 +844,8 @@ def main():
     p.add_argument("--count", type=int, default=200, help="expressions (default 200)")
     p.add_argument("--seconds", type=float, default=0,
                    help="run for this long instead of --count expressions")
-    p.add_argument("--only", type=int, default=None, help="run expression N alone")
+    p.add_argument("--only", default=None,
+                   help="run expression N alone (meta:N: metadata request N)")
     p.add_argument("--first", type=int, default=0, help="start at expression N")
     p.add_argument("--meta", type=int, default=None,
                    help="series/labels/values requests (default count/4)")
@@ -864,7 +865,7 @@ def main():
     series, first, last = check_data(a.gpulse, a.prometheus, end, a.span)
     run = Run(a, series, first, last)
     if a.print:
-        for i in ([a.only] if a.only is not None else range(a.first, a.first + a.count)):
+        for i in ([int(a.only)] if a.only is not None else range(a.first, a.first + a.count)):
             print(i, Gen(random.Random(f"{a.seed}:{i}"), run.series, run.t0, run.t1, a.depth).top())
         return 0
     deadline = time.time() + a.seconds if a.seconds else None
@@ -873,7 +874,10 @@ def main():
     done = 0
     try:
         if a.only is not None:
-            run.one_query(a.only)
+            if a.only.startswith("meta:"):
+                run.one_meta(int(a.only[5:]))
+            else:
+                run.one_query(int(a.only))
             done = 1
         else:
             if a.first == 0:
