@@ -24,7 +24,7 @@ if ! command -v prometheus >/dev/null; then
 fi
 GEN="$(dirname "$0")/../promql_gen/promql_gen.py"
 ARGS=("$@")
-[ ${#ARGS[@]} -gt 0 ] || ARGS=(--seed 20240607 --count 1200)
+[ ${#ARGS[@]} -gt 0 ] || ARGS=(--seed 20240607 --count 1000)
 
 PPORT=$(free_port)
 PROM="http://127.0.0.1:$PPORT"
