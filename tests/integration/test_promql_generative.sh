@@ -101,6 +101,8 @@ while :; do
 	[ "$restarts" -le 20 ] || fail "gpulsed crashed 20 times"
 	first=$(sed -n 's/^NEXT //p' "$WORK/gen.out")
 	[ -n "$first" ] || break
+	# The same seed goes on (a random one was printed first).
+	ARGS+=(--seed "$(sed -n '1s/^seed //p' "$WORK/gen.out")")
 	serve "$restarts"
 done
 [ "$crashed" = 0 ] || fail "gpulsed crashed $restarts times"

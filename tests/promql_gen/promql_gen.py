@@ -710,7 +710,11 @@ class Run:
         try:
             ag = answer(self.a.gpulse, path, params)
         except Down as e:
-            print(f"DOWN: gpulsed stopped answering: {e}")
+            kind, index, text = self.current
+            print(f"DISAGREE [crash] seed {self.a.seed} index {index}: gpulsed stopped answering\n"
+                  f"  request: {text}\n  {path} {params}\n"
+                  f"  reproduce: --seed {self.a.seed} --only {index}\n  ({e})")
+            sys.stdout.flush()
             raise
         ap = answer(self.a.prometheus, path, params)
         return ag, ap
@@ -752,6 +756,7 @@ class Run:
         expr = g.top()
         if len(expr) > 4000:
             expr = g.selector()
+        self.current = ("query", i, expr)
         ordered = outer_call(expr) in ("sort", "sort_desc") or \
             re.match(r"^\(*\s*(topk|bottomk)\s*\(", expr) is not None
         for t in self.times(r):
@@ -801,6 +806,7 @@ class Run:
         else:
             name = r.choice(g.label_names + ["__name__", "nolabel", "0bad"])
             path = f"/api/v1/label/{name}/values"
+        self.current = (kind, f"meta:{i}", path)
         ag, ap = self.both(path, params)
         why = compare(ag, ap, False)
         if why:
@@ -819,6 +825,7 @@ class Run:
         bad = []
         for x in nums:
             for expr in (x, f"vector({x})"):
+                self.current = ("format", "format", expr)
                 ag, ap = self.both("/api/v1/query", [("query", expr), ("time", "%.3f" % self.t1)])
                 if compare(ag, ap, False):
                     bad.append((expr, ag, ap))
