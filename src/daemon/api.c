@@ -308,7 +308,15 @@ static int put_result(struct buf *b, const struct promql_result *r, const struct
 	buf_puts(b, "\",\"result\":");
 	switch (r->type) {
 	case PROMQL_TYPE_SCALAR:
-		put_point(b, r->t_ms, r->scalar);
+		/* Prometheus writes a scalar answer with Go's 'f' always
+		 * (promql.Scalar's MarshalJSON: "1000000000000000000000"), and
+		 * vector and matrix samples with 'e' at the extremes
+		 * (marshalPointJSON: "1e+21"), found by the generative test. */
+		buf_putc(b, '[');
+		api_put_time(b, r->t_ms);
+		buf_puts(b, ",\"");
+		gofloat_put(b, r->scalar, 'f');
+		buf_puts(b, "\"]");
 		break;
 	case PROMQL_TYPE_STRING:
 		buf_putc(b, '[');

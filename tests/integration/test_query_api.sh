@@ -21,11 +21,12 @@ wait_for '[ "$(q "/api/v1/query?query=gpulse_gpu_power_watts" | jcheck "len(d[\"
 	fail "no power sample in the store: $(q "/api/v1/query?query=gpulse_gpu_power_watts")"
 sleep 6
 
-# An instant vector in Prometheus's format: labels as on /metrics, the
+# An instant vector in Prometheus's format: labels as on /metrics (a replayed
+# GPU's series carry source="replay"), the
 # value a string, the time a number.
 q "/api/v1/query?query=gpulse_gpu_power_watts" | jcheck '
 d["status"]=="success" and d["data"]["resultType"]=="vector" and
-[set(r["metric"]) for r in d["data"]["result"]]==[{"__name__","gpu","uuid","model"}] and
+[set(r["metric"]) for r in d["data"]["result"]]==[{"__name__","gpu","uuid","model","source"}] and
 d["data"]["result"][0]["metric"]["gpu"]=="0" and
 isinstance(d["data"]["result"][0]["value"][0],(int,float)) and
 isinstance(d["data"]["result"][0]["value"][1],str) and float(d["data"]["result"][0]["value"][1])>0' ||
@@ -56,6 +57,12 @@ for pair in '1e21 1e+21' '5.62181803979911e-07 5.62181803979911e-07' '1e-6 0.000
 	set -- $pair
 	q "/api/v1/query?query=$(enc "vector($1)")" | jcheck "d['data']['result'][0]['value'][1]=='$2'" ||
 		fail "vector($1) is not \"$2\": $(q "/api/v1/query?query=$(enc "vector($1)")")"
+done
+# A scalar answer is written with 'f' always (promql.Scalar's MarshalJSON).
+for pair in '1e21 1000000000000000000000' '1e-7 0.0000001' '-2.5e22 -25000000000000000000000'; do
+	set -- $pair
+	q "/api/v1/query?query=$(enc "$1")" | jcheck "d['data']['resultType']=='scalar' and d['data']['result'][1]=='$2'" ||
+		fail "scalar $1 is not \"$2\": $(q "/api/v1/query?query=$(enc "$1")")"
 done
 
 # query_range, step 1s, Grafana-style parameters (fractional seconds).

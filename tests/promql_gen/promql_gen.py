@@ -648,7 +648,7 @@ def compare(ans_gp, ans_pr, ordered):
 def load_allow(path):
     """Lines `KIND REGEX REASON...` (tab separated): a disagreement of
     KIND (query, series, labels, values, format) whose text, "REQUEST =>
-    WHAT DIFFERS | GPULSED'S ERROR", matches REGEX is reported as allowed, with the
+    WHAT DIFFERS | GPULSED'S ERROR | PROMETHEUS'S ERROR", matches REGEX is reported as allowed, with the
     reason."""
     out = []
     if not path:
@@ -692,7 +692,8 @@ class Run:
 
     def report(self, kind, index, text, where, reason, ag, ap):
         err = ag[1].get("error", "") if isinstance(ag[1], dict) else ""
-        why = allowed(self.allow, kind, f"{text} => {reason} | {err}")
+        perr = ap[1].get("error", "") if isinstance(ap[1], dict) else ""
+        why = allowed(self.allow, kind, f"{text} => {reason} | {err} | {perr}")
         tag = "ALLOWED" if why else "DISAGREE"
         print(f"{tag} [{kind}] seed {self.a.seed} index {index}: {reason}\n"
               f"  request: {text}\n  {where}\n"
