@@ -6,7 +6,11 @@
 
 WORKLOAD: train (transformer encoder training step, bf16 autocast,
 AdamW), infer (many small kernels: a deep narrow MLP at batch 8, launch
-bound), matmul (8192^3 bf16 products). Prints one JSON line: the mean
+bound), matmul (8192^3 bf16 products), gen1 and gen32 (a GPT-2 of
+transformers' default configuration, weights random, nothing fetched:
+generate 32 tokens greedily at batch 1 and 32, the launch-bound decode of
+HF-style inference), vision (torchvision's resnet50, weights random,
+inference at batch 32 in fp16). Prints one JSON line: the mean
 time per iteration over 7 timed rounds of about S/7 seconds (after a
 warm-up), tracing windows included, and the median round; a checksum of the
 results (fixed seed, so every configuration must agree), max RSS, and
@@ -24,7 +28,7 @@ import time
 import torch
 
 ap = argparse.ArgumentParser()
-ap.add_argument("workload", choices=["train", "infer", "matmul"])
+ap.add_argument("workload", choices=["train", "infer", "matmul", "gen1", "gen32", "vision"])
 ap.add_argument("--seconds", type=float, default=3.0)
 ap.add_argument("--warmup", type=float, default=1.0)
 ap.add_argument("--profiler", action="store_true")
@@ -65,6 +69,28 @@ elif a.workload == "infer":
     def step():
         with torch.no_grad():
             return model(x).sum()
+elif a.workload in ("gen1", "gen32"):
+    import transformers
+    transformers.logging.set_verbosity_error()
+    cfg = transformers.GPT2Config()
+    model = transformers.GPT2LMHeadModel(cfg).to(dev).eval()
+    batch = 1 if a.workload == "gen1" else 32
+    ids = torch.randint(0, cfg.vocab_size, (batch, 16), device=dev)
+    mask = torch.ones_like(ids)
+
+    def step():
+        with torch.no_grad():
+            out = model.generate(ids, attention_mask=mask, max_new_tokens=32, min_new_tokens=32,
+                                 do_sample=False, pad_token_id=0)
+        return out.float().sum()
+elif a.workload == "vision":
+    import torchvision
+    model = torchvision.models.resnet50(weights=None).to(dev).half().eval()
+    x = torch.randn(32, 3, 224, 224, device=dev, dtype=torch.half)
+
+    def step():
+        with torch.no_grad():
+            return model(x).float().sum()
 else:
     A = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
     B = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)

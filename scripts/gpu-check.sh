@@ -17,6 +17,7 @@
 #   scripts/gpu-check.sh [SECTION...]   sections: conformance costs live record phases cpu procutil
 #                                       inject (inject-torch: its PyTorch part only)
 #                                       inject-overhead cupti-states sample-offset bench
+#                                       accuracy (kernel truth: default mode vs an exact trace)
 # Section bench (about 4 minutes): gpulse bench beside PyTorch: cuda_abi.h
 # against the real headers, the PTX kernels through ptxas, PyTorch's anchor
 # figures (bench/bench_anchor.py), `gpulse bench --quick --json` five times
@@ -334,6 +335,44 @@ else
 fi
 fi
 
+# 9. Kernel truth: default mode's per-kernel mean GPU time, share of GPU
+#    time and launches against an exact trace (the library's full mode,
+#    CUPTI CONCURRENT_KERNEL) of the same workload, in the same call:
+#    kernels of known length (2 us to 2 ms), a training step, GPT-2
+#    generate at batch 1 and 32, resnet50 inference (bench/inject_torch.py,
+#    bench/kernel_lengths.cu). ACC_ROUNDS default-mode processes of
+#    ACC_SECONDS each (merged: more census windows), one exact one;
+#    bench/inject_kernel_accuracy.py prints the table and the verdicts.
+if want accuracy; then
+IL=${INJECT_LIB:-$D/libgpulse-inject.so}
+IL=$(cd "$(dirname "$IL")" && pwd)/$(basename "$IL")
+AD=/tmp/gpulse-accuracy; rm -rf $AD; mkdir -p $AD
+if nvcc -O2 -arch=sm_90 -o $AD/kernel_lengths bench/kernel_lengths.cu 2>"$OUT/accuracy-build.log"; then
+	for w in ${ACC_WORKLOADS:-known train gen1 gen32 vision}; do
+		for c in $(seq 1 "${ACC_ROUNDS:-3}" | sed 's/^/default-/') full-1; do
+			mode=${c%-*}; r=${c#*-}
+			env=(env CUDA_INJECTION64_PATH=$IL GPULSE_INJECT_DUMP=$AD/dump-$w-$mode-$r.json)
+			[ $mode = full ] && env+=(GPULSE_MODE=full)
+			[ $mode = default ] && env+=(GPULSE_INJECT_SAMPLE_LOG=$AD/samples-$w-$mode-$r.tsv)
+			if [ $w = known ]; then
+				cmd=($AD/kernel_lengths ${ACC_SECONDS:-8})
+			else
+				cmd=(python3 bench/inject_torch.py $w --seconds ${ACC_SECONDS:-8})
+			fi
+			"${env[@]}" timeout 200 "${cmd[@]}" >>$AD/out-$w.txt 2>>"$OUT/accuracy-stderr.txt" ||
+				echo "$w $c: rc=$?" >>"$OUT/accuracy-stderr.txt"
+		done
+		python3 bench/inject_kernel_accuracy.py $AD $w | tee -a "$OUT/accuracy.txt"
+	done
+	python3 bench/inject_kernel_accuracy.py $AD >/dev/null 2>&1
+	if [ $? = 0 ]; then row "kernel truth: default vs exact" PASS "accuracy.txt"
+	else row "kernel truth: default vs exact" FAIL "$(grep -c FAIL "$OUT/accuracy.txt") kernels off; accuracy.txt"; fi
+	tar czf "$OUT/accuracy-dumps.tar.gz" -C $AD . 2>/dev/null
+else
+	row "kernel truth: default vs exact" FAIL "accuracy-build.log"
+fi
+fi
+
 # 8. CUPTI's states and window edges, measured directly (no library)
 if want cupti-states; then
 CL=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:/usr/local/cuda/lib
@@ -367,8 +406,8 @@ fi
 fi
 
 # At most 8 files come back from the GPU machine: keep the small ones in one.
-(cd "$OUT" && tar czf results.tar.gz --exclude results.tar.gz --exclude '*10hz.csv' --exclude h200-record.csv * 2>/dev/null &&
-	find . -maxdepth 1 -type f ! -name results.tar.gz ! -name '*10hz.csv' ! -name h200-record.csv ! -name '*labels.csv' -delete)
+(cd "$OUT" && tar czf results.tar.gz --exclude results.tar.gz --exclude accuracy-dumps.tar.gz --exclude '*10hz.csv' --exclude h200-record.csv * 2>/dev/null &&
+	find . -maxdepth 1 -type f ! -name results.tar.gz ! -name accuracy-dumps.tar.gz ! -name '*10hz.csv' ! -name h200-record.csv ! -name '*labels.csv' -delete)
 echo
 echo "== gpulse GPU checks, $(date -u +%F), driver $DRIVER =="
 printf '%s\n' "${TABLE[@]}"
