@@ -16,6 +16,10 @@ storage:
   path: "$WORK/db"
 profiling:
   socket: "$SOCK"
+  # Clients here go quiet after HELLO: never closed for it while the
+  # test runs, however slowly (the 30 s default closed one on a loaded
+  # machine, and it read as disconnected).
+  idle_timeout: 1h
   kernels_per_process: 4
   max_clients: 4
   max_clients_per_uid: 4
