@@ -3,12 +3,16 @@
  *   tsdb_crash_helper write DB LOG FLUSH_MS
  *     Appends to 8 series without end (about 400,000 samples/s), continuing
  *     after whatever DB holds, with the store's flusher running; every
- *     20 ms writes "INDEX MONO_MS" to LOG (write(2): a SIGKILL loses none).
- *   tsdb_crash_helper check DB LOG FLUSH_MS SLACK_MS
+ *     20 ms writes "INDEX MONO_MS FLUSHES" to LOG (write(2): a SIGKILL
+ *     loses none), FLUSHES the flushes completed so far.
+ *   tsdb_crash_helper check DB LOG FLUSH_MS
  *     PRAGMA integrity_check is ok; every series is an exact prefix of what
  *     was written (no gap, no duplicate, every value right); and nothing
- *     logged as appended more than FLUSH_MS + SLACK_MS before the last log
- *     line is missing.
+ *     appended before a flush that completed began is missing: a line
+ *     logged when k flushes had completed is covered by flush k + 2 (k + 1
+ *     may have begun before it), so every line whose k + 2 is at most the
+ *     last line's count must be on disk. No clock is involved: the check
+ *     holds however slowly the machine runs the flusher.
  *   tsdb_crash_helper fulldisk DB FILLER
  *     Appends incompressible samples and flushes until a flush fails (the
  *     filesystem is full), checks that everything is still served from
@@ -139,7 +143,10 @@ static int do_write(const char *path, const char *log, int64_t flush_ms)
 			int64_t now = clock_mono_ns() / NS_PER_MS;
 			if (now - last_log >= 20) {
 				char line[64];
-				int len = snprintf(line, sizeof line, "%lld %lld\n", (long long)i, (long long)now);
+				struct tsdb_stats st;
+				tsdb_get_stats(db, &st);
+				int len = snprintf(line, sizeof line, "%lld %lld %llu\n", (long long)i, (long long)now,
+						   (unsigned long long)(st.flushes_total - st.storage_errors_total));
 				if (write(fd, line, (size_t)len) != len)
 					die("log write failed");
 				last_log = now;
@@ -149,7 +156,7 @@ static int do_write(const char *path, const char *log, int64_t flush_ms)
 	return 0;
 }
 
-static int do_check(const char *path, const char *log, int64_t flush_ms, int64_t slack_ms)
+static int do_check(const char *path, const char *log, int64_t flush_ms)
 {
 	sqlite3 *sq;
 	sqlite3_stmt *st;
@@ -176,30 +183,32 @@ static int do_check(const char *path, const char *log, int64_t flush_ms, int64_t
 	FILE *f = fopen(log, "r");
 	if (!f)
 		die("cannot read %s", log);
-	static int64_t idx[1 << 16], at[1 << 16];
+	static int64_t idx[1 << 16];
+	static unsigned long long flushed[1 << 16];
 	size_t nl = 0;
 	long long a, b;
+	unsigned long long k;
 	char line[128];
 	while (fgets(line, sizeof line, f)) {
 		if (sscanf(line, "start %lld", &a) == 1)
 			nl = 0;   /* a new run: the lines before it are checked already */
-		else if (nl < (1u << 16) && sscanf(line, "%lld %lld", &a, &b) == 2) {
+		else if (nl < (1u << 16) && sscanf(line, "%lld %lld %llu", &a, &b, &k) == 3) {
 			idx[nl] = a;
-			at[nl] = b;
+			flushed[nl] = k;
 			nl++;
 		}
 	}
 	fclose(f);
 	int64_t must = -1;
 	for (size_t i = nl; i-- > 0;)
-		if (at[i] <= at[nl - 1] - flush_ms - slack_ms) {
+		if (flushed[i] + 2 <= flushed[nl - 1]) {
 			must = idx[i];
 			break;
 		}
 	printf("samples per series on disk: %lld; appended by the kill: %lld; required: %lld\n",
 	       (long long)have, nl ? (long long)idx[nl - 1] + 1 : 0LL, (long long)must + 1);
 	if (have < must + 1)
-		die("lost more than the flush interval: %lld samples missing",
+		die("lost samples a completed flush held: %lld missing",
 		    (long long)(must + 1 - have));
 	return 0;
 }
@@ -278,10 +287,10 @@ int main(int argc, char **argv)
 {
 	if (argc == 5 && strcmp(argv[1], "write") == 0)
 		return do_write(argv[2], argv[3], atoll(argv[4]));
-	if (argc == 6 && strcmp(argv[1], "check") == 0)
-		return do_check(argv[2], argv[3], atoll(argv[4]), atoll(argv[5]));
+	if (argc == 5 && strcmp(argv[1], "check") == 0)
+		return do_check(argv[2], argv[3], atoll(argv[4]));
 	if (argc == 4 && strcmp(argv[1], "fulldisk") == 0)
 		return do_fulldisk(argv[2], argv[3]);
-	fprintf(stderr, "usage: tsdb_crash_helper write DB LOG FLUSH_MS | check DB LOG FLUSH_MS SLACK_MS | fulldisk DB FILLER\n");
+	fprintf(stderr, "usage: tsdb_crash_helper write DB LOG FLUSH_MS | check DB LOG FLUSH_MS | fulldisk DB FILLER\n");
 	return 2;
 }

@@ -2,8 +2,9 @@
 # 400,000 samples/s with a 200 ms flush interval is killed with SIGKILL 20
 # times at random moments; after each kill PRAGMA integrity_check is ok,
 # every series is an exact prefix of what was written, and nothing appended
-# more than the flush interval (plus the time a flush takes) before the
-# kill is missing. Each restart continues after what the file holds.
+# before the last completed flush began is missing (counted in flushes, not
+# in time: the check holds however slowly a loaded machine runs the
+# flusher). Each restart continues after what the file holds.
 set -euo pipefail
 : "${GPULSE_BUILD_DIR:?}"
 HELPER="$GPULSE_BUILD_DIR/tests/tsdb_crash_helper"
@@ -24,7 +25,6 @@ count_starts() { awk '/^start/ { n++ } END { print n + 0 }' "$WORK/progress.log"
 touch "$WORK/progress.log"
 
 FLUSH_MS=200
-SLACK_MS=${TSDB_CRASH_SLACK_MS:-400}   # a flush's own duration and the log's 20 ms, generous for sanitizer builds
 for i in $(seq 1 20); do
 	starts=$(count_starts)
 	"$HELPER" write "$WORK/store.db" "$WORK/progress.log" "$FLUSH_MS" 2>>"$WORK/writer.log" &
@@ -42,8 +42,8 @@ for i in $(seq 1 20); do
 	kill -9 "$PID"
 	wait "$PID" 2>/dev/null || true
 	PID=""
-	"$HELPER" check "$WORK/store.db" "$WORK/progress.log" "$FLUSH_MS" "$SLACK_MS" >"$WORK/check.out" 2>&1 ||
+	"$HELPER" check "$WORK/store.db" "$WORK/progress.log" "$FLUSH_MS" >"$WORK/check.out" 2>&1 ||
 		fail "run $i: $(cat "$WORK/check.out")"
 	echo "run $i: $(cat "$WORK/check.out")"
 done
-echo "ok: 20 kills, database intact, loss within the flush interval"
+echo "ok: 20 kills, database intact, nothing lost that a completed flush held"
