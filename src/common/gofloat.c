@@ -264,3 +264,8 @@ int gofloat_parse(const char *s, double *out)
 	 * a subnormal or zero; strtod says ERANGE for both. */
 	return errno == ERANGE && isinf(v) ? GPULSE_ERANGE : 0;
 }
+
+int64_t gofloat_to_int64(double v)
+{
+	return v >= -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN;
+}

@@ -7,6 +7,8 @@
 #ifndef GPULSE_GOFLOAT_H
 #define GPULSE_GOFLOAT_H
 
+#include <stdint.h>
+
 #include "buf.h"
 
 /* Append strconv.FormatFloat(v, fmt, -1, 64): fmt 'e' or 'E'
@@ -34,5 +36,12 @@ int gofloat_put_sample(struct buf *b, double v);
  * GPULSE_ERANGE with *out = ±Inf when the magnitude overflows (Go's
  * ErrRange); GPULSE_EPARSE with *out untouched otherwise. */
 int gofloat_parse(const char *s, double *out);
+
+/* Go's int64(v) as it runs on amd64, where Prometheus runs: truncated
+ * toward zero, and INT64_MIN (the instruction's "integer indefinite") for
+ * NaN, the infinities and values outside int64's range, which the Go
+ * specification leaves to the implementation. Prometheus converts sample
+ * values so for time.Unix (the calendar functions) and durations. */
+int64_t gofloat_to_int64(double v);
 
 #endif

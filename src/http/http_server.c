@@ -58,11 +58,16 @@ enum canned { R_400_FORM, R_401, R_403, R_403_CERT, R_404, R_405, R_405_FORM, R_
 	      R_400_HOST, R_COUNT };
 
 /* What the server keeps per connection (MHD's socket context): the
- * guard's entry, and the form body of the request being read, then its
- * decoded pairs, which http_request_arg hands out until the request
- * completes (on_completed frees them). */
+ * guard's entry, the decoded pairs of the request's query string, and the
+ * form body of the request being read, then its decoded pairs, which
+ * http_request_arg hands out until the request completes (on_completed
+ * frees them). */
 struct conn_ctx {
 	struct guard_conn *guard;    /* NULL when the guard had no room */
+	struct buf query;            /* the query string's pairs (on_uri) */
+	size_t nquery;               /* name\0value\0 pairs in query */
+	const char *query_nul;       /* the first of them whose name or value
+					decoded to a NUL (cut there), or NULL */
 	struct buf form;             /* the body; once parsed, its pairs */
 	size_t npairs;               /* once parsed: name\0value\0 pairs in form */
 	const char *nul_name;        /* once parsed: the first pair whose name
@@ -107,8 +112,9 @@ struct http_server {
 /* The URI log callback's verdict, stored by MHD as the request's context
  * (the only place where the whole request target, query included, is
  * seen); the access handler then moves an accepted request to "headers
- * seen". */
-static char uri_ok_marker, uri_too_long_marker, headers_seen_marker;
+ * seen". uri_no_memory_marker: no room to keep the query string's
+ * pairs (503). */
+static char uri_ok_marker, uri_too_long_marker, uri_no_memory_marker, headers_seen_marker;
 /* A pooled request whose answer is queued: on_completed counts it done. */
 static char deferred_answered_marker;
 
@@ -456,21 +462,32 @@ const char *http_request_header(const struct http_request *req, const char *name
  * which is what Prometheus reads. */
 static struct conn_ctx *conn_ctx(struct MHD_Connection *conn);
 
-/* The decoded body's pairs (none unless a form was parsed): calls fn for
- * each until it returns false. */
-static void form_pairs(const struct http_request *req,
+/* Calls fn for each name\0value\0 pair of the n in `pairs` until it
+ * returns false; false then. */
+static bool pairs_walk(const struct buf *pairs, size_t n,
 		       bool (*fn)(void *cls, const char *name, const char *value), void *cls)
 {
-	const struct conn_ctx *c = req->conn ? conn_ctx(req->conn) : NULL;
-	if (!c || !c->parsed || !c->form.data)
-		return;
-	const char *p = c->form.data;
-	for (size_t i = 0; i < c->npairs; i++) {
+	const char *p = pairs->data;
+	for (size_t i = 0; p && i < n; i++) {
 		const char *value = p + strlen(p) + 1;
 		if (!fn(cls, p, value))
-			return;
+			return false;
 		p = value + strlen(value) + 1;
 	}
+	return true;
+}
+
+/* The decoded body's pairs (none unless a form was parsed), then the
+ * query string's: calls fn for each until it returns false. */
+static void request_pairs(const struct http_request *req,
+			  bool (*fn)(void *cls, const char *name, const char *value), void *cls)
+{
+	const struct conn_ctx *c = req->conn ? conn_ctx(req->conn) : NULL;
+	if (!c)
+		return;
+	if (c->parsed && !pairs_walk(&c->form, c->npairs, fn, cls))
+		return;
+	pairs_walk(&c->query, c->nquery, fn, cls);
 }
 
 struct args_walk {
@@ -493,8 +510,8 @@ const char *http_request_arg(const struct http_request *req, const char *name)
 {
 	const char *v = NULL;
 	struct args_walk w = {.name = name, .out = &v, .max = 1};
-	form_pairs(req, first_pair, &w);
-	return v ? v : MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+	request_pairs(req, first_pair, &w);
+	return v;
 }
 
 static bool collect_pair(void *cls, const char *name, const char *value)
@@ -508,48 +525,23 @@ static bool collect_pair(void *cls, const char *name, const char *value)
 	return true;
 }
 
-static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-				   const char *value)
-{
-	struct args_walk *w = cls;
-	(void)kind;
-	if (key && strcmp(key, w->name) == 0) {
-		if (w->n < w->max)
-			w->out[w->n] = value ? value : "";
-		w->n++;
-	}
-	return MHD_YES;
-}
-
 size_t http_request_args(const struct http_request *req, const char *name, const char **out,
 			 size_t max)
 {
 	/* As Go's Request.Form: the body's values, then the query's. */
 	struct args_walk w = {.name = name, .out = out, .max = max, .n = 0};
-	form_pairs(req, collect_pair, &w);
-	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, collect_arg, &w);
+	request_pairs(req, collect_pair, &w);
 	return w.n;
-}
-
-static enum MHD_Result nul_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-			       size_t key_size, const char *value, size_t value_size)
-{
-	(void)kind;
-	if ((key && strlen(key) != key_size) || (value && strlen(value) != value_size)) {
-		*(const char **)cls = key ? key : "";
-		return MHD_NO;
-	}
-	return MHD_YES;
 }
 
 const char *http_request_nul_arg(const struct http_request *req)
 {
 	const struct conn_ctx *c = req->conn ? conn_ctx(req->conn) : NULL;
-	if (c && c->parsed && c->nul_name)
+	if (!c)
+		return NULL;
+	if (c->parsed && c->nul_name)
 		return c->nul_name;
-	const char *name = NULL;
-	MHD_get_connection_values_n(req->conn, MHD_GET_ARGUMENT_KIND, nul_arg, &name);
-	return name;
+	return c->query_nul;
 }
 
 /* The server's state for a connection (NULL when out of memory). */
@@ -565,10 +557,11 @@ static struct conn_ctx *conn_ctx(struct MHD_Connection *conn)
  * As Go's Request.ParseForm, which Prometheus's API calls: the body of a
  * POST whose Content-Type is application/x-www-form-urlencoded holds
  * key=value pairs joined by '&', percent-encoded, '+' for a space; other
- * bodies are read (within the bound) and ignored. The pairs become MHD
- * connection values of kind MHD_POSTDATA_KIND, pointing into the body
- * buffer kept in the connection's conn_ctx until on_completed. Each
- * function returns a canned response to send, or -1 to go on. */
+ * bodies are read (within the bound) and ignored. The decoded pairs
+ * replace the body in the buffer kept in the connection's conn_ctx until
+ * on_completed. Each function returns a canned response to send, or -1
+ * to go on. The query string's pairs are decoded by the same code
+ * (pairs_decode), in on_uri. */
 
 static int form_begin(struct MHD_Connection *conn, const char *cl)
 {
@@ -658,12 +651,57 @@ static bool form_put(struct buf *out, const char *s, size_t n, bool *nul)
 	return true;
 }
 
-/* The body's pairs, decoded as Go's ParseForm does, become name\0value\0
- * runs in a buffer of their own (a pair without '=' has the value ""),
- * which replaces the body: MHD's connection values would take them from
- * the connection's memory pool, which a few thousand pairs exhaust (MHD
- * then cannot even send an answer). The decoded text is at most the
- * body and one byte a pair more: 1.5 times the body at worst ("a&a&"). */
+/* What pairs_decode does with a pair that Go's url.ParseQuery rejects (a
+ * ';' in it, a bad percent escape): Go skips it and goes on, reporting an
+ * error that Request.FormValue ignores. */
+enum bad_pair { BAD_PAIR_REFUSES, BAD_PAIR_SKIPPED };
+
+/* The pairs of s[0..n), decoded as Go's url.ParseQuery does, appended to
+ * `out` as name\0value\0 runs (a pair without '=' has the value ""); *npairs
+ * counts them and *nul_at is the offset in `out` of the first whose name
+ * or value decoded to a NUL (SIZE_MAX: none). The decoded text is at most
+ * the input and one byte a pair more: 1.5 times it at worst ("a&a&"), so
+ * the caller reserves n + n / 2 + 2 bytes in `out`. Returns false on a bad
+ * pair when `bad` is BAD_PAIR_REFUSES. */
+static bool pairs_decode(const char *s, size_t n, enum bad_pair bad, struct buf *out,
+			 size_t *npairs, size_t *nul_at)
+{
+	*npairs = 0;
+	*nul_at = SIZE_MAX;
+	const char *p = s, *end = s + n;
+	while (p < end) {
+		const char *next = memchr(p, '&', (size_t)(end - p));
+		if (!next)
+			next = end;
+		size_t pn = (size_t)(next - p);
+		if (pn) {
+			const char *eq = memchr(p, '=', pn);
+			size_t kn = eq ? (size_t)(eq - p) : pn;
+			size_t at = out->len;
+			bool nul = false;
+			bool ok = !memchr(p, ';', pn) && form_put(out, p, kn, &nul) &&
+				  form_put(out, eq ? eq + 1 : "", eq ? pn - kn - 1 : 0, &nul);
+			if (!ok && bad == BAD_PAIR_REFUSES)
+				return false;
+			if (!ok) {
+				out->len = at;
+				out->data[at] = '\0';
+			} else {
+				if (nul && *nul_at == SIZE_MAX)
+					*nul_at = at;
+				(*npairs)++;
+			}
+		}
+		p = next + 1;
+	}
+	return true;
+}
+
+/* The body's pairs (pairs_decode) go to a buffer of their own, which
+ * replaces the body: MHD's connection values would take them from the
+ * connection's memory pool, which a few thousand pairs exhaust (MHD then
+ * cannot even send an answer). A bad pair, which Go skips, is refused
+ * here (400). */
 static int form_finish(struct MHD_Connection *conn)
 {
 	struct conn_ctx *c = conn_ctx(conn);
@@ -682,43 +720,41 @@ static int form_finish(struct MHD_Connection *conn)
 	if (buf_reserve(&out, c->form.len + c->form.len / 2 + 2))
 		return R_503;
 	int rc = -1;
-	size_t nul_at = SIZE_MAX;
-	const char *p = c->form.data, *end = p + c->form.len;
-	while (p < end) {
-		const char *next = memchr(p, '&', (size_t)(end - p));
-		if (!next)
-			next = end;
-		size_t n = (size_t)(next - p);
-		if (memchr(p, ';', n)) {
-			rc = R_400_FORM; /* Go: "invalid semicolon separator" */
-			goto out;
-		}
-		if (n) {
-			const char *eq = memchr(p, '=', n);
-			size_t kn = eq ? (size_t)(eq - p) : n;
-			size_t at = out.len;
-			bool nul = false;
-			if (!form_put(&out, p, kn, &nul) ||
-			    !form_put(&out, eq ? eq + 1 : "", eq ? n - kn - 1 : 0, &nul)) {
-				rc = R_400_FORM;
-				goto out;
-			}
-			if (nul && nul_at == SIZE_MAX)
-				nul_at = at;
-			c->npairs++;
-		}
-		p = next + 1;
+	size_t npairs, nul_at;
+	if (!pairs_decode(c->form.data, c->form.len, BAD_PAIR_REFUSES, &out, &npairs, &nul_at)) {
+		rc = R_400_FORM; /* Go: "invalid semicolon separator", a bad escape */
+		goto out;
 	}
 	buf_free(&c->form);
 	c->form = out;
 	memset(&out, 0, sizeof out);
+	c->npairs = npairs;
 	if (nul_at != SIZE_MAX)
 		c->nul_name = c->form.data + nul_at;
 out:
 	buf_free(&out);
-	if (rc != -1)
-		c->npairs = 0;
 	return rc;
+}
+
+/* The query string `q` (what follows the target's first '?') decoded to
+ * the connection's own buffer, bounded by the target's limit, for
+ * http_request_arg: a pair Go's url.ParseQuery rejects is skipped, as
+ * Prometheus (Request.FormValue) skips it. false when out of memory. */
+static bool query_parse(struct conn_ctx *c, const char *q, size_t n)
+{
+	buf_free(&c->query);
+	c->nquery = 0;
+	c->query_nul = NULL;
+	buf_init(&c->query, n + n / 2 + 2);
+	if (n == 0)
+		return true;
+	if (buf_reserve(&c->query, n + n / 2 + 2))
+		return false;
+	size_t nul_at;
+	pairs_decode(q, n, BAD_PAIR_SKIPPED, &c->query, &c->nquery, &nul_at);
+	if (nul_at != SIZE_MAX)
+		c->query_nul = c->query.data + nul_at;
+	return true;
 }
 
 /* ---- framing (RFC 9112) ---------------------------------------------------
@@ -806,12 +842,34 @@ static const char *origin_path(const char *url)
 	return slash ? slash : "/";
 }
 
+/* The whole request target, before MHD parses its query string: MHD
+ * would keep each pair in the connection's memory pool (64 bytes a pair
+ * in 0.9.75), which a few thousand pairs exhaust, and then it sends no
+ * answer at all (5,000 pairs, 10 KB, hung until the head deadline). A
+ * pool big enough for the longest target's pairs (32,768 of "a&" in 64
+ * KiB: 2 MiB) would be zeroed whole at each kept-alive request, so every
+ * kept-alive connection would hold it. So the pairs are decoded here,
+ * into the connection's own bounded buffer, and MHD is handed an empty
+ * query string: it finds the '?' before calling this and parses what
+ * follows it afterwards, from the same buffer (0.9.75 and 1.0
+ * alike), so the byte after the '?' becomes the end of the string. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	(void)cls;
-	(void)conn;
-	return strnlen(uri, HTTP_MAX_URL_BYTES + 1) > HTTP_MAX_URL_BYTES ? &uri_too_long_marker
-									  : &uri_ok_marker;
+	const char *q = strchr(uri, '?');
+	size_t n = strnlen(uri, HTTP_MAX_URL_BYTES + 1);
+	void *verdict = &uri_ok_marker;
+	struct conn_ctx *c = conn_ctx(conn);
+	if (n > HTTP_MAX_URL_BYTES)
+		verdict = &uri_too_long_marker; /* its pairs are not read either */
+	else if (!c || !query_parse(c, q ? q + 1 : "", q ? (size_t)(uri + n - q - 1) : 0))
+		verdict = &uri_no_memory_marker;
+	if (q && q[1]) {
+		/* MHD's own read buffer, handed over as const: see above. */
+		char *rest = (char *)(uintptr_t)(q + 1);
+		*rest = '\0';
+	}
+	return verdict;
 }
 
 /* ---- shared bodies ---------------------------------------------------- */
@@ -1016,8 +1074,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
 		struct conn_ctx *c = *socket_context;
 		guard_close(s->guard, c ? c->guard : NULL);
-		if (c)
+		if (c) {
 			buf_free(&c->form);
+			buf_free(&c->query);
+		}
 		free(c);
 		*socket_context = NULL;
 	}
@@ -1080,6 +1140,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			atomic_fetch_add_explicit(s->ext_requests, 1, memory_order_relaxed);
 		if (*req_cls == &uri_too_long_marker)
 			return send_canned(s, conn, R_414, true);
+		if (*req_cls == &uri_no_memory_marker)
+			return send_canned(s, conn, R_503, true);
 		int frc = framing_check(conn, version);
 		if (frc >= 0)
 			return send_canned(s, conn, (enum canned)frc, true);
@@ -1826,6 +1888,7 @@ struct http_pool {
 static struct http_job *job_of(void *req_cls)
 {
 	if (!req_cls || req_cls == &uri_ok_marker || req_cls == &uri_too_long_marker ||
+	    req_cls == &uri_no_memory_marker ||
 	    req_cls == &headers_seen_marker || req_cls == &deferred_answered_marker)
 		return NULL;
 	return req_cls;
@@ -2035,9 +2098,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	guard_done(s->guard, conn_guard(conn));
 	struct conn_ctx *c = conn_ctx(conn);
 	if (c) {
-		/* The request's values pointed into the body: it is done. */
+		/* The request's values pointed into these: it is done. */
 		buf_free(&c->form);
 		buf_init(&c->form, HTTP_MAX_FORM_BYTES);
+		buf_free(&c->query);
+		c->nquery = 0;
+		c->query_nul = NULL;
 		c->in_form = c->form_type = c->parsed = false;
 		c->body_bytes = 0;
 	}

@@ -1122,10 +1122,15 @@ static bool eval_matrix_call(struct ev *ev, const struct promql_expr *e, struct 
 	return check_unique(ev, out);
 }
 
-/* absent(): the labels of the argument's equality matchers. */
+/* absent(): the labels of the argument's equality matchers. Parentheses
+ * around the selector are seen through, as Prometheus's engine unwraps a
+ * call's arguments (unwrapParenExpr) before absent reads the matchers:
+ * absent((x{a="b"})) is {a="b"}. A subquery has no matchers to it (its
+ * result stands in for a matrix selector without any): {}. */
 static struct lset absent_labels(struct ev *ev, const struct promql_expr *arg)
 {
 	struct lset ls = {NULL, 0};
+	arg = unparen(arg);
 	if (arg->kind != PROMQL_NODE_VECTOR_SEL && arg->kind != PROMQL_NODE_MATRIX_SEL)
 		return ls;
 	const char **dropped = arena_calloc(&ev->step, arg->nmatchers + 1, sizeof *dropped);
@@ -1175,28 +1180,74 @@ static double math_fn(enum promql_func_id id, double v)
 	}
 }
 
-/* A calendar field of unix time v (seconds, UTC), as Go's time package
- * gives it. */
-static bool calendar_fn(enum promql_func_id id, double v, double *out)
+/* A calendar field of unix time sec (UTC), as Prometheus gives it:
+ * time.Unix(sec, 0).UTC() in Go 1.19 (Debian's Prometheus 2.42). A
+ * sample value becomes sec as Go's int64(v) (gofloat_to_int64), so NaN,
+ * the infinities and values beyond int64 are INT64_MIN and have a date
+ * too (month(vector(NaN)) is 12). Go's time package then
+ * works in unsigned 64-bit seconds since its absolute zero year, which
+ * wraps for times near either end of int64 (INT64_MIN lands in year
+ * 292277026596), so its algorithm is followed here step by step rather
+ * than gmtime_r, which refuses years beyond int's range. */
+static bool calendar_fn(enum promql_func_id id, int64_t sec, double *out)
 {
-	if (!(v >= -9.2e18 && v <= 9.2e18))
-		return false; /* NaN, infinities: no time */
-	time_t t = (time_t)(int64_t)v;
-	struct tm tm;
-	if (!gmtime_r(&t, &tm))
-		return false;
-	static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-	int year = tm.tm_year + 1900;
-	bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+	enum {
+		SECS_PER_DAY = 86400,
+		DAYS_PER_400Y = 365 * 400 + 97,
+		DAYS_PER_100Y = 365 * 100 + 24,
+		DAYS_PER_4Y = 365 * 4 + 1,
+	};
+	static const int64_t absolute_zero_year = -292277022399;
+	/* unixToInternal + internalToAbsolute in Go's time package. */
+	static const uint64_t unix_to_absolute = 9223372028715321600u;
+	static const int days_before[13] = {0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334,
+					    365};
+	uint64_t abs = (uint64_t)sec + unix_to_absolute;
+
+	/* absDate: 400-, 100- and 4-year cycles, then years. */
+	uint64_t d = abs / SECS_PER_DAY;
+	uint64_t n = d / DAYS_PER_400Y;
+	uint64_t y = 400 * n;
+	d -= DAYS_PER_400Y * n;
+	n = d / DAYS_PER_100Y;
+	n -= n >> 2;
+	y += 100 * n;
+	d -= DAYS_PER_100Y * n;
+	n = d / DAYS_PER_4Y;
+	y += 4 * n;
+	d -= DAYS_PER_4Y * n;
+	n = d / 365;
+	n -= n >> 2;
+	y += n;
+	d -= 365 * n;
+	int64_t year = (int64_t)y + absolute_zero_year;
+	int yday = (int)d; /* from 0 */
+	bool leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+
+	int month, day = yday; /* month from 0 */
+	if (leap && day == 31 + 29 - 1) {
+		month = 1;
+		day = 29;
+	} else {
+		if (leap && day > 31 + 29 - 1)
+			day--;
+		month = day / 31; /* at most one month low */
+		if (day >= days_before[month + 1])
+			month++;
+		day = day - days_before[month] + 1;
+	}
 	switch (id) {
-	case PROMQL_FN_DAY_OF_MONTH: *out = tm.tm_mday; break;
-	case PROMQL_FN_DAY_OF_WEEK: *out = tm.tm_wday; break;
-	case PROMQL_FN_DAY_OF_YEAR: *out = tm.tm_yday + 1; break;
-	case PROMQL_FN_DAYS_IN_MONTH: *out = mdays[tm.tm_mon] + (tm.tm_mon == 1 && leap); break;
-	case PROMQL_FN_HOUR: *out = tm.tm_hour; break;
-	case PROMQL_FN_MINUTE: *out = tm.tm_min; break;
-	case PROMQL_FN_MONTH: *out = tm.tm_mon + 1; break;
-	case PROMQL_FN_YEAR: *out = year; break;
+	case PROMQL_FN_DAY_OF_MONTH: *out = day; break;
+	/* 1 January of the absolute zero year was a Monday. */
+	case PROMQL_FN_DAY_OF_WEEK: *out = (double)((abs + SECS_PER_DAY) % (7 * SECS_PER_DAY) / SECS_PER_DAY); break;
+	case PROMQL_FN_DAY_OF_YEAR: *out = yday + 1; break;
+	case PROMQL_FN_DAYS_IN_MONTH:
+		*out = days_before[month + 1] - days_before[month] + (month == 1 && leap);
+		break;
+	case PROMQL_FN_HOUR: *out = (double)(abs % SECS_PER_DAY / 3600); break;
+	case PROMQL_FN_MINUTE: *out = (double)(abs % 3600 / 60); break;
+	case PROMQL_FN_MONTH: *out = month + 1; break;
+	case PROMQL_FN_YEAR: *out = (double)year; break;
 	default: return false;
 	}
 	return true;
@@ -1493,14 +1544,14 @@ static bool eval_call(struct ev *ev, const struct promql_expr *e, struct value *
 		if (e->nargs == 0) { /* of vector(time()) */
 			vec_alloc(ev, out, 1);
 			double v;
-			if (calendar_fn(f->id, (double)ev->ts / 1000, &v))
+			if (calendar_fn(f->id, ev->ts / 1000, &v))
 				out->s[out->n++] = (struct vsample){{NULL, 0}, v};
 			return true;
 		}
 		vec_alloc(ev, out, a[0].n);
 		for (size_t i = 0; i < a[0].n; i++) {
 			double v;
-			if (calendar_fn(f->id, a[0].s[i].v, &v))
+			if (calendar_fn(f->id, gofloat_to_int64(a[0].s[i].v), &v))
 				out->s[out->n++] = (struct vsample){drop_name(ev, a[0].s[i].ls), v};
 		}
 		return check_unique(ev, out);
