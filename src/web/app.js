@@ -323,6 +323,12 @@ function renderTiles(classes) {
 }
 
 async function loadGpus() {
+	// The current class per GPU (the stored verdict of the last window),
+	// asked beside the GPUs: neither waits on the other. This query also
+	// says whether the store answers: without one (no storage.path, or a
+	// store that could not open) the history charts and the ALERTS series
+	// are not asked for, and the page says why.
+	const verdicts = queryInstant('gpulse_gpu_bottleneck == 1').then((r) => ({ r }), (e) => ({ e }));
 	const d = await api('/api/v1/gpus');
 	dash.gpus = d.gpus || [];
 	const badge = $('source');
@@ -344,17 +350,14 @@ async function loadGpus() {
 	}
 	if (dash.gpu == null) dash.gpu = want[0] ?? null;
 	picker.value = dash.gpu ?? '';
-	// The current class per GPU: the stored verdict of the last window.
-	// This query also says whether the store answers: without one (no
-	// storage.path, or a store that could not open) the history charts
-	// and the ALERTS series are not asked for, and the page says why.
 	const classes = {};
-	try {
-		for (const r of await queryInstant('gpulse_gpu_bottleneck == 1')) classes[r.metric.gpu] = r.metric.class;
+	const v = await verdicts;
+	if (v.e) {
+		if (v.e instanceof AuthNeeded) throw v.e;
+		dash.storage = v.e.status === 503 ? (v.e.detail || v.e.message) : true;
+	} else {
+		for (const r of v.r) classes[r.metric.gpu] = r.metric.class;
 		dash.storage = true;
-	} catch (e) {
-		if (e instanceof AuthNeeded) throw e;
-		dash.storage = e.status === 503 ? (e.detail || e.message) : true;
 	}
 	renderTiles(classes);
 }
