@@ -591,8 +591,11 @@ async function loadDiagnosis(win) {
 		const left = (w.start_s - win.start) / span;
 		const right = (w.end_s - win.start) / span;
 		const seg = el('div', { class: 'seg', 'data-class': w.bottleneck, 'data-start': w.start_s, tabindex: 0 });
-		seg.style.left = `${left * 100}%`;
-		seg.style.width = `${(right - left) * 100}%`;
+		// At least a pixel, as the charts' lines are, so that a short
+		// history still shows at a long range (the last pixel for one
+		// ending now).
+		seg.style.left = `min(${left * 100}%, 100% - 1px)`;
+		seg.style.width = `max(${(right - left) * 100}%, 1px)`;
 		seg.style.background = cssVar(`--c-${w.bottleneck}`);
 		const show = (ev) => {
 			const tip = $('tip');

@@ -219,10 +219,12 @@ json.dump(charts, open(sys.argv[1] + ".charts", "w"))
 w = tl["timeline"]
 start = charts["power"]["start"]; span = 604800.0
 assert w and all(t0 <= x["start"] < x["end"] <= tl["now"] for x in w), (t0, tl["now"], w)
-# Each window is drawn where it is on the axis, inside [first data, now].
 assert len(tl["segs"]) == len(w), tl
+# Each window is drawn where it is on the axis, inside [first data, now],
+# and seconds in a week are still a visible pixel.
 for (l, r), x in zip(tl["segs"], w):
     assert tl["width"] * (t0 - start) / span - 1 <= l and r <= tl["width"] * (tl["now"] - start) / span + 1, (l, r, x, tl)
+    assert r - l >= 0.99, (l, r, x)
 # "N window(s), FROM-TO": what is drawn, with the plural right.
 m = re.match(r"GPU 0 · (\d+) (windows?), (.+)–(.+) · from the ", tl["sub"])
 assert m, tl["sub"]
