@@ -214,13 +214,60 @@ function el(tag, attrs, ...kids) {
 
 // ---- time window --------------------------------------------------------------
 
-// The step is a whole number of seconds giving about POINTS points; the
-// window ends on a multiple of it, so the last point drawn is the instant
-// query's value at `end` (what a test compares).
-function windowNow() {
-	const step = Math.max(1, Math.ceil(dash.range / POINTS));
-	const end = Math.floor((dash.end ?? Date.now() / 1000) / step) * step;
-	return { start: end - dash.range, end, step };
+// The view is the whole range (the charts' x axis and the timeline span it),
+// but the points are asked for only where there is data: from the first
+// sample in the range on. A history shorter than the range (a fresh store
+// at 7 days) would otherwise get a step of range/POINTS, far over the
+// 5-minute lookback, and draw one point or none. The step is a whole
+// number of seconds giving about POINTS points over that part; the window
+// ends on a multiple of it, so the last point drawn is the instant query's
+// value at `end` (what a test compares). `first`: the first sample's time,
+// or null (none in the range, or no store): then the whole range.
+function windowFor(first) {
+	const end0 = dash.end ?? Date.now() / 1000;
+	const view0 = end0 - dash.range;
+	const from0 = first != null && first > view0 && first < end0 ? first : view0;
+	const step = Math.max(1, Math.ceil((end0 - from0) / POINTS));
+	const end = Math.floor(end0 / step) * step;
+	const from = end - Math.max(0, Math.ceil((end - from0) / step)) * step;
+	return { start: end - dash.range, end, from, step, first: first != null && first < end0 ? first : null };
+}
+
+// When the range's data begins (the first sample of any GPU's
+// gpulse_gpu_up), in two instant queries. First roughly: the earliest
+// timestamp() seen by a subquery whose points are `res` apart (under the
+// 5-minute lookback, so no stretch of data falls between two points),
+// evaluated `res` past the end so the newest data has a point after it;
+// the sample a point sees is at most `res` after the first (or, past raw
+// retention, a 1-minute rollup read at its minute's start). Then, when
+// that falls inside the range, exactly: the raw samples of the stretch
+// around it. Returns Unix seconds (at or before the range's start when
+// the data goes back that far), or null: no data, or no store. Never
+// throws (a 401 is the next request's to show).
+async function firstSample() {
+	if (dash.storage !== true) return null;
+	const end0 = Math.ceil(dash.end ?? Date.now() / 1000);
+	const res = Math.min(240, Math.max(1, Math.ceil(dash.range / POINTS)));
+	const instant = async (expr, t) => (await api(`/api/v1/query?query=${q(expr)}&time=${t}`)).result || [];
+	try {
+		const r = await instant(`min(min_over_time(timestamp(gpulse_gpu_up)[${dash.range + res}s:${res}s]))`, end0 + res);
+		const rough = r[0] ? parseFloat(r[0].value[1]) : NaN;
+		if (!isFinite(rough)) return null;
+		if (rough <= end0 - dash.range) return rough;
+		let first = Infinity;
+		for (const s of await instant(`gpulse_gpu_up[${res + 62}s]`, Math.ceil(rough) + 61))
+			for (const [t] of s.values) first = Math.min(first, t);
+		return isFinite(first) ? first : rough - res;
+	} catch (e) {
+		return null;
+	}
+}
+
+// A note on the view that stays until the view changes (the status line is
+// rewritten by every refresh); '' hides it.
+function notice(text) {
+	$('notice').textContent = text;
+	$('notice').hidden = !text;
 }
 
 // ---- GPU tiles ----------------------------------------------------------------
@@ -276,6 +323,12 @@ function renderTiles(classes) {
 }
 
 async function loadGpus() {
+	// The current class per GPU (the stored verdict of the last window),
+	// asked beside the GPUs: neither waits on the other. This query also
+	// says whether the store answers: without one (no storage.path, or a
+	// store that could not open) the history charts and the ALERTS series
+	// are not asked for, and the page says why.
+	const verdicts = queryInstant('gpulse_gpu_bottleneck == 1').then((r) => ({ r }), (e) => ({ e }));
 	const d = await api('/api/v1/gpus');
 	dash.gpus = d.gpus || [];
 	const badge = $('source');
@@ -286,19 +339,25 @@ async function loadGpus() {
 	if ([...picker.options].map((o) => o.value).join() !== want.join()) {
 		picker.replaceChildren(...dash.gpus.map((g) => el('option', { value: g.gpu, text: `GPU ${g.gpu} · ${g.model || ''}` })));
 	}
-	if (dash.gpu == null || !want.includes(dash.gpu)) dash.gpu = want[0] ?? null;
+	// A GPU the host does not have (a link from another host, or a card
+	// gone): say so and show the first, rather than one silently for the
+	// other; the URL then names the GPU shown. With no GPU listed yet
+	// there is nothing to compare with.
+	if (dash.gpu != null && want.length && !want.includes(dash.gpu)) {
+		notice(`No GPU ${dash.gpu} on this host (its GPUs: ${want.join(', ')}); showing GPU ${want[0]}.`);
+		dash.gpu = want[0];
+		saveView();
+	}
+	if (dash.gpu == null) dash.gpu = want[0] ?? null;
 	picker.value = dash.gpu ?? '';
-	// The current class per GPU: the stored verdict of the last window.
-	// This query also says whether the store answers: without one (no
-	// storage.path, or a store that could not open) the history charts
-	// and the ALERTS series are not asked for, and the page says why.
 	const classes = {};
-	try {
-		for (const r of await queryInstant('gpulse_gpu_bottleneck == 1')) classes[r.metric.gpu] = r.metric.class;
+	const v = await verdicts;
+	if (v.e) {
+		if (v.e instanceof AuthNeeded) throw v.e;
+		dash.storage = v.e.status === 503 ? (v.e.detail || v.e.message) : true;
+	} else {
+		for (const r of v.r) classes[r.metric.gpu] = r.metric.class;
 		dash.storage = true;
-	} catch (e) {
-		if (e instanceof AuthNeeded) throw e;
-		dash.storage = e.status === 503 ? (e.detail || e.message) : true;
 	}
 	renderTiles(classes);
 }
@@ -346,6 +405,8 @@ function drawChart(def, names, data, win) {
 		if (c && c.plot) c.plot.destroy();
 		plotBox.replaceChildren();
 		const colors = seriesColors();
+		// The x axis is the whole range, whatever part of it has data.
+		const view = { start: win.start, end: win.end };
 		const opts = {
 			width, height: 190,
 			legend: { show: true, live: true },
@@ -359,14 +420,15 @@ function drawChart(def, names, data, win) {
 				u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
 				zoomTo(a, b);
 			}] },
-			scales: { x: { time: true }, y: { range: (u, lo, hi) => [def.min ?? lo, def.max ?? (hi > lo ? hi * 1.05 : lo + 1)] } },
+			scales: { x: { time: true, range: () => [view.start, view.end] }, y: { range: (u, lo, hi) => [def.min ?? lo, def.max ?? (hi > lo ? hi * 1.05 : lo + 1)] } },
 			axes: axisOpts(def.unit),
 			series: [{ value: (u, v) => (v == null ? '–' : fmtTime(v, dash.range > 86400)) },
 				...names.map((n, i) => ({ label: n, stroke: colors[i % colors.length], width: 1.5,
 					value: (u, v) => scaled(v, def.unit), spanGaps: false }))],
 		};
-		c = dash.charts[def.id] = { key, plot: new uPlot(opts, data, plotBox) };
+		c = dash.charts[def.id] = { key, view, plot: new uPlot(opts, data, plotBox) };
 	} else {
+		Object.assign(c.view, { start: win.start, end: win.end });
 		c.plot.setData(data);
 	}
 	Object.assign(c, win, { series: names, points: data.slice(1).map((s) => s.filter((v) => v != null).length) });
@@ -375,15 +437,15 @@ function drawChart(def, names, data, win) {
 
 // The range query's matrix -> uPlot's columns on the window's grid.
 function toColumns(result, win, keyOf) {
-	const n = Math.round((win.end - win.start) / win.step) + 1;
-	const xs = Array.from({ length: n }, (_, i) => win.start + i * win.step);
+	const n = Math.round((win.end - win.from) / win.step) + 1;
+	const xs = Array.from({ length: n }, (_, i) => win.from + i * win.step);
 	const cols = new Map();
 	for (const r of result) {
 		const k = keyOf(r.metric);
 		if (!cols.has(k)) cols.set(k, new Array(n).fill(null));
 		const col = cols.get(k);
 		for (const [t, v] of r.values) {
-			const i = Math.round((t - win.start) / win.step);
+			const i = Math.round((t - win.from) / win.step);
 			if (i >= 0 && i < n) col[i] = parseFloat(v);
 		}
 	}
@@ -410,7 +472,7 @@ async function loadChart(def, win) {
 	const gen = dash.gen;
 	const names = def.series.map((s) => s[0]);
 	const expr = def.expr ? def.expr(gpu) : `{__name__=~"${names.join('|')}",gpu="${gpu}"}`;
-	const result = await queryRange(expr, win.start, win.end, win.step);
+	const result = await queryRange(expr, win.from, win.end, win.step);
 	if (gen !== dash.gen) return; // the view changed meanwhile: its own refresh draws it
 	const keyOf = def.keyOf || ((m) => m.__name__);
 	const { xs, cols } = toColumns(result, win, keyOf);
@@ -430,7 +492,7 @@ async function loadChart(def, win) {
 		return;
 	}
 	const data = [xs, ...order.map(([k]) => cols.get(k).map((v) => (v == null ? null : v * scale)))];
-	drawChart(def, order.map(([, l]) => l), data, { query: expr, start: win.start, end: win.end, step: win.step });
+	drawChart(def, order.map(([, l]) => l), data, { query: expr, start: win.start, end: win.end, from: win.from, step: win.step });
 	dash.charts[def.id].keys = order.map(([k]) => k);
 	showNow(def, order, cols, win, scale);
 }
@@ -496,9 +558,11 @@ function placeTip(ev) {
 }
 
 async function loadDiagnosis(win) {
-	// The API's history ends now: a pinned window asks from its start on
-	// and draws the part up to its end (windows of at most 1/120 of that).
-	const sinceS = Math.max(dash.range, Math.ceil(Date.now() / 1000 - win.start));
+	// The API's history ends now: a pinned window asks from where its data
+	// begins on and draws the part up to its end (windows of at most 1/120
+	// of that, so a short history gets short windows at any range).
+	const nowS = Date.now() / 1000;
+	const sinceS = Math.max(5, Math.ceil(nowS - win.from));
 	const windowS = Math.max(5, Math.ceil(sinceS / 120 / 5) * 5);
 	const line = $('timeline');
 	let d;
@@ -510,17 +574,28 @@ async function loadDiagnosis(win) {
 		$('diag-detail').textContent = String(e.message);
 		return;
 	}
-	const ws = (d.windows || []).filter((w) => String(w.gpu) === dash.gpu && w.end_s > win.start && w.start_s < win.end);
-	$('diag-sub').textContent = `GPU ${dash.gpu} · ${ws.length} windows of ${d.window_s} s · from the ${d.source === 'store' ? 'store' : 'recent history in memory'}`;
+	// Nothing is drawn outside [first data, now] within the view: a window
+	// is cut to what it covers, and the text says what is drawn.
+	const lo = Math.max(win.start, win.first ?? win.start);
+	const hi = Math.min(win.end, nowS);
+	const ws = (d.windows || []).filter((w) => String(w.gpu) === dash.gpu)
+		.map((w) => ({ ...w, start_s: Math.max(w.start_s, lo), end_s: Math.min(w.end_s, hi) }))
+		.filter((w) => w.end_s > w.start_s);
 	const span = win.end - win.start;
+	const long = span > 86400;
+	const what = ws.length === 0 ? 'no window in this range'
+		: `${ws.length} window${ws.length === 1 ? '' : 's'}, ${fmtTime(ws[0].start_s, long)}–${fmtTime(ws[ws.length - 1].end_s, long)}`;
+	$('diag-sub').textContent = `GPU ${dash.gpu} · ${what} · from the ${d.source === 'store' ? 'store' : 'recent history in memory'}`;
 	const segs = [];
 	for (const w of ws) {
-		const left = Math.max(0, (w.start_s - win.start) / span);
-		const right = Math.min(1, (w.end_s - win.start) / span);
-		if (right <= left) continue;
+		const left = (w.start_s - win.start) / span;
+		const right = (w.end_s - win.start) / span;
 		const seg = el('div', { class: 'seg', 'data-class': w.bottleneck, 'data-start': w.start_s, tabindex: 0 });
-		seg.style.left = `${left * 100}%`;
-		seg.style.width = `${(right - left) * 100}%`;
+		// At least a pixel, as the charts' lines are, so that a short
+		// history still shows at a long range (the last pixel for one
+		// ending now).
+		seg.style.left = `min(${left * 100}%, 100% - 1px)`;
+		seg.style.width = `max(${(right - left) * 100}%, 1px)`;
 		seg.style.background = cssVar(`--c-${w.bottleneck}`);
 		const show = (ev) => {
 			const tip = $('tip');
@@ -569,7 +644,7 @@ function labelText(labels) {
 async function loadAlerts(win) {
 	const [now, hist] = await Promise.all([
 		api('/api/v1/alerts'),
-		dash.storage !== true ? [] : queryRange('ALERTS{alertstate="firing"}', win.start, win.end, win.step).catch((e) => {
+		dash.storage !== true ? [] : queryRange('ALERTS{alertstate="firing"}', win.from, win.end, win.step).catch((e) => {
 			if (e instanceof AuthNeeded) throw e;
 			return [];
 		}),
@@ -715,12 +790,15 @@ async function refresh() {
 	stopTimer();
 	const status = $('status');
 	try {
+		// Where the data begins, asked beside the GPUs once the store is
+		// known to answer (the first refresh learns that from loadGpus).
+		const early = dash.storage === true ? firstSample() : null;
 		await loadGpus();
 		if (dash.gpu == null) {
 			status.textContent = 'gpulsed reports no GPU yet.';
 			return;
 		}
-		const win = windowNow();
+		const win = windowFor(await (early ?? firstSample()));
 		const results = await Promise.allSettled([loadCharts(win), loadDiagnosis(win), loadAlerts(win), loadKernels()]);
 		const auth = results.find((r) => r.status === 'rejected' && r.reason instanceof AuthNeeded);
 		if (auth) throw auth.reason;
@@ -771,6 +849,7 @@ function zoomTo(a, b) {
 
 function pickGpu(g) {
 	if (g === dash.gpu) return;
+	notice('');
 	dash.gpu = g;
 	dash.gen++;
 	$('gpu').value = g;

@@ -6,11 +6,14 @@
 # every chart draws points from /api/v1/query_range; the value a chart
 # shows is what /api/v1/query returns at the chart's end; the GPU picker
 # and the range picker change what is queried and drawn; the diagnosis
-# timeline has windows with evidence on hover; alerts and kernels are
-# listed; the page fits 390 px with no horizontal scroll and follows dark
-# mode. Then with a bearer token required: the page asks for it, and works
-# once given (by the form or by /#token=); with a Basic user; and with no
-# store, where the page shows what needs none and says why it has no charts.
+# timeline has windows with evidence on hover; at 7 days of range with
+# seconds of history every chart still draws its points and the timeline
+# stays within [first data, now] and says so; a GPU the host lacks is
+# said and the URL fixed; alerts and kernels are listed; the page fits
+# 390 px with no horizontal scroll and follows dark mode. Then with a
+# bearer token required: the page asks for it, and works once given (by
+# the form or by /#token=); with a Basic user; and with no store, where
+# the page shows what needs none and says why it has no charts.
 # WEB_SCREENSHOTS=DIR keeps the desktop, phone and dark screenshots there.
 source "$(dirname "$0")/lib.sh"
 : "${GPULSE_SOURCE_DIR:?}" "${GPULSE_BUILD_DIR:?}"
@@ -66,6 +69,9 @@ profiling:
   socket: "$SOCK"
 YML
 export GPULSE_FAKE_NVML_RECORDING="$REC,$REC2" GPULSE_FAKE_NVML_SPEED=1
+# No sample in the fresh store is older than this.
+T0=$(date +%s)
+echo "$T0" >"$WORK/t0"
 start_daemon web --config "$WORK/g.yml" --nvml-library "$FAKE_NVML"
 "$FAKE" "$SOCK" basic >"$WORK/inject.out" 2>"$WORK/inject.log" &
 PIDS+=($!)
@@ -154,11 +160,12 @@ page "$WORK/pick.json" "$URL/?gpu=0&range=300&end=$END" --requests \
 	--do 'eval:[location.search, document.querySelector(".tile.sel").dataset.gpu, document.querySelector("#charts-sub").textContent]' \
 	--do 'select:#range=3600' \
 	--do 'waitjs:gpulseDash.charts.power.end - gpulseDash.charts.power.start == 3600 && !gpulseDash.busy' \
-	--do 'eval:JSON.stringify({step: gpulseDash.charts.power.step, search: location.search, sub: document.querySelector("#charts-sub").textContent})' \
+	--do 'eval:JSON.stringify({step: gpulseDash.charts.power.step, start: gpulseDash.charts.power.start, from: gpulseDash.charts.power.from, end: gpulseDash.charts.power.end, search: location.search, sub: document.querySelector("#charts-sub").textContent})' \
 	--do 'drag:.chart[data-chart=power] .u-over=0.9,1.03' \
 	--do 'waitjs:gpulseDash.charts.power && gpulseDash.charts.power.end - gpulseDash.charts.power.start < 3600 && !gpulseDash.busy' \
 	--do 'eval:JSON.stringify({start: gpulseDash.charts.power.start, end: gpulseDash.charts.power.end, step: gpulseDash.charts.power.step, activity: [gpulseDash.charts.activity.start, gpulseDash.charts.activity.end], range: document.querySelector("#range").value, live: document.querySelector("#live").checked, search: location.search})'
 pyj "$WORK/pick.json" '
+import math
 assert not d["console_errors"] and not d["page_errors"], (d["console_errors"], d["page_errors"])
 p0 = json.loads(d["steps"][0]); charts = json.loads(d["steps"][1]); search, tile, sub = d["steps"][2]; r = json.loads(d["steps"][3])
 p0_end = charts["power"]["end"]
@@ -166,7 +173,10 @@ assert all("gpu=\"1\"" in c["query"] for k, c in charts.items() if k != "all-gpu
 assert "gpu=1" in search and tile == "1" and sub.startswith("GPU 1"), (search, tile, sub)
 # Two recordings: the two GPUs do not draw the same power.
 assert p0["gpulse_gpu_power_watts"] != charts["power"]["last"]["gpulse_gpu_power_watts"], (p0, charts["power"]["last"])
-assert r["step"] == 6 and "range=3600" in r["search"] and "60 min" in r["sub"], r
+# The hour holds a few seconds of data: the points are asked for from its
+# first sample on, about 600 of them, and the axis keeps the whole hour.
+assert r["start"] <= r["from"] < r["end"] and r["step"] == max(1, math.ceil((r["end"] - r["from"]) / 600)), r
+assert "range=3600" in r["search"] and "60 min" in r["sub"], r
 # A drag over the last tenth of the hour, to past the right edge of the plot
 # (the data of the replay is all in its last seconds), zooms every chart to
 # those 6 minutes, pinned at the end of the hour, not live.
@@ -175,11 +185,71 @@ assert 300 <= z["end"] - z["start"] <= 420 and z["activity"] == [z["start"], z["
 assert p0_end - 6 <= z["end"] <= p0_end and not z["live"] and z["range"] == str(z["end"] - z["start"]), (z, p0_end)
 assert "range=%d" % (z["end"] - z["start"]) in z["search"] and "end=" in z["search"], z
 urls = [x["url"] for x in d["requests"] if "/api/v1/query_range" in x["url"]]
-assert any("gpu%3D%221%22" in u for u in urls) and any("step=6" in u for u in urls), urls
+assert any("gpu%3D%221%22" in u for u in urls) and any("start=%d&end=%d&step=%d" % (r["from"], r["end"], r["step"]) in u for u in urls), (r, urls)
 assert any("/api/v1/diagnosis?gpu=1" in x["url"] for x in d["requests"]), d["requests"]
 json.dump(charts, open(sys.argv[1] + ".charts", "w"))
 '
 check_values "$WORK/pick.json.charts" 1
+
+# ---- 7 days of range, seconds of data: the charts draw where the data is -------
+# A step of range/600 (17 min) is far over the 5-minute lookback: asked
+# over the whole week, a few seconds of history drew one point or none.
+# The points are asked for from the first sample on; the x axis is still
+# the week. The timeline draws nothing outside [first data, now] and says
+# what it covers.
+page "$WORK/week.json" "$URL/?gpu=0&range=604800&end=$END" \
+	--do 'waitjs:window.gpulseDash && gpulseDash.refreshes >= 1 && Object.keys(gpulseDash.charts).length >= 7 && gpulseDash.timeline' \
+	--do 'eval:JSON.stringify(Object.fromEntries(Object.entries(gpulseDash.charts).map(([k, c]) => [k, {points: c.points, keys: c.keys, query: c.query, start: c.start, end: c.end, from: c.from, step: c.step, last: c.last, x: [c.plot.scales.x.min, c.plot.scales.x.max]}])))' \
+	--do 'eval:(() => { const line = document.querySelector(".timeline").getBoundingClientRect(); return JSON.stringify({now: Date.now() / 1000, sub: document.querySelector("#diag-sub").textContent, timeline: gpulseDash.timeline, width: line.width, segs: [...document.querySelectorAll(".timeline .seg")].map((e) => { const r = e.getBoundingClientRect(); return [r.left - line.left, r.right - line.left]; })}); })()'
+pyj "$WORK/week.json" '
+import math, re, time
+assert not d["console_errors"] and not d["page_errors"], (d["console_errors"], d["page_errors"])
+charts, tl = json.loads(d["steps"][0]), json.loads(d["steps"][1])
+t0 = int(open(sys.argv[1].rsplit("/", 1)[0] + "/t0").read())
+want = {"all-gpus", "activity", "memory", "power", "temperature", "clocks", "pcie"}
+assert want <= set(charts), charts.keys()
+for k, c in charts.items():
+    assert c["end"] - c["start"] == 604800 and c["x"] == [c["start"], c["end"]], (k, c)
+    # From shortly before the first sample (the estimate is at most 4
+    # minutes late, plus a 1-minute rollup), never before the range.
+    assert c["start"] <= c["from"] and t0 - 360 <= c["from"] <= t0 + 60, (k, c["from"], t0)
+    assert c["step"] == max(1, math.ceil((c["end"] - c["from"]) / 600)), (k, c)
+    assert max(c["points"]) >= 5, (k, c["points"], c["step"])
+json.dump(charts, open(sys.argv[1] + ".charts", "w"))
+w = tl["timeline"]
+start = charts["power"]["start"]; span = 604800.0
+assert w and all(t0 <= x["start"] < x["end"] <= tl["now"] for x in w), (t0, tl["now"], w)
+assert len(tl["segs"]) == len(w), tl
+# Each window is drawn where it is on the axis, inside [first data, now],
+# and seconds in a week are still a visible pixel.
+for (l, r), x in zip(tl["segs"], w):
+    assert tl["width"] * (t0 - start) / span - 1 <= l and r <= tl["width"] * (tl["now"] - start) / span + 1, (l, r, x, tl)
+    assert r - l >= 0.99, (l, r, x)
+# "N window(s), FROM-TO": what is drawn, with the plural right.
+m = re.match(r"GPU 0 · (\d+) (windows?), (.+)–(.+) · from the ", tl["sub"])
+assert m, tl["sub"]
+n = int(m.group(1))
+assert n == len(w) and m.group(2) == ("window" if n == 1 else "windows"), (tl["sub"], len(w))
+fmt = lambda t: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+assert (m.group(3), m.group(4)) == (fmt(w[0]["start"]), fmt(w[-1]["end"])), (tl["sub"], w[0], w[-1])
+'
+check_values "$WORK/week.json.charts" 0
+
+# ---- a GPU the host does not have: said, and the URL names the one shown -------
+page "$WORK/nogpu.json" "$URL/?gpu=5&range=300&end=$END" \
+	--do 'waitjs:window.gpulseDash && gpulseDash.refreshes >= 1 && gpulseDash.charts.power' \
+	--do 'eval:[document.querySelector("#notice").hidden, document.querySelector("#notice").textContent, location.search, document.querySelector("#gpu").value, gpulseDash.charts.power.query]' \
+	--do 'select:#gpu=1' \
+	--do 'waitjs:gpulseDash.charts.power.query.includes("gpu=\"1\"") && !gpulseDash.busy' \
+	--do 'eval:[document.querySelector("#notice").hidden, location.search]'
+pyj "$WORK/nogpu.json" '
+assert not d["console_errors"] and not d["page_errors"], (d["console_errors"], d["page_errors"])
+hidden, text, search, picked, query = d["steps"][0]
+assert not hidden and text.startswith("No GPU 5 on this host") and "showing GPU 0" in text, d["steps"][0]
+assert "gpu=0" in search and "gpu=5" not in search and picked == "0" and "gpu=\"0\"" in query, d["steps"][0]
+# Picking a GPU clears the notice.
+assert d["steps"][1][0] is True and "gpu=1" in d["steps"][1][1], d["steps"][1]
+'
 
 # ---- phone width: one column, no horizontal scroll; then dark mode, which
 # the page follows without a reload (the charts are rebuilt in its colours).
@@ -266,8 +336,10 @@ page "$WORK/frag.json" "$URL/#token=web-tok3n" \
 	--do 'eval:sessionStorage.getItem("gpulse.auth")'
 pyj "$WORK/frag.json" '
 assert not d["page_errors"] and not d["failed_requests"], (d["page_errors"], d["failed_requests"])
-# No error before signing out; after it, the one 401 that shows the form.
-assert all("401" in e for e in d["console_errors"]) and len(d["console_errors"]) <= 1, d["console_errors"]
+# No error before signing out; after it, the 401s of the one refresh that
+# shows the form: its first two requests (the GPUs and the verdicts, asked
+# together), and nothing after.
+assert all("401" in e for e in d["console_errors"]) and len(d["console_errors"]) <= 2, d["console_errors"]
 assert d["steps"][0] == ["", True, False], d["steps"][0]
 assert d["steps"][1] is None, d["steps"][1]
 '
