@@ -16,12 +16,12 @@ struct group {
 	size_t nlabels;
 	struct alert_item **alerts;     /* owned */
 	size_t nalerts, cap;
-	int64_t next_flush_ms;
+	int64_t next_flush_mono_ms;     /* monotonic: a wall-clock step moves no check */
 	/* The notification log entry: what the last notification listed. */
 	bool notified;
 	uint64_t *last_firing, *last_resolved; /* sorted */
 	size_t nlast_firing, nlast_resolved;
-	int64_t last_notify_ms;
+	int64_t last_notify_mono_ms;
 };
 
 struct alert_groups {
@@ -179,7 +179,7 @@ static void group_add(struct group *gr, struct alert_item *c)
 }
 
 /* Put the owned copy `c` into its group, creating the group. */
-static void place(struct alert_groups *g, struct alert_item *c, int64_t now_ms)
+static void place(struct alert_groups *g, struct alert_item *c, int64_t wall_ms, int64_t mono_ms)
 {
 	struct alert_label *labels;
 	size_t n;
@@ -196,9 +196,11 @@ static void place(struct alert_groups *g, struct alert_item *c, int64_t now_ms)
 		gr->labels = labels;
 		gr->nlabels = n;
 		/* Alertmanager flushes at once a group whose first alert
-		 * started longer than group_wait ago. */
-		gr->next_flush_ms = c->starts_at_ms > 0 && c->starts_at_ms + g->wait_ms < now_ms
-					    ? now_ms : now_ms + g->wait_ms;
+		 * started longer than group_wait ago (the alert's start is
+		 * a wall time; the check is scheduled on the monotonic
+		 * clock). */
+		gr->next_flush_mono_ms = c->starts_at_ms > 0 && c->starts_at_ms + g->wait_ms < wall_ms
+						 ? mono_ms : mono_ms + g->wait_ms;
 		if (g->ngroups == g->cap) {
 			g->cap = g->cap ? g->cap * 2 : 8;
 			g->groups = xrealloc(g->groups, g->cap * sizeof *g->groups);
@@ -219,7 +221,7 @@ static bool strlist_equal(char **a, size_t na, const char *const *b, size_t nb)
 }
 
 void alert_groups_set_config(struct alert_groups *g, const struct alert_groups_config *c,
-			     int64_t now_ms)
+			     int64_t wall_ms, int64_t mono_ms)
 {
 	bool regroup = c->group_by_all != g->group_by_all ||
 		       !strlist_equal(g->group_by, g->ngroup_by, c->group_by, c->ngroup_by);
@@ -232,7 +234,7 @@ void alert_groups_set_config(struct alert_groups *g, const struct alert_groups_c
 	g->ngroups = g->cap = 0;
 	for (size_t i = 0; i < nold; i++) {
 		for (size_t j = 0; j < old[i]->nalerts; j++) {
-			place(g, old[i]->alerts[j], now_ms);
+			place(g, old[i]->alerts[j], wall_ms, mono_ms);
 			old[i]->alerts[j] = NULL;
 		}
 		old[i]->nalerts = 0;
@@ -241,7 +243,8 @@ void alert_groups_set_config(struct alert_groups *g, const struct alert_groups_c
 	free(old);
 }
 
-int alert_groups_update(struct alert_groups *g, const struct alert_item *it, int64_t now_ms)
+int alert_groups_update(struct alert_groups *g, const struct alert_item *it, int64_t wall_ms,
+			int64_t mono_ms)
 {
 	struct group *in = NULL;
 	struct alert_item **slot = find_alert(g, it->fingerprint, &in);
@@ -251,7 +254,7 @@ int alert_groups_update(struct alert_groups *g, const struct alert_item *it, int
 		if (!c)
 			return GPULSE_ENOMEM;
 		if ((*slot)->starts_at_ms > 0 && (*slot)->starts_at_ms < c->starts_at_ms &&
-		    !alert_item_is_resolved(*slot, now_ms))
+		    !alert_item_is_resolved(*slot, wall_ms))
 			c->starts_at_ms = (*slot)->starts_at_ms;
 		free(*slot);
 		*slot = c;
@@ -264,7 +267,7 @@ int alert_groups_update(struct alert_groups *g, const struct alert_item *it, int
 	struct alert_item *c = alert_item_dup(it);
 	if (!c)
 		return GPULSE_ENOMEM;
-	place(g, c, now_ms);
+	place(g, c, wall_ms, mono_ms);
 	g->nalerts++;
 	return 0;
 }
@@ -307,7 +310,7 @@ static bool subset(const uint64_t *a, size_t na, const uint64_t *b, size_t nb)
 
 /* Alertmanager's DedupStage.needsUpdate, with send_resolved on. */
 static bool needs_update(const struct alert_groups *g, const struct group *gr, const uint64_t *f,
-			 size_t nf, const uint64_t *r, size_t nr, int64_t now_ms)
+			 size_t nf, const uint64_t *r, size_t nr, int64_t mono_ms)
 {
 	if (!gr->notified)
 		return nf > 0;
@@ -317,10 +320,12 @@ static bool needs_update(const struct alert_groups *g, const struct group *gr, c
 		return gr->nlast_firing > 0;
 	if (!subset(r, nr, gr->last_resolved, gr->nlast_resolved))
 		return true;
-	return gr->last_notify_ms + g->repeat_ms <= now_ms;
+	return gr->last_notify_mono_ms + g->repeat_ms <= mono_ms;
 }
 
-static void flush_group(struct alert_groups *g, struct group *gr, int64_t now_ms,
+/* Alerts resolve by wall time (their endsAt); the group's checks and
+ * repeat_interval run on the monotonic clock. */
+static void flush_group(struct alert_groups *g, struct group *gr, int64_t now_ms, int64_t mono_ms,
 			alert_group_notify_fn *fn, void *ctx)
 {
 	size_t n = gr->nalerts;
@@ -348,7 +353,7 @@ static void flush_group(struct alert_groups *g, struct group *gr, int64_t now_ms
 		}
 	qsort(f, nf, sizeof *f, u64_cmp);
 	qsort(r, nr, sizeof *r, u64_cmp);
-	if (needs_update(g, gr, f, nf, r, nr, now_ms)) {
+	if (needs_update(g, gr, f, nf, r, nr, mono_ms)) {
 		size_t shown = k > ALERT_GROUPS_MAX_PER_NOTIFICATION ? ALERT_GROUPS_MAX_PER_NOTIFICATION : k;
 		struct alert_group_notification gn = {
 			.group_key = gr->key, .group_labels = gr->labels, .ngroup_labels = gr->nlabels,
@@ -365,7 +370,7 @@ static void flush_group(struct alert_groups *g, struct group *gr, int64_t now_ms
 		gr->nlast_resolved = nr;
 		f = r = NULL;
 		gr->notified = true;
-		gr->last_notify_ms = now_ms;
+		gr->last_notify_mono_ms = mono_ms;
 	} else {
 		g->st.deduplicated_total++;
 	}
@@ -384,25 +389,26 @@ static void flush_group(struct alert_groups *g, struct group *gr, int64_t now_ms
 		}
 	}
 	gr->nalerts = w;
-	if (gr->next_flush_ms <= now_ms)
-		gr->next_flush_ms += ((now_ms - gr->next_flush_ms) / g->interval_ms + 1) * g->interval_ms;
+	if (gr->next_flush_mono_ms <= mono_ms)
+		gr->next_flush_mono_ms += ((mono_ms - gr->next_flush_mono_ms) / g->interval_ms + 1) *
+					  g->interval_ms;
 }
 
-int64_t alert_groups_flush(struct alert_groups *g, int64_t now_ms, alert_group_notify_fn *fn,
-			   void *ctx)
+int64_t alert_groups_flush(struct alert_groups *g, int64_t wall_ms, int64_t mono_ms,
+			   alert_group_notify_fn *fn, void *ctx)
 {
 	int64_t next = INT64_MAX;
 	for (size_t i = 0; i < g->ngroups;) {
 		struct group *gr = g->groups[i];
-		if (gr->next_flush_ms <= now_ms)
-			flush_group(g, gr, now_ms, fn, ctx);
+		if (gr->next_flush_mono_ms <= mono_ms)
+			flush_group(g, gr, wall_ms, mono_ms, fn, ctx);
 		if (gr->nalerts == 0) {
 			group_free(gr);
 			g->groups[i] = g->groups[--g->ngroups];
 			continue;
 		}
-		if (gr->next_flush_ms < next)
-			next = gr->next_flush_ms;
+		if (gr->next_flush_mono_ms < next)
+			next = gr->next_flush_mono_ms;
 		i++;
 	}
 	return next;

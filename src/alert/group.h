@@ -16,8 +16,12 @@
  * - Resolved alerts leave their group after the check that saw them; an
  *   empty group is dropped.
  *
- * A pure state machine over explicit wall times (ms), so tests drive it
- * without sleeping. Not thread-safe: one owner (the delivery thread). */
+ * A pure state machine over explicit times (ms), so tests drive it
+ * without sleeping: wall times for the alerts (startsAt, endsAt: whether
+ * an alert is resolved), monotonic ones for the schedule (group_wait,
+ * group_interval, repeat_interval), so that a wall clock stepped back
+ * delays no notification and one stepped ahead sends none early. Not
+ * thread-safe: one owner (the delivery thread). */
 #ifndef GPULSE_ALERT_GROUP_H
 #define GPULSE_ALERT_GROUP_H
 
@@ -71,23 +75,26 @@ struct alert_groups;
 int alert_groups_new(struct alert_groups **out, const struct alert_groups_config *c);
 void alert_groups_free(struct alert_groups *g);
 
-/* Take a new configuration at wall time now_ms. When the grouping labels
- * changed, every alert is regrouped and the new groups wait group_wait. */
+/* Take a new configuration at wall time wall_ms, monotonic time mono_ms.
+ * When the grouping labels changed, every alert is regrouped and the new
+ * groups wait group_wait. */
 void alert_groups_set_config(struct alert_groups *g, const struct alert_groups_config *c,
-			     int64_t now_ms);
+			     int64_t wall_ms, int64_t mono_ms);
 
-/* Add or refresh one alert (copied). 0, GPULSE_ELIMIT (over max_alerts,
- * counted) or GPULSE_ENOMEM. */
-int alert_groups_update(struct alert_groups *g, const struct alert_item *it, int64_t now_ms);
+/* Add or refresh one alert (copied) at wall_ms / mono_ms. 0, GPULSE_ELIMIT
+ * (over max_alerts, counted) or GPULSE_ENOMEM. */
+int alert_groups_update(struct alert_groups *g, const struct alert_item *it, int64_t wall_ms,
+			int64_t mono_ms);
 
 /* True when a firing alert held now mutes `it` under the inhibit rules. */
 bool alert_groups_inhibited(struct alert_groups *g, const struct alert_item *it, int64_t now_ms);
 
-/* Check every group that is due at now_ms, calling `fn` for each
- * notification. Returns the wall time of the next check (INT64_MAX when
- * no group is held). */
-int64_t alert_groups_flush(struct alert_groups *g, int64_t now_ms, alert_group_notify_fn *fn,
-			   void *ctx);
+/* Check every group that is due at monotonic time mono_ms (its alerts
+ * judged resolved or not at wall time wall_ms), calling `fn` for each
+ * notification. Returns the monotonic time (ms) of the next check
+ * (INT64_MAX when no group is held). */
+int64_t alert_groups_flush(struct alert_groups *g, int64_t wall_ms, int64_t mono_ms,
+			   alert_group_notify_fn *fn, void *ctx);
 
 void alert_groups_get_stats(const struct alert_groups *g, struct alert_groups_stats *out);
 

@@ -1143,10 +1143,10 @@ static void dispatch(struct notify *n, struct alert_item **items, size_t nitems)
 		has_am |= n->cfg.receivers[i]->kind == NOTIFY_ALERTMANAGER;
 		has_grouped |= n->cfg.receivers[i]->kind != NOTIFY_ALERTMANAGER;
 	}
-	int64_t now = wall_ms(n);
+	int64_t now = wall_ms(n), mono = clock_mono_ns() / NS_PER_MS;
 	if (has_grouped || (has_am && n->cfg.inhibit_am))
 		for (size_t i = 0; i < nitems; i++)
-			alert_groups_update(n->groups, items[i], now);
+			alert_groups_update(n->groups, items[i], now, mono);
 	if (!has_am)
 		return;
 	pthread_mutex_lock(&n->lock);
@@ -1199,7 +1199,7 @@ static void *dispatcher_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-dispatch");
 	struct notify *n = arg;
-	int64_t next_flush_ms = INT64_MAX;
+	int64_t next_flush_ms = INT64_MAX;   /* monotonic: group.h */
 	for (;;) {
 		pthread_mutex_lock(&n->ring_lock);
 		while (n->ring_len == 0 && !atomic_load(&n->stopping)) {
@@ -1207,11 +1207,9 @@ static void *dispatcher_main(void *arg)
 				mono_cond_wait(&n->ring_cond, &n->ring_lock);
 				continue;
 			}
-			int64_t left_ms = next_flush_ms - wall_ms(n);
-			if (left_ms <= 0)
+			if (clock_mono_ns() >= next_flush_ms * NS_PER_MS)
 				break;
-			mono_cond_wait_until(&n->ring_cond, &n->ring_lock,
-					     clock_mono_ns() + left_ms * NS_PER_MS);
+			mono_cond_wait_until(&n->ring_cond, &n->ring_lock, next_flush_ms * NS_PER_MS);
 		}
 		/* Stopping: what the sink already took is still dispatched, so
 		 * it reaches the queue (and the disk) before the senders go. */
@@ -1232,7 +1230,8 @@ static void *dispatcher_main(void *arg)
 		for (size_t i = 0; i < cnt; i++)
 			free(items[i]);
 		free(items);
-		next_flush_ms = alert_groups_flush(n->groups, wall_ms(n), on_group, n);
+		next_flush_ms = alert_groups_flush(n->groups, wall_ms(n), clock_mono_ns() / NS_PER_MS,
+						   on_group, n);
 		pthread_mutex_lock(&n->lock);
 		alert_groups_get_stats(n->groups, &n->gst);
 		pthread_mutex_unlock(&n->lock);
@@ -1466,7 +1465,7 @@ int notify_reconfigure(struct notify *n, const struct notify_config *c, char *er
 	}
 	struct alert_groups_config gc;
 	groups_config(&n->cfg, &gc);
-	alert_groups_set_config(n->groups, &gc, wall_ms(n));
+	alert_groups_set_config(n->groups, &gc, wall_ms(n), clock_mono_ns() / NS_PER_MS);
 	pthread_mutex_unlock(&n->lock);
 	pthread_mutex_unlock(&n->ring_lock);
 	ncfg_free(&old);

@@ -751,8 +751,12 @@ static void db_disconnect(struct tsdb *db)
 		sqlite3_finalize(db->st[i]);
 		db->st[i] = NULL;
 	}
+	/* _v2: a statement still held (an iterator's, finalized under db_mu
+	 * later) keeps the old connection alive until it is finalized, where
+	 * sqlite3_close would fail with SQLITE_BUSY and leave it open for
+	 * good, its descriptors on the file with it. */
 	if (db->sql)
-		sqlite3_close(db->sql);
+		sqlite3_close_v2(db->sql);
 	db->sql = NULL;
 }
 
@@ -955,6 +959,41 @@ static void unwritable_why(struct tsdb *db, char *why, size_t len)
 	str_errf(why, len, "%s: not writable (%s): SQLite opened it read-only", db->path, strerror(e));
 }
 
+/* May this process write the store's file, its -wal and its -shm now?
+ * SQLite makes the -wal and -shm with the file's mode, so a store made
+ * 0444 leaves a -shm of mode 0444 behind, which a file given its mode
+ * back does not change: every later connection then maps the -shm
+ * read-only and fails its first write with SQLITE_READONLY. A side file
+ * of ours that cannot be written is given the file's mode again, as
+ * SQLite itself does for an empty one. 0 when all three can be written;
+ * else the sentence in why. */
+static int writable_now(struct tsdb *db, char *why, size_t len)
+{
+	struct stat sb;
+	if (access(db->path, W_OK) != 0 || stat(db->path, &sb) != 0) {
+		str_errf(why, len, "%s: not writable (%s)", db->path, strerror(errno));
+		return GPULSE_EIO;
+	}
+	static const char *const sides[] = {"-wal", "-shm"};
+	for (size_t i = 0; i < sizeof sides / sizeof *sides; i++) {
+		char p[4096];
+		struct stat ss;
+		if ((size_t)snprintf(p, sizeof p, "%s%s", db->path, sides[i]) >= sizeof p ||
+		    stat(p, &ss) != 0 || access(p, W_OK) == 0)
+			continue;
+		int e = errno;
+		if (e == EACCES && ss.st_uid == geteuid() && chmod(p, sb.st_mode & 0777) == 0 &&
+		    access(p, W_OK) == 0) {
+			log_info("tsdb: %s: given the mode of %s again (0%o; made while the store "
+				 "could not be written)", p, db->path, (unsigned)(sb.st_mode & 0777));
+			continue;
+		}
+		str_errf(why, len, "%s: not writable (%s)", p, strerror(e));
+		return GPULSE_EIO;
+	}
+	return 0;
+}
+
 /* SQLite opens a file it may not write read-only, without a word: say so
  * at open, and keep the samples until it can be written. */
 static void note_unwritable_at_open(struct tsdb *db)
@@ -1046,7 +1085,7 @@ static int reopen(struct tsdb *db, bool lost, char *err, size_t errlen)
 		}
 		for (int i = 0; i < ST_COUNT; i++)
 			sqlite3_finalize(old_st[i]);
-		sqlite3_close(old);
+		sqlite3_close_v2(old);
 	}
 	note_files(db);
 	if (version == 0)
@@ -1127,10 +1166,26 @@ static int check_store(struct tsdb *db)
 		}
 		return GPULSE_EIO;
 	}
-	if (!db->fault)
-		return 0;
+	if (!db->fault) {
+		/* A mode changed under the open connection: its descriptors
+		 * still write, but the store was made read-only on purpose (or
+		 * the next open would find it so): written no more until the
+		 * mode returns. Root passes, as it passes every mode. */
+		if (access(db->path, W_OK) == 0)
+			return 0;
+		str_errf(err, sizeof err, "%s: not writable (%s) while the store was open", db->path,
+			 strerror(errno));
+		set_fault(db, err);
+		return GPULSE_EIO;
+	}
 	if (now < db->retry_at_ns)
 		return GPULSE_EIO;
+	/* Nothing is opened while the file cannot be written: a connection
+	 * opened then would make a read-only -shm (writable_now). */
+	if (writable_now(db, err, sizeof err) != 0) {
+		set_fault(db, err);
+		return GPULSE_EIO;
+	}
 	/* Closed first, as for a lost file: a second connection beside the
 	 * read-only one would share its file and be taken for writable. */
 	if (reopen(db, true, err, sizeof err) != 0) {
@@ -1944,11 +1999,18 @@ int tsdb_flush(struct tsdb *db)
 		complain(&db->flush_complaint, "tsdb: %s: flush failed, samples kept in memory: %s",
 			 db->path, sqlite3_errstr(rc));
 		db->flush_failing = true;
-		if (sql_is_unwritable(db->flush_errno, rc)) {
+		/* An I/O error whose errno SQLite did not keep (a WAL write
+		 * deep in a commit) may still be a read-only file system. */
+		int e = db->flush_errno;
+		bool unwritable = sql_is_unwritable(e, rc);
+		if (!unwritable && (rc & 0xff) == SQLITE_IOERR && access(db->path, W_OK) != 0) {
+			e = errno;
+			unwritable = true;
+		}
+		if (unwritable) {
 			/* A file system remounted read-only, a mode changed under
 			 * a connection that reopened: open it again later. */
 			char why[640];
-			int e = db->flush_errno;
 			str_errf(why, sizeof why, "%s: not writable (%s) while flushing", db->path,
 				 e ? strerror(e) : sqlite3_errstr(rc));
 			set_fault(db, why);

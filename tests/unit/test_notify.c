@@ -158,27 +158,27 @@ static void test_grouping(void **state)
 	struct alert_label a0[] = {L("alertname", "Hot"), L("gpu", "0")};
 	struct alert_label a1[] = {L("alertname", "Hot"), L("gpu", "1")};
 	struct alert_item *i0 = item(a0, 2, 10, t, t + 60000, 0);
-	assert_int_equal(alert_groups_update(g, i0, t), 0);
+	assert_int_equal(alert_groups_update(g, i0, t, t), 0);
 	/* group_wait: nothing yet, the next check at t+1000. */
-	assert_int_equal(alert_groups_flush(g, t + 500, record, &s), t + 1000);
+	assert_int_equal(alert_groups_flush(g, t + 500, t + 500, record, &s), t + 1000);
 	assert_int_equal(s.count, 0);
 	struct alert_item *i1 = item(a1, 2, 11, t + 600, t + 60000, 0);
-	assert_int_equal(alert_groups_update(g, i1, t + 600), 0);
-	assert_int_equal(alert_groups_flush(g, t + 1000, record, &s), t + 6000);
+	assert_int_equal(alert_groups_update(g, i1, t + 600, t + 600), 0);
+	assert_int_equal(alert_groups_flush(g, t + 1000, t + 1000, record, &s), t + 6000);
 	assert_int_equal(s.count, 1);
 	assert_string_equal(s.keys[0], "{}:{alertname=\"Hot\"}");
 	assert_int_equal(s.nalerts[0], 2);
 	assert_true(s.firing[0]);
 	/* Same alerts again (the engine resends): de-duplicated. */
-	assert_int_equal(alert_groups_update(g, i0, t + 5000), 0);
-	alert_groups_flush(g, t + 6000, record, &s);
+	assert_int_equal(alert_groups_update(g, i0, t + 5000, t + 5000), 0);
+	alert_groups_flush(g, t + 6000, t + 6000, record, &s);
 	assert_int_equal(s.count, 1);
 	/* Resolved: notified at the next group_interval, then dropped. */
 	struct alert_item *r1 = item(a1, 2, 11, t + 600, t + 10000, 1);
-	assert_int_equal(alert_groups_update(g, r1, t + 10000), 0);
-	alert_groups_flush(g, t + 10500, record, &s);
+	assert_int_equal(alert_groups_update(g, r1, t + 10000, t + 10000), 0);
+	alert_groups_flush(g, t + 10500, t + 10500, record, &s);
 	assert_int_equal(s.count, 1);
-	alert_groups_flush(g, t + 11000, record, &s);
+	alert_groups_flush(g, t + 11000, t + 11000, record, &s);
 	assert_int_equal(s.count, 2);
 	assert_int_equal(s.nalerts[1], 2);
 	assert_int_equal(s.nresolved[1], 1);
@@ -187,18 +187,18 @@ static void test_grouping(void **state)
 	assert_int_equal(st.alerts, 1);
 	/* The engine resends the firing alert with a later endsAt. */
 	struct alert_item *i0b = item(a0, 2, 10, t, t + 100000, 0);
-	assert_int_equal(alert_groups_update(g, i0b, t + 50000), 0);
+	assert_int_equal(alert_groups_update(g, i0b, t + 50000, t + 50000), 0);
 	/* repeat_interval: the unchanged firing alert again after 60 s. */
-	alert_groups_flush(g, t + 56000, record, &s);
+	alert_groups_flush(g, t + 56000, t + 56000, record, &s);
 	assert_int_equal(s.count, 2);
-	alert_groups_flush(g, t + 71000, record, &s);
+	alert_groups_flush(g, t + 71000, t + 71000, record, &s);
 	assert_int_equal(s.count, 3);
 	assert_int_equal(s.nalerts[2], 1);
 	/* The last alert resolves by its endsAt passing: a resolved
 	 * notification, then the group is gone. */
-	alert_groups_flush(g, t + 96000, record, &s);
+	alert_groups_flush(g, t + 96000, t + 96000, record, &s);
 	assert_int_equal(s.count, 3);
-	int64_t next = alert_groups_flush(g, t + 101000, record, &s);
+	int64_t next = alert_groups_flush(g, t + 101000, t + 101000, record, &s);
 	assert_int_equal(s.count, 4);
 	assert_false(s.firing[3]);
 	assert_int_equal(next, INT64_MAX);
@@ -206,8 +206,8 @@ static void test_grouping(void **state)
 	assert_int_equal(st.groups, 0);
 	assert_int_equal(st.alerts, 0);
 	/* A resolved notice of a forgotten alert sends nothing. */
-	assert_int_equal(alert_groups_update(g, r1, t + 90000), 0);
-	alert_groups_flush(g, t + 92000, record, &s);
+	assert_int_equal(alert_groups_update(g, r1, t + 90000, t + 90000), 0);
+	alert_groups_flush(g, t + 92000, t + 92000, record, &s);
 	assert_int_equal(s.count, 4);
 	free(i0);
 	free(i0b);
@@ -236,14 +236,14 @@ static void test_grouping_inhibit_and_bound(void **state)
 	struct alert_label hot2[] = {L("alertname", "Hot"), L("gpu", "2")};
 	struct alert_item *d = item(down, 2, 1, t, t + 60000, 0), *h0 = item(hot0, 2, 2, t, t + 60000, 0),
 			  *h1 = item(hot1, 2, 3, t, t + 60000, 0), *h2 = item(hot2, 2, 4, t, t + 60000, 0);
-	assert_int_equal(alert_groups_update(g, d, t), 0);
-	assert_int_equal(alert_groups_update(g, h0, t), 0);
-	assert_int_equal(alert_groups_update(g, h1, t), 0);
-	assert_int_equal(alert_groups_update(g, h2, t), GPULSE_ELIMIT);
+	assert_int_equal(alert_groups_update(g, d, t, t), 0);
+	assert_int_equal(alert_groups_update(g, h0, t, t), 0);
+	assert_int_equal(alert_groups_update(g, h1, t, t), 0);
+	assert_int_equal(alert_groups_update(g, h2, t, t), GPULSE_ELIMIT);
 	assert_true(alert_groups_inhibited(g, h0, t));
 	assert_false(alert_groups_inhibited(g, h1, t));
 	struct sent s = {0};
-	alert_groups_flush(g, t, record, &s);
+	alert_groups_flush(g, t, t, record, &s);
 	/* GPUDown{gpu=0} and Hot{gpu=1}; Hot{gpu=0} is muted. */
 	assert_int_equal(s.count, 2);
 	for (int i = 0; i < s.count; i++)
@@ -254,8 +254,8 @@ static void test_grouping_inhibit_and_bound(void **state)
 	assert_int_equal(st.dropped_total, 1);
 	/* GPUDown resolves: Hot{gpu=0} is no longer muted and is notified. */
 	struct alert_item *dr = item(down, 2, 1, t, t + 2000, 1);
-	assert_int_equal(alert_groups_update(g, dr, t + 2000), 0);
-	alert_groups_flush(g, t + 2000, record, &s);
+	assert_int_equal(alert_groups_update(g, dr, t + 2000, t + 2000), 0);
+	alert_groups_flush(g, t + 2000, t + 2000, record, &s);
 	assert_int_equal(s.count, 4);
 	free(d);
 	free(dr);
@@ -929,6 +929,60 @@ static void test_exec_hook(void **state)
 	rm_tree(dir);
 }
 
+/* A wall clock stepped back an hour under the delivery thread (an NTP
+ * step): a new alert of a group already notified is still sent at the
+ * group's next check, group_interval later on the monotonic clock. When
+ * the checks were scheduled on the wall clock, it waited the hour. */
+static void test_clock_step_back(void **state)
+{
+	(void)state;
+	struct receiver_state rs;
+	receiver_init(&rs);
+	receiver_start(&rs, 0);
+	char hook[128];
+	snprintf(hook, sizeof hook, "http://127.0.0.1:%d/hook", rs.port);
+	struct notify_receiver_config rc = {.kind = NOTIFY_WEBHOOK, .target = hook, .timeout_ms = 2000};
+	const char *by[] = {"alertname"};
+	struct notify_config c = {.receivers = &rc, .nreceivers = 1, .group_by = by, .ngroup_by = 1,
+				  .group_wait_ms = 0, .group_interval_ms = 100,
+				  .repeat_interval_ms = 3600000, .wall = {.now_ms = fake_now}};
+	const int64_t t0 = 1795977480000;
+	atomic_store(&fake_now_ms, t0);
+	struct notify *n;
+	char err[256];
+	assert_int_equal(notify_new(&n, &c, err, sizeof err), 0);
+	struct alert_label l0[] = {L("alertname", "Hot"), L("gpu", "0")};
+	struct alert_notice a0 = {.labels = l0, .nlabels = 2, .starts_at_ms = t0 - 1000,
+				  .ends_at_ms = t0 + 240000, .fingerprint = 1};
+	notify_sink(n, &a0, 1);
+	assert_true(wait_bodies(&rs, 1));
+
+	const int64_t back = t0 - 3600000;
+	atomic_store(&fake_now_ms, back);
+	struct alert_label l1[] = {L("alertname", "Hot"), L("gpu", "1")};
+	struct alert_notice a1 = {.labels = l1, .nlabels = 2, .starts_at_ms = back - 1000,
+				  .ends_at_ms = back + 240000, .fingerprint = 2};
+	notify_sink(n, &a1, 1);
+	assert_true(wait_bodies(&rs, 2));
+	pthread_mutex_lock(&rs.lock);
+	json_error_t je;
+	json_t *d = json_loads(rs.bodies[1], 0, &je);
+	pthread_mutex_unlock(&rs.lock);
+	assert_non_null(d);
+	assert_string_equal(json_string_value(json_object_get(d, "groupKey")), "{}:{alertname=\"Hot\"}");
+	json_t *alerts = json_object_get(d, "alerts");
+	assert_int_equal(json_array_size(alerts), 2);
+	bool saw_new = false;
+	for (size_t i = 0; i < json_array_size(alerts); i++) {
+		json_t *lb = json_object_get(json_array_get(alerts, i), "labels");
+		saw_new |= strcmp(json_string_value(json_object_get(lb, "gpu")), "1") == 0;
+	}
+	assert_true(saw_new);
+	json_decref(d);
+	notify_free(n);
+	receiver_free(&rs);
+}
+
 static void test_config_errors(void **state)
 {
 	(void)state;
@@ -965,6 +1019,7 @@ int main(void)
 		cmocka_unit_test(test_stale_replay),
 		cmocka_unit_test(test_queue_bound),
 		cmocka_unit_test(test_exec_hook),
+		cmocka_unit_test(test_clock_step_back),
 		cmocka_unit_test(test_config_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

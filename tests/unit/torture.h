@@ -51,6 +51,14 @@ int torture_route_sqlite(void);
 long torture_run(const char *name, enum torture_scope scope, torture_scenario_fn *fn, void *ctx,
 		 long max_runs, struct torture_report *r);
 
+/* Fail only every stride-th of SQLite's allocations in a row (the first
+ * and the last of each row always), every one of the code's own still;
+ * 1 (the default): every allocation. For scenarios where SQLite's
+ * allocations are most of the points (opening and creating stores): the
+ * code sees each SQLite call fail all the same, and the run stays within
+ * its time on a loaded machine. Set before torture_run. */
+void torture_sqlite_stride(long stride);
+
 /* Whether the current run has failed its allocation yet (scenarios use it
  * to tell an injected failure from a real one). */
 bool torture_injected(void);

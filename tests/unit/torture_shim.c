@@ -75,6 +75,56 @@ static long sq_live;          /* SQLite's */
 static __thread int in_x;     /* inside xalloc on this thread */
 static int trace;             /* TORTURE_TRACE set */
 static int paused;            /* torture_pause */
+/* torture_sqlite_stride: the clean run notes which points are SQLite's
+ * (kinds[k - 1]), under the counter's order, which every run repeats. */
+static long sq_stride = 1;
+static bool *kinds;
+static long nkinds, kinds_cap;
+static bool noting;
+
+void torture_sqlite_stride(long stride)
+{
+	sq_stride = stride > 1 ? stride : 1;
+}
+
+/* The clean run's point k was SQLite's. */
+static void note_kind(long k, bool sq)
+{
+	if (!noting || k <= 0)
+		return;
+	if (k > kinds_cap) {
+		long cap = kinds_cap ? kinds_cap * 2 : 4096;
+		while (cap < k)
+			cap *= 2;
+		bool *n = __real_realloc(kinds, (size_t)cap * sizeof *kinds);
+		if (!n) {
+			noting = false;   /* every point is then tried */
+			nkinds = 0;
+			return;
+		}
+		kinds = n;
+		kinds_cap = cap;
+	}
+	kinds[k - 1] = sq;
+	if (k > nkinds)
+		nkinds = k;
+}
+
+/* Whether failure point k is tried: every one of the code's own; of a run
+ * of SQLite's between two of the code's, the first, the last and every
+ * sq_stride-th (one API call's allocations end in the same SQLITE_NOMEM
+ * for the code; SQLite's own tests fail each of them). */
+static bool tried(long k)
+{
+	if (sq_stride <= 1 || k > nkinds || !kinds[k - 1])
+		return true;
+	if (k == 1 || !kinds[k - 2] || k == nkinds || !kinds[k])
+		return true;
+	long first = k;
+	while (first > 1 && kinds[first - 2])
+		first--;
+	return (k - first) % sq_stride == 0;
+}
 
 void torture_pause(bool on)
 {
@@ -86,12 +136,13 @@ bool torture_injected(void)
 	return __atomic_load_n(&injected, __ATOMIC_SEQ_CST) != 0;
 }
 
-/* Whether this allocation fails. */
-static int fail_now(int x)
+/* Whether this allocation fails (sq: it is SQLite's). */
+static int fail_now(int x, bool sq)
 {
 	if ((x && scope == TORTURE_RECOVERABLE) || __atomic_load_n(&paused, __ATOMIC_SEQ_CST))
 		return 0;
 	long k = __atomic_add_fetch(&counted, 1, __ATOMIC_SEQ_CST);
+	note_kind(k, sq);
 	if (fail_at <= 0 || k != fail_at)
 		return 0;
 	__atomic_store_n(&injected, x ? 2 : 1, __ATOMIC_SEQ_CST);
@@ -115,17 +166,17 @@ static void *got(void *p)
 
 void *__wrap_malloc(size_t n)
 {
-	return fail_now(in_x) ? NULL : got(__real_malloc(n));
+	return fail_now(in_x, false) ? NULL : got(__real_malloc(n));
 }
 
 void *__wrap_calloc(size_t c, size_t n)
 {
-	return fail_now(in_x) ? NULL : got(__real_calloc(c, n));
+	return fail_now(in_x, false) ? NULL : got(__real_calloc(c, n));
 }
 
 void *__wrap_realloc(void *p, size_t n)
 {
-	if (fail_now(in_x))
+	if (fail_now(in_x, false))
 		return NULL;
 	void *q = __real_realloc(p, n);
 	if (!p)
@@ -137,7 +188,7 @@ void *__wrap_realloc(void *p, size_t n)
 
 char *__wrap_strdup(const char *s)
 {
-	return fail_now(in_x) ? NULL : got(__real_strdup(s));
+	return fail_now(in_x, false) ? NULL : got(__real_strdup(s));
 }
 
 void __wrap_free(void *p)
@@ -183,7 +234,7 @@ char *__wrap_xstrdup(const char *s)
 
 static void *sq_malloc(int n)
 {
-	if (fail_now(0))
+	if (fail_now(0, true))
 		return NULL;
 	uint64_t *p = __real_malloc((size_t)n + 16);
 	if (!p)
@@ -205,7 +256,7 @@ static void *sq_realloc(void *p, int n)
 {
 	if (!p)
 		return sq_malloc(n);
-	if (fail_now(0))
+	if (fail_now(0, true))
 		return NULL;
 	uint64_t *q = __real_realloc((uint64_t *)p - 2, (size_t)n + 16);
 	if (!q)
@@ -385,7 +436,10 @@ long torture_run(const char *name, enum torture_scope s, torture_scenario_fn *fn
 	long live0 = __atomic_load_n(&live, __ATOMIC_SEQ_CST);
 	long sq0 = __atomic_load_n(&sq_live, __ATOMIC_SEQ_CST);
 	arm(s, 0);
+	nkinds = 0;
+	noting = sq_stride > 1;
 	int rc = fn(ctx);
+	noting = false;
 	r->points = __atomic_load_n(&counted, __ATOMIC_SEQ_CST);
 	long dlive = __atomic_load_n(&live, __ATOMIC_SEQ_CST) - live0;
 	long dsq = __atomic_load_n(&sq_live, __ATOMIC_SEQ_CST) - sq0;
@@ -400,7 +454,7 @@ long torture_run(const char *name, enum torture_scope s, torture_scenario_fn *fn
 	/* TORTURE_ONLY=K: that failure point alone (to debug it). */
 	long only = getenv("TORTURE_ONLY") ? atol(getenv("TORTURE_ONLY")) : 0;
 	for (long k = 1; k <= r->points; k += step) {
-		if (only > 0 && k != only)
+		if ((only > 0 && k != only) || !tried(k))
 			continue;
 		r->runs++;
 		if (s == TORTURE_RECOVERABLE) {
