@@ -33,6 +33,7 @@ API void fake_cuda_set_device(int cc_major, int64_t launch_step_ns);
 API int cuDeviceGet(int *dev, int ordinal);
 API int cuDeviceGetAttribute(int *value, int attrib, int dev);
 API void fake_cuda_waits(int *total, int *holding, int64_t *longest_ns);
+API int fake_cuda_events_live(void);
 API int cuEventCreate(void **ev, unsigned flags);
 API int cuEventDestroy_v2(void *ev);
 API int cuEventRecord(void *ev, void *stream);
@@ -81,6 +82,7 @@ static struct {
 		int64_t at, let_go;     /* asked; first seen let go (0: not yet) */
 	} waits[FAKE_CUDA_WAITS];
 	int nwaits;
+	int events_live;                /* created and not destroyed */
 } fc = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static int64_t now_ns(void)
@@ -196,15 +198,36 @@ API void fake_cuda_waits(int *total, int *holding, int64_t *longest_ns)
 	pthread_mutex_unlock(&fc.mu);
 }
 
+/* How many events exist (created, not yet destroyed): the library
+ * destroys a timed launch's events once it has read them, so none left
+ * means every sample taken so far has been read. */
+API int fake_cuda_events_live(void)
+{
+	pthread_mutex_lock(&fc.mu);
+	int n = fc.events_live;
+	pthread_mutex_unlock(&fc.mu);
+	return n;
+}
+
 API int cuEventCreate(void **ev, unsigned flags)
 {
 	(void)flags;
 	*ev = calloc(1, sizeof(struct event));
-	return *ev ? OK : INVALID;
+	if (!*ev)
+		return INVALID;
+	pthread_mutex_lock(&fc.mu);
+	fc.events_live++;
+	pthread_mutex_unlock(&fc.mu);
+	return OK;
 }
 
 API int cuEventDestroy_v2(void *ev)
 {
+	if (ev) {
+		pthread_mutex_lock(&fc.mu);
+		fc.events_live--;
+		pthread_mutex_unlock(&fc.mu);
+	}
 	free(ev);
 	return OK;
 }

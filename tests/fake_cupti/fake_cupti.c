@@ -34,6 +34,8 @@ _Static_assert(sizeof(CUpti_ActivityMarker2) <= SLOT, "marker record fits a slot
 
 static struct {
 	pthread_mutex_t mu;
+	pthread_cond_t taken;       /* fake_cupti_take_subscriber succeeded */
+	int gate;                   /* the next cuptiSubscribe waits for that */
 	int drop_exits;             /* launches whose exit is not delivered */
 	CUpti_BuffersCallbackRequestFunc request;
 	CUpti_BuffersCallbackCompleteFunc complete;
@@ -54,7 +56,7 @@ static struct {
 	int slow_flush_ms;        /* a flush takes this long (a stuck CUPTI) */
 	struct held { uint8_t *buf; size_t size, used; } held[HELD_MAX];
 	int nheld;
-} f = { .mu = PTHREAD_MUTEX_INITIALIZER };
+} f = { .mu = PTHREAD_MUTEX_INITIALIZER, .taken = PTHREAD_COND_INITIALIZER };
 
 static int token;
 
@@ -88,6 +90,14 @@ API CUptiResult cuptiGetTimestamp(uint64_t *t)
 API CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb, void *user)
 {
 	pthread_mutex_lock(&f.mu);
+	if (f.gate) {
+		f.gate = 0;
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 30;
+		while (!f.foreign && pthread_cond_timedwait(&f.taken, &f.mu, &until) == 0)
+			;
+	}
 	if (f.subscribed) {
 		pthread_mutex_unlock(&f.mu);
 		return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
@@ -235,6 +245,14 @@ API CUptiResult cuptiActivityFlushAll(uint32_t flag)
 		nanosleep(&ts, NULL);
 	}
 	pthread_mutex_lock(&f.mu);
+	if (f.hold) {
+		/* Still holding: a flush returns nothing (the library's
+		 * once-a-second flush must not give back what a slow run of
+		 * the test has not yet filled: under load, 100 000 launches
+		 * outlasted a second, and nothing was dropped). */
+		pthread_mutex_unlock(&f.mu);
+		return CUPTI_SUCCESS;
+	}
 	struct held out[HELD_MAX + 1];
 	int n = f.nheld;
 	memcpy(out, f.held, (size_t)n * sizeof out[0]);
@@ -529,9 +547,17 @@ API int fake_cupti_take_subscriber(void)
 		f.foreign = 1;
 		f.cb = NULL;
 		f.ncbs = 0;
+		pthread_cond_broadcast(&f.taken);
 	}
 	pthread_mutex_unlock(&f.mu);
 	return ok;
+}
+
+API void fake_cupti_gate_next_subscribe(void)
+{
+	pthread_mutex_lock(&f.mu);
+	f.gate = 1;
+	pthread_mutex_unlock(&f.mu);
 }
 
 API void fake_cupti_stats(struct fake_cupti_stats *s)
@@ -590,8 +616,9 @@ API void fake_cupti_nvtx_end(uint64_t id)
 	nvtx_cb(CUPTI_CBID_NVTX_nvtxRangeEnd, &p, NULL);
 }
 
-/* Keep full buffers until the next flush (on = 1), so that the library's
- * cap on outstanding buffers is reached and records are dropped. */
+/* Keep full buffers (on = 1), through flushes, until the first flush
+ * after the hold ends (on = 0), so that the library's cap on outstanding
+ * buffers is reached and records are dropped. */
 API void fake_cupti_hold_buffers(int on)
 {
 	pthread_mutex_lock(&f.mu);

@@ -46,6 +46,11 @@ void fake_cupti_memcpy(int to_device, int pinned, uint64_t bytes, uint64_t dur_n
 void fake_cupti_uvm(int to_device, uint64_t bytes);
 /* Another profiler takes CUPTI's one subscriber; 0 if someone holds it. */
 int fake_cupti_take_subscriber(void);
+/* The next cuptiSubscribe waits until fake_cupti_take_subscriber has
+ * succeeded (at most 30 s): it then finds CUPTI taken. So a test orders
+ * the other profiler's subscription before the library's next probe,
+ * whatever the scheduler does with the library's thread. */
+void fake_cupti_gate_next_subscribe(void);
 void fake_cupti_stats(struct fake_cupti_stats *s);
 /* NVTX calls as CUPTI's callbacks report them: push/pop (one thread),
  * start/end (any threads; a start's id is its return value, ret_id 0 for
@@ -54,8 +59,9 @@ void fake_cupti_nvtx_push(const char *name);
 void fake_cupti_nvtx_pop(void);
 void fake_cupti_nvtx_start(const char *name, uint64_t ret_id);
 void fake_cupti_nvtx_end(uint64_t id);
-/* Keep full buffers until the next flush (on = 1), as CUPTI does when its
- * thread falls behind, so the library's cap on buffers is reached. */
+/* Keep full buffers (on = 1) through flushes until the first flush after
+ * the hold ends (on = 0), as CUPTI does when its thread falls behind, so
+ * the library's cap on buffers is reached. */
 void fake_cupti_hold_buffers(int on);
 /* An NVTX range edge as a MARKER activity record (continuous and full
  * modes): start = 1 opens range `id` named `name` (a lasting pointer),

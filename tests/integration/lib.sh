@@ -56,11 +56,68 @@ fail() {
 	exit 1
 }
 
-# start_daemon NAME ARGS... : starts gpulsed on 127.0.0.1:0 with ARGS;
-# sets PORT and DAEMON_PID; its stderr goes to $WORK/NAME.log.
+# own_socket NAME ARGS... : sets DAEMON_ARGS to ARGS with the profiling
+# socket put at $WORK/NAME.inject.sock unless the configuration names one:
+# gpulsed's default, /run/gpulse/inject.sock, is one per machine, and two
+# tests running at once there would find it taken ("another gpulsed
+# serves ..."). Without --config, a configuration of that one key is
+# given; a --config file without profiling.socket gets the key written
+# into it, at its top (so that a reload, which rereads the file, keeps
+# it; a test that rewrites its configuration writes the key itself; a
+# test that appends to its last block still appends there).
+own_socket() {
+	local name=$1 cfg="" i
+	shift
+	DAEMON_ARGS=("$@")
+	for ((i = 0; i < ${#DAEMON_ARGS[@]}; i++)); do
+		case ${DAEMON_ARGS[i]} in
+		--config | -c) cfg=${DAEMON_ARGS[i + 1]:-} ;;
+		--config=*) cfg=${DAEMON_ARGS[i]#--config=} ;;
+		esac
+	done
+	local sock="$WORK/$name.inject.sock"
+	if [ -z "$cfg" ]; then
+		printf 'profiling:\n  socket: "%s"\n' "$sock" >"$WORK/$name.socket.yml"
+		DAEMON_ARGS+=(--config "$WORK/$name.socket.yml")
+	elif [ -f "$cfg" ] && [ ! -p "$cfg" ]; then
+		python3 - "$cfg" "$sock" <<'PY' || fail "cannot give $cfg a profiling socket of its own"
+import re, sys, yaml
+path, sock = sys.argv[1], sys.argv[2]
+text = open(path).read()
+try:
+    doc = yaml.safe_load(text)
+except yaml.YAMLError:
+    sys.exit(0)  # a test of a bad file: gpulsed says what is wrong with it
+if not isinstance(doc, dict):
+    sys.exit(0)
+prof = doc.get("profiling")
+if isinstance(prof, dict) and "socket" in prof:
+    sys.exit(0)  # the test chose its socket
+line = 'socket: "%s"' % sock
+m = re.search(r"^profiling:[ \t]*(#.*)?\n", text, re.M)
+if prof is None and not m:
+    # First, not last: a test may append to the file's last block.
+    head = re.match(r"(---[^\n]*\n)?", text).group(0)
+    text = head + "profiling:\n  " + line + "\n" + text[len(head):]
+elif m and (prof is None or isinstance(prof, dict)):
+    rest = text[m.end():]
+    ind = re.match(r"([ \t]+)\S", rest)
+    text = text[:m.end()] + (ind.group(1) if ind else "  ") + line + "\n" + rest
+else:
+    sys.exit("profiling: is not a block this helper can add to")
+open(path, "w").write(text)
+PY
+	fi
+}
+
+# start_daemon NAME ARGS... : starts gpulsed on 127.0.0.1:0 with ARGS
+# (and a profiling socket of its own: own_socket); sets PORT and
+# DAEMON_PID; its stderr goes to $WORK/NAME.log.
 start_daemon() {
 	local name=$1
 	shift
+	own_socket "$name" "$@"
+	set -- "${DAEMON_ARGS[@]}"
 	# The log exists before the daemon does: the background job opens it
 	# only when it runs, and the reader below must not race that open.
 	: >"$WORK/$name.log"

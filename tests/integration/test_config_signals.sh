@@ -161,7 +161,9 @@ set -e
 grep -q "in use by another gpulse store" "$WORK/held.txt" || fail "held store message: $(cat "$WORK/held.txt")"
 kill -TERM "$DAEMON_PID"
 wait "$DAEMON_PID" || fail "the store's holder did not stop cleanly"
-printf 'log_level: info\nreplay:\n  file: "%s"\n  speed: 10\n' "$REC" >"$WORK/good.yml"
+# (Its profiling socket in the file, as each rewrite below keeps it.)
+printf 'log_level: info\nreplay:\n  file: "%s"\n  speed: 10\nprofiling:\n  socket: "%s"\n' "$REC" \
+	"$WORK/sig.sock" >"$WORK/good.yml"
 start_daemon sig --config "$WORK/good.yml"
 # So is a taken port.
 set +e
@@ -175,8 +177,8 @@ kill -HUP "$DAEMON_PID"
 wait_for '[ "$(metric gpulse_config_reloads_total result=\"success\")" = 1 ]' || fail "good reload not counted"
 ! grep -q 'after a restart' "$WORK/sig.log" || fail "restart warning for an unchanged file: $(cat "$WORK/sig.log")"
 # One restart-only key changed, with live ones: the warning names exactly it.
-printf 'log_level: debug\nsampling:\n  fast: 200ms\nhttp:\n  threads: 3\nreplay:\n  file: "%s"\n  speed: 10\n' \
-	"$REC" >"$WORK/good.yml"
+printf 'log_level: debug\nsampling:\n  fast: 200ms\nhttp:\n  threads: 3\nreplay:\n  file: "%s"\n  speed: 10\nprofiling:\n  socket: "%s"\n' \
+	"$REC" "$WORK/sig.sock" >"$WORK/good.yml"
 kill -HUP "$DAEMON_PID"
 wait_for '[ "$(metric gpulse_config_reloads_total result=\"success\")" = 2 ]' || fail "second reload not counted"
 warn=$(grep 'after a restart' "$WORK/sig.log") || fail "no restart warning: $(cat "$WORK/sig.log")"

@@ -12,7 +12,9 @@
 source "$(dirname "$0")/lib.sh"
 
 mkfifo "$WORK/cfg.fifo"
-printf 'log_level: info\n' >"$WORK/cfg.yml"
+# A profiling socket of its own (lib.sh's own_socket cannot write into a
+# FIFO): the default one is the machine's.
+printf 'log_level: info\nprofiling:\n  socket: "%s"\n' "$WORK/inject.sock" >"$WORK/cfg.yml"
 
 # alive PID : the process exists and is not a zombie.
 alive() {

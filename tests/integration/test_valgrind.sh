@@ -60,6 +60,9 @@ alerting:
     urls: ["http://127.0.0.1:1/hook"]
     timeout: 1s
 YML
+# A profiling socket of its own (lib.sh's start_daemon does this for the
+# daemons it starts).
+printf 'profiling:\n  socket: "%s"\n' "$WORK/inject.sock" >>"$WORK/cfg.yml"
 
 : >"$WORK/vg.log"
 : >"$WORK/daemon.log"
