@@ -42,6 +42,14 @@ GPULSE_MODE=continuous GPULSE_SOCKET="$SOCK" \
 CONT_PID=$!
 PIDS+=("$CONT_PID")
 C="pid=\"$CONT_PID\""
+# A continuous-mode program of one second that migrates 256 MiB of
+# managed memory before anything else: every byte reaches gpulsed (the
+# counters go on at its first context, and its exit flushes them).
+GPULSE_MODE=continuous GPULSE_SOCKET="$SOCK" \
+	"$APP" "$FAKE" "$LIB" 1 uvm >"$WORK/uvm.out" 2>"$WORK/uvm.log" &
+UVM_PID=$!
+PIDS+=("$UVM_PID")
+U="pid=\"$UVM_PID\""
 # While it runs: connected, in its own mode and budget.
 wait_for '[ "$(metric gpulse_inject_connected "$P")" = 1 ]' || fail "the library did not connect"
 wait_for '[ -n "$(metric gpulse_inject_info "$P" mode=\"full\")" ]' ||
@@ -116,4 +124,18 @@ GPULSE_URL=$URL "$GPULSE" kernels --pid "$CONT_PID" >"$WORK/kernels-cont.txt" 2>
 grep -Eq "^$CONT_PID fake_cuda_app: estimated from launch callbacks over [0-9]+% of the time, GPU time from event-timed samples \(1 launch in 32\)$" "$WORK/kernels-cont.txt" ||
 	fail "gpulse kernels, census line: $(cat "$WORK/kernels-cont.txt")"
 ! grep -q "exact kernel tracing is on" "$WORK/cont.log" || fail "continuous mode traced kernels: $(cat "$WORK/cont.log")"
+
+# ---- The one-second continuous program's unified memory, exactly.
+wait "$UVM_PID" || fail "the uvm application failed: $(cat "$WORK/uvm.log")"
+read -r _ UK _ UC _ UH _ UD <"$WORK/uvm.out"
+[ "$UH" = $((256 << 20)) ] && [ "$UD" = $((64 << 20)) ] || fail "uvm app output: $(cat "$WORK/uvm.out")"
+wait_for '[ "$(metric gpulse_inject_connected "$U")" = 0 ]' || fail "uvm: still connected after exit"
+[ "$(metric gpulse_process_uvm_migrated_bytes_total "$U" 'direction="h2d"')" = "$UH" ] ||
+	fail "uvm h2d bytes: $(fetch /metrics | grep "^gpulse_process_uvm_migrated_bytes_total{$U")"
+[ "$(metric gpulse_process_uvm_migrated_bytes_total "$U" 'direction="d2h"')" = "$UD" ] ||
+	fail "uvm d2h bytes: $(fetch /metrics | grep "^gpulse_process_uvm_migrated_bytes_total{$U")"
+[ "$(metric gpulse_process_copy_bytes_total "$U" 'kind="h2d"' 'pinned="true"')" = $((UC * 1048576)) ] ||
+	fail "uvm program's h2d copy bytes: $(fetch /metrics | grep "^gpulse_process_copy_bytes_total{$U")"
+[ -n "$(metric gpulse_inject_info "$U" 'mode="continuous"')" ] ||
+	fail "uvm program's mode: $(fetch /metrics | grep "^gpulse_inject_info{$U")"
 echo "ok"
