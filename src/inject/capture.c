@@ -23,18 +23,30 @@ struct capture {
 	uint32_t nevents, sent;    /* kept; already emitted */
 	uint64_t dropped;          /* never kept: over the cap, or no memory */
 	uint64_t lost;             /* kept, but their frame was refused */
-	char (*names)[WIRE_NAME_MAX + 1]; /* CAPTURE_NAMES_MAX */
+	char **names;              /* CAPTURE_NAMES_MAX, each malloc'd (a kernel's is
+				      up to WIRE_KERNEL_NAME_MAX bytes) */
 	unsigned nnames;
-	struct wire_event *out;    /* one frame's worth */
+	struct wire_event *out;    /* one frame's worth (per_frame()) */
 	uint8_t *frame;
 };
+
+/* Events per TRACE_EVENTS frame: as many as fit with every name at its
+ * bound. */
+static unsigned per_frame(void)
+{
+	size_t eb = wire_entry_bytes(WIRE_TRACE_EVENTS);
+	unsigned per = eb ? (unsigned)((WIRE_MAX_PAYLOAD - 64) / eb) : WIRE_MAX_EVENTS;
+	if (per > WIRE_MAX_EVENTS)
+		per = WIRE_MAX_EVENTS;
+	return per ? per : 1;
+}
 
 struct capture *capture_create(void)
 {
 	struct capture *c = calloc(1, sizeof *c);
 	if (!c)
 		return NULL;
-	c->out = calloc(WIRE_MAX_EVENTS, sizeof *c->out);
+	c->out = calloc(per_frame(), sizeof *c->out);
 	c->frame = malloc(WIRE_HEADER_BYTES + WIRE_MAX_PAYLOAD);
 	if (!c->out || !c->frame) {
 		capture_destroy(c);
@@ -46,6 +58,8 @@ struct capture *capture_create(void)
 static void release(struct capture *c)
 {
 	free(c->events);
+	for (unsigned i = 0; c->names && i < CAPTURE_NAMES_MAX; i++)
+		free(c->names[i]);
 	free(c->names);
 	c->events = NULL;
 	c->names = NULL;
@@ -81,7 +95,7 @@ int capture_start(struct capture *c, uint64_t id, uint32_t max_events, int64_t s
 	c->lost = 0;
 	c->max_events = max_events && max_events < CAPTURE_EVENTS_MAX ? max_events : CAPTURE_EVENTS_MAX;
 	c->events = malloc((size_t)c->max_events * sizeof *c->events);
-	c->names = malloc(CAPTURE_NAMES_MAX * sizeof *c->names);
+	c->names = calloc(CAPTURE_NAMES_MAX, sizeof *c->names);
 	c->state = 1;
 	if (!c->events || !c->names) {
 		release(c);
@@ -105,17 +119,22 @@ static uint16_t intern(struct capture *c, const char *name)
 {
 	if (!name || !*name)
 		name = "";
+	/* Whole names: two kernels that share a long prefix are two (the
+	 * library's names are already fitted to WIRE_KERNEL_NAME_MAX). */
 	for (unsigned i = 0; i < c->nnames; i++)
-		if (strncmp(c->names[i], name, WIRE_NAME_MAX) == 0)
+		if (strcmp(c->names[i], name) == 0)
 			return (uint16_t)i;
-	if (c->nnames >= CAPTURE_NAMES_MAX - 1) {
-		/* The last slot is the shared "other". */
-		if (c->nnames == CAPTURE_NAMES_MAX - 1)
-			str_copy(c->names[c->nnames++], sizeof c->names[0], AGG_OTHER_NAME);
-		return CAPTURE_NAMES_MAX - 1;
+	if (c->nnames < CAPTURE_NAMES_MAX - 1) {
+		char *copy = strndup(name, WIRE_KERNEL_NAME_MAX);
+		if (copy) {
+			c->names[c->nnames] = copy;
+			return (uint16_t)c->nnames++;
+		}
 	}
-	str_copy(c->names[c->nnames], sizeof c->names[0], name);
-	return (uint16_t)c->nnames++;
+	/* Past the table, or out of memory: the shared "other", the last slot. */
+	if (!c->names[CAPTURE_NAMES_MAX - 1])
+		c->names[CAPTURE_NAMES_MAX - 1] = strdup(AGG_OTHER_NAME);
+	return CAPTURE_NAMES_MAX - 1;
 }
 
 void capture_add(struct capture *c, uint8_t kind, uint8_t copy_kind, uint32_t device,
@@ -145,12 +164,7 @@ int capture_drain(struct capture *c, int64_t now_ns, int force, agg_emit_fn *emi
 		return 0;
 	if (c->state == 1 && (force || now_ns >= c->end_ns))
 		c->state = 2;
-	size_t eb = wire_entry_bytes(WIRE_TRACE_EVENTS);
-	unsigned per = eb ? (unsigned)((WIRE_MAX_PAYLOAD - 64) / eb) : WIRE_MAX_EVENTS;
-	if (per > WIRE_MAX_EVENTS)
-		per = WIRE_MAX_EVENTS;
-	if (per == 0)
-		per = 1;
+	unsigned per = per_frame();
 	while (c->sent < c->nevents) {
 		unsigned n = c->nevents - c->sent < per ? c->nevents - c->sent : per;
 		for (unsigned i = 0; i < n; i++) {
@@ -163,7 +177,8 @@ int capture_drain(struct capture *c, int64_t now_ns, int force, agg_emit_fn *emi
 			w->start_ns = e->start_ns;
 			w->end_ns = e->end_ns;
 			w->bytes = e->bytes;
-			memcpy(w->name, c->names[e->name_id], sizeof w->name);
+			str_copy(w->name, sizeof w->name,
+				 c->names[e->name_id] ? c->names[e->name_id] : "");
 		}
 		struct wire_msg m;
 		memset(&m, 0, sizeof m);

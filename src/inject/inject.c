@@ -117,7 +117,7 @@ struct marker_open {
 
 struct name_entry {
 	const char *key;           /* CUPTI's name pointer (stable per function) */
-	char name[WIRE_NAME_MAX + 1];
+	char *name;                /* demangled and fitted (wire_kernel_name_fit), malloc'd */
 };
 
 static struct {
@@ -335,27 +335,23 @@ static void find_demangler(void)
 	}
 }
 
-static void demangle_into(const char *mangled, char *out, size_t outlen)
+/* The kernel's name as torch.profiler (Kineto: abi::__cxa_demangle, the
+ * mangled text when that fails) and Nsight Systems show it, fitted to
+ * WIRE_KERNEL_NAME_MAX with a hash of the whole past it. */
+static void demangle_into(const char *mangled, char out[WIRE_KERNEL_NAME_MAX + 1])
 {
 	int status = -1;
 	char *d = NULL;
 	if (demangler && mangled[0] == '_' && mangled[1] == 'Z')
 		d = demangler(mangled, NULL, NULL, &status);
-	const char *src = (d && status == 0) ? d : mangled;
-	size_t n = strnlen(src, outlen - 1);
-	/* Cut on a UTF-8 boundary. */
-	if (src[n] != '\0')
-		while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
-			n--;
-	memcpy(out, src, n);
-	out[n] = '\0';
+	wire_kernel_name_fit(out, (d && status == 0) ? d : mangled);
 	free(d);
 }
 
 /* Demangled name for CUPTI's name pointer; under g.mu. */
 static const char *kernel_name(const char *mangled)
 {
-	static char scratch[WIRE_NAME_MAX + 1];
+	static char scratch[WIRE_KERNEL_NAME_MAX + 1];
 	if (!mangled)
 		return "(unnamed)";
 	if (g.names) {
@@ -366,14 +362,17 @@ static const char *kernel_name(const char *mangled)
 			if (e->key == mangled)
 				return e->name;
 			if (!e->key) {
+				demangle_into(mangled, scratch);
+				e->name = strdup(scratch);
+				if (!e->name)
+					break;
 				e->key = mangled;
-				demangle_into(mangled, e->name, sizeof e->name);
 				return e->name;
 			}
 		}
 	}
 	g.names_uncached++;
-	demangle_into(mangled, scratch, sizeof scratch);
+	demangle_into(mangled, scratch);
 	return scratch;
 }
 

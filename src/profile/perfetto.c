@@ -46,7 +46,7 @@ static void put_us(struct buf *b, uint64_t ns)
 
 static void put_name(struct buf *b, const char *s)
 {
-	char clean[WIRE_NAME_MAX + 1];
+	char clean[WIRE_KERNEL_NAME_MAX + 1];
 	utf8_clean(clean, sizeof clean, s);
 	buf_put_json_string(b, clean);
 }

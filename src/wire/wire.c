@@ -64,16 +64,16 @@ int wire_header_parse(const uint8_t *hdr, unsigned *type, uint32_t *payload_len)
 
 /* Encoded size of one array entry (the string at its bound). */
 #define SCOPE_BYTES   32u
-#define KERNEL_BYTES  (2u + WIRE_NAME_MAX + 4 * 8 + WIRE_HIST_BUCKETS * 4 + 6 * 4 + 2 * 4)
+#define KERNEL_BYTES  (2u + WIRE_KERNEL_NAME_MAX + 4 * 8 + WIRE_HIST_BUCKETS * 4 + 6 * 4 + 2 * 4)
 #define COPY_BYTES    (2u + 3 * 8)
 #define STREAM_BYTES  (4u + 4 * 8)
 #define RANGE_BYTES   (2u + WIRE_NAME_MAX + 3 * 8)
-#define EVENT_BYTES   (2u + 2 * 4 + 3 * 8 + 2 + WIRE_NAME_MAX)
+#define EVENT_BYTES   (2u + 2 * 4 + 3 * 8 + 2 + WIRE_KERNEL_NAME_MAX)
 /* The smallest encoding of each entry (empty strings): a count that needs
  * more bytes than are left is refused before anything is allocated. */
-#define KERNEL_MIN    (KERNEL_BYTES - WIRE_NAME_MAX)
+#define KERNEL_MIN    (KERNEL_BYTES - WIRE_KERNEL_NAME_MAX)
 #define RANGE_MIN     (RANGE_BYTES - WIRE_NAME_MAX)
-#define EVENT_MIN     (EVENT_BYTES - WIRE_NAME_MAX)
+#define EVENT_MIN     (EVENT_BYTES - WIRE_KERNEL_NAME_MAX)
 
 size_t wire_entry_bytes(unsigned type)
 {
@@ -91,6 +91,44 @@ size_t wire_entry_bytes(unsigned type)
 	default:
 		return 0;
 	}
+}
+
+static size_t utf8_cut(const char *s, size_t bound);
+
+size_t wire_kernel_bytes(const struct wire_kernel *k)
+{
+	return KERNEL_MIN + utf8_cut(k->name, WIRE_KERNEL_NAME_MAX);
+}
+
+uint64_t wire_name_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		h ^= *p;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+void wire_kernel_name_fit(char *out, const char *full)
+{
+	wire_name_fit(out, WIRE_KERNEL_NAME_MAX, full);
+}
+
+void wire_name_fit(char *out, size_t bound, const char *full)
+{
+	size_t n = strnlen(full, bound + 1);
+	if (n <= bound) {
+		memcpy(out, full, n);
+		out[n] = '\0';
+		return;
+	}
+	char tail[sizeof WIRE_KERNEL_HASH_SUFFIX + 16];
+	int tn = snprintf(tail, sizeof tail, WIRE_KERNEL_HASH_SUFFIX "%016llx",
+			  (unsigned long long)wire_name_hash(full));
+	size_t keep = bound > (size_t)tn ? utf8_cut(full, bound - (size_t)tn) : 0;
+	memcpy(out, full, keep);
+	memcpy(out + keep, tail, (size_t)tn + 1);
 }
 
 /* One pass over a frame's fields, in one direction. */
@@ -369,7 +407,7 @@ static void w_kernels(struct cx *c, struct wire_kernels *k)
 	c->arr = "kernels";
 	for (c->idx = 0; e && c->idx < k->count && !c->rc; c->idx++) {
 		struct wire_kernel *x = &e[c->idx];
-		f_str(c, "name", x->name, WIRE_NAME_MAX);
+		f_str(c, "name", x->name, WIRE_KERNEL_NAME_MAX);
 		f_u64(c, "launches", &x->launches);
 		f_u64(c, "total_ns", &x->total_ns);
 		f_u64(c, "min_ns", &x->min_ns);
@@ -470,7 +508,7 @@ static void w_trace_events(struct cx *c, struct wire_trace_events *t)
 		f_u64(c, "start_ns", &x->start_ns);
 		f_u64(c, "end_ns", &x->end_ns);
 		f_u64(c, "bytes", &x->bytes);
-		f_str(c, "name", x->name, WIRE_NAME_MAX);
+		f_str(c, "name", x->name, WIRE_KERNEL_NAME_MAX);
 	}
 	c->arr = NULL;
 }
