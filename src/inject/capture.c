@@ -26,27 +26,16 @@ struct capture {
 	char **names;              /* CAPTURE_NAMES_MAX, each malloc'd (a kernel's is
 				      up to WIRE_KERNEL_NAME_MAX bytes) */
 	unsigned nnames;
-	struct wire_event *out;    /* one frame's worth (per_frame()) */
+	struct wire_event *out;    /* one frame's worth: WIRE_MAX_EVENTS */
 	uint8_t *frame;
 };
-
-/* Events per TRACE_EVENTS frame: as many as fit with every name at its
- * bound. */
-static unsigned per_frame(void)
-{
-	size_t eb = wire_entry_bytes(WIRE_TRACE_EVENTS);
-	unsigned per = eb ? (unsigned)((WIRE_MAX_PAYLOAD - 64) / eb) : WIRE_MAX_EVENTS;
-	if (per > WIRE_MAX_EVENTS)
-		per = WIRE_MAX_EVENTS;
-	return per ? per : 1;
-}
 
 struct capture *capture_create(void)
 {
 	struct capture *c = calloc(1, sizeof *c);
 	if (!c)
 		return NULL;
-	c->out = calloc(per_frame(), sizeof *c->out);
+	c->out = calloc(WIRE_MAX_EVENTS, sizeof *c->out);
 	c->frame = malloc(WIRE_HEADER_BYTES + WIRE_MAX_PAYLOAD);
 	if (!c->out || !c->frame) {
 		capture_destroy(c);
@@ -164,12 +153,14 @@ int capture_drain(struct capture *c, int64_t now_ns, int force, agg_emit_fn *emi
 		return 0;
 	if (c->state == 1 && (force || now_ns >= c->end_ns))
 		c->state = 2;
-	unsigned per = per_frame();
 	while (c->sent < c->nevents) {
-		unsigned n = c->nevents - c->sent < per ? c->nevents - c->sent : per;
-		for (unsigned i = 0; i < n; i++) {
-			const struct cap_event *e = &c->events[c->sent + i];
-			struct wire_event *w = &c->out[i];
+		/* As many events as fit a frame by their encoded sizes (names
+		 * run to WIRE_KERNEL_NAME_MAX), at most WIRE_MAX_EVENTS. */
+		unsigned n = 0;
+		size_t room = WIRE_MAX_PAYLOAD - 64;
+		while (c->sent + n < c->nevents && n < WIRE_MAX_EVENTS) {
+			const struct cap_event *e = &c->events[c->sent + n];
+			struct wire_event *w = &c->out[n];
 			w->kind = e->kind;
 			w->copy_kind = e->copy_kind;
 			w->device = e->device;
@@ -177,8 +168,12 @@ int capture_drain(struct capture *c, int64_t now_ns, int force, agg_emit_fn *emi
 			w->start_ns = e->start_ns;
 			w->end_ns = e->end_ns;
 			w->bytes = e->bytes;
-			str_copy(w->name, sizeof w->name,
-				 c->names[e->name_id] ? c->names[e->name_id] : "");
+			w->name = c->names[e->name_id] ? c->names[e->name_id] : "";
+			size_t eb = wire_event_bytes(w);
+			if (eb > room)
+				break;
+			room -= eb;
+			n++;
 		}
 		struct wire_msg m;
 		memset(&m, 0, sizeof m);
@@ -187,8 +182,8 @@ int capture_drain(struct capture *c, int64_t now_ns, int force, agg_emit_fn *emi
 		m.u.trace_events.count = n;
 		m.u.trace_events.events = c->out;
 		size_t len = wire_encode(&m, c->frame, WIRE_HEADER_BYTES + WIRE_MAX_PAYLOAD);
-		/* A frame that cannot be encoded (not with `per` computed from
-		 * the bound) or is refused loses its events, counted. */
+		/* A frame that cannot be encoded (not with events counted by
+		 * their sizes) or is refused loses its events, counted. */
 		if (len == 0 || emit(c->frame, len, user) != 0)
 			c->lost += n;
 		c->sent += n;

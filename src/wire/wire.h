@@ -235,7 +235,12 @@ struct wire_event {
 	uint32_t device, stream;
 	uint64_t start_ns, end_ns; /* wall clock ns since the epoch */
 	uint64_t bytes;           /* copies and memsets */
-	char name[WIRE_KERNEL_NAME_MAX + 1]; /* a kernel's, or an NVTX range's (WIRE_NAME_MAX) */
+	/* A kernel's name (up to WIRE_KERNEL_NAME_MAX bytes) or an NVTX
+	 * range's (WIRE_NAME_MAX), NUL-terminated; NULL is sent as "". A
+	 * pointer, not an array: a capture holds tens of thousands of
+	 * events and few distinct names. Decoded: into the decoder's
+	 * storage. */
+	const char *name;
 };
 
 struct wire_trace_events {
@@ -311,6 +316,8 @@ size_t wire_encode(const struct wire_msg *m, uint8_t *out, size_t cap);
 size_t wire_entry_bytes(unsigned type);
 /* The encoded size of this kernel entry (its name as it is). */
 size_t wire_kernel_bytes(const struct wire_kernel *k);
+/* The encoded size of this trace event (its name as it is). */
+size_t wire_event_bytes(const struct wire_event *e);
 
 /* 64-bit FNV-1a of s: the stable id of a kernel's name (the same in every
  * process and build; /metrics' kernel_id is its 16 hex digits). */

@@ -36,6 +36,7 @@ static struct wire_copy s_copies[WIRE_COPY_KIND_COUNT];
 static struct wire_stream s_streams[2];
 static struct wire_range s_ranges[2];
 static struct wire_event s_events[WIRE_EV_KIND_COUNT];
+static char s_event_names[WIRE_EV_KIND_COUNT][WIRE_KERNEL_NAME_MAX + 1];
 
 static const struct wire_scope s_scope = {
 	.device = 3, .context = 7, .interval_start_ns = 1764441600000000000ull,
@@ -125,7 +126,8 @@ static void sample(unsigned type, struct wire_msg *m)
 			e->device = 1; e->stream = 13 + i;
 			e->start_ns = 1764441600000100000ull + i * 1000;
 			e->end_ns = e->start_ns + 500 + i; e->bytes = i == WIRE_EV_COPY ? 1 << 20 : 0;
-			snprintf(e->name, sizeof e->name, "event \"%u\"\t\\", i);
+			snprintf(s_event_names[i], sizeof s_event_names[i], "event \"%u\"\t\\", i);
+			e->name = s_event_names[i];
 		}
 		m->u.trace_events.capture_id = 0xabcdef0123ull;
 		m->u.trace_events.count = WIRE_EV_KIND_COUNT;
@@ -804,8 +806,8 @@ static void test_entry_bytes(void **state)
 		s_kernels[0].name[WIRE_KERNEL_NAME_MAX] = '\0';
 		memset(s_ranges[0].name, 'n', WIRE_NAME_MAX);
 		s_ranges[0].name[WIRE_NAME_MAX] = '\0';
-		memset(s_events[0].name, 'n', WIRE_KERNEL_NAME_MAX);
-		s_events[0].name[WIRE_KERNEL_NAME_MAX] = '\0';
+		memset(s_event_names[0], 'n', WIRE_KERNEL_NAME_MAX);
+		s_event_names[0][WIRE_KERNEL_NAME_MAX] = '\0';
 		uint32_t *count = arr[i] == WIRE_KERNELS ? &m.u.kernels.count
 				: arr[i] == WIRE_COPIES ? &m.u.copies.count
 				: arr[i] == WIRE_STREAMS ? &m.u.streams.count
@@ -860,8 +862,10 @@ static void test_encode_capacity(void **state)
 	/* A frame over WIRE_MAX_PAYLOAD is refused even with room for it:
 	 * 1024 events with full names are 4.1 MiB. */
 	struct wire_event *ev = calloc(WIRE_MAX_EVENTS, sizeof *ev);
+	static char long_name[WIRE_KERNEL_NAME_MAX + 1];
+	memset(long_name, 'e', WIRE_KERNEL_NAME_MAX);
 	for (unsigned i = 0; i < WIRE_MAX_EVENTS; i++)
-		memset(ev[i].name, 'e', WIRE_KERNEL_NAME_MAX);
+		ev[i].name = long_name;
 	m = (struct wire_msg){.type = WIRE_TRACE_EVENTS};
 	m.u.trace_events.events = ev;
 	m.u.trace_events.count = WIRE_MAX_EVENTS;
@@ -931,8 +935,8 @@ static int write_long_names(const char *dir)
 	if (!n || write_file(path, frame, n))
 		return 1;
 	sample(WIRE_TRACE_EVENTS, &m);
-	wire_kernel_name_fit(s_events[0].name, full);
-	memcpy(s_events[1].name, s_kernels[0].name, sizeof s_events[1].name);
+	wire_kernel_name_fit(s_event_names[0], full);
+	memcpy(s_event_names[1], s_kernels[0].name, sizeof s_event_names[1]);
 	snprintf(path, sizeof path, "%s/TRACE_EVENTS-long-names.bin", dir);
 	n = wire_encode(&m, frame, sizeof frame);
 	return !n || write_file(path, frame, n);
