@@ -25,6 +25,7 @@ struct capture {
 	uint64_t lost;             /* kept, but their frame was refused */
 	char **names;              /* CAPTURE_NAMES_MAX, each malloc'd (a kernel's is
 				      up to WIRE_KERNEL_NAME_MAX bytes) */
+	uint64_t *hashes;          /* CAPTURE_NAMES_MAX: wire_name_hash of each name */
 	unsigned nnames;
 	struct wire_event *out;    /* one frame's worth: WIRE_MAX_EVENTS */
 	uint8_t *frame;
@@ -50,8 +51,10 @@ static void release(struct capture *c)
 	for (unsigned i = 0; c->names && i < CAPTURE_NAMES_MAX; i++)
 		free(c->names[i]);
 	free(c->names);
+	free(c->hashes);
 	c->events = NULL;
 	c->names = NULL;
+	c->hashes = NULL;
 	c->nnames = 0;
 	c->nevents = c->sent = 0;
 }
@@ -85,8 +88,9 @@ int capture_start(struct capture *c, uint64_t id, uint32_t max_events, int64_t s
 	c->max_events = max_events && max_events < CAPTURE_EVENTS_MAX ? max_events : CAPTURE_EVENTS_MAX;
 	c->events = malloc((size_t)c->max_events * sizeof *c->events);
 	c->names = calloc(CAPTURE_NAMES_MAX, sizeof *c->names);
+	c->hashes = calloc(CAPTURE_NAMES_MAX, sizeof *c->hashes);
 	c->state = 1;
-	if (!c->events || !c->names) {
+	if (!c->events || !c->names || !c->hashes) {
 		release(c);
 		c->max_events = 0; /* every event is counted as dropped */
 		return GPULSE_ENOMEM;
@@ -109,14 +113,17 @@ static uint16_t intern(struct capture *c, const char *name)
 	if (!name || !*name)
 		name = "";
 	/* Whole names: two kernels that share a long prefix are two (the
-	 * library's names are already fitted to WIRE_KERNEL_NAME_MAX). */
+	 * library's names are already fitted to WIRE_KERNEL_NAME_MAX); the
+	 * hash first, so names of a long common prefix are compared once. */
+	uint64_t h = wire_name_hash(name);
 	for (unsigned i = 0; i < c->nnames; i++)
-		if (strcmp(c->names[i], name) == 0)
+		if (c->hashes[i] == h && strcmp(c->names[i], name) == 0)
 			return (uint16_t)i;
 	if (c->nnames < CAPTURE_NAMES_MAX - 1) {
 		char *copy = strndup(name, WIRE_KERNEL_NAME_MAX);
 		if (copy) {
 			c->names[c->nnames] = copy;
+			c->hashes[c->nnames] = h;
 			return (uint16_t)c->nnames++;
 		}
 	}
