@@ -175,7 +175,7 @@ static struct agg_kernel_slot *kernel_slot(struct agg *a, unsigned scope, const 
 	return NULL; /* unreachable: the cap keeps free slots */
 }
 
-/* Length of name cut at WIRE_NAME_MAX on a UTF-8 boundary. */
+/* Length of an NVTX range's name cut at WIRE_NAME_MAX on a UTF-8 boundary. */
 static size_t name_len(const char *name)
 {
 	size_t n = strnlen(name, WIRE_NAME_MAX + 1);
@@ -185,6 +185,22 @@ static size_t name_len(const char *name)
 	while (n > 0 && ((unsigned char)name[n] & 0xc0) == 0x80)
 		n--;
 	return n;
+}
+
+/* A kernel's name as it is kept: itself, or past WIRE_KERNEL_NAME_MAX
+ * its fitted form in `scratch` (a cut with the whole name's hash), so
+ * two long names never share a slot. */
+static const char *kernel_key(const char *name, char scratch[WIRE_KERNEL_NAME_MAX + 1],
+			      size_t *len)
+{
+	size_t n = strnlen(name, WIRE_KERNEL_NAME_MAX + 1);
+	if (n > WIRE_KERNEL_NAME_MAX) {
+		wire_kernel_name_fit(scratch, name);
+		name = scratch;
+		n = strlen(scratch);
+	}
+	*len = n;
+	return name;
 }
 
 /* Count an operation on its stream for busy and gap time. Records of one
@@ -201,9 +217,11 @@ int agg_add_kernel(struct agg *a, const struct agg_kernel_rec *r)
 		a->dropped++;
 		return GPULSE_ELIMIT;
 	}
-	const char *name = r->name && *r->name ? r->name : "(unnamed)";
+	char scratch[WIRE_KERNEL_NAME_MAX + 1];
+	size_t n;
+	const char *name = kernel_key(r->name && *r->name ? r->name : "(unnamed)", scratch, &n);
 	int folded = 0;
-	struct agg_kernel_slot *s = kernel_slot(a, (unsigned)sc, name, name_len(name), 0, &folded);
+	struct agg_kernel_slot *s = kernel_slot(a, (unsigned)sc, name, n, 0, &folded);
 	if (!s) {
 		a->dropped++;
 		return GPULSE_ELIMIT;
@@ -232,8 +250,8 @@ int agg_add_kernel_stats(struct agg *a, uint32_t device, uint32_t context,
 	const char *name = k->name[0] ? k->name : "(unnamed)";
 	int is_other = strcmp(name, AGG_OTHER_NAME) == 0; /* the census's own fold */
 	int folded = is_other;
-	struct agg_kernel_slot *s = kernel_slot(a, (unsigned)sc, name, name_len(name), is_other,
-						&folded);
+	size_t n = strnlen(name, WIRE_KERNEL_NAME_MAX); /* a wire_kernel's name is fitted */
+	struct agg_kernel_slot *s = kernel_slot(a, (unsigned)sc, name, n, is_other, &folded);
 	if (!s) {
 		a->dropped++;
 		return GPULSE_ELIMIT;
@@ -649,6 +667,7 @@ const char *agg_copy_kind_name(unsigned kind)
 
 struct agg_encoder {
 	struct wire_kernel *kernels;   /* WIRE_MAX_KERNELS */
+	struct wire_kernel other;      /* the fold being built */
 	struct wire_copy *copies;      /* WIRE_MAX_COPIES */
 	struct wire_stream *streams;   /* WIRE_MAX_STREAMS */
 	struct wire_range *ranges;     /* WIRE_MAX_RANGES */
@@ -744,28 +763,33 @@ static int encode_kernels(struct agg_encoder *e, const struct agg *a, unsigned s
 	if (n == 0 && other_idx < 0)
 		return 0;
 	qsort_r(e->order, n, sizeof *e->order, by_total_desc, (void *)(uintptr_t)a);
-	unsigned cap = per_frame(WIRE_KERNELS, WIRE_MAX_KERNELS);
 	unsigned topk = iv->topk ? iv->topk : AGG_TOPK_DEFAULT;
-	if (topk > cap - 1)
-		topk = cap - 1; /* keep room for "other" in the one frame */
-	struct wire_kernel other;
-	memset(&other, 0, sizeof other);
-	str_copy(other.name, sizeof other.name, AGG_OTHER_NAME);
+	if (topk > WIRE_MAX_KERNELS - 1)
+		topk = WIRE_MAX_KERNELS - 1; /* keep room for "other" in the one frame */
+	struct wire_kernel *other = &e->other;
+	memset(other, 0, sizeof *other);
+	str_copy(other->name, sizeof other->name, AGG_OTHER_NAME);
 	if (other_idx >= 0)
-		kernel_merge(&other, &a->kernels[other_idx].k);
+		kernel_merge(other, &a->kernels[other_idx].k);
+	/* The top K and "other" go in one frame: by their encoded sizes, so
+	 * long names (WIRE_KERNEL_NAME_MAX) fold into "other" only when K
+	 * of them would not fit WIRE_MAX_PAYLOAD (64 always do). */
+	size_t room = WIRE_MAX_PAYLOAD - 64 - wire_kernel_bytes(other);
 	unsigned out = 0;
 	for (unsigned i = 0; i < n; i++) {
 		const struct wire_kernel *k = &a->kernels[e->order[i]].k;
-		if (out < topk) {
+		size_t kb = wire_kernel_bytes(k);
+		if (out < topk && kb <= room) {
 			e->kernels[out++] = *k;
+			room -= kb;
 		} else {
-			kernel_merge(&other, k);
+			kernel_merge(other, k);
 			if (folded)
 				*folded += k->launches;
 		}
 	}
-	if (other.launches)
-		e->kernels[out++] = other;
+	if (other->launches)
+		e->kernels[out++] = *other;
 	struct wire_msg m;
 	memset(&m, 0, sizeof m);
 	m.type = WIRE_KERNELS;

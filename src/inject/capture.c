@@ -23,9 +23,11 @@ struct capture {
 	uint32_t nevents, sent;    /* kept; already emitted */
 	uint64_t dropped;          /* never kept: over the cap, or no memory */
 	uint64_t lost;             /* kept, but their frame was refused */
-	char (*names)[WIRE_NAME_MAX + 1]; /* CAPTURE_NAMES_MAX */
+	char **names;              /* CAPTURE_NAMES_MAX, each malloc'd (a kernel's is
+				      up to WIRE_KERNEL_NAME_MAX bytes) */
+	uint64_t *hashes;          /* CAPTURE_NAMES_MAX: wire_name_hash of each name */
 	unsigned nnames;
-	struct wire_event *out;    /* one frame's worth */
+	struct wire_event *out;    /* one frame's worth: WIRE_MAX_EVENTS */
 	uint8_t *frame;
 };
 
@@ -46,9 +48,13 @@ struct capture *capture_create(void)
 static void release(struct capture *c)
 {
 	free(c->events);
+	for (unsigned i = 0; c->names && i < CAPTURE_NAMES_MAX; i++)
+		free(c->names[i]);
 	free(c->names);
+	free(c->hashes);
 	c->events = NULL;
 	c->names = NULL;
+	c->hashes = NULL;
 	c->nnames = 0;
 	c->nevents = c->sent = 0;
 }
@@ -81,9 +87,10 @@ int capture_start(struct capture *c, uint64_t id, uint32_t max_events, int64_t s
 	c->lost = 0;
 	c->max_events = max_events && max_events < CAPTURE_EVENTS_MAX ? max_events : CAPTURE_EVENTS_MAX;
 	c->events = malloc((size_t)c->max_events * sizeof *c->events);
-	c->names = malloc(CAPTURE_NAMES_MAX * sizeof *c->names);
+	c->names = calloc(CAPTURE_NAMES_MAX, sizeof *c->names);
+	c->hashes = calloc(CAPTURE_NAMES_MAX, sizeof *c->hashes);
 	c->state = 1;
-	if (!c->events || !c->names) {
+	if (!c->events || !c->names || !c->hashes) {
 		release(c);
 		c->max_events = 0; /* every event is counted as dropped */
 		return GPULSE_ENOMEM;
@@ -105,17 +112,25 @@ static uint16_t intern(struct capture *c, const char *name)
 {
 	if (!name || !*name)
 		name = "";
+	/* Whole names: two kernels that share a long prefix are two (the
+	 * library's names are already fitted to WIRE_KERNEL_NAME_MAX); the
+	 * hash first, so names of a long common prefix are compared once. */
+	uint64_t h = wire_name_hash(name);
 	for (unsigned i = 0; i < c->nnames; i++)
-		if (strncmp(c->names[i], name, WIRE_NAME_MAX) == 0)
+		if (c->hashes[i] == h && strcmp(c->names[i], name) == 0)
 			return (uint16_t)i;
-	if (c->nnames >= CAPTURE_NAMES_MAX - 1) {
-		/* The last slot is the shared "other". */
-		if (c->nnames == CAPTURE_NAMES_MAX - 1)
-			str_copy(c->names[c->nnames++], sizeof c->names[0], AGG_OTHER_NAME);
-		return CAPTURE_NAMES_MAX - 1;
+	if (c->nnames < CAPTURE_NAMES_MAX - 1) {
+		char *copy = strndup(name, WIRE_KERNEL_NAME_MAX);
+		if (copy) {
+			c->names[c->nnames] = copy;
+			c->hashes[c->nnames] = h;
+			return (uint16_t)c->nnames++;
+		}
 	}
-	str_copy(c->names[c->nnames], sizeof c->names[0], name);
-	return (uint16_t)c->nnames++;
+	/* Past the table, or out of memory: the shared "other", the last slot. */
+	if (!c->names[CAPTURE_NAMES_MAX - 1])
+		c->names[CAPTURE_NAMES_MAX - 1] = strdup(AGG_OTHER_NAME);
+	return CAPTURE_NAMES_MAX - 1;
 }
 
 void capture_add(struct capture *c, uint8_t kind, uint8_t copy_kind, uint32_t device,
@@ -145,17 +160,14 @@ int capture_drain(struct capture *c, int64_t now_ns, int force, agg_emit_fn *emi
 		return 0;
 	if (c->state == 1 && (force || now_ns >= c->end_ns))
 		c->state = 2;
-	size_t eb = wire_entry_bytes(WIRE_TRACE_EVENTS);
-	unsigned per = eb ? (unsigned)((WIRE_MAX_PAYLOAD - 64) / eb) : WIRE_MAX_EVENTS;
-	if (per > WIRE_MAX_EVENTS)
-		per = WIRE_MAX_EVENTS;
-	if (per == 0)
-		per = 1;
 	while (c->sent < c->nevents) {
-		unsigned n = c->nevents - c->sent < per ? c->nevents - c->sent : per;
-		for (unsigned i = 0; i < n; i++) {
-			const struct cap_event *e = &c->events[c->sent + i];
-			struct wire_event *w = &c->out[i];
+		/* As many events as fit a frame by their encoded sizes (names
+		 * run to WIRE_KERNEL_NAME_MAX), at most WIRE_MAX_EVENTS. */
+		unsigned n = 0;
+		size_t room = WIRE_MAX_PAYLOAD - 64;
+		while (c->sent + n < c->nevents && n < WIRE_MAX_EVENTS) {
+			const struct cap_event *e = &c->events[c->sent + n];
+			struct wire_event *w = &c->out[n];
 			w->kind = e->kind;
 			w->copy_kind = e->copy_kind;
 			w->device = e->device;
@@ -163,7 +175,12 @@ int capture_drain(struct capture *c, int64_t now_ns, int force, agg_emit_fn *emi
 			w->start_ns = e->start_ns;
 			w->end_ns = e->end_ns;
 			w->bytes = e->bytes;
-			memcpy(w->name, c->names[e->name_id], sizeof w->name);
+			w->name = c->names[e->name_id] ? c->names[e->name_id] : "";
+			size_t eb = wire_event_bytes(w);
+			if (eb > room)
+				break;
+			room -= eb;
+			n++;
 		}
 		struct wire_msg m;
 		memset(&m, 0, sizeof m);
@@ -172,8 +189,8 @@ int capture_drain(struct capture *c, int64_t now_ns, int force, agg_emit_fn *emi
 		m.u.trace_events.count = n;
 		m.u.trace_events.events = c->out;
 		size_t len = wire_encode(&m, c->frame, WIRE_HEADER_BYTES + WIRE_MAX_PAYLOAD);
-		/* A frame that cannot be encoded (not with `per` computed from
-		 * the bound) or is refused loses its events, counted. */
+		/* A frame that cannot be encoded (not with events counted by
+		 * their sizes) or is refused loses its events, counted. */
 		if (len == 0 || emit(c->frame, len, user) != 0)
 			c->lost += n;
 		c->sent += n;

@@ -117,7 +117,7 @@ struct marker_open {
 
 struct name_entry {
 	const char *key;           /* CUPTI's name pointer (stable per function) */
-	char name[WIRE_NAME_MAX + 1];
+	char *name;                /* demangled and fitted (wire_kernel_name_fit), malloc'd */
 };
 
 static struct {
@@ -244,6 +244,11 @@ static struct {
 	atomic_int sub_until_context; /* full mode: subscribed until the first context exists */
 	atomic_int arm_pending;    /* continuous mode: CUPTI not touched until the first tick */
 	atomic_int uvm_state;      /* 0 not yet, 1 on, -1 given up (set on a callback, read by the thread) */
+	/* Activity buffers registered with CUPTI: at the first tick
+	 * (arm_continuous), or in continuous mode already at the first
+	 * context, inside the first census window (context_created_early). */
+	pthread_mutex_t bmu;
+	atomic_int buffers_on;
 	struct marker_open *markers; /* MARKERS_OPEN, under g.mu */
 	atomic_uint_fast64_t records_total;
 	atomic_uint_fast64_t records_dropped; /* CUPTI's drops, refused buffers, bounds */
@@ -266,7 +271,7 @@ static struct {
 	int thread_done;               /* the thread left its loop (under mu) */
 	int exited;
 } g = { .mu = PTHREAD_MUTEX_INITIALIZER, .cmu = PTHREAD_MUTEX_INITIALIZER,
-	.smu = PTHREAD_MUTEX_INITIALIZER };
+	.smu = PTHREAD_MUTEX_INITIALIZER, .bmu = PTHREAD_MUTEX_INITIALIZER };
 
 struct nvtx_frame {
 	int64_t start_mono_ns;
@@ -330,27 +335,23 @@ static void find_demangler(void)
 	}
 }
 
-static void demangle_into(const char *mangled, char *out, size_t outlen)
+/* The kernel's name as torch.profiler (Kineto: abi::__cxa_demangle, the
+ * mangled text when that fails) and Nsight Systems show it, fitted to
+ * WIRE_KERNEL_NAME_MAX with a hash of the whole past it. */
+static void demangle_into(const char *mangled, char out[WIRE_KERNEL_NAME_MAX + 1])
 {
 	int status = -1;
 	char *d = NULL;
 	if (demangler && mangled[0] == '_' && mangled[1] == 'Z')
 		d = demangler(mangled, NULL, NULL, &status);
-	const char *src = (d && status == 0) ? d : mangled;
-	size_t n = strnlen(src, outlen - 1);
-	/* Cut on a UTF-8 boundary. */
-	if (src[n] != '\0')
-		while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
-			n--;
-	memcpy(out, src, n);
-	out[n] = '\0';
+	wire_kernel_name_fit(out, (d && status == 0) ? d : mangled);
 	free(d);
 }
 
 /* Demangled name for CUPTI's name pointer; under g.mu. */
 static const char *kernel_name(const char *mangled)
 {
-	static char scratch[WIRE_NAME_MAX + 1];
+	static char scratch[WIRE_KERNEL_NAME_MAX + 1];
 	if (!mangled)
 		return "(unnamed)";
 	if (g.names) {
@@ -361,14 +362,17 @@ static const char *kernel_name(const char *mangled)
 			if (e->key == mangled)
 				return e->name;
 			if (!e->key) {
+				demangle_into(mangled, scratch);
+				e->name = strdup(scratch);
+				if (!e->name)
+					break;
 				e->key = mangled;
-				demangle_into(mangled, e->name, sizeof e->name);
 				return e->name;
 			}
 		}
 	}
 	g.names_uncached++;
-	demangle_into(mangled, scratch, sizeof scratch);
+	demangle_into(mangled, scratch);
 	return scratch;
 }
 
@@ -854,6 +858,7 @@ static void enable_uvm(void)
 }
 
 static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d);
+static void context_created_early(void);
 
 static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 				 const void *data)
@@ -913,8 +918,12 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
 		return;
 	}
 	if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
-		if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED && !(g.cfg.skip & INJECT_SKIP_UVM))
-			enable_uvm(); /* fails with NOT_READY before a context exists */
+		if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED && !(g.cfg.skip & INJECT_SKIP_UVM)) {
+			if (g.mode == WIRE_MODE_CONTINUOUS)
+				context_created_early();
+			else
+				enable_uvm(); /* fails with NOT_READY before a context exists */
+		}
 		return;
 	}
 	const CUpti_CallbackData *d = data;
@@ -1721,6 +1730,7 @@ static void detach_tick(int64_t now)
 			census_drop_window(now, 0); /* no exit is heard after cuptiFinalize */
 			g.have_cupti = 0;
 			g.uvm_state = 0;
+			atomic_store(&g.buffers_on, 0);
 			atomic_store(&g.arm_pending, 1);
 			say("detached from CUPTI after exact tracing (GPULSE_DETACH): launches are back at "
 			    "their cost before it; the census starts again");
@@ -1969,6 +1979,41 @@ static int register_buffers(char *err, size_t errlen)
 	return GPULSE_EVENDOR;
 }
 
+/* register_buffers once per attachment: the first context's callback
+ * (continuous mode) and the first tick may both come to it. */
+static int register_buffers_once(char *err, size_t errlen)
+{
+	int rc = GPULSE_OK;
+	pthread_mutex_lock(&g.bmu);
+	if (!atomic_load(&g.buffers_on)) {
+		rc = register_buffers(err, errlen);
+		if (rc == GPULSE_OK)
+			atomic_store(&g.buffers_on, 1);
+	}
+	pthread_mutex_unlock(&g.bmu);
+	return rc;
+}
+
+/* Continuous mode, the first context, heard inside the first census
+ * window (which holds CUPTI's one subscriber from CUDA's start, so no
+ * other profiler has CUPTI set up): the unified-memory counters go on
+ * now, with the activity buffers they need, rather than at the first
+ * tick, a second in, after a short program's migrations (the H100 check
+ * of 2026-12: 256 MiB migrated in a 1 s program read 0 bytes). Counter
+ * records cost only migrations and faults, which the application makes
+ * anyway; the kind stays on (docs/internals/inject.md). */
+static void context_created_early(void)
+{
+	char err[WIRE_REASON_MAX + 1];
+	if (g.stepped_aside || atomic_load(&g.yielded) || (g.cfg.skip & INJECT_SKIP_UVM))
+		return;
+	if (register_buffers_once(err, sizeof err) != GPULSE_OK) {
+		say("%s; unified memory is counted from the first tick", err);
+		return;
+	}
+	enable_uvm();
+}
+
 /* Continuous and full modes: NVTX ranges arrive as MARKER records; the
  * kind costs only the application's own NVTX calls, so it stays on. */
 static void enable_markers(void)
@@ -1997,7 +2042,7 @@ static bool arm_continuous(void)
 			   "application started; gpulse leaves it to them");
 		return true;
 	}
-	if (register_buffers(err, sizeof err) != GPULSE_OK) {
+	if (register_buffers_once(err, sizeof err) != GPULSE_OK) {
 		step_aside(err);
 		return true;
 	}
@@ -2427,8 +2472,10 @@ static void at_exit(void)
 		return;
 	}
 	int64_t now = clock_mono_ns();
-	if (g.have_cupti && !g.is_fork_child) {
-		/* Everything recorded so far, including partly filled buffers. */
+	if ((g.have_cupti || atomic_load(&g.buffers_on)) && !g.is_fork_child) {
+		/* Everything recorded so far, including partly filled buffers
+		 * (a program over before the first tick has buffers, for its
+		 * unified-memory counters, and no have_cupti yet). */
 		g.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	}
 	if (g.cur) {
@@ -2613,6 +2660,11 @@ static int setup_cupti(void)
 		}
 		for (size_t i = 0; i < sizeof census_cbids / sizeof census_cbids[0]; i++)
 			g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API, census_cbids[i]);
+		/* The first context, heard only in this window: unified
+		 * memory is counted from then (context_created_early). */
+		if (!(g.cfg.skip & INJECT_SKIP_UVM) && g.cupti.activity_configure_uvm)
+			g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE,
+						CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
 		g.holds_census = 1;
 		g.census_initial = 1;
 		atomic_store(&g.census_first, 1);

@@ -46,7 +46,7 @@ static void put_us(struct buf *b, uint64_t ns)
 
 static void put_name(struct buf *b, const char *s)
 {
-	char clean[WIRE_NAME_MAX + 1];
+	char clean[WIRE_KERNEL_NAME_MAX + 1];
 	utf8_clean(clean, sizeof clean, s);
 	buf_put_json_string(b, clean);
 }
@@ -135,7 +135,8 @@ int perfetto_write(struct buf *out, struct wire_event *ev, size_t n, const struc
 	bool bytes_hit = false;
 	for (size_t i = 0; i < cap && !out->failed; i++) {
 		const struct wire_event *e = &ev[i];
-		size_t need = 400 + 6 * strnlen(e->name, sizeof e->name);
+		const char *name = e->name ? e->name : "";
+		size_t need = 400 + 6 * strnlen(name, WIRE_KERNEL_NAME_MAX);
 		if (out->len + need + TAIL_RESERVE > out->max) {
 			bytes_hit = true;
 			break;
@@ -147,7 +148,7 @@ int perfetto_write(struct buf *out, struct wire_event *ev, size_t n, const struc
 		buf_puts(out, ",\"dur\":");
 		put_us(out, dur);
 		buf_printf(out, ",\"cat\":\"%s\",\"name\":", cat_names[e->kind % WIRE_EV_KIND_COUNT]);
-		put_name(out, e->name[0] ? e->name : default_name(e));
+		put_name(out, name[0] ? name : default_name(e));
 		buf_printf(out, ",\"args\":{\"gpu\":%u,\"stream\":%u", (unsigned)e->device,
 			   (unsigned)e->stream);
 		if (e->kind == WIRE_EV_COPY || e->kind == WIRE_EV_MEMSET) {

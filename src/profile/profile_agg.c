@@ -12,10 +12,14 @@
 #include <string.h>
 
 #include "status.h"
+#include "tsdb.h"
 #include "utf8.h"
 
 struct pkernel {
-	char name[WIRE_NAME_MAX + 1];   /* cleaned to UTF-8 */
+	char *name;                     /* cleaned to UTF-8, malloc'd (up to
+					   WIRE_KERNEL_NAME_MAX bytes: most are
+					   short, so not a fixed array) */
+	char id[17];                    /* 16 hex digits of wire_name_hash(name) */
 	uint64_t launches, total_ns, min_ns, max_ns;
 	uint64_t hist[WIRE_HIST_BUCKETS];
 	uint32_t grid[3], block[3], registers, shared_bytes;
@@ -137,6 +141,8 @@ static void proc_free(struct profile_agg *a, struct pproc *p)
 {
 	for (unsigned i = 0; i < p->ndev; i++) {
 		a->st.kernel_series -= p->dev[i]->nkernels;
+		for (unsigned k = 0; p->dev[i]->kernels && k < p->dev[i]->nkernels; k++)
+			free(p->dev[i]->kernels[k].name);
 		free(p->dev[i]->kernels);
 		free(p->dev[i]);
 	}
@@ -292,7 +298,9 @@ static struct pdev *device_of(struct profile_agg *a, struct pproc *p, uint32_t d
 	if (!d)
 		return NULL;
 	d->device = device;
-	strcpy(d->other.name, "other");
+	d->other.name = (char *)"other"; /* never freed: not in kernels[] */
+	snprintf(d->other.id, sizeof d->other.id, "%016llx",
+		 (unsigned long long)wire_name_hash("other"));
 	strcpy(d->range_other.name, "other");
 	p->dev[p->ndev++] = d;
 	return d;
@@ -333,7 +341,7 @@ static void kernel_fold(struct pkernel *other, const struct pkernel *k)
 
 static void add_kernel(struct profile_agg *a, struct pdev *d, const struct wire_kernel *w)
 {
-	char name[WIRE_NAME_MAX + 1];
+	char name[WIRE_KERNEL_NAME_MAX + 1];
 	utf8_clean(name, sizeof name, w->name);
 	if (strcmp(name, "other") == 0 || name[0] == '\0') {
 		kernel_add(&d->other, w);
@@ -345,13 +353,13 @@ static void add_kernel(struct profile_agg *a, struct pdev *d, const struct wire_
 			kernel_add(&d->kernels[i], w);
 			return;
 		}
-	if (!d->kernels) {
+	if (!d->kernels)
 		d->kernels = calloc(a->lim.kernels_per_process, sizeof *d->kernels);
-		if (!d->kernels) {
-			kernel_add(&d->other, w);
-			d->have_other = true;
-			return;
-		}
+	char *copy = d->kernels ? strdup(name) : NULL;
+	if (!copy) {
+		kernel_add(&d->other, w);
+		d->have_other = true;
+		return;
 	}
 	struct pkernel *slot = NULL;
 	if (d->nkernels < a->lim.kernels_per_process && a->st.kernel_series < a->lim.max_kernel_series) {
@@ -373,12 +381,15 @@ static void add_kernel(struct profile_agg *a, struct pdev *d, const struct wire_
 			}
 		}
 		if (!slot) {
+			free(copy);
 			kernel_add(&d->other, w);
 			return;
 		}
 	}
+	free(slot->name);
 	memset(slot, 0, sizeof *slot);
-	strcpy(slot->name, name);
+	slot->name = copy;
+	snprintf(slot->id, sizeof slot->id, "%016llx", (unsigned long long)wire_name_hash(copy));
 	kernel_add(slot, w);
 }
 
@@ -512,9 +523,18 @@ static void psample(struct profile_emitter *e, const struct pproc *p, const char
 
 enum kfield { KF_LAUNCHES, KF_SECONDS };
 
+/* Per-kernel series carry kernel_id (16 hex digits of wire_name_hash of
+ * the name as the library sent it: short, stable across processes and
+ * restarts, one per kernel) and kernel, the name fitted to the store's
+ * label bound (TSDB_MAX_LABEL_VALUE, 1024 bytes: past it, a cut and the
+ * name's hash, as the library fits names to WIRE_KERNEL_NAME_MAX).
+ * kernel_id adds no series (it is one to one with the name); the
+ * whole name, up to WIRE_KERNEL_NAME_MAX, is in /api/v1/kernels, gpulse
+ * kernels and captures (docs/internals/profiling.md). */
 static void emit_kernels(struct profile_agg *a, struct profile_emitter *e, enum kfield f)
 {
-	static const char *const names[] = {"gpu", "kernel"};
+	static const char *const names[] = {"gpu", "kernel_id", "kernel"};
+	char label[TSDB_MAX_LABEL_VALUE + 1];
 	for (unsigned i = 0; i < a->nprocs; i++) {
 		const struct pproc *p = a->procs[i];
 		for (unsigned j = 0; j < p->ndev; j++) {
@@ -525,8 +545,9 @@ static void emit_kernels(struct profile_agg *a, struct profile_emitter *e, enum 
 				const struct pkernel *kk = k < d->nkernels ? &d->kernels[k] : &d->other;
 				if (k == d->nkernels && !d->have_other)
 					continue;
-				const char *values[] = {gpu, kk->name};
-				psample(e, p, names, values, 2,
+				wire_name_fit(label, TSDB_MAX_LABEL_VALUE, kk->name);
+				const char *values[] = {gpu, kk->id, label};
+				psample(e, p, names, values, 3,
 					f == KF_LAUNCHES ? (double)kk->launches : NS_TO_S(kk->total_ns));
 			}
 		}
@@ -966,7 +987,8 @@ int profile_agg_kernels_top_json(struct profile_agg *a, struct buf *out, int64_t
 		buf_printf(out, ",\"source\":\"%s\"", profile_source_name(source_of(x->p)));
 		if (x->p->have_status)
 			put_observed(out, &x->p->status);
-		buf_printf(out, ",\"gpu\":%u,\"kernel\":", (unsigned)x->d->device);
+		buf_printf(out, ",\"gpu\":%u,\"kernel_id\":\"%s\",\"kernel\":", (unsigned)x->d->device,
+			   k->id);
 		buf_put_json_string(out, k->name);
 		buf_printf(out, ",\"other\":%s,\"launches\":%llu,\"seconds\":", x->other ? "true" : "false",
 			   (unsigned long long)k->launches);

@@ -91,12 +91,97 @@ struct capture_slot {
 	uint32_t pid;
 	uint32_t seconds;
 	uint64_t id;
-	struct wire_event *events;
+	struct wire_event *events;        /* names point into names[] */
 	size_t n, cap;
 	size_t max_events;
 	uint64_t received, dropped_daemon, dropped_library;
 	bool complete;
+	/* The capture's distinct names, each once (malloc'd): events hold a
+	 * pointer, so 50000 events cost 56 bytes each, not a 4 KiB name. */
+	char **names;                     /* CAPTURE_NAMES_MAX */
+	uint32_t *index;                  /* CAPTURE_NAME_SLOTS: 1 + names index, 0 free */
+	uint32_t nnames;
+	size_t name_bytes;                /* sum of their lengths + NULs */
 };
+
+/* Distinct event names kept per capture (the library sends at most 1024);
+ * past that, or out of memory, an event is named "other". */
+#define CAPTURE_NAMES_MAX  4096u
+#define CAPTURE_NAME_SLOTS 8192u
+
+static void capture_names_free(struct capture_slot *cs)
+{
+	for (uint32_t i = 0; i < cs->nnames; i++)
+		free(cs->names[i]);
+	free(cs->names);
+	free(cs->index);
+	cs->names = NULL;
+	cs->index = NULL;
+	cs->nnames = 0;
+	cs->name_bytes = 0;
+}
+
+/* The slot's copy of `name` (open addressing on its hash), added when
+ * new; "other" when the table is full or memory is out. */
+static const char *capture_intern(struct capture_slot *cs, const char *name)
+{
+	if (!name)
+		name = "";
+	if (!cs->names) {
+		cs->names = calloc(CAPTURE_NAMES_MAX, sizeof *cs->names);
+		cs->index = calloc(CAPTURE_NAME_SLOTS, sizeof *cs->index);
+		if (!cs->names || !cs->index) {
+			capture_names_free(cs);
+			return "other";
+		}
+	}
+	uint32_t i = (uint32_t)wire_name_hash(name) & (CAPTURE_NAME_SLOTS - 1);
+	for (; cs->index[i]; i = (i + 1) & (CAPTURE_NAME_SLOTS - 1))
+		if (strcmp(cs->names[cs->index[i] - 1], name) == 0)
+			return cs->names[cs->index[i] - 1];
+	char *copy = cs->nnames < CAPTURE_NAMES_MAX ? strdup(name) : NULL;
+	if (!copy)
+		return "other";
+	cs->names[cs->nnames++] = copy;
+	cs->index[i] = cs->nnames;
+	cs->name_bytes += strlen(copy) + 1;
+	return copy;
+}
+
+/* The slot's events and names as one block for the caller to free():
+ * the events, then the names they point to. NULL when out of memory. */
+static struct wire_event *capture_take(struct capture_slot *cs)
+{
+	size_t ev_bytes = cs->n * sizeof *cs->events;
+	struct wire_event *out = malloc(ev_bytes + cs->name_bytes + 1);
+	if (!out)
+		return NULL;
+	memcpy(out, cs->events, ev_bytes);
+	char *blob = (char *)out + ev_bytes;
+	char **moved = cs->nnames ? malloc(cs->nnames * sizeof *moved) : NULL;
+	if (cs->nnames && !moved) {
+		free(out);
+		return NULL;
+	}
+	for (uint32_t k = 0; k < cs->nnames; k++) {
+		size_t len = strlen(cs->names[k]) + 1;
+		memcpy(blob, cs->names[k], len);
+		moved[k] = blob;
+		blob += len;
+	}
+	for (size_t e = 0; e < cs->n; e++) {
+		const char *name = out[e].name;
+		uint32_t i = (uint32_t)wire_name_hash(name) & (CAPTURE_NAME_SLOTS - 1);
+		out[e].name = "other";
+		for (; cs->index && cs->index[i]; i = (i + 1) & (CAPTURE_NAME_SLOTS - 1))
+			if (cs->names[cs->index[i] - 1] == name) {
+				out[e].name = moved[cs->index[i] - 1];
+				break;
+			}
+	}
+	free(moved);
+	return out;
+}
 
 struct profile_server {
 	struct profile_server_config cfg;   /* cfg.db: see db */
@@ -464,8 +549,10 @@ static void on_trace_events(struct profile_server *s, struct client *c, const st
 			cs->cap = ncap;
 		}
 	}
-	if (take)
-		memcpy(cs->events + cs->n, t->events, take * sizeof *t->events);
+	for (size_t i = 0; i < take; i++) {
+		cs->events[cs->n + i] = t->events[i];
+		cs->events[cs->n + i].name = capture_intern(cs, t->events[i].name);
+	}
 	cs->n += take;
 	cs->dropped_daemon += t->count - take;
 	s->st.capture_events_dropped_total += t->count - take;
@@ -715,14 +802,16 @@ int profile_server_capture(struct profile_server *s, struct profile_capture *c, 
 	if (!rc && atomic_load(&s->stop) && !cs->done)
 		rc = GPULSE_ESTATE;
 	c->capture_id = cs->id;
-	c->events = cs->events;
-	c->n = cs->n;
+	c->events = cs->n ? capture_take(cs) : NULL;
+	c->n = c->events ? cs->n : 0;
+	free(cs->events);
+	capture_names_free(cs);
 	c->received = cs->received;
 	c->dropped_daemon = cs->dropped_daemon;
 	c->dropped_library = cs->dropped_library;
 	c->complete = cs->complete;
 	c->max_events = cs->max_events;
-	memset(cs, 0, sizeof *cs);       /* frees the slot; the events are the caller's */
+	memset(cs, 0, sizeof *cs);       /* frees the slot; the events (one block) are the caller's */
 	pthread_mutex_unlock(&s->lock);
 	if (rc == GPULSE_ENOENT)
 		str_errf(err, errlen, "no process with pid %u is connected to gpulsed's profiling "
@@ -935,8 +1024,10 @@ void profile_server_stop(struct profile_server *s)
 		close(s->wake_fd);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
-	for (int k = 0; k < PROFILE_MAX_CAPTURES; k++)
+	for (int k = 0; k < PROFILE_MAX_CAPTURES; k++) {
 		free(s->caps[k].events);
+		capture_names_free(&s->caps[k]);
+	}
 	free(s->clients);
 	mono_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);

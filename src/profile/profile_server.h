@@ -142,7 +142,8 @@ struct profile_capture {
 	/* in */
 	uint32_t pid;
 	uint32_t seconds;                 /* 1..3600 */
-	/* out; events is the caller's to free() */
+	/* out; events is the caller's to free(): one block, with the names
+	 * its events point to after them */
 	uint64_t capture_id;
 	struct wire_event *events;
 	size_t n;

@@ -64,16 +64,16 @@ int wire_header_parse(const uint8_t *hdr, unsigned *type, uint32_t *payload_len)
 
 /* Encoded size of one array entry (the string at its bound). */
 #define SCOPE_BYTES   32u
-#define KERNEL_BYTES  (2u + WIRE_NAME_MAX + 4 * 8 + WIRE_HIST_BUCKETS * 4 + 6 * 4 + 2 * 4)
+#define KERNEL_BYTES  (2u + WIRE_KERNEL_NAME_MAX + 4 * 8 + WIRE_HIST_BUCKETS * 4 + 6 * 4 + 2 * 4)
 #define COPY_BYTES    (2u + 3 * 8)
 #define STREAM_BYTES  (4u + 4 * 8)
 #define RANGE_BYTES   (2u + WIRE_NAME_MAX + 3 * 8)
-#define EVENT_BYTES   (2u + 2 * 4 + 3 * 8 + 2 + WIRE_NAME_MAX)
+#define EVENT_BYTES   (2u + 2 * 4 + 3 * 8 + 2 + WIRE_KERNEL_NAME_MAX)
 /* The smallest encoding of each entry (empty strings): a count that needs
  * more bytes than are left is refused before anything is allocated. */
-#define KERNEL_MIN    (KERNEL_BYTES - WIRE_NAME_MAX)
+#define KERNEL_MIN    (KERNEL_BYTES - WIRE_KERNEL_NAME_MAX)
 #define RANGE_MIN     (RANGE_BYTES - WIRE_NAME_MAX)
-#define EVENT_MIN     (EVENT_BYTES - WIRE_NAME_MAX)
+#define EVENT_MIN     (EVENT_BYTES - WIRE_KERNEL_NAME_MAX)
 
 size_t wire_entry_bytes(unsigned type)
 {
@@ -93,6 +93,49 @@ size_t wire_entry_bytes(unsigned type)
 	}
 }
 
+static size_t utf8_cut(const char *s, size_t bound);
+
+size_t wire_kernel_bytes(const struct wire_kernel *k)
+{
+	return KERNEL_MIN + utf8_cut(k->name, WIRE_KERNEL_NAME_MAX);
+}
+
+size_t wire_event_bytes(const struct wire_event *e)
+{
+	return EVENT_MIN + (e->name ? utf8_cut(e->name, WIRE_KERNEL_NAME_MAX) : 0);
+}
+
+uint64_t wire_name_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		h ^= *p;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+void wire_kernel_name_fit(char *out, const char *full)
+{
+	wire_name_fit(out, WIRE_KERNEL_NAME_MAX, full);
+}
+
+void wire_name_fit(char *out, size_t bound, const char *full)
+{
+	size_t n = strnlen(full, bound + 1);
+	if (n <= bound) {
+		memcpy(out, full, n);
+		out[n] = '\0';
+		return;
+	}
+	char tail[sizeof WIRE_KERNEL_HASH_SUFFIX + 16];
+	int tn = snprintf(tail, sizeof tail, WIRE_KERNEL_HASH_SUFFIX "%016llx",
+			  (unsigned long long)wire_name_hash(full));
+	size_t keep = bound > (size_t)tn ? utf8_cut(full, bound - (size_t)tn) : 0;
+	memcpy(out, full, keep);
+	memcpy(out + keep, tail, (size_t)tn + 1);
+}
+
 /* One pass over a frame's fields, in one direction. */
 struct cx {
 	int enc;                /* 1: struct → out, 0: in → struct */
@@ -108,6 +151,8 @@ struct cx {
 	size_t errlen;
 	const char *arr;        /* inside an array: its name and index */
 	uint32_t idx;
+	char *arena;            /* decode: room for f_strp's strings, after the entries */
+	size_t arena_left;
 };
 
 static void fail(struct cx *c, int rc, const char *field, const char *fmt, ...)
@@ -229,18 +274,24 @@ static size_t utf8_cut(const char *s, size_t bound)
 	return n;
 }
 
+/* Encode a string: u16 length + bytes, cut at bound on a UTF-8 boundary. */
+static void put_str(struct cx *c, const char *field, const char *s, size_t bound)
+{
+	uint16_t n = (uint16_t)utf8_cut(s, bound);
+	if (!room(c, field, 2u + n))
+		return;
+	put_le(c->out + c->off, n, 2);
+	memcpy(c->out + c->off + 2, s, n);
+	c->off += 2u + n;
+}
+
 /* A string field: u16 length + bytes; s has room for bound + 1. */
 static void f_str(struct cx *c, const char *field, char *s, size_t bound)
 {
 	if (c->rc)
 		return;
 	if (c->enc) {
-		uint16_t n = (uint16_t)utf8_cut(s, bound);
-		if (!room(c, field, 2u + n))
-			return;
-		put_le(c->out + c->off, n, 2);
-		memcpy(c->out + c->off + 2, s, n);
-		c->off += 2u + n;
+		put_str(c, field, s, bound);
 		return;
 	}
 	if (!room(c, field, 2))
@@ -264,10 +315,44 @@ static void f_str(struct cx *c, const char *field, char *s, size_t bound)
 	c->off += n;
 }
 
-/* An entry count, then (decoding) storage for that many entries. Returns
- * the entries' address, or NULL with c->rc set (or when *n is 0). */
+/* A string field held by pointer (wire_event.name): encoded as f_str
+ * (NULL as ""); decoded into c->arena, which f_entries sized for every
+ * byte left in the payload. */
+static void f_strp(struct cx *c, const char *field, const char **s, size_t bound)
+{
+	if (c->rc)
+		return;
+	if (c->enc) {
+		put_str(c, field, *s ? *s : "", bound);
+		return;
+	}
+	/* Each string takes its n bytes + 2 of the payload and n + 1 of the
+	 * arena, which started with every payload byte left + 1 per entry:
+	 * a string f_str accepts always fits. */
+	size_t before = c->off;
+	f_str(c, field, c->arena, bound);
+	if (c->rc)
+		return;
+	size_t n = c->off - before - 2;
+	*s = c->arena;
+	c->arena += n + 1;
+	c->arena_left -= n + 1;
+}
+
+/* An entry count, then (decoding) storage for that many entries, and
+ * `extra` bytes after them (c->arena). Returns the entries' address, or
+ * NULL with c->rc set (or when *n is 0). */
+static void *f_entries_x(struct cx *c, const char *field, uint32_t *n, uint32_t max,
+			 size_t min_bytes, size_t entry_size, void *entries, int strings);
+
 static void *f_entries(struct cx *c, const char *field, uint32_t *n, uint32_t max,
 		       size_t min_bytes, size_t entry_size, void *entries)
+{
+	return f_entries_x(c, field, n, max, min_bytes, entry_size, entries, 0);
+}
+
+static void *f_entries_x(struct cx *c, const char *field, uint32_t *n, uint32_t max,
+			 size_t min_bytes, size_t entry_size, void *entries, int strings)
 {
 	if (c->rc)
 		return NULL;
@@ -298,7 +383,9 @@ static void *f_entries(struct cx *c, const char *field, uint32_t *n, uint32_t ma
 	}
 	if (*n == 0)
 		return NULL;
-	size_t need = (size_t)*n * entry_size;
+	/* Strings by pointer: at most every byte left, and a NUL each. */
+	size_t extra = strings ? (c->len - c->off) + *n : 0;
+	size_t need = (size_t)*n * entry_size + extra;
 	struct wire_msg *m = c->m;
 	if (m->storage_bytes < need) {
 		void *p = realloc(m->storage, need);
@@ -313,6 +400,8 @@ static void *f_entries(struct cx *c, const char *field, uint32_t *n, uint32_t ma
 		m->storage_bytes = need;
 	}
 	memset(m->storage, 0, need);
+	c->arena = (char *)m->storage + (size_t)*n * entry_size;
+	c->arena_left = extra;
 	return m->storage;
 }
 
@@ -369,7 +458,7 @@ static void w_kernels(struct cx *c, struct wire_kernels *k)
 	c->arr = "kernels";
 	for (c->idx = 0; e && c->idx < k->count && !c->rc; c->idx++) {
 		struct wire_kernel *x = &e[c->idx];
-		f_str(c, "name", x->name, WIRE_NAME_MAX);
+		f_str(c, "name", x->name, WIRE_KERNEL_NAME_MAX);
 		f_u64(c, "launches", &x->launches);
 		f_u64(c, "total_ns", &x->total_ns);
 		f_u64(c, "min_ns", &x->min_ns);
@@ -456,8 +545,8 @@ static void w_ranges(struct cx *c, struct wire_ranges *k)
 static void w_trace_events(struct cx *c, struct wire_trace_events *t)
 {
 	f_u64(c, "capture_id", &t->capture_id);
-	struct wire_event *e = f_entries(c, "count", &t->count, WIRE_MAX_EVENTS, EVENT_MIN,
-					 sizeof *e, t->events);
+	struct wire_event *e = f_entries_x(c, "count", &t->count, WIRE_MAX_EVENTS, EVENT_MIN,
+					   sizeof *e, t->events, 1);
 	if (!c->enc)
 		t->events = e;
 	c->arr = "events";
@@ -470,7 +559,7 @@ static void w_trace_events(struct cx *c, struct wire_trace_events *t)
 		f_u64(c, "start_ns", &x->start_ns);
 		f_u64(c, "end_ns", &x->end_ns);
 		f_u64(c, "bytes", &x->bytes);
-		f_str(c, "name", x->name, WIRE_NAME_MAX);
+		f_strp(c, "name", &x->name, WIRE_KERNEL_NAME_MAX);
 	}
 	c->arr = NULL;
 }

@@ -23,7 +23,8 @@
  * other's frames one by one; with the version they refuse the connection
  * at its first header, counted as a bad header. New frame types need no
  * new version (an unknown type is skipped). Version 2: STATUS gained
- * source and lasting_cost_ppm. */
+ * source and lasting_cost_ppm. Version 3: kernel names (KERNELS and
+ * TRACE_EVENTS) up to WIRE_KERNEL_NAME_MAX bytes, payloads up to 1 MiB. */
 #ifndef GPULSE_WIRE_H
 #define GPULSE_WIRE_H
 
@@ -31,9 +32,11 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC        0x574c5047u /* "GPLW" little-endian */
-#define WIRE_VERSION      2
+#define WIRE_VERSION      3
 #define WIRE_HEADER_BYTES 12
-#define WIRE_MAX_PAYLOAD  (256 * 1024)
+/* A KERNELS frame holds a scope's top K (GPULSE_TOPK, 64 by default) and
+ * its "other" whole: 64 names at WIRE_KERNEL_NAME_MAX take 275 KiB. */
+#define WIRE_MAX_PAYLOAD  (1024 * 1024)
 
 /* Where gpulsed listens and the injection library connects unless
  * GPULSE_SOCKET says otherwise. Without access to /run/gpulse the
@@ -42,7 +45,16 @@
 #define WIRE_DEFAULT_SOCKET "/run/gpulse/inject.sock"
 
 /* Bounds (DESIGN.md decision 8). */
-#define WIRE_NAME_MAX       256   /* kernel / NVTX range name bytes (demangled, capped) */
+#define WIRE_NAME_MAX       256   /* NVTX range name bytes */
+/* Kernel name bytes (demangled, as torch.profiler and Nsight Systems show
+ * them). Of the kernels in CUDA 13.0's cuBLAS and cuBLASLt (12103) and
+ * cuDNN's precompiled engines (6437), 31% and 55% have names over 256
+ * bytes, 57 and 110 over 1 KiB, 45 and 92 over 4 KiB (xmma kernels, up to
+ * 9225 bytes); so 4096 keeps 99.3% whole. A longer name is cut and ends
+ * in WIRE_KERNEL_HASH_SUFFIX and 16 hex digits of the whole name's hash
+ * (wire_kernel_name_fit), so a cut never merges two kernels. */
+#define WIRE_KERNEL_NAME_MAX 4096
+#define WIRE_KERNEL_HASH_SUFFIX "...#"
 #define WIRE_CMD_MAX        512   /* process command line bytes */
 #define WIRE_REASON_MAX     200   /* step-aside / error text bytes */
 #define WIRE_MAX_KERNELS    512   /* kernel entries in one KERNELS frame */
@@ -145,7 +157,7 @@ struct wire_scope {
 };
 
 struct wire_kernel {
-	char name[WIRE_NAME_MAX + 1]; /* "other" for the folded remainder */
+	char name[WIRE_KERNEL_NAME_MAX + 1]; /* "other" for the folded remainder */
 	uint64_t launches;
 	uint64_t total_ns;
 	uint64_t min_ns, max_ns;
@@ -223,7 +235,12 @@ struct wire_event {
 	uint32_t device, stream;
 	uint64_t start_ns, end_ns; /* wall clock ns since the epoch */
 	uint64_t bytes;           /* copies and memsets */
-	char name[WIRE_NAME_MAX + 1];
+	/* A kernel's name (up to WIRE_KERNEL_NAME_MAX bytes) or an NVTX
+	 * range's (WIRE_NAME_MAX), NUL-terminated; NULL is sent as "". A
+	 * pointer, not an array: a capture holds tens of thousands of
+	 * events and few distinct names. Decoded: into the decoder's
+	 * storage. */
+	const char *name;
 };
 
 struct wire_trace_events {
@@ -297,5 +314,23 @@ size_t wire_encode(const struct wire_msg *m, uint8_t *out, size_t cap);
 /* The encoded size of one entry, so senders can split arrays into frames
  * that fit: e.g. wire_entry_bytes(WIRE_KERNELS) is an upper bound per kernel. */
 size_t wire_entry_bytes(unsigned type);
+/* The encoded size of this kernel entry (its name as it is). */
+size_t wire_kernel_bytes(const struct wire_kernel *k);
+/* The encoded size of this trace event (its name as it is). */
+size_t wire_event_bytes(const struct wire_event *e);
+
+/* 64-bit FNV-1a of s: the stable id of a kernel's name (the same in every
+ * process and build; /metrics' kernel_id is its 16 hex digits). */
+uint64_t wire_name_hash(const char *s);
+
+/* A kernel's name as it travels: `full` itself when it has at most
+ * WIRE_KERNEL_NAME_MAX bytes, else its first bytes (cut on a UTF-8
+ * boundary) + WIRE_KERNEL_HASH_SUFFIX + 16 hex digits of
+ * wire_name_hash(full), WIRE_KERNEL_NAME_MAX bytes in all. out has
+ * room for WIRE_KERNEL_NAME_MAX + 1. */
+void wire_kernel_name_fit(char *out, const char *full);
+/* The same for any bound of at least 21 bytes (out has room for bound + 1):
+ * gpulsed fits kernel labels to its store's label bound with it. */
+void wire_name_fit(char *out, size_t bound, const char *full);
 
 #endif

@@ -42,6 +42,25 @@ GPULSE_MODE=continuous GPULSE_SOCKET="$SOCK" \
 CONT_PID=$!
 PIDS+=("$CONT_PID")
 C="pid=\"$CONT_PID\""
+# A continuous-mode program of one second that migrates 256 MiB of
+# managed memory before anything else: every byte reaches gpulsed (the
+# counters go on at its first context, and its exit flushes them).
+GPULSE_MODE=continuous GPULSE_SOCKET="$SOCK" \
+	"$APP" "$FAKE" "$LIB" 1 uvm >"$WORK/uvm.out" 2>"$WORK/uvm.log" &
+UVM_PID=$!
+PIDS+=("$UVM_PID")
+U="pid=\"$UVM_PID\""
+# Long kernel names (the app's `names` mode): two whose names share their
+# first 301 bytes, and one of 10 KB, from two processes (full and
+# continuous mode).
+GPULSE_MODE=full GPULSE_SOCKET="$SOCK" \
+	"$APP" "$FAKE" "$LIB" 5 names >"$WORK/names.out" 2>"$WORK/names.log" &
+NAMES_PID=$!
+PIDS+=("$NAMES_PID")
+GPULSE_MODE=continuous GPULSE_SOCKET="$SOCK" \
+	"$APP" "$FAKE" "$LIB" 1 names >"$WORK/names2.out" 2>"$WORK/names2.log" &
+NAMES2_PID=$!
+PIDS+=("$NAMES2_PID")
 # While it runs: connected, in its own mode and budget.
 wait_for '[ "$(metric gpulse_inject_connected "$P")" = 1 ]' || fail "the library did not connect"
 wait_for '[ -n "$(metric gpulse_inject_info "$P" mode=\"full\")" ]' ||
@@ -67,6 +86,11 @@ m = doc["otherData"]
 assert m["complete"] is True and m["cap_hit"] is False and m["events"] == len(x), m
 assert "15% dearer until it exits" in m["gpulse_lasting_cost"], m
 PY
+# The long-names process, traced while it runs.
+N="pid=\"$NAMES_PID\""
+wait_for '[ "$(metric gpulse_inject_connected "$N")" = 1 ]' || fail "names: did not connect"
+GPULSE_URL=$URL "$GPULSE" trace --pid "$NAMES_PID" --seconds 1 -o "$WORK/names-trace.json" 2>"$WORK/names-trace.log" ||
+	fail "gpulse trace (names): $(cat "$WORK/names-trace.log")"
 wait "$APP_PID" || fail "the application failed: $(cat "$WORK/app.log")"
 read -r _ KERNELS _ COPIES <"$WORK/app.out"
 [ "$KERNELS" -gt 0 ] || fail "app output: $(cat "$WORK/app.out")"
@@ -116,4 +140,79 @@ GPULSE_URL=$URL "$GPULSE" kernels --pid "$CONT_PID" >"$WORK/kernels-cont.txt" 2>
 grep -Eq "^$CONT_PID fake_cuda_app: estimated from launch callbacks over [0-9]+% of the time, GPU time from event-timed samples \(1 launch in 32\)$" "$WORK/kernels-cont.txt" ||
 	fail "gpulse kernels, census line: $(cat "$WORK/kernels-cont.txt")"
 ! grep -q "exact kernel tracing is on" "$WORK/cont.log" || fail "continuous mode traced kernels: $(cat "$WORK/cont.log")"
+
+# ---- The one-second continuous program's unified memory, exactly.
+wait "$UVM_PID" || fail "the uvm application failed: $(cat "$WORK/uvm.log")"
+read -r _ UK _ UC _ UH _ UD <"$WORK/uvm.out"
+[ "$UH" = $((256 << 20)) ] && [ "$UD" = $((64 << 20)) ] || fail "uvm app output: $(cat "$WORK/uvm.out")"
+wait_for '[ "$(metric gpulse_inject_connected "$U")" = 0 ]' || fail "uvm: still connected after exit"
+[ "$(metric gpulse_process_uvm_migrated_bytes_total "$U" 'direction="h2d"')" = "$UH" ] ||
+	fail "uvm h2d bytes: $(fetch /metrics | grep "^gpulse_process_uvm_migrated_bytes_total{$U")"
+[ "$(metric gpulse_process_uvm_migrated_bytes_total "$U" 'direction="d2h"')" = "$UD" ] ||
+	fail "uvm d2h bytes: $(fetch /metrics | grep "^gpulse_process_uvm_migrated_bytes_total{$U")"
+[ "$(metric gpulse_process_copy_bytes_total "$U" 'kind="h2d"' 'pinned="true"')" = $((UC * 1048576)) ] ||
+	fail "uvm program's h2d copy bytes: $(fetch /metrics | grep "^gpulse_process_copy_bytes_total{$U")"
+[ -n "$(metric gpulse_inject_info "$U" 'mode="continuous"')" ] ||
+	fail "uvm program's mode: $(fetch /metrics | grep "^gpulse_inject_info{$U")"
+
+# ---- Long kernel names: two rows wherever kernels are listed, the whole
+# name where it is shown, a stable id of the 10 KB one across processes.
+wait "$NAMES_PID" || fail "the names application failed: $(cat "$WORK/names.log")"
+wait "$NAMES2_PID" || fail "the second names application failed: $(cat "$WORK/names2.log")"
+wait_for '[ "$(metric gpulse_inject_connected "$N")" = 0 ]' || fail "names: still connected after exit"
+wait_for '[ "$(metric gpulse_inject_connected "pid=\"$NAMES2_PID\"")" = 0 ]' || fail "names 2: still connected after exit"
+read -r _ _ _ _ _ BURSTS <"$WORK/names.out"
+[ "$BURSTS" -gt 0 ] || fail "names app output: $(cat "$WORK/names.out")"
+fetch /metrics >"$WORK/names-metrics.txt" || fail "no /metrics"
+fetch "/api/v1/kernels?pid=$NAMES_PID&limit=100" >"$WORK/names-api.json" || fail "no /api/v1/kernels"
+fetch "/api/v1/kernels?pid=$NAMES2_PID&limit=100" >"$WORK/names2-api.json" || fail "no /api/v1/kernels (2)"
+GPULSE_URL=$URL "$GPULSE" kernels --pid "$NAMES_PID" --limit 100 >"$WORK/names-kernels.txt" 2>&1 ||
+	fail "gpulse kernels (names): $(cat "$WORK/names-kernels.txt")"
+python3 - "$WORK" "$NAMES_PID" "$BURSTS" <<'PY' || fail "long names: see above"
+import json, re, sys
+work, pid, bursts = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def fnv(b):
+    h = 0xcbf29ce484222325
+    for c in b:
+        h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+def fit(name, bound):
+    b = name.encode()
+    if len(b) <= bound:
+        return name
+    tail = "...#%016x" % fnv(b)
+    return b[:bound - len(tail)].decode() + tail
+n1 = "x" * 301 + "<1>(float*)" + "1" * 88
+n2 = "x" * 301 + "<2>(float*)" + "2" * 88
+n3 = fit("L" * 10239, 4096)
+want = {n1: bursts, n2: 2 * bursts, n3: 3 * bursts}
+# /metrics: one series per kernel, by kernel_id, its label the name (fitted to 1024 bytes).
+got = {}
+for line in open(work + "/names-metrics.txt"):
+    if line.startswith("gpulse_process_kernel_launches_total{") and 'pid="%s"' % pid in line:
+        kid = re.search(r'kernel_id="([0-9a-f]{16})"', line).group(1)
+        label = re.search(r'kernel="([^"]*)"', line).group(1)
+        got[kid] = (label, float(line.rsplit(" ", 1)[1]))
+for name, n in want.items():
+    kid = "%016x" % fnv(name.encode())
+    assert kid in got, (kid, sorted(got))
+    assert got[kid] == (fit(name, 1024), n), (name[:40], got[kid][0][:40], got[kid][1], n)
+# /api/v1/kernels: the whole name, its id.
+rows = {r["kernel"]: r for r in json.load(open(work + "/names-api.json"))["data"]["kernels"]}
+for name, n in want.items():
+    assert name in rows, (name[:40], [k[:40] for k in rows])
+    assert rows[name]["launches"] == n and rows[name]["kernel_id"] == "%016x" % fnv(name.encode()), rows[name]
+assert len(n3.encode()) == 4096
+# The 10 KB name's id is the same from the other process (continuous mode).
+rows2 = {r["kernel"]: r for r in json.load(open(work + "/names2-api.json"))["data"]["kernels"]}
+assert n3 in rows2 and rows2[n3]["kernel_id"] == rows[n3]["kernel_id"], [k[:40] for k in rows2]
+# gpulse kernels prints each whole.
+text = open(work + "/names-kernels.txt").read()
+for name in want:
+    assert re.search(r"  " + re.escape(name) + r"$", text, re.M), name[:40]
+# The capture: the three as three names.
+doc = json.load(open(work + "/names-trace.json"))
+names = {e["name"] for e in doc["traceEvents"] if e.get("ph") == "X" and e["cat"] == "kernel"}
+assert {n1, n2, n3} <= names, [n[:40] for n in names]
+PY
 echo "ok"

@@ -232,11 +232,11 @@ static void answer_capture(uint64_t id)
 	memset(ev, 0, sizeof ev);
 	uint64_t t = 1764400010000000000ull;
 	ev[0] = (struct wire_event){.kind = WIRE_EV_RANGE, .stream = 1, .start_ns = t, .end_ns = t + 1000000};
-	snprintf(ev[0].name, sizeof ev[0].name, "train_step");
+	ev[0].name = "train_step";
 	ev[1] = (struct wire_event){.kind = WIRE_EV_KERNEL, .stream = 7, .start_ns = t + 1000, .end_ns = t + 21000};
-	snprintf(ev[1].name, sizeof ev[1].name, "gemm_kernel");
+	ev[1].name = "gemm_kernel";
 	ev[2] = (struct wire_event){.kind = WIRE_EV_KERNEL, .stream = 7, .start_ns = t + 30000, .end_ns = t + 32500};
-	snprintf(ev[2].name, sizeof ev[2].name, "softmax<float, \"fast\"> \\ tab\t");
+	ev[2].name = "softmax<float, \"fast\"> \\ tab\t";
 	ev[3] = (struct wire_event){.kind = WIRE_EV_COPY, .copy_kind = WIRE_COPY_H2D, .stream = 8,
 				    .start_ns = t + 40000, .end_ns = t + 140000, .bytes = 1048576};
 	ev[4] = (struct wire_event){.kind = WIRE_EV_MEMSET, .stream = 8, .start_ns = t + 150000,

@@ -135,22 +135,37 @@ static void test_long_name_cut(void **state)
 {
 	(void)state;
 	struct agg *a = agg_create();
-	char longname[WIRE_NAME_MAX + 100];
-	memset(longname, 'x', sizeof longname - 1);
-	longname[sizeof longname - 1] = '\0';
-	/* A 2-byte UTF-8 character straddling the cut is not split. */
-	longname[WIRE_NAME_MAX - 1] = (char)0xc3;
-	longname[WIRE_NAME_MAX] = (char)0xa9;
-	struct agg_kernel_rec r = kern(longname, 1, 0, 10);
-	agg_add_kernel(a, &r);
-	agg_add_kernel(a, &r);
-	assert_int_equal(agg_kernel_count(a), 1);
-	for (unsigned i = 0; i < AGG_KERNEL_SLOTS; i++) {
-		if (!a->kernels[i].used)
-			continue;
-		assert_int_equal(strlen(a->kernels[i].k.name), WIRE_NAME_MAX - 1);
-		assert_int_equal(a->kernels[i].k.launches, 2);
-	}
+	/* Two names that share their first 300 bytes (template
+	 * instantiations) are two kernels. */
+	static char n1[400], n2[400];
+	memset(n1, 'x', 300);
+	memcpy(n2, n1, 300);
+	snprintf(n1 + 300, sizeof n1 - 300, "<1>(float*)");
+	snprintf(n2 + 300, sizeof n2 - 300, "<2>(float*)");
+	struct agg_kernel_rec r1 = kern(n1, 1, 0, 10), r2 = kern(n2, 1, 0, 10);
+	agg_add_kernel(a, &r1);
+	agg_add_kernel(a, &r2);
+	agg_add_kernel(a, &r2);
+	assert_int_equal(agg_kernel_count(a), 2);
+	assert_int_equal(agg_find_kernel(a, 0, 1, n1)->launches, 1);
+	assert_int_equal(agg_find_kernel(a, 0, 1, n2)->launches, 2);
+	/* 10 KB names that differ only in their last byte: two kernels,
+	 * each kept as its fitted name (a cut and the whole name's hash). */
+	static char l1[10240], l2[10240], f1[WIRE_KERNEL_NAME_MAX + 1], f2[WIRE_KERNEL_NAME_MAX + 1];
+	memset(l1, 'y', sizeof l1 - 1);
+	memcpy(l2, l1, sizeof l2);
+	l2[sizeof l2 - 2] = 'z';
+	struct agg_kernel_rec q1 = kern(l1, 1, 0, 10), q2 = kern(l2, 1, 0, 10);
+	agg_add_kernel(a, &q1);
+	agg_add_kernel(a, &q2);
+	agg_add_kernel(a, &q2);
+	assert_int_equal(agg_kernel_count(a), 4);
+	wire_kernel_name_fit(f1, l1);
+	wire_kernel_name_fit(f2, l2);
+	assert_non_null(agg_find_kernel(a, 0, 1, f1));
+	assert_int_equal(agg_find_kernel(a, 0, 1, f1)->launches, 1);
+	assert_int_equal(agg_find_kernel(a, 0, 1, f2)->launches, 2);
+	assert_true(strlen(f1) <= WIRE_KERNEL_NAME_MAX);
 	agg_destroy(a);
 }
 
@@ -407,6 +422,45 @@ static void test_encode_topk_frames(void **state)
 	agg_destroy(a);
 }
 
+/* Long names: the default top 64 at WIRE_KERNEL_NAME_MAX go whole in one
+ * frame; a top K that would not fit WIRE_MAX_PAYLOAD folds the rest into
+ * "other" by encoded size, losing no launch. */
+static void test_encode_long_names(void **state)
+{
+	(void)state;
+	struct agg *a = agg_create();
+	struct agg_encoder *e = agg_encoder_create();
+	static char name[WIRE_KERNEL_NAME_MAX + 1];
+	uint64_t total = 0;
+	for (int i = 0; i < 300; i++) {
+		memset(name, 'n', WIRE_KERNEL_NAME_MAX);
+		snprintf(name + WIRE_KERNEL_NAME_MAX - 8, 9, "%08d", i);
+		for (int j = 0; j <= i % 7; j++) {
+			struct agg_kernel_rec r = kern(name, 1, (uint64_t)(i * 10 + j) * 2000, 1000);
+			agg_add_kernel(a, &r);
+			total++;
+		}
+	}
+	struct agg_interval iv = { .start_ns = 1, .end_ns = 2, .traced_ns = 777, .topk = 64 };
+	struct frames f = { 0 };
+	uint64_t folded = 0;
+	assert_int_equal(agg_encode(e, a, &iv, collect, &f, &folded), 0);
+	assert_int_equal(f.kernels_frames, 1);
+	assert_int_equal(f.kernel_entries, 65);
+	assert_int_equal(f.launches, total);
+	memset(&f, 0, sizeof f);
+	iv.topk = 300;
+	folded = 0;
+	assert_int_equal(agg_encode(e, a, &iv, collect, &f, &folded), 0);
+	assert_int_equal(f.kernels_frames, 1);
+	size_t fit = (WIRE_MAX_PAYLOAD - 64) / wire_entry_bytes(WIRE_KERNELS);
+	assert_true(f.kernel_entries >= fit - 1 && f.kernel_entries < 300);
+	assert_true(f.saw_other && folded > 0);
+	assert_int_equal(f.launches, total);
+	agg_encoder_destroy(e);
+	agg_destroy(a);
+}
+
 static int refuse(const uint8_t *frame, size_t len, void *user)
 {
 	(void)frame;
@@ -481,6 +535,7 @@ int main(void)
 		cmocka_unit_test(test_scope_bound),
 		cmocka_unit_test(test_merge_totals),
 		cmocka_unit_test(test_encode_topk_frames),
+		cmocka_unit_test(test_encode_long_names),
 		cmocka_unit_test(test_encode_stops_on_refusal),
 		cmocka_unit_test(test_dump_json),
 	};

@@ -135,7 +135,7 @@ struct got {
 	uint64_t events, end_total, end_dropped;
 	int ends, frames;
 	int names_other;
-	char first_name[WIRE_NAME_MAX + 1];
+	char first_name[WIRE_KERNEL_NAME_MAX + 1];
 	int refuse;
 };
 

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -138,7 +139,7 @@ static void launch_until(const struct hooks *h, int rate, int64_t until)
 }
 
 enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_EARLY, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK, MARKERS, STUCK, CAPTURE_DETACH,
-		CAPTURE_SHORT, TIMED, TIMED_NO_EXIT, SUBSCRIBES_IN_WINDOW, SUBSCRIBES_LOADED_LATE };
+		CAPTURE_SHORT, TIMED, TIMED_NO_EXIT, SUBSCRIBES_IN_WINDOW, SUBSCRIBES_LOADED_LATE, UVM_SHORT };
 
 static const struct hooks *end_hooks;
 
@@ -175,6 +176,18 @@ static int64_t case_launch_step_ns;
 static void play(enum scenario sc, struct outcome *o)
 {
 	struct hooks h;
+	if (sc == TAKEN_EARLY) {
+		/* A profiler that set CUPTI up before CUDA started had to load
+		 * CUPTI first: the application's libcupti.so, which the
+		 * library finds loaded (the stand-in under that name). */
+		static char dir[64], link_path[PATH_MAX + 64];
+		snprintf(dir, sizeof dir, "/tmp/gpulse-test-fakecupti-%d", (int)getpid());
+		snprintf(link_path, sizeof link_path, "%s/libcupti.so.13", dir);
+		mkdir(dir, 0700);
+		unlink(link_path);
+		NEED(symlink(fake_path, link_path) == 0);
+		snprintf(fake_path, sizeof fake_path, "%s", link_path);
+	}
 	load_hooks(&h);
 	o->released_ms = -1;
 	if (sc == TAKEN_BEFORE)
@@ -226,6 +239,19 @@ static void play(enum scenario sc, struct outcome *o)
 	case CONTINUOUS:
 		h.context_created();
 		launch_until(&h, 100000, clock_mono_ns() + ms(5000));
+		break;
+	case UVM_SHORT:
+		/* A program over well before the library's first tick: 256 MiB
+		 * of managed memory migrated to the device in 2 MiB steps, 64
+		 * MiB back, beside known kernels and copies. */
+		h.context_created();
+		h.launch("k_touch(float*)", 3000, 50);
+		for (int i = 0; i < 128; i++)
+			h.uvm(1, 2u << 20);
+		h.memcpy(1, 1, 1 << 20, 100000);
+		for (int i = 0; i < 32; i++)
+			h.uvm(0, 2u << 20);
+		h.launch("k_touch(float*)", 3000, 25);
 		break;
 	case PROFILER_API:
 		h.context_created();
@@ -745,9 +771,38 @@ static void test_continuous_windows(void **state)
 		assert_true(close > open || (close == 0 && i + 1 == json_array_size(log)));
 		prev_close = close;
 	}
-	/* No context-created callback without a subscriber, and no driver
-	 * here to borrow a context from: unified memory is given up. */
-	assert_int_equal(num(d, "uvm_state"), -1);
+	/* The first census window heard the first context: unified memory
+	 * is counted from there. */
+	assert_int_equal(num(d, "uvm_state"), 1);
+	json_decref(d);
+}
+
+/* Continuous mode counts unified memory from the first context: a program
+ * that migrates 256 MiB and exits before the library's first tick (a
+ * second in) reports every byte, beside exact kernel and copy counts
+ * (the first census window counts a short program whole). */
+static void test_continuous_uvm_short_program(void **state)
+{
+	(void)state;
+	struct outcome o;
+	json_t *d = run_case(UVM_SHORT, "continuous", NULL, &o);
+	assert_false(json_is_true(json_object_get(d, "stepped_aside")));
+	assert_int_equal(num(d, "uvm_state"), 1);
+	json_int_t uh = 0, ud = 0;
+	size_t i;
+	const json_t *u;
+	json_array_foreach(json_object_get(d, "uvm"), i, u) {
+		uh += num(u, "bytes_h2d");
+		ud += num(u, "bytes_d2h");
+	}
+	assert_int_equal(uh, 256 << 20);
+	assert_int_equal(ud, 64 << 20);
+	assert_int_equal(launches_of(d, "k_touch(float*)"), 75);
+	const json_t *h2d = copy_of(d, "H2D", 1);
+	assert_int_equal(num(h2d, "count"), 1);
+	assert_int_equal(num(h2d, "bytes"), 1 << 20);
+	/* No kernel tracing for it. */
+	assert_int_equal(o.end.kernel_records, 0);
 	json_decref(d);
 }
 
@@ -1298,6 +1353,7 @@ int main(void)
 		cmocka_unit_test(test_shared_buffer_set_in_time),
 		cmocka_unit_test(test_continuous_windows),
 		cmocka_unit_test(test_touches_nothing_before_first_tick),
+		cmocka_unit_test(test_continuous_uvm_short_program),
 		cmocka_unit_test(test_profiler_api_region_only),
 		cmocka_unit_test(test_steps_aside_for_profiler_there_first),
 		cmocka_unit_test(test_gives_way_to_profiler_that_comes_later),

@@ -37,7 +37,7 @@ static struct wire_event ev_of(uint8_t kind, uint32_t stream, uint64_t start, ui
 {
 	struct wire_event e = {.kind = kind, .device = 0, .stream = stream, .start_ns = T0 + start,
 			       .end_ns = T0 + start + dur};
-	snprintf(e.name, sizeof e.name, "%s", name);
+	e.name = name;
 	return e;
 }
 
@@ -139,10 +139,10 @@ static void test_caps(void **state)
 	(void)state;
 	enum { N = 2000 };
 	struct wire_event *ev = calloc(N, sizeof *ev);
-	for (int i = 0; i < N; i++) {
-		ev[i] = ev_of(WIRE_EV_KERNEL, (uint32_t)(i % 4), (uint64_t)i * 10, 5, "");
-		memset(ev[i].name, 'k', 200);
-	}
+	static char k200[201];
+	memset(k200, 'k', 200);
+	for (int i = 0; i < N; i++)
+		ev[i] = ev_of(WIRE_EV_KERNEL, (uint32_t)(i % 4), (uint64_t)i * 10, 5, k200);
 	/* The event cap. */
 	struct perfetto_meta m = {.pid = 1, .max_events = 100, .events_received = N + 50,
 				  .events_dropped_daemon = 50, .events_dropped_library = 3};

@@ -55,6 +55,25 @@ static void kernels(struct profile_agg *a, uint32_t pid, uint32_t dev, const cha
 	free(k);
 }
 
+/* `gpu="G",kernel_id="ID",kernel="NAME"` then `rest`: a per-kernel
+ * series' labels, the id from the name as wire_name_hash gives it. */
+static const char *kl(const char *gpu, const char *name, const char *rest)
+{
+	static char out[4][512];
+	static unsigned next;
+	char *o = out[next++ % 4];
+	snprintf(o, sizeof out[0], "gpu=\"%s\",kernel_id=\"%016llx\",kernel=\"%s\"%s", gpu,
+		 (unsigned long long)wire_name_hash(name), name, rest);
+	return o;
+}
+
+static bool has2(const char *text, const char *a, const char *b)
+{
+	char both[1024];
+	snprintf(both, sizeof both, "%s%s", a, b);
+	return strstr(text, both) != NULL;
+}
+
 static char *render(struct profile_agg *a, bool om)
 {
 	static struct buf b;
@@ -87,13 +106,13 @@ static void test_sums_and_exposition(void **state)
 	assert_int_equal(profile_agg_frame(a, 43, &m), GPULSE_ENOENT);
 
 	const char *text = render(a, false);
-	assert_non_null(strstr(text, "# TYPE gpulse_process_kernel_launches_total counter\n"
-				     "gpulse_process_kernel_launches_total{pid=\"42\",comm=\"python3\","
-				     "gpu=\"0\",kernel=\"gemm\"} 20\n"));
+	assert_true(has2(text, "# TYPE gpulse_process_kernel_launches_total counter\n"
+			       "gpulse_process_kernel_launches_total{pid=\"42\",comm=\"python3\",",
+			 kl("0", "gemm", "} 20\n")));
 	/* Label escaping of quotes and backslashes. */
 	assert_non_null(strstr(text, "kernel=\"relu \\\"x\\\"\\\\\"} 10\n"));
-	assert_non_null(strstr(text, "gpulse_process_kernel_seconds_total{pid=\"42\",comm=\"python3\","
-				     "gpu=\"0\",kernel=\"gemm\"} 0.002\n"));
+	assert_true(has2(text, "gpulse_process_kernel_seconds_total{pid=\"42\",comm=\"python3\",",
+			 kl("0", "gemm", "} 0.002\n")));
 	assert_non_null(strstr(text, "gpulse_process_copy_bytes_total{pid=\"42\",comm=\"python3\","
 				     "gpu=\"0\",kind=\"d2d\",pinned=\"false\"} 300\n"));
 	assert_non_null(strstr(text, "gpulse_process_traced_seconds_total{pid=\"42\",comm=\"python3\","
@@ -144,14 +163,14 @@ static void test_kernel_bounds(void **state)
 	text = render(a, false);
 	assert_non_null(strstr(text, "kernel=\"k5\"} 7\n"));
 	assert_null(strstr(text, "kernel=\"k2\""));
-	assert_non_null(strstr(text, "gpu=\"0\",kernel=\"other\"} 6\n")); /* 4 + k2's 2 */
+	assert_non_null(strstr(text, kl("0", "other", "} 6\n"))); /* 4 + k2's 2 */
 	/* A known name keeps adding, even when full. */
 	const char *n3[] = {"k1", "other"};
 	uint64_t l3[] = {10, 100}, t3[] = {10, 10};
 	kernels(a, 1, 0, n3, l3, t3, 2);
 	text = render(a, false);
-	assert_non_null(strstr(text, "gpu=\"0\",kernel=\"k1\"} 11\n"));
-	assert_non_null(strstr(text, "gpu=\"0\",kernel=\"other\"} 106\n"));
+	assert_non_null(strstr(text, kl("0", "k1", "} 11\n")));
+	assert_non_null(strstr(text, kl("0", "other", "} 106\n")));
 
 	struct profile_agg_stats st;
 	profile_agg_stats(a, &st);
@@ -167,7 +186,7 @@ static void test_kernel_bounds(void **state)
 	assert_int_equal(st.kernel_series, 5);
 	assert_int_equal(st.kernels_folded_total, 3);
 	text = render(a, false);
-	assert_non_null(strstr(text, "gpu=\"1\",kernel=\"other\"} 1\n"));
+	assert_non_null(strstr(text, kl("1", "other", "} 1\n")));
 	profile_agg_free(a);
 }
 
@@ -243,7 +262,7 @@ static void test_processes(void **state)
 	kernels(a, 2, 0, n, l, t, 1);
 	profile_agg_disconnect(a, 2, 7 * SEC);
 	assert_int_equal(profile_agg_hello(a, &h2, "two", 8 * SEC), 0);
-	assert_non_null(strstr(render(a, false), "pid=\"2\",comm=\"two\",gpu=\"0\",kernel=\"k\"} 5\n"));
+	assert_true(has2(render(a, false), "pid=\"2\",comm=\"two\",", kl("0", "k", "} 5\n")));
 	struct wire_hello h2b = hello_of(2, 999);
 	assert_int_equal(profile_agg_hello(a, &h2b, "two", 9 * SEC), 0);
 	assert_null(strstr(render(a, false), "kernel=\"k\""));
@@ -524,6 +543,67 @@ static void test_source_and_lasting_cost(void **state)
 	profile_agg_free(a);
 }
 
+/* Names that share their first 300 bytes are two kernels, each with its
+ * own kernel_id; a 2000-byte name keeps its whole text in the JSON and
+ * a label fitted to the store's 1024 bytes with the name's hash. */
+static void test_long_kernel_names(void **state)
+{
+	(void)state;
+	struct profile_agg *a;
+	struct profile_limits lim = {0};
+	assert_int_equal(profile_agg_new(&a, &lim), 0);
+	struct wire_hello h = hello_of(7, 1);
+	assert_int_equal(profile_agg_hello(a, &h, "app", 0), 0);
+	static char n1[400], n2[400], n3[2001];
+	memset(n1, 'x', 300);
+	memcpy(n2, n1, 300);
+	snprintf(n1 + 300, sizeof n1 - 300, "<1>");
+	snprintf(n2 + 300, sizeof n2 - 300, "<2>");
+	memset(n3, 'y', 2000);
+	const char *n[] = {n1, n2, n3};
+	uint64_t l[] = {1, 2, 3}, t[] = {10, 20, 30};
+	kernels(a, 7, 0, n, l, t, 3);
+	const char *text = render(a, false);
+	char want[600];
+	snprintf(want, sizeof want, "kernel_id=\"%016llx\",kernel=\"%s\"} 1\n",
+		 (unsigned long long)wire_name_hash(n1), n1);
+	assert_non_null(strstr(text, want));
+	snprintf(want, sizeof want, "kernel_id=\"%016llx\",kernel=\"%s\"} 2\n",
+		 (unsigned long long)wire_name_hash(n2), n2);
+	assert_non_null(strstr(text, want));
+	static char label[1025];
+	wire_name_fit(label, 1024, n3);
+	assert_true(strlen(label) <= 1024 && strlen(label) > 1000);
+	snprintf(want, sizeof want, "kernel_id=\"%016llx\",kernel=\"", (unsigned long long)wire_name_hash(n3));
+	const char *at = strstr(text, want);
+	assert_non_null(at);
+	assert_int_equal(strncmp(at + strlen(want), label, strlen(label)), 0);
+	assert_int_equal(at[strlen(want) + strlen(label)], '"');
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	buf_putc(&b, '{');
+	assert_int_equal(profile_agg_kernels_json(a, &b, -1, -1, 10), 0);
+	buf_putc(&b, '}');
+	json_t *j = json_loadb(b.data, b.len, 0, NULL);
+	assert_non_null(j);
+	json_t *k = json_object_get(j, "kernels");
+	size_t i, found = 0;
+	json_t *r;
+	json_array_foreach(k, i, r) {
+		const char *name = json_string_value(json_object_get(r, "kernel"));
+		if (strcmp(name, n3) == 0)
+			found++;
+		char id[17];
+		snprintf(id, sizeof id, "%016llx", (unsigned long long)wire_name_hash(name));
+		assert_string_equal(json_string_value(json_object_get(r, "kernel_id")), id);
+	}
+	assert_int_equal(found, 1);
+	assert_int_equal(json_array_size(k), 3);
+	json_decref(j);
+	buf_free(&b);
+	profile_agg_free(a);
+}
+
 static void test_names(void **state)
 {
 	(void)state;
@@ -549,6 +629,7 @@ int main(void)
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_source_and_lasting_cost),
 		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_long_kernel_names),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	return rc;

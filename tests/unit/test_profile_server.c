@@ -233,7 +233,11 @@ static void send_events(int fd, uint64_t id, uint32_t n)
 		ev[i].stream = 7;
 		ev[i].start_ns = 1000 * (i + 1);
 		ev[i].end_ns = 1000 * (i + 1) + 500;
-		snprintf(ev[i].name, sizeof ev[i].name, "k%u", i);
+		/* Names that share their first 300 bytes (template kernels). */
+		static char names[3][320];
+		memset(names[i], 'x', 300);
+		snprintf(names[i] + 300, 20, "<k%u>", i);
+		ev[i].name = names[i];
 	}
 	struct wire_msg m = {.type = WIRE_TRACE_EVENTS};
 	m.u.trace_events.capture_id = id;
@@ -294,7 +298,13 @@ static void test_session(void **state)
 	assert_int_equal(job.c.received, 3);
 	assert_int_equal(job.c.dropped_daemon, 1);
 	assert_int_equal(job.c.dropped_library, 4);
-	assert_string_equal(job.c.events[1].name, "k1");
+	/* Whole names, each its own, held in the events' one block. */
+	assert_string_equal(job.c.events[0].name + 300, "<k0>");
+	assert_string_equal(job.c.events[1].name + 300, "<k1>");
+	assert_int_equal(strlen(job.c.events[1].name), 304);
+	for (size_t i = 0; i < 2; i++)
+		assert_true(job.c.events[i].name >= (const char *)(job.c.events + 2) &&
+			    job.c.events[i].name < (const char *)(job.c.events + 2) + 2 * 305);
 	assert_string_equal(job.c.comm, "test_profile_se");
 	free(job.c.events);
 

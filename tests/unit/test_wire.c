@@ -36,6 +36,7 @@ static struct wire_copy s_copies[WIRE_COPY_KIND_COUNT];
 static struct wire_stream s_streams[2];
 static struct wire_range s_ranges[2];
 static struct wire_event s_events[WIRE_EV_KIND_COUNT];
+static char s_event_names[WIRE_EV_KIND_COUNT][WIRE_KERNEL_NAME_MAX + 1];
 
 static const struct wire_scope s_scope = {
 	.device = 3, .context = 7, .interval_start_ns = 1764441600000000000ull,
@@ -125,7 +126,8 @@ static void sample(unsigned type, struct wire_msg *m)
 			e->device = 1; e->stream = 13 + i;
 			e->start_ns = 1764441600000100000ull + i * 1000;
 			e->end_ns = e->start_ns + 500 + i; e->bytes = i == WIRE_EV_COPY ? 1 << 20 : 0;
-			snprintf(e->name, sizeof e->name, "event \"%u\"\t\\", i);
+			snprintf(s_event_names[i], sizeof s_event_names[i], "event \"%u\"\t\\", i);
+			e->name = s_event_names[i];
 		}
 		m->u.trace_events.capture_id = 0xabcdef0123ull;
 		m->u.trace_events.count = WIRE_EV_KIND_COUNT;
@@ -543,8 +545,7 @@ static size_t kernel_with_name(struct wire_msg *m, size_t n, const char *tail)
 	sample(WIRE_KERNELS, m);
 	m->u.kernels.count = 1;
 	memset(s_kernels[0].name, 'k', n);
-	/* The name array has WIRE_NAME_MAX + 1 bytes: a longer test name is
-	 * built in a bigger buffer below. */
+	/* The name array has WIRE_KERNEL_NAME_MAX + 1 bytes. */
 	snprintf(s_kernels[0].name + n, sizeof s_kernels[0].name - n, "%s", tail);
 	return wire_encode(m, frame, sizeof frame);
 }
@@ -554,35 +555,35 @@ static void test_string_bounds(void **state)
 	(void)state;
 	struct wire_msg m, d = {0};
 	/* Exactly at the bound: kept whole. */
-	kernel_with_name(&m, WIRE_NAME_MAX, "");
+	kernel_with_name(&m, WIRE_KERNEL_NAME_MAX, "");
 	encode_decode(&m, &d);
-	assert_int_equal(strlen(d.u.kernels.kernels[0].name), WIRE_NAME_MAX);
+	assert_int_equal(strlen(d.u.kernels.kernels[0].name), WIRE_KERNEL_NAME_MAX);
 
 	/* Over the bound (no NUL in the array): cut to the bound. */
 	memset(s_kernels[0].name, 'x', sizeof s_kernels[0].name);
 	encode_decode(&m, &d);
-	assert_int_equal(strlen(d.u.kernels.kernels[0].name), WIRE_NAME_MAX);
+	assert_int_equal(strlen(d.u.kernels.kernels[0].name), WIRE_KERNEL_NAME_MAX);
 
 	/* A two-byte character across the bound is dropped whole. */
 	memset(s_kernels[0].name, 'k', sizeof s_kernels[0].name);
-	s_kernels[0].name[WIRE_NAME_MAX - 1] = (char)0xc3;
-	s_kernels[0].name[WIRE_NAME_MAX] = (char)0xa9;
+	s_kernels[0].name[WIRE_KERNEL_NAME_MAX - 1] = (char)0xc3;
+	s_kernels[0].name[WIRE_KERNEL_NAME_MAX] = (char)0xa9;
 	encode_decode(&m, &d);
-	assert_int_equal(strlen(d.u.kernels.kernels[0].name), WIRE_NAME_MAX - 1);
+	assert_int_equal(strlen(d.u.kernels.kernels[0].name), WIRE_KERNEL_NAME_MAX - 1);
 	/* A three-byte character ending exactly at the bound is kept. */
-	s_kernels[0].name[WIRE_NAME_MAX - 3] = (char)0xe2;
-	s_kernels[0].name[WIRE_NAME_MAX - 2] = (char)0x82;
-	s_kernels[0].name[WIRE_NAME_MAX - 1] = (char)0xac;
-	s_kernels[0].name[WIRE_NAME_MAX] = 'z';
+	s_kernels[0].name[WIRE_KERNEL_NAME_MAX - 3] = (char)0xe2;
+	s_kernels[0].name[WIRE_KERNEL_NAME_MAX - 2] = (char)0x82;
+	s_kernels[0].name[WIRE_KERNEL_NAME_MAX - 1] = (char)0xac;
+	s_kernels[0].name[WIRE_KERNEL_NAME_MAX] = 'z';
 	encode_decode(&m, &d);
-	assert_int_equal(strlen(d.u.kernels.kernels[0].name), WIRE_NAME_MAX);
-	assert_memory_equal(d.u.kernels.kernels[0].name + WIRE_NAME_MAX - 3, "\xe2\x82\xac", 3);
+	assert_int_equal(strlen(d.u.kernels.kernels[0].name), WIRE_KERNEL_NAME_MAX);
+	assert_memory_equal(d.u.kernels.kernels[0].name + WIRE_KERNEL_NAME_MAX - 3, "\xe2\x82\xac", 3);
 	/* ... and cut whole when it straddles it. */
-	s_kernels[0].name[WIRE_NAME_MAX - 2] = (char)0xe2;
-	s_kernels[0].name[WIRE_NAME_MAX - 1] = (char)0x82;
-	s_kernels[0].name[WIRE_NAME_MAX] = (char)0xac;
+	s_kernels[0].name[WIRE_KERNEL_NAME_MAX - 2] = (char)0xe2;
+	s_kernels[0].name[WIRE_KERNEL_NAME_MAX - 1] = (char)0x82;
+	s_kernels[0].name[WIRE_KERNEL_NAME_MAX] = (char)0xac;
 	encode_decode(&m, &d);
-	assert_int_equal(strlen(d.u.kernels.kernels[0].name), WIRE_NAME_MAX - 2);
+	assert_int_equal(strlen(d.u.kernels.kernels[0].name), WIRE_KERNEL_NAME_MAX - 2);
 
 	/* Command line and lib_version at and over their bounds. */
 	sample(WIRE_HELLO, &m);
@@ -719,6 +720,53 @@ static void check_count_bound(unsigned type, uint32_t max, const char *field)
 	free(entries);
 }
 
+/* Kernel names past WIRE_KERNEL_NAME_MAX: cut on a UTF-8 boundary, with
+ * the whole name's hash, so two long names that differ only past the cut
+ * stay two; at the bound or under it, untouched. */
+static void test_kernel_name_fit(void **state)
+{
+	(void)state;
+	/* FNV-1a 64's published test vectors. */
+	assert_true(wire_name_hash("") == 0xcbf29ce484222325ull);
+	assert_true(wire_name_hash("a") == 0xaf63dc4c8601ec8cull);
+	static char a[10240], b[10240], out[WIRE_KERNEL_NAME_MAX + 1], out2[WIRE_KERNEL_NAME_MAX + 1];
+	memset(a, 'x', WIRE_KERNEL_NAME_MAX);
+	a[WIRE_KERNEL_NAME_MAX] = '\0';
+	wire_kernel_name_fit(out, a);
+	assert_string_equal(out, a);
+	/* 10 KB, the last byte differing. */
+	memset(a, 'x', sizeof a - 1);
+	a[sizeof a - 1] = '\0';
+	memcpy(b, a, sizeof b);
+	b[sizeof b - 2] = 'y';
+	/* A two-byte character across where the cut falls. */
+	size_t cut = WIRE_KERNEL_NAME_MAX - strlen(WIRE_KERNEL_HASH_SUFFIX) - 16;
+	a[cut - 1] = b[cut - 1] = (char)0xc3;
+	a[cut] = b[cut] = (char)0xa9;
+	wire_kernel_name_fit(out, a);
+	wire_kernel_name_fit(out2, b);
+	assert_true(strlen(out) <= WIRE_KERNEL_NAME_MAX);
+	assert_string_not_equal(out, out2);
+	assert_int_equal(memcmp(out, a, cut - 1), 0);
+	char want[64];
+	snprintf(want, sizeof want, WIRE_KERNEL_HASH_SUFFIX "%016llx",
+		 (unsigned long long)wire_name_hash(a));
+	assert_string_equal(out + cut - 1, want); /* the split character dropped whole */
+	/* A smaller bound (gpulsed's labels). */
+	char small[1025];
+	wire_name_fit(small, 1024, a);
+	assert_true(strlen(small) <= 1024 && strlen(small) >= 1000);
+	assert_non_null(strstr(small, want));
+	/* A fitted name survives the wire whole. */
+	struct wire_msg m, d = {0};
+	sample(WIRE_KERNELS, &m);
+	m.u.kernels.count = 1;
+	memcpy(s_kernels[0].name, out, sizeof out);
+	encode_decode(&m, &d);
+	assert_string_equal(d.u.kernels.kernels[0].name, out);
+	wire_msg_free(&d);
+}
+
 static void test_count_bounds(void **state)
 {
 	(void)state;
@@ -748,17 +796,18 @@ static void test_count_bounds(void **state)
 static void test_entry_bytes(void **state)
 {
 	(void)state;
+	struct wire_msg m0;
 	const unsigned arr[] = {WIRE_KERNELS, WIRE_COPIES, WIRE_STREAMS, WIRE_RANGES,
 				WIRE_TRACE_EVENTS};
 	for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) {
 		struct wire_msg m;
 		sample(arr[i], &m);
-		memset(s_kernels[0].name, 'n', WIRE_NAME_MAX);
-		s_kernels[0].name[WIRE_NAME_MAX] = '\0';
+		memset(s_kernels[0].name, 'n', WIRE_KERNEL_NAME_MAX);
+		s_kernels[0].name[WIRE_KERNEL_NAME_MAX] = '\0';
 		memset(s_ranges[0].name, 'n', WIRE_NAME_MAX);
 		s_ranges[0].name[WIRE_NAME_MAX] = '\0';
-		memset(s_events[0].name, 'n', WIRE_NAME_MAX);
-		s_events[0].name[WIRE_NAME_MAX] = '\0';
+		memset(s_event_names[0], 'n', WIRE_KERNEL_NAME_MAX);
+		s_event_names[0][WIRE_KERNEL_NAME_MAX] = '\0';
 		uint32_t *count = arr[i] == WIRE_KERNELS ? &m.u.kernels.count
 				: arr[i] == WIRE_COPIES ? &m.u.copies.count
 				: arr[i] == WIRE_STREAMS ? &m.u.streams.count
@@ -773,7 +822,16 @@ static void test_entry_bytes(void **state)
 	assert_int_equal(wire_entry_bytes(WIRE_HELLO), 0);
 	assert_int_equal(wire_entry_bytes(WIRE_CONFIG), 0);
 	assert_int_equal(wire_entry_bytes(1000), 0);
-	assert_true(WIRE_MAX_KERNELS * wire_entry_bytes(WIRE_KERNELS) + 36 <= WIRE_MAX_PAYLOAD);
+	/* The default top 64 kernels and "other" fit one frame with every
+	 * name at its bound (the library folds by encoded size past that). */
+	assert_true(65 * wire_entry_bytes(WIRE_KERNELS) + 36 <= WIRE_MAX_PAYLOAD);
+	/* wire_kernel_bytes is the entry's size with its name as it is. */
+	sample(WIRE_KERNELS, &m0);
+	m0.u.kernels.count = 0;
+	size_t z = wire_encode(&m0, frame, sizeof frame);
+	m0.u.kernels.count = 1;
+	snprintf(s_kernels[0].name, sizeof s_kernels[0].name, "k_short");
+	assert_int_equal(wire_encode(&m0, frame, sizeof frame) - z, wire_kernel_bytes(&s_kernels[0]));
 }
 
 /* wire_encode returns 0 when the frame does not fit, and never writes
@@ -802,17 +860,21 @@ static void test_encode_capacity(void **state)
 	m.u.kernels.kernels = NULL;
 	assert_int_equal(wire_encode(&m, frame, sizeof frame), 0);
 	/* A frame over WIRE_MAX_PAYLOAD is refused even with room for it:
-	 * 1024 events with full names are 292 KiB. */
+	 * 1024 events with full names are 4.1 MiB. */
 	struct wire_event *ev = calloc(WIRE_MAX_EVENTS, sizeof *ev);
+	static char long_name[WIRE_KERNEL_NAME_MAX + 1];
+	memset(long_name, 'e', WIRE_KERNEL_NAME_MAX);
 	for (unsigned i = 0; i < WIRE_MAX_EVENTS; i++)
-		memset(ev[i].name, 'e', WIRE_NAME_MAX);
+		ev[i].name = long_name;
 	m = (struct wire_msg){.type = WIRE_TRACE_EVENTS};
 	m.u.trace_events.events = ev;
 	m.u.trace_events.count = WIRE_MAX_EVENTS;
-	static uint8_t big[2 * FRAME_CAP];
-	assert_int_equal(wire_encode(&m, big, sizeof big), 0);
+	size_t big_cap = WIRE_HEADER_BYTES + (size_t)WIRE_MAX_EVENTS * wire_entry_bytes(WIRE_TRACE_EVENTS) + 64;
+	uint8_t *big = malloc(big_cap);
+	assert_non_null(big);
+	assert_int_equal(wire_encode(&m, big, big_cap), 0);
 	m.u.trace_events.count = (WIRE_MAX_PAYLOAD - 12) / wire_entry_bytes(WIRE_TRACE_EVENTS);
-	assert_true(wire_encode(&m, big, sizeof big) > 0);
+	assert_true(wire_encode(&m, big, big_cap) > 0);
 	free(ev);
 	/* The decoder refuses a payload over the maximum outright. */
 	struct wire_msg d = {0};
@@ -820,6 +882,7 @@ static void test_encode_capacity(void **state)
 	assert_int_equal(wire_decode(&d, WIRE_HELLO, big, WIRE_MAX_PAYLOAD + 1, err, sizeof err),
 			 GPULSE_EPARSE);
 	assert_non_null(strstr(err, "payload_len"));
+	free(big);
 }
 
 /* Decoding into the same message reuses and grows its storage. */
@@ -842,8 +905,47 @@ static void test_reuse(void **state)
 	wire_msg_free(&d);
 }
 
+static int write_file(const char *path, const uint8_t *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+		perror(path);
+		return 1;
+	}
+	return 0;
+}
+
+/* Long kernel names: two that share their first 300 bytes and one fitted
+ * from 10 KB (a cut and its hash), in KERNELS and TRACE_EVENTS frames. */
+static int write_long_names(const char *dir)
+{
+	static char full[10240];
+	memset(full, 'n', sizeof full - 1);
+	struct wire_msg m;
+	sample(WIRE_KERNELS, &m);
+	m.u.kernels.count = 3;
+	memset(s_kernels[0].name, 'k', 300);
+	memcpy(s_kernels[1].name, s_kernels[0].name, 300);
+	snprintf(s_kernels[0].name + 300, 64, "<1>(float*)");
+	snprintf(s_kernels[1].name + 300, 64, "<2>(float*)");
+	wire_kernel_name_fit(s_kernels[2].name, full);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/KERNELS-long-names.bin", dir);
+	size_t n = wire_encode(&m, frame, sizeof frame);
+	if (!n || write_file(path, frame, n))
+		return 1;
+	sample(WIRE_TRACE_EVENTS, &m);
+	wire_kernel_name_fit(s_event_names[0], full);
+	memcpy(s_event_names[1], s_kernels[0].name, sizeof s_event_names[1]);
+	snprintf(path, sizeof path, "%s/TRACE_EVENTS-long-names.bin", dir);
+	n = wire_encode(&m, frame, sizeof frame);
+	return !n || write_file(path, frame, n);
+}
+
 static int write_corpus(const char *dir)
 {
+	if (write_long_names(dir))
+		return 1;
 	for (size_t i = 0; i < N_TYPES; i++) {
 		struct wire_msg m;
 		sample(all_types[i], &m);
@@ -883,6 +985,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bad_enums),
 		cmocka_unit_test(test_rate),
 		cmocka_unit_test(test_string_bounds),
+		cmocka_unit_test(test_kernel_name_fit),
 		cmocka_unit_test(test_count_bounds),
 		cmocka_unit_test(test_entry_bytes),
 		cmocka_unit_test(test_encode_capacity),
