@@ -154,7 +154,13 @@ grep -q "a capture traces kernels exactly: on CUPTI 13.0 pid $BASIC's kernel lau
 if GPULSE_URL=$URL "$GPULSE" trace --pid 1 --seconds 1 -o "$WORK/none.json" 2>"$WORK/trace1.log"; then
 	fail "a trace of a pid with no library succeeded"
 fi
-grep -q "no process with pid 1" "$WORK/trace1.log" || fail "trace error: $(cat "$WORK/trace1.log")"
+# Said before any word of cost or tracing: gpulse trace asks gpulsed first.
+grep -q "knows no process 1 running libgpulse-inject.so" "$WORK/trace1.log" &&
+	! grep -q "dearer" "$WORK/trace1.log" || fail "trace error: $(cat "$WORK/trace1.log")"
+# gpulsed's own answer for a pid it does not know, asked directly.
+code=$(curl -s -o "$WORK/t404.json" -w '%{http_code}' "$URL/api/v1/trace?pid=1&seconds=1")
+[ "$code" = 404 ] && grep -q "no process with pid 1" "$WORK/t404.json" ||
+	fail "/api/v1/trace?pid=1: $code $(cat "$WORK/t404.json")"
 [ ! -e "$WORK/none.json" ] || fail "a failed trace wrote its file"
 
 # ---- bad frames are counted, a bad header ends the connection, the
