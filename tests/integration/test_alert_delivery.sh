@@ -124,8 +124,11 @@ for line in open(sys.argv[1]):
         assert a["status"] == "firing" and a["endsAt"].startswith("0001"), a
         assert a["startsAt"].endswith("Z") and len(a["fingerprint"]) == 16, a
 PY
-# The engine resends every second; the webhook gets each group once.
-sleep 4
+# The engine resends at every evaluation (each second); the webhook gets
+# each group once, after 4 more evaluations, however long they take.
+evals=$(metric gpulse_rule_evaluations_total)
+wait_for '[ "$(metric gpulse_rule_evaluations_total)" -ge $((evals + 4)) ]' ||
+	fail "the rules were evaluated $(($(metric gpulse_rule_evaluations_total) - evals)) times since"
 [ "$(count firing GPUWatched)" = 1 ] || fail "GPUWatched notified $(count firing GPUWatched) times (de-duplication)"
 [ "$(count firing GPUDown)" = 1 ] || fail "GPUDown notified $(count firing GPUDown) times (de-duplication)"
 # The exec hook got the same documents on stdin, in a minimal environment.

@@ -220,7 +220,9 @@ assert any(s["variant"] == "fp8" and "no fp8 kernel" in s["why"] for s in r["ski
 GPULSE_FAKE_BENCH_REALTIME=1 "$GPULSE" bench --json >"$WORK/int.json" 2>"$WORK/int.err" &
 BP=$!
 PIDS+=("$BP")
-sleep 1.5
+# Once the run is under way (the driver stand-in loaded: the handler is
+# set before), however long the start takes on a loaded machine.
+wait_for 'grep -q "libcuda\.so\.1" /proc/$BP/maps 2>/dev/null' || fail "the bench run did not start"
 kill -INT "$BP"
 rc=0
 wait "$BP" || rc=$?

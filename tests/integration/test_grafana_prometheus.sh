@@ -54,7 +54,14 @@ wait_for '[ "$(curl -s "$PROM/api/v1/query?query=gpulse_process_kernel_seconds_t
 	fail "prometheus has no kernel series"
 wait_for '[ "$(curl -s "$PROM/api/v1/query?query=gpulse_gpu_bottleneck%3D%3D1" | jcheck "len(d[\"data\"][\"result\"])==2" && echo y)" = y ]' ||
 	fail "prometheus has no diagnosis class"
-sleep 3   # a few scrapes for rate() and increase()
+# A few scrapes more for rate() and increase(): counted, not slept for
+# (a loaded machine scrapes less often than every second).
+scrapes() {
+	curl -s "$PROM/api/v1/query" --data-urlencode 'query=count_over_time(up[10m])' |
+		python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(int(float(r[0]["value"][1])) if r else 0)'
+}
+n0=$(scrapes)
+wait_for '[ "$(scrapes)" -ge $((n0 + 3)) ]' || fail "prometheus scraped $(($(scrapes) - n0)) times more, want 3"
 
 python3 "$(dirname "$0")/grafana_check.py" "$PROM" "127.0.0.1:$PORT" \
 	gpulse_bench_,gpulse_gpu_memory_temperature_celsius \

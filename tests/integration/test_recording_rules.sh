@@ -89,9 +89,8 @@ kill -HUP "$DAEMON_PID"
 wait_for '[ "$(metric gpulse_config_reloads_total "result=\"failure\"")" = 1 ]' || fail "failed reload not counted"
 grep -Eq 'rules/power.yml:[0-9]+:[0-9]+' "$WORK/rules.log" || fail "no FILE:LINE:COL in the log"
 before=$(metric gpulse_rule_evaluations_total 'power"')
-sleep 2.5
-after=$(metric gpulse_rule_evaluations_total 'power"')
-[ "${after%.*}" -gt "${before%.*}" ] || fail "the old rules stopped after a failed reload"
+wait_for 'after=$(metric gpulse_rule_evaluations_total "power\""); [ "${after%.*}" -gt "${before%.*}" ]' ||
+	fail "the old rules stopped after a failed reload"
 q /api/v1/rules | jcheck 'd["data"]["groups"][0]["rules"][0]["name"]=="job:power:avg2s"' || fail "old rules replaced"
 kill "$DAEMON_PID"
 wait "$DAEMON_PID" || true

@@ -76,8 +76,12 @@ raw1=$(curl -s "$PROM/api/v1/query" --data-urlencode 'query=count_over_time(gpul
 raw2=$(curl -s "$PROM/api/v1/query" --data-urlencode 'query=count_over_time(gpulse_gpu_power_watts{gpu="0"}[5m])' |
 	python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else 0)')
 [ "$raw2" != 0 ] || fail "no raw samples of GPU 0 while its alert fired"
-# The same alerts at both ends, a few seconds after the faults.
+# The same alerts at both ends, a few seconds after the faults (time for
+# one to fire at one end only), once what the edge sent has reached the
+# central Prometheus and been evaluated there (how long that takes is
+# the machine's speed).
 sleep 3
+wait_for '[ "$(firing "$URL")" = "$(firing "$PROM")" ]' || true
 edge=$(firing "$URL") central=$(firing "$PROM")
 echo "edge:    $edge"
 echo "central: $central"

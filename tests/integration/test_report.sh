@@ -88,9 +88,8 @@ before=$(metric gpulse_storage_samples_appended_total)
 check "$WORK/db.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["source"]["kind"]=="store", d["source"]' "$WORK/db.json" ||
 	fail "--db source kind"
-sleep 2
-after=$(metric gpulse_storage_samples_appended_total)
-[ "$after" -gt "$before" ] || fail "gpulsed stopped storing after the --db report ($before -> $after)"
+wait_for '[ "$(metric gpulse_storage_samples_appended_total)" -gt "$before" ]' ||
+	fail "gpulsed stopped storing after the --db report ($before -> $(metric gpulse_storage_samples_appended_total))"
 [ "$(metric gpulse_storage_errors_total)" = 0 ] || fail "storage errors after the --db report"
 has /healthz '^ok' || fail "gpulsed not healthy after the --db report"
 

@@ -63,13 +63,25 @@ export GPULSE_FAKE_NVML_PROCESSES="4242:1024:30"
 # store must also have held before T0_MS, and /metrics must export again
 # every name of BASE it exported then.
 cat >"$WORK/check.py" <<'PY'
-import json, math, re, sys, time, urllib.parse, urllib.request
+import json, math, re, sys, time, urllib.error, urllib.parse, urllib.request
 url, prom, t0, base, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 line = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]')
 
+deadline = time.time() + 90
+
 def get(u):
-    with urllib.request.urlopen(u, timeout=10) as r:
-        return r.read().decode()
+    # A request that times out or is refused is asked again until the
+    # deadline: on a loaded machine a query over every name of the last
+    # minute may take longer than any one timeout (the check polls a
+    # condition; how fast the daemon answers is not what it checks).
+    while True:
+        try:
+            with urllib.request.urlopen(u, timeout=30) as r:
+                return r.read().decode()
+        except (OSError, urllib.error.URLError) as e:  # timeouts, 5xx, refused
+            if time.time() > deadline:
+                sys.exit(f"{u}: {e}")
+            time.sleep(0.5)
 
 def exported():
     return {m.group(1) for l in get(url + "/metrics").splitlines() if (m := line.match(l))}
@@ -94,7 +106,6 @@ else:
     if held:
         sys.exit(f"the store did not hold these before the restart: {sorted(held)}")
 
-deadline = time.time() + 90
 while True:
     exp = exported()
     gone = sorted(want_exp - exp) if want_exp is not None else []

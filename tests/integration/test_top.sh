@@ -360,11 +360,18 @@ print("graph columns at start: %d, %.1f s after start" % (cols, elapsed))
 sys.exit(0 if cols > elapsed + 2 else 1)
 PY
 # And one that outlives a restart: down, then up again on the same port.
-kill -TERM "${PIDS[-1]}"
+# The next gpulsed starts once this one has exited: while it still holds
+# the port and the store (a loaded machine stops it slowly), the next one
+# could not start, and top had nothing to reconnect to.
+gone=${PIDS[-1]}
+kill -TERM "$gone"
 wait_screen back 'disconnected' 10 || { dump back; fail "no 'disconnected' (second time)"; }
+wait_for '! kill -0 "$gone" 2>/dev/null' || fail "the restarted gpulsed did not stop"
 "$GPULSED" --listen "127.0.0.1:$PORT" --config "$WORK/g.yml" --nvml-library "$FAKE_NVML" \
 	2>>"$WORK/again.log" &
 PIDS+=($!)
+wait_for 'curl -sf --max-time 1 "$URL/healthz" >/dev/null' ||
+	fail "gpulsed did not start again: $(tail -n 5 "$WORK/again.log")"
 wait_screen_gone back 'disconnected' 15 || { dump back; fail "top did not reconnect"; }
 wait_screen back '^GPU 0 NVIDIA' || { dump back; fail "no GPU header after reconnecting"; }
 keys back q
