@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# GPU check of two library behaviours (not in CI: needs a GPU, nvcc and
+# PyTorch): a program of well under a second that migrates 256 MiB of
+# managed memory reports its unified-memory bytes in continuous mode as in
+# full mode (tests/gpu/inject_uvm_short.cu), and every kernel name
+# torch.profiler prints for some PyTorch ops is in the library's dump,
+# whole (tests/gpu/inject_torch_names.py).
+#   tests/gpu/inject_names_uvm.sh LIBGPULSE_INJECT.so OUTDIR
+set -u
+L=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+OUT=$2
+mkdir -p "$OUT"
+cd "$(dirname "$0")"
+nvcc -O2 -arch=sm_90 -o "$OUT/inject_uvm_short" inject_uvm_short.cu || exit 1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+for m in full continuous; do
+	env CUDA_INJECTION64_PATH="$L" GPULSE_MODE=$m GPULSE_INJECT_DUMP="$OUT/uvm-$m.json" \
+		GPULSE_SOCKET=/nonexistent/inject.sock "$OUT/inject_uvm_short"
+	python3 - "$OUT/uvm-$m.json" $m <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); u = d["uvm"]
+print(sys.argv[2], "uvm_state", d.get("uvm_state"), "h2d", sum(x["bytes_h2d"] for x in u),
+      "d2h", sum(x["bytes_d2h"] for x in u), "cpu_faults", sum(x["cpu_page_faults"] for x in u),
+      "gpu_faults", sum(x["gpu_page_faults"] for x in u),
+      "kernels", [(k["name"], k["launches"]) for k in d["kernels"]])
+PY
+done
+CUDA_INJECTION64_PATH="$L" GPULSE_MODE=full GPULSE_INJECT_DUMP="$OUT/names-gpulse.json" \
+	GPULSE_SOCKET=/nonexistent/inject.sock python3 inject_torch_names.py ops 2>"$OUT/names-gpulse.log"
+python3 inject_torch_names.py prof "$OUT/names-torch.json" 2>"$OUT/names-torch.log"
+python3 - "$OUT/names-gpulse.json" "$OUT/names-torch.json" <<'PY'
+import json, sys
+g = {k["name"] for k in json.load(open(sys.argv[1]))["kernels"]}
+t = json.load(open(sys.argv[2]))
+miss = [n for n in t if n not in g]
+print("torch.profiler names", len(t), "gpulse names", len(g), "matched whole", len(t) - len(miss))
+print("longest", max(len(n) for n in t))
+for n in miss: print("MISSING", n[:300])
+for n in sorted(t, key=len)[-3:]: print("EXAMPLE", len(n), n[:400])
+sys.exit(1 if miss else 0)
+PY

@@ -1,0 +1,22 @@
+// tests/gpu/inject_names_uvm.sh: a program of well under a second: 256 MiB of
+// managed memory written on the host, read by a kernel (H2D migration), read
+// back on the host (D2H), then it exits.
+#include <cstdio>
+#include <cuda_runtime.h>
+__global__ void touch(float *p, size_t n) {
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	for (; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] += 1.0f;
+}
+int main() {
+	size_t bytes = 256ull << 20, n = bytes / sizeof(float);
+	float *p;
+	if (cudaMallocManaged(&p, bytes) != cudaSuccess) return 1;
+	for (size_t i = 0; i < n; i++) p[i] = 1.0f;       // on the host
+	touch<<<1024, 256>>>(p, n);                        // migrates to the GPU
+	cudaDeviceSynchronize();
+	double s = 0;
+	for (size_t i = 0; i < n; i += 1024) s += p[i];   // back to the host
+	printf("sum %.0f\n", s);
+	cudaFree(p);
+	return 0;
+}
