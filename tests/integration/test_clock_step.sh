@@ -52,8 +52,10 @@ SH
 chmod +x "$GPULSED"
 start_daemon clock --config "$WORK/gpulsed.yml" --replay "$REC"
 
-# gpulsed's wall clock now, in seconds.
-now_s() { echo $(($(date +%s) + base + $1)); }
+# gpulsed's wall clock now, in seconds: the real clock (date without the
+# clock stages' libfaketime, which would add the base offset twice) plus
+# the base offset plus $1.
+now_s() { echo $(($(env -u LD_PRELOAD date +%s) + base + $1)); }
 # stored S : how many samples of the recording rule's series the store
 # holds (over the last hour of gpulsed's clock, and the minute ahead).
 stored() {
