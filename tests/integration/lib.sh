@@ -151,6 +151,13 @@ has() {
 	grep -Eq -- "$2" <<<"$body"
 }
 
+# ASAN_OPTIONS for a gpulsed started with a library preloaded (libfaketime):
+# under ASan its runtime refuses to come after another preload unless told
+# the order is intended. The suite's own options are kept.
+preload_asan_options() {
+	echo "${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+}
+
 # metric NAME [MATCH...] : prints the value of the first sample of NAME
 # whose line contains every MATCH (e.g. 'gpu="0"' 'tier="fast"'), or
 # nothing. The exposition is fetched whole first: awk leaving early must

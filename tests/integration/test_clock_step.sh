@@ -45,9 +45,7 @@ GPULSED="$WORK/gpulsed-faketime"
 cat >"$GPULSED" <<SH
 #!/bin/sh
 unset FAKETIME
-# Under ASan libfaketime is preloaded ahead of the sanitizer's runtime,
-# which it refuses unless told the order is intended.
-export ASAN_OPTIONS="\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}verify_asan_link_order=0"
+export ASAN_OPTIONS="$(preload_asan_options)"
 export LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_CACHE_DURATION=0 \
 	FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0
 exec "$real" "\$@"

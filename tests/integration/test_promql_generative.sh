@@ -63,7 +63,7 @@ if [ -z "$FAKETIME_LIB" ]; then
 	echo "SKIP: libfaketime not installed"
 	exit 77
 fi
-LD_PRELOAD="$FAKETIME_LIB" FAKETIME="-3600s" FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 \
+ASAN_OPTIONS="$(preload_asan_options)" LD_PRELOAD="$FAKETIME_LIB" FAKETIME="-3600s" FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 \
 	start_daemon collect --config "$WORK/gpulse.yml" --replay "$REC" --replay-speed 1
 count_prom() {
 	curl -s "$PROM/api/v1/query" --data-urlencode 'query=count(last_over_time({__name__=~".+"}[2h]))' |
