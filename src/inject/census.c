@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "calib.h"
 #include "str.h"
 
 #define OTHER_NAME AGG_OTHER_NAME
@@ -166,22 +167,16 @@ uint64_t census_means_count(const struct census_means *m, const char *key, uint3
 	return i < 0 || !m->m[i].used ? 0 : m->m[i].n;
 }
 
-double census_offset_floors(int cc_major, double configured, int *measured)
+double census_offset_floors(double configured, const struct calib_result *cal, const char **source)
 {
-	static const struct { int major; double floors; } table[] = {
-		{9, 1.78}, /* H200, 2026-12-04: see census.h */
-	};
-	int from_table = 0;
+	const char *src = "model";
 	double f = 2.0;
-	if (configured >= 0) {
-		f = configured;
-	} else {
-		for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-			if (table[i].major == cc_major)
-				f = table[i].floors, from_table = 1;
-	}
-	if (measured)
-		*measured = from_table;
+	if (configured >= 0)
+		f = configured, src = "configured";
+	else if (cal && cal->ok)
+		f = cal->floors, src = "calibrated";
+	if (source)
+		*source = src;
 	return f;
 }
 

@@ -118,13 +118,13 @@ uint64_t census_means_count(const struct census_means *m, const char *key, uint3
 /* How many floors (the GPU's step from one event to the next, met back to
  * back: a held sample's f -> a) to take off a held sample's interval for
  * the launch's and the end event's own steps. `configured` >= 0
- * (GPULSE_SAMPLE_OFFSET) wins; else a figure measured against a full
- * trace for the device's compute capability (bench/sample_offset.cu; the
- * H200, sm_90: 1.78, its intercept over spin kernels of 1-20 us, 2282 ns
- * against a floor of 1280 ns, 2026-12-04), and 2 elsewhere: one step each,
- * which on the H200 took 0.15-0.35 us too much off every sample. *measured
- * (may be NULL) says whether the figure came from a measurement. */
-double census_offset_floors(int cc_major, double configured, int *measured);
+ * (GPULSE_SAMPLE_OFFSET) wins; else the device's calibration (calib.h,
+ * measured in the process on the GPU at hand) when it succeeded; else 2:
+ * one step each, the model, which on the H200 took 0.15-0.35 us too much
+ * off every sample. *source (may be NULL) says which: "configured",
+ * "calibrated" or "model". No figure is kept per GPU model. */
+struct calib_result;
+double census_offset_floors(double configured, const struct calib_result *cal, const char **source);
 
 /* Move the interval's census into `out` and clear `c`. */
 void census_take(struct census *c, struct census *out);

@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -35,6 +36,7 @@
 
 #include "agg.h"
 #include "capture.h"
+#include "calib.h"
 #include "census.h"
 #include "inject_client.h"
 #include "clock.h"
@@ -195,7 +197,10 @@ static struct {
 	uint64_t samples_lost;            /* timed launches whose events failed or timed out */
 	uint64_t samples_ambiguous;       /* timed launches left out: see census_poll_samples */
 	double offset_floors;             /* floors taken off the last device's held samples */
-	int offset_measured;              /* ... a figure measured for its architecture, not the model */
+	const char *offset_source;        /* ... whence: census_offset_floors */
+	struct calib_result calib;        /* the last device's calibration (calib.h) */
+	int calib_tried;                  /* ... was asked for */
+	uint64_t calib_ns;                /* the library thread's time calibrating */
 	/* Holding an idle stream while a sampled launch is submitted (see
 	 * census_time_start): one word of pinned, device-mapped host memory
 	 * per pair, which its stream waits on. */
@@ -864,8 +869,8 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
 				 const void *data)
 {
 	(void)user;
-	if (g.exited || g.is_fork_child)
-		return;
+	if (g.exited || g.is_fork_child || calib_this_thread())
+		return; /* the calibration's own launches are not the application's */
 	if (domain == CUPTI_CB_DOMAIN_NVTX) {
 		const CUpti_NvtxData *d = data;
 		switch (cbid) {
@@ -1446,22 +1451,26 @@ out:
 }
 
 /* The floors a held sample of device `dev` (CUPTI's id, the CUDA
- * ordinal) holds besides its kernel (census_offset_floors), by its compute
- * capability, asked once per device. Library thread only. */
+ * ordinal) holds besides its kernel (census_offset_floors): the device's
+ * calibration (calib.h), measured once per device the first time one of
+ * its samples is read. Library thread only. */
 static double offset_floors(uint32_t dev)
 {
 	enum { DEVS = 64 };
 	static double floors[DEVS];
 	static bool asked[DEVS];
-	if (dev >= DEVS)
-		return census_offset_floors(-1, g.cfg.offset_floors, NULL);
+	if (g.cfg.offset_floors >= 0 || dev >= DEVS || (g.cfg.skip & INJECT_SKIP_CALIBRATE)) {
+		g.offset_floors = census_offset_floors(g.cfg.offset_floors, NULL, &g.offset_source);
+		return g.offset_floors;
+	}
 	if (!asked[dev]) {
-		int major = -1;
-		CUdevice d;
-		if (!drv.device_get || !drv.device_attr || drv.device_get(&d, (int)dev) != CUDA_SUCCESS ||
-		    drv.device_attr(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d) != CUDA_SUCCESS)
-			major = -1;
-		floors[dev] = census_offset_floors(major, g.cfg.offset_floors, &g.offset_measured);
+		struct calib_result r;
+		int64_t t0 = clock_mono_ns();
+		calib_measure((int)dev, &r);
+		g.calib_ns += (uint64_t)(clock_mono_ns() - t0);
+		floors[dev] = census_offset_floors(-1, &r, &g.offset_source);
+		g.calib = r;
+		g.calib_tried = 1;
 		g.offset_floors = floors[dev];
 		asked[dev] = true;
 	}
@@ -1495,7 +1504,7 @@ static void census_poll_samples(int64_t now)
 				hold_release(i, e->hold_seq);
 			todo[n].a = e->a, todo[n].b = st == 2 ? e->b : NULL, todo[n].f = e->f;
 			todo[n].slot = e->slot, todo[n].key = e->key, todo[n].t_ns = e->t_ns;
-			todo[n].context = e->context;
+			todo[n].context = e->context, todo[n].device = e->device;
 			todo[n].idle = e->idle, todo[n].host_gap_ns = e->host_gap_ns;
 			todo[n].start_done_at_exit = e->start_done_at_exit;
 			todo[n].hold_seq = atomic_load(&e->late) ? 0 : e->hold_seq;
@@ -1507,6 +1516,7 @@ static void census_poll_samples(int64_t now)
 	if (!n)
 		return;
 	uint64_t dur[EVPAIRS_MAX], floor_ns[EVPAIRS_MAX];
+	double off_floors[EVPAIRS_MAX];
 	int done[EVPAIRS_MAX]; /* 1 timed, -1 lost, -2 left out, 0 not yet */
 	for (unsigned j = 0; j < n; j++) {
 		done[j] = -1;
@@ -1540,6 +1550,10 @@ static void census_poll_samples(int64_t now)
 				floor_ns[j] = (uint64_t)((double)fm * 1e6);
 		}
 	}
+	/* Outside the lock: a device's first sample calibrates it (a few
+	 * milliseconds), and launches meanwhile must not miss the lock. */
+	for (unsigned j = 0; j < n; j++)
+		off_floors[j] = done[j] == 1 ? offset_floors(todo[j].device) : 0;
 	pthread_mutex_lock(&g.cmu);
 	for (unsigned j = 0; j < n; j++) {
 		struct evpair *e = &g.evpairs[idx[j]];
@@ -1555,7 +1569,7 @@ static void census_poll_samples(int64_t now)
 			 * end event, each near what one event takes after
 			 * another (the floor): how many floors, by the
 			 * device (offset_floors). */
-			uint64_t off = g.floor_n ? (uint64_t)(offset_floors(todo[j].device) * (double)g.floor_ns /
+			uint64_t off = g.floor_n ? (uint64_t)(off_floors[j] * (double)g.floor_ns /
 								  (double)g.floor_n + 0.5)
 						 : 0;
 			if (g.sample_log)
@@ -2413,9 +2427,20 @@ static void write_dump(void)
 	 * their own timings up with them); close 0: still open. */
 	size_t o2 = strlen(extra);
 	/* The floors off a held sample, beside the census's figures. */
-	o2 += (size_t)snprintf(extra + o2, sizeof extra - o2,
-			       ", \"sample_offset\": {\"offset_floors\": %.2f, \"offset_measured\": %s}",
-			       g.offset_floors, g.offset_measured ? "true" : "false");
+	{
+		const struct calib_result *c = &g.calib;
+		/* why: the library's own words, with no quote or backslash. */
+		o2 += (size_t)snprintf(extra + o2, sizeof extra - o2,
+				       ", \"sample_offset\": {\"offset_floors\": %.3f, \"source\": \"%s\", "
+				       "\"calibration\": {\"tried\": %s, \"ok\": %s, \"why\": \"%s\", "
+				       "\"offset_ns\": %.1f, \"floor_ns\": %.1f, \"floors\": %.3f, "
+				       "\"spread_ns\": %.1f, \"slope\": %.4f, \"timer_step_ns\": %.0f, "
+				       "\"samples\": %u, \"took_ns\": %llu}}",
+				       g.offset_floors, g.offset_source ? g.offset_source : "none",
+				       g.calib_tried ? "true" : "false", c->ok ? "true" : "false", c->why, c->offset_ns,
+				       c->floor_ns, c->floors, c->spread_ns, isfinite(c->slope) ? c->slope : 0.0,
+				       c->timer_step_ns, c->samples, (unsigned long long)g.calib_ns);
+	}
 	/* Other objects' subscribe calls sent here, and subscriptions given
 	 * back to another profiler. */
 	o2 += (size_t)snprintf(extra + o2, sizeof extra - o2,

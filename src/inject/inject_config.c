@@ -193,6 +193,7 @@ sock_done:
 				{"probe", INJECT_SKIP_PROBE}, {"sync", INJECT_SKIP_SYNC},
 				{"copies", INJECT_SKIP_COPIES}, {"perthread", INJECT_SKIP_PERTHREAD}, {"hold", INJECT_SKIP_HOLD},
 				{"samples", INJECT_SKIP_SAMPLES}, {"interpose", INJECT_SKIP_INTERPOSE},
+				{"calibrate", INJECT_SKIP_CALIBRATE},
 			};
 			size_t i = 0;
 			while (i < sizeof parts / sizeof parts[0] && strcmp(t, parts[i].name) != 0)

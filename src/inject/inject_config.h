@@ -51,6 +51,7 @@ struct inject_config {
 #define INJECT_SKIP_HOLD   64u  /* time idle streams' samples unheld */
 #define INJECT_SKIP_SAMPLES 128u /* no event-timed samples: counts only */
 #define INJECT_SKIP_INTERPOSE 256u /* leave other objects' cuptiSubscribe calls alone */
+#define INJECT_SKIP_CALIBRATE 512u /* no calibration launches: held samples lose the model's 2 floors */
 
 /* Parse "continuous", "profiler-api", "nvtx:NAME", "full", "off". 0 or
  * GPULSE_EINVAL. */

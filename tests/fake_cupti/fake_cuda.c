@@ -15,6 +15,14 @@
  * remembered, so a test can ask whether each was let go. A test may give
  * the device a compute capability (cuDeviceGetAttribute answers only
  * then) and a launch step other than an event's (fake_cuda_set_device).
+ * The library's calibration (src/inject/calib_cuda.c) runs on a stream of
+ * its own (cuStreamCreate: a second queue, run beside the first as the
+ * GPU runs two streams) and launches its kernel through cuLaunchKernel:
+ * the kernel takes the launch step, then spins for the time it is asked,
+ * and writes the "%globaltimer" it read at the start and at the end (this
+ * file's clock) and a timer step of FAKE_CUDA_TIMER_NS. A held sample
+ * there reads launch step + spin + 1 step: its offset is launch step + 1
+ * step, which the calibration finds.
  *
  * Types are spelled out rather than taken from cuda.h, whose macros
  * rename the entry points this file must export under their real names. */
@@ -47,8 +55,28 @@ API int cuStreamQuery_ptsz(void *stream);
 API int cuStreamWaitValue32_v2(void *stream, uint64_t addr, uint32_t value, unsigned flags);
 API int cuStreamWaitValue32_v2_ptsz(void *stream, uint64_t addr, uint32_t value, unsigned flags);
 API int cuMemHostAlloc(void **p, size_t n, unsigned flags);
+API int cuMemFreeHost(void *p);
+API int cuDevicePrimaryCtxGetState(int dev, unsigned *flags, int *active);
+API int cuDevicePrimaryCtxRetain(void **ctx, int dev);
+API int cuDevicePrimaryCtxRelease_v2(int dev);
+API int cuCtxPushCurrent_v2(void *ctx);
+API int cuCtxPopCurrent_v2(void **ctx);
+API int cuThreadExchangeStreamCaptureMode(int *mode);
+API int cuModuleLoadData(void **mod, const void *image);
+API int cuModuleGetFunction(void **fn, void *mod, const char *name);
+API int cuModuleUnload(void *mod);
+API int cuMemAlloc_v2(uint64_t *p, size_t n);
+API int cuMemFree_v2(uint64_t p);
+API int cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n);
+API int cuStreamCreate(void **stream, unsigned flags);
+API int cuStreamDestroy_v2(void *stream);
+API int cuStreamSynchronize(void *stream);
+API int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+		       unsigned bz, unsigned shared, void *stream, void **params, void **extra);
+API void fake_cuda_calibration(int *kernels, int *left);
 
 #define FAKE_CUDA_STEP_NS 1000
+#define FAKE_CUDA_TIMER_NS 32
 #define FAKE_CUDA_WAITS   4096
 
 enum { OK = 0, NOT_READY = 600, INVALID = 1 };
@@ -61,20 +89,25 @@ struct event {
 
 enum { ITEM_EVENT, ITEM_KERNEL, ITEM_WAIT };
 #define QUEUE 8192
+enum { STREAMS = 2 }; /* 0: the application's (any stream it names); 1: one cuStreamCreate made */
 
 static struct {
 	pthread_mutex_t mu;
 	int64_t kernel_ns;
 	int cc_major;                   /* 0: cuDeviceGetAttribute fails */
-	int64_t launch_step_ns;         /* 0: an event's step */
-	int64_t gpu;                    /* the stream's clock: when it is free */
-	struct item {
-		int kind;
-		int64_t at;             /* enqueued */
-		struct event *ev;
-		int wait;
-	} q[QUEUE];
-	unsigned head, tail;            /* q[head % QUEUE] .. q[(tail - 1) % QUEUE] */
+	int64_t launch_step_ns;         /* 0: an event's */
+	struct queue {
+		int64_t gpu;            /* the stream's clock: when it is free */
+		struct item {
+			int kind;
+			int64_t at;     /* enqueued */
+			struct event *ev;
+			int wait;
+			int64_t spin;   /* a calibration kernel's: its spin; -1 the application's */
+			uint64_t *out;  /* ... where it writes its stamps */
+		} q[QUEUE];
+		unsigned head, tail; /* q[head % QUEUE] .. q[(tail - 1) % QUEUE] */
+	} s[STREAMS];
 	uint64_t dropped;               /* kernels not queued: the queue was full */
 	struct {
 		volatile uint32_t *addr;
@@ -83,6 +116,8 @@ static struct {
 	} waits[FAKE_CUDA_WAITS];
 	int nwaits;
 	int events_live;                /* created and not destroyed */
+	int created;                    /* streams, modules, device memory made and not released */
+	int calibrations;               /* calibration kernels run */
 } fc = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static int64_t now_ns(void)
@@ -97,36 +132,53 @@ static int released(int w)
 	return (int32_t)(__atomic_load_n(fc.waits[w].addr, __ATOMIC_ACQUIRE) - fc.waits[w].value) >= 0;
 }
 
-/* Under mu: run the queue as far as it goes now. */
+static int stream_index(void *stream)
+{
+	return stream == (void *)&fc.s[1] ? 1 : 0;
+}
+
+/* Under mu: run the queues as far as they go now. */
 static void run(void)
 {
 	int64_t now = now_ns();
-	for (; fc.head != fc.tail; fc.head++) {
-		struct item *it = &fc.q[fc.head % QUEUE];
-		if (it->kind == ITEM_WAIT && !released(it->wait))
-			return;
-		int64_t start = fc.gpu > it->at ? fc.gpu : it->at;
-		if (it->kind == ITEM_WAIT) {
-			fc.gpu = start > now ? start : now; /* seen let go now */
-			fc.waits[it->wait].let_go = now;
-		} else if (it->kind == ITEM_EVENT) {
-			fc.gpu = start + FAKE_CUDA_STEP_NS;
-			it->ev->t = fc.gpu;
-			it->ev->done = 1;
-		} else {
-			fc.gpu = start + (fc.launch_step_ns ? fc.launch_step_ns : FAKE_CUDA_STEP_NS) + fc.kernel_ns;
+	for (int k = 0; k < STREAMS; k++) {
+		struct queue *s = &fc.s[k];
+		for (; s->head != s->tail; s->head++) {
+			struct item *it = &s->q[s->head % QUEUE];
+			if (it->kind == ITEM_WAIT && !released(it->wait))
+				break;
+			int64_t start = s->gpu > it->at ? s->gpu : it->at;
+			int64_t step = fc.launch_step_ns ? fc.launch_step_ns : FAKE_CUDA_STEP_NS;
+			if (it->kind == ITEM_WAIT) {
+				s->gpu = start > now ? start : now; /* seen let go now */
+				fc.waits[it->wait].let_go = now;
+			} else if (it->kind == ITEM_EVENT) {
+				s->gpu = start + FAKE_CUDA_STEP_NS;
+				it->ev->t = s->gpu;
+				it->ev->done = 1;
+			} else if (it->spin >= 0) {
+				s->gpu = start + step + it->spin;
+				it->out[0] = (uint64_t)(start + step);
+				it->out[1] = (uint64_t)s->gpu;
+				it->out[2] = FAKE_CUDA_TIMER_NS;
+				fc.calibrations++;
+			} else {
+				s->gpu = start + step + fc.kernel_ns;
+			}
 		}
 	}
 }
 
 /* Under mu. */
-static int enqueue(int kind, struct event *ev, int wait)
+static int enqueue(int stream, int kind, struct event *ev, int wait, int64_t spin, uint64_t *out)
 {
 	run();
-	if (fc.tail - fc.head >= QUEUE)
+	struct queue *s = &fc.s[stream];
+	if (s->tail - s->head >= QUEUE)
 		return 0;
-	fc.q[fc.tail % QUEUE] = (struct item){ .kind = kind, .at = now_ns(), .ev = ev, .wait = wait };
-	fc.tail++;
+	s->q[s->tail % QUEUE] =
+		(struct item){ .kind = kind, .at = now_ns(), .ev = ev, .wait = wait, .spin = spin, .out = out };
+	s->tail++;
 	run();
 	return 1;
 }
@@ -136,7 +188,7 @@ static int enqueue(int kind, struct event *ev, int wait)
 API void fake_cuda_launched(void)
 {
 	pthread_mutex_lock(&fc.mu);
-	if (!enqueue(ITEM_KERNEL, NULL, 0))
+	if (!enqueue(0, ITEM_KERNEL, NULL, 0, -1, NULL))
 		fc.dropped++;
 	pthread_mutex_unlock(&fc.mu);
 }
@@ -234,11 +286,10 @@ API int cuEventDestroy_v2(void *ev)
 
 static int record(void *ev, void *stream)
 {
-	(void)stream;
 	struct event *e = ev;
 	pthread_mutex_lock(&fc.mu);
 	e->done = 0;
-	int ok = enqueue(ITEM_EVENT, e, 0);
+	int ok = enqueue(stream_index(stream), ITEM_EVENT, e, 0, -1, NULL);
 	pthread_mutex_unlock(&fc.mu);
 	return ok ? OK : INVALID;
 }
@@ -293,10 +344,10 @@ API int cuStreamIsCapturing_ptsz(void *stream, int *status)
 
 static int query(void *stream)
 {
-	(void)stream;
 	pthread_mutex_lock(&fc.mu);
 	run();
-	int busy = fc.head != fc.tail || fc.gpu > now_ns();
+	const struct queue *s = &fc.s[stream_index(stream)];
+	int busy = s->head != s->tail || s->gpu > now_ns();
 	pthread_mutex_unlock(&fc.mu);
 	return busy ? NOT_READY : OK;
 }
@@ -313,7 +364,6 @@ API int cuStreamQuery_ptsz(void *stream)
 
 static int wait_value(void *stream, uint64_t addr, uint32_t value, unsigned flags)
 {
-	(void)stream;
 	if (flags != 0) /* only CU_STREAM_WAIT_VALUE_GEQ is modelled */
 		return INVALID;
 	pthread_mutex_lock(&fc.mu);
@@ -324,7 +374,7 @@ static int wait_value(void *stream, uint64_t addr, uint32_t value, unsigned flag
 		fc.waits[w].value = value;
 		fc.waits[w].at = now_ns();
 		fc.waits[w].let_go = 0;
-		if (enqueue(ITEM_WAIT, NULL, w)) {
+		if (enqueue(stream_index(stream), ITEM_WAIT, NULL, w, -1, NULL)) {
 			fc.nwaits++;
 			r = OK;
 		}
@@ -348,4 +398,163 @@ API int cuMemHostAlloc(void **p, size_t n, unsigned flags)
 	(void)flags;
 	*p = calloc(1, n);
 	return *p ? OK : INVALID;
+}
+
+API int cuMemFreeHost(void *p)
+{
+	free(p);
+	return OK;
+}
+
+/* The primary context: active once the test has told a compute
+ * capability (the timed cases), as an application's would be. */
+API int cuDevicePrimaryCtxGetState(int dev, unsigned *flags, int *active)
+{
+	pthread_mutex_lock(&fc.mu);
+	*active = dev == 0 && fc.cc_major != 0;
+	pthread_mutex_unlock(&fc.mu);
+	*flags = 0;
+	return dev == 0 ? OK : INVALID;
+}
+
+static int primary_ctx;
+
+API int cuDevicePrimaryCtxRetain(void **ctx, int dev)
+{
+	*ctx = &primary_ctx;
+	return dev == 0 ? OK : INVALID;
+}
+
+API int cuDevicePrimaryCtxRelease_v2(int dev)
+{
+	return dev == 0 ? OK : INVALID;
+}
+
+API int cuCtxPushCurrent_v2(void *ctx)
+{
+	return ctx == &primary_ctx ? OK : INVALID;
+}
+
+API int cuCtxPopCurrent_v2(void **ctx)
+{
+	if (ctx)
+		*ctx = &primary_ctx;
+	return OK;
+}
+
+API int cuThreadExchangeStreamCaptureMode(int *mode)
+{
+	*mode = 0;
+	return OK;
+}
+
+static void made(int d)
+{
+	pthread_mutex_lock(&fc.mu);
+	fc.created += d;
+	pthread_mutex_unlock(&fc.mu);
+}
+
+/* The module: any PTX naming gpulse_calibrate. */
+static int module_tag;
+
+API int cuModuleLoadData(void **mod, const void *image)
+{
+	if (!image || !strstr(image, ".entry gpulse_calibrate("))
+		return INVALID;
+	*mod = &module_tag;
+	made(1);
+	return OK;
+}
+
+API int cuModuleGetFunction(void **fn, void *mod, const char *name)
+{
+	if (mod != &module_tag || strcmp(name, "gpulse_calibrate") != 0)
+		return INVALID;
+	*fn = &module_tag;
+	return OK;
+}
+
+API int cuModuleUnload(void *mod)
+{
+	if (mod != &module_tag)
+		return INVALID;
+	made(-1);
+	return OK;
+}
+
+API int cuMemAlloc_v2(uint64_t *p, size_t n)
+{
+	void *m = calloc(1, n);
+	*p = (uint64_t)(uintptr_t)m;
+	if (m)
+		made(1);
+	return m ? OK : INVALID;
+}
+
+API int cuMemFree_v2(uint64_t p)
+{
+	free((void *)(uintptr_t)p);
+	made(-1);
+	return OK;
+}
+
+API int cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n)
+{
+	pthread_mutex_lock(&fc.mu);
+	run();
+	memcpy(dst, (const void *)(uintptr_t)src, n);
+	pthread_mutex_unlock(&fc.mu);
+	return OK;
+}
+
+API int cuStreamCreate(void **stream, unsigned flags)
+{
+	(void)flags;
+	*stream = &fc.s[1];
+	made(1);
+	return OK;
+}
+
+API int cuStreamDestroy_v2(void *stream)
+{
+	if (stream != &fc.s[1])
+		return INVALID;
+	made(-1);
+	return OK;
+}
+
+API int cuStreamSynchronize(void *stream)
+{
+	for (;;) {
+		if (query(stream) == OK)
+			return OK;
+		struct timespec ts = {0, 20000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+API int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+		       unsigned bz, unsigned shared, void *stream, void **params, void **extra)
+{
+	(void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)extra;
+	if (fn != &module_tag || !params)
+		return INVALID;
+	uint64_t out = *(uint64_t *)params[0];
+	int64_t spin = (int64_t)*(unsigned long long *)params[1];
+	pthread_mutex_lock(&fc.mu);
+	int ok = enqueue(stream_index(stream), ITEM_KERNEL, NULL, 0, spin, (uint64_t *)(uintptr_t)out);
+	pthread_mutex_unlock(&fc.mu);
+	return ok ? OK : INVALID;
+}
+
+/* How many calibration kernels ran, and how many of the streams, modules
+ * and device buffers the calibration made are not released. */
+API void fake_cuda_calibration(int *kernels, int *left)
+{
+	pthread_mutex_lock(&fc.mu);
+	run();
+	*kernels = fc.calibrations;
+	*left = fc.created;
+	pthread_mutex_unlock(&fc.mu);
 }

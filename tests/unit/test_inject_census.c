@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "agg.h"
+#include "calib.h"
 #include "census.h"
 
 static const uint32_t grid[3] = { 64, 1, 1 }, block[3] = { 128, 1, 1 };
@@ -315,23 +316,77 @@ static void test_pool_forgets_and_bounds(void **state)
 	free(p);
 }
 
-/* Take hands the interval over and leaves the census empty. */
-/* The floors off a held sample: the setting wins; sm_90 has the figure
- * measured on the H200; any other architecture (or none known) the
- * model's two, said to be unmeasured. */
+/* The floors off a held sample: the setting wins; then the device's
+ * calibration when it succeeded; else the model's two. No figure by GPU
+ * model: a calibration that failed is not replaced by one. */
 static void test_offset_floors(void **state)
 {
 	(void)state;
-	int measured = -1;
-	assert_true(census_offset_floors(9, -1, &measured) == 1.78);
-	assert_int_equal(measured, 1);
-	assert_true(census_offset_floors(8, -1, &measured) == 2.0);
-	assert_int_equal(measured, 0);
-	assert_true(census_offset_floors(-1, -1, &measured) == 2.0);
-	assert_int_equal(measured, 0);
-	assert_true(census_offset_floors(9, 2.5, &measured) == 2.5);
-	assert_int_equal(measured, 0);
-	assert_true(census_offset_floors(9, 0, NULL) == 0);
+	const char *src = NULL;
+	struct calib_result ok = {.ok = 1, .floors = 1.37}, bad = {.ok = 0, .floors = 1.37};
+	assert_true(census_offset_floors(-1, &ok, &src) == 1.37);
+	assert_string_equal(src, "calibrated");
+	assert_true(census_offset_floors(-1, &bad, &src) == 2.0);
+	assert_string_equal(src, "model");
+	assert_true(census_offset_floors(-1, NULL, &src) == 2.0);
+	assert_string_equal(src, "model");
+	assert_true(census_offset_floors(2.5, &ok, &src) == 2.5);
+	assert_string_equal(src, "configured");
+	assert_true(census_offset_floors(0, NULL, NULL) == 0);
+}
+
+/* Calibration samples of a GPU whose held interval is the kernel's span
+ * plus 1900 ns, with a floor of 1200 ns, a 32 ns timer and +-40 ns of
+ * noise: the fit finds 1900 ns, 1.58 floors, slope 1. */
+static void fill_samples(struct calib_sample *s, unsigned n, double offset, double slope, double step)
+{
+	for (unsigned i = 0; i < n; i++) {
+		double span = (double)calib_spin_ns[i % CALIB_SPINS] + 20;
+		double noise = (double)((int)(i * 37 % 9) - 4) * 10; /* -40..40 */
+		s[i] = (struct calib_sample){.ab_ns = span * slope + offset + noise,
+					     .fa_ns = 1200 + noise / 4,
+					     .span_ns = span,
+					     .timer_step_ns = step};
+	}
+}
+
+static void test_calib_fit(void **state)
+{
+	(void)state;
+	enum { N = CALIB_SPINS * CALIB_PER_SPIN };
+	struct calib_sample s[N];
+	struct calib_result r;
+	fill_samples(s, N, 1900, 1.0, 32);
+	calib_fit(s, N, &r);
+	assert_true(r.ok);
+	if (fabs(r.offset_ns - 1900) > 15 || fabs(r.floors - 1900.0 / 1200) > 0.02 || fabs(r.slope - 1) > 0.001 ||
+	    r.spread_ns > 45 || r.timer_step_ns != 32 || r.samples != N)
+		fail_msg("offset %.1f floors %.3f slope %.4f spread %.1f step %.0f n %u", r.offset_ns, r.floors,
+			 r.slope, r.spread_ns, r.timer_step_ns, r.samples);
+	/* A 1 us timer cannot measure a step of about a microsecond. */
+	fill_samples(s, N, 1900, 1.0, 1000);
+	calib_fit(s, N, &r);
+	assert_false(r.ok);
+	assert_non_null(strstr(r.why, "globaltimer steps by 1000 ns"));
+	/* A timer that never moved: refused too. */
+	fill_samples(s, N, 1900, 1.0, 0);
+	calib_fit(s, N, &r);
+	assert_false(r.ok);
+	/* The interval not growing with the span: the events do not bracket
+	 * the kernel (slope 0.5). */
+	fill_samples(s, N, 1900, 0.5, 32);
+	calib_fit(s, N, &r);
+	assert_false(r.ok);
+	assert_non_null(strstr(r.why, "slope 0.5"));
+	/* A negative offset (the interval shorter than the span inside). */
+	fill_samples(s, N, -300, 1.0, 32);
+	calib_fit(s, N, &r);
+	assert_false(r.ok);
+	/* Too few launches came back. */
+	fill_samples(s, N, 1900, 1.0, 32);
+	calib_fit(s, N / 2 - 1, &r);
+	assert_false(r.ok);
+	assert_non_null(strstr(r.why, "calibration launches came back"));
 }
 
 static void test_take_clears(void **state)
@@ -357,6 +412,7 @@ int main(void)
 		cmocka_unit_test(test_bound_folds_into_other),
 		cmocka_unit_test(test_take_clears),
 		cmocka_unit_test(test_offset_floors),
+		cmocka_unit_test(test_calib_fit),
 		cmocka_unit_test(test_pool_weighs_windows_by_time),
 		cmocka_unit_test(test_pool_carries_fractions),
 		cmocka_unit_test(test_pool_forgets_and_bounds),

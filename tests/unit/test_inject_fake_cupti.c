@@ -18,6 +18,7 @@
  * the stand-in were not built (no CUPTI headers). */
 #include <dlfcn.h>
 #include <limits.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +34,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "calib.h"
 #include "clock.h"
 #include "inject_test.h"
 #include "wire.h"
@@ -161,6 +163,7 @@ struct outcome {
 	int64_t cuda_longest_ns;      /* the longest a stream waited */
 	int profiler_rc;              /* the other profiler's cuptiSubscribe */
 	int profiler_heard;           /* launches its callback heard */
+	int calib_kernels, calib_left; /* the driver stand-in's calibration kernels run, and what is left of it */
 };
 
 /* The driver stand-in's device for the timed cases: a compute capability
@@ -330,6 +333,10 @@ static void play(enum scenario sc, struct outcome *o)
 					break;
 				NEED(clock_mono_ns() < until);
 			}
+			void (*calib)(int *, int *);
+			*(void **)(&calib) = dlsym(cuda, "fake_cuda_calibration");
+			NEED(calib);
+			calib(&o->calib_kernels, &o->calib_left);
 			/* Then until the library's thread has read every sample:
 			 * it destroys a timed launch's events once read. */
 			for (until = clock_mono_ns() + ms(30000); events_live() > 0; usleep(2000))
@@ -1092,10 +1099,11 @@ static void test_timed_samples(void **state)
 	if (mean < 4800 || mean > 5300)
 		fail_msg("k_loop's sampled mean %lld ns, want 5000 (%lld samples, %lld held)", (long long)mean,
 			 (long long)num(c, "floor_n"), (long long)holds);
-	/* A device that tells no compute capability gets the model's two. */
+	/* A device whose primary context reads inactive is not calibrated:
+	 * the model's two. */
 	const json_t *so = json_object_get(d, "sample_offset");
 	assert_true(json_number_value(json_object_get(so, "offset_floors")) == 2.0);
-	assert_true(json_is_false(json_object_get(so, "offset_measured")));
+	assert_string_equal(json_string_value(json_object_get(so, "source")), "model");
 	/* Past its first 32 timed launches a kernel is timed one launch in
 	 * 16 x 32 of those the windows heard: far fewer samples than one in
 	 * 32 (which would give about twice what this allows). */
@@ -1107,18 +1115,23 @@ static void test_timed_samples(void **state)
 
 /* k_loop's sampled mean in a timed case (the stand-in's 5 us kernel) with
  * `env` set (may be NULL) on a stand-in device of compute capability
- * `cc_major` and launch step `step_ns` (0: none told, an event's), and the
- * floors the census took off. */
-static json_int_t timed_mean(char *env, int cc_major, int64_t step_ns, double *floors, int *measured)
+ * `cc_major` (0: none told, and its primary context reads inactive) and
+ * launch step `step_ns` (0: an event's), the floors the census took off
+ * and whence (`source`, 32 bytes), and the dump's calibration object's
+ * `offset_ns` into *cal_offset_ns (-1 without one). */
+static json_int_t timed_mean(char *env, int cc_major, int64_t step_ns, double *floors, char *source,
+			     double *cal_offset_ns, struct outcome *o)
 {
-	struct outcome o;
 	case_env = env, case_cc_major = cc_major, case_launch_step_ns = step_ns;
-	json_t *d = run_case(TIMED, "continuous", "50%", &o);
+	json_t *d = run_case(TIMED, "continuous", "50%", o);
 	case_env = NULL, case_cc_major = 0, case_launch_step_ns = 0;
 	const json_t *so = json_object_get(d, "sample_offset");
 	assert_non_null(so);
 	*floors = json_number_value(json_object_get(so, "offset_floors"));
-	*measured = json_is_true(json_object_get(so, "offset_measured"));
+	snprintf(source, 32, "%s", json_string_value(json_object_get(so, "source")));
+	const json_t *cal = json_object_get(so, "calibration");
+	*cal_offset_ns = json_is_true(json_object_get(cal, "ok")) ? json_number_value(json_object_get(cal, "offset_ns"))
+								 : -1;
 	json_int_t mean = -1;
 	size_t i;
 	json_t *v;
@@ -1131,20 +1144,51 @@ static json_int_t timed_mean(char *env, int cc_major, int64_t step_ns, double *f
 	return mean;
 }
 
-/* An sm_90 device takes 1.78 floors off, the figure measured on the H200
- * against a full trace: on a stand-in whose launch step is 0.78 of an
- * event's (1 us), a held sample reads 6.78 us and the kernel's 5 us come
- * back; with two floors they would read 4.78. */
-static void test_timed_samples_by_architecture(void **state)
+/* The offset is measured in the process, on the device at hand: the
+ * library's calibration kernel through the held path finds the stand-in's
+ * launch step + one event step whatever the launch step is (0.4, 0.78 and
+ * 2.5 of an event's step here), and the kernel's 5 us come back. With
+ * the model's two floors they would read 4.4, 4.78 and 6.5 us; with the
+ * H200's 1.78 that the library once kept for every sm_90 device, 4.62,
+ * 5.0 and 6.72. Everything the calibration made is released. */
+static void test_timed_samples_calibrated(void **state)
 {
 	(void)state;
-	double floors;
-	int measured;
-	json_int_t mean = timed_mean(NULL, 9, 780, &floors, &measured);
-	assert_true(floors == 1.78);
-	assert_true(measured);
-	if (mean < 4900 || mean > 5200)
-		fail_msg("k_loop's sampled mean %lld ns on sm_90, want 5000", (long long)mean);
+	static const int64_t steps[] = {400, 780, 2500};
+	for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+		double floors, cal;
+		char source[32];
+		struct outcome o;
+		json_int_t mean = timed_mean(NULL, 9, steps[k], &floors, source, &cal, &o);
+		double want = (double)(steps[k] + 1000) / 1000;
+		if (strcmp(source, "calibrated") != 0 || fabs(floors - want) > 0.02 ||
+		    fabs(cal - (double)(steps[k] + 1000)) > 20)
+			fail_msg("launch step %lld: %.3f floors (%s), calibration %.0f ns; want %.2f calibrated",
+				 (long long)steps[k], floors, source, cal, want);
+		if (mean < 4900 || mean > 5200)
+			fail_msg("launch step %lld: k_loop's sampled mean %lld ns, want 5000", (long long)steps[k],
+				 (long long)mean);
+		if (o.calib_kernels < CALIB_LAUNCHES || o.calib_left != 0)
+			fail_msg("launch step %lld: %d calibration kernels, %d of its objects left",
+				 (long long)steps[k], o.calib_kernels, o.calib_left);
+	}
+}
+
+/* A device whose primary context is not active is not calibrated (none is
+ * ever made active for it): the model's two floors, and the dump says why. */
+static void test_timed_samples_uncalibrated(void **state)
+{
+	(void)state;
+	double floors, cal;
+	char source[32];
+	struct outcome o;
+	json_int_t mean = timed_mean(NULL, 0, 0, &floors, source, &cal, &o);
+	assert_true(floors == 2.0);
+	assert_string_equal(source, "model");
+	assert_true(cal < 0);
+	assert_int_equal(o.calib_kernels, 0);
+	if (mean < 4800 || mean > 5300)
+		fail_msg("k_loop's sampled mean %lld ns, want 5000", (long long)mean);
 }
 
 /* GPULSE_SAMPLE_OFFSET wins over the device's figure: three floors off
@@ -1153,11 +1197,13 @@ static void test_timed_samples_configured_offset(void **state)
 {
 	(void)state;
 	static char off[] = "GPULSE_SAMPLE_OFFSET=3";
-	double floors;
-	int measured;
-	json_int_t mean = timed_mean(off, 9, 0, &floors, &measured);
+	double floors, cal;
+	char source[32];
+	struct outcome o;
+	json_int_t mean = timed_mean(off, 9, 0, &floors, source, &cal, &o);
 	assert_true(floors == 3.0);
-	assert_false(measured);
+	assert_string_equal(source, "configured");
+	assert_int_equal(o.calib_kernels, 0); /* not calibrated when told */
 	if (mean < 3800 || mean > 4300)
 		fail_msg("k_loop's sampled mean %lld ns with 3 floors off, want 4000", (long long)mean);
 }
@@ -1377,7 +1423,8 @@ int main(void)
 		cmocka_unit_test(test_capture_over_socket),
 		cmocka_unit_test(test_capture_of_short_program),
 		cmocka_unit_test(test_timed_samples),
-		cmocka_unit_test(test_timed_samples_by_architecture),
+		cmocka_unit_test(test_timed_samples_calibrated),
+		cmocka_unit_test(test_timed_samples_uncalibrated),
 		cmocka_unit_test(test_timed_samples_configured_offset),
 		cmocka_unit_test(test_timed_hold_without_exit),
 		cmocka_unit_test(test_drops_counted),

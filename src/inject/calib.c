@@ -1,0 +1,68 @@
+/* The fit of calibration samples (calib.h): plain arithmetic, apart from
+ * the CUDA calls of calib_cuda.c so that the unit tests check it. */
+#include "calib.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const unsigned long long calib_spin_ns[CALIB_SPINS] = {0, 2000, 6000, 16000};
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The q-quantile of v[0..n) (sorted here), by linear interpolation. */
+static double quantile(double *v, unsigned n, double q)
+{
+	qsort(v, n, sizeof *v, cmp_double);
+	double pos = q * (double)(n - 1);
+	unsigned i = (unsigned)pos;
+	double frac = pos - (double)i;
+	return i + 1 < n ? v[i] + frac * (v[i + 1] - v[i]) : v[i];
+}
+
+void calib_fit(const struct calib_sample *s, unsigned n, struct calib_result *r)
+{
+	memset(r, 0, sizeof *r);
+	r->samples = n;
+	if (n < CALIB_SPINS * CALIB_PER_SPIN / 2) {
+		snprintf(r->why, sizeof r->why, "%u of %u calibration launches came back", n,
+			 CALIB_SPINS * CALIB_PER_SPIN);
+		return;
+	}
+	double d[CALIB_SPINS * CALIB_PER_SPIN], f[CALIB_SPINS * CALIB_PER_SPIN];
+	if (n > sizeof d / sizeof d[0])
+		n = sizeof d / sizeof d[0];
+	double sx = 0, sy = 0, sxx = 0, sxy = 0, step = 0;
+	for (unsigned i = 0; i < n; i++) {
+		d[i] = s[i].ab_ns - s[i].span_ns;
+		f[i] = s[i].fa_ns;
+		sx += s[i].span_ns, sy += s[i].ab_ns;
+		sxx += s[i].span_ns * s[i].span_ns, sxy += s[i].span_ns * s[i].ab_ns;
+		if (s[i].timer_step_ns > 0 && (step == 0 || s[i].timer_step_ns < step))
+			step = s[i].timer_step_ns;
+	}
+	r->timer_step_ns = step;
+	double den = (double)n * sxx - sx * sx;
+	r->slope = den > 0 ? ((double)n * sxy - sx * sy) / den : NAN;
+	r->offset_ns = quantile(d, n, 0.5);
+	r->spread_ns = (quantile(d, n, 0.75) - quantile(d, n, 0.25)) / 2;
+	r->floor_ns = quantile(f, n, 0.5);
+	if (step == 0 || step > CALIB_TIMER_RES_MAX_NS)
+		snprintf(r->why, sizeof r->why, "the GPU's %%globaltimer steps by %.0f ns (at most %.0f wanted)",
+			 step, CALIB_TIMER_RES_MAX_NS);
+	else if (!(r->slope >= 0.9 && r->slope <= 1.1))
+		snprintf(r->why, sizeof r->why,
+			 "the held interval does not follow the kernel's span (slope %.3f, want 0.9-1.1)", r->slope);
+	else if (!(r->offset_ns > 0) || !(r->floor_ns > 0))
+		snprintf(r->why, sizeof r->why, "offset %.0f ns over a floor of %.0f ns: not both positive",
+			 r->offset_ns, r->floor_ns);
+	else {
+		r->floors = r->offset_ns / r->floor_ns;
+		r->ok = 1;
+	}
+}

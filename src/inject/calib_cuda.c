@@ -1,0 +1,251 @@
+/* calib_measure (calib.h): the calibration kernel launched through the
+ * held path on a stream of the library's own. The driver's functions are
+ * looked up in the libcuda.so.1 the application loaded (never loaded
+ * here). */
+#include "calib.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* One thread: %globaltimer as it starts, spin until `spin` ns have passed
+ * by it, %globaltimer as it ends, and the smallest non-zero step it saw
+ * (all ones when none): three words at `out`. PTX, compiled by the
+ * driver for the GPU at hand; sm_75 is the oldest CUDA 13 runs on. */
+static const char calib_ptx[] =
+	".version 6.4\n"
+	".target sm_75\n"
+	".address_size 64\n"
+	".visible .entry gpulse_calibrate(.param .u64 out, .param .u64 spin)\n"
+	"{\n"
+	"	.reg .pred %p<3>;\n"
+	"	.reg .b64 %rd<12>;\n"
+	"	ld.param.u64 %rd1, [out];\n"
+	"	ld.param.u64 %rd2, [spin];\n"
+	"	cvta.to.global.u64 %rd1, %rd1;\n"
+	"	mov.u64 %rd3, %globaltimer;\n"
+	"	mov.u64 %rd4, %rd3;\n"
+	"	mov.u64 %rd7, -1;\n"
+	"SPIN:\n"
+	"	mov.u64 %rd5, %globaltimer;\n"
+	"	sub.u64 %rd6, %rd5, %rd4;\n"
+	"	setp.ne.u64 %p1, %rd6, 0;\n"
+	"	min.u64 %rd8, %rd7, %rd6;\n"
+	"	selp.u64 %rd7, %rd8, %rd7, %p1;\n"
+	"	mov.u64 %rd4, %rd5;\n"
+	"	sub.u64 %rd9, %rd5, %rd3;\n"
+	"	setp.lt.u64 %p2, %rd9, %rd2;\n"
+	"	@%p2 bra SPIN;\n"
+	"	st.global.u64 [%rd1], %rd3;\n"
+	"	st.global.u64 [%rd1+8], %rd5;\n"
+	"	st.global.u64 [%rd1+16], %rd7;\n"
+	"	ret;\n"
+	"}\n";
+
+static _Thread_local int in_calib;
+
+int calib_this_thread(void)
+{
+	return in_calib;
+}
+
+static struct {
+	__typeof__(cuDeviceGet) *device_get;
+	__typeof__(cuDevicePrimaryCtxGetState) *primary_state;
+	__typeof__(cuDevicePrimaryCtxRetain) *primary_retain;
+	__typeof__(cuDevicePrimaryCtxRelease) *primary_release;
+	__typeof__(cuCtxPushCurrent) *push;
+	__typeof__(cuCtxPopCurrent) *pop;
+	__typeof__(cuThreadExchangeStreamCaptureMode) *capture_mode;
+	__typeof__(cuModuleLoadData) *module_load;
+	__typeof__(cuModuleGetFunction) *module_function;
+	__typeof__(cuModuleUnload) *module_unload;
+	__typeof__(cuMemAlloc) *mem_alloc;
+	__typeof__(cuMemFree) *mem_free;
+	__typeof__(cuMemcpyDtoH) *copy_dtoh;
+	__typeof__(cuMemHostAlloc) *host_alloc;
+	__typeof__(cuMemFreeHost) *host_free;
+	__typeof__(cuStreamCreate) *stream_create;
+	__typeof__(cuStreamDestroy) *stream_destroy;
+	__typeof__(cuStreamSynchronize) *stream_sync;
+	__typeof__(cuStreamWaitValue32) *wait_value;
+	__typeof__(cuEventCreate) *event_create;
+	__typeof__(cuEventRecord) *event_record;
+	__typeof__(cuEventElapsedTime) *event_elapsed;
+	__typeof__(cuEventDestroy) *event_destroy;
+	__typeof__(cuLaunchKernel) *launch;
+} d;
+
+static const char *load(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	if (!h)
+		return "libcuda.so.1 is not loaded";
+	static const struct { const char *name; void **fn; } fns[] = {
+		{"cuDeviceGet", (void **)&d.device_get},
+		{"cuDevicePrimaryCtxGetState", (void **)&d.primary_state},
+		{"cuDevicePrimaryCtxRetain", (void **)&d.primary_retain},
+		{"cuDevicePrimaryCtxRelease_v2", (void **)&d.primary_release},
+		{"cuCtxPushCurrent_v2", (void **)&d.push},
+		{"cuCtxPopCurrent_v2", (void **)&d.pop},
+		{"cuThreadExchangeStreamCaptureMode", (void **)&d.capture_mode},
+		{"cuModuleLoadData", (void **)&d.module_load},
+		{"cuModuleGetFunction", (void **)&d.module_function},
+		{"cuModuleUnload", (void **)&d.module_unload},
+		{"cuMemAlloc_v2", (void **)&d.mem_alloc},
+		{"cuMemFree_v2", (void **)&d.mem_free},
+		{"cuMemcpyDtoH_v2", (void **)&d.copy_dtoh},
+		{"cuMemHostAlloc", (void **)&d.host_alloc},
+		{"cuMemFreeHost", (void **)&d.host_free},
+		{"cuStreamCreate", (void **)&d.stream_create},
+		{"cuStreamDestroy_v2", (void **)&d.stream_destroy},
+		{"cuStreamSynchronize", (void **)&d.stream_sync},
+		{"cuStreamWaitValue32_v2", (void **)&d.wait_value},
+		{"cuEventCreate", (void **)&d.event_create},
+		{"cuEventRecord", (void **)&d.event_record},
+		{"cuEventElapsedTime_v2", (void **)&d.event_elapsed},
+		{"cuEventDestroy_v2", (void **)&d.event_destroy},
+		{"cuLaunchKernel", (void **)&d.launch},
+	};
+	for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+		*fns[i].fn = dlsym(h, fns[i].name);
+		if (!*fns[i].fn && strcmp(fns[i].name, "cuEventElapsedTime_v2") == 0)
+			*fns[i].fn = dlsym(h, "cuEventElapsedTime");
+		if (!*fns[i].fn)
+			return fns[i].name; /* named in the reason */
+	}
+	return NULL;
+}
+
+/* The launches, in a context already current. Returns the samples kept
+ * (after the warm-up) or -1 with *why set. */
+static int run(struct calib_sample *out, const char **why)
+{
+	CUmodule mod = NULL;
+	CUfunction fn = NULL;
+	CUdeviceptr stamps = 0;
+	uint32_t *flag = NULL;
+	CUstream st = NULL;
+	CUevent f = NULL, a = NULL, b = NULL;
+	int kept = -1;
+	uint64_t host[CALIB_LAUNCHES][3];
+	float fa[CALIB_LAUNCHES], ab[CALIB_LAUNCHES];
+	if (d.module_load(&mod, calib_ptx) != CUDA_SUCCESS) {
+		*why = "the driver did not compile the calibration kernel";
+		goto out;
+	}
+	if (d.module_function(&fn, mod, "gpulse_calibrate") != CUDA_SUCCESS ||
+	    d.mem_alloc(&stamps, sizeof host) != CUDA_SUCCESS ||
+	    d.host_alloc((void **)&flag, sizeof *flag, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) !=
+		    CUDA_SUCCESS ||
+	    d.stream_create(&st, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+	    d.event_create(&f, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+	    d.event_create(&a, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+	    d.event_create(&b, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+		*why = "the calibration's module, memory, stream or events could not be made";
+		goto out;
+	}
+	*flag = 0;
+	for (unsigned i = 0; i < CALIB_LAUNCHES; i++) {
+		/* The held path of census_time_start: the stream waits on a
+		 * word, then the floor event, the start event, the kernel and
+		 * the end event are queued, then the word lets it go. */
+		unsigned long long spin = calib_spin_ns[i % CALIB_SPINS];
+		CUdeviceptr slot = stamps + (CUdeviceptr)(i * sizeof host[0]);
+		void *args[] = {&slot, &spin};
+		uint32_t seq = i + 1;
+		int ok = d.wait_value(st, (CUdeviceptr)(uintptr_t)flag, seq, CU_STREAM_WAIT_VALUE_GEQ) ==
+				 CUDA_SUCCESS &&
+			 d.event_record(f, st) == CUDA_SUCCESS && d.event_record(a, st) == CUDA_SUCCESS &&
+			 d.launch(fn, 1, 1, 1, 1, 1, 1, 0, st, args, NULL) == CUDA_SUCCESS &&
+			 d.event_record(b, st) == CUDA_SUCCESS;
+		__atomic_store_n(flag, seq, __ATOMIC_RELEASE);
+		if (!ok || d.stream_sync(st) != CUDA_SUCCESS || d.event_elapsed(&fa[i], f, a) != CUDA_SUCCESS ||
+		    d.event_elapsed(&ab[i], a, b) != CUDA_SUCCESS) {
+			*why = "a calibration launch failed";
+			goto out;
+		}
+	}
+	if (d.copy_dtoh(host, stamps, sizeof host) != CUDA_SUCCESS) {
+		*why = "the calibration's stamps could not be read";
+		goto out;
+	}
+	kept = 0;
+	for (unsigned i = CALIB_WARMUP; i < CALIB_LAUNCHES; i++) {
+		if (host[i][1] < host[i][0] || fa[i] < 0 || ab[i] < 0)
+			continue;
+		out[kept].ab_ns = (double)ab[i] * 1e6;
+		out[kept].fa_ns = (double)fa[i] * 1e6;
+		out[kept].span_ns = (double)(host[i][1] - host[i][0]);
+		out[kept].timer_step_ns = host[i][2] == UINT64_MAX ? 0 : (double)host[i][2];
+		kept++;
+	}
+out:
+	if (flag)
+		__atomic_store_n(flag, UINT32_MAX, __ATOMIC_RELEASE); /* nothing left waiting */
+	if (st) {
+		d.stream_sync(st);
+		d.stream_destroy(st);
+	}
+	if (f)
+		d.event_destroy(f);
+	if (a)
+		d.event_destroy(a);
+	if (b)
+		d.event_destroy(b);
+	if (stamps)
+		d.mem_free(stamps);
+	if (flag)
+		d.host_free(flag);
+	if (mod)
+		d.module_unload(mod);
+	return kept;
+}
+
+int calib_measure(int ordinal, struct calib_result *r)
+{
+	memset(r, 0, sizeof *r);
+	const char *missing = load();
+	if (missing) {
+		snprintf(r->why, sizeof r->why, "the driver offers no %s", missing);
+		return 0;
+	}
+	CUdevice dev;
+	unsigned flags = 0;
+	int active = 0;
+	if (d.device_get(&dev, ordinal) != CUDA_SUCCESS ||
+	    d.primary_state(dev, &flags, &active) != CUDA_SUCCESS || !active) {
+		snprintf(r->why, sizeof r->why, "device %d's primary context is not active", ordinal);
+		return 0;
+	}
+	CUcontext ctx = NULL, popped = NULL;
+	if (d.primary_retain(&ctx, dev) != CUDA_SUCCESS) {
+		snprintf(r->why, sizeof r->why, "device %d's primary context could not be retained", ordinal);
+		return 0;
+	}
+	struct calib_sample s[CALIB_SPINS * CALIB_PER_SPIN];
+	int n = -1;
+	const char *why = "the context could not be made current";
+	if (d.push(ctx) == CUDA_SUCCESS) {
+		/* Relaxed: a graph the application captures meanwhile (in
+		 * global mode) is not broken by this thread's calls, which
+		 * touch none of its streams. */
+		CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+		int exchanged = d.capture_mode(&mode) == CUDA_SUCCESS;
+		in_calib = 1;
+		n = run(s, &why);
+		in_calib = 0;
+		if (exchanged)
+			d.capture_mode(&mode);
+		d.pop(&popped);
+	}
+	d.primary_release(dev);
+	if (n < 0) {
+		snprintf(r->why, sizeof r->why, "%s", why);
+		return 0;
+	}
+	calib_fit(s, (unsigned)n, r);
+	return r->ok;
+}
