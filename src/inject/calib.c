@@ -25,7 +25,8 @@ static double quantile(double *v, unsigned n, double q)
 	return i + 1 < n ? v[i] + frac * (v[i + 1] - v[i]) : v[i];
 }
 
-void calib_fit(const struct calib_sample *s, unsigned n, struct calib_result *r)
+void calib_fit(const struct calib_sample *s, unsigned n, const double *gaps, unsigned npairs,
+	       struct calib_result *r)
 {
 	memset(r, 0, sizeof *r);
 	r->samples = n;
@@ -34,7 +35,15 @@ void calib_fit(const struct calib_sample *s, unsigned n, struct calib_result *r)
 			 CALIB_SPINS * CALIB_PER_SPIN);
 		return;
 	}
-	double d[CALIB_SPINS * CALIB_PER_SPIN], f[CALIB_SPINS * CALIB_PER_SPIN];
+	if (npairs < CALIB_PAIRS / 2) {
+		snprintf(r->why, sizeof r->why, "%u of %u calibration pairs came back", npairs, CALIB_PAIRS);
+		return;
+	}
+	double d[CALIB_SPINS * CALIB_PER_SPIN], f[CALIB_SPINS * CALIB_PER_SPIN], gp[CALIB_PAIRS];
+	if (npairs > CALIB_PAIRS)
+		npairs = CALIB_PAIRS;
+	memcpy(gp, gaps, npairs * sizeof *gp);
+	r->gap_ns = quantile(gp, npairs, 0.5);
 	if (n > sizeof d / sizeof d[0])
 		n = sizeof d / sizeof d[0];
 	double sx = 0, sy = 0, sxx = 0, sxy = 0, step = 0;
@@ -49,7 +58,7 @@ void calib_fit(const struct calib_sample *s, unsigned n, struct calib_result *r)
 	r->timer_step_ns = step;
 	double den = (double)n * sxx - sx * sx;
 	r->slope = den > 0 ? ((double)n * sxy - sx * sy) / den : NAN;
-	r->offset_ns = quantile(d, n, 0.5);
+	r->offset_ns = quantile(d, n, 0.5) - r->gap_ns;
 	r->spread_ns = (quantile(d, n, 0.75) - quantile(d, n, 0.25)) / 2;
 	r->floor_ns = quantile(f, n, 0.5);
 	if (step == 0 || step > CALIB_TIMER_RES_MAX_NS)
@@ -58,6 +67,9 @@ void calib_fit(const struct calib_sample *s, unsigned n, struct calib_result *r)
 	else if (!(r->slope >= 0.9 && r->slope <= 1.1))
 		snprintf(r->why, sizeof r->why,
 			 "the held interval does not follow the kernel's span (slope %.3f, want 0.9-1.1)", r->slope);
+	else if (!(r->gap_ns >= 0))
+		snprintf(r->why, sizeof r->why, "a kernel started %.0f ns before the one before it ended",
+			 -r->gap_ns);
 	else if (!(r->offset_ns > 0) || !(r->floor_ns > 0))
 		snprintf(r->why, sizeof r->why, "offset %.0f ns over a floor of %.0f ns: not both positive",
 			 r->offset_ns, r->floor_ns);

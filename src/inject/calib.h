@@ -8,15 +8,20 @@
  * How long those steps take depends on the GPU, its driver and its
  * clocks; it is measured here, once per device, by launching a kernel of
  * the library's own that reads %globaltimer as it starts and as it ends,
- * through the same held path: offset = interval - the span inside the
- * kernel, median over the launches. It is kept as a number of floors
- * (the GPU's step from one event to the next, measured alongside), so
- * that it follows the GPU's clocks as the floor measured in the census
- * does. What the span inside the kernel cannot see (the few hundred
- * nanoseconds between a one-thread kernel's dispatch and its first
- * instruction, and after its last) counts into the offset: that is the
- * method's error, measured against an exact CUPTI trace by
- * `scripts/gpu-check.sh sample-offset`. */
+ * through the same held path. The interval minus the span inside the
+ * kernel is the offset plus what the span cannot see of the kernel: the
+ * GPU's steps between a kernel's dispatch and its first instruction and
+ * after its last, which an exact trace counts as the kernel's (on the
+ * H200 0.64 us for a one-warp kernel, 2026-12-04). Those steps are
+ * measured too: two kernels launched back to back, the second's first
+ * stamp minus the first's last is the first's tail plus the second's
+ * head (plus any gap the GPU leaves between two kernels in a trace,
+ * which is the method's error). So
+ *     offset = median(interval - span) - median(second's start - first's end),
+ * kept as a number of floors (the GPU's step from one event to the next,
+ * measured alongside), so that it follows the GPU's clocks as the floor
+ * measured in the census does. The method's error against an exact CUPTI
+ * trace is measured by  * `scripts/gpu-check.sh sample-offset`. */
 #ifndef GPULSE_INJECT_CALIB_H
 #define GPULSE_INJECT_CALIB_H
 
@@ -26,6 +31,9 @@
 #define CALIB_PER_SPIN    12
 #define CALIB_WARMUP      4
 #define CALIB_LAUNCHES    (CALIB_WARMUP + CALIB_SPINS * CALIB_PER_SPIN)
+/* Back-to-back pairs (a kernel of CALIB_PAIR_SPIN_NS, then one of 0). */
+#define CALIB_PAIRS       16
+#define CALIB_PAIR_SPIN_NS 2000ull
 extern const unsigned long long calib_spin_ns[CALIB_SPINS];
 
 /* %globaltimer steps coarser than this make the span inside the kernel
@@ -43,7 +51,8 @@ struct calib_sample {
 struct calib_result {
 	int ok;                /* measured and within the checks below */
 	char why[160];         /* why not, when !ok */
-	double offset_ns;      /* median of interval - span */
+	double offset_ns;      /* median of interval - span, less gap_ns */
+	double gap_ns;         /* median of second's start - first's end of a pair */
 	double floor_ns;       /* median floor */
 	double floors;         /* offset_ns / floor_ns: what is taken off a sample */
 	double spread_ns;      /* half the interquartile range of interval - span */
@@ -52,17 +61,19 @@ struct calib_result {
 	unsigned samples;      /* launches used */
 };
 
-/* The offset from n samples (the warm-up already left out). It is
- * refused (r->ok 0, r->why says why) when fewer than half the planned
- * launches came back, when %globaltimer is coarser than
- * CALIB_TIMER_RES_MAX_NS, when the interval does not grow with the span
- * (slope outside 0.9-1.1) or when the offset or floor is not positive. */
-void calib_fit(const struct calib_sample *s, unsigned n, struct calib_result *r);
+/* The offset from n samples (the warm-up already left out) and npairs
+ * gaps of back-to-back pairs (ns). It is refused (r->ok 0, r->why says
+ * why) when fewer than half the planned launches or pairs came back, when
+ * %globaltimer is coarser than CALIB_TIMER_RES_MAX_NS, when the interval
+ * does not grow with the span (slope outside 0.9-1.1), when a gap is
+ * negative or when the offset or floor is not positive. */
+void calib_fit(const struct calib_sample *s, unsigned n, const double *gaps, unsigned npairs,
+	       struct calib_result *r);
 
 /* Measure on CUDA device `ordinal` (its primary context must be active:
- * never made active here). Runs on the library's thread: about 60
- * launches of a one-thread kernel and as many stream synchronisations
- * (a few milliseconds), on a stream of its own; everything made is
+ * never made active here). Runs on the library's thread: about 80
+ * launches of a one-thread kernel and 70 stream synchronisations (a few
+ * milliseconds), on a stream of its own; everything made is
  * released before it returns. Returns r->ok. */
 int calib_measure(int ordinal, struct calib_result *r);
 

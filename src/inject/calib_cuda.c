@@ -121,7 +121,7 @@ static const char *load(void)
 
 /* The launches, in a context already current. Returns the samples kept
  * (after the warm-up) or -1 with *why set. */
-static int run(struct calib_sample *out, const char **why)
+static int run(struct calib_sample *out, double *gaps, int *npairs, const char **why)
 {
 	CUmodule mod = NULL;
 	CUfunction fn = NULL;
@@ -130,7 +130,7 @@ static int run(struct calib_sample *out, const char **why)
 	CUstream st = NULL;
 	CUevent f = NULL, a = NULL, b = NULL;
 	int kept = -1;
-	uint64_t host[CALIB_LAUNCHES][3];
+	uint64_t host[CALIB_LAUNCHES + 2 * CALIB_PAIRS][3];
 	float fa[CALIB_LAUNCHES], ab[CALIB_LAUNCHES];
 	if (d.module_load(&mod, calib_ptx) != CUDA_SUCCESS) {
 		*why = "the driver did not compile the calibration kernel";
@@ -168,6 +168,24 @@ static int run(struct calib_sample *out, const char **why)
 			goto out;
 		}
 	}
+	/* Pairs back to back on the held stream: the second's first stamp
+	 * less the first's last is the first's tail and the second's head. */
+	for (unsigned i = 0; i < CALIB_PAIRS; i++) {
+		int ok = 1;
+		uint32_t seq = CALIB_LAUNCHES + i + 1;
+		ok = d.wait_value(st, (CUdeviceptr)(uintptr_t)flag, seq, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS;
+		for (unsigned k = 0; k < 2 && ok; k++) {
+			unsigned long long spin = k == 0 ? CALIB_PAIR_SPIN_NS : 0;
+			CUdeviceptr slot = stamps + (CUdeviceptr)((CALIB_LAUNCHES + 2 * i + k) * sizeof host[0]);
+			void *args[] = {&slot, &spin};
+			ok = d.launch(fn, 1, 1, 1, 1, 1, 1, 0, st, args, NULL) == CUDA_SUCCESS;
+		}
+		__atomic_store_n(flag, seq, __ATOMIC_RELEASE);
+		if (!ok || d.stream_sync(st) != CUDA_SUCCESS) {
+			*why = "a calibration pair failed";
+			goto out;
+		}
+	}
 	if (d.copy_dtoh(host, stamps, sizeof host) != CUDA_SUCCESS) {
 		*why = "the calibration's stamps could not be read";
 		goto out;
@@ -181,6 +199,12 @@ static int run(struct calib_sample *out, const char **why)
 		out[kept].span_ns = (double)(host[i][1] - host[i][0]);
 		out[kept].timer_step_ns = host[i][2] == UINT64_MAX ? 0 : (double)host[i][2];
 		kept++;
+	}
+	*npairs = 0;
+	for (unsigned i = 0; i < CALIB_PAIRS; i++) {
+		const uint64_t *first = host[CALIB_LAUNCHES + 2 * i], *second = host[CALIB_LAUNCHES + 2 * i + 1];
+		if (first[1] >= first[0] && second[1] >= second[0])
+			gaps[(*npairs)++] = (double)(int64_t)(second[0] - first[1]);
 	}
 out:
 	if (flag)
@@ -226,7 +250,8 @@ int calib_measure(int ordinal, struct calib_result *r)
 		return 0;
 	}
 	struct calib_sample s[CALIB_SPINS * CALIB_PER_SPIN];
-	int n = -1;
+	double gaps[CALIB_PAIRS];
+	int n = -1, npairs = 0;
 	const char *why = "the context could not be made current";
 	if (d.push(ctx) == CUDA_SUCCESS) {
 		/* Relaxed: a graph the application captures meanwhile (in
@@ -235,7 +260,7 @@ int calib_measure(int ordinal, struct calib_result *r)
 		CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 		int exchanged = d.capture_mode(&mode) == CUDA_SUCCESS;
 		in_calib = 1;
-		n = run(s, &why);
+		n = run(s, gaps, &npairs, &why);
 		in_calib = 0;
 		if (exchanged)
 			d.capture_mode(&mode);
@@ -246,6 +271,6 @@ int calib_measure(int ordinal, struct calib_result *r)
 		snprintf(r->why, sizeof r->why, "%s", why);
 		return 0;
 	}
-	calib_fit(s, (unsigned)n, r);
+	calib_fit(s, (unsigned)n, gaps, (unsigned)npairs, r);
 	return r->ok;
 }

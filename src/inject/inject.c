@@ -201,6 +201,7 @@ static struct {
 	struct calib_result calib;        /* the last device's calibration (calib.h) */
 	int calib_tried;                  /* ... was asked for */
 	uint64_t calib_ns;                /* the library thread's time calibrating */
+	uint64_t floor_outliers;          /* floors left out of floor_ns: not back to back */
 	/* Holding an idle stream while a sampled launch is submitted (see
 	 * census_time_start): one word of pinned, device-mapped host memory
 	 * per pair, which its stream waits on. */
@@ -1562,8 +1563,15 @@ static void census_poll_samples(int64_t now)
 			continue;
 		}
 		if (done[j] == 1) {
-			if (floor_ns[j] != UINT64_MAX)
-				g.floor_n++, g.floor_ns += floor_ns[j];
+			/* A floor is two events met back to back: one many times
+			 * the mean so far was not (the GPU switched to other work
+			 * between them), and would move every sample's offset. */
+			if (floor_ns[j] != UINT64_MAX) {
+				if (g.floor_n >= 8 && floor_ns[j] > 4 * g.floor_ns / g.floor_n)
+					g.floor_outliers++;
+				else
+					g.floor_n++, g.floor_ns += floor_ns[j];
+			}
 			/* Between the start and end events the GPU takes two
 			 * steps besides the kernel: the launch itself and the
 			 * end event, each near what one event takes after
@@ -2397,7 +2405,7 @@ static void write_dump(void)
 		 "\"maxrss_kb\": %ld, \"source\": \"%s\", \"lasting_cost\": %s, "
 		 "\"census\": {\"busy\": %llu, \"samples_lost\": %llu, \"samples_ambiguous\": %llu, "
 		 "\"holds\": %llu, \"holds_late\": %llu, \"hold_state\": %d, \"floor_n\": %llu, "
-		 "\"floor_mean_ns\": %.1f, "
+		 "\"floor_mean_ns\": %.1f, \"floor_outliers\": %llu, "
 		 "\"untimed_launches\": %llu, \"unpooled\": %llu, "
 		 "\"can_time\": %s, \"cb_cost_ns\": %.1f, \"sample_every\": %u, "
 		 "\"lib_cpu_in_windows_ppm\": %.1f}, \"detaches\": %llu",
@@ -2417,7 +2425,7 @@ static void write_dump(void)
 		 (unsigned long long)atomic_load(&g.census_busy), (unsigned long long)g.samples_lost,
 		 (unsigned long long)g.samples_ambiguous, (unsigned long long)g.holds,
 		 (unsigned long long)g.holds_late, atomic_load(&g.hold_state), (unsigned long long)g.floor_n,
-		 g.floor_n ? (double)g.floor_ns / (double)g.floor_n : 0.0,
+		 g.floor_n ? (double)g.floor_ns / (double)g.floor_n : 0.0, (unsigned long long)g.floor_outliers,
 		 (unsigned long long)g.untimed_launches,
 		 (unsigned long long)(g.census_pool ? g.census_pool->unpooled : 0),
 		 drv.can_time ? "true" : "false", g.gov.cost_ns, g.cfg.sample_every,
@@ -2433,12 +2441,12 @@ static void write_dump(void)
 		o2 += (size_t)snprintf(extra + o2, sizeof extra - o2,
 				       ", \"sample_offset\": {\"offset_floors\": %.3f, \"source\": \"%s\", "
 				       "\"calibration\": {\"tried\": %s, \"ok\": %s, \"why\": \"%s\", "
-				       "\"offset_ns\": %.1f, \"floor_ns\": %.1f, \"floors\": %.3f, "
+				       "\"offset_ns\": %.1f, \"gap_ns\": %.1f, \"floor_ns\": %.1f, \"floors\": %.3f, "
 				       "\"spread_ns\": %.1f, \"slope\": %.4f, \"timer_step_ns\": %.0f, "
 				       "\"samples\": %u, \"took_ns\": %llu}}",
 				       g.offset_floors, g.offset_source ? g.offset_source : "none",
 				       g.calib_tried ? "true" : "false", c->ok ? "true" : "false", c->why, c->offset_ns,
-				       c->floor_ns, c->floors, c->spread_ns, isfinite(c->slope) ? c->slope : 0.0,
+				       c->gap_ns, c->floor_ns, c->floors, c->spread_ns, isfinite(c->slope) ? c->slope : 0.0,
 				       c->timer_step_ns, c->samples, (unsigned long long)g.calib_ns);
 	}
 	/* Other objects' subscribe calls sent here, and subscriptions given

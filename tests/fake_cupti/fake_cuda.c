@@ -18,11 +18,15 @@
  * The library's calibration (src/inject/calib_cuda.c) runs on a stream of
  * its own (cuStreamCreate: a second queue, run beside the first as the
  * GPU runs two streams) and launches its kernel through cuLaunchKernel:
- * the kernel takes the launch step, then spins for the time it is asked,
- * and writes the "%globaltimer" it read at the start and at the end (this
- * file's clock) and a timer step of FAKE_CUDA_TIMER_NS. A held sample
- * there reads launch step + spin + 1 step: its offset is launch step + 1
- * step, which the calibration finds.
+ * the kernel takes the launch step (after an event; none after another
+ * kernel), a head of FAKE_CUDA_HEAD_NS, its spin and a tail of
+ * FAKE_CUDA_TAIL_NS (what an exact trace counts as the kernel's besides
+ * the spin), and writes the "%globaltimer" it read at the start and end
+ * of the spin (this file's clock) and a timer step of FAKE_CUDA_TIMER_NS.
+ * A held sample there reads launch step + head + spin + tail + 1 step,
+ * and a pair back to back shows tail + head between the spins: the
+ * offset is launch step + 1 step, as for the application's kernels,
+ * which the calibration finds.
  *
  * Types are spelled out rather than taken from cuda.h, whose macros
  * rename the entry points this file must export under their real names. */
@@ -77,6 +81,8 @@ API void fake_cuda_calibration(int *kernels, int *left);
 
 #define FAKE_CUDA_STEP_NS 1000
 #define FAKE_CUDA_TIMER_NS 32
+#define FAKE_CUDA_HEAD_NS 150
+#define FAKE_CUDA_TAIL_NS 250
 #define FAKE_CUDA_WAITS   4096
 
 enum { OK = 0, NOT_READY = 600, INVALID = 1 };
@@ -107,6 +113,7 @@ static struct {
 			uint64_t *out;  /* ... where it writes its stamps */
 		} q[QUEUE];
 		unsigned head, tail; /* q[head % QUEUE] .. q[(tail - 1) % QUEUE] */
+		int after_kernel;    /* the last item run was a kernel */
 	} s[STREAMS];
 	uint64_t dropped;               /* kernels not queued: the queue was full */
 	struct {
@@ -157,14 +164,16 @@ static void run(void)
 				it->ev->t = s->gpu;
 				it->ev->done = 1;
 			} else if (it->spin >= 0) {
-				s->gpu = start + step + it->spin;
-				it->out[0] = (uint64_t)(start + step);
-				it->out[1] = (uint64_t)s->gpu;
+				int64_t t0 = start + (s->after_kernel ? 0 : step) + FAKE_CUDA_HEAD_NS;
+				it->out[0] = (uint64_t)t0;
+				it->out[1] = (uint64_t)(t0 + it->spin);
 				it->out[2] = FAKE_CUDA_TIMER_NS;
+				s->gpu = t0 + it->spin + FAKE_CUDA_TAIL_NS;
 				fc.calibrations++;
 			} else {
 				s->gpu = start + step + fc.kernel_ns;
 			}
+			s->after_kernel = it->kind == ITEM_KERNEL;
 		}
 	}
 }

@@ -337,7 +337,8 @@ static void test_offset_floors(void **state)
 
 /* Calibration samples of a GPU whose held interval is the kernel's span
  * plus 1900 ns, with a floor of 1200 ns, a 32 ns timer and +-40 ns of
- * noise: the fit finds 1900 ns, 1.58 floors, slope 1. */
+ * noise, and pairs 500 ns apart (head and tail the trace would count):
+ * the fit finds 1400 ns, 1.17 floors, slope 1. */
 static void fill_samples(struct calib_sample *s, unsigned n, double offset, double slope, double step)
 {
 	for (unsigned i = 0; i < n; i++) {
@@ -356,35 +357,47 @@ static void test_calib_fit(void **state)
 	enum { N = CALIB_SPINS * CALIB_PER_SPIN };
 	struct calib_sample s[N];
 	struct calib_result r;
+	double gaps[CALIB_PAIRS], neg[CALIB_PAIRS];
+	for (unsigned i = 0; i < CALIB_PAIRS; i++)
+		gaps[i] = 500 + (double)(i % 3) * 10 - 10, neg[i] = -100;
 	fill_samples(s, N, 1900, 1.0, 32);
-	calib_fit(s, N, &r);
+	calib_fit(s, N, gaps, CALIB_PAIRS, &r);
 	assert_true(r.ok);
-	if (fabs(r.offset_ns - 1900) > 15 || fabs(r.floors - 1900.0 / 1200) > 0.02 || fabs(r.slope - 1) > 0.001 ||
+	if (fabs(r.offset_ns - 1400) > 15 || fabs(r.gap_ns - 500) > 10 || fabs(r.floors - 1400.0 / 1200) > 0.02 ||
+	    fabs(r.slope - 1) > 0.001 ||
 	    r.spread_ns > 45 || r.timer_step_ns != 32 || r.samples != N)
-		fail_msg("offset %.1f floors %.3f slope %.4f spread %.1f step %.0f n %u", r.offset_ns, r.floors,
-			 r.slope, r.spread_ns, r.timer_step_ns, r.samples);
+		fail_msg("offset %.1f gap %.1f floors %.3f slope %.4f spread %.1f step %.0f n %u", r.offset_ns,
+			 r.gap_ns, r.floors, r.slope, r.spread_ns, r.timer_step_ns, r.samples);
+	/* A pair whose second kernel starts before the first ends. */
+	calib_fit(s, N, neg, CALIB_PAIRS, &r);
+	assert_false(r.ok);
+	assert_non_null(strstr(r.why, "before the one before it ended"));
+	/* Too few pairs came back. */
+	calib_fit(s, N, gaps, CALIB_PAIRS / 2 - 1, &r);
+	assert_false(r.ok);
+	assert_non_null(strstr(r.why, "calibration pairs came back"));
 	/* A 1 us timer cannot measure a step of about a microsecond. */
 	fill_samples(s, N, 1900, 1.0, 1000);
-	calib_fit(s, N, &r);
+	calib_fit(s, N, gaps, CALIB_PAIRS, &r);
 	assert_false(r.ok);
 	assert_non_null(strstr(r.why, "globaltimer steps by 1000 ns"));
 	/* A timer that never moved: refused too. */
 	fill_samples(s, N, 1900, 1.0, 0);
-	calib_fit(s, N, &r);
+	calib_fit(s, N, gaps, CALIB_PAIRS, &r);
 	assert_false(r.ok);
 	/* The interval not growing with the span: the events do not bracket
 	 * the kernel (slope 0.5). */
 	fill_samples(s, N, 1900, 0.5, 32);
-	calib_fit(s, N, &r);
+	calib_fit(s, N, gaps, CALIB_PAIRS, &r);
 	assert_false(r.ok);
 	assert_non_null(strstr(r.why, "slope 0.5"));
 	/* A negative offset (the interval shorter than the span inside). */
 	fill_samples(s, N, -300, 1.0, 32);
-	calib_fit(s, N, &r);
+	calib_fit(s, N, gaps, CALIB_PAIRS, &r);
 	assert_false(r.ok);
 	/* Too few launches came back. */
 	fill_samples(s, N, 1900, 1.0, 32);
-	calib_fit(s, N / 2 - 1, &r);
+	calib_fit(s, N / 2 - 1, gaps, CALIB_PAIRS, &r);
 	assert_false(r.ok);
 	assert_non_null(strstr(r.why, "calibration launches came back"));
 }

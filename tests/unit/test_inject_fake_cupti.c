@@ -1165,7 +1165,13 @@ static void test_timed_samples_calibrated(void **state)
 		    fabs(cal - (double)(steps[k] + 1000)) > 20)
 			fail_msg("launch step %lld: %.3f floors (%s), calibration %.0f ns; want %.2f calibrated",
 				 (long long)steps[k], floors, source, cal, want);
-		if (mean < 4900 || mean > 5200)
+		/* The floors are checked exactly above; the mean shows the
+		 * samples come back near 5 us, where the model would read 4.4
+		 * and 6.5 us (steps 400 and 2500). Not tighter: on a loaded
+		 * machine a few of the stand-in's unheld samples meet an end
+		 * event the host queued after the kernel ended (5360 and 4856
+		 * ns seen in 2 of 18 cases). */
+		if (mean < 4700 || mean > 5400)
 			fail_msg("launch step %lld: k_loop's sampled mean %lld ns, want 5000", (long long)steps[k],
 				 (long long)mean);
 		if (o.calib_kernels < CALIB_LAUNCHES || o.calib_left != 0)
