@@ -67,7 +67,13 @@ for w in workloads:
     fk, dk = merge(full), merge(dflt)
     windows = sum(x.get("windows", 0) for x in dflt)
     floor = statistics.mean(x.get("census", {}).get("floor_mean_ns", 0) for x in dflt)
-    offs = [x.get("offset_floors", x.get("census", {}).get("offset_floors")) for x in dflt]
+    offs = [x.get("sample_offset", {}).get("offset_floors") for x in dflt]
+    cals = [x.get("sample_offset", {}).get("calibration", {}) for x in dflt]
+    for c in cals:
+        print(f"{w}: calibration ok={c.get('ok')} {c.get('why', '')} offset {c.get('offset_ns', 0):.0f} ns "
+              f"gap {c.get('gap_ns', 0):.0f} floor {c.get('floor_ns', 0):.0f} floors {c.get('floors', 0):.3f} "
+              f"spread {c.get('spread_ns', 0):.0f} slope {c.get('slope', 0):.4f} "
+              f"timer {c.get('timer_step_ns', 0):.0f} ns, took {c.get('took_ns', 0) / 1e6:.1f} ms")
     ft, dt = sum(v[1] for v in fk.values()), sum(v[1] for v in dk.values())
     fl, dl = sum(v[0] for v in fk.values()), sum(v[0] for v in dk.values())
     # per-round means of each kernel, for its interval

@@ -110,9 +110,12 @@ static void launch(const kernel_case &c, cudaStream_t s)
 	}
 }
 
-// Traced durations, per case (the case being traced is `g_cur`).
+// Traced durations, per case (the case being traced is `g_cur`); while
+// pairs are traced (g_cur == PAIRS), each kernel's start and end.
 static std::vector<double> g_trace[NCASES];
 static int g_cur = -1;
+enum { PAIRS = 1000 };
+static std::vector<std::pair<unsigned long long, unsigned long long>> g_pair_trace;
 
 static void CUPTIAPI buf_req(uint8_t **b, size_t *size, size_t *max)
 {
@@ -125,7 +128,10 @@ static void CUPTIAPI buf_done(CUcontext, uint32_t, uint8_t *b, size_t, size_t va
 {
 	CUpti_Activity *r = NULL;
 	while (valid && cuptiActivityGetNextRecord(b, valid, &r) == CUPTI_SUCCESS) {
-		if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && g_cur >= 0) {
+		if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && g_cur == PAIRS) {
+			const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
+			g_pair_trace.push_back({k->start, k->end});
+		} else if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && g_cur >= 0) {
 			const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
 			g_trace[g_cur].push_back((double)(k->end - k->start));
 		}
@@ -157,7 +163,7 @@ int main(int argc, char **argv)
 	CK(cudaSetDevice(0));
 	CK(cudaMalloc(&g_x, (size_t)(1 << 23) * sizeof(float)));
 	CK(cudaMemset(g_x, 0, (size_t)(1 << 23) * sizeof(float)));
-	CK(cudaMalloc(&g_span, 2 * sizeof(unsigned long long)));
+	CK(cudaMalloc(&g_span, 4 * sizeof(unsigned long long)));
 	cudaStream_t s;
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	uint32_t *flag = NULL;
@@ -201,6 +207,23 @@ int main(int argc, char **argv)
 		}
 	}
 
+	// The library's in-process calibration (src/inject/calib.h): pairs of
+	// spin kernels (2 us, then 0) back to back on the held stream; the
+	// second's first stamp less the first's last (G) stands for what a
+	// trace counts as a kernel's besides its span.
+	std::vector<double> pair_gap;
+	for (int rep = 0; rep < m; rep++) {
+		seq++;
+		CD(cuStreamWaitValue32((CUstream)s, (CUdeviceptr)(uintptr_t)flag, seq, CU_STREAM_WAIT_VALUE_GEQ));
+		k_spin<<<1, 32, 0, s>>>(2000ull, g_span);
+		k_spin<<<1, 32, 0, s>>>(0ull, g_span + 2);
+		__atomic_store_n(flag, seq, __ATOMIC_RELEASE);
+		CK(cudaStreamSynchronize(s));
+		unsigned long long t[4];
+		CK(cudaMemcpy(t, g_span, sizeof t, cudaMemcpyDeviceToHost));
+		pair_gap.push_back((double)(long long)(t[2] - t[1]));
+	}
+
 	// The trace of the same kernels, each launched alone on an idle GPU
 	// (as the held ones met it) and then back to back.
 	std::vector<double> trace_idle[NCASES], trace_b2b[NCASES];
@@ -219,7 +242,19 @@ int main(int argc, char **argv)
 			(pass == 0 ? trace_idle : trace_b2b)[i].swap(g_trace[i]);
 			g_trace[i].clear();
 		}
+	// The same pairs traced: the gap the trace leaves between them.
+	g_cur = PAIRS;
+	for (int j = 0; j < m; j++) {
+		k_spin<<<1, 32, 0, s>>>(2000ull, g_span);
+		k_spin<<<1, 32, 0, s>>>(0ull, g_span + 2);
+		CK(cudaStreamSynchronize(s));
+	}
+	CP(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
 	g_cur = -1;
+	std::sort(g_pair_trace.begin(), g_pair_trace.end());
+	std::vector<double> trace_gap;
+	for (size_t i = 0; i + 1 < g_pair_trace.size(); i += 2)
+		trace_gap.push_back((double)(long long)(g_pair_trace[i + 1].first - g_pair_trace[i].second));
 
 	printf("sample_offset: %d held samples per kernel; ns, medians (10th-90th percentile of raw)\n", m);
 	printf("%-11s %9s %9s %9s %19s %9s %9s %9s %9s\n", "kernel", "trace", "trace b2b", "span", "held a->b",
@@ -247,6 +282,12 @@ int main(int argc, char **argv)
 		double ts = (np * txy - tx * ty) / (np * txx - tx * tx), ti = (ty - ts * tx) / np;
 		printf("spin kernels (>= 1 us): trace = %.4f x span + %.0f ns\n", ts, ti);
 		printf("calibration by spin: excess = %.0f ns (held intercept - trace intercept)\n", icpt - ti);
+		double G = median(pair_gap), tg = median(trace_gap);
+		printf("pairs back to back: span gap G = %.0f ns (%.0f-%.0f), trace gap = %.0f ns (%.0f-%.0f)\n", G,
+		       pct(pair_gap, 0.1), pct(pair_gap, 0.9), tg, pct(trace_gap, 0.1), pct(trace_gap, 0.9));
+		printf("in-process calibration: held intercept - G = %.0f ns; against the trace %.0f ns; error %+.0f ns "
+		       "(trace - span intercept %.0f ns)\n",
+		       icpt - G, icpt - ti, (icpt - G) - (icpt - ti), ti);
 	}
 	return 0;
 }

@@ -329,7 +329,7 @@ CL=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:/usr/local/cuda/lib
 if nvcc -O2 -arch=sm_90 -o /tmp/sample_offset bench/sample_offset.cu -I/usr/local/cuda/extras/CUPTI/include \
 	-L/usr/local/cuda/lib64 -L/usr/local/cuda/extras/CUPTI/lib64 -lcupti -lcuda 2>"$OUT/sample-offset-build.log" &&
 	LD_LIBRARY_PATH=$CL timeout 120 /tmp/sample_offset ${SAMPLE_OFFSET_N:-300} | tee "$OUT/sample-offset.txt"; then
-	row "sample offset" INFO "$(grep -m1 '^calibration' "$OUT/sample-offset.txt" | cut -c1-80)"
+	row "sample offset" INFO "$(grep -m1 '^in-process' "$OUT/sample-offset.txt" | cut -c1-110)"
 else
 	row "sample offset" FAIL "sample-offset-build.log"
 fi
