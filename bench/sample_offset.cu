@@ -283,11 +283,11 @@ int main(int argc, char **argv)
 		printf("spin kernels (>= 1 us): trace = %.4f x span + %.0f ns\n", ts, ti);
 		printf("calibration by spin: excess = %.0f ns (held intercept - trace intercept)\n", icpt - ti);
 		double G = median(pair_gap), tg = median(trace_gap);
-		printf("pairs back to back: span gap G = %.0f ns (%.0f-%.0f), trace gap = %.0f ns (%.0f-%.0f)\n", G,
+		printf("pairs back to back: span gap G = %.0f ns (%.0f-%.0f), trace gap (launched unheld) = %.0f ns (%.0f-%.0f)\n", G,
 		       pct(pair_gap, 0.1), pct(pair_gap, 0.9), tg, pct(trace_gap, 0.1), pct(trace_gap, 0.9));
-		printf("in-process calibration: held intercept - G = %.0f ns; against the trace %.0f ns; error %+.0f ns "
-		       "(trace - span intercept %.0f ns)\n",
-		       icpt - G, icpt - ti, (icpt - G) - (icpt - ti), ti);
+		printf("in-process calibration: E - G/2 = %.0f ns (bracket %.0f..%.0f); against the trace %.0f ns; "
+		       "error %+.0f ns (head + tail by the trace %.0f ns, kernel-to-kernel step %.0f ns)\n",
+		       icpt - G / 2, icpt - G, icpt, icpt - ti, (icpt - G / 2) - (icpt - ti), ti, G - ti);
 	}
 	return 0;
 }

@@ -58,7 +58,13 @@ void calib_fit(const struct calib_sample *s, unsigned n, const double *gaps, uns
 	r->timer_step_ns = step;
 	double den = (double)n * sxx - sx * sx;
 	r->slope = den > 0 ? ((double)n * sxy - sx * sy) / den : NAN;
-	r->offset_ns = quantile(d, n, 0.5) - r->gap_ns;
+	/* The offset lies between the interval's excess over the span (if the
+	 * kernel had no head or tail) and that less the whole gap (if a kernel
+	 * following another took no step of its own): the middle, within half
+	 * the gap of the truth either way (calib.h). */
+	r->excess_ns = quantile(d, n, 0.5);
+	r->offset_ns = r->excess_ns - r->gap_ns / 2;
+	r->bound_ns = r->gap_ns / 2;
 	r->spread_ns = (quantile(d, n, 0.75) - quantile(d, n, 0.25)) / 2;
 	r->floor_ns = quantile(f, n, 0.5);
 	if (step == 0 || step > CALIB_TIMER_RES_MAX_NS)

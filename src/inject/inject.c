@@ -2441,12 +2441,13 @@ static void write_dump(void)
 		o2 += (size_t)snprintf(extra + o2, sizeof extra - o2,
 				       ", \"sample_offset\": {\"offset_floors\": %.3f, \"source\": \"%s\", "
 				       "\"calibration\": {\"tried\": %s, \"ok\": %s, \"why\": \"%s\", "
-				       "\"offset_ns\": %.1f, \"gap_ns\": %.1f, \"floor_ns\": %.1f, \"floors\": %.3f, "
+				       "\"offset_ns\": %.1f, \"excess_ns\": %.1f, \"gap_ns\": %.1f, \"bound_ns\": %.1f, "
+				       "\"floor_ns\": %.1f, \"floors\": %.3f, "
 				       "\"spread_ns\": %.1f, \"slope\": %.4f, \"timer_step_ns\": %.0f, "
 				       "\"samples\": %u, \"took_ns\": %llu}}",
 				       g.offset_floors, g.offset_source ? g.offset_source : "none",
 				       g.calib_tried ? "true" : "false", c->ok ? "true" : "false", c->why, c->offset_ns,
-				       c->gap_ns, c->floor_ns, c->floors, c->spread_ns, isfinite(c->slope) ? c->slope : 0.0,
+				       c->excess_ns, c->gap_ns, c->bound_ns, c->floor_ns, c->floors, c->spread_ns, isfinite(c->slope) ? c->slope : 0.0,
 				       c->timer_step_ns, c->samples, (unsigned long long)g.calib_ns);
 	}
 	/* Other objects' subscribe calls sent here, and subscriptions given

@@ -18,15 +18,16 @@
  * The library's calibration (src/inject/calib_cuda.c) runs on a stream of
  * its own (cuStreamCreate: a second queue, run beside the first as the
  * GPU runs two streams) and launches its kernel through cuLaunchKernel:
- * the kernel takes the launch step (after an event; none after another
- * kernel), a head of FAKE_CUDA_HEAD_NS, its spin and a tail of
+ * the kernel takes the launch step (after an event; after another kernel
+ * FAKE_CUDA_KK_NS), a head of FAKE_CUDA_HEAD_NS, its spin and a tail of
  * FAKE_CUDA_TAIL_NS (what an exact trace counts as the kernel's besides
  * the spin), and writes the "%globaltimer" it read at the start and end
  * of the spin (this file's clock) and a timer step of FAKE_CUDA_TIMER_NS.
  * A held sample there reads launch step + head + spin + tail + 1 step,
- * and a pair back to back shows tail + head between the spins: the
- * offset is launch step + 1 step, as for the application's kernels,
- * which the calibration finds.
+ * and a pair back to back shows tail + KK + head between the spins; the
+ * offset is launch step + 1 step, as for the application's kernels. With
+ * KK = head + tail (the case where the library's middle of the bracket is
+ * exact, src/inject/calib.h) the calibration finds it.
  *
  * Types are spelled out rather than taken from cuda.h, whose macros
  * rename the entry points this file must export under their real names. */
@@ -83,6 +84,7 @@ API void fake_cuda_calibration(int *kernels, int *left);
 #define FAKE_CUDA_TIMER_NS 32
 #define FAKE_CUDA_HEAD_NS 150
 #define FAKE_CUDA_TAIL_NS 250
+#define FAKE_CUDA_KK_NS (FAKE_CUDA_HEAD_NS + FAKE_CUDA_TAIL_NS)
 #define FAKE_CUDA_WAITS   4096
 
 enum { OK = 0, NOT_READY = 600, INVALID = 1 };
@@ -164,7 +166,7 @@ static void run(void)
 				it->ev->t = s->gpu;
 				it->ev->done = 1;
 			} else if (it->spin >= 0) {
-				int64_t t0 = start + (s->after_kernel ? 0 : step) + FAKE_CUDA_HEAD_NS;
+				int64_t t0 = start + (s->after_kernel ? FAKE_CUDA_KK_NS : step) + FAKE_CUDA_HEAD_NS;
 				it->out[0] = (uint64_t)t0;
 				it->out[1] = (uint64_t)(t0 + it->spin);
 				it->out[2] = FAKE_CUDA_TIMER_NS;

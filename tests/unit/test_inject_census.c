@@ -337,8 +337,8 @@ static void test_offset_floors(void **state)
 
 /* Calibration samples of a GPU whose held interval is the kernel's span
  * plus 1900 ns, with a floor of 1200 ns, a 32 ns timer and +-40 ns of
- * noise, and pairs 500 ns apart (head and tail the trace would count):
- * the fit finds 1400 ns, 1.17 floors, slope 1. */
+ * noise, and pairs 500 ns apart: the offset lies in [1400, 1900], and the
+ * fit takes the middle, 1650 ns (1.375 floors), within 250 ns; slope 1. */
 static void fill_samples(struct calib_sample *s, unsigned n, double offset, double slope, double step)
 {
 	for (unsigned i = 0; i < n; i++) {
@@ -363,7 +363,8 @@ static void test_calib_fit(void **state)
 	fill_samples(s, N, 1900, 1.0, 32);
 	calib_fit(s, N, gaps, CALIB_PAIRS, &r);
 	assert_true(r.ok);
-	if (fabs(r.offset_ns - 1400) > 15 || fabs(r.gap_ns - 500) > 10 || fabs(r.floors - 1400.0 / 1200) > 0.02 ||
+	if (fabs(r.offset_ns - 1650) > 15 || fabs(r.gap_ns - 500) > 10 || fabs(r.bound_ns - 250) > 5 ||
+	    fabs(r.excess_ns - 1900) > 15 || fabs(r.floors - 1650.0 / 1200) > 0.02 ||
 	    fabs(r.slope - 1) > 0.001 ||
 	    r.spread_ns > 45 || r.timer_step_ns != 32 || r.samples != N)
 		fail_msg("offset %.1f gap %.1f floors %.3f slope %.4f spread %.1f step %.0f n %u", r.offset_ns,
