@@ -84,7 +84,7 @@ static void test_load_defaults_and_paths(void **state)
 	static const char *const set[] = {
 		"GPULSE_MODE", "nvtx:step", "GPULSE_BUDGET", "1%", "GPULSE_SOCKET", "/x/y.sock",
 		"GPULSE_TOPK", "10", "GPULSE_INJECT_DUMP", "/tmp/d.json",
-		"GPULSE_INJECT_SKIP", "uvm,nvtx,probe,sync,copies,perthread,interpose",
+		"GPULSE_INJECT_SKIP", "uvm,nvtx,probe,sync,copies,perthread,interpose,calibrate",
 		"GPULSE_COST_NS", "1500", "GPULSE_TAIL_NS", "5e8", NULL,
 	};
 	env_table = set;
@@ -100,7 +100,7 @@ static void test_load_defaults_and_paths(void **state)
 	assert_string_equal(c.dump_path, "/tmp/d.json");
 	assert_int_equal(c.skip, INJECT_SKIP_UVM | INJECT_SKIP_NVTX | INJECT_SKIP_PROBE |
 				     INJECT_SKIP_SYNC | INJECT_SKIP_COPIES | INJECT_SKIP_PERTHREAD |
-				     INJECT_SKIP_INTERPOSE);
+				     INJECT_SKIP_INTERPOSE | INJECT_SKIP_CALIBRATE);
 	assert_true(c.cost_ns == 1500);
 	assert_int_equal(c.tail_ns, 500000000);
 }

@@ -1195,6 +1195,11 @@ static void test_timed_samples_uncalibrated(void **state)
 	assert_int_equal(o.calib_kernels, 0);
 	if (mean < 4800 || mean > 5300)
 		fail_msg("k_loop's sampled mean %lld ns, want 5000", (long long)mean);
+	/* Turned off on a device it could calibrate: no launch of its own. */
+	static char skip[] = "GPULSE_INJECT_SKIP=calibrate";
+	timed_mean(skip, 9, 0, &floors, source, &cal, &o);
+	assert_string_equal(source, "model");
+	assert_int_equal(o.calib_kernels, 0);
 }
 
 /* GPULSE_SAMPLE_OFFSET wins over the device's figure: three floors off
