@@ -170,6 +170,15 @@ grep -q 'no such store' <<<"$out" || fail "missing store: $out"
 	fail "an empty range failed"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["gpus"]==[] and any("no data" in n for n in d["notes"]), d["notes"]' "$WORK/empty.json" ||
 	fail "empty range: $(cat "$WORK/empty.json")"
+# One GPU on one host is said in the singular (was "1 GPUs on 1 hosts").
+printf 'storage:\n  path: %s\n' "$WORK/one.db" >"$WORK/one.yml"
+start_daemon onegpu --config "$WORK/one.yml" --replay "$REC"
+# (until the store holds the GPU's first samples: its row)
+wait_for '"$GPULSE" fleet --prometheus "$URL" --since 1m >"$WORK/fleet1.txt" 2>&1 && grep -q REPLAY- "$WORK/fleet1.txt"' ||
+	fail "fleet against one gpulsed: $(cat "$WORK/fleet1.txt")"
+tail -n1 "$WORK/fleet1.txt" | grep -q '^1 GPU on 1 host: 0 not ok, 0 outliers ' ||
+	fail "fleet summary of one GPU: $(tail -n1 "$WORK/fleet1.txt")"
+kill -TERM "$DAEMON_PID"
 start_daemon nostore --replay "$REC"
 NOSTORE=$URL
 URL="http://127.0.0.1:${PORT_MAIN:?}"
