@@ -16,7 +16,7 @@ deps:
 	@scripts/install-deps.sh
 
 build:
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(QUIET_CMAKE) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPULSE_TESTS=ON $(QUIET_CMAKE) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # Start gpulsed --demo in the foreground on 127.0.0.1:9401: real GPUs
@@ -25,7 +25,12 @@ build:
 # exit, and the rule pack deploy/rules/gpulse.rules.yml, so gpulse status,
 # query, alerts and diagnose --since 10m answer at once. Its last start-up
 # line says what to try.
-run: deps build
+# Only what the daemon and the CLI need is installed and built (the
+# tests' tools and programs come with `make test`).
+run:
+	@scripts/install-deps.sh --run
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPULSE_TESTS=OFF $(QUIET_CMAKE) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target gpulsed gpulse
 	$(BUILD)/gpulsed --demo
 
 # Every stage, each reported even when an earlier one failed: the suite,

@@ -39,7 +39,16 @@
 # libgpulse-inject.so and the tests of it need CUPTI's headers, which come
 # with the CUDA toolkit, not from Debian main: without them they are not
 # built, and say so.
+#
+# --run: only what `make run` needs, the daemon and the CLI (the build
+# tools and libraries above, help2man); no test, fuzz or deployment tools.
 set -euo pipefail
+run_only=0
+[ "${1:-}" = --run ] && run_only=1
+run_pkgs=(build-essential cmake pkg-config help2man
+      libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev libcrypt-dev libgnutls28-dev libpcre2-dev
+      libncurses-dev libprotobuf-c-dev protobuf-c-compiler libsnappy-dev libnghttp2-dev
+      libsqlite3-dev zlib1g-dev libsystemd-dev)
 pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev libcrypt-dev libgnutls28-dev libpcre2-dev
       libncurses-dev libprotobuf-c-dev protobuf-c-compiler libsnappy-dev libnghttp2-dev python3-grpcio
@@ -48,6 +57,7 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
       libsystemd-dev help2man debhelper dpkg-dev lintian systemd man-db bash-completion zsh
       ansible-core python3-apt python3-jsonschema python3-yaml)
 command -v kubectl >/dev/null || pkgs+=(kubernetes-client)
+[ $run_only = 1 ] && pkgs=("${run_pkgs[@]}")
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -60,6 +70,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 	$SUDO apt-get update -qq
 	$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+[ $run_only = 1 ] && exit 0
 
 # playwright-core for the web page tests, at the version the lock file pins.
 browser_dir="$(cd "$(dirname "$0")/../tests/browser" && pwd)"

@@ -86,7 +86,7 @@ build_stage() {
 normal_built=""
 ensure_normal() {
 	if [ -z "$normal_built" ]; then
-		if build_stage "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
+		if build_stage "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPULSE_TESTS=ON; then
 			normal_built=ok
 		else
 			normal_built=failed
@@ -126,7 +126,7 @@ for stage in $STAGES; do
 		fi
 		;;
 	asan)
-		if build_stage "$ASAN_BUILD" -DCMAKE_BUILD_TYPE=Debug -DGPULSE_SANITIZE=ON; then
+		if build_stage "$ASAN_BUILD" -DCMAKE_BUILD_TYPE=Debug -DGPULSE_SANITIZE=ON -DGPULSE_TESTS=ON; then
 			note=""
 			run_ctest asan "$ASAN_BUILD" -- ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 				UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

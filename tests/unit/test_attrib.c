@@ -360,7 +360,8 @@ static void test_environ_on_thread(void **state)
 static void write_file(const char *dir, const char *name, const char *text, size_t n)
 {
 	char p[PATH_MAX];
-	snprintf(p, sizeof p, "%s/%s", dir, name);
+	int len = snprintf(p, sizeof p, "%s/%s", dir, name);
+	assert_true(len > 0 && (size_t)len < sizeof p);
 	FILE *f = fopen(p, "wb");
 	assert_non_null(f);
 	assert_int_equal(fwrite(text, 1, n, f), n);
