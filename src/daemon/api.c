@@ -159,7 +159,7 @@ static bool storage_off(struct api *a, struct http_response *resp)
 	struct tsdb *db = atomic_load_explicit(&a->db, memory_order_acquire);
 	if (db) {
 		/* Open but not writable (read-only, deleted and not yet made
-		 * again): its history may be incomplete, as the README says. */
+		 * again): its history may be incomplete, as docs/GPULSED.md says. */
 		if (tsdb_unwritable(db, fault, sizeof fault) == 0)
 			return false;
 		snprintf(msg, sizeof msg, "storage unavailable: %s", fault);

@@ -12,7 +12,7 @@ me = os.path.join(root, "tests", "integration", "test_docs.sh")
 # Spelled in pieces so that this file does not match itself.
 outside = [re.compile(p) for p in (r"\.\./" + "shared", r"\b" + "shared/" + r"(data|DESIGN|STYLE)")]
 bad = []
-for top in ("README.md", "docs", "src", "tests", "bench", "scripts", "deploy", "etc", "fuzz",
+for top in ("README.md", "HACKING.md", "docs", "src", "tests", "bench", "scripts", "deploy", "etc", "fuzz",
             "Makefile", "CMakeLists.txt"):
     path = os.path.join(root, top)
     files = [path] if os.path.isfile(path) else [
@@ -30,7 +30,7 @@ for top in ("README.md", "docs", "src", "tests", "bench", "scripts", "deploy", "
 assert not bad, "references outside the repository:\n" + "\n".join(bad)
 
 # Relative links of the Markdown docs reach files of the repository.
-md = [os.path.join(root, "README.md")] + [
+md = [os.path.join(root, "README.md"), os.path.join(root, "HACKING.md")] + [
     os.path.join(d, f) for d, _, fs in os.walk(os.path.join(root, "docs")) for f in fs
     if f.endswith(".md")]
 broken = []
