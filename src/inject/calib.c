@@ -73,6 +73,13 @@ void calib_fit(const struct calib_sample *s, unsigned n, const double *gaps, uns
 	else if (!(r->slope >= 0.9 && r->slope <= 1.1))
 		snprintf(r->why, sizeof r->why,
 			 "the held interval does not follow the kernel's span (slope %.3f, want 0.9-1.1)", r->slope);
+	else if (r->spread_ns > fmax(250.0, r->floor_ns / 4)) {
+		snprintf(r->why, sizeof r->why,
+			 "the samples spread %.0f ns (half their interquartile range) over a floor of %.0f ns: "
+			 "the GPU was busy with other work",
+			 r->spread_ns, r->floor_ns);
+		r->retry = 1;
+	}
 	else if (!(r->gap_ns >= 0))
 		snprintf(r->why, sizeof r->why, "a kernel started %.0f ns before the one before it ended",
 			 -r->gap_ns);

@@ -39,6 +39,16 @@
 #define CALIB_PAIR_SPIN_NS 2000ull
 extern const unsigned long long calib_spin_ns[CALIB_SPINS];
 
+/* How long the library's thread waits for the GPU to run one calibration
+ * launch (or pair) before it gives the calibration up: a GPU full of the
+ * application's work may not run a one-thread kernel for seconds. */
+#define CALIB_WAIT_NS 20000000ll
+
+/* At most this many tries per device, CALIB_RETRY_NS apart, when the GPU
+ * was too busy or the samples spread too wide. */
+#define CALIB_TRIES    3
+#define CALIB_RETRY_NS 10000000000ll
+
 /* %globaltimer steps coarser than this make the span inside the kernel
  * too coarse to measure a step of about a microsecond. */
 #define CALIB_TIMER_RES_MAX_NS 256.0
@@ -64,6 +74,7 @@ struct calib_result {
 	double slope;          /* interval against span, least squares: 1 when the method holds */
 	double timer_step_ns;  /* smallest %globaltimer step seen */
 	unsigned samples;      /* launches used */
+	int retry;             /* refused for a cause that may pass (a busy GPU) */
 };
 
 /* The offset from n samples (the warm-up already left out) and npairs
@@ -71,7 +82,10 @@ struct calib_result {
  * why) when fewer than half the planned launches or pairs came back, when
  * %globaltimer is coarser than CALIB_TIMER_RES_MAX_NS, when the interval
  * does not grow with the span (slope outside 0.9-1.1), when a gap is
- * negative or when the offset or floor is not positive. */
+ * negative, when the offset or floor is not positive, or when the
+ * interval's excess spreads wider than a quarter of the floor (half the
+ * interquartile range; at least 250 ns): other work on the GPU delayed
+ * the kernels (r->retry is then set: another try may find it quieter). */
 void calib_fit(const struct calib_sample *s, unsigned n, const double *gaps, unsigned npairs,
 	       struct calib_result *r);
 

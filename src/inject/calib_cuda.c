@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+#include "clock.h"
 
 /* One thread: %globaltimer as it starts, spin until `spin` ns have passed
  * by it, %globaltimer as it ends, and the smallest non-zero step it saw
@@ -69,7 +72,7 @@ static struct {
 	__typeof__(cuMemFreeHost) *host_free;
 	__typeof__(cuStreamCreate) *stream_create;
 	__typeof__(cuStreamDestroy) *stream_destroy;
-	__typeof__(cuStreamSynchronize) *stream_sync;
+	__typeof__(cuStreamQuery) *stream_query;
 	__typeof__(cuStreamWaitValue32) *wait_value;
 	__typeof__(cuEventCreate) *event_create;
 	__typeof__(cuEventRecord) *event_record;
@@ -101,7 +104,7 @@ static const char *load(void)
 		{"cuMemFreeHost", (void **)&d.host_free},
 		{"cuStreamCreate", (void **)&d.stream_create},
 		{"cuStreamDestroy_v2", (void **)&d.stream_destroy},
-		{"cuStreamSynchronize", (void **)&d.stream_sync},
+		{"cuStreamQuery", (void **)&d.stream_query},
 		{"cuStreamWaitValue32_v2", (void **)&d.wait_value},
 		{"cuEventCreate", (void **)&d.event_create},
 		{"cuEventRecord", (void **)&d.event_record},
@@ -119,9 +122,29 @@ static const char *load(void)
 	return NULL;
 }
 
+/* Wait for the stream, at most CALIB_WAIT_NS: the GPU may be full of the
+ * application's work (a kernel holding every SM for seconds), and the
+ * library's thread must not wait for it. 1 done, 0 not in time, -1 an
+ * error. */
+static int wait_stream(CUstream st)
+{
+	int64_t until = clock_mono_ns() + CALIB_WAIT_NS;
+	for (;;) {
+		CUresult q = d.stream_query(st);
+		if (q == CUDA_SUCCESS)
+			return 1;
+		if (q != CUDA_ERROR_NOT_READY)
+			return -1;
+		if (clock_mono_ns() >= until)
+			return 0;
+		struct timespec ts = {0, 20000};
+		nanosleep(&ts, NULL);
+	}
+}
+
 /* The launches, in a context already current. Returns the samples kept
  * (after the warm-up) or -1 with *why set. */
-static int run(struct calib_sample *out, double *gaps, int *npairs, const char **why)
+static int run(struct calib_sample *out, double *gaps, int *npairs, const char **why, int *busy)
 {
 	CUmodule mod = NULL;
 	CUfunction fn = NULL;
@@ -129,7 +152,7 @@ static int run(struct calib_sample *out, double *gaps, int *npairs, const char *
 	uint32_t *flag = NULL;
 	CUstream st = NULL;
 	CUevent f = NULL, a = NULL, b = NULL;
-	int kept = -1;
+	int kept = -1, abandoned = 0;
 	uint64_t host[CALIB_LAUNCHES + 2 * CALIB_PAIRS][3];
 	float fa[CALIB_LAUNCHES], ab[CALIB_LAUNCHES];
 	if (d.module_load(&mod, calib_ptx) != CUDA_SUCCESS) {
@@ -162,7 +185,13 @@ static int run(struct calib_sample *out, double *gaps, int *npairs, const char *
 			 d.launch(fn, 1, 1, 1, 1, 1, 1, 0, st, args, NULL) == CUDA_SUCCESS &&
 			 d.event_record(b, st) == CUDA_SUCCESS;
 		__atomic_store_n(flag, seq, __ATOMIC_RELEASE);
-		if (!ok || d.stream_sync(st) != CUDA_SUCCESS || d.event_elapsed(&fa[i], f, a) != CUDA_SUCCESS ||
+		int w = ok ? wait_stream(st) : -1;
+		if (w == 0) {
+			*why = "the GPU did not run the calibration kernel within 20 ms (busy with other work)";
+			abandoned = 1;
+			goto out;
+		}
+		if (w < 0 || d.event_elapsed(&fa[i], f, a) != CUDA_SUCCESS ||
 		    d.event_elapsed(&ab[i], a, b) != CUDA_SUCCESS) {
 			*why = "a calibration launch failed";
 			goto out;
@@ -181,7 +210,13 @@ static int run(struct calib_sample *out, double *gaps, int *npairs, const char *
 			ok = d.launch(fn, 1, 1, 1, 1, 1, 1, 0, st, args, NULL) == CUDA_SUCCESS;
 		}
 		__atomic_store_n(flag, seq, __ATOMIC_RELEASE);
-		if (!ok || d.stream_sync(st) != CUDA_SUCCESS) {
+		int w = ok ? wait_stream(st) : -1;
+		if (w == 0) {
+			*why = "the GPU did not run the calibration kernels within 20 ms (busy with other work)";
+			abandoned = 1;
+			goto out;
+		}
+		if (w < 0) {
 			*why = "a calibration pair failed";
 			goto out;
 		}
@@ -209,16 +244,20 @@ static int run(struct calib_sample *out, double *gaps, int *npairs, const char *
 out:
 	if (flag)
 		__atomic_store_n(flag, UINT32_MAX, __ATOMIC_RELEASE); /* nothing left waiting */
-	if (st) {
-		d.stream_sync(st);
+	*busy = abandoned;
+	int pending = abandoned || (st && wait_stream(st) != 1);
+	/* A stream and events with work pending are released by the driver
+	 * once it completes. */
+	if (st)
 		d.stream_destroy(st);
-	}
 	if (f)
 		d.event_destroy(f);
 	if (a)
 		d.event_destroy(a);
 	if (b)
 		d.event_destroy(b);
+	if (pending)
+		return -1; /* the stamps, the word and the module stay (a few KB, once): a kernel may still use them */
 	if (stamps)
 		d.mem_free(stamps);
 	if (flag)
@@ -251,7 +290,7 @@ int calib_measure(int ordinal, struct calib_result *r)
 	}
 	struct calib_sample s[CALIB_SPINS * CALIB_PER_SPIN];
 	double gaps[CALIB_PAIRS];
-	int n = -1, npairs = 0;
+	int n = -1, npairs = 0, busy = 0;
 	const char *why = "the context could not be made current";
 	if (d.push(ctx) == CUDA_SUCCESS) {
 		/* Relaxed: a graph the application captures meanwhile (in
@@ -260,7 +299,7 @@ int calib_measure(int ordinal, struct calib_result *r)
 		CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 		int exchanged = d.capture_mode(&mode) == CUDA_SUCCESS;
 		in_calib = 1;
-		n = run(s, gaps, &npairs, &why);
+		n = run(s, gaps, &npairs, &why, &busy);
 		in_calib = 0;
 		if (exchanged)
 			d.capture_mode(&mode);
@@ -269,6 +308,7 @@ int calib_measure(int ordinal, struct calib_result *r)
 	d.primary_release(dev);
 	if (n < 0) {
 		snprintf(r->why, sizeof r->why, "%s", why);
+		r->retry = busy;
 		return 0;
 	}
 	calib_fit(s, (unsigned)n, gaps, (unsigned)npairs, r);

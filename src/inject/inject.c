@@ -199,7 +199,7 @@ static struct {
 	double offset_floors;             /* floors taken off the last device's held samples */
 	const char *offset_source;        /* ... whence: census_offset_floors */
 	struct calib_result calib;        /* the last device's calibration (calib.h) */
-	int calib_tried;                  /* ... was asked for */
+	int calib_tried;                  /* ... tries */
 	uint64_t calib_ns;                /* the library thread's time calibrating */
 	uint64_t floor_outliers;          /* floors left out of floor_ns: not back to back */
 	/* Holding an idle stream while a sampled launch is submitted (see
@@ -1453,29 +1453,34 @@ out:
 
 /* The floors a held sample of device `dev` (CUPTI's id, the CUDA
  * ordinal) holds besides its kernel (census_offset_floors): the device's
- * calibration (calib.h), measured once per device the first time one of
- * its samples is read. Library thread only. */
+ * calibration (calib.h), measured the first time one of its samples is
+ * read, and tried again (CALIB_TRIES at most, CALIB_RETRY_NS apart) when
+ * the GPU was too busy to measure; the model's meanwhile. Library thread
+ * only. */
 static double offset_floors(uint32_t dev)
 {
 	enum { DEVS = 64 };
 	static double floors[DEVS];
-	static bool asked[DEVS];
+	static int tries[DEVS];
+	static bool settled[DEVS];
+	static int64_t next_try[DEVS];
 	if (g.cfg.offset_floors >= 0 || dev >= DEVS || (g.cfg.skip & INJECT_SKIP_CALIBRATE)) {
 		g.offset_floors = census_offset_floors(g.cfg.offset_floors, NULL, &g.offset_source);
 		return g.offset_floors;
 	}
-	if (!asked[dev]) {
+	int64_t now = clock_mono_ns();
+	if (!settled[dev] && now >= next_try[dev]) {
 		struct calib_result r;
-		int64_t t0 = clock_mono_ns();
 		calib_measure((int)dev, &r);
-		g.calib_ns += (uint64_t)(clock_mono_ns() - t0);
+		g.calib_ns += (uint64_t)(clock_mono_ns() - now);
 		floors[dev] = census_offset_floors(-1, &r, &g.offset_source);
 		g.calib = r;
-		g.calib_tried = 1;
+		g.calib_tried++;
 		g.offset_floors = floors[dev];
-		asked[dev] = true;
+		settled[dev] = r.ok || !r.retry || ++tries[dev] >= CALIB_TRIES;
+		next_try[dev] = now + CALIB_RETRY_NS;
 	}
-	return floors[dev];
+	return settled[dev] || tries[dev] ? floors[dev] : census_offset_floors(-1, NULL, NULL);
 }
 
 /* Read the events of timed launches that completed (library thread): the
@@ -2440,13 +2445,13 @@ static void write_dump(void)
 		/* why: the library's own words, with no quote or backslash. */
 		o2 += (size_t)snprintf(extra + o2, sizeof extra - o2,
 				       ", \"sample_offset\": {\"offset_floors\": %.3f, \"source\": \"%s\", "
-				       "\"calibration\": {\"tried\": %s, \"ok\": %s, \"why\": \"%s\", "
+				       "\"calibration\": {\"tries\": %d, \"ok\": %s, \"why\": \"%s\", "
 				       "\"offset_ns\": %.1f, \"excess_ns\": %.1f, \"gap_ns\": %.1f, \"bound_ns\": %.1f, "
 				       "\"floor_ns\": %.1f, \"floors\": %.3f, "
 				       "\"spread_ns\": %.1f, \"slope\": %.4f, \"timer_step_ns\": %.0f, "
 				       "\"samples\": %u, \"took_ns\": %llu}}",
 				       g.offset_floors, g.offset_source ? g.offset_source : "none",
-				       g.calib_tried ? "true" : "false", c->ok ? "true" : "false", c->why, c->offset_ns,
+				       g.calib_tried, c->ok ? "true" : "false", c->why, c->offset_ns,
 				       c->excess_ns, c->gap_ns, c->bound_ns, c->floor_ns, c->floors, c->spread_ns, isfinite(c->slope) ? c->slope : 0.0,
 				       c->timer_step_ns, c->samples, (unsigned long long)g.calib_ns);
 	}

@@ -79,6 +79,7 @@ API int cuStreamSynchronize(void *stream);
 API int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
 		       unsigned bz, unsigned shared, void *stream, void **params, void **extra);
 API void fake_cuda_calibration(int *kernels, int *left);
+API void fake_cuda_set_calibration_stall(int on);
 
 #define FAKE_CUDA_STEP_NS 1000
 #define FAKE_CUDA_TIMER_NS 32
@@ -127,7 +128,12 @@ static struct {
 	int events_live;                /* created and not destroyed */
 	int created;                    /* streams, modules, device memory made and not released */
 	int calibrations;               /* calibration kernels run */
+	int calib_stall;                /* the second stream's kernels never run (a GPU full of other work) */
+	void *allocs[64];               /* device and host memory given out, as a driver holds it */
 } fc = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void *remember(void *m);
+static void forget(void *m);
 
 static int64_t now_ns(void)
 {
@@ -138,6 +144,8 @@ static int64_t now_ns(void)
 
 static int released(int w)
 {
+	if (!fc.waits[w].addr)
+		return 1; /* its word was freed (after it was let go) */
 	return (int32_t)(__atomic_load_n(fc.waits[w].addr, __ATOMIC_ACQUIRE) - fc.waits[w].value) >= 0;
 }
 
@@ -155,6 +163,8 @@ static void run(void)
 		for (; s->head != s->tail; s->head++) {
 			struct item *it = &s->q[s->head % QUEUE];
 			if (it->kind == ITEM_WAIT && !released(it->wait))
+				break;
+			if (it->kind == ITEM_KERNEL && it->spin >= 0 && fc.calib_stall)
 				break;
 			int64_t start = s->gpu > it->at ? s->gpu : it->at;
 			int64_t step = fc.launch_step_ns ? fc.launch_step_ns : FAKE_CUDA_STEP_NS;
@@ -407,13 +417,13 @@ API int cuStreamWaitValue32_v2_ptsz(void *stream, uint64_t addr, uint32_t value,
 API int cuMemHostAlloc(void **p, size_t n, unsigned flags)
 {
 	(void)flags;
-	*p = calloc(1, n);
+	*p = remember(calloc(1, n));
 	return *p ? OK : INVALID;
 }
 
 API int cuMemFreeHost(void *p)
 {
-	free(p);
+	forget(p);
 	return OK;
 }
 
@@ -494,9 +504,40 @@ API int cuModuleUnload(void *mod)
 	return OK;
 }
 
+/* Memory given out stays reachable from here until freed, as a driver
+ * holds it (what a calibration abandons under a stalled kernel is not a
+ * leak of the process's heap). */
+static void *remember(void *m)
+{
+	pthread_mutex_lock(&fc.mu);
+	for (size_t i = 0; m && i < sizeof fc.allocs / sizeof fc.allocs[0]; i++)
+		if (!fc.allocs[i]) {
+			fc.allocs[i] = m;
+			break;
+		}
+	pthread_mutex_unlock(&fc.mu);
+	return m;
+}
+
+static void forget(void *m)
+{
+	pthread_mutex_lock(&fc.mu);
+	for (size_t i = 0; m && i < sizeof fc.allocs / sizeof fc.allocs[0]; i++)
+		if (fc.allocs[i] == m)
+			fc.allocs[i] = NULL;
+	for (int w = 0; m && w < fc.nwaits; w++)
+		if ((uintptr_t)fc.waits[w].addr == (uintptr_t)m) {
+			if (!fc.waits[w].let_go)
+				fc.waits[w].let_go = now_ns();
+			fc.waits[w].addr = NULL;
+		}
+	pthread_mutex_unlock(&fc.mu);
+	free(m);
+}
+
 API int cuMemAlloc_v2(uint64_t *p, size_t n)
 {
-	void *m = calloc(1, n);
+	void *m = remember(calloc(1, n));
 	*p = (uint64_t)(uintptr_t)m;
 	if (m)
 		made(1);
@@ -505,7 +546,7 @@ API int cuMemAlloc_v2(uint64_t *p, size_t n)
 
 API int cuMemFree_v2(uint64_t p)
 {
-	free((void *)(uintptr_t)p);
+	forget((void *)(uintptr_t)p);
 	made(-1);
 	return OK;
 }
@@ -567,5 +608,14 @@ API void fake_cuda_calibration(int *kernels, int *left)
 	run();
 	*kernels = fc.calibrations;
 	*left = fc.created;
+	pthread_mutex_unlock(&fc.mu);
+}
+
+/* The second stream's kernels wait for ever from now on (on: 1), as on a
+ * GPU whose every SM runs the application's long kernels. */
+API void fake_cuda_set_calibration_stall(int on)
+{
+	pthread_mutex_lock(&fc.mu);
+	fc.calib_stall = on;
 	pthread_mutex_unlock(&fc.mu);
 }

@@ -369,6 +369,17 @@ static void test_calib_fit(void **state)
 	    r.spread_ns > 45 || r.timer_step_ns != 32 || r.samples != N)
 		fail_msg("offset %.1f gap %.1f floors %.3f slope %.4f spread %.1f step %.0f n %u", r.offset_ns,
 			 r.gap_ns, r.floors, r.slope, r.spread_ns, r.timer_step_ns, r.samples);
+	/* Samples spread wide (other work on the GPU delayed the kernels):
+	 * refused, to be tried again. */
+	fill_samples(s, N, 1900, 1.0, 32);
+	for (unsigned i = 0; i < N; i++)
+		if (i % 8 < 4) /* every spin length alike: the slope stays 1 */
+			s[i].ab_ns += 1500;
+	calib_fit(s, N, gaps, CALIB_PAIRS, &r);
+	assert_false(r.ok);
+	assert_true(r.retry);
+	assert_non_null(strstr(r.why, "busy with other work"));
+	fill_samples(s, N, 1900, 1.0, 32);
 	/* A pair whose second kernel starts before the first ends. */
 	calib_fit(s, N, neg, CALIB_PAIRS, &r);
 	assert_false(r.ok);
