@@ -963,7 +963,6 @@ static struct {
 	int loaded;
 	__typeof__(cuDeviceGetCount) *device_count;
 	__typeof__(cuDeviceGet) *device_get;
-	__typeof__(cuDeviceGetAttribute) *device_attr;
 	__typeof__(cuDevicePrimaryCtxGetState) *primary_state;
 	__typeof__(cuDevicePrimaryCtxRetain) *primary_retain;
 	__typeof__(cuDevicePrimaryCtxRelease) *primary_release;
@@ -992,7 +991,6 @@ static void load_driver_fns(void)
 		return;
 	*(void **)(&drv.device_count) = dlsym(h, "cuDeviceGetCount");
 	*(void **)(&drv.device_get) = dlsym(h, "cuDeviceGet");
-	*(void **)(&drv.device_attr) = dlsym(h, "cuDeviceGetAttribute");
 	*(void **)(&drv.primary_state) = dlsym(h, "cuDevicePrimaryCtxGetState");
 	*(void **)(&drv.primary_retain) = dlsym(h, "cuDevicePrimaryCtxRetain");
 	*(void **)(&drv.primary_release) = dlsym(h, "cuDevicePrimaryCtxRelease_v2");
@@ -1463,7 +1461,7 @@ static double offset_floors(uint32_t dev)
 	static double floors[DEVS];
 	static int tries[DEVS];
 	static bool settled[DEVS];
-	static int64_t next_try[DEVS];
+	static int64_t next_try[DEVS]; /* 0: the first read tries at once */
 	if (g.cfg.offset_floors >= 0 || dev >= DEVS || (g.cfg.skip & INJECT_SKIP_CALIBRATE)) {
 		g.offset_floors = census_offset_floors(g.cfg.offset_floors, NULL, &g.offset_source);
 		return g.offset_floors;
@@ -1480,7 +1478,7 @@ static double offset_floors(uint32_t dev)
 		settled[dev] = r.ok || !r.retry || ++tries[dev] >= CALIB_TRIES;
 		next_try[dev] = now + CALIB_RETRY_NS;
 	}
-	return settled[dev] || tries[dev] ? floors[dev] : census_offset_floors(-1, NULL, NULL);
+	return floors[dev];
 }
 
 /* Read the events of timed launches that completed (library thread): the
