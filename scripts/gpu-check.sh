@@ -18,6 +18,7 @@
 #                                       inject (inject-torch: its PyTorch part only)
 #                                       inject-overhead cupti-states sample-offset bench
 #                                       accuracy (kernel truth: default mode vs an exact trace)
+#                                       names-uvm (kernel names whole, UVM in continuous mode)
 # Section bench (about 4 minutes): gpulse bench beside PyTorch: cuda_abi.h
 # against the real headers, the PTX kernels through ptxas, PyTorch's anchor
 # figures (bench/bench_anchor.py), `gpulse bench --quick --json` five times
@@ -374,6 +375,17 @@ fi
 fi
 
 # 8. CUPTI's states and window edges, measured directly (no library)
+# Kernel names kept whole and unified memory in continuous mode
+# (tests/gpu/inject_names_uvm.sh: torch.profiler's names in the dump,
+# 256 MiB of managed memory migrated by a sub-second program).
+if want names-uvm; then
+if bash tests/gpu/inject_names_uvm.sh "${INJECT_LIB:-$D/libgpulse-inject.so}" "$OUT/names-uvm" >"$OUT/names-uvm.txt" 2>&1; then
+	row "inject: names whole, UVM" PASS "$(tail -1 "$OUT/names-uvm.txt" | cut -c1-100)"
+else
+	row "inject: names whole, UVM" FAIL "$(tail -1 "$OUT/names-uvm.txt" | cut -c1-100)"
+fi
+fi
+
 if want cupti-states; then
 CL=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:/usr/local/cuda/lib
 if nvcc -O2 -arch=sm_90 -o /tmp/cupti_states bench/cupti_states.cu -L/usr/local/cuda/lib64 \
