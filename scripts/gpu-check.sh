@@ -19,6 +19,7 @@
 #                                       inject-overhead cupti-states sample-offset bench
 #                                       accuracy (kernel truth: default mode vs an exact trace)
 #                                       names-uvm (kernel names whole, UVM in continuous mode)
+#                                       inject-stress (the library never hangs an application)
 # Section bench (about 4 minutes): gpulse bench beside PyTorch: cuda_abi.h
 # against the real headers, the PTX kernels through ptxas, PyTorch's anchor
 # figures (bench/bench_anchor.py), `gpulse bench --quick --json` five times
@@ -360,7 +361,7 @@ if nvcc -O2 -arch=sm_90 -o $AD/kernel_lengths bench/kernel_lengths.cu 2>"$OUT/ac
 			else
 				cmd=(python3 bench/inject_torch.py $w --seconds ${ACC_SECONDS:-8})
 			fi
-			"${env[@]}" timeout 200 "${cmd[@]}" >>$AD/out-$w.txt 2>>"$OUT/accuracy-stderr.txt" ||
+			"${env[@]}" timeout "${ACC_TIMEOUT:-200}" "${cmd[@]}" >>$AD/out-$w.txt 2>>"$OUT/accuracy-stderr.txt" ||
 				echo "$w $c: rc=$?" >>"$OUT/accuracy-stderr.txt"
 		done
 		python3 bench/inject_kernel_accuracy.py $AD $w | tee -a "$OUT/accuracy.txt"
@@ -375,6 +376,47 @@ fi
 fi
 
 # 8. CUPTI's states and window edges, measured directly (no library)
+# The library must never hang the application: bench/kernel_lengths.cu
+# (every kernel on the legacy stream, a synchronise per round) run
+# STRESS_RUNS times for 3 s under default mode, each with a 30 s limit;
+# a run past it has every thread's stack saved (gdb, else /proc) before
+# it is killed. STRESS_LIBS: the libraries to run (default the bundled
+# one).
+if want inject-stress; then
+SD=/tmp/gpulse-stress; rm -rf $SD; mkdir -p $SD
+if nvcc -O2 -arch=sm_90 -o $SD/kernel_lengths bench/kernel_lengths.cu 2>"$OUT/stress-build.log"; then
+	for lib in ${STRESS_LIBS:-$D/libgpulse-inject.so}; do
+		lib=$(cd "$(dirname "$lib")" && pwd)/$(basename "$lib")
+		hung=0
+		for r in $(seq 1 "${STRESS_RUNS:-8}"); do
+			env CUDA_INJECTION64_PATH=$lib GPULSE_INJECT_DUMP=$SD/dump-$r.json GPULSE_SOCKET=/nonexistent/inject.sock \
+				$SD/kernel_lengths 3 >/dev/null 2>>"$OUT/stress-stderr.txt" &
+			pid=$!
+			for _ in $(seq 1 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+			if kill -0 $pid 2>/dev/null; then
+				hung=$((hung + 1))
+				{
+					echo "== $(basename "$lib") run $r: still running after 30 s"
+					if command -v gdb >/dev/null; then
+						gdb -p $pid -batch -ex "thread apply all bt" 2>&1 | grep -E '^(Thread|#)' | head -150
+					else
+						for t in /proc/$pid/task/*; do
+							echo "task $(basename $t) $(cat $t/comm) wchan=$(cat $t/wchan) syscall=$(cut -d' ' -f1 $t/syscall)"
+						done
+					fi
+				} >>"$OUT/stress-hangs.txt"
+				kill -9 $pid
+			fi
+			wait $pid 2>/dev/null
+		done
+		echo "$(basename "$lib"): $hung of ${STRESS_RUNS:-8} runs hung" | tee -a "$OUT/stress.txt"
+		row "inject: never hangs ($(basename "$lib"))" "$([ $hung = 0 ] && echo PASS || echo FAIL)" "$hung of ${STRESS_RUNS:-8} runs past 30 s"
+	done
+else
+	row "inject: never hangs" FAIL "stress-build.log"
+fi
+fi
+
 # Kernel names kept whole and unified memory in continuous mode
 # (tests/gpu/inject_names_uvm.sh: torch.profiler's names in the dump,
 # 256 MiB of managed memory migrated by a sub-second program).

@@ -64,12 +64,7 @@ static struct {
 	__typeof__(cuThreadExchangeStreamCaptureMode) *capture_mode;
 	__typeof__(cuModuleLoadData) *module_load;
 	__typeof__(cuModuleGetFunction) *module_function;
-	__typeof__(cuModuleUnload) *module_unload;
-	__typeof__(cuMemAlloc) *mem_alloc;
-	__typeof__(cuMemFree) *mem_free;
-	__typeof__(cuMemcpyDtoH) *copy_dtoh;
 	__typeof__(cuMemHostAlloc) *host_alloc;
-	__typeof__(cuMemFreeHost) *host_free;
 	__typeof__(cuStreamCreate) *stream_create;
 	__typeof__(cuStreamDestroy) *stream_destroy;
 	__typeof__(cuStreamQuery) *stream_query;
@@ -96,12 +91,7 @@ static const char *load(void)
 		{"cuThreadExchangeStreamCaptureMode", (void **)&d.capture_mode},
 		{"cuModuleLoadData", (void **)&d.module_load},
 		{"cuModuleGetFunction", (void **)&d.module_function},
-		{"cuModuleUnload", (void **)&d.module_unload},
-		{"cuMemAlloc_v2", (void **)&d.mem_alloc},
-		{"cuMemFree_v2", (void **)&d.mem_free},
-		{"cuMemcpyDtoH_v2", (void **)&d.copy_dtoh},
 		{"cuMemHostAlloc", (void **)&d.host_alloc},
-		{"cuMemFreeHost", (void **)&d.host_free},
 		{"cuStreamCreate", (void **)&d.stream_create},
 		{"cuStreamDestroy_v2", (void **)&d.stream_destroy},
 		{"cuStreamQuery", (void **)&d.stream_query},
@@ -142,41 +132,81 @@ static int wait_stream(CUstream st)
 	}
 }
 
-/* The launches, in a context already current. Returns the samples kept
- * (after the warm-up) or -1 with *why set. */
-static int run(struct calib_sample *out, double *gaps, int *npairs, const char **why, int *busy)
+/* What a device's calibration keeps for the life of the process, made at
+ * its first try: the module, and one block of pinned, device-mapped host
+ * memory holding each try's stamps and the word its stream waits on
+ * (about 2 KB a try). Nothing of it is ever freed or unloaded, and no
+ * stamp is copied back: cuMemFree, cuMemFreeHost, cuModuleUnload and
+ * cuMemcpyDtoH wait for work of the whole device or of the legacy
+ * stream, which may be the application's launch held on its word until
+ * that launch returns, and the watchdog that lets such a hold go runs on
+ * this very thread: a driver that makes the launch wait for the
+ * synchronising call would deadlock the application. A try abandoned
+ * under a busy GPU leaves its kernels pending on their own block, which
+ * no later try touches. */
+#define CALIB_DEVS 64
+struct calib_block {
+	uint64_t stamps[CALIB_LAUNCHES + 2 * CALIB_PAIRS][3];
+	uint32_t flag;
+};
+static struct {
+	CUmodule mod;
+	CUfunction fn;
+	struct calib_block *blocks; /* CALIB_TRIES of them */
+	int tries;
+} devs[CALIB_DEVS];
+
+/* The launches, in device `ordinal`'s context, already current. Returns
+ * the samples kept (after the warm-up) or -1 with *why set. */
+static int run(int ordinal, struct calib_sample *out, double *gaps, int *npairs, const char **why, int *busy)
 {
-	CUmodule mod = NULL;
-	CUfunction fn = NULL;
-	CUdeviceptr stamps = 0;
-	uint32_t *flag = NULL;
 	CUstream st = NULL;
 	CUevent f = NULL, a = NULL, b = NULL;
 	int kept = -1, abandoned = 0;
-	uint64_t host[CALIB_LAUNCHES + 2 * CALIB_PAIRS][3];
 	float fa[CALIB_LAUNCHES], ab[CALIB_LAUNCHES];
-	if (d.module_load(&mod, calib_ptx) != CUDA_SUCCESS) {
-		*why = "the driver did not compile the calibration kernel";
-		goto out;
+	if (ordinal < 0 || ordinal >= CALIB_DEVS) {
+		*why = "the device's ordinal is past the calibration's table";
+		return -1;
 	}
-	if (d.module_function(&fn, mod, "gpulse_calibrate") != CUDA_SUCCESS ||
-	    d.mem_alloc(&stamps, sizeof host) != CUDA_SUCCESS ||
-	    d.host_alloc((void **)&flag, sizeof *flag, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) !=
-		    CUDA_SUCCESS ||
-	    d.stream_create(&st, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+	__typeof__(devs[0]) *dv = &devs[ordinal];
+	if (dv->tries >= CALIB_TRIES) {
+		*why = "the device's calibration tries are spent";
+		return -1;
+	}
+	if (!dv->mod && d.module_load(&dv->mod, calib_ptx) != CUDA_SUCCESS) {
+		dv->mod = NULL;
+		*why = "the driver did not compile the calibration kernel";
+		return -1;
+	}
+	if (!dv->fn && d.module_function(&dv->fn, dv->mod, "gpulse_calibrate") != CUDA_SUCCESS) {
+		dv->fn = NULL;
+		*why = "the calibration module has no kernel";
+		return -1;
+	}
+	if (!dv->blocks &&
+	    d.host_alloc((void **)&dv->blocks, CALIB_TRIES * sizeof *dv->blocks,
+			 CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
+		dv->blocks = NULL;
+		*why = "the calibration's memory could not be made";
+		return -1;
+	}
+	struct calib_block *blk = &dv->blocks[dv->tries++];
+	memset(blk, 0, sizeof *blk);
+	uint32_t *flag = &blk->flag;
+	CUfunction fn = dv->fn;
+	if (d.stream_create(&st, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
 	    d.event_create(&f, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
 	    d.event_create(&a, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
 	    d.event_create(&b, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-		*why = "the calibration's module, memory, stream or events could not be made";
+		*why = "the calibration's stream or events could not be made";
 		goto out;
 	}
-	*flag = 0;
 	for (unsigned i = 0; i < CALIB_LAUNCHES; i++) {
 		/* The held path of census_time_start: the stream waits on a
 		 * word, then the floor event, the start event, the kernel and
 		 * the end event are queued, then the word lets it go. */
 		unsigned long long spin = calib_spin_ns[i % CALIB_SPINS];
-		CUdeviceptr slot = stamps + (CUdeviceptr)(i * sizeof host[0]);
+		CUdeviceptr slot = (CUdeviceptr)(uintptr_t)blk->stamps[i];
 		void *args[] = {&slot, &spin};
 		uint32_t seq = i + 1;
 		int ok = d.wait_value(st, (CUdeviceptr)(uintptr_t)flag, seq, CU_STREAM_WAIT_VALUE_GEQ) ==
@@ -205,7 +235,7 @@ static int run(struct calib_sample *out, double *gaps, int *npairs, const char *
 		ok = d.wait_value(st, (CUdeviceptr)(uintptr_t)flag, seq, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS;
 		for (unsigned k = 0; k < 2 && ok; k++) {
 			unsigned long long spin = k == 0 ? CALIB_PAIR_SPIN_NS : 0;
-			CUdeviceptr slot = stamps + (CUdeviceptr)((CALIB_LAUNCHES + 2 * i + k) * sizeof host[0]);
+			CUdeviceptr slot = (CUdeviceptr)(uintptr_t)blk->stamps[CALIB_LAUNCHES + 2 * i + k];
 			void *args[] = {&slot, &spin};
 			ok = d.launch(fn, 1, 1, 1, 1, 1, 1, 0, st, args, NULL) == CUDA_SUCCESS;
 		}
@@ -221,10 +251,12 @@ static int run(struct calib_sample *out, double *gaps, int *npairs, const char *
 			goto out;
 		}
 	}
-	if (d.copy_dtoh(host, stamps, sizeof host) != CUDA_SUCCESS) {
-		*why = "the calibration's stamps could not be read";
-		goto out;
-	}
+	/* Every kernel of the try completed (its stream was seen idle): its
+	 * stamps are in the mapped memory. */
+	uint64_t host[CALIB_LAUNCHES + 2 * CALIB_PAIRS][3];
+	for (unsigned i = 0; i < CALIB_LAUNCHES + 2 * CALIB_PAIRS; i++)
+		for (unsigned k = 0; k < 3; k++)
+			host[i][k] = __atomic_load_n(&blk->stamps[i][k], __ATOMIC_ACQUIRE);
 	kept = 0;
 	for (unsigned i = CALIB_WARMUP; i < CALIB_LAUNCHES; i++) {
 		if (host[i][1] < host[i][0] || fa[i] < 0 || ab[i] < 0)
@@ -242,12 +274,10 @@ static int run(struct calib_sample *out, double *gaps, int *npairs, const char *
 			gaps[(*npairs)++] = (double)(int64_t)(second[0] - first[1]);
 	}
 out:
-	if (flag)
-		__atomic_store_n(flag, UINT32_MAX, __ATOMIC_RELEASE); /* nothing left waiting */
+	__atomic_store_n(flag, UINT32_MAX, __ATOMIC_RELEASE); /* nothing left waiting */
 	*busy = abandoned;
-	int pending = abandoned || (st && wait_stream(st) != 1);
 	/* A stream and events with work pending are released by the driver
-	 * once it completes. */
+	 * once it completes (neither call waits for it). */
 	if (st)
 		d.stream_destroy(st);
 	if (f)
@@ -256,15 +286,7 @@ out:
 		d.event_destroy(a);
 	if (b)
 		d.event_destroy(b);
-	if (pending)
-		return -1; /* the stamps, the word and the module stay (a few KB, once): a kernel may still use them */
-	if (stamps)
-		d.mem_free(stamps);
-	if (flag)
-		d.host_free(flag);
-	if (mod)
-		d.module_unload(mod);
-	return kept;
+	return abandoned ? -1 : kept;
 }
 
 int calib_measure(int ordinal, struct calib_result *r)
@@ -299,7 +321,7 @@ int calib_measure(int ordinal, struct calib_result *r)
 		CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 		int exchanged = d.capture_mode(&mode) == CUDA_SUCCESS;
 		in_calib = 1;
-		n = run(s, gaps, &npairs, &why, &busy);
+		n = run(ordinal, s, gaps, &npairs, &why, &busy);
 		in_calib = 0;
 		if (exchanged)
 			d.capture_mode(&mode);

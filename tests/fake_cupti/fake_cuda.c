@@ -27,7 +27,11 @@
  * and a pair back to back shows tail + KK + head between the spins; the
  * offset is launch step + 1 step, as for the application's kernels. With
  * KK = head + tail (the case where the library's middle of the bracket is
- * exact, src/inject/calib.h) the calibration finds it.
+ * exact, src/inject/calib.h) the calibration finds it. Calls that wait for
+ * the whole device or the legacy stream on a real driver (cuMemFree,
+ * cuMemFreeHost, cuModuleUnload, cuMemcpyDtoH) are counted: the library
+ * must make none, since the application's launch held on its word may be
+ * what such a call waits for.
  *
  * Types are spelled out rather than taken from cuda.h, whose macros
  * rename the entry points this file must export under their real names. */
@@ -78,7 +82,7 @@ API int cuStreamDestroy_v2(void *stream);
 API int cuStreamSynchronize(void *stream);
 API int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
 		       unsigned bz, unsigned shared, void *stream, void **params, void **extra);
-API void fake_cuda_calibration(int *kernels, int *left);
+API void fake_cuda_calibration(int *kernels, int *left, int *synchronizing);
 API void fake_cuda_set_calibration_stall(int on);
 
 #define FAKE_CUDA_STEP_NS 1000
@@ -126,13 +130,15 @@ static struct {
 	} waits[FAKE_CUDA_WAITS];
 	int nwaits;
 	int events_live;                /* created and not destroyed */
-	int created;                    /* streams, modules, device memory made and not released */
+	int created;                    /* streams made and not released */
+	int synchronizing;              /* calls that wait for the device or the legacy stream */
 	int calibrations;               /* calibration kernels run */
 	int calib_stall;                /* the second stream's kernels never run (a GPU full of other work) */
 	void *allocs[64];               /* device and host memory given out, as a driver holds it */
 } fc = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static void *remember(void *m);
+static void synchronizing(void);
 static void forget(void *m);
 
 static int64_t now_ns(void)
@@ -423,6 +429,7 @@ API int cuMemHostAlloc(void **p, size_t n, unsigned flags)
 
 API int cuMemFreeHost(void *p)
 {
+	synchronizing();
 	forget(p);
 	return OK;
 }
@@ -484,7 +491,6 @@ API int cuModuleLoadData(void **mod, const void *image)
 	if (!image || !strstr(image, ".entry gpulse_calibrate("))
 		return INVALID;
 	*mod = &module_tag;
-	made(1);
 	return OK;
 }
 
@@ -500,7 +506,7 @@ API int cuModuleUnload(void *mod)
 {
 	if (mod != &module_tag)
 		return INVALID;
-	made(-1);
+	synchronizing();
 	return OK;
 }
 
@@ -539,20 +545,19 @@ API int cuMemAlloc_v2(uint64_t *p, size_t n)
 {
 	void *m = remember(calloc(1, n));
 	*p = (uint64_t)(uintptr_t)m;
-	if (m)
-		made(1);
 	return m ? OK : INVALID;
 }
 
 API int cuMemFree_v2(uint64_t p)
 {
+	synchronizing();
 	forget((void *)(uintptr_t)p);
-	made(-1);
 	return OK;
 }
 
 API int cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n)
 {
+	synchronizing();
 	pthread_mutex_lock(&fc.mu);
 	run();
 	memcpy(dst, (const void *)(uintptr_t)src, n);
@@ -600,14 +605,23 @@ API int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned
 	return ok ? OK : INVALID;
 }
 
-/* How many calibration kernels ran, and how many of the streams, modules
- * and device buffers the calibration made are not released. */
-API void fake_cuda_calibration(int *kernels, int *left)
+static void synchronizing(void)
+{
+	pthread_mutex_lock(&fc.mu);
+	fc.synchronizing++;
+	pthread_mutex_unlock(&fc.mu);
+}
+
+/* How many calibration kernels ran, how many of the streams the
+ * calibration made are not released, and how many synchronising calls
+ * the process made. */
+API void fake_cuda_calibration(int *kernels, int *left, int *synchronizing)
 {
 	pthread_mutex_lock(&fc.mu);
 	run();
 	*kernels = fc.calibrations;
 	*left = fc.created;
+	*synchronizing = fc.synchronizing;
 	pthread_mutex_unlock(&fc.mu);
 }
 

@@ -163,7 +163,8 @@ struct outcome {
 	int64_t cuda_longest_ns;      /* the longest a stream waited */
 	int profiler_rc;              /* the other profiler's cuptiSubscribe */
 	int profiler_heard;           /* launches its callback heard */
-	int calib_kernels, calib_left; /* the driver stand-in's calibration kernels run, and what is left of it */
+	int calib_kernels, calib_left; /* the driver stand-in's calibration kernels run, and its streams left */
+	int synchronizing;             /* calls that wait for the device or the legacy stream */
 };
 
 /* The driver stand-in's device for the timed cases: a compute capability
@@ -338,10 +339,10 @@ static void play(enum scenario sc, struct outcome *o)
 					break;
 				NEED(clock_mono_ns() < until);
 			}
-			void (*calib)(int *, int *);
+			void (*calib)(int *, int *, int *);
 			*(void **)(&calib) = dlsym(cuda, "fake_cuda_calibration");
 			NEED(calib);
-			calib(&o->calib_kernels, &o->calib_left);
+			calib(&o->calib_kernels, &o->calib_left, &o->synchronizing);
 			/* Then until the library's thread has read every sample:
 			 * it destroys a timed launch's events once read. */
 			for (until = clock_mono_ns() + ms(30000); events_live() > 0; usleep(2000))
@@ -1180,8 +1181,14 @@ static void test_timed_samples_calibrated(void **state)
 			fail_msg("launch step %lld: k_loop's sampled mean %lld ns, want 5000", (long long)steps[k],
 				 (long long)mean);
 		if (o.calib_kernels < CALIB_LAUNCHES || o.calib_left != 0)
-			fail_msg("launch step %lld: %d calibration kernels, %d of its objects left",
+			fail_msg("launch step %lld: %d calibration kernels, %d of its streams left",
 				 (long long)steps[k], o.calib_kernels, o.calib_left);
+		/* The application's launch may be held on its word while the
+		 * library's thread calibrates: a call of that thread that waits
+		 * for the device or the legacy stream would wait for it. */
+		if (o.synchronizing != 0)
+			fail_msg("launch step %lld: %d synchronising driver calls", (long long)steps[k],
+				 o.synchronizing);
 	}
 }
 
