@@ -14,19 +14,36 @@ void census_clear(struct census *c)
 	memset(c, 0, sizeof *c);
 }
 
-static uint64_t hash_key(const char *key, uint32_t context)
+uint8_t census_class(const uint32_t grid[3], const uint32_t block[3])
 {
-	uint64_t h = ((uint64_t)(uintptr_t)key >> 3) ^ ((uint64_t)context << 48);
+	if (!grid || !block)
+		return 0;
+	uint64_t n = 1;
+	for (int i = 0; i < 3; i++)
+		if (__builtin_mul_overflow(n, (uint64_t)(grid[i] ? grid[i] : 1), &n) ||
+		    __builtin_mul_overflow(n, (uint64_t)(block[i] ? block[i] : 1), &n))
+			return 64;
+	uint8_t bits = 0;
+	for (; n; n >>= 1)
+		bits++;
+	return bits;
+}
+
+static uint64_t hash_key(const char *key, uint32_t context, uint8_t cls)
+{
+	uint64_t h = ((uint64_t)(uintptr_t)key >> 3) ^ ((uint64_t)context << 48) ^ ((uint64_t)cls << 40);
 	return h * 0x9e3779b97f4a7c15ull;
 }
 
 /* The slot of (context, name), made when new; the context's "other" slot
  * once CENSUS_KERNELS distinct kernels are in (it ignores the cap, and at
  * most CENSUS_CONTEXTS of them fit beside it). */
-static int kernel_slot(struct census *c, const char *key, uint32_t context, uint32_t device,
-		       int is_other)
+static int kernel_slot(struct census *c, const char *key, uint32_t context, uint8_t cls,
+		       uint32_t device, int is_other)
 {
-	uint64_t h = is_other ? 0x0f0f0f0full + context : hash_key(key, context);
+	if (is_other)
+		cls = 0;
+	uint64_t h = is_other ? 0x0f0f0f0full + context : hash_key(key, context, cls);
 	unsigned mask = CENSUS_SLOTS - 1, i = (unsigned)(h >> 40) & mask;
 	for (unsigned probe = 0; probe < CENSUS_SLOTS; probe++, i = (i + 1) & mask) {
 		struct census_kernel *k = &c->k[i];
@@ -39,13 +56,14 @@ static int kernel_slot(struct census *c, const char *key, uint32_t context, uint
 			k->hash = h;
 			k->key = is_other ? NULL : key;
 			k->context = context;
+			k->cls = cls;
 			k->device = device;
 			if (!is_other)
 				c->nkernels++;
 			return (int)i;
 		}
 		if (k->hash == h && k->context == context && k->is_other == is_other &&
-		    k->key == (is_other ? NULL : key))
+		    k->cls == cls && k->key == (is_other ? NULL : key))
 			return (int)i;
 	}
 	return -1;
@@ -56,9 +74,10 @@ int census_launch(struct census *c, const char *name, uint32_t context, uint32_t
 {
 	if (!name)
 		name = "(unnamed)";
-	int i = kernel_slot(c, name, context, device, 0);
+	uint8_t cls = census_class(grid, block);
+	int i = kernel_slot(c, name, context, cls, device, 0);
 	if (i < 0) {
-		i = kernel_slot(c, NULL, context, device, 1);
+		i = kernel_slot(c, NULL, context, 0, device, 1);
 		c->folded++;
 	}
 	struct census_kernel *k = &c->k[i];
@@ -116,54 +135,94 @@ void census_copy(struct census *c, uint32_t context, uint32_t device, uint8_t ki
 
 /* The slot of (key, context) in the means' table, or of the free one where
  * it would go; -1 when neither (the table is at its bound). */
-static int mean_index(const struct census_means *m, const char *key, uint32_t context)
+static int mean_index(const struct census_means *m, const char *key, uint32_t context, uint8_t cls)
 {
-	uint64_t h = hash_key(key, context);
+	uint64_t h = hash_key(key, context, cls);
 	unsigned mask = CENSUS_SLOTS - 1, i = (unsigned)(h >> 40) & mask;
 	for (unsigned probe = 0; probe < CENSUS_SLOTS; probe++, i = (i + 1) & mask) {
 		const struct census_mean *e = &m->m[i];
 		if (!e->used)
 			return m->count < CENSUS_SLOTS / 4 * 3 ? (int)i : -1; /* three quarters full at most */
-		if (e->hash == h && e->key == key && e->context == context)
+		if (e->hash == h && e->key == key && e->context == context && e->cls == cls)
 			return (int)i;
 	}
 	return -1;
 }
 
-void census_means_add(struct census_means *m, const char *key, uint32_t context, uint64_t dur_ns)
+uint64_t census_sample_stride(uint64_t drawn, unsigned every)
 {
-	if (!m || !key)
-		return;
-	int i = mean_index(m, key, context);
+	if (every == 0)
+		every = 1;
+	if (drawn >= SAMPLES_ENOUGH)
+		return (uint64_t)every * SAMPLE_SPARSE;
+	if (drawn >= SAMPLES_FIRST)
+		return (every + SAMPLES_EARLY_DIV - 1) / SAMPLES_EARLY_DIV;
+	return 1;
+}
+
+/* The entry of (key, context, cls), made when new; NULL when no room. */
+static struct census_mean *mean_entry(struct census_means *m, const char *key, uint32_t context,
+				      uint8_t cls)
+{
+	int i = mean_index(m, key, context, cls);
 	if (i < 0)
-		return;
+		return NULL;
 	struct census_mean *e = &m->m[i];
 	if (!e->used) {
 		memset(e, 0, sizeof *e);
-		e->used = 1, e->hash = hash_key(key, context), e->key = key, e->context = context;
+		e->used = 1, e->hash = hash_key(key, context, cls), e->key = key, e->context = context;
+		e->cls = cls;
 		m->count++;
 	}
-	if (e->ns <= UINT64_MAX - dur_ns)
+	return e;
+}
+
+void census_means_add(struct census_means *m, const char *key, uint32_t context, uint8_t cls,
+		      uint64_t dur_ns)
+{
+	if (!m || !key)
+		return;
+	struct census_mean *e = mean_entry(m, key, context, cls);
+	if (e && e->ns <= UINT64_MAX - dur_ns)
 		e->n++, e->ns += dur_ns;
 }
 
-int census_means_get(const struct census_means *m, const char *key, uint32_t context,
+void census_means_draw(struct census_means *m, const char *key, uint32_t context, uint8_t cls)
+{
+	if (!m || !key)
+		return;
+	struct census_mean *e = mean_entry(m, key, context, cls);
+	if (e)
+		e->drawn++;
+}
+
+uint64_t census_means_drawn(const struct census_means *m, const char *key, uint32_t context,
+			    uint8_t cls)
+{
+	if (!m || !key)
+		return 0;
+	int i = mean_index(m, key, context, cls);
+	return i < 0 || !m->m[i].used ? 0 : m->m[i].drawn;
+}
+
+int census_means_get(const struct census_means *m, const char *key, uint32_t context, uint8_t cls,
 		     double *mean_ns)
 {
 	if (!m || !key)
 		return 0;
-	int i = mean_index(m, key, context);
+	int i = mean_index(m, key, context, cls);
 	if (i < 0 || !m->m[i].used || !m->m[i].n)
 		return 0;
 	*mean_ns = (double)m->m[i].ns / (double)m->m[i].n;
 	return 1;
 }
 
-uint64_t census_means_count(const struct census_means *m, const char *key, uint32_t context)
+uint64_t census_means_count(const struct census_means *m, const char *key, uint32_t context,
+			    uint8_t cls)
 {
 	if (!m || !key)
 		return 0;
-	int i = mean_index(m, key, context);
+	int i = mean_index(m, key, context, cls);
 	return i < 0 || !m->m[i].used ? 0 : m->m[i].n;
 }
 
@@ -193,16 +252,16 @@ static uint64_t to_u64(double x)
 
 /* The pool's slot of (key, context) or of "other" in `context`, or the
  * free one where it would go; -1 when neither. */
-static int pool_index(const struct census_pool *p, const char *key, uint32_t context,
+static int pool_index(const struct census_pool *p, const char *key, uint32_t context, uint8_t cls,
 		      int is_other)
 {
-	uint64_t h = is_other ? 0x0f0f0f0full + context : hash_key(key, context);
+	uint64_t h = is_other ? 0x0f0f0f0full + context : hash_key(key, context, cls);
 	unsigned mask = CENSUS_SLOTS - 1, i = (unsigned)(h >> 40) & mask;
 	for (unsigned probe = 0; probe < CENSUS_SLOTS; probe++, i = (i + 1) & mask) {
 		const struct census_pooled *e = &p->k[i];
 		if (!e->used)
 			return (int)i;
-		if (e->hash == h && e->context == context && e->is_other == is_other &&
+		if (e->hash == h && e->context == context && e->is_other == is_other && e->cls == cls &&
 		    e->key == (is_other ? NULL : key))
 			return (int)i;
 	}
@@ -221,7 +280,7 @@ static void pool_forget(struct census_pool *p)
 	memset(p->k, 0, sizeof p->k);
 	p->count = 0;
 	for (unsigned j = 0; j < n; j++) {
-		int i = pool_index(p, keep[j].key, keep[j].context, keep[j].is_other);
+		int i = pool_index(p, keep[j].key, keep[j].context, keep[j].cls, keep[j].is_other);
 		p->k[i] = keep[j];
 		p->count++;
 	}
@@ -246,7 +305,7 @@ void census_pool_add(struct census_pool *p, const struct census *c, uint64_t obs
 		const struct census_kernel *k = &c->k[i];
 		if (!k->used || k->launches == 0)
 			continue;
-		int j = pool_index(p, k->key, k->context, k->is_other);
+		int j = pool_index(p, k->key, k->context, k->cls, k->is_other);
 		/* Three quarters full at most; "other" always finds room. */
 		if (j < 0 || (!p->k[j].used && !k->is_other && p->count >= CENSUS_SLOTS / 4 * 3)) {
 			p->unpooled++;
@@ -256,7 +315,7 @@ void census_pool_add(struct census_pool *p, const struct census *c, uint64_t obs
 		if (!e->used) {
 			memset(e, 0, sizeof *e);
 			e->used = 1, e->is_other = k->is_other, e->hash = k->hash, e->key = k->key;
-			e->context = k->context;
+			e->context = k->context, e->cls = k->cls;
 			p->count++;
 		}
 		e->device = k->device;
@@ -310,6 +369,7 @@ static void add_kernel(struct agg *a, const struct census_kernel *k, const struc
 	int is_other = k ? k->is_other : e->is_other;
 	const char *key = k ? k->key : e->key;
 	uint32_t context = k ? k->context : e->context, device = k ? k->device : e->device;
+	uint8_t cls = k ? k->cls : e->cls;
 	const char *name = is_other ? OTHER_NAME : demangle ? demangle(key, user) : key;
 	str_copy(w.name, sizeof w.name, name && *name ? name : "(unnamed)");
 	w.launches = launches;
@@ -319,7 +379,7 @@ static void add_kernel(struct agg *a, const struct census_kernel *k, const struc
 		w.min_ns = k->min_ns;
 		w.max_ns = k->max_ns;
 		memcpy(w.hist, k->hist, sizeof w.hist);
-	} else if (!is_other && census_means_get(means, key, context, &mean)) {
+	} else if (!is_other && census_means_get(means, key, context, cls, &mean)) {
 		w.min_ns = w.max_ns = (uint64_t)llround(mean); /* no sample of its own here */
 	} else if (untimed_launches) {
 		*untimed_launches += w.launches;
@@ -332,16 +392,17 @@ static void add_kernel(struct agg *a, const struct census_kernel *k, const struc
 	agg_add_kernel_stats(a, device, context, &w);
 }
 
-/* The census's slot of (key, context), or -1. */
-static int census_find(const struct census *c, const char *key, uint32_t context, int is_other)
+/* The census's slot of (key, context, class), or -1. */
+static int census_find(const struct census *c, const char *key, uint32_t context, uint8_t cls,
+		       int is_other)
 {
-	uint64_t h = is_other ? 0x0f0f0f0full + context : hash_key(key, context);
+	uint64_t h = is_other ? 0x0f0f0f0full + context : hash_key(key, context, cls);
 	unsigned mask = CENSUS_SLOTS - 1, i = (unsigned)(h >> 40) & mask;
 	for (unsigned probe = 0; probe < CENSUS_SLOTS; probe++, i = (i + 1) & mask) {
 		const struct census_kernel *k = &c->k[i];
 		if (!k->used)
 			return -1;
-		if (k->hash == h && k->context == context && k->is_other == is_other &&
+		if (k->hash == h && k->context == context && k->is_other == is_other && k->cls == cls &&
 		    k->key == (is_other ? NULL : key))
 			return (int)i;
 	}
@@ -357,7 +418,7 @@ uint64_t census_estimate(const struct census *c, struct census_pool *p, uint64_t
 		const struct census_kernel *k = &c->k[i];
 		if (!k->used || k->launches == 0)
 			continue;
-		int j = p ? pool_index(p, k->key, k->context, k->is_other) : -1;
+		int j = p ? pool_index(p, k->key, k->context, k->cls, k->is_other) : -1;
 		struct census_pooled *e = j >= 0 && p->k[j].used ? &p->k[j] : NULL;
 		uint64_t n = k->launches;
 		if (e)
@@ -367,7 +428,7 @@ uint64_t census_estimate(const struct census *c, struct census_pool *p, uint64_t
 	}
 	for (unsigned j = 0; p && j < CENSUS_SLOTS; j++) {
 		struct census_pooled *e = &p->k[j];
-		if (!e->used || census_find(c, e->key, e->context, e->is_other) >= 0)
+		if (!e->used || census_find(c, e->key, e->context, e->cls, e->is_other) >= 0)
 			continue;
 		uint64_t n = pooled_part(p, e->launches, unobserved_ns, &e->carry);
 		if (n == 0)

@@ -33,9 +33,19 @@
 #define CENSUS_KERNELS   384  /* distinct kernels per interval (75% load); then "other" */
 #define CENSUS_CONTEXTS  16
 
+/* A launch's size class: the bit length of its threads (grid times
+ * block; 0 for none, 64 past 64 bits). A kernel's launches are kept apart by class, each
+ * with its own count and samples, since one name may run at very
+ * different sizes (a GEMM of a prompt and of one token): the GPU time of
+ * the name is then each class's mean times its launches, summed, where a
+ * mean over all its launches would be set by whichever size the few
+ * samples met. */
+uint8_t census_class(const uint32_t grid[3], const uint32_t block[3]);
+
 struct census_kernel {
 	uint8_t used;
 	uint8_t is_other;
+	uint8_t cls;               /* census_class of its launches */
 	uint32_t context;          /* CUPTI context id */
 	uint32_t device;
 	uint64_t hash;
@@ -95,25 +105,58 @@ void census_copy(struct census *c, uint32_t context, uint32_t device, uint8_t ki
  * serialisation as the census. */
 struct census_means {
 	struct census_mean {
-		uint8_t used;
+		uint8_t used, cls;
 		uint32_t context;
 		uint64_t hash;
 		const char *key;
 		uint64_t n, ns;
+		uint64_t drawn;    /* launches drawn for timing (census_means_draw) */
 	} m[CENSUS_SLOTS];
 	unsigned count;
 };
 
-/* A timed launch of `key` in `context` took dur_ns (after the correction). */
-void census_means_add(struct census_means *m, const char *key, uint32_t context, uint64_t dur_ns);
+/* A timed launch of `key` of size class `cls` in `context` took dur_ns
+ * (after the correction). */
+void census_means_add(struct census_means *m, const char *key, uint32_t context, uint8_t cls,
+		      uint64_t dur_ns);
 
-/* The mean of `key` in `context` into *mean_ns; 0 when it has none. */
-int census_means_get(const struct census_means *m, const char *key, uint32_t context,
+/* The mean of `key` of class `cls` in `context` into *mean_ns; 0 when it
+ * has none. */
+int census_means_get(const struct census_means *m, const char *key, uint32_t context, uint8_t cls,
 		     double *mean_ns);
 
-/* How many timed launches of `key` in `context` the table holds (0 when
- * none, or the kernel has no room). */
-uint64_t census_means_count(const struct census_means *m, const char *key, uint32_t context);
+/* One launch in how many to time, for a kernel (size class) with `drawn`
+ * launches drawn for timing so far, `every` being GPULSE_SAMPLE_EVERY:
+ * every launch until SAMPLES_FIRST, then one in every / SAMPLES_EARLY_DIV
+ * until SAMPLES_ENOUGH, then one in every x SAMPLE_SPARSE: its mean is
+ * known well, and a sample costs the application the same whatever it
+ * teaches (on the H200 the samples were about half of what a census
+ * window cost a training step). The early samples are what a kernel
+ * launched once a training step needs: at one in 32 of the launches the
+ * windows observed, an H100 training step's kernels of ~550 launches in
+ * 5 s drew 0-3 timed launches each (5,316 launches of one process had no
+ * mean at all). They cost SAMPLES_ENOUGH timed launches per kernel and
+ * size once in the process's life, not per window. */
+#define SAMPLES_FIRST     8
+#define SAMPLES_EARLY_DIV 4
+#define SAMPLES_ENOUGH    32
+#define SAMPLE_SPARSE     16
+uint64_t census_sample_stride(uint64_t drawn, unsigned every);
+
+/* How many launches of `key` of class `cls` in `context` were drawn for
+ * timing; census_means_draw counts one more. The sampler's rate
+ * follows the launches drawn, not the samples read, which come a tick
+ * later: a new kernel timed at every launch until SAMPLES_FIRST would
+ * otherwise draw every launch of that tick. A kernel with no room counts
+ * none. */
+uint64_t census_means_drawn(const struct census_means *m, const char *key, uint32_t context,
+			    uint8_t cls);
+void census_means_draw(struct census_means *m, const char *key, uint32_t context, uint8_t cls);
+
+/* How many timed launches of `key` of class `cls` in `context` the table
+ * holds (0 when none, or the kernel has no room). */
+uint64_t census_means_count(const struct census_means *m, const char *key, uint32_t context,
+			    uint8_t cls);
 
 /* How many floors (the GPU's step from one event to the next, met back to
  * back: a held sample's f -> a) to take off a held sample's interval for
@@ -141,7 +184,7 @@ void census_take(struct census *c, struct census *out);
 #define CENSUS_POOL_FORGET       0.05
 struct census_pool {
 	struct census_pooled {
-		uint8_t used, is_other;
+		uint8_t used, is_other, cls;
 		uint32_t context, device;
 		uint64_t hash;
 		const char *key;           /* as in the census; NULL for "other" */

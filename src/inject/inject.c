@@ -77,8 +77,6 @@
  * SUB_HOLD_MAX_NS: a program of a second or two is counted whole, and a
  * long one pays it once. */
 #define CENSUS_INITIAL_NS   (10 * NS_PER_MS)
-#define SAMPLES_ENOUGH      32   /* timed launches after which a kernel is sampled sparsely */
-#define SAMPLE_SPARSE       16   /* ... one in this many times GPULSE_SAMPLE_EVERY */
 #define EVPAIRS_MAX         256  /* timed launches whose events are not read yet */
 #define EVPAIR_TIMEOUT_NS   (10 * NS_PER_SEC)
 #define HOLD_MAX_NS         (2 * NS_PER_MS) /* a held stream is let go by then, come what may */
@@ -186,6 +184,7 @@ static struct {
 		uint32_t gen;             /* in the ticket: a stale or foreign one is ignored */
 		uint32_t context;         /* CUPTI's context id of the launch */
 		uint32_t device;          /* CUPTI's device id of the launch */
+		uint8_t cls;              /* the launch's size class (census_class) */
 		atomic_int late;          /* the watchdog let its stream go: not timed */
 		/* 0 free, 1 start recorded, 4 its end being recorded (by the
 		 * launching thread, without the lock), 2 both, 3 being read.
@@ -1158,15 +1157,12 @@ static int census_launch_args(CUpti_CallbackId c, const void *params, uint32_t g
 	}
 }
 
-/* Whether to time this launch: one in g.cfg.sample_every
- * (GPULSE_SAMPLE_EVERY), at random (a fixed stride would meet a
- * workload's own period: every 32nd launch of a step of 64 is always the
- * same kernel), and one in SAMPLE_SPARSE times as many for a kernel that
- * already has SAMPLES_ENOUGH timed launches: its mean is known well, and a
- * sample costs the application the same whatever it teaches (on the H200
- * the samples were about half of what a census window cost a training
- * step). xorshift64 per thread. */
-static int sample_this(int known)
+/* Whether to time this launch of a kernel (size class) that has had
+ * `drawn` launches drawn for timing: one in census_sample_stride's, at
+ * random (a fixed stride would meet a workload's own period: every 32nd
+ * launch of a step of 64 is always the same kernel); xorshift64 per
+ * thread. */
+static int sample_this(uint64_t drawn)
 {
 	static _Thread_local uint64_t x;
 	if (g.cfg.skip & INJECT_SKIP_SAMPLES)
@@ -1176,8 +1172,7 @@ static int sample_this(int known)
 	x ^= x << 13;
 	x ^= x >> 7;
 	x ^= x << 17;
-	uint64_t every = (uint64_t)g.cfg.sample_every * (known ? SAMPLE_SPARSE : 1);
-	return x % every == 0;
+	return x % census_sample_stride(drawn, g.cfg.sample_every) == 0;
 }
 
 /* CUPTI's device of a context, cached (under g.cmu). */
@@ -1265,7 +1260,7 @@ static void hold_release_all(void)
  * local memory, which waits on the device, and a held stream would make
  * that wait until the watchdog (HOLD_MAX_NS) lets it go. */
 static uint64_t census_time_start(int slot, const char *key, CUstream stream, int ptsz, int seen,
-				  uint32_t context, uint32_t device)
+				  uint32_t context, uint32_t device, uint8_t cls)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	if ((ptsz ? drv.is_capturing_ptsz : drv.is_capturing)(stream, &st) != CUDA_SUCCESS ||
@@ -1319,7 +1314,7 @@ static uint64_t census_time_start(int slot, const char *key, CUstream stream, in
 	}
 	e->a = a, e->b = NULL, e->f = f, e->slot = slot, e->key = key, e->idle = idle && !seq;
 	e->hold_seq = seq, e->start_done_at_exit = 0, e->host_gap_ns = 0, e->t_ns = clock_mono_ns();
-	e->gen = gen, e->context = context, e->device = device;
+	e->gen = gen, e->context = context, e->device = device, e->cls = cls;
 	atomic_store(&e->late, 0);
 	atomic_store(&e->state, 1);
 	return (uint64_t)gen << 16 | (i + 1);
@@ -1423,11 +1418,15 @@ static void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 		uint32_t dev = census_device(d->context, d->contextUid);
 		int slot = census_launch(g.census, d->symbolName, d->contextUid, dev, grid, block, shared);
 		int seen = !g.census->k[slot].is_other && g.census->k[slot].launches > 1;
-		int known = census_means_count(g.census_means, d->symbolName, d->contextUid) >= SAMPLES_ENOUGH;
+		uint8_t cls = g.census->k[slot].cls;
+		int take = drv.can_time && d->correlationData &&
+			   sample_this(census_means_drawn(g.census_means, d->symbolName, d->contextUid, cls));
+		if (take)
+			census_means_draw(g.census_means, d->symbolName, d->contextUid, cls);
 		pthread_mutex_unlock(&g.cmu);
-		if (drv.can_time && d->correlationData && sample_this(known))
+		if (take)
 			*d->correlationData = census_time_start(slot, d->symbolName, stream, ptsz, seen,
-								     d->contextUid, dev);
+								     d->contextUid, dev, cls);
 	} else if (d->callbackSite == CUPTI_API_ENTER && on) {
 		uint8_t kind;
 		unsigned unit;
@@ -1508,7 +1507,7 @@ static void census_poll_samples(int64_t now)
 				hold_release(i, e->hold_seq);
 			todo[n].a = e->a, todo[n].b = st == 2 ? e->b : NULL, todo[n].f = e->f;
 			todo[n].slot = e->slot, todo[n].key = e->key, todo[n].t_ns = e->t_ns;
-			todo[n].context = e->context, todo[n].device = e->device;
+			todo[n].context = e->context, todo[n].device = e->device, todo[n].cls = e->cls;
 			todo[n].idle = e->idle, todo[n].host_gap_ns = e->host_gap_ns;
 			todo[n].start_done_at_exit = e->start_done_at_exit;
 			todo[n].hold_seq = atomic_load(&e->late) ? 0 : e->hold_seq;
@@ -1592,7 +1591,7 @@ static void census_poll_samples(int64_t now)
 			census_sample(g.census, todo[j].slot, todo[j].key, kernel_ns);
 			/* Also when the interval it belongs to was flushed before
 			 * its events were read (census_sample drops it then). */
-			census_means_add(g.census_means, todo[j].key, todo[j].context, kernel_ns);
+			census_means_add(g.census_means, todo[j].key, todo[j].context, todo[j].cls, kernel_ns);
 			if (todo[j].hold_seq)
 				g.holds++;
 		} else if (done[j] == -2)

@@ -16,6 +16,12 @@
 
 static const uint32_t grid[3] = { 64, 1, 1 }, block[3] = { 128, 1, 1 };
 
+/* The size class of the tests' usual launch. */
+static uint8_t gcls(void)
+{
+	return census_class(grid, block);
+}
+
 static struct census *new_census(void)
 {
 	struct census *c = calloc(1, sizeof *c);
@@ -112,18 +118,18 @@ static void test_means_carry_across_intervals(void **state)
 	static const char a_name[] = "k_a", b_name[] = "k_b";
 	struct census_means *m = calloc(1, sizeof *m);
 	assert_non_null(m);
-	census_means_add(m, a_name, 1, 1000);
-	census_means_add(m, a_name, 1, 3000);
-	census_means_add(m, a_name, 2, 9000); /* another context's k_a */
+	census_means_add(m, a_name, 1, gcls(), 1000);
+	census_means_add(m, a_name, 1, gcls(), 3000);
+	census_means_add(m, a_name, 2, gcls(), 9000); /* another context's k_a */
 	double mean = 0;
-	assert_true(census_means_get(m, a_name, 1, &mean));
+	assert_true(census_means_get(m, a_name, 1, gcls(), &mean));
 	assert_true(mean == 2000);
-	assert_false(census_means_get(m, b_name, 1, &mean));
+	assert_false(census_means_get(m, b_name, 1, gcls(), &mean));
 	/* The count the sampler asks (a known kernel is sampled sparsely). */
-	assert_int_equal(census_means_count(m, a_name, 1), 2);
-	assert_int_equal(census_means_count(m, a_name, 2), 1);
-	assert_int_equal(census_means_count(m, b_name, 1), 0);
-	assert_int_equal(census_means_count(m, NULL, 1), 0);
+	assert_int_equal(census_means_count(m, a_name, 1, gcls()), 2);
+	assert_int_equal(census_means_count(m, a_name, 2, gcls()), 1);
+	assert_int_equal(census_means_count(m, b_name, 1, gcls()), 0);
+	assert_int_equal(census_means_count(m, NULL, 1, gcls()), 0);
 	struct census *c = new_census();
 	for (int i = 0; i < 10; i++) {
 		census_launch(c, a_name, 1, 0, grid, block, 0);
@@ -163,13 +169,13 @@ static void test_means_bounded(void **state)
 	static char names[CENSUS_SLOTS][16];
 	for (int i = 0; i < CENSUS_SLOTS; i++) {
 		snprintf(names[i], sizeof names[i], "k%d", i);
-		census_means_add(m, names[i], 1, 100);
+		census_means_add(m, names[i], 1, gcls(), 100);
 	}
 	assert_int_equal(m->count, CENSUS_SLOTS / 4 * 3);
 	double mean;
-	assert_true(census_means_get(m, names[0], 1, &mean));
-	assert_false(census_means_get(m, names[CENSUS_SLOTS - 1], 1, &mean));
-	assert_int_equal(census_means_count(m, names[CENSUS_SLOTS - 1], 1), 0);
+	assert_true(census_means_get(m, names[0], 1, gcls(), &mean));
+	assert_false(census_means_get(m, names[CENSUS_SLOTS - 1], 1, gcls(), &mean));
+	assert_int_equal(census_means_count(m, names[CENSUS_SLOTS - 1], 1, gcls()), 0);
 	free(m);
 }
 
@@ -427,10 +433,112 @@ static void test_take_clears(void **state)
 	free(out);
 }
 
+/* The sampler's stride: every launch of a kernel's first 8 drawn, then
+ * one in 32 / 4, then past 32 drawn one in 32 x 16. */
+static void test_sample_stride(void **state)
+{
+	(void)state;
+	for (uint64_t d = 0; d < 8; d++)
+		assert_int_equal(census_sample_stride(d, 32), 1);
+	assert_int_equal(census_sample_stride(8, 32), 8);
+	assert_int_equal(census_sample_stride(31, 32), 8);
+	assert_int_equal(census_sample_stride(32, 32), 512);
+	assert_int_equal(census_sample_stride(1000000, 32), 512);
+	/* GPULSE_SAMPLE_EVERY=1 and 2 keep every early launch and a stride of
+	 * at least one; 0 is read as 1. */
+	assert_int_equal(census_sample_stride(10, 1), 1);
+	assert_int_equal(census_sample_stride(10, 2), 1);
+	assert_int_equal(census_sample_stride(40, 2), 32);
+	assert_int_equal(census_sample_stride(40, 0), 16);
+}
+
+/* A launch's size class is the bit length of its threads: a one-thread
+ * launch 1, 64 x 128 threads 14, none 0, more than 64 bits hold 64. */
+static void test_size_class(void **state)
+{
+	(void)state;
+	static const uint32_t one[3] = { 1, 1, 1 }, big[3] = { 1024, 1024, 64 };
+	static const uint32_t huge[3] = { 0x7fffffff, 65535, 65535 }, wide[3] = { 1024, 1, 1 };
+	assert_int_equal(census_class(one, one), 1);
+	assert_int_equal(census_class(grid, block), 14);
+	assert_int_equal(census_class(NULL, block), 0);
+	assert_int_equal(census_class(big, big), 53); /* 2^52 threads */
+	/* zero dimensions count as one; past 2^64 threads the class is 64 */
+	static const uint32_t zero[3] = { 0, 0, 0 };
+	assert_int_equal(census_class(zero, one), 1);
+	assert_int_equal(census_class(huge, wide), 64);
+}
+
+/* One name at two sizes (a GEMM of a prompt and of one token): 90 small
+ * launches of 1 us and 10 large ones of 100 us, three small samples and
+ * one large. The name's GPU time is each size's mean times its launches,
+ * 90 x 1 + 10 x 100 us, where one mean over the four samples (25.75 us)
+ * would give 2.575 ms. */
+static void test_sizes_kept_apart(void **state)
+{
+	(void)state;
+	static const char name[] = "k_gemm";
+	static const uint32_t small[3] = { 2, 1, 1 }, large[3] = { 512, 1, 1 };
+	struct census *c = new_census();
+	int s_small = -1, s_large = -1;
+	for (int i = 0; i < 90; i++)
+		s_small = census_launch(c, name, 1, 0, small, block, 0);
+	for (int i = 0; i < 10; i++)
+		s_large = census_launch(c, name, 1, 0, large, block, 0);
+	assert_true(s_small != s_large);
+	for (int i = 0; i < 3; i++)
+		census_sample(c, s_small, name, 1000);
+	census_sample(c, s_large, name, 100000);
+	struct agg *a = agg_create();
+	assert_non_null(a);
+	uint64_t untimed = 0;
+	struct census_pool *p = new_pool();
+	assert_int_equal(fold(c, p, 1000, 1000, NULL, a, &untimed), 100);
+	const struct wire_kernel *k = agg_find_kernel(a, 0, 1, name);
+	assert_non_null(k);
+	assert_int_equal(k->launches, 100);
+	assert_int_equal(k->total_ns, 90 * 1000 + 10 * 100000);
+	assert_int_equal(k->min_ns, 1000);
+	assert_int_equal(k->max_ns, 100000);
+	/* The means kept per size: an interval with launches of each and no
+	 * sample takes each size's own mean. */
+	struct census_means *m = calloc(1, sizeof *m);
+	assert_non_null(m);
+	census_means_add(m, name, 1, census_class(small, block), 1000);
+	census_means_add(m, name, 1, census_class(large, block), 100000);
+	assert_int_equal(census_means_count(m, name, 1, census_class(small, block)), 1);
+	/* Launches drawn for timing are counted per size, apart from the
+	 * samples read. */
+	census_means_draw(m, name, 1, census_class(small, block));
+	census_means_draw(m, name, 1, census_class(small, block));
+	assert_int_equal(census_means_drawn(m, name, 1, census_class(small, block)), 2);
+	assert_int_equal(census_means_drawn(m, name, 1, census_class(large, block)), 0);
+	assert_int_equal(census_means_count(m, name, 1, census_class(small, block)), 1);
+	struct census *c2 = new_census();
+	for (int i = 0; i < 90; i++)
+		census_launch(c2, name, 1, 0, small, block, 0);
+	for (int i = 0; i < 10; i++)
+		census_launch(c2, name, 1, 0, large, block, 0);
+	struct agg *a2 = agg_create();
+	assert_non_null(a2);
+	fold(c2, p, 1000, 1000, m, a2, &untimed);
+	assert_int_equal(agg_find_kernel(a2, 0, 1, name)->total_ns, 90 * 1000 + 10 * 100000);
+	assert_int_equal(untimed, 0);
+	agg_destroy(a);
+	agg_destroy(a2);
+	free(c);
+	free(c2);
+	free(m);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_scales_to_interval),
+		cmocka_unit_test(test_sample_stride),
+		cmocka_unit_test(test_size_class),
+		cmocka_unit_test(test_sizes_kept_apart),
 		cmocka_unit_test(test_untimed_and_stale_samples),
 		cmocka_unit_test(test_means_carry_across_intervals),
 		cmocka_unit_test(test_means_bounded),
