@@ -13,10 +13,11 @@ mkdir -p "$OUT"
 cd "$(dirname "$0")"
 nvcc -O2 -arch=sm_90 -o "$OUT/inject_uvm_short" inject_uvm_short.cu || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-for m in full continuous; do
-	env CUDA_INJECTION64_PATH="$L" GPULSE_MODE=$m GPULSE_INJECT_DUMP="$OUT/uvm-$m.json" \
-		GPULSE_SOCKET=/nonexistent/inject.sock "$OUT/inject_uvm_short"
-	python3 - "$OUT/uvm-$m.json" $m <<'PY'
+for run in full continuous full-linger continuous-linger; do
+	m=${run%-linger}; arg=; [ "$run" != "$m" ] && arg=linger
+	env CUDA_INJECTION64_PATH="$L" GPULSE_MODE=$m GPULSE_INJECT_DUMP="$OUT/uvm-$run.json" \
+		GPULSE_SOCKET=/nonexistent/inject.sock "$OUT/inject_uvm_short" $arg
+	python3 - "$OUT/uvm-$run.json" $run <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1])); u = d["uvm"]
 print(sys.argv[2], "uvm_state", d.get("uvm_state"), "h2d", sum(x["bytes_h2d"] for x in u),
@@ -31,8 +32,23 @@ python3 inject_torch_names.py prof "$OUT/names-torch.json" 2>"$OUT/names-torch.l
 python3 - "$OUT/names-gpulse.json" "$OUT/names-torch.json" <<'PY'
 import json, sys
 g = {k["name"] for k in json.load(open(sys.argv[1]))["kernels"]}
-t = json.load(open(sys.argv[2]))
-miss = [n for n in t if n not in g]
+# torch.profiler's CUDA rows that are not kernels (memsets, copies)
+t = [n for n in json.load(open(sys.argv[2])) if not n.startswith(("Memset (", "Memcpy "))]
+def fit(name, bound=4096):
+    # what the library keeps of a name past its bound (src/wire/wire.c
+    # wire_name_fit): a UTF-8 cut, "...#" and the FNV-1a hash of the name
+    b = name.encode()
+    if len(b) <= bound:
+        return name
+    h = 0xcbf29ce484222325
+    for c in b:
+        h = ((h ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    tail = "...#%016x" % h
+    keep = bound - len(tail)
+    while keep > 0 and (b[keep] & 0xC0) == 0x80:
+        keep -= 1
+    return b[:keep].decode() + tail
+miss = [n for n in t if fit(n) not in g]
 print("torch.profiler names", len(t), "gpulse names", len(g), "matched whole", len(t) - len(miss))
 print("longest", max(len(n) for n in t))
 for n in miss: print("MISSING", n[:300])

@@ -2,12 +2,14 @@
 // managed memory written on the host, read by a kernel (H2D migration), read
 // back on the host (D2H), then it exits.
 #include <cstdio>
+#include <cstring>
+#include <unistd.h>
 #include <cuda_runtime.h>
 __global__ void touch(float *p, size_t n) {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	for (; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] += 1.0f;
 }
-int main() {
+int main(int argc, char **argv) {
 	size_t bytes = 256ull << 20, n = bytes / sizeof(float);
 	float *p;
 	if (cudaMallocManaged(&p, bytes) != cudaSuccess) return 1;
@@ -17,6 +19,8 @@ int main() {
 	double s = 0;
 	for (size_t i = 0; i < n; i += 1024) s += p[i];   // back to the host
 	printf("sum %.0f\n", s);
+	if (argc > 1 && strcmp(argv[1], "linger") == 0)
+		sleep(1); // the counters' records given a second before the exit
 	cudaFree(p);
 	return 0;
 }
