@@ -202,7 +202,19 @@ uint64_t census_means_drawn(const struct census_means *m, const char *key, uint3
 	if (!m || !key)
 		return 0;
 	int i = mean_index(m, key, context, cls);
-	return i < 0 || !m->m[i].used ? 0 : m->m[i].drawn;
+	if (i < 0 || !m->m[i].used)
+		return 0;
+	const struct census_mean *e = &m->m[i];
+	return e->drawn >= SAMPLES_DRAWN_MAX ? e->drawn : e->drawn - e->discarded;
+}
+
+void census_means_discard(struct census_means *m, const char *key, uint32_t context, uint8_t cls)
+{
+	if (!m || !key)
+		return;
+	struct census_mean *e = mean_entry(m, key, context, cls);
+	if (e && e->discarded < e->drawn)
+		e->discarded++;
 }
 
 int census_means_get(const struct census_means *m, const char *key, uint32_t context, uint8_t cls,

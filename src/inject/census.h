@@ -111,6 +111,7 @@ struct census_means {
 		const char *key;
 		uint64_t n, ns;
 		uint64_t drawn;    /* launches drawn for timing (census_means_draw) */
+		uint64_t discarded; /* ... whose sample was left out (census_means_discard) */
 	} m[CENSUS_SLOTS];
 	unsigned count;
 };
@@ -152,6 +153,13 @@ uint64_t census_sample_stride(uint64_t drawn, unsigned every);
 uint64_t census_means_drawn(const struct census_means *m, const char *key, uint32_t context,
 			    uint8_t cls);
 void census_means_draw(struct census_means *m, const char *key, uint32_t context, uint8_t cls);
+/* A drawn launch's sample was left out (its events failed, or it was
+ * ambiguous): its draw is given back, so census_means_drawn counts only
+ * draws that gave or may give a sample, until SAMPLES_DRAWN_MAX draws in
+ * all (a kernel whose samples are nearly always left out is then sampled
+ * sparsely all the same: the early rate costs a launch each). */
+#define SAMPLES_DRAWN_MAX (4 * SAMPLES_ENOUGH)
+void census_means_discard(struct census_means *m, const char *key, uint32_t context, uint8_t cls);
 
 /* How many timed launches of `key` of class `cls` in `context` the table
  * holds (0 when none, or the kernel has no room). */

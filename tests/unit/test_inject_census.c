@@ -513,6 +513,23 @@ static void test_sizes_kept_apart(void **state)
 	census_means_draw(m, name, 1, census_class(small, block));
 	assert_int_equal(census_means_drawn(m, name, 1, census_class(small, block)), 2);
 	assert_int_equal(census_means_drawn(m, name, 1, census_class(large, block)), 0);
+	/* A draw whose sample was left out is given back, never below none;
+	 * past SAMPLES_DRAWN_MAX draws in all they count whatever was left
+	 * out (the kernel is sampled sparsely then). */
+	census_means_discard(m, name, 1, census_class(small, block));
+	assert_int_equal(census_means_drawn(m, name, 1, census_class(small, block)), 1);
+	census_means_discard(m, name, 1, census_class(small, block));
+	census_means_discard(m, name, 1, census_class(small, block));
+	assert_int_equal(census_means_drawn(m, name, 1, census_class(small, block)), 0);
+	for (int i = 0; i < SAMPLES_DRAWN_MAX - 2; i++) {
+		census_means_draw(m, name, 1, census_class(large, block));
+		census_means_discard(m, name, 1, census_class(large, block));
+	}
+	assert_int_equal(census_means_drawn(m, name, 1, census_class(large, block)), 0);
+	census_means_draw(m, name, 1, census_class(large, block));
+	census_means_draw(m, name, 1, census_class(large, block));
+	assert_int_equal(census_means_drawn(m, name, 1, census_class(large, block)), SAMPLES_DRAWN_MAX);
+	assert_true(census_sample_stride(SAMPLES_DRAWN_MAX, 32) == 512);
 	assert_int_equal(census_means_count(m, name, 1, census_class(small, block)), 1);
 	struct census *c2 = new_census();
 	for (int i = 0; i < 90; i++)
