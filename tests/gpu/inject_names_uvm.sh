@@ -13,8 +13,10 @@ mkdir -p "$OUT"
 cd "$(dirname "$0")"
 nvcc -O2 -arch=sm_90 -o "$OUT/inject_uvm_short" inject_uvm_short.cu || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-for run in full continuous full-linger continuous-linger; do
-	m=${run%-linger}; arg=; [ "$run" != "$m" ] && arg=linger
+uvm_failed=0
+echo "prefetch truth: 268435456 bytes each way"
+for run in full continuous full-linger continuous-linger full-prefetch continuous-prefetch; do
+	m=${run%-*}; arg=${run#*-}; [ "$run" = "$m" ] && arg=
 	env CUDA_INJECTION64_PATH="$L" GPULSE_MODE=$m GPULSE_INJECT_DUMP="$OUT/uvm-$run.json" \
 		GPULSE_SOCKET=/nonexistent/inject.sock "$OUT/inject_uvm_short" $arg
 	python3 - "$OUT/uvm-$run.json" $run <<'PY'
@@ -24,7 +26,16 @@ print(sys.argv[2], "uvm_state", d.get("uvm_state"), "h2d", sum(x["bytes_h2d"] fo
       "d2h", sum(x["bytes_d2h"] for x in u), "cpu_faults", sum(x["cpu_page_faults"] for x in u),
       "gpu_faults", sum(x["gpu_page_faults"] for x in u),
       "kernels", [(k["name"], k["launches"]) for k in d["kernels"]])
+if sys.argv[2].endswith("prefetch"):
+    truth = 256 << 20
+    for way in ("bytes_h2d", "bytes_d2h"):
+        got = sum(x[way] for x in u)
+        ok = abs(got - truth) <= truth / 100
+        print(sys.argv[2], way, got, "of", truth, "PASS" if ok else "FAIL (want within 1%)")
+        if not ok:
+            sys.exit(1)
 PY
+	[ $? = 0 ] || uvm_failed=1
 done
 CUDA_INJECTION64_PATH="$L" GPULSE_MODE=full GPULSE_INJECT_DUMP="$OUT/names-gpulse.json" \
 	GPULSE_SOCKET=/nonexistent/inject.sock python3 inject_torch_names.py ops 2>"$OUT/names-gpulse.log"
@@ -55,3 +66,5 @@ for n in miss: print("MISSING", n[:300])
 for n in sorted(t, key=len)[-3:]: print("EXAMPLE", len(n), n[:400])
 sys.exit(1 if miss else 0)
 PY
+names_rc=$?
+[ $uvm_failed = 0 ] && [ $names_rc = 0 ]
