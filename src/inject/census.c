@@ -238,6 +238,11 @@ uint64_t census_means_count(const struct census_means *m, const char *key, uint3
 	return i < 0 || !m->m[i].used ? 0 : m->m[i].n;
 }
 
+int census_floor_met(uint64_t floor_ns, uint64_t sum, uint64_t n)
+{
+	return n < 8 || (double)floor_ns * 2 * (double)n <= 3 * (double)sum;
+}
+
 double census_offset_floors(double configured, const struct calib_result *cal, const char **source)
 {
 	const char *src = "model";

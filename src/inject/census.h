@@ -166,6 +166,13 @@ void census_means_discard(struct census_means *m, const char *key, uint32_t cont
 uint64_t census_means_count(const struct census_means *m, const char *key, uint32_t context,
 			    uint8_t cls);
 
+/* Whether a sample's floor (its floor and start events' interval) shows
+ * the two met back to back: at most half again the mean of the `n` floors
+ * summing to `sum` so far; taken as met while fewer than 8 are known. An
+ * unheld sample whose floor was not met holds the launch call and is left
+ * out (inject.c census_poll_samples). */
+int census_floor_met(uint64_t floor_ns, uint64_t sum, uint64_t n);
+
 /* How many floors (the GPU's step from one event to the next, met back to
  * back: a held sample's f -> a) to take off a held sample's interval for
  * the launch's and the end event's own steps. `configured` >= 0

@@ -1569,7 +1569,7 @@ static void census_poll_samples(int64_t now)
 			/* A floor is two events met back to back: one many times
 			 * the mean so far was not (the GPU switched to other work
 			 * between them), and would move every sample's offset. */
-			int back_to_back = g.floor_n < 8 || 2 * floor_ns[j] <= 3 * g.floor_ns / g.floor_n;
+			int back_to_back = census_floor_met(floor_ns[j], g.floor_ns, g.floor_n);
 			if (g.floor_n >= 8 && floor_ns[j] > 4 * g.floor_ns / g.floor_n)
 				g.floor_outliers++;
 			else

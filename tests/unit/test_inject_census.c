@@ -452,6 +452,19 @@ static void test_sample_stride(void **state)
 	assert_int_equal(census_sample_stride(40, 0), 16);
 }
 
+/* A floor is met back to back up to half again the mean floor (1280 ns
+ * here: 1920 met, 1921 not), and taken as met before 8 floors are known. */
+static void test_floor_met(void **state)
+{
+	(void)state;
+	assert_true(census_floor_met(1920, 8 * 1280, 8));
+	assert_false(census_floor_met(1921, 8 * 1280, 8));
+	assert_false(census_floor_met(4095, 100 * 1280, 100));
+	assert_true(census_floor_met(1279, 100 * 1280, 100));
+	assert_true(census_floor_met(100000, 7 * 1280, 7));
+	assert_true(census_floor_met(0, 0, 0));
+}
+
 /* A launch's size class is the bit length of its threads: a one-thread
  * launch 1, 64 x 128 threads 14, none 0, more than 64 bits hold 64. */
 static void test_size_class(void **state)
@@ -554,6 +567,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_scales_to_interval),
 		cmocka_unit_test(test_sample_stride),
+		cmocka_unit_test(test_floor_met),
 		cmocka_unit_test(test_size_class),
 		cmocka_unit_test(test_sizes_kept_apart),
 		cmocka_unit_test(test_untimed_and_stale_samples),
