@@ -30,6 +30,7 @@
 #include "buf.h"
 #include "clock.h"
 #include "group.h"
+#include "hash.h"
 #include "item.h"
 #include "log.h"
 #include "matcher.h"
@@ -219,14 +220,6 @@ static void ncfg_free(struct ncfg *c)
 	memset(c, 0, sizeof *c);
 }
 
-static uint64_t fnv1a(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
 static bool is_http_url(const char *s)
 {
 	return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0;
@@ -288,7 +281,7 @@ static int build_receiver(const struct notify_receiver_config *rc, const char *q
 	}
 	if (queue_dir && *queue_dir) {
 		int w = snprintf(r->dir, sizeof r->dir, "%s/%s-%016" PRIx64, queue_dir, kind,
-				 fnv1a(r->id));
+				 fnv1a64_str(r->id));
 		if (w < 0 || (size_t)w >= sizeof r->dir) {
 			str_errf(err, errlen, "queue path is too long");
 			receiver_free(r);
@@ -606,21 +599,14 @@ static int load_dir(struct notify *n, struct receiver *r, char *err, size_t errl
 
 /* ---- stale alerts in queued batches ------------------------------------- */
 
-static uint64_t label_key_add(uint64_t h, const char *s)
-{
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return (h ^ 0xff) * 1099511628211ull; /* a byte no UTF-8 text holds ends each string */
-}
-
 /* One hash of a label set (labels sorted by name), the same for an item
  * and for the postableAlert written from it, so a batch read back from
  * disk finds its alerts. */
 static uint64_t label_key_item(const struct alert_item *it)
 {
-	uint64_t h = 1469598103934665603ull;
+	uint64_t h = FNV1A64_OFFSET;
 	for (size_t i = 0; i < it->nlabels; i++)
-		h = label_key_add(label_key_add(h, it->labels[i].name), it->labels[i].value);
+		h = fnv1a64_add_field(fnv1a64_add_field(h, it->labels[i].name), it->labels[i].value);
 	return h;
 }
 
@@ -642,10 +628,10 @@ static bool label_key_json(json_t *labels, uint64_t *out)
 	json_object_foreach(labels, name, v)
 		names[k++] = name;
 	qsort(names, k, sizeof *names, cstr_cmp);
-	uint64_t h = 1469598103934665603ull;
+	uint64_t h = FNV1A64_OFFSET;
 	for (size_t i = 0; i < k; i++) {
 		const char *val = json_string_value(json_object_get(labels, names[i]));
-		h = label_key_add(label_key_add(h, names[i]), val ? val : "");
+		h = fnv1a64_add_field(fnv1a64_add_field(h, names[i]), val ? val : "");
 	}
 	free(names);
 	*out = h;

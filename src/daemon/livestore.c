@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "hash.h"
 #include "mono_cond.h"
 #include "status.h"
 #include "xalloc.h"
@@ -179,16 +180,6 @@ void livestore_set_queries(struct livestore *ls, const struct promql_expr *const
 
 /* ---- series ------------------------------------------------------------- */
 
-static uint64_t hash_key(const char *s, size_t n)
-{
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
-
 static void index_rebuild(struct livestore *ls)
 {
 	size_t cap = 1024;
@@ -198,7 +189,7 @@ static void index_rebuild(struct livestore *ls)
 	ls->index = xcalloc(cap, sizeof *ls->index);
 	ls->index_cap = cap;
 	for (size_t i = 0; i < ls->nseries; i++) {
-		size_t h = (size_t)hash_key(ls->series[i].key, ls->series[i].keylen) & (cap - 1);
+		size_t h = (size_t)fnv1a64(ls->series[i].key, ls->series[i].keylen) & (cap - 1);
 		while (ls->index[h])
 			h = (h + 1) & (cap - 1);
 		ls->index[h] = (uint32_t)(i + 1);
@@ -209,7 +200,7 @@ static void index_rebuild(struct livestore *ls)
 static struct lseries *series_get(struct livestore *ls, const char *key, size_t len)
 {
 	size_t mask = ls->index_cap - 1;
-	size_t h = (size_t)hash_key(key, len) & mask;
+	size_t h = (size_t)fnv1a64(key, len) & mask;
 	for (; ls->index[h]; h = (h + 1) & mask) {
 		struct lseries *s = &ls->series[ls->index[h] - 1];
 		if (s->keylen == len && memcmp(s->key, key, len) == 0)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "hash.h"
 #include "mono_cond.h"
 #include "queryable.h"
 #include "status.h"
@@ -55,14 +56,6 @@ struct selfscrape {
 	bool running, stop;
 	atomic_uint_fast64_t scrapes, appended, append_errors, refused, nseries_pub, owned, foreign;
 };
-
-static uint64_t hash_key(const char *s, size_t n)
-{
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-	return h;
-}
 
 static bool name_char(char c, bool first)
 {
@@ -202,7 +195,7 @@ static struct sseries *series_get(struct selfscrape *s, const char *key, size_t 
 				  size_t namelen, bool *created)
 {
 	*created = false;
-	uint64_t h = hash_key(key, len);
+	uint64_t h = fnv1a64(key, len);
 	struct sseries **b = &s->bucket[h & (s->nbuckets - 1)];
 	for (struct sseries *x = *b; x; x = x->next)
 		if (x->hash == h && x->len == len && memcmp(x->key, key, len) == 0)

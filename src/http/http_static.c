@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <zlib.h>
 
+#include "hash.h"
 #include "status.h"
 
 struct asset {
@@ -59,18 +60,6 @@ static const char *type_of(const char *path)
 		if (strcmp(dot, types[i].ext) == 0)
 			return types[i].type;
 	return NULL;
-}
-
-/* FNV-1a, 64 bits: an ETag only has to change when the bytes do, and
- * nobody gains by forging one for a file they can already read. */
-static uint64_t fnv1a64(const unsigned char *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
 }
 
 /* The gzip form of data (level 9: made once), or NULL with *out_len 0
@@ -153,6 +142,8 @@ int http_static_new(const struct http_asset *assets, size_t n, const char *csp,
 		s->data = a->data;
 		s->len = a->len;
 		s->gz = a->len ? gzip_of(a->data, a->len, &s->gz_len) : NULL;
+		/* FNV-1a: an ETag only has to change when the bytes do, and
+		 * nobody gains by forging one for a file they can already read. */
 		uint64_t h = fnv1a64(a->data, a->len);
 		snprintf(s->etag, sizeof s->etag, "\"%016llx\"", (unsigned long long)h);
 		snprintf(s->etag_gz, sizeof s->etag_gz, "\"%016llx-gz\"", (unsigned long long)h);

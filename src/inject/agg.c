@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "status.h"
 #include "str.h"
 
@@ -27,11 +28,7 @@ void agg_clear(struct agg *a)
  * contexts takes two slots. */
 static uint64_t name_hash(const char *s, size_t n, unsigned scope)
 {
-	uint64_t h = 1469598103934665603ull ^ ((uint64_t)scope * 0x9e3779b97f4a7c15ull);
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 1099511628211ull;
-	}
+	uint64_t h = fnv1a64_add(FNV1A64_OFFSET ^ ((uint64_t)scope * 0x9e3779b97f4a7c15ull), s, n);
 	return h ? h : 1;
 }
 

@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "gofloat.h"
+#include "hash.h"
 #include "parser.h"
 #include "rx.h"
 #include "status.h"
@@ -345,14 +346,6 @@ struct smap {
 	size_t cap, n;
 };
 
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
-}
-
 static void smap_init(struct ev *ev, struct smap *m, size_t expect)
 {
 	m->cap = 16;
@@ -366,7 +359,7 @@ static void smap_init(struct ev *ev, struct smap *m, size_t expect)
 /* The slot of key: found (keys[slot] != NULL) or where it would go. */
 static size_t smap_slot(const struct smap *m, const char *key)
 {
-	size_t i = (size_t)hash_str(key) & (m->cap - 1);
+	size_t i = (size_t)fnv1a64_str(key) & (m->cap - 1);
 	while (m->keys[i] && strcmp(m->keys[i], key) != 0)
 		i = (i + 1) & (m->cap - 1);
 	return i;
@@ -2241,7 +2234,7 @@ int promql_eval_range(const struct promql_expr *e, const struct promql_queryable
 				for (size_t j = 0; j < mapcap; j++) {
 					if (!keys[j])
 						continue;
-					size_t h = (size_t)hash_str(keys[j]) & (ncap - 1);
+					size_t h = (size_t)fnv1a64_str(keys[j]) & (ncap - 1);
 					while (nk[h])
 						h = (h + 1) & (ncap - 1);
 					nk[h] = keys[j];
@@ -2253,7 +2246,7 @@ int promql_eval_range(const struct promql_expr *e, const struct promql_queryable
 				vals = nv;
 				mapcap = ncap;
 			}
-			size_t h = (size_t)hash_str(k) & (mapcap - 1);
+			size_t h = (size_t)fnv1a64_str(k) & (mapcap - 1);
 			while (keys[h] && strcmp(keys[h], k) != 0)
 				h = (h + 1) & (mapcap - 1);
 			struct rseries *s;

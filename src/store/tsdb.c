@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "chunk.h"
+#include "hash.h"
 #include "rollblock.h"
 #include "clock.h"
 #include "log.h"
@@ -238,16 +239,6 @@ int64_t tsdb_now_ms(const struct tsdb *db)
 	return clock_wall_ms(&db->o.clock);
 }
 
-static uint64_t hash_bytes(const uint8_t *p, size_t n)
-{
-	uint64_t h = 1469598103934665603ull;    /* FNV-1a */
-	for (size_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 1099511628211ull;
-	}
-	return h;
-}
-
 static struct series *series_at(struct tsdb *db, uint32_t ref)
 {
 	size_t n = atomic_load_explicit(&db->nseries, memory_order_acquire);
@@ -315,7 +306,7 @@ static int series_from_blob(uint8_t *blob, size_t len, struct series **out)
 			return GPULSE_EPARSE;
 		}
 	}
-	s->hash = hash_bytes(blob, len);
+	s->hash = fnv1a64(blob, len);
 	*out = s;
 	return 0;
 }
@@ -339,7 +330,7 @@ static void series_publish(struct tsdb *db, struct series *s)
 	s->hnext = db->htab[b];
 	db->htab[b] = s;
 	s->name = series_label(s, "__name__");
-	size_t nb = hash_bytes((const uint8_t *)s->name, strlen(s->name)) & (db->hcap - 1);
+	size_t nb = fnv1a64_str(s->name) & (db->hcap - 1);
 	s->nnext = atomic_load_explicit(&db->ntab[nb], memory_order_relaxed);
 	atomic_store_explicit(&db->ntab[nb], s, memory_order_release);
 	db->series[n] = s;
@@ -1347,7 +1338,7 @@ int tsdb_series(struct tsdb *db, const struct tsdb_label *labels, size_t n, uint
 		memcpy(p + ln, sorted[i].value, lv);
 		p += ln + lv;
 	}
-	uint64_t h = hash_bytes(blob, len);
+	uint64_t h = fnv1a64(blob, len);
 	pthread_mutex_lock(&db->series_mu);
 	struct series *s = htab_find(db, blob, len, h);
 	if (s) {
@@ -2362,7 +2353,7 @@ int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
 	if (want_name) {
 		/* Only the series of that name: its bucket's chain, series
 		 * published up to n (later ones are not in this select). */
-		size_t nb = hash_bytes((const uint8_t *)want_name, strlen(want_name)) & (db->hcap - 1);
+		size_t nb = fnv1a64_str(want_name) & (db->hcap - 1);
 		for (struct series *s = atomic_load_explicit(&db->ntab[nb], memory_order_acquire); s;
 		     s = s->nnext) {
 			if (s->id > n || strcmp(s->name, want_name) != 0)

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "status.h"
 
 const char *wire_type_name(unsigned type)
@@ -107,12 +108,7 @@ size_t wire_event_bytes(const struct wire_event *e)
 
 uint64_t wire_name_hash(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		h ^= *p;
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	return fnv1a64_str(s);
 }
 
 void wire_kernel_name_fit(char *out, const char *full)
