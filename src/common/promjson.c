@@ -9,6 +9,15 @@
 #include "status.h"
 #include "str.h"
 
+int promjson_put_error(struct buf *b, const char *type, const char *msg)
+{
+	buf_puts(b, "{\"status\":\"error\",\"errorType\":");
+	buf_put_json_string(b, type);
+	buf_puts(b, ",\"error\":");
+	buf_put_json_string(b, msg);
+	return buf_puts(b, "}\n");
+}
+
 int promjson_value(json_t *j, double *v)
 {
 	const char *s = json_string_value(j);

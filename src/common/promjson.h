@@ -12,6 +12,8 @@
 
 #include <jansson.h>
 
+#include "buf.h"
+
 /* Parse `body` and check its envelope. On success *root is the document
  * (the caller json_decref's it), *type the data's resultType and *result
  * its result array. GPULSE_EPARSE (not JSON, no success status, no
@@ -23,5 +25,14 @@ int promjson_open(const char *body, size_t len, json_t **root, const char **type
 /* A sample value string ("0.5", "NaN", "+Inf", "-Inf") into *v; 0 or
  * GPULSE_EPARSE (not a string, or not a number). */
 int promjson_value(json_t *j, double *v);
+
+/* Append Prometheus's error answer and a newline:
+ * {"status":"error","errorType":TYPE,"error":MSG}. One writer for every
+ * endpoint shaped like the query API, so that all of them read alike to
+ * the readers above. type is one of Prometheus's errorType words
+ * (bad_data, execution, timeout, canceled, internal, unavailable,
+ * not_found; gpulse adds forbidden), msg any text (JSON-escaped here).
+ * 0 or the buffer's status. */
+int promjson_put_error(struct buf *b, const char *type, const char *msg);
 
 #endif

@@ -110,23 +110,11 @@ int api_put_time(struct buf *b, int64_t t_ms)
 
 /* ---- envelopes ------------------------------------------------------------ */
 
-static int api_error(struct http_response *resp, int status, const char *type, const char *msg)
-{
-	buf_reset(&resp->body);
-	resp->status = status;
-	resp->content_type = "application/json";
-	buf_puts(&resp->body, "{\"status\":\"error\",\"errorType\":\"");
-	buf_puts(&resp->body, type);
-	buf_puts(&resp->body, "\",\"error\":");
-	buf_put_json_string(&resp->body, msg);
-	return buf_puts(&resp->body, "}\n");
-}
-
 static int bad_param(struct http_response *resp, const char *param, const char *what)
 {
 	char msg[1200];
 	snprintf(msg, sizeof msg, "invalid parameter \"%s\": %s", param, what);
-	return api_error(resp, 400, "bad_data", msg);
+	return http_api_error(resp, 400, "bad_data", msg);
 }
 
 /* Any parameter holding a NUL byte is refused: C strings would read it
@@ -174,7 +162,7 @@ static bool storage_off(struct api *a, struct http_response *resp)
 	if (!why)
 		snprintf(msg, sizeof msg, "storage is disabled: start gpulsed with storage.path or "
 			 "--storage-path to query its history");
-	api_error(resp, 503, "unavailable", msg);
+	http_api_error(resp, 503, "unavailable", msg);
 	return true;
 }
 
@@ -182,7 +170,7 @@ static bool storage_off(struct api *a, struct http_response *resp)
 static int finish(struct http_response *resp)
 {
 	if (resp->body.failed)
-		return api_error(resp, 422, "execution",
+		return http_api_error(resp, 422, "execution",
 				 "the result exceeds the response size bound; narrow the query or "
 				 "raise the step");
 	return 0;
@@ -196,7 +184,7 @@ static _Thread_local int64_t queued_ns, allowed_ns;
 static int eval_error(struct api *a, struct http_response *resp, int rc, const char *err)
 {
 	if (rc == GPULSE_ELIMIT || rc == GPULSE_EINVAL || rc == GPULSE_ERANGE)
-		return api_error(resp, 422, "execution", err);
+		return http_api_error(resp, 422, "execution", err);
 	/* As Prometheus's API: both 503. Nobody reads a canceled answer; it
 	 * is written for the log of whatever proxy sits between. */
 	if (rc == GPULSE_ETIMEDOUT) {
@@ -208,15 +196,15 @@ static int eval_error(struct api *a, struct http_response *resp, int rc, const c
 			char msg[768];
 			snprintf(msg, sizeof msg, "%s, after waiting %.3fs of its %.3fs in the query queue",
 				 err, (double)queued_ns / 1e9, (double)allowed_ns / 1e9);
-			return api_error(resp, 503, "timeout", msg);
+			return http_api_error(resp, 503, "timeout", msg);
 		}
-		return api_error(resp, 503, "timeout", err);
+		return http_api_error(resp, 503, "timeout", err);
 	}
 	if (rc == GPULSE_ECANCELED) {
 		atomic_fetch_add_explicit(&a->cancelled_total, 1, memory_order_relaxed);
-		return api_error(resp, 503, "canceled", err);
+		return http_api_error(resp, 503, "canceled", err);
 	}
-	return api_error(resp, 500, "internal", err);
+	return http_api_error(resp, 500, "internal", err);
 }
 
 static bool client_gone(void *ctx)
@@ -432,7 +420,7 @@ static int query_range(void *ctx, const struct http_request *req, struct http_re
 		return bad_param(resp, "step", "zero or negative query resolution step widths are not "
 					       "accepted. Try a positive integer");
 	if ((end - start) / step > PROMQL_MAX_STEPS)
-		return api_error(resp, 400, "bad_data",
+		return http_api_error(resp, 400, "bad_data",
 				 "exceeded maximum resolution of 11,000 points per timeseries. Try "
 				 "decreasing the query resolution (?step=XX)");
 	if (end - start > API_MAX_RANGE_MS) {
@@ -449,7 +437,7 @@ static int query_range(void *ctx, const struct http_request *req, struct http_re
 		snprintf(msg, sizeof msg, "invalid expression type \"%s\" for range query, must be "
 			 "Scalar or instant Vector", promql_type_name(e->type));
 		promql_expr_free(e);
-		return api_error(resp, 400, "bad_data", msg);
+		return http_api_error(resp, 400, "bad_data", msg);
 	}
 	struct promql_opts o;
 	if (request_opts(a, req, resp, &o) || timed_out_queued(a, req, &o, resp)) {
@@ -524,7 +512,7 @@ static int series_params(const struct http_request *req, struct http_response *r
 	if (*nm > API_MAX_MATCH) {
 		char msg[96];
 		snprintf(msg, sizeof msg, "more than %d match[] parameters", API_MAX_MATCH);
-		api_error(resp, 400, "bad_data", msg);
+		http_api_error(resp, 400, "bad_data", msg);
 		return -1;
 	}
 	const char *ss = http_request_arg(req, "start"), *es = http_request_arg(req, "end");
@@ -609,7 +597,7 @@ static int each_series(struct api *a, struct http_response *resp, const struct p
 				break;
 		}
 		if (more < 0 && !rc) {
-			api_error(resp, 500, "internal", gpulse_strerror(-more));
+			http_api_error(resp, 500, "internal", gpulse_strerror(-more));
 			rc = -1;
 		}
 		tsdb_iter_free(it);
@@ -631,7 +619,7 @@ static int strset_add(struct strset *ss, const char *s, size_t len, struct http_
 	if (ss->n == API_MAX_SERIES_RESULT) {
 		char msg[96];
 		snprintf(msg, sizeof msg, "more than %d series or values match", API_MAX_SERIES_RESULT);
-		api_error(resp, 422, "execution", msg);
+		http_api_error(resp, 422, "execution", msg);
 		return -1;
 	}
 	if (ss->n == ss->cap) {
@@ -769,7 +757,7 @@ static int handle_series(void *ctx, const struct http_request *req, struct http_
 	if (series_params(req, resp, match, &nm, &start, &end))
 		return 0;
 	if (nm == 0)
-		return api_error(resp, 400, "bad_data", "no match[] parameter provided");
+		return http_api_error(resp, 400, "bad_data", "no match[] parameter provided");
 	struct strset ss = {0};
 	buf_init(&ss.one, 1 << 20);
 	int rc = collect(a, req, resp, match, nm, start, end, add_series_json, &ss);
@@ -809,7 +797,7 @@ static int label_strings(struct api *a, const struct http_request *req,
 		if (label && rc == GPULSE_ENOENT)
 			return put_strings(resp, NULL, 0);
 		if (rc)
-			return api_error(resp, 500, "internal", gpulse_strerror(rc));
+			return http_api_error(resp, 500, "internal", gpulse_strerror(rc));
 		rc = put_strings(resp, s, n);
 		tsdb_strings_free(s, n);
 		return rc;
@@ -864,7 +852,7 @@ static int handle_label_values(void *ctx, const struct http_request *req,
 	if (!label_name_ok(name, len) || len >= sizeof label) {
 		char msg[200];
 		snprintf(msg, sizeof msg, "invalid label name: \"%.*s\"", (int)(len < 100 ? len : 100), name);
-		return api_error(resp, 400, "bad_data", msg);
+		return http_api_error(resp, 400, "bad_data", msg);
 	}
 	memcpy(label, name, len);
 	label[len] = '\0';
@@ -890,7 +878,7 @@ static int handle_format_query(void *ctx, const struct http_request *req,
 	promql_expr_free(e);
 	if (rc) {
 		buf_free(&f);
-		return api_error(resp, 422, "execution", "the formatted query exceeds its bound");
+		return http_api_error(resp, 422, "execution", "the formatted query exceeds its bound");
 	}
 	resp->content_type = "application/json";
 	buf_puts(&resp->body, "{\"status\":\"success\",\"data\":");
@@ -931,7 +919,7 @@ static int handle_busy(void *ctx, const struct http_request *req, struct http_re
 	char msg[256];
 	snprintf(msg, sizeof msg, "too many queries: %u running (query.max_concurrency) and %d "
 		 "waiting; try again later", a->max_concurrency, API_MAX_QUEUED);
-	return api_error(resp, 503, "unavailable", msg);
+	return http_api_error(resp, 503, "unavailable", msg);
 }
 
 int api_register(struct http_server *s, struct api *a)

@@ -71,16 +71,6 @@ static int done(struct http_response *resp)
 	return buf_puts(&resp->body, "}\n");
 }
 
-static int api_err(struct http_response *resp, int status, const char *type, const char *msg)
-{
-	buf_reset(&resp->body);
-	resp->status = status;
-	resp->content_type = "application/json";
-	buf_printf(&resp->body, "{\"status\":\"error\",\"errorType\":\"%s\",\"error\":", type);
-	buf_put_json_string(&resp->body, msg);
-	return buf_puts(&resp->body, "}\n");
-}
-
 static void put_kv(struct buf *b, bool *first, const char *k, const char *v)
 {
 	if (!*first)
@@ -283,7 +273,7 @@ static int handle_tsdb(void *ctx, const struct http_request *req, struct http_re
 	(void)req;
 	struct tsdb *db = atomic_load_explicit(&st->api->db, memory_order_acquire);
 	if (!db)
-		return api_err(resp, 503, "unavailable", "storage is disabled or unavailable");
+		return http_api_error(resp, 503, "unavailable", "storage is disabled or unavailable");
 	struct tsdb_matcher all = {TSDB_MATCH_RE, "__name__", ".+"};
 	struct tsdb_select_opts so = {.mint = -(1LL << 52), .maxt = 1LL << 52,
 				      .mode = TSDB_READ_RAW};
@@ -291,7 +281,7 @@ static int handle_tsdb(void *ctx, const struct http_request *req, struct http_re
 	char err[256];
 	int rc = tsdb_select(db, &all, 1, &so, &it, err, sizeof err);
 	if (rc)
-		return api_err(resp, 500, "internal", err);
+		return http_api_error(resp, 500, "internal", err);
 	struct strv names = {0}, pairs = {0};
 	uint64_t nseries = 0;
 	int more;
@@ -316,7 +306,7 @@ static int handle_tsdb(void *ctx, const struct http_request *req, struct http_re
 		if (rc < 0) {
 			char msg[96];
 			snprintf(msg, sizeof msg, "more than %d series", API_MAX_SERIES_RESULT);
-			return api_err(resp, 422, "execution", msg);
+			return http_api_error(resp, 422, "execution", msg);
 		}
 		return rc;
 	}
@@ -427,7 +417,7 @@ static int handle_metadata(void *ctx, const struct http_request *req, struct htt
 	if (nul) {
 		char msg[300];
 		snprintf(msg, sizeof msg, "invalid parameter \"%.200s\": the value holds a NUL byte (%%00)", nul);
-		return api_err(resp, 400, "bad_data", msg);
+		return http_api_error(resp, 400, "bad_data", msg);
 	}
 	long limit = -1;
 	const char *ls = http_request_arg(req, "limit");
@@ -436,7 +426,7 @@ static int handle_metadata(void *ctx, const struct http_request *req, struct htt
 		errno = 0;
 		limit = strtol(ls, &end, 10);
 		if (*end || errno)
-			return api_err(resp, 400, "bad_data", "limit must be a number");
+			return http_api_error(resp, 400, "bad_data", "limit must be a number");
 	}
 	const char *metric = http_request_arg(req, "metric");
 	if (metric && !*metric)
@@ -446,7 +436,7 @@ static int handle_metadata(void *ctx, const struct http_request *req, struct htt
 	int rc = st->metrics_text ? st->metrics_text(st->metrics_ctx, &text) : GPULSE_ENOENT;
 	if (rc) {
 		buf_free(&text);
-		return api_err(resp, 500, "internal", "cannot render /metrics");
+		return http_api_error(resp, 500, "internal", "cannot render /metrics");
 	}
 	struct family *f = calloc(API_MAX_FAMILIES, sizeof *f);
 	if (!f) {
@@ -521,7 +511,7 @@ static int handle_busy(void *ctx, const struct http_request *req, struct http_re
 {
 	(void)ctx;
 	(void)req;
-	return api_err(resp, 503, "unavailable", "too many queries at once; try again later");
+	return http_api_error(resp, 503, "unavailable", "too many queries at once; try again later");
 }
 
 int api_status_register(struct http_server *s, struct api_status *st)

@@ -1052,15 +1052,6 @@ static void *scheduler_main(void *arg)
 
 /* ---- HTTP --------------------------------------------------------------- */
 
-static int api_error(struct http_response *resp, int status, const char *type, const char *msg)
-{
-	resp->status = status;
-	resp->content_type = "application/json";
-	buf_printf(&resp->body, "{\"status\":\"error\",\"errorType\":\"%s\",\"error\":", type);
-	buf_put_json_string(&resp->body, msg);
-	return buf_puts(&resp->body, "}\n");
-}
-
 /* gpu=N: 1 with *gpu set, 0 absent, -1 after a 400. */
 static int gpu_arg(const struct http_request *req, struct http_response *resp, int *gpu)
 {
@@ -1073,7 +1064,7 @@ static int gpu_arg(const struct http_request *req, struct http_response *resp, i
 	if (errno || *end || end == s || v < 0 || v >= BENCHD_MAX_GPUS) {
 		char msg[128];
 		snprintf(msg, sizeof msg, "gpu: \"%.40s\" is not a GPU index (0-%d)", s, BENCHD_MAX_GPUS - 1);
-		api_error(resp, 400, "bad_data", msg);
+		http_api_error(resp, 400, "bad_data", msg);
 		return -1;
 	}
 	*gpu = (int)v;
@@ -1084,11 +1075,11 @@ static int handle_start(void *ctx, const struct http_request *req, struct http_r
 {
 	struct benchd *b = ctx;
 	if (strcmp(req->method, "POST") != 0)
-		return api_error(resp, 405, "bad_data",
+		return http_api_error(resp, 405, "bad_data",
 				 "POST /api/v1/bench?gpu=N&mode=quick|full starts a benchmark; "
 				 "GET /api/v1/bench/status shows it");
 	if (!b->nvml_source)
-		return api_error(resp, 503, "unavailable",
+		return http_api_error(resp, 503, "unavailable",
 				 "this gpulsed replays a recording: there is no GPU to benchmark");
 	int gpu = 0;
 	if (gpu_arg(req, resp, &gpu) < 0)
@@ -1097,14 +1088,14 @@ static int handle_start(void *ctx, const struct http_request *req, struct http_r
 	if (!mode)
 		mode = b->cfg->bench.mode;
 	if (strcmp(mode, "quick") != 0 && strcmp(mode, "full") != 0)
-		return api_error(resp, 400, "bad_data", "mode: not quick or full");
+		return http_api_error(resp, 400, "bad_data", "mode: not quick or full");
 	pthread_mutex_lock(&b->mu);
 	if (b->pid > 0 || b->request_gpu >= 0 || strcmp(b->run_state, "starting") == 0) {
 		char msg[160];
 		snprintf(msg, sizeof msg, "a benchmark is running on GPU %d (run %lld); one runs at a time",
 			 b->run_gpu, b->run_id);
 		pthread_mutex_unlock(&b->mu);
-		return api_error(resp, 409, "busy", msg);
+		return http_api_error(resp, 409, "busy", msg);
 	}
 	b->request_gpu = gpu;
 	str_copy(b->request_mode, sizeof b->request_mode, mode);
@@ -1200,11 +1191,11 @@ static int handle_results(void *ctx, const struct http_request *req, struct http
 		tsdb_records_free(recs, n);
 	}
 	if (!db)
-		return api_error(resp, 503, "unavailable",
+		return http_api_error(resp, 503, "unavailable",
 				 "storage is off: benchmark history needs storage.path");
 	struct bench_result *hist = calloc(HISTORY_RECORDS, sizeof *hist);
 	if (!hist)
-		return api_error(resp, 503, "unavailable", "out of memory");
+		return http_api_error(resp, 503, "unavailable", "out of memory");
 	size_t nh = uuid[0] ? load_history(db, uuid, hist, HISTORY_RECORDS) : 0;
 	resp->content_type = "application/json";
 	struct buf *o = &resp->body;
@@ -1285,7 +1276,7 @@ static int handle_off(void *ctx, const struct http_request *req, struct http_res
 {
 	(void)ctx;
 	(void)req;
-	return api_error(resp, 503, "unavailable", "benchmarks are not available in this gpulsed");
+	return http_api_error(resp, 503, "unavailable", "benchmarks are not available in this gpulsed");
 }
 
 int benchd_register(struct benchd *b, struct http_server *s)

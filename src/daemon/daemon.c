@@ -590,11 +590,7 @@ static int handle_gpus(void *ctx, const struct http_request *req, struct http_re
 /* Prometheus's error envelope with HTTP 400. */
 static int bad_request(struct http_response *resp, const char *msg)
 {
-	resp->status = 400;
-	resp->content_type = "application/json";
-	buf_puts(&resp->body, "{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":");
-	buf_put_json_string(&resp->body, msg);
-	return buf_puts(&resp->body, "}\n");
+	return http_api_error(resp, 400, "bad_data", msg);
 }
 
 /* Which process owns each GPU's bottleneck, from what runs now: the one

@@ -263,15 +263,6 @@ int profiling_metrics(void *ctx, struct buf *out, bool openmetrics)
 
 /* ---- HTTP ------------------------------------------------------------------- */
 
-static int api_error(struct http_response *resp, int status, const char *type, const char *msg)
-{
-	resp->status = status;
-	resp->content_type = "application/json";
-	buf_printf(&resp->body, "{\"status\":\"error\",\"errorType\":\"%s\",\"error\":", type);
-	buf_put_json_string(&resp->body, msg);
-	return buf_puts(&resp->body, "}\n");
-}
-
 /* An optional unsigned argument: 0 when absent (value untouched), 1 when
  * parsed, -1 after writing a 400. */
 static int uint_arg(const struct http_request *req, struct http_response *resp, const char *name,
@@ -286,7 +277,7 @@ static int uint_arg(const struct http_request *req, struct http_response *resp, 
 		char msg[160];
 		snprintf(msg, sizeof msg, "%s: \"%.40s\" is not a whole number from %lu to %lu", name, s,
 			 lo, hi);
-		api_error(resp, 400, "bad_data", msg);
+		http_api_error(resp, 400, "bad_data", msg);
 		return -1;
 	}
 	*v = x;
@@ -310,7 +301,7 @@ static int handle_processes(void *ctx, const struct http_request *req, struct ht
 	struct profiling *p = ctx;
 	(void)req;
 	if (!p)
-		return api_error(resp, 503, "unavailable", "profiling is not set up");
+		return http_api_error(resp, 503, "unavailable", "profiling is not set up");
 	struct buf *b = &resp->body;
 	resp->content_type = "application/json";
 	buf_puts(b, "{\"status\":\"success\",\"data\":{");
@@ -330,7 +321,7 @@ static int handle_kernels(void *ctx, const struct http_request *req, struct http
 {
 	struct profiling *p = ctx;
 	if (!p)
-		return api_error(resp, 503, "unavailable", "profiling is not set up");
+		return http_api_error(resp, 503, "unavailable", "profiling is not set up");
 	unsigned long pid = 0, gpu = 0, limit = 50, per_process = 0;
 	int has_pid, has_gpu;
 	if ((has_pid = uint_arg(req, resp, "pid", 1, UINT32_MAX, &pid)) < 0 ||
@@ -359,26 +350,26 @@ static int handle_trace(void *ctx, const struct http_request *req, struct http_r
 {
 	struct profiling *p = ctx;
 	if (!p || !p->server)
-		return api_error(resp, 503, "unavailable",
+		return http_api_error(resp, 503, "unavailable",
 				 p ? p->why_off : "profiling is not set up");
 	if (strcmp(req->method, "GET") != 0)
-		return api_error(resp, 405, "bad_data", "a trace is started with GET only");
+		return http_api_error(resp, 405, "bad_data", "a trace is started with GET only");
 	unsigned long pid = 0, seconds = PROFILING_DEFAULT_TRACE_SECONDS;
 	int has_pid;
 	if ((has_pid = uint_arg(req, resp, "pid", 1, UINT32_MAX, &pid)) < 0 ||
 	    uint_arg(req, resp, "seconds", 1, PROFILING_MAX_TRACE_SECONDS, &seconds) < 0)
 		return 0;
 	if (!has_pid)
-		return api_error(resp, 400, "bad_data", "pid: required (the process to trace)");
+		return http_api_error(resp, 400, "bad_data", "pid: required (the process to trace)");
 	struct profile_capture cap = {.pid = (uint32_t)pid, .seconds = (uint32_t)seconds};
 	char err[256];
 	int rc = profile_server_capture(p->server, &cap, err, sizeof err);
 	if (rc == GPULSE_ENOENT)
-		return api_error(resp, 404, "not_found", err);
+		return http_api_error(resp, 404, "not_found", err);
 	if (rc == GPULSE_EBUSY)
-		return api_error(resp, 409, "busy", err);
+		return http_api_error(resp, 409, "busy", err);
 	if (rc)
-		return api_error(resp, 503, "unavailable", err);
+		return http_api_error(resp, 503, "unavailable", err);
 	struct perfetto_meta meta = {
 		.pid = cap.pid,
 		.process_name = cap.comm,
@@ -406,7 +397,7 @@ static int handle_trace_busy(void *ctx, const struct http_request *req,
 	char msg[200];
 	snprintf(msg, sizeof msg, "%d captures are already running, the most gpulsed runs at once; "
 		 "try again when one ends", PROFILE_MAX_CAPTURES);
-	return api_error(resp, 503, "unavailable", msg);
+	return http_api_error(resp, 503, "unavailable", msg);
 }
 
 int profiling_register(struct profiling *p, struct http_server *s)

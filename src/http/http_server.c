@@ -34,6 +34,7 @@
 #include "http_guard.h"
 #include "http_limit.h"
 #include "log.h"
+#include "promjson.h"
 #include "status.h"
 #include "str.h"
 
@@ -1388,45 +1389,51 @@ out:
 	return rc;
 }
 
-/* The 403's JSON body, in the query API's error shape. */
-static char *forbidden_body(const struct http_server *s, const char *hint)
+/* A canned answer's JSON body, in the query API's error shape; NULL
+ * when out of memory. */
+static char *error_body(const char *type, const char *msg)
 {
 	struct buf b;
 	buf_init(&b, 4096);
-	buf_puts(&b, "{\"status\":\"error\",\"errorType\":\"forbidden\",\"error\":\"");
-	const char *msg = s->write_token
-		? "this endpoint changes state, so it needs the write token (Authorization: "
-		  "Bearer WRITE_TOKEN); a read token does not allow it"
-		: "this endpoint changes state, and no write token is configured: without one, "
-		  "state-changing endpoints are served only on a numeric loopback listen address";
-	buf_puts(&b, msg);
-	/* The hint is ours (configuration key names): no quote to escape. */
-	if (hint && !s->write_token)
-		buf_puts(&b, hint);
-	buf_puts(&b, "\"}\n");
+	promjson_put_error(&b, type, msg);
 	return buf_steal(&b);
+}
+
+/* The 403's message. */
+static char *forbidden_body(const struct http_server *s, const char *hint)
+{
+	char msg[1024];
+	snprintf(msg, sizeof msg, "%s%s",
+		 s->write_token
+			 ? "this endpoint changes state, so it needs the write token (Authorization: "
+			   "Bearer WRITE_TOKEN); a read token does not allow it"
+			 : "this endpoint changes state, and no write token is configured: without one, "
+			   "state-changing endpoints are served only on a numeric loopback listen address",
+		 hint && !s->write_token ? hint : "");
+	return error_body("forbidden", msg);
 }
 
 static int make_canned(struct http_server *s, const char *write_hint)
 {
-	char *forbidden = forbidden_body(s, write_hint);
-	if (!forbidden)
-		return GPULSE_ENOMEM;
+	/* The JSON bodies, made here; NULL where out of memory. */
+	char *json[R_COUNT] = {
+		[R_400_FORM] = error_body("bad_data", "error parsing form values: invalid form body "
+					  "(a bad percent escape, a semicolon or a NUL)"),
+		[R_403] = forbidden_body(s, write_hint),
+		[R_413_FORM] = error_body("bad_data", "request body too large: a form body may hold "
+					  "at most " HTTP_MAX_FORM_TEXT),
+	};
 	static const char *const bodies[R_COUNT] = {
-		[R_400_FORM] = ("{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":"
-				"\"error parsing form values: invalid form body (a bad percent escape, a "
-				"semicolon or a NUL)\"}\n"),
+		[R_400_FORM] = "", /* json, above */
 		[R_401] = ("unauthorized: send Authorization: Bearer TOKEN, or Basic credentials "
 			   "where users are configured\n"),
-		[R_403] = "", /* forbidden, above */
+		[R_403] = "", /* json, above */
 		[R_403_CERT] = "forbidden: a client certificate signed by the configured CA is required\n",
 		[R_404] = "not found\n",
 		[R_405] = "method not allowed: GET and HEAD are served here\n",
 		[R_405_FORM] = "method not allowed: GET, HEAD and POST are served here\n",
 		[R_413] = "request bodies are not accepted here\n",
-		[R_413_FORM] = ("{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":"
-				"\"request body too large: a form body may hold at most "
-				HTTP_MAX_FORM_TEXT "\"}\n"),
+		[R_413_FORM] = "", /* json, above */
 		[R_414] = "request target too long\n",
 		[R_429] = "too many failed logins from this address; retry later\n",
 		[R_429_RATE] = "too many requests from this address; retry later\n",
@@ -1442,26 +1449,33 @@ static int make_canned(struct http_server *s, const char *write_hint)
 		[R_400_HOST] = ("bad request: an HTTP/1.1 request needs exactly one Host header "
 				"(RFC 9112, section 3.2)\n"),
 	};
-	for (int i = 0; i < R_COUNT; i++) {
-		/* MHD never writes to a PERSISTENT buffer; its prototype is just
-		 * not const. */
-		void *body;
-		memcpy(&body, &bodies[i], sizeof body);
-		if (i == R_403)
-			s->canned[i] = MHD_create_response_from_buffer(strlen(forbidden), forbidden,
+	int rc = GPULSE_OK;
+	for (int i = 0; i < R_COUNT && rc == GPULSE_OK; i++) {
+		bool is_json = i == R_403 || i == R_400_FORM || i == R_413_FORM;
+		if (is_json && json[i]) {
+			s->canned[i] = MHD_create_response_from_buffer(strlen(json[i]), json[i],
 								       MHD_RESPMEM_MUST_FREE);
-		else
+			if (s->canned[i])
+				json[i] = NULL; /* MHD's now */
+		} else if (!is_json) {
+			/* MHD never writes to a PERSISTENT buffer; its prototype
+			 * is just not const. */
+			void *body;
+			memcpy(&body, &bodies[i], sizeof body);
 			s->canned[i] = MHD_create_response_from_buffer(strlen(bodies[i]), body,
 								       MHD_RESPMEM_PERSISTENT);
-		if (!s->canned[i]) {
-			if (i <= R_403)
-				free(forbidden);
-			return GPULSE_ENOMEM;
 		}
-		bool json = i == R_403 || i == R_400_FORM || i == R_413_FORM;
+		if (!s->canned[i]) {
+			rc = GPULSE_ENOMEM;
+			break;
+		}
 		MHD_add_response_header(s->canned[i], MHD_HTTP_HEADER_CONTENT_TYPE,
-					json ? "application/json" : "text/plain; charset=utf-8");
+					is_json ? "application/json" : "text/plain; charset=utf-8");
 	}
+	for (int i = 0; i < R_COUNT; i++)
+		free(json[i]);
+	if (rc)
+		return rc;
 	MHD_add_response_header(s->canned[R_405], MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
 	MHD_add_response_header(s->canned[R_405_FORM], MHD_HTTP_HEADER_ALLOW, "GET, HEAD, POST");
 	if (s->token || !s->basic)
@@ -1738,6 +1752,14 @@ int http_response_header(struct http_response *resp, const char *name, const cha
 	resp->headers[resp->nheaders].value = value;
 	resp->nheaders++;
 	return GPULSE_OK;
+}
+
+int http_api_error(struct http_response *resp, int status, const char *type, const char *msg)
+{
+	buf_reset(&resp->body);
+	resp->status = status;
+	resp->content_type = "application/json";
+	return promjson_put_error(&resp->body, type, msg);
 }
 
 int http_path_public(struct http_server *s, const char *path)

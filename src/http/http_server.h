@@ -203,6 +203,12 @@ struct http_response {
  * lifetime). 0, or GPULSE_ELIMIT past HTTP_MAX_RESP_HEADERS. */
 int http_response_header(struct http_response *resp, const char *name, const char *value);
 
+/* Answer with HTTP `status` and Prometheus's error body
+ * (promjson_put_error: {"status":"error","errorType":type,"error":msg}),
+ * as application/json; whatever the body held is dropped. 0 or the
+ * buffer's status. */
+int http_api_error(struct http_response *resp, int status, const char *type, const char *msg);
+
 /* A handler fills `resp` and returns 0; a non-zero return, a body that
  * hit max_body_bytes, or a status outside 100-599 sends a 500 instead.
  * content_type is copied, so any string valid during the call will do.
