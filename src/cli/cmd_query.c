@@ -19,6 +19,7 @@
 #include <curl/curl.h>
 
 #include "buf.h"
+#include "duration.h"
 #include "spark.h"
 #include "client.h"
 #include "clock.h"
@@ -45,43 +46,10 @@ int query_parse_duration(const char *s, double *seconds)
 			return 0;
 		}
 	}
-	/* Units in Prometheus's order, each at most once, largest first. */
-	static const struct {
-		const char *unit;
-		double s;
-	} units[] = {
-		{"y", 365 * 86400.0}, {"w", 7 * 86400.0}, {"d", 86400}, {"h", 3600},
-		{"m", 60},            {"s", 1},           {"ms", 0.001},
-	};
-	const int nunits = (int)(sizeof units / sizeof units[0]);
-	double total = 0;
-	int next = 0; /* the first unit still allowed */
-	const char *p = s;
-	while (*p) {
-		if (!isdigit((unsigned char)*p))
-			return GPULSE_EINVAL;
-		unsigned long long n = strtoull(p, &end, 10);
-		if (end == p || n > 1000000000ULL)
-			return GPULSE_EINVAL;
-		p = end;
-		int u = -1;
-		/* "ms" before "m": the longest unit that matches. */
-		for (int i = next; i < nunits; i++) {
-			size_t l = strlen(units[i].unit);
-			if (strncmp(p, units[i].unit, l) == 0 && !isalpha((unsigned char)p[l])) {
-				u = i;
-				break;
-			}
-		}
-		if (u < 0)
-			return GPULSE_EINVAL;
-		total += (double)n * units[u].s;
-		p += strlen(units[u].unit);
-		next = u + 1;
-	}
-	if (!(total > 0))
+	int64_t ns;
+	if (duration_parse(s, strlen(s), &ns, NULL, 0) != 0 || ns <= 0)
 		return GPULSE_EINVAL;
-	*seconds = total;
+	*seconds = (double)ns / 1e9;
 	return 0;
 }
 

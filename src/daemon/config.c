@@ -28,6 +28,7 @@
 #include "clock.h"
 #include "collector.h"
 #include "diagnose.h"
+#include "duration.h"
 #include "http_server.h"
 #include "matcher.h"
 #include "profiling.h"
@@ -522,43 +523,8 @@ int config_parse_duration(const char *s, int64_t *ns)
 	if (all_number)
 		return parse_seconds(s, ns);
 
-	int64_t total = 0;
-	int next_unit = 0; /* units must come largest first, each once */
-	const char *p = s;
-	while (*p) {
-		if (!is_digit(*p))
-			return GPULSE_EINVAL;
-		int64_t n = 0;
-		bool overflow = false;
-		for (; is_digit(*p); p++) {
-			if (n > (INT64_MAX - 9) / 10)
-				overflow = true;
-			else
-				n = n * 10 + (*p - '0');
-		}
-		int unit = -1;
-		/* "ms" before "m": the longest suffix wins. */
-		if (p[0] == 'm' && p[1] == 's')
-			unit = DURATION_UNITS - 1;
-		else
-			for (int u = 0; u < DURATION_UNITS - 1; u++)
-				if (*p == duration_units[u].suffix[0]) {
-					unit = u;
-					break;
-				}
-		if (unit < 0 || unit < next_unit)
-			return GPULSE_EINVAL;
-		p += strlen(duration_units[unit].suffix);
-		next_unit = unit + 1;
-		if (overflow || n > INT64_MAX / duration_units[unit].ns)
-			return GPULSE_ERANGE;
-		int64_t part = n * duration_units[unit].ns;
-		if (total > INT64_MAX - part)
-			return GPULSE_ERANGE;
-		total += part;
-	}
-	*ns = total;
-	return 0;
+	int rc = duration_parse(s, strlen(s), ns, NULL, 0);
+	return rc == GPULSE_ERANGE ? GPULSE_ERANGE : rc ? GPULSE_EINVAL : 0;
 }
 
 void config_format_duration(int64_t ns, char *out, size_t outlen)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "duration.h"
 #include "status.h"
 #include "xalloc.h"
 
@@ -78,49 +79,10 @@ static void set_error(struct promql_token *t, const char *fmt, ...)
 
 int promql_parse_duration(const char *s, size_t len, int64_t *out_ms)
 {
-	static const struct {
-		const char *unit;
-		int64_t ms;
-	} units[] = {
-		{"y", 365LL * 24 * 3600 * 1000}, {"w", 7LL * 24 * 3600 * 1000},
-		{"d", 24LL * 3600 * 1000}, {"h", 3600LL * 1000},
-		{"m", 60LL * 1000}, {"s", 1000}, {"ms", 1},
-	};
-	if (len == 1 && s[0] == '0') {
-		*out_ms = 0;
-		return 0;
-	}
-	size_t i = 0, next_unit = 0;
-	int64_t total = 0;
-	if (len == 0)
+	int64_t ns;
+	if (duration_parse(s, len, &ns, NULL, 0) != 0)
 		return GPULSE_EPARSE;
-	while (i < len) {
-		if (!is_digit((unsigned char)s[i]))
-			return GPULSE_EPARSE;
-		int64_t n = 0;
-		while (i < len && is_digit((unsigned char)s[i])) {
-			if (n > (INT64_MAX - 9) / 10)
-				return GPULSE_EPARSE;
-			n = n * 10 + (s[i] - '0');
-			i++;
-		}
-		size_t ulen = 0;
-		while (i + ulen < len && isalpha((unsigned char)s[i + ulen]))
-			ulen++;
-		size_t u;
-		for (u = next_unit; u < sizeof units / sizeof units[0]; u++)
-			if (strlen(units[u].unit) == ulen &&
-			    memcmp(units[u].unit, s + i, ulen) == 0)
-				break;
-		if (u == sizeof units / sizeof units[0])
-			return GPULSE_EPARSE;
-		if (n > INT64_MAX / units[u].ms || total > INT64_MAX - n * units[u].ms)
-			return GPULSE_EPARSE;
-		total += n * units[u].ms;
-		next_unit = u + 1;
-		i += ulen;
-	}
-	*out_ms = total;
+	*out_ms = ns / 1000000;
 	return 0;
 }
 

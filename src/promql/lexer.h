@@ -60,9 +60,8 @@ void promql_lexer_init(struct promql_lexer *lx, const char *src, size_t len);
  * by the caller (free()). Never fails: errors come back as ERROR tokens. */
 void promql_lexer_next(struct promql_lexer *lx, struct promql_token *t);
 
-/* Parse a duration such as "1h30m" or "5m" into milliseconds. 0 or
- * GPULSE_EPARSE. Units: ms s m h d w y; each at most once, in that
- * decreasing order, as Prometheus requires. */
+/* Parse a duration such as "1h30m" or "5m" into milliseconds: common
+ * duration_parse (Prometheus's syntax), 0 or GPULSE_EPARSE. */
 int promql_parse_duration(const char *s, size_t len, int64_t *out_ms);
 /* Write a duration as Prometheus does ("1h30m", "0s"). */
 void promql_format_duration(int64_t ms, char *out, size_t outlen);
