@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "promjson.h"
+#include "quantile.h"
 #include "status.h"
 #include "str.h"
 
@@ -96,19 +97,6 @@ const char *fleet_label(const struct fleet_sample *s, const char *name)
 	return v ? v : "";
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* The median of v[0..n), n > 0, sorting v. */
-static double median_of(double *v, size_t n)
-{
-	qsort(v, n, sizeof *v, cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int fleet_robust_z(const double *x, size_t n, double *z, double *median_out)
 {
 	size_t m = 0;
@@ -126,13 +114,13 @@ int fleet_robust_z(const double *x, size_t n, double *z, double *median_out)
 	for (size_t i = 0; i < n; i++)
 		if (isfinite(x[i]))
 			v[k++] = x[i];
-	double med = median_of(v, m);
+	double med = quantile_of(v, m, 0.5);
 	double sum_abs = 0;
 	for (size_t i = 0; i < m; i++) {
 		v[i] = fabs(v[i] - med);
 		sum_abs += v[i];
 	}
-	double mad = median_of(v, m);
+	double mad = quantile_of(v, m, 0.5);
 	free(v);
 	/* 0.6745 = the 75th percentile of the standard normal: with it, z is
 	 * in standard deviations for normal data. Without a MAD, the mean

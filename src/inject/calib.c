@@ -7,23 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quantile.h"
+
 const unsigned long long calib_spin_ns[CALIB_SPINS] = {0, 2000, 6000, 16000};
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* The q-quantile of v[0..n) (sorted here), by linear interpolation. */
-static double quantile(double *v, unsigned n, double q)
-{
-	qsort(v, n, sizeof *v, cmp_double);
-	double pos = q * (double)(n - 1);
-	unsigned i = (unsigned)pos;
-	double frac = pos - (double)i;
-	return i + 1 < n ? v[i] + frac * (v[i + 1] - v[i]) : v[i];
-}
 
 void calib_fit(const struct calib_sample *s, unsigned n, const double *gaps, unsigned npairs,
 	       struct calib_result *r)
@@ -43,7 +29,7 @@ void calib_fit(const struct calib_sample *s, unsigned n, const double *gaps, uns
 	if (npairs > CALIB_PAIRS)
 		npairs = CALIB_PAIRS;
 	memcpy(gp, gaps, npairs * sizeof *gp);
-	r->gap_ns = quantile(gp, npairs, 0.5);
+	r->gap_ns = quantile_of(gp, npairs, 0.5);
 	if (n > sizeof d / sizeof d[0])
 		n = sizeof d / sizeof d[0];
 	double sx = 0, sy = 0, sxx = 0, sxy = 0, step = 0;
@@ -62,11 +48,11 @@ void calib_fit(const struct calib_sample *s, unsigned n, const double *gaps, uns
 	 * kernel had no head or tail) and that less the whole gap (if a kernel
 	 * following another took no step of its own): the middle, within half
 	 * the gap of the truth either way (calib.h). */
-	r->excess_ns = quantile(d, n, 0.5);
+	r->excess_ns = quantile_of(d, n, 0.5);
 	r->offset_ns = r->excess_ns - r->gap_ns / 2;
 	r->bound_ns = r->gap_ns / 2;
-	r->spread_ns = (quantile(d, n, 0.75) - quantile(d, n, 0.25)) / 2;
-	r->floor_ns = quantile(f, n, 0.5);
+	r->spread_ns = (quantile_of(d, n, 0.75) - quantile_of(d, n, 0.25)) / 2;
+	r->floor_ns = quantile_of(f, n, 0.5);
 	if (step == 0 || step > CALIB_TIMER_RES_MAX_NS)
 		snprintf(r->why, sizeof r->why, "the GPU's %%globaltimer steps by %.0f ns (at most %.0f wanted)",
 			 step, CALIB_TIMER_RES_MAX_NS);

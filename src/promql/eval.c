@@ -21,6 +21,7 @@
 #include "gofloat.h"
 #include "hash.h"
 #include "parser.h"
+#include "quantile.h"
 #include "rx.h"
 #include "status.h"
 #include "str.h"
@@ -667,35 +668,6 @@ static void kahan_inc(double inc, double *sum, double *c)
 	*sum = t;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	/* NaN sorts first, as in Prometheus's vectorByValueHeap. */
-	if (isnan(x))
-		return isnan(y) ? 0 : -1;
-	if (isnan(y))
-		return 1;
-	return x < y ? -1 : x > y ? 1 : 0;
-}
-
-/* Prometheus's quantile: linear interpolation between closest ranks. */
-static double quantile(double q, double *v, size_t n)
-{
-	if (n == 0)
-		return NAN;
-	if (q < 0)
-		return -INFINITY;
-	if (q > 1)
-		return INFINITY;
-	qsort(v, n, sizeof *v, cmp_double);
-	double fn = (double)n;
-	double rank = q * (fn - 1);
-	double lower = fmax(0, floor(rank));
-	double upper = fmin(fn - 1, lower + 1);
-	double weight = rank - floor(rank);
-	return v[(size_t)lower] * (1 - weight) + v[(size_t)upper] * weight;
-}
-
 static bool over_time(enum promql_func_id id, const struct promql_sample *p, size_t n, double q,
 		      double *out)
 {
@@ -757,7 +729,7 @@ static bool over_time(enum promql_func_id id, const struct promql_sample *p, siz
 		double *v = xmalloc(n * sizeof *v);
 		for (size_t i = 0; i < n; i++)
 			v[i] = p[i].v;
-		*out = quantile(q, v, n);
+		*out = quantile_of(v, n, q);
 		free(v);
 		return true;
 	}
@@ -1796,7 +1768,7 @@ static bool eval_agg(struct ev *ev, const struct promql_expr *e, struct value *o
 		case PROMQL_AGG_GROUP: v = 1; break;
 		case PROMQL_AGG_STDDEV: v = sqrt(g->value / (double)g->count); break;
 		case PROMQL_AGG_STDVAR: v = g->value / (double)g->count; break;
-		case PROMQL_AGG_QUANTILE: v = quantile(param.scalar, g->vals, g->heapn); break;
+		case PROMQL_AGG_QUANTILE: v = quantile_of(g->vals, g->heapn, param.scalar); break;
 		case PROMQL_AGG_TOPK:
 		case PROMQL_AGG_BOTTOMK:
 			qsort(g->heap, g->heapn, sizeof *g->heap, rev ? cmp_vsample_asc : cmp_vsample_desc);

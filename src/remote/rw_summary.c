@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quantile.h"
 #include "status.h"
 
 enum { AGG_MIN, AGG_MAX, AGG_MEAN, AGG_Q, NAGG };
@@ -164,22 +165,6 @@ static int state_init(struct rw_summary *s, struct series_state *st, const struc
 	return 0;
 }
 
-static int dbl_cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* Prometheus's quantile_over_time: linear interpolation at q*(n-1). */
-static double quantile(double q, double *v, size_t n)
-{
-	qsort(v, n, sizeof *v, dbl_cmp);
-	double rank = q * (double)(n - 1);
-	size_t lo = (size_t)floor(rank), hi = lo + 1 < n ? lo + 1 : lo;
-	double w = rank - (double)lo;
-	return v[lo] * (1 - w) + v[hi] * w;
-}
-
 /* The open interval of st ended: emit it, reset. */
 static void close_bucket(struct rw_summary *s, struct series_state *st, rw_summary_emit_fn *emit,
 			 void *ctx)
@@ -194,7 +179,7 @@ static void close_bucket(struct rw_summary *s, struct series_state *st, rw_summa
 		}
 	} else if (st->count) {
 		double v[NAGG] = {st->min, st->max, st->sum / (double)st->count,
-				  st->nvals ? quantile(s->o.quantile, st->vals, st->nvals)
+				  st->nvals ? quantile_of(st->vals, st->nvals, s->o.quantile)
 					   : st->sum / (double)st->count};
 		/* One ms before the interval's end: the summary of [b, b+I)
 		 * belongs to it, and a raw sample at b+I (a hot GPU) must not

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "quantile.h"
 #include "status.h"
 #include "str.h"
 #include "xalloc.h"
@@ -66,19 +67,7 @@ int report_parse_band(const char *s, double *lo, double *hi)
 
 double report_percentile(const double *sorted, size_t n, double p)
 {
-	if (n == 0)
-		return NAN;
-	double rank = ceil(p / 100.0 * (double)n);
-	size_t i = rank < 1 ? 0 : (size_t)rank - 1;
-	return sorted[i < n ? i : n - 1];
-}
-
-/* The nearest-rank index of percentile p among n values. */
-static size_t rank_index(size_t n, double p)
-{
-	double rank = ceil(p / 100.0 * (double)n);
-	size_t i = rank < 1 ? 0 : (size_t)rank - 1;
-	return i < n ? i : n - 1;
+	return n ? sorted[quantile_rank_index(n, p / 100.0)] : NAN;
 }
 
 /* Put the k-th smallest of a[lo..hi] at a[k], the smaller ones before it
@@ -158,7 +147,8 @@ static struct report_dist dist_of(const double *v, size_t n, double *tmp)
 	}
 	d.mean = sum / (double)d.n;
 	d.max = mx;
-	size_t k99 = rank_index(d.n, 99), k95 = rank_index(d.n, 95), k50 = rank_index(d.n, 50);
+	size_t k99 = quantile_rank_index(d.n, 0.99), k95 = quantile_rank_index(d.n, 0.95),
+	       k50 = quantile_rank_index(d.n, 0.50);
 	select_kth(tmp, 0, d.n - 1, k99);
 	d.p99 = tmp[k99];
 	if (k95 < k99)
