@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gofloat.h"
 #include "status.h"
 #include "utf8.h"
 
@@ -115,23 +116,9 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 
 int buf_put_double(struct buf *b, double v)
 {
-	if (isnan(v))
-		return buf_puts(b, "NaN");
-	if (isinf(v))
-		return buf_puts(b, v > 0 ? "+Inf" : "-Inf");
-	/* Integers print without an exponent or point, as Go's
-	 * strconv.FormatFloat(v, 'g', -1, 64) would for Prometheus. */
-	/* The range check comes first: converting a double beyond long
-	 * long's range is undefined behaviour. */
-	if (fabs(v) < 1e15 && v == (double)(long long)v)
-		return buf_printf(b, "%lld", (long long)v);
-	char tmp[32];
-	for (int prec = 15; prec <= 17; prec++) {
-		snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-		if (strtod(tmp, NULL) == v)
-			break;
-	}
-	return buf_puts(b, tmp);
+	char tmp[GOFLOAT_CG_MAX];
+	size_t n = gofloat_format_cg(tmp, v);
+	return buf_append(b, tmp, n);
 }
 
 /* Text that is not UTF-8 (a request's bytes, an NVML string, a comm) must

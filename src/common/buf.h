@@ -32,8 +32,8 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
-/* Append a double as Prometheus formats it: shortest text that reads back
- * exactly, "NaN", "+Inf", "-Inf". */
+/* Append a double as gofloat_format_cg writes it: the shortest text that
+ * reads back exactly (Go's digits), "NaN", "+Inf", "-Inf". */
 int buf_put_double(struct buf *b, double v);
 /* Append `s` as a JSON string literal, quotes included. The literal is
  * always UTF-8: each byte of `s` outside well-formed UTF-8 (utf8.h) is

@@ -4,6 +4,7 @@
 #include "gofloat.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -23,12 +24,24 @@
  * twice as far up as down and the farther neighbour may read back where
  * the nearer does not (2^-1017 is "7.120236347223045e-307", 16 digits,
  * where rounding to 16 digits gives ...044 which does not read back).
- * Go takes such digits too (its shortest is over the whole interval). */
+ * Go takes such digits too (its shortest is over the whole interval).
+ *
+ * A normal double's search starts at 15 digits: its half-ulp is at most
+ * 2^-53 of it, less than a tenth of the spacing of 15-digit decimals, so
+ * any digits of 15 or fewer that read back are the 15-digit rounding
+ * with zeros after them, which the trim below takes off. One or two
+ * conversions instead of up to 17. A subnormal's digits are coarser
+ * ("5e-324"): its search starts at one. */
 static int shortest_digits(double a, char d[24], int *dp)
 {
 	char s[48];
 	uint64_t m = 0;
-	int e10 = 0, p = 1;
+	int e10 = 0, p = a >= DBL_MIN ? 15 : 1;
+	/* Only at a power of two is the interval lopsided: elsewhere a
+	 * neighbour farther than the rounded digits cannot read back. */
+	uint64_t bits;
+	memcpy(&bits, &a, sizeof bits);
+	bool pow2 = (bits & ((1ULL << 52) - 1)) == 0;
 	for (; p <= 17; p++) {
 		snprintf(s, sizeof s, "%.*e", p - 1, a);
 		char *end;
@@ -42,6 +55,8 @@ static int shortest_digits(double a, char d[24], int *dp)
 		e10 = atoi(q + 1);
 		if (r == a)
 			break;
+		if (!pow2)
+			continue;
 		uint64_t lo = 1, hi;
 		for (int i = 1; i < p; i++)
 			lo *= 10;
@@ -71,67 +86,125 @@ static int shortest_digits(double a, char d[24], int *dp)
 	return nd;
 }
 
-static void put_e(struct buf *b, const char *d, int nd, int dp, char echar)
+/* The layouts write into o, which holds GOFLOAT_TEXT_MAX bytes: the
+ * longest text is 'f' of a subnormal ("0.", 323 zeros, 17 digits). */
+#define GOFLOAT_TEXT_MAX 400
+
+/* d.ddd, then echar, the exponent's sign and at least two digits. */
+static size_t lay_e(char *o, const char *d, int nd, int dp, char echar)
 {
-	buf_putc(b, d[0]);
+	size_t n = 0;
+	o[n++] = d[0];
 	if (nd > 1) {
-		buf_putc(b, '.');
-		buf_append(b, d + 1, (size_t)nd - 1);
+		o[n++] = '.';
+		memcpy(o + n, d + 1, (size_t)nd - 1);
+		n += (size_t)nd - 1;
 	}
 	int exp = nd ? dp - 1 : 0;
-	buf_printf(b, "%c%c%02d", echar, exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+	n += (size_t)snprintf(o + n, 8, "%c%c%02d", echar, exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+	return n;
 }
 
-static void put_f(struct buf *b, const char *d, int nd, int dp)
+/* The digits with the point where dp puts it, no exponent. */
+static size_t lay_f(char *o, const char *d, int nd, int dp)
 {
+	size_t n = 0;
 	if (dp <= 0) {
-		buf_putc(b, '0');
+		o[n++] = '0';
 		if (nd == 0)
-			return;
-		buf_putc(b, '.');
+			return n;
+		o[n++] = '.';
 		for (int i = 0; i < -dp; i++)
-			buf_putc(b, '0');
-		buf_append(b, d, (size_t)nd);
-	} else if (dp >= nd) {
-		buf_append(b, d, (size_t)nd);
-		for (int i = nd; i < dp; i++)
-			buf_putc(b, '0');
-	} else {
-		buf_append(b, d, (size_t)dp);
-		buf_putc(b, '.');
-		buf_append(b, d + dp, (size_t)(nd - dp));
+			o[n++] = '0';
+		memcpy(o + n, d, (size_t)nd);
+		return n + (size_t)nd;
 	}
+	if (dp >= nd) {
+		memcpy(o, d, (size_t)nd);
+		n = (size_t)nd;
+		for (int i = nd; i < dp; i++)
+			o[n++] = '0';
+		return n;
+	}
+	memcpy(o, d, (size_t)dp);
+	n = (size_t)dp;
+	o[n++] = '.';
+	memcpy(o + n, d + dp, (size_t)(nd - dp));
+	return n + (size_t)(nd - dp);
+}
+
+/* The sign, and the digits of |v| (v finite): nd 0 for zero. */
+static size_t put_sign_digits(char *o, double v, char d[24], int *nd, int *dp)
+{
+	d[0] = '0';
+	d[1] = '\0';
+	*nd = 0;
+	*dp = 0; /* zero: no digits, as Go's decimal holds it */
+	if (v != 0)
+		*nd = shortest_digits(fabs(v), d, dp);
+	if (!signbit(v))
+		return 0;
+	o[0] = '-';
+	return 1;
+}
+
+static size_t special_text(char *o, double v)
+{
+	const char *t = isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
+	size_t n = strlen(t);
+	memcpy(o, t, n + 1);
+	return n;
 }
 
 int gofloat_put(struct buf *b, double v, char fmt)
 {
 	if (fmt != 'e' && fmt != 'E' && fmt != 'f' && fmt != 'g')
 		return GPULSE_EINVAL;
-	if (isnan(v))
-		return buf_puts(b, "NaN");
-	if (isinf(v))
-		return buf_puts(b, v > 0 ? "+Inf" : "-Inf");
-	char d[24] = "0";
-	int nd = 0, dp = 0; /* zero: no digits, as Go's decimal holds it */
-	if (v != 0)
-		nd = shortest_digits(fabs(v), d, &dp);
-	if (signbit(v))
-		buf_putc(b, '-');
-	if (fmt == 'g') {
-		int exp = dp - 1;
-		fmt = nd && (exp < -4 || exp >= 6) ? 'e' : 'f';
+	char o[GOFLOAT_TEXT_MAX];
+	size_t n;
+	if (!isfinite(v)) {
+		n = special_text(o, v);
+	} else {
+		char d[24];
+		int nd, dp;
+		n = put_sign_digits(o, v, d, &nd, &dp);
+		if (fmt == 'g') {
+			int exp = dp - 1;
+			fmt = nd && (exp < -4 || exp >= 6) ? 'e' : 'f';
+		}
+		n += fmt == 'f' ? lay_f(o + n, d, nd, dp) : lay_e(o + n, d, nd, dp, fmt);
 	}
-	if (fmt == 'f')
-		put_f(b, d, nd, dp);
-	else
-		put_e(b, d, nd, dp, fmt);
-	return b->failed ? GPULSE_ELIMIT : 0;
+	return buf_append(b, o, n);
 }
 
 int gofloat_put_sample(struct buf *b, double v)
 {
 	double a = fabs(v);
 	return gofloat_put(b, v, a != 0 && (a < 1e-6 || a >= 1e21) ? 'e' : 'f');
+}
+
+size_t gofloat_format_cg(char *out, double v)
+{
+	if (!isfinite(v))
+		return special_text(out, v);
+	if (v == 0) { /* -0 too, as client_golang writes it (f == 0) */
+		memcpy(out, "0", 2);
+		return 1;
+	}
+	char d[24];
+	int nd, dp;
+	size_t n = put_sign_digits(out, v, d, &nd, &dp);
+	/* C's %.Pg at P = the digits needed, at least 15: 'e' when the
+	 * exponent is below -4 or at least P. Either layout is at most
+	 * 1 + 6 + 17 bytes here ("-0.0000" and the digits; "-d.", 16
+	 * digits, "e-324"), so out[GOFLOAT_CG_MAX] holds it. */
+	int prec = nd > 15 ? nd : 15, exp = dp - 1;
+	if (nd && (exp < -4 || exp >= prec))
+		n += lay_e(out + n, d, nd, dp, 'e');
+	else
+		n += lay_f(out + n, d, nd, dp);
+	out[n] = '\0';
+	return n;
 }
 
 /* ---- reading: strconv.ParseFloat ----------------------------------- */

@@ -7,6 +7,7 @@
 #ifndef GPULSE_GOFLOAT_H
 #define GPULSE_GOFLOAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "buf.h"
@@ -23,6 +24,17 @@ int gofloat_put(struct buf *b, double v, char fmt);
 /* Append a sample value as Prometheus's HTTP API writes it (web/api/v1
  * marshalValue): 'e' when 0 < |v| < 1e-6 or |v| >= 1e21, else 'f'. */
 int gofloat_put_sample(struct buf *b, double v);
+
+/* Write v to out[GOFLOAT_CG_MAX], NUL-terminated, as gpulse's /metrics
+ * and JSON numbers have it (buf_put_double): the same shortest digits as
+ * above, laid out as C's %g lays out that many digits (at least 15): 'e'
+ * when the decimal exponent is below -4 or at least that many, else 'f'
+ * ("0.1", "1e-05", "123456789.5", "81559191552", "1.5e+20", "5e-324",
+ * "NaN", "+Inf"); zero is "0", -0 included, as client_golang writes it. Prometheus reads it back to the same double; its
+ * own client libraries would write 'g' ("8.1559191552e+10"), which this
+ * layout predates and tests and users read. Returns the length. */
+#define GOFLOAT_CG_MAX 32
+size_t gofloat_format_cg(char *out, double v);
 
 /* Go's strconv.ParseFloat(s, 64), whose verdict Prometheus takes on a
  * number held in a label (histogram_quantile's `le`). */

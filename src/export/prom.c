@@ -24,6 +24,7 @@
 #include "clock.h"
 #include "diagnose.h"
 #include "fields.h"
+#include "gofloat.h"
 #include "notify.h"
 #include "status.h"
 #include "utf8.h"
@@ -154,10 +155,10 @@ static void put_label_text(struct pw *w, const char *s)
 
 /* ---- numbers ----------------------------------------------------------
  *
- * buf_put_double's text without its cost: it prints with %.15g, %.16g and
- * %.17g in turn and reads each back with strtod until one round-trips,
- * about a microsecond a value. Here integers and short decimals (most
- * GPU values) are written by hand, and the rest take that same loop. */
+ * buf_put_double's text (gofloat_format_cg) without its cost: that finds
+ * the shortest digits by printing and reading back with strtod, about a
+ * microsecond a value. Here integers and short decimals (most GPU values)
+ * are written by hand, and the rest take gofloat_format_cg. */
 
 static const double pow10_table[20] = {
 	1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,
@@ -206,6 +207,8 @@ static size_t format_short_decimal(char *out, double a)
 	return 0;
 }
 
+_Static_assert(PROM_DOUBLE_MAX >= GOFLOAT_CG_MAX, "room for gofloat_format_cg");
+
 size_t prom_format_double(char *out, double v)
 {
 	if (isnan(v)) {
@@ -225,7 +228,6 @@ size_t prom_format_double(char *out, double v)
 		out[n] = '\0';
 		return n;
 	}
-	int prec = 15;
 	if (a >= 1e-4 && a < 1e15) {
 		if (v < 0)
 			out[n++] = '-';
@@ -234,16 +236,8 @@ size_t prom_format_double(char *out, double v)
 			out[n + k] = '\0';
 			return n + k;
 		}
-		/* The search above is exact here, so no 15-digit text reads
-		 * back as v: skip that try. */
-		prec = 16;
 	}
-	for (; prec <= 17; prec++) {
-		snprintf(out, PROM_DOUBLE_MAX, "%.*g", prec, v);
-		if (strtod(out, NULL) == v)
-			break;
-	}
-	return strlen(out);
+	return gofloat_format_cg(out, v);
 }
 
 static bool ends_with(const char *s, size_t n, const char *suffix, size_t sn)

@@ -2276,50 +2276,7 @@ int promql_eval_range(const struct promql_expr *e, const struct promql_queryable
 
 int promql_format_value(struct buf *b, double v)
 {
-	if (isnan(v))
-		return buf_puts(b, "NaN");
-	if (isinf(v))
-		return buf_puts(b, v > 0 ? "+Inf" : "-Inf");
-	if (v == 0)
-		return buf_puts(b, signbit(v) ? "-0" : "0");
-	/* Shortest digits that read back exactly, then laid out without an
-	 * exponent, as Go's strconv.FormatFloat(v, 'f', -1, 64). */
-	char e[40];
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(e, sizeof e, "%.*e", prec - 1, v);
-		if (strtod(e, NULL) == v)
-			break;
-	}
-	const char *p = e;
-	bool neg = *p == '-';
-	if (neg)
-		p++;
-	char digits[24];
-	size_t nd = 0;
-	for (; *p && *p != 'e'; p++)
-		if (*p >= '0' && *p <= '9')
-			digits[nd++] = *p;
-	int exp10 = atoi(p + 1);
-	while (nd > 1 && digits[nd - 1] == '0')
-		nd--;
-	int dp = exp10 + 1; /* digits before the decimal point */
-	if (neg)
-		buf_putc(b, '-');
-	if (dp <= 0) {
-		buf_puts(b, "0.");
-		for (int i = 0; i < -dp; i++)
-			buf_putc(b, '0');
-		buf_append(b, digits, nd);
-	} else if ((size_t)dp >= nd) {
-		buf_append(b, digits, nd);
-		for (size_t i = nd; i < (size_t)dp; i++)
-			buf_putc(b, '0');
-	} else {
-		buf_append(b, digits, (size_t)dp);
-		buf_putc(b, '.');
-		buf_append(b, digits + dp, nd - (size_t)dp);
-	}
-	return b->failed ? GPULSE_ELIMIT : 0;
+	return gofloat_put(b, v, 'f');
 }
 
 int promql_put_json_labels(struct buf *b, const struct promql_label *l, size_t n)

@@ -96,8 +96,9 @@ int promql_eval_range(const struct promql_expr *e, const struct promql_queryable
 /* Accepts NULL. */
 void promql_result_free(struct promql_result *r);
 
-/* Append v as Prometheus's API writes sample values:
- * strconv.FormatFloat(v, 'f', -1, 64), "NaN", "+Inf", "-Inf". */
+/* Append strconv.FormatFloat(v, 'f', -1, 64), "NaN", "+Inf", "-Inf"
+ * (gofloat_put 'f'): count_values's label values, and the text the
+ * PromQL test driver compares. */
 int promql_format_value(struct buf *b, double v);
 
 /* Append a label set as a JSON object, {"a":"1","b":"2"}, as Prometheus's

@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "gofloat.h"
 #include "sample.h"
 #include "status.h"
 
@@ -535,16 +536,6 @@ static void format_value(double base, enum field_id f, char *out, size_t outlen)
 	snprintf(out, outlen, "%.17g", col);
 }
 
-/* The shortest text that reads back to exactly `v` (the time column). */
-static void format_plain(double v, char *out, size_t outlen)
-{
-	for (int prec = 15; prec <= 17; prec++) {
-		snprintf(out, outlen, "%.*g", prec, v);
-		if (strtod(out, NULL) == v)
-			return;
-	}
-}
-
 /* The order columns are written in: the contract's
  * (docs/RECORDING.md), so files gpulse writes match the bundled
  * recordings column for column. Fields with a column that the
@@ -595,7 +586,8 @@ int recording_write_row(FILE *f, const struct rec_row *row, bool with_gpu_column
 	locale_t old_locale = use_c_locale();
 	int bad;
 
-	format_plain(row->t_s, num, sizeof num);
+	_Static_assert(sizeof num >= GOFLOAT_CG_MAX, "room for a time");
+	gofloat_format_cg(num, row->t_s); /* the shortest text that reads back */
 	bad = fputs(num, f) == EOF;
 	if (with_gpu_column && !bad)
 		bad = fprintf(f, ",%d", row->gpu) < 0;

@@ -4,6 +4,7 @@
  * short), then 'e' (d.ddde+XX, two exponent digits at least), 'f' (no
  * exponent) or 'g' (exponent below -4 or from 6 on, as shortest %g). */
 #include <math.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -141,9 +142,84 @@ static void test_powers_of_two_round_trip(void **state)
 	}
 }
 
+/* The exposition's layout (gofloat_format_cg): C's %g at the precision
+ * the shortest digits need, at least 15; zero as client_golang writes it. */
+static void test_cg_table(void **state)
+{
+	(void)state;
+	static const struct {
+		double v;
+		const char *want;
+	} cg_rows[] = {
+		{0.1, "0.1"},
+		{1e21, "1e+21"},
+		{1e-7, "1e-07"},
+		{1e-4, "0.0001"},
+		{NAN, "NaN"},
+		{INFINITY, "+Inf"},
+		{-INFINITY, "-Inf"},
+		{0.0, "0"},
+		{-0.0, "0"},
+		{5e-324, "5e-324"},
+		{1e6, "1000000"},
+		{81559191552, "81559191552"},
+		{-1234567.5, "-1234567.5"},
+		{1e15, "1e+15"},
+		{999999999999999, "999999999999999"},
+		{1e15 + 0.5, "1000000000000000.5"},
+		{0.30000000000000004, "0.30000000000000004"},
+		{1.7976931348623157e308, "1.7976931348623157e+308"},
+		/* Go's digits where %.16g's do not read back: 16, not 17. */
+		{0x1p-1017, "7.120236347223045e-307"},
+	};
+	for (size_t i = 0; i < sizeof cg_rows / sizeof cg_rows[0]; i++) {
+		char out[GOFLOAT_CG_MAX];
+		size_t n = gofloat_format_cg(out, cg_rows[i].v);
+		if (strcmp(out, cg_rows[i].want) != 0 || n != strlen(out))
+			fail_msg("%.17g: \"%s\", want \"%s\"", cg_rows[i].v, out, cg_rows[i].want);
+	}
+}
+
+/* Against glibc's printf: the first of %.15g, %.16g, %.17g that reads
+ * back is the same text, except where Go's digits are shorter than the
+ * 17 printf fell back to (the neighbour that reads back at a power of
+ * two); those read back too, in 16 digits. Values from a fixed
+ * xorshift sequence over every exponent. */
+static void test_cg_against_printf(void **state)
+{
+	(void)state;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (int i = 0; i < 200000; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		double v;
+		memcpy(&v, &x, sizeof v);
+		if (!isfinite(v) || v == 0)
+			continue;
+		if (i % 4 == 0) /* short decimals too, where most gauges are */
+			v = (double)(x % 100000) / 1000;
+		char ref[40];
+		int prec = 15;
+		for (; prec <= 17; prec++) {
+			snprintf(ref, sizeof ref, "%.*g", prec, v);
+			if (strtod(ref, NULL) == v)
+				break;
+		}
+		char out[GOFLOAT_CG_MAX];
+		gofloat_format_cg(out, v);
+		if (strcmp(out, ref) == 0)
+			continue;
+		if (prec != 17 || strtod(out, NULL) != v)
+			fail_msg("%a: \"%s\", printf \"%s\"", v, out, ref);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cg_table),
+		cmocka_unit_test(test_cg_against_printf),
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_f_extremes),
 		cmocka_unit_test(test_upper_and_bad_fmt),
