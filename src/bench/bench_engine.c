@@ -27,8 +27,8 @@
 #include "bench_ptx.h"
 #include "clock.h"
 #include "cuda_lib.h"
-#include "mono_cond.h"
 #include "nvml_shim.h"
+#include "periodic.h"
 #include "status.h"
 #include "str.h"
 
@@ -64,10 +64,9 @@ struct acc {
 struct watch {
 	struct nvml_lib *nv;
 	nvml_device_t dev;
-	pthread_t thread;
+	struct periodic ticker;        /* watch_tick every WATCH_PERIOD_NS */
+	unsigned tick;                 /* the ticker's count */
 	pthread_mutex_t mu;
-	struct mono_cond cv;
-	bool stop, running;
 	int fig;                       /* figure being run, -1: none */
 	struct acc sm, mem, power, temp;
 	uint64_t reasons;
@@ -173,22 +172,14 @@ static void watch_sample(struct watch *w, int fig, bool procs)
 	pthread_mutex_unlock(&w->mu);
 }
 
-static void *watch_main(void *arg)
+/* One reading, on the ticker's thread. */
+static void watch_tick(void *arg)
 {
 	struct watch *w = arg;
-	unsigned tick = 0;
 	pthread_mutex_lock(&w->mu);
-	while (!w->stop) {
-		int fig = w->fig;
-		pthread_mutex_unlock(&w->mu);
-		watch_sample(w, fig, tick++ % PROC_EVERY == 0);
-		pthread_mutex_lock(&w->mu);
-		int64_t until = clock_mono_ns() + WATCH_PERIOD_NS;
-		while (!w->stop && clock_mono_ns() < until)
-			mono_cond_wait_until(&w->cv, &w->mu, until);
-	}
+	int fig = w->fig;
 	pthread_mutex_unlock(&w->mu);
-	return NULL;
+	watch_sample(w, fig, w->tick++ % PROC_EVERY == 0);
 }
 
 static void watch_begin(struct watch *w, int fig)
@@ -1156,10 +1147,8 @@ int bench_run(const struct bench_opts *o, struct bench_result *r, char *err, siz
 	}
 
 	pthread_mutex_init(&e.w.mu, NULL);
-	mono_cond_init(&e.w.cv);
-	if (pthread_create(&e.w.thread, NULL, watch_main, &e.w) == 0)
-		e.w.running = true;
-	else
+	periodic_init(&e.w.ticker, "gpulse-benchw", false, watch_tick, &e.w);
+	if (periodic_start(&e.w.ticker, WATCH_PERIOD_NS) != 0)
 		bench_result_note(r, "the NVML watcher did not start: no clocks, power or temperature");
 
 	if (wanted(&e, "launch"))
@@ -1173,15 +1162,7 @@ int bench_run(const struct bench_opts *o, struct bench_result *r, char *err, siz
 	if (rc == GPULSE_ECANCELED)
 		rc = 0;
 
-	if (e.w.running) {
-		pthread_mutex_lock(&e.w.mu);
-		e.w.stop = true;
-		mono_cond_signal(&e.w.cv);
-		pthread_mutex_unlock(&e.w.mu);
-		pthread_join(e.w.thread, NULL);
-		e.w.running = false;
-	}
-	mono_cond_destroy(&e.w.cv);
+	periodic_destroy(&e.w.ticker);
 	pthread_mutex_destroy(&e.w.mu);
 	/* A last look, so that a run shorter than the watcher's period is
 	 * judged too. */

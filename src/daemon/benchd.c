@@ -33,7 +33,7 @@
 #include "log.h"
 #include "bus.h"
 #include "fields.h"
-#include "mono_cond.h"
+#include "periodic.h"
 #include "profile_emit.h"
 #include "redact.h"
 #include "status.h"
@@ -71,11 +71,8 @@ struct benchd {
 	bool scheduled;               /* the schedule runs (enabled, NVML, period) */
 	bool nvml_source;             /* a real GPU source: on-demand runs allowed */
 	int64_t period_ms;
-	pthread_t thread;
-	bool thread_started;
+	struct periodic ticker;       /* scheduler_tick; kicked by a request */
 	pthread_mutex_t mu;
-	struct mono_cond cv;
-	bool stop;
 	struct bus *bus;
 	/* scheduler-thread only */
 	struct gpu_snapshot *snap;    /* bus_read's scratch */
@@ -1008,33 +1005,38 @@ static int slot_of(struct benchd *b, int gpu)
 	return -1;
 }
 
-static void *scheduler_main(void *arg)
+/* The scheduler, every TICK_NS (a quarter of it while a run goes on) and
+ * at once on a request: watch the run, start the requested one, or
+ * start what the schedule says is due. */
+static void scheduler_tick(void *arg)
 {
-	pthread_setname_np(pthread_self(), "gpulse-benchd");
 	struct benchd *b = arg;
 	pthread_mutex_lock(&b->mu);
-	while (!b->stop) {
-		int req = b->request_gpu;
-		long long req_id = b->run_id;
-		char mode[8];
-		str_copy(mode, sizeof mode, b->request_mode);
-		b->request_gpu = -1;
-		bool running = b->pid > 0;
-		pthread_mutex_unlock(&b->mu);
-		if (running) {
-			watch_run(b);
-		} else if (req >= 0) {
-			b->run_slot = slot_of(b, req);
-			start_run(b, req, mode, false, req_id);
-		} else if (b->scheduled) {
-			schedule(b);
-		}
-		pthread_mutex_lock(&b->mu);
-		int64_t until = clock_mono_ns() + (b->pid > 0 ? TICK_NS / 4 : TICK_NS);
-		while (!b->stop && b->request_gpu < 0 && clock_mono_ns() < until)
-			mono_cond_wait_until(&b->cv, &b->mu, until);
-	}
+	int req = b->request_gpu;
+	long long req_id = b->run_id;
+	char mode[8];
+	str_copy(mode, sizeof mode, b->request_mode);
+	b->request_gpu = -1;
+	bool running = b->pid > 0;
 	pthread_mutex_unlock(&b->mu);
+	if (running) {
+		watch_run(b);
+	} else if (req >= 0) {
+		b->run_slot = slot_of(b, req);
+		start_run(b, req, mode, false, req_id);
+	} else if (b->scheduled) {
+		schedule(b);
+	}
+	pthread_mutex_lock(&b->mu);
+	running = b->pid > 0;
+	pthread_mutex_unlock(&b->mu);
+	periodic_set_period(&b->ticker, running ? TICK_NS / 4 : TICK_NS);
+}
+
+/* After the scheduler's last tick: a run still going is ended (TERM,
+ * then KILL after KILL_GRACE_NS). */
+static void end_run_left(struct benchd *b)
+{
 	if (b->pid > 0) {
 		kill(b->pid, SIGTERM);
 		int64_t end = clock_mono_ns() + KILL_GRACE_NS;
@@ -1047,7 +1049,6 @@ static void *scheduler_main(void *arg)
 		}
 		b->pid = 0;
 	}
-	return NULL;
 }
 
 /* ---- HTTP --------------------------------------------------------------- */
@@ -1107,8 +1108,8 @@ static int handle_start(void *ctx, const struct http_request *req, struct http_r
 	b->run_gpu = gpu;
 	str_copy(b->run_state, sizeof b->run_state, "starting");
 	b->run_message[0] = '\0';
-	mono_cond_signal(&b->cv);
 	pthread_mutex_unlock(&b->mu);
+	periodic_kick(&b->ticker);
 	resp->status = 202;
 	resp->content_type = "application/json";
 	return buf_printf(&resp->body,
@@ -1318,15 +1319,14 @@ int benchd_start(struct benchd **out, const struct gpulse_config *c, struct tsdb
 	buf_init(&b->out, MAX_OUTPUT);
 	buf_init(&b->err, MAX_STDERR);
 	pthread_mutex_init(&b->mu, NULL);
-	mono_cond_init(&b->cv);
+	periodic_init(&b->ticker, "gpulse-benchd", false, scheduler_tick, b);
 	if (!nvml)
 		return 0;
-	if (pthread_create(&b->thread, NULL, scheduler_main, b) != 0) {
+	if (periodic_start(&b->ticker, TICK_NS) != 0) {
 		log_warn("bench: cannot start the scheduler thread; benchmarks are off");
 		b->nvml_source = b->scheduled = false;
 		return 0;
 	}
-	b->thread_started = true;
 	if (b->scheduled) {
 		char idle[32];
 		config_format_duration(c->bench.idle_for_ns, idle, sizeof idle);
@@ -1346,13 +1346,8 @@ void benchd_stop(struct benchd *b)
 {
 	if (!b)
 		return;
-	if (b->thread_started) {
-		pthread_mutex_lock(&b->mu);
-		b->stop = true;
-		mono_cond_signal(&b->cv);
-		pthread_mutex_unlock(&b->mu);
-		pthread_join(b->thread, NULL);
-	}
+	periodic_destroy(&b->ticker);
+	end_run_left(b);
 	free(b->snap);
 	for (unsigned g = 0; g < BENCHD_MAX_GPUS; g++) {
 		free(b->gpu[g].last);
@@ -1364,7 +1359,6 @@ void benchd_stop(struct benchd *b)
 		close(b->err_fd);
 	buf_free(&b->out);
 	buf_free(&b->err);
-	mono_cond_destroy(&b->cv);
 	pthread_mutex_destroy(&b->mu);
 	free(b);
 }

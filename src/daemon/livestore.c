@@ -13,7 +13,7 @@
 
 #include "clock.h"
 #include "hash.h"
-#include "mono_cond.h"
+#include "periodic.h"
 #include "status.h"
 #include "xalloc.h"
 
@@ -55,10 +55,8 @@ struct livestore {
 	size_t samples;
 	uint64_t failures, bad_lines, series_dropped, samples_dropped;
 
-	pthread_mutex_t run_lock;     /* the thread's start and stop */
-	struct mono_cond run_cond;
-	pthread_t thread;
-	bool running, stop;
+	struct periodic ticker;       /* scrape, every interval_ms */
+	struct buf scrape_buf;        /* the scrape's text, the ticker's own */
 };
 
 /* ---- what the rules read ---------------------------------------------- */
@@ -502,35 +500,20 @@ void livestore_ingest(struct livestore *ls, const char *text, size_t len, int64_
 	pthread_mutex_unlock(&ls->lock);
 }
 
-static void *scraper(void *arg)
+/* One scrape, on the ticker's thread. */
+static void scrape(void *arg)
 {
-	pthread_setname_np(pthread_self(), "gpulse-live");
 	struct livestore *ls = arg;
-	struct buf b;
-	buf_init(&b, 64u << 20);
-	pthread_mutex_lock(&ls->run_lock);
-	int64_t next = clock_mono_ns();
-	while (!ls->stop) {
-		pthread_mutex_unlock(&ls->run_lock);
-		buf_reset(&b);
-		int64_t t_ms = clock_wall_ns() / NS_PER_MS;
-		if (ls->render(ls->render_ctx, &b) == 0 && !b.failed) {
-			livestore_ingest(ls, b.data ? b.data : "", b.len, t_ms);
-		} else {
-			pthread_mutex_lock(&ls->lock);
-			ls->failures++;
-			pthread_mutex_unlock(&ls->lock);
-		}
-		pthread_mutex_lock(&ls->run_lock);
-		next += ls->o.interval_ms * NS_PER_MS;
-		if (clock_mono_ns() > next)
-			next = clock_mono_ns(); /* fell behind: no burst to catch up */
-		while (!ls->stop && clock_mono_ns() < next)
-			mono_cond_wait_until(&ls->run_cond, &ls->run_lock, next);
+	struct buf *b = &ls->scrape_buf;
+	buf_reset(b);
+	int64_t t_ms = clock_wall_ns() / NS_PER_MS;
+	if (ls->render(ls->render_ctx, b) == 0 && !b->failed) {
+		livestore_ingest(ls, b->data ? b->data : "", b->len, t_ms);
+	} else {
+		pthread_mutex_lock(&ls->lock);
+		ls->failures++;
+		pthread_mutex_unlock(&ls->lock);
 	}
-	pthread_mutex_unlock(&ls->run_lock);
-	buf_free(&b);
-	return NULL;
 }
 
 /* ---- life ---------------------------------------------------------------- */
@@ -555,8 +538,8 @@ int livestore_create(struct livestore **out, const struct livestore_opts *o,
 	ls->window_ms = 2 * ls->o.interval_ms;
 	ls->names_gen = 1;
 	pthread_mutex_init(&ls->lock, NULL);
-	pthread_mutex_init(&ls->run_lock, NULL);
-	mono_cond_init(&ls->run_cond);
+	buf_init(&ls->scrape_buf, 64u << 20);
+	periodic_init(&ls->ticker, "gpulse-live", false, scrape, ls);
 	index_rebuild(ls);
 	*out = ls;
 	return GPULSE_OK;
@@ -566,7 +549,8 @@ void livestore_destroy(struct livestore *ls)
 {
 	if (!ls)
 		return;
-	livestore_stop(ls);
+	periodic_destroy(&ls->ticker);
+	buf_free(&ls->scrape_buf);
 	for (size_t i = 0; i < ls->nseries; i++) {
 		series_clear(ls, &ls->series[i]);
 		free(ls->series[i].key);
@@ -577,37 +561,18 @@ void livestore_destroy(struct livestore *ls)
 		free(ls->names[i]);
 	free(ls->names);
 	pthread_mutex_destroy(&ls->lock);
-	pthread_mutex_destroy(&ls->run_lock);
-	mono_cond_destroy(&ls->run_cond);
 	free(ls);
 }
 
 int livestore_start(struct livestore *ls)
 {
-	pthread_mutex_lock(&ls->run_lock);
-	if (ls->running) {
-		pthread_mutex_unlock(&ls->run_lock);
-		return GPULSE_ESTATE;
-	}
-	ls->stop = false;
-	int rc = pthread_create(&ls->thread, NULL, scraper, ls) == 0 ? GPULSE_OK : GPULSE_ENOMEM;
-	ls->running = rc == GPULSE_OK;
-	pthread_mutex_unlock(&ls->run_lock);
-	return rc;
+	return periodic_start(&ls->ticker, ls->o.interval_ms * NS_PER_MS);
 }
 
 void livestore_stop(struct livestore *ls)
 {
-	if (!ls)
-		return;
-	pthread_mutex_lock(&ls->run_lock);
-	bool was = ls->running;
-	ls->stop = true;
-	ls->running = false;
-	mono_cond_broadcast(&ls->run_cond);
-	pthread_mutex_unlock(&ls->run_lock);
-	if (was)
-		pthread_join(ls->thread, NULL);
+	if (ls)
+		periodic_stop(&ls->ticker);
 }
 
 void livestore_get_stats(struct livestore *ls, struct livestore_stats *out)

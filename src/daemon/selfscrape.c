@@ -13,7 +13,7 @@
 
 #include "clock.h"
 #include "hash.h"
-#include "mono_cond.h"
+#include "periodic.h"
 #include "queryable.h"
 #include "status.h"
 
@@ -50,10 +50,8 @@ struct selfscrape {
 	size_t nfam;
 	size_t last_fam;             /* the family of the last line: the next one's, mostly */
 	uint64_t gen;
-	pthread_t thread;
-	pthread_mutex_t run_lock;
-	struct mono_cond run_cond;
-	bool running, stop;
+	struct periodic ticker;     /* scrape, every interval_ms */
+	struct buf scrape_buf;      /* the scrape's text, the ticker's own */
 	atomic_uint_fast64_t scrapes, appended, append_errors, refused, nseries_pub, owned, foreign;
 };
 
@@ -279,30 +277,15 @@ void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64
 	atomic_store(&s->nseries_pub, s->nseries);
 }
 
-static void *scraper(void *arg)
+/* One scrape, on the ticker's thread. */
+static void scrape(void *arg)
 {
-	pthread_setname_np(pthread_self(), "gpulse-selfscr");
 	struct selfscrape *s = arg;
-	struct buf b;
-	buf_init(&b, 64u << 20);
-	pthread_mutex_lock(&s->run_lock);
-	int64_t next = clock_mono_ns();
-	while (!s->stop) {
-		pthread_mutex_unlock(&s->run_lock);
-		buf_reset(&b);
-		int64_t t_ms = clock_wall_ns() / NS_PER_MS;
-		if (s->render(s->render_ctx, &b) == 0 && !b.failed)
-			selfscrape_ingest(s, b.data ? b.data : "", b.len, t_ms);
-		pthread_mutex_lock(&s->run_lock);
-		next += s->o.interval_ms * NS_PER_MS;
-		if (clock_mono_ns() > next)
-			next = clock_mono_ns(); /* fell behind: no burst to catch up */
-		while (!s->stop && clock_mono_ns() < next)
-			mono_cond_wait_until(&s->run_cond, &s->run_lock, next);
-	}
-	pthread_mutex_unlock(&s->run_lock);
-	buf_free(&b);
-	return NULL;
+	struct buf *b = &s->scrape_buf;
+	buf_reset(b);
+	int64_t t_ms = clock_wall_ns() / NS_PER_MS;
+	if (s->render(s->render_ctx, b) == 0 && !b->failed)
+		selfscrape_ingest(s, b->data ? b->data : "", b->len, t_ms);
 }
 
 int selfscrape_create(struct selfscrape **out, struct tsdb *db, const struct selfscrape_opts *o,
@@ -331,45 +314,29 @@ int selfscrape_create(struct selfscrape **out, struct tsdb *db, const struct sel
 		free(s);
 		return GPULSE_ENOMEM;
 	}
-	pthread_mutex_init(&s->run_lock, NULL);
-	mono_cond_init(&s->run_cond);
+	buf_init(&s->scrape_buf, 64u << 20);
+	periodic_init(&s->ticker, "gpulse-selfscr", false, scrape, s);
 	*out = s;
 	return GPULSE_OK;
 }
 
 int selfscrape_start(struct selfscrape *s)
 {
-	pthread_mutex_lock(&s->run_lock);
-	if (s->running) {
-		pthread_mutex_unlock(&s->run_lock);
-		return GPULSE_ESTATE;
-	}
-	s->stop = false;
-	int rc = pthread_create(&s->thread, NULL, scraper, s) == 0 ? GPULSE_OK : GPULSE_ENOMEM;
-	s->running = rc == GPULSE_OK;
-	pthread_mutex_unlock(&s->run_lock);
-	return rc;
+	return periodic_start(&s->ticker, s->o.interval_ms * NS_PER_MS);
 }
 
 void selfscrape_stop(struct selfscrape *s)
 {
-	if (!s)
-		return;
-	pthread_mutex_lock(&s->run_lock);
-	bool was = s->running;
-	s->stop = true;
-	s->running = false;
-	mono_cond_broadcast(&s->run_cond);
-	pthread_mutex_unlock(&s->run_lock);
-	if (was)
-		pthread_join(s->thread, NULL);
+	if (s)
+		periodic_stop(&s->ticker);
 }
 
 void selfscrape_destroy(struct selfscrape *s)
 {
 	if (!s)
 		return;
-	selfscrape_stop(s);
+	periodic_destroy(&s->ticker);
+	buf_free(&s->scrape_buf);
 	for (size_t i = 0; i < s->nbuckets; i++)
 		for (struct sseries *x = s->bucket[i]; x;) {
 			struct sseries *next = x->next;
@@ -381,8 +348,6 @@ void selfscrape_destroy(struct selfscrape *s)
 	for (size_t i = 0; i < s->nfam; i++)
 		free(s->fam[i].name);
 	free(s->fam);
-	pthread_mutex_destroy(&s->run_lock);
-	mono_cond_destroy(&s->run_cond);
 	free(s);
 }
 

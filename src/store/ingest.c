@@ -13,7 +13,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "mono_cond.h"
+#include "periodic.h"
 #include "queryable.h"
 #include "status.h"
 #include "utf8.h"
@@ -38,14 +38,12 @@ struct gpu_refs {
 struct ingest {
 	struct tsdb *db;
 	struct bus *bus;
-	pthread_t ticker;
-	pthread_mutex_t tick_lock;
-	struct mono_cond tick_cond;
-	bool ticking, stop;
-	int64_t tick_ns;
+	struct periodic ticker;      /* ingest_tick, every tick_ns from a tick after the start */
 	atomic_uint_fast64_t updates, appended, stale, append_errors, series_errors;
 	struct gpu_refs gpu[GPU_MAX];
 };
+
+static periodic_fn tick;
 
 int ingest_create(struct ingest **out, struct tsdb *db, struct bus *bus)
 {
@@ -54,8 +52,7 @@ int ingest_create(struct ingest **out, struct tsdb *db, struct bus *bus)
 		return GPULSE_ENOMEM;
 	ing->db = db;
 	ing->bus = bus;
-	pthread_mutex_init(&ing->tick_lock, NULL);
-	mono_cond_init(&ing->tick_cond);
+	periodic_init(&ing->ticker, "gpulse-ingest", true, tick, ing);
 	for (int g = 0; g < GPU_MAX; g++)
 		pthread_mutex_init(&ing->gpu[g].lock, NULL);
 	*out = ing;
@@ -71,9 +68,7 @@ void ingest_destroy(struct ingest *ing)
 {
 	if (!ing)
 		return;
-	ingest_stop(ing);
-	pthread_mutex_destroy(&ing->tick_lock);
-	mono_cond_destroy(&ing->tick_cond);
+	periodic_destroy(&ing->ticker);
 	for (int g = 0; g < GPU_MAX; g++)
 		pthread_mutex_destroy(&ing->gpu[g].lock);
 	free(ing);
@@ -442,53 +437,20 @@ void ingest_tick(struct ingest *ing, int64_t t_ms)
 	free(s);
 }
 
-static void *ticker(void *arg)
+/* One tick, on the ticker's thread. */
+static void tick(void *arg)
 {
-	pthread_setname_np(pthread_self(), "gpulse-ingest");
 	struct ingest *ing = arg;
-	pthread_mutex_lock(&ing->tick_lock);
-	int64_t next = clock_mono_ns();
-	while (!ing->stop) {
-		next += ing->tick_ns;
-		while (!ing->stop && clock_mono_ns() < next)
-			mono_cond_wait_until(&ing->tick_cond, &ing->tick_lock, next);
-		if (ing->stop)
-			break;
-		pthread_mutex_unlock(&ing->tick_lock);
-		ingest_tick(ing, tsdb_now_ms(ing->db));
-		pthread_mutex_lock(&ing->tick_lock);
-		if (clock_mono_ns() > next + ing->tick_ns)
-			next = clock_mono_ns();  /* fell behind: do not catch up in a burst */
-	}
-	pthread_mutex_unlock(&ing->tick_lock);
-	return NULL;
+	ingest_tick(ing, tsdb_now_ms(ing->db));
 }
 
 int ingest_start(struct ingest *ing, int64_t tick_ns)
 {
-	pthread_mutex_lock(&ing->tick_lock);
-	if (ing->ticking) {
-		pthread_mutex_unlock(&ing->tick_lock);
-		return GPULSE_ESTATE;
-	}
-	ing->tick_ns = tick_ns > 0 ? tick_ns : NS_PER_SEC;
-	ing->stop = false;
-	int rc = pthread_create(&ing->ticker, NULL, ticker, ing) == 0 ? GPULSE_OK : GPULSE_ENOMEM;
-	ing->ticking = rc == GPULSE_OK;
-	pthread_mutex_unlock(&ing->tick_lock);
-	return rc;
+	return periodic_start(&ing->ticker, tick_ns);
 }
 
 void ingest_stop(struct ingest *ing)
 {
-	if (!ing)
-		return;
-	pthread_mutex_lock(&ing->tick_lock);
-	bool was = ing->ticking;
-	ing->stop = true;
-	ing->ticking = false;
-	mono_cond_broadcast(&ing->tick_cond);
-	pthread_mutex_unlock(&ing->tick_lock);
-	if (was)
-		pthread_join(ing->ticker, NULL);
+	if (ing)
+		periodic_stop(&ing->ticker);
 }

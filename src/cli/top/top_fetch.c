@@ -18,7 +18,7 @@
 
 #include "buf.h"
 #include "clock.h"
-#include "mono_cond.h"
+#include "periodic.h"
 #include "status.h"
 #include "str.h"
 
@@ -33,10 +33,10 @@ struct user_entry {
 };
 
 struct top_fetch {
-	pthread_t thread;
+	struct periodic ticker;            /* refresh every period_ns, or when poked */
+	struct buf body;                   /* the ticker's answer buffer */
 	pthread_mutex_t lock;
-	struct mono_cond cond;
-	bool stop, poke, fresh;
+	bool fresh;
 	bool data_fresh;                   /* `ready` holds data not yet taken */
 	int64_t period_ns;
 	int wake_fd;
@@ -262,40 +262,28 @@ static void refresh(struct top_fetch *f, struct buf *b)
 	}
 }
 
-static void *run(void *arg)
+/* One refresh, on the ticker's thread. */
+static void run(void *arg)
 {
 	struct top_fetch *f = arg;
-	struct buf b;
-	buf_init(&b, MAX_BODY);
+	refresh(f, &f->body);
 	pthread_mutex_lock(&f->lock);
-	while (!f->stop) {
-		f->poke = false;
-		pthread_mutex_unlock(&f->lock);
-		int64_t start = clock_mono_ns();
-		refresh(f, &b);
-		pthread_mutex_lock(&f->lock);
-		/* A failed refresh hands over no data, only its status: the UI
-		 * keeps the last good screen and says it is disconnected. */
-		if (f->st.connected) {
-			struct top_data *t = f->ready;
-			f->ready = f->work;
-			f->work = t;
-			f->data_fresh = true;
-		}
-		f->shared = f->st;
-		f->fresh = true;
-		if (f->wake_fd >= 0) {
-			char c = 1;
-			ssize_t w = write(f->wake_fd, &c, 1); /* a full pipe already wakes */
-			(void)w;
-		}
-		int64_t deadline = start + f->period_ns;
-		while (!f->stop && !f->poke && clock_mono_ns() < deadline)
-			mono_cond_wait_until(&f->cond, &f->lock, deadline);
+	/* A failed refresh hands over no data, only its status: the UI
+	 * keeps the last good screen and says it is disconnected. */
+	if (f->st.connected) {
+		struct top_data *t = f->ready;
+		f->ready = f->work;
+		f->work = t;
+		f->data_fresh = true;
+	}
+	f->shared = f->st;
+	f->fresh = true;
+	if (f->wake_fd >= 0) {
+		char c = 1;
+		ssize_t w = write(f->wake_fd, &c, 1); /* a full pipe already wakes */
+		(void)w;
 	}
 	pthread_mutex_unlock(&f->lock);
-	buf_free(&b);
-	return NULL;
 }
 
 int top_fetch_start(struct top_fetch **out, const struct client_opts *co, int64_t period_ns,
@@ -325,10 +313,12 @@ int top_fetch_start(struct top_fetch **out, const struct client_opts *co, int64_
 	f->wake_fd = wake_fd;
 	f->local = local;
 	pthread_mutex_init(&f->lock, NULL);
-	mono_cond_init(&f->cond);
-	if (pthread_create(&f->thread, NULL, run, f) != 0) {
+	buf_init(&f->body, MAX_BODY);
+	periodic_init(&f->ticker, "gpulse-topfetch", false, run, f);
+	if (periodic_start(&f->ticker, period_ns) != 0) {
+		periodic_destroy(&f->ticker);
+		buf_free(&f->body);
 		pthread_mutex_destroy(&f->lock);
-		mono_cond_destroy(&f->cond);
 		free(f->work);
 		free(f->ready);
 		free(f->diag_src);
@@ -369,31 +359,24 @@ struct top_backfill *top_fetch_take_backfill(struct top_fetch *f)
 
 void top_fetch_poke(struct top_fetch *f)
 {
-	pthread_mutex_lock(&f->lock);
-	f->poke = true;
-	mono_cond_signal(&f->cond);
-	pthread_mutex_unlock(&f->lock);
+	periodic_kick(&f->ticker);
 }
 
 void top_fetch_set_period(struct top_fetch *f, int64_t period_ns)
 {
 	pthread_mutex_lock(&f->lock);
 	f->period_ns = period_ns;
-	mono_cond_signal(&f->cond);
 	pthread_mutex_unlock(&f->lock);
+	periodic_set_period(&f->ticker, period_ns);
 }
 
 void top_fetch_stop(struct top_fetch *f)
 {
 	if (!f)
 		return;
-	pthread_mutex_lock(&f->lock);
-	f->stop = true;
-	mono_cond_signal(&f->cond);
-	pthread_mutex_unlock(&f->lock);
-	pthread_join(f->thread, NULL);
+	periodic_destroy(&f->ticker);
+	buf_free(&f->body);
 	pthread_mutex_destroy(&f->lock);
-	mono_cond_destroy(&f->cond);
 	free(f->work);
 	free(f->ready);
 	free(f->diag_src);
