@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "expfmt.h"
 #include "hash.h"
 #include "periodic.h"
 #include "status.h"
@@ -20,7 +21,6 @@
 #define DEFAULT_INTERVAL_MS 1000
 #define DEFAULT_MAX_SERIES 50000
 #define DEFAULT_MAX_SAMPLES 2000000
-#define VALUE_MAX 64              /* bytes of one sample's value text */
 
 struct lseries {
 	char *key;                    /* "name{labels}" as the exposition writes it */
@@ -241,74 +241,39 @@ static void series_clear(struct livestore *ls, struct lseries *s)
 	s->start = s->n = s->cap = 0;
 }
 
-static bool is_name_char(char c, bool first)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
-	       (!first && c >= '0' && c <= '9');
-}
-
-static char *copy_text(const char *p, size_t n)
-{
-	char *c = xmalloc(n + 1);
-	memcpy(c, p, n);
-	c[n] = '\0';
-	return c;
-}
-
 static int cmp_label(const void *a, const void *b)
 {
 	return strcmp(((const struct promql_label *)a)->name, ((const struct promql_label *)b)->name);
 }
 
-/* Parse s->key's labels (well formed: series_line checked it). Empty
- * values are left out: an empty label is no label, as in Prometheus. */
+struct label_list {
+	struct promql_label *l;
+	size_t n, cap;
+};
+
+static int add_label(void *ctx, const char *name, const char *value)
+{
+	struct label_list *ll = ctx;
+	if (ll->n == ll->cap) {
+		ll->cap = ll->cap ? 2 * ll->cap : 8;
+		ll->l = xrealloc(ll->l, ll->cap * sizeof *ll->l);
+	}
+	ll->l[ll->n++] = (struct promql_label){xstrdup(name), xstrdup(value)};
+	return 0;
+}
+
+/* Parse s->key's labels (well formed: expfmt_line read it), sorted by
+ * name. Empty values are left out: an empty label is no label. */
 static void series_parse_labels(struct lseries *s)
 {
-	const char *p = s->key, *end = s->key + s->keylen;
-	size_t nl = strcspn(p, "{");
-	size_t cap = 8, n = 0;
-	struct promql_label *l = xcalloc(cap, sizeof *l);
-	l[n].name = xstrdup("__name__");
-	l[n].value = copy_text(p, nl);
-	n++;
-	p += nl;
-	if (p < end && *p == '{')
-		p++;
-	while (p < end && *p != '}') {
-		const char *name = p;
-		while (p < end && *p != '=')
-			p++;
-		size_t namelen = (size_t)(p - name);
-		p += 2; /* =" */
-		char *v = xmalloc((size_t)(end - p) + 1);
-		size_t vl = 0;
-		for (; p < end && *p != '"'; p++) {
-			if (*p == '\\' && p + 1 < end) {
-				p++;
-				v[vl++] = *p == 'n' ? '\n' : *p;
-			} else {
-				v[vl++] = *p;
-			}
-		}
-		v[vl] = '\0';
-		p++; /* the closing quote */
-		if (p < end && *p == ',')
-			p++;
-		if (!vl) {
-			free(v);
-			continue;
-		}
-		if (n == cap) {
-			cap *= 2;
-			l = xrealloc(l, cap * sizeof *l);
-		}
-		l[n].name = copy_text(name, namelen);
-		l[n].value = v;
-		n++;
-	}
-	qsort(l, n, sizeof *l, cmp_label);
-	s->labels = l;
-	s->nlabels = n;
+	struct label_list ll = {0};
+	char *scratch = xmalloc(s->keylen + 2);
+	expfmt_labels(s->key, s->keylen, strcspn(s->key, "{"), scratch, s->keylen + 2, add_label,
+		      &ll);
+	free(scratch);
+	qsort(ll.l, ll.n, sizeof *ll.l, cmp_label);
+	s->labels = ll.l;
+	s->nlabels = ll.n;
 }
 
 /* Decide (again, after livestore_set_queries) whether s is kept. */
@@ -375,64 +340,6 @@ static void series_trim(struct livestore *ls, struct lseries *s, int64_t t_ms, s
 /* One line of the exposition: the series key (name and labels) and the
  * value. False for a comment, a blank line or one that does not parse
  * (*bad then set). */
-static bool series_line(const char *p, const char *end, size_t *keylen, double *v, bool *bad)
-{
-	*bad = false;
-	if (p == end || *p == '#')
-		return false;
-	const char *q = p;
-	if (!is_name_char(*q, true)) {
-		*bad = true;
-		return false;
-	}
-	while (q < end && is_name_char(*q, false))
-		q++;
-	if (q < end && *q == '{') {
-		q++;
-		while (q < end && *q != '}') {
-			if (!is_name_char(*q, true))
-				goto bad;
-			while (q < end && is_name_char(*q, false))
-				q++;
-			if (end - q < 2 || q[0] != '=' || q[1] != '"')
-				goto bad;
-			for (q += 2; q < end && *q != '"'; q++)
-				if (*q == '\\')
-					q++;
-			if (q >= end)
-				goto bad;
-			q++;
-			if (q < end && *q == ',')
-				q++;
-		}
-		if (q >= end)
-			goto bad;
-		q++;
-	}
-	*keylen = (size_t)(q - p);
-	if (q == end || *q != ' ')
-		goto bad;
-	while (q < end && *q == ' ')
-		q++;
-	const char *val = q;
-	while (q < end && *q != ' ')
-		q++;
-	size_t vl = (size_t)(q - val);
-	char text[VALUE_MAX];
-	if (vl == 0 || vl >= sizeof text)
-		goto bad;
-	memcpy(text, val, vl);
-	text[vl] = '\0';
-	char *e;
-	*v = strtod(text, &e);
-	if (*e)
-		goto bad;
-	return true;
-bad:
-	*bad = true;
-	return false;
-}
-
 void livestore_ingest(struct livestore *ls, const char *text, size_t len, int64_t t_ms)
 {
 	pthread_mutex_lock(&ls->lock);
@@ -446,20 +353,19 @@ void livestore_ingest(struct livestore *ls, const char *text, size_t len, int64_
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *le = nl ? nl : end;
-		size_t keylen;
-		double v;
-		bool bad;
-		if (series_line(p, le, &keylen, &v, &bad)) {
-			struct lseries *s = series_get(ls, p, keylen);
+		struct expfmt_sample smp;
+		enum expfmt_kind kind = expfmt_line(p, le, &smp);
+		if (kind == EXPFMT_SAMPLE) {
+			struct lseries *s = series_get(ls, p, smp.keylen);
 			if (s) {
 				series_decide(ls, s);
 				s->seen = gen;
 				if (s->wanted) {
-					series_append(ls, s, t_ms, v);
+					series_append(ls, s, t_ms, smp.v);
 					s->ended = false;
 				}
 			}
-		} else if (bad) {
+		} else if (kind == EXPFMT_BAD) {
 			ls->bad_lines++;
 		}
 		p = nl ? nl + 1 : end;

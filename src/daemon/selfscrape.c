@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "expfmt.h"
 #include "hash.h"
 #include "periodic.h"
 #include "queryable.h"
@@ -19,7 +20,6 @@
 
 #define NS_PER_MS 1000000LL
 #define MAX_LABELS 32
-#define VALUE_MAX 64
 
 enum owner { O_OURS, O_FOREIGN };
 
@@ -55,104 +55,19 @@ struct selfscrape {
 	atomic_uint_fast64_t scrapes, appended, append_errors, refused, nseries_pub, owned, foreign;
 };
 
-static bool name_char(char c, bool first)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
-	       (!first && c >= '0' && c <= '9');
-}
+/* The labels of a new series, for tsdb_series. */
+struct label_list {
+	struct tsdb_label l[MAX_LABELS + 1]; /* __name__ and MAX_LABELS others */
+	size_t n;
+};
 
-/* One sample line: its key (name{labels}) length, name length and value.
- * false for comments, blank and malformed lines. */
-static bool sample_line(const char *p, const char *end, size_t *keylen, size_t *namelen,
-			double *v)
+static int add_label(void *ctx, const char *name, const char *value)
 {
-	if (p == end || *p == '#' || !name_char(*p, true))
-		return false;
-	const char *q = p;
-	while (q < end && name_char(*q, false))
-		q++;
-	*namelen = (size_t)(q - p);
-	if (q < end && *q == '{') {
-		for (q++; q < end && *q != '}'; q++) {
-			if (*q == '"') {
-				for (q++; q < end && *q != '"'; q++)
-					if (*q == '\\')
-						q++;
-				if (q >= end)
-					return false;
-			}
-		}
-		if (q >= end)
-			return false;
-		q++;
-	}
-	*keylen = (size_t)(q - p);
-	if (q == end || *q != ' ')
-		return false;
-	const char *val = ++q;
-	while (q < end && *q != ' ')
-		q++;
-	size_t vl = (size_t)(q - val);
-	char text[VALUE_MAX];
-	if (vl == 0 || vl >= sizeof text)
-		return false;
-	memcpy(text, val, vl);
-	text[vl] = '\0';
-	char *e;
-	*v = strtod(text, &e); /* also +Inf, -Inf, NaN */
-	return *e == '\0';
-}
-
-/* Split key (name{a="x",...}) into labels for tsdb_series, unescaping
- * values into scratch. Empty values are no label (as in Prometheus). */
-static size_t parse_labels(const char *key, size_t keylen, size_t namelen, char *scratch,
-			   size_t cap, struct tsdb_label *l, bool *ok)
-{
-	size_t n = 0, w = 0;
-	*ok = false;
-	if (namelen + 1 > cap)
-		return 0;
-	memcpy(scratch, key, namelen);
-	scratch[namelen] = '\0';
-	l[n++] = (struct tsdb_label){"__name__", scratch};
-	w = namelen + 1;
-	const char *q = key + namelen, *end = key + keylen;
-	if (q < end && *q == '{')
-		q++;
-	while (q < end && *q != '}') {
-		const char *nm = q;
-		while (q < end && name_char(*q, false))
-			q++;
-		size_t nl = (size_t)(q - nm);
-		if (nl == 0 || end - q < 2 || q[0] != '=' || q[1] != '"' || n == MAX_LABELS ||
-		    w + nl + 1 >= cap)
-			return 0;
-		char *name = scratch + w;
-		memcpy(name, nm, nl);
-		name[nl] = '\0';
-		w += nl + 1;
-		char *value = scratch + w;
-		for (q += 2; q < end && *q != '"'; q++) {
-			if (w + 2 >= cap)
-				return 0;
-			if (*q == '\\' && q + 1 < end) {
-				q++;
-				scratch[w++] = *q == 'n' ? '\n' : *q;
-			} else {
-				scratch[w++] = *q;
-			}
-		}
-		scratch[w++] = '\0';
-		if (q >= end)
-			return 0;
-		q++;
-		if (q < end && *q == ',')
-			q++;
-		if (*value)
-			l[n++] = (struct tsdb_label){name, value};
-	}
-	*ok = true;
-	return n;
+	struct label_list *ll = ctx;
+	if (ll->n == sizeof ll->l / sizeof ll->l[0])
+		return GPULSE_ELIMIT;
+	ll->l[ll->n++] = (struct tsdb_label){name, value};
+	return 0;
 }
 
 static struct family *family_get(struct selfscrape *s, const char *name, size_t len)
@@ -203,12 +118,11 @@ static struct sseries *series_get(struct selfscrape *s, const char *key, size_t 
 		return NULL;
 	}
 	char scratch[4096];
-	struct tsdb_label l[MAX_LABELS + 1];
-	bool ok;
-	size_t nl = parse_labels(key, len, namelen, scratch, sizeof scratch, l, &ok);
+	struct label_list ll = {.n = 0};
 	uint32_t ref;
 	char err[256];
-	if (!ok || tsdb_series(s->db, l, nl, &ref, err, sizeof err) != GPULSE_OK) {
+	if (expfmt_labels(key, len, namelen, scratch, sizeof scratch, add_label, &ll) != 0 ||
+	    tsdb_series(s->db, ll.l, ll.n, &ref, err, sizeof err) != GPULSE_OK) {
 		atomic_fetch_add(&s->refused, 1);
 		return NULL;
 	}
@@ -241,15 +155,14 @@ void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *le = nl ? nl : end;
-		size_t keylen, namelen;
-		double v;
-		if (sample_line(p, le, &keylen, &namelen, &v)) {
-			struct family *f = family_get(s, p, namelen);
+		struct expfmt_sample smp;
+		if (expfmt_line(p, le, &smp) == EXPFMT_SAMPLE) {
+			struct family *f = family_get(s, p, smp.namelen);
 			bool created;
 			struct sseries *x = f && f->owner == O_OURS
-				? series_get(s, p, keylen, namelen, &created) : NULL;
+				? series_get(s, p, smp.keylen, smp.namelen, &created) : NULL;
 			if (x) {
-				put(s, x, t_ms, v);
+				put(s, x, t_ms, smp.v);
 				x->seen = s->gen;
 				x->live = true;
 			}
