@@ -268,6 +268,17 @@ void bus_set_diagnosis(struct bus *b, int slot, int diag_class, unsigned finding
 	bump(b);
 }
 
+void bus_set_health_score(struct bus *b, int slot, const struct gpu_health_score *h)
+{
+	if (slot < 0 || slot >= atomic_load(&b->count))
+		return;
+	struct bus_slot *sl = &b->slot[slot];
+	pthread_mutex_lock(&sl->lock);
+	sl->s.health_score = *h;
+	pthread_mutex_unlock(&sl->lock);
+	bump(b);
+}
+
 int bus_read(struct bus *b, int slot, struct gpu_snapshot *out)
 {
 	if (slot < 0 || slot >= atomic_load(&b->count))

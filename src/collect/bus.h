@@ -56,6 +56,9 @@ void bus_note_ecc_event(struct bus *b, int slot, bool double_bit);
 void bus_set_diagnosis(struct bus *b, int slot, int diag_class, unsigned findings,
 		       double window_end_s);
 
+/* Record a GPU's health score (src/diagnose/health_live.h). Copied. */
+void bus_set_health_score(struct bus *b, int slot, const struct gpu_health_score *h);
+
 /* Copy slot's state into *out, applying staleness at monotonic time now.
  * 0 or GPULSE_ENOENT. */
 int bus_read(struct bus *b, int slot, struct gpu_snapshot *out);

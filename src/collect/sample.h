@@ -120,6 +120,23 @@ struct gpu_xid_count {
 	uint64_t count;
 };
 
+/* The health score of a GPU (src/diagnose/health.h computes it, from
+ * the card's own error history; docs/internals/health.md): 100 healthy,
+ * 0 worst; the points each reason took off and the evidence behind them.
+ * Reasons are indices of health.h's table; this layer only holds them. */
+#define GPU_HEALTH_REASON_MAX 16
+#define GPU_HEALTH_EVIDENCE_LEN 120
+struct gpu_health_score {
+	bool valid;                        /* computed at least once */
+	double score;                      /* 0-100 */
+	bool drain;                        /* take the GPU out of service */
+	int top_reason;                    /* reason that cost most (drain first), -1 none */
+	double window_s;                   /* history the verdict rests on */
+	double penalty[GPU_HEALTH_REASON_MAX];
+	bool drains[GPU_HEALTH_REASON_MAX];
+	char evidence[GPU_HEALTH_REASON_MAX][GPU_HEALTH_EVIDENCE_LEN]; /* "" none */
+};
+
 /* The merged latest state of one GPU, as readers see it. */
 struct gpu_snapshot {
 	struct gpu_identity id;
@@ -151,6 +168,7 @@ struct gpu_snapshot {
 	int diag_class;
 	unsigned diag_findings;
 	double diag_window_end_s;
+	struct gpu_health_score health_score; /* bus_set_health_score */
 };
 
 /* Whether a snapshot's values are late or stuck (gpulse_gpu_stale). */

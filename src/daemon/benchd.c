@@ -33,6 +33,7 @@
 #include "log.h"
 #include "bus.h"
 #include "fields.h"
+#include "health_live.h"
 #include "periodic.h"
 #include "profile_emit.h"
 #include "redact.h"
@@ -74,6 +75,7 @@ struct benchd {
 	struct periodic ticker;       /* scheduler_tick; kicked by a request */
 	pthread_mutex_t mu;
 	struct bus *bus;
+	struct health_live *_Atomic health; /* told of regressions; NULL: none */
 	/* scheduler-thread only */
 	struct gpu_snapshot *snap;    /* bus_read's scratch */
 	unsigned ngpus;
@@ -727,6 +729,47 @@ static void last_line(const struct buf *e, char *out, size_t len)
 	out[n] = '\0';
 }
 
+/* Tell the health score (health_live.h) whether this run regressed: the
+ * figure furthest below its reference, and how many did; a run that
+ * regressed nowhere clears an earlier regression. */
+static void note_health(struct benchd *b, const struct bench_result *r,
+			const struct bench_verdict *verdict)
+{
+	struct health_live *hl = atomic_load(&b->health);
+	if (!hl || !r->baseline)
+		return;
+	int worst = -1, n = 0;
+	double worst_deficit = 0;
+	const char *basis = "own";
+	for (int i = 0; i < r->nfig; i++) {
+		const struct bench_verdict *v = &verdict[i];
+		if (!v->own_regression && !v->fleet_regression)
+			continue;
+		n++;
+		double d = v->own_regression ? v->own_deficit : v->fleet_deficit;
+		if (worst < 0 || d > worst_deficit) {
+			worst = i;
+			worst_deficit = d;
+			basis = v->own_regression ? "own" : "fleet";
+		}
+	}
+	char text[GPU_HEALTH_EVIDENCE_LEN] = "";
+	if (worst >= 0) {
+		const struct bench_figure *f = &r->fig[worst];
+		snprintf(text, sizeof text, "bench %s%s%s %.1f%% below its %s baseline (%d figure%s)",
+			 f->name, f->variant[0] ? " " : "", f->variant, worst_deficit * 100, basis, n,
+			 n == 1 ? "" : "s");
+	}
+	health_live_note(hl, r->gpu.uuid, HEALTH_MEASURE_BENCH, worst >= 0, text);
+}
+
+void benchd_set_health(struct benchd *b, struct health_live *hl)
+{
+	if (b)
+		atomic_store(&b->health, hl);
+}
+
+
 /* Compare a finished run with the history and the fleet, keep it, and
  * publish it. Scheduler thread. */
 static void keep_result(struct benchd *b, struct bench_result *r, int gpu)
@@ -827,6 +870,7 @@ static void keep_result(struct benchd *b, struct bench_result *r, int gpu)
 	log_info("bench: GPU %d (%s) measured in %.0f s: %d figures%s, %d below their baseline",
 		 gpu, r->gpu.uuid, r->duration_s, r->nfig, r->baseline ? "" : " (not a baseline)",
 		 regressions);
+	note_health(b, r, verdict);
 }
 
 /* The child has exited with `status`. Scheduler thread. */

@@ -66,4 +66,9 @@ int benchd_metrics(void *ctx, struct buf *out, bool openmetrics);
 /* Kill a run in progress, stop the thread, free. Accepts NULL. */
 void benchd_stop(struct benchd *b);
 
+/* Tell `hl` (the health score, health_live.h) of each baseline run's
+ * regressions from now on; NULL stops. Accepts a NULL `b`. */
+struct health_live;
+void benchd_set_health(struct benchd *b, struct health_live *hl);
+
 #endif

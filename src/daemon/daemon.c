@@ -23,6 +23,7 @@
 #include "clock.h"
 #include "collector.h"
 #include "diagnose_json.h"
+#include "health_live.h"
 #include "history.h"
 #include "engine.h"
 #include "http_server.h"
@@ -79,6 +80,7 @@ struct daemon {
 	struct self_stats self;
 	struct http_server *http;
 	struct diag_live *diag;
+	struct health_live *health;      /* the health score (health_live.h) */
 	/* NULL: storage off or not open yet. Set once (at start or when a
 	 * late store opens), read by HTTP threads and the diagnosis sink. */
 	struct diag_history *_Atomic hist;
@@ -1707,6 +1709,11 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		goto out;
 	}
 	diag_live_set_trace_source(d->diag, trace_source, d->prof);
+	if (health_live_create(&d->health, d->bus, 0) != GPULSE_OK) {
+		log_error("cannot start the health score");
+		goto out;
+	}
+	benchd_set_health(d->bench, d->health);
 	if (d->db && open_diag_history(d) != GPULSE_OK) {
 		log_error("cannot keep the diagnosis in the store");
 		goto out;
@@ -1867,6 +1874,7 @@ out:
 	replay_stop(d->rep);
 	collector_stop(d->col);
 	diag_live_destroy(d->diag);
+	health_live_destroy(d->health);
 	anomaly_destroy(d->anomaly);
 	diag_history_destroy(d->hist);
 	rules_engine_free(d->rules);

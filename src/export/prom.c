@@ -25,6 +25,7 @@
 #include "diagnose.h"
 #include "fields.h"
 #include "gofloat.h"
+#include "health.h"
 #include "notify.h"
 #include "status.h"
 #include "utf8.h"
@@ -838,6 +839,51 @@ static void render_bottleneck(struct render *r)
 			PUT_LIT(w, "\"");
 			end_u64(w, (s->diag_findings & DIAG_FINDING_BIT(f)) != 0);
 		}
+	}
+}
+
+/* The health score (src/diagnose/health.h, docs/internals/health.md):
+ * the score, the points each reason took off, and 1 for the reason a GPU
+ * should be drained for (the dearest draining one), so a rule can say
+ * "drain this GPU" with its reason. Only GPUs scored at least once. */
+static void render_health_score(struct render *r)
+{
+	struct pw *w = &r->w;
+	family(w, "gpulse_gpu_health_score", T_GAUGE,
+	       "Health score from the GPU's own error history: 100 healthy, 0 worst "
+	       "(docs/internals/health.md).");
+	for (int i = 0; i < r->n; i++) {
+		if (!r->snap[i].health_score.valid)
+			continue;
+		gpu_sample(r, i);
+		end_value(w, r->snap[i].health_score.score);
+	}
+	family(w, "gpulse_gpu_health_penalty", T_GAUGE,
+	       "Points of the health score each reason takes off (0 when it saw nothing).");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_health_score *h = &r->snap[i].health_score;
+		if (!h->valid)
+			continue;
+		for (int k = 0; k < HEALTH_REASON_COUNT; k++) {
+			gpu_sample(r, i);
+			PUT_LIT(w, ",reason=\"");
+			put_str(w, health_reason_name(k));
+			PUT_LIT(w, "\"");
+			end_value(w, h->penalty[k]);
+		}
+	}
+	family(w, "gpulse_gpu_health_drain", T_GAUGE,
+	       "1 while the health score says to take the GPU out of service, with the reason "
+	       "that weighs most; 0 with reason=\"none\" otherwise.");
+	for (int i = 0; i < r->n; i++) {
+		const struct gpu_health_score *h = &r->snap[i].health_score;
+		if (!h->valid)
+			continue;
+		gpu_sample(r, i);
+		PUT_LIT(w, ",reason=\"");
+		put_str(w, h->drain && h->top_reason >= 0 ? health_reason_name(h->top_reason) : "none");
+		PUT_LIT(w, "\"");
+		end_u64(w, h->drain);
 	}
 }
 
@@ -1659,7 +1705,7 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 	/* One reservation sized from what will be written: about 4 KiB of
 	 * samples per GPU plus its processes, and 1.8 KiB per NVML function
 	 * called (its histogram). */
-	size_t est = 8192 + (size_t)r.n * 4096 + r.labels.len * 40;
+	size_t est = 8192 + (size_t)r.n * 4096 + r.labels.len * 56;
 	for (int i = 0; i < r.n; i++)
 		est += (r.snap[i].procs_valid ? (size_t)r.snap[i].nprocs * 1600 : 0) +
 		       (r.snap[i].mig_valid ? (size_t)r.snap[i].nmig * 2000 : 0);
@@ -1677,6 +1723,7 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 	render_fields(&r);
 	render_throttle(&r);
 	render_bottleneck(&r);
+	render_health_score(&r);
 	render_anomaly(&r, self);
 	render_events(&r);
 	render_processes(&r);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fields.h"
+#include "health.h"
 #include "prom.h"
 #include "status.h"
 #include "utf8.h"
@@ -145,6 +146,46 @@ static void key_u64(struct jw *w, const char *k, uint64_t v)
 	key(w, k);
 	u64(w, v);
 	lit(w, ",");
+}
+
+/* "health_score": null before the first verdict, else {score, drain,
+ * reason (the top one, null when none), window_s, reasons: [{reason,
+ * penalty, drain, evidence}] for the reasons that saw something}. */
+static void render_health_score(struct jw *w, const struct gpu_health_score *h)
+{
+	key(w, "health_score");
+	if (!h->valid) {
+		lit(w, "null,");
+		return;
+	}
+	lit(w, "{");
+	key_num(w, "score", h->score);
+	key(w, "drain");
+	lit(w, h->drain ? "true," : "false,");
+	key(w, "reason");
+	if (h->top_reason >= 0)
+		str(w, health_reason_name(h->top_reason));
+	else
+		lit(w, "null");
+	lit(w, ",");
+	key_num(w, "window_s", h->window_s);
+	key(w, "reasons");
+	lit(w, "[");
+	bool first = true;
+	for (int k = 0; k < HEALTH_REASON_COUNT; k++) {
+		if (!h->evidence[k][0])
+			continue;
+		lit(w, first ? "{" : ",{");
+		first = false;
+		key_str(w, "reason", health_reason_name(k));
+		key_num(w, "penalty", h->penalty[k]);
+		key(w, "drain");
+		lit(w, h->drains[k] ? "true," : "false,");
+		key(w, "evidence");
+		str(w, h->evidence[k]);
+		lit(w, "}");
+	}
+	lit(w, "]},");
 }
 
 static void unix_seconds(struct jw *w, int64_t wall_ns)
@@ -332,6 +373,7 @@ static void render_gpu(struct jw *w, const struct gpu_snapshot *s,
 	key(w, "lost_total");
 	u64(w, s->lost_total);
 	lit(w, ",");
+	render_health_score(w, &s->health_score);
 	render_allocations(w, s, al, nal);
 	/* MIG instances (null when the GPU is not in MIG mode). */
 	lit(w, ",");

@@ -23,7 +23,9 @@
  * throttle_reasons [label...] (null when unreadable), processes [{pid,
  * comm, used_bytes, sm_ratio, mem_ratio}] (null for what was not read),
  * processes_dropped, xid [{code, count}], xid_other, ecc_events
- * {single_bit, double_bit}, lost_total.
+ * {single_bit, double_bit}, lost_total, health_score (null before the
+ * first verdict, else {score, drain, reason, window_s, reasons [{reason,
+ * penalty, drain, evidence}]}: src/diagnose/health.h).
  *
  * Numbers that JSON cannot hold (NaN, infinities) are written as null;
  * strings are made valid UTF-8. Returns 0, or GPULSE_ELIMIT /

@@ -27,6 +27,14 @@
  *       notsup:field=ID[:gpu=N]     nvmlDeviceGetFieldValues answers field
  *           ID with a per-field NOT_SUPPORTED (the call itself succeeds)
  *       xid:[gpu=N:]at=S:code=C     one XID event after S seconds
+ *     A card's error history (every GPU without gpu=N); counters start at 0:
+ *       ecc:[gpu=N:]rate=R[:accel=A][:dbe_at=S]  corrected ECC errors since
+ *           init are floor(R*t + A*t*t/2) (a rate that climbs when A > 0);
+ *           one uncorrected error from S seconds on
+ *       remap:[gpu=N:]at=S[:pending=0|1][:failed=0|1][:unc=K][:cor=K]
+ *           remapped rows from S seconds on (before: none)
+ *       pcie:[gpu=N:]at=S[:width=W][:replays=K]  from S seconds on the link
+ *           runs at W lanes (of 16) and K replays have been counted
  *       nodriver                    nvmlInit_v2 returns DRIVER_NOT_LOADED
  *   GPULSE_FAKE_NVML_MIG=1      every GPU reports MIG mode enabled, with three
  *       instances (mig_layout below: 3g.71gb GI 1, 2g.35gb GI 2, 1g.18gb
@@ -194,7 +202,7 @@ struct nvml_gpm_sample_st {
 
 enum fault_kind {
 	FAULT_HANG, FAULT_LOST, FAULT_NOTSUP, FAULT_NOTSUP_GPM, FAULT_NOTSUP_FIELD, FAULT_XID,
-	FAULT_NODRIVER
+	FAULT_NODRIVER, FAULT_ECC, FAULT_REMAP, FAULT_PCIE
 };
 
 struct fault {
@@ -206,6 +214,9 @@ struct fault {
 	double at_s;      /* lost, xid */
 	double until_s;   /* lost: INFINITY when it stays lost */
 	unsigned code;    /* xid; the field id of notsup:field */
+	double rate, accel, dbe_at;          /* ecc */
+	unsigned pending, failed, unc, cor;  /* remap */
+	unsigned width, replays;             /* pcie */
 };
 
 /* One recorded GPU: its rows in time order and what replay needs. */
@@ -553,7 +564,8 @@ static int parse_fault(char *spec, struct fault *f, char *why, size_t whylen)
 		if (p)
 			*p++ = '\0';
 	}
-	*f = (struct fault){.fn = -1, .gpu = -1, .for_s = -1, .at_s = -1, .until_s = INFINITY};
+	*f = (struct fault){.fn = -1, .gpu = -1, .for_s = -1, .at_s = -1, .until_s = INFINITY,
+			    .dbe_at = INFINITY, .width = 16};
 	const char *kind = fields[0];
 	int first_key = 1;
 	if (strcmp(kind, "nodriver") == 0) {
@@ -583,6 +595,12 @@ static int parse_fault(char *spec, struct fault *f, char *why, size_t whylen)
 		f->kind = FAULT_LOST;
 	} else if (strcmp(kind, "xid") == 0) {
 		f->kind = FAULT_XID;
+	} else if (strcmp(kind, "ecc") == 0) {
+		f->kind = FAULT_ECC;
+	} else if (strcmp(kind, "remap") == 0) {
+		f->kind = FAULT_REMAP;
+	} else if (strcmp(kind, "pcie") == 0) {
+		f->kind = FAULT_PCIE;
 	} else {
 		snprintf(why, whylen, "unknown fault kind \"%s\"", kind);
 		return -1;
@@ -605,7 +623,9 @@ static int parse_fault(char *spec, struct fault *f, char *why, size_t whylen)
 			ok = parse_double(val, &f->after_s);
 		} else if (strcmp(key, "for") == 0 && f->kind == FAULT_HANG) {
 			ok = parse_double(val, &f->for_s);
-		} else if (strcmp(key, "at") == 0 && (f->kind == FAULT_LOST || f->kind == FAULT_XID)) {
+		} else if (strcmp(key, "at") == 0 &&
+			   (f->kind == FAULT_LOST || f->kind == FAULT_XID || f->kind == FAULT_REMAP ||
+			    f->kind == FAULT_PCIE)) {
 			ok = parse_double(val, &f->at_s);
 		} else if (strcmp(key, "until") == 0 && f->kind == FAULT_LOST) {
 			ok = parse_double(val, &f->until_s);
@@ -613,6 +633,25 @@ static int parse_fault(char *spec, struct fault *f, char *why, size_t whylen)
 			ok = parse_uint(val, 0xffffffffUL, &u);
 			f->code = (unsigned)u;
 			have_code = true;
+		} else if (f->kind == FAULT_ECC && strcmp(key, "rate") == 0) {
+			ok = parse_double(val, &f->rate);
+		} else if (f->kind == FAULT_ECC && strcmp(key, "accel") == 0) {
+			ok = parse_double(val, &f->accel);
+		} else if (f->kind == FAULT_ECC && strcmp(key, "dbe_at") == 0) {
+			ok = parse_double(val, &f->dbe_at);
+		} else if (f->kind == FAULT_REMAP && (strcmp(key, "pending") == 0 ||
+						      strcmp(key, "failed") == 0)) {
+			ok = parse_uint(val, 1, &u);
+			*(key[0] == 'p' ? &f->pending : &f->failed) = (unsigned)u;
+		} else if (f->kind == FAULT_REMAP && (strcmp(key, "unc") == 0 || strcmp(key, "cor") == 0)) {
+			ok = parse_uint(val, 100000, &u);
+			*(key[0] == 'u' ? &f->unc : &f->cor) = (unsigned)u;
+		} else if (f->kind == FAULT_PCIE && strcmp(key, "width") == 0) {
+			ok = parse_uint(val, 16, &u) && u > 0;
+			f->width = (unsigned)u;
+		} else if (f->kind == FAULT_PCIE && strcmp(key, "replays") == 0) {
+			ok = parse_uint(val, 0xffffffffUL, &u);
+			f->replays = (unsigned)u;
 		} else {
 			snprintf(why, whylen, "unexpected key \"%s\" for %s", key, kind);
 			return -1;
@@ -626,6 +665,8 @@ static int parse_fault(char *spec, struct fault *f, char *why, size_t whylen)
 		snprintf(why, whylen, "lost needs gpu=N and at=S");
 		return -1;
 	}
+	if ((f->kind == FAULT_REMAP || f->kind == FAULT_PCIE) && f->at_s < 0)
+		f->at_s = 0;
 	if (f->kind == FAULT_XID) {
 		if (f->at_s < 0 || !have_code) {
 			snprintf(why, whylen, "xid needs at=S and code=C");
@@ -932,6 +973,32 @@ static bool is_notsup_field(unsigned field_id, int gpu)
 			return true;
 	}
 	return false;
+}
+
+/* A card's error history (ecc, remap and pcie specs) at `t` seconds
+ * since init: the value NVML would report. Called with the lock. */
+enum wear { WEAR_SBE, WEAR_DBE, WEAR_REMAP_COR, WEAR_REMAP_UNC, WEAR_REMAP_PENDING,
+	    WEAR_REMAP_FAILED, WEAR_PCIE_REPLAY, WEAR_PCIE_WIDTH };
+static unsigned long long wear(int gpu, double t, enum wear w)
+{
+	unsigned long long v = w == WEAR_PCIE_WIDTH ? 16 : 0;
+	for (int i = 0; i < st.nfaults; i++) {
+		const struct fault *f = &st.faults[i];
+		if (!fault_gpu_matches(f, gpu))
+			continue;
+		if (f->kind == FAULT_ECC && w == WEAR_SBE)
+			v += (unsigned long long)floor(f->rate * t + f->accel * t * t / 2);
+		else if (f->kind == FAULT_ECC && w == WEAR_DBE)
+			v += t >= f->dbe_at;
+		else if (f->kind == FAULT_REMAP && t >= f->at_s)
+			v += w == WEAR_REMAP_COR ? f->cor : w == WEAR_REMAP_UNC ? f->unc
+			   : w == WEAR_REMAP_PENDING ? f->pending : w == WEAR_REMAP_FAILED ? f->failed : 0;
+		else if (f->kind == FAULT_PCIE && t >= f->at_s && w == WEAR_PCIE_REPLAY)
+			v += f->replays;
+		else if (f->kind == FAULT_PCIE && t >= f->at_s && w == WEAR_PCIE_WIDTH)
+			v = f->width;
+	}
+	return v;
 }
 
 static bool gpm_supported(const struct call *c)
@@ -1270,10 +1337,35 @@ FAKE_CONSTANT(nvmlDeviceGetMaxPcieLinkGeneration, device_get_max_pcie_link_gener
 FAKE_CONSTANT(nvmlDeviceGetMaxPcieLinkWidth, device_get_max_pcie_link_width, unsigned int, 16U)
 FAKE_CONSTANT(nvmlDeviceGetCurrPcieLinkGeneration, device_get_curr_pcie_link_generation,
 	      unsigned int, 5U)
-FAKE_CONSTANT(nvmlDeviceGetCurrPcieLinkWidth, device_get_curr_pcie_link_width, unsigned int, 16U)
 FAKE_CONSTANT(nvmlDeviceGetMemoryBusWidth, device_get_memory_bus_width, unsigned int, 6144U)
 FAKE_CONSTANT(nvmlDeviceGetNumGpuCores, device_get_num_gpu_cores, unsigned int, 16896U)
-FAKE_CONSTANT(nvmlDeviceGetPcieReplayCounter, device_get_pcie_replay_counter, unsigned int, 0U)
+/* The link's width and replays: 16 lanes and none unless a pcie spec
+ * says otherwise. */
+FAKE_API nvml_return_t nvmlDeviceGetCurrPcieLinkWidth(nvml_device_t dev, unsigned int *v);
+FAKE_API nvml_return_t nvmlDeviceGetCurrPcieLinkWidth(nvml_device_t dev, unsigned int *v)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_curr_pcie_link_width, dev, true, &c);
+	if (r)
+		return r;
+	if (!v)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*v = (unsigned)wear(c.gpu, c.elapsed_s, WEAR_PCIE_WIDTH);
+	return leave(NVML_ABI_SUCCESS);
+}
+
+FAKE_API nvml_return_t nvmlDeviceGetPcieReplayCounter(nvml_device_t dev, unsigned int *v);
+FAKE_API nvml_return_t nvmlDeviceGetPcieReplayCounter(nvml_device_t dev, unsigned int *v)
+{
+	struct call c;
+	nvml_return_t r = enter(NVML_FN_device_get_pcie_replay_counter, dev, true, &c);
+	if (r)
+		return r;
+	if (!v)
+		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
+	*v = (unsigned)wear(c.gpu, c.elapsed_s, WEAR_PCIE_REPLAY);
+	return leave(NVML_ABI_SUCCESS);
+}
 FAKE_CONSTANT(nvmlDeviceGetSupportedEventTypes, device_get_supported_event_types,
 	      unsigned long long, SUPPORTED_EVENTS)
 
@@ -1444,7 +1536,9 @@ FAKE_API nvml_return_t nvmlDeviceGetTotalEccErrors(nvml_device_t dev, int error_
 		       error_type != NVML_ABI_MEMORY_ERROR_TYPE_UNCORRECTED) ||
 	    (counter_type != NVML_ABI_VOLATILE_ECC && counter_type != NVML_ABI_AGGREGATE_ECC))
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
-	*count = 0;
+	/* Volatile and aggregate alike: the fake's driver was loaded at init. */
+	*count = wear(c.gpu, c.elapsed_s,
+		      error_type == NVML_ABI_MEMORY_ERROR_TYPE_CORRECTED ? WEAR_SBE : WEAR_DBE);
 	return leave(NVML_ABI_SUCCESS);
 }
 
@@ -1461,7 +1555,10 @@ FAKE_API nvml_return_t nvmlDeviceGetRemappedRows(nvml_device_t dev, unsigned int
 		return r;
 	if (!corr || !unc || !pending || !failure)
 		return leave(NVML_ABI_ERROR_INVALID_ARGUMENT);
-	*corr = *unc = *pending = *failure = 0;
+	*corr = (unsigned)wear(c.gpu, c.elapsed_s, WEAR_REMAP_COR);
+	*unc = (unsigned)wear(c.gpu, c.elapsed_s, WEAR_REMAP_UNC);
+	*pending = (unsigned)wear(c.gpu, c.elapsed_s, WEAR_REMAP_PENDING);
+	*failure = (unsigned)wear(c.gpu, c.elapsed_s, WEAR_REMAP_FAILED);
 	return leave(NVML_ABI_SUCCESS);
 }
 
@@ -2145,14 +2242,24 @@ static void field_value(const struct call *c, struct nvml_field_value *fv)
 	case NVML_ABI_FI_DEV_ECC_SBE_AGG_TOTAL:
 	case NVML_ABI_FI_DEV_ECC_DBE_AGG_TOTAL:
 		fv->value_type = NVML_ABI_VALUE_TYPE_UNSIGNED_LONG_LONG;
-		fv->value.ull = 0;
+		fv->value.ull = wear(c->gpu, c->elapsed_s,
+				     fv->field_id == NVML_ABI_FI_DEV_PCIE_REPLAY_COUNTER ? WEAR_PCIE_REPLAY
+				     : fv->field_id == NVML_ABI_FI_DEV_ECC_SBE_VOL_TOTAL ||
+					       fv->field_id == NVML_ABI_FI_DEV_ECC_SBE_AGG_TOTAL
+					     ? WEAR_SBE
+					     : WEAR_DBE);
 		break;
 	case NVML_ABI_FI_DEV_REMAPPED_COR:
 	case NVML_ABI_FI_DEV_REMAPPED_UNC:
 	case NVML_ABI_FI_DEV_REMAPPED_PENDING:
 	case NVML_ABI_FI_DEV_REMAPPED_FAILURE:
 		fv->value_type = NVML_ABI_VALUE_TYPE_UNSIGNED_INT;
-		fv->value.ui = 0;
+		fv->value.ui = (unsigned)wear(c->gpu, c->elapsed_s,
+					      fv->field_id == NVML_ABI_FI_DEV_REMAPPED_COR ? WEAR_REMAP_COR
+					      : fv->field_id == NVML_ABI_FI_DEV_REMAPPED_UNC ? WEAR_REMAP_UNC
+					      : fv->field_id == NVML_ABI_FI_DEV_REMAPPED_PENDING
+						      ? WEAR_REMAP_PENDING
+						      : WEAR_REMAP_FAILED);
 		break;
 	default:
 		/* Memory temperature among them: recordings do not carry it. */
