@@ -597,6 +597,39 @@ static void render_errors(const struct out *o, json_t *g, json_t *fl)
 	fputc('\n', o->f);
 }
 
+/* The health score (docs/internals/health.md): the score, DRAIN with
+ * its reason when it says so, then one line per reason that saw
+ * something: the points it took and its evidence. */
+static void render_health_score(const struct out *o, json_t *g)
+{
+	json_t *h = json_object_get(g, "health_score");
+	label(o, "health");
+	double score = 0, window = 0;
+	if (!json_is_object(h) || !num_of(h, "score", &score)) {
+		fputs("- (not scored yet)\n", o->f);
+		return;
+	}
+	num_of(h, "window_s", &window);
+	bool drain = json_is_true(json_object_get(h, "drain"));
+	char rb[64];
+	const char *sgr = drain ? SGR_RED : score < 60 ? SGR_YELLOW : score < 100 ? NULL : SGR_GREEN;
+	paint(o, sgr, "%.0f/100", score);
+	if (drain)
+		paint(o, SGR_RED, "  DRAIN: %s", safe(str_of(h, "reason"), rb, sizeof rb));
+	paint(o, SGR_DIM, "  (history %.0f s)\n", window);
+	size_t i;
+	json_t *r;
+	json_array_foreach(json_object_get(h, "reasons"), i, r) {
+		double pen = 0;
+		num_of(r, "penalty", &pen);
+		char eb[256];
+		fprintf(o->f, LABEL_FMT, "");
+		paint(o, json_is_true(json_object_get(r, "drain")) ? SGR_RED : NULL, "-%-3.0f %s: %s\n",
+		      pen, safe(str_of(r, "reason"), rb, sizeof rb),
+		      safe(str_of(r, "evidence"), eb, sizeof eb));
+	}
+}
+
 static void render_processes(const struct out *o, json_t *g, json_t *fl)
 {
 	char a[CELL], b[CELL], c[CELL], d[CELL], comm[32];
@@ -694,6 +727,7 @@ static void render_gpu(const struct out *o, json_t *g)
 	render_gpm(o, g, fl);
 	render_throttle(o, g, fl);
 	render_errors(o, g, fl);
+	render_health_score(o, g);
 	render_processes(o, g, fl);
 	render_allocations_mig(o, g);
 }
