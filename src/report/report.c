@@ -209,6 +209,7 @@ static void gpu_init(struct report_gpu *g, size_t nslots)
 	g->s_class = xmalloc(nslots ? nslots : 1);
 	memset(g->s_class, -1, nslots ? nslots : 1);
 	g->replaced_by = g->replaces = -1;
+	g->health_min = NAN;
 }
 
 static void gpu_release(struct report_gpu *g)
@@ -285,7 +286,8 @@ void report_free(struct report *r)
 
 /* ---- gathering ---- */
 
-enum metric { M_UTIL, M_SM, M_TENSOR, M_MEM, M_MEMTOT, M_CLASS, M_PROC, M_KERNEL, M_COUNT };
+enum metric { M_UTIL, M_SM, M_TENSOR, M_MEM, M_MEMTOT, M_CLASS, M_PROC, M_KERNEL, M_HEALTH, M_DRAIN,
+	      M_COUNT };
 
 static const struct {
 	const char *fn, *name;
@@ -300,6 +302,10 @@ static const struct {
 	/* the injection library's GPU time per kernel: a counter, read as
 	 * its largest value per slot and summed as increases */
 	[M_KERNEL] = {"max_over_time", "gpulse_process_kernel_seconds_total"},
+	/* the health score (docs/internals/health.md): its lowest slot, and
+	 * the reason of any slot that said to drain the GPU */
+	[M_HEALTH] = {"min_over_time", "gpulse_gpu_health_score"},
+	[M_DRAIN] = {"max_over_time", "gpulse_gpu_health_drain"},
 };
 
 struct gather {
@@ -462,6 +468,16 @@ static int place(struct gather *g, enum metric m, const struct report_matrix *mx
 			case M_TENSOR: x->s_tensor[k] = v; break;
 			case M_MEM: x->s_mem[k] = v; break;
 			case M_MEMTOT: x->s_memtot[k] = v; break;
+			case M_HEALTH:
+				if (!(v >= x->health_min))
+					x->health_min = v;
+				break;
+			case M_DRAIN:
+				if (v > 0) {
+					const char *why = report_series_label(s, "reason");
+					str_copy(x->drain_reason, sizeof x->drain_reason, why ? why : "?");
+				}
+				break;
 			case M_CLASS:
 				if (!isfinite(x->s_class_share[k]) || v > x->s_class_share[k]) {
 					x->s_class_share[k] = v;

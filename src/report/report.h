@@ -171,6 +171,8 @@ struct report_gpu {
 	double hist[REPORT_HIST_BINS]; /* share of busy slots in [i/10, (i+1)/10) */
 	double hour_mean[24];       /* mean busy by hour of day (UTC); NaN: none */
 	bool has_procs;             /* per-process series existed */
+	double health_min;          /* lowest health score of a slot; NaN: none stored */
+	char drain_reason[32];      /* last reason the health score drained for; "" none */
 	int replaced_by, replaces;  /* index in report.gpus of the GPU that took
 	                             * this index's place later / earlier; -1 */
 	/* the slot grid (nslots of report) */

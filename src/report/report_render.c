@@ -128,6 +128,9 @@ int report_write_text(const struct report *r, FILE *out, bool utf8)
 			fprintf(out, "  %-8s %s%s%s\n", "", x->uuid,
 				x->replaced_by >= 0 ? "  (replaced later)" : "",
 				x->replaces >= 0 ? "  (replacement)" : "");
+		if (isfinite(x->health_min))
+			fprintf(out, "           health: lowest %.0f/100%s%s\n", x->health_min,
+				x->drain_reason[0] ? "; drain: " : "", x->drain_reason);
 		int any = 0;
 		for (int k = 0; k < DIAG_CLASS_COUNT; k++)
 			if (x->class_h[k] > 0) {
@@ -265,6 +268,10 @@ int report_write_json(const struct report *r, FILE *out)
 		json_object_set_new(g, "allocated_idle_h", json_real(x->alloc_idle_h));
 		json_object_set_new(g, "busy_h", json_real(x->busy_h));
 		json_object_set_new(g, "memory_high_bytes", json_real(x->mem_high_bytes));
+		json_object_set_new(g, "health_score_min",
+				    isfinite(x->health_min) ? json_real(x->health_min) : json_null());
+		json_object_set_new(g, "drain_reason",
+				    x->drain_reason[0] ? json_string(x->drain_reason) : json_null());
 		json_object_set_new(g, "memory_high_s", json_integer(x->mem_high_ms / 1000));
 		json_object_set_new(g, "memory_total_bytes", json_real(x->mem_total_bytes));
 		json_object_set_new(g, "busy_line_crossings", json_integer(x->crossings));
@@ -711,7 +718,7 @@ int report_write_html(const struct report *r, FILE *out)
 		chart_band(r, out);
 		chart_hours(r, out);
 		fputs("<h2>GPUs</h2>\n<table><tr><th>GPU</th><th>model</th><th>busy</th><th>p50</th><th>p95</th><th>p99</th><th>tensor p95</th>"
-		      "<th>time</th><th>idle</th><th>alloc-idle</th><th>memory high</th><th>85% crossings</th><th>above 85%</th></tr>\n",
+		      "<th>time</th><th>idle</th><th>alloc-idle</th><th>memory high</th><th>85% crossings</th><th>above 85%</th><th>health (lowest)</th></tr>\n",
 		      out);
 		for (size_t i = 0; i < r->ngpus; i++) {
 			const struct report_gpu *x = &r->gpus[i];
@@ -731,10 +738,20 @@ int report_write_html(const struct report *r, FILE *out)
 			fputs("</td><td class=\"t\">", out);
 			esc(out, x->model);
 			fprintf(out, "</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
-				     "<td>%.1f / %.0f GiB</td><td>%u</td><td>%s</td></tr>\n",
+				     "<td>%.1f / %.0f GiB</td><td>%u</td><td>%s</td>",
 				x->has_gpm ? "SM" : "util", a, b, c, d, dur(x->covered_h), dur(x->idle_h),
 				dur(x->alloc_idle_h), x->mem_high_bytes / GIB, x->mem_total_bytes / GIB,
 				x->crossings, dur(x->above_h));
+			if (isfinite(x->health_min))
+				fprintf(out, "<td>%.0f", x->health_min);
+			else
+				fputs("<td>-", out);
+			if (x->drain_reason[0]) {
+				fputs(" (drain: ", out);
+				esc(out, x->drain_reason);
+				fputs(")", out);
+			}
+			fputs("</td></tr>\n", out);
 		}
 		fputs("</table>\n", out);
 		for (size_t k = 0; k < sizeof gpu_charts / sizeof gpu_charts[0]; k++)

@@ -8,7 +8,8 @@
 # Asserted: the score and each reason's points on /metrics (worked out
 # from docs/internals/health.md's rules), the drain verdict with its
 # reason, the evidence in the status document and `gpulse status`, and the
-# rule pack's gpulse.health alerts with their text, evaluated by gpulsed.
+# rule pack's gpulse.health alerts with their text, evaluated by gpulsed,
+# and the capacity report's fleet table (lowest score, drain reason).
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}"
 
@@ -24,11 +25,14 @@ assert len(g) == 1, "no gpulse.health group in the pack"
 g[0]["interval"] = "1s"
 yaml.safe_dump({"groups": g}, open(sys.argv[2], "w"), sort_keys=False)
 PY
-cat >"$WORK/cfg.yml" <<'YML'
+cat >"$WORK/cfg.yml" <<YML
 sampling:
   fast: 100ms
   normal: 200ms
   slow: 500ms
+storage:
+  path: $WORK/store.db
+  flush_interval: 1s
 rule_files:
   - rules/health.yml
 YML
@@ -104,6 +108,23 @@ u = a["2"]["labels"]["uuid"]
 assert a["2"]["annotations"]["description"].startswith("GPU 2 (%s) on " % u), a["2"]
 assert a["2"]["annotations"]["description"].endswith(" should be taken out of service: its health score'"'"'s reason row_remap_pending says so (docs/internals/health.md)."), a["2"]
 ' || fail "GPUDrain's labels and text: $(q /api/v1/alerts)"
+
+# The capacity report over the stored scores.
+wait_for '[ "$(fetch "/api/v1/query?query=count_over_time(gpulse_gpu_health_score%7Bgpu%3D%223%22%7D%5B1m%5D)" | python3 -c "import json,sys; r=json.load(sys.stdin)[\"data\"][\"result\"]; print(int(float(r[0][\"value\"][1])) if r else 0)")" -ge 3 ]' ||
+	fail "no health score stored"
+T=$(date +%s)
+"$GPULSE" report capacity --url "$URL" --until "$T" --since 60s --step 1s --format json >"$WORK/r.json" ||
+	fail "report --url"
+python3 - "$WORK/r.json" <<'PY' || fail "report's health columns: $(head -c 3000 "$WORK/r.json")"
+import json, sys
+g = {x["gpu"]: x for x in json.load(open(sys.argv[1]))["gpus"]}
+assert g["0"]["health_score_min"] == 100 and g["0"]["drain_reason"] is None, g["0"]
+assert g["1"]["health_score_min"] <= 55 and g["1"]["drain_reason"] is None, g["1"]
+assert g["2"]["health_score_min"] == 65 and g["2"]["drain_reason"] == "row_remap_pending", g["2"]
+assert g["3"]["health_score_min"] == 0 and g["3"]["drain_reason"] == "xid", g["3"]
+PY
+"$GPULSE" report capacity --url "$URL" --until "$T" --since 60s --step 1s >"$WORK/r.txt" || fail "report text"
+grep -q '^ *health: lowest 0/100; drain: xid$' "$WORK/r.txt" || fail "report text has no health line: $(cat "$WORK/r.txt")"
 
 kill -TERM "$DAEMON_PID"
 wait_for '! kill -0 $DAEMON_PID 2>/dev/null' || fail "gpulsed did not stop"
