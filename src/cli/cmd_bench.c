@@ -41,6 +41,7 @@ static void bench_usage(FILE *f)
 		"                    [--cublaslt PATH] [--only LIST] [--compare FILE...]\n"
 		"       gpulse bench --via-daemon [--gpu N] [--quick|--full] [--json]\n"
 		"       gpulse bench --history [--gpu N] [--json]\n"
+		"       gpulse bench --screen [--gpu N] [--quick|--full] [--json] (see --screen --help)\n"
 		"\n"
 		"Measures GPU N (NVML index, default 0): matrix multiply through cuBLASLt at\n"
 		"bf16, fp16, fp8 (where the card has it), tf32, fp32 and fp64 on random\n"
@@ -541,6 +542,9 @@ int cmd_bench(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--screen") == 0)
+			return cmd_bench_screen(argc, argv);
 	struct bench_opts o = {.stop = &bench_stop};
 	bool json = false, compare = false, via = false, hist = false, quick = false;
 	int c;

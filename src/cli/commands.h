@@ -33,6 +33,7 @@ int cmd_kernels(int argc, char **argv);  /* cmd_kernels.c */
 int cmd_run(int argc, char **argv);  /* cmd_run.c */
 int cmd_trace(int argc, char **argv);  /* cmd_trace.c */
 int cmd_bench(int argc, char **argv);  /* cmd_bench.c */
+int cmd_bench_screen(int argc, char **argv);  /* cmd_bench_screen.c: bench --screen */
 int cmd_top(int argc, char **argv);  /* cmd_top.c */
 int cmd_report(int argc, char **argv);  /* cmd_report.c */
 int cmd_fleet(int argc, char **argv);  /* cmd_fleet.c */

@@ -28,6 +28,15 @@
  *   GPULSE_FAKE_BENCH_REALTIME=X      each event wait sleeps X times the
  *                                     virtual time it waited for (a bench
  *                                     that lasts, for the scheduler tests)
+ *   GPULSE_FAKE_BENCH_SCREEN_FAULT=TEST:TILE   a card that computes one
+ *                                     element of the screening test TEST
+ *                                     (gemm_u32, gemm_f32, gemm_f64,
+ *                                     sum_u64, memory) wrong in tile TILE,
+ *                                     the same way every time
+ * Allocations of up to 64 MiB are backed by host memory (the device
+ * address is the host address), and copies and the screening kernels
+ * (src/bench/screen.c) on them compute for real, as the PTX does; larger
+ * ones are address space only, and kernels on them only take time.
  * fakeCudaAdvance(stream, seconds) is exported for fake_cublaslt.c. */
 #include <math.h>
 #include <pthread.h>
@@ -53,13 +62,14 @@ struct cu_event_st {
 	double t;
 	double waited;     /* virtual time at the last synchronize */
 };
-enum fn_kind { K_FILL = 1, K_READ, K_EMPTY };
+enum fn_kind { K_FILL = 1, K_READ, K_EMPTY, K_GEMM_U32, K_GEMM_F32, K_GEMM_F64, K_CHECK, K_SUM };
 struct cu_func_st {
 	enum fn_kind kind;
 };
 struct cu_mod_st {
-	struct cu_func_st fill, read, empty;
+	struct cu_func_st fill, read, empty, gemm_u32, gemm_f32, gemm_f64, check, sum;
 };
+#define BACKED_MAX (64ULL << 20)
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct cu_stream_st null_stream;
@@ -245,13 +255,19 @@ API cu_result_t cuMemAlloc_v2(cu_deviceptr_t *p, size_t bytes)
 		r = CU_ABI_ERROR_OUT_OF_MEMORY;
 	} else {
 		/* A size header before each block, so that free knows it. */
-		*p = next_ptr + 256;
-		next_ptr += bytes + 512;
+		void *h = bytes <= BACKED_MAX ? calloc(1, bytes ? bytes : 1) : NULL;
+		if (h) {
+			*p = (cu_deviceptr_t)(uintptr_t)h;
+		} else {
+			*p = next_ptr + 256;
+			next_ptr += bytes + 512;
+		}
 		allocated += bytes;
-		size_t *rec = malloc(sizeof *rec * 2);
+		size_t *rec = malloc(sizeof *rec * 3);
 		if (rec) {
 			rec[0] = (size_t)*p;
 			rec[1] = bytes;
+			rec[2] = h != NULL;
 		}
 		remember(rec);
 	}
@@ -267,6 +283,8 @@ API cu_result_t cuMemFree_v2(cu_deviceptr_t p)
 	for (int i = 0; i < MAX_BLOCKS; i++)
 		if (blocks[i] && blocks[i][0] == (size_t)p) {
 			allocated -= blocks[i][1];
+			if (blocks[i][2])
+				free((void *)(uintptr_t)p);
 			free(blocks[i]);
 			blocks[i] = NULL;
 			r = CU_ABI_SUCCESS;
@@ -274,6 +292,20 @@ API cu_result_t cuMemFree_v2(cu_deviceptr_t p)
 		}
 	pthread_mutex_unlock(&mu);
 	return r;
+}
+
+/* The host memory behind device range [p, p + n), or NULL when it is not
+ * backed (address space only). */
+static unsigned char *backed(cu_deviceptr_t p, size_t n)
+{
+	unsigned char *h = NULL;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAX_BLOCKS; i++)
+		if (blocks[i] && blocks[i][2] && (size_t)p >= blocks[i][0] &&
+		    (size_t)p + n <= blocks[i][0] + blocks[i][1])
+			h = (unsigned char *)(uintptr_t)p;
+	pthread_mutex_unlock(&mu);
+	return h;
 }
 
 /* Pinned memory: address space only (mmap, never touched here), so a
@@ -329,7 +361,9 @@ API cu_result_t cuMemFreeHost(void *p)
 API cu_result_t cuMemcpyHtoDAsync_v2(cu_deviceptr_t d, const void *h, size_t n, cu_stream_t s);
 API cu_result_t cuMemcpyHtoDAsync_v2(cu_deviceptr_t d, const void *h, size_t n, cu_stream_t s)
 {
-	(void)d;
+	unsigned char *dst = backed(d, n);
+	if (dst)
+		memcpy(dst, h, n);
 	pthread_mutex_lock(&mu);
 	bool pinned = is_pinned(h);
 	pthread_mutex_unlock(&mu);
@@ -343,7 +377,9 @@ API cu_result_t cuMemcpyHtoDAsync_v2(cu_deviceptr_t d, const void *h, size_t n, 
 API cu_result_t cuMemcpyDtoHAsync_v2(void *h, cu_deviceptr_t d, size_t n, cu_stream_t s);
 API cu_result_t cuMemcpyDtoHAsync_v2(void *h, cu_deviceptr_t d, size_t n, cu_stream_t s)
 {
-	(void)d;
+	const unsigned char *src = backed(d, n);
+	if (src)
+		memcpy(h, src, n);
 	pthread_mutex_lock(&mu);
 	bool pinned = is_pinned(h);
 	pthread_mutex_unlock(&mu);
@@ -448,6 +484,11 @@ API cu_result_t cuModuleLoadData(cu_module_t *m, const void *image)
 	(*m)->fill.kind = K_FILL;
 	(*m)->read.kind = K_READ;
 	(*m)->empty.kind = K_EMPTY;
+	(*m)->gemm_u32.kind = K_GEMM_U32;
+	(*m)->gemm_f32.kind = K_GEMM_F32;
+	(*m)->gemm_f64.kind = K_GEMM_F64;
+	(*m)->check.kind = K_CHECK;
+	(*m)->sum.kind = K_SUM;
 	return CU_ABI_SUCCESS;
 }
 
@@ -467,9 +508,130 @@ API cu_result_t cuModuleGetFunction(cu_function_t *f, cu_module_t m, const char 
 		*f = &m->read;
 	else if (strcmp(name, "gpulse_empty") == 0)
 		*f = &m->empty;
+	else if (strcmp(name, "gpulse_screen_gemm_u32") == 0)
+		*f = &m->gemm_u32;
+	else if (strcmp(name, "gpulse_screen_gemm_f32") == 0)
+		*f = &m->gemm_f32;
+	else if (strcmp(name, "gpulse_screen_gemm_f64") == 0)
+		*f = &m->gemm_f64;
+	else if (strcmp(name, "gpulse_screen_check") == 0)
+		*f = &m->check;
+	else if (strcmp(name, "gpulse_screen_sum") == 0)
+		*f = &m->sum;
 	else
 		return 500; /* CUDA_ERROR_NOT_FOUND */
 	return CU_ABI_SUCCESS;
+}
+
+/* ---- the screening kernels, computed as their PTX does ---- */
+
+static uint32_t fmix(unsigned long long i, uint32_t seed)
+{
+	uint32_t h = (uint32_t)i ^ seed ^ ((uint32_t)(i >> 32) * 0x27d4eb2fU);
+	h *= 0x9e3779b1U;
+	h ^= h >> 16;
+	h *= 0x85ebca6bU;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35U;
+	h ^= h >> 16;
+	return h;
+}
+
+/* GPULSE_FAKE_BENCH_SCREEN_FAULT: the tile of `test` this card gets
+ * wrong, or -1. */
+static long fault_tile(const char *test)
+{
+	const char *f = getenv("GPULSE_FAKE_BENCH_SCREEN_FAULT");
+	size_t l = strlen(test);
+	if (!f || strncmp(f, test, l) != 0 || f[l] != ':')
+		return -1;
+	return atol(f + l + 1);
+}
+
+static void fill_words(void **params, unsigned long long n)
+{
+	uint32_t *p = (uint32_t *)backed(*(cu_deviceptr_t *)params[0], n * 4);
+	if (!p)
+		return;
+	uint32_t seed = *(uint32_t *)params[2];
+	uint32_t and0 = *(uint32_t *)params[3], or0 = *(uint32_t *)params[4];
+	uint32_t and1 = *(uint32_t *)params[5], or1 = *(uint32_t *)params[6];
+	for (unsigned long long i = 0; i < n; i++)
+		p[i] = (fmix(i, seed) & (i % 2 ? and1 : and0)) | (i % 2 ? or1 : or0);
+}
+
+static void gemm(enum fn_kind k, void **params, unsigned n)
+{
+	size_t es = k == K_GEMM_F64 ? 8 : 4, bytes = (size_t)n * n * es;
+	const unsigned char *a = backed(*(cu_deviceptr_t *)params[0], bytes);
+	const unsigned char *b = backed(*(cu_deviceptr_t *)params[1], bytes);
+	unsigned char *c = backed(*(cu_deviceptr_t *)params[2], bytes);
+	if (!a || !b || !c)
+		return;
+	for (size_t r = 0; r < n; r++)
+		for (size_t col = 0; col < n; col++) {
+			if (k == K_GEMM_U32) {
+				uint32_t acc = 0, x, y;
+				for (size_t i = 0; i < n; i++) {
+					memcpy(&x, a + (r * n + i) * 4, 4);
+					memcpy(&y, b + (i * n + col) * 4, 4);
+					acc += x * y;
+				}
+				memcpy(c + (r * n + col) * 4, &acc, 4);
+			} else if (k == K_GEMM_F32) {
+				float acc = 0, x, y;
+				for (size_t i = 0; i < n; i++) {
+					memcpy(&x, a + (r * n + i) * 4, 4);
+					memcpy(&y, b + (i * n + col) * 4, 4);
+					acc = fmaf(x, y, acc);
+				}
+				memcpy(c + (r * n + col) * 4, &acc, 4);
+			} else {
+				double acc = 0, x, y;
+				for (size_t i = 0; i < n; i++) {
+					memcpy(&x, a + (r * n + i) * 8, 8);
+					memcpy(&y, b + (i * n + col) * 8, 8);
+					acc = fma(x, y, acc);
+				}
+				memcpy(c + (r * n + col) * 8, &acc, 8);
+			}
+		}
+	long t = fault_tile(k == K_GEMM_U32 ? "gemm_u32" : k == K_GEMM_F32 ? "gemm_f32" : "gemm_f64");
+	size_t per = n / 32;
+	if (t >= 0 && per && (size_t)t < per * per)
+		c[((size_t)t / per * 32 * n + (size_t)t % per * 32) * es] ^= 1;
+}
+
+static void check_words(void **params, unsigned long long n)
+{
+	const uint32_t *p = (const uint32_t *)backed(*(cu_deviceptr_t *)params[0], n * 4);
+	uint32_t seed = *(uint32_t *)params[2];
+	unsigned long long tile = *(unsigned long long *)params[3];
+	unsigned long long ntiles = tile ? (n + tile - 1) / tile : 0;
+	uint32_t *bad = (uint32_t *)backed(*(cu_deviceptr_t *)params[4], ntiles * 4);
+	if (!p || !bad)
+		return;
+	for (unsigned long long i = 0; i < n; i++)
+		if (p[i] != fmix(i, seed))
+			bad[i / tile]++;
+	long t = fault_tile("memory");
+	if (t >= 0 && (unsigned long long)t < ntiles)
+		bad[t]++;
+}
+
+static void sum_words(void **params, unsigned long long nchunks)
+{
+	const uint32_t *p = (const uint32_t *)backed(*(cu_deviceptr_t *)params[0], nchunks * 1024);
+	unsigned long long tile = *(unsigned long long *)params[2];
+	unsigned long long ntiles = tile ? nchunks * 256 / tile : 0;
+	uint64_t *sums = (uint64_t *)backed(*(cu_deviceptr_t *)params[3], ntiles * 8);
+	if (!p || !sums)
+		return;
+	for (unsigned long long i = 0; i < nchunks * 256; i++)
+		sums[i / tile] += p[i];
+	long t = fault_tile("sum_u64");
+	if (t >= 0 && (unsigned long long)t < ntiles)
+		sums[t] += 1;
 }
 
 API cu_result_t cuLaunchKernel(cu_function_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
@@ -488,7 +650,30 @@ API cu_result_t cuLaunchKernel(cu_function_t f, unsigned gx, unsigned gy, unsign
 		break;
 	case K_FILL: {
 		unsigned long long n = *(unsigned long long *)params[1];
+		fill_words(params, n);
 		fakeCudaAdvance(s, launch_s + (double)n * 4 / rd);
+		break;
+	}
+	case K_GEMM_U32:
+	case K_GEMM_F32:
+	case K_GEMM_F64: {
+		unsigned n = *(unsigned *)params[3];
+		if (!gx || (unsigned long long)gx * bx < n)
+			return CU_ABI_ERROR_INVALID_VALUE;
+		gemm(f->kind, params, n);
+		fakeCudaAdvance(s, launch_s + 2.0 * n * n * n / 50e12);
+		break;
+	}
+	case K_CHECK: {
+		unsigned long long n = *(unsigned long long *)params[1];
+		check_words(params, n);
+		fakeCudaAdvance(s, launch_s + (double)n * 4 / rd);
+		break;
+	}
+	case K_SUM: {
+		unsigned long long nchunks = *(unsigned long long *)params[1];
+		sum_words(params, nchunks);
+		fakeCudaAdvance(s, launch_s + (double)nchunks * 1024 / rd);
 		break;
 	}
 	case K_READ: {
