@@ -20,6 +20,7 @@
 #                                       accuracy (kernel truth: default mode vs an exact trace)
 #                                       names-uvm (kernel names whole, UVM in continuous mode)
 #                                       inject-stress (the library never hangs an application)
+#                                       screen (silent-corruption screening, issue 38)
 # Section bench (about 4 minutes): gpulse bench beside PyTorch: cuda_abi.h
 # against the real headers, the PTX kernels through ptxas, PyTorch's anchor
 # figures (bench/bench_anchor.py), `gpulse bench --quick --json` five times
@@ -28,6 +29,13 @@
 # the spread their medians would have had), and a run started while
 # bench/gpu_load.py loads the GPU (must be refused, and with --allow-busy
 # marked not a baseline).
+# Section screen (about 5 minutes): `gpulse bench --screen --quick --json`
+# five times, each under 60 s, every digest identical across the five
+# (and across calls, against $SCREEN_REFERENCE when given: an earlier
+# call's screen-quick-1.json on the same kind of GPU); the test hook
+# (GPULSE_SCREEN_CORRUPT) in each test must be caught every time (exit 3,
+# the test and tile named); one --full run timed (under 10 minutes, with
+# SCREEN_FULL=1). Results in screen-*.json / .log.
 set -u
 cd "$(dirname "$0")/.."
 want() { [ $# -eq 0 ] || [ -z "$SECTIONS" ] || [[ " $SECTIONS " == *" $1 "* ]]; }
@@ -456,6 +464,67 @@ if cc -O2 -shared -fPIC -I/usr/local/cuda/include -I/usr/local/cuda/extras/CUPTI
 	row "api calls per launch" INFO "$(grep -m2 'per launch' "$OUT/callmix.txt" | sed 's/callmix: //' | cut -c1-70 | tr '\n' ';')"
 else
 	row "api calls per launch" FAIL "callmix-build.log"
+fi
+fi
+
+if want screen; then
+runs=()
+for i in 1 2 3 4 5; do
+	t0=$(date +%s.%N)
+	rc=0
+	timeout 120 "$B/gpulse" bench --screen --quick --json >"$OUT/screen-quick-$i.json" \
+		2>"$OUT/screen-quick-$i.log" || rc=$?
+	secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+	echo "run $i: exit $rc in $secs s" >>"$OUT/screen-times.txt"
+	if [ "$rc" = 0 ] && awk -v s="$secs" 'BEGIN{exit !(s <= 60)}'; then
+		runs+=("$OUT/screen-quick-$i.json")
+	else
+		row "screen: --quick run $i" FAIL "exit $rc in $secs s: $(tail -n1 "$OUT/screen-quick-$i.log" | cut -c1-90)"
+	fi
+done
+if [ ${#runs[@]} -eq 5 ]; then
+	if python3 - "${runs[@]}" >"$OUT/screen-digests.txt" 2>&1 <<'PY'
+import json, sys
+rs = [json.load(open(f)) for f in sys.argv[1:]]
+d = [[(t["name"], t["digest"], t["tile_digests"]) for t in r["tests"]] for r in rs]
+for r in rs:
+    print(r["uuid"], r["driver"], "%.1f s" % r["seconds"],
+          " ".join("%s=%s(%.2fs)" % (t["name"], t["digest"], t["seconds"]) for t in r["tests"]))
+sys.exit(0 if all(x == d[0] for x in d) and all(r["passed"] for r in rs) else 1)
+PY
+	then
+		row "screen: 5 quick runs, digests" PASS "identical; $(sed -n 1p "$OUT/screen-digests.txt" | cut -c1-70)"
+	else
+		row "screen: 5 quick runs, digests" FAIL "screen-digests.txt"
+	fi
+fi
+if [ -n "${SCREEN_REFERENCE:-}" ] && [ -f "$SCREEN_REFERENCE" ]; then
+	rc=0
+	timeout 120 "$B/gpulse" bench --screen --quick --reference "$SCREEN_REFERENCE" \
+		>"$OUT/screen-reference.txt" 2>&1 || rc=$?
+	[ "$rc" = 0 ] && row "screen: against an earlier call" PASS "$(grep -m1 note "$OUT/screen-reference.txt" | cut -c1-80)" ||
+		row "screen: against an earlier call" FAIL "exit $rc, screen-reference.txt"
+fi
+caught=0 tried=0
+for spec in gemm_u32:5:17 gemm_f32:0:0 gemm_f64:1023:1023 sum_u64:7 memory:3; do
+	tried=$((tried + 1))
+	rc=0
+	GPULSE_SCREEN_CORRUPT=$spec timeout 120 "$B/gpulse" bench --screen --quick \
+		>"$OUT/screen-hook-${spec%%:*}.txt" 2>&1 || rc=$?
+	t=${spec%%:*} tile=$(cut -d: -f2 <<<"$spec")
+	if [ "$rc" = 3 ] && grep -q "^MISMATCH $t tile $tile:" "$OUT/screen-hook-$t.txt"; then
+		caught=$((caught + 1))
+	fi
+done
+[ "$caught" = "$tried" ] && row "screen: corruption hook caught" PASS "$caught of $tried tests" ||
+	row "screen: corruption hook caught" FAIL "$caught of $tried (screen-hook-*.txt)"
+if [ "${SCREEN_FULL:-0}" = 1 ]; then
+	t0=$(date +%s)
+	rc=0
+	timeout 700 "$B/gpulse" bench --screen --full --json >"$OUT/screen-full.json" 2>"$OUT/screen-full.log" || rc=$?
+	secs=$(($(date +%s) - t0))
+	[ "$rc" = 0 ] && [ "$secs" -le 600 ] && row "screen: --full" PASS "$secs s" ||
+		row "screen: --full" FAIL "exit $rc in $secs s"
 fi
 fi
 
