@@ -28,6 +28,7 @@
 
 #include "bench_ptx.h"
 #include "clock.h"
+#include "hash.h"
 #include "cuda_lib.h"
 #include "nvml_shim.h"
 #include "status.h"
@@ -89,16 +90,6 @@ static uint32_t fmix(uint64_t i, uint32_t seed)
 	return h;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-#define FNV0 0xcbf29ce484222325ULL
 
 /* GEMM inputs: every bit of u32; for f32 and f64 a sign and a full
  * mantissa in [1, 2), so that every step rounds. */
@@ -171,15 +162,15 @@ static uint64_t tile_digest(const unsigned char *c, uint64_t n, size_t es, size_
 {
 	uint64_t per = n / SCREEN_GEMM_TILE, r0 = tile / per * SCREEN_GEMM_TILE,
 		 c0 = tile % per * SCREEN_GEMM_TILE;
-	uint64_t h = FNV0;
+	uint64_t h = FNV1A64_OFFSET;
 	for (uint64_t r = r0; r < r0 + SCREEN_GEMM_TILE; r++)
-		h = fnv(h, c + (r * n + c0) * es, SCREEN_GEMM_TILE * es);
+		h = fnv1a64_add(h, c + (r * n + c0) * es, SCREEN_GEMM_TILE * es);
 	return h;
 }
 
 static uint64_t digest_of(const uint64_t *d, size_t n)
 {
-	return fnv(FNV0, d, n * sizeof *d);
+	return fnv1a64_add(FNV1A64_OFFSET, d, n * sizeof *d);
 }
 
 /* The CPU-checked tiles: the first, the last and CPU_TILES - 2 spread
@@ -573,7 +564,7 @@ static int sum_test(struct scr *s, uint64_t words, uint64_t tile_words, int reps
 		    (size_t)s->hook_tile < st->ntiles)
 			sums[s->hook_tile] ^= 1;
 		for (size_t k = 0; k < st->ntiles; k++) {
-			uint64_t d = fnv(FNV0, &sums[k], 8);
+			uint64_t d = fnv1a64_add(FNV1A64_OFFSET, &sums[k], 8);
 			if (rep == 0) {
 				st->tile_digest[k] = d;
 				first[k] = sums[k];
@@ -688,7 +679,7 @@ static int memory_test(struct scr *s, double share, uint64_t max_bytes, uint64_t
 
 static void kernels_hash(char *out, size_t len)
 {
-	snprintf(out, len, "%016" PRIx64, fnv(FNV0, bench_ptx, strlen(bench_ptx)));
+	snprintf(out, len, "%016" PRIx64, fnv1a64_add(FNV1A64_OFFSET, bench_ptx, strlen(bench_ptx)));
 }
 
 int screen_run(const struct screen_opts *o, struct screen_result *r, char *err, size_t errlen)
