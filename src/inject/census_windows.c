@@ -24,13 +24,13 @@
 #define EVPAIR_TIMEOUT_NS   (10 * NS_PER_SEC)
 #define HOLD_MAX_NS         (2 * NS_PER_MS) /* a held stream is let go by then, come what may */
 
-static uint64_t window_records_base;
+struct inject_census cen = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-/* The dump's log: window number g.windows opened at `now`, not yet closed. */
+/* The dump's log: window number cen.windows opened at `now`, not yet closed. */
 void log_window_open(int64_t now)
 {
-	g.window_log[g.windows % WINDOW_LOG][0] = now;
-	g.window_log[g.windows % WINDOW_LOG][1] = 0;
+	cen.window_log[cen.windows % WINDOW_LOG][0] = now;
+	cen.window_log[cen.windows % WINDOW_LOG][1] = 0;
 }
 
 /* ---- continuous mode: the launch census ---- */
@@ -60,7 +60,7 @@ static const CUpti_CallbackId census_cbids[] = {
 void census_enable_callbacks(CUpti_SubscriberHandle sub)
 {
 	for (size_t i = 0; i < sizeof census_cbids / sizeof census_cbids[0]; i++)
-		g.cupti.enable_callback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, census_cbids[i]);
+		lib.cupti.enable_callback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, census_cbids[i]);
 }
 
 /* Every copy and memset entry above takes (dst, src or value, count) first:
@@ -150,17 +150,17 @@ static int census_launch_args(CUpti_CallbackId c, const void *params, uint32_t g
 static int sample_this(uint64_t drawn)
 {
 	static _Thread_local uint64_t x;
-	if (g.cfg.skip & INJECT_SKIP_SAMPLES)
+	if (lib.cfg.skip & INJECT_SKIP_SAMPLES)
 		return 0;
 	if (!x)
 		x = (uint64_t)clock_mono_ns() ^ ((uint64_t)(uintptr_t)&x << 17) ^ 0x9e3779b97f4a7c15ull;
 	x ^= x << 13;
 	x ^= x >> 7;
 	x ^= x << 17;
-	return x % census_sample_stride(drawn, g.cfg.sample_every) == 0;
+	return x % census_sample_stride(drawn, lib.cfg.sample_every) == 0;
 }
 
-/* CUPTI's device of a context, cached (under g.cmu). */
+/* CUPTI's device of a context, cached (under cen.mu). */
 static uint32_t census_device(CUcontext ctx, uint32_t uid)
 {
 	static struct { uint32_t uid, dev; int used; } cache[CENSUS_CONTEXTS];
@@ -168,8 +168,8 @@ static uint32_t census_device(CUcontext ctx, uint32_t uid)
 		if (cache[i].used && cache[i].uid == uid)
 			return cache[i].dev;
 	uint32_t dev = 0;
-	if (g.cupti.get_device_id && ctx)
-		g.cupti.get_device_id(ctx, &dev);
+	if (lib.cupti.get_device_id && ctx)
+		lib.cupti.get_device_id(ctx, &dev);
 	for (int i = 0; i < CENSUS_CONTEXTS; i++)
 		if (!cache[i].used) {
 			cache[i].used = 1, cache[i].uid = uid, cache[i].dev = dev;
@@ -183,21 +183,21 @@ static uint32_t census_device(CUcontext ctx, uint32_t uid)
  * that wants it; NULL where that failed or is not offered. */
 static uint32_t *hold_flags(void)
 {
-	int st = atomic_load(&g.hold_state);
+	int st = atomic_load(&cen.hold_state);
 	if (st == 2)
-		return atomic_load(&g.hold_flags);
+		return atomic_load(&cen.hold_flags);
 	if (st != 0 || !drv.wait_value || !drv.wait_value_ptsz || !drv.host_alloc ||
-	    (g.cfg.skip & INJECT_SKIP_HOLD) || !atomic_compare_exchange_strong(&g.hold_state, &st, 1))
+	    (lib.cfg.skip & INJECT_SKIP_HOLD) || !atomic_compare_exchange_strong(&cen.hold_state, &st, 1))
 		return NULL;
 	void *p = NULL;
 	if (drv.host_alloc(&p, EVPAIRS_MAX * sizeof(uint32_t),
 			   CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS || !p) {
-		atomic_store(&g.hold_state, -1);
+		atomic_store(&cen.hold_state, -1);
 		return NULL;
 	}
 	memset(p, 0, EVPAIRS_MAX * sizeof(uint32_t));
-	atomic_store(&g.hold_flags, (uint32_t *)p);
-	atomic_store(&g.hold_state, 2);
+	atomic_store(&cen.hold_flags, (uint32_t *)p);
+	atomic_store(&cen.hold_state, 2);
 	return p;
 }
 
@@ -205,7 +205,7 @@ static uint32_t *hold_flags(void)
  * release of an older value must not re-arm a newer wait). */
 static void hold_release(unsigned i, uint32_t seq)
 {
-	uint32_t *flags = atomic_load(&g.hold_flags);
+	uint32_t *flags = atomic_load(&cen.hold_flags);
 	if (!flags || !seq)
 		return;
 	uint32_t cur = __atomic_load_n(&flags[i], __ATOMIC_ACQUIRE);
@@ -218,13 +218,13 @@ static void hold_release(unsigned i, uint32_t seq)
  * launch exits may never be heard (library thread, or exit). */
 void hold_release_all(void)
 {
-	if (!atomic_load(&g.hold_flags))
+	if (!atomic_load(&cen.hold_flags))
 		return;
-	pthread_mutex_lock(&g.cmu);
+	pthread_mutex_lock(&cen.mu);
 	for (unsigned i = 0; i < EVPAIRS_MAX; i++)
-		if (g.hold_next[i])
-			hold_release(i, g.hold_next[i]);
-	pthread_mutex_unlock(&g.cmu);
+		if (cen.hold_next[i])
+			hold_release(i, cen.hold_next[i]);
+	pthread_mutex_unlock(&cen.mu);
 }
 
 /* A timed launch: events around it on its stream, never in a stream that
@@ -253,23 +253,23 @@ static uint64_t census_time_start(int slot, const char *key, CUstream stream, in
 		return 0;
 	int idle = (ptsz ? drv.stream_query_ptsz : drv.stream_query)(stream) == CUDA_SUCCESS;
 	uint32_t *flags = idle && seen ? hold_flags() : NULL;
-	if (pthread_mutex_trylock(&g.cmu) != 0)
+	if (pthread_mutex_trylock(&cen.mu) != 0)
 		return 0; /* never wait on an application thread */
 	unsigned i = 0;
-	while (i < EVPAIRS_MAX && atomic_load(&g.evpairs[i].state) != 0)
+	while (i < EVPAIRS_MAX && atomic_load(&cen.evpairs[i].state) != 0)
 		i++;
-	struct evpair *e = &g.evpairs[i < EVPAIRS_MAX ? i : 0];
+	struct evpair *e = &cen.evpairs[i < EVPAIRS_MAX ? i : 0];
 	uint32_t seq = 0, gen = 0;
 	if (i < EVPAIRS_MAX) {
 		atomic_store(&e->state, 5); /* being set up: the reader leaves it */
-		gen = ++g.gen_next;
+		gen = ++cen.gen_next;
 		if (flags) {
-			seq = ++g.hold_next[i];
+			seq = ++cen.hold_next[i];
 			if (!seq)
-				seq = g.hold_next[i] = 1;
+				seq = cen.hold_next[i] = 1;
 		}
 	}
-	pthread_mutex_unlock(&g.cmu);
+	pthread_mutex_unlock(&cen.mu);
 	if (i == EVPAIRS_MAX)
 		return 0; /* every pair is in flight: not timed */
 	CUevent a = NULL, f = NULL;
@@ -321,7 +321,7 @@ static void census_time_end(uint64_t ticket, CUstream stream, int ptsz)
 	unsigned idx = (unsigned)(ticket & 0xffff);
 	if (idx < 1 || idx > EVPAIRS_MAX)
 		return;
-	struct evpair *e = &g.evpairs[idx - 1];
+	struct evpair *e = &cen.evpairs[idx - 1];
 	int one = 1;
 	if (!atomic_compare_exchange_strong(&e->state, &one, 4))
 		return; /* the reader timed it out meanwhile (and let it go): counted as lost */
@@ -351,24 +351,24 @@ static void census_time_end(uint64_t ticket, CUstream stream, int ptsz)
 void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 {
 	int armed = 1;
-	if (d->callbackSite == CUPTI_API_EXIT && atomic_load_explicit(&g.detach_armed, memory_order_relaxed) == 1 &&
-	    atomic_compare_exchange_strong(&g.detach_armed, &armed, 2)) {
+	if (d->callbackSite == CUPTI_API_EXIT && atomic_load_explicit(&subs.detach_armed, memory_order_relaxed) == 1 &&
+	    atomic_compare_exchange_strong(&subs.detach_armed, &armed, 2)) {
 		/* At an API exit, as CUPTI wants cuptiFinalize called: every
 		 * subscription, callback, kind and buffer of CUPTI's is gone
 		 * after it; the library's thread sets up the census again. It
 		 * touches no CUPTI setting while this runs (detach_armed is
 		 * 2 until the result is in). */
-		CUptiResult r = g.cupti.finalize();
-		atomic_store(&g.detach_result, (int)r);
-		atomic_store(&g.detach_done, r == CUPTI_SUCCESS ? 1 : -1);
-		atomic_store(&g.detach_armed, 0);
+		CUptiResult r = lib.cupti.finalize();
+		atomic_store(&subs.detach_result, (int)r);
+		atomic_store(&subs.detach_done, r == CUPTI_SUCCESS ? 1 : -1);
+		atomic_store(&subs.detach_armed, 0);
 		return;
 	}
-	if (g.exited || g.is_fork_child)
+	if (life.exited || life.is_fork_child)
 		return;
 	/* A launch's exit is heard even when the window closed after its
 	 * enter: a held stream waits on it. */
-	int on = atomic_load_explicit(&g.census_on, memory_order_relaxed);
+	int on = atomic_load_explicit(&cen.census_on, memory_order_relaxed);
 	if (!on && d->callbackSite == CUPTI_API_ENTER)
 		return;
 	int64_t t0 = clock_mono_ns();
@@ -383,32 +383,32 @@ void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 				return;
 			goto out;
 		}
-		if (atomic_load_explicit(&g.census_first, memory_order_relaxed)) {
+		if (atomic_load_explicit(&cen.census_first, memory_order_relaxed)) {
 			/* The first window's rate is measured from its first launch. */
 			int_fast64_t zero = 0;
-			atomic_compare_exchange_strong(&g.census_first_launch_ns, &zero, t0);
-			atomic_store(&g.census_first, 0);
+			atomic_compare_exchange_strong(&cen.census_first_launch_ns, &zero, t0);
+			atomic_store(&cen.census_first, 0);
 		}
-		if (!atomic_load_explicit(&g.first_seen_ns, memory_order_relaxed)) {
+		if (!atomic_load_explicit(&cen.first_seen_ns, memory_order_relaxed)) {
 			int_fast64_t zero = 0;
-			atomic_compare_exchange_strong(&g.first_seen_ns, &zero, t0);
+			atomic_compare_exchange_strong(&cen.first_seen_ns, &zero, t0);
 		}
-		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&act.launch_records, 1, memory_order_relaxed);
 		if (d->correlationData)
 			*d->correlationData = 0;
-		if (pthread_mutex_trylock(&g.cmu) != 0) {
-			atomic_fetch_add(&g.census_busy, 1);
+		if (pthread_mutex_trylock(&cen.mu) != 0) {
+			atomic_fetch_add(&cen.census_busy, 1);
 			goto out;
 		}
 		uint32_t dev = census_device(d->context, d->contextUid);
-		int slot = census_launch(g.census, d->symbolName, d->contextUid, dev, grid, block, shared);
-		int seen = !g.census->k[slot].is_other && g.census->k[slot].launches > 1;
-		uint8_t cls = g.census->k[slot].cls;
+		int slot = census_launch(cen.census, d->symbolName, d->contextUid, dev, grid, block, shared);
+		int seen = !cen.census->k[slot].is_other && cen.census->k[slot].launches > 1;
+		uint8_t cls = cen.census->k[slot].cls;
 		int take = drv.can_time && d->correlationData &&
-			   sample_this(census_means_drawn(g.census_means, d->symbolName, d->contextUid, cls));
+			   sample_this(census_means_drawn(cen.census_means, d->symbolName, d->contextUid, cls));
 		if (take)
-			census_means_draw(g.census_means, d->symbolName, d->contextUid, cls);
-		pthread_mutex_unlock(&g.cmu);
+			census_means_draw(cen.census_means, d->symbolName, d->contextUid, cls);
+		pthread_mutex_unlock(&cen.mu);
 		if (take)
 			*d->correlationData = census_time_start(slot, d->symbolName, stream, ptsz, seen,
 								     d->contextUid, dev, cls);
@@ -418,19 +418,19 @@ void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 		if (!census_copy_kind(cbid, &kind, &unit) || !d->functionParams)
 			goto out;
 		const struct copy_head *h = d->functionParams;
-		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
-		if (pthread_mutex_trylock(&g.cmu) != 0) {
-			atomic_fetch_add(&g.census_busy, 1);
+		atomic_fetch_add_explicit(&act.launch_records, 1, memory_order_relaxed);
+		if (pthread_mutex_trylock(&cen.mu) != 0) {
+			atomic_fetch_add(&cen.census_busy, 1);
 			goto out;
 		}
-		census_copy(g.census, d->contextUid, census_device(d->context, d->contextUid), kind,
+		census_copy(cen.census, d->contextUid, census_device(d->context, d->contextUid), kind,
 			    (uint64_t)h->count * unit);
-		pthread_mutex_unlock(&g.cmu);
+		pthread_mutex_unlock(&cen.mu);
 	}
 out:
-	atomic_fetch_add_explicit(&g.cb_self_ns, (uint64_t)(clock_mono_ns() - t0), memory_order_relaxed);
+	atomic_fetch_add_explicit(&cen.cb_self_ns, (uint64_t)(clock_mono_ns() - t0), memory_order_relaxed);
 	if (d->callbackSite == CUPTI_API_ENTER)
-		atomic_fetch_add_explicit(&g.cb_calls, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&cen.cb_calls, 1, memory_order_relaxed);
 }
 
 /* The floors a held sample of device `dev` (CUPTI's id, the CUDA
@@ -446,19 +446,19 @@ static double offset_floors(uint32_t dev)
 	static int tries[DEVS];
 	static bool settled[DEVS];
 	static int64_t next_try[DEVS]; /* 0: the first read tries at once */
-	if (g.cfg.offset_floors >= 0 || dev >= DEVS || (g.cfg.skip & INJECT_SKIP_CALIBRATE)) {
-		g.offset_floors = census_offset_floors(g.cfg.offset_floors, NULL, &g.offset_source);
-		return g.offset_floors;
+	if (lib.cfg.offset_floors >= 0 || dev >= DEVS || (lib.cfg.skip & INJECT_SKIP_CALIBRATE)) {
+		cen.offset_floors = census_offset_floors(lib.cfg.offset_floors, NULL, &cen.offset_source);
+		return cen.offset_floors;
 	}
 	int64_t now = clock_mono_ns();
 	if (!settled[dev] && now >= next_try[dev]) {
 		struct calib_result r;
 		calib_measure((int)dev, &r);
-		g.calib_ns += (uint64_t)(clock_mono_ns() - now);
-		floors[dev] = census_offset_floors(-1, &r, &g.offset_source);
-		g.calib = r;
-		g.calib_tried++;
-		g.offset_floors = floors[dev];
+		cen.calib_ns += (uint64_t)(clock_mono_ns() - now);
+		floors[dev] = census_offset_floors(-1, &r, &cen.offset_source);
+		cen.calib = r;
+		cen.calib_tried++;
+		cen.offset_floors = floors[dev];
 		settled[dev] = r.ok || !r.retry || ++tries[dev] >= CALIB_TRIES;
 		next_try[dev] = now + CALIB_RETRY_NS;
 	}
@@ -473,9 +473,9 @@ void census_poll_samples(int64_t now)
 		return;
 	struct evpair todo[EVPAIRS_MAX];
 	unsigned idx[EVPAIRS_MAX], n = 0;
-	pthread_mutex_lock(&g.cmu);
+	pthread_mutex_lock(&cen.mu);
 	for (unsigned i = 0; i < EVPAIRS_MAX; i++) {
-		struct evpair *e = &g.evpairs[i];
+		struct evpair *e = &cen.evpairs[i];
 		int st = atomic_load(&e->state);
 		if (st == 1 && e->hold_seq && now - e->t_ns > HOLD_MAX_NS && !atomic_load(&e->late)) {
 			/* The watchdog: a held stream whose launch has not
@@ -483,7 +483,7 @@ void census_poll_samples(int64_t now)
 			 * kernel's alone). */
 			atomic_store(&e->late, 1);
 			hold_release(i, e->hold_seq);
-			g.holds_late++;
+			cen.holds_late++;
 		}
 		if (st == 1 && now - e->t_ns <= EVPAIR_TIMEOUT_NS)
 			continue;
@@ -500,7 +500,7 @@ void census_poll_samples(int64_t now)
 			idx[n++] = i;
 		}
 	}
-	pthread_mutex_unlock(&g.cmu);
+	pthread_mutex_unlock(&cen.mu);
 	if (!n)
 		return;
 	uint64_t dur[EVPAIRS_MAX], floor_ns[EVPAIRS_MAX];
@@ -542,9 +542,9 @@ void census_poll_samples(int64_t now)
 	 * milliseconds), and launches meanwhile must not miss the lock. */
 	for (unsigned j = 0; j < n; j++)
 		off_floors[j] = done[j] == 1 ? offset_floors(todo[j].device) : 0;
-	pthread_mutex_lock(&g.cmu);
+	pthread_mutex_lock(&cen.mu);
 	for (unsigned j = 0; j < n; j++) {
-		struct evpair *e = &g.evpairs[idx[j]];
+		struct evpair *e = &cen.evpairs[idx[j]];
 		if (done[j] == 0) {
 			atomic_store(&e->state, 2);
 			continue;
@@ -553,11 +553,11 @@ void census_poll_samples(int64_t now)
 			/* A floor is two events met back to back: one many times
 			 * the mean so far was not (the GPU switched to other work
 			 * between them), and would move every sample's offset. */
-			int back_to_back = census_floor_met(floor_ns[j], g.floor_ns, g.floor_n);
-			if (g.floor_n >= 8 && floor_ns[j] > 4 * g.floor_ns / g.floor_n)
-				g.floor_outliers++;
+			int back_to_back = census_floor_met(floor_ns[j], cen.floor_ns, cen.floor_n);
+			if (cen.floor_n >= 8 && floor_ns[j] > 4 * cen.floor_ns / cen.floor_n)
+				cen.floor_outliers++;
 			else
-				g.floor_n++, g.floor_ns += floor_ns[j];
+				cen.floor_n++, cen.floor_ns += floor_ns[j];
 			/* Unheld, behind earlier work, with a floor half again the
 			 * mean: the stream drained between the floor and start
 			 * events, so the start completed as it was recorded and
@@ -566,7 +566,7 @@ void census_poll_samples(int64_t now)
 			 * as an ambiguous sample is. */
 			if (!todo[j].hold_seq && !back_to_back) {
 				done[j] = -2;
-				g.samples_unmet++;
+				cen.samples_unmet++;
 			}
 		}
 		if (done[j] == 1) {
@@ -575,33 +575,33 @@ void census_poll_samples(int64_t now)
 			 * end event, each near what one event takes after
 			 * another (the floor): how many floors, by the
 			 * device (offset_floors). */
-			uint64_t off = g.floor_n ? (uint64_t)(off_floors[j] * (double)g.floor_ns /
-								  (double)g.floor_n + 0.5)
+			uint64_t off = cen.floor_n ? (uint64_t)(off_floors[j] * (double)cen.floor_ns /
+								  (double)cen.floor_n + 0.5)
 						 : 0;
-			if (g.sample_log)
-				fprintf(g.sample_log, "%s\t%llu\t%lld\t%d\t%d\n", todo[j].key ? kernel_name(todo[j].key) : "?",
+			if (cen.sample_log)
+				fprintf(cen.sample_log, "%s\t%llu\t%lld\t%d\t%d\n", todo[j].key ? kernel_name(todo[j].key) : "?",
 					(unsigned long long)dur[j],
 					floor_ns[j] != UINT64_MAX ? (long long)floor_ns[j] : -1LL,
 					todo[j].hold_seq != 0, todo[j].idle);
 			uint64_t kernel_ns = dur[j] > off ? dur[j] - off : 0;
-			census_sample(g.census, todo[j].slot, todo[j].key, kernel_ns);
+			census_sample(cen.census, todo[j].slot, todo[j].key, kernel_ns);
 			/* Also when the interval it belongs to was flushed before
 			 * its events were read (census_sample drops it then). */
-			census_means_add(g.census_means, todo[j].key, todo[j].context, todo[j].cls, kernel_ns);
+			census_means_add(cen.census_means, todo[j].key, todo[j].context, todo[j].cls, kernel_ns);
 			if (todo[j].hold_seq)
-				g.holds++;
+				cen.holds++;
 		} else {
 			if (done[j] == -2)
-				g.samples_ambiguous++;
+				cen.samples_ambiguous++;
 			else
-				g.samples_lost++;
+				cen.samples_lost++;
 			/* Its draw is given back: a kernel whose samples are
 			 * often left out still gets its early ones. */
-			census_means_discard(g.census_means, todo[j].key, todo[j].context, todo[j].cls);
+			census_means_discard(cen.census_means, todo[j].key, todo[j].context, todo[j].cls);
 		}
 		atomic_store(&e->state, 0);
 	}
-	pthread_mutex_unlock(&g.cmu);
+	pthread_mutex_unlock(&cen.mu);
 	for (unsigned j = 0; j < n; j++)
 		if (done[j] != 0) {
 			drv.event_destroy(todo[j].a);
@@ -617,23 +617,23 @@ void census_poll_samples(int64_t now)
 static int census_open(int64_t now)
 {
 	int64_t t0 = clock_mono_ns();
-	CUptiResult r = g.cupti.subscribe(&g.sub, on_callback, NULL);
+	CUptiResult r = lib.cupti.subscribe(&subs.sub, on_callback, NULL);
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		give_way(GIVE_WAY_FOUND);
 		return 0;
 	}
 	if (r != CUPTI_SUCCESS)
 		return 0;
-	census_enable_callbacks(g.sub);
-	g.holds_census = 1;
-	window_records_base = atomic_load(&g.launch_records);
-	if (g.census_initial)
-		atomic_store(&g.census_first, 1);
-	atomic_store(&g.census_start_ns, now);
-	atomic_store(&g.census_on, 1);
+	census_enable_callbacks(subs.sub);
+	subs.holds_census = 1;
+	cen.window_records_base = atomic_load(&act.launch_records);
+	if (cen.census_initial)
+		atomic_store(&cen.census_first, 1);
+	atomic_store(&cen.census_start_ns, now);
+	atomic_store(&cen.census_on, 1);
 	log_window_open(now);
-	g.census_fixed_ns = clock_mono_ns() - t0;
-	g.census_cpu0_ns = clock_thread_cpu_ns();
+	cen.census_fixed_ns = clock_mono_ns() - t0;
+	cen.census_cpu0_ns = clock_thread_cpu_ns();
 	return 1;
 }
 
@@ -642,7 +642,7 @@ static int census_open(int64_t now)
  * program's set-up before its first launch is not its launch rate). */
 static uint64_t pooled_time(int64_t start, int64_t now)
 {
-	int64_t first = atomic_load(&g.first_seen_ns);
+	int64_t first = atomic_load(&cen.first_seen_ns);
 	if (first <= 0 || start <= 0)
 		return 0;
 	int64_t from = start > first ? start : first;
@@ -654,42 +654,42 @@ static uint64_t pooled_time(int64_t start, int64_t now)
 static void census_close(int64_t now)
 {
 	int64_t t0 = clock_mono_ns();
-	atomic_store(&g.census_on, 0);
-	g.cupti.unsubscribe(g.sub);
+	atomic_store(&cen.census_on, 0);
+	lib.cupti.unsubscribe(subs.sub);
 	hold_release_all(); /* an exit that was not heard lets nothing wait */
-	g.holds_census = 0;
-	int64_t start = atomic_load(&g.census_start_ns);
+	subs.holds_census = 0;
+	int64_t start = atomic_load(&cen.census_start_ns);
 	uint64_t counted = start > 0 && now > start ? (uint64_t)(now - start) : 0;
-	g.observed_ns += counted;
-	g.pool_observed_ns += pooled_time(start, now);
-	uint64_t on = counted + g.census_split_ns;
-	g.census_split_ns = 0;
-	int64_t first = atomic_exchange(&g.census_first_launch_ns, 0);
-	if (g.census_initial && first > 0 && now > first)
+	cen.observed_ns += counted;
+	cen.pool_observed_ns += pooled_time(start, now);
+	uint64_t on = counted + cen.census_split_ns;
+	cen.census_split_ns = 0;
+	int64_t first = atomic_exchange(&cen.census_first_launch_ns, 0);
+	if (cen.census_initial && first > 0 && now > first)
 		on = (uint64_t)(now - first); /* the rate, from the first launch */
-	atomic_store(&g.census_start_ns, 0);
-	atomic_store(&g.census_first, 0);
-	g.census_initial = 0;
-	uint64_t recs = atomic_load(&g.launch_records) - window_records_base;
-	uint64_t sn = atomic_exchange(&g.cb_self_ns, 0), sc = atomic_exchange(&g.cb_calls, 0);
+	atomic_store(&cen.census_start_ns, 0);
+	atomic_store(&cen.census_first, 0);
+	cen.census_initial = 0;
+	uint64_t recs = atomic_load(&act.launch_records) - cen.window_records_base;
+	uint64_t sn = atomic_exchange(&cen.cb_self_ns, 0), sc = atomic_exchange(&cen.cb_calls, 0);
 	/* The library thread's own work while the window was open (reading
 	 * the samples' events, the watchdog) is the window's too: on a
 	 * process whose threads fill its cores it is time the application
 	 * does not get, so it is priced per launch like the callbacks'. */
-	int64_t cpu = g.census_cpu0_ns > 0 ? clock_thread_cpu_ns() - g.census_cpu0_ns : 0;
-	g.census_cpu0_ns = 0;
+	int64_t cpu = cen.census_cpu0_ns > 0 ? clock_thread_cpu_ns() - cen.census_cpu0_ns : 0;
+	cen.census_cpu0_ns = 0;
 	if (cpu > 0 && counted > 0) {
-		g.lib_window_cpu_ns += (uint64_t)cpu;
-		g.lib_window_ns += counted;
+		cen.lib_window_cpu_ns += (uint64_t)cpu;
+		cen.lib_window_ns += counted;
 		sn += (uint64_t)cpu;
 	}
 	if (sc)
-		governor_observe_processing(&g.gov, (double)sn / (double)sc);
-	double fixed = (double)(g.census_fixed_ns + (clock_mono_ns() - t0));
-	governor_window_done(&g.gov, on, recs, 2 * fixed);
-	g.window_log[g.windows % WINDOW_LOG][1] = now;
-	g.windows++;
-	g.window_next_ns = now + (int64_t)g.gov.off_ns;
+		governor_observe_processing(&cen.gov, (double)sn / (double)sc);
+	double fixed = (double)(cen.census_fixed_ns + (clock_mono_ns() - t0));
+	governor_window_done(&cen.gov, on, recs, 2 * fixed);
+	cen.window_log[cen.windows % WINDOW_LOG][1] = now;
+	cen.windows++;
+	cen.window_next_ns = now + (int64_t)cen.gov.off_ns;
 }
 
 /* An open census window ends outside the governor's plan, its counted
@@ -698,17 +698,17 @@ static void census_close(int64_t now)
  * subscribes (the window's subscription given back: 1). */
 void census_drop_window(int64_t now, int unsubscribe)
 {
-	atomic_store(&g.census_on, 0);
-	if (unsubscribe && g.holds_census)
-		g.cupti.unsubscribe(g.sub);
+	atomic_store(&cen.census_on, 0);
+	if (unsubscribe && subs.holds_census)
+		lib.cupti.unsubscribe(subs.sub);
 	hold_release_all(); /* no exit of ours is heard from here on */
-	int64_t start = atomic_exchange(&g.census_start_ns, 0);
-	if (g.holds_census && start > 0 && now > start) {
-		g.observed_ns += (uint64_t)(now - start);
-		g.pool_observed_ns += pooled_time(start, now);
+	int64_t start = atomic_exchange(&cen.census_start_ns, 0);
+	if (subs.holds_census && start > 0 && now > start) {
+		cen.observed_ns += (uint64_t)(now - start);
+		cen.pool_observed_ns += pooled_time(start, now);
 	}
-	g.holds_census = 0;
-	g.census_split_ns = 0;
+	subs.holds_census = 0;
+	cen.census_split_ns = 0;
 }
 
 /* The library's thread, each turn: open and close census windows. The
@@ -716,22 +716,22 @@ void census_drop_window(int64_t now, int unsubscribe)
  * without one for SUB_HOLD_MAX_NS it gives the subscriber back. */
 void census_tick(int64_t now)
 {
-	if (g.holds_census) {
-		int64_t start = atomic_load(&g.census_start_ns);
-		if (g.census_initial && atomic_load(&g.census_first)) {
-			if (now >= g.sub_deadline_ns)
+	if (subs.holds_census) {
+		int64_t start = atomic_load(&cen.census_start_ns);
+		if (cen.census_initial && atomic_load(&cen.census_first)) {
+			if (now >= subs.sub_deadline_ns)
 				census_close(now); /* no launch came: give the subscriber back */
-		} else if (g.census_initial) {
-			double spent = (double)(atomic_load(&g.launch_records) - window_records_base) *
-				       g.gov.cost_ns;
-			if (spent >= (double)CENSUS_INITIAL_NS || now >= g.sub_deadline_ns)
+		} else if (cen.census_initial) {
+			double spent = (double)(atomic_load(&act.launch_records) - cen.window_records_base) *
+				       cen.gov.cost_ns;
+			if (spent >= (double)CENSUS_INITIAL_NS || now >= subs.sub_deadline_ns)
 				census_close(now);
-		} else if (now >= start + (int64_t)g.gov.on_ns) {
+		} else if (now >= start + (int64_t)cen.gov.on_ns) {
 			census_close(now);
-			if (g.gov.off_ns == 0)
+			if (cen.gov.off_ns == 0)
 				census_open(now);
 		}
-	} else if (now >= g.window_next_ns) {
+	} else if (now >= cen.window_next_ns) {
 		census_open(now);
 	}
 }
@@ -742,7 +742,7 @@ static const char *census_name(const char *mangled, void *user)
 	return kernel_name(mangled);
 }
 
-/* The interval's census into g.cur as estimates for the whole interval
+/* The interval's census into lib.cur as estimates for the whole interval
  * (unless `add` is 0: a capture's exact records stand for the interval
  * then, and estimates beside them would count the same launches twice):
  * what its windows counted, plus the pool's recent rates for the time no
@@ -751,34 +751,34 @@ static const char *census_name(const char *mangled, void *user)
 double census_fold(int64_t now_mono, uint64_t interval_ns, int add, int *estimated)
 {
 	*estimated = 0;
-	pthread_mutex_lock(&g.cmu);
-	census_take(g.census, g.census_snap);
-	pthread_mutex_unlock(&g.cmu);
-	uint64_t seen = g.observed_ns, pooled = g.pool_observed_ns;
-	g.observed_ns = 0;
-	g.pool_observed_ns = 0;
-	int64_t start = atomic_load(&g.census_start_ns);
-	if (g.holds_census && start > 0 && now_mono > start) {
+	pthread_mutex_lock(&cen.mu);
+	census_take(cen.census, cen.census_snap);
+	pthread_mutex_unlock(&cen.mu);
+	uint64_t seen = cen.observed_ns, pooled = cen.pool_observed_ns;
+	cen.observed_ns = 0;
+	cen.pool_observed_ns = 0;
+	int64_t start = atomic_load(&cen.census_start_ns);
+	if (subs.holds_census && start > 0 && now_mono > start) {
 		seen += (uint64_t)(now_mono - start);
 		pooled += pooled_time(start, now_mono);
 		/* The open window's counted time from here on is the next interval's. */
-		atomic_store(&g.census_start_ns, now_mono);
-		g.census_split_ns += (uint64_t)(now_mono - start);
+		atomic_store(&cen.census_start_ns, now_mono);
+		cen.census_split_ns += (uint64_t)(now_mono - start);
 	}
 	/* The interval's time after the first launch heard, less what the
 	 * windows observed of it: the pool's rates stand for that. */
-	uint64_t active = pooled_time(g.interval_start_mono_ns, now_mono);
+	uint64_t active = pooled_time(cen.interval_start_mono_ns, now_mono);
 	uint64_t unobserved = active > pooled ? active - pooled : 0;
-	g.interval_start_mono_ns = now_mono;
+	cen.interval_start_mono_ns = now_mono;
 	double observed = interval_ns ? (double)seen / (double)interval_ns : 0;
 	if (observed > 1)
 		observed = 1;
 	if (add) {
-		census_pool_add(g.census_pool, g.census_snap, pooled, interval_ns);
-		pthread_mutex_lock(&g.mu);
-		*estimated = census_estimate(g.census_snap, g.census_pool, unobserved, g.census_means,
-					     g.cur, census_name, NULL, &g.untimed_launches) > 0;
-		pthread_mutex_unlock(&g.mu);
+		census_pool_add(cen.census_pool, cen.census_snap, pooled, interval_ns);
+		pthread_mutex_lock(&lib.mu);
+		*estimated = census_estimate(cen.census_snap, cen.census_pool, unobserved, cen.census_means,
+					     lib.cur, census_name, NULL, &cen.untimed_launches) > 0;
+		pthread_mutex_unlock(&lib.mu);
 	}
 	return observed;
 }

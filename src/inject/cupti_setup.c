@@ -17,6 +17,8 @@
 #include "status.h"
 #include "str.h"
 
+struct inject_tracing tracing;
+
 static const CUpti_ActivityKind traced_kinds[] = {
 	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
 	CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET,
@@ -38,33 +40,33 @@ static int kind_skipped(CUpti_ActivityKind k, unsigned skip)
  * and from callbacks of the focused modes. */
 void set_tracing(int on)
 {
-	if (!g.have_cupti || g.is_fork_child)
+	if (!tracing.have_cupti || life.is_fork_child)
 		return;
-	int was = atomic_exchange(&g.active, on);
+	int was = atomic_exchange(&tracing.active, on);
 	if (was == on)
 		return;
 	int64_t now = clock_mono_ns();
-	if (on && !g.lasting) {
+	if (on && !tracing.lasting) {
 		/* CUPTI 13.0 leaves launches dearer for good once kernels were
 		 * traced (docs/internals/inject.md): said once, and reported. */
-		g.lasting = 1;
+		tracing.lasting = 1;
 		say("exact kernel tracing is on: on CUPTI 13.0 this process's kernel launches stay "
 		    "about 12-30%% dearer until it exits");
 	}
 	if (on)
-		atomic_store(&g.active_since, now);
+		atomic_store(&tracing.active_since, now);
 	else
-		atomic_fetch_add(&g.traced_accum, (uint64_t)(now - atomic_load(&g.active_since)));
+		atomic_fetch_add(&tracing.traced_accum, (uint64_t)(now - atomic_load(&tracing.active_since)));
 	for (size_t i = 0; i < NKINDS; i++) {
-		if (kind_skipped(traced_kinds[i], g.cfg.skip))
+		if (kind_skipped(traced_kinds[i], lib.cfg.skip))
 			continue;
-		CUptiResult r = on ? g.cupti.activity_enable(traced_kinds[i])
-				   : g.cupti.activity_disable(traced_kinds[i]);
+		CUptiResult r = on ? lib.cupti.activity_enable(traced_kinds[i])
+				   : lib.cupti.activity_disable(traced_kinds[i]);
 		/* May run on an application thread (focused modes): no lock. */
-		if (r != CUPTI_SUCCESS && atomic_fetch_add(&g.enable_failures, 1) == 0)
+		if (r != CUPTI_SUCCESS && atomic_fetch_add(&tracing.enable_failures, 1) == 0)
 			say("cannot %s activity kind %d: %s (counted; going on)",
 			    on ? "enable" : "disable", (int)traced_kinds[i],
-			    cupti_lib_strerror(&g.cupti, r));
+			    cupti_lib_strerror(&lib.cupti, r));
 	}
 }
 
@@ -74,7 +76,7 @@ void set_tracing(int on)
  * context-created callback). */
 static void enable_uvm(void)
 {
-	if (g.uvm_state != 0 || !g.cupti.activity_configure_uvm)
+	if (tracing.uvm_state != 0 || !lib.cupti.activity_configure_uvm)
 		return;
 	CUpti_ActivityUnifiedMemoryCounterConfig cfg[4];
 	static const CUpti_ActivityUnifiedMemoryCounterKind kinds[4] = {
@@ -89,15 +91,15 @@ static void enable_uvm(void)
 		cfg[i].deviceId = 0;
 		cfg[i].enable = 1;
 	}
-	CUptiResult r = g.cupti.activity_configure_uvm(cfg, 4);
+	CUptiResult r = lib.cupti.activity_configure_uvm(cfg, 4);
 	if (r == CUPTI_SUCCESS)
-		r = g.cupti.activity_enable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+		r = lib.cupti.activity_enable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
 	if (r == CUPTI_SUCCESS) {
-		g.uvm_state = 1;
+		tracing.uvm_state = 1;
 	} else if (r != CUPTI_ERROR_NOT_READY) {
-		g.uvm_state = -1;
+		tracing.uvm_state = -1;
 		say("unified-memory counters unavailable: %s; going on without them",
-		    cupti_lib_strerror(&g.cupti, r));
+		    cupti_lib_strerror(&lib.cupti, r));
 	}
 }
 
@@ -107,7 +109,7 @@ void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_Callbac
 				 const void *data)
 {
 	(void)user;
-	if (g.exited || g.is_fork_child || calib_this_thread())
+	if (life.exited || life.is_fork_child || calib_this_thread())
 		return; /* the calibration's own launches are not the application's */
 	if (domain == CUPTI_CB_DOMAIN_NVTX) {
 		const CUpti_NvtxData *d = data;
@@ -161,8 +163,8 @@ void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_Callbac
 		return;
 	}
 	if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
-		if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED && !(g.cfg.skip & INJECT_SKIP_UVM)) {
-			if (g.mode == WIRE_MODE_CONTINUOUS)
+		if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED && !(lib.cfg.skip & INJECT_SKIP_UVM)) {
+			if (lib.mode == WIRE_MODE_CONTINUOUS)
 				context_created_early();
 			else
 				enable_uvm(); /* fails with NOT_READY before a context exists */
@@ -170,11 +172,11 @@ void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_Callbac
 		return;
 	}
 	const CUpti_CallbackData *d = data;
-	if (domain == CUPTI_CB_DOMAIN_DRIVER_API && g.mode == WIRE_MODE_CONTINUOUS) {
+	if (domain == CUPTI_CB_DOMAIN_DRIVER_API && lib.mode == WIRE_MODE_CONTINUOUS) {
 		census_api(cbid, d);
 		return;
 	}
-	if (g.mode != WIRE_MODE_FOCUSED_PROFILER)
+	if (lib.mode != WIRE_MODE_FOCUSED_PROFILER)
 		return;
 	int start = (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
 		     cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000) ||
@@ -183,10 +185,10 @@ void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_Callbac
 	 * tracing on twice is a no-op. On at exit of start, off at entry of
 	 * stop, so only the work in between is traced. */
 	if (start && d->callbackSite == CUPTI_API_EXIT) {
-		atomic_store(&g.focus_on, 1);
+		atomic_store(&tracing.focus_on, 1);
 		set_tracing(1);
 	} else if (!start && d->callbackSite == CUPTI_API_ENTER) {
-		atomic_store(&g.focus_on, 0);
+		atomic_store(&tracing.focus_on, 0);
 		set_tracing(0);
 	}
 }
@@ -238,7 +240,7 @@ void enable_uvm_from_thread(void)
 	load_driver_fns();
 	if (!drv.device_count || !drv.device_get || !drv.primary_state || !drv.primary_retain ||
 	    !drv.primary_release || !drv.push || !drv.pop) {
-		g.uvm_state = -1;
+		tracing.uvm_state = -1;
 		return;
 	}
 	int n = 0;
@@ -269,8 +271,8 @@ void enable_uvm_from_thread(void)
  * loads this library, before most applications annotate anything). */
 static void setenv_nvtx(void)
 {
-	if (!getenv("NVTX_INJECTION64_PATH") && g.cupti.path[0] == '/')
-		setenv("NVTX_INJECTION64_PATH", g.cupti.path, 0);
+	if (!getenv("NVTX_INJECTION64_PATH") && lib.cupti.path[0] == '/')
+		setenv("NVTX_INJECTION64_PATH", lib.cupti.path, 0);
 }
 
 /* Continuous mode, the first context, heard inside the first census
@@ -284,7 +286,7 @@ static void setenv_nvtx(void)
 static void context_created_early(void)
 {
 	char err[WIRE_REASON_MAX + 1];
-	if (g.stepped_aside || atomic_load(&g.yielded) || (g.cfg.skip & INJECT_SKIP_UVM))
+	if (lib.stepped_aside || atomic_load(&subs.yielded) || (lib.cfg.skip & INJECT_SKIP_UVM))
 		return;
 	if (register_buffers_once(err, sizeof err) != GPULSE_OK) {
 		say("%s; unified memory is counted from the first tick", err);
@@ -297,11 +299,11 @@ static void context_created_early(void)
  * kind costs only the application's own NVTX calls, so it stays on. */
 static void enable_markers(void)
 {
-	if (g.cfg.skip & INJECT_SKIP_NVTX)
+	if (lib.cfg.skip & INJECT_SKIP_NVTX)
 		return;
-	if (!g.markers) /* armed again after a detach: the table stays */
-		g.markers = calloc(MARKERS_OPEN, sizeof *g.markers);
-	if (g.markers && g.cupti.activity_enable(CUPTI_ACTIVITY_KIND_MARKER) == CUPTI_SUCCESS)
+	if (!act.markers) /* armed again after a detach: the table stays */
+		act.markers = calloc(MARKERS_OPEN, sizeof *act.markers);
+	if (act.markers && lib.cupti.activity_enable(CUPTI_ACTIVITY_KIND_MARKER) == CUPTI_SUCCESS)
 		setenv_nvtx();
 }
 
@@ -311,12 +313,12 @@ static void enable_markers(void)
  * tick's probe is then done). */
 bool arm_continuous(void)
 {
-	if (!atomic_exchange(&g.arm_pending, 0) || g.stepped_aside)
+	if (!atomic_exchange(&tracing.arm_pending, 0) || lib.stepped_aside)
 		return false;
 	char err[WIRE_REASON_MAX + 1];
 	/* A census window holding the subscriber is proof enough that no
 	 * other profiler holds it. */
-	if (!g.holds_census && cupti_taken()) {
+	if (!subs.holds_census && cupti_taken()) {
 		step_aside("CUPTI was taken by another profiler (torch.profiler, Nsight) as the "
 			   "application started; gpulse leaves it to them");
 		return true;
@@ -326,41 +328,41 @@ bool arm_continuous(void)
 		return true;
 	}
 	enable_markers();
-	g.window_next_ns = clock_mono_ns();
-	pthread_mutex_lock(&g.mu);
-	g.have_cupti = 1;
-	if (g.pending_capture_set) {
+	cen.window_next_ns = clock_mono_ns();
+	pthread_mutex_lock(&lib.mu);
+	tracing.have_cupti = 1;
+	if (lib.pending_capture_set) {
 		int64_t now = clock_mono_ns();
-		capture_start(g.cap, g.pending_capture.capture_id, g.pending_capture.max_events, now,
-			      now + (int64_t)g.pending_capture.seconds * NS_PER_SEC);
-		atomic_store(&g.capture_on, 1);
-		g.pending_capture_set = 0;
+		capture_start(lib.cap, lib.pending_capture.capture_id, lib.pending_capture.max_events, now,
+			      now + (int64_t)lib.pending_capture.seconds * NS_PER_SEC);
+		atomic_store(&lib.capture_on, 1);
+		lib.pending_capture_set = 0;
 	}
-	pthread_mutex_unlock(&g.mu);
+	pthread_mutex_unlock(&lib.mu);
 	return true;
 }
 
 int setup_cupti(void)
 {
 	char err[WIRE_REASON_MAX + 1] = "";
-	int rc = cupti_lib_open(&g.cupti, g.cfg.cupti_path, err, sizeof err);
+	int rc = cupti_lib_open(&lib.cupti, lib.cfg.cupti_path, err, sizeof err);
 	if (rc != GPULSE_OK) {
 		step_aside(err);
 		return rc;
 	}
 	CUptiResult r;
 	char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = "";
-	int focused = g.mode == WIRE_MODE_FOCUSED_PROFILER || g.mode == WIRE_MODE_FOCUSED_NVTX;
-	if (g.cupti.subscribe_v2) {
+	int focused = lib.mode == WIRE_MODE_FOCUSED_PROFILER || lib.mode == WIRE_MODE_FOCUSED_NVTX;
+	if (lib.cupti.subscribe_v2) {
 		CUpti_SubscriberParams p;
 		memset(&p, 0, sizeof p);
 		p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
 		p.subscriberName = "gpulse";
 		p.oldSubscriberName = other;
 		p.oldSubscriberSize = sizeof other - 1;
-		r = g.cupti.subscribe_v2(&g.sub, on_callback, NULL, &p);
+		r = lib.cupti.subscribe_v2(&subs.sub, on_callback, NULL, &p);
 	} else {
-		r = g.cupti.subscribe(&g.sub, on_callback, NULL);
+		r = lib.cupti.subscribe(&subs.sub, on_callback, NULL);
 	}
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		snprintf(err, sizeof err, "CUPTI is already in use by another profiler%s%s%s",
@@ -369,7 +371,7 @@ int setup_cupti(void)
 		return GPULSE_EBUSY;
 	}
 	if (r != CUPTI_SUCCESS) {
-		snprintf(err, sizeof err, "cuptiSubscribe failed: %s", cupti_lib_strerror(&g.cupti, r));
+		snprintf(err, sizeof err, "cuptiSubscribe failed: %s", cupti_lib_strerror(&lib.cupti, r));
 		step_aside(err);
 		return GPULSE_EVENDOR;
 	}
@@ -380,17 +382,17 @@ int setup_cupti(void)
 	 * can touch managed memory (the library's thread, which enables
 	 * them in continuous mode, comes up to a second late: the H200 runs
 	 * of 2026-11-29 missed every migration of a short program). */
-	int until_context = g.mode == WIRE_MODE_FULL && !(g.cfg.skip & INJECT_SKIP_UVM) &&
-			    g.cupti.activity_configure_uvm;
+	int until_context = lib.mode == WIRE_MODE_FULL && !(lib.cfg.skip & INJECT_SKIP_UVM) &&
+			    lib.cupti.activity_configure_uvm;
 	if (until_context) {
-		atomic_store(&g.sub_until_context, 1);
-		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE,
+		atomic_store(&subs.sub_until_context, 1);
+		lib.cupti.enable_callback(1, subs.sub, CUPTI_CB_DOMAIN_RESOURCE,
 					CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
-	} else if (!focused && g.mode != WIRE_MODE_CONTINUOUS) {
-		g.cupti.unsubscribe(g.sub);
+	} else if (!focused && lib.mode != WIRE_MODE_CONTINUOUS) {
+		lib.cupti.unsubscribe(subs.sub);
 	}
-	g.holds_subscriber = focused;
-	if (g.mode == WIRE_MODE_CONTINUOUS) {
+	subs.holds_subscriber = focused;
+	if (lib.mode == WIRE_MODE_CONTINUOUS) {
 		/* Touch no CUPTI setting until the library's first tick has
 		 * checked again that CUPTI is free (arm_continuous): a
 		 * profiler started before CUDA (torch.profiler entered before
@@ -399,60 +401,60 @@ int setup_cupti(void)
 		 * registering ours, or closing a window, would take them from
 		 * it (the H200 run of 2026-11-29: torch.profiler saw 0 CUDA
 		 * events). NVTX must reach CUPTI before the first NVTX call. */
-		if (!(g.cfg.skip & INJECT_SKIP_NVTX))
+		if (!(lib.cfg.skip & INJECT_SKIP_NVTX))
 			setenv_nvtx();
-		atomic_store(&g.arm_pending, 1);
+		atomic_store(&tracing.arm_pending, 1);
 		/* The first census window, on the subscription just made: it
 		 * counts from the application's first launch, so a program of
 		 * a second is seen too (census_tick closes it, or gives the
 		 * subscriber back if no launch comes). Callbacks touch none of
 		 * the activity state a profiler started before CUDA may own. */
 		load_driver_fns();
-		if (g.cupti.app_loaded) {
+		if (lib.cupti.app_loaded) {
 			/* An application that loaded CUPTI itself may be a
 			 * profiler's host (PyTorch: torch.profiler entered before
 			 * CUDA sets CUPTI up and subscribes later, and holding
 			 * the subscriber now made it record no CUDA event on the
 			 * H200): its first window waits for the first tick. */
-			g.cupti.unsubscribe(g.sub);
+			lib.cupti.unsubscribe(subs.sub);
 			goto timestamps;
 		}
-		census_enable_callbacks(g.sub);
+		census_enable_callbacks(subs.sub);
 		/* The first context, heard only in this window: unified
 		 * memory is counted from then (context_created_early). */
-		if (!(g.cfg.skip & INJECT_SKIP_UVM) && g.cupti.activity_configure_uvm)
-			g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE,
+		if (!(lib.cfg.skip & INJECT_SKIP_UVM) && lib.cupti.activity_configure_uvm)
+			lib.cupti.enable_callback(1, subs.sub, CUPTI_CB_DOMAIN_RESOURCE,
 						CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
-		g.holds_census = 1;
-		g.census_initial = 1;
-		atomic_store(&g.census_first, 1);
+		subs.holds_census = 1;
+		cen.census_initial = 1;
+		atomic_store(&cen.census_first, 1);
 		/* Observed from now: launches before the first are none. */
-		atomic_store(&g.census_start_ns, clock_mono_ns());
-		atomic_store(&g.census_on, 1);
+		atomic_store(&cen.census_start_ns, clock_mono_ns());
+		atomic_store(&cen.census_on, 1);
 		log_window_open(clock_mono_ns());
 		goto timestamps;
 	}
 	if (register_buffers(err, sizeof err) != GPULSE_OK) {
-		if (focused || atomic_exchange(&g.sub_until_context, 0))
-			g.cupti.unsubscribe(g.sub);
+		if (focused || atomic_exchange(&subs.sub_until_context, 0))
+			lib.cupti.unsubscribe(subs.sub);
 		step_aside(err);
 		return GPULSE_EVENDOR;
 	}
-	g.have_cupti = 1;
+	tracing.have_cupti = 1;
 	if (!focused) {
 		enable_markers();
 		goto timestamps;
 	}
 	/* Callbacks that stay on in every mode cost nothing on launches. */
-	g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
-	if (g.mode == WIRE_MODE_FOCUSED_PROFILER) {
-		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+	lib.cupti.enable_callback(1, subs.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+	if (lib.mode == WIRE_MODE_FOCUSED_PROFILER) {
+		lib.cupti.enable_callback(1, subs.sub, CUPTI_CB_DOMAIN_RUNTIME_API,
 					CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
-		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+		lib.cupti.enable_callback(1, subs.sub, CUPTI_CB_DOMAIN_RUNTIME_API,
 					CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
-		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API,
+		lib.cupti.enable_callback(1, subs.sub, CUPTI_CB_DOMAIN_DRIVER_API,
 					CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
-		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API,
+		lib.cupti.enable_callback(1, subs.sub, CUPTI_CB_DOMAIN_DRIVER_API,
 					CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
 	}
 	static const CUpti_CallbackId nvtx_ids[] = {
@@ -463,13 +465,13 @@ int setup_cupti(void)
 		CUPTI_CBID_NVTX_nvtxDomainRangeStartEx, CUPTI_CBID_NVTX_nvtxDomainRangeEnd,
 	};
 	for (size_t i = 0; i < sizeof nvtx_ids / sizeof nvtx_ids[0]; i++)
-		g.cupti.enable_callback(1, g.sub, CUPTI_CB_DOMAIN_NVTX, nvtx_ids[i]);
+		lib.cupti.enable_callback(1, subs.sub, CUPTI_CB_DOMAIN_NVTX, nvtx_ids[i]);
 	setenv_nvtx();
 timestamps:
 	install_interpose();
 	uint64_t ts = 0;
-	if (g.cupti.get_timestamp(&ts) == CUPTI_SUCCESS)
-		g.cupti_to_wall_ns = clock_wall_ns() - (int64_t)ts;
+	if (lib.cupti.get_timestamp(&ts) == CUPTI_SUCCESS)
+		lib.cupti_to_wall_ns = clock_wall_ns() - (int64_t)ts;
 	return GPULSE_OK;
 }
 

@@ -9,6 +9,8 @@
 #include "inject_internal.h"
 #include "clock.h"
 
+struct inject_subs subs = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
 /* Whether another CUPTI client holds the subscriber now. In continuous
  * and full modes the library holds none (it needs no callbacks there), so
  * a profiler that starts later (torch.profiler, whose CUPTI setup fails
@@ -25,9 +27,9 @@ static void CUPTIAPI probe_cb(void *u, CUpti_CallbackDomain d, CUpti_CallbackId 
 int cupti_taken(void)
 {
 	CUpti_SubscriberHandle s;
-	CUptiResult r = g.cupti.subscribe(&s, probe_cb, NULL);
+	CUptiResult r = lib.cupti.subscribe(&s, probe_cb, NULL);
 	if (r == CUPTI_SUCCESS) {
-		g.cupti.unsubscribe(s);
+		lib.cupti.unsubscribe(s);
 		return 0;
 	}
 	return r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
@@ -37,8 +39,8 @@ int cupti_taken(void)
  * other tool owns them now) and stop tracing for good. */
 void give_way(const char *why)
 {
-	g.have_cupti = 0;
-	atomic_store(&g.active, 0);
+	tracing.have_cupti = 0;
+	atomic_store(&tracing.active, 0);
 	step_aside(why);
 }
 
@@ -48,63 +50,63 @@ void give_way(const char *why)
  * own); then take the result. */
 void detach_tick(int64_t now)
 {
-	int done = atomic_exchange(&g.detach_done, 0);
+	int done = atomic_exchange(&subs.detach_done, 0);
 	if (done) {
 		if (done > 0) {
 			/* CUPTI is as at the process's start (no subscriber any
 			 * more): arm again at the next tick (buffers, markers,
 			 * the census). An open census window ends here. */
-			g.detach_sub = 0;
-			g.detaches++;
-			g.lasting = 0;
+			subs.detach_sub = 0;
+			subs.detaches++;
+			tracing.lasting = 0;
 			census_drop_window(now, 0); /* no exit is heard after cuptiFinalize */
-			g.have_cupti = 0;
-			g.uvm_state = 0;
-			atomic_store(&g.buffers_on, 0);
-			atomic_store(&g.arm_pending, 1);
+			tracing.have_cupti = 0;
+			tracing.uvm_state = 0;
+			atomic_store(&act.buffers_on, 0);
+			atomic_store(&tracing.arm_pending, 1);
 			say("detached from CUPTI after exact tracing (GPULSE_DETACH): launches are back at "
 			    "their cost before it; the census starts again");
 		} else {
-			g.detach_refused = 1;
-			if (g.detach_sub) {
-				g.cupti.unsubscribe(g.sub);
-				g.detach_sub = 0;
+			subs.detach_refused = 1;
+			if (subs.detach_sub) {
+				lib.cupti.unsubscribe(subs.sub);
+				subs.detach_sub = 0;
 			}
 			say("cuptiFinalize refused: %s; the lasting cost of exact tracing stays (not tried again)",
-			    cupti_lib_strerror(&g.cupti, (CUptiResult)atomic_load(&g.detach_result)));
+			    cupti_lib_strerror(&lib.cupti, (CUptiResult)atomic_load(&subs.detach_result)));
 		}
 		return;
 	}
-	if (atomic_load(&g.detach_armed)) {
+	if (atomic_load(&subs.detach_armed)) {
 		int armed = 1;
-		if (now < g.detach_deadline_ns || !atomic_compare_exchange_strong(&g.detach_armed, &armed, 0))
+		if (now < subs.detach_deadline_ns || !atomic_compare_exchange_strong(&subs.detach_armed, &armed, 0))
 			return; /* armed, or detaching right now */
 		/* No driver API call came: let the subscription go, later again. */
-		if (g.detach_sub) {
-			g.cupti.unsubscribe(g.sub);
-			g.detach_sub = 0;
+		if (subs.detach_sub) {
+			lib.cupti.unsubscribe(subs.sub);
+			subs.detach_sub = 0;
 		}
-		g.detach_next_ns = now + 10 * NS_PER_SEC;
+		subs.detach_next_ns = now + 10 * NS_PER_SEC;
 		return;
 	}
-	if (!g.cfg.detach || !g.cupti.finalize || !g.lasting || g.detach_refused || !g.have_cupti ||
-	    atomic_load(&g.active) || atomic_load(&g.capture_on) || now < g.detach_next_ns)
+	if (!lib.cfg.detach || !lib.cupti.finalize || !tracing.lasting || subs.detach_refused || !tracing.have_cupti ||
+	    atomic_load(&tracing.active) || atomic_load(&lib.capture_on) || now < subs.detach_next_ns)
 		return;
 	/* What the capture traced is in; CUPTI's buffers go with it. */
-	g.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	if (!g.holds_census) {
-		CUptiResult r = g.cupti.subscribe(&g.sub, on_callback, NULL);
+	lib.cupti.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	if (!subs.holds_census) {
+		CUptiResult r = lib.cupti.subscribe(&subs.sub, on_callback, NULL);
 		if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 			give_way(GIVE_WAY_FOUND);
 			return;
 		}
 		if (r != CUPTI_SUCCESS)
 			return;
-		census_enable_callbacks(g.sub);
-		g.detach_sub = 1;
+		census_enable_callbacks(subs.sub);
+		subs.detach_sub = 1;
 	}
-	g.detach_deadline_ns = now + 10 * NS_PER_SEC;
-	atomic_store(&g.detach_armed, 1);
+	subs.detach_deadline_ns = now + 10 * NS_PER_SEC;
+	atomic_store(&subs.detach_armed, 1);
 }
 
 /* Full mode's subscriber, held until the unified-memory counters are
@@ -112,8 +114,8 @@ void detach_tick(int64_t now)
  * a profiler started later can still take CUPTI. */
 void release_context_subscriber(void)
 {
-	if (atomic_exchange(&g.sub_until_context, 0))
-		g.cupti.unsubscribe(g.sub);
+	if (atomic_exchange(&subs.sub_until_context, 0))
+		lib.cupti.unsubscribe(subs.sub);
 }
 
 /* ---- another profiler subscribing ---- */
@@ -129,45 +131,45 @@ void release_context_subscriber(void)
  * as they are (the hook is not installed there). */
 static void yield_subscriber(void)
 {
-	if (g.is_fork_child || g.stepped_aside || atomic_load(&g.yielded))
+	if (life.is_fork_child || lib.stepped_aside || atomic_load(&subs.yielded))
 		return;
-	pthread_mutex_lock(&g.smu);
-	if (!atomic_exchange(&g.yielded, 1) && !g.stepped_aside) {
+	pthread_mutex_lock(&subs.mu);
+	if (!atomic_exchange(&subs.yielded, 1) && !lib.stepped_aside) {
 		int64_t now = clock_mono_ns();
-		int held = g.holds_census || g.detach_sub || atomic_load(&g.sub_until_context);
-		if (g.holds_census) {
+		int held = subs.holds_census || subs.detach_sub || atomic_load(&subs.sub_until_context);
+		if (subs.holds_census) {
 			census_drop_window(now, 1);
-			g.window_log[g.windows % WINDOW_LOG][1] = now;
-			g.windows++;
+			cen.window_log[cen.windows % WINDOW_LOG][1] = now;
+			cen.windows++;
 		}
 		int armed = 1;
-		if (atomic_compare_exchange_strong(&g.detach_armed, &armed, 0) && g.detach_sub)
-			g.cupti.unsubscribe(g.sub);
-		g.detach_sub = 0;
+		if (atomic_compare_exchange_strong(&subs.detach_armed, &armed, 0) && subs.detach_sub)
+			lib.cupti.unsubscribe(subs.sub);
+		subs.detach_sub = 0;
 		release_context_subscriber();
 		if (held)
-			g.yields++;
+			subs.yields++;
 	}
-	pthread_mutex_unlock(&g.smu);
-	pthread_mutex_lock(&g.mu);
-	mono_cond_signal(&g.wake); /* step aside now, not at the next tick */
-	pthread_mutex_unlock(&g.mu);
+	pthread_mutex_unlock(&subs.mu);
+	pthread_mutex_lock(&lib.mu);
+	mono_cond_signal(&lib.wake); /* step aside now, not at the next tick */
+	pthread_mutex_unlock(&lib.mu);
 }
 
 static CUptiResult CUPTIAPI other_subscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb,
 					    void *user)
 {
 	yield_subscriber();
-	return g.cupti.subscribe(sub, cb, user);
+	return lib.cupti.subscribe(sub, cb, user);
 }
 
 static CUptiResult CUPTIAPI other_subscribe_v2(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb,
 					       void *user, CUpti_SubscriberParams *params)
 {
 	yield_subscriber();
-	if (!g.cupti.subscribe_v2)
+	if (!lib.cupti.subscribe_v2)
 		return CUPTI_ERROR_NOT_INITIALIZED;
-	return g.cupti.subscribe_v2(sub, cb, user, params);
+	return lib.cupti.subscribe_v2(sub, cb, user, params);
 }
 
 static const struct interpose_entry subscribe_entries[] = {
@@ -180,12 +182,12 @@ static const struct interpose_entry subscribe_entries[] = {
  * found by the library thread's rescan once a second. */
 void install_interpose(void)
 {
-	if ((g.mode != WIRE_MODE_CONTINUOUS && g.mode != WIRE_MODE_FULL) ||
-	    (g.cfg.skip & INJECT_SKIP_INTERPOSE) || !interpose_supported())
+	if ((lib.mode != WIRE_MODE_CONTINUOUS && lib.mode != WIRE_MODE_FULL) ||
+	    (lib.cfg.skip & INJECT_SKIP_INTERPOSE) || !interpose_supported())
 		return;
-	const void *skip[] = { (const void *)yield_subscriber, (const void *)g.cupti.subscribe };
-	interpose_init(&g.ip, subscribe_entries, sizeof subscribe_entries / sizeof subscribe_entries[0],
+	const void *skip[] = { (const void *)yield_subscriber, (const void *)lib.cupti.subscribe };
+	interpose_init(&subs.ip, subscribe_entries, sizeof subscribe_entries / sizeof subscribe_entries[0],
 		       skip, sizeof skip / sizeof skip[0]);
-	interpose_scan(&g.ip);
+	interpose_scan(&subs.ip);
 }
 

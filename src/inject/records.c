@@ -21,6 +21,8 @@
 #define BUFFERS_MAX     32          /* outstanding: 32 MiB at most */
 #define NVTX_DEPTH      32          /* nested ranges tracked per thread */
 
+struct inject_activity act = { .buffers_mu = PTHREAD_MUTEX_INITIALIZER };
+
 struct nvtx_frame {
 	int64_t start_mono_ns;
 	uint8_t focus;
@@ -81,17 +83,17 @@ static void demangle_into(const char *mangled, char out[WIRE_KERNEL_NAME_MAX + 1
 	free(d);
 }
 
-/* Demangled name for CUPTI's name pointer; under g.mu. */
+/* Demangled name for CUPTI's name pointer; under lib.mu. */
 const char *kernel_name(const char *mangled)
 {
 	static char scratch[WIRE_KERNEL_NAME_MAX + 1];
 	if (!mangled)
 		return "(unnamed)";
-	if (g.names) {
+	if (act.names) {
 		uintptr_t h = ((uintptr_t)mangled >> 4) * 0x9e3779b97f4a7c15ull;
 		unsigned i = (unsigned)(h >> 40) & (NAME_CACHE - 1);
 		for (unsigned probe = 0; probe < 16; probe++, i = (i + 1) & (NAME_CACHE - 1)) {
-			struct name_entry *e = &g.names[i];
+			struct name_entry *e = &act.names[i];
 			if (e->key == mangled)
 				return e->name;
 			if (!e->key) {
@@ -104,7 +106,7 @@ const char *kernel_name(const char *mangled)
 			}
 		}
 	}
-	g.names_uncached++;
+	act.names_uncached++;
 	demangle_into(mangled, scratch);
 	return scratch;
 }
@@ -118,13 +120,13 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 	*size = 0;
 	/* Past the cap CUPTI drops records and counts them; we read its
 	 * count when the next buffer completes. */
-	if (atomic_fetch_add(&g.buffers_out, 1) >= BUFFERS_MAX) {
-		atomic_fetch_sub(&g.buffers_out, 1);
+	if (atomic_fetch_add(&act.buffers_out, 1) >= BUFFERS_MAX) {
+		atomic_fetch_sub(&act.buffers_out, 1);
 		return;
 	}
 	uint8_t *b = aligned_alloc(8, BUFFER_BYTES);
 	if (!b) {
-		atomic_fetch_sub(&g.buffers_out, 1);
+		atomic_fetch_sub(&act.buffers_out, 1);
 		return;
 	}
 	*buffer = b;
@@ -153,31 +155,31 @@ static uint8_t copy_pinned(uint8_t kind, uint8_t src_kind, uint8_t dst_kind)
 }
 
 /* Whether what happens now belongs to a capture (callbacks, which run
- * as it happens); under g.mu. */
+ * as it happens); under lib.mu. */
 static int capturing(void)
 {
-	return atomic_load_explicit(&g.capture_on, memory_order_relaxed) &&
-	       capture_active(g.cap, clock_mono_ns());
+	return atomic_load_explicit(&lib.capture_on, memory_order_relaxed) &&
+	       capture_active(lib.cap, clock_mono_ns());
 }
 
 /* Whether an activity record that started at CUPTI time ts belongs to a
- * capture (records arrive up to a flush later); under g.mu. */
+ * capture (records arrive up to a flush later); under lib.mu. */
 static int captured(int cap, uint64_t ts)
 {
-	return cap && capture_active(g.cap, (int64_t)ts + g.cupti_to_wall_ns - g.mono_to_wall_ns);
+	return cap && capture_active(lib.cap, (int64_t)ts + lib.cupti_to_wall_ns - lib.mono_to_wall_ns);
 }
 
 /* NVTX ranges from MARKER records (continuous and full modes): a start
  * record names the range, the end record with the same id closes it.
- * Under g.mu. */
+ * Under lib.mu. */
 static void marker(uint32_t flags, uint32_t id, uint64_t ts, const char *name, int cap)
 {
-	if (!g.markers || id == 0)
+	if (!act.markers || id == 0)
 		return;
 	unsigned h = (id * 2654435761u) & (MARKERS_OPEN - 1);
 	if (flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
 		for (unsigned p = 0; p < MARKERS_OPEN; p++, h = (h + 1) & (MARKERS_OPEN - 1)) {
-			struct marker_open *m = &g.markers[h];
+			struct marker_open *m = &act.markers[h];
 			if (m->id == 0) {
 				m->id = id;
 				m->start_ns = ts;
@@ -185,31 +187,31 @@ static void marker(uint32_t flags, uint32_t id, uint64_t ts, const char *name, i
 				return;
 			}
 		}
-		atomic_fetch_add(&g.nvtx_dropped, 1); /* too many open ranges */
+		atomic_fetch_add(&act.nvtx_dropped, 1); /* too many open ranges */
 	} else if (flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
 		/* Linear probing: the run from the id's home slot ends at the
 		 * first free slot (deletions re-seat what follows them). */
-		for (unsigned p = 0; p < MARKERS_OPEN && g.markers[h].id;
+		for (unsigned p = 0; p < MARKERS_OPEN && act.markers[h].id;
 		     p++, h = (h + 1) & (MARKERS_OPEN - 1)) {
-			struct marker_open *m = &g.markers[h];
+			struct marker_open *m = &act.markers[h];
 			if (m->id != id)
 				continue;
-			agg_add_range(g.cur, m->name, ts > m->start_ns ? ts - m->start_ns : 0);
+			agg_add_range(lib.cur, m->name, ts > m->start_ns ? ts - m->start_ns : 0);
 			if (captured(cap, m->start_ns))
-				capture_add(g.cap, WIRE_EV_RANGE, 0, 0, 0,
-					    m->start_ns + (uint64_t)g.cupti_to_wall_ns,
-					    ts + (uint64_t)g.cupti_to_wall_ns, 0, m->name);
+				capture_add(lib.cap, WIRE_EV_RANGE, 0, 0, 0,
+					    m->start_ns + (uint64_t)lib.cupti_to_wall_ns,
+					    ts + (uint64_t)lib.cupti_to_wall_ns, 0, m->name);
 			m->id = 0;
 			/* Re-seat the entries after it in the probe run, so later
 			 * lookups still find them. */
 			unsigned j = (h + 1) & (MARKERS_OPEN - 1);
-			while (g.markers[j].id) {
-				struct marker_open t = g.markers[j];
-				g.markers[j].id = 0;
+			while (act.markers[j].id) {
+				struct marker_open t = act.markers[j];
+				act.markers[j].id = 0;
 				unsigned k = (t.id * 2654435761u) & (MARKERS_OPEN - 1);
-				while (g.markers[k].id)
+				while (act.markers[k].id)
 					k = (k + 1) & (MARKERS_OPEN - 1);
-				g.markers[k] = t;
+				act.markers[k] = t;
 				j = (j + 1) & (MARKERS_OPEN - 1);
 			}
 			return;
@@ -230,12 +232,12 @@ static void process_record(CUpti_Activity *rec, int cap)
 			.registers = k->registersPerThread,
 			.shared_bytes = (uint32_t)k->staticSharedMemory + (uint32_t)k->dynamicSharedMemory,
 		};
-		agg_add_kernel(g.cur, &r);
-		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
+		agg_add_kernel(lib.cur, &r);
+		atomic_fetch_add_explicit(&act.launch_records, 1, memory_order_relaxed);
 		if (captured(cap, k->start))
-			capture_add(g.cap, WIRE_EV_KERNEL, 0, k->deviceId, k->streamId,
-				    k->start + (uint64_t)g.cupti_to_wall_ns,
-				    k->end + (uint64_t)g.cupti_to_wall_ns, 0, r.name);
+			capture_add(lib.cap, WIRE_EV_KERNEL, 0, k->deviceId, k->streamId,
+				    k->start + (uint64_t)lib.cupti_to_wall_ns,
+				    k->end + (uint64_t)lib.cupti_to_wall_ns, 0, r.name);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -246,12 +248,12 @@ static void process_record(CUpti_Activity *rec, int cap)
 			.device = m->deviceId, .context = m->contextId, .stream = m->streamId,
 			.start_ns = m->start, .end_ns = m->end, .bytes = m->bytes,
 		};
-		agg_add_copy(g.cur, &r);
-		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
+		agg_add_copy(lib.cur, &r);
+		atomic_fetch_add_explicit(&act.launch_records, 1, memory_order_relaxed);
 		if (captured(cap, m->start))
-			capture_add(g.cap, WIRE_EV_COPY, kind, m->deviceId, m->streamId,
-				    m->start + (uint64_t)g.cupti_to_wall_ns,
-				    m->end + (uint64_t)g.cupti_to_wall_ns, m->bytes,
+			capture_add(lib.cap, WIRE_EV_COPY, kind, m->deviceId, m->streamId,
+				    m->start + (uint64_t)lib.cupti_to_wall_ns,
+				    m->end + (uint64_t)lib.cupti_to_wall_ns, m->bytes,
 				    agg_copy_kind_name(kind));
 		break;
 	}
@@ -262,12 +264,12 @@ static void process_record(CUpti_Activity *rec, int cap)
 			.context = m->contextId, .stream = m->streamId, .start_ns = m->start,
 			.end_ns = m->end, .bytes = m->bytes,
 		};
-		agg_add_copy(g.cur, &r);
-		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
+		agg_add_copy(lib.cur, &r);
+		atomic_fetch_add_explicit(&act.launch_records, 1, memory_order_relaxed);
 		if (captured(cap, m->start))
-			capture_add(g.cap, WIRE_EV_COPY, WIRE_COPY_PEER, m->deviceId, m->streamId,
-				    m->start + (uint64_t)g.cupti_to_wall_ns,
-				    m->end + (uint64_t)g.cupti_to_wall_ns, m->bytes, "peer");
+			capture_add(lib.cap, WIRE_EV_COPY, WIRE_COPY_PEER, m->deviceId, m->streamId,
+				    m->start + (uint64_t)lib.cupti_to_wall_ns,
+				    m->end + (uint64_t)lib.cupti_to_wall_ns, m->bytes, "peer");
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -277,12 +279,12 @@ static void process_record(CUpti_Activity *rec, int cap)
 			.context = m->contextId, .stream = m->streamId, .start_ns = m->start,
 			.end_ns = m->end, .bytes = m->bytes,
 		};
-		agg_add_copy(g.cur, &r);
-		atomic_fetch_add_explicit(&g.launch_records, 1, memory_order_relaxed);
+		agg_add_copy(lib.cur, &r);
+		atomic_fetch_add_explicit(&act.launch_records, 1, memory_order_relaxed);
 		if (captured(cap, m->start))
-			capture_add(g.cap, WIRE_EV_MEMSET, WIRE_COPY_MEMSET, m->deviceId, m->streamId,
-				    m->start + (uint64_t)g.cupti_to_wall_ns,
-				    m->end + (uint64_t)g.cupti_to_wall_ns, m->bytes, "memset");
+			capture_add(lib.cap, WIRE_EV_MEMSET, WIRE_COPY_MEMSET, m->deviceId, m->streamId,
+				    m->start + (uint64_t)lib.cupti_to_wall_ns,
+				    m->end + (uint64_t)lib.cupti_to_wall_ns, m->bytes, "memset");
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
@@ -298,10 +300,10 @@ static void process_record(CUpti_Activity *rec, int cap)
 			.start_ns = s->start, .end_ns = s->end,
 		};
 		/* The record names no device; the context's kernels do. */
-		for (unsigned i = 0; i < g.cur->nscopes; i++)
-			if (g.cur->scopes[i].context == s->contextId)
-				r.device = g.cur->scopes[i].device;
-		agg_add_sync(g.cur, &r);
+		for (unsigned i = 0; i < lib.cur->nscopes; i++)
+			if (lib.cur->scopes[i].context == s->contextId)
+				r.device = lib.cur->scopes[i].device;
+		agg_add_sync(lib.cur, &r);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MARKER: {
@@ -325,7 +327,7 @@ static void process_record(CUpti_Activity *rec, int cap)
 		case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT:
 			/* One record per CPU fault; its value is not a count
 			 * (the H200 showed address-sized numbers there). */
-			agg_add_uvm(g.cur, 0, AGG_UVM_CPU_FAULTS, 1);
+			agg_add_uvm(lib.cur, 0, AGG_UVM_CPU_FAULTS, 1);
 			return;
 		case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT:
 			c = AGG_UVM_GPU_FAULTS;
@@ -341,7 +343,7 @@ static void process_record(CUpti_Activity *rec, int cap)
 		}
 		if (dev >= 1024)
 			dev = 0; /* a CPU id or "invalid" on the other side */
-		agg_add_uvm(g.cur, dev, c, u->value);
+		agg_add_uvm(lib.cur, dev, c, u->value);
 		break;
 	}
 	default:
@@ -353,32 +355,32 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 				      size_t size, size_t valid)
 {
 	(void)size;
-	if (buffer && valid > 0 && g.cur) {
+	if (buffer && valid > 0 && lib.cur) {
 		int64_t t0 = clock_mono_ns();
 		uint64_t n = 0;
-		pthread_mutex_lock(&g.mu);
-		int cap = atomic_load(&g.capture_on);
-		uint64_t dropped_before = g.cur->dropped;
+		pthread_mutex_lock(&lib.mu);
+		int cap = atomic_load(&lib.capture_on);
+		uint64_t dropped_before = lib.cur->dropped;
 		CUpti_Activity *rec = NULL;
-		while (g.cupti.activity_get_next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
+		while (lib.cupti.activity_get_next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
 			process_record(rec, cap);
 			n++;
 		}
-		uint64_t bound_drops = g.cur->dropped - dropped_before;
-		pthread_mutex_unlock(&g.mu);
-		atomic_fetch_add(&g.records_total, n);
-		atomic_fetch_add(&g.records_dropped, bound_drops);
-		atomic_fetch_add(&g.proc_ns, (uint64_t)(clock_mono_ns() - t0));
-		atomic_fetch_add(&g.proc_records, n);
+		uint64_t bound_drops = lib.cur->dropped - dropped_before;
+		pthread_mutex_unlock(&lib.mu);
+		atomic_fetch_add(&act.records_total, n);
+		atomic_fetch_add(&act.records_dropped, bound_drops);
+		atomic_fetch_add(&act.proc_ns, (uint64_t)(clock_mono_ns() - t0));
+		atomic_fetch_add(&act.proc_records, n);
 	}
 	size_t dropped = 0;
-	if (g.cupti.activity_get_num_dropped_records &&
-	    g.cupti.activity_get_num_dropped_records(ctx, stream_id, &dropped) == CUPTI_SUCCESS &&
+	if (lib.cupti.activity_get_num_dropped_records &&
+	    lib.cupti.activity_get_num_dropped_records(ctx, stream_id, &dropped) == CUPTI_SUCCESS &&
 	    dropped)
-		atomic_fetch_add(&g.records_dropped, dropped);
+		atomic_fetch_add(&act.records_dropped, dropped);
 	if (buffer) {
 		free(buffer);
-		atomic_fetch_sub(&g.buffers_out, 1);
+		atomic_fetch_sub(&act.buffers_out, 1);
 	}
 }
 
@@ -388,8 +390,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 static void range_begin(struct nvtx_frame *f, const char *name)
 {
 	str_copy(f->name, sizeof f->name, name ? name : "");
-	f->focus = g.mode == WIRE_MODE_FOCUSED_NVTX && strcmp(f->name, g.nvtx_focus) == 0;
-	if (f->focus && atomic_fetch_add(&g.focus_on, 1) == 0)
+	f->focus = lib.mode == WIRE_MODE_FOCUSED_NVTX && strcmp(f->name, lib.nvtx_focus) == 0;
+	if (f->focus && atomic_fetch_add(&tracing.focus_on, 1) == 0)
 		set_tracing(1);
 	f->start_mono_ns = clock_mono_ns();
 }
@@ -400,7 +402,7 @@ void nvtx_push(const char *name)
 {
 	if (nvtx_stack.depth >= NVTX_DEPTH) {
 		nvtx_stack.depth++; /* keep pops balanced; the range is not timed */
-		atomic_fetch_add(&g.nvtx_dropped, 1);
+		atomic_fetch_add(&act.nvtx_dropped, 1);
 		return;
 	}
 	range_begin(&nvtx_stack.frames[nvtx_stack.depth++], name);
@@ -425,7 +427,7 @@ void nvtx_start(const char *name, const void *ret)
 {
 	uint64_t id = ret ? *(const nvtxRangeId_t *)ret : 0;
 	if (id == 0) {
-		atomic_fetch_add(&g.nvtx_dropped, 1);
+		atomic_fetch_add(&act.nvtx_dropped, 1);
 		return;
 	}
 	struct nvtx_frame f;
@@ -442,8 +444,8 @@ void nvtx_start(const char *name, const void *ret)
 	pthread_mutex_unlock(&nvtx_ranges.mu);
 	if (!slot) {
 		/* Too many open: untimed, and its focus is given back now. */
-		atomic_fetch_add(&g.nvtx_dropped, 1);
-		if (f.focus && atomic_fetch_sub(&g.focus_on, 1) == 1)
+		atomic_fetch_add(&act.nvtx_dropped, 1);
+		if (f.focus && atomic_fetch_sub(&tracing.focus_on, 1) == 1)
 			set_tracing(0);
 	}
 }
@@ -468,40 +470,40 @@ void nvtx_end(uint64_t id)
 static void range_end(const struct nvtx_frame *f, int64_t end)
 {
 	uint64_t dur = end > f->start_mono_ns ? (uint64_t)(end - f->start_mono_ns) : 0;
-	if (f->focus && atomic_fetch_sub(&g.focus_on, 1) == 1)
+	if (f->focus && atomic_fetch_sub(&tracing.focus_on, 1) == 1)
 		set_tracing(0);
 	/* Never wait on an application thread: if the lock is busy (a
 	 * flush is copying the tables), the range is counted as dropped. */
-	if (pthread_mutex_trylock(&g.mu) != 0) {
-		atomic_fetch_add(&g.nvtx_dropped, 1);
+	if (pthread_mutex_trylock(&lib.mu) != 0) {
+		atomic_fetch_add(&act.nvtx_dropped, 1);
 		return;
 	}
-	if (g.cur)
-		agg_add_range(g.cur, f->name, dur);
+	if (lib.cur)
+		agg_add_range(lib.cur, f->name, dur);
 	if (capturing())
-		capture_add(g.cap, WIRE_EV_RANGE, 0, 0, 0,
-			    (uint64_t)(f->start_mono_ns + g.mono_to_wall_ns),
-			    (uint64_t)(end + g.mono_to_wall_ns), 0, f->name);
-	pthread_mutex_unlock(&g.mu);
+		capture_add(lib.cap, WIRE_EV_RANGE, 0, 0, 0,
+			    (uint64_t)(f->start_mono_ns + lib.mono_to_wall_ns),
+			    (uint64_t)(end + lib.mono_to_wall_ns), 0, f->name);
+	pthread_mutex_unlock(&lib.mu);
 }
 
 /* Route CUPTI's activity buffers to this library. */
 int register_buffers(char *err, size_t errlen)
 {
-	if ((g.cfg.skip & INJECT_SKIP_PERTHREAD) && g.cupti.activity_set_attribute) {
+	if ((lib.cfg.skip & INJECT_SKIP_PERTHREAD) && lib.cupti.activity_set_attribute) {
 		/* Must come before the callbacks and any kind (cupti_activity.h). */
 		uint8_t no = 0;
 		size_t sz = sizeof no;
-		CUptiResult a = g.cupti.activity_set_attribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER,
+		CUptiResult a = lib.cupti.activity_set_attribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER,
 							       &sz, &no);
 		if (a != CUPTI_SUCCESS)
 			say("cannot turn per-thread activity buffers off: %s; going on",
-			    cupti_lib_strerror(&g.cupti, a));
+			    cupti_lib_strerror(&lib.cupti, a));
 	}
-	CUptiResult r = g.cupti.activity_register_callbacks(buffer_requested, buffer_completed);
+	CUptiResult r = lib.cupti.activity_register_callbacks(buffer_requested, buffer_completed);
 	if (r == CUPTI_SUCCESS)
 		return GPULSE_OK;
-	snprintf(err, errlen, "cuptiActivityRegisterCallbacks failed: %s", cupti_lib_strerror(&g.cupti, r));
+	snprintf(err, errlen, "cuptiActivityRegisterCallbacks failed: %s", cupti_lib_strerror(&lib.cupti, r));
 	return GPULSE_EVENDOR;
 }
 
@@ -510,13 +512,13 @@ int register_buffers(char *err, size_t errlen)
 int register_buffers_once(char *err, size_t errlen)
 {
 	int rc = GPULSE_OK;
-	pthread_mutex_lock(&g.bmu);
-	if (!atomic_load(&g.buffers_on)) {
+	pthread_mutex_lock(&act.buffers_mu);
+	if (!atomic_load(&act.buffers_on)) {
 		rc = register_buffers(err, errlen);
 		if (rc == GPULSE_OK)
-			atomic_store(&g.buffers_on, 1);
+			atomic_store(&act.buffers_on, 1);
 	}
-	pthread_mutex_unlock(&g.bmu);
+	pthread_mutex_unlock(&act.buffers_mu);
 	return rc;
 }
 
