@@ -5,7 +5,7 @@
  *
  * A window counts launches per kernel (name, grid, block, context) and
  * copies and memsets per kind and bytes, and keeps the GPU durations of a
- * sample of the launches (timed with CUDA events around them by inject.c).
+ * sample of the launches (timed with CUDA events around them by census_windows.c).
  * At the end of an interval, census_estimate stands what the windows saw
  * for the whole interval: the launches they counted, plus each kernel's
  * rate over the recent windows (census_pool: counts and observed time of
