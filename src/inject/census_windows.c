@@ -5,12 +5,10 @@
  * between two events (census_time_start/_end, read by
  * census_poll_samples), and the fold of an interval's counts into
  * estimates. The arithmetic is CUPTI-free, in census.c and governor.c. */
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "inject_internal.h"

@@ -15,7 +15,6 @@
 #include "inject_internal.h"
 #include "clock.h"
 #include "status.h"
-#include "str.h"
 
 struct inject_tracing tracing;
 
