@@ -95,15 +95,17 @@ struct inject_lib {
 	uint64_t kernels_other;    /* the library thread */
 
 	struct client *client;     /* once (connect_daemon); NULL after exit's */
-	pthread_t thread;          /* start_thread: at start, exit and in a forked child */
-	int thread_started;        /* ... likewise */
+	/* The application's thread that starts or stops it: InitializeInjection,
+	 * at_exit, fork_child. */
+	pthread_t thread;
+	int thread_started;
 	int stop;                  /* mu */
 	int thread_done;           /* mu: the thread left its loop */
 };
 extern struct inject_lib lib;
 
 /* CUPTI's activity tracing, switched on and off (cupti_setup.c). No lock:
- * each field is atomic or has one writer. */
+ * each field is atomic or written by one thread at a time. */
 struct inject_tracing {
 	atomic_int have_cupti;     /* CUPTI opened and ours (read on the client's thread too) */
 	atomic_int arm_pending;    /* continuous mode: CUPTI not touched until the first tick */
