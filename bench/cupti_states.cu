@@ -373,7 +373,7 @@ static void closes(void)
 // GPU time, O/o every driver
 // API callback on (empty body) / off.
 // A one-byte activity attribute; reports `refused` with CUPTI's code.
-// Steps B, b, e: continuous mode's census windows (src/inject/inject.c),
+// Steps B, b, e: continuous mode's census windows (src/inject/census_windows.c),
 // measured alone. B subscribes a callback that counts every driver launch
 // (as the census does: a lock, a table, a clock read); e makes it also
 // time one launch in 32 with two CUDA events on the launch's stream, as
@@ -471,7 +471,7 @@ static double api_round(int which, CUstream st, cudaEvent_t ev)
 }
 
 // Step I: what each driver call of a census sample costs the launching
-// thread by itself (src/inject/inject.c, census_time_start/_end), on an
+// thread by itself (src/inject/census_windows.c, census_time_start/_end), on an
 // idle stream (2000 calls) and on one busy with a long kernel (300): the
 // median ns per call.
 __global__ void k_spin(long long cycles)

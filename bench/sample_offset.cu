@@ -3,7 +3,7 @@
 // could calibrate the difference in the application's process.
 //
 // Continuous mode times one launch in many the way the library does it
-// (src/inject/inject.c, census_time_start/end): the stream waits on a
+// (src/inject/census_windows.c, census_time_start/end): the stream waits on a
 // host-mapped word, a floor event f and a start event a are recorded, the
 // kernel is launched, an end event b is recorded, and the word is set.
 // The GPU then meets f, a, the kernel and b back to back; a->b is the

@@ -1,14 +1,14 @@
 /* In-process aggregation of CUDA activity for libgpulse-inject.so: kernels,
  * copies and memsets, unified-memory counters, per-stream busy/gap/sync
  * time and NVTX ranges, per device and context. It knows nothing of CUPTI
- * (inject.c turns activity records into the plain records below), so the
+ * (records.c turns activity records into the plain records below), so the
  * arithmetic is tested in CI from synthetic records.
  *
  * Every table has a fixed size (no allocation after agg_create): a kernel
  * name past the table's capacity is folded into its scope's "other" entry,
  * any other record past a bound is dropped, and both are counted. An agg
- * is not thread-safe: the caller serialises access (inject.c holds one
- * mutex around the adders and agg_take). */
+ * is not thread-safe: the caller serialises access (the library holds one
+ * mutex, lib.mu, around the adders and agg_take). */
 #ifndef GPULSE_INJECT_AGG_H
 #define GPULSE_INJECT_AGG_H
 

@@ -5,7 +5,8 @@
  *
  * A window counts launches per kernel (name, grid, block, context) and
  * copies and memsets per kind and bytes, and keeps the GPU durations of a
- * sample of the launches (timed with CUDA events around them by inject.c).
+ * sample of the launches (timed with CUDA events around them by
+ * census_windows.c).
  * At the end of an interval, census_estimate stands what the windows saw
  * for the whole interval: the launches they counted, plus each kernel's
  * rate over the recent windows (census_pool: counts and observed time of
@@ -18,9 +19,10 @@
  * 9-17% off when each interval was scaled by its own windows alone.
  *
  * The adders run on application threads inside CUPTI callbacks: no
- * allocation, a bounded table, and the caller serialises (inject.c takes a
- * lock with trylock and counts a busy one as unobserved). Knows nothing of
- * CUPTI: tested in CI from synthetic launches. */
+ * allocation, a bounded table, and the caller serialises
+ * (census_windows.c takes a lock with trylock and counts a busy one as
+ * unobserved). Knows nothing of CUPTI: tested in CI from synthetic
+ * launches. */
 #ifndef GPULSE_INJECT_CENSUS_H
 #define GPULSE_INJECT_CENSUS_H
 
@@ -170,7 +172,7 @@ uint64_t census_means_count(const struct census_means *m, const char *key, uint3
  * the two met back to back: at most half again the mean of the `n` floors
  * summing to `sum` so far; taken as met while fewer than 8 are known. An
  * unheld sample whose floor was not met holds the launch call and is left
- * out (inject.c census_poll_samples). */
+ * out (census_windows.c, census_poll_samples). */
 int census_floor_met(uint64_t floor_ns, uint64_t sum, uint64_t n);
 
 /* How many floors (the GPU's step from one event to the next, met back to

@@ -174,8 +174,8 @@ static int64_t case_launch_step_ns;
 static int case_calib_stall; /* the stand-in never runs the calibration's kernels */
 
 /* The stream waits (held samples) a timed case launches until: past a
- * kernel's first 32 timed launches (SAMPLES_ENOUGH in inject.c), enough
- * sparse ones to tell sparse sampling from dense. */
+ * kernel's first 32 timed launches (SAMPLES_ENOUGH in census.h),
+ * enough sparse ones to tell sparse sampling from dense. */
 #define TIMED_WAITS 100
 
 static void play(enum scenario sc, struct outcome *o)
