@@ -138,6 +138,10 @@ static const struct key_spec sampling_keys[] = {
 	LEAF("per_process_utilization", BOOL, sampling.per_process_utilization),
 	LEAF("gpm", BOOL, sampling.gpm),
 	LEAF("events", BOOL, sampling.events),
+	LEAF_R("adaptive", BOOL, sampling.adaptive, RELOAD_LIVE),
+	RANGED_R("fast_floor", DURATION, sampling.fast_floor_ns, 10 * MS, 3600 * SEC, RELOAD_LIVE),
+	RANGED_R("normal_floor", DURATION, sampling.normal_floor_ns, 10 * MS, 86400 * SEC, RELOAD_LIVE),
+	RANGED_R("quiet", DURATION, sampling.quiet_ns, 0, 86400 * SEC, RELOAD_LIVE),
 };
 
 static const struct key_spec replay_keys[] = {
@@ -414,6 +418,10 @@ void config_defaults(struct gpulse_config *c)
 	c->sampling.per_process_utilization = true;
 	c->sampling.gpm = true;
 	c->sampling.events = true;
+	c->sampling.adaptive = true;
+	c->sampling.fast_floor_ns = 1 * NS_PER_SEC;
+	c->sampling.normal_floor_ns = 5 * NS_PER_SEC;
+	c->sampling.quiet_ns = 10 * NS_PER_SEC;
 	c->replay.speed = 1.0;
 	c->replay.loop = true;
 	c->diagnosis.window_ns = 5 * NS_PER_SEC;
@@ -2037,6 +2045,9 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 	} order[] = {
 		{c->sampling.normal_ns, c->sampling.fast_ns, "sampling.normal", "sampling.fast"},
 		{c->sampling.slow_ns, c->sampling.normal_ns, "sampling.slow", "sampling.normal"},
+		{c->sampling.fast_floor_ns, c->sampling.fast_ns, "sampling.fast_floor", "sampling.fast"},
+		{c->sampling.normal_floor_ns, c->sampling.normal_ns, "sampling.normal_floor",
+		 "sampling.normal"},
 		{c->diagnosis.history_ns, c->diagnosis.window_ns, "diagnosis.history", "diagnosis.window"},
 		{c->anomaly.halflife_ns, c->anomaly.step_ns, "anomaly.halflife", "anomaly.step"},
 	};
@@ -2205,6 +2216,10 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       a->sampling.rediscover_ns == b->sampling.rediscover_ns &&
 	       a->sampling.per_process_utilization == b->sampling.per_process_utilization &&
 	       a->sampling.gpm == b->sampling.gpm && a->sampling.events == b->sampling.events &&
+	       a->sampling.adaptive == b->sampling.adaptive &&
+	       a->sampling.fast_floor_ns == b->sampling.fast_floor_ns &&
+	       a->sampling.normal_floor_ns == b->sampling.normal_floor_ns &&
+	       a->sampling.quiet_ns == b->sampling.quiet_ns &&
 	       strcmp(a->replay.file, b->replay.file) == 0 && a->replay.speed == b->replay.speed &&
 	       a->replay.loop == b->replay.loop &&
 	       strcmp(a->storage.path, b->storage.path) == 0 &&
@@ -2252,6 +2267,17 @@ void config_to_collector(const struct gpulse_config *c, struct collector_config 
 	out->per_process_util = c->sampling.per_process_utilization;
 	out->gpm = c->sampling.gpm;
 	out->events = c->sampling.events;
+	config_to_adapt(c, &out->adapt);
+}
+
+void config_to_adapt(const struct gpulse_config *c, struct adapt_config *out)
+{
+	adapt_config_defaults(out);
+	out->enabled = c->sampling.adaptive;
+	out->floor_ns[TIER_FAST] = c->sampling.fast_floor_ns;
+	out->floor_ns[TIER_NORMAL] = c->sampling.normal_floor_ns;
+	out->floor_ns[TIER_SLOW] = c->sampling.slow_ns;
+	out->quiet_ns = c->sampling.quiet_ns;
 }
 
 uint16_t config_attrib_labels(const struct gpulse_config *c)

@@ -17,6 +17,7 @@
 #include "owner.h"
 
 struct collector_config;
+struct adapt_config;
 struct http_config;
 
 #define CONFIG_MAX_FILE_BYTES (1024 * 1024) /* config_load_file refuses larger */
@@ -118,6 +119,13 @@ struct gpulse_config {
 		bool per_process_utilization;
 		bool gpm;
 		bool events;
+		/* Adaptive sampling (src/collect/adapt.h): the periods above
+		 * are the ceilings; the dear reads (memory, GPM) go to these
+		 * floors while their GPU is steady. */
+		bool adaptive;
+		int64_t fast_floor_ns;
+		int64_t normal_floor_ns;
+		int64_t quiet_ns;
 	} sampling;
 	struct {
 		char file[CONFIG_PATH_LEN];     /* "": read the GPUs through NVML */
@@ -327,6 +335,8 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
 /* Fill the collector's struct. Its strings point into `c`, which must
  * outlive `out`. */
 void config_to_collector(const struct gpulse_config *c, struct collector_config *out);
+/* The adaptive sampling part of the sampling section (floors, quiet). */
+void config_to_adapt(const struct gpulse_config *c, struct adapt_config *out);
 /* attribution: as attrib_open takes it (strings borrowed from c). */
 void config_to_attrib(const struct gpulse_config *c, struct attrib_config *out);
 /* attribution.labels as OWNER_* bits. */

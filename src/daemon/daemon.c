@@ -1553,9 +1553,17 @@ static void reload_config(struct daemon *d)
 	log_set_level(nc.log_level);
 	int64_t periods[TIER_COUNT] = {nc.sampling.fast_ns, nc.sampling.normal_ns, nc.sampling.slow_ns};
 	pthread_rwlock_rdlock(&d->source_lock);
-	if (d->col)
+	struct adapt_config ac;
+	config_to_adapt(&nc, &ac);
+	if (d->col) {
 		collector_set_periods(d->col, periods);
+		collector_set_adapt(d->col, &ac);
+	}
 	pthread_rwlock_unlock(&d->source_lock);
+	d->cfg.sampling.adaptive = nc.sampling.adaptive;
+	d->cfg.sampling.fast_floor_ns = nc.sampling.fast_floor_ns;
+	d->cfg.sampling.normal_floor_ns = nc.sampling.normal_floor_ns;
+	d->cfg.sampling.quiet_ns = nc.sampling.quiet_ns;
 	d->cfg.sampling.fast_ns = nc.sampling.fast_ns;
 	d->cfg.sampling.normal_ns = nc.sampling.normal_ns;
 	d->cfg.sampling.slow_ns = nc.sampling.slow_ns;
