@@ -24,6 +24,7 @@
 #include <yaml.h>
 
 #include "alerting.h"
+#include "evidence.h"
 #include "api.h"
 #include "clock.h"
 #include "collector.h"
@@ -188,6 +189,21 @@ static const struct key_spec anomaly_keys[] = {
 	RANGED("season_halflife", DURATION, anomaly.season_halflife_ns, 3600 * SEC, 365 * 86400 * SEC),
 	RANGED("warmup", DURATION, anomaly.warmup_ns, 0, 86400 * SEC),
 	RANGED("season_buckets", UINT, anomaly.season_buckets, 0, 96),
+};
+
+static const struct key_spec evidence_keys[] = {
+	LEAF("enabled", BOOL, evidence.enabled),
+	STRLIST("alerts", evidence.alerts, ITEM_ANY),
+	{.name = "anomaly_score", .kind = KIND_DOUBLE, .offset = OFF(evidence.anomaly_score),
+	 .size = SZ(evidence.anomaly_score), .lo = 0, .hi = 1000, .has_range = true},
+	RANGED("raise_for", DURATION, evidence.raise_for_ns, 1 * SEC, 86400 * SEC),
+	RANGED("settle", DURATION, evidence.settle_ns, 0, 600 * SEC),
+	RANGED("capture_seconds", UINT, evidence.capture_seconds, 0, 60),
+	RANGED("per_gpu_per_hour", UINT, evidence.per_gpu_per_hour, 0, 3600),
+	RANGED("per_hour", UINT, evidence.per_hour, 0, 36000),
+	RANGED("max_records", UINT, evidence.max_records, 1, 1024),
+	RANGED("max_bytes_mib", UINT, evidence.max_bytes_mib, 1, 4096),
+	RANGED("retention", DURATION, evidence.retention_ns, 60 * SEC, 3650 * 86400 * SEC),
 };
 
 static const struct key_spec storage_keys[] = {
@@ -387,6 +403,7 @@ static const struct key_spec top_keys[] = {
 	SECTION("replay", replay_keys),
 	SECTION("diagnosis", diagnosis_keys),
 	SECTION("anomaly", anomaly_keys),
+	SECTION("evidence", evidence_keys),
 	SECTION("storage", storage_keys),
 	SECTION("http", http_keys),
 	SECTION("query", query_keys),
@@ -451,6 +468,7 @@ void config_defaults(struct gpulse_config *c)
 	c->rule_evaluation_delay_ns = 50 * NS_PER_MS;
 	config_alerting_defaults(c);
 	profiling_config_defaults(c);
+	evidence_config_into(c);
 	for (int f = 0, n = 0; f < OWNER_FIELD_COUNT; f++)
 		if (OWNER_DEFAULT_LABELS & 1u << f)
 			str_copy(c->attribution.labels[n++], sizeof c->attribution.labels[0],
@@ -2248,6 +2266,7 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       a->rule_evaluation_interval_ns == b->rule_evaluation_interval_ns &&
 	       a->rule_evaluation_delay_ns == b->rule_evaluation_delay_ns &&
 	       memcmp(&a->anomaly, &b->anomaly, sizeof a->anomaly) == 0 &&
+	       memcmp(&a->evidence, &b->evidence, sizeof a->evidence) == 0 &&
 	       profiling_config_equal(a, b) && benchd_config_equal(a, b) &&
 	       a->log_level == b->log_level && a->nremote_write == b->nremote_write &&
 	       memcmp(a->remote_write, b->remote_write, sizeof a->remote_write) == 0;

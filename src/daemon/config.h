@@ -152,6 +152,19 @@ struct gpulse_config {
 		int64_t warmup_ns;              /* history before a baseline scores */
 		unsigned season_buckets;        /* time-of-day buckets; 0: none */
 	} anomaly;
+	struct {                                /* a closer look on trouble (evidence.h) */
+		bool enabled;
+		char alerts[64][128];           /* alert names that trigger evidence */
+		double anomaly_score;           /* 0: scores do not trigger */
+		int64_t raise_for_ns;
+		int64_t settle_ns;
+		unsigned capture_seconds;       /* 0: no capture */
+		unsigned per_gpu_per_hour;
+		unsigned per_hour;
+		unsigned max_records;
+		unsigned max_bytes_mib;
+		int64_t retention_ns;
+	} evidence;
 	struct {
 		unsigned max_connections;
 		unsigned threads;

@@ -1,0 +1,137 @@
+# A closer look on trouble (issue 37, item 2): an alert of the evidence
+# set fires on three GPUs of the fake NVML; the budget allows two an hour.
+#  - the two GPUs within budget are raised to their ceiling and get
+#    evidence (processes, the diagnosis of the window, the capture or why
+#    none), served at /api/v1/evidence/ID and linked from the alert: the
+#    delivered notice carries annotations.evidence = that URL;
+#  - the third is refused by the budget: counted in
+#    gpulse_evidence_budget_hits_total, said in the log and in the alert's
+#    annotation, and it stays refused across resends (counted once);
+#  - an alert outside the set takes no evidence;
+#  - `gpulse alerts --evidence` lists the evidence.
+source "$(dirname "$0")/lib.sh"
+: "${FAKE_NVML:?}"
+
+mkdir -p "$WORK/rules" "$WORK/exec"
+cat >"$WORK/hook.sh" <<SH
+#!/bin/sh
+n=\$(date +%s%N)
+cat >"$WORK/exec/\$n.tmp" && mv "$WORK/exec/\$n.tmp" "$WORK/exec/\$n.json"
+SH
+chmod 700 "$WORK/hook.sh"
+cat >"$WORK/rules/r.yml" <<'YML'
+groups:
+  - name: trouble
+    interval: 1s
+    rules:
+      - alert: GPUTrouble
+        expr: gpulse_gpu_power_watts > 0
+        for: 0s
+        labels: {severity: warning}
+        annotations: {summary: "GPU {{ $labels.gpu }} in trouble"}
+      - alert: GPUNoted
+        expr: gpulse_gpu_power_watts{gpu="0"} > 0
+        for: 0s
+        labels: {severity: info}
+YML
+cat >"$WORK/g.yml" <<YML
+sampling: {fast: 100ms, normal: 1s, slow: 5s}
+rule_files: [rules/r.yml]
+alerting:
+  resend_delay: 1s
+  exec:
+    path: $WORK/hook.sh
+    timeout: 5s
+  group_by: [alertname, gpu]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+evidence:
+  alerts: [GPUTrouble]
+  anomaly_score: 0
+  raise_for: 1m
+  settle: 2s
+  per_gpu_per_hour: 1
+  per_hour: 2
+YML
+export GPULSE_FAKE_NVML_RECORDING="$REC" GPULSE_FAKE_NVML_GPUS=3 GPULSE_FAKE_NVML_SPEED=1
+start_daemon ev --config "$WORK/g.yml" --nvml-library "$FAKE_NVML"
+
+# Two pieces of evidence, ready; the third GPU refused.
+wait_list() {
+	fetch /api/v1/evidence >"$WORK/list.json" 2>/dev/null &&
+		python3 - "$WORK/list.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["data"]
+ready = [e for e in d["evidence"] if e["state"] == "ready"]
+sys.exit(0 if len(ready) == 2 else 1)
+PY
+}
+for _ in $(seq 1 300); do wait_list && break; sleep 0.1; done
+wait_list || fail "no two pieces of evidence ready: $(cat "$WORK/list.json")"
+wait_for '[ "$(metric gpulse_evidence_budget_hits_total)" != "" ]' || fail "no budget hits family"
+hits=$(fetch /metrics | awk '/^gpulse_evidence_budget_hits_total\{/ {s += $NF} END {print s + 0}')
+[ "$hits" = 1 ] || fail "budget hits: $hits, want 1 (the third GPU, once)"
+[ "$(metric gpulse_evidence_taken_total 'cause="alert"')" = 2 ] || fail "evidence taken: $(metric gpulse_evidence_taken_total 'cause="alert"')"
+grep -q 'budget of 2 per hour is spent' "$WORK/ev.log" || fail "the budget hit was not said in the log"
+# The raised GPUs read at their ceiling.
+[ "$(metric gpulse_collector_moves_total 'cause="raise"')" -ge 2 ] || fail "no raise counted"
+[ "$(metric gpulse_collector_gpus_moving)" -ge 2 ] || fail "the raised GPUs are not at their ceiling"
+
+# Each piece of evidence: its GPU, the diagnosis windows, the capture's
+# reason for being skipped (no process runs the injection library here).
+python3 - "$URL" "$WORK/list.json" <<'PY' || fail "evidence documents"
+import json, sys, urllib.request
+url, lst = sys.argv[1], json.load(open(sys.argv[2]))["data"]["evidence"]
+for e in lst:
+    assert e["url"] == "/api/v1/evidence/" + e["id"], e
+    with urllib.request.urlopen(url + e["url"], timeout=10) as r:
+        d = json.load(r)["data"]
+    assert d["id"] == e["id"] and d["gpu"] == e["gpu"] and d["cause"] == "alert", d
+    assert d["detail"] == "GPUTrouble", d
+    assert d["uuid"], d
+    assert isinstance(d["diagnosis"]["windows"], list) and d["diagnosis"]["windows"], d["diagnosis"]
+    assert d["diagnosis"]["windows"][0]["gpu"] == e["gpu"], d["diagnosis"]
+    assert "skipped" in d["capture"], d["capture"]
+    assert d["gather_seconds"] >= 2, d  # settle
+    print(e["id"], "gpu", d["gpu"], d["diagnosis"]["windows"][-1]["bottleneck"], d["capture"])
+PY
+code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/api/v1/evidence/nope")
+[ "$code" = 404 ] || fail "unknown evidence answered $code"
+
+# The delivered notices link it: two with the URL, one with the budget's
+# sentence; GPUNoted (not in the set) has no evidence annotation.
+check_hook() {
+	python3 - "$WORK/exec" "$WORK/list.json" <<'PY'
+import glob, json, sys
+ids = {str(e["gpu"]): e["id"] for e in json.load(open(sys.argv[2]))["data"]["evidence"]}
+ann = {}
+noted = None
+for f in glob.glob(sys.argv[1] + "/*.json"):
+    doc = json.load(open(f))
+    for a in doc["alerts"]:
+        if a["labels"]["alertname"] == "GPUNoted":
+            noted = a["annotations"]
+        elif a["status"] == "firing":
+            ann[a["labels"]["gpu"]] = a["annotations"].get("evidence")
+if len(ann) < 3 or noted is None:
+    sys.exit(1)
+assert "evidence" not in noted, noted
+linked = {g: v for g, v in ann.items() if v and v.startswith("/api/v1/evidence/")}
+refused = {g: v for g, v in ann.items() if v and "budget" in v}
+assert len(linked) == 2 and len(refused) == 1, ann
+for g, v in linked.items():
+    assert v == "/api/v1/evidence/" + ids[g], (g, v, ids)
+print("linked", linked, "refused", refused)
+PY
+}
+for _ in $(seq 1 300); do check_hook && break; sleep 0.1; done
+check_hook || fail "the delivered notices do not link the evidence: $(cat "$WORK"/exec/*.json)"
+
+# The CLI lists it.
+"$GPULSE" alerts --url "$URL" --evidence >"$WORK/cli.txt" || fail "gpulse alerts --evidence failed"
+for id in $(python3 -c 'import json,sys; [print(e["id"]) for e in json.load(open(sys.argv[1]))["data"]["evidence"]]' "$WORK/list.json"); do
+	grep -q "$id" "$WORK/cli.txt" || fail "gpulse alerts --evidence does not show $id: $(cat "$WORK/cli.txt")"
+done
+grep -q 'budget' "$WORK/cli.txt" || fail "gpulse alerts --evidence does not say the budget hit: $(cat "$WORK/cli.txt")"
+echo PASS
