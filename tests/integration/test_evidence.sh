@@ -1,8 +1,9 @@
 # A closer look on trouble (issue 37, item 2): an alert of the evidence
 # set fires on three GPUs of the fake NVML; the budget allows two an hour.
-#  - the two GPUs within budget are raised to their ceiling and get
+#  - the two GPUs within budget (0 and 1; GPU 2's alert waits 3 s) are raised to their ceiling and get
 #    evidence (processes, the diagnosis of the window, the capture or why
-#    none), served at /api/v1/evidence/ID and linked from the alert: the
+#    none: GPU 0's process runs a stand-in of the injection library, and
+#    is captured), served at /api/v1/evidence/ID and linked from the alert: the
 #    delivered notice carries annotations.evidence = that URL;
 #  - the third is refused by the budget: counted in
 #    gpulse_evidence_budget_hits_total, said in the log and in the alert's
@@ -25,8 +26,13 @@ groups:
     interval: 1s
     rules:
       - alert: GPUTrouble
-        expr: gpulse_gpu_power_watts > 0
+        expr: gpulse_gpu_power_watts{gpu!="2"} > 0
         for: 0s
+        labels: {severity: warning}
+        annotations: {summary: "GPU {{ $labels.gpu }} in trouble"}
+      - alert: GPUTrouble
+        expr: gpulse_gpu_power_watts{gpu="2"} > 0
+        for: 3s
         labels: {severity: warning}
         annotations: {summary: "GPU {{ $labels.gpu }} in trouble"}
       - alert: GPUNoted
@@ -46,16 +52,32 @@ alerting:
   group_wait: 1s
   group_interval: 1s
   repeat_interval: 1h
+profiling:
+  socket: "$WORK/run/inject.sock"
+  idle_timeout: 1h
 evidence:
   alerts: [GPUTrouble]
+  capture_seconds: 1
   anomaly_score: 0
   raise_for: 1m
   settle: 2s
   per_gpu_per_hour: 1
   per_hour: 2
 YML
+# GPU 0's process: a stand-in of the injection library that answers a
+# capture at once, started before gpulsed (the fake NVML is told its pid)
+# and connecting once the socket is there (exec keeps the pid).
+: "${GPULSE_BUILD_DIR:?}"
+FAKE="$GPULSE_BUILD_DIR/tests/fake_inject_client"
+[ -x "$FAKE" ] || fail "$FAKE is not built"
+bash -c 'while [ ! -S "$1" ]; do sleep 0.05; done; exec "$2" "$1" basic' _ "$WORK/run/inject.sock" "$FAKE" \
+	>"$WORK/client.out" 2>&1 &
+CLIENT=$!
+PIDS+=("$CLIENT")
+export GPULSE_FAKE_NVML_PROCESSES="$CLIENT:2000:80:0"
 export GPULSE_FAKE_NVML_RECORDING="$REC" GPULSE_FAKE_NVML_GPUS=3 GPULSE_FAKE_NVML_SPEED=1
 start_daemon ev --config "$WORK/g.yml" --nvml-library "$FAKE_NVML"
+wait_for '[ "$(metric gpulse_profile_clients)" = 1 ]' || fail "the stand-in did not connect"
 
 # Two pieces of evidence, ready; the third GPU refused.
 wait_list() {
@@ -72,6 +94,7 @@ wait_list || fail "no two pieces of evidence ready: $(cat "$WORK/list.json")"
 wait_for '[ "$(metric gpulse_evidence_budget_hits_total)" != "" ]' || fail "no budget hits family"
 hits=$(fetch /metrics | awk '/^gpulse_evidence_budget_hits_total\{/ {s += $NF} END {print s + 0}')
 [ "$hits" = 1 ] || fail "budget hits: $hits, want 1 (the third GPU, once)"
+[ "$(metric gpulse_evidence_captures_total 'result="taken"')" = 1 ] || fail "captures taken: $(metric gpulse_evidence_captures_total 'result="taken"')"
 [ "$(metric gpulse_evidence_taken_total 'cause="alert"')" = 2 ] || fail "evidence taken: $(metric gpulse_evidence_taken_total 'cause="alert"')"
 grep -q 'budget of 2 per hour is spent' "$WORK/ev.log" || fail "the budget hit was not said in the log"
 # The raised GPUs read at their ceiling.
@@ -80,7 +103,7 @@ grep -q 'budget of 2 per hour is spent' "$WORK/ev.log" || fail "the budget hit w
 
 # Each piece of evidence: its GPU, the diagnosis windows, the capture's
 # reason for being skipped (no process runs the injection library here).
-python3 - "$URL" "$WORK/list.json" <<'PY' || fail "evidence documents"
+python3 - "$URL" "$WORK/list.json" "$CLIENT" <<'PY' || fail "evidence documents"
 import json, sys, urllib.request
 url, lst = sys.argv[1], json.load(open(sys.argv[2]))["data"]["evidence"]
 for e in lst:
@@ -92,9 +115,18 @@ for e in lst:
     assert d["uuid"], d
     assert isinstance(d["diagnosis"]["windows"], list) and d["diagnosis"]["windows"], d["diagnosis"]
     assert d["diagnosis"]["windows"][0]["gpu"] == e["gpu"], d["diagnosis"]
-    assert "skipped" in d["capture"], d["capture"]
     assert d["gather_seconds"] >= 2, d  # settle
-    print(e["id"], "gpu", d["gpu"], d["diagnosis"]["windows"][-1]["bottleneck"], d["capture"])
+    c = d["capture"]
+    if d["gpu"] == 0:
+        # The process owning the bottleneck, captured with the lasting
+        # cost stated as `gpulse trace` states it.
+        assert c["seconds"] == 1 and c["pid"] == int(sys.argv[3]), c
+        assert "lasting_cost" in json.dumps(c["trace"]), c
+        assert [p for p in d["processes"] if p["pid"] == c["pid"] and p["injected"]], d["processes"]
+    else:
+        assert "skipped" in c and "injection library" in c["skipped"] or c["skipped"] == "no process on the GPU", c
+    print(e["id"], "gpu", d["gpu"], d["diagnosis"]["windows"][-1]["bottleneck"],
+          json.dumps(c)[:120])
 PY
 code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/api/v1/evidence/nope")
 [ "$code" = 404 ] || fail "unknown evidence answered $code"
@@ -119,7 +151,7 @@ if len(ann) < 3 or noted is None:
 assert "evidence" not in noted, noted
 linked = {g: v for g, v in ann.items() if v and v.startswith("/api/v1/evidence/")}
 refused = {g: v for g, v in ann.items() if v and "budget" in v}
-assert len(linked) == 2 and len(refused) == 1, ann
+assert len(linked) == 2 and len(refused) == 1 and "2" in refused, ann
 for g, v in linked.items():
     assert v == "/api/v1/evidence/" + ids[g], (g, v, ids)
 print("linked", linked, "refused", refused)
