@@ -25,7 +25,7 @@
 #define HOUR_NS (3600LL * NS_PER_SEC)
 #define LINKS_MAX 256          /* alerts remembered with the evidence they link */
 #define ANNOTATION "evidence"
-#define NOTICE_BATCH 64        /* notices annotated per forward */
+#define NOTICE_BATCH 16        /* notices annotated per forward */
 
 /* The rule pack's (deploy/rules/gpulse.rules.yml) performance and health
  * alerts: a GPU that is slow, limited or failing while still answering.

@@ -9,7 +9,10 @@
 #    gpulse_evidence_budget_hits_total, said in the log and in the alert's
 #    annotation, and it stays refused across resends (counted once);
 #  - an alert outside the set takes no evidence;
-#  - `gpulse alerts --evidence` lists the evidence.
+#  - `gpulse alerts --evidence` lists the evidence;
+#  - part 2: with no alert in the set, an anomaly score past
+#    evidence.anomaly_score (the recording's idle-to-busy step) takes
+#    evidence by itself, at once.
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}"
 
@@ -166,4 +169,31 @@ for id in $(python3 -c 'import json,sys; [print(e["id"]) for e in json.load(open
 	grep -q "$id" "$WORK/cli.txt" || fail "gpulse alerts --evidence does not show $id: $(cat "$WORK/cli.txt")"
 done
 grep -q 'budget' "$WORK/cli.txt" || fail "gpulse alerts --evidence does not say the budget hit: $(cat "$WORK/cli.txt")"
+kill "$DAEMON_PID"
+
+# ---- part 2: an anomaly score alone -------------------------------------
+cat >"$WORK/a.yml" <<YML
+anomaly: {step: 200ms, halflife: 5s, warmup: 2s}
+evidence:
+  alerts: []
+  anomaly_score: 6
+  settle: 1s
+  capture_seconds: 0
+YML
+unset GPULSE_FAKE_NVML_PROCESSES
+export GPULSE_FAKE_NVML_GPUS=1
+start_daemon an --config "$WORK/a.yml" --nvml-library "$FAKE_NVML"
+for _ in $(seq 1 600); do
+	[ "$(metric gpulse_evidence_taken_total 'cause="anomaly"')" = 1 ] && break
+	sleep 0.1
+done
+[ "$(metric gpulse_evidence_taken_total 'cause="anomaly"')" = 1 ] ||
+	fail "no evidence from the anomaly score: $(fetch /metrics | grep -E 'gpulse_anomaly_score|evidence')"
+[ "$(metric gpulse_evidence_taken_total 'cause="alert"')" = 0 ] || fail "an alert took evidence with none in the set"
+fetch /api/v1/evidence | python3 -c '
+import json, sys
+e = json.load(sys.stdin)["data"]["evidence"]
+assert len(e) == 1 and e[0]["cause"] == "anomaly" and " score " in e[0]["detail"], e
+print(e[0]["id"], e[0]["detail"])' || fail "the anomaly evidence entry"
+[ "$(metric gpulse_collector_moves_total 'cause="raise"')" -ge 1 ] || fail "the anomaly did not raise the GPU"
 echo PASS
