@@ -60,7 +60,7 @@ void adapt_config_defaults(struct adapt_config *cfg)
 	memset(cfg, 0, sizeof *cfg);
 	cfg->enabled = true;
 	cfg->floor_ns[TIER_FAST] = 1 * NS_PER_SEC;
-	cfg->floor_ns[TIER_NORMAL] = 5 * NS_PER_SEC;
+	cfg->floor_ns[TIER_NORMAL] = 2 * NS_PER_SEC;
 	cfg->floor_ns[TIER_SLOW] = 30 * NS_PER_SEC;
 	cfg->quiet_ns = 10 * NS_PER_SEC;
 }
@@ -103,6 +103,12 @@ uint64_t adapt_plan(struct adapt_state *s, const struct adapt_config *cfg, enum 
 		}
 	}
 	return skip;
+}
+
+void adapt_unread(struct adapt_state *s, enum adapt_group g)
+{
+	if ((unsigned)g < AG_COUNT)
+		s->last_read_ns[g] = 0;
 }
 
 static void move(struct adapt_state *s, const struct adapt_config *cfg, enum adapt_cause c,

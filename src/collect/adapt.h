@@ -60,7 +60,7 @@ struct adapt_config {
 	int64_t quiet_ns;                 /* steady again this long after the last move */
 };
 
-/* enabled; floors 1 s (fast), 5 s (normal), 30 s (slow); quiet 10 s. */
+/* enabled; floors 1 s (fast), 2 s (normal), 30 s (slow); quiet 10 s. */
 void adapt_config_defaults(struct adapt_config *cfg);
 
 struct adapt_state {
@@ -89,6 +89,11 @@ void adapt_init(struct adapt_state *s);
  * passed, so a grid that lands a hair early does not skip a floor). */
 uint64_t adapt_plan(struct adapt_state *s, const struct adapt_config *cfg, enum tier tier,
 		    int64_t ceiling_ns, int64_t now);
+
+/* The read of group `g` this sweep gave no value (the first GPM sample
+ * only primes the next): it is due again at the next sweep, not at the
+ * floor, so values come as soon as they would without adaptation. */
+void adapt_unread(struct adapt_state *s, enum adapt_group g);
 
 /* Compare a sweep's readings with the references and move the GPU when a
  * watched field changed past its threshold, the process list changed or

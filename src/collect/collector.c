@@ -774,8 +774,11 @@ static void read_normal(struct collector *c, struct gpu_ctx *g, struct gpu_updat
 	read_processes(c, g, u, now);
 	if (atomic_load(&g->lost))
 		return;
-	if (!(g->skip & FIELD_BIT(F_GPM_SM)))
+	if (!(g->skip & FIELD_BIT(F_GPM_SM))) {
 		read_gpm(c, g, u, now);
+		if (!(u->valid & adapt_group_fields(AG_GPM)))
+			adapt_unread(&g->adapt, AG_GPM);
+	}
 	if (atomic_load(&g->lost))
 		return;
 	read_mig(c, g, u, now);

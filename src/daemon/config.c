@@ -437,7 +437,7 @@ void config_defaults(struct gpulse_config *c)
 	c->sampling.events = true;
 	c->sampling.adaptive = true;
 	c->sampling.fast_floor_ns = 1 * NS_PER_SEC;
-	c->sampling.normal_floor_ns = 5 * NS_PER_SEC;
+	c->sampling.normal_floor_ns = 2 * NS_PER_SEC;
 	c->sampling.quiet_ns = 10 * NS_PER_SEC;
 	c->replay.speed = 1.0;
 	c->replay.loop = true;
@@ -2294,7 +2294,12 @@ void config_to_adapt(const struct gpulse_config *c, struct adapt_config *out)
 	adapt_config_defaults(out);
 	out->enabled = c->sampling.adaptive;
 	out->floor_ns[TIER_FAST] = c->sampling.fast_floor_ns;
+	/* The live diagnosis judges each window on GPM readings: at least
+	 * two a window, so a steady GPU's windows keep their SM, tensor and
+	 * DRAM evidence. */
 	out->floor_ns[TIER_NORMAL] = c->sampling.normal_floor_ns;
+	if (out->floor_ns[TIER_NORMAL] > c->diagnosis.window_ns / 2)
+		out->floor_ns[TIER_NORMAL] = c->diagnosis.window_ns / 2;
 	out->floor_ns[TIER_SLOW] = c->sampling.slow_ns;
 	out->quiet_ns = c->sampling.quiet_ns;
 }

@@ -45,11 +45,16 @@ start_daemon adapt --config "$WORK/g.yml" --nvml-library "$FAKE_NVML"
 
 sweeps() { metric gpulse_collector_sweeps_total 'tier="fast"'; }
 memcalls() {
-	local v
-	v=$(metric gpulse_nvml_calls_total 'nvmlDeviceGetMemoryInfo')
-	echo "${v:-0}"
+	fetch /metrics | awk '/^gpulse_nvml_calls_total\{.*nvmlDeviceGetMemoryInfo/ { c += $NF } END { print c + 0 }'
 }
-reads() { metric gpulse_collector_adaptive_reads_total 'group="memory"'; }
+# sample: the memory calls and the counted memory reads, from one
+# exposition (two fetches would let a read fall between them).
+sample() {
+	fetch /metrics | awk '
+		/^gpulse_nvml_calls_total\{.*nvmlDeviceGetMemoryInfo/ { c += $NF }
+		/^gpulse_collector_adaptive_reads_total\{group="memory"\}/ { r = $NF }
+		END { print c + 0, r + 0 }'
+}
 moving() { metric gpulse_collector_gpus_moving; }
 moves() { local v; v=$(metric gpulse_collector_moves_total "cause=\"$1\""); echo "${v:-0}"; }
 # wait_sweeps N: until the fast tier has swept N more times (60 s at most).
@@ -72,9 +77,11 @@ wait_until() {
 
 # Steady: after the first reads, 40 sweeps make about 4 memory reads.
 wait_sweeps 5
-s0=$(sweeps) c0=$(memcalls) r0=$(reads)
+s0=$(sweeps)
+read -r c0 r0 < <(sample)
 wait_sweeps 40
-s1=$(sweeps) c1=$(memcalls) r1=$(reads)
+s1=$(sweeps)
+read -r c1 r1 < <(sample)
 [ "$(moves change)" = 0 ] || fail "a steady stretch moved the GPU (the machine took over 20 s to get here?)"
 ds=$((s1 - s0)) dc=$((c1 - c0)) dr=$((r1 - r0))
 echo "steady: $ds sweeps, $dc memory calls, $dr memory reads counted"

@@ -83,7 +83,7 @@ static void normal_sweep(struct sim *s, int64_t now, int npids, uint64_t reasons
 	adapt_observe(&s->st, &s->cfg, &u, now);
 }
 
-/* 60 s steady: memory read at 1 s, GPM at 5 s, not at 100 ms and 1 s. */
+/* 60 s steady: memory read at 1 s, GPM at 2 s, not at 100 ms and 1 s. */
 static void test_steady_reads_at_the_floor(void **state)
 {
 	(void)state;
@@ -96,7 +96,7 @@ static void test_steady_reads_at_the_floor(void **state)
 			normal_sweep(&s, now, 1, 0x1, 0.0);
 	}
 	assert_int_equal(s.mem_reads, 60);
-	assert_int_equal(s.gpm_reads, 12);
+	assert_int_equal(s.gpm_reads, 30);
 	assert_false(adapt_is_moving(&s.st, T0 + 600 * CEIL_FAST));
 	assert_int_equal(atomic_load(&s.st.reads[AG_MEMORY]), 60);
 	assert_int_equal(atomic_load(&s.st.skips[AG_MEMORY]), 540);
