@@ -199,7 +199,7 @@ static const struct key_spec evidence_keys[] = {
 	RANGED("raise_for", DURATION, evidence.raise_for_ns, 1 * SEC, 86400 * SEC),
 	RANGED("settle", DURATION, evidence.settle_ns, 0, 600 * SEC),
 	RANGED("capture_seconds", UINT, evidence.capture_seconds, 0, 60),
-	RANGED("per_gpu_per_hour", UINT, evidence.per_gpu_per_hour, 0, 3600),
+	RANGED("per_gpu_per_hour", UINT, evidence.per_gpu_per_hour, 0, 64),
 	RANGED("per_hour", UINT, evidence.per_hour, 0, 36000),
 	RANGED("max_records", UINT, evidence.max_records, 1, 1024),
 	RANGED("max_bytes_mib", UINT, evidence.max_bytes_mib, 1, 4096),
