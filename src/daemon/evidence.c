@@ -302,15 +302,15 @@ static int trigger_locked(struct evidence *e, int slot, const char *cause, const
 	int gpu = gpu_of_slot(e, slot);
 	if (gpu < 0)
 		return GPULSE_ENOENT;
-	if (!budget_take(e, gpu, now, why, whylen)) {
-		atomic_fetch_add(&e->budget_hits[gpu < GPU_MAX ? gpu : 0], 1);
-		complain(&e->budget_complaint, "evidence for GPU %d (%s %s): %s", gpu, cause, detail, why);
-		return GPULSE_ELIMIT;
-	}
 	prune(e, now);
 	if (e->nrec >= e->cfg.max_records) {
 		snprintf(why, whylen, "none taken: %zu pieces of evidence are still being gathered",
 			 e->nrec);
+		return GPULSE_ELIMIT;
+	}
+	if (!budget_take(e, gpu, now, why, whylen)) {
+		atomic_fetch_add(&e->budget_hits[gpu < GPU_MAX ? gpu : 0], 1);
+		complain(&e->budget_complaint, "evidence for GPU %d (%s %s): %s", gpu, cause, detail, why);
 		return GPULSE_ELIMIT;
 	}
 	r = &e->rec[e->nrec++];
