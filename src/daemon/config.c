@@ -2063,9 +2063,6 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 	} order[] = {
 		{c->sampling.normal_ns, c->sampling.fast_ns, "sampling.normal", "sampling.fast"},
 		{c->sampling.slow_ns, c->sampling.normal_ns, "sampling.slow", "sampling.normal"},
-		{c->sampling.fast_floor_ns, c->sampling.fast_ns, "sampling.fast_floor", "sampling.fast"},
-		{c->sampling.normal_floor_ns, c->sampling.normal_ns, "sampling.normal_floor",
-		 "sampling.normal"},
 		{c->diagnosis.history_ns, c->diagnosis.window_ns, "diagnosis.history", "diagnosis.window"},
 		{c->anomaly.halflife_ns, c->anomaly.step_ns, "anomaly.halflife", "anomaly.step"},
 	};
