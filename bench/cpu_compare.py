@@ -5,7 +5,13 @@ Each runs alone; after a warm-up (start-up costs excluded: nvmlInit alone
 is tens of ms), CPU is read at the start and end of a window from every
 thread's /proc/PID/task/TID/schedstat (nanoseconds on CPU) and divided by
 the samples taken in it. gpulsed's time is also shown per thread.
-Usage: python3 bench/cpu_compare.py GPULSED SECONDS [PORT]
+gpulsed runs twice: at its defaults (adaptive tiers: memory and GPM at
+their floors while the GPU is steady) and with sampling.adaptive: false
+(every read at its tier period, as before issue 37).
+Usage: python3 bench/cpu_compare.py GPULSED SECONDS [PORT [LOAD]]
+LOAD: a bench/gpu_load.py kind (train, flip, matmul...) run on the GPU
+for the whole comparison, so every sampler sees the same workload;
+default none (an idle GPU).
 Prints a table; nvidia-smi is the anchor (ratio 1.0)."""
 import os
 import subprocess
@@ -61,9 +67,15 @@ def window(proc, seconds, count, breakdown=False):
     return (sum(v[1] for v in t1.values()) - sum(v[1] for v in t0.values()), n1 - n0)
 
 
-def run_gpulsed(binary, seconds, port):
-    p = subprocess.Popen([binary, "--listen", f"127.0.0.1:{port}", "--log-level", "warn"])
-    return window(p, seconds, lambda: metric(port, "gpulse_samples_total", 'tier="fast"'), True)
+def run_gpulsed(binary, seconds, port, adaptive=True):
+    args = [binary, "--listen", f"127.0.0.1:{port}", "--log-level", "warn"]
+    if not adaptive:
+        cfg = f"/tmp/gpulse-cpu-compare-{os.getpid()}.yml"
+        with open(cfg, "w") as f:
+            f.write("sampling:\n  adaptive: false\n")
+        args += ["--config", cfg]
+    p = subprocess.Popen(args)
+    return window(p, seconds, lambda: metric(port, "gpulse_samples_total", 'tier="fast"'), adaptive)
 
 
 def run_smi(seconds):
@@ -94,12 +106,26 @@ def run_pynvml(seconds):
 def main():
     binary, seconds = sys.argv[1], float(sys.argv[2])
     port = int(sys.argv[3]) if len(sys.argv) > 3 else 9477
+    load = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "none" else None
+    loader = None
+    if load:
+        # Long enough for the four samplers, their warm-ups and start-ups.
+        loader = subprocess.Popen([sys.executable,
+                                   os.path.join(os.path.dirname(__file__), "gpu_load.py"), load,
+                                   str(4 * (seconds + WARMUP + 5) + 30)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(10)  # CUDA context and the workload's first steps
     rows = []
     smi = run_smi(seconds)
     rows.append(("nvidia-smi -lms 100 (9 fields, no GPM)", *smi))
     rows.append(("pynvml loop 10 Hz, GPM 1 Hz", *run_pynvml(seconds)))
-    rows.append(("gpulsed default tiers (GPM 1 Hz, all tiers)", *run_gpulsed(binary, seconds, port)))
+    rows.append(("gpulsed defaults (adaptive tiers)", *run_gpulsed(binary, seconds, port)))
+    rows.append(("gpulsed sampling.adaptive: false", *run_gpulsed(binary, seconds, port, False)))
+    if loader:
+        loader.terminate()
+        loader.wait()
     anchor = smi[0] / smi[1]
+    print(f"GPU load: {load or 'none (idle)'}")
     print(f"steady state over {seconds:.0f} s after {WARMUP:.0f} s warm-up; "
           "CPU from /proc/PID/task/*/schedstat")
     print(f"{'sampler':48s} {'cpu_s':>8s} {'samples':>8s} {'ms/sample':>10s} {'vs smi':>7s}")

@@ -1,6 +1,9 @@
 """GPU workloads for the GPU checks: `python3 bench/gpu_load.py KIND SECONDS`.
 KIND: matmul (bf16 8192^2 products), copy (device-to-device copies),
-pcie (pinned host<->device copies), idle. Prints what it did."""
+pcie (pinned host<->device copies), train (a steady training job: an MLP
+with AdamW, the same step again and again), flip (a workload that
+changes every second: a second of matmuls with 8 GiB more memory held,
+then a second idle with it freed), idle. Prints what it did."""
 import sys
 import time
 
@@ -38,6 +41,33 @@ def main():
             torch.cuda.synchronize()
             n += 1
         print(f"pcie: {n} round trips of 1 GiB", flush=True)
+    elif kind == "train":
+        model = torch.nn.Sequential(torch.nn.Linear(4096, 8192), torch.nn.GELU(),
+                                    torch.nn.Linear(8192, 4096)).cuda().to(torch.bfloat16)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        x = torch.randn(2048, 4096, device="cuda", dtype=torch.bfloat16)
+        while time.time() < end:
+            for _ in range(10):
+                opt.zero_grad(set_to_none=True)
+                model(x).float().pow(2).mean().backward()
+                opt.step()
+            torch.cuda.synchronize()
+            n += 10
+        print(f"train: {n} steps", flush=True)
+    elif kind == "flip":
+        a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+        while time.time() < end:
+            held = torch.empty(8 << 30, device="cuda", dtype=torch.uint8)
+            t = time.time() + 1
+            while time.time() < t:
+                for _ in range(5):
+                    c = a @ a
+                torch.cuda.synchronize()
+            del held, c
+            torch.cuda.empty_cache()
+            time.sleep(1)
+            n += 1
+        print(f"flip: {n} busy/idle cycles", flush=True)
     else:
         time.sleep(seconds)
 

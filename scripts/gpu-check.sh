@@ -125,10 +125,17 @@ kill -INT $RP; wait $RP
 row "labelled recording" INFO "$(wc -l <"$OUT/h200-mixed-labels.csv") phases, $(wc -l <"$OUT/h200-mixed-10hz.csv") rows"
 fi
 
-# 5. CPU per sample, side by side
+# 5. CPU per sample, side by side, in one call: an idle GPU, a steady
+#    PyTorch training job, and a workload that changes every second
+#    (issue 37's three numbers: <= 0.5x nvidia-smi idle and steady, <= 1x
+#    changing); gpulsed at its defaults (adaptive tiers) and with
+#    sampling.adaptive: false. About 5 minutes. Each table is written to
+#    $OUT as soon as it is measured.
 if want cpu; then
-python3 bench/cpu_compare.py "$B/gpulsed" 30 9477 | tee "$OUT/cpu-compare.txt"
-row "cpu per GPU-sample" INFO "$(awk '/gpulsed/{print $(NF-1) " ms, " $NF "x nvidia-smi"}' "$OUT/cpu-compare.txt")"
+for load in none train flip; do
+	python3 bench/cpu_compare.py "$B/gpulsed" 30 9477 "$load" | tee "$OUT/cpu-compare-$load.txt"
+	row "cpu/GPU-sample, load $load" INFO "$(awk '/gpulsed defaults/{a=$(NF-1) " ms " $NF "x"} /adaptive: false/{b=$(NF-1) " ms " $NF "x"} END {print "adaptive " a ", fixed " b " (vs nvidia-smi)"}' "$OUT/cpu-compare-$load.txt")"
+done
 fi
 
 # 5b. The shape of the driver's per-process utilization buffer, and

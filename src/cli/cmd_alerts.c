@@ -173,9 +173,55 @@ static long alerting_rules(const struct client_opts *co)
 	return n;
 }
 
+/* The evidence gpulsed holds (/api/v1/evidence), newest first, and the
+ * triggers its budgets refused. 0, or -1 after saying why. */
+static int show_evidence(struct client_opts *co)
+{
+	char err[1024];
+	json_t *root = NULL;
+	int rc = client_get_json(co, "/api/v1/evidence", &root, NULL, err, sizeof err);
+	if (rc) {
+		fprintf(stderr, "gpulse: %s\n", err);
+		return -1;
+	}
+	json_t *d = json_object_get(root, "data");
+	json_t *list = json_object_get(d, "evidence");
+	printf("\nevidence (budget: %lld per GPU, %lld in all, per hour)\n",
+	       (long long)json_integer_value(json_object_get(d, "per_gpu_per_hour")),
+	       (long long)json_integer_value(json_object_get(d, "per_hour")));
+	if (!json_is_array(list) || json_array_size(list) == 0) {
+		printf("none\n");
+	} else {
+		printf("%-28s %4s %-8s %-8s %-22s %s\n", "ID", "GPU", "CAUSE", "STATE", "DETAIL", "URL");
+		size_t i;
+		json_t *e;
+		json_array_foreach(list, i, e) {
+			const char *id = json_string_value(json_object_get(e, "id"));
+			const char *cause = json_string_value(json_object_get(e, "cause"));
+			const char *st = json_string_value(json_object_get(e, "state"));
+			const char *detail = json_string_value(json_object_get(e, "detail"));
+			const char *url = json_string_value(json_object_get(e, "url"));
+			printf("%-28s %4lld %-8s %-8s %-22s %s%s\n", id ? id : "?",
+			       (long long)json_integer_value(json_object_get(e, "gpu")), cause ? cause : "?",
+			       st ? st : "?", detail ? detail : "", url && url[0] == '/' ? client_base_url(co) : "",
+			       url ? url : "");
+		}
+	}
+	json_t *hits = json_object_get(d, "budget_hits");
+	size_t i;
+	json_t *h;
+	json_array_foreach(hits, i, h)
+		printf("budget hit: GPU %lld, %lld trigger(s) refused since gpulsed started\n",
+		       (long long)json_integer_value(json_object_get(h, "gpu")),
+		       (long long)json_integer_value(json_object_get(h, "count")));
+	json_decref(root);
+	return 0;
+}
+
 static void alerts_usage(FILE *f)
 {
-	fputs("usage: gpulse alerts [--state firing|pending] [--json] [--url URL] [--token-file FILE]\n"
+	fputs("usage: gpulse alerts [--state firing|pending] [--evidence] [--json] [--url URL]\n"
+	      "                     [--token-file FILE]\n"
 	      "\n"
 	      "The alerts gpulsed's rule engine has firing or pending (its /api/v1/alerts):\n"
 	      "state, name, how long active (SINCE), the value of the rule's expression,\n"
@@ -183,6 +229,8 @@ static void alerts_usage(FILE *f)
 	      "Says so when gpulsed has no alerting rule loaded (rule_files).\n"
 	      "\n"
 	      "  --state S          only firing or only pending alerts\n"
+	      "  --evidence         also the evidence gathered on trouble (/api/v1/evidence):\n"
+	      "                     its ID, GPU, cause, state and URL, and the budget hits\n"
 	      "  --json             print gpulsed's JSON answer\n"
 	      "  --url URL          gpulsed to ask (env GPULSE_URL)\n"
 	      "  --token-file FILE  file holding the bearer token (env GPULSE_TOKEN_FILE)\n"
@@ -198,18 +246,20 @@ int cmd_alerts(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"json", no_argument, NULL, 'j'},
 		{"state", required_argument, NULL, OPT_STATE},
+		{"evidence", no_argument, NULL, 'e'},
 		{"url", required_argument, NULL, OPT_URL},
 		{"token-file", required_argument, NULL, OPT_TOKEN},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct client_opts co = {0};
-	bool json = false;
+	bool json = false, evidence = false;
 	const char *state = NULL;
 	int ch;
 	while ((ch = getopt_long(argc, argv, "jh", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'j': json = true; break;
+		case 'e': evidence = true; break;
 		case OPT_STATE: state = optarg; break;
 		case OPT_URL: co.url = optarg; break;
 		case OPT_TOKEN: co.token_file = optarg; break;
@@ -258,6 +308,8 @@ int cmd_alerts(int argc, char **argv)
 		else
 			printf("no %s alerts\n", state ? state : "firing or pending");
 	}
+	if (evidence && show_evidence(&co) != 0)
+		goto out;
 	exit_code = CLI_OK;
 out:
 	json_decref(root);

@@ -22,6 +22,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "adapt.h"
 #include "clock.h"
 #include "log.h"
 #include "mono_cond.h"
@@ -117,6 +118,10 @@ struct gpu_ctx {
 	bool gpm_skip[GPM_NREQ];
 	struct comm_entry comm_cache[COMM_CACHE];
 	int ncomm;
+	/* Adaptive sampling (adapt.h): the lane's alone, but for raises
+	 * and XIDs, which are atomic. `skip` is the current sweep's plan. */
+	struct adapt_state adapt;
+	uint64_t skip;
 	/* Per MIG instance GPM: two samples each, by position in the list,
 	 * primed while the same GI holds that position. */
 	nvml_gpm_sample_t mig_prev[GPU_MIG_MAX], mig_cur[GPU_MIG_MAX];
@@ -166,6 +171,7 @@ struct collector {
 	atomic_uint_fast64_t sweeps[TIER_COUNT];
 	atomic_uint_fast64_t lanes_started, handoffs;
 	int64_t period_ns[TIER_COUNT];
+	struct adapt_config adapt;     /* under lock; lanes copy it per sweep */
 	int64_t handoff_ns;            /* a call this long hands the other GPUs on */
 	int stop_fd;                   /* eventfd: wakes the watchdog's poll at stop */
 };
@@ -181,6 +187,7 @@ void collector_config_defaults(struct collector_config *cfg)
 	cfg->per_process_util = true;
 	cfg->gpm = true;
 	cfg->events = true;
+	adapt_config_defaults(&cfg->adapt);
 }
 
 /* ---- one read's outcome --------------------------------------------- */
@@ -271,7 +278,7 @@ static void read_fast(struct collector *c, struct gpu_ctx *g, struct gpu_update 
 	}
 	if (atomic_load(&g->lost))
 		return;
-	if (allowed(g, R_MEMORY, now)) {
+	if (!(g->skip & FIELD_BIT(F_MEM_USED)) && allowed(g, R_MEMORY, now)) {
 		if (nv->device_get_memory_info_v2) {
 			struct nvml_memory_v2 m = {.version = NVML_ABI_MEMORY_V2_VERSION};
 			r = NVML_CALL(nv, device_get_memory_info_v2, d, &m);
@@ -767,7 +774,11 @@ static void read_normal(struct collector *c, struct gpu_ctx *g, struct gpu_updat
 	read_processes(c, g, u, now);
 	if (atomic_load(&g->lost))
 		return;
-	read_gpm(c, g, u, now);
+	if (!(g->skip & FIELD_BIT(F_GPM_SM))) {
+		read_gpm(c, g, u, now);
+		if (!(u->valid & adapt_group_fields(AG_GPM)))
+			adapt_unread(&g->adapt, AG_GPM);
+	}
 	if (atomic_load(&g->lost))
 		return;
 	read_mig(c, g, u, now);
@@ -1120,14 +1131,18 @@ static void read_slow(struct collector *c, struct gpu_ctx *g, struct gpu_update 
 typedef void read_tier_fn(struct collector *c, struct gpu_ctx *g, struct gpu_update *u, int64_t now);
 static read_tier_fn *const tier_reader[TIER_COUNT] = {read_fast, read_normal, read_slow};
 
-/* Read one tier of one GPU and publish it. */
+/* Read one tier of one GPU and publish it. The adaptive groups that are
+ * neither due at their floor nor moving are left unread and out of the
+ * update's mask, so the snapshot keeps their last value (their tier's
+ * other reads keep it from turning stale) and the store adds no point. */
 static void sweep_gpu(struct collector *c, struct gpu_ctx *g, enum tier t, int64_t now,
-		      struct gpu_update *u)
+		      const struct adapt_config *ac, int64_t ceiling_ns, struct gpu_update *u)
 {
+	g->skip = adapt_plan(&g->adapt, ac, t, ceiling_ns, now);
 	u->gpu = g->slot;
 	u->tier = t;
 	u->wall_ns = clock_wall_ns();
-	u->mask = fields_of_tier(t);
+	u->mask = fields_of_tier(t) & ~g->skip;
 	u->valid = 0;
 	u->has_procs = false;
 	u->nprocs = 0;
@@ -1144,6 +1159,7 @@ static void sweep_gpu(struct collector *c, struct gpu_ctx *g, enum tier t, int64
 		g->gpm_samples = 0;
 		return;
 	}
+	adapt_observe(&g->adapt, ac, u, now);
 	bus_publish(c->bus, u);
 	if (atomic_exchange(&g->stalled, false)) {
 		bus_set_health(c->bus, g->slot, GPU_HEALTH_UP, "");
@@ -1234,8 +1250,10 @@ static void *lane_main(void *arg)
 				if (g->next_due[t] <= now)
 					g->next_due[t] = now + c->period_ns[t];
 				atomic_store(&l->current_gpu, i);
+				struct adapt_config ac = c->adapt;
+				int64_t ceiling = c->period_ns[t];
 				pthread_mutex_unlock(&c->lock);
-				sweep_gpu(c, g, (enum tier)t, now, u);
+				sweep_gpu(c, g, (enum tier)t, now, &ac, ceiling, u);
 				pthread_mutex_lock(&c->lock);
 				atomic_store(&l->current_gpu, -1);
 				swept = true;
@@ -1476,17 +1494,20 @@ static void *events_main(void *arg)
 		}
 		atomic_fetch_add(&c->events_seen, 1);
 		int slot = -1, index = -1;
+		bool xid = ev.event_type & NVML_ABI_EVENT_TYPE_XID_CRITICAL_ERROR;
 		pthread_mutex_lock(&c->lock);
 		for (int i = 0; i < c->ngpu; i++) {
 			if (c->gpu[i]->dev == ev.device) {
 				slot = c->gpu[i]->slot;
 				index = c->gpu[i]->index;
+				if (xid)
+					adapt_note_xid(&c->gpu[i]->adapt);
 			}
 		}
 		pthread_mutex_unlock(&c->lock);
 		if (slot < 0)
 			continue;
-		if (ev.event_type & NVML_ABI_EVENT_TYPE_XID_CRITICAL_ERROR) {
+		if (xid) {
 			bus_note_xid(c->bus, slot, (uint32_t)ev.event_data, clock_wall_ns());
 			log_warn("GPU %d: XID %llu", index, ev.event_data);
 		}
@@ -1690,6 +1711,7 @@ static struct gpu_ctx *gpu_add(struct collector *c, nvml_device_t dev, int index
 		return NULL;
 	g->dev = dev;
 	g->index = index;
+	adapt_init(&g->adapt);
 	collector_read_identity(c->nv, dev, index, &g->id);
 	if (bus_attach_gpu(c->bus, &g->id, &g->slot) != GPULSE_OK) {
 		free(g);
@@ -1812,6 +1834,7 @@ int collector_start(struct collector **out, struct bus *bus,
 	c->bus = bus;
 	c->nv = nv;
 	memcpy(c->period_ns, cfg->period_ns, sizeof c->period_ns);
+	c->adapt = cfg->adapt;
 	/* Half a fast period: the slowest sound call (energy) takes 4 ms on
 	 * the H200, so a call this long is holding the other GPUs up. */
 	c->handoff_ns = cfg->period_ns[TIER_FAST] / 2;
@@ -1962,6 +1985,17 @@ void collector_get_stats(struct collector *c, struct collector_stats *out)
 	pthread_mutex_lock(&c->lock);
 	for (int i = 0; i < c->nlanes; i++)
 		out->lanes_alive += !atomic_load(&c->lanes[i]->done);
+	int64_t now = clock_mono_ns();
+	for (int i = 0; i < c->ngpu; i++) {
+		struct adapt_state *a = &c->gpu[i]->adapt;
+		for (int k = 0; k < AG_COUNT; k++) {
+			out->adaptive_reads[k] += atomic_load(&a->reads[k]);
+			out->adaptive_skips[k] += atomic_load(&a->skips[k]);
+		}
+		for (int k = 0; k < AC_COUNT; k++)
+			out->moves[k] += atomic_load(&a->moves[k]);
+		out->gpus_moving += adapt_is_moving(a, now);
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -1978,4 +2012,28 @@ void collector_set_periods(struct collector *c, const int64_t period_ns[TIER_COU
 		bus_set_stale_after(c->bus, (enum tier)t, 3 * period_ns[t] + c->cfg.call_deadline_ns);
 	mono_cond_broadcast(&c->wake);
 	pthread_mutex_unlock(&c->lock);
+}
+
+void collector_set_adapt(struct collector *c, const struct adapt_config *ac)
+{
+	pthread_mutex_lock(&c->lock);
+	c->adapt = *ac;
+	pthread_mutex_unlock(&c->lock);
+}
+
+int collector_raise(struct collector *c, int slot, int64_t duration_ns)
+{
+	int rc = GPULSE_ENOENT;
+	int64_t until = clock_mono_ns() + duration_ns;
+	pthread_mutex_lock(&c->lock);
+	for (int i = 0; i < c->ngpu; i++) {
+		if (c->gpu[i]->slot == slot) {
+			adapt_raise(&c->gpu[i]->adapt, until);
+			rc = GPULSE_OK;
+		}
+	}
+	/* The GPU's tiers are on their ceiling grid already: nothing to
+	 * wake, the next sweep reads every group. */
+	pthread_mutex_unlock(&c->lock);
+	return rc;
 }

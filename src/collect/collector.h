@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "adapt.h"
 #include "attrib.h"
 #include "bus.h"
 #include "nvml_shim.h"
@@ -31,9 +32,12 @@ struct collector_config {
 	bool events;                      /* XID and ECC event thread */
 	struct attrib *attrib;            /* who owns each process; NULL: not attributed.
 					   * Borrowed: outlives the collector. */
+	struct adapt_config adapt;        /* floors and quiet period of the dear reads;
+					   * period_ns above are the ceilings */
 };
 
-/* Defaults: 100 ms, 1 s, 30 s; deadline 2 s; rediscover 10 s; all on. */
+/* Defaults: 100 ms, 1 s, 30 s; deadline 2 s; rediscover 10 s; all on;
+ * adapt_config_defaults. */
 void collector_config_defaults(struct collector_config *cfg);
 
 struct collector;
@@ -48,6 +52,11 @@ struct collector_stats {
 	uint64_t rediscoveries;     /* GPUs found again after being lost */
 	uint64_t sweeps[TIER_COUNT];/* tier sweeps completed */
 	int lanes_alive;
+	/* Adaptive sampling, summed over the GPUs (adapt.h): reads of each
+	 * group made and left out, moves by cause, GPUs moving now. */
+	uint64_t adaptive_reads[AG_COUNT], adaptive_skips[AG_COUNT];
+	uint64_t moves[AC_COUNT];
+	int gpus_moving;
 };
 
 /* Open NVML, discover GPUs, attach them to `bus` and start sampling.
@@ -63,6 +72,13 @@ struct nvml_lib *collector_nvml(struct collector *c);
 void collector_get_stats(struct collector *c, struct collector_stats *out);
 /* Change tier periods while running (SIGHUP reload). */
 void collector_set_periods(struct collector *c, const int64_t period_ns[TIER_COUNT]);
+
+/* Change the adaptive sampling's floors and quiet period (SIGHUP). */
+void collector_set_adapt(struct collector *c, const struct adapt_config *ac);
+/* Hold every read of the GPU in bus slot `slot` at its ceiling for
+ * `duration_ns` from now (a firing alert, an anomaly, a request); a
+ * raise already longer stays. 0 or GPULSE_ENOENT. Any thread. */
+int collector_raise(struct collector *c, int slot, int64_t duration_ns);
 
 /* Read the identity of one device; used by discovery and `gpulse record`. */
 void collector_read_identity(struct nvml_lib *nv, nvml_device_t dev, int index,

@@ -24,6 +24,7 @@
 #include <yaml.h>
 
 #include "alerting.h"
+#include "evidence.h"
 #include "api.h"
 #include "clock.h"
 #include "collector.h"
@@ -138,6 +139,10 @@ static const struct key_spec sampling_keys[] = {
 	LEAF("per_process_utilization", BOOL, sampling.per_process_utilization),
 	LEAF("gpm", BOOL, sampling.gpm),
 	LEAF("events", BOOL, sampling.events),
+	LEAF_R("adaptive", BOOL, sampling.adaptive, RELOAD_LIVE),
+	RANGED_R("fast_floor", DURATION, sampling.fast_floor_ns, 10 * MS, 3600 * SEC, RELOAD_LIVE),
+	RANGED_R("normal_floor", DURATION, sampling.normal_floor_ns, 10 * MS, 86400 * SEC, RELOAD_LIVE),
+	RANGED_R("quiet", DURATION, sampling.quiet_ns, 0, 86400 * SEC, RELOAD_LIVE),
 };
 
 static const struct key_spec replay_keys[] = {
@@ -184,6 +189,21 @@ static const struct key_spec anomaly_keys[] = {
 	RANGED("season_halflife", DURATION, anomaly.season_halflife_ns, 3600 * SEC, 365 * 86400 * SEC),
 	RANGED("warmup", DURATION, anomaly.warmup_ns, 0, 86400 * SEC),
 	RANGED("season_buckets", UINT, anomaly.season_buckets, 0, 96),
+};
+
+static const struct key_spec evidence_keys[] = {
+	LEAF("enabled", BOOL, evidence.enabled),
+	STRLIST("alerts", evidence.alerts, ITEM_ANY),
+	{.name = "anomaly_score", .kind = KIND_DOUBLE, .offset = OFF(evidence.anomaly_score),
+	 .size = SZ(evidence.anomaly_score), .lo = 0, .hi = 1000, .has_range = true},
+	RANGED("raise_for", DURATION, evidence.raise_for_ns, 1 * SEC, 86400 * SEC),
+	RANGED("settle", DURATION, evidence.settle_ns, 0, 600 * SEC),
+	RANGED("capture_seconds", UINT, evidence.capture_seconds, 0, 60),
+	RANGED("per_gpu_per_hour", UINT, evidence.per_gpu_per_hour, 0, 64),
+	RANGED("per_hour", UINT, evidence.per_hour, 0, 36000),
+	RANGED("max_records", UINT, evidence.max_records, 1, 1024),
+	RANGED("max_bytes_mib", UINT, evidence.max_bytes_mib, 1, 4096),
+	RANGED("retention", DURATION, evidence.retention_ns, 60 * SEC, 3650 * 86400 * SEC),
 };
 
 static const struct key_spec storage_keys[] = {
@@ -383,6 +403,7 @@ static const struct key_spec top_keys[] = {
 	SECTION("replay", replay_keys),
 	SECTION("diagnosis", diagnosis_keys),
 	SECTION("anomaly", anomaly_keys),
+	SECTION("evidence", evidence_keys),
 	SECTION("storage", storage_keys),
 	SECTION("http", http_keys),
 	SECTION("query", query_keys),
@@ -414,6 +435,10 @@ void config_defaults(struct gpulse_config *c)
 	c->sampling.per_process_utilization = true;
 	c->sampling.gpm = true;
 	c->sampling.events = true;
+	c->sampling.adaptive = true;
+	c->sampling.fast_floor_ns = 1 * NS_PER_SEC;
+	c->sampling.normal_floor_ns = 2 * NS_PER_SEC;
+	c->sampling.quiet_ns = 10 * NS_PER_SEC;
 	c->replay.speed = 1.0;
 	c->replay.loop = true;
 	c->diagnosis.window_ns = 5 * NS_PER_SEC;
@@ -443,6 +468,7 @@ void config_defaults(struct gpulse_config *c)
 	c->rule_evaluation_delay_ns = 50 * NS_PER_MS;
 	config_alerting_defaults(c);
 	profiling_config_defaults(c);
+	evidence_config_into(c);
 	for (int f = 0, n = 0; f < OWNER_FIELD_COUNT; f++)
 		if (OWNER_DEFAULT_LABELS & 1u << f)
 			str_copy(c->attribution.labels[n++], sizeof c->attribution.labels[0],
@@ -2205,6 +2231,10 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       a->sampling.rediscover_ns == b->sampling.rediscover_ns &&
 	       a->sampling.per_process_utilization == b->sampling.per_process_utilization &&
 	       a->sampling.gpm == b->sampling.gpm && a->sampling.events == b->sampling.events &&
+	       a->sampling.adaptive == b->sampling.adaptive &&
+	       a->sampling.fast_floor_ns == b->sampling.fast_floor_ns &&
+	       a->sampling.normal_floor_ns == b->sampling.normal_floor_ns &&
+	       a->sampling.quiet_ns == b->sampling.quiet_ns &&
 	       strcmp(a->replay.file, b->replay.file) == 0 && a->replay.speed == b->replay.speed &&
 	       a->replay.loop == b->replay.loop &&
 	       strcmp(a->storage.path, b->storage.path) == 0 &&
@@ -2233,6 +2263,7 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
 	       a->rule_evaluation_interval_ns == b->rule_evaluation_interval_ns &&
 	       a->rule_evaluation_delay_ns == b->rule_evaluation_delay_ns &&
 	       memcmp(&a->anomaly, &b->anomaly, sizeof a->anomaly) == 0 &&
+	       memcmp(&a->evidence, &b->evidence, sizeof a->evidence) == 0 &&
 	       profiling_config_equal(a, b) && benchd_config_equal(a, b) &&
 	       a->log_level == b->log_level && a->nremote_write == b->nremote_write &&
 	       memcmp(a->remote_write, b->remote_write, sizeof a->remote_write) == 0;
@@ -2252,6 +2283,22 @@ void config_to_collector(const struct gpulse_config *c, struct collector_config 
 	out->per_process_util = c->sampling.per_process_utilization;
 	out->gpm = c->sampling.gpm;
 	out->events = c->sampling.events;
+	config_to_adapt(c, &out->adapt);
+}
+
+void config_to_adapt(const struct gpulse_config *c, struct adapt_config *out)
+{
+	adapt_config_defaults(out);
+	out->enabled = c->sampling.adaptive;
+	out->floor_ns[TIER_FAST] = c->sampling.fast_floor_ns;
+	/* The live diagnosis judges each window on GPM readings: at least
+	 * two a window, so a steady GPU's windows keep their SM, tensor and
+	 * DRAM evidence. */
+	out->floor_ns[TIER_NORMAL] = c->sampling.normal_floor_ns;
+	if (out->floor_ns[TIER_NORMAL] > c->diagnosis.window_ns / 2)
+		out->floor_ns[TIER_NORMAL] = c->diagnosis.window_ns / 2;
+	out->floor_ns[TIER_SLOW] = c->sampling.slow_ns;
+	out->quiet_ns = c->sampling.quiet_ns;
 }
 
 uint16_t config_attrib_labels(const struct gpulse_config *c)

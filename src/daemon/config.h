@@ -17,6 +17,7 @@
 #include "owner.h"
 
 struct collector_config;
+struct adapt_config;
 struct http_config;
 
 #define CONFIG_MAX_FILE_BYTES (1024 * 1024) /* config_load_file refuses larger */
@@ -118,6 +119,13 @@ struct gpulse_config {
 		bool per_process_utilization;
 		bool gpm;
 		bool events;
+		/* Adaptive sampling (src/collect/adapt.h): the periods above
+		 * are the ceilings; the dear reads (memory, GPM) go to these
+		 * floors while their GPU is steady. */
+		bool adaptive;
+		int64_t fast_floor_ns;
+		int64_t normal_floor_ns;
+		int64_t quiet_ns;
 	} sampling;
 	struct {
 		char file[CONFIG_PATH_LEN];     /* "": read the GPUs through NVML */
@@ -144,6 +152,19 @@ struct gpulse_config {
 		int64_t warmup_ns;              /* history before a baseline scores */
 		unsigned season_buckets;        /* time-of-day buckets; 0: none */
 	} anomaly;
+	struct {                                /* a closer look on trouble (evidence.h) */
+		bool enabled;
+		char alerts[64][128];           /* alert names that trigger evidence */
+		double anomaly_score;           /* 0: scores do not trigger */
+		int64_t raise_for_ns;
+		int64_t settle_ns;
+		unsigned capture_seconds;       /* 0: no capture */
+		unsigned per_gpu_per_hour;
+		unsigned per_hour;
+		unsigned max_records;
+		unsigned max_bytes_mib;
+		int64_t retention_ns;
+	} evidence;
 	struct {
 		unsigned max_connections;
 		unsigned threads;
@@ -327,6 +348,8 @@ bool config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
 /* Fill the collector's struct. Its strings point into `c`, which must
  * outlive `out`. */
 void config_to_collector(const struct gpulse_config *c, struct collector_config *out);
+/* The adaptive sampling part of the sampling section (floors, quiet). */
+void config_to_adapt(const struct gpulse_config *c, struct adapt_config *out);
 /* attribution: as attrib_open takes it (strings borrowed from c). */
 void config_to_attrib(const struct gpulse_config *c, struct attrib_config *out);
 /* attribution.labels as OWNER_* bits. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "alerting.h"
+#include "evidence.h"
 #include "anomaly.h"
 #include "api.h"
 #include "api_status.h"
@@ -108,6 +109,8 @@ struct daemon {
 	struct rules_engine *rules;      /* NULL: no rule files */
 	struct livestore *live;          /* the rules' history without a store; else NULL */
 	struct alerting *alerting;       /* alert delivery (alerting.h) */
+	struct evidence *evidence;       /* a closer look on trouble (evidence.h); the
+	                                    rules' sink, forwarding to alerting's */
 	struct profiling *prof;          /* the injection library's socket */
 	struct benchd *bench;            /* baseline benchmarks (benchd.h) */
 	struct sdnotify sdn;             /* systemd readiness and watchdog (sdnotify.h) */
@@ -334,10 +337,25 @@ static int extra_metrics(void *ctx, struct buf *out, bool openmetrics)
 		rc = remote_write_metrics(d->remotes, atomic_load(&d->nremotes), out, openmetrics);
 	if (!rc)
 		rc = sdnotify_metrics(&d->sdn, out, openmetrics);
+	if (!rc)
+		rc = evidence_metrics(d->evidence, out, openmetrics);
 	return rc ? rc : benchd_metrics(d->bench, out, openmetrics);
 }
 
 static const char *storage_path(const struct daemon *d);
+
+/* Evidence's raise: the collector's GPU to its ceiling (a replay has no
+ * reads to raise). */
+static int raise_gpu(void *ctx, int slot, int64_t duration_ns)
+{
+	struct daemon *d = ctx;
+	int rc = GPULSE_ENOENT;
+	pthread_rwlock_rdlock(&d->source_lock);
+	if (d->col)
+		rc = collector_raise(d->col, slot, duration_ns);
+	pthread_rwlock_unlock(&d->source_lock);
+	return rc;
+}
 
 /* The store's append hook: every remote_write entry sees every sample. */
 static void remote_fanout(void *ctx, uint32_t ref, int64_t t_ms, double v)
@@ -1214,8 +1232,8 @@ static int start_rules(struct daemon *d)
 		/* The engine reads 0 as its own default: none is < 0. */
 		.eval_delay_ms = d->cfg.rule_evaluation_delay_ns > 0
 					 ? d->cfg.rule_evaluation_delay_ns / NS_PER_MS : -1,
-		.alert_sink = alerting_sink(),
-		.alert_sink_ctx = alerting_sink_ctx(d->alerting),
+		.alert_sink = evidence_sink,
+		.alert_sink_ctx = d->evidence,
 		.resend_delay_ms = d->cfg.alerting.resend_delay_ns / NS_PER_MS,
 		.external_labels = ext,
 		.nexternal_labels = next,
@@ -1553,9 +1571,17 @@ static void reload_config(struct daemon *d)
 	log_set_level(nc.log_level);
 	int64_t periods[TIER_COUNT] = {nc.sampling.fast_ns, nc.sampling.normal_ns, nc.sampling.slow_ns};
 	pthread_rwlock_rdlock(&d->source_lock);
-	if (d->col)
+	struct adapt_config ac;
+	config_to_adapt(&nc, &ac);
+	if (d->col) {
 		collector_set_periods(d->col, periods);
+		collector_set_adapt(d->col, &ac);
+	}
 	pthread_rwlock_unlock(&d->source_lock);
+	d->cfg.sampling.adaptive = nc.sampling.adaptive;
+	d->cfg.sampling.fast_floor_ns = nc.sampling.fast_floor_ns;
+	d->cfg.sampling.normal_floor_ns = nc.sampling.normal_floor_ns;
+	d->cfg.sampling.quiet_ns = nc.sampling.quiet_ns;
 	d->cfg.sampling.fast_ns = nc.sampling.fast_ns;
 	d->cfg.sampling.normal_ns = nc.sampling.normal_ns;
 	d->cfg.sampling.slow_ns = nc.sampling.slow_ns;
@@ -1653,6 +1679,15 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	}
 	d->self.notify_stats = alerting_stats;
 	d->self.notify_ctx = alerting_sink_ctx(d->alerting);
+	{
+		struct evidence_config ec;
+		config_to_evidence(&d->cfg, &ec);
+		if (evidence_create(&d->evidence, &ec, d->bus, alerting_sink(),
+				    alerting_sink_ctx(d->alerting)) != GPULSE_OK) {
+			log_error("out of memory");
+			goto out;
+		}
+	}
 	if ((st = start_rules(d)) != 0) {
 		status = st;
 		goto out;
@@ -1720,6 +1755,14 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	}
 	if (storage_path(d)[0])
 		diag_live_set_sink(d->diag, history_sink, d);
+	{
+		struct evidence_sources es = {.raise = raise_gpu, .raise_ctx = d, .diag = d->diag,
+					      .anomaly = d->anomaly, .prof = d->prof};
+		if (evidence_start(d->evidence, &es) != GPULSE_OK) {
+			log_error("cannot start the evidence thread");
+			goto out;
+		}
+	}
 
 	api_init(&d->api, d->db);
 	d->api.timeout_ns = d->cfg.query.timeout_ns;
@@ -1775,7 +1818,8 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	}
 	/* The query and capture pools first: /metrics reads their counters. */
 	if (api_register(d->http, &d->api) != 0 || api_status_register(d->http, &d->status) != 0 ||
-	    profiling_register(d->prof, d->http) != 0 || benchd_register(d->bench, d->http) != 0) {
+	    profiling_register(d->prof, d->http) != 0 || benchd_register(d->bench, d->http) != 0 ||
+	    evidence_register(d->evidence, d->http) != 0) {
 		log_error("cannot start the threads of the query API and of captures");
 		goto out;
 	}
@@ -1869,6 +1913,7 @@ out:
 	selfscrape_stop(d->scrape);
 	profiling_interrupt(d->prof);  /* captures answer before HTTP stops */
 	http_server_stop(d->http);
+	evidence_stop(d->evidence);  /* its capture, if any, ended with the interrupt */
 	benchd_stop(d->bench);  /* its handlers are gone; its child is ended */
 	http_static_free(d->web);
 	replay_stop(d->rep);
@@ -1878,6 +1923,7 @@ out:
 	anomaly_destroy(d->anomaly);
 	diag_history_destroy(d->hist);
 	rules_engine_free(d->rules);
+	evidence_destroy(d->evidence);  /* the engine no longer calls its sink */
 	livestore_destroy(d->live);  /* the engine read it */
 	alerting_stop(d->alerting); /* the engine no longer calls its sink */
 	profiling_stop(d->prof);

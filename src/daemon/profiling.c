@@ -361,15 +361,37 @@ static int handle_trace(void *ctx, const struct http_request *req, struct http_r
 		return 0;
 	if (!has_pid)
 		return http_api_error(resp, 400, "bad_data", "pid: required (the process to trace)");
-	struct profile_capture cap = {.pid = (uint32_t)pid, .seconds = (uint32_t)seconds};
 	char err[256];
-	int rc = profile_server_capture(p->server, &cap, err, sizeof err);
+	resp->content_type = "application/json";
+	int rc = profiling_capture(p, (uint32_t)pid, (unsigned)seconds, &resp->body, err, sizeof err);
 	if (rc == GPULSE_ENOENT)
 		return http_api_error(resp, 404, "not_found", err);
 	if (rc == GPULSE_EBUSY)
 		return http_api_error(resp, 409, "busy", err);
-	if (rc)
+	if (rc == GPULSE_ESTATE || rc == GPULSE_EINVAL)
 		return http_api_error(resp, 503, "unavailable", err);
+	return rc;
+}
+
+bool profiling_has_library(struct profiling *p, uint32_t pid)
+{
+	char comm[PROFILE_COMM_MAX];
+	return p && p->server && p->agg && profile_agg_has(p->agg, pid, comm, sizeof comm);
+}
+
+int profiling_capture(struct profiling *p, uint32_t pid, unsigned seconds, struct buf *out,
+		      char *err, size_t errlen)
+{
+	if (!p || !p->server) {
+		snprintf(err, errlen, "%s", p && p->why_off[0] ? p->why_off : "profiling is not set up");
+		return GPULSE_EINVAL;
+	}
+	struct profile_capture cap = {.pid = pid, .seconds = seconds};
+	int rc = profile_server_capture(p->server, &cap, err, errlen);
+	if (rc == GPULSE_ENOENT || rc == GPULSE_EBUSY)
+		return rc;
+	if (rc)
+		return GPULSE_ESTATE;
 	struct perfetto_meta meta = {
 		.pid = cap.pid,
 		.process_name = cap.comm,
@@ -382,8 +404,7 @@ static int handle_trace(void *ctx, const struct http_request *req, struct http_r
 		.complete = cap.complete,
 		.lasting_cost = PROFILING_LASTING_COST,
 	};
-	resp->content_type = "application/json";
-	rc = perfetto_write(&resp->body, cap.events, cap.n, &meta);
+	rc = perfetto_write(out, cap.events, cap.n, &meta);
 	free(cap.events);
 	return rc;
 }

@@ -69,4 +69,16 @@ void profiling_interrupt(struct profiling *p);
 /* Stop the socket thread and free. Accepts NULL. */
 void profiling_stop(struct profiling *p);
 
+/* True when process `pid` has the injection library connected now. */
+bool profiling_has_library(struct profiling *p, uint32_t pid);
+/* A capture of `seconds` of process `pid` (its library traces
+ * everything meanwhile, with the lasting cost `gpulse trace` states),
+ * appended to `out` as the Perfetto JSON /api/v1/trace answers. Blocks
+ * for the capture (seconds + the grace). 0; GPULSE_ENOENT (no library of
+ * that pid), GPULSE_EBUSY (a capture of it runs), GPULSE_EINVAL
+ * (profiling off), GPULSE_ESTATE (stopping), each with one sentence in
+ * err; or buf's error. */
+int profiling_capture(struct profiling *p, uint32_t pid, unsigned seconds, struct buf *out,
+		      char *err, size_t errlen);
+
 #endif

@@ -1378,6 +1378,36 @@ static void render_daemon(struct render *r, const struct collector_stats *cs,
 		PUT_LIT(w, "\"");
 		end_u64(w, cs->sweeps[t]);
 	}
+	family(w, "gpulse_collector_adaptive_reads_total", T_COUNTER,
+	       "Sweeps that made an adaptive group's read (at its floor or, while the GPU moves, its ceiling), over all GPUs.");
+	for (int k = 0; k < AG_COUNT; k++) {
+		sample(w, "", 0);
+		PUT_LIT(w, "{group=\"");
+		put_str(w, adapt_group_key((enum adapt_group)k));
+		PUT_LIT(w, "\"");
+		end_u64(w, cs->adaptive_reads[k]);
+	}
+	family(w, "gpulse_collector_adaptive_skips_total", T_COUNTER,
+	       "Sweeps that left an adaptive group unread (steady GPU, floor not reached), over all GPUs.");
+	for (int k = 0; k < AG_COUNT; k++) {
+		sample(w, "", 0);
+		PUT_LIT(w, "{group=\"");
+		put_str(w, adapt_group_key((enum adapt_group)k));
+		PUT_LIT(w, "\"");
+		end_u64(w, cs->adaptive_skips[k]);
+	}
+	family(w, "gpulse_collector_moves_total", T_COUNTER,
+	       "Times a GPU's reads went to their ceiling, by cause.");
+	for (int k = 0; k < AC_COUNT; k++) {
+		sample(w, "", 0);
+		PUT_LIT(w, "{cause=\"");
+		put_str(w, adapt_cause_key((enum adapt_cause)k));
+		PUT_LIT(w, "\"");
+		end_u64(w, cs->moves[k]);
+	}
+	family(w, "gpulse_collector_gpus_moving", T_GAUGE,
+	       "GPUs whose reads are at their ceiling now (moving, or raised by an alert).");
+	plain_u64(w, (uint64_t)cs->gpus_moving);
 	family(w, "gpulse_events_total", T_COUNTER, "XID and ECC events received from NVML.");
 	plain_u64(w, cs->events);
 	family(w, "gpulse_event_errors_total", T_COUNTER, "NVML event waits that failed.");
