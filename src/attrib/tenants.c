@@ -1,0 +1,420 @@
+/* Activity per process and per owner over time; see tenants.h. Rows are
+ * arrays scanned linearly: a few hundred at most, touched once a second
+ * per GPU. */
+#include "tenants.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "status.h"
+
+#define ALONE_MIN_BUSY 0.2      /* busy enough alone to measure */
+#define ALONE_OTHERS_MAX 0.02   /* the others' busy share that still counts as alone */
+#define ALONE_TTL_NS (600LL * 1000000000LL)
+#define ALONE_MIX_MAX 0.2       /* the class mix may have moved this far (L1) since */
+#define ALONE_WEIGHT 0.3        /* of a new measurement in the running mean */
+
+struct prow {
+	struct tenants_row r;
+	uint64_t start_ticks;         /* with pid, the key: a reused pid is a new row */
+	uint64_t seq;                 /* its scope's interval it was last in */
+	int64_t seen_ns;
+	bool alone_valid;
+	int64_t alone_ns;
+	double alone[SPLIT_METRIC_COUNT];
+	double alone_mix[SPLIT_CLASS_COUNT];
+};
+
+struct pgroup {
+	struct tenants_group g;
+	bool in_mig;
+	unsigned gpu_instance;
+	uint64_t seq;
+	int64_t seen_ns;
+};
+
+struct scope {
+	struct split_calib calib;
+	uint64_t seq;                 /* intervals added */
+};
+
+struct tenants {
+	pthread_mutex_t lock;
+	size_t max_rows;
+	int64_t stale_ns;
+	struct prow *rows;
+	size_t nrows;
+	struct pgroup *groups;
+	size_t ngroups;
+	struct scope *scopes[TENANTS_GPUS]; /* TENANTS_SCOPES each, on first use */
+	struct tenants_stats st;
+};
+
+int tenants_new(struct tenants **out, size_t max_rows, int64_t stale_ns)
+{
+	struct tenants *t = calloc(1, sizeof *t);
+	if (!t)
+		return GPULSE_ENOMEM;
+	t->max_rows = max_rows ? max_rows : TENANTS_DEFAULT_ROWS;
+	t->stale_ns = stale_ns > 0 ? stale_ns : TENANTS_DEFAULT_STALE_NS;
+	/* A row per process, its GPU's "other" row, and a group per owner. */
+	t->rows = calloc(t->max_rows + TENANTS_GPUS, sizeof *t->rows);
+	t->groups = calloc(t->max_rows + TENANTS_GPUS, sizeof *t->groups);
+	if (!t->rows || !t->groups) {
+		tenants_free(t);
+		return GPULSE_ENOMEM;
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	*out = t;
+	return GPULSE_OK;
+}
+
+void tenants_free(struct tenants *t)
+{
+	if (!t)
+		return;
+	for (int g = 0; g < TENANTS_GPUS; g++)
+		free(t->scopes[g]);
+	if (t->rows && t->groups)
+		pthread_mutex_destroy(&t->lock);
+	free(t->rows);
+	free(t->groups);
+	free(t);
+}
+
+static int scope_index(const struct tenants_interval *in)
+{
+	return in->in_mig ? 1 + (int)(in->gpu_instance % (TENANTS_SCOPES - 1)) : 0;
+}
+
+static bool same_scope(const struct tenants_row *r, const struct tenants_interval *in)
+{
+	return r->gpu == in->gpu && r->in_mig == in->in_mig &&
+	       (!in->in_mig || r->gpu_instance == in->gpu_instance);
+}
+
+static struct prow *find_row(struct tenants *t, const struct tenants_interval *in, uint32_t pid,
+			     uint64_t start_ticks)
+{
+	for (size_t i = 0; i < t->nrows; i++) {
+		struct prow *p = &t->rows[i];
+		if (p->r.pid == pid && same_scope(&p->r, in) && (pid == 0 || p->start_ticks == start_ticks))
+			return p;
+	}
+	return NULL;
+}
+
+/* Count the process rows (not "other" rows). */
+static size_t process_rows(const struct tenants *t)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < t->nrows; i++)
+		n += t->rows[i].r.pid != 0;
+	return n;
+}
+
+static struct prow *new_row(struct tenants *t, const struct tenants_interval *in, uint32_t pid,
+			    const struct tenants_proc *p, int64_t now)
+{
+	struct prow *r = &t->rows[t->nrows++];
+	memset(r, 0, sizeof *r);
+	r->seen_ns = now;  /* not a victim for the rest of its interval */
+	r->r.gpu = in->gpu;
+	r->r.in_mig = in->in_mig;
+	r->r.gpu_instance = in->gpu_instance;
+	r->r.pid = pid;
+	if (p) {
+		memcpy(r->r.comm, p->comm, sizeof r->r.comm);
+		r->r.comm[sizeof r->r.comm - 1] = '\0';
+		r->r.owner = p->owner;
+		r->start_ticks = p->owner.start_ticks;
+	} else {
+		strcpy(r->r.comm, "other");
+	}
+	return r;
+}
+
+/* The row of process p, made when there is room; NULL: fold it. */
+static struct prow *row_for(struct tenants *t, const struct tenants_interval *in,
+			    const struct tenants_proc *p, int64_t now)
+{
+	struct prow *r = find_row(t, in, p->ev.pid, p->owner.start_ticks);
+	if (r)
+		return r;
+	if (process_rows(t) >= t->max_rows) {
+		/* Room from the row seen longest ago that is not current. */
+		size_t victim = t->nrows;
+		for (size_t i = 0; i < t->nrows; i++) {
+			const struct prow *x = &t->rows[i];
+			if (x->r.pid == 0 || x->seen_ns >= now)
+				continue;
+			if (victim == t->nrows || x->seen_ns < t->rows[victim].seen_ns)
+				victim = i;
+		}
+		if (victim == t->nrows)
+			return NULL;
+		t->rows[victim] = t->rows[--t->nrows];
+		t->st.expired_total++;
+	}
+	return new_row(t, in, p->ev.pid, p, now);
+}
+
+static bool same_owner(const struct proc_owner *a, const struct proc_owner *b)
+{
+	if (a->labels != b->labels)
+		return false;
+	for (int f = 0; f < OWNER_FIELD_COUNT; f++)
+		if ((a->labels & 1u << f) &&
+		    strcmp(owner_field_value(a, (enum owner_field)f),
+			   owner_field_value(b, (enum owner_field)f)) != 0)
+			return false;
+	return true;
+}
+
+/* How certain a source is, for a group's: the least of its processes'. */
+static int certainty(enum split_source s)
+{
+	return s == SPLIT_SOURCE_SOLE ? 3 : s == SPLIT_SOURCE_KERNELS ? 2 : s == SPLIT_SOURCE_NVML ? 1 : 0;
+}
+
+/* Add one process's part of an interval to its owner's group (the
+ * owner's labelled fields, on the same GPU or MIG instance, are the key). */
+static void add_to_group(struct tenants *t, const struct tenants_interval *in,
+			 const struct proc_owner *owner, const struct split_share *s, uint64_t seq,
+			 int64_t now)
+{
+	struct pgroup *g = NULL;
+	for (size_t i = 0; i < t->ngroups && !g; i++) {
+		struct pgroup *x = &t->groups[i];
+		if (x->g.gpu == in->gpu && x->in_mig == in->in_mig &&
+		    (!in->in_mig || x->gpu_instance == in->gpu_instance) &&
+		    same_owner(&x->g.owner, owner))
+			g = x;
+	}
+	if (!g) {
+		if (t->ngroups == t->max_rows + TENANTS_GPUS)
+			return;  /* never: there are no more owners than rows */
+		g = &t->groups[t->ngroups++];
+		memset(g, 0, sizeof *g);
+		g->g.gpu = in->gpu;
+		g->in_mig = g->g.in_mig = in->in_mig;
+		g->gpu_instance = g->g.gpu_instance = in->gpu_instance;
+	}
+	g->g.owner = *owner;
+	if (g->seq != seq) {
+		/* The first of its processes in this interval: start afresh. */
+		g->seq = seq;
+		memset(g->g.ratio, 0, sizeof g->g.ratio);
+		g->g.valid = s->valid;
+		g->g.busy = 0;
+		g->g.processes = 0;
+		g->g.source = s->source;
+	}
+	g->seen_ns = now;
+	g->g.valid &= s->valid;
+	for (int m = 0; m < SPLIT_METRIC_COUNT; m++)
+		g->g.ratio[m] += s->ratio[m];
+	g->g.busy += s->busy;
+	g->g.gpu_time_s += s->busy_s;
+	g->g.processes++;
+	if (certainty(s->source) < certainty(g->g.source))
+		g->g.source = s->source;
+}
+
+/* Whether a row's alone measurement still describes what it runs now. */
+static bool alone_applies(const struct prow *r, const struct split_share *s, int64_t now)
+{
+	if (!r->alone_valid || now - r->alone_ns > ALONE_TTL_NS || !(s->busy > 0))
+		return false;
+	double d = 0;
+	for (int k = 0; k < SPLIT_CLASS_COUNT; k++) {
+		double x = s->class_busy[k] / s->busy - r->alone_mix[k];
+		d += x < 0 ? -x : x;
+	}
+	return d <= ALONE_MIX_MAX;
+}
+
+static void learn_alone(struct prow *r, const struct split_device *dev, const struct split_share *s,
+			int64_t now)
+{
+	for (int m = 0; m < SPLIT_METRIC_COUNT; m++) {
+		if (!(dev->valid & 1u << m))
+			continue;
+		double a = dev->ratio[m] / s->busy;
+		if (a > 1)
+			a = 1;
+		r->alone[m] = r->alone_valid ? (1 - ALONE_WEIGHT) * r->alone[m] + ALONE_WEIGHT * a : a;
+	}
+	for (int k = 0; k < SPLIT_CLASS_COUNT; k++)
+		r->alone_mix[k] = s->class_busy[k] / s->busy;
+	r->alone_valid = true;
+	r->alone_ns = now;
+}
+
+static void expire_locked(struct tenants *t, int64_t now)
+{
+	for (size_t i = 0; i < t->nrows;) {
+		if (now - t->rows[i].seen_ns > t->stale_ns) {
+			t->rows[i] = t->rows[--t->nrows];
+			t->st.expired_total++;
+		} else {
+			i++;
+		}
+	}
+	for (size_t i = 0; i < t->ngroups;) {
+		if (now - t->groups[i].seen_ns > t->stale_ns)
+			t->groups[i] = t->groups[--t->ngroups];
+		else
+			i++;
+	}
+}
+
+void tenants_expire(struct tenants *t, int64_t now_mono_ns)
+{
+	pthread_mutex_lock(&t->lock);
+	expire_locked(t, now_mono_ns);
+	pthread_mutex_unlock(&t->lock);
+}
+
+int tenants_add(struct tenants *t, const struct tenants_interval *in, int64_t now)
+{
+	if (in->gpu < 0 || in->gpu >= TENANTS_GPUS || in->n > TENANTS_PROCS ||
+	    !(in->dev.interval_s > 0))
+		return GPULSE_EINVAL;
+	int64_t t0 = clock_mono_ns();
+	int rc = GPULSE_OK;
+	pthread_mutex_lock(&t->lock);
+	if (!t->scopes[in->gpu]) {
+		t->scopes[in->gpu] = calloc(TENANTS_SCOPES, sizeof *t->scopes[in->gpu]);
+		if (!t->scopes[in->gpu]) {
+			rc = GPULSE_ENOMEM;
+			goto out;
+		}
+		for (int s = 0; s < TENANTS_SCOPES; s++)
+			split_calib_init(&t->scopes[in->gpu][s].calib);
+	}
+	struct scope *sc = &t->scopes[in->gpu][scope_index(in)];
+	uint64_t seq = ++sc->seq;
+
+	/* Rows first (the alone measurements they hold feed the split). */
+	struct split_evidence ev[TENANTS_PROCS];
+	struct prow *rows[TENANTS_PROCS];
+	struct split_share sh[TENANTS_PROCS];
+	for (size_t i = 0; i < in->n; i++) {
+		ev[i] = in->procs[i].ev;
+		ev[i].alone_valid = false;
+		rows[i] = row_for(t, in, &in->procs[i], now);
+	}
+	/* A first pass without alone measurements gives each its class mix,
+	 * against which a measurement is checked. */
+	if ((rc = split_apportion(&in->dev, ev, in->n, &sc->calib, sh)) != GPULSE_OK)
+		goto out;
+	bool any_alone = false;
+	for (size_t i = 0; i < in->n; i++)
+		if (rows[i] && alone_applies(rows[i], &sh[i], now)) {
+			ev[i].alone_valid = true;
+			memcpy(ev[i].alone, rows[i]->alone, sizeof ev[i].alone);
+			any_alone = true;
+		}
+	if (any_alone && (rc = split_apportion(&in->dev, ev, in->n, &sc->calib, sh)) != GPULSE_OK)
+		goto out;
+	split_calib_update(&sc->calib, &in->dev, sh, in->n);
+
+	/* One process busy and the rest idle: what it shows is its own. */
+	size_t busiest = 0;
+	double others = 0, total = 0;
+	for (size_t i = 0; i < in->n; i++) {
+		total += sh[i].busy;
+		if (sh[i].busy > sh[busiest].busy)
+			busiest = i;
+	}
+	others = in->n ? total - sh[busiest].busy : 0;
+	if (in->n && rows[busiest] && sh[busiest].busy >= ALONE_MIN_BUSY &&
+	    others <= ALONE_OTHERS_MAX && sh[busiest].source != SPLIT_SOURCE_NONE)
+		learn_alone(rows[busiest], &in->dev, &sh[busiest], now);
+
+	/* Fold into the rows; the unfitted into their GPU's "other". */
+	struct prow *other = NULL;
+	for (size_t i = 0; i < in->n; i++) {
+		struct prow *r = rows[i];
+		if (!r) {
+			t->st.folded_total++;
+			if (!other) {
+				other = find_row(t, in, 0, 0);
+				if (!other)
+					other = new_row(t, in, 0, NULL, now);
+				other->r.source = sh[i].source;
+				other->r.valid = sh[i].valid;
+				memset(other->r.ratio, 0, sizeof other->r.ratio);
+				other->r.busy = other->r.launches_per_s = 0;
+			}
+			r = other;
+			if (certainty(sh[i].source) < certainty(r->r.source))
+				r->r.source = sh[i].source;
+			r->r.valid &= sh[i].valid;
+			for (int m = 0; m < SPLIT_METRIC_COUNT; m++)
+				r->r.ratio[m] += sh[i].ratio[m];
+			r->r.busy += sh[i].busy;
+			r->r.launches_per_s += sh[i].launches / in->dev.interval_s;
+		} else {
+			r->r.source = sh[i].source;
+			r->r.valid = sh[i].valid;
+			memcpy(r->r.ratio, sh[i].ratio, sizeof r->r.ratio);
+			memcpy(r->r.intensity, sh[i].intensity, sizeof r->r.intensity);
+			r->r.busy = sh[i].busy;
+			r->r.launches_per_s = sh[i].launches / in->dev.interval_s;
+			r->r.owner = in->procs[i].owner;  /* names come late (environ, pod-resources) */
+		}
+		r->seq = seq;
+		r->seen_ns = now;
+		r->r.gpu_time_s += sh[i].busy_s;
+		add_to_group(t, in, &in->procs[i].owner, &sh[i], seq, now);
+	}
+	/* Rows of this scope not in this interval are no longer current. */
+	for (size_t i = 0; i < t->nrows; i++)
+		if (same_scope(&t->rows[i].r, in))
+			t->rows[i].r.current = t->rows[i].seq == seq;
+	for (size_t i = 0; i < t->ngroups; i++) {
+		struct pgroup *g = &t->groups[i];
+		if (g->g.gpu == in->gpu && g->in_mig == in->in_mig &&
+		    (!in->in_mig || g->gpu_instance == in->gpu_instance))
+			g->g.current = g->seq == seq;
+	}
+	t->st.intervals_total++;
+	expire_locked(t, now);
+out:
+	t->st.split_ns_total += (uint64_t)(clock_mono_ns() - t0);
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+size_t tenants_rows(struct tenants *t, struct tenants_row *out, size_t max)
+{
+	pthread_mutex_lock(&t->lock);
+	size_t n = t->nrows;
+	for (size_t i = 0; i < n && i < max; i++)
+		out[i] = t->rows[i].r;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+size_t tenants_groups(struct tenants *t, struct tenants_group *out, size_t max)
+{
+	pthread_mutex_lock(&t->lock);
+	size_t n = t->ngroups;
+	for (size_t i = 0; i < n && i < max; i++)
+		out[i] = t->groups[i].g;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+void tenants_get_stats(struct tenants *t, struct tenants_stats *out)
+{
+	pthread_mutex_lock(&t->lock);
+	*out = t->st;
+	out->rows = t->nrows;
+	out->groups = t->ngroups;
+	pthread_mutex_unlock(&t->lock);
+}
