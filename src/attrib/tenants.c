@@ -320,7 +320,8 @@ int tenants_add(struct tenants *t, const struct tenants_interval *in, int64_t no
 		}
 	if (any_alone && (rc = split_apportion(&in->dev, ev, in->n, &sc->calib, sh)) != GPULSE_OK)
 		goto out;
-	split_calib_update(&sc->calib, &in->dev, sh, in->n);
+	if (!in->no_learn)
+		split_calib_update(&sc->calib, &in->dev, sh, in->n);
 
 	/* One process busy and the rest idle: what it shows is its own. */
 	size_t busiest = 0;
@@ -331,7 +332,7 @@ int tenants_add(struct tenants *t, const struct tenants_interval *in, int64_t no
 			busiest = i;
 	}
 	others = in->n ? total - sh[busiest].busy : 0;
-	if (in->n && rows[busiest] && sh[busiest].busy >= ALONE_MIN_BUSY &&
+	if (in->n && !in->no_learn && rows[busiest] && sh[busiest].busy >= ALONE_MIN_BUSY &&
 	    others <= ALONE_OTHERS_MAX && sh[busiest].source != SPLIT_SOURCE_NONE)
 		learn_alone(rows[busiest], &in->dev, &sh[busiest], now);
 

@@ -41,6 +41,8 @@ struct tenants_interval {
 	bool in_mig;                       /* the scope is MIG instance gpu_instance */
 	unsigned gpu_instance;
 	struct split_device dev;
+	bool no_learn;                     /* split, but teach the calibration nothing:
+					    * some evidence is known to be incomplete */
 	size_t n;
 	struct tenants_proc procs[TENANTS_PROCS];
 };

@@ -37,6 +37,7 @@
 #include "prom.h"
 #include "replay.h"
 #include "sdnotify.h"
+#include "tenantsd.h"
 #include "selfscrape.h"
 #include "selfstats.h"
 #include "status.h"
@@ -112,6 +113,7 @@ struct daemon {
 	struct evidence *evidence;       /* a closer look on trouble (evidence.h); the
 	                                    rules' sink, forwarding to alerting's */
 	struct profiling *prof;          /* the injection library's socket */
+	struct tenantsd *tenants;        /* activity per process on shared GPUs */
 	struct benchd *bench;            /* baseline benchmarks (benchd.h) */
 	struct sdnotify sdn;             /* systemd readiness and watchdog (sdnotify.h) */
 	struct api api;
@@ -1749,6 +1751,13 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		goto out;
 	}
 	benchd_set_health(d->bench, d->health);
+	/* Activity per process: subscribes, like the diagnosis, before any
+	 * source publishes. */
+	if (tenantsd_start(&d->tenants, d->bus, d->prof) != GPULSE_OK) {
+		log_error("cannot start the per-process activity split");
+		goto out;
+	}
+	d->self.tenants = tenantsd_tenants(d->tenants);
 	if (d->db && open_diag_history(d) != GPULSE_OK) {
 		log_error("cannot keep the diagnosis in the store");
 		goto out;
@@ -1920,6 +1929,7 @@ out:
 	collector_stop(d->col);
 	diag_live_destroy(d->diag);
 	health_live_destroy(d->health);
+	tenantsd_stop(d->tenants);
 	anomaly_destroy(d->anomaly);
 	diag_history_destroy(d->hist);
 	rules_engine_free(d->rules);
