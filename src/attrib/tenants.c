@@ -16,6 +16,48 @@
 #define ALONE_MIX_MAX 0.2       /* the class mix may have moved this far (L1) since */
 #define ALONE_WEIGHT 0.3        /* of a new measurement in the running mean */
 
+#define BOUND_IDLE_BUSY 0.05       /* busy less than this: idle */
+#define BOUND_TENSOR 0.25          /* tensor activity while running, over this: tensor cores */
+#define BOUND_DRAM 0.5             /* DRAM bandwidth while running, over this: memory */
+#define BOUND_LAUNCH_RATE 1000.0   /* launches per second, and */
+#define BOUND_LAUNCH_KERNEL_S 20e-6 /* kernels shorter than this on average, and */
+#define BOUND_LAUNCH_BUSY 0.6      /* the GPU busy less than this: launch bound */
+#define BOUND_SM_BUSY 0.5          /* busy over this, no pipe standing out: the SMs */
+
+enum tenants_bound tenants_classify(double busy, const double intensity[SPLIT_METRIC_COUNT],
+				    uint32_t valid, double launches_per_s)
+{
+	/* Many launches of short kernels leave the GPU waiting on the host:
+	 * what the device's classifier calls launch_bound, told here by the
+	 * library's counts (an NVML-only process cannot be). */
+	if (launches_per_s >= BOUND_LAUNCH_RATE && busy < BOUND_LAUNCH_BUSY &&
+	    busy / launches_per_s < BOUND_LAUNCH_KERNEL_S)
+		return TENANTS_LAUNCH;
+	if (busy < BOUND_IDLE_BUSY)
+		return TENANTS_IDLE;
+	if ((valid & 1u << SPLIT_TENSOR) && intensity[SPLIT_TENSOR] >= BOUND_TENSOR)
+		return TENANTS_COMPUTE_TENSOR;
+	if ((valid & 1u << SPLIT_DRAM) && intensity[SPLIT_DRAM] >= BOUND_DRAM)
+		return TENANTS_MEMORY;
+	if (busy >= BOUND_SM_BUSY)
+		return TENANTS_COMPUTE_SM;
+	return TENANTS_MIXED;
+}
+
+const char *tenants_bound_name(enum tenants_bound b)
+{
+	static const char *const names[] = {"idle", "compute_bound", "compute_bound",
+					     "memory_bound", "launch_bound", "mixed"};
+	return (unsigned)b < TENANTS_BOUND_COUNT ? names[b] : "mixed";
+}
+
+const char *tenants_bound_detail(enum tenants_bound b)
+{
+	static const char *const words[] = {"", "tensor cores", "SMs", "DRAM bandwidth",
+					     "kernel launches", ""};
+	return (unsigned)b < TENANTS_BOUND_COUNT ? words[b] : "";
+}
+
 struct prow {
 	struct tenants_row r;
 	uint64_t start_ticks;         /* with pid, the key: a reused pid is a new row */
@@ -209,6 +251,7 @@ static void add_to_group(struct tenants *t, const struct tenants_interval *in,
 		memset(g->g.ratio, 0, sizeof g->g.ratio);
 		g->g.valid = s->valid;
 		g->g.busy = 0;
+		g->g.launches_per_s = 0;
 		g->g.processes = 0;
 		g->g.source = s->source;
 	}
@@ -217,8 +260,13 @@ static void add_to_group(struct tenants *t, const struct tenants_interval *in,
 	for (int m = 0; m < SPLIT_METRIC_COUNT; m++)
 		g->g.ratio[m] += s->ratio[m];
 	g->g.busy += s->busy;
+	g->g.launches_per_s += s->launches / in->dev.interval_s;
 	g->g.gpu_time_s += s->busy_s;
 	g->g.processes++;
+	double in_run[SPLIT_METRIC_COUNT];
+	for (int m = 0; m < SPLIT_METRIC_COUNT; m++)
+		in_run[m] = g->g.busy > 0 ? g->g.ratio[m] / g->g.busy : 0;
+	g->g.bound = tenants_classify(g->g.busy, in_run, g->g.valid, g->g.launches_per_s);
 	if (certainty(s->source) < certainty(g->g.source))
 		g->g.source = s->source;
 }
@@ -350,6 +398,7 @@ int tenants_add(struct tenants *t, const struct tenants_interval *in, int64_t no
 				other->r.valid = sh[i].valid;
 				memset(other->r.ratio, 0, sizeof other->r.ratio);
 				other->r.busy = other->r.launches_per_s = 0;
+				other->r.bound = TENANTS_MIXED;
 			}
 			r = other;
 			if (certainty(sh[i].source) < certainty(r->r.source))
@@ -367,6 +416,8 @@ int tenants_add(struct tenants *t, const struct tenants_interval *in, int64_t no
 			r->r.busy = sh[i].busy;
 			r->r.launches_per_s = sh[i].launches / in->dev.interval_s;
 			r->r.owner = in->procs[i].owner;  /* names come late (environ, pod-resources) */
+			r->r.bound = tenants_classify(r->r.busy, r->r.intensity, r->r.valid,
+						      r->r.launches_per_s);
 		}
 		r->seq = seq;
 		r->seen_ns = now;

@@ -28,6 +28,29 @@
 #define TENANTS_DEFAULT_STALE_NS (60LL * 1000000000LL)
 #define TENANTS_COMM_LEN 16
 
+/* What a tenant is bound by, from its own part of the interval: the
+ * names are the diagnosis's classes (DESIGN.md's contract), so that a
+ * tenant's verdict reads like the device's. */
+enum tenants_bound {
+	TENANTS_IDLE,            /* busy under 5% of the time */
+	TENANTS_COMPUTE_TENSOR,  /* compute_bound, on tensor cores */
+	TENANTS_COMPUTE_SM,      /* compute_bound, on the SMs' other pipes */
+	TENANTS_MEMORY,          /* memory_bound: DRAM bandwidth */
+	TENANTS_LAUNCH,          /* launch_bound: many short kernels, the GPU mostly waiting */
+	TENANTS_MIXED,           /* none of these stands out */
+	TENANTS_BOUND_COUNT
+};
+
+/* The class of a row (or group: busy, intensity, launches per second);
+ * launch_bound needs the library's launch counts. */
+enum tenants_bound tenants_classify(double busy, const double intensity[SPLIT_METRIC_COUNT],
+				    uint32_t valid, double launches_per_s);
+/* "idle", "compute_bound", "memory_bound", "launch_bound", "mixed". */
+const char *tenants_bound_name(enum tenants_bound b);
+/* A few words for people: "tensor cores", "SMs", "DRAM bandwidth",
+ * "kernel launches", "" (idle, mixed). */
+const char *tenants_bound_detail(enum tenants_bound b);
+
 /* One process in one interval. */
 struct tenants_proc {
 	char comm[TENANTS_COMM_LEN];
@@ -63,6 +86,7 @@ struct tenants_row {
 	double busy;                       /* busy share of the last interval */
 	double launches_per_s;
 	double gpu_time_s;                 /* since first seen: a counter */
+	enum tenants_bound bound;          /* tenants_classify of the last interval */
 };
 
 /* An owner's row on one GPU: the sum of its processes. The owner's label
@@ -77,8 +101,10 @@ struct tenants_group {
 	uint32_t valid;
 	double ratio[SPLIT_METRIC_COUNT];
 	double busy;
+	double launches_per_s;
 	double gpu_time_s;
 	unsigned processes;                /* current ones */
+	enum tenants_bound bound;
 };
 
 struct tenants_stats {

@@ -135,6 +135,28 @@ SOURCES="A0=kernels,B0=kernels,A1=kernels,B1=nvml,C1=kernels"
 wait_for check "$SOURCES" || wait_for check "$SOURCES" ||
 	fail "split: $(cat "$WORK/check.err"); $(fetch /metrics | grep -E '^gpulse_(process|workload)_(sm|tensor|dram|gpu_time)')"
 
+# The status JSON (/api/v1/gpus) and `gpulse status` show the same, with each tenant's
+# class: A0 on tensor cores, B0 on DRAM bandwidth.
+fetch /api/v1/gpus >"$WORK/status.json" || fail "no /api/v1/gpus"
+python3 - "$WORK/status.json" "$A0" "$B0" <<'PY' || fail "status JSON tenants: $(cat "$WORK/status.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))["data"]
+g = [x for x in d["gpus"] if x["gpu"] == 0][0]
+t = {str(r["pid"]): r for r in g["tenants"]}
+a, b = t[sys.argv[2]], t[sys.argv[3]]
+assert a["bound"] == "compute_bound" and a["bound_detail"] == "tensor cores", a
+assert b["bound"] == "memory_bound", b
+assert a["source"] == "kernels" and b["source"] == "kernels"
+s = sum(r["tensor_active"] for r in g["tenants"])
+assert abs(s - g["fields"]["gpm_tensor"]) < 1e-3, (s, g["fields"])
+assert len(g["workloads"]) == 1 and g["workloads"][0]["processes"] == 2, g["workloads"]
+PY
+S=$("$GPULSE" status --url "$URL" --no-color) || fail "gpulse status"
+grep -E "^ +$A0 +\S+ +kernels .*compute_bound \(tensor cores\)" <<<"$S" >/dev/null ||
+	fail "gpulse status: no activity line for A0: $S"
+grep -E "^ +$B1 +\S+ +nvml " <<<"$S" >/dev/null || fail "gpulse status: no NVML line for B1: $S"
+grep -q "by owner" <<<"$S" || fail "gpulse status: no owner rollup: $S"
+
 # GPU time counts at each one's busy rate: A0 45% of the wall clock.
 t0=$(date +%s.%N)
 g0=$(metric gpulse_process_gpu_time_seconds_total gpu=\"0\" pid=\"$A0\")

@@ -248,6 +248,29 @@ static void test_alone_carried(void **state)
 	tenants_free(t);
 }
 
+/* What each tenant is bound by, from its own part. */
+static void test_classify(void **state)
+{
+	(void)state;
+	const uint32_t all = 1u << SPLIT_SM | 1u << SPLIT_TENSOR | 1u << SPLIT_DRAM;
+	double gemm[] = {0.95, 0.6, 0.1}, stream[] = {0.95, 0.0, 0.8}, plain[] = {0.9, 0.05, 0.2};
+	assert_int_equal(tenants_classify(0.5, gemm, all, 50), TENANTS_COMPUTE_TENSOR);
+	assert_int_equal(tenants_classify(0.5, stream, all, 50), TENANTS_MEMORY);
+	assert_int_equal(tenants_classify(0.8, plain, all, 50), TENANTS_COMPUTE_SM);
+	assert_int_equal(tenants_classify(0.3, plain, all, 50), TENANTS_MIXED);
+	assert_int_equal(tenants_classify(0.01, gemm, all, 0), TENANTS_IDLE);
+	/* 30 000 launches a second of 5 us kernels: busy 15%, launch bound,
+	 * whatever the kernels do while they run. */
+	assert_int_equal(tenants_classify(0.15, stream, all, 30000), TENANTS_LAUNCH);
+	/* The same rate of 50 us kernels keeps the GPU busy: not launches. */
+	assert_int_equal(tenants_classify(0.45, stream, all, 9000), TENANTS_MEMORY);
+	/* Without the tensor figure, tensor work is not claimed. */
+	assert_int_equal(tenants_classify(0.8, gemm, 1u << SPLIT_SM, 50), TENANTS_COMPUTE_SM);
+	assert_string_equal(tenants_bound_name(TENANTS_COMPUTE_TENSOR), "compute_bound");
+	assert_string_equal(tenants_bound_detail(TENANTS_COMPUTE_TENSOR), "tensor cores");
+	assert_string_equal(tenants_bound_name(TENANTS_LAUNCH), "launch_bound");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +279,7 @@ int main(void)
 		cmocka_unit_test(test_staleness),
 		cmocka_unit_test(test_mig_scopes),
 		cmocka_unit_test(test_alone_carried),
+		cmocka_unit_test(test_classify),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
