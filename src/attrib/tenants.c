@@ -77,6 +77,29 @@ struct pgroup {
 	int64_t seen_ns;
 };
 
+/* One remembered interval of one GPU (its busiest processes). */
+struct hist_proc {
+	uint32_t pid;
+	uint64_t start_ticks;
+	bool in_mig;
+	unsigned gpu_instance;
+	enum split_source source;
+	uint32_t valid;
+	double busy, launches;
+	double ratio[SPLIT_METRIC_COUNT];
+};
+
+struct hist_interval {
+	double end_s, interval_s;
+	unsigned n;
+	struct hist_proc p[TENANTS_HISTORY_PROCS];
+};
+
+struct history {
+	struct hist_interval iv[TENANTS_HISTORY];
+	size_t head, count;
+};
+
 struct scope {
 	struct split_calib calib;
 	uint64_t seq;                 /* intervals added */
@@ -91,6 +114,7 @@ struct tenants {
 	struct pgroup *groups;
 	size_t ngroups;
 	struct scope *scopes[TENANTS_GPUS]; /* TENANTS_SCOPES each, on first use */
+	struct history *hist[TENANTS_GPUS]; /* on first use */
 	struct tenants_stats st;
 };
 
@@ -117,8 +141,10 @@ void tenants_free(struct tenants *t)
 {
 	if (!t)
 		return;
-	for (int g = 0; g < TENANTS_GPUS; g++)
+	for (int g = 0; g < TENANTS_GPUS; g++) {
 		free(t->scopes[g]);
+		free(t->hist[g]);
+	}
 	if (t->rows && t->groups)
 		pthread_mutex_destroy(&t->lock);
 	free(t->rows);
@@ -301,6 +327,121 @@ static void learn_alone(struct prow *r, const struct split_device *dev, const st
 	r->alone_ns = now;
 }
 
+/* Keep the interval's busiest processes for the windows of the diagnosis. */
+static void remember(struct tenants *t, const struct tenants_interval *in,
+		     const struct split_share *sh)
+{
+	if (!(in->end_s > 0))
+		return;
+	if (!t->hist[in->gpu] && !(t->hist[in->gpu] = calloc(1, sizeof *t->hist[in->gpu])))
+		return;
+	struct history *h = t->hist[in->gpu];
+	struct hist_interval *iv = &h->iv[h->head];
+	h->head = (h->head + 1) % TENANTS_HISTORY;
+	if (h->count < TENANTS_HISTORY)
+		h->count++;
+	iv->end_s = in->end_s;
+	iv->interval_s = in->dev.interval_s;
+	iv->n = 0;
+	bool taken[TENANTS_PROCS] = {false};
+	while (iv->n < TENANTS_HISTORY_PROCS) {
+		size_t best = in->n;
+		for (size_t i = 0; i < in->n; i++)
+			if (!taken[i] && (best == in->n || sh[i].busy > sh[best].busy))
+				best = i;
+		if (best == in->n)
+			break;
+		taken[best] = true;
+		struct hist_proc *p = &iv->p[iv->n++];
+		p->pid = sh[best].pid;
+		p->start_ticks = in->procs[best].owner.start_ticks;
+		p->in_mig = in->in_mig;
+		p->gpu_instance = in->gpu_instance;
+		p->source = sh[best].source;
+		p->valid = sh[best].valid;
+		p->busy = sh[best].busy;
+		p->launches = sh[best].launches;
+		memcpy(p->ratio, sh[best].ratio, sizeof p->ratio);
+	}
+}
+
+size_t tenants_window(struct tenants *t, int gpu, double a_s, double b_s,
+		      struct tenants_row *out, size_t max)
+{
+	if (gpu < 0 || gpu >= TENANTS_GPUS || !(b_s > a_s) || max == 0)
+		return 0;
+	size_t n = 0;
+	double span = 0;            /* interval time in the window */
+	double last_end = -1;       /* MIG instances' intervals of one read end together */
+	pthread_mutex_lock(&t->lock);
+	const struct history *h = t->hist[gpu];
+	for (size_t k = 0; h && k < h->count; k++) {
+		const struct hist_interval *iv = &h->iv[k];
+		if (!(iv->end_s >= a_s && iv->end_s < b_s))
+			continue;
+		if (iv->end_s != last_end)
+			span += iv->interval_s;
+		last_end = iv->end_s;
+		for (unsigned j = 0; j < iv->n; j++) {
+			const struct hist_proc *p = &iv->p[j];
+			size_t i = 0;
+			while (i < n && !(out[i].pid == p->pid && out[i].in_mig == p->in_mig &&
+					  out[i].gpu_instance == p->gpu_instance))
+				i++;
+			if (i == n) {
+				if (n == max)
+					continue;
+				memset(&out[n], 0, sizeof out[n]);
+				out[n].gpu = gpu;
+				out[n].pid = p->pid;
+				out[n].in_mig = p->in_mig;
+				out[n].gpu_instance = p->gpu_instance;
+				out[n].source = p->source;
+				out[n].valid = p->valid;
+				out[n].current = true;
+				for (size_t r = 0; r < t->nrows; r++)
+					if (t->rows[r].r.pid == p->pid && t->rows[r].r.gpu == gpu &&
+					    t->rows[r].start_ticks == p->start_ticks) {
+						memcpy(out[n].comm, t->rows[r].r.comm, sizeof out[n].comm);
+						out[n].owner = t->rows[r].r.owner;
+					}
+				n++;
+			}
+			struct tenants_row *o = &out[i];
+			o->valid &= p->valid;
+			if (certainty(p->source) < certainty(o->source))
+				o->source = p->source;
+			/* Sums for now: means below. */
+			o->busy += p->busy * iv->interval_s;
+			o->launches_per_s += p->launches;
+			o->gpu_time_s += p->busy * iv->interval_s;
+			for (int m = 0; m < SPLIT_METRIC_COUNT; m++)
+				o->ratio[m] += p->ratio[m] * iv->interval_s;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	/* Means over the window's intervals (a process missing from one was
+	 * idle in it), and the class of each. */
+	for (size_t i = 0; i < n && span > 0; i++) {
+		struct tenants_row *o = &out[i];
+		o->busy /= span;
+		o->launches_per_s /= span;
+		for (int m = 0; m < SPLIT_METRIC_COUNT; m++) {
+			o->ratio[m] /= span;
+			o->intensity[m] = o->busy > 0 ? o->ratio[m] / o->busy : 0;
+		}
+		o->bound = tenants_classify(o->busy, o->intensity, o->valid, o->launches_per_s);
+	}
+	/* Busiest first. */
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && out[j].busy > out[j - 1].busy; j--) {
+			struct tenants_row x = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = x;
+		}
+	return n;
+}
+
 static void expire_locked(struct tenants *t, int64_t now)
 {
 	for (size_t i = 0; i < t->nrows;) {
@@ -424,6 +565,7 @@ int tenants_add(struct tenants *t, const struct tenants_interval *in, int64_t no
 		r->r.gpu_time_s += sh[i].busy_s;
 		add_to_group(t, in, &in->procs[i].owner, &sh[i], seq, now);
 	}
+	remember(t, in, sh);
 	/* Rows of this scope not in this interval are no longer current. */
 	for (size_t i = 0; i < t->nrows; i++)
 		if (same_scope(&t->rows[i].r, in))

@@ -27,6 +27,8 @@
 #define TENANTS_DEFAULT_ROWS 512
 #define TENANTS_DEFAULT_STALE_NS (60LL * 1000000000LL)
 #define TENANTS_COMM_LEN 16
+#define TENANTS_HISTORY 900              /* intervals remembered per GPU, for windows */
+#define TENANTS_HISTORY_PROCS 8          /* the busiest processes of each remembered */
 
 /* What a tenant is bound by, from its own part of the interval: the
  * names are the diagnosis's classes (DESIGN.md's contract), so that a
@@ -64,6 +66,7 @@ struct tenants_interval {
 	bool in_mig;                       /* the scope is MIG instance gpu_instance */
 	unsigned gpu_instance;
 	struct split_device dev;
+	double end_s;                      /* the interval's end, Unix seconds (windows) */
 	bool no_learn;                     /* split, but teach the calibration nothing:
 					    * some evidence is known to be incomplete */
 	size_t n;
@@ -135,5 +138,13 @@ void tenants_expire(struct tenants *t, int64_t now_mono_ns);
 size_t tenants_rows(struct tenants *t, struct tenants_row *out, size_t max);
 size_t tenants_groups(struct tenants *t, struct tenants_group *out, size_t max);
 void tenants_get_stats(struct tenants *t, struct tenants_stats *out);
+
+/* The processes of GPU `gpu` over the intervals that ended in [a_s, b_s)
+ * (the diagnosis's windows), the busiest TENANTS_HISTORY_PROCS of each
+ * interval: each one's mean busy share and parts over the window, its
+ * GPU time in it and its class, into out[0..max), busiest first
+ * (comm and owner from its row while it has one). Returns how many. */
+size_t tenants_window(struct tenants *t, int gpu, double a_s, double b_s,
+		      struct tenants_row *out, size_t max);
 
 #endif

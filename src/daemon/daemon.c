@@ -839,7 +839,8 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 	buf_puts(b, ",\"history_s\":");
 	buf_put_double(b, history_s);
 	buf_puts(b, ",\"windows\":[");
-	struct buf sums, pks, trans;
+	struct buf sums, pks, trans, tens;
+	buf_init(&tens, CONFIG_HTTP_MAX_BODY);
 	buf_init(&sums, CONFIG_HTTP_MAX_BODY);
 	buf_init(&pks, CONFIG_HTTP_MAX_BODY);
 	buf_init(&trans, CONFIG_HTTP_MAX_BODY);
@@ -874,6 +875,12 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 				buf_putc(b, ',');
 			first = false;
 			rc = diag_json_window(b, &w[k]);
+			/* Who held the GPU in the window: one entry per window, in
+			 * the windows' order. */
+			if (tens.len)
+				buf_putc(&tens, ',');
+			tenantsd_window_json(d->tenants, &tens, w[k].gpu, w[k].start_s, w[k].end_s,
+					     (int)w[k].bottleneck);
 		}
 		struct diag_summary sum;
 		diagnose_summarize(w, n, &sum);
@@ -886,6 +893,8 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 		diag_json_summary(&sums, &sum);
 		diag_json_peaks(&pks, g, &pk);
 	}
+	buf_puts(b, "],\"tenants\":[");
+	buf_append(b, tens.data ? tens.data : "", tens.len);
 	buf_puts(b, "],\"owners\":[");
 	render_owners(d, b, want_gpu);
 	buf_puts(b, "],\"summary\":[");
@@ -895,7 +904,8 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 	buf_puts(b, "],\"transitions\":[");
 	buf_append(b, trans.data ? trans.data : "", trans.len);
 	buf_puts(b, "]}}\n");
-	bool failed = sums.failed || pks.failed || trans.failed;
+	bool failed = sums.failed || pks.failed || trans.failed || tens.failed;
+	buf_free(&tens);
 	buf_free(&sums);
 	buf_free(&pks);
 	buf_free(&trans);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "diagnose.h"
 #include "status.h"
 
 #define PID_SUMS 256  /* traced processes told apart on one GPU */
@@ -85,6 +86,7 @@ static void split_pending(struct tenantsd *d, const struct pending *p, int64_t n
 		memset(in, 0, offsetof(struct tenants_interval, procs));
 		in->gpu = s->id.index;
 		in->dev.interval_s = interval_s;
+		in->end_s = b_s;
 		if ((s->valid & FIELD_BIT(F_GPU_UTIL)) && !mig) {
 			in->dev.busy_valid = true;
 			in->dev.busy = s->v[F_GPU_UTIL];
@@ -141,6 +143,65 @@ static void on_update(void *ctx, const struct gpu_update *u)
 	d->last_wall_ns[g] = u->wall_ns;
 out:
 	pthread_mutex_unlock(&d->lock);
+}
+
+#define WINDOW_PROCS 16
+
+int tenantsd_window_json(struct tenantsd *d, struct buf *b, int gpu, double start_s,
+			 double end_s, int bottleneck)
+{
+	struct tenants_row rows[WINDOW_PROCS];
+	size_t n = d ? tenants_window(d->t, gpu, start_s, end_s, rows, WINDOW_PROCS) : 0;
+	if (n > WINDOW_PROCS)
+		n = WINDOW_PROCS;
+	static const char *const keys[SPLIT_METRIC_COUNT] = {"sm_active", "tensor_active",
+							     "dram_bandwidth"};
+	int metric = bottleneck == DIAG_COMPUTE_BOUND ? SPLIT_TENSOR
+		     : bottleneck == DIAG_MEMORY_BOUND ? SPLIT_DRAM : SPLIT_SM;
+	buf_printf(b, "{\"gpu\":%d,\"start_s\":", gpu);
+	buf_put_double(b, start_s);
+	buf_puts(b, ",\"end_s\":");
+	buf_put_double(b, end_s);
+	buf_puts(b, ",\"processes\":[");
+	size_t top = n;
+	double total = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct tenants_row *r = &rows[i];
+		char sum[160];
+		owner_summary(&r->owner, sum, sizeof sum);
+		buf_printf(b, "%s{\"pid\":%u,\"comm\":", i ? "," : "", (unsigned)r->pid);
+		buf_put_json_string(b, r->comm);
+		buf_puts(b, ",\"owner\":");
+		buf_put_json_string(b, sum);
+		buf_printf(b, ",\"source\":\"%s\",\"busy\":", split_source_name(r->source));
+		buf_put_double(b, r->busy);
+		for (int m = 0; m < SPLIT_METRIC_COUNT; m++) {
+			buf_printf(b, ",\"%s\":", keys[m]);
+			if (r->valid & 1u << m)
+				buf_put_double(b, r->ratio[m]);
+			else
+				buf_puts(b, "null");
+		}
+		buf_printf(b, ",\"bound\":\"%s\",\"bound_detail\":\"%s\"}",
+			   tenants_bound_name(r->bound), tenants_bound_detail(r->bound));
+		if (r->valid & 1u << metric) {
+			total += r->ratio[metric];
+			if (top == n || r->ratio[metric] > rows[top].ratio[metric])
+				top = i;
+		}
+	}
+	buf_puts(b, "],\"bottleneck_owner\":");
+	if (top < n && total > 0 && bottleneck != DIAG_IDLE) {
+		buf_printf(b, "{\"pid\":%u,\"comm\":", (unsigned)rows[top].pid);
+		buf_put_json_string(b, rows[top].comm);
+		buf_printf(b, ",\"activity\":\"%s\",\"share\":",
+			   split_metric_name((enum split_metric)metric));
+		buf_put_double(b, rows[top].ratio[metric] / total);
+		buf_puts(b, "}}");
+	} else {
+		buf_puts(b, "null}");
+	}
+	return b->failed ? GPULSE_ELIMIT : GPULSE_OK;
 }
 
 int tenantsd_start(struct tenantsd **out, struct bus *bus, struct profiling *prof)

@@ -84,6 +84,8 @@ export GPULSE_FAKE_NVML_PROCESSES="$A0:1000:45:0:-:5,$B0:1000:50:0:-:48,$A1:1000
 cat >"$WORK/t.yml" <<EOF2
 profiling:
   socket: "$SOCK"
+diagnosis:
+  window: 2s
 EOF2
 start_daemon tenants --config "$WORK/t.yml" --nvml-library "$FAKE_NVML"
 
@@ -156,6 +158,34 @@ grep -E "^ +$A0 +\S+ +kernels .*compute_bound \(tensor cores\)" <<<"$S" >/dev/nu
 	fail "gpulse status: no activity line for A0: $S"
 grep -E "^ +$B1 +\S+ +nvml " <<<"$S" >/dev/null || fail "gpulse status: no NVML line for B1: $S"
 grep -q "by owner" <<<"$S" || fail "gpulse status: no owner rollup: $S"
+
+# The diagnosis says, per window, who holds what bounds the GPU and what
+# each tenant is bound by.
+diag_ok() {
+	fetch "/api/v1/diagnosis?gpu=0" >"$WORK/diag.json" &&
+		python3 - "$WORK/diag.json" "$A0" "$B0" 2>"$WORK/diag.err" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["data"]
+assert len(d["tenants"]) == len(d["windows"]) and d["windows"], "no windows yet"
+w, t = d["windows"][-1], d["tenants"][-1]
+assert t["start_s"] == w["start_s"] and t["gpu"] == 0
+p = {str(x["pid"]): x for x in t["processes"]}
+a, b = p[sys.argv[2]], p[sys.argv[3]]
+assert (a["bound"], a["bound_detail"]) == ("compute_bound", "tensor cores"), a
+assert b["bound"] == "memory_bound", b
+bo = t["bottleneck_owner"]
+if w["bottleneck"] == "compute_bound":
+    assert bo["pid"] == int(sys.argv[2]) and bo["activity"] == "tensor" and bo["share"] > 0.9, bo
+elif w["bottleneck"] == "memory_bound":
+    assert bo["pid"] == int(sys.argv[3]) and bo["activity"] == "dram", bo
+PY
+}
+wait_for diag_ok || fail "diagnosis tenants: $(cat "$WORK/diag.err"); $(cat "$WORK/diag.json")"
+D=$("$GPULSE" diagnose --url "$URL" --gpu 0) || fail "gpulse diagnose"
+L=$(grep -E "^ +tenants: pid [0-9]+ " <<<"$D" | tail -n1)
+grep -E "pid $A0 \([^)]*\): compute_bound on tensor cores, [0-9]+% of [A-Za-z ]+ activity" <<<"$L" >/dev/null &&
+	grep -E "pid $B0 \([^)]*\): memory_bound on DRAM bandwidth" <<<"$L" >/dev/null ||
+	fail "gpulse diagnose: no tenants line: $D"
 
 # GPU time counts at each one's busy rate: A0 45% of the wall clock.
 t0=$(date +%s.%N)
