@@ -460,6 +460,18 @@ static void expire_locked(struct tenants *t, int64_t now)
 	}
 }
 
+void tenants_clear(struct tenants *t, int gpu)
+{
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->nrows; i++)
+		if (t->rows[i].r.gpu == gpu)
+			t->rows[i].r.current = false;
+	for (size_t i = 0; i < t->ngroups; i++)
+		if (t->groups[i].g.gpu == gpu)
+			t->groups[i].g.current = false;
+	pthread_mutex_unlock(&t->lock);
+}
+
 void tenants_expire(struct tenants *t, int64_t now_mono_ns)
 {
 	pthread_mutex_lock(&t->lock);

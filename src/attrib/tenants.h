@@ -131,6 +131,11 @@ void tenants_free(struct tenants *t);
  * scope to itself. GPULSE_EINVAL for a bad gpu or interval. */
 int tenants_add(struct tenants *t, const struct tenants_interval *in, int64_t now_mono_ns);
 
+/* GPU `gpu` runs no process now (its list read empty): its rows and
+ * groups stop being current (their gauges go), their counters stay
+ * until stale. */
+void tenants_clear(struct tenants *t, int gpu);
+
 /* Drop what has been stale longer than stale_ns. tenants_add does it too. */
 void tenants_expire(struct tenants *t, int64_t now_mono_ns);
 

@@ -75,6 +75,8 @@ static void split_pending(struct tenantsd *d, const struct pending *p, int64_t n
 	const struct gpu_snapshot *s = &p->snap;
 	double a_s = (double)p->start_wall_ns / 1e9, b_s = (double)p->end_wall_ns / 1e9;
 	double interval_s = b_s - a_s;
+	if (s->procs_valid && s->nprocs == 0)
+		tenants_clear(d->t, s->id.index);  /* nobody runs: nothing is current */
 	if (!s->procs_valid || s->nprocs == 0 || !(interval_s > 0))
 		return;
 	size_t nsums = profiling_pids(d->prof, s->id.index, a_s, b_s, d->sums, PID_SUMS);

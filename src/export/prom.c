@@ -1326,6 +1326,14 @@ static int snap_of(const struct render *r, int gpu)
 	return -1;
 }
 
+/* A GPU's activity parts are shown only while its state is: up, its
+ * process list read, nothing late (DESIGN.md, decision 2: stale data is
+ * not served as current). Counters stay. */
+static bool tenants_fresh(const struct gpu_snapshot *s)
+{
+	return s->health == GPU_HEALTH_UP && s->procs_valid && !gpu_snapshot_is_stale(s);
+}
+
 static void tenant_row_labels(struct pw *w, const struct tenants_row *t, bool source)
 {
 	PUT_LIT(w, ",pid=\"");
@@ -1397,7 +1405,8 @@ static void render_tenants(struct render *r, const struct self_stats *self)
 		family(w, fams[m].proc, T_GAUGE, fams[m].help);
 		for (size_t k = 0; k < nr; k++) {
 			int i = snap_of(r, rows[k].gpu);
-			if (i < 0 || !rows[k].current || !(rows[k].valid & 1u << m))
+			if (i < 0 || !rows[k].current || !(rows[k].valid & 1u << m) ||
+			    !tenants_fresh(&r->snap[i]))
 				continue;
 			gpu_sample(r, i);
 			tenant_row_labels(w, &rows[k], true);
@@ -1419,7 +1428,8 @@ static void render_tenants(struct render *r, const struct self_stats *self)
 		family(w, fams[m].group, T_GAUGE, fams[m].help);
 		for (size_t k = 0; k < ng; k++) {
 			int i = snap_of(r, groups[k].gpu);
-			if (i < 0 || !groups[k].current || !(groups[k].valid & 1u << m))
+			if (i < 0 || !groups[k].current || !(groups[k].valid & 1u << m) ||
+			    !tenants_fresh(&r->snap[i]))
 				continue;
 			gpu_sample(r, i);
 			tenant_group_labels(w, &groups[k], true);

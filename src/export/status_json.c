@@ -237,7 +237,9 @@ static void render_tenants(struct jw *w, const struct gpu_snapshot *s, const str
 	int metric = s->diag_class == DIAG_COMPUTE_BOUND ? SPLIT_TENSOR
 		     : s->diag_class == DIAG_MEMORY_BOUND ? SPLIT_DRAM : SPLIT_SM;
 	double total = 0;
-	for (size_t k = 0; tv && k < tv->nrows; k++) {
+	/* Only while the GPU's state is fresh (as /metrics). */
+	bool fresh = s->health == GPU_HEALTH_UP && s->procs_valid && !gpu_snapshot_is_stale(s);
+	for (size_t k = 0; tv && fresh && k < tv->nrows; k++) {
 		const struct tenants_row *r = &tv->rows[k];
 		if (r->gpu != s->id.index || !r->current)
 			continue;
@@ -274,7 +276,7 @@ static void render_tenants(struct jw *w, const struct gpu_snapshot *s, const str
 	key(w, "workloads");
 	lit(w, "[");
 	first = true;
-	for (size_t k = 0; tv && k < tv->ngroups; k++) {
+	for (size_t k = 0; tv && fresh && k < tv->ngroups; k++) {
 		const struct tenants_group *g = &tv->groups[k];
 		if (g->gpu != s->id.index || !g->current)
 			continue;

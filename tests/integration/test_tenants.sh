@@ -128,13 +128,25 @@ print(json.dumps({f"{g}/{p}": gt[(g, p)] for (g, p) in gt}))
 PY
 
 PIDMAP="A0=$A0,B0=$B0,A1=$A1,B1=$B1,C1=$C1"
+# until_deadline SECONDS CMD...: retry CMD every half second for at most
+# SECONDS of wall time (a loaded machine makes each try slow: a count of
+# tries would stretch past the test's timeout without a word).
+until_deadline() {
+	local end=$((SECONDS + $1))
+	shift
+	while [ $SECONDS -lt $end ]; do
+		"$@" && return 0
+		sleep 0.5
+	done
+	return 1
+}
 check() { # SOURCES
 	local body
 	body=$(fetch /metrics) || return 1
 	python3 "$WORK/check.py" "$WORK/truth.json" "$PIDMAP" "$1" <<<"$body" >"$WORK/gt.json" 2>"$WORK/check.err"
 }
 SOURCES="A0=kernels,B0=kernels,A1=kernels,B1=nvml,C1=kernels"
-wait_for check "$SOURCES" || wait_for check "$SOURCES" ||
+until_deadline 90 check "$SOURCES" ||
 	fail "split: $(cat "$WORK/check.err"); $(fetch /metrics | grep -E '^gpulse_(process|workload)_(sm|tensor|dram|gpu_time)')"
 
 # The status JSON (/api/v1/gpus) and `gpulse status` show the same, with each tenant's
@@ -180,7 +192,7 @@ elif w["bottleneck"] == "memory_bound":
     assert bo["pid"] == int(sys.argv[3]) and bo["activity"] == "dram", bo
 PY
 }
-wait_for diag_ok || fail "diagnosis tenants: $(cat "$WORK/diag.err"); $(cat "$WORK/diag.json")"
+until_deadline 60 diag_ok || fail "diagnosis tenants: $(cat "$WORK/diag.err"); $(cat "$WORK/diag.json")"
 D=$("$GPULSE" diagnose --url "$URL" --gpu 0) || fail "gpulse diagnose"
 L=$(grep -E "^ +tenants: pid [0-9]+ " <<<"$D" | tail -n1)
 grep -E "pid $A0 \([^)]*\): compute_bound on tensor cores, [0-9]+% of [A-Za-z ]+ activity" <<<"$L" >/dev/null &&

@@ -182,6 +182,18 @@ static void test_staleness(void **state)
 	for (size_t i = 0; i < n; i++)
 		fresh += r[i].pid == 32 && r[i].current && fabs(r[i].gpu_time_s - 0.5) < 1e-9;
 	assert_int_equal(fresh, 1);
+
+	/* The GPU's process list reads empty: nothing is current, the
+	 * counters stay until stale. */
+	tenants_clear(t, 0);
+	n = tenants_rows(t, r, 16);
+	assert_int_equal(n, 2);
+	for (size_t i = 0; i < n; i++)
+		assert_false(r[i].current);
+	struct tenants_group g[4];
+	size_t ng = tenants_groups(t, g, 4);
+	for (size_t i = 0; i < ng; i++)
+		assert_false(g[i].current);
 	tenants_free(t);
 }
 
