@@ -21,6 +21,8 @@
 #                                       names-uvm (kernel names whole, UVM in continuous mode)
 #                                       inject-stress (the library never hangs an application)
 #                                       screen (silent-corruption screening, issue 38)
+#                                       tenants (issue 36: GPM activity split across two
+#                                       processes sharing GPU 0, against each alone; ~7 min)
 # Section bench (about 4 minutes): gpulse bench beside PyTorch: cuda_abi.h
 # against the real headers, the PTX kernels through ptxas, PyTorch's anchor
 # figures (bench/bench_anchor.py), `gpulse bench --quick --json` five times
@@ -388,6 +390,31 @@ if nvcc -O2 -arch=sm_90 -o $AD/kernel_lengths bench/kernel_lengths.cu 2>"$OUT/ac
 else
 	row "kernel truth: default vs exact" FAIL "accuracy-build.log"
 fi
+fi
+
+# Activity per process on a shared GPU (issue 36): gpulsed splits GPU 0's
+# GPM figures across two PyTorch processes (bf16 GEMMs or a launch-bound
+# loop, with large elementwise kernels), with and without the library in
+# the second, against each workload alone (tests/gpu/tenants_check.py;
+# 8 runs of TENANTS_SECONDS, default 20 s, about 7 minutes). Its lines
+# go to $OUT/tenants/tenants.txt as it runs.
+if want tenants; then
+TD=$OUT/tenants
+mkdir -p "$TD"
+printf 'profiling:\n  socket: "%s"\n' "$TD/inject.sock" >"$TD/gpulsed.yml"
+"$B/gpulsed" --listen 127.0.0.1:$((PORT + 7)) --config "$TD/gpulsed.yml" 2>"$TD/gpulsed.log" &
+TGP=$!
+for _ in $(seq 1 100); do [ -S "$TD/inject.sock" ] && break; sleep 0.1; done
+sleep 3
+if python3 tests/gpu/tenants_check.py --url "http://127.0.0.1:$((PORT + 7))" --gpulsed-pid $TGP \
+	--inject-lib "${INJECT_LIB:-$D/libgpulse-inject.so}" --socket "$TD/inject.sock" --out "$TD" \
+	--seconds "${TENANTS_SECONDS:-20}" >"$OUT/tenants.txt" 2>&1; then
+	row "tenants: GPM split per process" PASS "$(tail -1 "$OUT/tenants.txt" | cut -c1-100)"
+else
+	row "tenants: GPM split per process" FAIL "$(tail -1 "$OUT/tenants.txt" | cut -c1-100)"
+fi
+curl -s "http://127.0.0.1:$((PORT + 7))/metrics" | grep -E '^gpulse_(process|workload)_' >"$TD/metrics-end.txt"
+kill $TGP 2>/dev/null; wait $TGP 2>/dev/null
 fi
 
 # 8. CUPTI's states and window edges, measured directly (no library)

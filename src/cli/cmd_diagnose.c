@@ -373,6 +373,42 @@ static void print_json_summaries(json_t *summaries)
 }
 
 /* gpulse diagnose without --replay: the running gpulsed's live diagnosis. */
+/* A window's tenants, one line under it when several processes shared
+ * the GPU: each one's class and its part of the activity that bounds the
+ * GPU ("pid 12 (pod a): compute_bound on tensor cores, 71% of tensor
+ * activity; pid 13 (b): launch_bound, 3%"). */
+static void print_window_tenants(json_t *t)
+{
+	json_t *procs = json_object_get(t, "processes");
+	if (!json_is_array(procs) || json_array_size(procs) < 2)
+		return;
+	json_t *bo = json_object_get(t, "bottleneck_owner");
+	const char *act = json_is_object(bo) ? json_string_value(json_object_get(bo, "activity")) : NULL;
+	const char *key = !act ? "sm_active" : strcmp(act, "tensor") == 0 ? "tensor_active"
+		: strcmp(act, "dram") == 0 ? "dram_bandwidth" : "sm_active";
+	const char *what = !act ? "SM" : strcmp(act, "tensor") == 0 ? "tensor"
+		: strcmp(act, "dram") == 0 ? "DRAM bandwidth" : "SM";
+	double total = 0;
+	size_t i;
+	json_t *p;
+	json_array_foreach(procs, i, p)
+		total += json_number_value(json_object_get(p, key));
+	printf("    tenants:");
+	json_array_foreach(procs, i, p) {
+		const char *owner = json_string_value(json_object_get(p, "owner"));
+		const char *comm = json_string_value(json_object_get(p, "comm"));
+		const char *bound = json_string_value(json_object_get(p, "bound"));
+		const char *detail = json_string_value(json_object_get(p, "bound_detail"));
+		double v = json_number_value(json_object_get(p, key));
+		printf("%s pid %lld (%s): %s%s%s, %.0f%% of %s activity", i ? ";" : "",
+		       (long long)json_integer_value(json_object_get(p, "pid")),
+		       owner && owner[0] ? owner : comm ? comm : "?", bound ? bound : "?",
+		       detail && detail[0] ? " on " : "", detail ? detail : "",
+		       total > 0 ? 100 * v / total : 0, what);
+	}
+	printf("\n");
+}
+
 static int diagnose_daemon(const struct client_opts *co, int gpu, const char *since,
 			   const char *window, bool json)
 {
@@ -454,6 +490,7 @@ static int diagnose_daemon(const struct client_opts *co, int gpu, const char *si
 						     json_array_get(windows, i - 1), "gpu")))
 				last_advice[0] = '\0';
 			print_json_window(w, st);
+			print_window_tenants(json_array_get(json_object_get(data, "tenants"), i));
 			print_advice(json_string_value(json_object_get(w, "advice")), last_advice,
 				     sizeof last_advice);
 		}

@@ -718,6 +718,69 @@ static void render_allocations_mig(const struct out *o, json_t *g)
 	}
 }
 
+/* The GPU's activity split across its processes and their owners
+ * (status JSON's tenants, workloads, bottleneck_owner): each one's part
+ * of the GPU's SM, tensor and DRAM activity, its GPU time share, how the
+ * part was obtained and what it is bound by. Nothing when there is none. */
+static void render_tenants(const struct out *o, json_t *g)
+{
+	char a[CELL], b[CELL], c[CELL], d[CELL], comm[32], own[160], who[64];
+	json_t *rows = json_object_get(g, "tenants");
+	if (!json_is_array(rows) || json_array_size(rows) == 0)
+		return;
+	label(o, "activity");
+	on(o, SGR_DIM);
+	fprintf(o->f, "%-8s %-16s %-7s %5s %5s %6s %5s  %-26s %s\n", "PID", "COMMAND", "SOURCE",
+		"BUSY", "SM", "TENSOR", "DRAM", "BOUND", "OWNER");
+	off(o);
+	size_t i;
+	json_t *r;
+	json_array_foreach(rows, i, r) {
+		double pid = 0, busy = 0, sm = 0, te = 0, dr = 0;
+		num_of(r, "pid", &pid);
+		bool h_busy = num_of(r, "busy", &busy), h_sm = num_of(r, "sm_active", &sm);
+		bool h_te = num_of(r, "tensor_active", &te), h_dr = num_of(r, "dram_bandwidth", &dr);
+		char bound[96];
+		const char *bn = str_of(r, "bound"), *bd = str_of(r, "bound_detail");
+		snprintf(bound, sizeof bound, "%s%s%s%s", bn ? bn : "-", bd && bd[0] ? " (" : "",
+			 bd && bd[0] ? bd : "", bd && bd[0] ? ")" : "");
+		char pidtext[24];
+		if (pid > 0)
+			snprintf(pidtext, sizeof pidtext, "%.0f", pid);
+		else
+			snprintf(pidtext, sizeof pidtext, "other");
+		fprintf(o->f, LABEL_FMT "%-8s %-16s %-7s %5s %5s %6s %5s  %-26s %s\n", "", pidtext,
+			safe(str_of(r, "comm"), comm, sizeof comm), safe(str_of(r, "source"), who, sizeof who),
+			fmt_pct(a, h_busy, busy), fmt_pct(b, h_sm, sm), fmt_pct(c, h_te, te),
+			fmt_pct(d, h_dr, dr), bound, safe(str_of(r, "owner"), own, sizeof own));
+	}
+	json_t *wl = json_object_get(g, "workloads");
+	json_array_foreach(wl, i, r) {
+		double busy = 0, sm = 0, te = 0, dr = 0, n = 0;
+		bool h_busy = num_of(r, "busy", &busy), h_sm = num_of(r, "sm_active", &sm);
+		bool h_te = num_of(r, "tensor_active", &te), h_dr = num_of(r, "dram_bandwidth", &dr);
+		num_of(r, "processes", &n);
+		const char *sum = str_of(r, "summary");
+		label(o, i ? "" : "by owner");
+		fprintf(o->f, "%-25s %-7s %5s %5s %6s %5s  %s%s%s%s, %.0f process%s\n",
+			sum && sum[0] ? safe(sum, own, sizeof own) : "(no owner known)",
+			safe(str_of(r, "source"), who, sizeof who), fmt_pct(a, h_busy, busy),
+			fmt_pct(b, h_sm, sm), fmt_pct(c, h_te, te), fmt_pct(d, h_dr, dr),
+			str_of(r, "bound") ? str_of(r, "bound") : "-",
+			str_of(r, "bound_detail") && str_of(r, "bound_detail")[0] ? " on " : "",
+			str_of(r, "bound_detail") ? str_of(r, "bound_detail") : "", "", n,
+			n == 1 ? "" : "es");
+	}
+	json_t *bo = json_object_get(g, "bottleneck_owner");
+	double share = 0, pid = 0;
+	if (json_is_object(bo) && num_of(bo, "share", &share) && num_of(bo, "pid", &pid)) {
+		label(o, "bottleneck");
+		fprintf(o->f, "pid %.0f (%s) holds %.0f%% of the %s activity that bounds the GPU\n",
+			pid, safe(str_of(bo, "comm"), comm, sizeof comm), 100 * share,
+			safe(str_of(bo, "activity"), who, sizeof who));
+	}
+}
+
 static void render_gpu(const struct out *o, json_t *g)
 {
 	json_t *fl = json_object_get(g, "fields"); /* NULL: every value prints "-" */
@@ -729,6 +792,7 @@ static void render_gpu(const struct out *o, json_t *g)
 	render_errors(o, g, fl);
 	render_health_score(o, g);
 	render_processes(o, g, fl);
+	render_tenants(o, g);
 	render_allocations_mig(o, g);
 }
 

@@ -84,6 +84,7 @@ struct ui {
 	bool msg_bad;
 	int64_t msg_until_ns;
 	int proc_rows;               /* rows of the process list, from the last layout */
+	bool owners;                 /* the per-owner view instead of the processes */
 };
 
 /* ---- drawing helpers ---------------------------------------------------- */
@@ -430,7 +431,12 @@ static void draw_procs(struct ui *u, int y, int rows)
 	bool kernels = false;
 	for (int i = 0; i < d->nprocs; i++)
 		kernels |= d->procs[i].injected;
-	int rest = COLS - 34;
+	/* The activity columns (the split's parts) where there is room for
+	 * them and something to show. */
+	bool acts = false;
+	for (int i = 0; i < d->nprocs && COLS >= 100; i++)
+		acts |= d->procs[i].have_act != 0;
+	int rest = COLS - (acts ? 49 : 34);
 	int kw = kernels ? rest * 2 / 5 : 0;
 	kw = kw > 200 ? 200 : kw;
 	int cw = rest - kw - (kernels ? 1 : 0);
@@ -462,6 +468,20 @@ static void draw_procs(struct ui *u, int y, int rows)
 	}
 	if (kernels)
 		snprintf(head + o, sizeof head - o, " TOP KERNEL%s", u->sort == TOP_SORT_KERNEL ? mark : "");
+	/* The process's parts of the GPU's SM, tensor and DRAM activity go
+	 * after its SM share: head is rebuilt with them in place. */
+	if (acts) {
+		char tmp[LINE_MAX_BYTES];
+		size_t at = 0;
+		for (size_t c = 0; c < 5; c++) {
+			char cell[256];
+			top_fit(cell, sizeof cell, names[cols[c].s], cols[c].w, cols[c].right, u->ascii);
+			at += strlen(cell) + (c ? 1 : 0);
+		}
+		snprintf(tmp, sizeof tmp, "%.*s %4s %4s %4s%s", (int)at, head, "SM.A", "TENS", "DRAM",
+			 head + at);
+		snprintf(head, sizeof head, "%s", tmp);
+	}
 	style_on(u, CP_HEAD, A_REVERSE);
 	put(u, y, 0, COLS, head);
 	style_off(u, CP_HEAD, A_REVERSE);
@@ -517,12 +537,68 @@ static void draw_procs(struct ui *u, int y, int rows)
 				snprintf(kern, sizeof kern, " %s", p->injected ? "(no kernels yet)" : "");
 			}
 		}
-		snprintf(line, sizeof line, "%7u %s %3s %6s %4s %s%s", p->pid, user, gpu, mem, sm, cmd,
-			 kern);
+		char act[TOP_ACT_COUNT][16];
+		for (int m = 0; m < TOP_ACT_COUNT; m++) {
+			if (p->have_act & 1u << m)
+				snprintf(act[m], sizeof act[m], "%.0f%%", p->act[m] * 100);
+			else
+				snprintf(act[m], sizeof act[m], "-");
+		}
+		if (acts)
+			snprintf(line, sizeof line, "%7u %s %3s %6s %4s %4s %4s %4s %s%s", p->pid, user,
+				 gpu, mem, sm, act[TOP_ACT_SM], act[TOP_ACT_TENSOR], act[TOP_ACT_DRAM],
+				 cmd, kern);
+		else
+			snprintf(line, sizeof line, "%7u %s %3s %6s %4s %s%s", p->pid, user, gpu, mem,
+				 sm, cmd, kern);
 		bool sel = i == u->sel_row;
 		style_on(u, sel ? CP_SEL : 0, sel ? A_REVERSE : 0);
 		put(u, y + 1 + r, 0, COLS, line);
 		style_off(u, sel ? CP_SEL : 0, sel ? A_REVERSE : 0);
+	}
+}
+
+/* The per-owner view ('o'): each pod, container, job or user on each
+ * GPU, with its processes' parts of the GPU's activity summed, and what
+ * bounds it. */
+static void draw_owners(struct ui *u, int y, int rows)
+{
+	const struct top_data *d = u->data;
+	char head[LINE_MAX_BYTES + 64], owner[LINE_MAX_BYTES];
+	int ow = COLS - 56;
+	if (ow < 12)
+		ow = 12;
+	top_fit(owner, sizeof owner, "OWNER", ow, false, u->ascii);
+	snprintf(head, sizeof head, "%3s %s %5s %4s %4s %4s %4s %-7s %s", "GPU", owner, "PROCS",
+		 "BUSY", "SM.A", "TENS", "DRAM", "SOURCE", "BOUND");
+	style_on(u, CP_HEAD, A_REVERSE);
+	put(u, y, 0, COLS, head);
+	style_off(u, CP_HEAD, A_REVERSE);
+	for (int r = 0; r < rows; r++) {
+		move(y + 1 + r, 0);
+		clrtoeol();
+		if (r >= d->nworkloads) {
+			if (r == 0) {
+				style_on(u, CP_DIM, 0);
+				put(u, y + 1, 0, COLS, "  no activity split yet (it needs GPM and a process list)");
+				style_off(u, CP_DIM, 0);
+			}
+			continue;
+		}
+		const struct top_workload *w = &d->workloads[r];
+		char act[TOP_ACT_COUNT][16], line[LINE_MAX_BYTES * 2];
+		for (int m = 0; m < TOP_ACT_COUNT; m++) {
+			if (w->have_act & 1u << m)
+				snprintf(act[m], sizeof act[m], "%.0f%%", w->act[m] * 100);
+			else
+				snprintf(act[m], sizeof act[m], "-");
+		}
+		top_fit(owner, sizeof owner, w->owner[0] ? w->owner : "(no owner known)", ow, false,
+			u->ascii);
+		snprintf(line, sizeof line, "%3d %s %5u %3.0f%% %4s %4s %4s %-7s %s", w->gpu, owner,
+			 w->processes, w->busy * 100, act[TOP_ACT_SM], act[TOP_ACT_TENSOR],
+			 act[TOP_ACT_DRAM], w->source, w->bound);
+		put(u, y + 1 + r, 0, COLS, line);
 	}
 }
 
@@ -542,12 +618,17 @@ static const char *const help_lines[] = {
 	"  k, F9        send a signal to the selected process (asks first)",
 	"  g, Tab       next GPU for the graphs",
 	"  m            next metric for the graphs",
+	"  o            per-owner view (pod, container, job, user) / processes",
 	"  + / -        refresh slower / faster",
 	"  Space        refresh now; Ctrl-L redraw",
 	"",
 	"  Bars: util, SM active, tensor, DRAM bandwidth, memory, power of",
 	"  its limit, temperature (of 100 C), SM clock of its maximum, PCIe",
 	"  (busier direction of the link's peak). \"-\": not read.",
+	"  SM.A, TENS, DRAM (100+ columns; o: per owner): a process's part",
+	"  of the GPU's SM active, tensor and DRAM bandwidth figures, an",
+	"  estimate from its kernels' GPU time (or NVML's samples) that sums",
+	"  to the GPU's.",
 };
 #define HELP_LINES ((int)(sizeof help_lines / sizeof help_lines[0]))
 
@@ -769,7 +850,10 @@ static void draw(struct ui *u)
 	u->proc_rows = H - 1 - y - 1;
 	if (u->proc_rows < 0)
 		u->proc_rows = 0;
-	draw_procs(u, y, u->proc_rows);
+	if (u->owners)
+		draw_owners(u, y, u->proc_rows);
+	else
+		draw_procs(u, y, u->proc_rows);
 	draw_footer(u);
 	if (u->mode == M_SIGNAL_MENU)
 		draw_signal_menu(u);
@@ -988,6 +1072,9 @@ static bool on_key(struct ui *u, struct top_fetch *f, int ch)
 		break;
 	case 'm':
 		u->metric = (enum top_metric)((u->metric + 1) % TM_COUNT);
+		break;
+	case 'o':
+		u->owners = !u->owners;
 		break;
 	case '+':
 	case '-': {

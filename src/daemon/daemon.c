@@ -37,6 +37,7 @@
 #include "prom.h"
 #include "replay.h"
 #include "sdnotify.h"
+#include "tenantsd.h"
 #include "selfscrape.h"
 #include "selfstats.h"
 #include "status.h"
@@ -112,6 +113,7 @@ struct daemon {
 	struct evidence *evidence;       /* a closer look on trouble (evidence.h); the
 	                                    rules' sink, forwarding to alerting's */
 	struct profiling *prof;          /* the injection library's socket */
+	struct tenantsd *tenants;        /* activity per process on shared GPUs */
 	struct benchd *bench;            /* baseline benchmarks (benchd.h) */
 	struct sdnotify sdn;             /* systemd readiness and watchdog (sdnotify.h) */
 	struct api api;
@@ -837,7 +839,8 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 	buf_puts(b, ",\"history_s\":");
 	buf_put_double(b, history_s);
 	buf_puts(b, ",\"windows\":[");
-	struct buf sums, pks, trans;
+	struct buf sums, pks, trans, tens;
+	buf_init(&tens, CONFIG_HTTP_MAX_BODY);
 	buf_init(&sums, CONFIG_HTTP_MAX_BODY);
 	buf_init(&pks, CONFIG_HTTP_MAX_BODY);
 	buf_init(&trans, CONFIG_HTTP_MAX_BODY);
@@ -872,6 +875,12 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 				buf_putc(b, ',');
 			first = false;
 			rc = diag_json_window(b, &w[k]);
+			/* Who held the GPU in the window: one entry per window, in
+			 * the windows' order. */
+			if (tens.len)
+				buf_putc(&tens, ',');
+			tenantsd_window_json(d->tenants, &tens, w[k].gpu, w[k].start_s, w[k].end_s,
+					     (int)w[k].bottleneck);
 		}
 		struct diag_summary sum;
 		diagnose_summarize(w, n, &sum);
@@ -884,6 +893,8 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 		diag_json_summary(&sums, &sum);
 		diag_json_peaks(&pks, g, &pk);
 	}
+	buf_puts(b, "],\"tenants\":[");
+	buf_append(b, tens.data ? tens.data : "", tens.len);
 	buf_puts(b, "],\"owners\":[");
 	render_owners(d, b, want_gpu);
 	buf_puts(b, "],\"summary\":[");
@@ -893,7 +904,8 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 	buf_puts(b, "],\"transitions\":[");
 	buf_append(b, trans.data ? trans.data : "", trans.len);
 	buf_puts(b, "]}}\n");
-	bool failed = sums.failed || pks.failed || trans.failed;
+	bool failed = sums.failed || pks.failed || trans.failed || tens.failed;
+	buf_free(&tens);
 	buf_free(&sums);
 	buf_free(&pks);
 	buf_free(&trans);
@@ -1749,6 +1761,13 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 		goto out;
 	}
 	benchd_set_health(d->bench, d->health);
+	/* Activity per process: subscribes, like the diagnosis, before any
+	 * source publishes. */
+	if (tenantsd_start(&d->tenants, d->bus, d->prof) != GPULSE_OK) {
+		log_error("cannot start the per-process activity split");
+		goto out;
+	}
+	d->self.tenants = tenantsd_tenants(d->tenants);
 	if (d->db && open_diag_history(d) != GPULSE_OK) {
 		log_error("cannot keep the diagnosis in the store");
 		goto out;
@@ -1920,6 +1939,7 @@ out:
 	collector_stop(d->col);
 	diag_live_destroy(d->diag);
 	health_live_destroy(d->health);
+	tenantsd_stop(d->tenants);
 	anomaly_destroy(d->anomaly);
 	diag_history_destroy(d->hist);
 	rules_engine_free(d->rules);

@@ -171,6 +171,19 @@ bool profiling_window(struct profiling *p, int gpu, double a_s, double b_s,
 	return profile_timeline_sum(p->timeline, gpu, a_s, b_s, out);
 }
 
+size_t profiling_pids(struct profiling *p, int gpu, double a_s, double b_s,
+		      struct profile_pid_sum *out, size_t max)
+{
+	if (!p || !p->server || !p->timeline)
+		return 0;
+	return profile_timeline_pids(p->timeline, gpu, a_s, b_s, out, max);
+}
+
+bool profiling_has(struct profiling *p, uint32_t pid)
+{
+	return p && p->agg && profile_agg_has(p->agg, pid, NULL, 0);
+}
+
 void profiling_set_store(struct profiling *p, struct tsdb *db)
 {
 	if (p)

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "buf.h"
 #include "config.h"
@@ -49,6 +50,14 @@ int profiling_start(struct profiling **out, const struct gpulse_config *c, struc
  * profiling is off. p may be NULL. */
 bool profiling_window(struct profiling *p, int gpu, double a_s, double b_s,
 		      struct profile_window_sum *out);
+/* Each traced process's kernel time by kind on GPU `gpu` over [a_s, b_s)
+ * (profile_timeline_pids), for the per-process activity split; 0 when
+ * profiling is off. p may be NULL. */
+size_t profiling_pids(struct profiling *p, int gpu, double a_s, double b_s,
+		      struct profile_pid_sum *out, size_t max);
+/* True when process pid runs the injection library (it said HELLO and is
+ * still tracked). p may be NULL. */
+bool profiling_has(struct profiling *p, uint32_t pid);
 /* Route the three endpoints (p may be NULL: they answer 503). */
 int profiling_register(struct profiling *p, struct http_server *s);
 /* self_stats.profile_metrics: the gpulse_process_*, gpulse_inject_* and

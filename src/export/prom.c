@@ -1315,6 +1315,150 @@ static void render_processes(struct render *r)
 	}
 }
 
+/* ---- activity per process (src/attrib/tenants.h) ---------------------- */
+
+/* The render index of the GPU with NVML index `gpu`, or -1. */
+static int snap_of(const struct render *r, int gpu)
+{
+	for (int i = 0; i < r->n; i++)
+		if (r->snap[i].id.index == gpu)
+			return i;
+	return -1;
+}
+
+/* A GPU's activity parts are shown only while its state is: up, its
+ * process list read, nothing late (DESIGN.md, decision 2: stale data is
+ * not served as current). Counters stay. */
+static bool tenants_fresh(const struct gpu_snapshot *s)
+{
+	return s->health == GPU_HEALTH_UP && s->procs_valid && !gpu_snapshot_is_stale(s);
+}
+
+static void tenant_row_labels(struct pw *w, const struct tenants_row *t, bool source)
+{
+	PUT_LIT(w, ",pid=\"");
+	if (t->pid)
+		put_u64(w, t->pid);
+	else
+		PUT_LIT(w, "other");
+	PUT_LIT(w, "\",comm=\"");
+	put_label_text(w, t->comm);
+	PUT_LIT(w, "\"");
+	if (t->in_mig) {
+		PUT_LIT(w, ",gpu_instance=\"");
+		put_u64(w, (uint64_t)t->gpu_instance);
+		PUT_LIT(w, "\"");
+	}
+	if (source) {
+		PUT_LIT(w, ",source=\"");
+		put_str(w, split_source_name(t->source));
+		PUT_LIT(w, "\"");
+	}
+	if (t->pid)
+		owner_labels(w, &t->owner, t->owner.labels);
+}
+
+static void tenant_group_labels(struct pw *w, const struct tenants_group *g, bool source)
+{
+	if (g->in_mig) {
+		PUT_LIT(w, ",gpu_instance=\"");
+		put_u64(w, (uint64_t)g->gpu_instance);
+		PUT_LIT(w, "\"");
+	}
+	if (source) {
+		PUT_LIT(w, ",source=\"");
+		put_str(w, split_source_name(g->source));
+		PUT_LIT(w, "\"");
+	}
+	owner_labels(w, &g->owner, g->owner.labels);
+}
+
+static void render_tenants(struct render *r, const struct self_stats *self)
+{
+	if (!self || !self->tenants)
+		return;
+	struct tenants_stats st;
+	tenants_get_stats(self->tenants, &st);
+	struct tenants_row *rows = st.rows ? malloc(st.rows * sizeof *rows) : NULL;
+	struct tenants_group *groups = st.groups ? malloc(st.groups * sizeof *groups) : NULL;
+	size_t nr = rows ? tenants_rows(self->tenants, rows, st.rows) : 0;
+	size_t ng = groups ? tenants_groups(self->tenants, groups, st.groups) : 0;
+	nr = nr < st.rows ? nr : st.rows;
+	ng = ng < st.groups ? ng : st.groups;
+	static const struct {
+		const char *proc, *group, *help;
+	} fams[SPLIT_METRIC_COUNT] = {
+		[SPLIT_SM] = {"gpulse_process_sm_active_ratio", "gpulse_workload_sm_active_ratio",
+			      "Its part of the GPU's SM activity (GPM SM active), apportioned by GPU "
+			      "time; the parts sum to the GPU's figure (an estimate: source says from what)."},
+		[SPLIT_TENSOR] = {"gpulse_process_tensor_active_ratio",
+				  "gpulse_workload_tensor_active_ratio",
+				  "Its part of the GPU's tensor activity (GPM), apportioned by GPU time and "
+				  "kind of work; the parts sum to the GPU's figure (an estimate)."},
+		[SPLIT_DRAM] = {"gpulse_process_dram_bandwidth_ratio",
+				"gpulse_workload_dram_bandwidth_ratio",
+				"Its part of the GPU's DRAM bandwidth (GPM), apportioned by GPU time and "
+				"kind of work; the parts sum to the GPU's figure (an estimate)."},
+	};
+	struct pw *w = &r->w;
+	for (int m = 0; m < SPLIT_METRIC_COUNT; m++) {
+		family(w, fams[m].proc, T_GAUGE, fams[m].help);
+		for (size_t k = 0; k < nr; k++) {
+			int i = snap_of(r, rows[k].gpu);
+			if (i < 0 || !rows[k].current || !(rows[k].valid & 1u << m) ||
+			    !tenants_fresh(&r->snap[i]))
+				continue;
+			gpu_sample(r, i);
+			tenant_row_labels(w, &rows[k], true);
+			end_value(w, rows[k].ratio[m]);
+		}
+	}
+	family(w, "gpulse_process_gpu_time_seconds_total", T_COUNTER,
+	       "GPU time of a process's kernels on this GPU while gpulsed watched (the library's "
+	       "kernel time, else NVML's per-process SM samples).");
+	for (size_t k = 0; k < nr; k++) {
+		int i = snap_of(r, rows[k].gpu);
+		if (i < 0)
+			continue;
+		gpu_sample(r, i);
+		tenant_row_labels(w, &rows[k], false);
+		end_value(w, rows[k].gpu_time_s);
+	}
+	for (int m = 0; m < SPLIT_METRIC_COUNT; m++) {
+		family(w, fams[m].group, T_GAUGE, fams[m].help);
+		for (size_t k = 0; k < ng; k++) {
+			int i = snap_of(r, groups[k].gpu);
+			if (i < 0 || !groups[k].current || !(groups[k].valid & 1u << m) ||
+			    !tenants_fresh(&r->snap[i]))
+				continue;
+			gpu_sample(r, i);
+			tenant_group_labels(w, &groups[k], true);
+			end_value(w, groups[k].ratio[m]);
+		}
+	}
+	family(w, "gpulse_workload_gpu_time_seconds_total", T_COUNTER,
+	       "GPU time of the processes of one owner (the attribution labels) on this GPU.");
+	for (size_t k = 0; k < ng; k++) {
+		int i = snap_of(r, groups[k].gpu);
+		if (i < 0)
+			continue;
+		gpu_sample(r, i);
+		tenant_group_labels(w, &groups[k], false);
+		end_value(w, groups[k].gpu_time_s);
+	}
+	family(w, "gpulse_process_activity_rows", T_GAUGE,
+	       "Process rows of the per-process activity split (bounded; the rest fold into \"other\").");
+	plain_u64(w, st.rows);
+	family(w, "gpulse_process_activity_folded_total", T_COUNTER,
+	       "Process-intervals folded into their GPU's \"other\" row by the row bound.");
+	plain_u64(w, st.folded_total);
+	family(w, "gpulse_process_activity_split_seconds_total", T_COUNTER,
+	       "Time gpulsed spent splitting GPU activity across processes.");
+	plain_value(w, (double)st.split_ns_total / 1e9);
+	free(rows);
+	free(groups);
+}
+
 /* ---- daemon families ------------------------------------------------- */
 
 static const char *mode_name(enum daemon_mode m)
@@ -1758,6 +1902,7 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 	render_events(&r);
 	render_processes(&r);
 	render_attribution(&r, self);
+	render_tenants(&r, self);
 	render_mig(&r);
 	render_daemon(&r, cs, self);
 	if (nvml)

@@ -13,6 +13,7 @@
 
 #include "attrib.h"
 #include "buf.h"
+#include "tenants.h"
 
 #define SELF_HTTP_SHED_REASONS 4
 #define SELF_HTTP_DENY_REASONS 5
@@ -153,6 +154,7 @@ struct self_stats {
 	 * pod-resources allocations (NULL: left out). Set before the HTTP
 	 * server starts. */
 	struct attrib *attrib;
+	struct tenants *tenants;    /* activity per process on shared GPUs; NULL: none */
 };
 
 /* Set the source's mode, its detail and the replay speed together. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diagnose.h"
 #include "fields.h"
 #include "health.h"
 #include "prom.h"
@@ -204,8 +205,134 @@ static const char *health_name(enum gpu_health h)
 static void render_allocations(struct jw *w, const struct gpu_snapshot *s,
 			       const struct attrib_allocation *al, size_t nal);
 
+/* Activity per process and per owner on this GPU (src/attrib/tenants.h):
+ * "tenants" [{pid (0: the "other" row), comm, gpu_instance, source, busy,
+ * sm_active, tensor_active, dram_bandwidth (parts of the GPU's figures,
+ * null where the GPU's was not read), gpu_time_s, launches_per_s, bound,
+ * bound_detail, owner (summary)}], the current rows only; "workloads" the
+ * same per owner ({owner: {labelled fields}, summary, processes}); and
+ * "bottleneck_owner": the process with the largest part of what the
+ * live diagnosis says bounds the GPU ({pid, comm, share}), or null. */
+struct tenant_view {
+	struct tenants_row *rows;
+	size_t nrows;
+	struct tenants_group *groups;
+	size_t ngroups;
+};
+
+static void tenant_parts(struct jw *w, uint32_t valid, const double ratio[SPLIT_METRIC_COUNT])
+{
+	static const char *const keys[SPLIT_METRIC_COUNT] = {"sm_active", "tensor_active",
+							     "dram_bandwidth"};
+	for (int m = 0; m < SPLIT_METRIC_COUNT; m++)
+		key_num(w, keys[m], valid & 1u << m ? ratio[m] : NAN);
+}
+
+static void render_tenants(struct jw *w, const struct gpu_snapshot *s, const struct tenant_view *tv)
+{
+	key(w, "tenants");
+	lit(w, "[");
+	bool first = true;
+	const struct tenants_row *top = NULL;
+	int metric = s->diag_class == DIAG_COMPUTE_BOUND ? SPLIT_TENSOR
+		     : s->diag_class == DIAG_MEMORY_BOUND ? SPLIT_DRAM : SPLIT_SM;
+	double total = 0;
+	/* Only while the GPU's state is fresh (as /metrics). */
+	bool fresh = s->health == GPU_HEALTH_UP && s->procs_valid && !gpu_snapshot_is_stale(s);
+	for (size_t k = 0; tv && fresh && k < tv->nrows; k++) {
+		const struct tenants_row *r = &tv->rows[k];
+		if (r->gpu != s->id.index || !r->current)
+			continue;
+		lit(w, first ? "{" : ",{");
+		first = false;
+		key_u64(w, "pid", r->pid);
+		key_str(w, "comm", r->comm);
+		key(w, "gpu_instance");
+		if (r->in_mig)
+			u64(w, r->gpu_instance);
+		else
+			lit(w, "null");
+		lit(w, ",");
+		key_str(w, "source", split_source_name(r->source));
+		key_num(w, "busy", r->busy);
+		tenant_parts(w, r->valid, r->ratio);
+		key_num(w, "gpu_time_s", r->gpu_time_s);
+		key_num(w, "launches_per_s", r->launches_per_s);
+		key_str(w, "bound", tenants_bound_name(r->bound));
+		key_str(w, "bound_detail", tenants_bound_detail(r->bound));
+		char sum[160] = "";
+		if (r->pid)
+			owner_summary(&r->owner, sum, sizeof sum);
+		key(w, "owner");
+		str(w, sum);
+		lit(w, "}");
+		if (r->pid && (r->valid & 1u << metric)) {
+			total += r->ratio[metric];
+			if (!top || r->ratio[metric] > top->ratio[metric])
+				top = r;
+		}
+	}
+	lit(w, "],");
+	key(w, "workloads");
+	lit(w, "[");
+	first = true;
+	for (size_t k = 0; tv && fresh && k < tv->ngroups; k++) {
+		const struct tenants_group *g = &tv->groups[k];
+		if (g->gpu != s->id.index || !g->current)
+			continue;
+		lit(w, first ? "{" : ",{");
+		first = false;
+		key(w, "owner");
+		lit(w, "{");
+		bool any = false;
+		for (int f = 0; f < OWNER_FIELD_COUNT; f++) {
+			const char *v = owner_field_value(&g->owner, (enum owner_field)f);
+			if (!(g->owner.labels & 1u << f) || !v[0])
+				continue;
+			if (any)
+				lit(w, ",");
+			any = true;
+			key(w, owner_field_name((enum owner_field)f));
+			str(w, v);
+		}
+		lit(w, "},");
+		char sum[160];
+		owner_summary(&g->owner, sum, sizeof sum);
+		key_str(w, "summary", sum);
+		key(w, "gpu_instance");
+		if (g->in_mig)
+			u64(w, g->gpu_instance);
+		else
+			lit(w, "null");
+		lit(w, ",");
+		key_u64(w, "processes", g->processes);
+		key_str(w, "source", split_source_name(g->source));
+		key_num(w, "busy", g->busy);
+		tenant_parts(w, g->valid, g->ratio);
+		key_num(w, "gpu_time_s", g->gpu_time_s);
+		key_str(w, "bound", tenants_bound_name(g->bound));
+		key(w, "bound_detail");
+		str(w, tenants_bound_detail(g->bound));
+		lit(w, "}");
+	}
+	lit(w, "],");
+	key(w, "bottleneck_owner");
+	if (top && total > 0 && s->diag_class >= 0 && s->diag_class != DIAG_IDLE) {
+		lit(w, "{");
+		key_u64(w, "pid", top->pid);
+		key_str(w, "comm", top->comm);
+		key_str(w, "activity", split_metric_name((enum split_metric)metric));
+		key(w, "share");
+		num(w, top->ratio[metric] / total);
+		lit(w, "}");
+	} else {
+		lit(w, "null");
+	}
+	lit(w, ",");
+}
+
 static void render_gpu(struct jw *w, const struct gpu_snapshot *s,
-		       const struct attrib_allocation *al, size_t nal)
+		       const struct attrib_allocation *al, size_t nal, const struct tenant_view *tv)
 {
 	const struct gpu_identity *id = &s->id;
 	lit(w, "{");
@@ -352,6 +479,7 @@ static void render_gpu(struct jw *w, const struct gpu_snapshot *s,
 	}
 	lit(w, "],");
 	key_u64(w, "processes_dropped", s->procs_valid ? s->procs_dropped : 0);
+	render_tenants(w, s, tv);
 
 	key(w, "xid");
 	lit(w, "[");
@@ -508,6 +636,17 @@ int status_json_render(struct buf *out, struct bus *bus, const struct self_stats
 	key(&w, "errors_total");
 	u64(&w, ast.proc_errors_total + ast.cgroup_errors_total);
 	lit(&w, "},");
+	struct tenant_view tv = {0};
+	struct tenants_stats tst;
+	if (self && self->tenants) {
+		tenants_get_stats(self->tenants, &tst);
+		if (tst.rows && (tv.rows = malloc(tst.rows * sizeof *tv.rows)))
+			tv.nrows = tenants_rows(self->tenants, tv.rows, tst.rows);
+		if (tst.groups && (tv.groups = malloc(tst.groups * sizeof *tv.groups)))
+			tv.ngroups = tenants_groups(self->tenants, tv.groups, tst.groups);
+		tv.nrows = tv.nrows < tst.rows ? tv.nrows : tst.rows;
+		tv.ngroups = tv.ngroups < tst.groups ? tv.ngroups : tst.groups;
+	}
 	key(&w, "gpus");
 	lit(&w, "[");
 	bool first = true;
@@ -517,9 +656,11 @@ int status_json_render(struct buf *out, struct bus *bus, const struct self_stats
 		if (!first)
 			lit(&w, ",");
 		first = false;
-		render_gpu(&w, snap, al, nal);
+		render_gpu(&w, snap, al, nal, &tv);
 	}
 	lit(&w, "]}}\n");
+	free(tv.rows);
+	free(tv.groups);
 	free(al);
 	free(snap);
 	if (out->data)

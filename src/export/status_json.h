@@ -25,7 +25,10 @@
  * processes_dropped, xid [{code, count}], xid_other, ecc_events
  * {single_bit, double_bit}, lost_total, health_score (null before the
  * first verdict, else {score, drain, reason, window_s, reasons [{reason,
- * penalty, drain, evidence}]}: src/diagnose/health.h).
+ * penalty, drain, evidence}]}: src/diagnose/health.h); tenants [...],
+ * workloads [...] and bottleneck_owner, the activity split per process
+ * and per owner (render_tenants in status_json.c,
+ * docs/internals/attribution.md).
  *
  * Numbers that JSON cannot hold (NaN, infinities) are written as null;
  * strings are made valid UTF-8. Returns 0, or GPULSE_ELIMIT /

@@ -15,12 +15,14 @@
 #define VISIBLE_MAX 512          /* bytes of CUDA_VISIBLE_DEVICES kept */
 #define ENVIRON_MAX (256 * 1024) /* bytes of /proc/PID/environ read */
 #define MERGE_LOOKBACK 32        /* frames of one interval arrive together */
+#define KIND_CACHE 512           /* kernel names whose kind is remembered */
 
 struct interval {
 	uint32_t pid;
 	uint64_t start_ns, end_ns;
 	uint64_t traced_ns;
 	double launches, kernel_ns;
+	double kind_ns[SPLIT_KIND_COUNT];
 	double copy_bytes, copy_ns;
 	double sync_ns;
 };
@@ -44,7 +46,27 @@ struct profile_timeline {
 	struct ring gpu[PROFILE_TIMELINE_GPUS];
 	struct pid_map map[MAP_PIDS];
 	uint64_t tick;
+	/* split_kernel_kind of recent names by their hash: a name is matched
+	 * against a few dozen words once, not at every interval. */
+	struct {
+		uint64_t hash;
+		uint8_t kind;
+		bool set;
+	} kinds[KIND_CACHE];
 };
+
+/* The kind of a kernel name; called with the lock. */
+static enum split_kind kind_of(struct profile_timeline *t, const char *name)
+{
+	uint64_t h = wire_name_hash(name);
+	size_t i = (size_t)(h % KIND_CACHE);
+	if (!t->kinds[i].set || t->kinds[i].hash != h) {
+		t->kinds[i].hash = h;
+		t->kinds[i].kind = (uint8_t)split_kernel_kind(name);
+		t->kinds[i].set = true;
+	}
+	return (enum split_kind)t->kinds[i].kind;
+}
 
 int profile_timeline_new(struct profile_timeline **out, profile_uuid_fn *resolve, void *ctx)
 {
@@ -242,8 +264,10 @@ void profile_timeline_add(struct profile_timeline *t, uint32_t pid, const struct
 		x->traced_ns = sc->traced_ns;
 	if (m->type == WIRE_KERNELS) {
 		for (uint32_t i = 0; i < m->u.kernels.count; i++) {
-			x->launches += (double)m->u.kernels.kernels[i].launches;
-			x->kernel_ns += (double)m->u.kernels.kernels[i].total_ns;
+			const struct wire_kernel *k = &m->u.kernels.kernels[i];
+			x->launches += (double)k->launches;
+			x->kernel_ns += (double)k->total_ns;
+			x->kind_ns[kind_of(t, k->name)] += (double)k->total_ns;
 		}
 	} else if (m->type == WIRE_COPIES) {
 		for (uint32_t i = 0; i < m->u.copies.count; i++) {
@@ -313,4 +337,40 @@ bool profile_timeline_sum(struct profile_timeline *t, int gpu, double a_s, doubl
 		}
 	}
 	return any;
+}
+
+size_t profile_timeline_pids(struct profile_timeline *t, int gpu, double a_s, double b_s,
+			     struct profile_pid_sum *out, size_t max)
+{
+	if (gpu < 0 || gpu >= PROFILE_TIMELINE_GPUS || !(b_s > a_s) || max == 0)
+		return 0;
+	size_t n = 0;
+	double a = a_s * 1e9, b = b_s * 1e9;
+	pthread_mutex_lock(&t->lock);
+	const struct ring *r = &t->gpu[gpu];
+	for (size_t k = 0; r->slot && k < r->count; k++) {
+		const struct interval *x = &r->slot[k];
+		double s = (double)x->start_ns, e = (double)x->end_ns;
+		double lo = s > a ? s : a, hi = e < b ? e : b;
+		if (!(hi > lo))
+			continue;
+		double f = (hi - lo) / (e - s);
+		size_t p = 0;
+		while (p < n && out[p].pid != x->pid)
+			p++;
+		if (p == n) {
+			if (n == max)
+				continue;
+			memset(&out[n], 0, sizeof out[n]);
+			out[n++].pid = x->pid;
+		}
+		/* The traced time of the overlap: an interval traced whole
+		 * (continuous mode) covers all of it. */
+		out[p].traced_s += f * (double)x->traced_ns / 1e9;
+		out[p].launches += f * x->launches;
+		for (int j = 0; j < SPLIT_KIND_COUNT; j++)
+			out[p].kernel_s[j] += f * x->kind_ns[j] / 1e9;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
 }

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "split.h"
 #include "wire.h"
 
 #define PROFILE_TIMELINE_GPUS 64
@@ -63,6 +64,22 @@ void profile_timeline_forget(struct profile_timeline *t, uint32_t pid);
  * lies there. */
 bool profile_timeline_sum(struct profile_timeline *t, int gpu, double a_s, double b_s,
 			  struct profile_window_sum *out);
+
+/* One process's sums over a range of one GPU, for the activity split
+ * (split.h): its kernels' GPU time by kind (split_kernel_kind of each
+ * name), launches, and how long its library traced the range. */
+struct profile_pid_sum {
+	uint32_t pid;
+	double traced_s;
+	double launches;
+	double kernel_s[SPLIT_KIND_COUNT];
+};
+
+/* Each process's sums over [a_s, b_s) on GPU `gpu` (prorated like
+ * profile_timeline_sum) into out[0..max); returns how many processes
+ * (those past max are left out). */
+size_t profile_timeline_pids(struct profile_timeline *t, int gpu, double a_s, double b_s,
+			     struct profile_pid_sum *out, size_t max);
 
 /* The GPU index the ordinal of a CUDA_VISIBLE_DEVICES value maps to, or
  * -1: `visible` NULL means unset (the ordinal itself). Exposed for tests. */

@@ -10,12 +10,14 @@
  *       GPU starts k*37 rows later, so that the copies differ
  *   GPULSE_FAKE_NVML_SPEED=X    recorded seconds per real second (default
  *       1; 0 freezes every GPU at its first row, for exact tests)
- *   GPULSE_FAKE_NVML_PROCESSES="PID:MIB:SM[:GPU[:GI]][,...]"
+ *   GPULSE_FAKE_NVML_PROCESSES="PID:MIB:SM[:GPU[:GI[:MEM]]]][,...]"
  *       every GPU (or only GPU index GPU) serves these processes (pid,
  *       used memory in MiB, SM utilization in percent) instead of the
  *       row's proc_count made-up ones, so a test can list processes it
  *       owns with distinct values; under GPULSE_FAKE_NVML_MIG=1 a process
- *       with GI runs in that MIG GPU instance (compute instance 0)
+ *       with GI runs in that MIG GPU instance (compute instance 0); GI
+ *       "-" is none; MEM, a percentage, is its memory utilization in
+ *       every period (default: the GPU's, scaled by SM over the GPU's)
  *   GPULSE_FAKE_NVML_PROC_PERIOD_MS=N  the period of the fake driver's
  *       per-process sampler (default 167, nvidia-smi's 1/6 s; 10-2000)
  *   GPULSE_FAKE_NVML_FAULTS="spec;spec;..."  with specs
@@ -258,6 +260,7 @@ static struct {
 		unsigned sm_pct;
 		int gpu;                 /* -1: on every GPU */
 		int gi;                  /* MIG GPU instance, -1 none */
+		int mem_pct;             /* memory utilization, -1: from the GPU's */
 	} procs[FAKE_PROC_MAX];
 	int nprocs;                  /* -1: the rows' proc_count decides */
 	unsigned long long proc_period_us;  /* the per-process sampler's period */
@@ -503,7 +506,7 @@ static bool parse_uint(const char *s, unsigned long max, unsigned long *out)
 	return true;
 }
 
-/* GPULSE_FAKE_NVML_PROCESSES: "PID:MIB:SM[:GPU[:GI]]" entries, comma-separated. */
+/* GPULSE_FAKE_NVML_PROCESSES: "PID:MIB:SM[:GPU[:GI[:MEM]]]" entries, comma-separated. */
 static int parse_procs(const char *spec, char *err, size_t errlen)
 {
 	char copy[4096];
@@ -516,21 +519,24 @@ static int parse_procs(const char *spec, char *err, size_t errlen)
 	st.nprocs = 0;
 	char *save = NULL;
 	for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
-		char *f[5] = {e, NULL, NULL, NULL, NULL};
-		for (int k = 1; k < 5 && f[k - 1]; k++) {
+		char *f[6] = {e, NULL, NULL, NULL, NULL, NULL};
+		for (int k = 1; k < 6 && f[k - 1]; k++) {
 			char *colon = strchr(f[k - 1], ':');
 			if (colon) {
 				*colon = '\0';
 				f[k] = colon + 1;
 			}
 		}
-		unsigned long pid, mib, sm, gpu = 0, gi = 0;
+		unsigned long pid, mib, sm, gpu = 0, gi = 0, mem = 0;
+		bool no_gi = f[4] && strcmp(f[4], "-") == 0;
 		if (!f[1] || !f[2] || !parse_uint(f[0], 0xffffffffUL, &pid) || pid == 0 ||
 		    !parse_uint(f[1], 1UL << 30, &mib) || !parse_uint(f[2], 100, &sm) ||
 		    (f[3] && !parse_uint(f[3], GPU_MAX - 1, &gpu)) ||
-		    (f[4] && !parse_uint(f[4], 14, &gi))) {
+		    (f[4] && !no_gi && !parse_uint(f[4], 14, &gi)) ||
+		    (f[5] && !parse_uint(f[5], 100, &mem))) {
 			snprintf(err, errlen, "GPULSE_FAKE_NVML_PROCESSES: bad entry \"%.64s\" "
-				 "(want PID:MIB:SM[:GPU[:GI]], SM a percentage, GPU an index, GI 0-14)", e);
+				 "(want PID:MIB:SM[:GPU[:GI[:MEM]]], SM and MEM percentages, GPU an "
+				 "index, GI 0-14 or -)", e);
 			return -1;
 		}
 		if (st.nprocs >= FAKE_PROC_MAX) {
@@ -540,7 +546,8 @@ static int parse_procs(const char *spec, char *err, size_t errlen)
 		}
 		st.procs[st.nprocs++] = (struct fake_proc){
 			.pid = (unsigned)pid, .used_bytes = (unsigned long long)mib << 20,
-			.sm_pct = (unsigned)sm, .gpu = f[3] ? (int)gpu : -1, .gi = f[4] ? (int)gi : -1};
+			.sm_pct = (unsigned)sm, .gpu = f[3] ? (int)gpu : -1,
+			.gi = f[4] && !no_gi ? (int)gi : -1, .mem_pct = f[5] ? (int)mem : -1};
 	}
 	return 0;
 }
@@ -2078,7 +2085,8 @@ static void proc_sample(unsigned i, unsigned n, const int *mine, double util, do
 	double sm, mm;
 	if (st.nprocs >= 0) {
 		sm = st.procs[mine[i]].sm_pct;
-		mm = util > 0 ? mem * sm / util : 0;
+		mm = st.procs[mine[i]].mem_pct >= 0 ? st.procs[mine[i]].mem_pct
+		     : util > 0 ? mem * sm / util : 0;
 	} else {
 		/* Shares n : n-1 : ... : 1 of the GPU's activity. */
 		double w = (double)(n - i) / ((double)n * (n + 1) / 2);

@@ -17,6 +17,11 @@
  *             just past (wall clock, all of it traced): 10 000 launches
  *             of a 8 us kernel (40 000/s, GPU busy 32%), like an eager
  *             loop of tiny kernels; runs until SIGTERM
+ *   tenant K P  HELLO, then every 250 ms a KERNELS frame for the 250 ms
+ *             just past, traced whole: kernels of kind K ("tensor": a
+ *             cuBLAS bf16 GEMM's name, "memory": PyTorch's elementwise
+ *             kernel, "other") busy for P percent of it; until SIGTERM
+ *             (a tenant of a shared GPU: tests/integration/test_tenants.sh)
  *   silent    connect, say nothing, wait for EOF
  *   lie       HELLO with another pid: gpulsed must close the connection
  *   bad       HELLO, then an invalid payload, an unknown type, a
@@ -224,6 +229,34 @@ static void send_launchy(void)
 	}
 }
 
+/* One tenant's kernels of one kind, busy `pct` percent of each interval. */
+static void send_tenant(const char *kind, double pct)
+{
+	struct wire_kernel k = {.launches = 100, .grid = {132, 1, 1}, .block = {256, 1, 1}};
+	const char *name = strcmp(kind, "tensor") == 0
+		? "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_cublas"
+		: strcmp(kind, "memory") == 0
+		? "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >"
+		: "my_custom_kernel";
+	snprintf(k.name, sizeof k.name, "%s", name);
+	uint64_t prev = now_ns();
+	for (;;) {
+		struct timespec ts = {0, 250000000L};
+		nanosleep(&ts, NULL);
+		uint64_t t = now_ns();
+		k.total_ns = (uint64_t)((double)(t - prev) * pct / 100.0);
+		k.min_ns = k.max_ns = k.total_ns / k.launches;
+		struct wire_msg m = {.type = WIRE_KERNELS};
+		m.u.kernels.scope = (struct wire_scope){.device = 0, .context = 1,
+							.interval_start_ns = prev,
+							.interval_end_ns = t, .traced_ns = t - prev};
+		m.u.kernels.count = 1;
+		m.u.kernels.kernels = &k;
+		send_msg(&m);
+		prev = t;
+	}
+}
+
 /* The trace events of every capture: two kernels on stream 7, a copy on
  * stream 8, a memset, an NVTX range around them. */
 static void answer_capture(uint64_t id)
@@ -387,6 +420,10 @@ int main(int argc, char **argv)
 	} else if (strcmp(mode, "launchy") == 0) {
 		printf("ready\n");
 		send_launchy();
+	} else if (strcmp(mode, "tenant") == 0 && argc > 4) {
+		printf("ready\n");
+		fflush(stdout);
+		send_tenant(argv[3], strtod(argv[4], NULL));
 	} else if (strcmp(mode, "bad") == 0) {
 		send_bad_frames();
 		int rc = serve(5000, 0);

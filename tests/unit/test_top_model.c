@@ -40,6 +40,22 @@ static const char gpus_doc[] =
 	"\"processes\":[{\"pid\":100,\"comm\":\"python\",\"used_bytes\":4096}]}"
 	"]}}";
 
+/* GPU 0 shared: the split's parts per process and per owner. */
+static const char tenants_doc[] =
+	"{\"status\":\"success\",\"data\":{\"mode\":\"nvml\",\"gpus\":["
+	"{\"gpu\":0,\"uuid\":\"GPU-a\",\"fields\":{\"gpm_tensor\":0.3},"
+	"\"processes\":[{\"pid\":10,\"comm\":\"train\"},{\"pid\":11,\"comm\":\"etl\"}],"
+	"\"tenants\":[{\"pid\":10,\"source\":\"kernels\",\"sm_active\":0.4,\"tensor_active\":0.29,"
+	"\"dram_bandwidth\":0.05,\"bound\":\"compute_bound\",\"bound_detail\":\"tensor cores\"},"
+	"{\"pid\":11,\"source\":\"nvml\",\"sm_active\":0.5,\"tensor_active\":0.01,"
+	"\"dram_bandwidth\":null,\"bound\":\"memory_bound\",\"bound_detail\":\"DRAM bandwidth\"},"
+	"{\"pid\":0,\"comm\":\"other\",\"sm_active\":0.1}],"
+	"\"workloads\":[{\"summary\":\"ml/trainer-0\",\"processes\":1,\"busy\":0.45,"
+	"\"sm_active\":0.4,\"tensor_active\":0.29,\"dram_bandwidth\":0.05,\"source\":\"kernels\","
+	"\"bound\":\"compute_bound\",\"bound_detail\":\"tensor cores\"},"
+	"{\"summary\":\"\",\"processes\":2,\"busy\":0.5,\"sm_active\":0.6,\"bound\":\"mixed\","
+	"\"bound_detail\":\"\"}]}]}}";
+
 static const char procs_doc[] =
 	"{\"status\":\"success\",\"data\":{\"profiling\":{\"enabled\":true,\"serving\":true},"
 	"\"processes\":[{\"pid\":100,\"uid\":1000,\"comm\":\"python\",\"cmdline\":\"python train.py\","
@@ -92,6 +108,35 @@ static const struct top_proc *proc(const struct top_data *d, uint32_t pid, int g
 		if (d->procs[i].pid == pid && d->procs[i].gpu == gpu)
 			return &d->procs[i];
 	return NULL;
+}
+
+static void test_parse_tenants(void **state)
+{
+	(void)state;
+	struct top_data *d = calloc(1, sizeof *d);
+	char err[256];
+	assert_non_null(d);
+	assert_int_equal(top_parse_gpus(d, tenants_doc, strlen(tenants_doc), err, sizeof err), 0);
+	const struct top_proc *a = proc(d, 10, 0), *b = proc(d, 11, 0);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(a->have_act, 7);
+	assert_true(fabs(a->act[TOP_ACT_TENSOR] - 0.29) < 1e-12);
+	assert_string_equal(a->source, "kernels");
+	assert_string_equal(a->bound, "compute_bound (tensor cores)");
+	/* A null part is missing, never zero. */
+	assert_int_equal(b->have_act, 1u << TOP_ACT_SM | 1u << TOP_ACT_TENSOR);
+	assert_string_equal(b->source, "nvml");
+	assert_int_equal(d->nworkloads, 2);
+	assert_string_equal(d->workloads[0].owner, "ml/trainer-0");
+	assert_int_equal(d->workloads[0].processes, 1);
+	assert_string_equal(d->workloads[0].bound, "compute_bound (tensor cores)");
+	assert_string_equal(d->workloads[1].bound, "mixed");
+	assert_int_equal(d->workloads[1].have_act, 1u << TOP_ACT_SM);
+	/* A second answer starts afresh. */
+	assert_int_equal(top_parse_gpus(d, gpus_doc, strlen(gpus_doc), err, sizeof err), 0);
+	assert_int_equal(d->nworkloads, 0);
+	free(d);
 }
 
 static void test_parse_gpus(void **state)
@@ -584,6 +629,7 @@ int main(void)
 		setlocale(LC_CTYPE, "en_US.UTF-8");
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_gpus),
+		cmocka_unit_test(test_parse_tenants),
 		cmocka_unit_test(test_parse_injected_and_kernels),
 		cmocka_unit_test(test_parse_alerts_and_diagnosis),
 		cmocka_unit_test(test_parse_errors),

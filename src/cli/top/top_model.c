@@ -217,12 +217,70 @@ static bool get_pid(json_t *j, uint32_t *pid)
 	return true;
 }
 
+/* The three parts of the GPU's activity of a tenants or workloads entry. */
+static unsigned get_act(json_t *j, double act[TOP_ACT_COUNT])
+{
+	static const char *const keys[TOP_ACT_COUNT] = {"sm_active", "tensor_active",
+							"dram_bandwidth"};
+	unsigned have = 0;
+	for (int m = 0; m < TOP_ACT_COUNT; m++)
+		if (get_num(j, keys[m], &act[m]) && act[m] >= 0)
+			have |= 1u << m;
+	return have;
+}
+
+static void get_bound(char *out, size_t len, json_t *j)
+{
+	const char *b = json_string_value(json_object_get(j, "bound"));
+	const char *x = json_string_value(json_object_get(j, "bound_detail"));
+	char text[96];
+	snprintf(text, sizeof text, "%s%s%s%s", b ? b : "", x && x[0] ? " (" : "", x && x[0] ? x : "",
+		 x && x[0] ? ")" : "");
+	copy_text(out, len, text);
+}
+
+/* GPU gi's tenants onto its process rows, and its workloads. */
+static void parse_tenants(struct top_data *d, int gi, json_t *g)
+{
+	size_t k;
+	json_t *tj;
+	json_array_foreach(json_object_get(g, "tenants"), k, tj) {
+		uint32_t pid;
+		if (!get_pid(tj, &pid))
+			continue;  /* the "other" row (pid 0) has no process row */
+		for (int i = 0; i < d->nprocs; i++) {
+			struct top_proc *p = &d->procs[i];
+			if (p->pid != pid || p->gpu != gi)
+				continue;
+			p->have_act = get_act(tj, p->act);
+			get_text(p->source, sizeof p->source, tj, "source");
+			get_bound(p->bound, sizeof p->bound, tj);
+		}
+	}
+	json_array_foreach(json_object_get(g, "workloads"), k, tj) {
+		if (!json_is_object(tj) || d->nworkloads >= TOP_PROC_MAX)
+			break;
+		struct top_workload *w = &d->workloads[d->nworkloads++];
+		memset(w, 0, sizeof *w);
+		w->gpu = gi;
+		get_text(w->owner, sizeof w->owner, tj, "summary");
+		double n = 0;
+		if (get_num(tj, "processes", &n) && n >= 0 && n < 1e6)
+			w->processes = (unsigned)n;
+		get_num(tj, "busy", &w->busy);
+		w->have_act = get_act(tj, w->act);
+		get_text(w->source, sizeof w->source, tj, "source");
+		get_bound(w->bound, sizeof w->bound, tj);
+	}
+}
+
 int top_parse_gpus(struct top_data *d, const char *body, size_t len, char *err, size_t errlen)
 {
 	json_t *root;
 	memset(d, 0, offsetof(struct top_data, gpus));
 	d->ngpus = d->nprocs = d->nalerts = d->nfiring = d->npending = d->alerts_dropped = 0;
 	d->procs_dropped = 0;
+	d->nworkloads = 0;
 	d->profiling = false;
 	d->replay_speed = NAN;
 	json_t *data = load_data(body, len, "/api/v1/gpus", &root, err, errlen);
@@ -268,6 +326,7 @@ int top_parse_gpus(struct top_data *d, const char *body, size_t len, char *err, 
 			p->have_mem = get_num(pj, "used_bytes", &p->used_bytes) && p->used_bytes >= 0;
 			p->have_sm = get_num(pj, "sm_ratio", &p->sm_ratio) && p->sm_ratio >= 0;
 		}
+		parse_tenants(d, tg->index, g);
 	}
 	json_decref(root);
 	return 0;

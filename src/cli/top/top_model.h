@@ -91,6 +91,27 @@ struct top_proc {
 	double kernel_share;      /* of the process's kernel time on that GPU */
 	bool have_kernel_total;
 	double kernel_total_s;    /* that time (/api/v1/processes), the share's denominator */
+	/* Its part of the GPU's SM, tensor and DRAM activity (the split,
+	 * /api/v1/gpus tenants), how it was obtained and what bounds it. */
+	unsigned have_act;        /* bit per TOP_ACT_* */
+	double act[3];
+	char source[12];          /* "kernels", "nvml", "sole", "" */
+	char bound[48];           /* "compute_bound (tensor cores)", "" */
+};
+
+enum { TOP_ACT_SM, TOP_ACT_TENSOR, TOP_ACT_DRAM, TOP_ACT_COUNT };
+
+/* One owner's (pod, container, job, user) activity on one GPU: the
+ * per-owner view (/api/v1/gpus workloads). */
+struct top_workload {
+	int gpu;
+	char owner[96];           /* the summary; "" no owner known */
+	unsigned processes;
+	double busy;
+	unsigned have_act;
+	double act[TOP_ACT_COUNT];
+	char source[12];
+	char bound[48];
 };
 
 struct top_alert {
@@ -117,6 +138,8 @@ struct top_data {
 	int nfiring, npending;
 	struct top_alert alerts[TOP_ALERT_MAX];
 	bool profiling;           /* the injection socket serves */
+	int nworkloads;
+	struct top_workload workloads[TOP_PROC_MAX];
 };
 
 /* Each parser takes one API answer's whole body (`len` bytes, need not
@@ -125,7 +148,8 @@ struct top_data {
  * shape is safe (tests/unit, fuzz/fuzz_top_json.c); strings are cut to
  * their fields and control bytes become '?'. */
 /* /api/v1/gpus: resets d, then fills mode, detail and gpus, and the
- * processes NVML lists (not yet injected). */
+ * processes NVML lists (not yet injected) with their parts of the GPU's
+ * activity, and the per-owner workloads. */
 int top_parse_gpus(struct top_data *d, const char *body, size_t len, char *err, size_t errlen);
 /* /api/v1/processes: marks injected rows, adds injected processes NVML
  * does not list (one row per GPU they use), fills uid and cmdline. */
