@@ -12,6 +12,7 @@
 #include "eval.h"
 #include "memstore.h"
 #include "parser.h"
+#include "stale.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,7 +29,7 @@ static struct memstore *store(void)
 		for (int i = 0; i < 30; i++) {
 			memstore_add(ms, l, 3, (int64_t)i * 60000, i * (s + 1) + (i == 20 ? -50 : 0));
 			if (i != 10)
-				memstore_add(ms, m, 2, (int64_t)i * 60000 + 7000, s == 1 && i == 15 ? promql_stale_nan() : 0.5 * i);
+				memstore_add(ms, m, 2, (int64_t)i * 60000 + 7000, s == 1 && i == 15 ? stale_nan() : 0.5 * i);
 		}
 	}
 	return ms;

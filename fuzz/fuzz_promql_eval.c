@@ -16,6 +16,7 @@
 #include "eval.h"
 #include "memstore.h"
 #include "parser.h"
+#include "stale.h"
 
 #define MIN_MS 60000LL
 #define NSTEPS 30 /* samples per series, a minute apart */
@@ -56,7 +57,7 @@ static struct memstore *store(void)
 			for (int i = 0; i < NSTEPS; i++) {
 				double v = 0.05 * (double)r + 0.01 * i + 0.1 * g;
 				if (r == 3 && i == 15)
-					v = promql_stale_nan();
+					v = stale_nan();
 				else if (r == 4 && i % 7 == 0)
 					v = __builtin_nan("");
 				add(ms, l, 3, i, v);

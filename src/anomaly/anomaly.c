@@ -17,6 +17,7 @@
 #include "ingest.h"
 #include "log.h"
 #include "queryable.h"
+#include "stale.h"
 #include "status.h"
 #include "utf8.h"
 
@@ -489,7 +490,7 @@ static void close_tick(struct anomaly *a, struct gpu_state *gs, int w)
 		store_score(a, gs, w, t_ms, score);
 		ws->stored_valid = true;
 	} else if (ws->stored_valid) {
-		store_score(a, gs, w, t_ms, promql_stale_nan());
+		store_score(a, gs, w, t_ms, stale_nan());
 		ws->stored_valid = false;
 	}
 }

@@ -15,6 +15,7 @@
 #include "expfmt.h"
 #include "hash.h"
 #include "periodic.h"
+#include "stale.h"
 #include "status.h"
 #include "xalloc.h"
 
@@ -378,7 +379,7 @@ void livestore_ingest(struct livestore *ls, const char *text, size_t len, int64_
 		struct lseries *s = &ls->series[i];
 		series_decide(ls, s);
 		if (s->wanted && s->seen != gen && !s->ended && s->n > s->start) {
-			series_append(ls, s, t_ms, promql_stale_nan());
+			series_append(ls, s, t_ms, stale_nan());
 			s->ended = true;
 		}
 		wanted += s->wanted;

@@ -16,6 +16,7 @@
 #include "hash.h"
 #include "periodic.h"
 #include "queryable.h"
+#include "stale.h"
 #include "status.h"
 
 #define NS_PER_MS 1000000LL
@@ -174,7 +175,7 @@ void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64
 		for (struct sseries **pp = &s->bucket[i]; *pp;) {
 			struct sseries *x = *pp;
 			if (x->seen != s->gen && x->live) {
-				put(s, x, t_ms, promql_stale_nan());
+				put(s, x, t_ms, stale_nan());
 				x->live = false;
 			}
 			if (s->gen - x->seen >= SELFSCRAPE_FORGET_SCRAPES) {

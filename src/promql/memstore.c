@@ -23,21 +23,6 @@ struct memstore {
 	size_t max_series, max_samples, total_samples;
 };
 
-int promql_is_stale_nan(double v)
-{
-	uint64_t bits;
-	memcpy(&bits, &v, sizeof bits);
-	return bits == PROMQL_STALE_NAN_BITS;
-}
-
-double promql_stale_nan(void)
-{
-	uint64_t bits = PROMQL_STALE_NAN_BITS;
-	double v;
-	memcpy(&v, &bits, sizeof v);
-	return v;
-}
-
 struct memstore *memstore_new(size_t max_series, size_t max_samples)
 {
 	struct memstore *ms = xcalloc(1, sizeof *ms);

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "eval.h"
 #include "lexer.h"
 #include "gofloat.h"
 #include "rx.h"

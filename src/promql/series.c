@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "parser.h"
+#include "stale.h"
 #include "status.h"
 #include "str.h"
 #include "xalloc.h"
@@ -113,7 +114,7 @@ int promql_parse_series_values(const char *text, struct promql_series_value **ou
 		} else if (body == 5 && strncmp(start, "stale", 5) == 0) {
 			uint64_t count = has_times ? times + 1 : 1;
 			for (uint64_t i = 0; i < count && !rc; i++)
-				rc = push(&vs, false, promql_stale_nan());
+				rc = push(&vs, false, stale_nan());
 		} else {
 			/* value, or value(+|-)increment before "xN" */
 			size_t split = body;

@@ -20,6 +20,7 @@
 #include "eval.h"
 #include "mono_cond.h"
 #include "rules_util.h"
+#include "stale.h"
 #include "status.h"
 #include "tsdb_queryable.h"
 #include "xalloc.h"
@@ -368,7 +369,7 @@ static int finish_rule(struct rules_engine *e, struct rule_state *st, int rc, co
 	} else {
 		for (size_t i = 0; engine_store(e) && i < st->nprev; i++)
 			if (!ref_in(refs, nrefs, st->prev[i]))
-				tsdb_append(engine_store(e), st->prev[i], t_ms, promql_stale_nan());
+				tsdb_append(engine_store(e), st->prev[i], t_ms, stale_nan());
 		free(st->prev);
 		st->prev = refs;
 		st->nprev = nrefs;

@@ -16,6 +16,7 @@
 #include "lexer.h"
 #include "parser.h"
 #include "rules_util.h"
+#include "stale.h"
 #include "status.h"
 #include "str.h"
 #include "template.h"
@@ -597,7 +598,7 @@ static int eval_rule(const struct rules_rule *r, struct rules_group_state *gs, s
 	}
 	for (size_t i = 0; i < rs->n; i++)
 		if (!bsearch(&rs->series[i], sorted, n, sizeof *sorted, prev_cmp))
-			memstore_add(ms, rs->series[i].labels, rs->series[i].n, t_ms, promql_stale_nan());
+			memstore_add(ms, rs->series[i].labels, rs->series[i].n, t_ms, stale_nan());
 	prev_free(rs);
 	rs->series = cur;
 	rs->n = n;

@@ -21,6 +21,7 @@
 #include "ingest.h"
 #include "parser.h"
 #include "queryable.h"
+#include "stale.h"
 #include "status.h"
 #include "tsdb.h"
 #include "tsdb_queryable.h"
@@ -145,7 +146,7 @@ static int is_stale(double v)
 {
 	uint64_t bits;
 	memcpy(&bits, &v, sizeof bits);
-	return bits == PROMQL_STALE_NAN_BITS;
+	return bits == STALE_NAN_BITS;
 }
 
 static void test_values_and_labels(void **state)

@@ -20,6 +20,7 @@
 #include "queryable.h"
 #include "rx.h"
 #include "series.h"
+#include "stale.h"
 #include "status.h"
 
 static char *format(const struct promql_expr *e)
@@ -390,7 +391,7 @@ static void expect_values(const char *text, const char *want)
 			buf_putc(&b, ' ');
 		if (v[i].omitted)
 			buf_putc(&b, '_');
-		else if (promql_is_stale_nan(v[i].v))
+		else if (stale_nan_is(v[i].v))
 			buf_puts(&b, "stale");
 		else
 			buf_put_double(&b, v[i].v);

@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "parser.h"
 #include "queryable.h"
+#include "stale.h"
 #include "status.h"
 #include "tsdb.h"
 #include "tsdb_queryable.h"
@@ -170,7 +171,7 @@ static void test_staleness(void **state)
 	tsdb_iter_free(it);
 	assert_int_equal(count, 2);
 	assert_int_equal(last_t, 20000);
-	assert_true(promql_is_stale_nan(last_v));
+	assert_true(stale_nan_is(last_v));
 	rules_engine_free(e);
 }
 

@@ -20,6 +20,7 @@
 #include "eval.h"
 #include "parser.h"
 #include "queryable.h"
+#include "stale.h"
 #include "status.h"
 #include "tsdb.h"
 #include "tsdb_queryable.h"
@@ -88,7 +89,7 @@ static void latest_matches_raw(void **state)
 				continue;  /* a minute-long gap, different per series */
 			double v = (rand() % 1000) / 8.0;
 			if (k % 997 == (unsigned)i)
-				v = promql_stale_nan();
+				v = stale_nan();
 			assert_int_equal(tsdb_append(db, ref[i], t, v), GPULSE_OK);
 		}
 		if (k == 9000 || k == 18000)
