@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval.h"
-#include "memstore.h"
-#include "parser.h"
-#include "stale.h"
+#include "promql/eval.h"
+#include "promql/memstore.h"
+#include "promql/parser.h"
+#include "common/stale.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

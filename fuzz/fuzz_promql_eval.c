@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "eval.h"
-#include "memstore.h"
-#include "parser.h"
-#include "stale.h"
+#include "common/clock.h"
+#include "promql/eval.h"
+#include "promql/memstore.h"
+#include "promql/parser.h"
+#include "common/stale.h"
 
 #define MIN_MS 60000LL
 #define NSTEPS 30 /* samples per series, a minute apart */

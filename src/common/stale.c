@@ -1,5 +1,5 @@
 /* Prometheus's staleness marker; see stale.h. */
-#include "stale.h"
+#include "common/stale.h"
 
 #include <stdint.h>
 #include <string.h>

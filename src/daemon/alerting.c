@@ -1,5 +1,5 @@
 /* Alert delivery glue; see alerting.h. */
-#include "alerting.h"
+#include "daemon/alerting.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,15 +7,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "log.h"
-#include "matcher.h"
-#include "notify.h"
-#include "redact.h"
-#include "status.h"
-#include "str.h"
-#include "token.h"
-#include "xalloc.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "alert/matcher.h"
+#include "alert/notify.h"
+#include "common/redact.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/token.h"
+#include "common/xalloc.h"
 
 struct alerting {
 	struct notify *n;

@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#include "config.h"
-#include "notice.h"
+#include "daemon/config.h"
+#include "alert/notice.h"
 
 struct alerting;
 struct notify_stats;

@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "eval.h"
-#include "http_server.h"
-#include "tsdb.h"
+#include "promql/eval.h"
+#include "http/http_server.h"
+#include "store/tsdb.h"
 
 #define API_MAX_RANGE_MS (32LL * 86400 * 1000) /* query_range and series spans */
 #define API_MAX_SERIES_RESULT 100000          /* series one /api/v1/series may list */

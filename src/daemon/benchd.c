@@ -7,7 +7,7 @@
  * on its GPU, and, when it ends, compares the result with the history in
  * the store, keeps it, and publishes it. HTTP handlers only read and set
  * state under the mutex; /metrics renders the last result per GPU. */
-#include "benchd.h"
+#include "daemon/benchd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,17 +27,17 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "bench_compare.h"
-#include "bench_result.h"
-#include "clock.h"
-#include "log.h"
-#include "bus.h"
-#include "fields.h"
-#include "periodic.h"
-#include "profile_emit.h"
-#include "redact.h"
-#include "status.h"
-#include "str.h"
+#include "bench/bench_compare.h"
+#include "bench/bench_result.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "collect/bus.h"
+#include "collect/fields.h"
+#include "common/periodic.h"
+#include "profile/profile_emit.h"
+#include "common/redact.h"
+#include "common/status.h"
+#include "common/str.h"
 
 extern char **environ;
 

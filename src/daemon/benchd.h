@@ -21,11 +21,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "buf.h"
-#include "config.h"
-#include "bus.h"
-#include "http_server.h"
-#include "tsdb.h"
+#include "common/buf.h"
+#include "daemon/config.h"
+#include "collect/bus.h"
+#include "http/http_server.h"
+#include "store/tsdb.h"
 
 #define BENCHD_MAX_GPUS 64
 #define BENCHD_RECORD_KIND "bench"

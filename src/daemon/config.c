@@ -6,7 +6,7 @@
  * for every key, where its value lives in struct gpulse_config, its kind
  * and its range; the parser, config_validate and config_dump all walk it,
  * so a key added there is parsed, checked and printed. */
-#include "config.h"
+#include "daemon/config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,22 +23,22 @@
 
 #include <yaml.h>
 
-#include "alerting.h"
-#include "api.h"
-#include "clock.h"
-#include "collector.h"
-#include "diagnose.h"
-#include "duration.h"
-#include "http_server.h"
-#include "matcher.h"
-#include "profiling.h"
-#include "redact.h"
-#include "benchd.h"
-#include "relabel.h"
-#include "segq.h"
-#include "status.h"
-#include "str.h"
-#include "token.h"
+#include "daemon/alerting.h"
+#include "daemon/api.h"
+#include "common/clock.h"
+#include "collect/collector.h"
+#include "diagnose/diagnose.h"
+#include "common/duration.h"
+#include "http/http_server.h"
+#include "alert/matcher.h"
+#include "daemon/profiling.h"
+#include "common/redact.h"
+#include "daemon/benchd.h"
+#include "remote/relabel.h"
+#include "remote/segq.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/token.h"
 
 /* ---- the key table --------------------------------------------------- */
 

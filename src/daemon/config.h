@@ -10,11 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attrib.h"
-#include "buf.h"
-#include "http_basic.h"
-#include "log.h"
-#include "owner.h"
+#include "attrib/attrib.h"
+#include "common/buf.h"
+#include "http/http_basic.h"
+#include "common/log.h"
+#include "attrib/owner.h"
 
 struct collector_config;
 struct http_config;

@@ -1,19 +1,19 @@
 /* Continuous CUDA profiling in gpulsed; see profiling.h. The logic lives
  * in src/profile (aggregate, socket server, trace writer); this file turns
  * the configuration into their structs and serves HTTP. */
-#include "profiling.h"
+#include "daemon/profiling.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "perfetto.h"
-#include "profile_agg.h"
-#include "profile_server.h"
-#include "status.h"
-#include "str.h"
-#include "wire.h"
+#include "common/log.h"
+#include "profile/perfetto.h"
+#include "profile/profile_agg.h"
+#include "profile/profile_server.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "wire/wire.h"
 
 #ifndef WIRE_DEFAULT_SOCKET
 #define WIRE_DEFAULT_SOCKET "/run/gpulse/inject.sock"

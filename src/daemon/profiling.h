@@ -18,11 +18,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "buf.h"
-#include "config.h"
-#include "http_server.h"
-#include "profile_timeline.h"
-#include "tsdb.h"
+#include "common/buf.h"
+#include "daemon/config.h"
+#include "http/http_server.h"
+#include "profile/profile_timeline.h"
+#include "store/tsdb.h"
 
 #define PROFILING_MAX_TRACE_SECONDS 600
 #define PROFILING_DEFAULT_TRACE_SECONDS 5

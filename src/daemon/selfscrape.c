@@ -1,7 +1,7 @@
 /* gpulsed's /metrics into its own store; see selfscrape.h. The text is
  * gpulsed's own rendering (prom.c), so the parser reads exactly the text
  * format 0.0.4 that prom.c writes and refuses, counting, any other line. */
-#include "selfscrape.h"
+#include "daemon/selfscrape.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "expfmt.h"
-#include "hash.h"
-#include "periodic.h"
-#include "queryable.h"
-#include "stale.h"
-#include "status.h"
+#include "common/clock.h"
+#include "export/expfmt.h"
+#include "common/hash.h"
+#include "common/periodic.h"
+#include "promql/queryable.h"
+#include "common/stale.h"
+#include "common/status.h"
 
 #define NS_PER_MS 1000000LL
 #define MAX_LABELS 32

@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "attrib.h"
-#include "buf.h"
+#include "attrib/attrib.h"
+#include "common/buf.h"
 
 #define SELF_HTTP_SHED_REASONS 4
 #define SELF_HTTP_DENY_REASONS 5

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire.h"
+#include "wire/wire.h"
 
 #define PROFILE_TIMELINE_GPUS 64
 #define PROFILE_TIMELINE_SLOTS 2048  /* intervals kept per GPU */

@@ -7,7 +7,7 @@
  * the caller gets back. Label strings are shared by pointer (into the
  * storage's series set, the AST or an arena) until the result is built,
  * which copies them, so the series set can be released at once. */
-#include "eval.h"
+#include "promql/eval.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -17,16 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "gofloat.h"
-#include "hash.h"
-#include "parser.h"
-#include "quantile.h"
-#include "rx.h"
-#include "stale.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "common/clock.h"
+#include "common/gofloat.h"
+#include "common/hash.h"
+#include "promql/parser.h"
+#include "common/quantile.h"
+#include "common/rx.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 /* Under AddressSanitizer the arena poisons what it has not handed out and
  * leaves a poisoned gap after each allocation, so a write past the end of

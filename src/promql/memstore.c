@@ -1,14 +1,14 @@
 /* In-memory series store; see memstore.h. Lookup by label set is linear:
  * the store serves test inputs of a few hundred series, not production
  * data (that is the tsdb's job). */
-#include "memstore.h"
+#include "promql/memstore.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 struct mseries {
 	struct promql_label *labels; /* owned strings, sorted by name */

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ast.h"
+#include "promql/ast.h"
 
 struct promql_label {
 	const char *name;

@@ -1,5 +1,5 @@
 /* promtool's series notation; see series.h. */
-#include "series.h"
+#include "promql/series.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,11 +9,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "parser.h"
-#include "stale.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "promql/parser.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 /* A number as promtool reads one: optional sign, then a Go float, hex
  * integer excepted (the notation forbids it), or Inf / NaN. */

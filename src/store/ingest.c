@@ -1,7 +1,7 @@
 /* Bus -> tsdb; see ingest.h. References are created lazily, under a
  * per-GPU mutex taken only on that slow path; the fast path is an atomic
  * load of the reference and one tsdb_append per valid field. */
-#include "ingest.h"
+#include "store/ingest.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "log.h"
-#include "periodic.h"
-#include "stale.h"
-#include "status.h"
-#include "utf8.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/periodic.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "common/utf8.h"
 
 #define SLOT_UP FIELD_COUNT       /* gpulse_gpu_up */
 #define NSLOTS (FIELD_COUNT + 1)

@@ -15,13 +15,13 @@
 
 #include <cmocka.h>
 
-#include "lexer.h"
-#include "parser.h"
-#include "queryable.h"
-#include "rx.h"
-#include "series.h"
-#include "stale.h"
-#include "status.h"
+#include "promql/lexer.h"
+#include "promql/parser.h"
+#include "promql/queryable.h"
+#include "common/rx.h"
+#include "promql/series.h"
+#include "common/stale.h"
+#include "common/status.h"
 
 static char *format(const struct promql_expr *e)
 {

@@ -12,13 +12,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine.h"
-#include "parser.h"
-#include "queryable.h"
-#include "stale.h"
-#include "status.h"
-#include "tsdb.h"
-#include "tsdb_queryable.h"
+#include "rules/engine.h"
+#include "promql/parser.h"
+#include "promql/queryable.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "store/tsdb.h"
+#include "promql/tsdb_queryable.h"
 
 static char dir[64];
 static char path[128];

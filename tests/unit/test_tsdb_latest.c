@@ -17,13 +17,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "eval.h"
-#include "parser.h"
-#include "queryable.h"
-#include "stale.h"
-#include "status.h"
-#include "tsdb.h"
-#include "tsdb_queryable.h"
+#include "promql/eval.h"
+#include "promql/parser.h"
+#include "promql/queryable.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "store/tsdb.h"
+#include "promql/tsdb_queryable.h"
 
 #define T0 1700000000000LL
 #define NSERIES 3
