@@ -44,6 +44,7 @@
 #include "remote/remote_write.h"
 #include "common/redact.h"
 #include "daemon/web.h"
+#include "nvml/nvml_shim.h"
 #include "common/xalloc.h"
 
 #define NVML_RETRY_NS (30LL * NS_PER_SEC)

@@ -17,6 +17,7 @@
 #include "common/stale.h"
 #include "common/status.h"
 #include "common/utf8.h"
+#include "attrib/owner.h"
 
 #define SLOT_UP FIELD_COUNT       /* gpulse_gpu_up */
 #define NSLOTS (FIELD_COUNT + 1)
