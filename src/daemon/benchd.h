@@ -32,15 +32,6 @@
 
 struct benchd;
 
-void benchd_config_defaults(struct gpulse_config *c);
-/* schedule is weekly, daily, off or a duration of at least a minute;
- * mode is quick or full; noise_floor <= noise_ceiling. 0 or
- * GPULSE_EINVAL with "NAME: bench.KEY: ..." in err. */
-int benchd_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
-bool benchd_config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
-/* The schedule's period in ns (0: off). */
-int64_t benchd_schedule_ns(const char *schedule);
-
 /* Start the scheduler (when bench.enabled and `nvml` is true: a replay
  * has no GPU to measure). It learns each GPU's utilization and processes
  * from `bus` (what the collector sampled), never from NVML itself. `c`,
