@@ -27,12 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "anomaly.h"
-#include "bus.h"
-#include "clock.h"
-#include "fields.h"
-#include "recording.h"
-#include "status.h"
+#include "anomaly/anomaly.h"
+#include "collect/bus.h"
+#include "common/clock.h"
+#include "collect/fields.h"
+#include "record/recording.h"
+#include "common/status.h"
 
 #define WARM_S 1800.0
 #define GRACE_S 60.0

@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attrib.h"
-#include "bus.h"
-#include "clock.h"
-#include "prom.h"
+#include "attrib/attrib.h"
+#include "collect/bus.h"
+#include "common/clock.h"
+#include "export/prom.h"
 
 #define NGPU 8
 #define NPROC 8

@@ -19,13 +19,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "diagnose.h"
-#include "history.h"
-#include "peaks.h"
-#include "recording.h"
-#include "status.h"
-#include "tsdb.h"
+#include "common/clock.h"
+#include "diagnose/diagnose.h"
+#include "diagnose/history.h"
+#include "diagnose/peaks.h"
+#include "record/recording.h"
+#include "common/status.h"
+#include "store/tsdb.h"
 
 #define LIVE_W 5.0
 

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rw_codec.h"
-#include "rw_summary.h"
+#include "remote/rw_codec.h"
+#include "remote/rw_summary.h"
 
 #define MAXS 4096
 

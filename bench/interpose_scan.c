@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "interpose.h"
+#include "common/clock.h"
+#include "inject/interpose.h"
 
 static int ours(void)
 {

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "nvml_shim.h"
+#include "common/clock.h"
+#include "nvml/nvml_shim.h"
 
 static int64_t thread_cpu_ns(void)
 {

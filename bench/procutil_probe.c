@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "nvml_shim.h"
-#include "procutil.h"
+#include "common/clock.h"
+#include "nvml/nvml_shim.h"
+#include "collect/procutil.h"
 
 #define CAP 16384
 

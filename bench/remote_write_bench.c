@@ -23,10 +23,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "remote_write.h"
-#include "status.h"
-#include "tsdb.h"
+#include "common/clock.h"
+#include "remote/remote_write.h"
+#include "common/status.h"
+#include "store/tsdb.h"
 
 static atomic_uint_fast64_t sink_bytes, sink_requests;
 static int listen_fd;

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bus.h"
-#include "clock.h"
-#include "prom.h"
-#include "recording.h"
-#include "status_json.h"
+#include "collect/bus.h"
+#include "common/clock.h"
+#include "export/prom.h"
+#include "record/recording.h"
+#include "export/status_json.h"
 
 #define NGPU 8
 

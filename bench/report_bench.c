@@ -27,12 +27,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "fields.h"
-#include "recording.h"
-#include "report.h"
-#include "status.h"
-#include "tsdb.h"
+#include "common/clock.h"
+#include "collect/fields.h"
+#include "record/recording.h"
+#include "report/report.h"
+#include "common/status.h"
+#include "store/tsdb.h"
 
 #define MIB 1048576.0
 #define GIB 1073741824.0

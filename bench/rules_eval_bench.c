@@ -17,12 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bus.h"
-#include "clock.h"
-#include "engine.h"
-#include "ingest.h"
-#include "recording.h"
-#include "tsdb.h"
+#include "collect/bus.h"
+#include "common/clock.h"
+#include "rules/engine.h"
+#include "store/ingest.h"
+#include "record/recording.h"
+#include "store/tsdb.h"
 
 #define NGPUS 8
 #define HISTORY_S (15 * 60)

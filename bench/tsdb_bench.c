@@ -19,8 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "tsdb.h"
+#include "common/clock.h"
+#include "store/tsdb.h"
 
 enum { MAXR = 100000, MAXC = 64 };
 static int64_t rt[MAXR];

@@ -29,8 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "tsdb.h"
+#include "common/clock.h"
+#include "store/tsdb.h"
 
 #define NSERIES 8
 #define BASE_T 1800000000000LL

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prom.h"
-#include "utf8.h"
+#include "export/prom.h"
+#include "common/utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "batchfile.h"
-#include "buf.h"
+#include "alert/batchfile.h"
+#include "common/buf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_result.h"
-#include "buf.h"
+#include "bench/bench_result.h"
+#include "common/buf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

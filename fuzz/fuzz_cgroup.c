@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attrib.h"
-#include "cgroup.h"
-#include "utf8.h"
+#include "attrib/attrib.h"
+#include "attrib/cgroup.h"
+#include "common/utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

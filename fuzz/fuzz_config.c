@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "config.h"
+#include "daemon/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet.h"
+#include "cli/fleet.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_server.h"
+#include "http/http_server.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

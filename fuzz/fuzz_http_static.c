@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_static.h"
+#include "http/http_static.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inject_config.h"
+#include "inject/inject_config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

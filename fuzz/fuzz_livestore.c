@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "livestore.h"
-#include "parser.h"
+#include "daemon/livestore.h"
+#include "promql/parser.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

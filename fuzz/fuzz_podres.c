@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podres.h"
-#include "utf8.h"
+#include "attrib/podres.h"
+#include "common/utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

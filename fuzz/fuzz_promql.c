@@ -9,9 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval.h"
-#include "memstore.h"
-#include "parser.h"
+#include "promql/eval.h"
+#include "promql/memstore.h"
+#include "promql/parser.h"
+#include "common/stale.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,7 +29,7 @@ static struct memstore *store(void)
 		for (int i = 0; i < 30; i++) {
 			memstore_add(ms, l, 3, (int64_t)i * 60000, i * (s + 1) + (i == 20 ? -50 : 0));
 			if (i != 10)
-				memstore_add(ms, m, 2, (int64_t)i * 60000 + 7000, s == 1 && i == 15 ? promql_stale_nan() : 0.5 * i);
+				memstore_add(ms, m, 2, (int64_t)i * 60000 + 7000, s == 1 && i == 15 ? stale_nan() : 0.5 * i);
 		}
 	}
 	return ms;

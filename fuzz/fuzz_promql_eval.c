@@ -12,10 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "eval.h"
-#include "memstore.h"
-#include "parser.h"
+#include "common/clock.h"
+#include "promql/eval.h"
+#include "promql/memstore.h"
+#include "promql/parser.h"
+#include "common/stale.h"
 
 #define MIN_MS 60000LL
 #define NSTEPS 30 /* samples per series, a minute apart */
@@ -56,7 +57,7 @@ static struct memstore *store(void)
 			for (int i = 0; i < NSTEPS; i++) {
 				double v = 0.05 * (double)r + 0.01 * i + 0.1 * g;
 				if (r == 3 && i == 15)
-					v = promql_stale_nan();
+					v = stale_nan();
 				else if (r == 4 && i % 7 == 0)
 					v = __builtin_nan("");
 				add(ms, l, 3, i, v);

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rx.h"
-#include "status.h"
+#include "common/rx.h"
+#include "common/status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

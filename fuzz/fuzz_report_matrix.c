@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "report.h"
+#include "report/report.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

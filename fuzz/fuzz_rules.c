@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "eval.h"
-#include "memstore.h"
-#include "rules_file.h"
-#include "rules_test.h"
+#include "common/buf.h"
+#include "promql/eval.h"
+#include "promql/memstore.h"
+#include "rules/rules_file.h"
+#include "rules/rules_test.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "screen.h"
+#include "common/buf.h"
+#include "bench/screen.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

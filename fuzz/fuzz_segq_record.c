@@ -7,10 +7,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "buf.h"
-#include "rw_codec.h"
-#include "segq.h"
-#include "status.h"
+#include "common/buf.h"
+#include "remote/rw_codec.h"
+#include "remote/segq.h"
+#include "common/status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

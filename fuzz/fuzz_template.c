@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "template.h"
+#include "common/buf.h"
+#include "rules/template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

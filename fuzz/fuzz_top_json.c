@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "top_model.h"
+#include "cli/top/top_model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -55,7 +55,7 @@ DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n1)
 
 # 1. conformance
 if want conformance; then
-if cc -I/usr/local/cuda/include -Isrc/nvml tests/gpu/nvml_conformance.c -o /tmp/nvml_conformance 2>"$OUT/conformance-build.log" &&
+if cc -I/usr/local/cuda/include -Isrc tests/gpu/nvml_conformance.c -o /tmp/nvml_conformance 2>"$OUT/conformance-build.log" &&
 	/tmp/nvml_conformance | tee "$OUT/conformance.txt"; then
 	row "nvml ABI conformance" PASS "$(tail -n1 "$OUT/conformance.txt" | sed 's/nvml_conformance: //')"
 else
@@ -288,7 +288,7 @@ if want bench; then
 LT=/usr/local/cuda/lib64/libcublasLt.so.13
 LTARG=()
 [ -f "$LT" ] && LTARG=(--cublaslt "$LT")
-if cc -std=c11 -I/usr/local/cuda/include -Isrc/bench tests/gpu/bench_abi_conformance.c \
+if cc -std=c11 -I/usr/local/cuda/include -Isrc tests/gpu/bench_abi_conformance.c \
 	-o /tmp/bench_abi_conformance 2>"$OUT/bench-abi.log" && /tmp/bench_abi_conformance >>"$OUT/bench-abi.log"; then
 	row "bench: cuda_abi.h conformance" PASS "$(tail -n1 "$OUT/bench-abi.log" | cut -c1-100)"
 else

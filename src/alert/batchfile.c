@@ -1,5 +1,5 @@
 /* Batch files of the on-disk notification queue; see batchfile.h. */
-#include "batchfile.h"
+#include "alert/batchfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "status.h"
-#include "str.h"
+#include "common/status.h"
+#include "common/str.h"
 
 #define MAGIC "gpulse-alert-batch 1 "
 #define HEADER_MAX 160

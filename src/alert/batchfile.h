@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 #define ALERT_BATCH_MAX_BODY (8u << 20) /* a larger batch is never written */
 #define ALERT_BATCH_SUFFIX ".batch"

@@ -1,14 +1,14 @@
 /* Alertmanager-style aggregation groups; see group.h. Groups and their
  * alerts are small arrays searched linearly: a node holds tens of alerts,
  * and the bound (max_alerts) keeps the worst case to milliseconds. */
-#include "group.h"
+#include "alert/group.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "status.h"
-#include "xalloc.h"
+#include "common/buf.h"
+#include "common/status.h"
+#include "common/xalloc.h"
 
 struct group {
 	char *key;

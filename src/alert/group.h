@@ -29,8 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "item.h"
-#include "matcher.h"
+#include "alert/item.h"
+#include "alert/matcher.h"
 
 #define ALERT_GROUPS_MAX_ALERTS 10000        /* default bound on held alerts */
 #define ALERT_GROUPS_MAX_PER_NOTIFICATION 1000 /* more are cut (truncatedAlerts) */

@@ -1,11 +1,11 @@
 /* Owned alerts and their JSON; see item.h. */
-#include "item.h"
+#include "alert/item.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "status.h"
+#include "common/status.h"
 
 static int label_cmp(const void *a, const void *b)
 {

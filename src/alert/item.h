@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "notice.h"
+#include "common/buf.h"
+#include "alert/notice.h"
 
 #define ALERT_ITEM_MAX_BYTES (64 * 1024) /* a larger notice is refused */
 

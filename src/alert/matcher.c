@@ -5,18 +5,18 @@
  * reads Go string escapes and compiles regular expressions in RE2's
  * dialect, anchored (rx.h), as Alertmanager does: one implementation of
  * label matching for rules and for alert routing. */
-#include "matcher.h"
+#include "alert/matcher.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ast.h"
-#include "buf.h"
-#include "parser.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "promql/ast.h"
+#include "common/buf.h"
+#include "promql/parser.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 static bool is_name_start(char c)
 {

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "notice.h"
+#include "alert/notice.h"
 
 #define ALERT_MATCHER_MAX_LEN 1024 /* bytes of one matcher's text */
 

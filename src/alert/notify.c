@@ -5,7 +5,7 @@
  * sends its FIFO in order. Locks: `ring_lock` guards the ring, `lock`
  * guards every receiver's FIFO, the queue totals and the counters. Disk
  * and network I/O never run under `lock`. */
-#include "notify.h"
+#include "alert/notify.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,19 +26,19 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "batchfile.h"
-#include "buf.h"
-#include "clock.h"
-#include "group.h"
-#include "hash.h"
-#include "item.h"
-#include "log.h"
-#include "matcher.h"
-#include "mono_cond.h"
-#include "redact.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "alert/batchfile.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "alert/group.h"
+#include "common/hash.h"
+#include "alert/item.h"
+#include "common/log.h"
+#include "alert/matcher.h"
+#include "common/mono_cond.h"
+#include "common/redact.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 #ifndef GPULSE_VERSION
 #define GPULSE_VERSION "unknown"

@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "clock.h"
-#include "notice.h"
+#include "common/clock.h"
+#include "alert/notice.h"
 
 #define NOTIFY_MAX_RECEIVERS 32
 #define NOTIFY_LATENCY_BUCKETS 14

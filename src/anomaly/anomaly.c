@@ -3,7 +3,7 @@
  * Hand-written: the method is a few lines of arithmetic per value (a
  * Huber-clipped running median and mean absolute deviation per baseline),
  * and no C library offers an online, bounded, seasonal robust baseline. */
-#include "anomaly.h"
+#include "anomaly/anomaly.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -12,13 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "fields.h"
-#include "ingest.h"
-#include "log.h"
-#include "queryable.h"
-#include "status.h"
-#include "utf8.h"
+#include "common/clock.h"
+#include "collect/fields.h"
+#include "store/ingest.h"
+#include "common/log.h"
+#include "promql/queryable.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "common/utf8.h"
 
 #define DAY_S 86400.0
 /* Mean absolute deviation times sqrt(pi/2) estimates a normal standard
@@ -489,7 +490,7 @@ static void close_tick(struct anomaly *a, struct gpu_state *gs, int w)
 		store_score(a, gs, w, t_ms, score);
 		ws->stored_valid = true;
 	} else if (ws->stored_valid) {
-		store_score(a, gs, w, t_ms, promql_stale_nan());
+		store_score(a, gs, w, t_ms, stale_nan());
 		ws->stored_valid = false;
 	}
 }

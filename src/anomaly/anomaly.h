@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bus.h"
-#include "tsdb.h"
+#include "collect/bus.h"
+#include "store/tsdb.h"
 
 #define ANOMALY_METRIC "gpulse_anomaly_score"
 #define ANOMALY_SEASON_BUCKETS_MAX 96  /* time-of-day buckets (15 minutes each) */

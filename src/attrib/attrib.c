@@ -1,6 +1,6 @@
 /* Attribution of GPU processes (attrib.h): /proc readers, the PID cache,
  * the UID -> name cache and the join with the pod-resources allocations. */
-#include "attrib.h"
+#include "attrib/attrib.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -16,11 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "log.h"
-#include "mono_cond.h"
-#include "podres.h"
-#include "status.h"
+#include "attrib/cgroup.h"
+#include "common/log.h"
+#include "common/mono_cond.h"
+#include "attrib/podres.h"
+#include "common/status.h"
 
 struct cache_entry {
 	uint32_t pid;

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "owner.h"
+#include "attrib/owner.h"
 
 #define ATTRIB_CACHE_MAX 1024     /* processes remembered */
 #define ATTRIB_USER_CACHE_MAX 256 /* UID -> name entries */

@@ -2,13 +2,13 @@
  * reads container identity from cgroup paths; the formats are the
  * kubelet's (systemd and cgroupfs drivers), the runtimes' and Slurm's,
  * documented in docs/internals/attribution.md. */
-#include "cgroup.h"
+#include "attrib/cgroup.h"
 
 #include <ctype.h>
 #include <string.h>
 
-#include "status.h"
-#include "utf8.h"
+#include "common/status.h"
+#include "common/utf8.h"
 
 void owner_copy_label(char *dst, size_t dstlen, const char *src, size_t n)
 {

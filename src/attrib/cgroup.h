@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "owner.h"
+#include "attrib/owner.h"
 
 struct cgroup_facts {
 	char runtime[OWNER_SHORT_LEN];     /* "containerd", "cri-o", "docker", "podman"; "" none */

@@ -1,5 +1,5 @@
 /* Names and values of a process owner's fields (owner.h). */
-#include "owner.h"
+#include "attrib/owner.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* The pod-resources client (podres.h). */
-#include "podres.h"
+#include "attrib/podres.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +15,9 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "cgroup.h"
+#include "attrib/cgroup.h"
 #include "podresources.pb-c.h"
-#include "status.h"
+#include "common/status.h"
 
 #define LIST_PATH "/v1.PodResourcesLister/List"
 

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attrib.h"
+#include "attrib/attrib.h"
 
 #define PODRES_RESPONSE_MAX (8u << 20)   /* bytes of one List answer accepted */
 

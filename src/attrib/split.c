@@ -1,12 +1,12 @@
 /* A device's activity apportioned across its processes; see split.h for
  * the model. Everything here is arithmetic on the caller's structs. */
-#include "split.h"
+#include "attrib/split.h"
 
 #include <ctype.h>
 #include <math.h>
 #include <string.h>
 
-#include "status.h"
+#include "common/status.h"
 
 /* The priors: a class's activity while it runs, on Hopper's GPM scales.
  * A bf16/fp16 GEMM of some size keeps the tensor pipes busy 60-80% of its

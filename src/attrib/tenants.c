@@ -1,14 +1,14 @@
 /* Activity per process and per owner over time; see tenants.h. Rows are
  * arrays scanned linearly: a few hundred at most, touched once a second
  * per GPU. */
-#include "tenants.h"
+#include "attrib/tenants.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "status.h"
+#include "common/clock.h"
+#include "common/status.h"
 
 #define ALONE_MIN_BUSY 0.2      /* busy enough alone to measure */
 #define ALONE_OTHERS_MAX 0.02   /* the others' busy share that still counts as alone */

@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "owner.h"
-#include "split.h"
+#include "attrib/owner.h"
+#include "attrib/split.h"
 
 #define TENANTS_GPUS 64
 #define TENANTS_SCOPES 8                 /* the whole GPU, and up to 7 MIG instances */

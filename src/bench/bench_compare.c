@@ -1,13 +1,13 @@
 /* See bench_compare.h. The noise band is robust (the median absolute
  * deviation, scaled to a standard deviation) so that one odd run in the
  * history neither hides a regression nor invents one. */
-#include "bench_compare.h"
+#include "bench/bench_compare.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "bench_math.h"
-#include "str.h"
+#include "bench/bench_math.h"
+#include "common/str.h"
 
 #define MAX_WINDOW 64
 

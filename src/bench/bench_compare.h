@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bench_result.h"
-#include "buf.h"
+#include "bench/bench_result.h"
+#include "common/buf.h"
 
 /* One earlier result of the same figure on the same card. */
 struct bench_point {

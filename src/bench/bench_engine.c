@@ -12,7 +12,7 @@
  * NVML every 50 ms meanwhile and charges what it sees (clocks, power,
  * temperature, clock event reasons, other processes) to the figure being
  * run. */
-#include "bench_engine.h"
+#include "bench/bench_engine.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -23,14 +23,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "bench_math.h"
+#include "bench/bench_math.h"
 #include "bench_ptx.h"
-#include "clock.h"
-#include "cuda_lib.h"
-#include "nvml_shim.h"
-#include "periodic.h"
-#include "status.h"
-#include "str.h"
+#include "common/clock.h"
+#include "bench/cuda_lib.h"
+#include "nvml/nvml_shim.h"
+#include "common/periodic.h"
+#include "common/status.h"
+#include "common/str.h"
 
 #define GIB ((size_t)1024 * 1024 * 1024)
 #define MIB ((size_t)1024 * 1024)

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "bench_result.h"
+#include "bench/bench_result.h"
 
 struct bench_opts {
 	int gpu;                    /* NVML index */

@@ -1,5 +1,5 @@
 /* See bench_math.h. */
-#include "bench_math.h"
+#include "bench/bench_math.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * (exact number formatting), read with jansson and checked member by
  * member, since the text may come from another host (--compare) or a
  * damaged record. See bench_result.h. */
-#include "bench_result.h"
+#include "bench/bench_result.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -11,8 +11,8 @@
 
 #include <jansson.h>
 
-#include "status.h"
-#include "str.h"
+#include "common/status.h"
+#include "common/str.h"
 
 void bench_result_note(struct bench_result *r, const char *fmt, ...)
 {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 #define BENCH_FORMAT_VERSION 1
 #define BENCH_MAX_FIGURES 24

@@ -1,12 +1,12 @@
 /* dlopen of libcuda.so.1 and libcublasLt.so.N; see cuda_lib.h. */
-#include "cuda_lib.h"
+#include "bench/cuda_lib.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
+#include "common/status.h"
 
 static void *resolve(void *handle, const char *sym, const char *alt)
 {

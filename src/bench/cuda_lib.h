@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "cuda_abi.h"
+#include "bench/cuda_abi.h"
 
 /* X(member, symbol, older symbol or NULL, parameter list) */
 #define CUDA_FUNCS(X)                                                                   \

@@ -13,7 +13,7 @@
  * (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK none, a fixed algo id, no
  * split-K), and compared only against the same card and its peers on the
  * same library version: not done yet. */
-#include "screen.h"
+#include "bench/screen.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,13 +27,13 @@
 #include <jansson.h>
 
 #include "bench_ptx.h"
-#include "clock.h"
-#include "hash.h"
-#include "cuda_lib.h"
-#include "nvml_shim.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "common/clock.h"
+#include "common/hash.h"
+#include "bench/cuda_lib.h"
+#include "nvml/nvml_shim.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 #define MIB (1024.0 * 1024.0)
 #define CPU_TILES 8                 /* tiles of each test checked against the CPU */

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 /* X(id, name) */
 #define SCREEN_TESTS(X)                  \

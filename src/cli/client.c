@@ -1,7 +1,7 @@
 /* HTTP client for the CLI; see client.h. libcurl does the transport; this
  * file adds the bounds (time, size), the token, and messages that say
  * what to do next. */
-#include "client.h"
+#include "cli/client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,10 +17,10 @@
 
 #include <curl/curl.h>
 
-#include "commands.h"
-#include "status.h"
-#include "str.h"
-#include "token.h"
+#include "cli/commands.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/token.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc = CURLE_OK;

@@ -9,7 +9,7 @@
 
 #include <jansson.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 #define CLIENT_DEFAULT_URL "http://127.0.0.1:9401"
 #define CLIENT_TIMEOUT_MS 5000L              /* connect and whole-request limit */

@@ -13,11 +13,11 @@
 #include <sys/time.h>
 #include <time.h>
 
-#include "buf.h"
-#include "client.h"
-#include "clock.h"
-#include "commands.h"
-#include "status.h"
+#include "common/buf.h"
+#include "cli/client.h"
+#include "common/clock.h"
+#include "cli/commands.h"
+#include "common/status.h"
 
 #define ALERTS_MAX 100000 /* rows shown; the daemon bounds them too */
 #define LABELS_WIDTH_MAX 60 /* longer label lists push the summary right */

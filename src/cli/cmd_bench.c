@@ -14,13 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_compare.h"
-#include "bench_engine.h"
-#include "bench_result.h"
-#include "buf.h"
-#include "client.h"
-#include "commands.h"
-#include "status.h"
+#include "bench/bench_compare.h"
+#include "bench/bench_engine.h"
+#include "bench/bench_result.h"
+#include "common/buf.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "common/status.h"
 
 #define MAX_COMPARE_FILES 256
 #define MAX_FILE_BYTES (1u << 20)

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "commands.h"
-#include "screen.h"
-#include "status.h"
+#include "common/buf.h"
+#include "cli/commands.h"
+#include "bench/screen.h"
+#include "common/status.h"
 
 #define SCREEN_MAX_FILES 64
 #define SCREEN_FILE_MAX (64u << 20)

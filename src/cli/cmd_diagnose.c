@@ -9,17 +9,17 @@
 #include <string.h>
 #include <time.h>
 
-#include "buf.h"
-#include "client.h"
-#include "cmd_status.h"
-#include "commands.h"
-#include "device_file.h"
-#include "diagnose.h"
-#include "diagnose_json.h"
-#include "peaks.h"
-#include "recording.h"
-#include "sample.h"
-#include "status.h"
+#include "common/buf.h"
+#include "cli/client.h"
+#include "cli/cmd_status.h"
+#include "cli/commands.h"
+#include "record/device_file.h"
+#include "diagnose/diagnose.h"
+#include "diagnose/diagnose_json.h"
+#include "diagnose/peaks.h"
+#include "record/recording.h"
+#include "collect/sample.h"
+#include "common/status.h"
 
 /* One window's JSON is a few kilobytes; the bound only stops a runaway. */
 #define WINDOW_JSON_MAX (1u << 20)

@@ -24,17 +24,17 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "buf.h"
-#include "client.h"
-#include "diagnose.h"
-#include "fields.h"
-#include "peaks.h"
-#include "report.h"
-#include "cmd_query.h"
-#include "commands.h"
-#include "fleet.h"
-#include "status.h"
-#include "str.h"
+#include "common/buf.h"
+#include "cli/client.h"
+#include "diagnose/diagnose.h"
+#include "collect/fields.h"
+#include "diagnose/peaks.h"
+#include "report/report.h"
+#include "cli/cmd_query.h"
+#include "cli/commands.h"
+#include "cli/fleet.h"
+#include "common/status.h"
+#include "common/str.h"
 
 #define FLEET_MAX_SERIES 200000   /* per answer; a 10,000-GPU fleet has ~20 per query */
 #define FLEET_MAX_GPUS 65536

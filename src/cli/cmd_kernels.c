@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
-#include "commands.h"
-#include "status.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "common/status.h"
 
 static void kernels_usage(FILE *f)
 {

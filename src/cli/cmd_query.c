@@ -4,7 +4,7 @@
  * (--range). --json prints the daemon's answer as it came, re-indented.
  * The rendering is query_render() so that tests can drive it without a
  * daemon. */
-#include "cmd_query.h"
+#include "cli/cmd_query.h"
 
 #include <ctype.h>
 #include <getopt.h>
@@ -18,12 +18,12 @@
 
 #include <curl/curl.h>
 
-#include "buf.h"
-#include "duration.h"
-#include "spark.h"
-#include "client.h"
-#include "clock.h"
-#include "status.h"
+#include "common/buf.h"
+#include "common/duration.h"
+#include "common/spark.h"
+#include "cli/client.h"
+#include "common/clock.h"
+#include "common/status.h"
 
 #define SPARK_WIDTH 40      /* at most this many characters per sparkline */
 #define VALUE_MAX 64        /* a sample value as text */

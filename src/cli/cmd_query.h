@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "commands.h"
+#include "cli/commands.h"
 
 /* Render a query answer in Prometheus's JSON (the whole envelope, or its
  * "data" object) to `out`:

@@ -11,13 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bus.h"
-#include "clock.h"
-#include "collector.h"
-#include "commands.h"
-#include "log.h"
-#include "recording.h"
-#include "status.h"
+#include "collect/bus.h"
+#include "common/clock.h"
+#include "collect/collector.h"
+#include "cli/commands.h"
+#include "common/log.h"
+#include "record/recording.h"
+#include "common/status.h"
 
 struct recorder {
 	pthread_mutex_t lock;

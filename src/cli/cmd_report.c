@@ -14,12 +14,12 @@
 
 #include <curl/curl.h>
 
-#include "client.h"
-#include "clock.h"
-#include "cmd_query.h"
-#include "commands.h"
-#include "report.h"
-#include "status.h"
+#include "cli/client.h"
+#include "common/clock.h"
+#include "cli/cmd_query.h"
+#include "cli/commands.h"
+#include "report/report.h"
+#include "common/status.h"
 
 #define HTTP_QUERY_TIMEOUT_MS 120000L   /* one range request */
 #define HTTP_MAX_SERIES 20000

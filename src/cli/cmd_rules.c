@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "buf.h"
-#include "commands.h"
-#include "rules_file.h"
-#include "rules_test.h"
+#include "common/buf.h"
+#include "cli/commands.h"
+#include "rules/rules_file.h"
+#include "rules/rules_test.h"
 
 #define CHECK_ERRS_MAX (1u << 20)
 

@@ -16,10 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client.h"
-#include "commands.h"
-#include "status.h"
-#include "str.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "common/status.h"
+#include "common/str.h"
 
 #define INJECT_LIB "libgpulse-inject.so"
 

@@ -3,7 +3,7 @@
  * block, why clocks are held down (in words), errors and processes.
  * A value the daemon could not read prints "-", never 0 (DESIGN.md,
  * decision 2), and a replay says so at the top in a banner. */
-#include "cmd_status.h"
+#include "cli/cmd_status.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client.h"
-#include "fields.h"
-#include "status.h"
+#include "cli/client.h"
+#include "collect/fields.h"
+#include "common/status.h"
 
 #define SGR_RESET "\033[0m"
 #define SGR_BOLD "\033[1m"

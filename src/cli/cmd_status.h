@@ -7,8 +7,8 @@
 
 #include <jansson.h>
 
-#include "client.h"
-#include "commands.h"
+#include "cli/client.h"
+#include "cli/commands.h"
 
 /* Render the /api/v1/gpus document (the whole envelope, or its "data"
  * object) to `out`, with ANSI colour when `color`. Values missing from the

@@ -24,13 +24,13 @@
 
 #include <curses.h>
 
-#include "client.h"
-#include "clock.h"
-#include "cmd_status.h"
-#include "commands.h"
-#include "status.h"
-#include "top_fetch.h"
-#include "top_model.h"
+#include "cli/client.h"
+#include "common/clock.h"
+#include "cli/cmd_status.h"
+#include "cli/commands.h"
+#include "common/status.h"
+#include "cli/top/top_fetch.h"
+#include "cli/top/top_model.h"
 
 #define DELAY_MIN_MS 100
 #define DELAY_MAX_MS 3600000

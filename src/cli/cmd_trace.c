@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client.h"
-#include "commands.h"
-#include "status.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "common/status.h"
 
 #define TRACE_MAX_SECONDS 600
 

@@ -2,17 +2,17 @@
  * the instant-vector parser and the robust z-score (fleet.h). jansson
  * reads the JSON; the checks of its shape are ours, so that a proxy's
  * error page or a truncated answer says what is wrong and where. */
-#include "fleet.h"
+#include "cli/fleet.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "promjson.h"
-#include "quantile.h"
-#include "status.h"
-#include "str.h"
+#include "common/promjson.h"
+#include "common/quantile.h"
+#include "common/status.h"
+#include "common/str.h"
 
 int fleet_parse_vector(const char *body, size_t len, size_t max_series, struct fleet_vector *out,
 		       char *err, size_t errlen)

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client.h"
-#include "commands.h"
-#include "log.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "common/log.h"
 
 /* Adding a command: declare it in commands.h, add its line here, write
  * src/cli/cmd_NAME.c. Listed in the order `gpulse --help` shows. */

@@ -1,12 +1,12 @@
 /* Adaptive sampling; see adapt.h for the model and
  * docs/internals/collection.md for the rule per field and its costs. */
-#include "adapt.h"
+#include "collect/adapt.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
+#include "common/clock.h"
 
 static const struct {
 	const char *key;

@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sample.h"
+#include "collect/sample.h"
 
 /* X(ID, key, tier, fields): the adaptive groups. */
 #define ADAPT_GROUPS(X)                                                                          \

@@ -1,5 +1,5 @@
 /* The sample bus; see bus.h. */
-#include "bus.h"
+#include "collect/bus.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "status.h"
+#include "common/clock.h"
+#include "common/status.h"
 
 #define BUS_MAX_SUBSCRIBERS 8
 

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "sample.h"
+#include "collect/sample.h"
 
 struct bus;
 

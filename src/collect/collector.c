@@ -6,7 +6,7 @@
  * back-to-back ones on the H200), reads that a GPU does not support are
  * remembered and skipped, and the expensive calls (per-process
  * utilization, energy) run only as often as their own period allows. */
-#include "collector.h"
+#include "collect/collector.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,14 +22,14 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "adapt.h"
-#include "clock.h"
-#include "log.h"
-#include "mono_cond.h"
-#include "procutil.h"
-#include "status.h"
-#include "utf8.h"
-#include "xalloc.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/mono_cond.h"
+#include "collect/procutil.h"
+#include "common/status.h"
+#include "common/utf8.h"
+#include "common/xalloc.h"
+#include "collect/adapt.h"
 
 /* Reads a GPU may not support; a NOT_SUPPORTED answer parks the read
  * until the next re-probe, so unsupported fields cost nothing. */

@@ -17,10 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "adapt.h"
-#include "attrib.h"
-#include "bus.h"
-#include "nvml_shim.h"
+#include "attrib/attrib.h"
+#include "collect/bus.h"
+#include "nvml/nvml_shim.h"
+#include "collect/adapt.h"
 
 struct collector_config {
 	const char *nvml_path;            /* NULL: libnvidia-ml.so.1 */

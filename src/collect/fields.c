@@ -1,5 +1,5 @@
 /* The field table of fields.h, expanded. */
-#include "fields.h"
+#include "collect/fields.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -1,11 +1,11 @@
 /* Per-process shares over a window from NVML's sample buffer; see
  * procutil.h for what the buffer holds and why the mean is weighted. */
-#include "procutil.h"
+#include "collect/procutil.h"
 
 #include <stdlib.h>
 
-#include "status.h"
-#include "xalloc.h"
+#include "common/status.h"
+#include "common/xalloc.h"
 
 #define PERIOD_MIN_US 10000ULL     /* no driver samples faster than 100 Hz */
 #define PERIOD_MAX_US 2000000ULL   /* nor slower than every 2 s */

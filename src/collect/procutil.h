@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "nvml_abi.h"
+#include "nvml/nvml_abi.h"
 
 /* 1/6 s: the shortest driver period nvidia-smi documents, assumed until
  * a buffer shows the real one. */

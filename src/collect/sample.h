@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "fields.h"
-#include "owner.h"
+#include "collect/fields.h"
+#include "attrib/owner.h"
 
 #define GPU_MAX 64          /* GPUs one daemon watches */
 #define GPU_PROC_MAX 64     /* processes kept per GPU; the rest are counted */

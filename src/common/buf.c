@@ -1,5 +1,5 @@
 /* Bounded growable buffer; see buf.h. */
-#include "buf.h"
+#include "common/buf.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -7,9 +7,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "gofloat.h"
-#include "status.h"
-#include "utf8.h"
+#include "common/gofloat.h"
+#include "common/status.h"
+#include "common/utf8.h"
 
 void buf_init(struct buf *b, size_t max)
 {

@@ -1,12 +1,12 @@
 /* Clock helpers; see clock.h. */
-#include "clock.h"
+#include "common/clock.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <time.h>
 
-#include "status.h"
+#include "common/status.h"
 
 static int64_t clock_read(clockid_t id)
 {

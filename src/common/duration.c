@@ -1,12 +1,12 @@
 /* Prometheus durations; see duration.h. Hand-written: no library parses
  * Prometheus's duration syntax, and it is a dozen lines. */
-#include "duration.h"
+#include "common/duration.h"
 
 #include <stdbool.h>
 #include <string.h>
 
-#include "status.h"
-#include "str.h"
+#include "common/status.h"
+#include "common/str.h"
 
 static const struct {
 	const char *unit;

@@ -1,7 +1,7 @@
 /* Go's strconv float text; see gofloat.h. Hand-written: the C library
  * prints a given precision, not the shortest one that round-trips, and
  * lays it out by C's %g rules, not Go's. */
-#include "gofloat.h"
+#include "common/gofloat.h"
 
 #include <errno.h>
 #include <float.h>
@@ -13,8 +13,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "status.h"
-#include "xalloc.h"
+#include "common/status.h"
+#include "common/xalloc.h"
 
 /* The shortest decimal digits of a (finite, > 0) that strtod reads back
  * as a: digits d[0..nd) with a = 0.d1d2... x 10^dp. For each precision p

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 /* Append strconv.FormatFloat(v, fmt, -1, 64): fmt 'e' or 'E'
  * ("1e+21", "5e-324": mantissa, sign, at least two exponent digits), 'f'

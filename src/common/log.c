@@ -1,5 +1,5 @@
 /* Levelled stderr logging and rate-limited complaints; see log.h. */
-#include "log.h"
+#include "common/log.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -8,8 +8,8 @@
 #include <strings.h>
 #include <time.h>
 
-#include "clock.h"
-#include "status.h"
+#include "common/clock.h"
+#include "common/status.h"
 
 static atomic_int log_level_now = LOG_INFO;
 static const char *log_ident = "gpulse";

@@ -1,11 +1,11 @@
 /* Monotonic condition variables (mono_cond.h): the one place in src/ that
  * calls pthread_cond_timedwait. */
-#include "mono_cond.h"
+#include "common/mono_cond.h"
 
 #include <errno.h>
 #include <time.h>
 
-#include "clock.h"
+#include "common/clock.h"
 
 void mono_cond_init(struct mono_cond *mc)
 {

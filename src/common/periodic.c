@@ -1,10 +1,10 @@
 /* A callback every period on its own thread; see periodic.h. */
-#include "periodic.h"
+#include "common/periodic.h"
 
 #include <stdio.h>
 
-#include "clock.h"
-#include "status.h"
+#include "common/clock.h"
+#include "common/status.h"
 
 void periodic_init(struct periodic *p, const char *name, bool delay_first, periodic_fn *fn,
 		   void *ctx)

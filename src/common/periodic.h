@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "mono_cond.h"
+#include "common/mono_cond.h"
 
 /* Called on the periodic thread with no lock of this module held. */
 typedef void periodic_fn(void *ctx);

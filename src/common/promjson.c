@@ -1,13 +1,13 @@
 /* A Prometheus API answer's envelope and sample values; see promjson.h. */
-#include "promjson.h"
+#include "common/promjson.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
-#include "str.h"
+#include "common/status.h"
+#include "common/str.h"
 
 int promjson_put_error(struct buf *b, const char *type, const char *msg)
 {

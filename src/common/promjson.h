@@ -12,7 +12,7 @@
 
 #include <jansson.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 /* Parse `body` and check its envelope. On success *root is the document
  * (the caller json_decref's it), *type the data's resultType and *result

@@ -1,5 +1,5 @@
 /* Quantiles; see quantile.h. */
-#include "quantile.h"
+#include "common/quantile.h"
 
 #include <math.h>
 #include <stdlib.h>

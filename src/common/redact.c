@@ -1,7 +1,7 @@
 /* Redaction of secrets in URLs (redact.h). Lexical, not a URL parser:
  * it must also mask a URL that does not parse, as an error message
  * quotes it. */
-#include "redact.h"
+#include "common/redact.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,7 +11,7 @@
  * either plain captures or (?:, names kept in our own table. PCRE2 then
  * only ever sees a small, regular subset of its syntax. */
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "rx.h"
+#include "common/rx.h"
 
 #include <pcre2.h>
 #include <pthread.h>
@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
-#include "str.h"
-#include "utf8.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/utf8.h"
 
 /* The translation's bounds, never reached: a byte of pattern becomes at
  * most 23 of PCRE2's (\S in a class), so only memory can fail them. */

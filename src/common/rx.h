@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 #define RX_MAX_PATTERN (64 * 1024) /* bytes of one pattern */
 #define RX_MAX_REPEAT 1000         /* RE2's largest {n,m}, nested counts multiplied */

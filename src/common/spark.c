@@ -1,5 +1,5 @@
 /* Sparklines; see spark.h. */
-#include "spark.h"
+#include "common/spark.h"
 
 #include <math.h>
 #include <string.h>

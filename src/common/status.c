@@ -1,5 +1,5 @@
 /* Text for the status table in status.h. */
-#include "status.h"
+#include "common/status.h"
 
 static const char *const status_text[] = {
 #define GPULSE_STATUS_TEXT(name, text) text,

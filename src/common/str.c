@@ -1,5 +1,5 @@
 /* String helpers; see str.h. */
-#include "str.h"
+#include "common/str.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Bearer-token files; see token.h. */
-#include "token.h"
+#include "common/token.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "status.h"
+#include "common/status.h"
 
 int token_file_read(const char *path, bool private_only, char *tok, size_t toklen, char *why,
 		    size_t whylen)

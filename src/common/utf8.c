@@ -1,7 +1,7 @@
 /* UTF-8 checks; see utf8.h. Hand-written because the check is a dozen
  * lines and the libraries that offer it (ICU, glib) are far larger than
  * what the daemon needs. */
-#include "utf8.h"
+#include "common/utf8.h"
 
 #include <string.h>
 

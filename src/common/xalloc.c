@@ -1,5 +1,5 @@
 /* Aborting allocators; see xalloc.h. */
-#include "xalloc.h"
+#include "common/xalloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

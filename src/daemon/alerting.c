@@ -1,5 +1,5 @@
 /* Alert delivery glue; see alerting.h. */
-#include "alerting.h"
+#include "daemon/alerting.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,164 +7,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "log.h"
-#include "matcher.h"
-#include "notify.h"
-#include "redact.h"
-#include "status.h"
-#include "str.h"
-#include "token.h"
-#include "xalloc.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "alert/matcher.h"
+#include "alert/notify.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/token.h"
+#include "common/xalloc.h"
 
 struct alerting {
 	struct notify *n;
 };
-
-void config_alerting_defaults(struct gpulse_config *c)
-{
-	memset(&c->alerting, 0, sizeof c->alerting);
-	c->alerting.resend_delay_ns = 60 * NS_PER_SEC;
-	c->alerting.alertmanagers.timeout_ns = 10 * NS_PER_SEC;
-	c->alerting.webhooks.timeout_ns = 10 * NS_PER_SEC;
-	c->alerting.exec.timeout_ns = 10 * NS_PER_SEC;
-	c->alerting.queue.max_bytes = NOTIFY_DEFAULT_MAX_BYTES;
-	c->alerting.queue.max_batches = NOTIFY_DEFAULT_MAX_FILES;
-	c->alerting.retry_backoff_ns = 500 * NS_PER_MS;
-	c->alerting.max_retry_backoff_ns = 60 * NS_PER_SEC;
-	snprintf(c->alerting.group_by[0], sizeof c->alerting.group_by[0], "alertname");
-	c->alerting.group_wait_ns = 30 * NS_PER_SEC;
-	c->alerting.group_interval_ns = 300 * NS_PER_SEC;
-	c->alerting.repeat_interval_ns = 4 * 3600 * NS_PER_SEC;
-	/* The rule pack (deploy/rules/gpulse.rules.yml) names these three:
-	 * a GPU that is gone makes its other alerts noise. */
-	struct config_inhibit_rule *r = &c->alerting.inhibit_rules[0];
-	snprintf(r->source_matchers[0], sizeof r->source_matchers[0],
-		 "alertname=~\"GPUDown|GPULost|GPUFallenOffBus\"");
-	snprintf(r->equal[0], sizeof r->equal[0], "gpu");
-	c->alerting.ninhibit_rules = 1;
-}
-
-static size_t count_list(const char *base, size_t n, size_t elem)
-{
-	size_t k = 0;
-	while (k < n && base[k * elem])
-		k++;
-	return k;
-}
-
-#define COUNT(arr) count_list((const char *)(arr), sizeof(arr) / sizeof((arr)[0]), sizeof((arr)[0]))
-
-size_t alerting_receiver_count(const struct gpulse_config *c)
-{
-	return COUNT(c->alerting.alertmanagers.urls) + COUNT(c->alerting.webhooks.urls) +
-	       (c->alerting.exec.path[0] ? 1 : 0);
-}
-
-static bool good_url(const char *u)
-{
-	if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
-		return false;
-	for (const char *p = u; *p; p++)
-		if ((unsigned char)*p <= 0x20 || *p == 0x7f)
-			return false;
-	return strlen(u) > (u[4] == 's' ? 8u : 7u);
-}
-
-int alerting_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen)
-{
-	const struct {
-		const char (*urls)[CONFIG_URL_LEN];
-		const char *key;
-	} lists[] = {
-		{c->alerting.alertmanagers.urls, "alerting.alertmanagers.urls"},
-		{c->alerting.webhooks.urls, "alerting.webhooks.urls"},
-	};
-	for (size_t l = 0; l < 2; l++)
-		for (size_t i = 0; i < CONFIG_MAX_URLS && lists[l].urls[i][0]; i++)
-			if (!good_url(lists[l].urls[i])) {
-				char shown[256];
-				redact_url(shown, sizeof shown, lists[l].urls[i]);
-				str_errf(err, errlen, "%s: %s[%zu]: \"%s\" is not an http:// or https:// URL",
-					 name, lists[l].key, i, shown);
-				return GPULSE_EINVAL;
-			}
-	if (c->alerting.external_url[0] && !good_url(c->alerting.external_url)) {
-		char shown[256];
-		redact_url(shown, sizeof shown, c->alerting.external_url);
-		str_errf(err, errlen, "%s: alerting.external_url: \"%s\" is not an http:// or https:// URL",
-			 name, shown);
-		return GPULSE_EINVAL;
-	}
-	const char *exec = c->alerting.exec.path;
-	if (exec[0] && (exec[0] != '/' || access(exec, X_OK) != 0)) {
-		str_errf(err, errlen, "%s: alerting.exec.path: %s %s", name, exec,
-			 exec[0] != '/' ? "must be an absolute path (it runs without a shell)"
-					: "is not an executable file");
-		return GPULSE_EINVAL;
-	}
-	if (!exec[0] && c->alerting.exec.args[0][0]) {
-		str_errf(err, errlen, "%s: alerting.exec.args given without alerting.exec.path", name);
-		return GPULSE_EINVAL;
-	}
-	const struct {
-		const char *path, *key;
-	} tokens[] = {
-		{c->alerting.alertmanagers.bearer_token_file, "alerting.alertmanagers.bearer_token_file"},
-		{c->alerting.webhooks.bearer_token_file, "alerting.webhooks.bearer_token_file"},
-	};
-	for (size_t i = 0; i < 2; i++) {
-		if (!tokens[i].path[0])
-			continue;
-		char tok[CONFIG_TOKEN_MAX], why[CONFIG_PATH_LEN + 128];
-		int rc = token_file_read(tokens[i].path, true, tok, sizeof tok, why, sizeof why);
-		memset(tok, 0, sizeof tok);
-		if (rc) {
-			str_errf(err, errlen, "%s: %s: %s", name, tokens[i].key, why);
-			return GPULSE_EINVAL;
-		}
-	}
-	size_t ngb = COUNT(c->alerting.group_by);
-	for (size_t i = 0; i < ngb; i++)
-		if (strcmp(c->alerting.group_by[i], "...") == 0 && ngb > 1) {
-			str_errf(err, errlen, "%s: alerting.group_by: \"...\" (every label) must be alone",
-				 name);
-			return GPULSE_EINVAL;
-		}
-	if (c->alerting.max_retry_backoff_ns < c->alerting.retry_backoff_ns) {
-		char a[32], b[32];
-		config_format_duration(c->alerting.max_retry_backoff_ns, a, sizeof a);
-		config_format_duration(c->alerting.retry_backoff_ns, b, sizeof b);
-		str_errf(err, errlen, "%s: alerting.max_retry_backoff (%s) must not be shorter than "
-			 "alerting.retry_backoff (%s)", name, a, b);
-		return GPULSE_EINVAL;
-	}
-	if (c->alerting.ninhibit_rules > CONFIG_MAX_INHIBIT_RULES) {
-		str_errf(err, errlen, "%s: alerting.inhibit_rules: more than %d rules", name,
-			 CONFIG_MAX_INHIBIT_RULES);
-		return GPULSE_EINVAL;
-	}
-	for (unsigned r = 0; r < c->alerting.ninhibit_rules; r++) {
-		const struct config_inhibit_rule *ir = &c->alerting.inhibit_rules[r];
-		const char *src[CONFIG_MAX_MATCHERS], *tgt[CONFIG_MAX_MATCHERS], *eq[CONFIG_MAX_LABELS];
-		size_t ns = COUNT(ir->source_matchers), nt = COUNT(ir->target_matchers), ne = COUNT(ir->equal);
-		for (size_t i = 0; i < ns; i++)
-			src[i] = ir->source_matchers[i];
-		for (size_t i = 0; i < nt; i++)
-			tgt[i] = ir->target_matchers[i];
-		for (size_t i = 0; i < ne; i++)
-			eq[i] = ir->equal[i];
-		struct alert_inhibit_rule rule;
-		char why[600];
-		if (ns == 0 || alert_inhibit_rule_init(&rule, src, ns, tgt, nt, eq, ne, why, sizeof why)) {
-			str_errf(err, errlen, "%s: alerting.inhibit_rules[%u]: %s", name, r,
-				 ns == 0 ? "source_matchers must name at least one matcher" : why);
-			return GPULSE_EINVAL;
-		}
-		alert_inhibit_rule_free(&rule);
-	}
-	return 0;
-}
 
 void alerting_queue_dir(const struct gpulse_config *c, char *out, size_t outlen)
 {
@@ -229,7 +83,7 @@ static int translate(const struct gpulse_config *c, struct translation *t, struc
 			.timeout_ms = a->webhooks.timeout_ns / NS_PER_MS,
 			.bearer_token = t->hook_token[0] ? t->hook_token : NULL};
 	if (a->exec.path[0]) {
-		size_t na = COUNT(a->exec.args);
+		size_t na = CONFIG_LIST_LEN(a->exec.args);
 		for (size_t i = 0; i < na; i++)
 			t->args[i] = a->exec.args[i];
 		t->rc[n++] = (struct notify_receiver_config){
@@ -254,7 +108,7 @@ static int translate(const struct gpulse_config *c, struct translation *t, struc
 	nc->queue_dir = t->queue_dir[0] ? t->queue_dir : NULL;
 	nc->queue_max_bytes = a->queue.max_bytes;
 	nc->queue_max_files = a->queue.max_batches;
-	size_t ngb = COUNT(a->group_by);
+	size_t ngb = CONFIG_LIST_LEN(a->group_by);
 	nc->group_by_all = ngb == 1 && strcmp(a->group_by[0], "...") == 0;
 	for (size_t i = 0; i < ngb && !nc->group_by_all; i++)
 		t->group_by[i] = a->group_by[i];
@@ -266,9 +120,9 @@ static int translate(const struct gpulse_config *c, struct translation *t, struc
 	for (unsigned r = 0; r < a->ninhibit_rules && r < CONFIG_MAX_INHIBIT_RULES; r++) {
 		const struct config_inhibit_rule *ir = &a->inhibit_rules[r];
 		struct notify_inhibit_config *ic = &t->inhibit[r];
-		ic->nsource = COUNT(ir->source_matchers);
-		ic->ntarget = COUNT(ir->target_matchers);
-		ic->nequal = COUNT(ir->equal);
+		ic->nsource = CONFIG_LIST_LEN(ir->source_matchers);
+		ic->ntarget = CONFIG_LIST_LEN(ir->target_matchers);
+		ic->nequal = CONFIG_LIST_LEN(ir->equal);
 		for (size_t i = 0; i < ic->nsource; i++)
 			t->src[r][i] = ir->source_matchers[i];
 		for (size_t i = 0; i < ic->ntarget; i++)

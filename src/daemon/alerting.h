@@ -8,23 +8,11 @@
 
 #include <stddef.h>
 
-#include "config.h"
-#include "notice.h"
+#include "daemon/config.h"
+#include "alert/notice.h"
 
 struct alerting;
 struct notify_stats;
-
-/* The defaults of c->alerting: no receivers, resend_delay 1m, group_by
- * [alertname], group_wait 30s, group_interval 5m, repeat_interval 4h,
- * 64 MiB / 10000 batches of queue, back-off 500ms..1m, and the inhibit
- * rule that silences the other alerts of a GPU that is down or lost. */
-void config_alerting_defaults(struct gpulse_config *c);
-
-/* The checks of the alerting section that config_parse cannot make alone:
- * URL schemes, the exec path (absolute, executable), token files
- * (readable, not world-readable), "..." alone in group_by, back-off
- * order, matchers. 0 or GPULSE_EINVAL with "NAME: alerting.KEY: why". */
-int alerting_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
 
 /* The queue directory `c` asks for: alerting.queue.path, else
  * "<storage.path>.alert-queue", else "" (memory only). */
@@ -49,8 +37,5 @@ void *alerting_sink_ctx(struct alerting *a);
 /* The self-stats callback (selfstats.h notify_stats_fn); ctx is
  * alerting_sink_ctx(a). */
 void alerting_stats(void *ctx, struct notify_stats *out);
-
-/* Number of receivers configured in `c`. */
-size_t alerting_receiver_count(const struct gpulse_config *c);
 
 #endif

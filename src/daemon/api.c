@@ -3,7 +3,7 @@
  * evaluates through promql_eval_* over tsdb_queryable, and writes the
  * answer in Prometheus's JSON (values as strings, times as seconds with
  * millisecond precision). */
-#include "api.h"
+#include "daemon/api.h"
 
 #include <ctype.h>
 #include <malloc.h>
@@ -14,13 +14,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "config.h"
-#include "gofloat.h"
-#include "parser.h"
-#include "status.h"
-#include "str.h"
-#include "tsdb_queryable.h"
+#include "common/clock.h"
+#include "daemon/config.h"
+#include "common/gofloat.h"
+#include "promql/parser.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "promql/tsdb_queryable.h"
 
 #define API_MIN_TIME_MS (-(1LL << 52))
 #define API_MAX_TIME_MS (1LL << 52)

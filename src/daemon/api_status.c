@@ -2,7 +2,7 @@
  * The shapes follow Prometheus 2.42's web/api/v1 and web/web.go; what
  * gpulsed cannot mean the same by a field (Go's runtime, the build) it
  * fills with its own facts, as docs/internals/prometheus-api.md lists. */
-#include "api_status.h"
+#include "daemon/api_status.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "status.h"
-#include "tsdb.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "store/tsdb.h"
 
 /* The Prometheus release whose HTTP API gpulsed answers as: what
  * buildinfo's "version" says, so that clients that pick features by

@@ -10,9 +10,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "api.h"
-#include "buf.h"
-#include "http_server.h"
+#include "daemon/api.h"
+#include "common/buf.h"
+#include "http/http_server.h"
 
 /* Copy gpulsed's /metrics text (OpenMetrics, as Prometheus scrapes it) into out: what
  * /api/v1/metadata reads HELP and TYPE from, as a scrape would. */

@@ -7,7 +7,7 @@
  * on its GPU, and, when it ends, compares the result with the history in
  * the store, keeps it, and publishes it. HTTP handlers only read and set
  * state under the mutex; /metrics renders the last result per GPU. */
-#include "benchd.h"
+#include "daemon/benchd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,18 +27,18 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "bench_compare.h"
-#include "bench_result.h"
-#include "clock.h"
-#include "log.h"
-#include "bus.h"
-#include "fields.h"
-#include "health_live.h"
-#include "periodic.h"
-#include "profile_emit.h"
-#include "redact.h"
-#include "status.h"
-#include "str.h"
+#include "bench/bench_compare.h"
+#include "bench/bench_result.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "collect/bus.h"
+#include "collect/fields.h"
+#include "common/periodic.h"
+#include "profile/profile_emit.h"
+#include "common/redact.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "diagnose/health_live.h"
 
 extern char **environ;
 
@@ -106,85 +106,6 @@ struct benchd {
 };
 
 /* ---- configuration ---------------------------------------------------- */
-
-void benchd_config_defaults(struct gpulse_config *c)
-{
-	c->bench.enabled = true;
-	str_copy(c->bench.schedule, sizeof c->bench.schedule, "weekly");
-	c->bench.idle_for_ns = 30LL * 60 * NS_PER_SEC;
-	c->bench.idle_utilization_percent = 5;
-	c->bench.retry_interval_ns = 3600LL * NS_PER_SEC;
-	str_copy(c->bench.mode, sizeof c->bench.mode, "quick");
-	c->bench.run_timeout_ns = 900LL * NS_PER_SEC;
-	c->bench.retention_ns = 400LL * 86400 * NS_PER_SEC;
-	c->bench.baseline_runs = 8;
-	c->bench.min_runs = 3;
-	c->bench.noise_floor = 0.02;
-	c->bench.noise_ceiling = 0.05;
-	c->bench.fleet_tolerance = 0.05;
-}
-
-int64_t benchd_schedule_ns(const char *s)
-{
-	if (strcmp(s, "weekly") == 0)
-		return 7LL * 86400 * NS_PER_SEC;
-	if (strcmp(s, "daily") == 0)
-		return 86400LL * NS_PER_SEC;
-	if (strcmp(s, "off") == 0)
-		return 0;
-	int64_t ns;
-	if (config_parse_duration(s, &ns) != 0 || ns < 60 * NS_PER_SEC)
-		return -1;
-	return ns;
-}
-
-int benchd_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen)
-{
-	if (benchd_schedule_ns(c->bench.schedule) < 0) {
-		str_errf(err, errlen, "%s: bench.schedule: \"%s\" is not weekly, daily, off or a "
-			 "duration of at least 1m", name, c->bench.schedule);
-		return GPULSE_EINVAL;
-	}
-	if (strcmp(c->bench.mode, "quick") != 0 && strcmp(c->bench.mode, "full") != 0) {
-		str_errf(err, errlen, "%s: bench.mode: \"%s\" is not quick or full", name,
-			 c->bench.mode);
-		return GPULSE_EINVAL;
-	}
-	if (c->bench.noise_floor > c->bench.noise_ceiling) {
-		str_errf(err, errlen, "%s: bench.noise_floor (%g) is above bench.noise_ceiling (%g)",
-			 name, c->bench.noise_floor, c->bench.noise_ceiling);
-		return GPULSE_EINVAL;
-	}
-	if (c->bench.min_runs > c->bench.baseline_runs) {
-		str_errf(err, errlen, "%s: bench.min_runs (%u) is above bench.baseline_runs (%u)",
-			 name, c->bench.min_runs, c->bench.baseline_runs);
-		return GPULSE_EINVAL;
-	}
-	const char *u = c->bench.fleet_prometheus_url;
-	if (u[0] && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
-		char shown[256];
-		redact_url(shown, sizeof shown, u);
-		str_errf(err, errlen, "%s: bench.fleet_prometheus_url: \"%s\" is not an http:// or "
-			 "https:// URL", name, shown);
-		return GPULSE_EINVAL;
-	}
-	return 0;
-}
-
-bool benchd_config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
-{
-	const typeof(a->bench) *x = &a->bench, *y = &b->bench;
-	return x->enabled == y->enabled && strcmp(x->schedule, y->schedule) == 0 &&
-	       x->idle_for_ns == y->idle_for_ns &&
-	       x->idle_utilization_percent == y->idle_utilization_percent &&
-	       x->retry_interval_ns == y->retry_interval_ns && strcmp(x->mode, y->mode) == 0 &&
-	       strcmp(x->command, y->command) == 0 && strcmp(x->cublaslt, y->cublaslt) == 0 &&
-	       x->run_timeout_ns == y->run_timeout_ns && x->retention_ns == y->retention_ns &&
-	       x->baseline_runs == y->baseline_runs && x->min_runs == y->min_runs &&
-	       x->noise_floor == y->noise_floor && x->noise_ceiling == y->noise_ceiling &&
-	       x->fleet_tolerance == y->fleet_tolerance &&
-	       strcmp(x->fleet_prometheus_url, y->fleet_prometheus_url) == 0;
-}
 
 /* ---- helpers ---------------------------------------------------------- */
 

@@ -21,25 +21,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "buf.h"
-#include "config.h"
-#include "bus.h"
-#include "http_server.h"
-#include "tsdb.h"
+#include "common/buf.h"
+#include "daemon/config.h"
+#include "collect/bus.h"
+#include "http/http_server.h"
+#include "store/tsdb.h"
 
 #define BENCHD_MAX_GPUS 64
 #define BENCHD_RECORD_KIND "bench"
 
 struct benchd;
-
-void benchd_config_defaults(struct gpulse_config *c);
-/* schedule is weekly, daily, off or a duration of at least a minute;
- * mode is quick or full; noise_floor <= noise_ceiling. 0 or
- * GPULSE_EINVAL with "NAME: bench.KEY: ..." in err. */
-int benchd_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
-bool benchd_config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
-/* The schedule's period in ns (0: off). */
-int64_t benchd_schedule_ns(const char *schedule);
 
 /* Start the scheduler (when bench.enabled and `nvml` is true: a replay
  * has no GPU to measure). It learns each GPU's utilization and processes

@@ -6,7 +6,7 @@
  * for every key, where its value lives in struct gpulse_config, its kind
  * and its range; the parser, config_validate and config_dump all walk it,
  * so a key added there is parsed, checked and printed. */
-#include "config.h"
+#include "daemon/config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,23 +23,23 @@
 
 #include <yaml.h>
 
-#include "alerting.h"
-#include "evidence.h"
-#include "api.h"
-#include "clock.h"
-#include "collector.h"
-#include "diagnose.h"
-#include "duration.h"
-#include "http_server.h"
-#include "matcher.h"
-#include "profiling.h"
-#include "redact.h"
-#include "benchd.h"
-#include "relabel.h"
-#include "segq.h"
-#include "status.h"
-#include "str.h"
-#include "token.h"
+#include "common/clock.h"
+#include "collect/collector.h"
+#include "diagnose/diagnose.h"
+#include "common/duration.h"
+#include "http/http_server.h"
+#include "alert/matcher.h"
+#include "alert/notify.h"
+#include "profile/profile_agg.h"
+#include "profile/profile_server.h"
+#include "wire/wire.h"
+#include "common/redact.h"
+#include "remote/relabel.h"
+#include "remote/segq.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/token.h"
+#include "daemon/evidence.h"
 
 /* ---- the key table --------------------------------------------------- */
 
@@ -498,6 +498,307 @@ static const struct {
 	{"ms", NS_PER_MS},
 };
 #define DURATION_UNITS ((int)(sizeof duration_units / sizeof duration_units[0]))
+
+/* ---- the sections of alerting.c, benchd.c and profiling.c ------------- */
+
+void config_alerting_defaults(struct gpulse_config *c)
+{
+	memset(&c->alerting, 0, sizeof c->alerting);
+	c->alerting.resend_delay_ns = 60 * NS_PER_SEC;
+	c->alerting.alertmanagers.timeout_ns = 10 * NS_PER_SEC;
+	c->alerting.webhooks.timeout_ns = 10 * NS_PER_SEC;
+	c->alerting.exec.timeout_ns = 10 * NS_PER_SEC;
+	c->alerting.queue.max_bytes = NOTIFY_DEFAULT_MAX_BYTES;
+	c->alerting.queue.max_batches = NOTIFY_DEFAULT_MAX_FILES;
+	c->alerting.retry_backoff_ns = 500 * NS_PER_MS;
+	c->alerting.max_retry_backoff_ns = 60 * NS_PER_SEC;
+	snprintf(c->alerting.group_by[0], sizeof c->alerting.group_by[0], "alertname");
+	c->alerting.group_wait_ns = 30 * NS_PER_SEC;
+	c->alerting.group_interval_ns = 300 * NS_PER_SEC;
+	c->alerting.repeat_interval_ns = 4 * 3600 * NS_PER_SEC;
+	/* The rule pack (deploy/rules/gpulse.rules.yml) names these three:
+	 * a GPU that is gone makes its other alerts noise. */
+	struct config_inhibit_rule *r = &c->alerting.inhibit_rules[0];
+	snprintf(r->source_matchers[0], sizeof r->source_matchers[0],
+		 "alertname=~\"GPUDown|GPULost|GPUFallenOffBus\"");
+	snprintf(r->equal[0], sizeof r->equal[0], "gpu");
+	c->alerting.ninhibit_rules = 1;
+}
+
+size_t config_list_len(const char *base, size_t n, size_t elem)
+{
+	size_t k = 0;
+	while (k < n && base[k * elem])
+		k++;
+	return k;
+}
+
+size_t alerting_receiver_count(const struct gpulse_config *c)
+{
+	return CONFIG_LIST_LEN(c->alerting.alertmanagers.urls) + CONFIG_LIST_LEN(c->alerting.webhooks.urls) +
+	       (c->alerting.exec.path[0] ? 1 : 0);
+}
+
+static bool good_url(const char *u)
+{
+	if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
+		return false;
+	for (const char *p = u; *p; p++)
+		if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+			return false;
+	return strlen(u) > (u[4] == 's' ? 8u : 7u);
+}
+
+int alerting_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen)
+{
+	const struct {
+		const char (*urls)[CONFIG_URL_LEN];
+		const char *key;
+	} lists[] = {
+		{c->alerting.alertmanagers.urls, "alerting.alertmanagers.urls"},
+		{c->alerting.webhooks.urls, "alerting.webhooks.urls"},
+	};
+	for (size_t l = 0; l < 2; l++)
+		for (size_t i = 0; i < CONFIG_MAX_URLS && lists[l].urls[i][0]; i++)
+			if (!good_url(lists[l].urls[i])) {
+				char shown[256];
+				redact_url(shown, sizeof shown, lists[l].urls[i]);
+				str_errf(err, errlen, "%s: %s[%zu]: \"%s\" is not an http:// or https:// URL",
+					 name, lists[l].key, i, shown);
+				return GPULSE_EINVAL;
+			}
+	if (c->alerting.external_url[0] && !good_url(c->alerting.external_url)) {
+		char shown[256];
+		redact_url(shown, sizeof shown, c->alerting.external_url);
+		str_errf(err, errlen, "%s: alerting.external_url: \"%s\" is not an http:// or https:// URL",
+			 name, shown);
+		return GPULSE_EINVAL;
+	}
+	const char *exec = c->alerting.exec.path;
+	if (exec[0] && (exec[0] != '/' || access(exec, X_OK) != 0)) {
+		str_errf(err, errlen, "%s: alerting.exec.path: %s %s", name, exec,
+			 exec[0] != '/' ? "must be an absolute path (it runs without a shell)"
+					: "is not an executable file");
+		return GPULSE_EINVAL;
+	}
+	if (!exec[0] && c->alerting.exec.args[0][0]) {
+		str_errf(err, errlen, "%s: alerting.exec.args given without alerting.exec.path", name);
+		return GPULSE_EINVAL;
+	}
+	const struct {
+		const char *path, *key;
+	} tokens[] = {
+		{c->alerting.alertmanagers.bearer_token_file, "alerting.alertmanagers.bearer_token_file"},
+		{c->alerting.webhooks.bearer_token_file, "alerting.webhooks.bearer_token_file"},
+	};
+	for (size_t i = 0; i < 2; i++) {
+		if (!tokens[i].path[0])
+			continue;
+		char tok[CONFIG_TOKEN_MAX], why[CONFIG_PATH_LEN + 128];
+		int rc = token_file_read(tokens[i].path, true, tok, sizeof tok, why, sizeof why);
+		memset(tok, 0, sizeof tok);
+		if (rc) {
+			str_errf(err, errlen, "%s: %s: %s", name, tokens[i].key, why);
+			return GPULSE_EINVAL;
+		}
+	}
+	size_t ngb = CONFIG_LIST_LEN(c->alerting.group_by);
+	for (size_t i = 0; i < ngb; i++)
+		if (strcmp(c->alerting.group_by[i], "...") == 0 && ngb > 1) {
+			str_errf(err, errlen, "%s: alerting.group_by: \"...\" (every label) must be alone",
+				 name);
+			return GPULSE_EINVAL;
+		}
+	if (c->alerting.max_retry_backoff_ns < c->alerting.retry_backoff_ns) {
+		char a[32], b[32];
+		config_format_duration(c->alerting.max_retry_backoff_ns, a, sizeof a);
+		config_format_duration(c->alerting.retry_backoff_ns, b, sizeof b);
+		str_errf(err, errlen, "%s: alerting.max_retry_backoff (%s) must not be shorter than "
+			 "alerting.retry_backoff (%s)", name, a, b);
+		return GPULSE_EINVAL;
+	}
+	if (c->alerting.ninhibit_rules > CONFIG_MAX_INHIBIT_RULES) {
+		str_errf(err, errlen, "%s: alerting.inhibit_rules: more than %d rules", name,
+			 CONFIG_MAX_INHIBIT_RULES);
+		return GPULSE_EINVAL;
+	}
+	for (unsigned r = 0; r < c->alerting.ninhibit_rules; r++) {
+		const struct config_inhibit_rule *ir = &c->alerting.inhibit_rules[r];
+		const char *src[CONFIG_MAX_MATCHERS], *tgt[CONFIG_MAX_MATCHERS], *eq[CONFIG_MAX_LABELS];
+		size_t ns = CONFIG_LIST_LEN(ir->source_matchers), nt = CONFIG_LIST_LEN(ir->target_matchers), ne = CONFIG_LIST_LEN(ir->equal);
+		for (size_t i = 0; i < ns; i++)
+			src[i] = ir->source_matchers[i];
+		for (size_t i = 0; i < nt; i++)
+			tgt[i] = ir->target_matchers[i];
+		for (size_t i = 0; i < ne; i++)
+			eq[i] = ir->equal[i];
+		struct alert_inhibit_rule rule;
+		char why[600];
+		if (ns == 0 || alert_inhibit_rule_init(&rule, src, ns, tgt, nt, eq, ne, why, sizeof why)) {
+			str_errf(err, errlen, "%s: alerting.inhibit_rules[%u]: %s", name, r,
+				 ns == 0 ? "source_matchers must name at least one matcher" : why);
+			return GPULSE_EINVAL;
+		}
+		alert_inhibit_rule_free(&rule);
+	}
+	return 0;
+}
+
+void benchd_config_defaults(struct gpulse_config *c)
+{
+	c->bench.enabled = true;
+	str_copy(c->bench.schedule, sizeof c->bench.schedule, "weekly");
+	c->bench.idle_for_ns = 30LL * 60 * NS_PER_SEC;
+	c->bench.idle_utilization_percent = 5;
+	c->bench.retry_interval_ns = 3600LL * NS_PER_SEC;
+	str_copy(c->bench.mode, sizeof c->bench.mode, "quick");
+	c->bench.run_timeout_ns = 900LL * NS_PER_SEC;
+	c->bench.retention_ns = 400LL * 86400 * NS_PER_SEC;
+	c->bench.baseline_runs = 8;
+	c->bench.min_runs = 3;
+	c->bench.noise_floor = 0.02;
+	c->bench.noise_ceiling = 0.05;
+	c->bench.fleet_tolerance = 0.05;
+}
+
+int64_t benchd_schedule_ns(const char *s)
+{
+	if (strcmp(s, "weekly") == 0)
+		return 7LL * 86400 * NS_PER_SEC;
+	if (strcmp(s, "daily") == 0)
+		return 86400LL * NS_PER_SEC;
+	if (strcmp(s, "off") == 0)
+		return 0;
+	int64_t ns;
+	if (config_parse_duration(s, &ns) != 0 || ns < 60 * NS_PER_SEC)
+		return -1;
+	return ns;
+}
+
+int benchd_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen)
+{
+	if (benchd_schedule_ns(c->bench.schedule) < 0) {
+		str_errf(err, errlen, "%s: bench.schedule: \"%s\" is not weekly, daily, off or a "
+			 "duration of at least 1m", name, c->bench.schedule);
+		return GPULSE_EINVAL;
+	}
+	if (strcmp(c->bench.mode, "quick") != 0 && strcmp(c->bench.mode, "full") != 0) {
+		str_errf(err, errlen, "%s: bench.mode: \"%s\" is not quick or full", name,
+			 c->bench.mode);
+		return GPULSE_EINVAL;
+	}
+	if (c->bench.noise_floor > c->bench.noise_ceiling) {
+		str_errf(err, errlen, "%s: bench.noise_floor (%g) is above bench.noise_ceiling (%g)",
+			 name, c->bench.noise_floor, c->bench.noise_ceiling);
+		return GPULSE_EINVAL;
+	}
+	if (c->bench.min_runs > c->bench.baseline_runs) {
+		str_errf(err, errlen, "%s: bench.min_runs (%u) is above bench.baseline_runs (%u)",
+			 name, c->bench.min_runs, c->bench.baseline_runs);
+		return GPULSE_EINVAL;
+	}
+	const char *u = c->bench.fleet_prometheus_url;
+	if (u[0] && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
+		char shown[256];
+		redact_url(shown, sizeof shown, u);
+		str_errf(err, errlen, "%s: bench.fleet_prometheus_url: \"%s\" is not an http:// or "
+			 "https:// URL", name, shown);
+		return GPULSE_EINVAL;
+	}
+	return 0;
+}
+
+bool benchd_config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
+{
+	const typeof(a->bench) *x = &a->bench, *y = &b->bench;
+	return x->enabled == y->enabled && strcmp(x->schedule, y->schedule) == 0 &&
+	       x->idle_for_ns == y->idle_for_ns &&
+	       x->idle_utilization_percent == y->idle_utilization_percent &&
+	       x->retry_interval_ns == y->retry_interval_ns && strcmp(x->mode, y->mode) == 0 &&
+	       strcmp(x->command, y->command) == 0 && strcmp(x->cublaslt, y->cublaslt) == 0 &&
+	       x->run_timeout_ns == y->run_timeout_ns && x->retention_ns == y->retention_ns &&
+	       x->baseline_runs == y->baseline_runs && x->min_runs == y->min_runs &&
+	       x->noise_floor == y->noise_floor && x->noise_ceiling == y->noise_ceiling &&
+	       x->fleet_tolerance == y->fleet_tolerance &&
+	       strcmp(x->fleet_prometheus_url, y->fleet_prometheus_url) == 0;
+}
+
+void profiling_config_defaults(struct gpulse_config *c)
+{
+	c->profiling.enabled = true;
+	str_copy(c->profiling.socket, sizeof c->profiling.socket, WIRE_DEFAULT_SOCKET);
+	c->profiling.max_clients = 128;
+	c->profiling.max_clients_per_uid = 0;   /* a quarter of max_clients */
+	c->profiling.idle_timeout_ns = 30LL * 1000000000LL;
+	c->profiling.max_processes = 512;
+	c->profiling.kernels_per_process = 32;
+	c->profiling.max_kernel_series = 4096;
+	c->profiling.process_expiry_ns = 300LL * 1000000000LL;
+	str_copy(c->profiling.mode, sizeof c->profiling.mode, "continuous");
+	c->profiling.budget_percent = 0.5;
+	c->profiling.trace_max_events = 50000;
+	c->profiling.store_interval_ns = 15LL * 1000000000LL;
+}
+
+int profiling_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen)
+{
+	int mode = profile_mode_parse(c->profiling.mode);
+	if (mode < 0) {
+		str_errf(err, errlen, "%s: profiling.mode: \"%s\" is not one of continuous, "
+			 "profiler-api, nvtx, full, off", name, c->profiling.mode);
+		return GPULSE_EINVAL;
+	}
+	if (mode == WIRE_MODE_FOCUSED_NVTX && !c->profiling.nvtx_range[0]) {
+		str_errf(err, errlen, "%s: profiling.mode nvtx needs profiling.nvtx_range", name);
+		return GPULSE_EINVAL;
+	}
+	if (strlen(c->profiling.nvtx_range) > WIRE_NAME_MAX) {
+		str_errf(err, errlen, "%s: profiling.nvtx_range is longer than %d bytes", name,
+			 WIRE_NAME_MAX);
+		return GPULSE_EINVAL;
+	}
+	if (c->profiling.enabled && !c->profiling.socket[0]) {
+		str_errf(err, errlen, "%s: profiling.socket is empty (set profiling.enabled: false "
+			 "to turn profiling off)", name);
+		return GPULSE_EINVAL;
+	}
+	/* A per-user bound at max_clients or above protects nobody: one user
+	 * could still take every slot. */
+	if (c->profiling.max_clients_per_uid > c->profiling.max_clients) {
+		str_errf(err, errlen, "%s: profiling.max_clients_per_uid (%u) is over "
+			 "profiling.max_clients (%u)", name, c->profiling.max_clients_per_uid,
+			 c->profiling.max_clients);
+		return GPULSE_EINVAL;
+	}
+	uint32_t ids[PROFILE_MAX_ALLOWED_IDS];
+	size_t n;
+	char why[128];
+	const char *lists[2] = {c->profiling.allowed_uids, c->profiling.allowed_gids};
+	const char *keys[2] = {"allowed_uids", "allowed_gids"};
+	for (int i = 0; i < 2; i++)
+		if (profile_parse_ids(lists[i], ids, PROFILE_MAX_ALLOWED_IDS, &n, why, sizeof why)) {
+			str_errf(err, errlen, "%s: profiling.%s: %s", name, keys[i], why);
+			return GPULSE_EINVAL;
+		}
+	return 0;
+}
+
+bool profiling_config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
+{
+	const typeof(a->profiling) *x = &a->profiling, *y = &b->profiling;
+	return x->enabled == y->enabled && strcmp(x->socket, y->socket) == 0 &&
+	       x->max_clients == y->max_clients && x->max_clients_per_uid == y->max_clients_per_uid &&
+	       x->idle_timeout_ns == y->idle_timeout_ns &&
+	       strcmp(x->allowed_uids, y->allowed_uids) == 0 &&
+	       strcmp(x->allowed_gids, y->allowed_gids) == 0 &&
+	       x->max_processes == y->max_processes &&
+	       x->kernels_per_process == y->kernels_per_process &&
+	       x->max_kernel_series == y->max_kernel_series &&
+	       x->process_expiry_ns == y->process_expiry_ns && strcmp(x->mode, y->mode) == 0 &&
+	       x->budget_percent == y->budget_percent && strcmp(x->nvtx_range, y->nvtx_range) == 0 &&
+	       x->trace_max_events == y->trace_max_events &&
+	       x->store_interval_ns == y->store_interval_ns;
+}
 
 static bool is_digit(char ch)
 {

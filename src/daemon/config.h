@@ -10,11 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attrib.h"
-#include "buf.h"
-#include "http_basic.h"
-#include "log.h"
-#include "owner.h"
+#include "attrib/attrib.h"
+#include "common/buf.h"
+#include "http/http_basic.h"
+#include "common/log.h"
+#include "attrib/owner.h"
 
 struct collector_config;
 struct adapt_config;
@@ -380,5 +380,56 @@ int config_dump(const struct gpulse_config *c, struct buf *out);
  * "xxxxx"). For a copy of the configuration: a masked one no longer
  * works. */
 void config_redact(struct gpulse_config *c);
+
+/* The query section's defaults, which api.c also falls back on. */
+/* query.timeout's default, as Prometheus's --query.timeout. */
+#define API_DEFAULT_TIMEOUT_NS (120LL * 1000000000LL)
+/* query.max_concurrency's default. Prometheus's is 20, for a server of
+ * its own; gpulsed shares a GPU node's CPUs with the jobs it watches, a
+ * query is CPU-bound on one core, and more at once only share cores and
+ * memory (up to max_samples each), so two run and the rest wait. */
+#define API_DEFAULT_MAX_CONCURRENCY 2
+
+/* ---- the sections whose programs live in other files -----------------
+ * Their defaults, the checks the key table cannot make, and their
+ * comparison for a reload, here with the rest of the configuration, so
+ * that config.c calls nothing of the programs that read it (alerting.c,
+ * benchd.c, profiling.c, which use this file). */
+
+/* Entries of a fixed list of strings (char[n][elem]) before the first
+ * empty one. CONFIG_LIST_LEN(c->alerting.group_by). */
+size_t config_list_len(const char *base, size_t n, size_t elem);
+#define CONFIG_LIST_LEN(arr) \
+	config_list_len((const char *)(arr), sizeof(arr) / sizeof((arr)[0]), sizeof((arr)[0]))
+
+/* The defaults of c->alerting: no receivers, resend_delay 1m, group_by
+ * [alertname], group_wait 30s, group_interval 5m, repeat_interval 4h,
+ * 64 MiB / 10000 batches of queue, back-off 500ms..1m, and the inhibit
+ * rule that silences the other alerts of a GPU that is down or lost. */
+void config_alerting_defaults(struct gpulse_config *c);
+/* The checks of the alerting section that config_parse cannot make alone:
+ * URL schemes, the exec path (absolute, executable), token files
+ * (readable, not world-readable), "..." alone in group_by, back-off
+ * order, matchers. 0 or GPULSE_EINVAL with "NAME: alerting.KEY: why". */
+int alerting_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
+/* Number of receivers configured in `c`. */
+size_t alerting_receiver_count(const struct gpulse_config *c);
+
+void benchd_config_defaults(struct gpulse_config *c);
+/* schedule is weekly, daily, off or a duration of at least a minute;
+ * mode is quick or full; noise_floor <= noise_ceiling. 0 or
+ * GPULSE_EINVAL with "NAME: bench.KEY: ..." in err. */
+int benchd_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
+bool benchd_config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
+/* The schedule's period in ns (0: off). */
+int64_t benchd_schedule_ns(const char *schedule);
+
+/* The profiling section's defaults (config_defaults calls it). */
+void profiling_config_defaults(struct gpulse_config *c);
+/* The checks that the key table cannot make: mode is a known name, nvtx
+ * mode has a range, allowed_uids/gids are id lists. 0 or GPULSE_EINVAL
+ * with "NAME: profiling.KEY: ..." in err. */
+int profiling_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
+bool profiling_config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
 
 #endif

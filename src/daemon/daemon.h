@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "config.h"
+#include "daemon/config.h"
 
 /* Command-line overrides, applied over the config file at start and again
  * at every reload. NULL / negative means "not given". */

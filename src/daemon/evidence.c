@@ -1,6 +1,6 @@
 /* A closer look on trouble: evidence for alerts and anomalies; see
  * evidence.h for the model. */
-#include "evidence.h"
+#include "daemon/evidence.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,16 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "anomaly.h"
-#include "clock.h"
-#include "config.h"
-#include "diagnose_json.h"
-#include "live.h"
-#include "log.h"
-#include "mono_cond.h"
-#include "profiling.h"
-#include "status.h"
-#include "str.h"
+#include "anomaly/anomaly.h"
+#include "common/clock.h"
+#include "daemon/config.h"
+#include "diagnose/diagnose_json.h"
+#include "diagnose/live.h"
+#include "common/log.h"
+#include "common/mono_cond.h"
+#include "daemon/profiling.h"
+#include "common/status.h"
+#include "common/str.h"
 
 #define HOUR_NS (3600LL * NS_PER_SEC)
 #define LINKS_MAX 256          /* alerts remembered with the evidence they link */

@@ -25,10 +25,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bus.h"
-#include "buf.h"
-#include "http_server.h"
-#include "notice.h"
+#include "collect/bus.h"
+#include "common/buf.h"
+#include "http/http_server.h"
+#include "alert/notice.h"
 
 struct anomaly;
 struct diag_live;

@@ -4,19 +4,20 @@
  * from C. Series are found by their exposition text, `name{labels}`,
  * which prom_render writes the same way every time; labels are parsed
  * only for the series the rules read. */
-#include "livestore.h"
+#include "daemon/livestore.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "expfmt.h"
-#include "hash.h"
-#include "periodic.h"
-#include "status.h"
-#include "xalloc.h"
+#include "common/clock.h"
+#include "export/expfmt.h"
+#include "common/hash.h"
+#include "common/periodic.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "common/xalloc.h"
 
 #define DEFAULT_INTERVAL_MS 1000
 #define DEFAULT_MAX_SERIES 50000
@@ -378,7 +379,7 @@ void livestore_ingest(struct livestore *ls, const char *text, size_t len, int64_
 		struct lseries *s = &ls->series[i];
 		series_decide(ls, s);
 		if (s->wanted && s->seen != gen && !s->ended && s->n > s->start) {
-			series_append(ls, s, t_ms, promql_stale_nan());
+			series_append(ls, s, t_ms, stale_nan());
 			s->ended = true;
 		}
 		wanted += s->wanted;

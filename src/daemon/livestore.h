@@ -16,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ast.h"
-#include "buf.h"
-#include "queryable.h"
+#include "promql/ast.h"
+#include "common/buf.h"
+#include "promql/queryable.h"
 
 #define LIVESTORE_MAX_WINDOW_MS (3600LL * 1000)  /* history held at most */
 

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "daemon.h"
-#include "log.h"
-#include "status.h"
+#include "daemon/config.h"
+#include "daemon/daemon.h"
+#include "common/log.h"
+#include "common/status.h"
 
 static void usage(FILE *f)
 {

@@ -1,23 +1,19 @@
 /* Continuous CUDA profiling in gpulsed; see profiling.h. The logic lives
  * in src/profile (aggregate, socket server, trace writer); this file turns
  * the configuration into their structs and serves HTTP. */
-#include "profiling.h"
+#include "daemon/profiling.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "perfetto.h"
-#include "profile_agg.h"
-#include "profile_server.h"
-#include "status.h"
-#include "str.h"
-#include "wire.h"
-
-#ifndef WIRE_DEFAULT_SOCKET
-#define WIRE_DEFAULT_SOCKET "/run/gpulse/inject.sock"
-#endif
+#include "common/log.h"
+#include "profile/perfetto.h"
+#include "profile/profile_agg.h"
+#include "profile/profile_server.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "wire/wire.h"
 
 /* In every capture's otherData: a capture traces kernels exactly, and on
  * CUPTI 13.0 that leaves the process's launches dearer until it exits
@@ -34,83 +30,6 @@ struct profiling {
 	char why_off[512];                /* "" while serving */
 	struct http_pool *captures;       /* runs /api/v1/trace off the HTTP threads */
 };
-
-void profiling_config_defaults(struct gpulse_config *c)
-{
-	c->profiling.enabled = true;
-	str_copy(c->profiling.socket, sizeof c->profiling.socket, WIRE_DEFAULT_SOCKET);
-	c->profiling.max_clients = 128;
-	c->profiling.max_clients_per_uid = 0;   /* a quarter of max_clients */
-	c->profiling.idle_timeout_ns = 30LL * 1000000000LL;
-	c->profiling.max_processes = 512;
-	c->profiling.kernels_per_process = 32;
-	c->profiling.max_kernel_series = 4096;
-	c->profiling.process_expiry_ns = 300LL * 1000000000LL;
-	str_copy(c->profiling.mode, sizeof c->profiling.mode, "continuous");
-	c->profiling.budget_percent = 0.5;
-	c->profiling.trace_max_events = 50000;
-	c->profiling.store_interval_ns = 15LL * 1000000000LL;
-}
-
-int profiling_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen)
-{
-	int mode = profile_mode_parse(c->profiling.mode);
-	if (mode < 0) {
-		str_errf(err, errlen, "%s: profiling.mode: \"%s\" is not one of continuous, "
-			 "profiler-api, nvtx, full, off", name, c->profiling.mode);
-		return GPULSE_EINVAL;
-	}
-	if (mode == WIRE_MODE_FOCUSED_NVTX && !c->profiling.nvtx_range[0]) {
-		str_errf(err, errlen, "%s: profiling.mode nvtx needs profiling.nvtx_range", name);
-		return GPULSE_EINVAL;
-	}
-	if (strlen(c->profiling.nvtx_range) > WIRE_NAME_MAX) {
-		str_errf(err, errlen, "%s: profiling.nvtx_range is longer than %d bytes", name,
-			 WIRE_NAME_MAX);
-		return GPULSE_EINVAL;
-	}
-	if (c->profiling.enabled && !c->profiling.socket[0]) {
-		str_errf(err, errlen, "%s: profiling.socket is empty (set profiling.enabled: false "
-			 "to turn profiling off)", name);
-		return GPULSE_EINVAL;
-	}
-	/* A per-user bound at max_clients or above protects nobody: one user
-	 * could still take every slot. */
-	if (c->profiling.max_clients_per_uid > c->profiling.max_clients) {
-		str_errf(err, errlen, "%s: profiling.max_clients_per_uid (%u) is over "
-			 "profiling.max_clients (%u)", name, c->profiling.max_clients_per_uid,
-			 c->profiling.max_clients);
-		return GPULSE_EINVAL;
-	}
-	uint32_t ids[PROFILE_MAX_ALLOWED_IDS];
-	size_t n;
-	char why[128];
-	const char *lists[2] = {c->profiling.allowed_uids, c->profiling.allowed_gids};
-	const char *keys[2] = {"allowed_uids", "allowed_gids"};
-	for (int i = 0; i < 2; i++)
-		if (profile_parse_ids(lists[i], ids, PROFILE_MAX_ALLOWED_IDS, &n, why, sizeof why)) {
-			str_errf(err, errlen, "%s: profiling.%s: %s", name, keys[i], why);
-			return GPULSE_EINVAL;
-		}
-	return 0;
-}
-
-bool profiling_config_equal(const struct gpulse_config *a, const struct gpulse_config *b)
-{
-	const typeof(a->profiling) *x = &a->profiling, *y = &b->profiling;
-	return x->enabled == y->enabled && strcmp(x->socket, y->socket) == 0 &&
-	       x->max_clients == y->max_clients && x->max_clients_per_uid == y->max_clients_per_uid &&
-	       x->idle_timeout_ns == y->idle_timeout_ns &&
-	       strcmp(x->allowed_uids, y->allowed_uids) == 0 &&
-	       strcmp(x->allowed_gids, y->allowed_gids) == 0 &&
-	       x->max_processes == y->max_processes &&
-	       x->kernels_per_process == y->kernels_per_process &&
-	       x->max_kernel_series == y->max_kernel_series &&
-	       x->process_expiry_ns == y->process_expiry_ns && strcmp(x->mode, y->mode) == 0 &&
-	       x->budget_percent == y->budget_percent && strcmp(x->nvtx_range, y->nvtx_range) == 0 &&
-	       x->trace_max_events == y->trace_max_events &&
-	       x->store_interval_ns == y->store_interval_ns;
-}
 
 int profiling_start(struct profiling **out, const struct gpulse_config *c, struct tsdb *db,
 		    profile_uuid_fn *resolve, void *resolve_ctx)

@@ -19,11 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "config.h"
-#include "http_server.h"
-#include "profile_timeline.h"
-#include "tsdb.h"
+#include "common/buf.h"
+#include "daemon/config.h"
+#include "http/http_server.h"
+#include "profile/profile_timeline.h"
+#include "store/tsdb.h"
 
 #define PROFILING_MAX_TRACE_SECONDS 600
 #define PROFILING_DEFAULT_TRACE_SECONDS 5
@@ -31,13 +31,6 @@
 
 struct profiling;
 
-/* The section's defaults (config_defaults calls it). */
-void profiling_config_defaults(struct gpulse_config *c);
-/* The checks that the key table cannot make: mode is a known name, nvtx
- * mode has a range, allowed_uids/gids are id lists. 0 or GPULSE_EINVAL
- * with "NAME: profiling.KEY: ..." in err. */
-int profiling_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
-bool profiling_config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
 
 /* Start serving the socket when profiling.enabled. A socket that cannot
  * be served (another gpulsed holds it, no permission) is logged and

@@ -2,15 +2,15 @@
  * the protocol is small, but libsystemd is in every Debian release, keeps
  * up with its extensions (abstract sockets, vsock) and is what systemd's
  * own documentation asks services to use. */
-#include "sdnotify.h"
+#include "daemon/sdnotify.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
 
-#include "buf.h"
-#include "log.h"
-#include "status.h"
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/status.h"
 
 void sdnotify_init(struct sdnotify *n, int64_t now_ns)
 {

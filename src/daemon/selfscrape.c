@@ -1,7 +1,7 @@
 /* gpulsed's /metrics into its own store; see selfscrape.h. The text is
  * gpulsed's own rendering (prom.c), so the parser reads exactly the text
  * format 0.0.4 that prom.c writes and refuses, counting, any other line. */
-#include "selfscrape.h"
+#include "daemon/selfscrape.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -11,12 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "expfmt.h"
-#include "hash.h"
-#include "periodic.h"
-#include "queryable.h"
-#include "status.h"
+#include "common/clock.h"
+#include "export/expfmt.h"
+#include "common/hash.h"
+#include "common/periodic.h"
+#include "promql/queryable.h"
+#include "common/stale.h"
+#include "common/status.h"
 
 #define NS_PER_MS 1000000LL
 #define MAX_LABELS 32
@@ -174,7 +175,7 @@ void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64
 		for (struct sseries **pp = &s->bucket[i]; *pp;) {
 			struct sseries *x = *pp;
 			if (x->seen != s->gen && x->live) {
-				put(s, x, t_ms, promql_stale_nan());
+				put(s, x, t_ms, stale_nan());
 				x->live = false;
 			}
 			if (s->gen - x->seen >= SELFSCRAPE_FORGET_SCRAPES) {

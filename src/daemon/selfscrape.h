@@ -22,8 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "tsdb.h"
+#include "common/buf.h"
+#include "store/tsdb.h"
 
 #define SELFSCRAPE_DEFAULT_INTERVAL_MS 1000
 #define SELFSCRAPE_DEFAULT_MAX_SERIES 20000

@@ -1,13 +1,13 @@
 /* The feed of per-process activity; see tenantsd.h. */
-#include "tenantsd.h"
+#include "daemon/tenantsd.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "diagnose.h"
-#include "status.h"
+#include "common/clock.h"
+#include "diagnose/diagnose.h"
+#include "common/status.h"
 
 #define PID_SUMS 256  /* traced processes told apart on one GPU */
 

@@ -8,10 +8,10 @@
 #ifndef GPULSE_TENANTSD_H
 #define GPULSE_TENANTSD_H
 
-#include "buf.h"
-#include "bus.h"
-#include "profiling.h"
-#include "tenants.h"
+#include "common/buf.h"
+#include "collect/bus.h"
+#include "daemon/profiling.h"
+#include "attrib/tenants.h"
 
 struct tenantsd;
 

@@ -3,8 +3,8 @@
 #ifndef GPULSE_WEB_H
 #define GPULSE_WEB_H
 
-#include "http_server.h"
-#include "http_static.h"
+#include "http/http_server.h"
+#include "http/http_static.h"
 
 /* The Content-Security-Policy every dashboard file carries: scripts,
  * styles, images and fetches from this origin only; no frames, forms,

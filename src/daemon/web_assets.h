@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "http_static.h"
+#include "http/http_static.h"
 
 extern const struct http_asset web_assets[];
 extern const size_t web_nassets;

@@ -13,7 +13,7 @@
  * for a GPU busy with kernels that fill it, which of its resources the
  * kernels exhaust. Findings (memory capacity, power, thermal, hardware,
  * ECC, XID) are judged independently of the class. */
-#include "diagnose.h"
+#include "diagnose/diagnose.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fields.h"
-#include "status.h"
+#include "collect/fields.h"
+#include "common/status.h"
 
 /* ---- Thresholds (docs/DIAGNOSIS.md, "Rules", gives each its reason) ---- */
 

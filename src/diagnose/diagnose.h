@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "peaks.h"
-#include "recording.h"
+#include "diagnose/peaks.h"
+#include "record/recording.h"
 
 /* X(id, name): the contract's bottleneck classes (DESIGN.md). */
 #define DIAG_CLASSES(X)                  \

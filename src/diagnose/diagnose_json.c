@@ -1,12 +1,12 @@
 /* Diagnosis results as JSON; see diagnose_json.h. Written with the buf
  * helpers rather than a jansson tree: the shape is fixed, and the core
  * library (which the daemon links) does not otherwise need jansson. */
-#include "diagnose_json.h"
+#include "diagnose/diagnose_json.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "status.h"
+#include "common/status.h"
 
 /* A number, or null when it is not finite (JSON has no NaN). */
 static int num(struct buf *b, double v)

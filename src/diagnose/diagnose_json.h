@@ -6,9 +6,9 @@
 #ifndef GPULSE_DIAGNOSE_JSON_H
 #define GPULSE_DIAGNOSE_JSON_H
 
-#include "buf.h"
-#include "diagnose.h"
-#include "peaks.h"
+#include "common/buf.h"
+#include "diagnose/diagnose.h"
+#include "diagnose/peaks.h"
 
 /* Append one window object. 0, or GPULSE_ELIMIT when the buffer could
  * not take it (its maximum reached or memory exhausted: buf's sticky

@@ -1,7 +1,7 @@
 /* The health score (health.h): each reason's rule, in the order of
  * HEALTH_REASONS. docs/internals/health.md states the same rules in
  * prose; a change here changes that page. */
-#include "health.h"
+#include "diagnose/health.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sample.h"
+#include "collect/sample.h"
 
 /* X(id, name) — name is the `reason` label of gpulse_gpu_health_*. */
 #define HEALTH_REASONS(X)                                 \

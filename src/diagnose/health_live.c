@@ -1,12 +1,12 @@
 /* The live health score over the bus; see health_live.h. */
-#include "health_live.h"
+#include "diagnose/health_live.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "str.h"
-#include "status.h"
+#include "common/str.h"
+#include "common/status.h"
 
 /* The fields each health input is read from (fields.h). */
 #define HEALTH_FIELD_MAP(X)                     \

@@ -13,8 +13,8 @@
 
 #include <stdbool.h>
 
-#include "bus.h"
-#include "health.h"
+#include "collect/bus.h"
+#include "diagnose/health.h"
 
 struct health_live;
 

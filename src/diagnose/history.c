@@ -1,5 +1,5 @@
 /* Diagnosis history in the store; see history.h. */
-#include "history.h"
+#include "diagnose/history.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "diagnose_json.h"
-#include "ingest.h"
-#include "log.h"
-#include "mono_cond.h"
-#include "status.h"
+#include "common/clock.h"
+#include "diagnose/diagnose_json.h"
+#include "store/ingest.h"
+#include "common/log.h"
+#include "common/mono_cond.h"
+#include "common/status.h"
 
 #define RECORD_JSON_MAX (64 * 1024)
 #define MIN_RECORD_GAP_S 30.0     /* between two records of one GPU */

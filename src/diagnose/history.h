@@ -31,11 +31,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "diagnose.h"
-#include "peaks.h"
-#include "sample.h"
-#include "tsdb.h"
+#include "common/buf.h"
+#include "diagnose/diagnose.h"
+#include "diagnose/peaks.h"
+#include "collect/sample.h"
+#include "store/tsdb.h"
 
 #define DIAG_HISTORY_KIND "diagnosis"
 

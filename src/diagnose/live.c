@@ -1,5 +1,5 @@
 /* Live diagnosis over the bus; see live.h. */
-#include "live.h"
+#include "diagnose/live.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recording.h"
-#include "status.h"
+#include "record/recording.h"
+#include "common/status.h"
 
 #define LIVE_FIELDS_MAX 64
 

@@ -18,9 +18,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "bus.h"
-#include "diagnose.h"
-#include "peaks.h"
+#include "collect/bus.h"
+#include "diagnose/diagnose.h"
+#include "diagnose/peaks.h"
 
 struct diag_live;
 

@@ -4,7 +4,7 @@
  * bytes per second for the headroom report: the classifier compares the
  * GPM DRAM counter, which the driver already gives as a fraction of the
  * card's own peak, so an unknown model weakens no class. */
-#include "peaks.h"
+#include "diagnose/peaks.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,13 +1,13 @@
 /* Prometheus's text format, read; see expfmt.h. Hand-written: the
  * format's C readers are whole client libraries, and a sample line is a
  * few dozen lines to read. */
-#include "expfmt.h"
+#include "export/expfmt.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
+#include "common/status.h"
 
 #define VALUE_MAX 64 /* bytes of one sample's value text */
 

@@ -7,7 +7,7 @@
  * reserved once and written without a call per piece, each GPU's label
  * set is escaped once per render and then copied, and numbers are written
  * by hand (printf only for the few doubles that need 16 or 17 digits). */
-#include "prom.h"
+#include "export/prom.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -19,16 +19,16 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "attrib.h"
-#include "anomaly.h"
-#include "clock.h"
-#include "diagnose.h"
-#include "fields.h"
-#include "gofloat.h"
-#include "health.h"
-#include "notify.h"
-#include "status.h"
-#include "utf8.h"
+#include "attrib/attrib.h"
+#include "anomaly/anomaly.h"
+#include "common/clock.h"
+#include "diagnose/diagnose.h"
+#include "collect/fields.h"
+#include "common/gofloat.h"
+#include "alert/notify.h"
+#include "common/status.h"
+#include "common/utf8.h"
+#include "diagnose/health.h"
 
 #ifndef GPULSE_VERSION
 #define GPULSE_VERSION "unknown"

@@ -10,11 +10,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "buf.h"
-#include "bus.h"
-#include "collector.h"
-#include "nvml_shim.h"
-#include "selfstats.h"
+#include "common/buf.h"
+#include "collect/bus.h"
+#include "collect/collector.h"
+#include "nvml/nvml_shim.h"
+#include "export/selfstats.h"
 
 #define PROM_CONTENT_TYPE_TEXT "text/plain; version=0.0.4; charset=utf-8"
 #define PROM_CONTENT_TYPE_OPENMETRICS \

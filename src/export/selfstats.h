@@ -11,9 +11,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "attrib.h"
-#include "buf.h"
-#include "tenants.h"
+#include "attrib/attrib.h"
+#include "common/buf.h"
+#include "attrib/tenants.h"
 
 #define SELF_HTTP_SHED_REASONS 4
 #define SELF_HTTP_DENY_REASONS 5

@@ -1,19 +1,19 @@
 /* The status document; see status_json.h. Written straight into the
  * buffer rather than built as a jansson tree: the shape is fixed, and the
  * daemon core does not otherwise need jansson. */
-#include "status_json.h"
+#include "export/status_json.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "diagnose.h"
-#include "fields.h"
-#include "health.h"
-#include "prom.h"
-#include "status.h"
-#include "utf8.h"
+#include "collect/fields.h"
+#include "export/prom.h"
+#include "common/status.h"
+#include "common/utf8.h"
+#include "diagnose/diagnose.h"
+#include "diagnose/health.h"
 
 /* The writer works like prom.c's: straight into out->data with one
  * inlined capacity check per piece, buf_reserve only to grow, and the NUL

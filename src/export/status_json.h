@@ -6,9 +6,9 @@
 #ifndef GPULSE_STATUS_JSON_H
 #define GPULSE_STATUS_JSON_H
 
-#include "buf.h"
-#include "bus.h"
-#include "selfstats.h"
+#include "common/buf.h"
+#include "collect/bus.h"
+#include "export/selfstats.h"
 
 /* Append the status document to `out`. `self` may be NULL (mode "none").
  *

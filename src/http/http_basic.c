@@ -3,7 +3,7 @@
  * digests are GnuTLS's HMAC-SHA256 under a key drawn at start, so what is
  * kept of a password that verified is useless outside this process and
  * cannot be tested against offline faster than bcrypt would allow. */
-#include "http_basic.h"
+#include "http/http_basic.h"
 
 #include <crypt.h>
 #include <gnutls/crypto.h>
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_limit.h"
-#include "status.h"
+#include "http/http_limit.h"
+#include "common/status.h"
 
 #define DIGEST_LEN 32
 #define BCRYPT_LEN 60

@@ -32,7 +32,7 @@
  * Every scan is linear over the table, which holds at most MHD's
  * connection limit (max_connections plus a quarter): cheap next to an
  * accept at the sizes allowed (http.max_connections <= 10000). */
-#include "http_guard.h"
+#include "http/http_guard.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,9 +44,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "clock.h"
-#include "mono_cond.h"
-#include "status.h"
+#include "common/clock.h"
+#include "common/mono_cond.h"
+#include "common/status.h"
 
 enum cstate {
 	C_FREE,

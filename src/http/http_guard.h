@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "http_server.h"      /* enum http_shed */
+#include "http/http_server.h"      /* enum http_shed */
 
 struct sockaddr;
 

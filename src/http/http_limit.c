@@ -2,14 +2,14 @@
  * fixed table under one mutex: at a few hundred to a few thousand
  * addresses it costs about what the accept it guards does, and needs no
  * allocation while serving. */
-#include "http_limit.h"
+#include "http/http_limit.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_guard.h"
-#include "status.h"
+#include "http/http_guard.h"
+#include "common/status.h"
 
 struct bucket {
 	bool used;

@@ -7,7 +7,7 @@
  * replace (see there). Error responses are built once at start and shared,
  * so a refused request costs no allocation. Routes that may take long run
  * on pools, their connections suspended meanwhile (the last section). */
-#include "http_server.h"
+#include "http/http_server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,14 +29,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "http_basic.h"
-#include "http_guard.h"
-#include "http_limit.h"
-#include "log.h"
-#include "promjson.h"
-#include "status.h"
-#include "str.h"
+#include "common/clock.h"
+#include "http/http_basic.h"
+#include "http/http_guard.h"
+#include "http/http_limit.h"
+#include "common/log.h"
+#include "common/promjson.h"
+#include "common/status.h"
+#include "common/str.h"
 
 #define LISTEN_FORMS "expected HOST:PORT, [IPV6]:PORT or :PORT"
 

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "http_basic.h"
+#include "common/buf.h"
+#include "http/http_basic.h"
 
 #define HTTP_MAX_ROUTES 32          /* routes one server holds */
 #define HTTP_MAX_ROUTE_PATH 128     /* longest route path, bytes */

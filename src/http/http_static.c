@@ -1,7 +1,7 @@
 /* Embedded files over HTTP: types by extension, gzip made once at start
  * with zlib, strong ETags, conditional GETs, security headers. What is
  * served and why these headers: docs/internals/web.md. */
-#include "http_static.h"
+#include "http/http_static.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -11,8 +11,8 @@
 #include <strings.h>
 #include <zlib.h>
 
-#include "hash.h"
-#include "status.h"
+#include "common/hash.h"
+#include "common/status.h"
 
 struct asset {
 	const char *path;            /* points into the caller's static data */

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "http_server.h"
+#include "http/http_server.h"
 
 #define HTTP_STATIC_MAX_ASSETS 32  /* one table holds at most this many */
 

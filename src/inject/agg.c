@@ -1,13 +1,13 @@
 /* Aggregation of activity records into bounded tables; see agg.h. */
-#include "agg.h"
+#include "inject/agg.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash.h"
-#include "status.h"
-#include "str.h"
+#include "common/hash.h"
+#include "common/status.h"
+#include "common/str.h"
 
 struct agg *agg_create(void)
 {

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "wire.h"
+#include "wire/wire.h"
 
 #define AGG_SCOPES         16   /* distinct (device, context) pairs */
 #define AGG_KERNEL_SLOTS   512  /* hash slots for (scope, kernel name) */

@@ -1,13 +1,13 @@
 /* The fit of calibration samples (calib.h): plain arithmetic, apart from
  * the CUDA calls of calib_cuda.c so that the unit tests check it. */
-#include "calib.h"
+#include "inject/calib.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "quantile.h"
+#include "common/quantile.h"
 
 const unsigned long long calib_spin_ns[CALIB_SPINS] = {0, 2000, 6000, 16000};
 

@@ -2,7 +2,7 @@
  * held path on a stream of the library's own. The driver's functions are
  * looked up in the libcuda.so.1 the application loaded (never loaded
  * here). */
-#include "calib.h"
+#include "inject/calib.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
+#include "common/clock.h"
 
 /* One thread: %globaltimer as it starts, spin until `spin` ns have passed
  * by it, %globaltimer as it ends, and the smallest non-zero step it saw

@@ -1,11 +1,11 @@
 /* Timeline capture; see capture.h. */
-#include "capture.h"
+#include "inject/capture.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
-#include "str.h"
+#include "common/status.h"
+#include "common/str.h"
 
 struct cap_event {
 	uint64_t start_ns, end_ns, bytes;

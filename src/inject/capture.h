@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agg.h"
-#include "wire.h"
+#include "inject/agg.h"
+#include "wire/wire.h"
 
 #define CAPTURE_EVENTS_MAX  262144  /* 48 bytes each: 12 MiB at most */
 #define CAPTURE_NAMES_MAX   1024    /* distinct names per capture */

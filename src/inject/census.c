@@ -1,11 +1,11 @@
 /* The launch census of continuous mode; see census.h. */
-#include "census.h"
+#include "inject/census.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "calib.h"
-#include "str.h"
+#include "inject/calib.h"
+#include "common/str.h"
 
 #define OTHER_NAME AGG_OTHER_NAME
 

@@ -28,8 +28,8 @@
 
 #include <stdint.h>
 
-#include "agg.h"
-#include "wire.h"
+#include "inject/agg.h"
+#include "wire/wire.h"
 
 #define CENSUS_SLOTS     512  /* hash slots for (context, kernel name) */
 #define CENSUS_KERNELS   384  /* distinct kernels per interval (75% load); then "other" */

@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "inject_internal.h"
-#include "clock.h"
+#include "inject/inject_internal.h"
+#include "common/clock.h"
 
 /* The first window counts from the first launch until it has cost the
  * application this much (launches times their cost), or for

@@ -12,9 +12,9 @@
 
 #include <generated_nvtx_meta.h>
 
-#include "inject_internal.h"
-#include "clock.h"
-#include "status.h"
+#include "inject/inject_internal.h"
+#include "common/clock.h"
+#include "common/status.h"
 
 struct inject_tracing tracing;
 

@@ -1,13 +1,13 @@
 /* dlopen of CUPTI into a table of function pointers; see cupti_shim.h. */
-#include "cupti_shim.h"
+#include "inject/cupti_shim.h"
 
 #include <dlfcn.h>
 #include <link.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "status.h"
-#include "str.h"
+#include "common/status.h"
+#include "common/str.h"
 
 #if CUPTI_API_VERSION / 10000 == 13
 #define CUPTI_SONAME "libcupti.so.13"

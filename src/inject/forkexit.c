@@ -10,9 +10,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "inject_internal.h"
-#include "clock.h"
-#include "str.h"
+#include "inject/inject_internal.h"
+#include "common/clock.h"
+#include "common/str.h"
 
 #define EXIT_FLUSH_NS   (200 * NS_PER_MS)
 

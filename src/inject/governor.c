@@ -1,5 +1,5 @@
 /* Duty-cycle arithmetic of continuous mode; see governor.h. */
-#include "governor.h"
+#include "inject/governor.h"
 
 #include <string.h>
 

@@ -6,8 +6,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "inject_internal.h"
-#include "clock.h"
+#include "inject/inject_internal.h"
+#include "common/clock.h"
 
 struct inject_subs subs = { .mu = PTHREAD_MUTEX_INITIALIZER };
 

@@ -33,10 +33,24 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "inject_internal.h"
-#include "clock.h"
-#include "status.h"
-#include "str.h"
+#include <cupti.h>
+#include <generated_nvtx_meta.h>
+
+#include "inject/agg.h"
+#include "inject/capture.h"
+#include "inject/calib.h"
+#include "inject/census.h"
+#include "inject/inject_client.h"
+#include "common/clock.h"
+#include "inject/cupti_shim.h"
+#include "inject/governor.h"
+#include "inject/interpose.h"
+#include "inject/inject_config.h"
+#include "common/mono_cond.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "wire/wire.h"
+#include "inject/inject_internal.h"
 
 #define API __attribute__((visibility("default")))
 #define LOG_PREFIX "gpulse-inject: "

@@ -1,7 +1,7 @@
 /* Socket client of the injection library; see inject_client.h. Hand-written on
  * poll(2): the library must not pull an event-loop library into every
  * CUDA process, and one socket needs none. */
-#include "inject_client.h"
+#include "inject/inject_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,10 +14,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "mono_cond.h"
-#include "status.h"
-#include "str.h"
+#include "common/clock.h"
+#include "common/mono_cond.h"
+#include "common/status.h"
+#include "common/str.h"
 
 #define RX_MAX 8192                /* daemon → library frames are small */
 #define FRAME_MAX (WIRE_HEADER_BYTES + WIRE_MAX_PAYLOAD)

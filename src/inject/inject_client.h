@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire.h"
+#include "wire/wire.h"
 
 #define CLIENT_PATHS_MAX 3
 

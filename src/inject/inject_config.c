@@ -1,5 +1,5 @@
 /* Environment settings of the injection library; see inject_config.h. */
-#include "inject_config.h"
+#include "inject/inject_config.h"
 
 #include <errno.h>
 #include <math.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
-#include "str.h"
+#include "common/status.h"
+#include "common/str.h"
 
 const char *inject_mode_name(unsigned mode)
 {

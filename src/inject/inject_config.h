@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "inject_client.h"
-#include "wire.h"
+#include "inject/inject_client.h"
+#include "wire/wire.h"
 
 #define INJECT_PATH_MAX 512
 #define INJECT_SAMPLE_EVERY 32 /* GPULSE_SAMPLE_EVERY's default */

@@ -13,17 +13,17 @@
 
 #include <cupti.h>
 
-#include "agg.h"
-#include "calib.h"
-#include "capture.h"
-#include "census.h"
-#include "cupti_shim.h"
-#include "governor.h"
-#include "inject_client.h"
-#include "inject_config.h"
-#include "interpose.h"
-#include "mono_cond.h"
-#include "wire.h"
+#include "inject/agg.h"
+#include "inject/calib.h"
+#include "inject/capture.h"
+#include "inject/census.h"
+#include "inject/cupti_shim.h"
+#include "inject/governor.h"
+#include "inject/inject_client.h"
+#include "inject/inject_config.h"
+#include "inject/interpose.h"
+#include "common/mono_cond.h"
+#include "wire/wire.h"
 
 #define NAME_CACHE      1024        /* demangled kernel names, by CUPTI's pointer */
 #define EVPAIRS_MAX     256         /* timed launches whose events are not read yet */

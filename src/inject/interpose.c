@@ -11,8 +11,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "interpose.h"
+#include "common/clock.h"
+#include "inject/interpose.h"
 
 #if defined(__x86_64__) && defined(__LP64__)
 #define IP_SUPPORTED 1

@@ -12,10 +12,10 @@
 
 #include <generated_nvtx_meta.h>
 
-#include "inject_internal.h"
-#include "clock.h"
-#include "status.h"
-#include "str.h"
+#include "inject/inject_internal.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/str.h"
 
 #define BUFFER_BYTES    (1u << 20)  /* one CUPTI activity buffer */
 #define BUFFERS_MAX     32          /* outstanding: 32 MiB at most */

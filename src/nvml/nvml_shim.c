@@ -1,13 +1,13 @@
 /* dlopen of libnvidia-ml.so.1 into a table of function pointers; see
  * nvml_shim.h. */
-#include "nvml_shim.h"
+#include "nvml/nvml_shim.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
+#include "common/status.h"
 
 _Thread_local struct nvml_call_watch *nvml_current_watch;
 

@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "clock.h"
-#include "nvml_abi.h"
+#include "common/clock.h"
+#include "nvml/nvml_abi.h"
 
 /* X(kind, member, symbol, fallback symbol or NULL, parameter list)
  * kind: REQ (open fails without it) or OPT. */

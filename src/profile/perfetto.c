@@ -3,15 +3,15 @@
  * of thousands of events, and building a tree of them first would double
  * the daemon's memory for no gain; the unit tests parse the output back
  * with jansson. */
-#include "perfetto.h"
+#include "profile/perfetto.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "profile_agg.h"
-#include "status.h"
-#include "utf8.h"
+#include "profile/profile_agg.h"
+#include "common/status.h"
+#include "common/utf8.h"
 
 #ifndef GPULSE_VERSION
 #define GPULSE_VERSION "unknown"

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "wire.h"
+#include "common/buf.h"
+#include "wire/wire.h"
 
 /* NVTX range tracks: tid = PERFETTO_RANGE_TID + the event's stream field
  * (the library puts its thread there), so they never share a stream's. */

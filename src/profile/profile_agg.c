@@ -3,7 +3,7 @@
  * PROFILE_MAX_DEVICES device entries allocated on first use; every
  * lookup is a linear scan, which at these sizes (hundreds of processes,
  * tens of kernels per device) costs less than keeping hash tables. */
-#include "profile_agg.h"
+#include "profile/profile_agg.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
-#include "tsdb.h"
-#include "utf8.h"
+#include "common/status.h"
+#include "store/tsdb.h"
+#include "common/utf8.h"
 
 struct pkernel {
 	char *name;                     /* cleaned to UTF-8, malloc'd (up to

@@ -19,9 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "profile_emit.h"
-#include "wire.h"
+#include "common/buf.h"
+#include "profile/profile_emit.h"
+#include "wire/wire.h"
 
 #define PROFILE_MAX_DEVICES 16          /* devices per process; more are folded */
 #define PROFILE_RANGES_PER_DEVICE 32    /* named NVTX ranges per (process, device) */

@@ -1,6 +1,6 @@
 /* The two emitters of profile_emit.h: Prometheus text (both formats) and
  * the store. */
-#include "profile_emit.h"
+#include "profile/profile_emit.h"
 
 #include <string.h>
 

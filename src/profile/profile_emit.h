@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "tsdb.h"
+#include "common/buf.h"
+#include "store/tsdb.h"
 
 enum profile_mtype { PROFILE_GAUGE, PROFILE_COUNTER };
 

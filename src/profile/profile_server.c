@@ -6,8 +6,8 @@
  * non-blocking and resumable (a frame may arrive a byte at a time); sends
  * are non-blocking into a small per-client buffer, and a frame that does
  * not fit is dropped and counted rather than waited for. */
-#include "profile_server.h"
-#include "profile_timeline.h"
+#include "profile/profile_server.h"
+#include "profile/profile_timeline.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,11 +25,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "log.h"
-#include "mono_cond.h"
-#include "status.h"
-#include "str.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/mono_cond.h"
+#include "common/status.h"
+#include "common/str.h"
 
 #define READ_BUDGET (512u * 1024u) /* bytes read from one client per wake */
 #define KEEP_BUFFER (64u * 1024u)  /* larger per-client buffers are freed after a frame */

@@ -20,10 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "profile_agg.h"
-#include "profile_emit.h"
-#include "tsdb.h"
-#include "wire.h"
+#include "profile/profile_agg.h"
+#include "profile/profile_emit.h"
+#include "store/tsdb.h"
+#include "wire/wire.h"
 
 #define PROFILE_MAX_ALLOWED_IDS 32        /* entries of allowed_uids / allowed_gids */
 #define PROFILE_MAX_CAPTURES 4            /* captures running at once */

@@ -1,5 +1,5 @@
 /* Per-GPU timeline of traced intervals; see profile_timeline.h. */
-#include "profile_timeline.h"
+#include "profile/profile_timeline.h"
 
 #include <ctype.h>
 #include <fcntl.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "status.h"
+#include "common/status.h"
 
 #define MAP_PIDS 256             /* processes whose device mapping is cached */
 #define VISIBLE_MAX 512          /* bytes of CUDA_VISIBLE_DEVICES kept */

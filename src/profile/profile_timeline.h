@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "split.h"
-#include "wire.h"
+#include "wire/wire.h"
+#include "attrib/split.h"
 
 #define PROFILE_TIMELINE_GPUS 64
 #define PROFILE_TIMELINE_SLOTS 2048  /* intervals kept per GPU */

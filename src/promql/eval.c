@@ -7,7 +7,7 @@
  * the caller gets back. Label strings are shared by pointer (into the
  * storage's series set, the AST or an arena) until the result is built,
  * which copies them, so the series set can be released at once. */
-#include "eval.h"
+#include "promql/eval.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -17,15 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "gofloat.h"
-#include "hash.h"
-#include "parser.h"
-#include "quantile.h"
-#include "rx.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "common/clock.h"
+#include "common/gofloat.h"
+#include "common/hash.h"
+#include "promql/parser.h"
+#include "common/quantile.h"
+#include "common/rx.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 /* Under AddressSanitizer the arena poisons what it has not handed out and
  * leaves a poisoned gap after each allocation, so a write past the end of
@@ -560,7 +561,7 @@ static size_t window(struct ev *ev, const struct promql_series *s, int64_t mint,
 	}
 	size_t n = 0;
 	for (size_t i = lo; i < s->nsamples && s->samples[i].t_ms <= maxt; i++) {
-		if (promql_is_stale_nan(s->samples[i].v))
+		if (stale_nan_is(s->samples[i].v))
 			continue;
 		if (n == ev->tmpcap) {
 			ev->tmpcap = ev->tmpcap ? ev->tmpcap * 2 : 256;
@@ -610,7 +611,7 @@ static bool eval_vector_sel(struct ev *ev, const struct promql_expr *e, struct v
 		const struct promql_sample *p = &s->samples[lo - 1];
 		/* ...within the lookback delta (inclusive, as in 2.x), and not
 		 * a staleness marker. */
-		if (p->t_ms < ref - ev->opts.lookback_ms || promql_is_stale_nan(p->v))
+		if (p->t_ms < ref - ev->opts.lookback_ms || stale_nan_is(p->v))
 			continue;
 		out->s[out->n++] = (struct vsample){series_lset(s), p->v, p->t_ms};
 	}

@@ -8,9 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ast.h"
-#include "buf.h"
-#include "queryable.h"
+#include "promql/ast.h"
+#include "common/buf.h"
+#include "promql/queryable.h"
 
 #define PROMQL_DEFAULT_LOOKBACK_MS (5 * 60 * 1000)
 #define PROMQL_DEFAULT_MAX_SERIES  100000   /* per selector */

@@ -1,6 +1,6 @@
 /* PromQL tokenizer; see lexer.h. Hand-written because no C library speaks
  * PromQL's lexical rules (Go string escapes, durations, octal integers). */
-#include "lexer.h"
+#include "promql/lexer.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "duration.h"
-#include "status.h"
-#include "xalloc.h"
+#include "common/duration.h"
+#include "common/status.h"
+#include "common/xalloc.h"
 
 void promql_lexer_init(struct promql_lexer *lx, const char *src, size_t len)
 {

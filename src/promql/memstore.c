@@ -1,14 +1,14 @@
 /* In-memory series store; see memstore.h. Lookup by label set is linear:
  * the store serves test inputs of a few hundred series, not production
  * data (that is the tsdb's job). */
-#include "memstore.h"
+#include "promql/memstore.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 struct mseries {
 	struct promql_label *labels; /* owned strings, sorted by name */
@@ -22,21 +22,6 @@ struct memstore {
 	size_t nseries, cap;
 	size_t max_series, max_samples, total_samples;
 };
-
-int promql_is_stale_nan(double v)
-{
-	uint64_t bits;
-	memcpy(&bits, &v, sizeof bits);
-	return bits == PROMQL_STALE_NAN_BITS;
-}
-
-double promql_stale_nan(void)
-{
-	uint64_t bits = PROMQL_STALE_NAN_BITS;
-	double v;
-	memcpy(&v, &bits, sizeof v);
-	return v;
-}
 
 struct memstore *memstore_new(size_t max_series, size_t max_samples)
 {

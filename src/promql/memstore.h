@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "queryable.h"
+#include "promql/queryable.h"
 
 struct memstore;
 

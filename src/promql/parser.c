@@ -2,7 +2,7 @@
  * recursive descent for primaries, precedence climbing for binary
  * operators. Every function returns a new node or NULL with p->err set;
  * on failure the partial subtree is freed before returning. */
-#include "parser.h"
+#include "promql/parser.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -11,13 +11,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "eval.h"
-#include "lexer.h"
-#include "gofloat.h"
-#include "rx.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "promql/lexer.h"
+#include "common/gofloat.h"
+#include "common/rx.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 #define ARGS_MAX 64 /* arguments of one call (label_join takes any number) */
 

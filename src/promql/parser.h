@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#include "ast.h"
-#include "buf.h"
+#include "promql/ast.h"
+#include "common/buf.h"
 
 /* Bounds on what one expression may be. */
 #define PROMQL_MAX_EXPR_LEN   (64 * 1024) /* bytes of source text */

@@ -7,10 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ast.h"
-
-/* Prometheus's staleness marker: a NaN with this exact bit pattern. */
-#define PROMQL_STALE_NAN_BITS 0x7ff0000000000002ULL
+#include "promql/ast.h"
 
 struct promql_label {
 	const char *name;
@@ -58,10 +55,5 @@ struct promql_queryable {
 	/* Give back what select returned. */
 	void (*release)(void *ctx, struct promql_series_set *set);
 };
-
-/* True when v is Prometheus's staleness marker (not any other NaN). */
-int promql_is_stale_nan(double v);
-/* The staleness marker value. */
-double promql_stale_nan(void);
 
 #endif

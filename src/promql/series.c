@@ -1,5 +1,5 @@
 /* promtool's series notation; see series.h. */
-#include "series.h"
+#include "promql/series.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,10 +9,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "parser.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "promql/parser.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 /* A number as promtool reads one: optional sign, then a Go float, hex
  * integer excepted (the notation forbids it), or Inf / NaN. */
@@ -113,7 +114,7 @@ int promql_parse_series_values(const char *text, struct promql_series_value **ou
 		} else if (body == 5 && strncmp(start, "stale", 5) == 0) {
 			uint64_t count = has_times ? times + 1 : 1;
 			for (uint64_t i = 0; i < count && !rc; i++)
-				rc = push(&vs, false, promql_stale_nan());
+				rc = push(&vs, false, stale_nan());
 		} else {
 			/* value, or value(+|-)increment before "xN" */
 			size_t split = body;

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "queryable.h"
+#include "promql/queryable.h"
 
 #define PROMQL_MAX_SERIES_VALUES (1000 * 1000) /* values per expanded line */
 

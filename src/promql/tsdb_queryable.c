@@ -1,15 +1,15 @@
 /* promql_queryable over the tsdb; see tsdb_queryable.h. A select copies
  * the iterator's series into arrays the evaluator reads, all owned by one
  * bookkeeping struct that release frees. */
-#include "tsdb_queryable.h"
+#include "promql/tsdb_queryable.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "promql/eval.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 struct tq_set {
 	struct promql_series *series;

@@ -12,9 +12,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "eval.h"
-#include "queryable.h"
-#include "tsdb.h"
+#include "promql/eval.h"
+#include "promql/queryable.h"
+#include "store/tsdb.h"
 
 extern const struct promql_queryable tsdb_queryable;
 

@@ -3,7 +3,7 @@
  * for a CSV library. Lenient by design: the file is optional context, so
  * a cell that does not parse leaves its fact unknown instead of refusing
  * the recording it describes. */
-#include "device_file.h"
+#include "record/device_file.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fields.h"
-#include "status.h"
+#include "collect/fields.h"
+#include "common/status.h"
 
 /* Longer than any nvidia-smi line of these columns by far. */
 #define LINE_MAX_BYTES 2048

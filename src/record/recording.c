@@ -3,7 +3,7 @@
  * format is a plain numeric subset (no quoting, no embedded separators) and
  * the parser must report exact line and cell numbers, stay bounded on
  * hostile input and parse a whole file without an allocation per cell. */
-#include "recording.h"
+#include "record/recording.h"
 
 #include <errno.h>
 #include <locale.h>
@@ -15,9 +15,9 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "gofloat.h"
-#include "sample.h"
-#include "status.h"
+#include "common/gofloat.h"
+#include "collect/sample.h"
+#include "common/status.h"
 
 /* What a header cell means for the cells below it. Non-negative values
  * are field ids. */

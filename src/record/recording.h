@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "fields.h"
+#include "collect/fields.h"
 
 #define RECORDING_MAX_ROWS 20000000   /* about 23 days of one GPU at 10 Hz */
 #define RECORDING_MAX_LINE 8192

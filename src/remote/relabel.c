@@ -2,7 +2,7 @@
  * taken from a library: the semantics are Prometheus's Go code
  * (model/relabel/relabel.go), which no C library carries; the regex
  * engine underneath is PCRE2 in RE2's dialect (src/common/rx.c). */
-#include "relabel.h"
+#include "remote/relabel.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -13,10 +13,10 @@
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 
-#include "buf.h"
-#include "rx.h"
-#include "status.h"
-#include "str.h"
+#include "common/buf.h"
+#include "common/rx.h"
+#include "common/status.h"
+#include "common/str.h"
 
 struct rule {
 	enum relabel_action action;

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tsdb.h"
+#include "store/tsdb.h"
 
 #define RELABEL_MAX_RULES 32
 #define RELABEL_MAX_SOURCES 16

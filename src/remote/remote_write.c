@@ -1,5 +1,5 @@
 /* Remote write: the ring, the batcher, the sender (remote_write.h). */
-#include "remote_write.h"
+#include "remote/remote_write.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,15 +12,15 @@
 #include <curl/curl.h>
 #include <zlib.h>
 
-#include "clock.h"
-#include "log.h"
-#include "mono_cond.h"
-#include "redact.h"
-#include "rw_codec.h"
-#include "rw_summary.h"
-#include "segq.h"
-#include "status.h"
-#include "str.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/mono_cond.h"
+#include "common/redact.h"
+#include "remote/rw_codec.h"
+#include "remote/rw_summary.h"
+#include "remote/segq.h"
+#include "common/status.h"
+#include "common/str.h"
 
 #define NBUCKETS 14
 static const double dur_buckets[NBUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,

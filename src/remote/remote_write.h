@@ -18,9 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "relabel.h"
-#include "tsdb.h"
+#include "common/buf.h"
+#include "remote/relabel.h"
+#include "store/tsdb.h"
 
 #define REMOTE_MAX_HEADERS 16
 #define REMOTE_MAX_EXTERNAL 16

@@ -2,7 +2,7 @@
  * binding compresses it (rw_codec.h). The message is built in three
  * arrays sized for the whole request, so a request of any size costs a
  * handful of allocations, not one per sample. */
-#include "rw_codec.h"
+#include "remote/rw_codec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +10,8 @@
 
 #include <snappy-c.h>
 
-#include "status.h"
-#include "str.h"
+#include "common/status.h"
+#include "common/str.h"
 
 static int pack(const struct rw_series *series, size_t n, struct buf *out, bool compress)
 {

@@ -9,9 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "common/buf.h"
 #include "remote.pb-c.h"
-#include "tsdb.h"
+#include "store/tsdb.h"
 
 #define RW_MAX_BODY (64u << 20)  /* a decoded request larger than this is refused */
 

@@ -1,13 +1,13 @@
 /* Per-interval summaries and hot-GPU passthrough (rw_summary.h). */
-#include "rw_summary.h"
+#include "remote/rw_summary.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "quantile.h"
-#include "status.h"
+#include "common/quantile.h"
+#include "common/status.h"
 
 enum { AGG_MIN, AGG_MAX, AGG_MEAN, AGG_Q, NAGG };
 

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tsdb.h"
+#include "store/tsdb.h"
 
 #define RW_SUMMARY_MAX_VALUES 2048
 #define RW_SUMMARY_MAX_GPUS 256

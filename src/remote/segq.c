@@ -2,7 +2,7 @@
  * a small log with one reader offset and a byte bound, with the crash
  * behaviour spelled out, and none of Debian's libraries is that (SQLite
  * would do it at many times the write cost; Prometheus's WAL is Go). */
-#include "segq.h"
+#include "remote/segq.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,8 +17,8 @@
 
 #include <zlib.h>
 
-#include "status.h"
-#include "str.h"
+#include "common/status.h"
+#include "common/str.h"
 
 struct seg {
 	uint64_t id;

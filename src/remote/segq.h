@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 #define SEGQ_MAGIC 0x57525047u     /* "GPRW" little-endian */
 #define SEGQ_HDR_BYTES 24

@@ -1,6 +1,6 @@
 /* Capacity report: gathering the series onto the slot grid and computing
  * the figures (report.h; definitions in docs/internals/report.md). */
-#include "report.h"
+#include "report/report.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -8,10 +8,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "quantile.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "common/quantile.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 #define HOUR_MS 3600000.0
 #define RAW_MARGIN_MS (10 * 60 * 1000) /* raw segment starts this far inside retention */

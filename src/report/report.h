@@ -18,8 +18,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "buf.h"
-#include "diagnose.h"
+#include "common/buf.h"
+#include "diagnose/diagnose.h"
 
 #define REPORT_DEFAULT_STEP_MS 60000        /* one slot: the store's rollup step */
 #define REPORT_IDLE_RATIO 0.05              /* utilization below this: idle */

@@ -8,11 +8,11 @@
 
 #include <jansson.h>
 
-#include "promjson.h"
-#include "report.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "common/promjson.h"
+#include "report/report.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 int report_parse_matrix(const char *body, size_t len, size_t max_series, size_t max_points,
 			struct report_matrix *out, char *err, size_t errlen)

@@ -9,10 +9,10 @@
 
 #include <jansson.h>
 
-#include "report.h"
-#include "spark.h"
-#include "status.h"
-#include "xalloc.h"
+#include "report/report.h"
+#include "common/spark.h"
+#include "common/status.h"
+#include "common/xalloc.h"
 
 #define SPARK_W 48
 #define GIB 1073741824.0

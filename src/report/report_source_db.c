@@ -6,14 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval.h"
-#include "parser.h"
-#include "report.h"
-#include "status.h"
-#include "str.h"
-#include "tsdb.h"
-#include "tsdb_queryable.h"
-#include "xalloc.h"
+#include "promql/eval.h"
+#include "promql/parser.h"
+#include "report/report.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "store/tsdb.h"
+#include "promql/tsdb_queryable.h"
+#include "common/xalloc.h"
 
 struct report_db {
 	struct tsdb *db;

@@ -1,7 +1,7 @@
 /* The alert state machine (alert_state.h), after Prometheus's
  * rules/alerting.go: Eval, needsSending, the ALERTS series, and the API's
  * alert objects. */
-#include "alert_state.h"
+#include "rules/alert_state.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -13,12 +13,12 @@
 
 #include <jansson.h>
 
-#include "hash.h"
-#include "rules_util.h"
-#include "status.h"
-#include "str.h"
-#include "template.h"
-#include "xalloc.h"
+#include "common/hash.h"
+#include "rules/rules_util.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "rules/template.h"
+#include "common/xalloc.h"
 
 const char *alert_state_name(enum alert_state s)
 {

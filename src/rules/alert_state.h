@@ -22,9 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "eval.h"
-#include "rules_file.h"
+#include "common/buf.h"
+#include "promql/eval.h"
+#include "rules/rules_file.h"
 
 #define ALERT_RESOLVED_RETENTION_MS (15 * 60 * 1000) /* Prometheus's resolvedRetention */
 #define ALERT_MAX_PER_RULE 10000     /* active alerts of one rule; more: the evaluation fails */

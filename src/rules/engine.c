@@ -3,7 +3,7 @@
  * /api/v1/rules read waits for the group in progress, never sees it half
  * done. The sink is called with the lock held (notice.h: it must not
  * block). */
-#include "engine.h"
+#include "rules/engine.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -15,14 +15,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "alert_state.h"
-#include "clock.h"
-#include "eval.h"
-#include "mono_cond.h"
-#include "rules_util.h"
-#include "status.h"
-#include "tsdb_queryable.h"
-#include "xalloc.h"
+#include "rules/alert_state.h"
+#include "common/clock.h"
+#include "promql/eval.h"
+#include "common/mono_cond.h"
+#include "rules/rules_util.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "promql/tsdb_queryable.h"
+#include "common/xalloc.h"
 
 #define ERR_LEN 512
 
@@ -368,7 +369,7 @@ static int finish_rule(struct rules_engine *e, struct rule_state *st, int rc, co
 	} else {
 		for (size_t i = 0; engine_store(e) && i < st->nprev; i++)
 			if (!ref_in(refs, nrefs, st->prev[i]))
-				tsdb_append(engine_store(e), st->prev[i], t_ms, promql_stale_nan());
+				tsdb_append(engine_store(e), st->prev[i], t_ms, stale_nan());
 		free(st->prev);
 		st->prev = refs;
 		st->nprev = nrefs;

@@ -19,10 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "notice.h"
-#include "rules_file.h"
-#include "tsdb.h"
+#include "common/buf.h"
+#include "alert/notice.h"
+#include "rules/rules_file.h"
+#include "store/tsdb.h"
 
 #define RULES_ENGINE_NAME_MAX 1400 /* bytes of "FILE;GROUP" in stats */
 

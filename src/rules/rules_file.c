@@ -1,6 +1,6 @@
 /* Rule files: parse (ytree), check as Prometheus's rulefmt does, and
  * evaluate recording rules group by group (rules_file.h). */
-#include "rules_file.h"
+#include "rules/rules_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,15 +12,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "alert_state.h"
-#include "lexer.h"
-#include "parser.h"
-#include "rules_util.h"
-#include "status.h"
-#include "str.h"
-#include "template.h"
-#include "xalloc.h"
-#include "ytree.h"
+#include "rules/alert_state.h"
+#include "promql/lexer.h"
+#include "promql/parser.h"
+#include "rules/rules_util.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "rules/template.h"
+#include "common/xalloc.h"
+#include "rules/ytree.h"
 
 static void rule_free(struct rules_rule *r)
 {
@@ -597,7 +598,7 @@ static int eval_rule(const struct rules_rule *r, struct rules_group_state *gs, s
 	}
 	for (size_t i = 0; i < rs->n; i++)
 		if (!bsearch(&rs->series[i], sorted, n, sizeof *sorted, prev_cmp))
-			memstore_add(ms, rs->series[i].labels, rs->series[i].n, t_ms, promql_stale_nan());
+			memstore_add(ms, rs->series[i].labels, rs->series[i].n, t_ms, stale_nan());
 	prev_free(rs);
 	rs->series = cur;
 	rs->n = n;

@@ -11,10 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "eval.h"
-#include "memstore.h"
-#include "queryable.h"
+#include "common/buf.h"
+#include "promql/eval.h"
+#include "promql/memstore.h"
+#include "promql/queryable.h"
 
 #define RULES_MAX_FILE_BYTES (16 * 1024 * 1024) /* one rule file */
 #define RULES_MAX_GROUPS     10000              /* groups of one file */

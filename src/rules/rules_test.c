@@ -5,7 +5,7 @@
  * promql_expr_test and compare the sorted sample sets exactly (promtool
  * uses reflect.DeepEqual on float64: 0.1+0.2 is not 0.3, NaN never
  * matches), printing values as Go's %E-style FormatFloat. */
-#include "rules_test.h"
+#include "rules/rules_test.h"
 
 #include <glob.h>
 #include <libgen.h>
@@ -14,18 +14,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alert_state.h"
-#include "eval.h"
-#include "lexer.h"
-#include "memstore.h"
-#include "parser.h"
-#include "rules_file.h"
-#include "rules_util.h"
-#include "series.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
-#include "ytree.h"
+#include "rules/alert_state.h"
+#include "promql/eval.h"
+#include "promql/lexer.h"
+#include "promql/memstore.h"
+#include "promql/parser.h"
+#include "rules/rules_file.h"
+#include "rules/rules_util.h"
+#include "promql/series.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
+#include "rules/ytree.h"
 
 #define DEFAULT_EVAL_INTERVAL_MS (60 * 1000)
 #define TEST_MAX_SERIES  100000

@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "buf.h"
-#include "queryable.h"
+#include "common/buf.h"
+#include "promql/queryable.h"
 
 #define RULES_TEST_MAX_FILE_BYTES (16 * 1024 * 1024)
 #define RULES_TEST_MAX_EVAL_STEPS 1000000 /* group evaluations of one test group */

@@ -1,5 +1,5 @@
 /* Helpers for the rules subsystem (rules_util.h). */
-#include "rules_util.h"
+#include "rules/rules_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,10 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gofloat.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "common/gofloat.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 const struct ynode *rules_map_get(const struct ynode *n, const char *key)
 {

@@ -7,9 +7,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "buf.h"
-#include "queryable.h"
-#include "ytree.h"
+#include "common/buf.h"
+#include "promql/queryable.h"
+#include "rules/ytree.h"
 
 /* The value of `key` in mapping n, or NULL. */
 const struct ynode *rules_map_get(const struct ynode *n, const char *key);

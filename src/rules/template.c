@@ -5,7 +5,7 @@
  * package for the value kinds that occur here (string, float64, int,
  * bool, label maps, nil), and the functions follow Prometheus's
  * template/template.go. */
-#include "template.h"
+#include "rules/template.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -18,11 +18,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "gofloat.h"
-#include "rx.h"
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "common/gofloat.h"
+#include "common/rx.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 /* Prometheus prepends these definitions to every alert template; the
  * columns Go reports on line 1 count them. */

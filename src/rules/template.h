@@ -19,8 +19,8 @@
 
 #include <stddef.h>
 
-#include "buf.h"
-#include "queryable.h"
+#include "common/buf.h"
+#include "promql/queryable.h"
 
 #define TMPL_MAX_TEXT   (64 * 1024)  /* bytes of one template */
 #define TMPL_MAX_NODES  4096         /* parse nodes of one template */

@@ -1,7 +1,7 @@
 /* The bounded YAML tree (ytree.h). libyaml has a document API too, but it
  * has no bound on the nodes it builds and expands aliases; building our
  * own tree from events keeps both under control in a few lines. */
-#include "ytree.h"
+#include "rules/ytree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +9,9 @@
 
 #include <yaml.h>
 
-#include "status.h"
-#include "str.h"
-#include "xalloc.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/xalloc.h"
 
 struct builder {
 	yaml_parser_t yp;

@@ -6,13 +6,13 @@
  * 405 ns for an 884-byte chunk, 3% of decoding it; docs/RELIABILITY.md);
  * it detects every 1-, 2- and 3-bit error and every burst of up to 32
  * bits in a chunk. */
-#include "chunk.h"
+#include "store/chunk.h"
 
 #include <math.h>
 #include <string.h>
 #include <zlib.h>
 
-#include "status.h"
+#include "common/status.h"
 
 /* ---- bit writing (the encoder's buffer is always large enough: append
  * checks the worst case before writing) ---- */

@@ -1,7 +1,7 @@
 /* Bus -> tsdb; see ingest.h. References are created lazily, under a
  * per-GPU mutex taken only on that slow path; the fast path is an atomic
  * load of the reference and one tsdb_append per valid field. */
-#include "ingest.h"
+#include "store/ingest.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -11,12 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "log.h"
-#include "periodic.h"
-#include "queryable.h"
-#include "status.h"
-#include "utf8.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/periodic.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "common/utf8.h"
+#include "attrib/owner.h"
 
 #define SLOT_UP FIELD_COUNT       /* gpulse_gpu_up */
 #define NSLOTS (FIELD_COUNT + 1)
@@ -224,7 +225,7 @@ void ingest_on_update(void *ctx, const struct gpu_update *u)
 	atomic_fetch_add(&ing->updates, 1);
 	struct gpu_refs *gr = &ing->gpu[u->gpu];
 	int64_t t_ms = u->wall_ns / 1000000;
-	double stale = promql_stale_nan();
+	double stale = stale_nan();
 	uint64_t now_valid = 0, gone = 0;
 	uint64_t before = atomic_load(&gr->was_valid);
 	for (int f = 0; f < FIELD_COUNT; f++) {
@@ -390,7 +391,7 @@ static void tick_gpu(struct ingest *ing, int g, const struct gpu_snapshot *s, in
 		uint64_t was = atomic_exchange(&gr->was_valid, 0);
 		for (int f = 0; f < FIELD_COUNT; f++)
 			if ((was & FIELD_BIT(f)) && slot_metric(f)) {
-				append(ing, g, f, t_ms, promql_stale_nan());
+				append(ing, g, f, t_ms, stale_nan());
 				atomic_fetch_add(&ing->stale, 1);
 			}
 	} else if (!stale && (s->valid & FIELD_BIT(F_CLOCK_REASONS))) {

@@ -26,8 +26,8 @@
 
 #include <stdint.h>
 
-#include "bus.h"
-#include "tsdb.h"
+#include "collect/bus.h"
+#include "store/tsdb.h"
 
 #define INGEST_UP_METRIC "gpulse_gpu_up"
 #define INGEST_CLOCK_REASONS_METRIC "gpulse_gpu_clocks_event_reasons"

@@ -1,5 +1,5 @@
 /* Packed rollup blocks (rollblock.h). */
-#include "rollblock.h"
+#include "store/rollblock.h"
 
 #include <math.h>
 #include <stdbool.h>

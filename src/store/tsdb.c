@@ -1,7 +1,7 @@
 /* The store engine: series table, sharded in-memory head, flush into
  * SQLite, select, rollups, retention, records. The layout and the crash
  * model are in docs/internals/store.md; the contracts in tsdb.h. */
-#include "tsdb.h"
+#include "store/tsdb.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,15 +17,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "chunk.h"
-#include "hash.h"
-#include "rollblock.h"
-#include "clock.h"
-#include "log.h"
-#include "mono_cond.h"
-#include "rx.h"
-#include "status.h"
-#include "str.h"
+#include "store/chunk.h"
+#include "common/hash.h"
+#include "store/rollblock.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/mono_cond.h"
+#include "common/rx.h"
+#include "common/status.h"
+#include "common/str.h"
 
 #define SHARDS 16
 #define DEFAULT_FLUSH_MS 1000

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "clock.h"
+#include "common/clock.h"
 
 #define TSDB_MAX_LABELS 32          /* labels per series, __name__ included */
 #define TSDB_MAX_LABEL_NAME 128     /* bytes */

@@ -13,7 +13,7 @@
  * must be finite and not negative, and no byte may be left over. The
  * consequence the fuzzer checks: whatever wire_decode accepts, wire_encode
  * writes back byte for byte. */
-#include "wire.h"
+#include "wire/wire.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash.h"
-#include "status.h"
+#include "common/hash.h"
+#include "common/status.h"
 
 const char *wire_type_name(unsigned type)
 {

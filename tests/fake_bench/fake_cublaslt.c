@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_abi.h"
+#include "bench/cuda_abi.h"
 
 #define API __attribute__((visibility("default")))
 #define ST_INVALID 7

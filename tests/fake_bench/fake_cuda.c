@@ -48,7 +48,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "cuda_abi.h"
+#include "bench/cuda_abi.h"
 
 #define API __attribute__((visibility("default")))
 #define MIB (1024ULL * 1024)

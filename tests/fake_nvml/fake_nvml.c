@@ -94,11 +94,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fields.h"
-#include "nvml_abi.h"
-#include "nvml_shim.h"
-#include "recording.h"
-#include "sample.h"
+#include "collect/fields.h"
+#include "nvml/nvml_abi.h"
+#include "nvml/nvml_shim.h"
+#include "record/recording.h"
+#include "collect/sample.h"
 
 #define FAKE_API __attribute__((visibility("default")))
 

@@ -8,7 +8,7 @@
 #include <cublasLt.h>
 #include <cuda.h>
 
-#include "cuda_abi.h"
+#include "bench/cuda_abi.h"
 
 #define SAME(ours, theirs) _Static_assert((ours) == (theirs), #ours " != " #theirs)
 

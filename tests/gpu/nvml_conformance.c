@@ -2,13 +2,13 @@
  * (src/nvml/nvml_abi.h) against the real nvml.h of the installed CUDA:
  * struct sizes, field offsets, constants and the versioned struct values.
  * Prints one line per check that fails and a count; exit 1 on mismatch.
- * Build: cc -I/usr/local/cuda/include -Isrc/nvml tests/gpu/nvml_conformance.c */
+ * Build: cc -I/usr/local/cuda/include -Isrc tests/gpu/nvml_conformance.c */
 #include <stddef.h>
 #include <stdio.h>
 
 #include <nvml.h>
 
-#include "nvml_abi.h"
+#include "nvml/nvml_abi.h"
 
 static int checks, failures;
 

@@ -43,7 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "wire.h"
+#include "wire/wire.h"
 
 static uint8_t frame[WIRE_HEADER_BYTES + WIRE_MAX_PAYLOAD];
 static int fd = -1;

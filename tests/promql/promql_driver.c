@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval.h"
-#include "lexer.h"
-#include "memstore.h"
-#include "parser.h"
-#include "series.h"
+#include "promql/eval.h"
+#include "promql/lexer.h"
+#include "promql/memstore.h"
+#include "promql/parser.h"
+#include "promql/series.h"
 
 static int64_t parse_time(const char *s)
 {

@@ -10,7 +10,7 @@
 
 #include <curl/curl.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 struct reply {
 	long status;

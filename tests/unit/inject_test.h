@@ -15,8 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "wire.h"
+#include "common/clock.h"
+#include "wire/wire.h"
 
 /* A file `rel` next to this test program's folder (<build>/tests/), into
  * out[len]; whether it is readable. */

@@ -15,10 +15,10 @@
 
 #include <cmocka.h>
 
-#include "adapt.h"
-#include "clock.h"
-#include "recording.h"
-#include "status.h"
+#include "collect/adapt.h"
+#include "common/clock.h"
+#include "record/recording.h"
+#include "common/status.h"
 
 #define CEIL_FAST (100 * NS_PER_MS)
 #define CEIL_NORMAL (1 * NS_PER_SEC)

@@ -14,14 +14,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "alert_state.h"
-#include "engine.h"
-#include "parser.h"
-#include "rules_util.h"
-#include "status.h"
-#include "template.h"
-#include "tsdb.h"
-#include "tsdb_queryable.h"
+#include "rules/alert_state.h"
+#include "rules/engine.h"
+#include "promql/parser.h"
+#include "rules/rules_util.h"
+#include "common/status.h"
+#include "rules/template.h"
+#include "store/tsdb.h"
+#include "promql/tsdb_queryable.h"
 
 /* ---- templates --------------------------------------------------------- */
 

@@ -14,11 +14,11 @@
 
 #include <cmocka.h>
 
-#include "anomaly.h"
-#include "bus.h"
-#include "config.h"
-#include "status.h"
-#include "tsdb.h"
+#include "anomaly/anomaly.h"
+#include "collect/bus.h"
+#include "daemon/config.h"
+#include "common/status.h"
+#include "store/tsdb.h"
 
 /* Deterministic noise: a 64-bit LCG turned into an approximately normal
  * value (sum of 12 uniforms minus 6: mean 0, deviation 1). */

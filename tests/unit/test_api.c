@@ -9,9 +9,9 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "api.h"
-#include "buf.h"
-#include "status.h"
+#include "daemon/api.h"
+#include "common/buf.h"
+#include "common/status.h"
 
 static int64_t t_of(const char *s)
 {

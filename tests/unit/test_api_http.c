@@ -19,13 +19,13 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
-#include "api.h"
-#include "clock.h"
-#include "http_server.h"
+#include "daemon/api.h"
+#include "common/clock.h"
+#include "http/http_server.h"
 #include "http_test.h"
-#include "rx.h"
-#include "status.h"
-#include "tsdb.h"
+#include "common/rx.h"
+#include "common/status.h"
+#include "store/tsdb.h"
 
 #define T0 1795965289000LL
 

@@ -17,12 +17,12 @@
 
 #include <cmocka.h>
 
-#include "attrib.h"
-#include "cgroup.h"
-#include "owner.h"
-#include "podres.h"
+#include "attrib/attrib.h"
+#include "attrib/cgroup.h"
+#include "attrib/owner.h"
+#include "attrib/podres.h"
 #include "podresources.pb-c.h"
-#include "status.h"
+#include "common/status.h"
 
 static char proc_root[PATH_MAX - 64];
 

@@ -22,8 +22,8 @@
 
 #include <jansson.h>
 
-#include "bench_compare.h"
-#include "bench_math.h"
+#include "bench/bench_compare.h"
+#include "bench/bench_math.h"
 
 #define BASE 780e12 /* bf16 FLOP/s */
 

@@ -14,9 +14,9 @@
 
 #include <cmocka.h>
 
-#include "bench_math.h"
-#include "bench_result.h"
-#include "status.h"
+#include "bench/bench_math.h"
+#include "bench/bench_result.h"
+#include "common/status.h"
 
 static void quantiles_interpolate(void **state)
 {

@@ -9,10 +9,10 @@
 
 #include <cmocka.h>
 
-#include "benchd.h"
-#include "clock.h"
-#include "config.h"
-#include "status.h"
+#include "daemon/benchd.h"
+#include "common/clock.h"
+#include "daemon/config.h"
+#include "common/status.h"
 
 static void schedules(void **state)
 {

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chunk.h"
-#include "status.h"
+#include "store/chunk.h"
+#include "common/status.h"
 
 #define STALE_NAN 0x7ff0000000000002ull
 

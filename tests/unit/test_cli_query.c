@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd_query.h"
-#include "status.h"
+#include "cli/cmd_query.h"
+#include "common/status.h"
 
 static char *render(const char *json, bool sparkline, bool utf8, int *rc_out)
 {

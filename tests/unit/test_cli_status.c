@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
-#include "cmd_status.h"
-#include "status.h"
+#include "cli/client.h"
+#include "cli/cmd_status.h"
+#include "common/status.h"
 
 static const char doc[] =
 	"{\"status\":\"success\",\"data\":{\"mode\":\"replay\","

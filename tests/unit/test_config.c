@@ -17,12 +17,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "collector.h"
-#include "config.h"
-#include "diagnose.h"
-#include "http_server.h"
-#include "status.h"
+#include "common/clock.h"
+#include "collect/collector.h"
+#include "daemon/config.h"
+#include "diagnose/diagnose.h"
+#include "http/http_server.h"
+#include "common/status.h"
 
 #define NAME "t.yml"
 

@@ -19,14 +19,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "diagnose.h"
-#include "history.h"
-#include "peaks.h"
-#include "recording.h"
-#include "sample.h"
-#include "status.h"
-#include "tsdb.h"
+#include "common/buf.h"
+#include "diagnose/diagnose.h"
+#include "diagnose/history.h"
+#include "diagnose/peaks.h"
+#include "record/recording.h"
+#include "collect/sample.h"
+#include "common/status.h"
+#include "store/tsdb.h"
 
 #define LIVE_W 5.0
 #define COPIES 12

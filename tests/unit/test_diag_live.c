@@ -11,9 +11,9 @@
 
 #include <cmocka.h>
 
-#include "bus.h"
-#include "live.h"
-#include "status.h"
+#include "collect/bus.h"
+#include "diagnose/live.h"
+#include "common/status.h"
 
 static void publish(struct bus *b, enum tier t, double t_s, const int *fields, const double *v, int n)
 {

@@ -23,16 +23,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "commands.h"
-#include "device_file.h"
-#include "diagnose.h"
-#include "diagnose_json.h"
-#include "fields.h"
-#include "peaks.h"
-#include "recording.h"
-#include "sample.h"
-#include "status.h"
+#include "common/buf.h"
+#include "cli/commands.h"
+#include "record/device_file.h"
+#include "diagnose/diagnose.h"
+#include "diagnose/diagnose_json.h"
+#include "collect/fields.h"
+#include "diagnose/peaks.h"
+#include "record/recording.h"
+#include "collect/sample.h"
+#include "common/status.h"
 
 #define WINDOW_S 5.0
 #define MAX_PHASES 256

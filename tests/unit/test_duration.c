@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "duration.h"
-#include "status.h"
+#include "common/duration.h"
+#include "common/status.h"
 
 #define MS 1000000LL
 #define S (1000 * MS)

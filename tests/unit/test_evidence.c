@@ -15,11 +15,11 @@
 
 #include <cmocka.h>
 
-#include "bus.h"
-#include "buf.h"
-#include "clock.h"
-#include "evidence.h"
-#include "status.h"
+#include "collect/bus.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "daemon/evidence.h"
+#include "common/status.h"
 
 static int raises;
 

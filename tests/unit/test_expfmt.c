@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "expfmt.h"
-#include "status.h"
+#include "export/expfmt.h"
+#include "common/status.h"
 
 static const char *const doc_example[] = {
 	"# HELP http_requests_total The total number of HTTP requests.",

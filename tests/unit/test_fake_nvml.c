@@ -20,10 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fields.h"
-#include "nvml_abi.h"
-#include "nvml_shim.h"
-#include "recording.h"
+#include "collect/fields.h"
+#include "nvml/nvml_abi.h"
+#include "nvml/nvml_shim.h"
+#include "record/recording.h"
 
 typedef nvml_return_t (*dev_uint_fn)(nvml_device_t, unsigned int *);
 typedef nvml_return_t (*dev_str_fn)(nvml_device_t, char *, unsigned int);

@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "fleet.h"
-#include "status.h"
+#include "cli/fleet.h"
+#include "common/status.h"
 
 static int parse(const char *text, size_t max, struct fleet_vector *v, char *err, size_t errlen)
 {

@@ -14,9 +14,9 @@
 
 #include <cmocka.h>
 
-#include "buf.h"
-#include "gofloat.h"
-#include "status.h"
+#include "common/buf.h"
+#include "common/gofloat.h"
+#include "common/status.h"
 
 struct row {
 	double v;

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "hash.h"
+#include "common/hash.h"
 
 static const struct {
 	const char *s;

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "health.h"
+#include "diagnose/health.h"
 
 #define T0 1800000000.0 /* any Unix time: nothing reads the clock */
 #define NPTS 121        /* an hour at the 30 s slow tier */

@@ -27,10 +27,10 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
-#include "http_basic.h"
-#include "http_server.h"
+#include "http/http_basic.h"
+#include "http/http_server.h"
 #include "http_test.h"
-#include "status.h"
+#include "common/status.h"
 
 /* One request. `method` NULL: GET. `auth` NULL: no Authorization. */
 static void fetch(struct reply *r, const char *url, const char *method, const char *auth,

@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "http_basic.h"
-#include "status.h"
+#include "http/http_basic.h"
+#include "common/status.h"
 
 /* crypt_blowfish 1.3's wrapper.c test vectors (Solar Designer). */
 #define CB_HASH "$2a$05$CCCCCCCCCCCCCCCCCCCCC.E5YPO9kmyuRGyh0XouQYb4YMJKvyOeW" /* "U*U" */

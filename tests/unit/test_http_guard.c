@@ -17,9 +17,9 @@
 
 #include <cmocka.h>
 
-#include "clock.h"
-#include "http_guard.h"
-#include "status.h"
+#include "common/clock.h"
+#include "http/http_guard.h"
+#include "common/status.h"
 
 struct pair {
 	int ours;    /* handed to the guard, as MHD's socket */

@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "http_limit.h"
-#include "status.h"
+#include "http/http_limit.h"
+#include "common/status.h"
 
 #define SEC 1000000000LL
 

@@ -20,13 +20,13 @@
 #include <curl/curl.h>
 #include <zlib.h>
 
-#include "buf.h"
-#include "http_server.h"
-#include "http_static.h"
+#include "common/buf.h"
+#include "http/http_server.h"
+#include "http/http_static.h"
 #include "http_test.h"
-#include "status.h"
-#include "web.h"
-#include "web_assets.h"
+#include "common/status.h"
+#include "daemon/web.h"
+#include "daemon/web_assets.h"
 
 /* GET url with up to two extra request headers (NULL: none). */
 static void fetch(struct reply *r, const char *url, const char *h1, const char *h2)

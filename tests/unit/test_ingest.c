@@ -16,14 +16,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bus.h"
-#include "eval.h"
-#include "ingest.h"
-#include "parser.h"
-#include "queryable.h"
-#include "status.h"
-#include "tsdb.h"
-#include "tsdb_queryable.h"
+#include "collect/bus.h"
+#include "promql/eval.h"
+#include "store/ingest.h"
+#include "promql/parser.h"
+#include "promql/queryable.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "store/tsdb.h"
+#include "promql/tsdb_queryable.h"
 
 #define T0_MS 1795965289000LL
 
@@ -145,7 +146,7 @@ static int is_stale(double v)
 {
 	uint64_t bits;
 	memcpy(&bits, &v, sizeof bits);
-	return bits == PROMQL_STALE_NAN_BITS;
+	return bits == STALE_NAN_BITS;
 }
 
 static void test_values_and_labels(void **state)

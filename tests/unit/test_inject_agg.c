@@ -15,9 +15,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "agg.h"
-#include "status.h"
-#include "wire.h"
+#include "inject/agg.h"
+#include "common/status.h"
+#include "wire/wire.h"
 
 static struct agg_kernel_rec kern(const char *name, uint32_t stream, uint64_t start, uint64_t dur)
 {

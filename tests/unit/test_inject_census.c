@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agg.h"
-#include "calib.h"
-#include "census.h"
+#include "inject/agg.h"
+#include "inject/calib.h"
+#include "inject/census.h"
 
 static const uint32_t grid[3] = { 64, 1, 1 }, block[3] = { 128, 1, 1 };
 

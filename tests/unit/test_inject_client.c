@@ -22,10 +22,10 @@
 
 #include <cmocka.h>
 
-#include "inject_client.h"
-#include "clock.h"
-#include "status.h"
-#include "wire.h"
+#include "inject/inject_client.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "wire/wire.h"
 
 static char sock_path[108];
 

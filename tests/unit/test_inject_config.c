@@ -13,10 +13,10 @@
 
 #include <cmocka.h>
 
-#include "capture.h"
-#include "inject_config.h"
-#include "status.h"
-#include "wire.h"
+#include "inject/capture.h"
+#include "inject/inject_config.h"
+#include "common/status.h"
+#include "wire/wire.h"
 
 static const char *const *env_table;
 

@@ -34,10 +34,10 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "calib.h"
-#include "clock.h"
+#include "inject/calib.h"
+#include "common/clock.h"
 #include "inject_test.h"
-#include "wire.h"
+#include "wire/wire.h"
 #include "../fake_cupti/fake_cupti.h"
 
 

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "governor.h"
+#include "inject/governor.h"
 
 /* The arithmetic tests plan with the whole budget (plan_share 1); the
  * default share has a test of its own. */

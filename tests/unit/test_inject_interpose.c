@@ -24,7 +24,7 @@
 #include <cmocka.h>
 
 #include "inject_test.h"
-#include "interpose.h"
+#include "inject/interpose.h"
 
 typedef int ip_fn(int);
 

@@ -26,9 +26,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "clock.h"
+#include "common/clock.h"
 #include "inject_test.h"
-#include "wire.h"
+#include "wire/wire.h"
 
 static char so_path[PATH_MAX + 64];
 

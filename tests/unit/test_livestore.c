@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "livestore.h"
-#include "parser.h"
-#include "queryable.h"
-#include "status.h"
+#include "rules/engine.h"
+#include "daemon/livestore.h"
+#include "promql/parser.h"
+#include "promql/queryable.h"
+#include "common/status.h"
 
 static int no_render(void *ctx, struct buf *out)
 {

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "common/log.h"
 
 #define S 1000000000LL
 

@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "clock.h"
-#include "mono_cond.h"
+#include "common/clock.h"
+#include "common/mono_cond.h"
 
 /* A deadline 200 ms ahead on the monotonic clock: ETIMEDOUT comes no
  * sooner. A condition created on CLOCK_REALTIME reads the same deadline as

@@ -27,14 +27,14 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "batchfile.h"
-#include "buf.h"
-#include "clock.h"
-#include "group.h"
-#include "item.h"
-#include "matcher.h"
-#include "notify.h"
-#include "status.h"
+#include "alert/batchfile.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "alert/group.h"
+#include "alert/item.h"
+#include "alert/matcher.h"
+#include "alert/notify.h"
+#include "common/status.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 

@@ -16,12 +16,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "alerting.h"
-#include "buf.h"
-#include "clock.h"
-#include "config.h"
-#include "notify.h"
-#include "status.h"
+#include "daemon/alerting.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "daemon/config.h"
+#include "alert/notify.h"
+#include "common/status.h"
 
 #define NAME "t.yml"
 

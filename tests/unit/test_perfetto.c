@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "perfetto.h"
-#include "wire.h"
+#include "profile/perfetto.h"
+#include "wire/wire.h"
 
 #define T0 1764400000000000000ull
 

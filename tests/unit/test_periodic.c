@@ -11,10 +11,10 @@
 
 #include <cmocka.h>
 
-#include "clock.h"
-#include "mono_cond.h"
-#include "periodic.h"
-#include "status.h"
+#include "common/clock.h"
+#include "common/mono_cond.h"
+#include "common/periodic.h"
+#include "common/status.h"
 
 #define MAX_RUNS 64
 #define period (20 * NS_PER_MS)

@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "procutil.h"
-#include "status.h"
+#include "collect/procutil.h"
+#include "common/status.h"
 
 #define P_US 166667ULL          /* the driver's period in these buffers */
 #define T0 1700000000000000ULL  /* the window starts here (wall clock, µs) */

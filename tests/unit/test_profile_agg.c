@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "profile_agg.h"
-#include "profile_emit.h"
-#include "status.h"
-#include "wire.h"
+#include "profile/profile_agg.h"
+#include "profile/profile_emit.h"
+#include "common/status.h"
+#include "wire/wire.h"
 
 #define SEC 1000000000LL
 

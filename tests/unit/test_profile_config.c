@@ -10,9 +10,9 @@
 
 #include <string.h>
 
-#include "config.h"
-#include "profiling.h"
-#include "status.h"
+#include "daemon/config.h"
+#include "daemon/profiling.h"
+#include "common/status.h"
 
 static int load(struct gpulse_config *c, const char *yaml, char *err, size_t errlen)
 {

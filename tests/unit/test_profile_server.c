@@ -24,11 +24,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "profile_agg.h"
-#include "profile_server.h"
-#include "status.h"
-#include "wire.h"
+#include "common/clock.h"
+#include "profile/profile_agg.h"
+#include "profile/profile_server.h"
+#include "common/status.h"
+#include "wire/wire.h"
 
 static char dir[64];
 static char sock_path[100];

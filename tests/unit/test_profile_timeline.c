@@ -15,9 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "profile_timeline.h"
-#include "status.h"
-#include "wire.h"
+#include "profile/profile_timeline.h"
+#include "common/status.h"
+#include "wire/wire.h"
 
 #define S 1000000000ull  /* ns per second */
 

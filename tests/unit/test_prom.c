@@ -15,13 +15,13 @@
 
 #include <cmocka.h>
 
-#include "bus.h"
-#include "clock.h"
-#include "collector.h"
-#include "nvml_shim.h"
-#include "prom.h"
-#include "selfstats.h"
-#include "status.h"
+#include "collect/bus.h"
+#include "common/clock.h"
+#include "collect/collector.h"
+#include "nvml/nvml_shim.h"
+#include "export/prom.h"
+#include "export/selfstats.h"
+#include "common/status.h"
 
 /* Labels of the two GPUs as they must appear, escaping included. */
 #define L0 "gpu=\"0\",uuid=\"GPU-aaaa\",model=\"NVIDIA H200 \\\"SXM\\\" \\\\ 141GB\""

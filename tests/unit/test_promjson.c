@@ -10,9 +10,9 @@
 
 #include <cmocka.h>
 
-#include "buf.h"
-#include "promjson.h"
-#include "status.h"
+#include "common/buf.h"
+#include "common/promjson.h"
+#include "common/status.h"
 
 static void test_error_bytes(void **state)
 {

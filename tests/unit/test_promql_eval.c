@@ -16,11 +16,11 @@
 
 #include <cmocka.h>
 
-#include "eval.h"
-#include "memstore.h"
-#include "parser.h"
-#include "series.h"
-#include "status.h"
+#include "promql/eval.h"
+#include "promql/memstore.h"
+#include "promql/parser.h"
+#include "promql/series.h"
+#include "common/status.h"
 
 #define MIN_MS 60000LL
 

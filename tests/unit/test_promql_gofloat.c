@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "gofloat.h"
-#include "status.h"
+#include "common/gofloat.h"
+#include "common/status.h"
 
 enum verdict { OK, REFUSED, RANGE };
 

@@ -15,12 +15,13 @@
 
 #include <cmocka.h>
 
-#include "lexer.h"
-#include "parser.h"
-#include "queryable.h"
-#include "rx.h"
-#include "series.h"
-#include "status.h"
+#include "promql/lexer.h"
+#include "promql/parser.h"
+#include "promql/queryable.h"
+#include "common/rx.h"
+#include "promql/series.h"
+#include "common/stale.h"
+#include "common/status.h"
 
 static char *format(const struct promql_expr *e)
 {
@@ -390,7 +391,7 @@ static void expect_values(const char *text, const char *want)
 			buf_putc(&b, ' ');
 		if (v[i].omitted)
 			buf_putc(&b, '_');
-		else if (promql_is_stale_nan(v[i].v))
+		else if (stale_nan_is(v[i].v))
 			buf_puts(&b, "stale");
 		else
 			buf_put_double(&b, v[i].v);

@@ -18,13 +18,13 @@
 
 #include <cmocka.h>
 
-#include "clock.h"
-#include "eval.h"
-#include "memstore.h"
-#include "parser.h"
-#include "status.h"
-#include "tsdb.h"
-#include "tsdb_queryable.h"
+#include "common/clock.h"
+#include "promql/eval.h"
+#include "promql/memstore.h"
+#include "promql/parser.h"
+#include "common/status.h"
+#include "store/tsdb.h"
+#include "promql/tsdb_queryable.h"
 
 #define SEC_NS 1000000000LL
 #define HOUR_MS (3600 * 1000LL)

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "quantile.h"
+#include "common/quantile.h"
 
 static void near(double got, double want)
 {

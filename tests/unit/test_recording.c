@@ -14,10 +14,10 @@
 #include <strings.h>
 #include <time.h>
 
-#include "fields.h"
-#include "recording.h"
-#include "sample.h"
-#include "status.h"
+#include "collect/fields.h"
+#include "record/recording.h"
+#include "collect/sample.h"
+#include "common/status.h"
 
 #define REAL_FILE "/recordings/h200-phases-10hz.csv"
 

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "redact.h"
+#include "common/redact.h"
 
 static void expect(const char *in, const char *want)
 {

@@ -18,11 +18,11 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "relabel.h"
-#include "rw_codec.h"
-#include "segq.h"
-#include "status.h"
+#include "daemon/config.h"
+#include "remote/relabel.h"
+#include "remote/rw_codec.h"
+#include "remote/segq.h"
+#include "common/status.h"
 
 static void test_encode_decode(void **state)
 {

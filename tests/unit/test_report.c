@@ -22,10 +22,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "report.h"
-#include "status.h"
-#include "tsdb.h"
+#include "common/clock.h"
+#include "report/report.h"
+#include "common/status.h"
+#include "store/tsdb.h"
 
 #define MIN_MS 60000LL
 #define NMIN 180                 /* three hours of minutes */

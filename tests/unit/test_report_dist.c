@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "report.h"
-#include "status.h"
-#include "xalloc.h"
+#include "common/clock.h"
+#include "report/report.h"
+#include "common/status.h"
+#include "common/xalloc.h"
 
 #define MIN_MS 60000LL
 

@@ -15,15 +15,15 @@
 
 #include <cmocka.h>
 
-#include "buf.h"
-#include "eval.h"
-#include "memstore.h"
-#include "parser.h"
-#include "rules_file.h"
-#include "rules_test.h"
-#include "rules_util.h"
-#include "series.h"
-#include "status.h"
+#include "common/buf.h"
+#include "promql/eval.h"
+#include "promql/memstore.h"
+#include "promql/parser.h"
+#include "rules/rules_file.h"
+#include "rules/rules_test.h"
+#include "rules/rules_util.h"
+#include "promql/series.h"
+#include "common/status.h"
 
 static int parse_rules(const char *text, struct rules_file **f, struct buf *errs)
 {

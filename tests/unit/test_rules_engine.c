@@ -12,12 +12,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine.h"
-#include "parser.h"
-#include "queryable.h"
-#include "status.h"
-#include "tsdb.h"
-#include "tsdb_queryable.h"
+#include "rules/engine.h"
+#include "promql/parser.h"
+#include "promql/queryable.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "store/tsdb.h"
+#include "promql/tsdb_queryable.h"
 
 static char dir[64];
 static char path[128];
@@ -170,7 +171,7 @@ static void test_staleness(void **state)
 	tsdb_iter_free(it);
 	assert_int_equal(count, 2);
 	assert_int_equal(last_t, 20000);
-	assert_true(promql_is_stale_nan(last_v));
+	assert_true(stale_nan_is(last_v));
 	rules_engine_free(e);
 }
 

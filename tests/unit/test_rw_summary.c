@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "rw_summary.h"
-#include "status.h"
+#include "remote/rw_summary.h"
+#include "common/status.h"
 
 struct got {
 	char name[128];

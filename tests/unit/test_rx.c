@@ -22,8 +22,8 @@
 
 #include <cmocka.h>
 
-#include "rx.h"
-#include "status.h"
+#include "common/rx.h"
+#include "common/status.h"
 
 /* A DFA workspace too small for the states of (x+x+)+y over 40 x's
  * (PCRE2 takes no less than 20 ints). */

@@ -19,8 +19,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "sdnotify.h"
+#include "common/buf.h"
+#include "daemon/sdnotify.h"
 
 #define MS 1000000LL
 

@@ -21,11 +21,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "benchd.h"
-#include "buf.h"
-#include "selfscrape.h"
-#include "status.h"
-#include "tsdb.h"
+#include "daemon/benchd.h"
+#include "common/buf.h"
+#include "daemon/selfscrape.h"
+#include "common/status.h"
+#include "store/tsdb.h"
 
 #define T0 1795965289000LL
 

@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "split.h"
-#include "status.h"
+#include "attrib/split.h"
+#include "common/status.h"
 
 /* This GPU's truth: what each kind of work does while it runs. Not the
  * priors (0.7/0.01/0.1 tensor, 0.1/0.8/0.3 DRAM). */

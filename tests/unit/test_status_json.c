@@ -13,11 +13,11 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "bus.h"
-#include "clock.h"
-#include "selfstats.h"
-#include "status.h"
-#include "status_json.h"
+#include "collect/bus.h"
+#include "common/clock.h"
+#include "export/selfstats.h"
+#include "common/status.h"
+#include "export/status_json.h"
 
 /* Mark f read in this update, whatever tier the table gives it. */
 static void set_field(struct gpu_update *u, enum field_id f, double v)

@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "status.h"
-#include "tenants.h"
+#include "common/status.h"
+#include "attrib/tenants.h"
 
 #define SEC 1000000000LL
 

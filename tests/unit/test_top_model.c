@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
-#include "top_fetch.h"
-#include "top_model.h"
+#include "common/status.h"
+#include "cli/top/top_fetch.h"
+#include "cli/top/top_model.h"
 
 static const char gpus_doc[] =
 	"{\"status\":\"success\",\"data\":{\"mode\":\"replay\",\"detail\":\"x.csv\","

@@ -31,12 +31,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "engine.h"
-#include "parser.h"
-#include "status.h"
+#include "common/buf.h"
+#include "rules/engine.h"
+#include "promql/parser.h"
+#include "common/status.h"
 #include "torture.h"
-#include "tsdb.h"
+#include "store/tsdb.h"
 
 #define T0 1795965289000LL
 

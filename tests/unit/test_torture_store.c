@@ -23,11 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bus.h"
-#include "ingest.h"
-#include "status.h"
+#include "collect/bus.h"
+#include "store/ingest.h"
+#include "common/status.h"
 #include "torture.h"
-#include "tsdb.h"
+#include "store/tsdb.h"
 
 #define T0 1795965289000LL   /* the samples' base time */
 #define NOW (T0 + 3 * 3600 * 1000LL)

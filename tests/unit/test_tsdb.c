@@ -24,9 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "status.h"
-#include "rollblock.h"
-#include "tsdb.h"
+#include "common/status.h"
+#include "store/rollblock.h"
+#include "store/tsdb.h"
 
 #define STALE_NAN 0x7ff0000000000002ull
 #define T0 1795965289000LL

@@ -17,12 +17,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "eval.h"
-#include "parser.h"
-#include "queryable.h"
-#include "status.h"
-#include "tsdb.h"
-#include "tsdb_queryable.h"
+#include "promql/eval.h"
+#include "promql/parser.h"
+#include "promql/queryable.h"
+#include "common/stale.h"
+#include "common/status.h"
+#include "store/tsdb.h"
+#include "promql/tsdb_queryable.h"
 
 #define T0 1700000000000LL
 #define NSERIES 3
@@ -88,7 +89,7 @@ static void latest_matches_raw(void **state)
 				continue;  /* a minute-long gap, different per series */
 			double v = (rand() % 1000) / 8.0;
 			if (k % 997 == (unsigned)i)
-				v = promql_stale_nan();
+				v = stale_nan();
 			assert_int_equal(tsdb_append(db, ref[i], t, v), GPULSE_OK);
 		}
 		if (k == 9000 || k == 18000)

@@ -13,11 +13,11 @@
 
 #include <cmocka.h>
 
-#include "clock.h"
-#include "eval.h"
-#include "parser.h"
-#include "tsdb.h"
-#include "tsdb_queryable.h"
+#include "common/clock.h"
+#include "promql/eval.h"
+#include "promql/parser.h"
+#include "store/tsdb.h"
+#include "promql/tsdb_queryable.h"
 
 static double eval_at(struct tsdb *db, const char *q, int64_t t_ms, size_t *n)
 {

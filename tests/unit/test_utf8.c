@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "buf.h"
-#include "utf8.h"
+#include "common/buf.h"
+#include "common/utf8.h"
 
 static void test_seq_len(void **state)
 {

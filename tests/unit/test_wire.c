@@ -20,8 +20,8 @@
 
 #include <cmocka.h>
 
-#include "status.h"
-#include "wire.h"
+#include "common/status.h"
+#include "wire/wire.h"
 
 #define FRAME_CAP (WIRE_HEADER_BYTES + WIRE_MAX_PAYLOAD)
 

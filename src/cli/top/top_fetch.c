@@ -2,7 +2,7 @@
  * move by pointer: the thread fills `work`, then swaps it with `ready`
  * under the lock; the UI swaps `ready` with its own. Nothing is copied
  * and neither side ever waits for the other longer than a swap. */
-#include "top_fetch.h"
+#include "cli/top/top_fetch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,11 +16,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "periodic.h"
-#include "status.h"
-#include "str.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/periodic.h"
+#include "common/status.h"
+#include "common/str.h"
 
 #define USER_CACHE 64
 #define DIAG_PERIOD_NS (2 * NS_PER_SEC)   /* windows are 5 s: no need for more */

@@ -10,8 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client.h"
-#include "top_model.h"
+#include "cli/client.h"
+#include "cli/top/top_model.h"
 
 /* How the last refresh went. */
 struct top_fetch_status {

@@ -1,7 +1,7 @@
 /* The model of `gpulse top`; see top_model.h. The API's JSON is read
  * with jansson; everything kept is copied into fixed-size fields, so a
  * refresh's memory is bounded whatever the daemon sends. */
-#include "top_model.h"
+#include "cli/top/top_model.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -14,11 +14,11 @@
 
 #include <jansson.h>
 
-#include "clock.h"
-#include "fields.h"
-#include "status.h"
-#include "str.h"
-#include "utf8.h"
+#include "common/clock.h"
+#include "collect/fields.h"
+#include "common/status.h"
+#include "common/str.h"
+#include "common/utf8.h"
 
 static const struct {
 	const char *name, *title;

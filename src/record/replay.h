@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bus.h"
+#include "collect/bus.h"
 
 struct replay_config {
 	const char *path;

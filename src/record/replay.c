@@ -1,5 +1,5 @@
 /* Replay of a recording as live GPUs; see replay.h. */
-#include "replay.h"
+#include "record/replay.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "device_file.h"
-#include "log.h"
-#include "mono_cond.h"
-#include "recording.h"
-#include "status.h"
+#include "common/clock.h"
+#include "record/device_file.h"
+#include "common/log.h"
+#include "common/mono_cond.h"
+#include "record/recording.h"
+#include "common/status.h"
 
 struct replay {
 	struct bus *bus;
