@@ -522,6 +522,19 @@ static int history(int gpu, bool json)
 	return CLI_OK;
 }
 
+int bench_gpu_arg(const char *arg, int *gpu)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (errno || *end || end == arg || v < 0 || v > 1023) {
+		fprintf(stderr, "gpulse bench: --gpu: \"%s\" is not a GPU index (0-1023)\n", arg);
+		return -1;
+	}
+	*gpu = (int)v;
+	return 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
 	enum { OPT_ALLOW_BUSY = 256, OPT_CUBLASLT, OPT_CUDA, OPT_NVML, OPT_ONLY, OPT_COMPARE,
@@ -550,17 +563,10 @@ int cmd_bench(int argc, char **argv)
 	int c;
 	while ((c = getopt_long(argc, argv, "+jh", longopts, NULL)) != -1) {
 		switch (c) {
-		case OPT_GPU: {
-			char *end;
-			errno = 0;
-			long v = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || v < 0 || v > 1023) {
-				fprintf(stderr, "gpulse bench: --gpu: \"%s\" is not a GPU index (0-1023)\n", optarg);
+		case OPT_GPU:
+			if (bench_gpu_arg(optarg, &o.gpu) != 0)
 				return CLI_USAGE;
-			}
-			o.gpu = (int)v;
 			break;
-		}
 		case OPT_QUICK: quick = true; break;
 		case OPT_FULL: o.full = true; break;
 		case 'j': json = true; break;

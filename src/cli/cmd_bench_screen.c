@@ -106,17 +106,10 @@ int cmd_bench_screen(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+jh", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_SCREEN: break;
-		case OPT_GPU: {
-			char *end;
-			errno = 0;
-			long v = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || v < 0 || v > 1023) {
-				fprintf(stderr, "gpulse bench: --gpu: \"%s\" is not a GPU index (0-1023)\n", optarg);
+		case OPT_GPU:
+			if (bench_gpu_arg(optarg, &o.gpu) != 0)
 				return CLI_USAGE;
-			}
-			o.gpu = (int)v;
 			break;
-		}
 		case OPT_QUICK: quick = true; break;
 		case OPT_FULL: o.full = true; break;
 		case 'j': json = true; break;

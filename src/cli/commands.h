@@ -34,6 +34,9 @@ int cmd_run(int argc, char **argv);  /* cmd_run.c */
 int cmd_trace(int argc, char **argv);  /* cmd_trace.c */
 int cmd_bench(int argc, char **argv);  /* cmd_bench.c */
 int cmd_bench_screen(int argc, char **argv);  /* cmd_bench_screen.c: bench --screen */
+/* bench's --gpu argument into *gpu (0-1023); otherwise says why on
+ * stderr and returns -1 (cmd_bench.c). */
+int bench_gpu_arg(const char *arg, int *gpu);
 int cmd_top(int argc, char **argv);  /* cmd_top.c */
 int cmd_report(int argc, char **argv);  /* cmd_report.c */
 int cmd_fleet(int argc, char **argv);  /* cmd_fleet.c */
