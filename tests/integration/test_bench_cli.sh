@@ -272,7 +272,7 @@ rc=0
 	fail "bad compare file: $rc $(cat "$WORK/bad.err")"
 
 # Usage errors: status 2.
-for args in "--quick --full" "--gpu x" "--via-daemon --history" "--compare" "extra"; do
+for args in "--quick --full" "--gpu x" "--gpu 1024" "--screen --gpu -1" "--via-daemon --history" "--compare" "extra"; do
 	rc=0
 	# shellcheck disable=SC2086
 	"$GPULSE" bench $args >/dev/null 2>&1 || rc=$?
