@@ -148,6 +148,9 @@ int cmd_record(int argc, char **argv)
 		(int64_t)(1e9 / hz);
 	cfg.per_process_util = false;
 	cfg.events = false;
+	/* ... and every read at it: no adaptive floors (a recording is the
+	 * reference replays and tests read, steady stretches included). */
+	cfg.adapt.enabled = false;
 	char err[512];
 	/* The header is written before collection starts, so the number of
 	 * GPUs decides the gpu column: discover first with the collector

@@ -544,13 +544,17 @@ static void draw_procs(struct ui *u, int y, int rows)
 			else
 				snprintf(act[m], sizeof act[m], "-");
 		}
+		/* A line longer than the buffer is cut, as the screen cuts it
+		 * (the result is used so that the cut is not a warning). */
+		int len;
 		if (acts)
-			snprintf(line, sizeof line, "%7u %s %3s %6s %4s %4s %4s %4s %s%s", p->pid, user,
-				 gpu, mem, sm, act[TOP_ACT_SM], act[TOP_ACT_TENSOR], act[TOP_ACT_DRAM],
-				 cmd, kern);
+			len = snprintf(line, sizeof line, "%7u %s %3s %6s %4s %4s %4s %4s %s%s", p->pid, user,
+				       gpu, mem, sm, act[TOP_ACT_SM], act[TOP_ACT_TENSOR], act[TOP_ACT_DRAM],
+				       cmd, kern);
 		else
-			snprintf(line, sizeof line, "%7u %s %3s %6s %4s %s%s", p->pid, user, gpu, mem,
-				 sm, cmd, kern);
+			len = snprintf(line, sizeof line, "%7u %s %3s %6s %4s %s%s", p->pid, user, gpu, mem,
+				       sm, cmd, kern);
+		(void)len;
 		bool sel = i == u->sel_row;
 		style_on(u, sel ? CP_SEL : 0, sel ? A_REVERSE : 0);
 		put(u, y + 1 + r, 0, COLS, line);

@@ -253,15 +253,24 @@ static bool budget_take(struct evidence *e, int gpu, int64_t now, char *why, siz
 	return true;
 }
 
-/* The GPU index (the `gpu` label) of bus slot `slot`, or -1. */
-static int gpu_of_slot(struct evidence *e, int slot)
+/* The GPU index (the `gpu` label) of bus slot `slot`, or -1; *replay (may
+ * be NULL) says whether it is a replayed GPU (gpu_source_label). */
+static int gpu_of_slot_src(struct evidence *e, int slot, bool *replay)
 {
 	struct gpu_snapshot *s = malloc(sizeof *s);
 	int gpu = -1;
-	if (s && bus_read(e->bus, slot, s) == GPULSE_OK)
+	if (s && bus_read(e->bus, slot, s) == GPULSE_OK) {
 		gpu = s->id.index;
+		if (replay)
+			*replay = gpu_source_label(&s->id) != NULL;
+	}
 	free(s);
 	return gpu;
+}
+
+static int gpu_of_slot(struct evidence *e, int slot)
+{
+	return gpu_of_slot_src(e, slot, NULL);
 }
 
 static int slot_of_gpu(struct evidence *e, int gpu)
@@ -789,10 +798,13 @@ int evidence_metrics(struct evidence *e, struct buf *out, bool om)
 		   "# TYPE gpulse_evidence_budget_hits%s counter\n", t, t);
 	int n = bus_gpu_count(e->bus);
 	for (int slot = 0; slot < n && slot < GPU_MAX; slot++) {
-		int gpu = gpu_of_slot(e, slot);
+		bool replay = false;
+		int gpu = gpu_of_slot_src(e, slot, &replay);
+		/* A replayed GPU's series say so, as every per-GPU series does
+		 * (gpu_source_label). */
 		if (gpu >= 0 && gpu < GPU_MAX)
-			buf_printf(out, "gpulse_evidence_budget_hits_total{gpu=\"%d\"} %" PRIu64 "\n", gpu,
-				   atomic_load(&e->budget_hits[gpu]));
+			buf_printf(out, "gpulse_evidence_budget_hits_total{gpu=\"%d\"%s} %" PRIu64 "\n", gpu,
+				   replay ? ",source=\"replay\"" : "", atomic_load(&e->budget_hits[gpu]));
 	}
 	pthread_mutex_lock(&e->lock);
 	size_t nrec = e->nrec, bytes = e->bytes;
