@@ -191,8 +191,10 @@ static int eval_error(struct api *a, struct http_response *resp, int rc, const c
 		atomic_fetch_add_explicit(&a->timed_out_total, 1, memory_order_relaxed);
 		/* A query that got its slot with little of its time left
 		 * (behind another that ran to the same timeout) stops in
-		 * evaluation; the message says where its time went. */
-		if (queued_ns > 0 && allowed_ns > 0) {
+		 * evaluation; the message says where its time went, when the
+		 * wait took a tenth of it or more (a wait of a few ms does not
+		 * explain a timeout, and Prometheus's plain message stays). */
+		if (queued_ns > 0 && allowed_ns > 0 && queued_ns * 10 >= allowed_ns) {
 			char msg[768];
 			snprintf(msg, sizeof msg, "%s, after waiting %.3fs of its %.3fs in the query queue",
 				 err, (double)queued_ns / 1e9, (double)allowed_ns / 1e9);
