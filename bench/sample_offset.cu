@@ -84,17 +84,50 @@ __global__ void k_spin(unsigned long long ns, unsigned long long *out)
 	}
 }
 
+// A spin kernel of 2 us with a parameter block of B bytes: whether the
+// GPU's upload of a large parameter block (PyTorch's CatArrayBatchedCopy,
+// TMA descriptors of cuBLAS's kernels) falls inside the held interval and
+// outside the trace, which the one-thread calibration kernel cannot see.
+template <int B> struct pblock {
+	unsigned char b[B];
+};
+template <int B> __global__ void k_spin_p(const __grid_constant__ pblock<B> p, unsigned long long ns, unsigned long long *out)
+{
+	unsigned long long t0 = gtimer(), t = t0;
+	while (t - t0 < ns)
+		t = gtimer();
+	if (threadIdx.x == 0 && blockIdx.x == 0) {
+		out[0] = t0;
+		out[1] = t + p.b[B - 1];
+	}
+}
+
+// Many blocks spinning 2 us each: whether a wide grid's dispatch and
+// drain add to the held interval beyond the trace.
+__global__ void k_spin_wide(unsigned long long ns, unsigned long long *out)
+{
+	unsigned long long t0 = gtimer(), t = t0;
+	while (t - t0 < ns)
+		t = gtimer();
+	if (threadIdx.x == 0 && blockIdx.x == 0) {
+		out[0] = t0;
+		out[1] = t;
+	}
+}
+
 struct kernel_case {
 	const char *label;
-	int kind; // 0 empty, 1 scale, 2 spin
-	int n;    // scale: floats; spin: ns
+	int kind; // 0 empty, 1 scale, 2 spin, 3 spin 2 us with n parameter bytes, 4 spin 2 us on n blocks
+	int n;    // scale: floats; spin: ns; 3: bytes; 4: blocks
 };
 
 static const kernel_case cases[] = {
 	{"empty", 0, 0},           {"scale 64K", 1, 1 << 16},  {"scale 1M", 1, 1 << 20},
 	{"scale 8M", 1, 1 << 23},  {"spin 0.5us", 2, 500},     {"spin 1us", 2, 1000},
 	{"spin 2us", 2, 2000},     {"spin 5us", 2, 5000},      {"spin 10us", 2, 10000},
-	{"spin 20us", 2, 20000},
+	{"spin 20us", 2, 20000},   {"2us par 1K", 3, 1024},   {"2us par 4K", 3, 4096},
+	{"2us par 16K", 3, 16384}, {"2us par 32K", 3, 32000}, {"2us 1K blk", 4, 1024},
+	{"2us 8K blk", 4, 8192},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
 
@@ -106,7 +139,23 @@ static void launch(const kernel_case &c, cudaStream_t s)
 	switch (c.kind) {
 	case 0: k_empty<<<1, 32, 0, s>>>(); break;
 	case 1: k_scale<<<(c.n + 255) / 256, 256, 0, s>>>(g_x, c.n); break;
-	default: k_spin<<<1, 32, 0, s>>>((unsigned long long)c.n, g_span); break;
+	case 2: k_spin<<<1, 32, 0, s>>>((unsigned long long)c.n, g_span); break;
+	case 3: {
+		static pblock<1024> p1;
+		static pblock<4096> p4;
+		static pblock<16384> p16;
+		static pblock<32000> p32;
+		if (c.n == 1024)
+			k_spin_p<1024><<<1, 32, 0, s>>>(p1, 2000ull, g_span);
+		else if (c.n == 4096)
+			k_spin_p<4096><<<1, 32, 0, s>>>(p4, 2000ull, g_span);
+		else if (c.n == 16384)
+			k_spin_p<16384><<<1, 32, 0, s>>>(p16, 2000ull, g_span);
+		else
+			k_spin_p<32000><<<1, 32, 0, s>>>(p32, 2000ull, g_span);
+		break;
+	}
+	default: k_spin_wide<<<c.n, 128, 0, s>>>(2000ull, g_span); break;
 	}
 }
 
@@ -196,7 +245,7 @@ int main(int argc, char **argv)
 			CD(cuEventElapsedTime(&ab, a, b));
 			raw[i].push_back(ab * 1e6);
 			floor_ns[i].push_back(fa * 1e6);
-			if (cases[i].kind == 2) {
+			if (cases[i].kind >= 2) {
 				unsigned long long t[2];
 				CK(cudaMemcpy(t, g_span, sizeof t, cudaMemcpyDeviceToHost));
 				span[i].push_back((double)(t[1] - t[0]));
@@ -257,15 +306,16 @@ int main(int argc, char **argv)
 		trace_gap.push_back((double)(long long)(g_pair_trace[i + 1].first - g_pair_trace[i].second));
 
 	printf("sample_offset: %d held samples per kernel; ns, medians (10th-90th percentile of raw)\n", m);
-	printf("%-11s %9s %9s %9s %19s %9s %9s %9s %9s\n", "kernel", "trace", "trace b2b", "span", "held a->b",
-	       "floor", "excess", "2 floors", "left");
+	printf("%-11s %9s %9s %9s %19s %9s %9s %9s %9s %9s %9s\n", "kernel", "trace", "trace b2b", "span", "held a->b",
+	       "floor", "excess", "2 floors", "left", "a->b-span", "trace-span");
 	double sx = 0, sy = 0, sxx = 0, sxy = 0;
 	int np = 0;
 	for (int i = 0; i < NCASES; i++) {
 		double t = median(trace_idle[i]), tb = median(trace_b2b[i]), r = median(raw[i]), fl = median(floor_ns[i]);
-		double sp = cases[i].kind == 2 ? median(span[i]) : -1;
-		printf("%-11s %9.0f %9.0f %9.0f %9.0f (%4.0f-%4.0f) %9.0f %9.0f %9.0f %9.0f\n", cases[i].label, t, tb, sp,
-		       r, pct(raw[i], 0.1), pct(raw[i], 0.9), fl, r - t, 2 * fl, r - 2 * fl - t);
+		double sp = cases[i].kind >= 2 ? median(span[i]) : -1;
+		printf("%-11s %9.0f %9.0f %9.0f %9.0f (%4.0f-%4.0f) %9.0f %9.0f %9.0f %9.0f %9.0f %9.0f\n", cases[i].label, t, tb, sp,
+		       r, pct(raw[i], 0.1), pct(raw[i], 0.9), fl, r - t, 2 * fl, r - 2 * fl - t, sp >= 0 ? r - sp : -1,
+		       sp >= 0 ? t - sp : -1);
 		if (cases[i].kind == 2 && cases[i].n >= 1000) { // a->b against the span the kernel saw
 			sx += sp, sy += r, sxx += sp * sp, sxy += sp * r, np++;
 		}
