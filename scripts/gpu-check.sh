@@ -361,27 +361,52 @@ fi
 #    generate at batch 1 and 32, resnet50 inference (bench/inject_torch.py,
 #    bench/kernel_lengths.cu). ACC_ROUNDS default-mode processes of
 #    ACC_SECONDS each (merged: more census windows), one exact one;
+#    ACC_MIN_WINDOWS: more rounds (to ACC_MAX_ROUNDS) until the default
+#    rounds spanned that many census windows.
 #    bench/inject_kernel_accuracy.py prints the table and the verdicts.
 if want accuracy; then
 IL=${INJECT_LIB:-$D/libgpulse-inject.so}
 IL=$(cd "$(dirname "$IL")" && pwd)/$(basename "$IL")
 AD=/tmp/gpulse-accuracy; rm -rf $AD; mkdir -p $AD
 if nvcc -O2 -arch=sm_90 -o $AD/kernel_lengths bench/kernel_lengths.cu 2>"$OUT/accuracy-build.log"; then
+	# Census windows the default rounds of workload $1 spanned so far.
+	acc_windows() { python3 -c 'import glob,json,sys
+n=0
+for f in glob.glob(sys.argv[1]):
+    try: n+=int(json.load(open(f)).get("windows",0))
+    except Exception: pass
+print(n)' "$AD/dump-$1-default-*.json"; }
+	# One process of workload $1 in mode $2 (default or full), round $3.
+	acc_round() {
+		local w=$1 mode=$2 r=$3 c=$2-$3 env cmd
+		env=(env CUDA_INJECTION64_PATH=$IL GPULSE_INJECT_DUMP=$AD/dump-$w-$mode-$r.json)
+		[ $mode = full ] && env+=(GPULSE_MODE=full)
+		[ $mode = default ] && env+=(GPULSE_INJECT_SAMPLE_LOG=$AD/samples-$w-$mode-$r.tsv)
+		if [ $w = known ]; then
+			cmd=($AD/kernel_lengths ${ACC_SECONDS:-8})
+		else
+			cmd=(python3 bench/inject_torch.py $w --seconds ${ACC_SECONDS:-8})
+		fi
+		"${env[@]}" timeout "${ACC_TIMEOUT:-200}" "${cmd[@]}" >>$AD/out-$w.txt 2>>"$OUT/accuracy-stderr.txt" ||
+			echo "$w $c: rc=$?" >>"$OUT/accuracy-stderr.txt"
+	}
 	for w in ${ACC_WORKLOADS:-known train gen1 gen32 vision}; do
-		for c in $(seq 1 "${ACC_ROUNDS:-3}" | sed 's/^/default-/') full-1; do
-			mode=${c%-*}; r=${c#*-}
-			env=(env CUDA_INJECTION64_PATH=$IL GPULSE_INJECT_DUMP=$AD/dump-$w-$mode-$r.json)
-			[ $mode = full ] && env+=(GPULSE_MODE=full)
-			[ $mode = default ] && env+=(GPULSE_INJECT_SAMPLE_LOG=$AD/samples-$w-$mode-$r.tsv)
-			if [ $w = known ]; then
-				cmd=($AD/kernel_lengths ${ACC_SECONDS:-8})
-			else
-				cmd=(python3 bench/inject_torch.py $w --seconds ${ACC_SECONDS:-8})
+		# ACC_ROUNDS default rounds, then more (up to ACC_MAX_ROUNDS) until
+		# they spanned ACC_MIN_WINDOWS census windows: a workload launching
+		# fast gets few windows a second at the default budget, and its
+		# rare kernels need many (the sampling error is printed per kernel).
+		r=0
+		while :; do
+			r=$((r + 1))
+			if [ $r -gt "${ACC_ROUNDS:-3}" ]; then
+				[ $r -le "${ACC_MAX_ROUNDS:-${ACC_ROUNDS:-3}}" ] || break
+				[ "$(acc_windows $w)" -lt "${ACC_MIN_WINDOWS:-0}" ] || break
 			fi
-			"${env[@]}" timeout "${ACC_TIMEOUT:-200}" "${cmd[@]}" >>$AD/out-$w.txt 2>>"$OUT/accuracy-stderr.txt" ||
-				echo "$w $c: rc=$?" >>"$OUT/accuracy-stderr.txt"
+			acc_round $w default $r
 		done
+		acc_round $w full 1
 		python3 bench/inject_kernel_accuracy.py $AD $w | tee -a "$OUT/accuracy.txt"
+		tar czf "$OUT/accuracy-dumps.tar.gz" -C $AD . 2>/dev/null
 	done
 	python3 bench/inject_kernel_accuracy.py $AD >/dev/null 2>&1
 	if [ $? = 0 ]; then row "kernel truth: default vs exact" PASS "accuracy.txt"
