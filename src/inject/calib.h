@@ -28,6 +28,8 @@
 #ifndef GPULSE_INJECT_CALIB_H
 #define GPULSE_INJECT_CALIB_H
 
+#include <stddef.h>
+
 /* Spin lengths of the calibration kernel, ns (launched in turn), and how
  * many launches of each are kept after the warm-up. */
 #define CALIB_SPINS       4
@@ -99,5 +101,39 @@ int calib_measure(int ordinal, struct calib_result *r);
 /* Whether the calling thread is inside calib_measure: the launch
  * callbacks leave its launches alone. */
 int calib_this_thread(void);
+
+/* Kept calibrations (calib_keep.c). A GPU kept busy by the application
+ * refuses every try (resnet50 inference on the H100, 2026-12-07: both
+ * processes, the samples spread 1.7-2.1 us), and the model's two floors
+ * then took 0.3-0.4 us too much off every sample. So a calibration that
+ * succeeded is kept in a file per device and driver, and a process whose
+ * own is refused, or not yet made, takes the kept one before the model.
+ * The device's figure does not depend on the process that measured it
+ * (the same kernel on the same GPU and driver); it is kept in floors, so
+ * that it follows the clocks as a fresh one does. The directory:
+ * GPULSE_CALIB_DIR ("off" or empty: none), else $XDG_CACHE_HOME/gpulse,
+ * else $HOME/.cache/gpulse; made 0700, files 0600, written whole
+ * (rename); only a file of this user's or root's that nobody else may
+ * write is read. */
+struct calib_kept {
+	double floors, offset_ns, bound_ns, floor_ns;
+	long long at_s; /* when it was measured, CLOCK_REALTIME seconds */
+};
+/* Larger than any fit passes: a file saying more is not one of ours. */
+#define CALIB_KEEP_FLOORS_MAX 16.0
+
+/* The directory into buf; 0 when there is none (turned off, no home). */
+int calib_keep_dir(char *buf, size_t n);
+/* Read the calibration kept for `key` (calib_device_key) in `dir`: 1 and
+ * *k, or 0 with why. */
+int calib_keep_load(const char *dir, const char *key, struct calib_kept *k, char *why, size_t nwhy);
+/* Keep r (r->ok only) for `key` in `dir`, measured at now_s: 1, or 0 with
+ * why. */
+int calib_keep_store(const char *dir, const char *key, const struct calib_result *r, long long now_s, char *why,
+		     size_t nwhy);
+/* Device `ordinal`'s key (calib_cuda.c): its UUID and the driver's
+ * version ("GPU-<32 hex>-<version>"): a new driver starts anew. 0 when
+ * either cannot be read. */
+int calib_device_key(int ordinal, char *key, size_t n);
 
 #endif

@@ -336,3 +336,54 @@ int calib_measure(int ordinal, struct calib_result *r)
 	calib_fit(s, (unsigned)n, gaps, (unsigned)npairs, r);
 	return r->ok;
 }
+
+/* The kernel module's version from /proc/driver/nvidia/version ("NVRM
+ * version: NVIDIA UNIX ... Kernel Module  580.159.04  Release Build ..."):
+ * the first word of digits and dots with a dot in it. */
+static int module_version(char *buf, size_t n)
+{
+	FILE *f = fopen("/proc/driver/nvidia/version", "re");
+	if (!f)
+		return 0;
+	char line[512];
+	int found = 0;
+	if (fgets(line, sizeof line, f)) {
+		for (char *w = strtok(line, " \t\n"); w && !found; w = strtok(NULL, " \t\n")) {
+			size_t len = strspn(w, "0123456789.");
+			if (len == strlen(w) && len > 2 && strchr(w, '.') && w[0] != '.')
+				found = snprintf(buf, n, "%s", w) > 0;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+int calib_device_key(int ordinal, char *key, size_t n)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	if (!h)
+		return 0;
+	CUresult (*get_uuid)(CUuuid *, CUdevice) = NULL;
+	CUresult (*get_version)(int *) = NULL;
+	*(void **)(&get_uuid) = dlsym(h, "cuDeviceGetUuid_v2");
+	if (!get_uuid)
+		*(void **)(&get_uuid) = dlsym(h, "cuDeviceGetUuid");
+	*(void **)(&get_version) = dlsym(h, "cuDriverGetVersion");
+	CUdevice dev;
+	CUuuid u;
+	char ver[64];
+	int cuda_ver = 0;
+	int ok = get_uuid && (d.device_get || load() == NULL) && d.device_get(&dev, ordinal) == CUDA_SUCCESS &&
+		 get_uuid(&u, dev) == CUDA_SUCCESS;
+	if (ok && !module_version(ver, sizeof ver))
+		ok = get_version && get_version(&cuda_ver) == CUDA_SUCCESS && cuda_ver > 0 &&
+		     snprintf(ver, sizeof ver, "cuda%d", cuda_ver) > 0;
+	dlclose(h);
+	if (!ok)
+		return 0;
+	char hex[33];
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", (unsigned char)u.bytes[i]);
+	int w = snprintf(key, n, "GPU-%s-%s", hex, ver);
+	return w > 0 && (size_t)w < n;
+}

@@ -243,7 +243,7 @@ int census_floor_met(uint64_t floor_ns, uint64_t sum, uint64_t n)
 	return n < 8 || (double)floor_ns * 2 * (double)n <= 3 * (double)sum;
 }
 
-double census_offset_floors(double configured, const struct calib_result *cal, const char **source)
+double census_offset_floors(double configured, const struct calib_result *cal, double kept, const char **source)
 {
 	const char *src = "model";
 	double f = 2.0;
@@ -251,6 +251,8 @@ double census_offset_floors(double configured, const struct calib_result *cal, c
 		f = configured, src = "configured";
 	else if (cal && cal->ok)
 		f = cal->floors, src = "calibrated";
+	else if (kept > 0)
+		f = kept, src = "kept";
 	if (source)
 		*source = src;
 	return f;

@@ -179,12 +179,14 @@ int census_floor_met(uint64_t floor_ns, uint64_t sum, uint64_t n);
  * back: a held sample's f -> a) to take off a held sample's interval for
  * the launch's and the end event's own steps. `configured` >= 0
  * (GPULSE_SAMPLE_OFFSET) wins; else the device's calibration (calib.h,
- * measured in the process on the GPU at hand) when it succeeded; else 2:
- * one step each, the model, which on the H200 took 0.15-0.35 us too much
- * off every sample. *source (may be NULL) says which: "configured",
- * "calibrated" or "model". No figure is kept per GPU model. */
+ * measured in the process on the GPU at hand) when it succeeded; else the
+ * one an earlier process measured on this device and driver (`kept`, in
+ * floors; < 0: none); else 2: one step each, the model, which on the
+ * H200 took 0.15-0.35 us too much off every sample. *source (may be
+ * NULL) says which: "configured", "calibrated", "kept" or "model". No
+ * figure is kept per GPU model. */
 struct calib_result;
-double census_offset_floors(double configured, const struct calib_result *cal, const char **source);
+double census_offset_floors(double configured, const struct calib_result *cal, double kept, const char **source);
 
 /* Move the interval's census into `out` and clear `c`. */
 void census_take(struct census *c, struct census *out);

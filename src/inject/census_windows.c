@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "inject/inject_internal.h"
 #include "common/clock.h"
@@ -455,12 +456,22 @@ out:
 		atomic_fetch_add_explicit(&cen.cb_calls, 1, memory_order_relaxed);
 }
 
+/* Words for the dump's strings: no quote, backslash or control. */
+static void plain_words(char *s)
+{
+	for (; *s; s++)
+		if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
+			*s = '?';
+}
+
 /* The floors a held sample of device `dev` (CUPTI's id, the CUDA
  * ordinal) holds besides its kernel (census_offset_floors): the device's
  * calibration (calib.h), measured the first time one of its samples is
  * read, and tried again (CALIB_TRIES at most, CALIB_RETRY_NS apart) when
- * the GPU was too busy to measure; the model's meanwhile. Library thread
- * only. */
+ * the GPU was too busy to measure; an earlier process's kept calibration
+ * of the device and driver meanwhile, or when every try was refused; the
+ * model's when there is none. A calibration that succeeded is kept for
+ * the processes after. Library thread only. */
 static double offset_floors(uint32_t dev)
 {
 	enum { DEVS = 64 };
@@ -468,16 +479,34 @@ static double offset_floors(uint32_t dev)
 	static int tries[DEVS];
 	static bool settled[DEVS];
 	static int64_t next_try[DEVS]; /* 0: the first read tries at once */
+	static double kept[DEVS];      /* floors; 0: not looked for, < 0: none */
+	static char key[DEVS][96];
 	if (lib.cfg.offset_floors >= 0 || dev >= DEVS || (lib.cfg.skip & INJECT_SKIP_CALIBRATE)) {
-		cen.offset_floors = census_offset_floors(lib.cfg.offset_floors, NULL, &cen.offset_source);
+		cen.offset_floors = census_offset_floors(lib.cfg.offset_floors, NULL, -1, &cen.offset_source);
 		return cen.offset_floors;
 	}
 	int64_t now = clock_mono_ns();
 	if (!settled[dev] && now >= next_try[dev]) {
+		char dir[4096];
+		int have_dir = calib_keep_dir(dir, sizeof dir);
+		if (kept[dev] == 0) {
+			kept[dev] = -1;
+			if (!have_dir)
+				snprintf(cen.kept_why, sizeof cen.kept_why, "no directory (GPULSE_CALIB_DIR off, no home)");
+			else if (!calib_device_key((int)dev, key[dev], sizeof key[dev]))
+				snprintf(cen.kept_why, sizeof cen.kept_why, "no key: the device's UUID or driver unread");
+			else if ((cen.kept_found = calib_keep_load(dir, key[dev], &cen.kept, cen.kept_why,
+								   sizeof cen.kept_why)))
+				kept[dev] = cen.kept.floors;
+		}
 		struct calib_result r;
 		calib_measure((int)dev, &r);
 		cen.calib_ns += (uint64_t)(clock_mono_ns() - now);
-		floors[dev] = census_offset_floors(-1, &r, &cen.offset_source);
+		floors[dev] = census_offset_floors(-1, &r, kept[dev], &cen.offset_source);
+		if (r.ok && have_dir && key[dev][0])
+			cen.kept_stored = calib_keep_store(dir, key[dev], &r, (long long)time(NULL), cen.kept_why,
+							   sizeof cen.kept_why);
+		plain_words(cen.kept_why);
 		cen.calib = r;
 		cen.calib_tried++;
 		cen.offset_floors = floors[dev];

@@ -229,6 +229,9 @@ struct inject_census {
 	struct calib_result calib;        /* the library thread: the last device's calibration (calib.h) */
 	int calib_tried;                  /* ... tries */
 	uint64_t calib_ns;                /* the library thread's time calibrating */
+	struct calib_kept kept;           /* the library thread: the last device's kept calibration */
+	int kept_found, kept_stored;      /* ... read from its file; this process's written to it */
+	char kept_why[192];               /* ... why not found or not stored (no quote or backslash) */
 	FILE *sample_log;                 /* once: GPULSE_INJECT_SAMPLE_LOG, each timed sample (benchmarks) */
 };
 extern struct inject_census cen;

@@ -330,15 +330,21 @@ static void test_offset_floors(void **state)
 	(void)state;
 	const char *src = NULL;
 	struct calib_result ok = {.ok = 1, .floors = 1.37}, bad = {.ok = 0, .floors = 1.37};
-	assert_true(census_offset_floors(-1, &ok, &src) == 1.37);
+	assert_true(census_offset_floors(-1, &ok, 1.9, &src) == 1.37);
 	assert_string_equal(src, "calibrated");
-	assert_true(census_offset_floors(-1, &bad, &src) == 2.0);
+	assert_true(census_offset_floors(-1, &bad, -1, &src) == 2.0);
 	assert_string_equal(src, "model");
-	assert_true(census_offset_floors(-1, NULL, &src) == 2.0);
+	assert_true(census_offset_floors(-1, NULL, -1, &src) == 2.0);
 	assert_string_equal(src, "model");
-	assert_true(census_offset_floors(2.5, &ok, &src) == 2.5);
+	/* Refused or not yet made: an earlier process's figure before the
+	 * model's. */
+	assert_true(census_offset_floors(-1, &bad, 1.9, &src) == 1.9);
+	assert_string_equal(src, "kept");
+	assert_true(census_offset_floors(-1, NULL, 1.9, &src) == 1.9);
+	assert_string_equal(src, "kept");
+	assert_true(census_offset_floors(2.5, &ok, 1.9, &src) == 2.5);
 	assert_string_equal(src, "configured");
-	assert_true(census_offset_floors(0, NULL, NULL) == 0);
+	assert_true(census_offset_floors(0, NULL, -1, NULL) == 0);
 }
 
 /* Calibration samples of a GPU whose held interval is the kernel's span

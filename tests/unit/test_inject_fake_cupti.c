@@ -16,6 +16,7 @@
  * that comes later. Each case runs in a child process (the library keeps
  * process-wide state). Skipped, and reported so, where the library and
  * the stand-in were not built (no CUPTI headers). */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <math.h>
@@ -172,6 +173,7 @@ struct outcome {
 static int case_cc_major;
 static int64_t case_launch_step_ns;
 static int case_calib_stall; /* the stand-in never runs the calibration's kernels */
+static const char *case_calib_dir; /* GPULSE_CALIB_DIR; NULL: one of the case's own */
 
 /* The stream waits (held samples) a timed case launches until: past a
  * kernel's first 32 timed launches (SAMPLES_ENOUGH in census.h),
@@ -586,6 +588,15 @@ static json_t *run_case_at(enum scenario sc, const char *mode, const char *budge
 		/* The stand-in's launches cost the same after a window as
 		 * before: no tail. */
 		putenv((char *)"GPULSE_TAIL_NS=0");
+		/* Each case's kept calibrations in a directory of its own
+		 * (case_calib_dir names a shared one), never the user's. */
+		static char e7[PATH_MAX + 32];
+		if (case_calib_dir)
+			snprintf(e7, sizeof e7, "GPULSE_CALIB_DIR=%s", case_calib_dir);
+		else
+			snprintf(e7, sizeof e7, "GPULSE_CALIB_DIR=/tmp/gpulse-test-fakecupti-%d-%d-calib", (int)getppid(),
+				 (int)sc);
+		putenv(e7);
 		if (case_skip) {
 			static char e6[96];
 			snprintf(e6, sizeof e6, "GPULSE_INJECT_SKIP=%s", case_skip);
@@ -609,8 +620,25 @@ static json_t *run_case_at(enum scenario sc, const char *mode, const char *budge
 	return run_case_finish(sc, pid, o);
 }
 
+/* Remove a directory of kept calibrations and the files in it. */
+static void remove_calib_dir(const char *dir)
+{
+	DIR *dd = opendir(dir);
+	if (!dd)
+		return;
+	struct dirent *e;
+	char p[PATH_MAX];
+	while ((e = readdir(dd)))
+		if (e->d_name[0] != '.' && snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < (int)sizeof p)
+			unlink(p);
+	closedir(dd);
+	rmdir(dir);
+}
+
 static json_t *run_case_finish(enum scenario sc, pid_t pid, struct outcome *o)
 {
+	char calib_dir[96];
+	snprintf(calib_dir, sizeof calib_dir, "/tmp/gpulse-test-fakecupti-%d-%d-calib", (int)getpid(), (int)sc);
 	char dump[96], out[96];
 	snprintf(dump, sizeof dump, "/tmp/gpulse-test-fakecupti-%d-%d.json", (int)getpid(), (int)sc);
 	snprintf(out, sizeof out, "/tmp/gpulse-test-fakecupti-%d-%d.bin", (int)getpid(), (int)sc);
@@ -630,6 +658,7 @@ static json_t *run_case_finish(enum scenario sc, pid_t pid, struct outcome *o)
 		fail_msg("no dump at %s: %s", dump, je.text);
 	unlink(dump);
 	unlink(out);
+	remove_calib_dir(calib_dir);
 	return j;
 }
 
@@ -1240,6 +1269,107 @@ static void test_timed_samples_uncalibrated(void **state)
 	assert_int_equal(o.calib_kernels, 0);
 }
 
+/* The sample_offset object of a TIMED case on an sm_90 stand-in whose
+ * launch step is `step_ns`, with GPULSE_CALIB_DIR `dir` and the
+ * calibration kernels stalled or not: *floors, source into src[32]. */
+static json_t *kept_case(const char *dir, int stall, int64_t step_ns, double *floors, char *src)
+{
+	struct outcome o;
+	case_calib_dir = dir, case_calib_stall = stall, case_cc_major = 9, case_launch_step_ns = step_ns;
+	json_t *d = run_case(TIMED, "continuous", "50%", &o);
+	case_calib_dir = NULL, case_calib_stall = 0, case_cc_major = 0, case_launch_step_ns = 0;
+	const json_t *so = json_object_get(d, "sample_offset");
+	assert_non_null(so);
+	*floors = json_number_value(json_object_get(so, "offset_floors"));
+	snprintf(src, 32, "%s", json_string_value(json_object_get(so, "source")));
+	return d;
+}
+
+/* A calibration that succeeded is kept for the processes after it (a
+ * file per device and driver, 0600 in a 0700 directory); a process whose
+ * own is refused (the GPU busy) takes the kept figure, not the model's
+ * two floors. A file another user could have written, one not written
+ * by the library, and a turned-off directory are not taken. */
+static void test_timed_samples_kept(void **state)
+{
+	(void)state;
+	char dir[96], file[PATH_MAX], src[32];
+	snprintf(dir, sizeof dir, "/tmp/gpulse-test-fakecupti-%d-kept/sub", (int)getpid());
+	char top[96];
+	snprintf(top, sizeof top, "/tmp/gpulse-test-fakecupti-%d-kept", (int)getpid());
+	remove_calib_dir(dir);
+	rmdir(top);
+	double floors, kept_floors;
+	/* A launch step of 0.78 event steps: calibrated 1.78 floors, the
+	 * model 2. */
+	json_t *d = kept_case(dir, 0, 780, &kept_floors, src);
+	assert_string_equal(src, "calibrated");
+	if (fabs(kept_floors - 1.78) > 0.02)
+		fail_msg("calibrated %.3f floors, want 1.78", kept_floors);
+	const json_t *k = json_object_get(json_object_get(d, "sample_offset"), "kept");
+	if (!json_is_true(json_object_get(k, "stored")))
+		fail_msg("not kept: %s", json_string_value(json_object_get(k, "why")));
+	assert_true(json_is_false(json_object_get(k, "found"))); /* the first process found none */
+	json_decref(d);
+	DIR *dd = opendir(dir);
+	assert_non_null(dd);
+	struct dirent *e;
+	file[0] = '\0';
+	while ((e = readdir(dd)))
+		if (strncmp(e->d_name, "calibration-GPU-000102030405060708090a0b0c0d0e0f-", 49) == 0)
+			snprintf(file, sizeof file, "%s/%s", dir, e->d_name);
+	closedir(dd);
+	if (!file[0])
+		fail_msg("no calibration file for the stand-in's UUID in %s", dir);
+	struct stat st;
+	assert_int_equal(stat(file, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(stat(dir, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+
+	/* The next process's GPU is busy: the kept figure, not the model. */
+	d = kept_case(dir, 1, 780, &floors, src);
+	k = json_object_get(json_object_get(d, "sample_offset"), "kept");
+	if (strcmp(src, "kept") != 0 || fabs(floors - kept_floors) > 0.001)
+		fail_msg("busy GPU with a kept calibration: %.3f floors (%s), want %.3f kept (%s)", floors, src,
+			 kept_floors, json_string_value(json_object_get(k, "why")));
+	assert_true(json_is_true(json_object_get(k, "found")));
+	assert_true(json_is_false(json_object_get(k, "stored")));
+	json_decref(d);
+
+	/* Writable by others: ignored, and said. */
+	assert_int_equal(chmod(file, 0666), 0);
+	d = kept_case(dir, 1, 780, &floors, src);
+	k = json_object_get(json_object_get(d, "sample_offset"), "kept");
+	assert_string_equal(src, "model");
+	assert_true(floors == 2.0);
+	assert_non_null(strstr(json_string_value(json_object_get(k, "why")), "writable by others"));
+	json_decref(d);
+
+	/* Not one of the library's files. */
+	FILE *f = fopen(file, "w");
+	assert_non_null(f);
+	fputs("gpulse-calibration 1\nfloors 40\noffset_ns 1\nbound_ns 1\nfloor_ns 1\nat 1\n", f);
+	fclose(f);
+	assert_int_equal(chmod(file, 0600), 0);
+	d = kept_case(dir, 1, 780, &floors, src);
+	k = json_object_get(json_object_get(d, "sample_offset"), "kept");
+	assert_string_equal(src, "model");
+	assert_non_null(strstr(json_string_value(json_object_get(k, "why")), "out of range"));
+	json_decref(d);
+
+	/* Turned off. */
+	d = kept_case("off", 1, 780, &floors, src);
+	assert_string_equal(src, "model");
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(json_object_get(d, "sample_offset"),
+										 "kept"),
+							 "why")),
+			       "no directory"));
+	json_decref(d);
+	remove_calib_dir(dir);
+	rmdir(top);
+}
+
 /* GPULSE_SAMPLE_OFFSET wins over the device's figure: three floors off
  * the stand-in's samples (2 steps + 5 us) leave 4 us. */
 static void test_timed_samples_configured_offset(void **state)
@@ -1474,6 +1604,7 @@ int main(void)
 		cmocka_unit_test(test_timed_samples),
 		cmocka_unit_test(test_timed_samples_calibrated),
 		cmocka_unit_test(test_timed_samples_uncalibrated),
+		cmocka_unit_test(test_timed_samples_kept),
 		cmocka_unit_test(test_timed_samples_configured_offset),
 		cmocka_unit_test(test_timed_hold_without_exit),
 		cmocka_unit_test(test_drops_counted),
