@@ -117,8 +117,9 @@ __global__ void k_spin_wide(unsigned long long ns, unsigned long long *out)
 
 struct kernel_case {
 	const char *label;
-	int kind; // 0 empty, 1 scale, 2 spin, 3 spin 2 us with n parameter bytes, 4 spin 2 us on n blocks
-	int n;    // scale: floats; spin: ns; 3: bytes; 4: blocks
+	int kind; // 0 empty, 1 scale, 2 spin, 3 spin 2 us with n parameter bytes, 4 spin 2 us on n blocks,
+	          // 5 spin 2 us with n bytes of dynamic shared memory (the SMs' carveout changed for it)
+	int n;    // scale: floats; spin: ns; 3: bytes; 4: blocks; 5: bytes
 };
 
 static const kernel_case cases[] = {
@@ -127,7 +128,7 @@ static const kernel_case cases[] = {
 	{"spin 2us", 2, 2000},     {"spin 5us", 2, 5000},      {"spin 10us", 2, 10000},
 	{"spin 20us", 2, 20000},   {"2us par 1K", 3, 1024},   {"2us par 4K", 3, 4096},
 	{"2us par 16K", 3, 16384}, {"2us par 32K", 3, 32000}, {"2us 1K blk", 4, 1024},
-	{"2us 8K blk", 4, 8192},
+	{"2us 8K blk", 4, 8192},   {"2us smem 200K", 5, 200 * 1024},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
 
@@ -155,7 +156,8 @@ static void launch(const kernel_case &c, cudaStream_t s)
 			k_spin_p<32000><<<1, 32, 0, s>>>(p32, 2000ull, g_span);
 		break;
 	}
-	default: k_spin_wide<<<c.n, 128, 0, s>>>(2000ull, g_span); break;
+	case 4: k_spin_wide<<<c.n, 128, 0, s>>>(2000ull, g_span); break;
+	default: k_spin<<<1, 32, c.n, s>>>(2000ull, g_span); break;
 	}
 }
 
@@ -210,6 +212,7 @@ int main(int argc, char **argv)
 	if (m < 10)
 		m = 10;
 	CK(cudaSetDevice(0));
+	CK(cudaFuncSetAttribute(k_spin, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
 	CK(cudaMalloc(&g_x, (size_t)(1 << 23) * sizeof(float)));
 	CK(cudaMemset(g_x, 0, (size_t)(1 << 23) * sizeof(float)));
 	CK(cudaMalloc(&g_span, 4 * sizeof(unsigned long long)));
