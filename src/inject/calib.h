@@ -51,6 +51,12 @@ extern const unsigned long long calib_spin_ns[CALIB_SPINS];
 #define CALIB_TRIES    3
 #define CALIB_RETRY_NS 10000000000ll
 
+/* Other work on the GPU only ever delays a calibration launch (it waits
+ * for an SM): calib_fit takes the median of the launches within a quarter
+ * of a floor (at least 250 ns) of the fastest (their 5th percentile), and
+ * wants at least this share of them undelayed. */
+#define CALIB_UNDELAYED_MIN 0.25
+
 /* %globaltimer steps coarser than this make the span inside the kernel
  * too coarse to measure a step of about a microsecond. */
 #define CALIB_TIMER_RES_MAX_NS 256.0
@@ -67,12 +73,13 @@ struct calib_result {
 	int ok;                /* measured and within the checks below */
 	char why[160];         /* why not, when !ok */
 	double offset_ns;      /* excess_ns - gap_ns / 2 */
-	double excess_ns;      /* median of interval - span */
-	double gap_ns;         /* median of second's start - first's end of a pair */
+	double excess_ns;      /* median of interval - span (undelayed launches) */
+	double gap_ns;         /* median of second's start - first's end of a pair (undelayed) */
 	double bound_ns;       /* the offset is within this of the truth: gap_ns / 2 */
 	double floor_ns;       /* median floor */
 	double floors;         /* offset_ns / floor_ns: what is taken off a sample */
-	double spread_ns;      /* half the interquartile range of interval - span */
+	double spread_ns;      /* half the interquartile range of the undelayed interval - span */
+	double delayed;        /* share of launches or pairs other work delayed (the larger) */
 	double slope;          /* interval against span, least squares: 1 when the method holds */
 	double timer_step_ns;  /* smallest %globaltimer step seen */
 	unsigned samples;      /* launches used */
@@ -84,10 +91,13 @@ struct calib_result {
  * why) when fewer than half the planned launches or pairs came back, when
  * %globaltimer is coarser than CALIB_TIMER_RES_MAX_NS, when the interval
  * does not grow with the span (slope outside 0.9-1.1), when a gap is
- * negative, when the offset or floor is not positive, or when the
- * interval's excess spreads wider than a quarter of the floor (half the
- * interquartile range; at least 250 ns): other work on the GPU delayed
- * the kernels (r->retry is then set: another try may find it quieter). */
+ * negative, when the offset or floor is not positive, or when fewer
+ * than CALIB_UNDELAYED_MIN of the launches or pairs were undelayed
+ * (within a quarter of the floor, at least 250 ns, of the fastest):
+ * other work on the GPU delayed the rest (r->retry is then set: another
+ * try may find it quieter). Each figure, and each spin length's point of
+ * the slope's fit, is the median of the undelayed launches: on a quiet
+ * GPU, of all of them. */
 void calib_fit(const struct calib_sample *s, unsigned n, const double *gaps, unsigned npairs,
 	       struct calib_result *r);
 

@@ -101,14 +101,14 @@ static void write_dump(void)
 				       "\"calibration\": {\"tries\": %d, \"ok\": %s, \"why\": \"%s\", "
 				       "\"offset_ns\": %.1f, \"excess_ns\": %.1f, \"gap_ns\": %.1f, \"bound_ns\": %.1f, "
 				       "\"floor_ns\": %.1f, \"floors\": %.3f, "
-				       "\"spread_ns\": %.1f, \"slope\": %.4f, \"timer_step_ns\": %.0f, "
+				       "\"spread_ns\": %.1f, \"delayed\": %.3f, \"slope\": %.4f, \"timer_step_ns\": %.0f, "
 				       "\"samples\": %u, \"took_ns\": %llu}, "
 				       "\"kept\": {\"found\": %s, \"floors\": %.3f, \"offset_ns\": %.1f, "
 				       "\"bound_ns\": %.1f, \"floor_ns\": %.1f, \"at_s\": %lld, \"stored\": %s, "
 				       "\"why\": \"%s\"}}",
 				       cen.offset_floors, cen.offset_source ? cen.offset_source : "none",
 				       cen.calib_tried, c->ok ? "true" : "false", c->why, c->offset_ns,
-				       c->excess_ns, c->gap_ns, c->bound_ns, c->floor_ns, c->floors, c->spread_ns, isfinite(c->slope) ? c->slope : 0.0,
+				       c->excess_ns, c->gap_ns, c->bound_ns, c->floor_ns, c->floors, isfinite(c->spread_ns) ? c->spread_ns : 0.0, c->delayed, isfinite(c->slope) ? c->slope : 0.0,
 				       c->timer_step_ns, c->samples, (unsigned long long)cen.calib_ns,
 				       cen.kept_found ? "true" : "false", cen.kept.floors, cen.kept.offset_ns,
 				       cen.kept.bound_ns, cen.kept.floor_ns, cen.kept.at_s,
