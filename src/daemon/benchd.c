@@ -30,6 +30,7 @@
 #include "bench/bench_compare.h"
 #include "bench/bench_result.h"
 #include "common/clock.h"
+#include "common/duration.h"
 #include "common/log.h"
 #include "collect/bus.h"
 #include "collect/fields.h"
@@ -1294,7 +1295,7 @@ int benchd_start(struct benchd **out, const struct gpulse_config *c, struct tsdb
 	}
 	if (b->scheduled) {
 		char idle[32];
-		config_format_duration(c->bench.idle_for_ns, idle, sizeof idle);
+		duration_format(c->bench.idle_for_ns, idle, sizeof idle);
 		log_info("bench: %s %s benchmarks of each GPU idle for %s with no process (bench.schedule)",
 			 c->bench.schedule, c->bench.mode, idle);
 	}

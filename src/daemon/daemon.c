@@ -21,6 +21,7 @@
 #include "daemon/api_status.h"
 #include "collect/bus.h"
 #include "common/clock.h"
+#include "common/duration.h"
 #include "collect/collector.h"
 #include "diagnose/diagnose_json.h"
 #include "diagnose/history.h"
@@ -806,11 +807,11 @@ static int handle_diagnosis(void *ctx, const struct http_request *req, struct ht
 	}
 	double history_s = diag_live_history_s(d->diag);
 	int64_t since_ns = (int64_t)(history_s * 1e9), window_ns = 0;
-	if (since_arg && (config_parse_duration(since_arg, &since_ns) != 0 || since_ns <= 0)) {
+	if (since_arg && (duration_parse_arg(since_arg, &since_ns) != 0 || since_ns <= 0)) {
 		snprintf(msg, sizeof msg, "since: \"%.40s\" is not a duration (e.g. 10m, 30s)", since_arg);
 		return bad_request(resp, msg);
 	}
-	if (window_arg && (config_parse_duration(window_arg, &window_ns) != 0 ||
+	if (window_arg && (duration_parse_arg(window_arg, &window_ns) != 0 ||
 			   window_ns < NS_PER_SEC)) {
 		snprintf(msg, sizeof msg, "window: \"%.40s\" is not a duration of 1s or more", window_arg);
 		return bad_request(resp, msg);
@@ -1205,8 +1206,8 @@ static int start_live_history(struct daemon *d, struct rules_file *const *files,
 	struct livestore_stats st;
 	livestore_get_stats(d->live, &st);
 	char every[32], back[32];
-	config_format_duration(iv * NS_PER_MS, every, sizeof every);
-	config_format_duration(st.window_ms * NS_PER_MS, back, sizeof back);
+	duration_format(iv * NS_PER_MS, every, sizeof every);
+	duration_format(st.window_ms * NS_PER_MS, back, sizeof back);
 	log_info("rules: no storage: %zu alerting rule(s) read /metrics as sampled every %s and held "
 		 "in memory for %s; their alerts are kept in memory only (lost at a restart, no ALERTS "
 		 "series)", nalert, every, back);
@@ -1797,7 +1798,7 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	d->status.reload_wall_ns = &d->self.last_reload_wall_ns;
 	d->status.metrics_text = metrics_text;
 	d->status.metrics_ctx = d;
-	config_format_duration(d->cfg.storage.retention_ns, d->status.retention,
+	duration_format(d->cfg.storage.retention_ns, d->status.retention,
 			       sizeof d->status.retention);
 	{
 		char speed[32];
