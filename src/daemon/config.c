@@ -24,7 +24,7 @@
 #include <yaml.h>
 
 #include "common/clock.h"
-#include "daemon/api.h"
+#include "api/query.h"
 #include "collect/collector.h"
 #include "diagnose/diagnose.h"
 #include "common/duration.h"

@@ -182,7 +182,7 @@ struct gpulse_config {
 		char basic_auth_users[HTTP_BASIC_MAX_USERS][2][CONFIG_BASIC_LEN];
 		bool allow_insecure_remote;
 	} http;
-	/* The query API's limits (src/daemon/api.h). */
+	/* The query API's limits (src/api/query.h). */
 	struct {
 		int64_t timeout_ns;             /* a query stops past this (503 timeout) */
 		unsigned max_concurrency;       /* queries evaluated at once */

@@ -3,7 +3,7 @@
  * evaluates through promql_eval_* over tsdb_queryable, and writes the
  * answer in Prometheus's JSON (values as strings, times as seconds with
  * millisecond precision). */
-#include "daemon/api.h"
+#include "api/query.h"
 
 #include <ctype.h>
 #include <malloc.h>
