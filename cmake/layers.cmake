@@ -31,7 +31,7 @@ set(GPULSE_USES_rules common store promql alert)
 set(GPULSE_USES_report common store promql diagnose)
 set(GPULSE_USES_export common nvml attrib collect diagnose anomaly alert)
 set(GPULSE_USES_inject common wire)
-set(GPULSE_USES_api common http store promql)
+set(GPULSE_USES_api common http collect store promql diagnose profile rules export)
 set(GPULSE_USES_daemon common nvml wire attrib http collect record store promql
   bench profile remote diagnose anomaly alert rules export api)
 set(GPULSE_USES_cli common collect record bench diagnose rules report)
