@@ -108,6 +108,8 @@ struct daemon {
 	struct tenantsd *tenants;        /* activity per process on shared GPUs */
 	struct benchd *bench;            /* baseline benchmarks (benchd.h) */
 	struct sdnotify sdn;             /* systemd readiness and watchdog (sdnotify.h) */
+	sigset_t signals;                /* what the main thread takes (serve) */
+	bool tls;                        /* the HTTP server serves https */
 	struct api api;
 	struct api_status status;        /* status, metadata, health endpoints */
 	char token[CONFIG_TOKEN_MAX];
@@ -1286,110 +1288,112 @@ static void notify_ready(struct daemon *d)
 	sdnotify_ready(&d->sdn, st);
 }
 
-int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg)
+/* ---- start-up: one step each, in daemon_run's order ------------------- */
+
+/* Each returns 0 to go on, or the exit status to stop with. */
+typedef int daemon_step_fn(struct daemon *d);
+
+/* --demo, before anything else logs (demo_begin). */
+static int begin_demo(struct daemon *d)
 {
-	int status = 1;
-	struct daemon *d = calloc(1, sizeof *d);
-	if (!d) {
+	return d->opt->demo ? demo_begin(d) : 0;
+}
+
+/* Block the signals we take before any thread starts, so every thread
+ * inherits the mask; the main thread takes them in serve(). */
+static int block_signals(struct daemon *d)
+{
+	sigemptyset(&d->signals);
+	sigaddset(&d->signals, SIGTERM);
+	sigaddset(&d->signals, SIGINT);
+	sigaddset(&d->signals, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &d->signals, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+static int make_bus(struct daemon *d)
+{
+	if (bus_create(&d->bus) != GPULSE_OK) {
 		log_error("out of memory");
 		return 1;
 	}
-	d->opt = opt;
-	d->cfg = *cfg;
-	d->started = *cfg;
-	d->self.start_wall_ns = clock_wall_ns();
-	pthread_mutex_init(&d->self.mode_lock, NULL);
-	d->self.replay_speed = 0;
-	atomic_store(&d->self.last_reload_ok, 1);
-	pthread_rwlock_init(&d->source_lock, NULL);
-	api_metrics_init(&d->metrics, CONFIG_HTTP_MAX_BODY);
-	log_set_level(cfg->log_level);
-	if (opt->demo && (status = demo_begin(d)) != 0)
-		goto out;
-	status = 1;
+	return 0;
+}
 
-	/* Block the signals we take before any thread starts, so every
-	 * thread inherits the mask. */
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
-	if (bus_create(&d->bus) != GPULSE_OK) {
-		log_error("out of memory");
-		goto out;
-	}
+/* Alert delivery, and evidence in front of it (the rules' sink). */
+static int start_alerting(struct daemon *d)
+{
 	char err[512];
-	int st = start_storage(d);
-	if (st) {
-		status = st;
-		goto out;
-	}
 	if (alerting_start(&d->alerting, &d->cfg, err, sizeof err) != 0) {
 		log_error("alerting: %s", err);
-		status = 2;
-		goto out;
+		return 2;
 	}
 	d->self.notify_stats = alerting_stats;
 	d->self.notify_ctx = alerting_sink_ctx(d->alerting);
-	{
-		struct evidence_config ec;
-		config_to_evidence(&d->cfg, &ec);
-		if (evidence_create(&d->evidence, &ec, d->bus, alerting_sink(),
-				    alerting_sink_ctx(d->alerting)) != GPULSE_OK) {
-			log_error("out of memory");
-			goto out;
-		}
+	struct evidence_config ec;
+	config_to_evidence(&d->cfg, &ec);
+	if (evidence_create(&d->evidence, &ec, d->bus, alerting_sink(),
+			    alerting_sink_ctx(d->alerting)) != GPULSE_OK) {
+		log_error("out of memory");
+		return 1;
 	}
-	if ((st = start_rules(d)) != 0) {
-		status = st;
-		goto out;
-	}
-	/* The anomaly detector subscribes before any source publishes and
-	 * before the HTTP server reads d->self (gpulse_anomaly_score). */
-	if (d->cfg.anomaly.enabled) {
-		struct anomaly_config ac = {
-			.step_ns = d->cfg.anomaly.step_ns,
-			.halflife_ns = d->cfg.anomaly.halflife_ns,
-			.season_halflife_ns = d->cfg.anomaly.season_halflife_ns,
-			.warmup_ns = d->cfg.anomaly.warmup_ns,
-			.season_buckets = (int)d->cfg.anomaly.season_buckets,
-		};
-		if (anomaly_create(&d->anomaly, &ac, d->bus, d->db) != GPULSE_OK ||
-		    anomaly_subscribe(d->anomaly) != GPULSE_OK) {
-			log_error("cannot start the anomaly detector");
-			goto out;
-		}
-		d->self.anomaly_scores = anomaly_scores_uuid;
-		d->self.anomaly_ctx = d->anomaly;
-	}
+	return 0;
+}
 
-	/* The profiling socket, before the HTTP server reads d->self. */
+/* The anomaly detector subscribes before any source publishes and
+ * before the HTTP server reads d->self (gpulse_anomaly_score). */
+static int start_anomaly(struct daemon *d)
+{
+	if (!d->cfg.anomaly.enabled)
+		return 0;
+	struct anomaly_config ac = {
+		.step_ns = d->cfg.anomaly.step_ns,
+		.halflife_ns = d->cfg.anomaly.halflife_ns,
+		.season_halflife_ns = d->cfg.anomaly.season_halflife_ns,
+		.warmup_ns = d->cfg.anomaly.warmup_ns,
+		.season_buckets = (int)d->cfg.anomaly.season_buckets,
+	};
+	if (anomaly_create(&d->anomaly, &ac, d->bus, d->db) != GPULSE_OK ||
+	    anomaly_subscribe(d->anomaly) != GPULSE_OK) {
+		log_error("cannot start the anomaly detector");
+		return 1;
+	}
+	d->self.anomaly_scores = anomaly_scores_uuid;
+	d->self.anomaly_ctx = d->anomaly;
+	return 0;
+}
+
+/* The profiling socket and the baseline benchmarks (only with GPUs to
+ * measure, not a replay), before the HTTP server reads d->self. */
+static int start_profiling_and_bench(struct daemon *d)
+{
 	if (profiling_start(&d->prof, &d->cfg, d->db, gpu_by_uuid, d) != GPULSE_OK) {
 		log_error("out of memory");
-		goto out;
+		return 1;
 	}
-	/* Baseline benchmarks: only with GPUs to measure (not a replay). */
 	if (benchd_start(&d->bench, &d->cfg, d->db, d->bus, !d->cfg.replay.file[0] && !d->demo_replay) !=
 	    GPULSE_OK) {
 		log_error("out of memory");
-		goto out;
+		return 1;
 	}
 	d->self.profile_metrics = extra_metrics;
 	d->self.profile_ctx = d;
+	return 0;
+}
 
-	/* The live diagnosis subscribes before any source publishes, and
-	 * exists before the HTTP server can ask it (/api/v1/diagnosis). */
+/* The live diagnosis subscribes before any source publishes, and exists
+ * before the HTTP server can ask it (/api/v1/diagnosis); so do the health
+ * score and the activity per process. */
+static int start_diagnosis(struct daemon *d)
+{
 	double rate_hz = 1e9 / (double)d->cfg.sampling.fast_ns;
-	if (d->cfg.replay.file[0] || opt->demo)
+	if (d->cfg.replay.file[0] || d->opt->demo)
 		rate_hz = fmax(rate_hz, 10 * d->cfg.replay.speed);
 	if (diag_live_create(&d->diag, d->bus, (double)d->cfg.diagnosis.window_ns / 1e9,
 			     (double)d->cfg.diagnosis.history_ns / 1e9, rate_hz) != GPULSE_OK) {
 		log_error("cannot start the live diagnosis");
-		goto out;
+		return 1;
 	}
 	struct diag_options dopt;
 	diag_options_defaults(&dopt);
@@ -1397,36 +1401,44 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	if (diag_live_set_options(d->diag, &dopt) != GPULSE_OK) {
 		/* config_validate holds it to (0, 1]; this is diag_options_check's range. */
 		log_error("diagnosis.memory_pressure: %g is out of range", dopt.memory_pressure_ratio);
-		goto out;
+		return 1;
 	}
 	diag_live_set_trace_source(d->diag, trace_source, d->prof);
 	if (health_live_create(&d->health, d->bus, 0) != GPULSE_OK) {
 		log_error("cannot start the health score");
-		goto out;
+		return 1;
 	}
 	benchd_set_health(d->bench, d->health);
-	/* Activity per process: subscribes, like the diagnosis, before any
-	 * source publishes. */
 	if (tenantsd_start(&d->tenants, d->bus, d->prof) != GPULSE_OK) {
 		log_error("cannot start the per-process activity split");
-		goto out;
+		return 1;
 	}
 	d->self.tenants = tenantsd_tenants(d->tenants);
 	if (d->db && open_diag_history(d) != GPULSE_OK) {
 		log_error("cannot keep the diagnosis in the store");
-		goto out;
+		return 1;
 	}
 	if (storage_path(d)[0])
 		diag_live_set_sink(d->diag, history_sink, d);
-	{
-		struct evidence_sources es = {.raise = raise_gpu, .raise_ctx = d, .diag = d->diag,
-					      .anomaly = d->anomaly, .prof = d->prof};
-		if (evidence_start(d->evidence, &es) != GPULSE_OK) {
-			log_error("cannot start the evidence thread");
-			goto out;
-		}
-	}
+	return 0;
+}
 
+static int start_evidence(struct daemon *d)
+{
+	struct evidence_sources es = {.raise = raise_gpu, .raise_ctx = d, .diag = d->diag,
+				      .anomaly = d->anomaly, .prof = d->prof};
+	if (evidence_start(d->evidence, &es) != GPULSE_OK) {
+		log_error("cannot start the evidence thread");
+		return 1;
+	}
+	return 0;
+}
+
+/* What the query and status endpoints serve: the store (or why there is
+ * none), the query limits, the flags and the running configuration. */
+static int set_up_query_api(struct daemon *d)
+{
+	const struct daemon_options *opt = d->opt;
 	api_init(&d->api, d->db);
 	d->api.timeout_ns = d->cfg.query.timeout_ns;
 	d->api.max_concurrency = d->cfg.query.max_concurrency;
@@ -1441,31 +1453,33 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	d->status.metrics_text = api_metrics_text;
 	d->status.metrics_ctx = &d->metrics;
 	duration_format(d->cfg.storage.retention_ns, d->status.retention,
-			       sizeof d->status.retention);
-	{
-		char speed[32];
-		snprintf(speed, sizeof speed, "%g", d->cfg.replay.speed);
-		const struct daemon_overrides *ov = &opt->ov;
-		api_status_add_flag(&d->status, "config", opt->config_path);
-		api_status_add_flag(&d->status, "listen", d->cfg.listen);
-		api_status_add_flag(&d->status, "storage-path", storage_path(d));
-		api_status_add_flag(&d->status, "replay", d->cfg.replay.file);
-		api_status_add_flag(&d->status, "replay-speed", speed);
-		api_status_add_flag(&d->status, "nvml-library", d->cfg.nvml_library);
-		api_status_add_flag(&d->status, "log-level", ov->log_level ? ov->log_level : "");
-		api_status_add_flag(&d->status, "demo", opt->demo ? "true" : "false");
-		api_status_add_flag(&d->status, "allow-insecure-remote",
-				    d->cfg.http.allow_insecure_remote ? "true" : "false");
-	}
+			sizeof d->status.retention);
+	char speed[32];
+	snprintf(speed, sizeof speed, "%g", d->cfg.replay.speed);
+	const struct daemon_overrides *ov = &opt->ov;
+	api_status_add_flag(&d->status, "config", opt->config_path);
+	api_status_add_flag(&d->status, "listen", d->cfg.listen);
+	api_status_add_flag(&d->status, "storage-path", storage_path(d));
+	api_status_add_flag(&d->status, "replay", d->cfg.replay.file);
+	api_status_add_flag(&d->status, "replay-speed", speed);
+	api_status_add_flag(&d->status, "nvml-library", d->cfg.nvml_library);
+	api_status_add_flag(&d->status, "log-level", ov->log_level ? ov->log_level : "");
+	api_status_add_flag(&d->status, "demo", opt->demo ? "true" : "false");
+	api_status_add_flag(&d->status, "allow-insecure-remote",
+			    d->cfg.http.allow_insecure_remote ? "true" : "false");
 	publish_config(d);
+	return 0;
+}
+
+static int start_http(struct daemon *d)
+{
 	struct http_config hc;
 	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token, d->write_token,
 			   sizeof d->write_token) != 0) {
 		/* config_to_http logged which token file and why. */
 		log_error("%s: cannot read a token file of http:",
-			  opt->config_path ? opt->config_path : "command line");
-		status = 2;
-		goto out;
+			  d->opt->config_path ? d->opt->config_path : "command line");
+		return 2;
 	}
 	hc.requests_total = &d->self.http_requests_total;
 	hc.rejected_total = &d->self.http_rejected_total;
@@ -1473,18 +1487,26 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	hc.shed_total = d->self.http_shed_total;
 	_Static_assert(SELF_HTTP_DENY_REASONS == HTTP_DENY_COUNT, "one counter per reason");
 	hc.denied_total = d->self.http_denied_total;
+	char err[512];
 	int hrc = http_server_start(&d->http, &hc, err, sizeof err);
 	if (hrc) {
 		log_error("%s", err);
-		status = exit_status(hrc);
-		goto out;
+		return exit_status(hrc);
 	}
+	d->tls = hc.tls_cert_file != NULL;
+	return 0;
+}
+
+/* Every endpoint on the running server (src/api/ and the parts' own),
+ * the dashboard last; then the store's scrape of /metrics may start. */
+static int route_endpoints(struct daemon *d)
+{
 	/* The query and capture pools first: /metrics reads their counters. */
 	if (api_register(d->http, &d->api) != 0 || api_status_register(d->http, &d->status) != 0 ||
 	    profiling_register(d->prof, d->http) != 0 || benchd_register(d->bench, d->http) != 0 ||
 	    evidence_register(d->evidence, d->http) != 0) {
 		log_error("cannot start the threads of the query API and of captures");
-		goto out;
+		return 1;
 	}
 	/* Every d->self callback and the pools /metrics reads are set: the
 	 * store's scrape of /metrics may start. */
@@ -1505,45 +1527,84 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	    api_diagnosis_register(d->http, &d->diagnosis) != 0 ||
 	    api_rules_register(d->http, d->rules) != 0) {
 		log_error("cannot route the HTTP endpoints");
-		goto out;
+		return 1;
 	}
 	/* Last: "/" is a prefix route that takes every path left. */
 	if (web_register(d->http, &d->web) != GPULSE_OK) {
 		log_error("cannot serve the web dashboard");
-		goto out;
+		return 1;
 	}
+	return 0;
+}
 
-	/* The rules' scrapes of /metrics read d->self, complete once the
-	 * HTTP server (its other reader) runs. */
+/* The rules' scrapes of /metrics read d->self, complete once the HTTP
+ * server (its other reader) runs. */
+static int start_live_scrapes(struct daemon *d)
+{
 	if (d->live && livestore_start(d->live)) {
 		log_error("rules: cannot start the scrapes of /metrics");
-		goto out;
+		return 1;
 	}
-	{
-		struct attrib_config ac;
-		config_to_attrib(&d->cfg, &ac);
-		if (attrib_open(&d->attrib, &ac) != 0) {
-			log_error("attribution: out of memory");
-			goto out;
-		}
-		d->self.attrib = d->attrib;
-	}
-	int src = start_source(d);
-	if (src) {
-		status = src;
-		goto out;
-	}
-	/* Tests and scripts read the bound port from this line (listen
-	 * may say port 0). */
-	char hint[20000] = "";
-	if (opt->demo)
-		demo_hint(d, hc.tls_cert_file != NULL, http_server_port(d->http), hint, sizeof hint);
-	log_info("serving http%s://%s port %d (gpulsed %s)%s", hc.tls_cert_file ? "s" : "",
-		 d->cfg.listen, http_server_port(d->http), GPULSE_VERSION, hint);
+	return 0;
+}
 
-	/* systemd (Type=notify): READY=1 once the HTTP server listens and
-	 * the first sample is in (or there is no source to wait for, or
-	 * READY_WAIT_NS passed: serving self-metrics is serving). */
+static int open_attribution(struct daemon *d)
+{
+	struct attrib_config ac;
+	config_to_attrib(&d->cfg, &ac);
+	if (attrib_open(&d->attrib, &ac) != 0) {
+		log_error("attribution: out of memory");
+		return 1;
+	}
+	d->self.attrib = d->attrib;
+	return 0;
+}
+
+/* Tests and scripts read the bound port from this line (listen may say
+ * port 0). */
+static int announce(struct daemon *d)
+{
+	char hint[20000] = "";
+	if (d->opt->demo)
+		demo_hint(d, d->tls, http_server_port(d->http), hint, sizeof hint);
+	log_info("serving http%s://%s port %d (gpulsed %s)%s", d->tls ? "s" : "", d->cfg.listen,
+		 http_server_port(d->http), GPULSE_VERSION, hint);
+	return 0;
+}
+
+/* gpulsed's start-up, in order: each step may use what the ones before
+ * it made, and the parts that subscribe to the bus come before any source
+ * publishes on it (start_source). */
+static daemon_step_fn *const start_steps[] = {
+	begin_demo,
+	block_signals,
+	make_bus,
+	start_storage,
+	start_alerting,
+	start_rules,
+	start_anomaly,
+	start_profiling_and_bench,
+	start_diagnosis,
+	start_evidence,
+	set_up_query_api,
+	start_http,
+	route_endpoints,
+	start_live_scrapes,
+	open_attribution,
+	start_source,
+	announce,
+};
+
+/* ---- serving, shutdown ------------------------------------------------ */
+
+/* The main thread until SIGTERM or SIGINT: reloads on SIGHUP, retries a
+ * store or NVML that was missing, and tells systemd (Type=notify)
+ * READY=1 once the HTTP server listens and the first sample is in (or
+ * there is no source to wait for, or READY_WAIT_NS passed: serving
+ * self-metrics is serving), with its watchdog pings. */
+static int serve(struct daemon *d)
+{
+	char err[512];
 	int64_t ready_by = clock_mono_ns() + READY_WAIT_NS;
 	sdnotify_init(&d->sdn, clock_mono_ns());
 	for (;;) {
@@ -1563,11 +1624,12 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 			wait_ns = wd;
 		struct timespec tick = {.tv_sec = wait_ns / 1000000000LL,
 					.tv_nsec = wait_ns % 1000000000LL};
-		int sig = wait_ns >= 0 ? sigtimedwait(&set, NULL, &tick) : sigwaitinfo(&set, NULL);
+		int sig = wait_ns >= 0 ? sigtimedwait(&d->signals, NULL, &tick)
+				       : sigwaitinfo(&d->signals, NULL);
 		if (sig == SIGTERM || sig == SIGINT) {
 			log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 			sdnotify_stopping(&d->sdn);
-			break;
+			return 0;
 		}
 		if (sig == SIGHUP) {
 			reload(d);
@@ -1579,8 +1641,30 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 				d->next_nvml_try = clock_mono_ns() + NVML_RETRY_NS;
 		}
 	}
-	status = 0;
-out:
+}
+
+static struct daemon *daemon_new(const struct daemon_options *opt, const struct gpulse_config *cfg)
+{
+	struct daemon *d = calloc(1, sizeof *d);
+	if (!d)
+		return NULL;
+	d->opt = opt;
+	d->cfg = *cfg;
+	d->started = *cfg;
+	d->self.start_wall_ns = clock_wall_ns();
+	pthread_mutex_init(&d->self.mode_lock, NULL);
+	d->self.replay_speed = 0;
+	atomic_store(&d->self.last_reload_ok, 1);
+	pthread_rwlock_init(&d->source_lock, NULL);
+	api_metrics_init(&d->metrics, CONFIG_HTTP_MAX_BODY);
+	log_set_level(cfg->log_level);
+	return d;
+}
+
+/* Stop and free everything, whichever step start-up reached: readers
+ * before what they read, the store's last flush after every publisher. */
+static void shut_down(struct daemon *d)
+{
 	/* The rules' scrapes read the sources and the rules' counters. */
 	livestore_stop(d->live);
 	selfscrape_stop(d->scrape);
@@ -1618,5 +1702,20 @@ out:
 	if (d->status.api)
 		api_status_destroy(&d->status);
 	free(d);
+}
+
+int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg)
+{
+	struct daemon *d = daemon_new(opt, cfg);
+	if (!d) {
+		log_error("out of memory");
+		return 1;
+	}
+	int status = 0;
+	for (size_t i = 0; i < sizeof start_steps / sizeof start_steps[0] && !status; i++)
+		status = start_steps[i](d);
+	if (!status)
+		status = serve(d);
+	shut_down(d);
 	return status;
 }
