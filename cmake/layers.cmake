@@ -10,7 +10,7 @@
 # and must not point up (the check says which circle it would close).
 set(GPULSE_LAYERS common nvml wire attrib http collect record store promql
   bench profile remote diagnose anomaly alert rules report export inject
-  daemon cli)
+  api daemon cli)
 
 set(GPULSE_USES_common "")
 set(GPULSE_USES_nvml common)
@@ -31,6 +31,7 @@ set(GPULSE_USES_rules common store promql alert)
 set(GPULSE_USES_report common store promql diagnose)
 set(GPULSE_USES_export common nvml attrib collect diagnose anomaly alert)
 set(GPULSE_USES_inject common wire)
+set(GPULSE_USES_api common http collect store promql diagnose profile rules export)
 set(GPULSE_USES_daemon common nvml wire attrib http collect record store promql
-  bench profile remote diagnose anomaly alert rules export)
+  bench profile remote diagnose anomaly alert rules export api)
 set(GPULSE_USES_cli common collect record bench diagnose rules report)

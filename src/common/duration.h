@@ -19,4 +19,14 @@
  * int64 nanoseconds, about 292 years). */
 int duration_parse(const char *s, size_t len, int64_t *ns, char *err, size_t errlen);
 
+/* Parse a duration as gpulsed's settings and query parameters take it:
+ * Prometheus style (duration_parse: "100ms", "1s", "5m", "1h30m") or a
+ * bare number of seconds ("30", "0.25"). 0, GPULSE_EINVAL (bad syntax,
+ * negative) or GPULSE_ERANGE (does not fit in int64 nanoseconds). */
+int duration_parse_arg(const char *s, int64_t *ns);
+
+/* Write `ns` as duration_parse_arg reads it back: "1h30m", "100ms",
+ * "0s", or seconds with a fraction when finer than a millisecond. */
+void duration_format(int64_t ns, char *out, size_t outlen);
+
 #endif

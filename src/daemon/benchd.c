@@ -27,9 +27,11 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "api/bench.h"
 #include "bench/bench_compare.h"
 #include "bench/bench_result.h"
 #include "common/clock.h"
+#include "common/duration.h"
 #include "common/log.h"
 #include "collect/bus.h"
 #include "collect/fields.h"
@@ -103,6 +105,7 @@ struct benchd {
 	int64_t kill_at_ns;
 	bool killing;
 	char abort_why[256];
+	struct api_bench api;         /* what the endpoints call (api/bench.h) */
 };
 
 /* ---- configuration ---------------------------------------------------- */
@@ -1016,52 +1019,19 @@ static void end_run_left(struct benchd *b)
 	}
 }
 
-/* ---- HTTP --------------------------------------------------------------- */
+/* ---- what the endpoints ask (api/bench.h) ------------------------------- */
 
-/* gpu=N: 1 with *gpu set, 0 absent, -1 after a 400. */
-static int gpu_arg(const struct http_request *req, struct http_response *resp, int *gpu)
-{
-	const char *s = http_request_arg(req, "gpu");
-	if (!s)
-		return 0;
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || *end || end == s || v < 0 || v >= BENCHD_MAX_GPUS) {
-		char msg[128];
-		snprintf(msg, sizeof msg, "gpu: \"%.40s\" is not a GPU index (0-%d)", s, BENCHD_MAX_GPUS - 1);
-		http_api_error(resp, 400, "bad_data", msg);
-		return -1;
-	}
-	*gpu = (int)v;
-	return 1;
-}
-
-static int handle_start(void *ctx, const struct http_request *req, struct http_response *resp)
+/* api_bench.start: ask the scheduler for a run now. */
+static int request_run(void *ctx, int gpu, const char *mode, long long *id_out, char *msg,
+		       size_t msglen)
 {
 	struct benchd *b = ctx;
-	if (strcmp(req->method, "POST") != 0)
-		return http_api_error(resp, 405, "bad_data",
-				 "POST /api/v1/bench?gpu=N&mode=quick|full starts a benchmark; "
-				 "GET /api/v1/bench/status shows it");
-	if (!b->nvml_source)
-		return http_api_error(resp, 503, "unavailable",
-				 "this gpulsed replays a recording: there is no GPU to benchmark");
-	int gpu = 0;
-	if (gpu_arg(req, resp, &gpu) < 0)
-		return 0;
-	const char *mode = http_request_arg(req, "mode");
-	if (!mode)
-		mode = b->cfg->bench.mode;
-	if (strcmp(mode, "quick") != 0 && strcmp(mode, "full") != 0)
-		return http_api_error(resp, 400, "bad_data", "mode: not quick or full");
 	pthread_mutex_lock(&b->mu);
 	if (b->pid > 0 || b->request_gpu >= 0 || strcmp(b->run_state, "starting") == 0) {
-		char msg[160];
-		snprintf(msg, sizeof msg, "a benchmark is running on GPU %d (run %lld); one runs at a time",
+		snprintf(msg, msglen, "a benchmark is running on GPU %d (run %lld); one runs at a time",
 			 b->run_gpu, b->run_id);
 		pthread_mutex_unlock(&b->mu);
-		return http_api_error(resp, 409, "busy", msg);
+		return GPULSE_EBUSY;
 	}
 	b->request_gpu = gpu;
 	str_copy(b->request_mode, sizeof b->request_mode, mode);
@@ -1075,21 +1045,14 @@ static int handle_start(void *ctx, const struct http_request *req, struct http_r
 	b->run_message[0] = '\0';
 	pthread_mutex_unlock(&b->mu);
 	periodic_kick(&b->ticker);
-	resp->status = 202;
-	resp->content_type = "application/json";
-	return buf_printf(&resp->body,
-			  "{\"status\":\"success\",\"data\":{\"id\":%lld,\"gpu\":%d,\"mode\":\"%s\","
-			  "\"state\":\"starting\"}}\n", id, gpu, mode);
+	*id_out = id;
+	return 0;
 }
 
-static int handle_status(void *ctx, const struct http_request *req, struct http_response *resp)
+/* api_bench.status: the latest run's document. */
+static int status_json(void *ctx, int gpu, struct buf *o)
 {
 	struct benchd *b = ctx;
-	int gpu = -1;
-	if (gpu_arg(req, resp, &gpu) < 0)
-		return 0;
-	resp->content_type = "application/json";
-	struct buf *o = &resp->body;
 	pthread_mutex_lock(&b->mu);
 	bool this_run = gpu < 0 || gpu == b->run_gpu;
 	int g = gpu >= 0 ? gpu : b->run_gpu;
@@ -1126,21 +1089,19 @@ static int handle_status(void *ctx, const struct http_request *req, struct http_
 	return buf_puts(o, "}}\n");
 }
 
-static int handle_results(void *ctx, const struct http_request *req, struct http_response *resp)
+/* api_bench.results: the stored runs' document. */
+static int results_json(void *ctx, int gpu, const char *uuid_arg, struct buf *o, char *msg,
+			size_t msglen)
 {
 	struct benchd *b = ctx;
-	int gpu = 0;
-	if (gpu_arg(req, resp, &gpu) < 0)
-		return 0;
 	struct tsdb *db = atomic_load(&b->db);
 	char uuid[80] = "";
 	pthread_mutex_lock(&b->mu);
 	if (b->gpu[gpu].last)
 		str_copy(uuid, sizeof uuid, b->gpu[gpu].last->gpu.uuid);
 	pthread_mutex_unlock(&b->mu);
-	const char *u = http_request_arg(req, "uuid");
-	if (u)
-		str_copy(uuid, sizeof uuid, u);
+	if (uuid_arg)
+		str_copy(uuid, sizeof uuid, uuid_arg);
 	if (!uuid[0] && db) {
 		/* No run since start: the GPU's UUID from its stored results. */
 		struct tsdb_record *recs = NULL;
@@ -1156,15 +1117,16 @@ static int handle_results(void *ctx, const struct http_request *req, struct http
 			}
 		tsdb_records_free(recs, n);
 	}
-	if (!db)
-		return http_api_error(resp, 503, "unavailable",
-				 "storage is off: benchmark history needs storage.path");
+	if (!db) {
+		snprintf(msg, msglen, "storage is off: benchmark history needs storage.path");
+		return GPULSE_EINVAL;
+	}
 	struct bench_result *hist = calloc(HISTORY_RECORDS, sizeof *hist);
-	if (!hist)
-		return http_api_error(resp, 503, "unavailable", "out of memory");
+	if (!hist) {
+		snprintf(msg, msglen, "out of memory");
+		return GPULSE_ENOMEM;
+	}
 	size_t nh = uuid[0] ? load_history(db, uuid, hist, HISTORY_RECORDS) : 0;
-	resp->content_type = "application/json";
-	struct buf *o = &resp->body;
 	buf_puts(o, "{\"status\":\"success\",\"data\":{\"uuid\":");
 	buf_put_json_string(o, uuid);
 	buf_puts(o, ",\"runs\":[");
@@ -1238,23 +1200,16 @@ static int handle_results(void *ctx, const struct http_request *req, struct http
 	return buf_puts(o, "]}}\n");
 }
 
-static int handle_off(void *ctx, const struct http_request *req, struct http_response *resp)
-{
-	(void)ctx;
-	(void)req;
-	return http_api_error(resp, 503, "unavailable", "benchmarks are not available in this gpulsed");
-}
-
 int benchd_register(struct benchd *b, struct http_server *s)
 {
-	int rc = http_route(s, "/api/v1/bench", b ? handle_start : handle_off, b);
-	if (!rc)
-		rc = http_route_writes(s, "/api/v1/bench");
-	if (!rc)
-		rc = http_route(s, "/api/v1/bench/status", b ? handle_status : handle_off, b);
-	if (!rc)
-		rc = http_route(s, "/api/v1/bench/results", b ? handle_results : handle_off, b);
-	return rc;
+	if (!b)
+		return api_bench_register(s, NULL);
+	b->api = (struct api_bench){
+		.can_run = b->nvml_source, .default_mode = b->cfg->bench.mode,
+		.max_gpus = BENCHD_MAX_GPUS, .start = request_run, .status = status_json,
+		.results = results_json, .ctx = b,
+	};
+	return api_bench_register(s, &b->api);
 }
 
 /* ---- life ----------------------------------------------------------------- */
@@ -1294,7 +1249,7 @@ int benchd_start(struct benchd **out, const struct gpulse_config *c, struct tsdb
 	}
 	if (b->scheduled) {
 		char idle[32];
-		config_format_duration(c->bench.idle_for_ns, idle, sizeof idle);
+		duration_format(c->bench.idle_for_ns, idle, sizeof idle);
 		log_info("bench: %s %s benchmarks of each GPU idle for %s with no process (bench.schedule)",
 			 c->bench.schedule, c->bench.mode, idle);
 	}

@@ -6,11 +6,8 @@
  * another process appears on that GPU; the comparison of each result with
  * the card's stored history and the fleet; the results in the store
  * (records of kind "bench", series gpulse_bench_*) and on /metrics; and
- * three endpoints:
- *
- *   POST /api/v1/bench?gpu=N&mode=quick|full   start a run now (a write action)
- *   GET  /api/v1/bench/status[?gpu=N]          the latest run: state, result, verdicts
- *   GET  /api/v1/bench/results?gpu=N[&limit=N] stored runs and the trend per figure
+ * what its three endpoints (api/bench.h: POST /api/v1/bench,
+ * /api/v1/bench/status, /api/v1/bench/results) ask of it.
  *
  * The benchmark never runs on the sampling threads nor in gpulsed's
  * process: a driver fault or a hung CUDA call takes the child, not the
@@ -50,7 +47,8 @@ void benchd_set_store(struct benchd *b, struct tsdb *db);
  * write them every second beside benchd. Its counters (runs, running)
  * are not in it: only the self-scrape stores those. */
 extern const char *const benchd_store_metrics[];
-/* Route the three endpoints (b may be NULL: they answer 503). */
+/* Route the three endpoints of api/bench.h over b (b may be NULL: they
+ * answer 503). */
 int benchd_register(struct benchd *b, struct http_server *s);
 /* The gpulse_bench_* families (the last run per GPU). ctx: struct benchd. */
 int benchd_metrics(void *ctx, struct buf *out, bool openmetrics);

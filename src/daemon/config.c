@@ -24,6 +24,7 @@
 #include <yaml.h>
 
 #include "common/clock.h"
+#include "api/query.h"
 #include "collect/collector.h"
 #include "diagnose/diagnose.h"
 #include "common/duration.h"
@@ -482,23 +483,6 @@ void config_defaults(struct gpulse_config *c)
 	benchd_config_defaults(c);
 }
 
-/* ---- durations ------------------------------------------------------- */
-
-static const struct {
-	const char *suffix;
-	int64_t ns;
-} duration_units[] = {
-	/* Largest first, as Prometheus writes and requires them. */
-	{"y", 365LL * 86400 * NS_PER_SEC},
-	{"w", 7LL * 86400 * NS_PER_SEC},
-	{"d", 86400LL * NS_PER_SEC},
-	{"h", 3600LL * NS_PER_SEC},
-	{"m", 60LL * NS_PER_SEC},
-	{"s", NS_PER_SEC},
-	{"ms", NS_PER_MS},
-};
-#define DURATION_UNITS ((int)(sizeof duration_units / sizeof duration_units[0]))
-
 /* ---- the sections of alerting.c, benchd.c and profiling.c ------------- */
 
 void config_alerting_defaults(struct gpulse_config *c)
@@ -611,8 +595,8 @@ int alerting_validate(const struct gpulse_config *c, const char *name, char *err
 		}
 	if (c->alerting.max_retry_backoff_ns < c->alerting.retry_backoff_ns) {
 		char a[32], b[32];
-		config_format_duration(c->alerting.max_retry_backoff_ns, a, sizeof a);
-		config_format_duration(c->alerting.retry_backoff_ns, b, sizeof b);
+		duration_format(c->alerting.max_retry_backoff_ns, a, sizeof a);
+		duration_format(c->alerting.retry_backoff_ns, b, sizeof b);
 		str_errf(err, errlen, "%s: alerting.max_retry_backoff (%s) must not be shorter than "
 			 "alerting.retry_backoff (%s)", name, a, b);
 		return GPULSE_EINVAL;
@@ -670,7 +654,7 @@ int64_t benchd_schedule_ns(const char *s)
 	if (strcmp(s, "off") == 0)
 		return 0;
 	int64_t ns;
-	if (config_parse_duration(s, &ns) != 0 || ns < 60 * NS_PER_SEC)
+	if (duration_parse_arg(s, &ns) != 0 || ns < 60 * NS_PER_SEC)
 		return -1;
 	return ns;
 }
@@ -805,100 +789,6 @@ static bool is_digit(char ch)
 	return ch >= '0' && ch <= '9';
 }
 
-/* A bare number of seconds: digits, optionally a point and up to nine
- * more (nanosecond resolution). */
-static int parse_seconds(const char *s, int64_t *ns)
-{
-	int64_t whole = 0, frac = 0;
-	const char *p = s;
-	if (!is_digit(*p) && !(*p == '.' && is_digit(p[1])))
-		return GPULSE_EINVAL;
-	for (; is_digit(*p); p++) {
-		if (whole > (INT64_MAX / NS_PER_SEC) / 10)
-			return GPULSE_ERANGE;
-		whole = whole * 10 + (*p - '0');
-	}
-	if (whole > INT64_MAX / NS_PER_SEC)
-		return GPULSE_ERANGE;
-	if (*p == '.') {
-		p++;
-		if (!is_digit(*p))
-			return GPULSE_EINVAL;
-		int64_t scale = NS_PER_SEC / 10;
-		for (; is_digit(*p); p++) {
-			frac += (*p - '0') * scale; /* digits past 1 ns are dropped */
-			scale /= 10;
-		}
-	}
-	if (*p)
-		return GPULSE_EINVAL;
-	int64_t total = whole * NS_PER_SEC;
-	if (total > INT64_MAX - frac)
-		return GPULSE_ERANGE;
-	*ns = total + frac;
-	return 0;
-}
-
-int config_parse_duration(const char *s, int64_t *ns)
-{
-	if (!s || !*s)
-		return GPULSE_EINVAL;
-	bool all_number = true;
-	for (const char *p = s; *p; p++)
-		if (!is_digit(*p) && *p != '.')
-			all_number = false;
-	if (all_number)
-		return parse_seconds(s, ns);
-
-	int rc = duration_parse(s, strlen(s), ns, NULL, 0);
-	return rc == GPULSE_ERANGE ? GPULSE_ERANGE : rc ? GPULSE_EINVAL : 0;
-}
-
-void config_format_duration(int64_t ns, char *out, size_t outlen)
-{
-	if (outlen == 0)
-		return;
-	if (ns == 0) {
-		snprintf(out, outlen, "0s");
-		return;
-	}
-	if (ns < 0) {
-		/* Never valid, but a message may still need to show one. */
-		out[0] = '-';
-		if (outlen > 1)
-			config_format_duration(ns == INT64_MIN ? INT64_MAX : -ns, out + 1, outlen - 1);
-		else
-			out[0] = '\0';
-		return;
-	}
-	if (ns % NS_PER_MS != 0) {
-		/* Finer than the smallest unit: seconds with a fraction. */
-		char digits[16];
-		snprintf(digits, sizeof digits, "%09lld", (long long)(ns % NS_PER_SEC));
-		for (int i = 8; i > 0 && digits[i] == '0'; i--)
-			digits[i] = '\0';
-		snprintf(out, outlen, "%lld.%s", (long long)(ns / NS_PER_SEC), digits);
-		return;
-	}
-	size_t used = 0;
-	out[0] = '\0';
-	int64_t left = ns;
-	for (int u = 0; u < DURATION_UNITS && left > 0; u++) {
-		int64_t n = left / duration_units[u].ns;
-		/* Weeks only when they take the whole day count: 30d reads as
-		 * 30d, not 4w2d (both parse to the same value). */
-		if (n == 0 || (duration_units[u].ns == 7LL * 86400 * NS_PER_SEC &&
-			       (left / (86400LL * NS_PER_SEC)) % 7 != 0))
-			continue;
-		left -= n * duration_units[u].ns;
-		int w = snprintf(out + used, outlen - used, "%lld%s", (long long)n,
-				 duration_units[u].suffix);
-		if (w < 0 || (size_t)w >= outlen - used)
-			return;
-		used += (size_t)w;
-	}
-}
-
 /* ---- listen addresses ------------------------------------------------- */
 
 /* The HTTP server's own parser decides what a listen address means, so the
@@ -956,8 +846,8 @@ static void range_text(const struct key_spec *k, char *out, size_t outlen)
 {
 	if (k->kind == KIND_DURATION) {
 		char lo[40], hi[40];
-		config_format_duration((int64_t)k->lo, lo, sizeof lo);
-		config_format_duration((int64_t)k->hi, hi, sizeof hi);
+		duration_format((int64_t)k->lo, lo, sizeof lo);
+		duration_format((int64_t)k->hi, hi, sizeof hi);
 		snprintf(out, outlen, "%s..%s", lo, hi);
 	} else if (k->lo_open) {
 		snprintf(out, outlen, "above %g and at most %g", k->lo, k->hi);
@@ -1219,7 +1109,7 @@ static int store_scalar(const struct key_spec *k, void *member, const char *v, s
 	}
 	case KIND_DURATION: {
 		int64_t ns;
-		int rc = config_parse_duration(v, &ns);
+		int rc = duration_parse_arg(v, &ns);
 		if (rc == GPULSE_ERANGE) {
 			snprintf(why, whylen, "duration %s is too long", q);
 			return rc;
@@ -2235,7 +2125,7 @@ static int validate_ranges(const struct gpulse_config *c, const struct key_spec 
 			memcpy(&ns, member, sizeof ns);
 			if (!in_range(k, (double)ns)) {
 				char d[32];
-				config_format_duration(ns, d, sizeof d);
+				duration_format(ns, d, sizeof d);
 				str_errf(err, errlen, "%s: %s: %s is out of range (%s)", name, path, d, range);
 				return GPULSE_EINVAL;
 			}
@@ -2370,8 +2260,8 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 	for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
 		if (order[i].longer >= order[i].shorter)
 			continue;
-		config_format_duration(order[i].longer, a, sizeof a);
-		config_format_duration(order[i].shorter, b, sizeof b);
+		duration_format(order[i].longer, a, sizeof a);
+		duration_format(order[i].shorter, b, sizeof b);
 		str_errf(err, errlen, "%s: %s (%s) must not be shorter than %s (%s)", name,
 			 order[i].longer_key, a, order[i].shorter_key, b);
 		return GPULSE_EINVAL;
@@ -2793,7 +2683,7 @@ static int dump_section(const struct gpulse_config *c, const struct key_spec *se
 			int64_t ns;
 			char d[48];
 			memcpy(&ns, member, sizeof ns);
-			config_format_duration(ns, d, sizeof d);
+			duration_format(ns, d, sizeof d);
 			rc = buf_printf(out, " %s", d);
 			break;
 		}

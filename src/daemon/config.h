@@ -182,7 +182,7 @@ struct gpulse_config {
 		char basic_auth_users[HTTP_BASIC_MAX_USERS][2][CONFIG_BASIC_LEN];
 		bool allow_insecure_remote;
 	} http;
-	/* The query API's limits (src/daemon/api.h). */
+	/* The query API's limits (src/api/query.h). */
 	struct {
 		int64_t timeout_ns;             /* a query stops past this (503 timeout) */
 		unsigned max_concurrency;       /* queries evaluated at once */
@@ -318,16 +318,6 @@ int config_load_file(struct gpulse_config *c, const char *path, char *err, size_
  * message ("gpulse.yml: ..."). 0 or GPULSE_EINVAL with one line in `err`. */
 int config_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
 
-/* Parse a duration: Prometheus style ("100ms", "1s", "5m", "1h30m", units
- * y w d h m s ms, each once, largest first) or a bare number of seconds
- * ("30", "0.25"). 0, GPULSE_EINVAL (bad syntax, negative) or GPULSE_ERANGE
- * (does not fit in int64 nanoseconds). */
-int config_parse_duration(const char *s, int64_t *ns);
-
-/* Write `ns` as config_parse_duration reads it back: "1h30m", "100ms",
- * "0s", or seconds with a fraction when finer than a millisecond. */
-void config_format_duration(int64_t ns, char *out, size_t outlen);
-
 /* True when `listen` is a numeric loopback address (127.0.0.0/8, ::1,
  * ::ffff:127.x.x.x). ":9401" (all interfaces) is not loopback, and neither
  * is any host name, "localhost" included: a name is judged when the HTTP
@@ -380,15 +370,6 @@ int config_dump(const struct gpulse_config *c, struct buf *out);
  * "xxxxx"). For a copy of the configuration: a masked one no longer
  * works. */
 void config_redact(struct gpulse_config *c);
-
-/* The query section's defaults, which api.c also falls back on. */
-/* query.timeout's default, as Prometheus's --query.timeout. */
-#define API_DEFAULT_TIMEOUT_NS (120LL * 1000000000LL)
-/* query.max_concurrency's default. Prometheus's is 20, for a server of
- * its own; gpulsed shares a GPU node's CPUs with the jobs it watches, a
- * query is CPU-bound on one core, and more at once only share cores and
- * memory (up to max_samples each), so two run and the rest wait. */
-#define API_DEFAULT_MAX_CONCURRENCY 2
 
 /* ---- the sections whose programs live in other files -----------------
  * Their defaults, the checks the key table cannot make, and their

@@ -11,18 +11,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "daemon/alerting.h"
+#include "api/diagnosis.h"
+#include "api/metrics.h"
+#include "api/rules.h"
 #include "anomaly/anomaly.h"
-#include "daemon/api.h"
-#include "daemon/api_status.h"
+#include "api/query.h"
+#include "api/status.h"
 #include "collect/bus.h"
 #include "common/clock.h"
+#include "common/duration.h"
 #include "collect/collector.h"
-#include "diagnose/diagnose_json.h"
 #include "diagnose/history.h"
 #include "rules/engine.h"
 #include "http/http_server.h"
@@ -38,12 +40,11 @@
 #include "daemon/selfscrape.h"
 #include "export/selfstats.h"
 #include "common/status.h"
-#include "export/status_json.h"
 #include "common/str.h"
 #include "store/tsdb.h"
 #include "remote/remote_write.h"
 #include "common/redact.h"
-#include "daemon/web.h"
+#include "api/web.h"
 #include "nvml/nvml_shim.h"
 #include "common/xalloc.h"
 #include "daemon/evidence.h"
@@ -55,24 +56,14 @@
 #define RULE_PACK "gpulse.rules.yml"
 #define DEMO_STORE "gpulse.db"           /* in --demo's temporary directory */
 
-/* A rendered /metrics body, reused for scrapes that arrive within
- * METRICS_CACHE_NS of it: the data cannot change faster than the fast
- * tier, and rendering 8 GPUs with NVML statistics is ~130 KB. */
-#define METRICS_CACHE_NS (50LL * NS_PER_MS)
-
-struct metrics_cache {
-	pthread_mutex_t lock;
-	struct buf scratch;          /* where the next rendering is built */
-	struct http_blob *blob;      /* the last rendering, shared by responses */
-	int64_t rendered_ns;         /* monotonic; 0 = empty */
-};
 
 #define SCRAPE_FOREIGN_MAX 256 /* names the self-scrape leaves to other writers */
 
 struct daemon {
 	const struct daemon_options *opt;
 	struct http_static *web;         /* the dashboard's files; freed after HTTP stops */
-	struct metrics_cache cache[2];   /* [0] text 0.0.4, [1] OpenMetrics */
+	struct api_metrics metrics;      /* /metrics, /api/v1/gpus, /healthz */
+	struct api_diagnosis diagnosis;  /* /api/v1/diagnosis */
 	struct gpulse_config cfg;        /* running: live keys follow reloads */
 	struct gpulse_config started;    /* as started: what restart keys hold */
 	struct bus *bus;
@@ -117,6 +108,8 @@ struct daemon {
 	struct tenantsd *tenants;        /* activity per process on shared GPUs */
 	struct benchd *bench;            /* baseline benchmarks (benchd.h) */
 	struct sdnotify sdn;             /* systemd readiness and watchdog (sdnotify.h) */
+	sigset_t signals;                /* what the main thread takes (serve) */
+	bool tls;                        /* the HTTP server serves https */
 	struct api api;
 	struct api_status status;        /* status, metadata, health endpoints */
 	char token[CONFIG_TOKEN_MAX];
@@ -488,7 +481,7 @@ static void stop_remotes(struct daemon *d)
 		remote_write_stop(d->remotes[i]);  /* the ring goes to disk */
 }
 
-/* ---- HTTP handlers: render what the bus holds ------------------------ */
+/* ---- /metrics: what the bus holds ------------------------------------ */
 
 static int render_exposition(struct daemon *d, struct buf *out, bool om)
 {
@@ -503,8 +496,10 @@ static int render_exposition(struct daemon *d, struct buf *out, bool om)
 	return rc;
 }
 
-static int render_metrics(struct daemon *d, struct buf *out, bool om)
+/* A scrape of /metrics (api/metrics.h), timed for gpulse's self-metrics. */
+static int render_metrics(void *ctx, struct buf *out, bool om)
 {
+	struct daemon *d = ctx;
 	int64_t t0 = clock_mono_ns();
 	int rc = render_exposition(d, out, om);
 	atomic_store(&d->self.last_scrape_ns, (uint64_t)(clock_mono_ns() - t0));
@@ -525,66 +520,6 @@ static int render_for_store(void *ctx, struct buf *out)
 	return render_exposition(ctx, out, false);
 }
 
-static int handle_metrics(void *ctx, const struct http_request *req, struct http_response *resp)
-{
-	struct daemon *d = ctx;
-	bool om = prom_wants_openmetrics(http_request_header(req, "Accept"));
-	struct metrics_cache *mc = &d->cache[om];
-	resp->content_type = om ? PROM_CONTENT_TYPE_OPENMETRICS : PROM_CONTENT_TYPE_TEXT;
-	atomic_fetch_add(&d->self.scrapes_total, 1);
-	int rc = 0;
-	pthread_mutex_lock(&mc->lock);
-	int64_t now = clock_mono_ns();
-	if (!mc->blob || now - mc->rendered_ns >= METRICS_CACHE_NS) {
-		buf_reset(&mc->scratch);
-		rc = render_metrics(d, &mc->scratch, om);
-		struct http_blob *b = rc ? NULL : http_blob_new(mc->scratch.data, mc->scratch.len);
-		if (!rc && !b)
-			rc = GPULSE_ENOMEM;
-		if (b) {
-			http_blob_unref(mc->blob);
-			mc->blob = b;
-			mc->rendered_ns = now;
-		}
-	}
-	if (!rc)
-		resp->blob = http_blob_ref(mc->blob);
-	pthread_mutex_unlock(&mc->lock);
-	return rc;
-}
-
-/* The OpenMetrics rendering /metrics serves, for /api/v1/metadata: what
- * Prometheus negotiates when it scrapes, so the family names agree (a
- * counter's without _total). */
-static int metrics_text(void *ctx, struct buf *out)
-{
-	struct daemon *d = ctx;
-	struct metrics_cache *mc = &d->cache[1];
-	pthread_mutex_lock(&mc->lock);
-	int64_t now = clock_mono_ns();
-	int rc = 0;
-	if (!mc->blob || now - mc->rendered_ns >= METRICS_CACHE_NS) {
-		buf_reset(&mc->scratch);
-		rc = render_metrics(d, &mc->scratch, true);
-		struct http_blob *b = rc ? NULL : http_blob_new(mc->scratch.data, mc->scratch.len);
-		if (!rc && !b)
-			rc = GPULSE_ENOMEM;
-		if (b) {
-			http_blob_unref(mc->blob);
-			mc->blob = b;
-			mc->rendered_ns = now;
-		}
-	}
-	/* The blob, not the scratch: a /metrics request may have rendered
-	 * the blob and left the scratch holding it too, but only the blob is
-	 * sure to be this cache's last good rendering. */
-	if (!rc)
-		rc = mc->blob ? buf_append(out, http_blob_data(mc->blob), http_blob_len(mc->blob))
-			      : GPULSE_ENOENT;
-	pthread_mutex_unlock(&mc->lock);
-	return rc;
-}
-
 /* What /api/v1/status/config shows: the running configuration, as
  * --print-config prints it, with its secrets masked (config_redact). */
 static void publish_config(struct daemon *d)
@@ -602,101 +537,9 @@ static void publish_config(struct daemon *d)
 	free(shown);
 }
 
-static int handle_gpus(void *ctx, const struct http_request *req, struct http_response *resp)
-{
-	struct daemon *d = ctx;
-	(void)req;
-	resp->content_type = "application/json";
-	return status_json_render(&resp->body, d->bus, &d->self);
-}
 
-/* Prometheus's error envelope with HTTP 400. */
-static int bad_request(struct http_response *resp, const char *msg)
-{
-	return http_api_error(resp, 400, "bad_data", msg);
-}
 
-/* Which process owns each GPU's bottleneck, from what runs now: the one
- * with the largest SM share (NVML's per-process utilization), or, when
- * that is unknown or the GPU is short of memory, the largest user of
- * memory. One object per GPU with processes. */
-/* The traced process with the most kernel time on GPU `gpu` over the
- * last two live windows, as an owner; false when none was traced. */
-static bool traced_owner(struct daemon *d, const struct gpu_snapshot *s, struct buf *b,
-			 bool first)
-{
-	struct profile_window_sum ps;
-	double now = (double)clock_wall_ns() / 1e9, win = diag_live_window_s(d->diag);
-	if (!profiling_window(d->prof, s->id.index, now - 2 * win, now, &ps) || !ps.top_pid ||
-	    !(ps.kernel_s > 0))
-		return false;
-	const char *comm = "";
-	for (int i = 0; s->procs_valid && i < s->nprocs; i++)
-		if (s->procs[i].pid == ps.top_pid)
-			comm = s->procs[i].comm;
-	if (!first)
-		buf_putc(b, ',');
-	buf_printf(b, "{\"gpu\":%d,\"pid\":%u,\"comm\":", s->id.index, ps.top_pid);
-	buf_put_json_string(b, comm);
-	buf_puts(b, ",\"basis\":\"traced_kernel_share\",\"value\":");
-	buf_put_double(b, ps.top_kernel_s / ps.kernel_s);
-	buf_printf(b, ",\"processes\":%u}", ps.processes);
-	return true;
-}
 
-/* For each GPU, the process that owns its bottleneck: the largest memory
- * user under memory pressure (capacity first), else the process with the
- * most traced kernel time, else the largest SM user by NVML's
- * per-process utilization, else the largest memory user. */
-static void render_owners(struct daemon *d, struct buf *b, int want_gpu)
-{
-	bool first = true;
-	for (int g = 0; g < bus_gpu_count(d->bus); g++) {
-		if (want_gpu >= 0 && g != want_gpu)
-			continue;
-		struct gpu_snapshot s;
-		if (bus_read(d->bus, g, &s) != GPULSE_OK)
-			continue;
-		bool by_memory = s.diag_class >= 0 &&
-				 (s.diag_findings & DIAG_FINDING_BIT(DIAG_FINDING_MEMORY_PRESSURE));
-		if (!by_memory && traced_owner(d, &s, b, first)) {
-			first = false;
-			continue;
-		}
-		if (!s.procs_valid || s.nprocs == 0)
-			continue;
-		int best = -1;
-		double best_v = -1;
-		for (int pass = 0; pass < 2 && best < 0; pass++) {
-			bool mem = by_memory || pass == 1;
-			for (int i = 0; i < s.nprocs; i++) {
-				const struct gpu_process *p = &s.procs[i];
-				double v = mem ? (p->mem_valid ? (double)p->used_bytes : -1)
-					       : (p->util_valid ? p->sm_ratio : -1);
-				if (v > best_v) {
-					best_v = v;
-					best = i;
-				}
-			}
-			if (best >= 0) {
-				by_memory = mem;
-				break;
-			}
-		}
-		if (best < 0)
-			continue;
-		const struct gpu_process *p = &s.procs[best];
-		if (!first)
-			buf_putc(b, ',');
-		first = false;
-		buf_printf(b, "{\"gpu\":%d,\"pid\":%u,\"comm\":", s.id.index, p->pid);
-		buf_put_json_string(b, p->comm);
-		buf_printf(b, ",\"basis\":\"%s\",\"value\":", by_memory ? "gpu_memory_bytes"
-									   : "sm_utilization_ratio");
-		buf_put_double(b, best_v);
-		buf_printf(b, ",\"processes\":%d}", s.nprocs);
-	}
-}
 
 /* The GPU index of the GPU with this UUID (CUDA_VISIBLE_DEVICES may name
  * GPUs by UUID or a prefix of it), or -1. */
@@ -743,6 +586,19 @@ static bool trace_source(void *ctx, int gpu, double a_s, double b_s, struct diag
 	return true;
 }
 
+/* /api/v1/diagnosis's traced owners (api/diagnosis.h). */
+static bool trace_window(void *ctx, int gpu, double a_s, double b_s, struct profile_window_sum *out)
+{
+	return profiling_window(ctx, gpu, a_s, b_s, out);
+}
+
+/* /api/v1/diagnosis's tenants of a window (api/diagnosis.h). */
+static int window_tenants(void *ctx, struct buf *b, int gpu, double start_s, double end_s,
+			  int bottleneck)
+{
+	return tenantsd_window_json(ctx, b, gpu, start_s, end_s, bottleneck);
+}
+
 /* The live diagnosis's windows go to the store as well, once it is open
  * (ctx is the daemon: the history may come after the sink is set). */
 static void history_sink(void *ctx, const struct gpu_identity *id, const struct diag_window *w)
@@ -764,161 +620,7 @@ static int open_diag_history(struct daemon *d)
 	return rc;
 }
 
-#define DIAG_API_MAX_WINDOWS 20000     /* windows of all GPUs in one answer */
-#define DIAG_API_AUTO_WINDOWS 720      /* per GPU, when no window is asked for */
-#define DIAG_API_TRANSITIONS 50        /* stored class changes per GPU */
 
-/* A window for `since_s` of stored history: the shortest round length
- * that keeps it to DIAG_API_AUTO_WINDOWS windows. */
-static double auto_window_s(double since_s, double live_s)
-{
-	static const double steps[] = {5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600,
-				       7200, 21600, 43200, 86400};
-	double want = fmax(live_s, since_s / DIAG_API_AUTO_WINDOWS);
-	for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
-		if (steps[i] >= want)
-			return steps[i];
-	return ceil(want / 86400) * 86400;
-}
-
-/* /api/v1/diagnosis?gpu=N&since=10m&window=5s: the diagnosis of the last
- * `since`, in the document `gpulse diagnose --json` prints, inside the
- * API's envelope. Within the live history it classifies the held samples;
- * past it (with storage on) it reads the stored verdicts (history.h) and
- * adds each GPU's stored class changes with their whole evidence. */
-static int handle_diagnosis(void *ctx, const struct http_request *req, struct http_response *resp)
-{
-	struct daemon *d = ctx;
-	const char *gpu_arg = http_request_arg(req, "gpu");
-	const char *since_arg = http_request_arg(req, "since");
-	const char *window_arg = http_request_arg(req, "window");
-	char msg[192];
-	int want_gpu = -1;
-	if (gpu_arg) {
-		char *end;
-		long g = strtol(gpu_arg, &end, 10);
-		if (*gpu_arg == '\0' || *end || g < 0 || g >= GPU_MAX)
-		{
-			snprintf(msg, sizeof msg, "gpu: \"%.40s\" is not a GPU index", gpu_arg);
-			return bad_request(resp, msg);
-		}
-		want_gpu = (int)g;
-	}
-	double history_s = diag_live_history_s(d->diag);
-	int64_t since_ns = (int64_t)(history_s * 1e9), window_ns = 0;
-	if (since_arg && (config_parse_duration(since_arg, &since_ns) != 0 || since_ns <= 0)) {
-		snprintf(msg, sizeof msg, "since: \"%.40s\" is not a duration (e.g. 10m, 30s)", since_arg);
-		return bad_request(resp, msg);
-	}
-	if (window_arg && (config_parse_duration(window_arg, &window_ns) != 0 ||
-			   window_ns < NS_PER_SEC)) {
-		snprintf(msg, sizeof msg, "window: \"%.40s\" is not a duration of 1s or more", window_arg);
-		return bad_request(resp, msg);
-	}
-	double now_s = (double)clock_wall_ns() / 1e9;
-	double since_len_s = (double)since_ns / 1e9;
-	double since_s = now_s - since_len_s;
-	bool from_store = d->hist && since_len_s > history_s;
-	double window_s = window_ns ? (double)window_ns / 1e9
-			  : from_store ? auto_window_s(since_len_s, diag_live_window_s(d->diag))
-				       : diag_live_window_s(d->diag);
-	int ngpus = want_gpu >= 0 ? 1 : bus_gpu_count(d->bus);
-	size_t per_gpu = DIAG_API_MAX_WINDOWS / (size_t)(ngpus > 0 ? ngpus : 1);
-	if (from_store && since_len_s / window_s > (double)per_gpu) {
-		snprintf(msg, sizeof msg, "window: %.0f windows of %gs in since=%gs for %d GPU(s) is "
-			 "over the limit of %d; ask for a window of at least %.0fs",
-			 since_len_s / window_s, window_s, since_len_s, ngpus, DIAG_API_MAX_WINDOWS,
-			 ceil(since_len_s / (double)per_gpu));
-		return bad_request(resp, msg);
-	}
-
-	struct buf *b = &resp->body;
-	resp->content_type = "application/json";
-	buf_printf(b, "{\"status\":\"success\",\"data\":{\"source\":\"%s\",\"window_s\":",
-		   from_store ? "store" : "memory");
-	buf_put_double(b, window_s);
-	buf_puts(b, ",\"history_s\":");
-	buf_put_double(b, history_s);
-	buf_puts(b, ",\"windows\":[");
-	struct buf sums, pks, trans, tens;
-	buf_init(&tens, CONFIG_HTTP_MAX_BODY);
-	buf_init(&sums, CONFIG_HTTP_MAX_BODY);
-	buf_init(&pks, CONFIG_HTTP_MAX_BODY);
-	buf_init(&trans, CONFIG_HTTP_MAX_BODY);
-	bool first = true, first_sum = true;
-	int rc = 0;
-	for (int g = 0; g < bus_gpu_count(d->bus) && !rc; g++) {
-		if (want_gpu >= 0 && g != want_gpu)
-			continue;
-		struct diag_window *w = NULL;
-		size_t n = 0;
-		struct gpu_peaks pk;
-		if (from_store) {
-			struct gpu_snapshot snap;
-			if (diag_live_peaks(d->diag, g, &pk) != GPULSE_OK ||
-			    bus_read(d->bus, g, &snap) != GPULSE_OK ||
-			    diag_history_read(d->hist, snap.id.index, since_s, now_s, window_s, per_gpu,
-					      &pk, &w, &n) != GPULSE_OK || n == 0) {
-				free(w);
-				continue;
-			}
-			if (trans.len)
-				buf_putc(&trans, ',');
-			buf_printf(&trans, "{\"gpu\":%d,\"windows\":", snap.id.index);
-			rc = diag_history_records_json(d->hist, snap.id.uuid, since_s, now_s,
-						       DIAG_API_TRANSITIONS, &trans);
-			buf_putc(&trans, '}');
-		} else if (diag_live_windows(d->diag, g, since_s, window_s, &w, &n, &pk) != GPULSE_OK) {
-			continue;
-		}
-		for (size_t k = 0; k < n && !rc; k++) {
-			if (!first)
-				buf_putc(b, ',');
-			first = false;
-			rc = diag_json_window(b, &w[k]);
-			/* Who held the GPU in the window: one entry per window, in
-			 * the windows' order. */
-			if (tens.len)
-				buf_putc(&tens, ',');
-			tenantsd_window_json(d->tenants, &tens, w[k].gpu, w[k].start_s, w[k].end_s,
-					     (int)w[k].bottleneck);
-		}
-		struct diag_summary sum;
-		diagnose_summarize(w, n, &sum);
-		free(w);
-		if (!first_sum) {
-			buf_putc(&sums, ',');
-			buf_putc(&pks, ',');
-		}
-		first_sum = false;
-		diag_json_summary(&sums, &sum);
-		diag_json_peaks(&pks, g, &pk);
-	}
-	buf_puts(b, "],\"tenants\":[");
-	buf_append(b, tens.data ? tens.data : "", tens.len);
-	buf_puts(b, "],\"owners\":[");
-	render_owners(d, b, want_gpu);
-	buf_puts(b, "],\"summary\":[");
-	buf_append(b, sums.data ? sums.data : "", sums.len);
-	buf_puts(b, "],\"peaks\":[");
-	buf_append(b, pks.data ? pks.data : "", pks.len);
-	buf_puts(b, "],\"transitions\":[");
-	buf_append(b, trans.data ? trans.data : "", trans.len);
-	buf_puts(b, "]}}\n");
-	bool failed = sums.failed || pks.failed || trans.failed || tens.failed;
-	buf_free(&tens);
-	buf_free(&sums);
-	buf_free(&pks);
-	buf_free(&trans);
-	return rc ? rc : (b->failed || failed ? GPULSE_ELIMIT : 0);
-}
-
-static int handle_health(void *ctx, const struct http_request *req, struct http_response *resp)
-{
-	(void)ctx;
-	(void)req;
-	return buf_puts(&resp->body, "ok\n");
-}
 
 /* ---- storage ------------------------------------------------------------ */
 
@@ -1205,8 +907,8 @@ static int start_live_history(struct daemon *d, struct rules_file *const *files,
 	struct livestore_stats st;
 	livestore_get_stats(d->live, &st);
 	char every[32], back[32];
-	config_format_duration(iv * NS_PER_MS, every, sizeof every);
-	config_format_duration(st.window_ms * NS_PER_MS, back, sizeof back);
+	duration_format(iv * NS_PER_MS, every, sizeof every);
+	duration_format(st.window_ms * NS_PER_MS, back, sizeof back);
 	log_info("rules: no storage: %zu alerting rule(s) read /metrics as sampled every %s and held "
 		 "in memory for %s; their alerts are kept in memory only (lost at a restart, no ALERTS "
 		 "series)", nalert, every, back);
@@ -1289,61 +991,7 @@ static int reload_rules(struct daemon *d, const struct gpulse_config *nc, char *
 	return rules_engine_replace(d->rules, files, n);
 }
 
-/* /api/v1/alerts: Prometheus's document, the pending and firing alerts. */
-static int handle_alerts(void *ctx, const struct http_request *req, struct http_response *resp)
-{
-	struct daemon *d = ctx;
-	(void)req;
-	struct buf *b = &resp->body;
-	resp->content_type = "application/json";
-	buf_puts(b, "{\"status\":\"success\",\"data\":{\"alerts\":");
-	int rc = d->rules ? rules_engine_write_alerts_json(d->rules, b) : buf_puts(b, "[]");
-	if (rc)
-		return rc;
-	return buf_puts(b, "}}\n");
-}
 
-/* /api/v1/rules: Prometheus's document, alerting rules with their alerts. */
-#define RULES_MAX_FILTER 64 /* values of one of rule_name[], rule_group[], file[] */
-
-/* Prometheus's filters of /api/v1/rules: type=alert|record, rule_name[],
- * rule_group[], file[] (each repeatable). */
-static int handle_rules(void *ctx, const struct http_request *req, struct http_response *resp)
-{
-	struct daemon *d = ctx;
-	const char *names[RULES_MAX_FILTER], *groups[RULES_MAX_FILTER], *files[RULES_MAX_FILTER];
-	struct rules_filter f = {.alerting = true, .recording = true, .names = names,
-				 .groups = groups, .files = files};
-	const char *type = http_request_arg(req, "type");
-	if (type && *type) {
-		if (strcasecmp(type, "alert") == 0) {
-			f.recording = false;
-		} else if (strcasecmp(type, "record") == 0) {
-			f.alerting = false;
-		} else {
-			char msg[300];
-			snprintf(msg, sizeof msg, "invalid parameter \"type\": not supported value \"%.200s\"",
-				 type);
-			return bad_request(resp, msg);
-		}
-	}
-	f.nnames = http_request_args(req, "rule_name[]", names, RULES_MAX_FILTER);
-	f.ngroups = http_request_args(req, "rule_group[]", groups, RULES_MAX_FILTER);
-	f.nfiles = http_request_args(req, "file[]", files, RULES_MAX_FILTER);
-	if (f.nnames > RULES_MAX_FILTER || f.ngroups > RULES_MAX_FILTER || f.nfiles > RULES_MAX_FILTER) {
-		char msg[120];
-		snprintf(msg, sizeof msg, "more than %d values of rule_name[], rule_group[] or file[]",
-			 RULES_MAX_FILTER);
-		return bad_request(resp, msg);
-	}
-	struct buf *b = &resp->body;
-	resp->content_type = "application/json";
-	buf_puts(b, "{\"status\":\"success\",\"data\":{\"groups\":");
-	int rc = d->rules ? rules_engine_write_json(d->rules, &f, b) : buf_puts(b, "[]");
-	if (rc)
-		return rc;
-	return buf_puts(b, "}}\n");
-}
 
 /* ---- sources ---------------------------------------------------------- */
 
@@ -1640,113 +1288,112 @@ static void notify_ready(struct daemon *d)
 	sdnotify_ready(&d->sdn, st);
 }
 
-int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg)
+/* ---- start-up: one step each, in daemon_run's order ------------------- */
+
+/* Each returns 0 to go on, or the exit status to stop with. */
+typedef int daemon_step_fn(struct daemon *d);
+
+/* --demo, before anything else logs (demo_begin). */
+static int begin_demo(struct daemon *d)
 {
-	int status = 1;
-	struct daemon *d = calloc(1, sizeof *d);
-	if (!d) {
+	return d->opt->demo ? demo_begin(d) : 0;
+}
+
+/* Block the signals we take before any thread starts, so every thread
+ * inherits the mask; the main thread takes them in serve(). */
+static int block_signals(struct daemon *d)
+{
+	sigemptyset(&d->signals);
+	sigaddset(&d->signals, SIGTERM);
+	sigaddset(&d->signals, SIGINT);
+	sigaddset(&d->signals, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &d->signals, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+static int make_bus(struct daemon *d)
+{
+	if (bus_create(&d->bus) != GPULSE_OK) {
 		log_error("out of memory");
 		return 1;
 	}
-	d->opt = opt;
-	d->cfg = *cfg;
-	d->started = *cfg;
-	d->self.start_wall_ns = clock_wall_ns();
-	pthread_mutex_init(&d->self.mode_lock, NULL);
-	d->self.replay_speed = 0;
-	atomic_store(&d->self.last_reload_ok, 1);
-	pthread_rwlock_init(&d->source_lock, NULL);
-	for (int i = 0; i < 2; i++) {
-		pthread_mutex_init(&d->cache[i].lock, NULL);
-		buf_init(&d->cache[i].scratch, CONFIG_HTTP_MAX_BODY);
-	}
-	log_set_level(cfg->log_level);
-	if (opt->demo && (status = demo_begin(d)) != 0)
-		goto out;
-	status = 1;
+	return 0;
+}
 
-	/* Block the signals we take before any thread starts, so every
-	 * thread inherits the mask. */
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
-	if (bus_create(&d->bus) != GPULSE_OK) {
-		log_error("out of memory");
-		goto out;
-	}
+/* Alert delivery, and evidence in front of it (the rules' sink). */
+static int start_alerting(struct daemon *d)
+{
 	char err[512];
-	int st = start_storage(d);
-	if (st) {
-		status = st;
-		goto out;
-	}
 	if (alerting_start(&d->alerting, &d->cfg, err, sizeof err) != 0) {
 		log_error("alerting: %s", err);
-		status = 2;
-		goto out;
+		return 2;
 	}
 	d->self.notify_stats = alerting_stats;
 	d->self.notify_ctx = alerting_sink_ctx(d->alerting);
-	{
-		struct evidence_config ec;
-		config_to_evidence(&d->cfg, &ec);
-		if (evidence_create(&d->evidence, &ec, d->bus, alerting_sink(),
-				    alerting_sink_ctx(d->alerting)) != GPULSE_OK) {
-			log_error("out of memory");
-			goto out;
-		}
+	struct evidence_config ec;
+	config_to_evidence(&d->cfg, &ec);
+	if (evidence_create(&d->evidence, &ec, d->bus, alerting_sink(),
+			    alerting_sink_ctx(d->alerting)) != GPULSE_OK) {
+		log_error("out of memory");
+		return 1;
 	}
-	if ((st = start_rules(d)) != 0) {
-		status = st;
-		goto out;
-	}
-	/* The anomaly detector subscribes before any source publishes and
-	 * before the HTTP server reads d->self (gpulse_anomaly_score). */
-	if (d->cfg.anomaly.enabled) {
-		struct anomaly_config ac = {
-			.step_ns = d->cfg.anomaly.step_ns,
-			.halflife_ns = d->cfg.anomaly.halflife_ns,
-			.season_halflife_ns = d->cfg.anomaly.season_halflife_ns,
-			.warmup_ns = d->cfg.anomaly.warmup_ns,
-			.season_buckets = (int)d->cfg.anomaly.season_buckets,
-		};
-		if (anomaly_create(&d->anomaly, &ac, d->bus, d->db) != GPULSE_OK ||
-		    anomaly_subscribe(d->anomaly) != GPULSE_OK) {
-			log_error("cannot start the anomaly detector");
-			goto out;
-		}
-		d->self.anomaly_scores = anomaly_scores_uuid;
-		d->self.anomaly_ctx = d->anomaly;
-	}
+	return 0;
+}
 
-	/* The profiling socket, before the HTTP server reads d->self. */
+/* The anomaly detector subscribes before any source publishes and
+ * before the HTTP server reads d->self (gpulse_anomaly_score). */
+static int start_anomaly(struct daemon *d)
+{
+	if (!d->cfg.anomaly.enabled)
+		return 0;
+	struct anomaly_config ac = {
+		.step_ns = d->cfg.anomaly.step_ns,
+		.halflife_ns = d->cfg.anomaly.halflife_ns,
+		.season_halflife_ns = d->cfg.anomaly.season_halflife_ns,
+		.warmup_ns = d->cfg.anomaly.warmup_ns,
+		.season_buckets = (int)d->cfg.anomaly.season_buckets,
+	};
+	if (anomaly_create(&d->anomaly, &ac, d->bus, d->db) != GPULSE_OK ||
+	    anomaly_subscribe(d->anomaly) != GPULSE_OK) {
+		log_error("cannot start the anomaly detector");
+		return 1;
+	}
+	d->self.anomaly_scores = anomaly_scores_uuid;
+	d->self.anomaly_ctx = d->anomaly;
+	return 0;
+}
+
+/* The profiling socket and the baseline benchmarks (only with GPUs to
+ * measure, not a replay), before the HTTP server reads d->self. */
+static int start_profiling_and_bench(struct daemon *d)
+{
 	if (profiling_start(&d->prof, &d->cfg, d->db, gpu_by_uuid, d) != GPULSE_OK) {
 		log_error("out of memory");
-		goto out;
+		return 1;
 	}
-	/* Baseline benchmarks: only with GPUs to measure (not a replay). */
 	if (benchd_start(&d->bench, &d->cfg, d->db, d->bus, !d->cfg.replay.file[0] && !d->demo_replay) !=
 	    GPULSE_OK) {
 		log_error("out of memory");
-		goto out;
+		return 1;
 	}
 	d->self.profile_metrics = extra_metrics;
 	d->self.profile_ctx = d;
+	return 0;
+}
 
-	/* The live diagnosis subscribes before any source publishes, and
-	 * exists before the HTTP server can ask it (/api/v1/diagnosis). */
+/* The live diagnosis subscribes before any source publishes, and exists
+ * before the HTTP server can ask it (/api/v1/diagnosis); so do the health
+ * score and the activity per process. */
+static int start_diagnosis(struct daemon *d)
+{
 	double rate_hz = 1e9 / (double)d->cfg.sampling.fast_ns;
-	if (d->cfg.replay.file[0] || opt->demo)
+	if (d->cfg.replay.file[0] || d->opt->demo)
 		rate_hz = fmax(rate_hz, 10 * d->cfg.replay.speed);
 	if (diag_live_create(&d->diag, d->bus, (double)d->cfg.diagnosis.window_ns / 1e9,
 			     (double)d->cfg.diagnosis.history_ns / 1e9, rate_hz) != GPULSE_OK) {
 		log_error("cannot start the live diagnosis");
-		goto out;
+		return 1;
 	}
 	struct diag_options dopt;
 	diag_options_defaults(&dopt);
@@ -1754,36 +1401,44 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	if (diag_live_set_options(d->diag, &dopt) != GPULSE_OK) {
 		/* config_validate holds it to (0, 1]; this is diag_options_check's range. */
 		log_error("diagnosis.memory_pressure: %g is out of range", dopt.memory_pressure_ratio);
-		goto out;
+		return 1;
 	}
 	diag_live_set_trace_source(d->diag, trace_source, d->prof);
 	if (health_live_create(&d->health, d->bus, 0) != GPULSE_OK) {
 		log_error("cannot start the health score");
-		goto out;
+		return 1;
 	}
 	benchd_set_health(d->bench, d->health);
-	/* Activity per process: subscribes, like the diagnosis, before any
-	 * source publishes. */
 	if (tenantsd_start(&d->tenants, d->bus, d->prof) != GPULSE_OK) {
 		log_error("cannot start the per-process activity split");
-		goto out;
+		return 1;
 	}
 	d->self.tenants = tenantsd_tenants(d->tenants);
 	if (d->db && open_diag_history(d) != GPULSE_OK) {
 		log_error("cannot keep the diagnosis in the store");
-		goto out;
+		return 1;
 	}
 	if (storage_path(d)[0])
 		diag_live_set_sink(d->diag, history_sink, d);
-	{
-		struct evidence_sources es = {.raise = raise_gpu, .raise_ctx = d, .diag = d->diag,
-					      .anomaly = d->anomaly, .prof = d->prof};
-		if (evidence_start(d->evidence, &es) != GPULSE_OK) {
-			log_error("cannot start the evidence thread");
-			goto out;
-		}
-	}
+	return 0;
+}
 
+static int start_evidence(struct daemon *d)
+{
+	struct evidence_sources es = {.raise = raise_gpu, .raise_ctx = d, .diag = d->diag,
+				      .anomaly = d->anomaly, .prof = d->prof};
+	if (evidence_start(d->evidence, &es) != GPULSE_OK) {
+		log_error("cannot start the evidence thread");
+		return 1;
+	}
+	return 0;
+}
+
+/* What the query and status endpoints serve: the store (or why there is
+ * none), the query limits, the flags and the running configuration. */
+static int set_up_query_api(struct daemon *d)
+{
+	const struct daemon_options *opt = d->opt;
 	api_init(&d->api, d->db);
 	d->api.timeout_ns = d->cfg.query.timeout_ns;
 	d->api.max_concurrency = d->cfg.query.max_concurrency;
@@ -1795,34 +1450,36 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	d->status.start_wall_ns = clock_wall_ns();
 	d->status.reload_ok = &d->self.last_reload_ok;
 	d->status.reload_wall_ns = &d->self.last_reload_wall_ns;
-	d->status.metrics_text = metrics_text;
-	d->status.metrics_ctx = d;
-	config_format_duration(d->cfg.storage.retention_ns, d->status.retention,
-			       sizeof d->status.retention);
-	{
-		char speed[32];
-		snprintf(speed, sizeof speed, "%g", d->cfg.replay.speed);
-		const struct daemon_overrides *ov = &opt->ov;
-		api_status_add_flag(&d->status, "config", opt->config_path);
-		api_status_add_flag(&d->status, "listen", d->cfg.listen);
-		api_status_add_flag(&d->status, "storage-path", storage_path(d));
-		api_status_add_flag(&d->status, "replay", d->cfg.replay.file);
-		api_status_add_flag(&d->status, "replay-speed", speed);
-		api_status_add_flag(&d->status, "nvml-library", d->cfg.nvml_library);
-		api_status_add_flag(&d->status, "log-level", ov->log_level ? ov->log_level : "");
-		api_status_add_flag(&d->status, "demo", opt->demo ? "true" : "false");
-		api_status_add_flag(&d->status, "allow-insecure-remote",
-				    d->cfg.http.allow_insecure_remote ? "true" : "false");
-	}
+	d->status.metrics_text = api_metrics_text;
+	d->status.metrics_ctx = &d->metrics;
+	duration_format(d->cfg.storage.retention_ns, d->status.retention,
+			sizeof d->status.retention);
+	char speed[32];
+	snprintf(speed, sizeof speed, "%g", d->cfg.replay.speed);
+	const struct daemon_overrides *ov = &opt->ov;
+	api_status_add_flag(&d->status, "config", opt->config_path);
+	api_status_add_flag(&d->status, "listen", d->cfg.listen);
+	api_status_add_flag(&d->status, "storage-path", storage_path(d));
+	api_status_add_flag(&d->status, "replay", d->cfg.replay.file);
+	api_status_add_flag(&d->status, "replay-speed", speed);
+	api_status_add_flag(&d->status, "nvml-library", d->cfg.nvml_library);
+	api_status_add_flag(&d->status, "log-level", ov->log_level ? ov->log_level : "");
+	api_status_add_flag(&d->status, "demo", opt->demo ? "true" : "false");
+	api_status_add_flag(&d->status, "allow-insecure-remote",
+			    d->cfg.http.allow_insecure_remote ? "true" : "false");
 	publish_config(d);
+	return 0;
+}
+
+static int start_http(struct daemon *d)
+{
 	struct http_config hc;
 	if (config_to_http(&d->cfg, &hc, d->token, sizeof d->token, d->write_token,
 			   sizeof d->write_token) != 0) {
 		/* config_to_http logged which token file and why. */
 		log_error("%s: cannot read a token file of http:",
-			  opt->config_path ? opt->config_path : "command line");
-		status = 2;
-		goto out;
+			  d->opt->config_path ? d->opt->config_path : "command line");
+		return 2;
 	}
 	hc.requests_total = &d->self.http_requests_total;
 	hc.rejected_total = &d->self.http_rejected_total;
@@ -1830,67 +1487,124 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 	hc.shed_total = d->self.http_shed_total;
 	_Static_assert(SELF_HTTP_DENY_REASONS == HTTP_DENY_COUNT, "one counter per reason");
 	hc.denied_total = d->self.http_denied_total;
+	char err[512];
 	int hrc = http_server_start(&d->http, &hc, err, sizeof err);
 	if (hrc) {
 		log_error("%s", err);
-		status = exit_status(hrc);
-		goto out;
+		return exit_status(hrc);
 	}
+	d->tls = hc.tls_cert_file != NULL;
+	return 0;
+}
+
+/* Every endpoint on the running server (src/api/ and the parts' own),
+ * the dashboard last; then the store's scrape of /metrics may start. */
+static int route_endpoints(struct daemon *d)
+{
 	/* The query and capture pools first: /metrics reads their counters. */
 	if (api_register(d->http, &d->api) != 0 || api_status_register(d->http, &d->status) != 0 ||
 	    profiling_register(d->prof, d->http) != 0 || benchd_register(d->bench, d->http) != 0 ||
 	    evidence_register(d->evidence, d->http) != 0) {
 		log_error("cannot start the threads of the query API and of captures");
-		goto out;
+		return 1;
 	}
 	/* Every d->self callback and the pools /metrics reads are set: the
 	 * store's scrape of /metrics may start. */
 	d->self_ready = true;
 	start_selfscrape(d);
-	/* A scrape and a health check answer however busy the rest is. */
-	http_route_reserved(d->http, "/metrics", handle_metrics, d);
-	http_route(d->http, "/api/v1/gpus", handle_gpus, d);
-	http_route_reserved(d->http, "/healthz", handle_health, d);
-	http_route(d->http, "/api/v1/diagnosis", handle_diagnosis, d);
-	http_route(d->http, "/api/v1/rules", handle_rules, d);
-	http_route(d->http, "/api/v1/alerts", handle_alerts, d);
+	d->metrics.render = render_metrics;
+	d->metrics.render_ctx = d;
+	d->metrics.scrapes_total = &d->self.scrapes_total;
+	d->metrics.bus = d->bus;
+	d->metrics.self = &d->self;
+	d->diagnosis = (struct api_diagnosis){
+		.bus = d->bus, .diag = d->diag, .hist = &d->hist,
+		.trace_window = trace_window, .trace_ctx = d->prof,
+		.window_tenants = window_tenants, .tenants_ctx = d->tenants,
+		.max_body_bytes = CONFIG_HTTP_MAX_BODY,
+	};
+	if (api_metrics_register(d->http, &d->metrics) != 0 ||
+	    api_diagnosis_register(d->http, &d->diagnosis) != 0 ||
+	    api_rules_register(d->http, d->rules) != 0) {
+		log_error("cannot route the HTTP endpoints");
+		return 1;
+	}
 	/* Last: "/" is a prefix route that takes every path left. */
 	if (web_register(d->http, &d->web) != GPULSE_OK) {
 		log_error("cannot serve the web dashboard");
-		goto out;
+		return 1;
 	}
+	return 0;
+}
 
-	/* The rules' scrapes of /metrics read d->self, complete once the
-	 * HTTP server (its other reader) runs. */
+/* The rules' scrapes of /metrics read d->self, complete once the HTTP
+ * server (its other reader) runs. */
+static int start_live_scrapes(struct daemon *d)
+{
 	if (d->live && livestore_start(d->live)) {
 		log_error("rules: cannot start the scrapes of /metrics");
-		goto out;
+		return 1;
 	}
-	{
-		struct attrib_config ac;
-		config_to_attrib(&d->cfg, &ac);
-		if (attrib_open(&d->attrib, &ac) != 0) {
-			log_error("attribution: out of memory");
-			goto out;
-		}
-		d->self.attrib = d->attrib;
-	}
-	int src = start_source(d);
-	if (src) {
-		status = src;
-		goto out;
-	}
-	/* Tests and scripts read the bound port from this line (listen
-	 * may say port 0). */
-	char hint[20000] = "";
-	if (opt->demo)
-		demo_hint(d, hc.tls_cert_file != NULL, http_server_port(d->http), hint, sizeof hint);
-	log_info("serving http%s://%s port %d (gpulsed %s)%s", hc.tls_cert_file ? "s" : "",
-		 d->cfg.listen, http_server_port(d->http), GPULSE_VERSION, hint);
+	return 0;
+}
 
-	/* systemd (Type=notify): READY=1 once the HTTP server listens and
-	 * the first sample is in (or there is no source to wait for, or
-	 * READY_WAIT_NS passed: serving self-metrics is serving). */
+static int open_attribution(struct daemon *d)
+{
+	struct attrib_config ac;
+	config_to_attrib(&d->cfg, &ac);
+	if (attrib_open(&d->attrib, &ac) != 0) {
+		log_error("attribution: out of memory");
+		return 1;
+	}
+	d->self.attrib = d->attrib;
+	return 0;
+}
+
+/* Tests and scripts read the bound port from this line (listen may say
+ * port 0). */
+static int announce(struct daemon *d)
+{
+	char hint[20000] = "";
+	if (d->opt->demo)
+		demo_hint(d, d->tls, http_server_port(d->http), hint, sizeof hint);
+	log_info("serving http%s://%s port %d (gpulsed %s)%s", d->tls ? "s" : "", d->cfg.listen,
+		 http_server_port(d->http), GPULSE_VERSION, hint);
+	return 0;
+}
+
+/* gpulsed's start-up, in order: each step may use what the ones before
+ * it made, and the parts that subscribe to the bus come before any source
+ * publishes on it (start_source). */
+static daemon_step_fn *const start_steps[] = {
+	begin_demo,
+	block_signals,
+	make_bus,
+	start_storage,
+	start_alerting,
+	start_rules,
+	start_anomaly,
+	start_profiling_and_bench,
+	start_diagnosis,
+	start_evidence,
+	set_up_query_api,
+	start_http,
+	route_endpoints,
+	start_live_scrapes,
+	open_attribution,
+	start_source,
+	announce,
+};
+
+/* ---- serving, shutdown ------------------------------------------------ */
+
+/* The main thread until SIGTERM or SIGINT: reloads on SIGHUP, retries a
+ * store or NVML that was missing, and tells systemd (Type=notify)
+ * READY=1 once the HTTP server listens and the first sample is in (or
+ * there is no source to wait for, or READY_WAIT_NS passed: serving
+ * self-metrics is serving), with its watchdog pings. */
+static int serve(struct daemon *d)
+{
+	char err[512];
 	int64_t ready_by = clock_mono_ns() + READY_WAIT_NS;
 	sdnotify_init(&d->sdn, clock_mono_ns());
 	for (;;) {
@@ -1910,11 +1624,12 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 			wait_ns = wd;
 		struct timespec tick = {.tv_sec = wait_ns / 1000000000LL,
 					.tv_nsec = wait_ns % 1000000000LL};
-		int sig = wait_ns >= 0 ? sigtimedwait(&set, NULL, &tick) : sigwaitinfo(&set, NULL);
+		int sig = wait_ns >= 0 ? sigtimedwait(&d->signals, NULL, &tick)
+				       : sigwaitinfo(&d->signals, NULL);
 		if (sig == SIGTERM || sig == SIGINT) {
 			log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 			sdnotify_stopping(&d->sdn);
-			break;
+			return 0;
 		}
 		if (sig == SIGHUP) {
 			reload(d);
@@ -1926,8 +1641,30 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 				d->next_nvml_try = clock_mono_ns() + NVML_RETRY_NS;
 		}
 	}
-	status = 0;
-out:
+}
+
+static struct daemon *daemon_new(const struct daemon_options *opt, const struct gpulse_config *cfg)
+{
+	struct daemon *d = calloc(1, sizeof *d);
+	if (!d)
+		return NULL;
+	d->opt = opt;
+	d->cfg = *cfg;
+	d->started = *cfg;
+	d->self.start_wall_ns = clock_wall_ns();
+	pthread_mutex_init(&d->self.mode_lock, NULL);
+	d->self.replay_speed = 0;
+	atomic_store(&d->self.last_reload_ok, 1);
+	pthread_rwlock_init(&d->source_lock, NULL);
+	api_metrics_init(&d->metrics, CONFIG_HTTP_MAX_BODY);
+	log_set_level(cfg->log_level);
+	return d;
+}
+
+/* Stop and free everything, whichever step start-up reached: readers
+ * before what they read, the store's last flush after every publisher. */
+static void shut_down(struct daemon *d)
+{
 	/* The rules' scrapes read the sources and the rules' counters. */
 	livestore_stop(d->live);
 	selfscrape_stop(d->scrape);
@@ -1959,15 +1696,26 @@ out:
 	selfscrape_destroy(d->scrape);
 	attrib_close(d->attrib);   /* after every reader: collector, HTTP, ingest */
 	bus_destroy(d->bus);
-	for (int i = 0; i < 2; i++) {
-		buf_free(&d->cache[i].scratch);
-		http_blob_unref(d->cache[i].blob);
-		pthread_mutex_destroy(&d->cache[i].lock);
-	}
+	api_metrics_destroy(&d->metrics);
 	pthread_rwlock_destroy(&d->source_lock);
 	pthread_mutex_destroy(&d->self.mode_lock);
 	if (d->status.api)
 		api_status_destroy(&d->status);
 	free(d);
+}
+
+int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg)
+{
+	struct daemon *d = daemon_new(opt, cfg);
+	if (!d) {
+		log_error("out of memory");
+		return 1;
+	}
+	int status = 0;
+	for (size_t i = 0; i < sizeof start_steps / sizeof start_steps[0] && !status; i++)
+		status = start_steps[i](d);
+	if (!status)
+		status = serve(d);
+	shut_down(d);
 	return status;
 }

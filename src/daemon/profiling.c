@@ -1,12 +1,14 @@
 /* Continuous CUDA profiling in gpulsed; see profiling.h. The logic lives
  * in src/profile (aggregate, socket server, trace writer); this file turns
- * the configuration into their structs and serves HTTP. */
+ * the configuration into their structs and hands the endpoints
+ * (api/profiling.h) their view of it. */
 #include "daemon/profiling.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/profiling.h"
 #include "common/log.h"
 #include "profile/perfetto.h"
 #include "profile/profile_agg.h"
@@ -28,7 +30,7 @@ struct profiling {
 	struct profile_server *server;    /* NULL: off, or the socket failed */
 	struct profile_timeline *timeline; /* what traced processes did when */
 	char why_off[512];                /* "" while serving */
-	struct http_pool *captures;       /* runs /api/v1/trace off the HTTP threads */
+	struct api_profiling api;         /* what the endpoints read (api/profiling.h) */
 };
 
 int profiling_start(struct profiling **out, const struct gpulse_config *c, struct tsdb *db,
@@ -178,7 +180,7 @@ int profiling_metrics(void *ctx, struct buf *out, bool openmetrics)
 		       "1 while gpulsed serves the injection library's socket (profiling.socket).");
 	pe.e.sample(&pe.e, NULL, NULL, 0, p->server ? 1 : 0);
 	struct http_pool_stats cs;
-	http_pool_stats(p->captures, &cs);
+	http_pool_stats(p->api.captures, &cs);
 	profile_family(&pe.e, "gpulse_trace_captures_running", PROFILE_GAUGE,
 		       "Captures (/api/v1/trace) in progress, each waiting on its own thread, "
 		       "none on an HTTP thread.");
@@ -191,118 +193,6 @@ int profiling_metrics(void *ctx, struct buf *out, bool openmetrics)
 		profile_agg_emit(p->agg, &pe.e);
 	}
 	return out->failed ? GPULSE_ELIMIT : 0;
-}
-
-/* ---- HTTP ------------------------------------------------------------------- */
-
-/* An optional unsigned argument: 0 when absent (value untouched), 1 when
- * parsed, -1 after writing a 400. */
-static int uint_arg(const struct http_request *req, struct http_response *resp, const char *name,
-		    unsigned long lo, unsigned long hi, unsigned long *v)
-{
-	const char *s = http_request_arg(req, name);
-	if (!s)
-		return 0;
-	char *end;
-	unsigned long x = strtoul(s, &end, 10);
-	if (!*s || *end || *s == '-' || *s == '+' || x < lo || x > hi) {
-		char msg[160];
-		snprintf(msg, sizeof msg, "%s: \"%.40s\" is not a whole number from %lu to %lu", name, s,
-			 lo, hi);
-		http_api_error(resp, 400, "bad_data", msg);
-		return -1;
-	}
-	*v = x;
-	return 1;
-}
-
-static void put_state(struct profiling *p, struct buf *b)
-{
-	buf_printf(b, "\"profiling\":{\"enabled\":%s,\"serving\":%s,\"socket\":",
-		   p->cfg->profiling.enabled ? "true" : "false", p->server ? "true" : "false");
-	buf_put_json_string(b, p->cfg->profiling.socket);
-	if (!p->server) {
-		buf_puts(b, ",\"why_off\":");
-		buf_put_json_string(b, p->why_off);
-	}
-	buf_putc(b, '}');
-}
-
-static int handle_processes(void *ctx, const struct http_request *req, struct http_response *resp)
-{
-	struct profiling *p = ctx;
-	(void)req;
-	if (!p)
-		return http_api_error(resp, 503, "unavailable", "profiling is not set up");
-	struct buf *b = &resp->body;
-	resp->content_type = "application/json";
-	buf_puts(b, "{\"status\":\"success\",\"data\":{");
-	put_state(p, b);
-	if (p->agg) {
-		buf_putc(b, ',');
-		int rc = profile_agg_processes_json(p->agg, b);
-		if (rc)
-			return rc;
-	} else {
-		buf_puts(b, ",\"processes\":[]");
-	}
-	return buf_puts(b, "}}\n");
-}
-
-static int handle_kernels(void *ctx, const struct http_request *req, struct http_response *resp)
-{
-	struct profiling *p = ctx;
-	if (!p)
-		return http_api_error(resp, 503, "unavailable", "profiling is not set up");
-	unsigned long pid = 0, gpu = 0, limit = 50, per_process = 0;
-	int has_pid, has_gpu;
-	if ((has_pid = uint_arg(req, resp, "pid", 1, UINT32_MAX, &pid)) < 0 ||
-	    (has_gpu = uint_arg(req, resp, "gpu", 0, UINT32_MAX, &gpu)) < 0 ||
-	    uint_arg(req, resp, "limit", 1, PROFILING_MAX_KERNEL_ROWS, &limit) < 0 ||
-	    uint_arg(req, resp, "per_process", 1, PROFILING_MAX_KERNEL_ROWS, &per_process) < 0)
-		return 0;
-	struct buf *b = &resp->body;
-	resp->content_type = "application/json";
-	buf_puts(b, "{\"status\":\"success\",\"data\":{");
-	put_state(p, b);
-	if (p->agg) {
-		buf_putc(b, ',');
-		int rc = profile_agg_kernels_top_json(p->agg, b, has_pid ? (int64_t)pid : -1,
-						      has_gpu ? (int64_t)gpu : -1, (unsigned)limit,
-						      (unsigned)per_process);
-		if (rc)
-			return rc;
-	} else {
-		buf_puts(b, ",\"kernels\":[],\"total\":0");
-	}
-	return buf_puts(b, "}}\n");
-}
-
-static int handle_trace(void *ctx, const struct http_request *req, struct http_response *resp)
-{
-	struct profiling *p = ctx;
-	if (!p || !p->server)
-		return http_api_error(resp, 503, "unavailable",
-				 p ? p->why_off : "profiling is not set up");
-	if (strcmp(req->method, "GET") != 0)
-		return http_api_error(resp, 405, "bad_data", "a trace is started with GET only");
-	unsigned long pid = 0, seconds = PROFILING_DEFAULT_TRACE_SECONDS;
-	int has_pid;
-	if ((has_pid = uint_arg(req, resp, "pid", 1, UINT32_MAX, &pid)) < 0 ||
-	    uint_arg(req, resp, "seconds", 1, PROFILING_MAX_TRACE_SECONDS, &seconds) < 0)
-		return 0;
-	if (!has_pid)
-		return http_api_error(resp, 400, "bad_data", "pid: required (the process to trace)");
-	char err[256];
-	resp->content_type = "application/json";
-	int rc = profiling_capture(p, (uint32_t)pid, (unsigned)seconds, &resp->body, err, sizeof err);
-	if (rc == GPULSE_ENOENT)
-		return http_api_error(resp, 404, "not_found", err);
-	if (rc == GPULSE_EBUSY)
-		return http_api_error(resp, 409, "busy", err);
-	if (rc == GPULSE_ESTATE || rc == GPULSE_EINVAL)
-		return http_api_error(resp, 503, "unavailable", err);
-	return rc;
 }
 
 bool profiling_has_library(struct profiling *p, uint32_t pid)
@@ -341,41 +231,21 @@ int profiling_capture(struct profiling *p, uint32_t pid, unsigned seconds, struc
 	return rc;
 }
 
-/* Every capture thread busy: answered at once, on the HTTP thread. */
-static int handle_trace_busy(void *ctx, const struct http_request *req,
-			     struct http_response *resp)
+/* profiling_capture as the endpoints call it. */
+static int capture(void *ctx, uint32_t pid, unsigned seconds, struct buf *out, char *err,
+		   size_t errlen)
 {
-	(void)ctx;
-	(void)req;
-	char msg[200];
-	snprintf(msg, sizeof msg, "%d captures are already running, the most gpulsed runs at once; "
-		 "try again when one ends", PROFILE_MAX_CAPTURES);
-	return http_api_error(resp, 503, "unavailable", msg);
+	return profiling_capture(ctx, pid, seconds, out, err, errlen);
 }
 
 int profiling_register(struct profiling *p, struct http_server *s)
 {
-	int rc = http_route(s, "/api/v1/processes", handle_processes, p);
-	if (!rc)
-		rc = http_route(s, "/api/v1/kernels", handle_kernels, p);
-	if (rc)
-		return rc;
-	/* A capture makes a process trace everything: a write (DESIGN.md,
-	 * decision 9), refused by the server unless the write token, or no
-	 * write token and a loopback listen, allows it. */
-	if (!p) {
-		rc = http_route(s, "/api/v1/trace", handle_trace, p); /* answers 503 */
-		return rc ? rc : http_route_writes(s, "/api/v1/trace");
-	}
-	/* A capture waits seconds + 5 for its process: on a thread of its
-	 * own, one per capture the profile server can run, with the
-	 * connection suspended meanwhile, so captures hold no HTTP thread;
-	 * one more is refused at once. */
-	rc = http_pool_new(s, "gpulse-capture", PROFILE_MAX_CAPTURES, 0, 0, &p->captures);
-	if (!rc)
-		rc = http_route_deferred(s, "/api/v1/trace", handle_trace, handle_trace_busy, p,
-					 p->captures);
-	if (!rc)
-		rc = http_route_writes(s, "/api/v1/trace");
-	return rc;
+	if (!p)
+		return api_profiling_register(s, NULL);
+	p->api = (struct api_profiling){
+		.enabled = p->cfg->profiling.enabled, .socket = p->cfg->profiling.socket,
+		.serving = p->server != NULL, .why_off = p->why_off, .agg = p->agg,
+		.capture = capture, .capture_ctx = p,
+	};
+	return api_profiling_register(s, &p->api);
 }

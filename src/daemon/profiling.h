@@ -1,17 +1,9 @@
 /* gpulsed's hookup of continuous CUDA profiling (issue 5, DESIGN.md
  * decision 7): the `profiling:` configuration section, the socket server
  * for libgpulse-inject.so (src/profile/profile_server.h) and its
- * aggregate, the families it adds to /metrics, and three HTTP endpoints:
- *
- *   GET /api/v1/processes               traced processes and their library's status
- *   GET /api/v1/kernels?pid=N&gpu=N&limit=N&per_process=N   top kernels by GPU time
- *       (per_process: at most N of each process on each GPU)
- *   GET /api/v1/trace?pid=N&seconds=S   a capture, as Chrome trace-event JSON
- *
- * /api/v1/trace is a write action (it makes a process trace everything):
- * the HTTP server (http_route_writes) serves it only with the write token
- * (http.write_token_file), or, with none configured, on a numeric
- * loopback listen; 403 otherwise. */
+ * aggregate, the families it adds to /metrics, and what its three HTTP
+ * endpoints (api/profiling.h: /api/v1/processes, /api/v1/kernels,
+ * /api/v1/trace) read. */
 #ifndef GPULSE_PROFILING_H
 #define GPULSE_PROFILING_H
 
@@ -24,10 +16,6 @@
 #include "http/http_server.h"
 #include "profile/profile_timeline.h"
 #include "store/tsdb.h"
-
-#define PROFILING_MAX_TRACE_SECONDS 600
-#define PROFILING_DEFAULT_TRACE_SECONDS 5
-#define PROFILING_MAX_KERNEL_ROWS 10000
 
 struct profiling;
 
@@ -51,7 +39,8 @@ size_t profiling_pids(struct profiling *p, int gpu, double a_s, double b_s,
 /* True when process pid runs the injection library (it said HELLO and is
  * still tracked). p may be NULL. */
 bool profiling_has(struct profiling *p, uint32_t pid);
-/* Route the three endpoints (p may be NULL: they answer 503). */
+/* Route the three endpoints of api/profiling.h over p (p may be NULL:
+ * they answer 503). */
 int profiling_register(struct profiling *p, struct http_server *s);
 /* self_stats.profile_metrics: the gpulse_process_*, gpulse_inject_* and
  * gpulse_profile_* families. ctx is a struct profiling. */

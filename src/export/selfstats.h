@@ -85,7 +85,7 @@ struct rule_alert_self_stats {
 typedef void rule_alert_stats_fn(void *ctx, struct rule_alert_self_stats *out);
 
 /* The query API's counters (gpulse_queries_*), filled by a callback like
- * the store's (src/daemon/api.h says what each counts). */
+ * the store's (src/api/query.h says what each counts). */
 struct query_self_stats {
 	uint64_t running;
 	uint64_t queued;

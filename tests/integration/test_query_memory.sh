@@ -3,7 +3,7 @@
 # query's memory is freed, but glibc kept it: in each query thread's
 # malloc arena, and under the mmap threshold it raises after each large
 # free; four repetitions of one refused query took RSS from 105 to 257 MB.
-# src/daemon/api.c fixes the threshold at 1 MiB and trims after every
+# src/api/query.c fixes the threshold at 1 MiB and trims after every
 # query.
 #
 # The control is the store: it must not grow while the queries run, or

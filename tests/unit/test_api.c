@@ -9,7 +9,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "daemon/api.h"
+#include "api/query.h"
 #include "common/buf.h"
 #include "common/status.h"
 

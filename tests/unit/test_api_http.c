@@ -1,4 +1,4 @@
-/* Prometheus's query API (src/daemon/api.c) over a store of the test's
+/* Prometheus's query API (src/api/query.c) over a store of the test's
  * own, through HTTP on 127.0.0.1:0: which series /api/v1/series and the
  * label endpoints list for a window that falls in a gap of a series'
  * data, a regular expression that exceeds its match limit failing the
@@ -19,7 +19,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
-#include "daemon/api.h"
+#include "api/query.h"
 #include "common/clock.h"
 #include "http/http_server.h"
 #include "http_test.h"

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/duration.h"
 #include "collect/collector.h"
 #include "daemon/config.h"
 #include "diagnose/diagnose.h"
@@ -425,7 +426,7 @@ static void test_durations(void **state)
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		int64_t ns = -42;
-		int rc = config_parse_duration(cases[i].s, &ns);
+		int rc = duration_parse_arg(cases[i].s, &ns);
 		if (rc != cases[i].rc)
 			fail_msg("\"%s\": want rc %d, got %d", cases[i].s, cases[i].rc, rc);
 		if (rc == 0 && ns != cases[i].ns)
@@ -458,11 +459,11 @@ static void test_durations(void **state)
 	};
 	for (size_t i = 0; i < sizeof fmt / sizeof fmt[0]; i++) {
 		char s[64];
-		config_format_duration(fmt[i].ns, s, sizeof s);
+		duration_format(fmt[i].ns, s, sizeof s);
 		assert_string_equal(s, fmt[i].s);
 		int64_t back;
 		if (fmt[i].ns >= 0) {
-			assert_int_equal(config_parse_duration(s, &back), 0);
+			assert_int_equal(duration_parse_arg(s, &back), 0);
 			assert_int_equal(back, fmt[i].ns);
 		}
 	}

@@ -25,8 +25,8 @@
 #include "http/http_static.h"
 #include "http_test.h"
 #include "common/status.h"
-#include "daemon/web.h"
-#include "daemon/web_assets.h"
+#include "api/web.h"
+#include "api/web_assets.h"
 
 /* GET url with up to two extra request headers (NULL: none). */
 static void fetch(struct reply *r, const char *url, const char *h1, const char *h2)

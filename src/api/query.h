@@ -15,6 +15,15 @@
 #include "http/http_server.h"
 #include "store/tsdb.h"
 
+/* The query section's defaults (query: in gpulsed's configuration). */
+/* query.timeout's default, as Prometheus's --query.timeout. */
+#define API_DEFAULT_TIMEOUT_NS (120LL * 1000000000LL)
+/* query.max_concurrency's default. Prometheus's is 20, for a server of
+ * its own; gpulsed shares a GPU node's CPUs with the jobs it watches, a
+ * query is CPU-bound on one core, and more at once only share cores and
+ * memory (up to max_samples each), so two run and the rest wait. */
+#define API_DEFAULT_MAX_CONCURRENCY 2
+
 #define API_MAX_RANGE_MS (32LL * 86400 * 1000) /* query_range and series spans */
 #define API_MAX_SERIES_RESULT 100000          /* series one /api/v1/series may list */
 #define API_MAX_MATCH 32                      /* match[] arguments */

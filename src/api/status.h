@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "daemon/api.h"
+#include "api/query.h"
 #include "common/buf.h"
 #include "http/http_server.h"
 

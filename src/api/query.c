@@ -3,7 +3,7 @@
  * evaluates through promql_eval_* over tsdb_queryable, and writes the
  * answer in Prometheus's JSON (values as strings, times as seconds with
  * millisecond precision). */
-#include "daemon/api.h"
+#include "api/query.h"
 
 #include <ctype.h>
 #include <malloc.h>
@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "common/clock.h"
-#include "daemon/config.h"
+#include "common/duration.h"
 #include "common/gofloat.h"
 #include "promql/parser.h"
 #include "common/status.h"
@@ -84,7 +84,7 @@ int api_parse_time(const char *s, int64_t *t_ms)
 int api_parse_duration(const char *s, int64_t *ms)
 {
 	int64_t ns;
-	if (!s || !*s || config_parse_duration(s, &ns) != 0)
+	if (!s || !*s || duration_parse_arg(s, &ns) != 0)
 		return GPULSE_EINVAL;
 	*ms = ns / 1000000;
 	return GPULSE_OK;
@@ -427,7 +427,7 @@ static int query_range(void *ctx, const struct http_request *req, struct http_re
 				 "decreasing the query resolution (?step=XX)");
 	if (end - start > API_MAX_RANGE_MS) {
 		char d[32], msg[160];
-		config_format_duration(API_MAX_RANGE_MS * 1000000, d, sizeof d);
+		duration_format(API_MAX_RANGE_MS * 1000000, d, sizeof d);
 		snprintf(msg, sizeof msg, "the query range exceeds the maximum of %s", d);
 		return bad_param(resp, "end", msg);
 	}

@@ -1,9 +1,9 @@
 /* The web dashboard: the embedded files (web_assets.c, generated from
  * src/web/) handed to the static file server. */
-#include "daemon/web.h"
+#include "api/web.h"
 
 #include "common/status.h"
-#include "daemon/web_assets.h"
+#include "api/web_assets.h"
 
 /* 'self' only: the page works air-gapped, and a script injected into it
  * could neither load code from elsewhere nor send data there. uPlot sets

@@ -2,7 +2,7 @@
  * The shapes follow Prometheus 2.42's web/api/v1 and web/web.go; what
  * gpulsed cannot mean the same by a field (Go's runtime, the build) it
  * fills with its own facts, as docs/internals/prometheus-api.md lists. */
-#include "daemon/api_status.h"
+#include "api/status.h"
 
 #include <ctype.h>
 #include <errno.h>
