@@ -44,6 +44,10 @@ struct metric_sink_ops {
 		    const char *const *values, double v);
 	void (*u64)(struct metric_sink *s, const struct metric_family *f, const char *suffix,
 		    const char *const *values, uint64_t v);
+	/* Whether the sink keeps the samples of the family named `name` (a
+	 * histogram's by its _bucket name), so that an emitter may leave
+	 * out the work of one it does not; NULL: it keeps all. */
+	bool (*wants)(struct metric_sink *s, const char *name);
 };
 
 struct metric_sink {

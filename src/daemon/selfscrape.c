@@ -245,7 +245,18 @@ static void direct_u64(struct metric_sink *sink, const struct metric_family *f, 
 	direct_f64(sink, f, suffix, values, (double)v);
 }
 
-static const struct metric_sink_ops direct_ops = {.f64 = direct_f64, .u64 = direct_u64};
+/* The text's families the scrape would drop when parsing (another
+ * writer's): not rendered at all. */
+static bool direct_wants(struct metric_sink *sink, const char *name)
+{
+	struct selfscrape *s = (struct selfscrape *)((char *)sink - offsetof(struct selfscrape, direct));
+	struct family *f = family_get(s, name, strlen(name));
+	return f && f->owner == O_OURS;
+}
+
+static const struct metric_sink_ops direct_ops = {
+	.f64 = direct_f64, .u64 = direct_u64, .wants = direct_wants,
+};
 
 /* A scrape begins: samples from here on are this scrape's. */
 static void scrape_begin(struct selfscrape *s, int64_t t_ms)

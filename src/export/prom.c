@@ -47,11 +47,15 @@ enum ftype { T_GAUGE, T_COUNTER, T_HISTOGRAM, T_INFO };
 
 /* The writer: the output buffer, the first append error, and the family
  * whose HELP and TYPE lines wait for its first sample (so a family with no
- * samples writes nothing). */
+ * samples writes nothing). For the store's pass (prom_render_split),
+ * `store` is the store's sink: a family of the text it does not want (the
+ * fields, another writer's) is skipped whole. */
 struct pw {
 	struct buf *b;
 	bool om;
 	int rc;
+	struct metric_sink *store;
+	bool skip;                  /* the current family is not written */
 	bool pending;
 	const char *name;
 	size_t name_len;
@@ -85,7 +89,7 @@ static bool grow(struct pw *w, size_t n)
 static inline char *room(struct pw *w, size_t n)
 {
 	struct buf *b = w->b;
-	if (w->rc)
+	if (w->rc || w->skip)
 		return NULL;
 	if (b->len + n >= b->cap && !grow(w, n))
 		return NULL;
@@ -263,6 +267,13 @@ static bool ends_with(const char *s, size_t n, const char *suffix, size_t sn)
 
 static void family(struct pw *w, const char *name, enum ftype type, const char *help)
 {
+	char bucket[256];
+	const char *kept = name;
+	if (type == T_HISTOGRAM) {
+		snprintf(bucket, sizeof bucket, "%s_bucket", name);
+		kept = bucket;
+	}
+	w->skip = w->store && w->store->ops->wants && !w->store->ops->wants(w->store, kept);
 	w->pending = true;
 	w->name = name;
 	w->name_len = strlen(name);
@@ -1797,6 +1808,7 @@ int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *b
 {
 	struct render r = {.w = {.b = out, .om = openmetrics}};
 	struct text_sink text = {.s = {.ops = &text_ops, .openmetrics = openmetrics}, .w = &r.w};
+	r.w.store = direct;
 	if (!direct)
 		direct = &text.s;
 	if (out->failed)
@@ -1858,6 +1870,7 @@ int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *b
 	render_self(&r, direct, self);
 	if (self && self->profile_metrics && !r.w.rc)
 		r.w.rc = self->profile_metrics(self->profile_ctx, out, openmetrics);
+	r.w.skip = false;
 	if (openmetrics)
 		PUT_LIT(&r.w, "# EOF\n");
 out:
