@@ -1,11 +1,13 @@
 /* The registry of gpulsed's own families (the daemon, the collector, NVML
- * calls, HTTP, configuration, storage, the process): each declared once
+ * calls, HTTP, configuration, storage, queries, rule groups, alerts and
+ * their delivery, the process): each declared once
  * here, with its name, type, help and label names, and emitted through a
  * metric sink (common/metric.h) by export/prom.c, so /metrics and the
  * store take them from the same calls. The per-GPU fields have their
  * own table (collect/fields.h); the families still rendered as text only
- * (per-GPU identity and state, processes, attribution, rules, alerts,
- * queries, notifications, profiling, remote write, benchmarks, evidence)
+ * (per-GPU identity and state, processes, attribution, tenants, MIG,
+ * and, outside prom.c, profiling, remote write, systemd, benchmarks,
+ * evidence)
  * reach the store through the self-scrape's parse (daemon/selfscrape.h).
  *
  * X(ID, name, KIND, help, LABELS): KIND one of GAUGE, COUNTER, HISTOGRAM,
@@ -123,6 +125,69 @@
 	  "Series the store's scrape of /metrics refused (over its bound of 20000, or a label "    \
 	  "set the store refused), each time seen.",                                                \
 	  MF_L0)                                                                                    \
+	X(QUERIES_RUNNING, "gpulse_queries_running", GAUGE,                                        \
+	  "API queries being evaluated now (at most query.max_concurrency).", MF_L0)                \
+	X(QUERIES_QUEUED, "gpulse_queries_queued", GAUGE,                                          \
+	  "API queries waiting for a free query thread.", MF_L0)                                    \
+	X(QUERIES_STARTED, "gpulse_queries_total", COUNTER, "API queries started on a query thread.", \
+	  MF_L0)                                                                                    \
+	X(QUERIES_REJECTED, "gpulse_queries_rejected_total", COUNTER,                              \
+	  "API queries refused with 503 unavailable: every query thread busy, the queue full.",    \
+	  MF_L0)                                                                                    \
+	X(QUERIES_TIMED_OUT, "gpulse_queries_timed_out_total", COUNTER,                            \
+	  "API queries stopped at query.timeout (503 timeout).", MF_L0)                             \
+	X(QUERIES_CANCELLED, "gpulse_queries_cancelled_total", COUNTER,                            \
+	  "API queries stopped, or dropped before they ran, because the client hung up.", MF_L0)    \
+	X(RULE_DURATION, "gpulse_rule_group_last_duration_seconds", GAUGE,                         \
+	  "How long the last evaluation of the rule group took.", MF_L1("rule_group"))              \
+	X(RULE_EVALUATIONS, "gpulse_rule_evaluations_total", COUNTER, "Rule evaluations, by group.", \
+	  MF_L1("rule_group"))                                                                      \
+	X(RULE_FAILURES, "gpulse_rule_evaluation_failures_total", COUNTER,                         \
+	  "Rule evaluations that failed, by group.", MF_L1("rule_group"))                           \
+	X(ALERTS, "gpulse_alerts", GAUGE, "Alerts by state (held: firing, held by flap detection).", \
+	  MF_L1("state"))                                                                           \
+	X(ALERT_NOTIFICATIONS, "gpulse_alert_notifications_total", COUNTER,                        \
+	  "Alert notices (firing and resolved) handed to delivery.", MF_L0)                         \
+	X(ALERT_FLAPS_HELD, "gpulse_alert_flaps_held_total", COUNTER,                              \
+	  "Times flap detection held a toggling alert firing.", MF_L0)                              \
+	X(ALERTS_RESTORED, "gpulse_alerts_restored_total", COUNTER,                                \
+	  "Alerts restored from the store when the rule engine started.", MF_L0)                    \
+	X(ALERT_PERSIST_ERRORS, "gpulse_alert_persist_errors_total", COUNTER,                      \
+	  "Alert states that could not be written to the store.", MF_L0)                           \
+	X(NOTIFY_SENT, "gpulse_notifications_sent_total", COUNTER, "Alerts delivered, by receiver.", \
+	  MF_L2("receiver", "type"))                                                                \
+	X(NOTIFY_ERRORS, "gpulse_notifications_errors_total", COUNTER,                             \
+	  "Alerts in delivery attempts that failed, by receiver.", MF_L2("receiver", "type"))       \
+	X(NOTIFY_DROPPED, "gpulse_notifications_dropped_total", COUNTER,                           \
+	  "Alerts given up, by receiver: refused by it, or dropped over the queue bound.",          \
+	  MF_L2("receiver", "type"))                                                                \
+	X(NOTIFY_PENDING_BATCHES, "gpulse_notifications_pending_batches", GAUGE,                   \
+	  "Batches waiting for the receiver.", MF_L2("receiver", "type"))                           \
+	X(NOTIFY_PENDING_BYTES, "gpulse_notifications_pending_bytes", GAUGE,                       \
+	  "Bytes of batches waiting for the receiver.", MF_L2("receiver", "type"))                  \
+	X(NOTIFY_LATENCY, "gpulse_notifications_latency_seconds", HISTOGRAM,                       \
+	  "Time from the rule engine handing an alert over to the receiver accepting it.",          \
+	  MF_L2("receiver", "type"))                                                                \
+	X(NOTIFY_QUEUE_LENGTH, "gpulse_notifications_queue_length", GAUGE,                         \
+	  "Alert notices waiting for the dispatcher.", MF_L0)                                       \
+	X(NOTIFY_QUEUE_CAPACITY, "gpulse_notifications_queue_capacity", GAUGE,                     \
+	  "Alert notices the dispatcher's queue holds.", MF_L0)                                     \
+	X(NOTIFY_QUEUE_DROPPED, "gpulse_notifications_queue_dropped_total", COUNTER,               \
+	  "Alert notices dropped because the dispatcher's queue was full.", MF_L0)                  \
+	X(NOTIFY_BACKLOG_BATCHES, "gpulse_notifications_backlog_batches", GAUGE,                   \
+	  "Batches waiting for any receiver (memory and disk).", MF_L0)                             \
+	X(NOTIFY_BACKLOG_BYTES, "gpulse_notifications_backlog_bytes", GAUGE,                       \
+	  "Bytes of batches waiting for any receiver.", MF_L0)                                      \
+	X(NOTIFY_BACKLOG_MAX_BATCHES, "gpulse_notifications_backlog_max_batches", GAUGE,           \
+	  "The bound on waiting batches.", MF_L0)                                                   \
+	X(NOTIFY_BACKLOG_MAX_BYTES, "gpulse_notifications_backlog_max_bytes", GAUGE,               \
+	  "The bound on bytes of waiting batches.", MF_L0)                                          \
+	X(NOTIFY_DISK_ERRORS, "gpulse_notifications_queue_disk_errors_total", COUNTER,             \
+	  "Queue files that could not be written, read or removed.", MF_L0)                         \
+	X(NOTIFY_INHIBITED, "gpulse_notifications_inhibited_total", COUNTER,                       \
+	  "Alerts left out of notifications by inhibit rules.", MF_L0)                              \
+	X(NOTIFY_ALERTMANAGERS, "gpulse_notifications_alertmanagers_discovered", GAUGE,            \
+	  "Alertmanagers gpulsed sends to.", MF_L0)                                                 \
 	X(PROCESS_CPU, "process_cpu_seconds_total", COUNTER,                                       \
 	  "Total user and system CPU time spent in seconds.", MF_L0)                                \
 	X(PROCESS_RSS, "process_resident_memory_bytes", GAUGE, "Resident memory size in bytes.",  \

@@ -431,209 +431,140 @@ static void text_u64(struct metric_sink *s, const struct metric_family *f, const
 static const struct metric_sink_ops text_ops = {.f64 = text_f64, .u64 = text_u64};
 
 /* The recording-rule groups' families, one sample per group each. */
-static void render_rule_stats(struct pw *w, const struct self_stats *self)
+static void emit_rule_stats(struct metric_sink *s, const struct self_stats *self)
 {
+	const struct metric_family *F = metric_families;
 	struct rule_group_self_stats *rs = calloc(RULE_STATS_MAX, sizeof *rs);
-	if (!rs)
-		return;
+	char (*group)[256] = calloc(RULE_STATS_MAX, sizeof *group);
+	if (!rs || !group)
+		goto out;
 	size_t n = self->rule_stats(self->rule_ctx, rs, RULE_STATS_MAX);
 	if (n > RULE_STATS_MAX)
 		n = RULE_STATS_MAX;
-	static const struct {
-		const char *name;
-		enum ftype type;
-		const char *help;
-	} fams[] = {
-		{"gpulse_rule_group_last_duration_seconds", T_GAUGE,
-		 "How long the last evaluation of the rule group took."},
-		{"gpulse_rule_evaluations_total", T_COUNTER, "Rule evaluations, by group."},
-		{"gpulse_rule_evaluation_failures_total", T_COUNTER,
-		 "Rule evaluations that failed, by group."},
-	};
-	for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
-		family(w, fams[f].name, fams[f].type, fams[f].help);
-		for (size_t i = 0; i < n; i++) {
-			sample(w, "", 0);
-			PUT_LIT(w, "{rule_group=\"");
-			put_label_text(w, rs[i].name);
-			if (f == 0) {
-				PUT_LIT(w, "\"");
-				end_value(w, rs[i].last_duration_s);
-			} else {
-				PUT_LIT(w, "\"");
-				end_u64(w, f == 1 ? rs[i].evaluations_total : rs[i].failures_total);
-			}
-		}
-	}
+	for (size_t i = 0; i < n; i++)
+		utf8_clean(group[i], sizeof group[i], rs[i].name);
+	for (size_t i = 0; i < n; i++)
+		metric_f64(s, &F[MF_RULE_DURATION], (const char *const[]){group[i]},
+			   rs[i].last_duration_s);
+	for (size_t i = 0; i < n; i++)
+		metric_u64(s, &F[MF_RULE_EVALUATIONS], (const char *const[]){group[i]},
+			   rs[i].evaluations_total);
+	for (size_t i = 0; i < n; i++)
+		metric_u64(s, &F[MF_RULE_FAILURES], (const char *const[]){group[i]},
+			   rs[i].failures_total);
+out:
+	free(group);
 	free(rs);
 }
 
 /* Alert delivery's families (src/alert/notify.h): Prometheus's
  * prometheus_notifications_* under gpulse_, per receiver where it has
  * one. */
-static void receiver_labels(struct pw *w, const struct notify_receiver_stats *r)
+static void emit_notify_stats(struct metric_sink *s, const struct self_stats *self)
 {
-	PUT_LIT(w, "{receiver=\"");
-	put_label_text(w, r->target);
-	PUT_LIT(w, "\",type=\"");
-	put_str(w, notify_kind_name(r->kind));
-	PUT_LIT(w, "\"");
-}
-
-static void render_notify_stats(struct pw *w, const struct self_stats *self)
-{
+	const struct metric_family *F = metric_families;
 	struct notify_stats *st = calloc(1, sizeof *st);
 	if (!st)
 		return;
 	self->notify_stats(self->notify_ctx, st);
 	size_t nr = st->nreceivers < NOTIFY_MAX_RECEIVERS ? st->nreceivers : NOTIFY_MAX_RECEIVERS;
+	/* receiver, type: the labels of receiver i. */
+	char target[NOTIFY_MAX_RECEIVERS][256];
+	const char *lab[NOTIFY_MAX_RECEIVERS][2];
+	for (size_t i = 0; i < nr; i++) {
+		utf8_clean(target[i], sizeof target[i], st->receivers[i].target);
+		lab[i][0] = target[i];
+		lab[i][1] = notify_kind_name(st->receivers[i].kind);
+	}
 	static const struct {
-		const char *name;
-		const char *help;
-		enum ftype type;
+		enum metric_family_id id;
 		size_t off;
 	} per[] = {
-		{"gpulse_notifications_sent_total", "Alerts delivered, by receiver.", T_COUNTER,
-		 offsetof(struct notify_receiver_stats, sent_total)},
-		{"gpulse_notifications_errors_total", "Alerts in delivery attempts that failed, by receiver.",
-		 T_COUNTER, offsetof(struct notify_receiver_stats, errors_total)},
-		{"gpulse_notifications_dropped_total",
-		 "Alerts given up, by receiver: refused by it, or dropped over the queue bound.", T_COUNTER,
-		 offsetof(struct notify_receiver_stats, dropped_total)},
-		{"gpulse_notifications_pending_batches", "Batches waiting for the receiver.", T_GAUGE,
-		 offsetof(struct notify_receiver_stats, pending_batches)},
-		{"gpulse_notifications_pending_bytes", "Bytes of batches waiting for the receiver.", T_GAUGE,
-		 offsetof(struct notify_receiver_stats, pending_bytes)},
+		{MF_NOTIFY_SENT, offsetof(struct notify_receiver_stats, sent_total)},
+		{MF_NOTIFY_ERRORS, offsetof(struct notify_receiver_stats, errors_total)},
+		{MF_NOTIFY_DROPPED, offsetof(struct notify_receiver_stats, dropped_total)},
+		{MF_NOTIFY_PENDING_BATCHES, offsetof(struct notify_receiver_stats, pending_batches)},
+		{MF_NOTIFY_PENDING_BYTES, offsetof(struct notify_receiver_stats, pending_bytes)},
 	};
-	for (size_t f = 0; f < sizeof per / sizeof per[0]; f++) {
-		family(w, per[f].name, per[f].type, per[f].help);
+	for (size_t f = 0; f < sizeof per / sizeof per[0]; f++)
 		for (size_t i = 0; i < nr; i++) {
 			uint64_t v;
 			memcpy(&v, (const char *)&st->receivers[i] + per[f].off, sizeof v);
-			sample(w, "", 0);
-			receiver_labels(w, &st->receivers[i]);
-			end_u64(w, v);
+			metric_u64(s, &F[per[f].id], lab[i], v);
 		}
-	}
-	family(w, "gpulse_notifications_latency_seconds", T_HISTOGRAM,
-	       "Time from the rule engine handing an alert over to the receiver accepting it.");
+	const struct metric_family *h = &F[MF_NOTIFY_LATENCY];
+	char le[NOTIFY_LATENCY_BUCKETS][PROM_DOUBLE_MAX];
+	for (int k = 0; k < NOTIFY_LATENCY_BUCKETS; k++)
+		le[k][prom_format_double(le[k], notify_latency_bounds[k])] = '\0';
 	for (size_t i = 0; i < nr; i++) {
 		const struct notify_receiver_stats *r = &st->receivers[i];
 		uint64_t cum = 0;
 		for (int k = 0; k < NOTIFY_LATENCY_BUCKETS; k++) {
 			cum += r->latency_bucket[k];
-			sample(w, "_bucket", 7);
-			receiver_labels(w, r);
-			PUT_LIT(w, ",le=\"");
-			put_value(w, notify_latency_bounds[k]);
-			PUT_LIT(w, "\"");
-			end_u64(w, cum);
+			s->ops->u64(s, h, "_bucket", (const char *const[]){lab[i][0], lab[i][1], le[k]},
+				    cum);
 		}
-		sample(w, "_bucket", 7);
-		receiver_labels(w, r);
-		PUT_LIT(w, ",le=\"+Inf\"");
-		end_u64(w, r->latency_count);
-		sample(w, "_sum", 4);
-		receiver_labels(w, r);
-		end_value(w, r->latency_sum_s);
-		sample(w, "_count", 6);
-		receiver_labels(w, r);
-		end_u64(w, r->latency_count);
+		s->ops->u64(s, h, "_bucket", (const char *const[]){lab[i][0], lab[i][1], "+Inf"},
+			    r->latency_count);
+		s->ops->f64(s, h, "_sum", lab[i], r->latency_sum_s);
+		s->ops->u64(s, h, "_count", lab[i], r->latency_count);
 	}
 	static const struct {
-		const char *name;
-		const char *help;
-		enum ftype type;
+		enum metric_family_id id;
 		size_t off;
 	} one[] = {
-		{"gpulse_notifications_queue_length", "Alert notices waiting for the dispatcher.", T_GAUGE,
-		 offsetof(struct notify_stats, ring_length)},
-		{"gpulse_notifications_queue_capacity", "Alert notices the dispatcher's queue holds.",
-		 T_GAUGE, offsetof(struct notify_stats, ring_capacity)},
-		{"gpulse_notifications_queue_dropped_total",
-		 "Alert notices dropped because the dispatcher's queue was full.", T_COUNTER,
-		 offsetof(struct notify_stats, ring_dropped_total)},
-		{"gpulse_notifications_backlog_batches", "Batches waiting for any receiver (memory and disk).",
-		 T_GAUGE, offsetof(struct notify_stats, queue_batches)},
-		{"gpulse_notifications_backlog_bytes", "Bytes of batches waiting for any receiver.", T_GAUGE,
-		 offsetof(struct notify_stats, queue_bytes)},
-		{"gpulse_notifications_backlog_max_batches", "The bound on waiting batches.", T_GAUGE,
-		 offsetof(struct notify_stats, queue_max_batches)},
-		{"gpulse_notifications_backlog_max_bytes", "The bound on bytes of waiting batches.", T_GAUGE,
-		 offsetof(struct notify_stats, queue_max_bytes)},
-		{"gpulse_notifications_queue_disk_errors_total",
-		 "Queue files that could not be written, read or removed.", T_COUNTER,
-		 offsetof(struct notify_stats, disk_errors_total)},
-		{"gpulse_notifications_inhibited_total", "Alerts left out of notifications by inhibit rules.",
-		 T_COUNTER, offsetof(struct notify_stats, inhibited_total)},
+		{MF_NOTIFY_QUEUE_LENGTH, offsetof(struct notify_stats, ring_length)},
+		{MF_NOTIFY_QUEUE_CAPACITY, offsetof(struct notify_stats, ring_capacity)},
+		{MF_NOTIFY_QUEUE_DROPPED, offsetof(struct notify_stats, ring_dropped_total)},
+		{MF_NOTIFY_BACKLOG_BATCHES, offsetof(struct notify_stats, queue_batches)},
+		{MF_NOTIFY_BACKLOG_BYTES, offsetof(struct notify_stats, queue_bytes)},
+		{MF_NOTIFY_BACKLOG_MAX_BATCHES, offsetof(struct notify_stats, queue_max_batches)},
+		{MF_NOTIFY_BACKLOG_MAX_BYTES, offsetof(struct notify_stats, queue_max_bytes)},
+		{MF_NOTIFY_DISK_ERRORS, offsetof(struct notify_stats, disk_errors_total)},
+		{MF_NOTIFY_INHIBITED, offsetof(struct notify_stats, inhibited_total)},
 	};
 	for (size_t f = 0; f < sizeof one / sizeof one[0]; f++) {
 		uint64_t v;
 		memcpy(&v, (const char *)st + one[f].off, sizeof v);
-		family(w, one[f].name, one[f].type, one[f].help);
-		plain_u64(w, v);
+		metric_u64(s, &F[one[f].id], NULL, v);
 	}
 	uint64_t ams = 0;
 	for (size_t i = 0; i < nr; i++)
 		ams += st->receivers[i].kind == NOTIFY_ALERTMANAGER;
-	family(w, "gpulse_notifications_alertmanagers_discovered", T_GAUGE,
-	       "Alertmanagers gpulsed sends to.");
-	plain_u64(w, ams);
+	metric_u64(s, &F[MF_NOTIFY_ALERTMANAGERS], NULL, ams);
 	free(st);
 }
 
 /* The query API's limits at work (issue 14): queries run on their own
  * threads, at most query.max_concurrency at once. */
-static void render_query_stats(struct pw *w, const struct self_stats *self)
+static void emit_query_stats(struct metric_sink *s, const struct self_stats *self)
 {
+	const struct metric_family *F = metric_families;
 	struct query_self_stats st;
 	memset(&st, 0, sizeof st);
 	self->query_stats(self->query_ctx, &st);
-	family(w, "gpulse_queries_running", T_GAUGE,
-	       "API queries being evaluated now (at most query.max_concurrency).");
-	plain_u64(w, st.running);
-	family(w, "gpulse_queries_queued", T_GAUGE, "API queries waiting for a free query thread.");
-	plain_u64(w, st.queued);
-	family(w, "gpulse_queries_total", T_COUNTER, "API queries started on a query thread.");
-	plain_u64(w, st.started_total);
-	family(w, "gpulse_queries_rejected_total", T_COUNTER,
-	       "API queries refused with 503 unavailable: every query thread busy, the queue full.");
-	plain_u64(w, st.rejected_total);
-	family(w, "gpulse_queries_timed_out_total", T_COUNTER,
-	       "API queries stopped at query.timeout (503 timeout).");
-	plain_u64(w, st.timed_out_total);
-	family(w, "gpulse_queries_cancelled_total", T_COUNTER,
-	       "API queries stopped, or dropped before they ran, because the client hung up.");
-	plain_u64(w, st.cancelled_total);
+	metric_u64(s, &F[MF_QUERIES_RUNNING], NULL, st.running);
+	metric_u64(s, &F[MF_QUERIES_QUEUED], NULL, st.queued);
+	metric_u64(s, &F[MF_QUERIES_STARTED], NULL, st.started_total);
+	metric_u64(s, &F[MF_QUERIES_REJECTED], NULL, st.rejected_total);
+	metric_u64(s, &F[MF_QUERIES_TIMED_OUT], NULL, st.timed_out_total);
+	metric_u64(s, &F[MF_QUERIES_CANCELLED], NULL, st.cancelled_total);
 }
 
 /* The rule engine's alerts: how many by state, and its counters. */
-static void render_rule_alert_stats(struct pw *w, const struct self_stats *self)
+static void emit_rule_alert_stats(struct metric_sink *s, const struct self_stats *self)
 {
+	const struct metric_family *F = metric_families;
 	struct rule_alert_self_stats st;
 	self->rule_alert_stats(self->rule_alert_ctx, &st);
-	family(w, "gpulse_alerts", T_GAUGE, "Alerts by state (held: firing, held by flap detection).");
 	static const char *const states[] = {"pending", "firing", "held"};
 	const uint64_t nv[] = {st.pending, st.firing, st.held};
-	for (size_t i = 0; i < 3; i++) {
-		sample(w, "", 0);
-		PUT_LIT(w, "{state=\"");
-		put_label_text(w, states[i]);
-		PUT_LIT(w, "\"");
-		end_u64(w, nv[i]);
-	}
-	family(w, "gpulse_alert_notifications_total", T_COUNTER,
-	       "Alert notices (firing and resolved) handed to delivery.");
-	plain_u64(w, st.notifications_total);
-	family(w, "gpulse_alert_flaps_held_total", T_COUNTER,
-	       "Times flap detection held a toggling alert firing.");
-	plain_u64(w, st.flaps_held_total);
-	family(w, "gpulse_alerts_restored_total", T_COUNTER,
-	       "Alerts restored from the store when the rule engine started.");
-	plain_u64(w, st.restored_total);
-	family(w, "gpulse_alert_persist_errors_total", T_COUNTER,
-	       "Alert states that could not be written to the store.");
-	plain_u64(w, st.persist_errors_total);
+	for (size_t i = 0; i < 3; i++)
+		metric_u64(s, &F[MF_ALERTS], &states[i], nv[i]);
+	metric_u64(s, &F[MF_ALERT_NOTIFICATIONS], NULL, st.notifications_total);
+	metric_u64(s, &F[MF_ALERT_FLAPS_HELD], NULL, st.flaps_held_total);
+	metric_u64(s, &F[MF_ALERTS_RESTORED], NULL, st.restored_total);
+	metric_u64(s, &F[MF_ALERT_PERSIST_ERRORS], NULL, st.persist_errors_total);
 }
 
 /* ---- per-GPU families ------------------------------------------------ */
@@ -1774,23 +1705,21 @@ static void emit_process(struct metric_sink *s, const struct self_stats *self)
 		metric_f64(s, &F[MF_PROCESS_START], NULL, (double)self->start_wall_ns / 1e9);
 }
 
-/* The self-metrics: those of the registry into `direct`, the rest (rule
- * groups, queries, alerts, notifications) as text. */
-static void render_self(struct render *r, struct metric_sink *direct, const struct self_stats *self)
+/* The self-metrics into `s`. */
+static void emit_self(struct metric_sink *s, const struct self_stats *self)
 {
-	struct pw *w = &r->w;
 	if (self) {
-		emit_self_head(direct, self);
+		emit_self_head(s, self);
 		if (self->query_stats)
-			render_query_stats(w, self);
+			emit_query_stats(s, self);
 		if (self->rule_stats)
-			render_rule_stats(w, self);
+			emit_rule_stats(s, self);
 		if (self->rule_alert_stats)
-			render_rule_alert_stats(w, self);
+			emit_rule_alert_stats(s, self);
 		if (self->notify_stats)
-			render_notify_stats(w, self);
+			emit_notify_stats(s, self);
 	}
-	emit_process(direct, self);
+	emit_process(s, self);
 }
 
 /* ---- entry points ---------------------------------------------------- */
@@ -1867,7 +1796,7 @@ int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *b
 	emit_daemon(direct, r.n, nstale, cs, self);
 	if (nvml)
 		emit_nvml(direct, nvml);
-	render_self(&r, direct, self);
+	emit_self(direct, self);
 	if (self && self->profile_metrics && !r.w.rc)
 		r.w.rc = self->profile_metrics(self->profile_ctx, out, openmetrics);
 	r.w.skip = false;

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alert/notify.h"
 #include "collect/bus.h"
 #include "collect/collector.h"
 #include "common/buf.h"
@@ -331,6 +332,26 @@ static void storage_stats(void *ctx, struct storage_self_stats *out)
 	out->samples_appended_total = 1u << 20;
 }
 
+static size_t rule_stats(void *ctx, struct rule_group_self_stats *out, size_t max)
+{
+	(void)ctx;
+	(void)max;
+	snprintf(out[0].name, sizeof out[0].name, "/etc/r.yml;gpu \"hot\"\nx");
+	out[0].evaluations_total = 5;
+	return 1;
+}
+
+static void notify_stats(void *ctx, struct notify_stats *out)
+{
+	(void)ctx;
+	memset(out, 0, sizeof *out);
+	out->nreceivers = 1;
+	out->receivers[0].kind = NOTIFY_WEBHOOK;
+	snprintf(out->receivers[0].target, sizeof out->receivers[0].target, "http://hook/");
+	out->receivers[0].latency_bucket[2] = 1;
+	out->receivers[0].latency_count = 1;
+}
+
 static void world_init(struct world *w)
 {
 	memset(w, 0, sizeof *w);
@@ -374,6 +395,8 @@ static void world_init(struct world *w)
 	atomic_store(&w->self.http_denied_total[1], 3);
 	atomic_store(&w->self.last_reload_wall_ns, (T0 - 1000) * 1000000);
 	w->self.storage_stats = storage_stats;
+	w->self.rule_stats = rule_stats;
+	w->self.notify_stats = notify_stats;
 	w->nv = calloc(1, sizeof *w->nv);
 	assert_non_null(w->nv);
 	for (int f = 0; f < NVML_FN_COUNT; f += 3) {
@@ -576,6 +599,10 @@ static void test_store_holds_metrics(void **state)
 		assert_true(keyset_has(&want, "__name__=gpulse_nvml_call_duration_seconds_bucket\x1f"
 					      "call=nvmlInit_v2\x1fle=+Inf"));
 		assert_true(keyset_has(&want, "__name__=gpulse_collector_sweeps_total\x1ftier=fast"));
+		assert_true(keyset_has(&want, "__name__=gpulse_rule_evaluations_total\x1f"
+					      "rule_group=/etc/r.yml;gpu \"hot\"\nx"));
+		assert_true(keyset_has(&want, "__name__=gpulse_notifications_latency_seconds_bucket\x1f"
+					      "le=+Inf\x1freceiver=http://hook/\x1ftype=webhook"));
 		struct selfscrape_stats st;
 		selfscrape_get_stats(s, &st);
 		assert_int_equal(st.series, want.n);
