@@ -139,15 +139,15 @@ static void put_value(struct pw *w, double v)
 		w->b->len += prom_format_double(p, v);
 }
 
-/* A label value of n bytes, UTF-8 already, escaped as
- * buf_put_label_value does (\\, \", \n). */
-static void put_escaped_n(struct pw *w, const char *v, size_t n)
+/* Write v[0..n), NUL-terminated at n and UTF-8 already, to o escaped as
+ * buf_put_label_value does (\\, \", \n): at most 2n bytes. Returns the
+ * end. */
+static char *escape_into(char *o, const char *v, size_t n)
 {
-	char *p = room(w, 2 * n);
-	if (!p)
-		return;
-	char *o = p;
-	for (size_t i = 0; i < n; i++) {
+	size_t k = strcspn(v, "\\\"\n"); /* most values have nothing to escape */
+	memcpy(o, v, k);
+	o += k;
+	for (size_t i = k; i < n; i++) {
 		char c = v[i];
 		if (c == '\\' || c == '"') {
 			*o++ = '\\';
@@ -159,7 +159,34 @@ static void put_escaped_n(struct pw *w, const char *v, size_t n)
 			*o++ = c;
 		}
 	}
-	w->b->len += (size_t)(o - p);
+	return o;
+}
+
+/* Whether v[0..n) holds a byte escape_into escapes: eight bytes at a
+ * time (a byte-wise loop over the NVML histogram's labels was a third of
+ * a render). */
+static bool needs_escape(const char *v, size_t n)
+{
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+	if (n < 8) {
+		for (size_t i = 0; i < n; i++)
+			if (v[i] == '\\' || v[i] == '"' || v[i] == '\n')
+				return true;
+		return false;
+	}
+	/* Words at 0, 8, ... and the last eight bytes (overlapping). */
+	for (size_t i = 0;; i += 8) {
+		if (i + 8 > n)
+			i = n - 8;
+		uint64_t x;
+		memcpy(&x, v + i, 8);
+		uint64_t a = x ^ (ones * '\\'), b = x ^ (ones * '"'), c = x ^ (ones * '\n');
+		/* (y - ones) & ~y & highs: nonzero iff y has a zero byte */
+		if (((a - ones) & ~a & highs) | ((b - ones) & ~b & highs) | ((c - ones) & ~c & highs))
+			return true;
+		if (i + 8 == n)
+			return false;
+	}
 }
 
 /* A label value from outside (NVML strings, comm): made UTF-8, then
@@ -168,7 +195,9 @@ static void put_label_text(struct pw *w, const char *s)
 {
 	char clean[256];
 	size_t n = utf8_clean(clean, sizeof clean, s);
-	put_escaped_n(w, clean, n);
+	char *p = room(w, 2 * n);
+	if (p)
+		w->b->len += (size_t)(escape_into(p, clean, n) - p);
 }
 
 /* ---- numbers ----------------------------------------------------------
@@ -382,7 +411,8 @@ struct text_sink {
 };
 
 /* name+suffix{labels}, the family's HELP and TYPE first if it is new;
- * true when labels were written (the value follows "} "). */
+ * true when labels were written (the value follows "} "). The labels are
+ * measured first and written with one reservation. */
 static bool text_start(struct pw *w, const struct metric_family *f, const char *suffix,
 		       const char *const *values)
 {
@@ -395,16 +425,39 @@ static bool text_start(struct pw *w, const struct metric_family *f, const char *
 	size_t sl = strlen(suffix);
 	sample(w, suffix, sl);
 	size_t n = metric_family_nlabels(f);
-	bool le = sl == 7 && memcmp(suffix, "_bucket", 7) == 0;
-	if (!n && !le)
+	if (sl == 7 && memcmp(suffix, "_bucket", 7) == 0)
+		n++; /* le */
+	if (n > METRIC_MAX_LABELS + 1)
+		n = METRIC_MAX_LABELS + 1;
+	if (!n)
 		return false;
-	for (size_t i = 0; i < n + le; i++) {
-		put(w, i ? "," : "{", 1);
-		put_str(w, i < n ? f->labels[i] : "le");
-		PUT_LIT(w, "=\"");
-		put_escaped_n(w, values[i], strlen(values[i]));
-		PUT_LIT(w, "\"");
+	size_t ln[METRIC_MAX_LABELS + 1], lv[METRIC_MAX_LABELS + 1], need = 0;
+	bool esc[METRIC_MAX_LABELS + 1];
+	for (size_t i = 0; i < n; i++) {
+		ln[i] = f->labels[i] ? strlen(f->labels[i]) : 2;
+		lv[i] = strlen(values[i]);
+		esc[i] = needs_escape(values[i], lv[i]); /* most have not: copied */
+		need += ln[i] + (esc[i] ? 2 * lv[i] : lv[i]) + 4;
 	}
+	char *p = room(w, need);
+	if (!p)
+		return true;
+	char *o = p;
+	for (size_t i = 0; i < n; i++) {
+		*o++ = i ? ',' : '{';
+		memcpy(o, f->labels[i] ? f->labels[i] : "le", ln[i]);
+		o += ln[i];
+		*o++ = '=';
+		*o++ = '"';
+		if (esc[i]) {
+			o = escape_into(o, values[i], lv[i]);
+		} else {
+			memcpy(o, values[i], lv[i]);
+			o += lv[i];
+		}
+		*o++ = '"';
+	}
+	w->b->len += (size_t)(o - p);
 	return true;
 }
 
