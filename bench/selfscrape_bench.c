@@ -6,8 +6,12 @@
  * only the rest. 8 GPUs filled from the real H200 recording, two
  * processes each, every NVML function called (its histogram), the
  * collector's and the store's counters; each way into a store of its own,
- * one tick a simulated second, ticks interleaved in blocks.
- *   build/bench/bench_selfscrape [recording.csv] [ticks]  */
+ * one tick a simulated second, ticks interleaved in blocks. WAY "text"
+ * or "direct" runs that one alone (for callgrind's instruction counts).
+ * Built with -DBENCH_OLD_PROM and linked with an earlier prom.c whose
+ * prom_render is renamed old_prom_render (bench/prom_compare.sh shows
+ * how), "text" is that prom.c's whole text parsed: the path before.
+ *   build/bench/bench_selfscrape [recording.csv] [ticks] [WAY]  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,11 +48,20 @@ static void storage_stats(void *ctx, struct storage_self_stats *out)
 	out->series = 5000;
 }
 
+#ifdef BENCH_OLD_PROM
+int old_prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
+		    const struct collector_stats *cs, const struct self_stats *self, bool om);
+#endif
+
 static int render_text(void *ctx, struct buf *out, struct metric_sink *direct)
 {
 	(void)ctx;
 	(void)direct;
+#ifdef BENCH_OLD_PROM
+	return old_prom_render(out, w.bus, w.nv, &w.cs, &w.self, false);
+#else
 	return prom_render_split(out, NULL, w.bus, w.nv, &w.cs, &w.self, false);
+#endif
 }
 
 static int render_direct(void *ctx, struct buf *out, struct metric_sink *direct)
@@ -121,6 +134,7 @@ int main(int argc, char **argv)
 {
 	const char *path = argc > 1 ? argv[1] : GPULSE_SOURCE_DATADIR "/recordings/h200-phases-10hz.csv";
 	int ticks = argc > 2 ? atoi(argv[2]) : 2000;
+	const char *only = argc > 3 ? argv[3] : NULL;
 	char err[512];
 	struct recording *rec;
 	if (recording_load(path, &rec, err, sizeof err)) {
@@ -154,6 +168,8 @@ int main(int argc, char **argv)
 	int64_t t_ms = clock_wall_ns() / 1000000;
 	for (int done = 0; done < ticks; done += BLOCK) {
 		for (int k = 0; k < 2; k++) {
+			if (only && strcmp(only, k ? "direct" : "text") != 0)
+				continue;
 			int64_t c0 = thread_cpu_ns();
 			for (int i = 0; i < BLOCK; i++)
 				selfscrape_scrape_at(s[k], t_ms + (int64_t)(done + i) * 1000);
@@ -168,7 +184,9 @@ int main(int argc, char **argv)
 		       (double)cpu[k] / nt / 1e3, (unsigned long long)st.series,
 		       (double)st.samples_appended_total / nt);
 	}
-	printf("direct / text: %.2f (%d GPUs, %d ticks)\n", (double)cpu[1] / (double)cpu[0], NGPU, nt);
+	if (!only)
+		printf("direct / text: %.2f (%d GPUs, %d ticks)\n", (double)cpu[1] / (double)cpu[0], NGPU,
+		       nt);
 	for (int k = 0; k < 2; k++) {
 		selfscrape_destroy(s[k]);
 		tsdb_close(db[k]);
