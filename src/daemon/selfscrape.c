@@ -1,6 +1,9 @@
-/* gpulsed's /metrics into its own store; see selfscrape.h. The text is
- * gpulsed's own rendering (prom.c), so the parser reads exactly the text
- * format 0.0.4 that prom.c writes and refuses, counting, any other line. */
+/* gpulsed's /metrics into its own store; see selfscrape.h. The
+ * registry's families arrive through the direct sink as samples with
+ * their labels; the rest is gpulsed's own text (prom.c), so the parser
+ * reads exactly the text format 0.0.4 that prom.c writes and refuses,
+ * counting, any other line. Both kinds share one table of series, so
+ * staleness, forgetting and the bound treat them alike. */
 #include "daemon/selfscrape.h"
 
 #include <math.h>
@@ -153,8 +156,10 @@ static void put(struct selfscrape *s, struct sseries *x, int64_t t_ms, double v)
 }
 
 /* The series of a sample that the render gave the direct sink. Its key
- * is the name, then each label with a value as name\x01value\x02,
- * starting with \x03 so that it is never a text key (name{labels}). */
+ * is \x03 (never the start of a text key, name{labels}), the name, then
+ * each label with a value as its name and value, each after its length
+ * in two bytes: no value, whatever its bytes, makes two label sets one
+ * key. */
 static struct sseries *direct_series(struct selfscrape *s, const char *name, size_t namelen,
 				     const struct metric_family *f, const char *suffix,
 				     const char *const *values)
@@ -172,13 +177,16 @@ static struct sseries *direct_series(struct selfscrape *s, const char *name, siz
 		size_t a = strlen(ln), b = strlen(values[i]);
 		if (!b)
 			continue;
-		if (len + a + b + 2 >= sizeof key)
+		if (len + a + b + 4 >= sizeof key)
 			return NULL;
+		key[len++] = (char)(a >> 8);
+		key[len++] = (char)a;
 		memcpy(key + len, ln, a);
-		key[len + a] = '\x01';
-		memcpy(key + len + a + 1, values[i], b);
-		key[len + a + 1 + b] = '\x02';
-		len += a + b + 2;
+		len += a;
+		key[len++] = (char)(b >> 8);
+		key[len++] = (char)b;
+		memcpy(key + len, values[i], b);
+		len += b;
 	}
 	uint64_t h = fnv1a64(key, len);
 	struct sseries **bk = &s->bucket[h & (s->nbuckets - 1)];
