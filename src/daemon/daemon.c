@@ -483,17 +483,24 @@ static void stop_remotes(struct daemon *d)
 
 /* ---- /metrics: what the bus holds ------------------------------------ */
 
-static int render_exposition(struct daemon *d, struct buf *out, bool om)
+/* /metrics in the format asked for, the registry's families to `direct`
+ * (NULL: into the text too). */
+static int render_split(struct daemon *d, struct buf *out, struct metric_sink *direct, bool om)
 {
 	pthread_rwlock_rdlock(&d->source_lock);
 	struct collector_stats cs;
 	bool have_cs = d->col != NULL;
 	if (have_cs)
 		collector_get_stats(d->col, &cs);
-	int rc = prom_render(out, d->bus, d->col ? collector_nvml(d->col) : NULL,
-			     have_cs ? &cs : NULL, &d->self, om);
+	int rc = prom_render_split(out, direct, d->bus, d->col ? collector_nvml(d->col) : NULL,
+				   have_cs ? &cs : NULL, &d->self, om);
 	pthread_rwlock_unlock(&d->source_lock);
 	return rc;
+}
+
+static int render_exposition(struct daemon *d, struct buf *out, bool om)
+{
+	return render_split(d, out, NULL, om);
 }
 
 /* A scrape of /metrics (api/metrics.h), timed for gpulse's self-metrics. */
@@ -513,11 +520,11 @@ static int render_for_rules(void *ctx, struct buf *out)
 	return render_exposition(ctx, out, false);
 }
 
-/* The store's scrape of /metrics (selfscrape.h): not counted as a scrape
- * either. */
-static int render_for_store(void *ctx, struct buf *out)
+/* The store's scrape of /metrics (selfscrape.h): the registry's families
+ * to its sink, the rest as text; not counted as a scrape either. */
+static int render_for_store(void *ctx, struct buf *out, struct metric_sink *direct)
 {
-	return render_exposition(ctx, out, false);
+	return render_split(ctx, out, direct, false);
 }
 
 /* What /api/v1/status/config shows: the running configuration, as

@@ -1,9 +1,13 @@
-/* gpulsed's /metrics into its own store; see selfscrape.h. The text is
- * gpulsed's own rendering (prom.c), so the parser reads exactly the text
- * format 0.0.4 that prom.c writes and refuses, counting, any other line. */
+/* gpulsed's /metrics into its own store; see selfscrape.h. The
+ * registry's families arrive through the direct sink as samples with
+ * their labels; the rest is gpulsed's own text (prom.c), so the parser
+ * reads exactly the text format 0.0.4 that prom.c writes and refuses,
+ * counting, any other line. Both kinds share one table of series, so
+ * staleness, forgetting and the bound treat them alike. */
 #include "daemon/selfscrape.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -14,6 +18,7 @@
 #include "common/clock.h"
 #include "export/expfmt.h"
 #include "common/hash.h"
+#include "common/metric.h"
 #include "common/periodic.h"
 #include "promql/queryable.h"
 #include "common/stale.h"
@@ -51,6 +56,8 @@ struct selfscrape {
 	size_t nfam;
 	size_t last_fam;             /* the family of the last line: the next one's, mostly */
 	uint64_t gen;
+	struct metric_sink direct;  /* the render's sink for the registry's families */
+	int64_t t_ms;               /* the time of the scrape under way */
 	struct periodic ticker;     /* scrape, every interval_ms */
 	struct buf scrape_buf;      /* the scrape's text, the ticker's own */
 	atomic_uint_fast64_t scrapes, appended, append_errors, refused, nseries_pub, owned, foreign;
@@ -148,10 +155,129 @@ static void put(struct selfscrape *s, struct sseries *x, int64_t t_ms, double v)
 		atomic_fetch_add(&s->append_errors, 1);
 }
 
-void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64_t t_ms)
+/* The series of a sample that the render gave the direct sink. Its key
+ * is \x03 (never the start of a text key, name{labels}), the name, then
+ * each label with a value as its name and value, each after its length
+ * in two bytes: no value, whatever its bytes, makes two label sets one
+ * key. */
+static struct sseries *direct_series(struct selfscrape *s, const char *name, size_t namelen,
+				     const struct metric_family *f, const char *suffix,
+				     const char *const *values)
+{
+	char key[4096];
+	size_t n = metric_family_nlabels(f);
+	bool le = strcmp(suffix, "_bucket") == 0;
+	size_t len = 1 + namelen;
+	if (len >= sizeof key)
+		return NULL;
+	key[0] = '\x03';
+	memcpy(key + 1, name, namelen);
+	for (size_t i = 0; i < n + le; i++) {
+		const char *ln = i < n ? f->labels[i] : "le";
+		size_t a = strlen(ln), b = strlen(values[i]);
+		if (!b)
+			continue;
+		if (len + a + b + 4 >= sizeof key)
+			return NULL;
+		key[len++] = (char)(a >> 8);
+		key[len++] = (char)a;
+		memcpy(key + len, ln, a);
+		len += a;
+		key[len++] = (char)(b >> 8);
+		key[len++] = (char)b;
+		memcpy(key + len, values[i], b);
+		len += b;
+	}
+	uint64_t h = fnv1a64(key, len);
+	struct sseries **bk = &s->bucket[h & (s->nbuckets - 1)];
+	for (struct sseries *x = *bk; x; x = x->next)
+		if (x->hash == h && x->len == len && memcmp(x->key, key, len) == 0)
+			return x;
+	if (s->nseries >= s->o.max_series) {
+		atomic_fetch_add(&s->refused, 1);
+		return NULL;
+	}
+	/* A label with an empty value is no label, as the parse of the text
+	 * has it (expfmt_labels). */
+	struct label_list ll = {.n = 0};
+	add_label(&ll, "__name__", name);
+	for (size_t i = 0; i < n + le; i++)
+		if (values[i][0] && add_label(&ll, i < n ? f->labels[i] : "le", values[i]))
+			return NULL;
+	uint32_t ref;
+	char err[256];
+	if (tsdb_series(s->db, ll.l, ll.n, &ref, err, sizeof err) != GPULSE_OK) {
+		atomic_fetch_add(&s->refused, 1);
+		return NULL;
+	}
+	struct sseries *x = calloc(1, sizeof *x);
+	char *k = x ? malloc(len) : NULL;
+	if (!k) {
+		free(x);
+		return NULL;
+	}
+	memcpy(k, key, len);
+	*x = (struct sseries){.next = *bk, .key = k, .len = len, .hash = h, .ref = ref};
+	*bk = x;
+	s->nseries++;
+	return x;
+}
+
+static void direct_put(struct selfscrape *s, const struct metric_family *f, const char *suffix,
+		       const char *const *values, double v)
+{
+	char name[256];
+	int namelen = snprintf(name, sizeof name, "%s%s", f->name, suffix);
+	if (namelen < 0 || (size_t)namelen >= sizeof name)
+		return;
+	struct family *fam = family_get(s, name, (size_t)namelen);
+	struct sseries *x = fam && fam->owner == O_OURS
+		? direct_series(s, name, (size_t)namelen, f, suffix, values) : NULL;
+	if (x) {
+		put(s, x, s->t_ms, v);
+		x->seen = s->gen;
+		x->live = true;
+	}
+}
+
+static void direct_f64(struct metric_sink *sink, const struct metric_family *f, const char *suffix,
+		       const char *const *values, double v)
+{
+	struct selfscrape *s = (struct selfscrape *)((char *)sink - offsetof(struct selfscrape, direct));
+	direct_put(s, f, suffix, values, v);
+}
+
+static void direct_u64(struct metric_sink *sink, const struct metric_family *f, const char *suffix,
+		       const char *const *values, uint64_t v)
+{
+	direct_f64(sink, f, suffix, values, (double)v);
+}
+
+/* The text's families the scrape would drop when parsing (another
+ * writer's): not rendered at all. */
+static bool direct_wants(struct metric_sink *sink, const char *name)
+{
+	struct selfscrape *s = (struct selfscrape *)((char *)sink - offsetof(struct selfscrape, direct));
+	struct family *f = family_get(s, name, strlen(name));
+	return f && f->owner == O_OURS;
+}
+
+static const struct metric_sink_ops direct_ops = {
+	.f64 = direct_f64, .u64 = direct_u64, .wants = direct_wants,
+};
+
+/* A scrape begins: samples from here on are this scrape's. */
+static void scrape_begin(struct selfscrape *s, int64_t t_ms)
 {
 	s->gen++;
+	s->t_ms = t_ms;
 	atomic_fetch_add(&s->scrapes, 1);
+}
+
+/* The sample lines of `text`, the part of the render not given to the
+ * direct sink. */
+static void parse_text(struct selfscrape *s, const char *text, size_t len)
+{
 	const char *p = text, *end = text + len;
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -163,19 +289,23 @@ void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64
 			struct sseries *x = f && f->owner == O_OURS
 				? series_get(s, p, smp.keylen, smp.namelen, &created) : NULL;
 			if (x) {
-				put(s, x, t_ms, smp.v);
+				put(s, x, s->t_ms, smp.v);
 				x->seen = s->gen;
 				x->live = true;
 			}
 		}
 		p = nl ? nl + 1 : end;
 	}
-	/* End what this scrape no longer has; forget what is long gone. */
+}
+
+/* The scrape ends: end what it no longer has; forget what is long gone. */
+static void scrape_end(struct selfscrape *s)
+{
 	for (size_t i = 0; i < s->nbuckets; i++) {
 		for (struct sseries **pp = &s->bucket[i]; *pp;) {
 			struct sseries *x = *pp;
 			if (x->seen != s->gen && x->live) {
-				put(s, x, t_ms, stale_nan());
+				put(s, x, s->t_ms, stale_nan());
 				x->live = false;
 			}
 			if (s->gen - x->seen >= SELFSCRAPE_FORGET_SCRAPES) {
@@ -191,15 +321,30 @@ void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64
 	atomic_store(&s->nseries_pub, s->nseries);
 }
 
+void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64_t t_ms)
+{
+	scrape_begin(s, t_ms);
+	parse_text(s, text, len);
+	scrape_end(s);
+}
+
+void selfscrape_scrape_at(struct selfscrape *s, int64_t t_ms)
+{
+	struct buf *b = &s->scrape_buf;
+	buf_reset(b);
+	scrape_begin(s, t_ms);
+	/* A failed render ends no series: the direct sink's samples are
+	 * stored, the text is not read. */
+	if (s->render(s->render_ctx, b, &s->direct) == 0 && !b->failed) {
+		parse_text(s, b->data ? b->data : "", b->len);
+		scrape_end(s);
+	}
+}
+
 /* One scrape, on the ticker's thread. */
 static void scrape(void *arg)
 {
-	struct selfscrape *s = arg;
-	struct buf *b = &s->scrape_buf;
-	buf_reset(b);
-	int64_t t_ms = clock_wall_ns() / NS_PER_MS;
-	if (s->render(s->render_ctx, b) == 0 && !b->failed)
-		selfscrape_ingest(s, b->data ? b->data : "", b->len, t_ms);
+	selfscrape_scrape_at(arg, clock_wall_ns() / NS_PER_MS);
 }
 
 int selfscrape_create(struct selfscrape **out, struct tsdb *db, const struct selfscrape_opts *o,
@@ -217,6 +362,7 @@ int selfscrape_create(struct selfscrape **out, struct tsdb *db, const struct sel
 		s->o.max_series = SELFSCRAPE_DEFAULT_MAX_SERIES;
 	s->render = render;
 	s->render_ctx = ctx;
+	s->direct = (struct metric_sink){.ops = &direct_ops, .openmetrics = false};
 	s->nbuckets = 1;
 	while (s->nbuckets < s->o.max_series)
 		s->nbuckets <<= 1;

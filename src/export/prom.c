@@ -29,10 +29,16 @@
 #include "common/status.h"
 #include "common/utf8.h"
 #include "diagnose/health.h"
+#include "export/families.h"
 
 #ifndef GPULSE_VERSION
 #define GPULSE_VERSION "unknown"
 #endif
+
+#define MF_ROW(id, name_, kind_, help_, labels_) \
+	[MF_##id] = {.name = name_, .kind = METRIC_KIND_##kind_, .help = help_, .labels = labels_},
+const struct metric_family metric_families[MF_COUNT] = {GPULSE_DAEMON_FAMILIES(MF_ROW)};
+#undef MF_ROW
 
 const char prom_content_type_text[] = PROM_CONTENT_TYPE_TEXT;
 const char prom_content_type_openmetrics[] = PROM_CONTENT_TYPE_OPENMETRICS;
@@ -41,11 +47,15 @@ enum ftype { T_GAUGE, T_COUNTER, T_HISTOGRAM, T_INFO };
 
 /* The writer: the output buffer, the first append error, and the family
  * whose HELP and TYPE lines wait for its first sample (so a family with no
- * samples writes nothing). */
+ * samples writes nothing). For the store's pass (prom_render_split),
+ * `store` is the store's sink: a family of the text it does not want (the
+ * fields, another writer's) is skipped whole. */
 struct pw {
 	struct buf *b;
 	bool om;
 	int rc;
+	struct metric_sink *store;
+	bool skip;                  /* the current family is not written */
 	bool pending;
 	const char *name;
 	size_t name_len;
@@ -79,7 +89,7 @@ static bool grow(struct pw *w, size_t n)
 static inline char *room(struct pw *w, size_t n)
 {
 	struct buf *b = w->b;
-	if (w->rc)
+	if (w->rc || w->skip)
 		return NULL;
 	if (b->len + n >= b->cap && !grow(w, n))
 		return NULL;
@@ -129,18 +139,16 @@ static void put_value(struct pw *w, double v)
 		w->b->len += prom_format_double(p, v);
 }
 
-/* A label value from outside (NVML strings, comm): made UTF-8, then
- * escaped as buf_put_label_value does (\\, \", \n). */
-static void put_label_text(struct pw *w, const char *s)
+/* Write v[0..n), NUL-terminated at n and UTF-8 already, to o escaped as
+ * buf_put_label_value does (\\, \", \n): at most 2n bytes. Returns the
+ * end. */
+static char *escape_into(char *o, const char *v, size_t n)
 {
-	char clean[256];
-	size_t n = utf8_clean(clean, sizeof clean, s);
-	char *p = room(w, 2 * n);
-	if (!p)
-		return;
-	char *o = p;
-	for (size_t i = 0; i < n; i++) {
-		char c = clean[i];
+	size_t k = strcspn(v, "\\\"\n"); /* most values have nothing to escape */
+	memcpy(o, v, k);
+	o += k;
+	for (size_t i = k; i < n; i++) {
+		char c = v[i];
 		if (c == '\\' || c == '"') {
 			*o++ = '\\';
 			*o++ = c;
@@ -151,7 +159,45 @@ static void put_label_text(struct pw *w, const char *s)
 			*o++ = c;
 		}
 	}
-	w->b->len += (size_t)(o - p);
+	return o;
+}
+
+/* Whether v[0..n) holds a byte escape_into escapes: eight bytes at a
+ * time (a byte-wise loop over the NVML histogram's labels was a third of
+ * a render). */
+static bool needs_escape(const char *v, size_t n)
+{
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+	if (n < 8) {
+		for (size_t i = 0; i < n; i++)
+			if (v[i] == '\\' || v[i] == '"' || v[i] == '\n')
+				return true;
+		return false;
+	}
+	/* Words at 0, 8, ... and the last eight bytes (overlapping). */
+	for (size_t i = 0;; i += 8) {
+		if (i + 8 > n)
+			i = n - 8;
+		uint64_t x;
+		memcpy(&x, v + i, 8);
+		uint64_t a = x ^ (ones * '\\'), b = x ^ (ones * '"'), c = x ^ (ones * '\n');
+		/* (y - ones) & ~y & highs: nonzero iff y has a zero byte */
+		if (((a - ones) & ~a & highs) | ((b - ones) & ~b & highs) | ((c - ones) & ~c & highs))
+			return true;
+		if (i + 8 == n)
+			return false;
+	}
+}
+
+/* A label value from outside (NVML strings, comm): made UTF-8, then
+ * escaped. */
+static void put_label_text(struct pw *w, const char *s)
+{
+	char clean[256];
+	size_t n = utf8_clean(clean, sizeof clean, s);
+	char *p = room(w, 2 * n);
+	if (p)
+		w->b->len += (size_t)(escape_into(p, clean, n) - p);
 }
 
 /* ---- numbers ----------------------------------------------------------
@@ -250,6 +296,13 @@ static bool ends_with(const char *s, size_t n, const char *suffix, size_t sn)
 
 static void family(struct pw *w, const char *name, enum ftype type, const char *help)
 {
+	char bucket[256];
+	const char *kept = name;
+	if (type == T_HISTOGRAM) {
+		snprintf(bucket, sizeof bucket, "%s_bucket", name);
+		kept = bucket;
+	}
+	w->skip = w->store && w->store->ops->wants && !w->store->ops->wants(w->store, kept);
 	w->pending = true;
 	w->name = name;
 	w->name_len = strlen(name);
@@ -313,21 +366,32 @@ static void end_u64(struct pw *w, uint64_t v)
 	PUT_LIT(w, "\n");
 }
 
-/* A sample with no labels at all. */
-static void plain_value(struct pw *w, double v)
+/* The value of a sample with no labels, its name written. */
+static void plain_tail_value(struct pw *w, double v)
 {
-	sample(w, "", 0);
 	PUT_LIT(w, " ");
 	put_value(w, v);
 	PUT_LIT(w, "\n");
 }
 
-static void plain_u64(struct pw *w, uint64_t v)
+static void plain_tail_u64(struct pw *w, uint64_t v)
 {
-	sample(w, "", 0);
 	PUT_LIT(w, " ");
 	put_u64(w, v);
 	PUT_LIT(w, "\n");
+}
+
+/* A sample with no labels at all. */
+static void plain_value(struct pw *w, double v)
+{
+	sample(w, "", 0);
+	plain_tail_value(w, v);
+}
+
+static void plain_u64(struct pw *w, uint64_t v)
+{
+	sample(w, "", 0);
+	plain_tail_u64(w, v);
 }
 
 /* A sample whose labels are a fixed text, `{what="proc"}`. */
@@ -339,210 +403,221 @@ static void plain_u64(struct pw *w, uint64_t v)
 		PUT_LIT((w), "\n"); \
 	} while (0)
 
-/* The recording-rule groups' families, one sample per group each. */
-static void render_rule_stats(struct pw *w, const struct self_stats *self)
+/* ---- the text writer as a metric sink (common/metric.h) ------------- */
+
+struct text_sink {
+	struct metric_sink s;   /* first: the sink is the text_sink */
+	struct pw *w;
+};
+
+/* name+suffix{labels}, the family's HELP and TYPE first if it is new;
+ * true when labels were written (the value follows "} "). The labels are
+ * measured first and written with one reservation. */
+static bool text_start(struct pw *w, const struct metric_family *f, const char *suffix,
+		       const char *const *values)
 {
+	static const enum ftype kinds[] = {
+		[METRIC_KIND_GAUGE] = T_GAUGE, [METRIC_KIND_COUNTER] = T_COUNTER,
+		[METRIC_KIND_HISTOGRAM] = T_HISTOGRAM, [METRIC_KIND_INFO] = T_INFO,
+	};
+	if (w->name != f->name)
+		family(w, f->name, kinds[f->kind], f->help);
+	size_t sl = strlen(suffix);
+	sample(w, suffix, sl);
+	size_t n = metric_family_nlabels(f);
+	if (sl == 7 && memcmp(suffix, "_bucket", 7) == 0)
+		n++; /* le */
+	if (n > METRIC_MAX_LABELS + 1)
+		n = METRIC_MAX_LABELS + 1;
+	if (!n)
+		return false;
+	size_t ln[METRIC_MAX_LABELS + 1], lv[METRIC_MAX_LABELS + 1], need = 0;
+	bool esc[METRIC_MAX_LABELS + 1];
+	for (size_t i = 0; i < n; i++) {
+		ln[i] = f->labels[i] ? strlen(f->labels[i]) : 2;
+		lv[i] = strlen(values[i]);
+		esc[i] = needs_escape(values[i], lv[i]); /* most have not: copied */
+		need += ln[i] + (esc[i] ? 2 * lv[i] : lv[i]) + 4;
+	}
+	char *p = room(w, need);
+	if (!p)
+		return true;
+	char *o = p;
+	for (size_t i = 0; i < n; i++) {
+		*o++ = i ? ',' : '{';
+		memcpy(o, f->labels[i] ? f->labels[i] : "le", ln[i]);
+		o += ln[i];
+		*o++ = '=';
+		*o++ = '"';
+		if (esc[i]) {
+			o = escape_into(o, values[i], lv[i]);
+		} else {
+			memcpy(o, values[i], lv[i]);
+			o += lv[i];
+		}
+		*o++ = '"';
+	}
+	w->b->len += (size_t)(o - p);
+	return true;
+}
+
+static void text_f64(struct metric_sink *s, const struct metric_family *f, const char *suffix,
+		     const char *const *values, double v)
+{
+	struct pw *w = ((struct text_sink *)s)->w;
+	if (text_start(w, f, suffix, values))
+		end_value(w, v);
+	else
+		plain_tail_value(w, v);
+}
+
+static void text_u64(struct metric_sink *s, const struct metric_family *f, const char *suffix,
+		     const char *const *values, uint64_t v)
+{
+	struct pw *w = ((struct text_sink *)s)->w;
+	if (text_start(w, f, suffix, values))
+		end_u64(w, v);
+	else
+		plain_tail_u64(w, v);
+}
+
+static const struct metric_sink_ops text_ops = {.f64 = text_f64, .u64 = text_u64};
+
+/* The recording-rule groups' families, one sample per group each. */
+static void emit_rule_stats(struct metric_sink *s, const struct self_stats *self)
+{
+	const struct metric_family *F = metric_families;
 	struct rule_group_self_stats *rs = calloc(RULE_STATS_MAX, sizeof *rs);
-	if (!rs)
-		return;
+	char (*group)[256] = calloc(RULE_STATS_MAX, sizeof *group);
+	if (!rs || !group)
+		goto out;
 	size_t n = self->rule_stats(self->rule_ctx, rs, RULE_STATS_MAX);
 	if (n > RULE_STATS_MAX)
 		n = RULE_STATS_MAX;
-	static const struct {
-		const char *name;
-		enum ftype type;
-		const char *help;
-	} fams[] = {
-		{"gpulse_rule_group_last_duration_seconds", T_GAUGE,
-		 "How long the last evaluation of the rule group took."},
-		{"gpulse_rule_evaluations_total", T_COUNTER, "Rule evaluations, by group."},
-		{"gpulse_rule_evaluation_failures_total", T_COUNTER,
-		 "Rule evaluations that failed, by group."},
-	};
-	for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
-		family(w, fams[f].name, fams[f].type, fams[f].help);
-		for (size_t i = 0; i < n; i++) {
-			sample(w, "", 0);
-			PUT_LIT(w, "{rule_group=\"");
-			put_label_text(w, rs[i].name);
-			if (f == 0) {
-				PUT_LIT(w, "\"");
-				end_value(w, rs[i].last_duration_s);
-			} else {
-				PUT_LIT(w, "\"");
-				end_u64(w, f == 1 ? rs[i].evaluations_total : rs[i].failures_total);
-			}
-		}
-	}
+	for (size_t i = 0; i < n; i++)
+		utf8_clean(group[i], sizeof group[i], rs[i].name);
+	for (size_t i = 0; i < n; i++)
+		metric_f64(s, &F[MF_RULE_DURATION], (const char *const[]){group[i]},
+			   rs[i].last_duration_s);
+	for (size_t i = 0; i < n; i++)
+		metric_u64(s, &F[MF_RULE_EVALUATIONS], (const char *const[]){group[i]},
+			   rs[i].evaluations_total);
+	for (size_t i = 0; i < n; i++)
+		metric_u64(s, &F[MF_RULE_FAILURES], (const char *const[]){group[i]},
+			   rs[i].failures_total);
+out:
+	free(group);
 	free(rs);
 }
 
 /* Alert delivery's families (src/alert/notify.h): Prometheus's
  * prometheus_notifications_* under gpulse_, per receiver where it has
  * one. */
-static void receiver_labels(struct pw *w, const struct notify_receiver_stats *r)
+static void emit_notify_stats(struct metric_sink *s, const struct self_stats *self)
 {
-	PUT_LIT(w, "{receiver=\"");
-	put_label_text(w, r->target);
-	PUT_LIT(w, "\",type=\"");
-	put_str(w, notify_kind_name(r->kind));
-	PUT_LIT(w, "\"");
-}
-
-static void render_notify_stats(struct pw *w, const struct self_stats *self)
-{
+	const struct metric_family *F = metric_families;
 	struct notify_stats *st = calloc(1, sizeof *st);
 	if (!st)
 		return;
 	self->notify_stats(self->notify_ctx, st);
 	size_t nr = st->nreceivers < NOTIFY_MAX_RECEIVERS ? st->nreceivers : NOTIFY_MAX_RECEIVERS;
+	/* receiver, type: the labels of receiver i. */
+	char target[NOTIFY_MAX_RECEIVERS][256];
+	const char *lab[NOTIFY_MAX_RECEIVERS][2];
+	for (size_t i = 0; i < nr; i++) {
+		utf8_clean(target[i], sizeof target[i], st->receivers[i].target);
+		lab[i][0] = target[i];
+		lab[i][1] = notify_kind_name(st->receivers[i].kind);
+	}
 	static const struct {
-		const char *name;
-		const char *help;
-		enum ftype type;
+		enum metric_family_id id;
 		size_t off;
 	} per[] = {
-		{"gpulse_notifications_sent_total", "Alerts delivered, by receiver.", T_COUNTER,
-		 offsetof(struct notify_receiver_stats, sent_total)},
-		{"gpulse_notifications_errors_total", "Alerts in delivery attempts that failed, by receiver.",
-		 T_COUNTER, offsetof(struct notify_receiver_stats, errors_total)},
-		{"gpulse_notifications_dropped_total",
-		 "Alerts given up, by receiver: refused by it, or dropped over the queue bound.", T_COUNTER,
-		 offsetof(struct notify_receiver_stats, dropped_total)},
-		{"gpulse_notifications_pending_batches", "Batches waiting for the receiver.", T_GAUGE,
-		 offsetof(struct notify_receiver_stats, pending_batches)},
-		{"gpulse_notifications_pending_bytes", "Bytes of batches waiting for the receiver.", T_GAUGE,
-		 offsetof(struct notify_receiver_stats, pending_bytes)},
+		{MF_NOTIFY_SENT, offsetof(struct notify_receiver_stats, sent_total)},
+		{MF_NOTIFY_ERRORS, offsetof(struct notify_receiver_stats, errors_total)},
+		{MF_NOTIFY_DROPPED, offsetof(struct notify_receiver_stats, dropped_total)},
+		{MF_NOTIFY_PENDING_BATCHES, offsetof(struct notify_receiver_stats, pending_batches)},
+		{MF_NOTIFY_PENDING_BYTES, offsetof(struct notify_receiver_stats, pending_bytes)},
 	};
-	for (size_t f = 0; f < sizeof per / sizeof per[0]; f++) {
-		family(w, per[f].name, per[f].type, per[f].help);
+	for (size_t f = 0; f < sizeof per / sizeof per[0]; f++)
 		for (size_t i = 0; i < nr; i++) {
 			uint64_t v;
 			memcpy(&v, (const char *)&st->receivers[i] + per[f].off, sizeof v);
-			sample(w, "", 0);
-			receiver_labels(w, &st->receivers[i]);
-			end_u64(w, v);
+			metric_u64(s, &F[per[f].id], lab[i], v);
 		}
-	}
-	family(w, "gpulse_notifications_latency_seconds", T_HISTOGRAM,
-	       "Time from the rule engine handing an alert over to the receiver accepting it.");
+	const struct metric_family *h = &F[MF_NOTIFY_LATENCY];
+	char le[NOTIFY_LATENCY_BUCKETS][PROM_DOUBLE_MAX];
+	for (int k = 0; k < NOTIFY_LATENCY_BUCKETS; k++)
+		le[k][prom_format_double(le[k], notify_latency_bounds[k])] = '\0';
 	for (size_t i = 0; i < nr; i++) {
 		const struct notify_receiver_stats *r = &st->receivers[i];
 		uint64_t cum = 0;
 		for (int k = 0; k < NOTIFY_LATENCY_BUCKETS; k++) {
 			cum += r->latency_bucket[k];
-			sample(w, "_bucket", 7);
-			receiver_labels(w, r);
-			PUT_LIT(w, ",le=\"");
-			put_value(w, notify_latency_bounds[k]);
-			PUT_LIT(w, "\"");
-			end_u64(w, cum);
+			s->ops->u64(s, h, "_bucket", (const char *const[]){lab[i][0], lab[i][1], le[k]},
+				    cum);
 		}
-		sample(w, "_bucket", 7);
-		receiver_labels(w, r);
-		PUT_LIT(w, ",le=\"+Inf\"");
-		end_u64(w, r->latency_count);
-		sample(w, "_sum", 4);
-		receiver_labels(w, r);
-		end_value(w, r->latency_sum_s);
-		sample(w, "_count", 6);
-		receiver_labels(w, r);
-		end_u64(w, r->latency_count);
+		s->ops->u64(s, h, "_bucket", (const char *const[]){lab[i][0], lab[i][1], "+Inf"},
+			    r->latency_count);
+		s->ops->f64(s, h, "_sum", lab[i], r->latency_sum_s);
+		s->ops->u64(s, h, "_count", lab[i], r->latency_count);
 	}
 	static const struct {
-		const char *name;
-		const char *help;
-		enum ftype type;
+		enum metric_family_id id;
 		size_t off;
 	} one[] = {
-		{"gpulse_notifications_queue_length", "Alert notices waiting for the dispatcher.", T_GAUGE,
-		 offsetof(struct notify_stats, ring_length)},
-		{"gpulse_notifications_queue_capacity", "Alert notices the dispatcher's queue holds.",
-		 T_GAUGE, offsetof(struct notify_stats, ring_capacity)},
-		{"gpulse_notifications_queue_dropped_total",
-		 "Alert notices dropped because the dispatcher's queue was full.", T_COUNTER,
-		 offsetof(struct notify_stats, ring_dropped_total)},
-		{"gpulse_notifications_backlog_batches", "Batches waiting for any receiver (memory and disk).",
-		 T_GAUGE, offsetof(struct notify_stats, queue_batches)},
-		{"gpulse_notifications_backlog_bytes", "Bytes of batches waiting for any receiver.", T_GAUGE,
-		 offsetof(struct notify_stats, queue_bytes)},
-		{"gpulse_notifications_backlog_max_batches", "The bound on waiting batches.", T_GAUGE,
-		 offsetof(struct notify_stats, queue_max_batches)},
-		{"gpulse_notifications_backlog_max_bytes", "The bound on bytes of waiting batches.", T_GAUGE,
-		 offsetof(struct notify_stats, queue_max_bytes)},
-		{"gpulse_notifications_queue_disk_errors_total",
-		 "Queue files that could not be written, read or removed.", T_COUNTER,
-		 offsetof(struct notify_stats, disk_errors_total)},
-		{"gpulse_notifications_inhibited_total", "Alerts left out of notifications by inhibit rules.",
-		 T_COUNTER, offsetof(struct notify_stats, inhibited_total)},
+		{MF_NOTIFY_QUEUE_LENGTH, offsetof(struct notify_stats, ring_length)},
+		{MF_NOTIFY_QUEUE_CAPACITY, offsetof(struct notify_stats, ring_capacity)},
+		{MF_NOTIFY_QUEUE_DROPPED, offsetof(struct notify_stats, ring_dropped_total)},
+		{MF_NOTIFY_BACKLOG_BATCHES, offsetof(struct notify_stats, queue_batches)},
+		{MF_NOTIFY_BACKLOG_BYTES, offsetof(struct notify_stats, queue_bytes)},
+		{MF_NOTIFY_BACKLOG_MAX_BATCHES, offsetof(struct notify_stats, queue_max_batches)},
+		{MF_NOTIFY_BACKLOG_MAX_BYTES, offsetof(struct notify_stats, queue_max_bytes)},
+		{MF_NOTIFY_DISK_ERRORS, offsetof(struct notify_stats, disk_errors_total)},
+		{MF_NOTIFY_INHIBITED, offsetof(struct notify_stats, inhibited_total)},
 	};
 	for (size_t f = 0; f < sizeof one / sizeof one[0]; f++) {
 		uint64_t v;
 		memcpy(&v, (const char *)st + one[f].off, sizeof v);
-		family(w, one[f].name, one[f].type, one[f].help);
-		plain_u64(w, v);
+		metric_u64(s, &F[one[f].id], NULL, v);
 	}
 	uint64_t ams = 0;
 	for (size_t i = 0; i < nr; i++)
 		ams += st->receivers[i].kind == NOTIFY_ALERTMANAGER;
-	family(w, "gpulse_notifications_alertmanagers_discovered", T_GAUGE,
-	       "Alertmanagers gpulsed sends to.");
-	plain_u64(w, ams);
+	metric_u64(s, &F[MF_NOTIFY_ALERTMANAGERS], NULL, ams);
 	free(st);
 }
 
 /* The query API's limits at work (issue 14): queries run on their own
  * threads, at most query.max_concurrency at once. */
-static void render_query_stats(struct pw *w, const struct self_stats *self)
+static void emit_query_stats(struct metric_sink *s, const struct self_stats *self)
 {
+	const struct metric_family *F = metric_families;
 	struct query_self_stats st;
 	memset(&st, 0, sizeof st);
 	self->query_stats(self->query_ctx, &st);
-	family(w, "gpulse_queries_running", T_GAUGE,
-	       "API queries being evaluated now (at most query.max_concurrency).");
-	plain_u64(w, st.running);
-	family(w, "gpulse_queries_queued", T_GAUGE, "API queries waiting for a free query thread.");
-	plain_u64(w, st.queued);
-	family(w, "gpulse_queries_total", T_COUNTER, "API queries started on a query thread.");
-	plain_u64(w, st.started_total);
-	family(w, "gpulse_queries_rejected_total", T_COUNTER,
-	       "API queries refused with 503 unavailable: every query thread busy, the queue full.");
-	plain_u64(w, st.rejected_total);
-	family(w, "gpulse_queries_timed_out_total", T_COUNTER,
-	       "API queries stopped at query.timeout (503 timeout).");
-	plain_u64(w, st.timed_out_total);
-	family(w, "gpulse_queries_cancelled_total", T_COUNTER,
-	       "API queries stopped, or dropped before they ran, because the client hung up.");
-	plain_u64(w, st.cancelled_total);
+	metric_u64(s, &F[MF_QUERIES_RUNNING], NULL, st.running);
+	metric_u64(s, &F[MF_QUERIES_QUEUED], NULL, st.queued);
+	metric_u64(s, &F[MF_QUERIES_STARTED], NULL, st.started_total);
+	metric_u64(s, &F[MF_QUERIES_REJECTED], NULL, st.rejected_total);
+	metric_u64(s, &F[MF_QUERIES_TIMED_OUT], NULL, st.timed_out_total);
+	metric_u64(s, &F[MF_QUERIES_CANCELLED], NULL, st.cancelled_total);
 }
 
 /* The rule engine's alerts: how many by state, and its counters. */
-static void render_rule_alert_stats(struct pw *w, const struct self_stats *self)
+static void emit_rule_alert_stats(struct metric_sink *s, const struct self_stats *self)
 {
+	const struct metric_family *F = metric_families;
 	struct rule_alert_self_stats st;
 	self->rule_alert_stats(self->rule_alert_ctx, &st);
-	family(w, "gpulse_alerts", T_GAUGE, "Alerts by state (held: firing, held by flap detection).");
 	static const char *const states[] = {"pending", "firing", "held"};
 	const uint64_t nv[] = {st.pending, st.firing, st.held};
-	for (size_t i = 0; i < 3; i++) {
-		sample(w, "", 0);
-		PUT_LIT(w, "{state=\"");
-		put_label_text(w, states[i]);
-		PUT_LIT(w, "\"");
-		end_u64(w, nv[i]);
-	}
-	family(w, "gpulse_alert_notifications_total", T_COUNTER,
-	       "Alert notices (firing and resolved) handed to delivery.");
-	plain_u64(w, st.notifications_total);
-	family(w, "gpulse_alert_flaps_held_total", T_COUNTER,
-	       "Times flap detection held a toggling alert firing.");
-	plain_u64(w, st.flaps_held_total);
-	family(w, "gpulse_alerts_restored_total", T_COUNTER,
-	       "Alerts restored from the store when the rule engine started.");
-	plain_u64(w, st.restored_total);
-	family(w, "gpulse_alert_persist_errors_total", T_COUNTER,
-	       "Alert states that could not be written to the store.");
-	plain_u64(w, st.persist_errors_total);
+	for (size_t i = 0; i < 3; i++)
+		metric_u64(s, &F[MF_ALERTS], &states[i], nv[i]);
+	metric_u64(s, &F[MF_ALERT_NOTIFICATIONS], NULL, st.notifications_total);
+	metric_u64(s, &F[MF_ALERT_FLAPS_HELD], NULL, st.flaps_held_total);
+	metric_u64(s, &F[MF_ALERTS_RESTORED], NULL, st.restored_total);
+	metric_u64(s, &F[MF_ALERT_PERSIST_ERRORS], NULL, st.persist_errors_total);
 }
 
 /* ---- per-GPU families ------------------------------------------------ */
@@ -1466,96 +1541,48 @@ static const char *mode_name(enum daemon_mode m)
 	return m == MODE_NVML ? "nvml" : m == MODE_REPLAY ? "replay" : "none";
 }
 
-static void render_daemon(struct render *r, const struct collector_stats *cs,
-			  const struct self_stats *self)
+/* The daemon's families (export/families.h) into `s`: `ngpus` attached,
+ * `nstale` of them stale. */
+static void emit_daemon(struct metric_sink *s, int ngpus, int nstale,
+			const struct collector_stats *cs, const struct self_stats *self)
 {
-	struct pw *w = &r->w;
-	family(w, "gpulse_build_info", T_INFO, "Build of gpulsed; value 1.");
-	sample(w, "", 0);
-	PUT_LIT(w, "{version=\"");
-	put_label_text(w, GPULSE_VERSION);
-	PUT_LIT(w, "\"");
-	end_u64(w, 1);
+	const struct metric_family *F = metric_families;
+	char version[256];
+	utf8_clean(version, sizeof version, GPULSE_VERSION);
+	metric_u64(s, &F[MF_BUILD_INFO], (const char *const[]){version}, 1);
 	if (self) {
-		family(w, "gpulse_mode_info", T_INFO,
-		       "Where the GPU data comes from (nvml, replay or none) and why; value 1.");
-		sample(w, "", 0);
-		PUT_LIT(w, "{mode=\"");
-		char detail[sizeof self->mode_detail];
-		put_str(w, mode_name(self_stats_get_mode(self, detail, sizeof detail, NULL)));
-		PUT_LIT(w, "\",detail=\"");
-		put_label_text(w, detail);
-		PUT_LIT(w, "\"");
-		end_u64(w, 1);
-		family(w, "gpulse_start_time_seconds", T_GAUGE,
-		       "Time gpulsed started, in seconds since the Unix epoch.");
-		plain_value(w, (double)self->start_wall_ns / 1e9);
+		char detail[sizeof self->mode_detail], clean[256];
+		const char *mode = mode_name(self_stats_get_mode(self, detail, sizeof detail, NULL));
+		utf8_clean(clean, sizeof clean, detail);
+		metric_u64(s, &F[MF_MODE_INFO], (const char *const[]){mode, clean}, 1);
+		metric_f64(s, &F[MF_START_TIME], NULL, (double)self->start_wall_ns / 1e9);
 	}
-	int nstale = 0;
-	for (int i = 0; i < r->n; i++)
-		nstale += gpu_is_stale(&r->snap[i]);
-	family(w, "gpulse_gpus", T_GAUGE, "GPUs attached to the daemon.");
-	plain_u64(w, (uint64_t)r->n);
-	family(w, "gpulse_gpus_stale", T_GAUGE, "GPUs whose values are late or stuck.");
-	plain_u64(w, (uint64_t)nstale);
+	metric_u64(s, &F[MF_GPUS], NULL, (uint64_t)ngpus);
+	metric_u64(s, &F[MF_GPUS_STALE], NULL, (uint64_t)nstale);
 	if (!cs)
 		return;
-	family(w, "gpulse_collector_lanes", T_GAUGE, "Collector lanes (sampling threads) alive.");
-	plain_u64(w, cs->lanes_alive > 0 ? (uint64_t)cs->lanes_alive : 0);
-	family(w, "gpulse_collector_lanes_started_total", T_COUNTER,
-	       "Collector lanes started, one more after each stall.");
-	plain_u64(w, cs->lanes_started);
-	family(w, "gpulse_collector_stalls_total", T_COUNTER,
-	       "NVML calls seen stuck past their deadline.");
-	plain_u64(w, cs->stalls);
-	family(w, "gpulse_collector_handoffs_total", T_COUNTER,
-	       "NVML calls that ran past half a fast period, so the other GPUs moved to a new lane.");
-	plain_u64(w, cs->handoffs);
-	family(w, "gpulse_collector_rediscoveries_total", T_COUNTER,
-	       "GPUs found again after being lost.");
-	plain_u64(w, cs->rediscoveries);
-	family(w, "gpulse_collector_sweeps_total", T_COUNTER, "Tier sweeps over all GPUs completed.");
-	for (int t = 0; t < TIER_COUNT; t++) {
-		sample(w, "", 0);
-		PUT_LIT(w, "{tier=\"");
-		put_str(w, tier_name((enum tier)t));
-		PUT_LIT(w, "\"");
-		end_u64(w, cs->sweeps[t]);
-	}
-	family(w, "gpulse_collector_adaptive_reads_total", T_COUNTER,
-	       "Sweeps that made an adaptive group's read (at its floor or, while the GPU moves, its ceiling), over all GPUs.");
-	for (int k = 0; k < AG_COUNT; k++) {
-		sample(w, "", 0);
-		PUT_LIT(w, "{group=\"");
-		put_str(w, adapt_group_key((enum adapt_group)k));
-		PUT_LIT(w, "\"");
-		end_u64(w, cs->adaptive_reads[k]);
-	}
-	family(w, "gpulse_collector_adaptive_skips_total", T_COUNTER,
-	       "Sweeps that left an adaptive group unread (steady GPU, floor not reached), over all GPUs.");
-	for (int k = 0; k < AG_COUNT; k++) {
-		sample(w, "", 0);
-		PUT_LIT(w, "{group=\"");
-		put_str(w, adapt_group_key((enum adapt_group)k));
-		PUT_LIT(w, "\"");
-		end_u64(w, cs->adaptive_skips[k]);
-	}
-	family(w, "gpulse_collector_moves_total", T_COUNTER,
-	       "Times a GPU's reads went to their ceiling, by cause.");
-	for (int k = 0; k < AC_COUNT; k++) {
-		sample(w, "", 0);
-		PUT_LIT(w, "{cause=\"");
-		put_str(w, adapt_cause_key((enum adapt_cause)k));
-		PUT_LIT(w, "\"");
-		end_u64(w, cs->moves[k]);
-	}
-	family(w, "gpulse_collector_gpus_moving", T_GAUGE,
-	       "GPUs whose reads are at their ceiling now (moving, or raised by an alert).");
-	plain_u64(w, (uint64_t)cs->gpus_moving);
-	family(w, "gpulse_events_total", T_COUNTER, "XID and ECC events received from NVML.");
-	plain_u64(w, cs->events);
-	family(w, "gpulse_event_errors_total", T_COUNTER, "NVML event waits that failed.");
-	plain_u64(w, cs->event_errors);
+	metric_u64(s, &F[MF_LANES], NULL, cs->lanes_alive > 0 ? (uint64_t)cs->lanes_alive : 0);
+	metric_u64(s, &F[MF_LANES_STARTED], NULL, cs->lanes_started);
+	metric_u64(s, &F[MF_STALLS], NULL, cs->stalls);
+	metric_u64(s, &F[MF_HANDOFFS], NULL, cs->handoffs);
+	metric_u64(s, &F[MF_REDISCOVERIES], NULL, cs->rediscoveries);
+	for (int t = 0; t < TIER_COUNT; t++)
+		metric_u64(s, &F[MF_SWEEPS], (const char *const[]){tier_name((enum tier)t)},
+			   cs->sweeps[t]);
+	for (int k = 0; k < AG_COUNT; k++)
+		metric_u64(s, &F[MF_ADAPTIVE_READS],
+			   (const char *const[]){adapt_group_key((enum adapt_group)k)},
+			   cs->adaptive_reads[k]);
+	for (int k = 0; k < AG_COUNT; k++)
+		metric_u64(s, &F[MF_ADAPTIVE_SKIPS],
+			   (const char *const[]){adapt_group_key((enum adapt_group)k)},
+			   cs->adaptive_skips[k]);
+	for (int k = 0; k < AC_COUNT; k++)
+		metric_u64(s, &F[MF_MOVES], (const char *const[]){adapt_cause_key((enum adapt_cause)k)},
+			   cs->moves[k]);
+	metric_u64(s, &F[MF_GPUS_MOVING], NULL, (uint64_t)cs->gpus_moving);
+	metric_u64(s, &F[MF_EVENTS], NULL, cs->events);
+	metric_u64(s, &F[MF_EVENT_ERRORS], NULL, cs->event_errors);
 }
 
 #define LE_VALUE(x) x,
@@ -1589,46 +1616,17 @@ static uint64_t ld(const atomic_uint_fast64_t *a)
 	return atomic_load_explicit(a, memory_order_relaxed);
 }
 
-/* {call="NAME" for one function, built once per render and copied. */
-struct call_label {
-	char text[96];
-	size_t len;
-};
-
-static void make_call_label(struct call_label *cl, int fn)
+static void emit_nvml(struct metric_sink *s, struct nvml_lib *nv)
 {
-	const char *name = nvml_fn_name((enum nvml_fn)fn);
-	size_t n = strnlen(name, sizeof cl->text - 16);
-	memcpy(cl->text, "{call=\"", 7);
-	memcpy(cl->text + 7, name, n);
-	cl->text[7 + n] = '"';
-	cl->len = 8 + n;
-}
-
-static void render_nvml(struct render *r, struct nvml_lib *nv)
-{
-	struct pw *w = &r->w;
-	struct call_label cl[NVML_FN_COUNT];
+	const struct metric_family *F = metric_families;
 	uint64_t calls_seen[NVML_FN_COUNT];
-	size_t le_len[NVML_LATENCY_BUCKET_COUNT];
 	pthread_once(&le_once, le_fill);
-	for (int k = 0; k < NVML_LATENCY_BUCKET_COUNT; k++)
-		le_len[k] = strlen(le_text[w->om][k]);
-	for (int fn = 0; fn < NVML_FN_COUNT; fn++) {
+	for (int fn = 0; fn < NVML_FN_COUNT; fn++)
 		calls_seen[fn] = ld(&nv->stats[fn].calls);
+	for (int fn = 0; fn < NVML_FN_COUNT; fn++)
 		if (calls_seen[fn])
-			make_call_label(&cl[fn], fn);
-	}
-	family(w, "gpulse_nvml_calls_total", T_COUNTER, "NVML calls made, by function.");
-	for (int fn = 0; fn < NVML_FN_COUNT; fn++) {
-		if (!calls_seen[fn])
-			continue;
-		sample(w, "", 0);
-		put(w, cl[fn].text, cl[fn].len);
-		end_u64(w, calls_seen[fn]);
-	}
-	family(w, "gpulse_nvml_errors_total", T_COUNTER,
-	       "NVML calls that failed, by function and NVML return code.");
+			metric_u64(s, &F[MF_NVML_CALLS], (const char *const[]){nvml_fn_name((enum nvml_fn)fn)},
+				   calls_seen[fn]);
 	for (int fn = 0; fn < NVML_FN_COUNT; fn++) {
 		if (!calls_seen[fn])
 			continue; /* an error is a call: counted before it */
@@ -1636,47 +1634,33 @@ static void render_nvml(struct render *r, struct nvml_lib *nv)
 			uint64_t e = ld(&nv->stats[fn].errors[c]);
 			if (!e)
 				continue;
-			sample(w, "", 0);
-			put(w, cl[fn].text, cl[fn].len);
-			PUT_LIT(w, ",error=\"");
-			put_str(w, c == NVML_ERROR_CLASSES - 1 ? "OTHER"
-							       : nvml_return_name((nvml_return_t)c));
-			PUT_LIT(w, "\"");
-			end_u64(w, e);
+			const char *err = c == NVML_ERROR_CLASSES - 1 ? "OTHER"
+								      : nvml_return_name((nvml_return_t)c);
+			metric_u64(s, &F[MF_NVML_ERRORS],
+				   (const char *const[]){nvml_fn_name((enum nvml_fn)fn), err}, e);
 		}
 	}
-	family(w, "gpulse_nvml_call_duration_seconds", T_HISTOGRAM,
-	       "Time NVML calls took, by function.");
+	const struct metric_family *h = &F[MF_NVML_DURATION];
 	for (int fn = 0; fn < NVML_FN_COUNT; fn++) {
 		const struct nvml_fn_stats *st = &nv->stats[fn];
 		if (!calls_seen[fn])
 			continue;
+		const char *call = nvml_fn_name((enum nvml_fn)fn);
 		/* Buckets before calls: nvml_account counts the call first, so
 		 * the +Inf bucket read afterwards is never below the others. */
 		uint64_t cum = 0;
 		for (int k = 0; k < NVML_LATENCY_BUCKET_COUNT; k++) {
 			cum += ld(&st->bucket[k]);
-			sample(w, "_bucket", 7);
-			put(w, cl[fn].text, cl[fn].len);
-			PUT_LIT(w, ",le=\"");
-			put(w, le_text[w->om][k], le_len[k]);
-			PUT_LIT(w, "\"");
-			end_u64(w, cum);
+			s->ops->u64(s, h, "_bucket",
+				    (const char *const[]){call, le_text[s->openmetrics][k]}, cum);
 		}
 		uint64_t calls = ld(&st->calls);
 		uint64_t sum_ns = ld(&st->latency_ns_sum);
 		if (calls < cum)
 			calls = cum;
-		sample(w, "_bucket", 7);
-		put(w, cl[fn].text, cl[fn].len);
-		PUT_LIT(w, ",le=\"+Inf\"");
-		end_u64(w, calls);
-		sample(w, "_sum", 4);
-		put(w, cl[fn].text, cl[fn].len);
-		end_value(w, (double)sum_ns / 1e9);
-		sample(w, "_count", 6);
-		put(w, cl[fn].text, cl[fn].len);
-		end_u64(w, calls);
+		s->ops->u64(s, h, "_bucket", (const char *const[]){call, "+Inf"}, calls);
+		s->ops->f64(s, h, "_sum", (const char *const[]){call}, (double)sum_ns / 1e9);
+		s->ops->u64(s, h, "_count", (const char *const[]){call}, calls);
 	}
 }
 
@@ -1708,143 +1692,87 @@ static bool read_statm(uint64_t *rss, uint64_t *vsz)
 	return true;
 }
 
-static void render_self(struct render *r, const struct self_stats *self)
+/* The self-metrics up to the storage families into `s`. */
+static void emit_self_head(struct metric_sink *s, const struct self_stats *self)
 {
-	struct pw *w = &r->w;
-	if (self) {
-		family(w, "gpulse_scrapes_total", T_COUNTER, "Renders of /metrics.");
-		plain_u64(w, ld(&self->scrapes_total));
-		family(w, "gpulse_scrape_duration_seconds", T_GAUGE,
-		       "Time the previous render of /metrics took.");
-		plain_value(w, (double)ld(&self->last_scrape_ns) / 1e9);
-		family(w, "gpulse_http_requests_total", T_COUNTER, "HTTP requests received.");
-		plain_u64(w, ld(&self->http_requests_total));
-		family(w, "gpulse_http_rejected_total", T_COUNTER,
-		       "HTTP requests refused (over a limit, not allowed, or unauthorized).");
-		plain_u64(w, ld(&self->http_rejected_total));
-		static const char *const shed[SELF_HTTP_SHED_REASONS] = {
-			"head_timeout", "evicted", "per_address", "busy",
-		};
-		family(w, "gpulse_http_shed_connections_total", T_COUNTER,
-		       "HTTP connections closed or refused to keep /metrics answering, by reason.");
-		for (int i = 0; i < SELF_HTTP_SHED_REASONS; i++) {
-			sample(w, "", 0);
-			PUT_LIT(w, "{reason=\"");
-			put_str(w, shed[i]);
-			PUT_LIT(w, "\"");
-			end_u64(w, ld(&self->http_shed_total[i]));
-		}
-		static const char *const denied[SELF_HTTP_DENY_REASONS] = {
-			"unauthorized", "forbidden", "client_certificate", "rate_limited",
-			"login_limited",
-		};
-		family(w, "gpulse_http_denied_total", T_COUNTER,
-		       "HTTP requests refused by authentication, authorization, client "
-		       "certificates or rate limits, by reason.");
-		for (int i = 0; i < SELF_HTTP_DENY_REASONS; i++) {
-			sample(w, "", 0);
-			PUT_LIT(w, "{reason=\"");
-			put_str(w, denied[i]);
-			PUT_LIT(w, "\"");
-			end_u64(w, ld(&self->http_denied_total[i]));
-		}
-		family(w, "gpulse_config_reloads_total", T_COUNTER,
-		       "Configuration reloads, by result.");
-		sample(w, "", 0);
-		PUT_LIT(w, "{result=\"success\"");
-		end_u64(w, ld(&self->reloads_ok_total));
-		sample(w, "", 0);
-		PUT_LIT(w, "{result=\"failure\"");
-		end_u64(w, ld(&self->reloads_failed_total));
-		family(w, "gpulse_config_last_reload_successful", T_GAUGE,
-		       "1 if the last configuration reload succeeded.");
-		plain_u64(w, atomic_load_explicit(&self->last_reload_ok, memory_order_relaxed) != 0);
-		int64_t reload_ns = atomic_load_explicit(&self->last_reload_wall_ns, memory_order_relaxed);
-		if (reload_ns > 0) {
-			family(w, "gpulse_config_last_reload_timestamp_seconds", T_GAUGE,
-			       "Time of the last configuration reload, in seconds since the Unix epoch.");
-			plain_value(w, (double)reload_ns / 1e9);
-		}
-		if (self->storage_stats) {
-			struct storage_self_stats st;
-			memset(&st, 0, sizeof st);
-			self->storage_stats(self->storage_ctx, &st);
-			family(w, "gpulse_storage_available", T_GAUGE,
-			       "1 when the store is open and writable; 0 while a disk failure keeps it shut or its file cannot be written (retried).");
-			plain_u64(w, st.available);
-			family(w, "gpulse_storage_open_attempts_total", T_COUNTER,
-			       "Attempts to open the store, the first at start included.");
-			plain_u64(w, st.open_attempts_total);
-			family(w, "gpulse_storage_open_failures_total", T_COUNTER,
-			       "Attempts to open the store that failed.");
-			plain_u64(w, st.open_failures_total);
-			family(w, "gpulse_storage_errors_total", T_COUNTER,
-			       "Store operations that failed (flushes, record writes).");
-			plain_u64(w, st.errors_total);
-			family(w, "gpulse_storage_samples_appended_total", T_COUNTER,
-			       "Samples appended to the store.");
-			plain_u64(w, st.samples_appended_total);
-			family(w, "gpulse_storage_samples_dropped_total", T_COUNTER,
-			       "Samples the store dropped (out of order, or over the head memory bound).");
-			plain_u64(w, st.samples_dropped_total);
-			family(w, "gpulse_storage_series", T_GAUGE, "Series in the store.");
-			plain_u64(w, st.series);
-			family(w, "gpulse_storage_head_bytes", T_GAUGE,
-			       "Memory held by the store's in-memory head.");
-			plain_u64(w, st.head_bytes);
-			family(w, "gpulse_storage_db_bytes", T_GAUGE,
-			       "Size of the database file and its write-ahead log.");
-			plain_u64(w, st.db_bytes);
-			family(w, "gpulse_storage_corrupt_chunks_total", T_COUNTER,
-			       "Damaged chunks and rollup blocks (checksum mismatch, undecodable) that reads skipped, each counted once.");
-			plain_u64(w, st.corrupt_chunks_total);
-			family(w, "gpulse_storage_samples_out_of_order_total", T_COUNTER,
-			       "Samples stored though older than their series' newest (the wall clock stepped back), within the store's window.");
-			plain_u64(w, st.samples_out_of_order_total);
-			family(w, "gpulse_clock_steps_total", T_COUNTER,
-			       "Steps of the wall clock (over 1 s) seen by the store, each also logged.");
-			plain_u64(w, st.clock_steps_total);
-			family(w, "gpulse_storage_file_lost_total", T_COUNTER,
-			       "Times the store's file, -wal or -shm was found deleted or replaced under the running store.");
-			plain_u64(w, st.file_lost_total);
-			if (st.open) {
-				family(w, "gpulse_storage_self_scrape_series", T_GAUGE,
-				       "Series of /metrics that only the store's own scrape stores (info, "
-				       "per-process, self-metrics).");
-				plain_u64(w, st.self_scrape_series);
-				family(w, "gpulse_storage_self_scrape_samples_total", T_COUNTER,
-				       "Samples the store's scrape of /metrics appended.");
-				plain_u64(w, st.self_scrape_samples_total);
-				family(w, "gpulse_storage_self_scrape_series_refused_total", T_COUNTER,
-				       "Series the store's scrape of /metrics refused (over its bound of "
-				       "20000, or a label set the store refused), each time seen.");
-				plain_u64(w, st.self_scrape_refused_total);
-			}
-		}
-		if (self->query_stats)
-			render_query_stats(w, self);
-		if (self->rule_stats)
-			render_rule_stats(w, self);
-		if (self->rule_alert_stats)
-			render_rule_alert_stats(w, self);
-		if (self->notify_stats)
-			render_notify_stats(w, self);
+	const struct metric_family *F = metric_families;
+	metric_u64(s, &F[MF_SCRAPES], NULL, ld(&self->scrapes_total));
+	metric_f64(s, &F[MF_SCRAPE_DURATION], NULL, (double)ld(&self->last_scrape_ns) / 1e9);
+	metric_u64(s, &F[MF_HTTP_REQUESTS], NULL, ld(&self->http_requests_total));
+	metric_u64(s, &F[MF_HTTP_REJECTED], NULL, ld(&self->http_rejected_total));
+	static const char *const shed[SELF_HTTP_SHED_REASONS] = {
+		"head_timeout", "evicted", "per_address", "busy",
+	};
+	for (int i = 0; i < SELF_HTTP_SHED_REASONS; i++)
+		metric_u64(s, &F[MF_HTTP_SHED], &shed[i], ld(&self->http_shed_total[i]));
+	static const char *const denied[SELF_HTTP_DENY_REASONS] = {
+		"unauthorized", "forbidden", "client_certificate", "rate_limited",
+		"login_limited",
+	};
+	for (int i = 0; i < SELF_HTTP_DENY_REASONS; i++)
+		metric_u64(s, &F[MF_HTTP_DENIED], &denied[i], ld(&self->http_denied_total[i]));
+	metric_u64(s, &F[MF_RELOADS], (const char *const[]){"success"}, ld(&self->reloads_ok_total));
+	metric_u64(s, &F[MF_RELOADS], (const char *const[]){"failure"},
+		   ld(&self->reloads_failed_total));
+	metric_u64(s, &F[MF_RELOAD_OK], NULL,
+		   atomic_load_explicit(&self->last_reload_ok, memory_order_relaxed) != 0);
+	int64_t reload_ns = atomic_load_explicit(&self->last_reload_wall_ns, memory_order_relaxed);
+	if (reload_ns > 0)
+		metric_f64(s, &F[MF_RELOAD_TIME], NULL, (double)reload_ns / 1e9);
+	if (!self->storage_stats)
+		return;
+	struct storage_self_stats st;
+	memset(&st, 0, sizeof st);
+	self->storage_stats(self->storage_ctx, &st);
+	metric_u64(s, &F[MF_STORAGE_AVAILABLE], NULL, st.available);
+	metric_u64(s, &F[MF_STORAGE_OPEN_ATTEMPTS], NULL, st.open_attempts_total);
+	metric_u64(s, &F[MF_STORAGE_OPEN_FAILURES], NULL, st.open_failures_total);
+	metric_u64(s, &F[MF_STORAGE_ERRORS], NULL, st.errors_total);
+	metric_u64(s, &F[MF_STORAGE_APPENDED], NULL, st.samples_appended_total);
+	metric_u64(s, &F[MF_STORAGE_DROPPED], NULL, st.samples_dropped_total);
+	metric_u64(s, &F[MF_STORAGE_SERIES], NULL, st.series);
+	metric_u64(s, &F[MF_STORAGE_HEAD_BYTES], NULL, st.head_bytes);
+	metric_u64(s, &F[MF_STORAGE_DB_BYTES], NULL, st.db_bytes);
+	metric_u64(s, &F[MF_STORAGE_CORRUPT], NULL, st.corrupt_chunks_total);
+	metric_u64(s, &F[MF_STORAGE_OOO], NULL, st.samples_out_of_order_total);
+	metric_u64(s, &F[MF_CLOCK_STEPS], NULL, st.clock_steps_total);
+	metric_u64(s, &F[MF_STORAGE_FILE_LOST], NULL, st.file_lost_total);
+	if (st.open) {
+		metric_u64(s, &F[MF_SELF_SCRAPE_SERIES], NULL, st.self_scrape_series);
+		metric_u64(s, &F[MF_SELF_SCRAPE_SAMPLES], NULL, st.self_scrape_samples_total);
+		metric_u64(s, &F[MF_SELF_SCRAPE_REFUSED], NULL, st.self_scrape_refused_total);
 	}
-	family(w, "process_cpu_seconds_total", T_COUNTER,
-	       "Total user and system CPU time spent in seconds.");
-	plain_value(w, (double)clock_process_cpu_ns() / 1e9);
+}
+
+/* The process's own families into `s` (self may be NULL). */
+static void emit_process(struct metric_sink *s, const struct self_stats *self)
+{
+	const struct metric_family *F = metric_families;
+	metric_f64(s, &F[MF_PROCESS_CPU], NULL, (double)clock_process_cpu_ns() / 1e9);
 	uint64_t rss, vsz;
 	if (read_statm(&rss, &vsz)) {
-		family(w, "process_resident_memory_bytes", T_GAUGE, "Resident memory size in bytes.");
-		plain_u64(w, rss);
-		family(w, "process_virtual_memory_bytes", T_GAUGE, "Virtual memory size in bytes.");
-		plain_u64(w, vsz);
+		metric_u64(s, &F[MF_PROCESS_RSS], NULL, rss);
+		metric_u64(s, &F[MF_PROCESS_VSZ], NULL, vsz);
 	}
+	if (self)
+		metric_f64(s, &F[MF_PROCESS_START], NULL, (double)self->start_wall_ns / 1e9);
+}
+
+/* The self-metrics into `s`. */
+static void emit_self(struct metric_sink *s, const struct self_stats *self)
+{
 	if (self) {
-		family(w, "process_start_time_seconds", T_GAUGE,
-		       "Start time of the process since unix epoch in seconds.");
-		plain_value(w, (double)self->start_wall_ns / 1e9);
+		emit_self_head(s, self);
+		if (self->query_stats)
+			emit_query_stats(s, self);
+		if (self->rule_stats)
+			emit_rule_stats(s, self);
+		if (self->rule_alert_stats)
+			emit_rule_alert_stats(s, self);
+		if (self->notify_stats)
+			emit_notify_stats(s, self);
 	}
+	emit_process(s, self);
 }
 
 /* ---- entry points ---------------------------------------------------- */
@@ -1853,7 +1781,18 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 		const struct collector_stats *cs, const struct self_stats *self,
 		bool openmetrics)
 {
+	return prom_render_split(out, NULL, bus, nvml, cs, self, openmetrics);
+}
+
+int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *bus,
+		      struct nvml_lib *nvml, const struct collector_stats *cs,
+		      const struct self_stats *self, bool openmetrics)
+{
 	struct render r = {.w = {.b = out, .om = openmetrics}};
+	struct text_sink text = {.s = {.ops = &text_ops, .openmetrics = openmetrics}, .w = &r.w};
+	r.w.store = direct;
+	if (!direct)
+		direct = &text.s;
 	if (out->failed)
 		return GPULSE_ELIMIT;
 	buf_init(&r.labels, 1u << 20);
@@ -1904,12 +1843,16 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 	render_attribution(&r, self);
 	render_tenants(&r, self);
 	render_mig(&r);
-	render_daemon(&r, cs, self);
+	int nstale = 0;
+	for (int i = 0; i < r.n; i++)
+		nstale += gpu_is_stale(&r.snap[i]);
+	emit_daemon(direct, r.n, nstale, cs, self);
 	if (nvml)
-		render_nvml(&r, nvml);
-	render_self(&r, self);
+		emit_nvml(direct, nvml);
+	emit_self(direct, self);
 	if (self && self->profile_metrics && !r.w.rc)
 		r.w.rc = self->profile_metrics(self->profile_ctx, out, openmetrics);
+	r.w.skip = false;
 	if (openmetrics)
 		PUT_LIT(&r.w, "# EOF\n");
 out:

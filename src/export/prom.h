@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "common/buf.h"
+#include "common/metric.h"
 #include "collect/bus.h"
 #include "collect/collector.h"
 #include "nvml/nvml_shim.h"
@@ -41,6 +42,14 @@ extern const char prom_content_type_openmetrics[]; /* ..._OPENMETRICS */
 int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 		const struct collector_stats *cs, const struct self_stats *self,
 		bool openmetrics);
+
+/* prom_render, with the families of the registry (export/families.h)
+ * given to `direct` (NULL: written to `out` as prom_render does) and the
+ * rest written to `out`: the store's pass, which takes those through its
+ * sink and parses only the rest (daemon/selfscrape.h). */
+int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *bus,
+		      struct nvml_lib *nvml, const struct collector_stats *cs,
+		      const struct self_stats *self, bool openmetrics);
 
 /* Content negotiation on an Accept header (NULL: none): true when it
  * lists application/openmetrics-text (version absent, 1.0.0 or 0.0.1)

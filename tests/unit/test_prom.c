@@ -703,10 +703,56 @@ static void test_content_types(void **state)
 			    "application/openmetrics-text; version=1.0.0; charset=utf-8");
 }
 
+/* A label value of the registry's families (here a rule group) escaped
+ * wherever its quote, backslash or newline falls: the text writer checks
+ * values eight bytes at a time, so every position of a 1- to 24-byte
+ * value is tried against the escape written out by hand. */
+static char rule_group_name[64];
+
+static size_t one_rule_group(void *ctx, struct rule_group_self_stats *out, size_t max)
+{
+	(void)ctx;
+	(void)max;
+	snprintf(out[0].name, sizeof out[0].name, "%s", rule_group_name);
+	out[0].evaluations_total = 3;
+	return 1;
+}
+
+static void test_label_escapes_every_position(void **state)
+{
+	struct fixture *fx = *state;
+	fx->self.rule_stats = one_rule_group;
+	static const char specials[] = {'"', '\\', '\n'};
+	static const char *const escaped[] = {"\\\"", "\\\\", "\\n"};
+	for (size_t len = 1; len <= 24; len++)
+		for (size_t pos = 0; pos <= len; pos++)
+			for (size_t k = 0; k < 3; k++) {
+				/* pos == len: no special byte at all */
+				char want[256] = "gpulse_rule_evaluations_total{rule_group=\"";
+				size_t w = strlen(want);
+				for (size_t i = 0; i < len; i++) {
+					char c = i == pos ? specials[k] : (char)('a' + i % 26);
+					rule_group_name[i] = c;
+					if (i == pos) {
+						memcpy(want + w, escaped[k], 2);
+						w += 2;
+					} else {
+						want[w++] = c;
+					}
+				}
+				rule_group_name[len] = '\0';
+				snprintf(want + w, sizeof want - w, "\"} 3");
+				const char *text = render(fx, false);
+				assert_line(text, want);
+			}
+	fx->self.rule_stats = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_text_samples, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_label_escapes_every_position, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_absent_fields_and_lost_gpu, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_gpu, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_grouping_text, setup, teardown),

@@ -7,7 +7,11 @@
  * after a restart, holding every name the last run stored, changes
  * nothing (the names are taken again at once); a series gone gets
  * one staleness marker and is forgotten after SELFSCRAPE_FORGET_SCRAPES;
- * max_series holds. The clock is injected: samples are stamped relative
+ * max_series holds. With gpulsed's own renderer (prom.c), the registry's
+ * families come through the direct sink, never as text, and the series
+ * the store holds after some scrapes, and again after a restart on the
+ * same store, are exactly those /metrics shows that no other writer
+ * declares. The clock is injected: samples are stamped relative
  * to a fixed T0. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,10 +25,20 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/benchd.h"
+#include "alert/notify.h"
+#include "collect/bus.h"
+#include "collect/collector.h"
 #include "common/buf.h"
-#include "daemon/selfscrape.h"
+#include "common/clock.h"
 #include "common/status.h"
+#include "daemon/benchd.h"
+#include "daemon/selfscrape.h"
+#include "export/expfmt.h"
+#include "export/families.h"
+#include "export/prom.h"
+#include "export/selfstats.h"
+#include "nvml/nvml_shim.h"
+#include "store/ingest.h"
 #include "store/tsdb.h"
 
 #define T0 1795965289000LL
@@ -299,6 +313,309 @@ static void test_bound(void **state)
 	selfscrape_destroy(NULL);
 }
 
+/* ---- the real renderer: the store holds what /metrics shows ---------- */
+
+struct world {
+	struct bus *bus;
+	struct nvml_lib *nv;
+	struct collector_stats cs;
+	struct self_stats self;
+	int renders;
+};
+
+static void storage_stats(void *ctx, struct storage_self_stats *out)
+{
+	(void)ctx;
+	memset(out, 0, sizeof *out);
+	out->open = out->available = true;
+	out->series = 42;
+	out->samples_appended_total = 1u << 20;
+}
+
+static size_t rule_stats(void *ctx, struct rule_group_self_stats *out, size_t max)
+{
+	(void)ctx;
+	(void)max;
+	snprintf(out[0].name, sizeof out[0].name, "/etc/r.yml;gpu \"hot\"\nx");
+	out[0].evaluations_total = 5;
+	return 1;
+}
+
+static void notify_stats(void *ctx, struct notify_stats *out)
+{
+	(void)ctx;
+	memset(out, 0, sizeof *out);
+	out->nreceivers = 1;
+	out->receivers[0].kind = NOTIFY_WEBHOOK;
+	snprintf(out->receivers[0].target, sizeof out->receivers[0].target, "http://hook/");
+	out->receivers[0].latency_bucket[2] = 1;
+	out->receivers[0].latency_count = 1;
+}
+
+static void world_init(struct world *w)
+{
+	memset(w, 0, sizeof *w);
+	assert_int_equal(bus_create(&w->bus), 0);
+	for (int g = 0; g < 2; g++) {
+		struct gpu_identity id;
+		memset(&id, 0, sizeof id);
+		id.index = g;
+		snprintf(id.uuid, sizeof id.uuid, "GPU-scrape-%d", g);
+		snprintf(id.name, sizeof id.name, "NVIDIA \"H200\"");
+		int slot;
+		assert_int_equal(bus_attach_gpu(w->bus, &id, &slot), 0);
+		static struct gpu_update u;
+		for (int t = 0; t < TIER_COUNT; t++) {
+			memset(&u, 0, sizeof u);
+			u.gpu = slot;
+			u.tier = (enum tier)t;
+			u.wall_ns = clock_wall_ns();
+			u.mask = fields_of_tier((enum tier)t);
+			for (int f = 0; f < FIELD_COUNT; f++)
+				if (u.mask & FIELD_BIT(f)) {
+					u.v[f] = 0.5 * f + g;
+					u.valid |= FIELD_BIT(f);
+				}
+			if (t == TIER_NORMAL) {
+				u.has_procs = true;
+				u.nprocs = 1;
+				u.procs[0].pid = 4000 + (uint32_t)g;
+				snprintf(u.procs[0].comm, sizeof u.procs[0].comm, "python3");
+				u.procs[0].mem_valid = true;
+				u.procs[0].used_bytes = 1ULL << 30;
+			}
+			bus_publish(w->bus, &u);
+		}
+	}
+	pthread_mutex_init(&w->self.mode_lock, NULL);
+	/* An empty detail: written detail="" on /metrics, no label in the
+	 * store, on both paths. */
+	self_stats_set_mode(&w->self, MODE_REPLAY, "", 1.0);
+	w->self.start_wall_ns = (T0 - 60000) * 1000000;
+	atomic_store(&w->self.http_denied_total[1], 3);
+	atomic_store(&w->self.last_reload_wall_ns, (T0 - 1000) * 1000000);
+	w->self.storage_stats = storage_stats;
+	w->self.rule_stats = rule_stats;
+	w->self.notify_stats = notify_stats;
+	w->nv = calloc(1, sizeof *w->nv);
+	assert_non_null(w->nv);
+	for (int f = 0; f < NVML_FN_COUNT; f += 3) {
+		atomic_store(&w->nv->stats[f].calls, 10 + (uint64_t)f);
+		atomic_store(&w->nv->stats[f].bucket[2], 4);
+		atomic_store(&w->nv->stats[f].latency_ns_sum, 1000 + (uint64_t)f);
+		atomic_store(&w->nv->stats[f].errors[NVML_ABI_ERROR_NOT_SUPPORTED], 1);
+	}
+	w->cs.lanes_alive = 2;
+	w->cs.sweeps[TIER_FAST] = 77;
+}
+
+static void world_free(struct world *w)
+{
+	bus_destroy(w->bus);
+	free(w->nv);
+	pthread_mutex_destroy(&w->self.mode_lock);
+}
+
+/* The selfscrape's render: prom.c split, and a check that no family of
+ * the registry was left in the text. */
+static int world_render(void *ctx, struct buf *out, struct metric_sink *direct)
+{
+	struct world *w = ctx;
+	w->renders++;
+	assert_non_null(direct);
+	int rc = prom_render_split(out, direct, w->bus, w->nv, &w->cs, &w->self, false);
+	for (size_t i = 0; i < MF_COUNT; i++) {
+		char line[128];
+		snprintf(line, sizeof line, "\n%s", metric_families[i].name);
+		if (out->data && strstr(out->data, line))
+			fail_msg("%s was rendered as text for the store", metric_families[i].name);
+	}
+	return rc;
+}
+
+/* Label sets as sorted "k=v" joined by '\x1f'; a set of them, sorted. */
+struct keyset {
+	char **k;
+	size_t n, cap;
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void keyset_add(struct keyset *ks, char **pairs, size_t n)
+{
+	qsort(pairs, n, sizeof *pairs, cmp_str);
+	char key[4096];
+	size_t w = 0;
+	for (size_t i = 0; i < n; i++)
+		w += (size_t)snprintf(key + w, sizeof key - w, "%s%s", i ? "\x1f" : "", pairs[i]);
+	assert_true(w < sizeof key);
+	if (ks->n == ks->cap) {
+		ks->cap = ks->cap ? 2 * ks->cap : 256;
+		ks->k = realloc(ks->k, ks->cap * sizeof *ks->k);
+		assert_non_null(ks->k);
+	}
+	ks->k[ks->n++] = strdup(key);
+}
+
+static void keyset_free(struct keyset *ks)
+{
+	for (size_t i = 0; i < ks->n; i++)
+		free(ks->k[i]);
+	free(ks->k);
+}
+
+struct pairs {
+	char *p[40];
+	size_t n;
+};
+
+static int collect_label(void *ctx, const char *name, const char *value)
+{
+	struct pairs *pp = ctx;
+	if (pp->n == 40)
+		return GPULSE_ELIMIT;
+	if (asprintf(&pp->p[pp->n], "%s=%s", name, value) < 0)
+		return GPULSE_ENOMEM;
+	pp->n++;
+	return 0;
+}
+
+static bool declared(const char *const *names, const char *name, size_t len)
+{
+	for (; *names; names++)
+		if (strlen(*names) == len && memcmp(*names, name, len) == 0)
+			return true;
+	return false;
+}
+
+/* The series /metrics shows now (the whole text, as prom_render writes
+ * it for a scrape), less the names other writers declare. */
+static void metrics_series(struct world *w, const char *const *foreign, struct keyset *ks)
+{
+	struct buf b;
+	buf_init(&b, 16u << 20);
+	assert_int_equal(prom_render(&b, w->bus, w->nv, &w->cs, &w->self, false), 0);
+	const char *p = b.data, *end = b.data + b.len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		struct expfmt_sample smp;
+		if (expfmt_line(p, le, &smp) == EXPFMT_SAMPLE && !declared(foreign, p, smp.namelen)) {
+			char scratch[4096];
+			struct pairs pp = {.n = 0};
+			assert_int_equal(expfmt_labels(p, smp.keylen, smp.namelen, scratch, sizeof scratch,
+						       collect_label, &pp), 0);
+			keyset_add(ks, pp.p, pp.n);
+			for (size_t i = 0; i < pp.n; i++)
+				free(pp.p[i]);
+		}
+		p = nl ? nl + 1 : end;
+	}
+	buf_free(&b);
+}
+
+/* Every series in the store; *fresh gets how many have exactly `want`
+ * samples at or after since_ms. */
+static void store_series(struct tsdb *db, struct keyset *ks, int64_t since_ms, size_t want,
+			 size_t *fresh)
+{
+	struct tsdb_matcher m = {TSDB_MATCH_RE, "__name__", ".+"};
+	struct tsdb_select_opts so = {.mint = T0 - 1000, .maxt = T0 + 3600 * 1000,
+				      .mode = TSDB_READ_RAW};
+	struct tsdb_iter *it;
+	char err[256];
+	assert_int_equal(tsdb_select(db, &m, 1, &so, &it, err, sizeof err), 0);
+	*fresh = 0;
+	while (tsdb_iter_next_series(it) == 1) {
+		size_t nl;
+		const struct tsdb_label *l = tsdb_iter_labels(it, &nl);
+		struct pairs pp = {.n = 0};
+		for (size_t i = 0; i < nl; i++)
+			assert_int_equal(collect_label(&pp, l[i].name, l[i].value), 0);
+		keyset_add(ks, pp.p, pp.n);
+		for (size_t i = 0; i < pp.n; i++)
+			free(pp.p[i]);
+		int64_t t;
+		double x;
+		size_t n = 0;
+		while (tsdb_iter_next_sample(it, &t, &x) == 1)
+			n += t >= since_ms;
+		*fresh += n == want;
+	}
+	tsdb_iter_free(it);
+}
+
+static void assert_same_series(struct keyset *a, struct keyset *b)
+{
+	qsort(a->k, a->n, sizeof *a->k, cmp_str);
+	qsort(b->k, b->n, sizeof *b->k, cmp_str);
+	for (size_t i = 0; i < a->n || i < b->n; i++) {
+		if (i >= a->n || i >= b->n || strcmp(a->k[i], b->k[i]) != 0)
+			fail_msg("store and /metrics differ at %zu: store %s, /metrics %s", i,
+				 i < a->n ? a->k[i] : "(end)", i < b->n ? b->k[i] : "(end)");
+	}
+}
+
+static bool keyset_has(const struct keyset *ks, const char *key)
+{
+	for (size_t i = 0; i < ks->n; i++)
+		if (strcmp(ks->k[i], key) == 0)
+			return true;
+	return false;
+}
+
+static void test_store_holds_metrics(void **state)
+{
+	(void)state;
+	static struct world w;
+	world_init(&w);
+	const char *foreign[INGEST_METRIC_NAMES_MAX + 1];
+	size_t nf;
+	assert_int_equal(ingest_metric_names(foreign, INGEST_METRIC_NAMES_MAX, &nf), 0);
+	foreign[nf] = NULL;
+	struct selfscrape_opts o = {.foreign_names = foreign};
+
+	for (int run = 0; run < 2; run++) {
+		/* The second run is a restart on the store the first left. */
+		int64_t t = T0 + run * 10000;
+		struct tsdb *db = open_db();
+		struct selfscrape *s;
+		assert_int_equal(selfscrape_create(&s, db, &o, world_render, &w), 0);
+		for (int k = 0; k < 3; k++)
+			selfscrape_scrape_at(s, t + k * 1000);
+		struct keyset want = {0}, got = {0};
+		metrics_series(&w, foreign, &want);
+		size_t fresh;
+		store_series(db, &got, t, 3, &fresh);
+		assert_same_series(&got, &want);
+		/* Every series took this run's three scrapes. */
+		assert_int_equal(fresh, want.n);
+		/* Not a vacuous comparison: families of both paths are there. */
+		assert_true(want.n > 100);
+		assert_true(keyset_has(&want, "__name__=gpulse_mode_info\x1fmode=replay"));
+		assert_true(keyset_has(&want, "__name__=gpulse_nvml_call_duration_seconds_bucket\x1f"
+					      "call=nvmlInit_v2\x1fle=+Inf"));
+		assert_true(keyset_has(&want, "__name__=gpulse_collector_sweeps_total\x1ftier=fast"));
+		assert_true(keyset_has(&want, "__name__=gpulse_rule_evaluations_total\x1f"
+					      "rule_group=/etc/r.yml;gpu \"hot\"\nx"));
+		assert_true(keyset_has(&want, "__name__=gpulse_notifications_latency_seconds_bucket\x1f"
+					      "le=+Inf\x1freceiver=http://hook/\x1ftype=webhook"));
+		struct selfscrape_stats st;
+		selfscrape_get_stats(s, &st);
+		assert_int_equal(st.series, want.n);
+		assert_int_equal(st.samples_appended_total, 3 * want.n);
+		keyset_free(&want);
+		keyset_free(&got);
+		selfscrape_destroy(s);
+		tsdb_close(db);
+	}
+	assert_int_equal(w.renders, 6);
+	world_free(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -307,6 +624,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_declared_foreign, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bench_results_left_to_benchd, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store_holds_metrics, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

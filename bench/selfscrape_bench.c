@@ -1,0 +1,202 @@
+/* CPU per tick of the store's scrape of gpulsed's own /metrics
+ * (src/daemon/selfscrape.c), both ways on the same inputs: "text"
+ * renders the whole exposition and parses it back (the path before the
+ * metric registry), "direct" gives the registry's families
+ * (export/families.h) to the store through the metric sink and parses
+ * only the rest. 8 GPUs filled from the real H200 recording, two
+ * processes each, every NVML function called (its histogram), the
+ * collector's and the store's counters; each way into a store of its own,
+ * one tick a simulated second, ticks interleaved in blocks. WAY "text"
+ * or "direct" runs that one alone (for callgrind's instruction counts).
+ * Built with -DBENCH_OLD_PROM and linked with an earlier prom.c whose
+ * prom_render is renamed old_prom_render (bench/prom_compare.sh shows
+ * how), "text" is that prom.c's whole text parsed: the path before.
+ *   build/bench/bench_selfscrape [recording.csv] [ticks] [WAY]  */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collect/bus.h"
+#include "collect/collector.h"
+#include "common/clock.h"
+#include "daemon/selfscrape.h"
+#include "export/prom.h"
+#include "nvml/nvml_shim.h"
+#include "record/recording.h"
+#include "store/ingest.h"
+#include "store/tsdb.h"
+
+#define NGPU 8
+#define BLOCK 50
+
+struct world {
+	struct bus *bus;
+	struct nvml_lib *nv;
+	struct collector_stats cs;
+	struct self_stats self;
+};
+
+static struct world w;
+
+static void storage_stats(void *ctx, struct storage_self_stats *out)
+{
+	(void)ctx;
+	memset(out, 0, sizeof *out);
+	out->open = out->available = true;
+	out->series = 5000;
+}
+
+#ifdef BENCH_OLD_PROM
+int old_prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
+		    const struct collector_stats *cs, const struct self_stats *self, bool om);
+#endif
+
+static int render_text(void *ctx, struct buf *out, struct metric_sink *direct)
+{
+	(void)ctx;
+	(void)direct;
+#ifdef BENCH_OLD_PROM
+	return old_prom_render(out, w.bus, w.nv, &w.cs, &w.self, false);
+#else
+	return prom_render_split(out, NULL, w.bus, w.nv, &w.cs, &w.self, false);
+#endif
+}
+
+static int render_direct(void *ctx, struct buf *out, struct metric_sink *direct)
+{
+	(void)ctx;
+	return prom_render_split(out, direct, w.bus, w.nv, &w.cs, &w.self, false);
+}
+
+static int64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void fill(const struct recording *rec)
+{
+	bus_create(&w.bus);
+	static struct gpu_update u;
+	for (int g = 0; g < NGPU; g++) {
+		struct gpu_identity id;
+		memset(&id, 0, sizeof id);
+		id.index = g;
+		snprintf(id.uuid, sizeof id.uuid, "GPU-bench-%d", g);
+		snprintf(id.name, sizeof id.name, "NVIDIA H200");
+		snprintf(id.source, sizeof id.source, "nvml");
+		int slot;
+		bus_attach_gpu(w.bus, &id, &slot);
+		const struct rec_row *row = &rec->rows[(size_t)(200 + 97 * g) % rec->nrows];
+		for (int t = 0; t < TIER_COUNT; t++) {
+			memset(&u, 0, sizeof u);
+			u.gpu = slot;
+			u.tier = (enum tier)t;
+			u.wall_ns = clock_wall_ns();
+			u.mask = fields_of_tier((enum tier)t);
+			for (int f = 0; f < FIELD_COUNT; f++)
+				if (u.mask & FIELD_BIT(f)) {
+					u.v[f] = (row->valid & FIELD_BIT(f)) ? row->v[f] : 1.0;
+					u.valid |= FIELD_BIT(f);
+				}
+			if (t == TIER_NORMAL) {
+				u.has_procs = true;
+				u.nprocs = 2;
+				for (int p = 0; p < 2; p++) {
+					u.procs[p].pid = 1000 + (uint32_t)(10 * g + p);
+					snprintf(u.procs[p].comm, sizeof u.procs[p].comm, "python3");
+					u.procs[p].mem_valid = u.procs[p].util_valid = true;
+					u.procs[p].used_bytes = 1ULL << 34;
+					u.procs[p].sm_ratio = 0.5;
+				}
+			}
+			bus_publish(w.bus, &u);
+		}
+	}
+	pthread_mutex_init(&w.self.mode_lock, NULL);
+	self_stats_set_mode(&w.self, MODE_NVML, "", 0);
+	w.self.storage_stats = storage_stats;
+	w.nv = calloc(1, sizeof *w.nv);
+	for (int f = 0; f < NVML_FN_COUNT; f++) {
+		atomic_store(&w.nv->stats[f].calls, 1000 + (uint64_t)f);
+		atomic_store(&w.nv->stats[f].latency_ns_sum, 5000000);
+		for (int k = 0; k < NVML_LATENCY_BUCKET_COUNT; k++)
+			atomic_store(&w.nv->stats[f].bucket[k], (uint64_t)(k * f));
+		atomic_store(&w.nv->stats[f].errors[NVML_ABI_ERROR_NOT_SUPPORTED], (uint64_t)f);
+	}
+	w.cs.lanes_alive = 8;
+}
+
+int main(int argc, char **argv)
+{
+	const char *path = argc > 1 ? argv[1] : GPULSE_SOURCE_DATADIR "/recordings/h200-phases-10hz.csv";
+	int ticks = argc > 2 ? atoi(argv[2]) : 2000;
+	const char *only = argc > 3 ? argv[3] : NULL;
+	char err[512];
+	struct recording *rec;
+	if (recording_load(path, &rec, err, sizeof err)) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	fill(rec);
+	const char *foreign[INGEST_METRIC_NAMES_MAX + 1];
+	size_t nf = 0;
+	ingest_metric_names(foreign, INGEST_METRIC_NAMES_MAX, &nf);
+	foreign[nf] = NULL;
+	struct selfscrape_opts so = {.foreign_names = foreign};
+
+	char dir[] = "/tmp/gpulse-scrbenchXXXXXX";
+	if (!mkdtemp(dir))
+		return 1;
+	static const char *const way[2] = {"text (render all, parse all)", "direct (registry by sink)"};
+	selfscrape_render_fn *render[2] = {render_text, render_direct};
+	struct tsdb *db[2];
+	struct selfscrape *s[2];
+	int64_t cpu[2] = {0, 0};
+	for (int k = 0; k < 2; k++) {
+		char p[128];
+		snprintf(p, sizeof p, "%s/store%d.db", dir, k);
+		struct tsdb_opts o = {.path = p};
+		if (tsdb_open(&db[k], &o, err, sizeof err) || selfscrape_create(&s[k], db[k], &so, render[k], NULL)) {
+			fprintf(stderr, "%s\n", err);
+			return 1;
+		}
+	}
+	int64_t t_ms = clock_wall_ns() / 1000000;
+	for (int done = 0; done < ticks; done += BLOCK) {
+		for (int k = 0; k < 2; k++) {
+			if (only && strcmp(only, k ? "direct" : "text") != 0)
+				continue;
+			int64_t c0 = thread_cpu_ns();
+			for (int i = 0; i < BLOCK; i++)
+				selfscrape_scrape_at(s[k], t_ms + (int64_t)(done + i) * 1000);
+			cpu[k] += thread_cpu_ns() - c0;
+		}
+	}
+	int nt = (ticks + BLOCK - 1) / BLOCK * BLOCK;
+	for (int k = 0; k < 2; k++) {
+		struct selfscrape_stats st;
+		selfscrape_get_stats(s[k], &st);
+		printf("%-30s %8.1f us CPU per tick, %llu series, %.0f samples per tick\n", way[k],
+		       (double)cpu[k] / nt / 1e3, (unsigned long long)st.series,
+		       (double)st.samples_appended_total / nt);
+	}
+	if (!only)
+		printf("direct / text: %.2f (%d GPUs, %d ticks)\n", (double)cpu[1] / (double)cpu[0], NGPU,
+		       nt);
+	for (int k = 0; k < 2; k++) {
+		selfscrape_destroy(s[k]);
+		tsdb_close(db[k]);
+	}
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		return 1;
+	free(w.nv);
+	bus_destroy(w.bus);
+	recording_free(rec);
+	return 0;
+}
