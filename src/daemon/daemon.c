@@ -1874,6 +1874,11 @@ int daemon_run(const struct daemon_options *opt, const struct gpulse_config *cfg
 			goto out;
 		}
 		d->self.attrib = d->attrib;
+		if (tenantsd_set_attrib(d->tenants, d->attrib, d->cfg.attribution.idle_sm_ratio,
+					d->cfg.attribution.idle_window_ns) != GPULSE_OK) {
+			log_error("attribution: out of memory");
+			goto out;
+		}
 	}
 	int src = start_source(d);
 	if (src) {
