@@ -756,6 +756,8 @@ static void render_tenants(const struct out *o, json_t *g)
 	}
 	json_t *wl = json_object_get(g, "workloads");
 	const char *dev = str_of(g, "device_bound");
+	json_t *bo = json_object_get(g, "bottleneck_owner");
+	const char *act = json_is_object(bo) ? str_of(bo, "activity") : NULL;
 	json_array_foreach(wl, i, r) {
 		double busy = 0, sm = 0, te = 0, dr = 0, n = 0, bs = 0;
 		bool h_busy = num_of(r, "busy", &busy), h_sm = num_of(r, "sm_active", &sm);
@@ -764,7 +766,8 @@ static void render_tenants(const struct out *o, json_t *g)
 		/* Held against the device: its share of what bounds the GPU. */
 		char vs[96] = "";
 		if (num_of(r, "bottleneck_share", &bs) && dev)
-			snprintf(vs, sizeof vs, "; %.0f%% of the GPU's %s", 100 * bs, dev);
+			snprintf(vs, sizeof vs, "; GPU %s, %.0f%% of its %s activity", dev, 100 * bs,
+				 act ? act : "sm");
 		const char *sum = str_of(r, "summary");
 		label(o, i ? "" : "by owner");
 		fprintf(o->f, "%-25s %-7s %5s %5s %6s %5s  %s%s%s, %.0f process%s%s\n",
@@ -776,7 +779,6 @@ static void render_tenants(const struct out *o, json_t *g)
 			str_of(r, "bound_detail") ? str_of(r, "bound_detail") : "", n,
 			n == 1 ? "" : "es", vs);
 	}
-	json_t *bo = json_object_get(g, "bottleneck_owner");
 	double share = 0, pid = 0;
 	if (json_is_object(bo) && num_of(bo, "share", &share) && num_of(bo, "pid", &pid)) {
 		label(o, "bottleneck");
@@ -806,9 +808,12 @@ static void render_holders(const struct out *o, json_t *g)
 			snprintf(who, sizeof who, "%s/%s", safe(str_of(h, "namespace"), s1, sizeof s1),
 				 safe(str_of(h, "pod"), s2, sizeof s2));
 		label(o, i ? "" : "holders");
-		fprintf(o->f, "%-32s %-9s %2.0f proc  SM %5s  under the idle line %s", who,
+		b[0] = '\0';
+		if (h_low && low > 0)
+			snprintf(b, sizeof b, "  under the idle line for %.0fs", low);
+		fprintf(o->f, "%-32s %-9s %2.0f proc  SM %5s%s", who,
 			json_is_true(json_object_get(h, "allocated")) ? "allocated" : "running", n,
-			fmt_pct(a, h_sm, sm), h_low ? (snprintf(b, sizeof b, "%.0fs", low), b) : "-");
+			fmt_pct(a, h_sm, sm), b);
 		if (json_is_true(json_object_get(h, "idle")))
 			paint(o, SGR_YELLOW, "  (allocated but idle)");
 		fputc('\n', o->f);
