@@ -149,4 +149,24 @@ if command -v promtool >/dev/null; then
 	fetch /metrics | promtool check metrics 2>&1 | grep -E 'gpulse_workload_' &&
 		fail "promtool objects to the workload families"
 fi
+# The dashboard's card shows the same (Debian's chromium, as the web
+# page tests use, rendering the page once).
+command -v chromium >/dev/null || fail "chromium is not installed"
+timeout 90 chromium --headless --no-sandbox --disable-gpu --virtual-time-budget=8000 \
+	--user-data-dir="$WORK/chromium" --dump-dom "$URL/" >"$WORK/dom.html" 2>"$WORK/chromium.log" ||
+	fail "chromium could not render the dashboard: $(tail -n 5 "$WORK/chromium.log")"
+python3 - "$WORK/dom.html" <<'PY' || fail "dashboard: no per-pod tables: $(grep -o 'id="tenants".\{0,400\}' "$WORK/dom.html")"
+import re, sys
+dom = open(sys.argv[1]).read()
+def rows(table):
+    m = re.search(r'<table id="%s">(.*?)</table>' % table, dom, re.S)
+    assert m, f"no table {table}"
+    return [[re.sub(r'<[^>]+>', '', c) for c in re.findall(r'<td[^>]*>(.*?)</td>', r, re.S)]
+            for r in re.findall(r'<tr>(.*?)</tr>', m.group(1), re.S) if '<td' in r]
+h = {r[0]: r for r in rows("split-holders")}
+assert h["ml/idle-0"][-1] == "allocated but idle" and h["ml/trainer-0"][-1] == "working", h
+o = {r[0]: r for r in rows("split-owners")}
+assert o["ml/trainer-0/main"][7] == "compute_bound (tensor cores)" and o["ml/idle-0/main"][7] == "idle", o
+assert len(rows("split-procs")) == 2
+PY
 echo PASS
