@@ -4,6 +4,7 @@
 #include "attrib/tenants.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +101,13 @@ struct history {
 	size_t head, count;
 };
 
+struct pholder {
+	struct tenants_holder h;
+	int64_t seen_ns;
+	bool low;                     /* under the threshold since low_since_ns */
+	int64_t low_since_ns;
+};
+
 struct scope {
 	struct split_calib calib;
 	uint64_t seq;                 /* intervals added */
@@ -113,6 +121,10 @@ struct tenants {
 	size_t nrows;
 	struct pgroup *groups;
 	size_t ngroups;
+	struct pholder *holders;      /* max_rows + TENANTS_GPUS */
+	size_t nholders;
+	double idle_sm;
+	int64_t idle_window_ns;
 	struct scope *scopes[TENANTS_GPUS]; /* TENANTS_SCOPES each, on first use */
 	struct history *hist[TENANTS_GPUS]; /* on first use */
 	struct tenants_stats st;
@@ -128,7 +140,10 @@ int tenants_new(struct tenants **out, size_t max_rows, int64_t stale_ns)
 	/* A row per process, its GPU's "other" row, and a group per owner. */
 	t->rows = calloc(t->max_rows + TENANTS_GPUS, sizeof *t->rows);
 	t->groups = calloc(t->max_rows + TENANTS_GPUS, sizeof *t->groups);
-	if (!t->rows || !t->groups) {
+	t->holders = calloc(t->max_rows + TENANTS_GPUS, sizeof *t->holders);
+	t->idle_sm = TENANTS_DEFAULT_IDLE_SM;
+	t->idle_window_ns = TENANTS_DEFAULT_IDLE_WINDOW_NS;
+	if (!t->rows || !t->groups || !t->holders) {
 		tenants_free(t);
 		return GPULSE_ENOMEM;
 	}
@@ -145,10 +160,11 @@ void tenants_free(struct tenants *t)
 		free(t->scopes[g]);
 		free(t->hist[g]);
 	}
-	if (t->rows && t->groups)
+	if (t->rows && t->groups && t->holders)
 		pthread_mutex_destroy(&t->lock);
 	free(t->rows);
 	free(t->groups);
+	free(t->holders);
 	free(t);
 }
 
@@ -250,15 +266,15 @@ static int certainty(enum split_source s)
 /* Add one process's part of an interval to its owner's group (the
  * owner's labelled fields, on the same GPU or MIG instance, are the key). */
 static void add_to_group(struct tenants *t, const struct tenants_interval *in,
-			 const struct proc_owner *owner, const struct split_share *s, uint64_t seq,
-			 int64_t now)
+			 const struct proc_owner *owner, bool other, const struct split_share *s,
+			 uint64_t seq, int64_t now)
 {
 	struct pgroup *g = NULL;
 	for (size_t i = 0; i < t->ngroups && !g; i++) {
 		struct pgroup *x = &t->groups[i];
 		if (x->g.gpu == in->gpu && x->in_mig == in->in_mig &&
 		    (!in->in_mig || x->gpu_instance == in->gpu_instance) &&
-		    same_owner(&x->g.owner, owner))
+		    x->g.other == other && (other || same_owner(&x->g.owner, owner)))
 			g = x;
 	}
 	if (!g) {
@@ -267,6 +283,7 @@ static void add_to_group(struct tenants *t, const struct tenants_interval *in,
 		g = &t->groups[t->ngroups++];
 		memset(g, 0, sizeof *g);
 		g->g.gpu = in->gpu;
+		g->g.other = other;
 		g->in_mig = g->g.in_mig = in->in_mig;
 		g->gpu_instance = g->g.gpu_instance = in->gpu_instance;
 	}
@@ -295,6 +312,17 @@ static void add_to_group(struct tenants *t, const struct tenants_interval *in,
 	g->g.bound = tenants_classify(g->g.busy, in_run, g->g.valid, g->g.launches_per_s);
 	if (certainty(s->source) < certainty(g->g.source))
 		g->g.source = s->source;
+}
+
+/* The owner of an "other" group: every labelled field reads "other". */
+static void other_owner(struct proc_owner *o, uint16_t labels)
+{
+	memset(o, 0, sizeof *o);
+	o->labels = labels;
+	char *const fields[] = {o->cgroup, o->runtime, o->container_id, o->pod_uid, o->pod,
+				o->namespace_, o->container, o->job, o->job_user, o->user};
+	for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
+		strcpy(fields[f], "other");
 }
 
 /* Whether a row's alone measurement still describes what it runs now. */
@@ -458,6 +486,12 @@ static void expire_locked(struct tenants *t, int64_t now)
 		else
 			i++;
 	}
+	for (size_t i = 0; i < t->nholders;) {
+		if (now - t->holders[i].seen_ns > t->stale_ns)
+			t->holders[i] = t->holders[--t->nholders];
+		else
+			i++;
+	}
 }
 
 void tenants_clear(struct tenants *t, int gpu)
@@ -575,7 +609,15 @@ int tenants_add(struct tenants *t, const struct tenants_interval *in, int64_t no
 		r->seq = seq;
 		r->seen_ns = now;
 		r->r.gpu_time_s += sh[i].busy_s;
-		add_to_group(t, in, &in->procs[i].owner, &sh[i], seq, now);
+		/* A folded process's part goes to its GPU's "other" group, not
+		 * its owner's: so the groups are bounded by the rows too. */
+		if (rows[i]) {
+			add_to_group(t, in, &in->procs[i].owner, false, &sh[i], seq, now);
+		} else {
+			struct proc_owner oth;
+			other_owner(&oth, in->procs[i].owner.labels);
+			add_to_group(t, in, &oth, true, &sh[i], seq, now);
+		}
 	}
 	remember(t, in, sh);
 	/* Rows of this scope not in this interval are no longer current. */
@@ -606,6 +648,124 @@ size_t tenants_rows(struct tenants *t, struct tenants_row *out, size_t max)
 	return n;
 }
 
+void tenants_set_idle(struct tenants *t, double sm_ratio, int64_t window_ns)
+{
+	pthread_mutex_lock(&t->lock);
+	t->idle_sm = sm_ratio > 0 && sm_ratio <= 1 ? sm_ratio : TENANTS_DEFAULT_IDLE_SM;
+	t->idle_window_ns = window_ns > 0 ? window_ns : TENANTS_DEFAULT_IDLE_WINDOW_NS;
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* The holder of (gpu, workload), made when there is room (a holder not
+ * current gives way first); NULL: counted and left out. */
+static struct pholder *holder_for(struct tenants *t, int gpu, const char *pod, const char *ns,
+				  const char *job, const char *job_user, int64_t now)
+{
+	for (size_t i = 0; i < t->nholders; i++) {
+		struct tenants_holder *h = &t->holders[i].h;
+		if (h->gpu == gpu && (job[0] ? strcmp(h->job, job) == 0
+					     : !h->job[0] && strcmp(h->pod, pod) == 0 &&
+						       strcmp(h->namespace_, ns) == 0))
+			return &t->holders[i];
+	}
+	if (t->nholders == t->max_rows + TENANTS_GPUS) {
+		size_t victim = t->nholders;
+		for (size_t i = 0; i < t->nholders; i++)
+			if (!t->holders[i].h.current && t->holders[i].seen_ns < now &&
+			    (victim == t->nholders || t->holders[i].seen_ns < t->holders[victim].seen_ns))
+				victim = i;
+		if (victim == t->nholders) {
+			t->st.holders_dropped_total++;
+			return NULL;
+		}
+		t->holders[victim] = t->holders[--t->nholders];
+	}
+	struct pholder *p = &t->holders[t->nholders++];
+	memset(p, 0, sizeof *p);
+	p->h.gpu = gpu;
+	snprintf(p->h.pod, sizeof p->h.pod, "%s", job[0] ? "" : pod);
+	snprintf(p->h.namespace_, sizeof p->h.namespace_, "%s", job[0] ? "" : ns);
+	snprintf(p->h.job, sizeof p->h.job, "%s", job);
+	snprintf(p->h.job_user, sizeof p->h.job_user, "%s", job_user);
+	return p;
+}
+
+void tenants_hold(struct tenants *t, int gpu, const struct tenants_alloc *allocs, size_t n,
+		  bool judged, int64_t now)
+{
+	if (gpu < 0 || gpu >= TENANTS_GPUS)
+		return;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->nholders; i++) {
+		struct tenants_holder *h = &t->holders[i].h;
+		if (h->gpu != gpu)
+			continue;
+		h->current = h->allocated = h->idle = false;
+		h->processes = 0;
+		h->sm_active = 0;
+	}
+	for (size_t k = 0; k < n; k++) {
+		const struct tenants_alloc *a = &allocs[k];
+		if (!a->job[0] && !a->pod[0])
+			continue;
+		struct pholder *p = holder_for(t, gpu, a->pod, a->namespace_, a->job, a->job_user, now);
+		if (!p)
+			continue;
+		p->h.current = p->h.allocated = true;
+		p->seen_ns = now;
+	}
+	/* Its processes' parts; and whether some process that might be any
+	 * pod's (no pod name, or folded into "other") was busy. */
+	bool unsure = false;
+	for (size_t i = 0; i < t->nrows; i++) {
+		const struct tenants_row *r = &t->rows[i].r;
+		if (r->gpu != gpu || !r->current)
+			continue;
+		double sm = r->valid & 1u << SPLIT_SM ? r->ratio[SPLIT_SM] : 0;
+		const struct proc_owner *o = &r->owner;
+		if (r->pid == 0 || (!o->job[0] && !o->pod[0])) {
+			unsure |= sm >= t->idle_sm && (r->pid == 0 || o->pod_uid[0]);
+			continue;
+		}
+		struct pholder *p = holder_for(t, gpu, o->pod, o->namespace_, o->job, o->job_user, now);
+		if (!p)
+			continue;
+		p->h.current = true;
+		p->h.processes++;
+		p->h.sm_active += sm;
+		p->seen_ns = now;
+	}
+	for (size_t i = 0; i < t->nholders; i++) {
+		struct pholder *p = &t->holders[i];
+		if (p->h.gpu != gpu || !p->h.current)
+			continue;
+		p->h.judged = judged;
+		if (judged) {
+			if (p->h.sm_active < t->idle_sm && !unsure) {
+				if (!p->low)
+					p->low_since_ns = now;
+				p->low = true;
+			} else {
+				p->low = false;
+			}
+		}
+		p->h.low_s = p->low ? (double)(now - p->low_since_ns) / 1e9 : 0;
+		p->h.idle = judged && p->low && now - p->low_since_ns >= t->idle_window_ns;
+	}
+	expire_locked(t, now);
+	pthread_mutex_unlock(&t->lock);
+}
+
+size_t tenants_holders(struct tenants *t, struct tenants_holder *out, size_t max)
+{
+	pthread_mutex_lock(&t->lock);
+	size_t n = t->nholders;
+	for (size_t i = 0; i < n && i < max; i++)
+		out[i] = t->holders[i].h;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 size_t tenants_groups(struct tenants *t, struct tenants_group *out, size_t max)
 {
 	pthread_mutex_lock(&t->lock);
@@ -622,5 +782,6 @@ void tenants_get_stats(struct tenants *t, struct tenants_stats *out)
 	*out = t->st;
 	out->rows = t->nrows;
 	out->groups = t->ngroups;
+	out->holders = t->nholders;
 	pthread_mutex_unlock(&t->lock);
 }

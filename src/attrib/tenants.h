@@ -108,14 +108,51 @@ struct tenants_group {
 	double gpu_time_s;
 	unsigned processes;                /* current ones */
 	enum tenants_bound bound;
+	bool other;                        /* its GPU's (or instance's) "other" group: the
+					    * processes folded past the row bound, whose
+					    * owners are not told apart (labelled fields
+					    * read "other") */
 };
+
+/* Allocated but idle, from the split: a workload (a pod by namespace and
+ * name, or a Slurm job) that holds a GPU, by an allocation (the kubelet's
+ * pod-resources, Slurm's device rules) or by a process of its on the GPU,
+ * whose part of the GPU's SM activity has stayed under a threshold for a
+ * window. Rows per (GPU, workload); bounded like the process rows. */
+struct tenants_holder {
+	int gpu;
+	char pod[OWNER_NAME_LEN];
+	char namespace_[OWNER_NAME_LEN];
+	char job[OWNER_SHORT_LEN];
+	char job_user[OWNER_SHORT_LEN];
+	bool current;                      /* it held the GPU at the last judgement */
+	bool allocated;                    /* an allocation names it (not only a process) */
+	unsigned processes;                /* its processes on the GPU then */
+	bool judged;                       /* the GPU's SM activity was split then */
+	double sm_active;                  /* its part of the GPU's SM activity then */
+	double low_s;                      /* how long its part has stayed under the
+					    * threshold (0 while over it) */
+	bool idle;                         /* judged, and low_s >= the window */
+};
+
+/* One workload an allocation says holds a GPU (tenants_hold). */
+struct tenants_alloc {
+	char pod[OWNER_NAME_LEN];
+	char namespace_[OWNER_NAME_LEN];
+	char job[OWNER_SHORT_LEN];
+	char job_user[OWNER_SHORT_LEN];
+};
+
+#define TENANTS_DEFAULT_IDLE_SM 0.01
+#define TENANTS_DEFAULT_IDLE_WINDOW_NS (600LL * 1000000000LL)
 
 struct tenants_stats {
 	uint64_t intervals_total;          /* intervals split */
 	uint64_t folded_total;             /* process-intervals folded into "other" */
 	uint64_t expired_total;            /* rows dropped as stale */
 	uint64_t split_ns_total;           /* CPU time the splits took (monotonic clock) */
-	size_t rows, groups;
+	uint64_t holders_dropped_total;    /* (GPU, workload) judgements past the bound */
+	size_t rows, groups, holders;
 };
 
 struct tenants;
@@ -139,9 +176,28 @@ void tenants_clear(struct tenants *t, int gpu);
 /* Drop what has been stale longer than stale_ns. tenants_add does it too. */
 void tenants_expire(struct tenants *t, int64_t now_mono_ns);
 
-/* Copy up to max rows (or groups); returns how many there are. */
+/* Allocated but idle: a workload is idle once its part of the GPU's SM
+ * activity has stayed under sm_ratio (0-1, of the GPU's or its MIG
+ * instance's figure) for window_ns. Zero or out of range: the defaults. */
+void tenants_set_idle(struct tenants *t, double sm_ratio, int64_t window_ns);
+
+/* Judge who holds GPU `gpu` now, after its interval was added (or found
+ * empty): the n workloads its allocations name, and every workload (pod
+ * or job) with a current process row on it. A workload's part is the sum
+ * of its processes' SM parts. `judged`: the GPU's SM activity was split
+ * for this interval (false: no GPM; holders are kept current, their
+ * timers left as they were, and none is idle). Workloads not named now
+ * stop being current and are dropped after stale_ns. Idle is claimed
+ * only when sure: while a process whose pod is not named (a pod UID
+ * only) or the GPU's "other" row is over the threshold, no pod of the
+ * GPU is low (any could be its). */
+void tenants_hold(struct tenants *t, int gpu, const struct tenants_alloc *allocs, size_t n,
+		  bool judged, int64_t now_mono_ns);
+
+/* Copy up to max rows (or groups, holders); returns how many there are. */
 size_t tenants_rows(struct tenants *t, struct tenants_row *out, size_t max);
 size_t tenants_groups(struct tenants *t, struct tenants_group *out, size_t max);
+size_t tenants_holders(struct tenants *t, struct tenants_holder *out, size_t max);
 void tenants_get_stats(struct tenants *t, struct tenants_stats *out);
 
 /* The processes of GPU `gpu` over the intervals that ended in [a_s, b_s)

@@ -407,6 +407,24 @@ static void print_window_tenants(json_t *t)
 		       total > 0 ? 100 * v / total : 0, what);
 	}
 	printf("\n");
+	/* Per owner (pod, job, ...) when several shared the window, held
+	 * against the GPU's class. */
+	json_t *wl = json_object_get(t, "workloads");
+	const char *dev = json_string_value(json_object_get(t, "device_bound"));
+	if (!json_is_array(wl) || json_array_size(wl) < 2)
+		return;
+	printf("    by owner (GPU %s):", dev ? dev : "?");
+	json_array_foreach(wl, i, p) {
+		const char *owner = json_string_value(json_object_get(p, "owner"));
+		const char *bound = json_string_value(json_object_get(p, "bound"));
+		const char *detail = json_string_value(json_object_get(p, "bound_detail"));
+		json_t *share = json_object_get(p, "bottleneck_share");
+		printf("%s %s: %s%s%s", i ? ";" : "", owner && owner[0] ? owner : "(no owner known)",
+		       bound ? bound : "?", detail && detail[0] ? " on " : "", detail ? detail : "");
+		if (json_is_number(share))
+			printf(", %.0f%% of %s activity", 100 * json_number_value(share), what);
+	}
+	printf("\n");
 }
 
 static int diagnose_daemon(const struct client_opts *co, int gpu, const char *since,

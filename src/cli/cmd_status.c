@@ -755,29 +755,68 @@ static void render_tenants(const struct out *o, json_t *g)
 			fmt_pct(d, h_dr, dr), bound, safe(str_of(r, "owner"), own, sizeof own));
 	}
 	json_t *wl = json_object_get(g, "workloads");
+	const char *dev = str_of(g, "device_bound");
+	json_t *bo = json_object_get(g, "bottleneck_owner");
+	const char *act = json_is_object(bo) ? str_of(bo, "activity") : NULL;
 	json_array_foreach(wl, i, r) {
-		double busy = 0, sm = 0, te = 0, dr = 0, n = 0;
+		double busy = 0, sm = 0, te = 0, dr = 0, n = 0, bs = 0;
 		bool h_busy = num_of(r, "busy", &busy), h_sm = num_of(r, "sm_active", &sm);
 		bool h_te = num_of(r, "tensor_active", &te), h_dr = num_of(r, "dram_bandwidth", &dr);
 		num_of(r, "processes", &n);
+		/* Held against the device: its share of what bounds the GPU. */
+		char vs[96] = "";
+		if (num_of(r, "bottleneck_share", &bs) && dev)
+			snprintf(vs, sizeof vs, "; GPU %s, %.0f%% of its %s activity", dev, 100 * bs,
+				 act ? act : "sm");
 		const char *sum = str_of(r, "summary");
 		label(o, i ? "" : "by owner");
-		fprintf(o->f, "%-25s %-7s %5s %5s %6s %5s  %s%s%s%s, %.0f process%s\n",
+		fprintf(o->f, "%-25s %-7s %5s %5s %6s %5s  %s%s%s, %.0f process%s%s\n",
 			sum && sum[0] ? safe(sum, own, sizeof own) : "(no owner known)",
 			safe(str_of(r, "source"), who, sizeof who), fmt_pct(a, h_busy, busy),
 			fmt_pct(b, h_sm, sm), fmt_pct(c, h_te, te), fmt_pct(d, h_dr, dr),
 			str_of(r, "bound") ? str_of(r, "bound") : "-",
 			str_of(r, "bound_detail") && str_of(r, "bound_detail")[0] ? " on " : "",
-			str_of(r, "bound_detail") ? str_of(r, "bound_detail") : "", "", n,
-			n == 1 ? "" : "es");
+			str_of(r, "bound_detail") ? str_of(r, "bound_detail") : "", n,
+			n == 1 ? "" : "es", vs);
 	}
-	json_t *bo = json_object_get(g, "bottleneck_owner");
 	double share = 0, pid = 0;
 	if (json_is_object(bo) && num_of(bo, "share", &share) && num_of(bo, "pid", &pid)) {
 		label(o, "bottleneck");
-		fprintf(o->f, "pid %.0f (%s) holds %.0f%% of the %s activity that bounds the GPU\n",
+		fprintf(o->f, "pid %.0f (%s) holds %.0f%% of the %s activity that bounds the GPU (%s)\n",
 			pid, safe(str_of(bo, "comm"), comm, sizeof comm), 100 * share,
-			safe(str_of(bo, "activity"), who, sizeof who));
+			safe(str_of(bo, "activity"), who, sizeof who), dev ? dev : "-");
+	}
+}
+
+/* Who holds the GPU (an allocation, or a process of theirs) and whether
+ * each has been idle by the split (status JSON's holders). */
+static void render_holders(const struct out *o, json_t *g)
+{
+	char a[CELL], b[CELL], s1[96], s2[96];
+	size_t i;
+	json_t *h;
+	json_array_foreach(json_object_get(g, "holders"), i, h) {
+		double sm = 0, low = 0, n = 0;
+		bool h_sm = num_of(h, "sm_active", &sm);
+		bool h_low = num_of(h, "idle_for_s", &low);
+		num_of(h, "processes", &n);
+		const char *job = str_of(h, "job");
+		char who[200];
+		if (job && job[0])
+			snprintf(who, sizeof who, "job %s", safe(job, s1, sizeof s1));
+		else
+			snprintf(who, sizeof who, "%s/%s", safe(str_of(h, "namespace"), s1, sizeof s1),
+				 safe(str_of(h, "pod"), s2, sizeof s2));
+		label(o, i ? "" : "holders");
+		b[0] = '\0';
+		if (h_low && low > 0)
+			snprintf(b, sizeof b, "  under the idle line for %.0fs", low);
+		fprintf(o->f, "%-32s %-9s %2.0f proc  SM %5s%s", who,
+			json_is_true(json_object_get(h, "allocated")) ? "allocated" : "running", n,
+			fmt_pct(a, h_sm, sm), b);
+		if (json_is_true(json_object_get(h, "idle")))
+			paint(o, SGR_YELLOW, "  (allocated but idle)");
+		fputc('\n', o->f);
 	}
 }
 
@@ -793,6 +832,7 @@ static void render_gpu(const struct out *o, json_t *g)
 	render_health_score(o, g);
 	render_processes(o, g, fl);
 	render_tenants(o, g);
+	render_holders(o, g);
 	render_allocations_mig(o, g);
 }
 

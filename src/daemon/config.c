@@ -40,6 +40,7 @@
 #include "common/status.h"
 #include "common/str.h"
 #include "common/token.h"
+#include "attrib/tenants.h"
 #include "daemon/evidence.h"
 
 /* ---- the key table --------------------------------------------------- */
@@ -395,6 +396,9 @@ static const struct key_spec attribution_keys[] = {
 	       3600 * SEC),
 	RANGED("pod_resources_timeout", DURATION, attribution.pod_resources_timeout_ns, 100 * MS,
 	       60 * SEC),
+	{.name = "idle_sm_ratio", .kind = KIND_DOUBLE, .offset = OFF(attribution.idle_sm_ratio),
+	 .size = SZ(attribution.idle_sm_ratio), .lo = 0, .hi = 1, .lo_open = true, .has_range = true},
+	RANGED("idle_window", DURATION, attribution.idle_window_ns, 1 * SEC, 7 * 86400 * SEC),
 };
 
 static const struct key_spec top_keys[] = {
@@ -480,6 +484,8 @@ void config_defaults(struct gpulse_config *c)
 		 "/var/lib/kubelet/pod-resources/kubelet.sock");
 	c->attribution.pod_resources_refresh_ns = 10 * NS_PER_SEC;
 	c->attribution.pod_resources_timeout_ns = 2 * NS_PER_SEC;
+	c->attribution.idle_sm_ratio = TENANTS_DEFAULT_IDLE_SM;
+	c->attribution.idle_window_ns = TENANTS_DEFAULT_IDLE_WINDOW_NS;
 	benchd_config_defaults(c);
 }
 

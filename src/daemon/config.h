@@ -254,6 +254,8 @@ struct gpulse_config {
 		char pod_resources_socket[CONFIG_PATH_LEN]; /* "": not used */
 		int64_t pod_resources_refresh_ns;
 		int64_t pod_resources_timeout_ns;
+		double idle_sm_ratio;                   /* allocated but idle: SM part under this */
+		int64_t idle_window_ns;                 /* for this long */
 	} attribution;
 	/* Baseline benchmarks in quiet windows (src/daemon/benchd.h). */
 	struct {

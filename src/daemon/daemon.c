@@ -1564,6 +1564,11 @@ static int open_attribution(struct daemon *d)
 		return 1;
 	}
 	d->self.attrib = d->attrib;
+	if (tenantsd_set_attrib(d->tenants, d->attrib, d->cfg.attribution.idle_sm_ratio,
+				d->cfg.attribution.idle_window_ns) != GPULSE_OK) {
+		log_error("attribution: out of memory");
+		return 1;
+	}
 	return 0;
 }
 

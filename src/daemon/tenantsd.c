@@ -18,9 +18,14 @@ struct pending {
 	struct gpu_snapshot snap;
 };
 
+#define HOLD_ALLOCS 1024  /* the pod-resources table's bound */
+
 struct tenantsd {
 	struct bus *bus;
 	struct profiling *prof;
+	struct attrib *attrib;          /* allocations; NULL: processes only */
+	struct attrib_allocation *al;   /* scratch, HOLD_ALLOCS, under lock */
+	struct tenants_alloc hold[HOLD_ALLOCS];
 	struct tenants *t;
 	pthread_mutex_t lock;           /* lanes of different GPUs publish at once */
 	int64_t last_wall_ns[GPU_MAX];  /* previous normal-tier update */
@@ -69,16 +74,55 @@ static void add_proc(struct tenantsd *d, const struct gpu_process *p, size_t nsu
 		in->no_learn = true;
 }
 
-/* Split what p holds: the whole GPU, or each MIG instance. */
-static void split_pending(struct tenantsd *d, const struct pending *p, int64_t now)
+/* Whether allocation al names GPU s or one of its MIG instances (a
+ * Slurm job's device rule by the GPU's minor number). */
+static bool alloc_on_gpu(const struct attrib_allocation *al, const struct gpu_snapshot *s)
+{
+	if (al->job[0])
+		return al->minor >= 0 && s->id.minor_number == al->minor;
+	if (attrib_device_matches(al->device_id, s->id.uuid))
+		return true;
+	for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++)
+		if (attrib_device_matches(al->device_id, s->mig[k].uuid))
+			return true;
+	return false;
+}
+
+/* Who holds the GPU of snapshot s now (its allocations, and the pods of
+ * its process rows), and whether each is idle by the split. */
+static void hold_pending(struct tenantsd *d, const struct gpu_snapshot *s, bool judged,
+			 int64_t now)
+{
+	size_t nal = d->attrib && d->al ? attrib_allocations(d->attrib, d->al, HOLD_ALLOCS) : 0;
+	size_t n = 0;
+	for (size_t k = 0; k < nal && k < HOLD_ALLOCS; k++) {
+		if (!alloc_on_gpu(&d->al[k], s))
+			continue;
+		struct tenants_alloc *h = &d->hold[n++];
+		memcpy(h->pod, d->al[k].pod, sizeof h->pod);
+		memcpy(h->namespace_, d->al[k].namespace_, sizeof h->namespace_);
+		memcpy(h->job, d->al[k].job, sizeof h->job);
+		memcpy(h->job_user, d->al[k].job_user, sizeof h->job_user);
+	}
+	tenants_hold(d->t, s->id.index, d->hold, n, judged, now);
+}
+
+/* Split what p holds: the whole GPU, or each MIG instance. True when the
+ * GPU's SM activity was apportioned (or there was nobody to give it to). */
+static bool split_pending(struct tenantsd *d, const struct pending *p, int64_t now)
 {
 	const struct gpu_snapshot *s = &p->snap;
 	double a_s = (double)p->start_wall_ns / 1e9, b_s = (double)p->end_wall_ns / 1e9;
 	double interval_s = b_s - a_s;
+	bool sm = (s->valid & FIELD_BIT(F_GPM_SM)) != 0;
+	for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++)
+		sm |= (s->mig[k].gpm_valid & 1u << MIG_GPM_SM_ACTIVE) != 0;
 	if (s->procs_valid && s->nprocs == 0)
 		tenants_clear(d->t, s->id.index);  /* nobody runs: nothing is current */
-	if (!s->procs_valid || s->nprocs == 0 || !(interval_s > 0))
-		return;
+	if (!s->procs_valid || !(interval_s > 0))
+		return false;
+	if (s->nprocs == 0)
+		return sm;
 	size_t nsums = profiling_pids(d->prof, s->id.index, a_s, b_s, d->sums, PID_SUMS);
 	if (nsums > PID_SUMS)
 		nsums = PID_SUMS;
@@ -117,6 +161,7 @@ static void split_pending(struct tenantsd *d, const struct pending *p, int64_t n
 		if (in->n)
 			tenants_add(d->t, in, now);
 	}
+	return sm;
 }
 
 static void on_update(void *ctx, const struct gpu_update *u)
@@ -132,7 +177,7 @@ static void on_update(void *ctx, const struct gpu_update *u)
 	struct pending *p = d->pend[g];
 	/* The interval before this one: its libraries' frames are in now. */
 	if (p->set)
-		split_pending(d, p, now);
+		hold_pending(d, &p->snap, split_pending(d, p, now), now);
 	else
 		tenants_expire(d->t, now);
 	p->set = false;
@@ -192,6 +237,57 @@ int tenantsd_window_json(struct tenantsd *d, struct buf *b, int gpu, double star
 				top = i;
 		}
 	}
+	buf_puts(b, "],\"device_bound\":");
+	if (bottleneck >= 0 && bottleneck < DIAG_CLASS_COUNT)
+		buf_printf(b, "\"%s\"", diag_class_name((enum diag_class)bottleneck));
+	else
+		buf_puts(b, "null");
+	/* The same per owner (pod, container, job, user: its summary), each
+	 * classed on its summed parts and held against the window's class. */
+	buf_puts(b, ",\"workloads\":[");
+	bool done[WINDOW_PROCS] = {false};
+	size_t nw = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (done[i])
+			continue;
+		char sum[160], other[160];
+		owner_summary(&rows[i].owner, sum, sizeof sum);
+		struct tenants_row g = rows[i];
+		unsigned procs = 1;
+		for (size_t j = i + 1; j < n; j++) {
+			owner_summary(&rows[j].owner, other, sizeof other);
+			if (done[j] || strcmp(sum, other) != 0)
+				continue;
+			done[j] = true;
+			procs++;
+			g.valid &= rows[j].valid;
+			g.busy += rows[j].busy;
+			g.launches_per_s += rows[j].launches_per_s;
+			for (int m = 0; m < SPLIT_METRIC_COUNT; m++)
+				g.ratio[m] += rows[j].ratio[m];
+		}
+		for (int m = 0; m < SPLIT_METRIC_COUNT; m++)
+			g.intensity[m] = g.busy > 0 ? g.ratio[m] / g.busy : 0;
+		g.bound = tenants_classify(g.busy, g.intensity, g.valid, g.launches_per_s);
+		buf_puts(b, nw++ ? ",{\"owner\":" : "{\"owner\":");
+		buf_put_json_string(b, sum);
+		buf_printf(b, ",\"processes\":%u,\"busy\":", procs);
+		buf_put_double(b, g.busy);
+		for (int m = 0; m < SPLIT_METRIC_COUNT; m++) {
+			buf_printf(b, ",\"%s\":", keys[m]);
+			if (g.valid & 1u << m)
+				buf_put_double(b, g.ratio[m]);
+			else
+				buf_puts(b, "null");
+		}
+		buf_printf(b, ",\"bound\":\"%s\",\"bound_detail\":\"%s\",\"bottleneck_share\":",
+			   tenants_bound_name(g.bound), tenants_bound_detail(g.bound));
+		if (total > 0 && (g.valid & 1u << metric) && bottleneck != DIAG_IDLE)
+			buf_put_double(b, g.ratio[metric] / total);
+		else
+			buf_puts(b, "null");
+		buf_puts(b, "}");
+	}
 	buf_puts(b, "],\"bottleneck_owner\":");
 	if (top < n && total > 0 && bottleneck != DIAG_IDLE) {
 		buf_printf(b, "{\"pid\":%u,\"comm\":", (unsigned)rows[top].pid);
@@ -227,6 +323,20 @@ int tenantsd_start(struct tenantsd **out, struct bus *bus, struct profiling *pro
 	return GPULSE_OK;
 }
 
+int tenantsd_set_attrib(struct tenantsd *d, struct attrib *a, double idle_sm_ratio,
+			int64_t idle_window_ns)
+{
+	pthread_mutex_lock(&d->lock);
+	int rc = GPULSE_OK;
+	if (a && !d->al && !(d->al = calloc(HOLD_ALLOCS, sizeof *d->al)))
+		rc = GPULSE_ENOMEM;
+	else
+		d->attrib = a;
+	pthread_mutex_unlock(&d->lock);
+	tenants_set_idle(d->t, idle_sm_ratio, idle_window_ns);
+	return rc;
+}
+
 struct tenants *tenantsd_tenants(struct tenantsd *d)
 {
 	return d ? d->t : NULL;
@@ -238,6 +348,7 @@ void tenantsd_stop(struct tenantsd *d)
 		return;
 	for (int g = 0; g < GPU_MAX; g++)
 		free(d->pend[g]);
+	free(d->al);
 	tenants_free(d->t);
 	pthread_mutex_destroy(&d->lock);
 	free(d);

@@ -11,6 +11,7 @@
 #include "common/buf.h"
 #include "collect/bus.h"
 #include "daemon/profiling.h"
+#include "attrib/attrib.h"
 #include "attrib/tenants.h"
 
 struct tenantsd;
@@ -19,12 +20,24 @@ struct tenantsd;
  * (NVML's samples only). 0, GPULSE_ENOMEM, or GPULSE_ELIMIT (the bus has
  * no room for another subscriber). */
 int tenantsd_start(struct tenantsd **out, struct bus *bus, struct profiling *prof);
+/* Allocated but idle (tenants_hold): the allocations come from `a`
+ * (NULL: a workload holds a GPU only through its processes); a workload
+ * is idle once its SM part stays under idle_sm_ratio for idle_window_ns
+ * (zero: the defaults). Call before the sources publish. 0 or
+ * GPULSE_ENOMEM. */
+int tenantsd_set_attrib(struct tenantsd *d, struct attrib *a, double idle_sm_ratio,
+			int64_t idle_window_ns);
 /* The rows, for the exporter and the API. */
 struct tenants *tenantsd_tenants(struct tenantsd *d);
 /* Append one diagnosis window's tenants as a JSON object to b: {"gpu",
  * "start_s", "end_s", "processes": [{pid, comm, owner (summary), source,
  * busy, sm_active, tensor_active, dram_bandwidth (means over the window,
  * parts of the GPU's), bound, bound_detail}] busiest first (at most 16),
+ * "device_bound": the window's class, "workloads": [{owner (summary),
+ * processes, busy, the three parts, bound, bound_detail,
+ * bottleneck_share}] (the processes summed per owner, each classed on its
+ * sums; bottleneck_share: its part of the activity that bounds the GPU, or
+ * null when the window is idle),
  * "bottleneck_owner": {pid, comm, activity, share} or null}: who holds
  * most of the activity that bounds the GPU in that window (tensor for
  * compute_bound, DRAM for memory_bound, GPU time otherwise). `bottleneck`

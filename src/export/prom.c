@@ -1448,6 +1448,60 @@ static void tenant_group_labels(struct pw *w, const struct tenants_group *g, boo
 	owner_labels(w, &g->owner, g->owner.labels);
 }
 
+/* ,pod=..,namespace=.. or, for a Slurm job, ,job=..,job_user=.. */
+static void holder_labels(struct pw *w, const struct tenants_holder *h)
+{
+	if (h->job[0]) {
+		PUT_LIT(w, ",job=\"");
+		put_label_text(w, h->job);
+		PUT_LIT(w, "\",job_user=\"");
+		put_label_text(w, h->job_user);
+	} else {
+		PUT_LIT(w, ",pod=\"");
+		put_label_text(w, h->pod);
+		PUT_LIT(w, "\",namespace=\"");
+		put_label_text(w, h->namespace_);
+	}
+	PUT_LIT(w, "\"");
+}
+
+/* Allocated but idle from the split (tenants_hold): each workload that
+ * holds a GPU, while the GPU is fresh and its SM activity was split. */
+static void render_holders(struct render *r, struct tenants *t, const struct tenants_stats *st)
+{
+	struct pw *w = &r->w;
+	struct tenants_holder *h = st->holders ? malloc(st->holders * sizeof *h) : NULL;
+	size_t n = h ? tenants_holders(t, h, st->holders) : 0;
+	n = n < st->holders ? n : st->holders;
+	family(w, "gpulse_workload_allocated_idle", T_GAUGE,
+	       "1 while a pod or job holds the GPU (an allocation, or a process of its on it) and its "
+	       "part of the GPU's SM activity has stayed under attribution.idle_sm_ratio for "
+	       "attribution.idle_window, else 0.");
+	for (size_t k = 0; k < n; k++) {
+		int i = snap_of(r, h[k].gpu);
+		if (i < 0 || !h[k].current || !h[k].judged || !tenants_fresh(&r->snap[i]))
+			continue;
+		gpu_sample(r, i);
+		holder_labels(w, &h[k]);
+		end_u64(w, h[k].idle);
+	}
+	family(w, "gpulse_workload_idle_for_seconds", T_GAUGE,
+	       "How long the workload's part of the GPU's SM activity has stayed under "
+	       "attribution.idle_sm_ratio (0 while over it).");
+	for (size_t k = 0; k < n; k++) {
+		int i = snap_of(r, h[k].gpu);
+		if (i < 0 || !h[k].current || !h[k].judged || !tenants_fresh(&r->snap[i]))
+			continue;
+		gpu_sample(r, i);
+		holder_labels(w, &h[k]);
+		end_value(w, h[k].low_s);
+	}
+	family(w, "gpulse_workload_holders_dropped_total", T_COUNTER,
+	       "Judgements of allocated-but-idle left out by the bound on (GPU, workload) rows.");
+	plain_u64(w, st->holders_dropped_total);
+	free(h);
+}
+
 static void render_tenants(struct render *r, const struct self_stats *self)
 {
 	if (!self || !self->tenants)
@@ -1521,6 +1575,7 @@ static void render_tenants(struct render *r, const struct self_stats *self)
 		tenant_group_labels(w, &groups[k], false);
 		end_value(w, groups[k].gpu_time_s);
 	}
+	render_holders(r, self->tenants, &st);
 	family(w, "gpulse_process_activity_rows", T_GAUGE,
 	       "Process rows of the per-process activity split (bounded; the rest fold into \"other\").");
 	plain_u64(w, st.rows);

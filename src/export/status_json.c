@@ -218,7 +218,39 @@ struct tenant_view {
 	size_t nrows;
 	struct tenants_group *groups;
 	size_t ngroups;
+	struct tenants_holder *holders;
+	size_t nholders;
 };
+
+/* Who holds the GPU and whether each is idle by the split (tenants_hold):
+ * "holders": [{pod, namespace, job, job_user, allocated, processes,
+ * sm_active (null: not judged), idle_for_s, idle}]. */
+static void render_holders(struct jw *w, const struct gpu_snapshot *s, const struct tenant_view *tv,
+			   bool fresh)
+{
+	key(w, "holders");
+	lit(w, "[");
+	bool first = true;
+	for (size_t k = 0; tv && fresh && k < tv->nholders; k++) {
+		const struct tenants_holder *h = &tv->holders[k];
+		if (h->gpu != s->id.index || !h->current)
+			continue;
+		lit(w, first ? "{" : ",{");
+		first = false;
+		key_str(w, "pod", h->pod);
+		key_str(w, "namespace", h->namespace_);
+		key_str(w, "job", h->job);
+		key_str(w, "job_user", h->job_user);
+		key(w, "allocated");
+		lit(w, h->allocated ? "true," : "false,");
+		key_u64(w, "processes", h->processes);
+		key_num(w, "sm_active", h->judged ? h->sm_active : NAN);
+		key_num(w, "idle_for_s", h->judged ? h->low_s : NAN);
+		key(w, "idle");
+		lit(w, !h->judged ? "null}" : h->idle ? "true}" : "false}");
+	}
+	lit(w, "],");
+}
 
 static void tenant_parts(struct jw *w, uint32_t valid, const double ratio[SPLIT_METRIC_COUNT])
 {
@@ -230,8 +262,6 @@ static void tenant_parts(struct jw *w, uint32_t valid, const double ratio[SPLIT_
 
 static void render_tenants(struct jw *w, const struct gpu_snapshot *s, const struct tenant_view *tv)
 {
-	key(w, "tenants");
-	lit(w, "[");
 	bool first = true;
 	const struct tenants_row *top = NULL;
 	int metric = s->diag_class == DIAG_COMPUTE_BOUND ? SPLIT_TENSOR
@@ -239,6 +269,23 @@ static void render_tenants(struct jw *w, const struct gpu_snapshot *s, const str
 	double total = 0;
 	/* Only while the GPU's state is fresh (as /metrics). */
 	bool fresh = s->health == GPU_HEALTH_UP && s->procs_valid && !gpu_snapshot_is_stale(s);
+	/* Each tenant held against the device: its class beside the GPU's,
+	 * and its share of the activity that bounds the GPU. */
+	bool device_known = s->diag_class >= 0 && s->diag_class != DIAG_IDLE;
+	double bound_total = 0;
+	for (size_t k = 0; tv && fresh && k < tv->nrows; k++)
+		if (tv->rows[k].gpu == s->id.index && tv->rows[k].current &&
+		    (tv->rows[k].valid & 1u << metric))
+			bound_total += tv->rows[k].ratio[metric];
+	key(w, "device_bound");
+	if (s->diag_class >= 0)
+		str(w, diag_class_name((enum diag_class)s->diag_class));
+	else
+		lit(w, "null");
+	lit(w, ",");
+	render_holders(w, s, tv, fresh);
+	key(w, "tenants");
+	lit(w, "[");
 	for (size_t k = 0; tv && fresh && k < tv->nrows; k++) {
 		const struct tenants_row *r = &tv->rows[k];
 		if (r->gpu != s->id.index || !r->current)
@@ -260,6 +307,10 @@ static void render_tenants(struct jw *w, const struct gpu_snapshot *s, const str
 		key_num(w, "launches_per_s", r->launches_per_s);
 		key_str(w, "bound", tenants_bound_name(r->bound));
 		key_str(w, "bound_detail", tenants_bound_detail(r->bound));
+		key_num(w, "bottleneck_share", device_known && bound_total > 0 &&
+						       (r->valid & 1u << metric)
+						   ? r->ratio[metric] / bound_total
+						   : NAN);
 		char sum[160] = "";
 		if (r->pid)
 			owner_summary(&r->owner, sum, sizeof sum);
@@ -311,9 +362,13 @@ static void render_tenants(struct jw *w, const struct gpu_snapshot *s, const str
 		tenant_parts(w, g->valid, g->ratio);
 		key_num(w, "gpu_time_s", g->gpu_time_s);
 		key_str(w, "bound", tenants_bound_name(g->bound));
-		key(w, "bound_detail");
-		str(w, tenants_bound_detail(g->bound));
-		lit(w, "}");
+		key_str(w, "bound_detail", tenants_bound_detail(g->bound));
+		key_num(w, "bottleneck_share", device_known && bound_total > 0 &&
+						       (g->valid & 1u << metric)
+						   ? g->ratio[metric] / bound_total
+						   : NAN);
+		key(w, "other");
+		lit(w, g->other ? "true}" : "false}");
 	}
 	lit(w, "],");
 	key(w, "bottleneck_owner");
@@ -644,6 +699,9 @@ int status_json_render(struct buf *out, struct bus *bus, const struct self_stats
 			tv.nrows = tenants_rows(self->tenants, tv.rows, tst.rows);
 		if (tst.groups && (tv.groups = malloc(tst.groups * sizeof *tv.groups)))
 			tv.ngroups = tenants_groups(self->tenants, tv.groups, tst.groups);
+		if (tst.holders && (tv.holders = malloc(tst.holders * sizeof *tv.holders)))
+			tv.nholders = tenants_holders(self->tenants, tv.holders, tst.holders);
+		tv.nholders = tv.nholders < tst.holders ? tv.nholders : tst.holders;
 		tv.nrows = tv.nrows < tst.rows ? tv.nrows : tst.rows;
 		tv.ngroups = tv.ngroups < tst.groups ? tv.ngroups : tst.groups;
 	}
@@ -661,6 +719,7 @@ int status_json_render(struct buf *out, struct bus *bus, const struct self_stats
 	lit(&w, "]}}\n");
 	free(tv.rows);
 	free(tv.groups);
+	free(tv.holders);
 	free(al);
 	free(snap);
 	if (out->data)

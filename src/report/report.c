@@ -281,13 +281,14 @@ void report_free(struct report *r)
 	free(r->hosts);
 	free(r->models);
 	free(r->procs);
+	free(r->pods);
 	free(r);
 }
 
 /* ---- gathering ---- */
 
 enum metric { M_UTIL, M_SM, M_TENSOR, M_MEM, M_MEMTOT, M_CLASS, M_PROC, M_KERNEL, M_HEALTH, M_DRAIN,
-	      M_COUNT };
+	      M_POD, M_COUNT };
 
 static const struct {
 	const char *fn, *name;
@@ -306,12 +307,14 @@ static const struct {
 	 * the reason of any slot that said to drain the GPU */
 	[M_HEALTH] = {"min_over_time", "gpulse_gpu_health_score"},
 	[M_DRAIN] = {"max_over_time", "gpulse_gpu_health_drain"},
+	/* allocated but idle by the activity split, per pod or job */
+	[M_POD] = {"avg_over_time", "gpulse_workload_allocated_idle"},
 };
 
 struct gather {
 	struct report *r;
 	const struct report_source *src;
-	size_t capgpus, capprocs;
+	size_t capgpus, capprocs, cappods;
 };
 
 static int find_gpu(struct gather *g, const struct report_series *s, bool create, size_t *out,
@@ -412,6 +415,41 @@ static struct report_proc *find_proc(struct gather *g, const struct report_gpu *
 	return p;
 }
 
+static struct report_pod *find_pod(struct gather *g, const struct report_gpu *x,
+				   const struct report_series *s)
+{
+	struct report *r = g->r;
+	const char *pod = report_series_label(s, "pod"), *ns = report_series_label(s, "namespace");
+	const char *job = report_series_label(s, "job");
+	pod = pod ? pod : "";
+	ns = ns ? ns : "";
+	job = job ? job : "";
+	for (size_t i = 0; i < r->npods; i++) {
+		struct report_pod *p = &r->pods[i];
+		if (strcmp(p->pod, pod) == 0 && strcmp(p->namespace_, ns) == 0 &&
+		    strcmp(p->job, job) == 0 && strcmp(p->uuid, x->uuid) == 0 &&
+		    strcmp(p->gpu, x->gpu) == 0 && strcmp(p->host, x->host) == 0)
+			return p;
+	}
+	if (r->npods >= REPORT_MAX_PODS) {
+		r->pods_dropped++;
+		return NULL;
+	}
+	if (r->npods == g->cappods) {
+		g->cappods = g->cappods ? g->cappods * 2 : 16;
+		r->pods = xrealloc(r->pods, g->cappods * sizeof *r->pods);
+	}
+	struct report_pod *p = &r->pods[r->npods++];
+	memset(p, 0, sizeof *p);
+	str_copy(p->host, sizeof p->host, x->host);
+	str_copy(p->gpu, sizeof p->gpu, x->gpu);
+	str_copy(p->uuid, sizeof p->uuid, x->uuid);
+	str_copy(p->pod, sizeof p->pod, pod);
+	str_copy(p->namespace_, sizeof p->namespace_, ns);
+	str_copy(p->job, sizeof p->job, job);
+	return p;
+}
+
 static int place(struct gather *g, enum metric m, const struct report_matrix *mx, char *err,
 		 size_t errlen)
 {
@@ -435,6 +473,9 @@ static int place(struct gather *g, enum metric m, const struct report_matrix *mx
 				continue;
 		}
 		struct report_proc *p = NULL;
+		struct report_pod *pd = m == M_POD ? find_pod(g, x, s) : NULL;
+		if (m == M_POD && !pd)
+			continue;
 		double prev = NAN;
 		if (m == M_KERNEL) {
 			const char *pid = report_series_label(s, "pid");
@@ -491,6 +532,11 @@ static int place(struct gather *g, enum metric m, const struct report_matrix *mx
 				if (p)
 					p->traced = true;
 				prev = v;
+				break;
+			case M_POD:
+				pd->held_h += step_h;
+				if (v >= 0.5)
+					pd->idle_h += step_h;
 				break;
 			case M_PROC:
 				if (!isfinite(x->s_procmem[k]))
@@ -970,6 +1016,16 @@ static void recommend(struct report *r, double *tmp)
 			    p->host, p->idle_held_h, p->seen_h > 0 ? p->idle_held_h / p->seen_h * 100 : 0,
 			    p->seen_h);
 	}
+	for (size_t i = 0; i < r->npods; i++) {
+		const struct report_pod *p = &r->pods[i];
+		if (p->held_h > 0 && p->idle_h / p->held_h >= 0.25 && p->idle_h >= 0.25)
+			rec(r, "allocated-idle",
+			    "%s %s%s%s held GPU %s%s%s for %.1f h, %.1f h of it (%.0f%%) with its part of the SM activity under the idle line: release it or share the GPU",
+			    p->job[0] ? "job" : "pod", p->job[0] ? p->job : p->namespace_,
+			    p->job[0] ? "" : "/", p->job[0] ? "" : p->pod, p->gpu,
+			    p->host[0] ? " of " : "", p->host, p->held_h, p->idle_h,
+			    p->idle_h / p->held_h * 100);
+	}
 	if (r->nrecs == 0)
 		for (size_t i = 0; i < r->nhosts; i++)
 			if (strcmp(r->hosts[i].verdict, "in band") == 0)
@@ -1067,6 +1123,9 @@ void report_compute(struct report *r)
 			note(r, "%s: %.1f h without data between its first and last sample (counted neither idle nor busy)",
 			     gpu_name(x, a, sizeof a), x->gap_h);
 	}
+	if (r->pods_dropped)
+		note(r, "%zu pods beyond the report's bound of %d were left out", r->pods_dropped,
+		     REPORT_MAX_PODS);
 	if (r->procs_dropped)
 		note(r, "%zu processes beyond the report's bound of %d were left out", r->procs_dropped,
 		     REPORT_MAX_PROCS);

@@ -30,6 +30,7 @@
 #define REPORT_MAX_CELLS 2000000            /* GPUs x slots held at once */
 #define REPORT_MAX_GPUS 1024
 #define REPORT_MAX_PROCS 4096
+#define REPORT_MAX_PODS 4096
 #define REPORT_HIST_BINS 10
 #define REPORT_MAX_NOTES 64
 #define REPORT_MAX_RECS 64
@@ -203,6 +204,18 @@ struct report_proc {
 	                             * summed over kernels, from the first slot on) */
 };
 
+/* A pod (or Slurm job) that held a GPU, from gpulsed's judgement of
+ * allocated-but-idle by the activity split (gpulse_workload_allocated_idle:
+ * its part of the GPU's SM activity under attribution.idle_sm_ratio for
+ * attribution.idle_window). */
+struct report_pod {
+	char host[128], gpu[16], uuid[96];
+	char pod[64], namespace_[64], job[40];
+	double held_h;              /* slots in which it held the GPU (was judged) */
+	double idle_h;              /* of those, slots it was allocated but idle in
+	                             * (the slot's mean of the series >= 0.5) */
+};
+
 struct report_host {
 	char host[128];
 	size_t ngpus;
@@ -239,6 +252,9 @@ struct report {
 	struct report_proc *procs;
 	size_t nprocs;
 	size_t procs_dropped;       /* beyond REPORT_MAX_PROCS */
+	struct report_pod *pods;
+	size_t npods;
+	size_t pods_dropped;        /* beyond REPORT_MAX_PODS */
 	struct report_host *hosts;
 	size_t nhosts;
 	bool enough_history;

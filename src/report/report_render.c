@@ -168,6 +168,24 @@ int report_write_text(const struct report *r, FILE *out, bool utf8)
 		}
 	}
 
+	if (r->npods) {
+		fputs("\nPODS (allocated but idle: their part of the GPU's SM activity under the idle line)\n", out);
+		fprintf(out, "  %-40s %-8s %8s %8s %6s\n", "POD", "GPU", "HELD", "IDLE", "IDLE%");
+		for (size_t i = 0; i < r->npods; i++) {
+			const struct report_pod *p = &r->pods[i];
+			char g[160], who[160];
+			snprintf(g, sizeof g, "%s%s%s", p->host, p->host[0] ? "/" : "", p->gpu);
+			if (p->job[0])
+				snprintf(who, sizeof who, "job %s", p->job);
+			else
+				snprintf(who, sizeof who, "%s/%s", p->namespace_, p->pod);
+			char hb[32];
+			snprintf(hb, sizeof hb, "%s", dur(p->held_h));
+			fprintf(out, "  %-40.40s %-8s %8s %8s %5.0f%%\n", who, g, hb, dur(p->idle_h),
+				p->held_h > 0 ? 100 * p->idle_h / p->held_h : 0);
+		}
+	}
+
 	fputs("\nRECOMMENDATIONS\n", out);
 	if (!r->enough_history)
 		fputs("  none: too little history (see the note above)\n", out);
@@ -319,6 +337,16 @@ int report_write_json(const struct report *r, FILE *out)
 	}
 	json_object_set_new(root, "processes", procs);
 	json_object_set_new(root, "processes_dropped", json_integer((json_int_t)r->procs_dropped));
+	json_t *pods = json_array();
+	for (size_t i = 0; i < r->npods; i++) {
+		const struct report_pod *p = &r->pods[i];
+		json_array_append_new(pods, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:f,s:f}", "host",
+						      p->host, "gpu", p->gpu, "uuid", p->uuid, "pod",
+						      p->pod, "namespace", p->namespace_, "job", p->job,
+						      "held_h", p->held_h, "allocated_idle_h", p->idle_h));
+	}
+	json_object_set_new(root, "pods", pods);
+	json_object_set_new(root, "pods_dropped", json_integer((json_int_t)r->pods_dropped));
 
 	json_t *recs = json_array();
 	for (size_t i = 0; i < r->nrecs; i++)
@@ -796,6 +824,33 @@ int report_write_html(const struct report *r, FILE *out)
 			fprintf(out, "</td><td>%.2f GiB</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
 				p->mem_high_bytes / GIB, dur(p->seen_h), dur(p->idle_held_h),
 				p->traced ? dur(p->kernel_s / 3600) : "-");
+		}
+		fputs("</table>\n", out);
+	}
+	if (r->npods) {
+		fputs("<h2>Pods: allocated but idle</h2>\n<p class=\"mut\">Time each pod (or Slurm job) held a GPU, and how much of it its part of the GPU's SM activity stayed under the idle line (gpulse_workload_allocated_idle).</p>\n"
+		      "<table><tr><th>pod or job</th><th>GPU</th><th>time holding the GPU</th><th>of it allocated but idle</th></tr>\n",
+		      out);
+		for (size_t i = 0; i < r->npods; i++) {
+			const struct report_pod *p = &r->pods[i];
+			fputs("<tr><td class=\"t\">", out);
+			if (p->job[0]) {
+				fputs("job ", out);
+				esc(out, p->job);
+			} else {
+				esc(out, p->namespace_);
+				fputc('/', out);
+				esc(out, p->pod);
+			}
+			fputs("</td><td>", out);
+			if (p->host[0]) {
+				esc(out, p->host);
+				fputc('/', out);
+			}
+			esc(out, p->gpu);
+			fprintf(out, "</td><td>%s</td>", dur(p->held_h));
+			fprintf(out, "<td>%s (%.0f%%)</td></tr>\n", dur(p->idle_h),
+				p->held_h > 0 ? 100 * p->idle_h / p->held_h : 0);
 		}
 		fputs("</table>\n", out);
 	}

@@ -360,6 +360,7 @@ async function loadGpus() {
 		dash.storage = true;
 	}
 	renderTiles(classes);
+	renderTenants();
 }
 
 // ---- charts ---------------------------------------------------------------------
@@ -686,6 +687,57 @@ async function loadAlerts(win) {
 	box.replaceChildren(el('div', { class: 'tablewrap' }, el('table', {},
 		el('thead', {}, el('tr', {}, ...['state', 'alert', 'labels', 'when', 'value', 'summary'].map((h) => el('th', { text: h, class: h === 'value' ? 'num' : null })))),
 		tbody)));
+}
+
+// ---- who uses the GPU: the activity split per process and per pod -----------------------
+
+// From /api/v1/gpus (already fetched): each process's and each owner's
+// part of the GPU's SM, tensor and DRAM activity, its class beside the
+// GPU's, and who holds the GPU with the verdict of allocated-but-idle
+// (docs/internals/attribution.md).
+function pctText(v) {
+	return v == null ? '–' : `${+(v * 100).toFixed(1)}%`;
+}
+
+function boundText(r) {
+	return r.bound ? `${r.bound}${r.bound_detail ? ` (${r.bound_detail})` : ''}` : '–';
+}
+
+function splitTable(id, head, rows) {
+	const tbody = el('tbody');
+	for (const cells of rows)
+		tbody.append(el('tr', {}, ...cells.map(([t, num]) => el('td', { class: num ? 'num' : null, text: t }))));
+	return el('div', { class: 'tablewrap' }, el('table', { id },
+		el('thead', {}, el('tr', {}, ...head.map(([h, num]) => el('th', { text: h, class: num ? 'num' : null })))),
+		tbody));
+}
+
+function renderTenants() {
+	const box = $('tenants');
+	const g = dash.gpus.find((x) => String(x.gpu) === dash.gpu) || {};
+	const tenants = g.tenants || [], workloads = g.workloads || [], holders = g.holders || [];
+	$('tenants-sub').textContent = g.device_bound ? `GPU ${dash.gpu}: ${g.device_bound}` : '';
+	const parts = [];
+	if (workloads.length)
+		parts.push(el('h3', { text: 'By pod (owner)' }), splitTable('split-owners',
+			[['owner', 0], ['processes', 1], ['source', 0], ['busy', 1], ['SM', 1], ['tensor', 1], ['DRAM', 1], ['bound by', 0], ['share of what bounds the GPU', 1]],
+			workloads.map((w) => [[w.summary || (w.other ? 'other' : '(no owner known)')], [String(w.processes), 1], [w.source],
+				[pctText(w.busy), 1], [pctText(w.sm_active), 1], [pctText(w.tensor_active), 1], [pctText(w.dram_bandwidth), 1],
+				[boundText(w)], [pctText(w.bottleneck_share), 1]])));
+	if (tenants.length)
+		parts.push(el('h3', { text: 'By process' }), splitTable('split-procs',
+			[['pid', 1], ['command', 0], ['owner', 0], ['source', 0], ['busy', 1], ['SM', 1], ['tensor', 1], ['DRAM', 1], ['bound by', 0]],
+			tenants.map((t) => [[t.pid ? String(t.pid) : 'other', 1], [t.comm || ''], [t.owner || ''], [t.source],
+				[pctText(t.busy), 1], [pctText(t.sm_active), 1], [pctText(t.tensor_active), 1], [pctText(t.dram_bandwidth), 1], [boundText(t)]])));
+	if (holders.length)
+		parts.push(el('h3', { text: 'Who holds the GPU' }), splitTable('split-holders',
+			[['pod or job', 0], ['held by', 0], ['processes', 1], ['SM part', 1], ['under the idle line for', 1], ['verdict', 0]],
+			holders.map((h) => [[h.job ? `job ${h.job}` : `${h.namespace}/${h.pod}`], [h.allocated ? 'allocation' : 'process'],
+				[String(h.processes), 1], [pctText(h.sm_active), 1], [h.idle_for_s ? fmtDuration(h.idle_for_s) : '–', 1],
+				[h.idle === true ? 'allocated but idle' : h.idle === false ? 'working' : 'not judged']])));
+	if (!parts.length)
+		parts.push(el('p', { class: 'empty-note', text: 'No process or allocation on this GPU (the split needs GPM: Hopper or newer).' }));
+	box.replaceChildren(...parts);
 }
 
 // ---- kernels ---------------------------------------------------------------------------

@@ -54,6 +54,10 @@ static bool gpu1_has(int k) { return k < 90 || k >= 120; }
 static double util1(int k) { return 0.9 + 0.001 * (k % 7); }
 static bool trainer_holds(int k) { return k < 120; }
 static bool idler_holds(int k) { return k % 6 == 0; }
+/* gpulsed's verdicts of allocated-but-idle: pod idle-0 holds GPU 0 all
+ * along and is idle from minute 30 (its window passed); trainer-0 holds
+ * it while it runs and is never idle. */
+static double pod_idle0(int k) { return k >= 30 ? 1 : 0; }
 
 static void put_series(struct tsdb *db, const char *name, const char *gpu, const char *uuid,
 		       const char *xn, const char *xv, const char *xn2, const char *xv2,
@@ -86,6 +90,7 @@ static double kernel_counter(int k, int j)
 }
 
 static double one(int k) { (void)k; return 1; }
+static double zero(int k) { (void)k; return 0; }
 static double zero_or_one_idle(int k) { return util0(k) < 0.05 ? 1 : 0; }
 static double zero_or_one_busy(int k) { return util0(k) < 0.05 ? 0 : 1; }
 static double total(int k) { (void)k; return TOTAL; }
@@ -116,6 +121,10 @@ static void write_copy(struct tsdb *db, int64_t t0, bool with_gpu2)
 		   "trainer", t0, NMIN, trainer_mem, trainer_holds, false);
 	put_series(db, "gpulse_process_gpu_memory_bytes", "0", "GPU-a", "pid", "200", "comm", "idler",
 		   t0, NMIN, idler_mem, idler_holds, false);
+	put_series(db, "gpulse_workload_allocated_idle", "0", "GPU-a", "pod", "idle-0", "namespace",
+		   "ml", t0, NMIN, pod_idle0, NULL, false);
+	put_series(db, "gpulse_workload_allocated_idle", "0", "GPU-a", "pod", "trainer-0",
+		   "namespace", "ml", t0, NMIN, zero, trainer_holds, false);
 	/* GPU 1: no GPM, a half-hour gap */
 	put_series(db, "gpulse_gpu_utilization_ratio", "1", "GPU-b", NULL, NULL, NULL, NULL, t0, NMIN,
 		   util1, gpu1_has, false);
@@ -379,6 +388,22 @@ static void recent_raw(struct fx *f)
 	assert_false(i->traced);
 	assert_float_equal(t->kernel_s, want, 1e-9);
 
+	/* pods: the time each held the GPU, and of it allocated but idle */
+	assert_int_equal(r->npods, 2);
+	for (size_t k = 0; k < r->npods; k++) {
+		const struct report_pod *p = &r->pods[k];
+		assert_string_equal(p->namespace_, "ml");
+		assert_string_equal(p->uuid, "GPU-a");
+		if (strcmp(p->pod, "idle-0") == 0) {
+			assert_float_equal(p->held_h, 3, 1e-9);
+			assert_float_equal(p->idle_h, 2.5, 1e-9);
+		} else {
+			assert_string_equal(p->pod, "trainer-0");
+			assert_float_equal(p->held_h, 2, 1e-9);
+			assert_float_equal(p->idle_h, 0, 1e-9);
+		}
+	}
+
 	/* three hours: too little for recommendations by default */
 	assert_false(r->enough_history);
 	assert_int_equal(r->nrecs, 0);
@@ -391,6 +416,8 @@ static void recent_raw(struct fx *f)
 	assert_true(has_rec(r, "right-size", "pid 100 (trainer)"));
 	assert_true(has_rec(r, "right-size", "20.0 GiB of 141.0 GiB"));
 	assert_true(has_rec(r, "allocated-idle", "pid 200 (idler)"));
+	assert_true(has_rec(r, "allocated-idle", "pod ml/idle-0 held GPU 0 for 3.0 h, 2.5 h of it (83%)"));
+	assert_false(has_rec(r, "allocated-idle", "trainer-0"));
 	report_free(r);
 }
 

@@ -133,8 +133,150 @@ static void test_cap_other(void **state)
 	tenants_get_stats(t, &st);
 	assert_int_equal(st.folded_total, 2);
 	assert_int_equal(st.intervals_total, 1);
-	/* The pods of folded processes still have their groups. */
-	assert_int_equal(st.groups, 4);
+	/* The parts of folded processes go to the GPU's "other" group, not
+	 * their pods': the groups are bounded by the rows. */
+	assert_int_equal(st.groups, 3);
+	struct tenants_group g[8];
+	size_t ng = tenants_groups(t, g, 8);
+	const struct tenants_group *og = NULL;
+	for (size_t i = 0; i < ng; i++)
+		if (g[i].other)
+			og = &g[i];
+	assert_non_null(og);
+	assert_string_equal(og->owner.pod, "other");
+	assert_string_equal(owner_field_value(&og->owner, OWNER_NAMESPACE), "other");
+	assert_int_equal(og->processes, 2);
+	assert_true(fabs(og->ratio[SPLIT_SM] - o->ratio[SPLIT_SM]) < 1e-12);
+	assert_true(fabs(og->gpu_time_s - 0.4) < 1e-9);
+	tenants_free(t);
+}
+
+static const struct tenants_holder *holder(const struct tenants_holder *h, size_t n, int gpu,
+					   const char *pod)
+{
+	for (size_t i = 0; i < n; i++)
+		if (h[i].gpu == gpu && strcmp(h[i].pod, pod) == 0)
+			return &h[i];
+	return NULL;
+}
+
+/* Allocated but idle from the split: pod a runs GEMMs, pod b holds the
+ * GPU with a process that runs nothing, pod c is allocated and runs
+ * nothing at all. b and c are idle once the window has passed with
+ * their SM part under the threshold, a never; b stops being idle the
+ * interval it works. */
+static void test_allocated_idle(void **state)
+{
+	(void)state;
+	struct tenants *t;
+	assert_int_equal(tenants_new(&t, 0, 0), GPULSE_OK);
+	tenants_set_idle(t, 0.01, 5 * SEC);
+	struct tenants_alloc al[2] = {0};
+	snprintf(al[0].pod, sizeof al[0].pod, "b");
+	snprintf(al[0].namespace_, sizeof al[0].namespace_, "ml");
+	snprintf(al[1].pod, sizeof al[1].pod, "c");
+	snprintf(al[1].namespace_, sizeof al[1].namespace_, "ml");
+	struct tenants_interval in;
+	struct tenants_holder h[16];
+	size_t n = 0;
+	for (int k = 1; k <= 6; k++) {
+		device(&in, 0, 0.5, 0.35, 0.05);
+		proc(&in, 1, "a", 0.5, 0);
+		proc(&in, 2, "b", 0, 0);
+		assert_int_equal(tenants_add(t, &in, k * SEC), GPULSE_OK);
+		tenants_hold(t, 0, al, 2, true, k * SEC);
+		n = tenants_holders(t, h, 16);
+		assert_int_equal(n, 3);
+		const struct tenants_holder *a = holder(h, n, 0, "a"), *b = holder(h, n, 0, "b"),
+					    *c = holder(h, n, 0, "c");
+		assert_non_null(a);
+		assert_non_null(b);
+		assert_non_null(c);
+		assert_false(a->allocated);
+		assert_true(b->allocated && c->allocated);
+		assert_int_equal(a->processes, 1);
+		assert_int_equal(b->processes, 1);
+		assert_int_equal(c->processes, 0);
+		assert_true(fabs(a->sm_active - 0.5) < 1e-9);
+		assert_true(b->sm_active < 1e-9 && c->sm_active == 0);
+		assert_false(a->idle);
+		assert_true(a->low_s == 0);
+		/* Low since k = 1: idle once 5 s have passed. */
+		assert_true(fabs(b->low_s - (k - 1)) < 1e-9);
+		assert_int_equal(b->idle, k >= 6);
+		assert_int_equal(c->idle, k >= 6);
+	}
+	/* b works: no longer idle, its timer starts again. */
+	device(&in, 0, 0.5, 0.2, 0.2);
+	proc(&in, 1, "a", 0.25, 0);
+	proc(&in, 2, "b", 0, 0.25);
+	assert_int_equal(tenants_add(t, &in, 7 * SEC), GPULSE_OK);
+	tenants_hold(t, 0, al, 2, true, 7 * SEC);
+	n = tenants_holders(t, h, 16);
+	assert_false(holder(h, n, 0, "b")->idle);
+	assert_true(holder(h, n, 0, "b")->low_s == 0);
+	assert_true(holder(h, n, 0, "c")->idle);
+	/* A busy process in a pod whose name is unknown might be c's: no pod
+	 * is low while it runs. */
+	device(&in, 0, 0.5, 0.2, 0.2);
+	proc(&in, 1, "a", 0.25, 0);
+	proc(&in, 3, "", 0, 0.25);
+	snprintf(in.procs[1].owner.pod_uid, sizeof in.procs[1].owner.pod_uid, "5f3c9a1e");
+	assert_int_equal(tenants_add(t, &in, 8 * SEC), GPULSE_OK);
+	tenants_hold(t, 0, al, 2, true, 8 * SEC);
+	n = tenants_holders(t, h, 16);
+	assert_false(holder(h, n, 0, "c")->idle);
+	assert_false(holder(h, n, 0, "b")->idle);
+	assert_true(holder(h, n, 0, "b")->current && !holder(h, n, 0, "b")->processes);
+	/* No GPM: nothing judged, nothing idle, the timers kept. */
+	tenants_clear(t, 0);
+	tenants_hold(t, 0, al, 2, true, 9 * SEC);
+	tenants_hold(t, 0, al, 2, false, 20 * SEC);
+	n = tenants_holders(t, h, 16);
+	assert_false(holder(h, n, 0, "c")->judged);
+	assert_false(holder(h, n, 0, "c")->idle);
+	tenants_hold(t, 0, al, 2, true, 21 * SEC);
+	n = tenants_holders(t, h, 16);
+	assert_true(holder(h, n, 0, "c")->idle);
+	assert_true(fabs(holder(h, n, 0, "c")->low_s - 12) < 1e-9);
+	/* a is gone: not current at once, dropped after stale_ns (60 s). */
+	assert_false(holder(h, n, 0, "a")->current);
+	tenants_hold(t, 0, al + 1, 1, true, 100 * SEC);
+	n = tenants_holders(t, h, 16);
+	assert_int_equal(n, 1);
+	assert_non_null(holder(h, n, 0, "c"));
+	tenants_free(t);
+}
+
+/* The (GPU, workload) rows are bounded: past max_rows + TENANTS_GPUS,
+ * judgements are counted and left out; rows not current give way. */
+static void test_holders_bound(void **state)
+{
+	(void)state;
+	struct tenants *t;
+	assert_int_equal(tenants_new(&t, 1, 0), GPULSE_OK);
+	size_t cap = 1 + TENANTS_GPUS;
+	struct tenants_alloc al[80];
+	memset(al, 0, sizeof al);
+	for (size_t i = 0; i < 80; i++)
+		snprintf(al[i].pod, sizeof al[i].pod, "pod-%zu", i);
+	tenants_hold(t, 0, al, 80, true, SEC);
+	struct tenants_stats st;
+	tenants_get_stats(t, &st);
+	assert_int_equal(st.holders, cap);
+	assert_int_equal(st.holders_dropped_total, 80 - cap);
+	/* Another GPU's pods, once GPU 0's are no longer current, take their place. */
+	tenants_hold(t, 0, NULL, 0, true, 2 * SEC);
+	tenants_hold(t, 1, al, 10, true, 3 * SEC);
+	tenants_get_stats(t, &st);
+	assert_int_equal(st.holders, cap);
+	assert_int_equal(st.holders_dropped_total, 80 - cap);
+	struct tenants_holder h[128];
+	size_t n = tenants_holders(t, h, 128);
+	size_t on1 = 0;
+	for (size_t i = 0; i < n; i++)
+		on1 += h[i].gpu == 1 && h[i].current;
+	assert_int_equal(on1, 10);
 	tenants_free(t);
 }
 
@@ -288,6 +430,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rows_groups_gpu_time),
 		cmocka_unit_test(test_cap_other),
+		cmocka_unit_test(test_allocated_idle),
+		cmocka_unit_test(test_holders_bound),
 		cmocka_unit_test(test_staleness),
 		cmocka_unit_test(test_mig_scopes),
 		cmocka_unit_test(test_alone_carried),
