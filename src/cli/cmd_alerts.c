@@ -221,6 +221,8 @@ static int show_evidence(struct client_opts *co)
 	long long unsaved = json_integer_value(json_object_get(store, "unsaved"));
 	if (json_is_true(json_object_get(store, "available")))
 		printf("kept in %s\n", path ? path : "?");
+	else if (store && path && !path[0])
+		printf("held in memory only (no storage.path or evidence.path): a restart forgets it\n");
 	else if (store)
 		printf("NOT KEPT on disk (%lld held in memory only, lost at a restart): %s\n", unsaved,
 		       why ? why : "?");
