@@ -119,9 +119,11 @@ dd if=/dev/zero of="$MNT/filler" bs=4k 2>/dev/null || true   # to the last byte
 config "$WORK/full.yml" "  path: $MNT/ev
 storage: {retry_interval: 1s}"
 start_daemon full --config "$WORK/full.yml" --nvml-library "$FAKE_NVML"
-wait_for '[ "$(metric gpulse_evidence_unsaved)" = 1 ]' || fail "full: no unsaved evidence: $(fetch /api/v1/evidence)"
+# Gathered, then its write refused: the disk is full only to a write.
+write_errors() { metric gpulse_evidence_store_errors_total 'op="write"'; }
+wait_for '[ "$(write_errors)" -ge 1 ] 2>/dev/null' || fail "full: no write error counted: $(fetch /api/v1/evidence)"
+[ "$(metric gpulse_evidence_unsaved)" = 1 ] || fail "full: unsaved $(metric gpulse_evidence_unsaved), want 1"
 [ "$(metric gpulse_evidence_store_available)" = 0 ] || fail "full: store said available"
-[ "$(metric gpulse_evidence_store_errors_total 'op="write"')" -ge 1 ] || fail "full: no write error counted"
 [ "$(entry saved)" = false ] || fail "full: the entry says saved"
 entry store error | grep -q "No space left on device" || fail "full: the list does not say why: $(fetch /api/v1/evidence)"
 grep -q "evidence.path: .*No space left on device" "$WORK/full.log" || fail "full: not said in the log"
