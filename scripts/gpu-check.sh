@@ -295,8 +295,10 @@ else
 	row "bench: cuda_abi.h conformance" FAIL "bench-abi.log"
 fi
 if /usr/local/cuda/bin/ptxas -arch=sm_90 src/bench/bench_kernels.ptx -o /tmp/bench_kernels.cubin \
-	2>"$OUT/bench-ptxas.log"; then
-	row "bench: ptxas sm_90" PASS "src/bench/bench_kernels.ptx"
+	2>"$OUT/bench-ptxas.log" &&
+	/usr/local/cuda/bin/ptxas -arch=sm_90 src/bench/screen_mma.ptx -o /tmp/screen_mma.cubin \
+	2>>"$OUT/bench-ptxas.log"; then
+	row "bench: ptxas sm_90" PASS "src/bench/bench_kernels.ptx, screen_mma.ptx"
 else
 	row "bench: ptxas sm_90" FAIL "bench-ptxas.log"
 fi

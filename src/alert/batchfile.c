@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/atomic_file.h"
 #include "common/status.h"
 #include "common/str.h"
 
@@ -106,57 +107,18 @@ int alert_batch_decode(const char *data, size_t len, struct alert_batch_hdr *h, 
 	return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int alert_batch_write(const char *dir, uint64_t seq, const struct alert_batch_hdr *h,
 		      const char *body, size_t len, char *err, size_t errlen)
 {
-	int rc = 0, fd = -1, dfd = -1;
-	char tmp[64], name[64];
+	char name[64];
 	struct buf b;
 	buf_init(&b, ALERT_BATCH_MAX_BODY + HEADER_MAX);
-	if ((rc = alert_batch_encode(&b, h, body, len)) != 0) {
+	int rc = alert_batch_encode(&b, h, body, len);
+	if (rc != 0)
 		str_errf(err, errlen, "batch of %zu bytes is over the limit", len);
-		goto out;
-	}
-	snprintf(tmp, sizeof tmp, ".tmp-%016" PRIx64, seq);
 	snprintf(name, sizeof name, "%016" PRIx64 ALERT_BATCH_SUFFIX, seq);
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0) {
-		str_errf(err, errlen, "cannot open %s: %s", dir, strerror(errno));
-		rc = GPULSE_EIO;
-		goto out;
-	}
-	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || write_all(fd, b.data, b.len) != 0 || fsync(fd) != 0) {
-		str_errf(err, errlen, "cannot write %s/%s: %s", dir, tmp, strerror(errno));
-		rc = GPULSE_EIO;
-		if (fd >= 0)
-			unlinkat(dfd, tmp, 0);
-		goto out;
-	}
-	if (renameat(dfd, tmp, dfd, name) != 0 || fsync(dfd) != 0) {
-		str_errf(err, errlen, "cannot rename %s/%s: %s", dir, tmp, strerror(errno));
-		unlinkat(dfd, tmp, 0);
-		rc = GPULSE_EIO;
-	}
-out:
-	if (fd >= 0)
-		close(fd);
-	if (dfd >= 0)
-		close(dfd);
+	if (rc == 0)
+		rc = atomic_file_write(dir, name, b.data, b.len, err, errlen);
 	buf_free(&b);
 	return rc;
 }
@@ -164,44 +126,24 @@ out:
 int alert_batch_read(const char *dir, const char *name, struct alert_batch_hdr *h, char **data,
 		     size_t *body_off, size_t *body_len, char *err, size_t errlen)
 {
-	*data = NULL;
-	char path[4200];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		str_errf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-		return GPULSE_EIO;
-	}
-	size_t cap = ALERT_BATCH_MAX_BODY + HEADER_MAX + 1, len = 0;
-	struct stat st;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size < cap)
-		cap = (size_t)st.st_size + 1;
-	char *d = malloc(cap);
-	if (!d) {
-		close(fd);
-		return GPULSE_ENOMEM;
-	}
-	for (;;) {
-		ssize_t n = read(fd, d + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			str_errf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-			free(d);
-			close(fd);
-			return GPULSE_EIO;
-		}
-		if (n == 0 || (len += (size_t)n) == cap)
-			break;
-	}
-	close(fd);
-	char why[256];
-	if (alert_batch_decode(d, len, h, body_off, body_len, why, sizeof why) != 0) {
-		str_errf(err, errlen, "%s: %s", path, why);
-		free(d);
+	size_t len;
+	int rc = atomic_file_read(dir, name, ALERT_BATCH_MAX_BODY + HEADER_MAX, data, &len, err,
+				  errlen);
+	if (rc == GPULSE_ELIMIT) {
+		/* Too long to be a batch: as damaged as a short one. */
+		str_errf(err, errlen, "%s/%s: not an intact batch: longer than %u bytes", dir, name,
+			 ALERT_BATCH_MAX_BODY + HEADER_MAX);
 		return GPULSE_EPARSE;
 	}
-	*data = d;
+	if (rc != 0)
+		return rc == GPULSE_ENOMEM ? GPULSE_ENOMEM : GPULSE_EIO;
+	char why[256];
+	if (alert_batch_decode(*data, len, h, body_off, body_len, why, sizeof why) != 0) {
+		str_errf(err, errlen, "%s/%s: %s", dir, name, why);
+		free(*data);
+		*data = NULL;
+		return GPULSE_EPARSE;
+	}
 	return 0;
 }
 

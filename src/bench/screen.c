@@ -12,7 +12,12 @@
  * cores' paths (bf16, fp16, tf32), pinned to one algorithm
  * (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK none, a fixed algo id, no
  * split-K), and compared only against the same card and its peers on the
- * same library version: not done yet. */
+ * same library version: not done yet. The tensor cores are screened by
+ * hand-written mma.sync kernels instead (screen_mma.ptx: bf16, fp16 and
+ * tf32 inputs, fp32 accumulation, k in a fixed order), on inputs chosen so
+ * that no step rounds: the order inside one mma.sync is not documented,
+ * and exact arithmetic makes it not matter, so a CPU summing in k order
+ * gets the same bits. */
 #include "bench/screen.h"
 
 #include <errno.h>
@@ -27,6 +32,7 @@
 #include <jansson.h>
 
 #include "bench_ptx.h"
+#include "screen_mma_ptx.h"
 #include "common/clock.h"
 #include "common/hash.h"
 #include "bench/cuda_lib.h"
@@ -47,6 +53,8 @@ static const char *const test_names[] = {
 #undef SCREEN_TEST_NAME
 };
 
+static void note(struct screen_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 struct scr {
 	const struct screen_opts *o;
 	struct screen_result *r;
@@ -57,8 +65,8 @@ struct scr {
 	cu_ctx_t ctx;
 	bool ctx_retained;
 	cu_stream_t stream;
-	cu_module_t mod;
-	cu_function_t k_gemm[3], k_fill, k_check, k_sum;
+	cu_module_t mod, mod_mma;   /* mod_mma: the tensor-core GEMMs (sm_80 on); 0 when older */
+	cu_function_t k_gemm[SCREEN_GEMM_TF32 - SCREEN_GEMM_U32 + 1], k_fill, k_check, k_sum;
 	int sm_count;
 	/* the test hook: corrupt one element of a test's first repetition */
 	int hook_test;
@@ -91,13 +99,105 @@ static uint32_t fmix(uint64_t i, uint32_t seed)
 }
 
 
+static bool is_mma(int t)
+{
+	return t >= SCREEN_GEMM_BF16 && t <= SCREEN_GEMM_TF32;
+}
+
+/* The tensor-core tests' inputs: integers in [-MMA_MAX, MMA_MAX], so that
+ * with n <= 256 every product (< 2^16) and every partial sum (< 2^24)
+ * is exact in fp32 whatever order the tensor core sums in; 255 is the
+ * most bf16 holds exactly (8 significant bits). Larger n take fewer
+ * bits: mma_max(n). */
+#define MMA_MAX 255
+
+static int mma_max(uint64_t n)
+{
+	int m = MMA_MAX;
+	while ((uint64_t)m * (uint64_t)m * n >= (1u << 24))
+		m /= 2;
+	return m;
+}
+
+static int mma_value(uint32_t x, int max)
+{
+	return (int)(x % (uint32_t)(2 * max + 1)) - max;
+}
+
+/* v (|v| <= 2047, an integer) as IEEE half and bfloat16 bits. */
+static uint16_t half_bits(int v)
+{
+	if (v == 0)
+		return 0;
+	uint16_t sign = v < 0 ? 0x8000 : 0;
+	unsigned m = (unsigned)(v < 0 ? -v : v);
+	int e = 0;
+	while ((m >> e) > 1)
+		e++;
+	return (uint16_t)(sign | (unsigned)(e + 15) << 10 | ((m << (10 - e)) & 0x3ff));
+}
+
+static uint16_t bf16_bits(int v)
+{
+	float f = (float)v;
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return (uint16_t)(u >> 16);   /* exact: at most 8 significant bits */
+}
+
+static float half_value(uint16_t h)
+{
+	if ((h & 0x7fff) == 0)
+		return 0;
+	int e = (h >> 10 & 0x1f) - 15;
+	float m = (float)(0x400 | (h & 0x3ff)) / 1024.0f;
+	return ldexpf(h & 0x8000 ? -m : m, e);
+}
+
+static float bf16_value(uint16_t b)
+{
+	uint32_t u = (uint32_t)b << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* Bytes of one input element and of one result element. */
+static size_t in_size(int t)
+{
+	return t == SCREEN_GEMM_F64 ? 8 : t == SCREEN_GEMM_BF16 || t == SCREEN_GEMM_F16 ? 2 : 4;
+}
+
+/* Input element i of a tensor-core test as a float. */
+static float mma_in(int t, const void *m, uint64_t i)
+{
+	if (t == SCREEN_GEMM_TF32)
+		return ((const float *)m)[i];
+	uint16_t h = ((const uint16_t *)m)[i];
+	return t == SCREEN_GEMM_BF16 ? bf16_value(h) : half_value(h);
+}
+
 /* GEMM inputs: every bit of u32; for f32 and f64 a sign and a full
- * mantissa in [1, 2), so that every step rounds. */
+ * mantissa in [1, 2), so that every step rounds; for the tensor-core
+ * tests small integers (mma_max). */
 static void gemm_inputs(int t, void *a, void *b, uint64_t n)
 {
+	int max = mma_max(n);
 	for (uint64_t i = 0; i < n * n; i++) {
 		uint32_t x = fmix(i, SEED_A), y = fmix(i, SEED_B);
-		if (t == SCREEN_GEMM_U32) {
+		if (is_mma(t)) {
+			int va = mma_value(x, max), vb = mma_value(y, max);
+			if (t == SCREEN_GEMM_TF32) {
+				((float *)a)[i] = (float)va;
+				((float *)b)[i] = (float)vb;
+			} else if (t == SCREEN_GEMM_BF16) {
+				((uint16_t *)a)[i] = bf16_bits(va);
+				((uint16_t *)b)[i] = bf16_bits(vb);
+			} else {
+				((uint16_t *)a)[i] = half_bits(va);
+				((uint16_t *)b)[i] = half_bits(vb);
+			}
+		} else if (t == SCREEN_GEMM_U32) {
 			((uint32_t *)a)[i] = x;
 			((uint32_t *)b)[i] = y;
 		} else if (t == SCREEN_GEMM_F32) {
@@ -113,6 +213,7 @@ static void gemm_inputs(int t, void *a, void *b, uint64_t n)
 	}
 }
 
+/* Bytes of one element of the result C. */
 static size_t elem_size(int t)
 {
 	return t == SCREEN_GEMM_F64 ? 8 : 4;
@@ -132,6 +233,12 @@ static void gemm_cpu(int t, const void *a, const void *b, uint64_t n, uint64_t r
 		for (uint64_t k = 0; k < n; k++)
 			acc = fmaf(((const float *)a)[row * n + k], ((const float *)b)[k * n + col], acc);
 		memcpy(out, &acc, 4);
+	} else if (is_mma(t)) {
+		/* fp32 accumulation in k order, as the kernel steps (exact). */
+		float acc = 0;
+		for (uint64_t k = 0; k < n; k++)
+			acc = fmaf(mma_in(t, a, row * n + k), mma_in(t, b, k * n + col), acc);
+		memcpy(out, &acc, 4);
 	} else {
 		double acc = 0;
 		for (uint64_t k = 0; k < n; k++)
@@ -147,7 +254,7 @@ static double as_number(int t, const void *p)
 		memcpy(&v, p, 4);
 		return v;
 	}
-	if (t == SCREEN_GEMM_F32) {
+	if (t != SCREEN_GEMM_F64) {   /* f32, and the tensor-core tests' fp32 results */
 		float v;
 		memcpy(&v, p, 4);
 		return v;
@@ -340,11 +447,26 @@ static int open_device(struct scr *s)
 	CU(s, s->cu->stream_create(&s->stream, CU_ABI_STREAM_NON_BLOCKING), "cuStreamCreate");
 	CU(s, s->cu->module_load_data(&s->mod, bench_ptx),
 	   "loading the screening kernels (cuModuleLoadData)");
-	static const char *const gemm_fn[3] = {"gpulse_screen_gemm_u32", "gpulse_screen_gemm_f32",
-					       "gpulse_screen_gemm_f64"};
-	for (int t = 0; t < 3; t++)
-		CU(s, s->cu->module_get_function(&s->k_gemm[t], s->mod, gemm_fn[t]),
+	for (int t = SCREEN_GEMM_U32; t <= SCREEN_GEMM_F64; t++) {
+		char fn[64];
+		snprintf(fn, sizeof fn, "gpulse_screen_%s", test_names[t]);
+		CU(s, s->cu->module_get_function(&s->k_gemm[t - SCREEN_GEMM_U32], s->mod, fn),
 		   "cuModuleGetFunction");
+	}
+	/* The tensor-core GEMMs need mma.sync's bf16/tf32 shapes: compute
+	 * capability 8.0 on. An older card runs the rest and says so. */
+	int major = 0;
+	s->cu->device_get_attribute(&major, CU_ABI_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, s->dev);
+	if (major >= 8) {
+		CU(s, s->cu->module_load_data(&s->mod_mma, screen_mma_ptx),
+		   "loading the tensor-core screening kernels (cuModuleLoadData)");
+		for (int t = SCREEN_GEMM_BF16; t <= SCREEN_GEMM_TF32; t++) {
+			char fn[64];
+			snprintf(fn, sizeof fn, "gpulse_screen_%s", test_names[t]);
+			CU(s, s->cu->module_get_function(&s->k_gemm[t - SCREEN_GEMM_U32], s->mod_mma, fn),
+			   "cuModuleGetFunction");
+		}
+	}
 	CU(s, s->cu->module_get_function(&s->k_fill, s->mod, "gpulse_fill"), "cuModuleGetFunction");
 	CU(s, s->cu->module_get_function(&s->k_check, s->mod, "gpulse_screen_check"),
 	   "cuModuleGetFunction");
@@ -361,6 +483,8 @@ static void close_device(struct scr *s)
 		s->cu->ctx_synchronize();
 		if (s->mod)
 			s->cu->module_unload(s->mod);
+		if (s->mod_mma)
+			s->cu->module_unload(s->mod_mma);
 		if (s->stream)
 			s->cu->stream_destroy(s->stream);
 		s->cu->primary_ctx_release(s->dev);
@@ -420,9 +544,9 @@ static void hook_parse(struct scr *s)
 static int gemm_test(struct scr *s, int t, uint64_t n, int reps)
 {
 	struct screen_test *st = &s->r->test[t];
-	size_t es = elem_size(t), bytes = (size_t)(n * n) * es;
+	size_t es = elem_size(t), bytes = (size_t)(n * n) * es, in_bytes = (size_t)(n * n) * in_size(t);
 	int64_t t0 = clock_mono_ns();
-	unsigned char *a = xmalloc(bytes), *b = xmalloc(bytes), *c0 = xmalloc(bytes),
+	unsigned char *a = xmalloc(in_bytes), *b = xmalloc(in_bytes), *c0 = xmalloc(bytes),
 		      *c = xmalloc(bytes);
 	cu_deviceptr_t da = 0, db = 0, dc = 0;
 	int rc;
@@ -432,12 +556,12 @@ static int gemm_test(struct scr *s, int t, uint64_t n, int reps)
 	st->ntiles = (size_t)((n / SCREEN_GEMM_TILE) * (n / SCREEN_GEMM_TILE));
 	st->tile_digest = xcalloc(st->ntiles, sizeof *st->tile_digest);
 	uint64_t *dg = xcalloc(st->ntiles, sizeof *dg);
-	if ((rc = dalloc(s, &da, bytes, "a screening matrix")) ||
-	    (rc = dalloc(s, &db, bytes, "a screening matrix")) ||
+	if ((rc = dalloc(s, &da, in_bytes, "a screening matrix")) ||
+	    (rc = dalloc(s, &db, in_bytes, "a screening matrix")) ||
 	    (rc = dalloc(s, &dc, bytes, "a screening matrix")))
 		goto out;
-	if (s->cu->memcpy_htod_async(da, a, bytes, s->stream) ||
-	    s->cu->memcpy_htod_async(db, b, bytes, s->stream)) {
+	if (s->cu->memcpy_htod_async(da, a, in_bytes, s->stream) ||
+	    s->cu->memcpy_htod_async(db, b, in_bytes, s->stream)) {
 		snprintf(s->err, s->errlen, "copying the screening inputs (cuMemcpyHtoDAsync) failed");
 		rc = GPULSE_EVENDOR;
 		goto out;
@@ -446,8 +570,12 @@ static int gemm_test(struct scr *s, int t, uint64_t n, int reps)
 	void *params[] = {&da, &db, &dc, &n32};
 	for (int rep = 0; rep < reps && !stopped(s); rep++) {
 		unsigned g = (unsigned)((n + 15) / 16);
-		cu_result_t cr = s->cu->launch_kernel(s->k_gemm[t - SCREEN_GEMM_U32], g, g, 1, 16, 16, 1,
-						     0, s->stream, params, NULL);
+		/* The tensor-core kernels: one warp per 16 x 8 tile of C. */
+		cu_result_t cr = is_mma(t) ? s->cu->launch_kernel(s->k_gemm[t - SCREEN_GEMM_U32],
+								 (unsigned)(n / 8), (unsigned)(n / 16), 1,
+								 32, 1, 1, 0, s->stream, params, NULL)
+					   : s->cu->launch_kernel(s->k_gemm[t - SCREEN_GEMM_U32], g, g, 1,
+								 16, 16, 1, 0, s->stream, params, NULL);
 		if (cr == CU_ABI_SUCCESS)
 			cr = s->cu->memcpy_dtoh_async(rep ? c : c0, dc, bytes, s->stream);
 		if (cr != CU_ABI_SUCCESS || (rc = sync_stream(s, "a screening GEMM (cuStreamSynchronize)"))) {
@@ -679,7 +807,8 @@ static int memory_test(struct scr *s, double share, uint64_t max_bytes, uint64_t
 
 static void kernels_hash(char *out, size_t len)
 {
-	snprintf(out, len, "%016" PRIx64, fnv1a64_add(FNV1A64_OFFSET, bench_ptx, strlen(bench_ptx)));
+	uint64_t h = fnv1a64_add(FNV1A64_OFFSET, bench_ptx, strlen(bench_ptx));
+	snprintf(out, len, "%016" PRIx64, fnv1a64_add(h, screen_mma_ptx, strlen(screen_mma_ptx)));
 }
 
 int screen_run(const struct screen_opts *o, struct screen_result *r, char *err, size_t errlen)
@@ -707,8 +836,14 @@ int screen_run(const struct screen_opts *o, struct screen_result *r, char *err, 
 	double share = o->full ? 0.85 : 0.25;
 	uint64_t mem_max = r->test_sizes ? (8ULL << 20) : o->full ? (1ULL << 50) : (16ULL << 30);
 	uint64_t mem_tile = r->test_sizes ? (1u << 18) : (1ULL << 26);
-	for (int t = SCREEN_GEMM_U32; !rc && t <= SCREEN_GEMM_F64; t++)
+	for (int t = SCREEN_GEMM_U32; !rc && t <= SCREEN_GEMM_TF32; t++) {
+		if (is_mma(t) && !s.mod_mma) {
+			note(r, "%s not run: the tensor-core GEMMs need compute capability 8.0 or later",
+			     test_names[t]);
+			continue;
+		}
 		rc = gemm_test(&s, t, n, reps);
+	}
 	if (!rc)
 		rc = sum_test(&s, sum_words, sum_tile, reps);
 	if (!rc)
@@ -728,7 +863,6 @@ void screen_result_free(struct screen_result *r)
 	memset(r, 0, sizeof *r);
 }
 
-static void note(struct screen_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(struct screen_result *r, const char *fmt, ...)
 {
 	size_t l = strlen(r->notes);

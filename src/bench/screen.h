@@ -21,6 +21,9 @@
 	X(GEMM_U32, "gemm_u32")          \
 	X(GEMM_F32, "gemm_f32")          \
 	X(GEMM_F64, "gemm_f64")          \
+	X(GEMM_BF16, "gemm_bf16")        \
+	X(GEMM_F16, "gemm_f16")          \
+	X(GEMM_TF32, "gemm_tf32")        \
 	X(SUM, "sum_u64")                \
 	X(MEMORY, "memory")
 

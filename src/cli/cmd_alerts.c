@@ -214,6 +214,18 @@ static int show_evidence(struct client_opts *co)
 		printf("budget hit: GPU %lld, %lld trigger(s) refused since gpulsed started\n",
 		       (long long)json_integer_value(json_object_get(h, "gpu")),
 		       (long long)json_integer_value(json_object_get(h, "count")));
+	/* Where it is kept; evidence held in memory only is said. */
+	json_t *store = json_object_get(d, "store");
+	const char *path = json_string_value(json_object_get(store, "path"));
+	const char *why = json_string_value(json_object_get(store, "error"));
+	long long unsaved = json_integer_value(json_object_get(store, "unsaved"));
+	if (json_is_true(json_object_get(store, "available")))
+		printf("kept in %s\n", path ? path : "?");
+	else if (store && path && !path[0])
+		printf("held in memory only (no storage.path or evidence.path): a restart forgets it\n");
+	else if (store)
+		printf("NOT KEPT on disk (%lld held in memory only, lost at a restart): %s\n", unsaved,
+		       why ? why : "?");
 	json_decref(root);
 	return 0;
 }

@@ -180,7 +180,9 @@ int cmd_bench_screen(int argc, char **argv)
 		       r.driver, r.mode, r.test_sizes ? ", test sizes" : "", r.seconds);
 		for (int t = 0; t < SCREEN_TEST_COUNT; t++) {
 			const struct screen_test *st = &r.test[t];
-			if (t == SCREEN_MEMORY)
+			if (st->reps == 0 && st->ntiles == 0)
+				printf("  %-9s not run (see the note)\n", st->name);
+			else if (t == SCREEN_MEMORY)
 				printf("  %-9s %.0f MiB in %zu tiles, %d pass%s  %.2f s\n", st->name,
 				       (double)r.memory_bytes / 1048576.0, st->ntiles, st->reps,
 				       st->reps == 1 ? "" : "es", st->seconds);

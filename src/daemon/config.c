@@ -206,6 +206,7 @@ static const struct key_spec evidence_keys[] = {
 	RANGED("max_records", UINT, evidence.max_records, 1, 1024),
 	RANGED("max_bytes_mib", UINT, evidence.max_bytes_mib, 1, 4096),
 	RANGED("retention", DURATION, evidence.retention_ns, 60 * SEC, 3650 * 86400 * SEC),
+	PATHLEAF("path", evidence.path, PATH_CREATED),
 };
 
 static const struct key_spec storage_keys[] = {

@@ -164,6 +164,7 @@ struct gpulse_config {
 		unsigned max_records;
 		unsigned max_bytes_mib;
 		int64_t retention_ns;
+		char path[CONFIG_PATH_LEN];     /* "": STORAGE_PATH.evidence, or memory only */
 	} evidence;
 	struct {
 		unsigned max_connections;

@@ -10,10 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "anomaly/anomaly.h"
 #include "common/clock.h"
 #include "daemon/config.h"
+#include "daemon/evidence_files.h"
 #include "diagnose/diagnose_json.h"
 #include "diagnose/live.h"
 #include "common/log.h"
@@ -42,6 +44,8 @@ static const char *const default_alerts[] = {
 #define NDEFAULT ((int)(sizeof default_alerts / sizeof default_alerts[0]))
 
 enum rec_state { REC_PENDING, REC_READY };
+enum store_op { OP_WRITE, OP_REMOVE, OP_LOAD };
+static const char *const store_op_name[] = {"write", "remove", "load"};
 
 struct record {
 	char id[40];
@@ -52,6 +56,10 @@ struct record {
 	enum rec_state state;
 	char *json;                  /* READY: the document; malloc'd */
 	size_t bytes;
+	bool saved;                  /* its file is in cfg.dir */
+	bool dirty;                  /* saved, but links were added since */
+	struct evidence_file_link links[EVIDENCE_FILE_LINKS]; /* the alerts that carry its URL */
+	unsigned nlinks;
 };
 
 struct link {
@@ -84,6 +92,14 @@ struct evidence {
 	uint64_t seq;
 	int64_t anomaly_quiet_until[GPU_MAX]; /* monotonic: no new trigger for it before */
 	struct complaint budget_complaint;
+	/* The directory's state: a failure leaves records unsaved (served
+	 * from memory), said once per back-off and tried again at
+	 * store_retry_at. */
+	bool store_ok;
+	char store_err[600];
+	int64_t store_retry_at;
+	struct complaint store_complaint;
+	_Atomic uint64_t store_errors[3];     /* enum store_op */
 	_Atomic uint64_t taken_alert, taken_anomaly, budget_hits[GPU_MAX], captures_taken,
 		captures_skipped, captures_failed, dropped;
 };
@@ -103,6 +119,7 @@ void evidence_config_defaults(struct evidence_config *c)
 	c->max_records = 64;
 	c->max_bytes = 32u << 20;
 	c->retention_ns = 7LL * 86400 * NS_PER_SEC;
+	c->retry_ns = EVIDENCE_RETRY_NS;
 }
 
 void evidence_config_into(struct gpulse_config *c)
@@ -146,6 +163,12 @@ void config_to_evidence(const struct gpulse_config *c, struct evidence_config *o
 	size_t n = strlen(out->url_base);
 	while (n > 0 && out->url_base[n - 1] == '/')
 		out->url_base[--n] = '\0';
+	_Static_assert(sizeof out->dir >= sizeof c->storage.path + sizeof ".evidence", "dir fits");
+	if (c->evidence.path[0])
+		str_copy(out->dir, sizeof out->dir, c->evidence.path);
+	else if (c->storage.path[0])
+		snprintf(out->dir, sizeof out->dir, "%s.evidence", c->storage.path);
+	out->retry_ns = c->storage.retry_interval_ns;
 }
 
 int evidence_create(struct evidence **out, const struct evidence_config *c, struct bus *bus,
@@ -169,6 +192,7 @@ int evidence_create(struct evidence **out, const struct evidence_config *c, stru
 		return GPULSE_ENOMEM;
 	}
 	e->bus = bus;
+	e->store_ok = true;
 	e->next = next;
 	e->next_ctx = next_ctx;
 	pthread_mutex_init(&e->lock, NULL);
@@ -179,8 +203,36 @@ int evidence_create(struct evidence **out, const struct evidence_config *c, stru
 
 /* ---- records ---------------------------------------------------------- */
 
+/* The directory failed at `op`: said (once per back-off), counted, and
+ * tried again in cfg.retry_ns. Called with the lock held. */
+static void store_failed(struct evidence *e, enum store_op op, const char *why)
+{
+	atomic_fetch_add(&e->store_errors[op], 1);
+	e->store_ok = false;
+	str_copy(e->store_err, sizeof e->store_err, why);
+	e->store_retry_at = clock_mono_ns() + e->cfg.retry_ns;
+	complain(&e->store_complaint, "evidence.path: %s; evidence is held in memory only until it "
+		 "can be written (gpulse_evidence_store_available 0), tried again every %g s", why,
+		 (double)e->cfg.retry_ns / NS_PER_SEC);
+}
+
+/* Called with the lock held. */
+static void store_worked(struct evidence *e)
+{
+	if (e->store_ok)
+		return;
+	e->store_ok = true;
+	e->store_err[0] = '\0';
+	complaint_clear(&e->store_complaint, "evidence.path: %s can be written again", e->cfg.dir);
+}
+
 static void drop_record(struct evidence *e, size_t i)
 {
+	if (e->cfg.dir[0] && e->rec[i].saved) {
+		char why[600];
+		if (evidence_file_remove(e->cfg.dir, e->rec[i].id, why, sizeof why) != 0)
+			store_failed(e, OP_REMOVE, why);
+	}
 	e->bytes -= e->rec[i].bytes;
 	free(e->rec[i].json);
 	memmove(&e->rec[i], &e->rec[i + 1], (e->nrec - i - 1) * sizeof e->rec[0]);
@@ -227,6 +279,20 @@ static unsigned in_last_hour(const int64_t *times, unsigned cap, int64_t now)
 	return n;
 }
 
+/* Count a trigger of GPU g at monotonic time t against the budgets.
+ * Called with the lock held. */
+static void budget_note(struct evidence *e, int g, int64_t t)
+{
+	unsigned cap_gpu = sizeof e->gpu_times[0] / sizeof e->gpu_times[0][0];
+	e->gpu_times[g][e->gpu_ntimes[g]++ % cap_gpu] = t;
+	/* The oldest entry of the ring is the one to replace. */
+	unsigned oldest = 0;
+	for (unsigned i = 1; i < e->all_cap; i++)
+		if (e->all_times[i] < e->all_times[oldest])
+			oldest = i;
+	e->all_times[oldest] = t;
+}
+
 /* The budget's verdict for GPU `gpu` now; on yes, the trigger is
  * counted. Called with the lock held. */
 static bool budget_take(struct evidence *e, int gpu, int64_t now, char *why, size_t whylen)
@@ -243,13 +309,7 @@ static bool budget_take(struct evidence *e, int gpu, int64_t now, char *why, siz
 		snprintf(why, whylen, "none taken: the budget of %u per hour is spent", e->cfg.per_hour);
 		return false;
 	}
-	e->gpu_times[g][e->gpu_ntimes[g]++ % cap_gpu] = now;
-	/* The oldest entry of the ring is the one to replace. */
-	unsigned oldest = 0;
-	for (unsigned i = 1; i < e->all_cap; i++)
-		if (e->all_times[i] < e->all_times[oldest])
-			oldest = i;
-	e->all_times[oldest] = now;
+	budget_note(e, g, now);
 	return true;
 }
 
@@ -403,6 +463,16 @@ static struct link *link_for(struct evidence *e, const struct alert_notice *n)
 	if (rc == GPULSE_ESTATE || rc == GPULSE_ENOENT) {
 		memset(l, 0, sizeof *l);
 		return NULL;
+	}
+	/* The evidence remembers the alert, in its file too, so that after
+	 * a restart this alert links it again rather than taking more. */
+	struct record *r = l->id[0] ? find(e, l->id) : NULL;
+	if (r && r->nlinks < EVIDENCE_FILE_LINKS) {
+		struct evidence_file_link *k = &r->links[r->nlinks++];
+		k->fingerprint = n->fingerprint;
+		k->starts_at_ms = n->starts_at_ms;
+		str_copy(k->alert, sizeof k->alert, name);
+		r->dirty = r->saved;
 	}
 	return l;
 }
@@ -609,6 +679,57 @@ static void poll_anomaly(struct evidence *e)
 	}
 }
 
+/* Write one finished record that has no file yet, or whose links grew,
+ * unless the directory failed and is not yet due for another try.
+ * true when one was tried. Called with the lock held; drops it while
+ * writing. */
+static bool save_one(struct evidence *e)
+{
+	if (!e->cfg.dir[0] || (!e->store_ok && clock_mono_ns() < e->store_retry_at))
+		return false;
+	struct record *r = NULL;
+	for (size_t i = 0; i < e->nrec && !r; i++)
+		if (e->rec[i].state == REC_READY && (!e->rec[i].saved || e->rec[i].dirty))
+			r = &e->rec[i];
+	if (!r)
+		return false;
+	struct evidence_file_meta m;
+	memset(&m, 0, sizeof m);
+	str_copy(m.id, sizeof m.id, r->id);
+	m.gpu = r->gpu;
+	str_copy(m.cause, sizeof m.cause, r->cause);
+	str_copy(m.detail, sizeof m.detail, r->detail);
+	m.created_ms = r->created_wall_ms;
+	m.ready_ms = r->ready_wall_ms;
+	memcpy(m.links, r->links, sizeof m.links);
+	m.nlinks = r->nlinks;
+	char *doc = malloc(r->bytes + 1);
+	size_t len = r->bytes;
+	char why[600];
+	int rc = GPULSE_ENOMEM;
+	if (doc) {
+		memcpy(doc, r->json, len);
+		pthread_mutex_unlock(&e->lock);
+		rc = evidence_file_write(e->cfg.dir, &m, doc, len, why, sizeof why);
+		pthread_mutex_lock(&e->lock);
+		free(doc);
+	} else {
+		str_errf(why, sizeof why, "%s: out of memory", e->cfg.dir);
+	}
+	r = find(e, m.id);  /* records may have moved, or gone */
+	if (rc != 0) {
+		store_failed(e, OP_WRITE, why);
+	} else if (!r) {
+		if (evidence_file_remove(e->cfg.dir, m.id, why, sizeof why) != 0)
+			store_failed(e, OP_REMOVE, why);
+	} else {
+		store_worked(e);
+		r->saved = true;
+		r->dirty = r->nlinks != m.nlinks;
+	}
+	return true;
+}
+
 static void *worker_main(void *arg)
 {
 	struct evidence *e = arg;
@@ -616,6 +737,8 @@ static void *worker_main(void *arg)
 	pthread_mutex_lock(&e->lock);
 	while (!e->stopping) {
 		poll_anomaly(e);
+		if (save_one(e))
+			continue;
 		struct record *r = NULL;
 		for (size_t i = 0; i < e->nrec && !r; i++)
 			if (e->rec[i].state == REC_PENDING)
@@ -652,11 +775,134 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* ---- loading what an earlier gpulsed kept -------------------------------- */
+
+struct loaded {
+	struct evidence_file_meta m;
+	char *doc;
+	size_t len;
+};
+
+struct loading {
+	struct loaded *v;
+	size_t n, cap;
+	bool oom;
+};
+
+static void load_one(void *ctx, const struct evidence_file_meta *m, char *doc, size_t len)
+{
+	struct loading *ld = ctx;
+	if (ld->n == ld->cap) {
+		size_t cap = ld->cap ? 2 * ld->cap : 16;
+		struct loaded *v = realloc(ld->v, cap * sizeof *v);
+		if (!v) {
+			ld->oom = true;
+			free(doc);
+			return;
+		}
+		ld->v = v;
+		ld->cap = cap;
+	}
+	ld->v[ld->n++] = (struct loaded){.m = *m, .doc = doc, .len = len};
+}
+
+static int by_created(const void *a, const void *b)
+{
+	const struct loaded *x = a, *y = b;
+	if (x->m.created_ms != y->m.created_ms)
+		return x->m.created_ms < y->m.created_ms ? -1 : 1;
+	return strcmp(x->m.id, y->m.id);
+}
+
+/* Read cfg.dir into the records: the newest max_records, with their
+ * links and the budget they spent in the last hour; the rest (past
+ * retention or the bounds) removed as a running gpulsed would. Before
+ * the worker starts. */
+static void load_dir(struct evidence *e)
+{
+	struct loading ld = {0};
+	unsigned damaged = 0;
+	char why[600];
+	int rc = evidence_file_load(e->cfg.dir, e->cfg.max_bytes, load_one, &ld, &damaged, why,
+				    sizeof why);
+	pthread_mutex_lock(&e->lock);
+	if (rc != 0) {
+		store_failed(e, OP_LOAD, why);
+	} else if (access(e->cfg.dir, W_OK) != 0) {
+		/* Readable but not writable (a read-only file system, its
+		 * mode): said now, not at the first evidence. */
+		str_errf(why, sizeof why, "%s cannot be written: %s", e->cfg.dir, strerror(errno));
+		store_failed(e, OP_LOAD, why);
+	}
+	for (unsigned i = 0; i < damaged; i++)
+		atomic_fetch_add(&e->store_errors[OP_LOAD], 1);
+	if (ld.oom)
+		log_warn("evidence: out of memory while loading %s; some evidence left unread",
+			 e->cfg.dir);
+	qsort(ld.v, ld.n, sizeof *ld.v, by_created);
+	int64_t now_mono = clock_mono_ns(), now_wall_ms = clock_wall_ns() / NS_PER_MS;
+	size_t first = ld.n > e->cfg.max_records ? ld.n - e->cfg.max_records : 0;
+	size_t kept = 0;
+	for (size_t i = 0; i < ld.n; i++) {
+		struct loaded *l = &ld.v[i];
+		int64_t age_ns = (now_wall_ms - l->m.created_ms) * NS_PER_MS;
+		if (i < first || age_ns > e->cfg.retention_ns) {
+			if (evidence_file_remove(e->cfg.dir, l->m.id, why, sizeof why) != 0)
+				store_failed(e, OP_REMOVE, why);
+			atomic_fetch_add(&e->dropped, 1);
+			free(l->doc);
+			continue;
+		}
+		struct record *r = &e->rec[e->nrec++];
+		memset(r, 0, sizeof *r);
+		str_copy(r->id, sizeof r->id, l->m.id);
+		r->slot = -1;   /* bus slots are this run's: a new trigger makes new evidence */
+		r->gpu = l->m.gpu;
+		str_copy(r->cause, sizeof r->cause, l->m.cause);
+		str_copy(r->detail, sizeof r->detail, l->m.detail);
+		r->created_mono_ns = now_mono - age_ns;
+		r->created_wall_ms = l->m.created_ms;
+		r->ready_wall_ms = l->m.ready_ms;
+		r->state = REC_READY;
+		r->json = l->doc;
+		r->bytes = l->len;
+		r->saved = true;
+		memcpy(r->links, l->m.links, sizeof r->links);
+		r->nlinks = l->m.nlinks;
+		e->bytes += r->bytes;
+		kept++;
+		for (unsigned k = 0; k < r->nlinks; k++) {
+			struct link *lk = &e->links[e->nlinks_next++ % LINKS_MAX];
+			memset(lk, 0, sizeof *lk);
+			lk->fingerprint = r->links[k].fingerprint;
+			lk->starts_at_ms = r->links[k].starts_at_ms;
+			str_copy(lk->id, sizeof lk->id, r->id);
+		}
+		if (age_ns < HOUR_NS && r->gpu < GPU_MAX)
+			budget_note(e, r->gpu, r->created_mono_ns);
+		/* IDs stay unique across the restart: MS-GPU-SEQ. */
+		const char *dash = strrchr(r->id, '-');
+		uint64_t seq = dash ? strtoull(dash + 1, NULL, 10) : 0;
+		if (seq > e->seq)
+			e->seq = seq;
+	}
+	free(ld.v);
+	prune(e, now_mono);
+	if (e->store_ok)
+		log_info("evidence: keeping evidence in %s (%zu loaded, %zu bytes)", e->cfg.dir, e->nrec,
+			 e->bytes);
+	else if (kept)
+		log_info("evidence: %zu loaded from %s (%zu bytes)", e->nrec, e->cfg.dir, e->bytes);
+	pthread_mutex_unlock(&e->lock);
+}
+
 int evidence_start(struct evidence *e, const struct evidence_sources *src)
 {
 	e->src = *src;
 	if (!e->cfg.enabled)
 		return GPULSE_OK;
+	if (e->cfg.dir[0])
+		load_dir(e);
 	pthread_mutex_lock(&e->lock);
 	e->running = true;
 	pthread_mutex_unlock(&e->lock);
@@ -679,6 +925,13 @@ void evidence_stop(struct evidence *e)
 	if (was)
 		pthread_join(e->worker, NULL);
 	e->running = false;
+	/* What was gathered and not yet written (its write failed, or came
+	 * due as the worker stopped) gets one more try, so a restart keeps it. */
+	pthread_mutex_lock(&e->lock);
+	e->store_retry_at = 0;
+	while (was && save_one(e))
+		;
+	pthread_mutex_unlock(&e->lock);
 }
 
 void evidence_destroy(struct evidence *e)
@@ -708,8 +961,29 @@ static void put_entry(struct evidence *e, struct buf *b, const struct record *r)
 	buf_printf(b, ",\"state\":\"%s\",\"triggered_at\":\"",
 		   r->state == REC_READY ? "ready" : "pending");
 	buf_put_rfc3339(b, r->created_wall_ms, false);
-	buf_printf(b, "\",\"bytes\":%zu,\"url\":\"%s/api/v1/evidence/%s\"}", r->bytes, e->cfg.url_base,
+	buf_printf(b, "\",\"bytes\":%zu,\"url\":\"%s/api/v1/evidence/%s\"", r->bytes, e->cfg.url_base,
 		   r->id);
+	if (e->cfg.dir[0])
+		buf_printf(b, ",\"saved\":%s", r->saved ? "true" : "false");
+	if (r->nlinks) {
+		buf_puts(b, ",\"alerts\":[");
+		for (unsigned i = 0; i < r->nlinks; i++) {
+			if (i)
+				buf_putc(b, ',');
+			buf_put_json_string(b, r->links[i].alert);
+		}
+		buf_putc(b, ']');
+	}
+	buf_putc(b, '}');
+}
+
+/* Finished records without their file. Called with the lock held. */
+static size_t unsaved(const struct evidence *e)
+{
+	size_t n = 0;
+	for (size_t i = 0; e->cfg.dir[0] && i < e->nrec; i++)
+		n += e->rec[i].state == REC_READY && !e->rec[i].saved;
+	return n;
 }
 
 static int handle_list(void *ctx, const struct http_request *req, struct http_response *resp)
@@ -729,6 +1003,19 @@ static int handle_list(void *ctx, const struct http_request *req, struct http_re
 	buf_printf(b, "],\"enabled\":%s,\"per_gpu_per_hour\":%u,\"per_hour\":%u,\"bytes\":%zu",
 		   e->cfg.enabled ? "true" : "false", e->cfg.per_gpu_per_hour, e->cfg.per_hour,
 		   e->bytes);
+	/* Where it is kept, and whether it can be: evidence that only memory
+	 * holds is said here, not passed off as kept. */
+	buf_puts(b, ",\"store\":{\"path\":");
+	buf_put_json_string(b, e->cfg.dir);
+	buf_printf(b, ",\"available\":%s,\"unsaved\":%zu",
+		   e->cfg.dir[0] && e->store_ok ? "true" : "false", unsaved(e));
+	if (!e->cfg.dir[0]) {
+		buf_puts(b, ",\"error\":\"memory only: no storage.path or evidence.path\"");
+	} else if (!e->store_ok) {
+		buf_puts(b, ",\"error\":");
+		buf_put_json_string(b, e->store_err);
+	}
+	buf_putc(b, '}');
 	pthread_mutex_unlock(&e->lock);
 	buf_puts(b, ",\"budget_hits\":[");
 	for (int g = 0, k = 0; g < GPU_MAX; g++) {
@@ -807,8 +1094,24 @@ int evidence_metrics(struct evidence *e, struct buf *out, bool om)
 				   replay ? ",source=\"replay\"" : "", atomic_load(&e->budget_hits[gpu]));
 	}
 	pthread_mutex_lock(&e->lock);
-	size_t nrec = e->nrec, bytes = e->bytes;
+	size_t nrec = e->nrec, bytes = e->bytes, nunsaved = unsaved(e);
+	bool store_ok = e->store_ok;
 	pthread_mutex_unlock(&e->lock);
+	if (e->cfg.dir[0]) {
+		buf_printf(out,
+			   "# HELP gpulse_evidence_store_available 1 while evidence.path can be written, 0 while evidence is held in memory only.\n"
+			   "# TYPE gpulse_evidence_store_available gauge\n"
+			   "gpulse_evidence_store_available %d\n"
+			   "# HELP gpulse_evidence_unsaved Evidence held in memory only: its file could not be written.\n"
+			   "# TYPE gpulse_evidence_unsaved gauge\n"
+			   "gpulse_evidence_unsaved %zu\n"
+			   "# HELP gpulse_evidence_store_errors%s Failures of evidence.path, by operation (write, remove, load: a damaged or unreadable file, a directory that cannot be read).\n"
+			   "# TYPE gpulse_evidence_store_errors%s counter\n",
+			   store_ok ? 1 : 0, nunsaved, t, t);
+		for (int op = 0; op < 3; op++)
+			buf_printf(out, "gpulse_evidence_store_errors_total{op=\"%s\"} %" PRIu64 "\n",
+				   store_op_name[op], atomic_load(&e->store_errors[op]));
+	}
 	buf_printf(out,
 		   "# HELP gpulse_evidence_dropped%s Evidence dropped for retention, count or bytes.\n"
 		   "# TYPE gpulse_evidence_dropped%s counter\n"

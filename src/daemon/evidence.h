@@ -12,8 +12,13 @@
  * Bounded: a budget per GPU and per hour (a hit is counted in
  * gpulse_evidence_budget_hits_total and said in the log and in the
  * alert's annotation), at most max_records records and max_bytes bytes
- * held, none older than retention. Held in memory: a restart forgets
- * them (the alert that linked one is re-evaluated and links a new one).
+ * held, none older than retention. Kept in files in `dir`
+ * (evidence_files.h; default STORAGE_PATH.evidence), loaded again at
+ * start, so a restart keeps them, the budgets they spent and the alerts
+ * they are linked from. A directory that cannot be written (read-only,
+ * full) leaves the evidence in memory and served, counted and said
+ * (gpulse_evidence_store_available 0, the list's "store"), and is tried
+ * again every retry_ns (storage.retry_interval). `dir` "": memory only.
  *
  * Threads: the sink runs on the rule engine's thread and never blocks
  * (it queues); one worker takes captures and diagnoses, and polls the
@@ -38,6 +43,8 @@ struct gpulse_config;
 #define EVIDENCE_MAX_ALERTS 64
 #define EVIDENCE_NAME_LEN 128
 #define EVIDENCE_MAX_RECORDS 1024   /* the most evidence.max_records may say */
+#define EVIDENCE_DIR_LEN 1040        /* a configured path and ".evidence" */
+#define EVIDENCE_RETRY_NS (10LL * 1000000000LL) /* retry_ns's default */
 
 struct evidence_config {
 	bool enabled;
@@ -52,6 +59,8 @@ struct evidence_config {
 	size_t max_bytes;
 	int64_t retention_ns;
 	char url_base[512];         /* prefix of the annotation's URL; "": a path alone */
+	char dir[EVIDENCE_DIR_LEN]; /* where the files are kept; "": memory only */
+	int64_t retry_ns;           /* a directory that failed, tried again after it */
 };
 
 /* The defaults (docs/CONFIG.md, evidence:): on; the rule pack's
@@ -79,8 +88,10 @@ struct evidence;
  * GPULSE_ENOMEM. Nothing runs before evidence_start. */
 int evidence_create(struct evidence **out, const struct evidence_config *c, struct bus *bus,
 		    alert_sink_fn *next, void *next_ctx);
-/* Set the sources (before evidence_start) and start the worker. 0 or
- * GPULSE_ENOMEM. */
+/* Set the sources, load what cfg.dir holds (what is past retention or
+ * the bounds is removed; a directory that cannot be read is said and
+ * counted, and evidence is then held in memory until it can be written)
+ * and start the worker. 0 or GPULSE_ENOMEM. */
 int evidence_start(struct evidence *e, const struct evidence_sources *src);
 /* Stop the worker (a capture in flight ends when profiling is
  * interrupted, which the daemon does first); notices are still forwarded
@@ -109,7 +120,8 @@ int evidence_metrics(struct evidence *e, struct buf *out, bool openmetrics);
  * (config_defaults calls it). */
 void evidence_config_into(struct gpulse_config *c);
 /* The evidence section of a configuration, as evidence_create takes it
- * (url_base from alerting.external_url). */
+ * (url_base from alerting.external_url; dir from evidence.path, else
+ * STORAGE_PATH.evidence, else "" without storage). */
 void config_to_evidence(const struct gpulse_config *c, struct evidence_config *out);
 
 #endif

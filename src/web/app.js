@@ -642,10 +642,47 @@ function labelText(labels) {
 		.map(([k, v]) => `${k}=${v}`).join(' ');
 }
 
+// The evidence gathered for an alert (/api/v1/evidence lists, newest first,
+// the alerts each piece is linked from): for a firing or pending alert the
+// newest piece for its name and GPU; for a resolved one, a piece triggered
+// while it fired.
+function evidenceFor(list, name, labels, since, until) {
+	if (labels.gpu === undefined) return null;
+	return list.find((e) => String(e.gpu) === labels.gpu && (e.alerts || []).includes(name) &&
+		(until === undefined || (Date.parse(e.triggered_at) / 1000 >= since - 60 &&
+			Date.parse(e.triggered_at) / 1000 <= until + 60))) || null;
+}
+
+// What one piece of evidence says, in a few lines under the alert list
+// (fetched with the page's credentials; the link itself is the raw JSON).
+async function showEvidence(url) {
+	const box = $('evidence-detail');
+	box.hidden = false;
+	box.textContent = 'loading…';
+	try {
+		const d = await api(url);
+		const ws = (d.diagnosis && d.diagnosis.windows) || [];
+		const c = d.capture || {};
+		box.textContent = [
+			`evidence ${d.id}: GPU ${d.gpu} (${d.model || '?'}), ${d.cause} ${d.detail}, triggered ${d.triggered_at}`,
+			`diagnosis: ${ws.map((w) => w.bottleneck + ((w.findings || []).length ? ' [' + w.findings.join(', ') + ']' : '')).join(' → ') || 'no window'}`,
+			`processes: ${(d.processes || []).map((p) => `${p.pid} ${p.comm}`).join(', ') || 'none'}`,
+			`capture: ${c.pid ? `pid ${c.pid}, ${c.seconds || 0} s` + (c.failed ? ` failed: ${c.failed}` : '') : c.skipped || 'none'}`,
+		].join('\n');
+	} catch (e) {
+		if (e instanceof AuthNeeded) throw e;
+		box.textContent = String(e.message);
+	}
+}
+
 async function loadAlerts(win) {
-	const [now, hist] = await Promise.all([
+	const [now, hist, evidence] = await Promise.all([
 		api('/api/v1/alerts'),
 		dash.storage !== true ? [] : queryRange('ALERTS{alertstate="firing"}', win.from, win.end, win.step).catch((e) => {
+			if (e instanceof AuthNeeded) throw e;
+			return [];
+		}),
+		api('/api/v1/evidence').then((d) => d.evidence || []).catch((e) => {
 			if (e instanceof AuthNeeded) throw e;
 			return [];
 		}),
@@ -656,15 +693,17 @@ async function loadAlerts(win) {
 		const key = JSON.stringify(Object.entries(a.labels).filter(([k]) => k !== 'alertstate').sort());
 		active.add(key);
 		rows.push({ state: a.state, name: a.labels.alertname, labels: labelText(a.labels), since: Date.parse(a.activeAt) / 1000,
-			value: a.value, summary: (a.annotations && (a.annotations.summary || a.annotations.description)) || '' });
+			value: a.value, summary: (a.annotations && (a.annotations.summary || a.annotations.description)) || '',
+			evidence: evidenceFor(evidence, a.labels.alertname, a.labels) });
 	}
 	for (const r of hist) {
 		const labels = { ...r.metric };
 		delete labels.__name__;
 		const key = JSON.stringify(Object.entries(labels).filter(([k]) => k !== 'alertstate').sort());
 		if (active.has(key) || r.values.length === 0) continue;
-		rows.push({ state: 'resolved', name: labels.alertname, labels: labelText(labels), since: r.values[0][0],
-			until: r.values[r.values.length - 1][0], value: '', summary: '' });
+		const since = r.values[0][0], until = r.values[r.values.length - 1][0];
+		rows.push({ state: 'resolved', name: labels.alertname, labels: labelText(labels), since,
+			until, value: '', summary: '', evidence: evidenceFor(evidence, labels.alertname, labels, since, until) });
 	}
 	const order = { firing: 0, pending: 1, resolved: 2 };
 	rows.sort((a, b) => order[a.state] - order[b.state] || b.since - a.since);
@@ -682,11 +721,22 @@ async function loadAlerts(win) {
 			el('td', { text: r.labels }),
 			el('td', { text: r.until ? `${fmtTime(r.since, true)} – ${fmtTime(r.until)}` : `since ${fmtTime(r.since, true)}` }),
 			el('td', { class: 'num', text: r.value === '' ? '' : (+parseFloat(r.value).toPrecision(4)).toString() }),
-			el('td', { text: r.summary })));
+			el('td', { text: r.summary }),
+			el('td', {}, r.evidence ? evidenceLink(r.evidence) : null)));
 	}
+	const detail = $('evidence-detail') || el('pre', { id: 'evidence-detail', class: 'evidence-detail', hidden: '' });
 	box.replaceChildren(el('div', { class: 'tablewrap' }, el('table', {},
-		el('thead', {}, el('tr', {}, ...['state', 'alert', 'labels', 'when', 'value', 'summary'].map((h) => el('th', { text: h, class: h === 'value' ? 'num' : null })))),
-		tbody)));
+		el('thead', {}, el('tr', {}, ...['state', 'alert', 'labels', 'when', 'value', 'summary', 'evidence'].map((h) => el('th', { text: h, class: h === 'value' ? 'num' : null })))),
+		tbody)), detail);
+}
+
+function evidenceLink(e) {
+	const a = el('a', { href: e.url, class: 'evidence-link', title: `evidence ${e.id} (${e.state})`, text: e.state === 'ready' ? 'evidence' : 'gathering…' });
+	a.addEventListener('click', (ev) => {
+		ev.preventDefault();
+		showEvidence(e.url).catch(() => {});
+	});
+	return a;
 }
 
 // ---- who uses the GPU: the activity split per process and per pod -----------------------

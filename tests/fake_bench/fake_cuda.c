@@ -31,6 +31,7 @@
  *   GPULSE_FAKE_BENCH_SCREEN_FAULT=TEST:TILE   a card that computes one
  *                                     element of the screening test TEST
  *                                     (gemm_u32, gemm_f32, gemm_f64,
+ *                                     gemm_bf16, gemm_f16, gemm_tf32,
  *                                     sum_u64, memory) wrong in tile TILE,
  *                                     the same way every time
  * Allocations of up to 64 MiB are backed by host memory (the device
@@ -62,12 +63,15 @@ struct cu_event_st {
 	double t;
 	double waited;     /* virtual time at the last synchronize */
 };
-enum fn_kind { K_FILL = 1, K_READ, K_EMPTY, K_GEMM_U32, K_GEMM_F32, K_GEMM_F64, K_CHECK, K_SUM };
+enum fn_kind { K_FILL = 1, K_READ, K_EMPTY, K_GEMM_U32, K_GEMM_F32, K_GEMM_F64, K_CHECK, K_SUM,
+	       K_GEMM_BF16, K_GEMM_F16, K_GEMM_TF32 };
 struct cu_func_st {
 	enum fn_kind kind;
 };
 struct cu_mod_st {
+	bool mma;          /* the tensor-core module (src/bench/screen_mma.ptx) */
 	struct cu_func_st fill, read, empty, gemm_u32, gemm_f32, gemm_f64, check, sum;
+	struct cu_func_st gemm_bf16, gemm_f16, gemm_tf32;
 };
 #define BACKED_MAX (64ULL << 20)
 
@@ -474,6 +478,18 @@ API cu_result_t cuModuleLoadData(cu_module_t *m, const void *image);
 API cu_result_t cuModuleLoadData(cu_module_t *m, const void *image)
 {
 	const char *s = image;
+	if (strstr(s, ".version") && strstr(s, ".target sm_80") &&
+	    strstr(s, ".entry gpulse_screen_gemm_bf16(") && strstr(s, ".entry gpulse_screen_gemm_f16(") &&
+	    strstr(s, ".entry gpulse_screen_gemm_tf32(") && strstr(s, "mma.sync.aligned.m16n8k8")) {
+		*m = calloc(1, sizeof **m);
+		if (!*m)
+			return CU_ABI_ERROR_OUT_OF_MEMORY;
+		(*m)->mma = true;
+		(*m)->gemm_bf16.kind = K_GEMM_BF16;
+		(*m)->gemm_f16.kind = K_GEMM_F16;
+		(*m)->gemm_tf32.kind = K_GEMM_TF32;
+		return CU_ABI_SUCCESS;
+	}
 	if (!strstr(s, ".version") || !strstr(s, ".entry gpulse_fill(") ||
 	    !strstr(s, ".entry gpulse_read(") || !strstr(s, ".entry gpulse_empty(") ||
 	    !strstr(s, "FILL_DONE:\n\tret;\n}"))
@@ -502,6 +518,17 @@ API cu_result_t cuModuleUnload(cu_module_t m)
 API cu_result_t cuModuleGetFunction(cu_function_t *f, cu_module_t m, const char *name);
 API cu_result_t cuModuleGetFunction(cu_function_t *f, cu_module_t m, const char *name)
 {
+	if (m->mma) {
+		if (strcmp(name, "gpulse_screen_gemm_bf16") == 0)
+			*f = &m->gemm_bf16;
+		else if (strcmp(name, "gpulse_screen_gemm_f16") == 0)
+			*f = &m->gemm_f16;
+		else if (strcmp(name, "gpulse_screen_gemm_tf32") == 0)
+			*f = &m->gemm_tf32;
+		else
+			return 500; /* CUDA_ERROR_NOT_FOUND */
+		return CU_ABI_SUCCESS;
+	}
 	if (strcmp(name, "gpulse_fill") == 0)
 		*f = &m->fill;
 	else if (strcmp(name, "gpulse_read") == 0)
@@ -602,6 +629,54 @@ static void gemm(enum fn_kind k, void **params, unsigned n)
 		c[((size_t)t / per * 32 * n + (size_t)t % per * 32) * es] ^= 1;
 }
 
+/* Input element i of a tensor-core GEMM as the tensor core reads it. */
+static float mma_in(enum fn_kind k, const unsigned char *m, size_t i)
+{
+	if (k == K_GEMM_TF32) {
+		uint32_t u;
+		memcpy(&u, m + i * 4, 4);
+		u &= 0xffffe000u;      /* tf32: the low 13 bits are not read */
+		float f;
+		memcpy(&f, &u, 4);
+		return f;
+	}
+	uint16_t h;
+	memcpy(&h, m + i * 2, 2);
+	if (k == K_GEMM_BF16) {
+		uint32_t u = (uint32_t)h << 16;
+		float f;
+		memcpy(&f, &u, 4);
+		return f;
+	}
+	int e = h >> 10 & 0x1f;
+	float v = e == 0 ? ldexpf((float)(h & 0x3ff), -24)
+			 : ldexpf((float)(0x400 | (h & 0x3ff)), e - 25);
+	return h & 0x8000 ? -v : v;
+}
+
+/* The tensor-core GEMMs: fp32 accumulation in k order (screen.c keeps
+ * every step exact, so the order inside an mma.sync does not matter). */
+static void gemm_mma(enum fn_kind k, void **params, unsigned n)
+{
+	size_t in = k == K_GEMM_TF32 ? 4 : 2;
+	const unsigned char *a = backed(*(cu_deviceptr_t *)params[0], (size_t)n * n * in);
+	const unsigned char *b = backed(*(cu_deviceptr_t *)params[1], (size_t)n * n * in);
+	unsigned char *c = backed(*(cu_deviceptr_t *)params[2], (size_t)n * n * 4);
+	if (!a || !b || !c)
+		return;
+	for (size_t r = 0; r < n; r++)
+		for (size_t col = 0; col < n; col++) {
+			float acc = 0;
+			for (size_t i = 0; i < n; i++)
+				acc = fmaf(mma_in(k, a, r * n + i), mma_in(k, b, i * n + col), acc);
+			memcpy(c + (r * n + col) * 4, &acc, 4);
+		}
+	long t = fault_tile(k == K_GEMM_BF16 ? "gemm_bf16" : k == K_GEMM_F16 ? "gemm_f16" : "gemm_tf32");
+	size_t per = n / 32;
+	if (t >= 0 && per && (size_t)t < per * per)
+		c[((size_t)t / per * 32 * n + (size_t)t % per * 32) * 4] ^= 1;
+}
+
 static void check_words(void **params, unsigned long long n)
 {
 	const uint32_t *p = (const uint32_t *)backed(*(cu_deviceptr_t *)params[0], n * 4);
@@ -641,7 +716,7 @@ API cu_result_t cuLaunchKernel(cu_function_t f, unsigned gx, unsigned gy, unsign
 			       unsigned by, unsigned bz, unsigned shmem, cu_stream_t s,
 			       void **params, void **extra)
 {
-	(void)gy, (void)gz, (void)by, (void)bz, (void)shmem, (void)extra;
+	(void)gz, (void)bz, (void)shmem, (void)extra;
 	if (!gx || !bx || bx > 1024)
 		return CU_ABI_ERROR_INVALID_VALUE;
 	switch (f->kind) {
@@ -662,6 +737,17 @@ API cu_result_t cuLaunchKernel(cu_function_t f, unsigned gx, unsigned gy, unsign
 			return CU_ABI_ERROR_INVALID_VALUE;
 		gemm(f->kind, params, n);
 		fakeCudaAdvance(s, launch_s + 2.0 * n * n * n / 50e12);
+		break;
+	}
+	case K_GEMM_BF16:
+	case K_GEMM_F16:
+	case K_GEMM_TF32: {
+		/* One warp per 16 x 8 tile of C, as screen_mma.ptx is written for. */
+		unsigned n = *(unsigned *)params[3];
+		if (n % 16 || bx != 32 || by != 1 || gx != n / 8 || gy != n / 16)
+			return CU_ABI_ERROR_INVALID_VALUE;
+		gemm_mma(f->kind, params, n);
+		fakeCudaAdvance(s, launch_s + 2.0 * n * n * n / 400e12);
 		break;
 	}
 	case K_CHECK: {

@@ -3,7 +3,8 @@
 # (GPULSE_SCREEN_TEST_SIZES: 64 x 64 GEMMs, a 4 MiB reduction, 8 MiB of
 # memory pattern):
 #  - a healthy card passes, and its digests are the same in 5 runs; the
-#    gemm_u32 and sum_u64 digests are those this test computes itself;
+#    gemm_u32, the tensor-core GEMMs' (bf16, fp16, tf32: small integers,
+#    exact in fp32) and sum_u64 digests are those this test computes itself;
 #  - the test hook (GPULSE_SCREEN_CORRUPT) is caught in every test;
 #  - a card that computes one element of one tile wrong
 #    (GPULSE_FAKE_BENCH_SCREEN_FAULT) is caught by the CPU reference, by
@@ -28,7 +29,8 @@ w = sys.argv[1]
 runs = [json.load(open(f"{w}/ok{i}.json")) for i in range(1, 6)]
 for r in runs:
     assert r["passed"] and r["mismatches"] == [] and not r["test_hook"], r
-    assert [t["name"] for t in r["tests"]] == ["gemm_u32", "gemm_f32", "gemm_f64", "sum_u64", "memory"]
+    assert [t["name"] for t in r["tests"]] == ["gemm_u32", "gemm_f32", "gemm_f64", "gemm_bf16", "gemm_f16",
+                                               "gemm_tf32", "sum_u64", "memory"], r["tests"]
 dig = [[(t["digest"], t["tile_digests"]) for t in r["tests"]] for r in runs]
 assert all(d == dig[0] for d in dig), "digests differ between runs"
 
@@ -64,12 +66,33 @@ g = runs[0]["tests"][0]
 assert g["tile_digests"] == ["%016x" % t for t in tiles], (g["tile_digests"], tiles)
 assert g["digest"] == "%016x" % digest(tiles)
 
+# The tensor-core GEMMs: A[i] = fmix(i, 0x5eed0001) mod 511 - 255, B likewise
+# with 0x5eed0002 (|x| <= 255 at n = 64: every sum exact in fp32), the same
+# integers in bf16, fp16 and tf32, so the three results are one matrix:
+# the integer product, as fp32 bytes.
+import struct
+IA = [fmix(i, 0x5eed0001) % 511 - 255 for i in range(n * n)]
+IB = [fmix(i, 0x5eed0002) % 511 - 255 for i in range(n * n)]
+IC = [[sum(IA[r * n + k] * IB[k * n + c] for k in range(n)) for c in range(n)] for r in range(n)]
+assert max(abs(v) for row in IC for v in row) < 1 << 24
+mt = []
+for t in range(4):
+    r0, c0 = t // 2 * 32, t % 2 * 32
+    h = F0
+    for r in range(r0, r0 + 32):
+        h = fnv(h, b"".join(struct.pack("<f", float(IC[r][c])) for c in range(c0, c0 + 32)))
+    mt.append(h)
+for i in (3, 4, 5):
+    g = runs[0]["tests"][i]
+    assert g["tile_digests"] == ["%016x" % t for t in mt], (g["name"], g["tile_digests"], mt)
+    assert g["digest"] == "%016x" % digest(mt) and g["cpu_tiles"] == 4, g
+
 # sum_u64: 2^20 words fmix(i, 0x5eed0003), tiles of 2^16, each sum's 8 bytes hashed.
 sums = [sum(fmix(i, 0x5eed0003) for i in range(t << 16, (t + 1) << 16)) for t in range(16)]
 st = [fnv(F0, s.to_bytes(8, "little")) for s in sums]
-s = runs[0]["tests"][3]
+s = runs[0]["tests"][6]
 assert s["tile_digests"] == ["%016x" % x for x in st] and s["digest"] == "%016x" % digest(st), s
-m = runs[0]["tests"][4]
+m = runs[0]["tests"][7]
 assert m["size"] == 2 * 1024 * 1024 and m["tiles"] == 8 and runs[0]["memory_bytes"] == 8 << 20, m
 PY
 out=$("$GPULSE" bench --screen 2>&1) || fail "healthy text run: $out"
@@ -77,7 +100,8 @@ grep -q '^screening passed$' <<<"$out" || fail "no pass line: $out"
 grep -Eq '^  gemm_f64 +size 64, 4 tiles, 3 reps, 4 on the CPU  digest [0-9a-f]{16}' <<<"$out" || fail "no gemm_f64 line: $out"
 
 # The test hook, in every test: always caught, never a pass.
-for spec in gemm_u32:1:5 gemm_f32:0:0 gemm_f64:3:1023 sum_u64:3 memory:2; do
+for spec in gemm_u32:1:5 gemm_f32:0:0 gemm_f64:3:1023 gemm_bf16:2:17 gemm_f16:1:1000 gemm_tf32:3:0 \
+	sum_u64:3 memory:2; do
 	t=${spec%%:*}
 	rc=0
 	out=$(GPULSE_SCREEN_CORRUPT=$spec "$GPULSE" bench --screen 2>&1) || rc=$?
@@ -111,6 +135,21 @@ assert (m["test"], m["basis"], m["tile"], m["elements"], m["of"], m["at_row"], m
 assert 0 < m["max_diff"] < 1e-12 and m["max_diff"] == abs(m["got"] - m["want"]), m
 PY
 grep -q '^MISMATCH gemm_f64 tile 1: 1 of 1024 elements differ from the CPU' "$WORK/bad.err" || fail "no MISMATCH line on stderr with --json"
+# The same for each tensor-core GEMM: tile 3's first element, one bit.
+for t in gemm_bf16 gemm_f16 gemm_tf32; do
+	rc=0
+	GPULSE_FAKE_BENCH_SCREEN_FAULT=$t:3 "$GPULSE" bench --screen --json >"$WORK/bad.json" 2>"$WORK/bad.err" || rc=$?
+	[ "$rc" = 3 ] || fail "faulty $t: exit $rc, want 3"
+	python3 - "$WORK/bad.json" "$t" <<'PY' || fail "faulty $t's mismatches: $(cat "$WORK/bad.json")"
+import json, sys
+m = json.load(open(sys.argv[1]))["mismatches"]
+assert len(m) == 1, m
+m = m[0]
+assert (m["test"], m["basis"], m["tile"], m["elements"], m["of"], m["at_row"], m["at_col"]) == \
+       (sys.argv[2], "cpu", 3, 1, 1024, 32, 32), m
+assert m["got"] != m["want"] and m["max_diff"] == abs(m["got"] - m["want"]), m
+PY
+done
 
 # A card wrong in the reduction's tile 3 (not among the CPU's tiles 0, 5,
 # 10, 15, and the same every repetition): only its earlier run sees it...

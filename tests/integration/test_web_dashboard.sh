@@ -67,6 +67,11 @@ rule_files:
   - rules/web.yml
 profiling:
   socket: "$SOCK"
+evidence:
+  alerts: [WebTestFiring]
+  settle: 1s
+  capture_seconds: 0
+  anomaly_score: 0
 YML
 export GPULSE_FAKE_NVML_RECORDING="$REC,$REC2" GPULSE_FAKE_NVML_SPEED=1
 # No sample in the fresh store is older than this.
@@ -81,6 +86,10 @@ wait_for '[ "$(q "/api/v1/query?query=gpulse_gpu_up" | jcheck "len(d[\"data\"][\
 	fail "two GPUs in the store: $(q "/api/v1/query?query=gpulse_gpu_up")"
 wait_for '[ "$(q /api/v1/alerts | jcheck "len(d[\"data\"][\"alerts\"])==2" && echo y)" = y ]' ||
 	fail "the test alerts: $(q /api/v1/alerts)"
+wait_for '[ "$(q /api/v1/evidence | jcheck "[e[\"state\"] for e in d[\"data\"][\"evidence\"]] == [\"ready\"]" && echo y)" = y ]' ||
+	fail "no evidence for WebTestFiring: $(q /api/v1/evidence)"
+EVURL=$(q /api/v1/evidence | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["evidence"][0]["url"])')
+echo "$EVURL" >"$WORK/evurl"
 wait_for '[ "$(q /api/v1/kernels | jcheck "d[\"data\"][\"total\"] > 0" && echo y)" = y ]' ||
 	fail "no kernels from the fake injection library: $(q /api/v1/kernels)"
 # Eight seconds of history: a window pinned 2 s in the past sees samples
@@ -93,11 +102,14 @@ END=$(( $(date +%s) - 2 ))
 page "$WORK/desk.json" "$URL/?gpu=0&range=300&end=$END" --width 1280 --height 900 --requests \
 	--do 'waitjs:window.gpulseDash && gpulseDash.refreshes >= 1 && Object.keys(gpulseDash.charts).length >= 7' \
 	--do 'eval:JSON.stringify(Object.fromEntries(Object.entries(gpulseDash.charts).map(([k, c]) => [k, {points: c.points, keys: c.keys, query: c.query, start: c.start, end: c.end, step: c.step, last: c.last}])))' \
-	--do 'eval:JSON.stringify({errors: gpulseDash.errors, timeline: gpulseDash.timeline, alerts: gpulseDash.alerts, tiles: document.querySelectorAll(".tile").length, kernels: [...document.querySelectorAll("#kernels table:not(#procs) td.k")].map(e => e.textContent), procs: [...document.querySelectorAll("#procs tbody tr")].map(e => [...e.children].map(c => c.textContent)), now: [...document.querySelectorAll(".chart[data-chart=power] .now span")].map(e => e.textContent), canvases: document.querySelectorAll(".chart canvas").length})' \
+	--do 'eval:JSON.stringify({errors: gpulseDash.errors, timeline: gpulseDash.timeline, alerts: gpulseDash.alerts, tiles: document.querySelectorAll(".tile").length, kernels: [...document.querySelectorAll("#kernels table:not(#procs) td.k")].map(e => e.textContent), procs: [...document.querySelectorAll("#procs tbody tr")].map(e => [...e.children].map(c => c.textContent)), now: [...document.querySelectorAll(".chart[data-chart=power] .now span")].map(e => e.textContent), canvases: document.querySelectorAll(".chart canvas").length, evidence: [...document.querySelectorAll("#alerts a.evidence-link")].map(a => [a.closest("tr").children[1].textContent, a.getAttribute("href")])})' \
 	--do 'eval:document.querySelectorAll(".timeline .seg").length' \
 	--do 'click:.timeline .seg:last-child' \
 	--do 'eval:document.querySelector("#diag-detail").textContent' \
-	--do "screenshot:$WORK/desktop.png"
+	--do "screenshot:$WORK/desktop.png" \
+	--do 'click:#alerts a.evidence-link' \
+	--do 'waitjs:(document.querySelector("#evidence-detail") || {}).textContent?.startsWith("evidence ")' \
+	--do 'eval:document.querySelector("#evidence-detail").textContent'
 pyj "$WORK/desk.json" '
 assert not d["console_errors"] and not d["page_errors"] and not d["failed_requests"], (d["console_errors"], d["page_errors"], d["failed_requests"])
 assert d["status"] == 200 and d["title"] == "gpulse"
@@ -123,6 +135,10 @@ classes = {"idle","compute_bound","memory_bound","pcie_bound","launch_bound","in
 assert info["timeline"] and all(w["class"] in classes for w in info["timeline"]), info["timeline"]
 assert d["steps"][2] == len(info["timeline"]) > 0
 assert "advice:" in d["steps"][3], d["steps"][3]
+# The firing alert links its evidence; the link shows what it holds.
+evurl = open(sys.argv[1].rsplit("/", 1)[0] + "/evurl").read().strip()
+assert info["evidence"] == [["WebTestFiring", evurl]], (info["evidence"], evurl)
+assert d["steps"][4].startswith("evidence " + evurl.rsplit("/", 1)[1] + ": GPU 1") and "diagnosis: " in d["steps"][4], d["steps"][4]
 # Only the query API drew the charts: query_range for each, on GPU 0.
 qr = [r for r in d["requests"] if "/api/v1/query_range" in r["url"]]
 assert len(qr) >= 7 and all(r["status"] == 200 for r in qr), qr
