@@ -952,6 +952,8 @@ static void observe_latency(struct receiver *r, const struct entry *e)
 	r->st.latency_sum_s += s;
 }
 
+/* Not common/periodic: a receiver's sender waits for its queue, or for the
+ * retry time of its head entry (back-off), never a fixed period. */
 static void *sender_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-notify");
@@ -1181,6 +1183,9 @@ static void dispatch(struct notify *n, struct alert_item **items, size_t nitems)
 	buf_free(&b);
 }
 
+/* Not common/periodic: the dispatcher waits for notices on the ring or the
+ * earliest group's flush time (group_wait, group_interval), whichever is
+ * first, and sleeps unbounded when no group is pending. */
 static void *dispatcher_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-dispatch");

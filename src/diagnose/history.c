@@ -343,6 +343,10 @@ static void prune(struct diag_history *h)
 		log_debug("diagnosis history: pruned %zu record(s)", n);
 }
 
+/* Not common/periodic: a queue's writer, woken by each record queued; the
+ * queue's condition also wakes diag_history_sync's callers once drained,
+ * and a stop drains what is queued first. The 60 s wait is only for the
+ * prune when no record comes. */
 static void *writer(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-diaghist");

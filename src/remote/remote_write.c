@@ -474,6 +474,8 @@ static void take_batch(struct remote_write *rw, const struct entry *e, size_t n,
 	}
 }
 
+/* Not common/periodic: a batch is sent when it is full or its deadline
+ * passes, whichever is first, so the wait ends on samples arriving too. */
 static void *batcher_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-rw-batch");
@@ -620,7 +622,8 @@ static long post(struct remote_write *rw, CURL *c, const struct buf *body, char 
 	return code;
 }
 
-/* Sleep ms unless stopping (then return true). */
+/* Sleep ms unless stopping (then return true). The sender's back-off, a
+ * length picked after each failure: not a period (common/periodic). */
 static bool wait_or_stop(struct remote_write *rw, int64_t ms)
 {
 	int64_t until = clock_mono_ns() + ms * NS_PER_MS;

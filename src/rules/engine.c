@@ -929,7 +929,9 @@ static int64_t group_wait_ms(const struct rules_engine *e, int64_t iv, int64_t n
  * interval): a step back no longer holds every group until the clock
  * passes its old time again. Evaluation times go back with the clock, as
  * Prometheus's (its group ticker is monotonic, its timestamps the wall
- * clock's); the store takes their samples within its out-of-order window. */
+ * clock's); the store takes their samples within its out-of-order window.
+ * Not common/periodic: one thread serves many groups, each with its own
+ * interval and wall-clock phase, so the wait is to the earliest of them. */
 static void *engine_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-rules");
