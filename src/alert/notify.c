@@ -115,7 +115,7 @@ struct receiver {
 struct ncfg {
 	struct receiver **receivers;
 	size_t nreceivers;
-	struct alert_label *ext;
+	struct label *ext;
 	size_t next;
 	char *external_url;
 	char *queue_dir;
@@ -1046,11 +1046,11 @@ static void put_common(struct buf *b, const char *key, const struct alert_group_
 	const struct alert_item *a0 = gn->nalerts ? gn->alerts[0] : NULL;
 	size_t n0 = !a0 ? 0 : annotations ? a0->nannotations : a0->nlabels;
 	for (size_t i = 0; i < n0; i++) {
-		const struct alert_label *l = annotations ? &a0->annotations[i] : &a0->labels[i];
+		const struct label *l = annotations ? &a0->annotations[i] : &a0->labels[i];
 		bool common = true;
 		for (size_t k = 1; k < gn->nalerts && common; k++) {
 			const struct alert_item *a = gn->alerts[k];
-			const struct alert_label *set = annotations ? a->annotations : a->labels;
+			const struct label *set = annotations ? a->annotations : a->labels;
 			size_t ns = annotations ? a->nannotations : a->nlabels;
 			bool found = false;
 			for (size_t j = 0; j < ns; j++)

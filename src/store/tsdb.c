@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "store/chunk.h"
+#include "common/label.h"
 #include "common/hash.h"
 #include "store/rollblock.h"
 #include "common/clock.h"
@@ -57,7 +58,7 @@ struct pend {
 struct series {
 	uint32_t id;                 /* the ref; index + 1 */
 	uint32_t nlabels;
-	struct tsdb_label *labels;   /* sorted by name, pointing into blob */
+	struct label *labels;   /* sorted by name, pointing into blob */
 	uint8_t *blob;               /* name\0value\0... as stored on disk */
 	size_t blob_len;
 	uint64_t hash;
@@ -262,12 +263,6 @@ static void series_free(struct series *s)
 	free(s->labels);
 	free(s->blob);
 	free(s);
-}
-
-static int label_cmp(const void *a, const void *b)
-{
-	const struct tsdb_label *x = a, *y = b;
-	return strcmp(x->name, y->name);
 }
 
 /* Build a series (labels parsed out of a blob that the caller hands over). */
@@ -1285,10 +1280,10 @@ void tsdb_close(struct tsdb *db)
 
 /* ---- series ---- */
 
-int tsdb_series(struct tsdb *db, const struct tsdb_label *labels, size_t n, uint32_t *ref,
+int tsdb_series(struct tsdb *db, const struct label *labels, size_t n, uint32_t *ref,
 		char *err, size_t errlen)
 {
-	struct tsdb_label sorted[TSDB_MAX_LABELS];
+	struct label sorted[TSDB_MAX_LABELS];
 	if (n > TSDB_MAX_LABELS) {
 		atomic_fetch_add(&db->label_limit_hits, 1);
 		str_errf(err, errlen, "series has %zu labels; the limit is %d", n, TSDB_MAX_LABELS);
@@ -1322,7 +1317,7 @@ int tsdb_series(struct tsdb *db, const struct tsdb_label *labels, size_t n, uint
 		str_errf(err, errlen, "series has no __name__ label");
 		return GPULSE_EINVAL;
 	}
-	qsort(sorted, n, sizeof *sorted, label_cmp);
+	qsort(sorted, n, sizeof *sorted, label_cmp_name);
 	for (size_t i = 1; i < n; i++)
 		if (strcmp(sorted[i - 1].name, sorted[i].name) == 0) {
 			str_errf(err, errlen, "label %.64s given twice", sorted[i].name);
@@ -1478,7 +1473,7 @@ void tsdb_set_append_hook(struct tsdb *db, tsdb_append_hook_fn *fn, void *ctx)
 	atomic_store_explicit(&db->hook, fn, memory_order_release);
 }
 
-int tsdb_series_labels(struct tsdb *db, uint32_t ref, const struct tsdb_label **labels,
+int tsdb_series_labels(struct tsdb *db, uint32_t ref, const struct label **labels,
 		       size_t *n)
 {
 	struct series *s = series_at(db, ref);
@@ -2682,7 +2677,7 @@ int tsdb_iter_next_series(struct tsdb_iter *it)
 	return 0;
 }
 
-const struct tsdb_label *tsdb_iter_labels(const struct tsdb_iter *it, size_t *n)
+const struct label *tsdb_iter_labels(const struct tsdb_iter *it, size_t *n)
 {
 	*n = it->cur ? it->cur->nlabels : 0;
 	return it->cur ? it->cur->labels : NULL;
