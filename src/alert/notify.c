@@ -4,7 +4,12 @@
  * one dispatcher turns notices into batches; one sender per receiver
  * sends its FIFO in order. Locks: `ring_lock` guards the ring, `lock`
  * guards every receiver's FIFO, the queue totals and the counters. Disk
- * and network I/O never run under `lock`. */
+ * and network I/O never run under `lock`.
+ *
+ * Why one file: the sink, the dispatcher, the senders and the on-disk
+ * queue share the private struct notify and its two locks, whose rules
+ * (above) are easier kept when written once; the pure parts already stand
+ * apart (group.c, item.c, matcher.c). */
 #include "alert/notify.h"
 
 #include <dirent.h>

@@ -5,7 +5,12 @@
  * reads every GPU it owns back to back (spaced calls cost far more than
  * back-to-back ones on the H200), reads that a GPU does not support are
  * remembered and skipped, and the expensive calls (per-process
- * utilization, energy) run only as often as their own period allows. */
+ * utilization, energy) run only as often as their own period allows.
+ *
+ * Why one file: it owns every NVML read of a running GPU; the lanes, the
+ * watchdog, discovery and events all act on the private struct collector
+ * under its one lock, and moving a GPU between lanes touches all of them.
+ * adapt.c (the adaptive tiers) already stands apart. */
 #include "collect/collector.h"
 
 #include <errno.h>

@@ -9,7 +9,11 @@
  * parses it, refused with Go's message where Go refuses it, and written
  * out in a form that means the same to PCRE2: literals escaped, groups
  * either plain captures or (?:, names kept in our own table. PCRE2 then
- * only ever sees a small, regular subset of its syntax. */
+ * only ever sees a small, regular subset of its syntax.
+ *
+ * Why one file: one translator: Go's regexp/syntax parser and the writer
+ * of its tree as PCRE2 syntax share the private parse tree (struct frame,
+ * rep, altgroup) and the cost guard's counters. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "common/rx.h"
 

@@ -6,7 +6,13 @@
  * emptied after each step of a range query; the result arena holds what
  * the caller gets back. Label strings are shared by pointer (into the
  * storage's series set, the AST or an arena) until the result is built,
- * which copies them, so the series set can be released at once. */
+ * which copies them, so the series set can be released at once.
+ *
+ * Why one file: it follows engine.go and functions.go as one unit: the
+ * functions, aggregations and binary operators all run on the evaluator's
+ * private arenas, series maps and step state, and keeping Prometheus's
+ * order of operations is easiest read in one place; a split needs those
+ * types in an internal header first. */
 #include "promql/eval.h"
 
 #include <ctype.h>

@@ -4,7 +4,12 @@
  * variable \"$x\"", "unexpected EOF"); the executor follows Go's exec
  * package for the value kinds that occur here (string, float64, int,
  * bool, label maps, nil), and the functions follow Prometheus's
- * template/template.go. */
+ * template/template.go.
+ *
+ * Why one file: the lexer, parser, executor and functions of Go's
+ * text/template share the private node and value types (struct tmpl,
+ * struct val) and the error sentences Go gives; splitting them means
+ * publishing those types for no other user. */
 #include "rules/template.h"
 
 #include <ctype.h>

@@ -1,6 +1,12 @@
 /* The store engine: series table, sharded in-memory head, flush into
  * SQLite, select, rollups, retention, records. The layout and the crash
- * model are in docs/internals/store.md; the contracts in tsdb.h. */
+ * model are in docs/internals/store.md; the contracts in tsdb.h.
+ *
+ * Why one file: every part (head, flush, select, rollups, retention,
+ * records) works on the private struct tsdb under the same locks (shards,
+ * series_mu, db_mu, fault_mu) and its SQLite statements; a split wants an
+ * internal header stating that state and the lock order first, as
+ * src/inject/inject_internal.h does, which is not done yet. */
 #include "store/tsdb.h"
 
 #include <errno.h>
