@@ -531,7 +531,7 @@ static void store_series(struct tsdb *db, struct keyset *ks, int64_t since_ms, s
 	*fresh = 0;
 	while (tsdb_iter_next_series(it) == 1) {
 		size_t nl;
-		const struct tsdb_label *l = tsdb_iter_labels(it, &nl);
+		const struct label *l = tsdb_iter_labels(it, &nl);
 		struct pairs pp = {.n = 0};
 		for (size_t i = 0; i < nl; i++)
 			assert_int_equal(collect_label(&pp, l[i].name, l[i].value), 0);
