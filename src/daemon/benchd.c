@@ -8,9 +8,9 @@
  * the store, keeps it, and publishes it. HTTP handlers only read and set
  * state under the mutex; /metrics renders the last result per GPU.
  *
- * Why one file: for now only. The scheduler thread and its state are one
- * concern; its HTTP endpoints are moving to src/api on another branch
- * (issue 35, deliverable 2), which takes this file under 1,200 lines. */
+ * Why one file: the scheduler thread and the state it owns are one concern
+ * (its endpoints are in src/api/bench.c); a split would only publish that
+ * state to a second file. */
 #include "daemon/benchd.h"
 
 #include <errno.h>
