@@ -24,14 +24,14 @@
 
 struct ser {
 	double hz;
-	struct tsdb_label l[TSDB_MAX_LABELS];
+	struct label l[TSDB_MAX_LABELS];
 	size_t n;
 	double v;
 };
 
 struct pend {
 	const void *key;
-	const struct tsdb_label *l;
+	const struct label *l;
 	size_t n;
 	int64_t t;
 	double v;
@@ -66,7 +66,7 @@ static void flush(void)
 	npend = 0;
 }
 
-static void emit(void *ctx, const void *key, const struct tsdb_label *l, size_t n, int64_t t,
+static void emit(void *ctx, const void *key, const struct label *l, size_t n, int64_t t,
 		 double v)
 {
 	(void)ctx;
@@ -115,7 +115,7 @@ int main(int argc, char **argv)
 	struct rw_summary *sum = NULL;
 	struct rw_summary_opts o = {.interval_ms = interval_ms, .hold_ms = 1000};
 	rw_summary_create(&sum, &o);
-	struct tsdb_label alerts[] = {{"__name__", "ALERTS"}, {"alertname", "GPUFallenOffBus"},
+	struct label alerts[] = {{"__name__", "ALERTS"}, {"alertname", "GPUFallenOffBus"},
 				      {"alertstate", "firing"}, {"gpu", "0"}};
 	const int64_t t0 = 3600LL * 1000 * 24 * 1000, hour = 3600LL * 1000;
 	/* Walk the hour in 10 ms steps; a series of rate R samples every

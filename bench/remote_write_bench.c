@@ -102,7 +102,7 @@ static struct tsdb *open_store(const char *dir, const char *name, uint32_t *refs
 		char gpu[16], field[32];
 		snprintf(gpu, sizeof gpu, "%zu", i % 8);
 		snprintf(field, sizeof field, "field_%zu", i / 8);
-		struct tsdb_label l[] = {{"__name__", "gpulse_gpu_bench_ratio"}, {"gpu", gpu},
+		struct label l[] = {{"__name__", "gpulse_gpu_bench_ratio"}, {"gpu", gpu},
 					 {"field", field}, {"uuid", "GPU-00000000-bench"}};
 		if (tsdb_series(db, l, 4, &refs[i], err, sizeof err)) {
 			fprintf(stderr, "tsdb_series: %s\n", err);
@@ -157,7 +157,7 @@ int main(int argc, char **argv)
 				      .capacity = 200000, .max_samples_per_send = 5000,
 				      .batch_send_deadline_ms = 50,
 				      .queue_max_bytes = 1u << 30};
-	o.external[0] = (struct tsdb_label){"instance", "bench-host"};
+	o.external[0] = (struct label){"instance", "bench-host"};
 	o.nexternal = 1;
 	struct remote_write *rw = NULL;
 	if (remote_write_create(&rw, &o, err, sizeof err)) {

@@ -58,13 +58,13 @@ static double cpu_s(void)
 static uint32_t series(struct tsdb *db, const char *name, const char *gpu, const char *uuid,
 		       const char *xn, const char *xv, const char *xn2, const char *xv2)
 {
-	struct tsdb_label l[7] = {{"__name__", name}, {"gpu", gpu}, {"uuid", uuid},
+	struct label l[7] = {{"__name__", name}, {"gpu", gpu}, {"uuid", uuid},
 				  {"model", "NVIDIA H200"}};
 	size_t n = 4;
 	if (xn)
-		l[n++] = (struct tsdb_label){xn, xv};
+		l[n++] = (struct label){xn, xv};
 	if (xn2)
-		l[n++] = (struct tsdb_label){xn2, xv2};
+		l[n++] = (struct label){xn2, xv2};
 	uint32_t ref;
 	char err[256];
 	if (tsdb_series(db, l, n, &ref, err, sizeof err) != 0) {

@@ -70,7 +70,7 @@ static struct tsdb *open_store(const char *path)
 
 static uint32_t ref_of(struct tsdb *db, const char *name, const char *gpu)
 {
-	struct tsdb_label l[2] = { { "__name__", name }, { "gpu", gpu } };
+	struct label l[2] = { { "__name__", name }, { "gpu", gpu } };
 	uint32_t ref;
 	char err[256];
 	if (tsdb_series(db, l, 2, &ref, err, sizeof err) != 0) {

@@ -77,7 +77,7 @@ static uint32_t series_ref(struct tsdb *db, int s)
 {
 	char name[32], err[256];
 	snprintf(name, sizeof name, "crash_s%d", s);
-	struct tsdb_label l[2] = { { "__name__", name }, { "gpu", "0" } };
+	struct label l[2] = { { "__name__", name }, { "gpu", "0" } };
 	uint32_t ref;
 	if (tsdb_series(db, l, 2, &ref, err, sizeof err) != 0)
 		die("%s", err);

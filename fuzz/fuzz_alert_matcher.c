@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!err[0])
 			__builtin_trap();
 	} else {
-		struct alert_label l[] = {{"alertname", value ? value : ""}, {"gpu", "0"}};
+		struct label l[] = {{"alertname", value ? value : ""}, {"gpu", "0"}};
 		bool matched;
 		(void)alert_matcher_matches(&m, l, 2, &matched);
 		alert_matcher_free(&m);

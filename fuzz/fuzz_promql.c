@@ -24,8 +24,8 @@ static struct memstore *store(void)
 	ms = memstore_new(100, 100000);
 	static const char *const jobs[] = {"a", "b", "c"};
 	for (int s = 0; s < 3; s++) {
-		struct promql_label l[3] = {{"__name__", "foo"}, {"job", jobs[s]}, {"gpu", s ? "1" : "0"}};
-		struct promql_label m[2] = {{"__name__", "bar"}, {"job", jobs[s]}};
+		struct label l[3] = {{"__name__", "foo"}, {"job", jobs[s]}, {"gpu", s ? "1" : "0"}};
+		struct label m[2] = {{"__name__", "bar"}, {"job", jobs[s]}};
 		for (int i = 0; i < 30; i++) {
 			memstore_add(ms, l, 3, (int64_t)i * 60000, i * (s + 1) + (i == 20 ? -50 : 0));
 			if (i != 10)

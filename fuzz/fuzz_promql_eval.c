@@ -23,7 +23,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void add(struct memstore *ms, const struct promql_label *l, size_t n, int step, double v)
+static void add(struct memstore *ms, const struct label *l, size_t n, int step, double v)
 {
 	if (memstore_add(ms, l, n, step * MIN_MS, v) != 0)
 		abort();
@@ -41,9 +41,9 @@ static struct memstore *store(void)
 					  "pcie", "memory", "busy"};
 	static const char *const les[] = {"0.1", "0.5", "1", "+Inf", " 2", "1e500"};
 	for (int g = 0; g < 2; g++) {
-		struct promql_label info[4] = {{"__name__", "gpulse_gpu_info"}, {"gpu", gpus[g]},
+		struct label info[4] = {{"__name__", "gpulse_gpu_info"}, {"gpu", gpus[g]},
 					       {"source", g ? "dcgm" : "nvml"}, {"uuid", uuids[g]}};
-		struct promql_label ctr[3] = {{"__name__", "gpulse_gpu_energy_joules_total"}, {"gpu", gpus[g]},
+		struct label ctr[3] = {{"__name__", "gpulse_gpu_energy_joules_total"}, {"gpu", gpus[g]},
 					      {"job", "gpulse"}};
 		for (int i = 0; i < NSTEPS; i++) {
 			add(ms, info, 4, i, 1);
@@ -52,7 +52,7 @@ static struct memstore *store(void)
 				add(ms, ctr, 3, i, i == 12 ? 3 : 100.0 * i * (g + 1));
 		}
 		for (size_t r = 0; r < sizeof res / sizeof res[0]; r++) {
-			struct promql_label l[3] = {{"__name__", "gpulse_gpu_headroom_ratio"}, {"gpu", gpus[g]},
+			struct label l[3] = {{"__name__", "gpulse_gpu_headroom_ratio"}, {"gpu", gpus[g]},
 						    {"resource", res[r]}};
 			for (int i = 0; i < NSTEPS; i++) {
 				double v = 0.05 * (double)r + 0.01 * i + 0.1 * g;
@@ -64,13 +64,13 @@ static struct memstore *store(void)
 			}
 		}
 		for (size_t b = 0; b < sizeof les / sizeof les[0]; b++) {
-			struct promql_label l[3] = {{"__name__", "gpulse_kernel_seconds_bucket"}, {"gpu", gpus[g]},
+			struct label l[3] = {{"__name__", "gpulse_kernel_seconds_bucket"}, {"gpu", gpus[g]},
 						    {"le", les[b]}};
 			for (int i = 0; i < NSTEPS; i++)
 				add(ms, l, 3, i, (double)(i * (b + 1) * (g + 1)));
 		}
 	}
-	struct promql_label up[3] = {{"__name__", "up"}, {"instance", "a:9400"}, {"job", "gpulse"}};
+	struct label up[3] = {{"__name__", "up"}, {"instance", "a:9400"}, {"job", "gpulse"}};
 	for (int i = 0; i < NSTEPS; i += 3)
 		add(ms, up, 3, i, i % 2);
 	return ms;

@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (errs.len)
 			abort(); /* success leaves no complaint */
 		struct memstore *ms = memstore_new(100, 10000);
-		struct promql_label l[2] = {{"__name__", "x"}, {"job", "a"}};
+		struct label l[2] = {{"__name__", "x"}, {"job", "a"}};
 		for (int i = 0; i < 5; i++)
 			memstore_add(ms, l, 2, (int64_t)i * 60000, i);
 		struct promql_opts o;

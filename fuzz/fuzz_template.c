@@ -26,8 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct tmpl *t = NULL;
 	char err[512] = "";
 	if (tmpl_parse("__alert_Fuzz", text, &t, err, sizeof err) == 0) {
-		static const struct promql_label l[] = {{"__name__", "m"}, {"gpu", "0"}, {"job", "j"}};
-		static const struct promql_label ext[] = {{"site", "s"}};
+		static const struct label l[] = {{"__name__", "m"}, {"gpu", "0"}, {"job", "j"}};
+		static const struct label ext[] = {{"site", "s"}};
 		static const double vals[] = {0, 1.5, -3, 1e300, NAN, INFINITY};
 		for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
 			struct tmpl_data d = {.labels = l, .nlabels = 3, .ext_labels = ext, .next_labels = 1,

@@ -16,7 +16,8 @@
 # tests, driven by playwright-core from the npm registry, pinned in
 # tests/browser/package-lock.json and installed there with `npm ci`; it
 # needs Node.js 20 or later, which this script checks but does not
-# install); tmux (the terminal UI's tests). wrk: bench/.
+# install); tmux (the terminal UI's tests); clang-format (14, lint/format:
+# scripts/format.sh). wrk: bench/.
 # libncurses-dev: `gpulse top` (ncursesw, the wide-character build).
 # Remote write (src/remote/): libprotobuf-c-dev and protobuf-c-compiler
 # (protoc-c generates the WriteRequest code at build time), libsnappy-dev
@@ -53,7 +54,7 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libyaml-dev libcurl4-openssl-dev libjansson-dev libcrypt-dev libgnutls28-dev libpcre2-dev
       libncurses-dev libprotobuf-c-dev protobuf-c-compiler libsnappy-dev libnghttp2-dev python3-grpcio
       libcmocka-dev libsqlite3-dev zlib1g-dev sqlite3 prometheus prometheus-alertmanager curl python3 wrk
-      libfaketime openssl procps valgrind chromium tmux
+      libfaketime openssl procps valgrind chromium tmux clang-format
       libsystemd-dev help2man debhelper dpkg-dev lintian systemd man-db bash-completion zsh
       ansible-core python3-apt python3-jsonschema python3-yaml)
 command -v kubectl >/dev/null || pkgs+=(kubernetes-client)

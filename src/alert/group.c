@@ -6,13 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/label.h"
 #include "common/buf.h"
 #include "common/status.h"
 #include "common/xalloc.h"
 
 struct group {
 	char *key;
-	struct alert_label *labels;     /* owned strings */
+	struct label *labels;     /* owned strings */
 	size_t nlabels;
 	struct alert_item **alerts;     /* owned */
 	size_t nalerts, cap;
@@ -38,7 +39,7 @@ struct alert_groups {
 	struct alert_groups_stats st;
 };
 
-static void free_labels(struct alert_label *l, size_t n)
+static void free_labels(struct label *l, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		free((void *)(uintptr_t)l[i].name);
@@ -102,18 +103,13 @@ void alert_groups_free(struct alert_groups *g)
 	free(g);
 }
 
-static int label_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct alert_label *)a)->name, ((const struct alert_label *)b)->name);
-}
-
 /* The group labels of `it` (sorted, owned copies; absent labels left out,
  * as Alertmanager does) and its key text. */
 static void group_of(const struct alert_groups *g, const struct alert_item *it,
-		     struct alert_label **labels, size_t *n, struct buf *key)
+		     struct label **labels, size_t *n, struct buf *key)
 {
 	size_t cap = g->group_by_all ? it->nlabels : g->ngroup_by;
-	struct alert_label *l = cap ? xcalloc(cap, sizeof *l) : NULL;
+	struct label *l = cap ? xcalloc(cap, sizeof *l) : NULL;
 	size_t k = 0;
 	if (g->group_by_all) {
 		for (size_t i = 0; i < it->nlabels; i++) {
@@ -135,7 +131,7 @@ static void group_of(const struct alert_groups *g, const struct alert_item *it,
 		}
 	}
 	if (k)
-		qsort(l, k, sizeof *l, label_cmp);
+		qsort(l, k, sizeof *l, label_cmp_name);
 	buf_puts(key, "{}:{");
 	for (size_t i = 0; i < k; i++) {
 		buf_printf(key, "%s%s=", i ? ", " : "", l[i].name);
@@ -181,7 +177,7 @@ static void group_add(struct group *gr, struct alert_item *c)
 /* Put the owned copy `c` into its group, creating the group. */
 static void place(struct alert_groups *g, struct alert_item *c, int64_t wall_ms, int64_t mono_ms)
 {
-	struct alert_label *labels;
+	struct label *labels;
 	size_t n;
 	struct buf key;
 	buf_init(&key, 1u << 20);

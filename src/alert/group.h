@@ -50,7 +50,7 @@ struct alert_groups_config {
 /* One notification, valid during the callback only. */
 struct alert_group_notification {
 	const char *group_key;                 /* Alertmanager's form: {}:{a="b", c="d"} */
-	const struct alert_label *group_labels;
+	const struct label *group_labels;
 	size_t ngroup_labels;
 	const struct alert_item *const *alerts; /* firing first, then resolved */
 	const bool *resolved;                  /* per alert */

@@ -5,14 +5,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/label.h"
 #include "common/status.h"
 
-static int label_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct alert_label *)a)->name, ((const struct alert_label *)b)->name);
-}
-
-static bool has_label(const struct alert_label *l, size_t n, const char *name)
+static bool has_label(const struct label *l, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(l[i].name, name) == 0)
@@ -21,7 +17,7 @@ static bool has_label(const struct alert_label *l, size_t n, const char *name)
 }
 
 int alert_item_new(struct alert_item **out, const struct alert_notice *n,
-		   const struct alert_label *ext, size_t next, const char *default_generator)
+		   const struct label *ext, size_t next, const char *default_generator)
 {
 	*out = NULL;
 	const char *gen = n->generator_url ? n->generator_url : default_generator ? default_generator : "";
@@ -47,12 +43,12 @@ int alert_item_new(struct alert_item **out, const struct alert_notice *n,
 		}
 	if (strings > ALERT_ITEM_MAX_BYTES)
 		return GPULSE_ELIMIT;
-	size_t head = sizeof(struct alert_item) + (nl + n->nannotations) * sizeof(struct alert_label);
+	size_t head = sizeof(struct alert_item) + (nl + n->nannotations) * sizeof(struct label);
 	size_t total = head + strings;
 	struct alert_item *it = calloc(1, total);
 	if (!it)
 		return GPULSE_ENOMEM;
-	it->labels = (struct alert_label *)(it + 1);
+	it->labels = (struct label *)(it + 1);
 	it->annotations = it->labels + nl;
 	char *s = (char *)it + head;
 #define COPY(dst, src) do { size_t l_ = strlen(src) + 1; memcpy(s, (src), l_); (dst) = s; s += l_; } while (0)
@@ -75,7 +71,7 @@ int alert_item_new(struct alert_item **out, const struct alert_notice *n,
 #undef COPY
 	it->nlabels = nl;
 	it->nannotations = n->nannotations;
-	qsort(it->labels, nl, sizeof *it->labels, label_cmp);
+	qsort(it->labels, nl, sizeof *it->labels, label_cmp_name);
 	it->starts_at_ms = n->starts_at_ms;
 	it->ends_at_ms = n->ends_at_ms;
 	it->resolved = n->resolved != 0;
@@ -93,7 +89,7 @@ struct alert_item *alert_item_dup(const struct alert_item *it)
 	memcpy(c, it, it->bytes);
 	/* Re-point every pointer into the copy: same offsets, new base. */
 #define REBASE(ptr) ((const char *)c + ((const char *)(ptr) - (const char *)it))
-	c->labels = (struct alert_label *)(c + 1);
+	c->labels = (struct label *)(c + 1);
 	c->annotations = c->labels + it->nlabels;
 	for (size_t i = 0; i < it->nlabels + it->nannotations; i++) {
 		c->labels[i].name = REBASE(it->labels[i].name);
@@ -116,7 +112,7 @@ int alert_put_time(struct buf *b, int64_t ms)
 	return buf_putc(b, '"');
 }
 
-int alert_put_labels(struct buf *b, const struct alert_label *l, size_t n)
+int alert_put_labels(struct buf *b, const struct label *l, size_t n)
 {
 	buf_putc(b, '{');
 	for (size_t i = 0; i < n; i++) {

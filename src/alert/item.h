@@ -15,9 +15,9 @@
 #define ALERT_ITEM_MAX_BYTES (64 * 1024) /* a larger notice is refused */
 
 struct alert_item {
-	struct alert_label *labels;      /* sorted by name; points into the item */
+	struct label *labels;      /* sorted by name; points into the item */
 	size_t nlabels;
-	struct alert_label *annotations;
+	struct label *annotations;
 	size_t nannotations;
 	int64_t starts_at_ms;
 	int64_t ends_at_ms;
@@ -34,7 +34,7 @@ struct alert_item {
  * 0, GPULSE_ELIMIT (larger than ALERT_ITEM_MAX_BYTES) or GPULSE_EINVAL (a
  * NULL string). */
 int alert_item_new(struct alert_item **out, const struct alert_notice *n,
-		   const struct alert_label *ext, size_t next, const char *default_generator);
+		   const struct label *ext, size_t next, const char *default_generator);
 
 /* A deep copy, or NULL on out of memory. Free with free(). */
 struct alert_item *alert_item_dup(const struct alert_item *it);
@@ -48,7 +48,7 @@ bool alert_item_is_resolved(const struct alert_item *it, int64_t now_ms);
 int alert_put_time(struct buf *b, int64_t ms);
 
 /* Append a JSON object of labels {"a":"b",...}. */
-int alert_put_labels(struct buf *b, const struct alert_label *l, size_t n);
+int alert_put_labels(struct buf *b, const struct label *l, size_t n);
 
 /* Append an Alertmanager API v2 postableAlert. */
 int alert_put_postable(struct buf *b, const struct alert_item *it);

@@ -129,7 +129,7 @@ void alert_matcher_free(struct alert_matcher *m)
 	m->m = NULL;
 }
 
-const char *alert_label_get(const struct alert_label *labels, size_t n, const char *name)
+const char *alert_label_get(const struct label *labels, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(labels[i].name, name) == 0)
@@ -137,7 +137,7 @@ const char *alert_label_get(const struct alert_label *labels, size_t n, const ch
 	return "";
 }
 
-int alert_matcher_matches(const struct alert_matcher *m, const struct alert_label *labels,
+int alert_matcher_matches(const struct alert_matcher *m, const struct label *labels,
 			  size_t n, bool *matched)
 {
 	return promql_matcher_matches(m->m, alert_label_get(labels, n, m->m->name), matched, NULL, 0);
@@ -210,7 +210,7 @@ void alert_inhibit_rule_free(struct alert_inhibit_rule *r)
 
 /* Whether l satisfies every matcher, in *ok: 0 or the first matcher's
  * status. */
-static int all_match(const struct alert_matcher *ms, size_t nm, const struct alert_label *l,
+static int all_match(const struct alert_matcher *ms, size_t nm, const struct label *l,
 		     size_t n, bool *ok)
 {
 	*ok = true;
@@ -222,8 +222,8 @@ static int all_match(const struct alert_matcher *ms, size_t nm, const struct ale
 	return 0;
 }
 
-bool alert_inhibit_rule_mutes(const struct alert_inhibit_rule *r, const struct alert_label *sl,
-			      size_t sn, const struct alert_label *tl, size_t tn)
+bool alert_inhibit_rule_mutes(const struct alert_inhibit_rule *r, const struct label *sl,
+			      size_t sn, const struct label *tl, size_t tn)
 {
 	bool target, source;
 	if (all_match(r->target, r->ntarget, tl, tn, &target) || !target ||

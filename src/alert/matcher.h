@@ -32,11 +32,11 @@ void alert_matcher_free(struct alert_matcher *m);
  * satisfies the matcher, in *matched: 0, or promql_matcher_matches's
  * GPULSE_ELIMIT / GPULSE_ENOMEM when its regular expression could not
  * decide (then neither answer holds). */
-int alert_matcher_matches(const struct alert_matcher *m, const struct alert_label *labels,
+int alert_matcher_matches(const struct alert_matcher *m, const struct label *labels,
 			  size_t n, bool *matched);
 
 /* The value of label `name` in labels[n], or "" when absent. */
-const char *alert_label_get(const struct alert_label *labels, size_t n, const char *name);
+const char *alert_label_get(const struct label *labels, size_t n, const char *name);
 
 struct alert_inhibit_rule {
 	struct alert_matcher *source;  /* owned arrays */
@@ -63,7 +63,7 @@ void alert_inhibit_rule_free(struct alert_inhibit_rule *r);
  * target side (so alerts that are both never mute each other, nor
  * themselves). A matcher whose regular expression cannot decide (its
  * match limit) mutes nothing: the alert is sent rather than lost. */
-bool alert_inhibit_rule_mutes(const struct alert_inhibit_rule *r, const struct alert_label *sl,
-			      size_t sn, const struct alert_label *tl, size_t tn);
+bool alert_inhibit_rule_mutes(const struct alert_inhibit_rule *r, const struct label *sl,
+			      size_t sn, const struct label *tl, size_t tn);
 
 #endif

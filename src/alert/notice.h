@@ -11,15 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct alert_label {
-	const char *name;
-	const char *value;
-};
+#include "common/label.h"
 
 struct alert_notice {
-	const struct alert_label *labels;      /* incl. alertname; sorted by name */
+	const struct label *labels;      /* incl. alertname; sorted by name */
 	size_t nlabels;
-	const struct alert_label *annotations; /* templates already expanded */
+	const struct label *annotations; /* templates already expanded */
 	size_t nannotations;
 	int64_t starts_at_ms;   /* when the alert became active (pending) */
 	int64_t ends_at_ms;     /* resolved: when; firing: now + 4 × max(resend, interval), as Prometheus */

@@ -4,7 +4,12 @@
  * one dispatcher turns notices into batches; one sender per receiver
  * sends its FIFO in order. Locks: `ring_lock` guards the ring, `lock`
  * guards every receiver's FIFO, the queue totals and the counters. Disk
- * and network I/O never run under `lock`. */
+ * and network I/O never run under `lock`.
+ *
+ * Why one file: the sink, the dispatcher, the senders and the on-disk
+ * queue share the private struct notify and its two locks, whose rules
+ * (above) are easier kept when written once; the pure parts already stand
+ * apart (group.c, item.c, matcher.c). */
 #include "alert/notify.h"
 
 #include <dirent.h>
@@ -115,7 +120,7 @@ struct receiver {
 struct ncfg {
 	struct receiver **receivers;
 	size_t nreceivers;
-	struct alert_label *ext;
+	struct label *ext;
 	size_t next;
 	char *external_url;
 	char *queue_dir;
@@ -952,6 +957,8 @@ static void observe_latency(struct receiver *r, const struct entry *e)
 	r->st.latency_sum_s += s;
 }
 
+/* Not common/periodic: a receiver's sender waits for its queue, or for the
+ * retry time of its head entry (back-off), never a fixed period. */
 static void *sender_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-notify");
@@ -1044,11 +1051,11 @@ static void put_common(struct buf *b, const char *key, const struct alert_group_
 	const struct alert_item *a0 = gn->nalerts ? gn->alerts[0] : NULL;
 	size_t n0 = !a0 ? 0 : annotations ? a0->nannotations : a0->nlabels;
 	for (size_t i = 0; i < n0; i++) {
-		const struct alert_label *l = annotations ? &a0->annotations[i] : &a0->labels[i];
+		const struct label *l = annotations ? &a0->annotations[i] : &a0->labels[i];
 		bool common = true;
 		for (size_t k = 1; k < gn->nalerts && common; k++) {
 			const struct alert_item *a = gn->alerts[k];
-			const struct alert_label *set = annotations ? a->annotations : a->labels;
+			const struct label *set = annotations ? a->annotations : a->labels;
 			size_t ns = annotations ? a->nannotations : a->nlabels;
 			bool found = false;
 			for (size_t j = 0; j < ns; j++)
@@ -1181,6 +1188,9 @@ static void dispatch(struct notify *n, struct alert_item **items, size_t nitems)
 	buf_free(&b);
 }
 
+/* Not common/periodic: the dispatcher waits for notices on the ring or the
+ * earliest group's flush time (group_wait, group_interval), whichever is
+ * first, and sleeps unbounded when no group is pending. */
 static void *dispatcher_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-dispatch");

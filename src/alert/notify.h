@@ -63,7 +63,7 @@ struct notify_inhibit_config {
 struct notify_config {
 	const struct notify_receiver_config *receivers;
 	size_t nreceivers;
-	const struct alert_label *external_labels; /* added where an alert lacks them */
+	const struct label *external_labels; /* added where an alert lacks them */
 	size_t nexternal_labels;
 	const char *external_url;       /* webhook externalURL, default generatorURL; may be NULL */
 	const char *queue_dir;          /* NULL or "": no disk queue (memory only) */

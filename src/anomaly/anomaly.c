@@ -444,7 +444,7 @@ static void store_score(struct anomaly *a, struct gpu_state *gs, int w, int64_t 
 	if (!db || ws->ref_failed)
 		return;
 	if (!ws->ref) {
-		struct tsdb_label l[INGEST_GPU_LABELS_MAX];
+		struct label l[INGEST_GPU_LABELS_MAX];
 		size_t n = ingest_gpu_labels(l, ANOMALY_METRIC, gs->gpu, gs->uuid, gs->model, gs->source,
 					     "metric", watch_table[w].name);
 		char err[256];

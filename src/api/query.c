@@ -502,7 +502,7 @@ static int cmp_str(const void *x, const void *y)
 
 /* What one walk over selected series calls per series: 0 to go on, -1
  * after writing an error to resp, or a status code. */
-typedef int series_fn(void *cb, const struct tsdb_label *l, size_t n, struct http_response *resp);
+typedef int series_fn(void *cb, const struct label *l, size_t n, struct http_response *resp);
 
 /* match[], start and end as /api/v1/series, /api/v1/labels and
  * /api/v1/label/NAME/values read them (Prometheus's parseMatchersParam
@@ -593,7 +593,7 @@ static int each_series(struct api *a, struct http_response *resp, const struct p
 				break;
 			}
 			size_t nl;
-			const struct tsdb_label *tl = tsdb_iter_labels(it, &nl);
+			const struct label *tl = tsdb_iter_labels(it, &nl);
 			rc = fn(cb, tl, nl, resp);
 			if (rc)
 				break;
@@ -674,7 +674,7 @@ static void strset_free(struct strset *ss)
 	buf_free(&ss->one);
 }
 
-static int add_series_json(void *cb, const struct tsdb_label *tl, size_t nl,
+static int add_series_json(void *cb, const struct label *tl, size_t nl,
 			   struct http_response *resp)
 {
 	struct strset *ss = cb;
@@ -693,7 +693,7 @@ static int add_series_json(void *cb, const struct tsdb_label *tl, size_t nl,
 	return strset_add(ss, ss->one.data, ss->one.len, resp);
 }
 
-static int add_label_names(void *cb, const struct tsdb_label *tl, size_t nl,
+static int add_label_names(void *cb, const struct label *tl, size_t nl,
 			   struct http_response *resp)
 {
 	struct strset *ss = cb;
@@ -705,7 +705,7 @@ static int add_label_names(void *cb, const struct tsdb_label *tl, size_t nl,
 	return 0;
 }
 
-static int add_label_value(void *cb, const struct tsdb_label *tl, size_t nl,
+static int add_label_value(void *cb, const struct label *tl, size_t nl,
 			   struct http_response *resp)
 {
 	struct strset *ss = cb;

@@ -291,7 +291,7 @@ static int handle_tsdb(void *ctx, const struct http_request *req, struct http_re
 			break;
 		}
 		size_t nl;
-		const struct tsdb_label *l = tsdb_iter_labels(it, &nl);
+		const struct label *l = tsdb_iter_labels(it, &nl);
 		for (size_t i = 0; i < nl && !rc; i++) {
 			if (strcmp(l[i].name, "__name__") == 0)
 				rc = strv_add(&names, l[i].value, NULL, NULL);

@@ -11,7 +11,12 @@
  * max and spread say how steady it was either way. A watcher thread reads
  * NVML every 50 ms meanwhile and charges what it sees (clocks, power,
  * temperature, clock event reasons, other processes) to the figure being
- * run. */
+ * run.
+ *
+ * Why one file: every figure is measured through the one private engine
+ * (struct eng: the CUDA context, stream, events, the NVML watcher and the
+ * run statistics); the arithmetic, peaks and result format already stand
+ * apart (bench_math, bench_result). */
 #include "bench/bench_engine.h"
 
 #include <math.h>

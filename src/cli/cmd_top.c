@@ -5,7 +5,11 @@
  * (src/cli/top/top_fetch.c) and is parsed into the model
  * (src/cli/top/top_model.c); this file only lays out, draws (ncurses) and
  * reads keys, so a slow gpulsed never freezes the screen. Design:
- * docs/internals/top.md. */
+ * docs/internals/top.md.
+ *
+ * Why one file: the model and the fetch thread already stand apart
+ * (src/cli/top/); what remains is the terminal side, layout, drawing and
+ * keys over one ncurses screen state (struct ui). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>

@@ -5,7 +5,12 @@
  * reads every GPU it owns back to back (spaced calls cost far more than
  * back-to-back ones on the H200), reads that a GPU does not support are
  * remembered and skipped, and the expensive calls (per-process
- * utilization, energy) run only as often as their own period allows. */
+ * utilization, energy) run only as often as their own period allows.
+ *
+ * Why one file: it owns every NVML read of a running GPU; the lanes, the
+ * watchdog, discovery and events all act on the private struct collector
+ * under its one lock, and moving a GPU between lanes touches all of them.
+ * adapt.c (the adaptive tiers) already stands apart. */
 #include "collect/collector.h"
 
 #include <errno.h>
@@ -1199,6 +1204,9 @@ static int live_lane(struct collector *c, int except)
 	return -1;
 }
 
+/* Not common/periodic: a lane waits for the earliest due tier of the GPUs
+ * it owns, which move between lanes and change their periods (adaptive
+ * tiers), and its reads are watched by a timer while they run. */
 static void *lane_main(void *arg)
 {
 	struct lane *l = arg;
@@ -1338,7 +1346,9 @@ static int lane_spawn(struct collector *c, int from, int keep)
 /* ---- watchdog, discovery, events ------------------------------------- */
 
 /* Sleep on the collector's condition for `ns` or until stop; true when
- * stopping. Called with c->lock held. */
+ * stopping. Called with c->lock held. Not common/periodic: the watchdog,
+ * discovery and events threads nap for lengths they pick each time, under
+ * the collector's own lock, which their work between naps needs. */
 static bool collector_nap(struct collector *c, int64_t ns)
 {
 	int64_t until = clock_mono_ns() + ns;

@@ -10,11 +10,11 @@
 #include <stdint.h>
 
 struct buf {
-	char *data;     /* always NUL-terminated when non-NULL */
+	char *data; /* always NUL-terminated when non-NULL */
 	size_t len;
 	size_t cap;
-	size_t max;     /* largest len allowed */
-	int failed;     /* sticky: an append failed; len is unchanged since */
+	size_t max; /* largest len allowed */
+	int failed; /* sticky: an append failed; len is unchanged since */
 };
 
 /* Initialise an empty buffer that may grow to `max` bytes. No allocation. */
@@ -28,10 +28,8 @@ int buf_reserve(struct buf *b, size_t extra);
 int buf_append(struct buf *b, const void *p, size_t n);
 int buf_puts(struct buf *b, const char *s);
 int buf_putc(struct buf *b, char c);
-int buf_printf(struct buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
+int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* Append a double as gofloat_format_cg writes it: the shortest text that
  * reads back exactly (Go's digits), "NaN", "+Inf", "-Inf". */
 int buf_put_double(struct buf *b, double v);

@@ -100,7 +100,8 @@ int clock_parse_rfc3339(const char *s, int64_t *t_ms)
 		p++;
 	} else if (*p == '+' || *p == '-') {
 		int oh, om;
-		if (two_digits(p + 1, &oh) || p[3] != ':' || two_digits(p + 4, &om) || oh > 23 || om > 59)
+		if (two_digits(p + 1, &oh) || p[3] != ':' || two_digits(p + 4, &om) || oh > 23 ||
+		    om > 59)
 			return GPULSE_EINVAL;
 		off_s = (int64_t)(oh * 3600 + om * 60) * (*p == '-' ? -1 : 1);
 		p += 6;
@@ -109,8 +110,12 @@ int clock_parse_rfc3339(const char *s, int64_t *t_ms)
 	}
 	if (*p)
 		return GPULSE_EINVAL;
-	struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h,
-			.tm_min = mi, .tm_sec = se};
+	struct tm tm = {.tm_year = y - 1900,
+			.tm_mon = mo - 1,
+			.tm_mday = d,
+			.tm_hour = h,
+			.tm_min = mi,
+			.tm_sec = se};
 	time_t t = timegm(&tm);
 	*t_ms = ((int64_t)t - off_s) * 1000 + frac_ms;
 	return GPULSE_OK;

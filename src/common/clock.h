@@ -19,9 +19,9 @@ int64_t clock_wall_ns(void);
  * one in its options, so a test can pin the time its data was recorded at
  * instead of meeting those rules against today's date. A zeroed one is the
  * system's wall clock. */
-typedef int64_t clock_now_fn(void *ctx);     /* ms since the Unix epoch */
+typedef int64_t clock_now_fn(void *ctx); /* ms since the Unix epoch */
 struct clock_wall {
-	clock_now_fn *now_ms;  /* NULL: CLOCK_REALTIME */
+	clock_now_fn *now_ms; /* NULL: CLOCK_REALTIME */
 	void *ctx;
 };
 /* The time of `c` in ms since the epoch; NULL or zeroed: CLOCK_REALTIME. */

@@ -101,7 +101,8 @@ static size_t lay_e(char *o, const char *d, int nd, int dp, char echar)
 		n += (size_t)nd - 1;
 	}
 	int exp = nd ? dp - 1 : 0;
-	n += (size_t)snprintf(o + n, 8, "%c%c%02d", echar, exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+	n += (size_t)snprintf(o + n, 8, "%c%c%02d", echar, exp < 0 ? '-' : '+',
+			      exp < 0 ? -exp : exp);
 	return n;
 }
 

@@ -16,8 +16,7 @@ void log_set_level(enum log_level level);
 int log_level_parse(const char *s, enum log_level *out);
 /* Set the program name printed before each line (static storage). */
 void log_set_ident(const char *ident);
-void log_msg(enum log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
@@ -45,8 +44,7 @@ struct complaint {
  * from COMPLAINT_FIRST_NS up to COMPLAINT_MAX_NS. Returns true when it
  * printed. complain() reads clock_mono_ns(); complain_at() takes the
  * monotonic time `now_ns` from its caller (tests pass their own). */
-bool complain(struct complaint *c, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+bool complain(struct complaint *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool complain_at(struct complaint *c, int64_t now_ns, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* The condition cleared: say so once (at LOG_INFO) if it had been

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 struct mono_cond {
-	pthread_cond_t c;   /* created on CLOCK_MONOTONIC; use the functions below */
+	pthread_cond_t c; /* created on CLOCK_MONOTONIC; use the functions below */
 };
 
 void mono_cond_init(struct mono_cond *mc);

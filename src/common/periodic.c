@@ -55,7 +55,8 @@ int periodic_start(struct periodic *p, int64_t period_ns)
 	p->period_ns = period_ns > 0 ? period_ns : NS_PER_SEC;
 	p->stop = false;
 	p->kicked = false;
-	int rc = pthread_create(&p->thread, NULL, periodic_main, p) == 0 ? GPULSE_OK : GPULSE_ENOMEM;
+	int rc = pthread_create(&p->thread, NULL, periodic_main, p) == 0 ? GPULSE_OK
+									 : GPULSE_ENOMEM;
 	p->running = rc == GPULSE_OK;
 	pthread_mutex_unlock(&p->mu);
 	return rc;

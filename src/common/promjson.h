@@ -19,8 +19,8 @@
  * its result array. GPULSE_EPARSE (not JSON, no success status, no
  * resultType or result) or GPULSE_EIO (the server answered an error),
  * with `err` saying which; *root is NULL then. */
-int promjson_open(const char *body, size_t len, json_t **root, const char **type,
-		  json_t **result, char *err, size_t errlen);
+int promjson_open(const char *body, size_t len, json_t **root, const char **type, json_t **result,
+		  char *err, size_t errlen);
 
 /* A sample value string ("0.5", "NaN", "+Inf", "-Inf") into *v; 0 or
  * GPULSE_EPARSE (not a string, or not a number). */

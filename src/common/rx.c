@@ -9,7 +9,11 @@
  * parses it, refused with Go's message where Go refuses it, and written
  * out in a form that means the same to PCRE2: literals escaped, groups
  * either plain captures or (?:, names kept in our own table. PCRE2 then
- * only ever sees a small, regular subset of its syntax. */
+ * only ever sees a small, regular subset of its syntax.
+ *
+ * Why one file: one translator: Go's regexp/syntax parser and the writer
+ * of its tree as PCRE2 syntax share the private parse tree (struct frame,
+ * rep, altgroup) and the cost guard's counters. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "common/rx.h"
 
@@ -35,14 +39,14 @@ struct rx_name {
 };
 
 struct rx {
-	pcre2_code *code;          /* for rx_match: whether it matches */
-	pcre2_code *xcode;         /* for rx_exec: Go's submatches (== code
+	pcre2_code *code;  /* for rx_match: whether it matches */
+	pcre2_code *xcode; /* for rx_exec: Go's submatches (== code
 				    * unless the pattern has a loop whose
 				    * body can match empty) */
 	pcre2_match_context *mctx;
 	size_t ngroups;
-	uint32_t *gmap;            /* user group i -> xcode's group; NULL: same */
-	uint32_t xgroups;          /* xcode's capturing groups */
+	uint32_t *gmap;               /* user group i -> xcode's group; NULL: same */
+	uint32_t xgroups;             /* xcode's capturing groups */
 	const char *exec_unsupported; /* why rx_exec refuses, or NULL */
 	struct rx_name *names;
 	size_t nnames;
@@ -72,12 +76,12 @@ void rx_set_limits(uint32_t limit, size_t workspace_ints)
 enum last { L_NONE, L_ATOM, L_REPEAT, L_LAZY };
 
 struct frame {
-	long maxc;      /* the largest counted-repetition product inside */
+	long maxc; /* the largest counted-repetition product inside */
 	bool capture;
-	size_t out_open;      /* where the group starts in out */
-	size_t content;       /* where its content starts in out */
-	bool cat_null;        /* the current alternative can match empty so far */
-	bool alt_null;        /* a finished alternative can match empty */
+	size_t out_open; /* where the group starts in out */
+	size_t content;  /* where its content starts in out */
+	bool cat_null;   /* the current alternative can match empty so far */
+	bool alt_null;   /* a finished alternative can match empty */
 	bool has_alt;
 };
 
@@ -88,38 +92,38 @@ enum rep_kind { R_NONE, R_QUEST, R_STAR, R_PLUS, R_COUNTED };
 
 struct rep {
 	enum rep_kind kind;
-	bool nullable;        /* the operand can match empty */
-	bool unbounded;       /* {n,} */
-	bool group;           /* the operand is a group */
-	size_t start, end;    /* the operand in out */
-	size_t cend;          /* a group's content end (its ')') */
-	int depth;            /* the operand's nesting depth */
+	bool nullable;     /* the operand can match empty */
+	bool unbounded;    /* {n,} */
+	bool group;        /* the operand is a group */
+	size_t start, end; /* the operand in out */
+	size_t cend;       /* a group's content end (its ')') */
+	int depth;         /* the operand's nesting depth */
 };
 
 struct altgroup {
-	size_t start, end;    /* the content in out */
+	size_t start, end; /* the content in out */
 	int depth;
 };
 
 struct tr {
 	const char *p;
 	size_t n, i;
-	size_t base;             /* bytes before the caller's pattern in p */
+	size_t base; /* bytes before the caller's pattern in p */
 	struct buf out;
 	char *err;
 	size_t errlen;
 	enum last last;
-	long last_cost;          /* the product of the atom just parsed */
-	size_t last_start;       /* where its text starts in the pattern, for the error */
-	size_t last_out;         /* and in out */
-	bool last_null;          /* it can match empty */
+	long last_cost;    /* the product of the atom just parsed */
+	size_t last_start; /* where its text starts in the pattern, for the error */
+	size_t last_out;   /* and in out */
+	bool last_null;    /* it can match empty */
 	bool last_group;
-	size_t last_cend;        /* a group's ')' in out */
+	size_t last_cend; /* a group's ')' in out */
 	struct rep *reps;
 	size_t nreps, capreps;
 	struct altgroup *alts;
 	size_t nalts, capalts;
-	size_t *capopen;         /* each capturing group's '(' in out */
+	size_t *capopen; /* each capturing group's '(' in out */
 	size_t capcap;
 	struct frame st[RX_MAX_NESTING + 1];
 	int depth;
@@ -213,14 +217,19 @@ static const char *escape_name(char c)
 	case 'Z': return "end or before final newline; RE2 has \\z";
 	case 'R': return "newline sequence";
 	case 'X': return "grapheme cluster";
-	case 'h': case 'H': return "horizontal space";
+	case 'h':
+	case 'H': return "horizontal space";
 	case 'V': return "vertical space";
 	case 'N': return "not a newline";
-	case 'g': case 'k': return "backreference";
+	case 'g':
+	case 'k': return "backreference";
 	case 'e': return "escape character; use \\x1b";
 	case 'c': return "control character; use \\x";
 	case 'o': return "octal; use \\0nn";
-	case 'u': case 'U': case 'l': case 'L': return "case conversion";
+	case 'u':
+	case 'U':
+	case 'l':
+	case 'L': return "case conversion";
 	case 'E': return "\\E without \\Q";
 	default: return NULL;
 	}
@@ -249,9 +258,16 @@ static int parse_escape(struct tr *t, bool in_class, enum esc_kind *kind, unsign
 	case 'n': *cp = 10; return 0;
 	case 'r': *cp = 13; return 0;
 	case 'v': *cp = 11; return 0;
-	case '1': case '2': case '3': case '4': case '5': case '6': case '7':
+	case '1':
+	case '2':
+	case '3':
+	case '4':
+	case '5':
+	case '6':
+	case '7':
 		if (t->i >= t->n || t->p[t->i] < '0' || t->p[t->i] > '7')
-			return fail(t, at, "invalid escape sequence (backreferences are not supported)",
+			return fail(t, at,
+				    "invalid escape sequence (backreferences are not supported)",
 				    t->p + at, 2);
 		/* An octal escape of two or three digits. */
 		__attribute__((fallthrough));
@@ -292,7 +308,10 @@ static int parse_escape(struct tr *t, bool in_class, enum esc_kind *kind, unsign
 		t->i += 2;
 		return 0;
 	}
-	case 'd': case 'D': case 'w': case 'W':
+	case 'd':
+	case 'D':
+	case 'w':
+	case 'W':
 		*kind = E_CLASS;
 		/* ASCII in both: PCRE2 runs without PCRE2_UCP. */
 		buf_printf(cls, "\\%c", c);
@@ -307,7 +326,8 @@ static int parse_escape(struct tr *t, bool in_class, enum esc_kind *kind, unsign
 		buf_puts(cls, in_class ? "\\x{0}-\\x{8}\\x{b}\\x{e}-\\x{1f}\\x{21}-\\x{10ffff}"
 				       : "[\\x{0}-\\x{8}\\x{b}\\x{e}-\\x{1f}\\x{21}-\\x{10ffff}]");
 		return 0;
-	case 'p': case 'P': {
+	case 'p':
+	case 'P': {
 		*kind = E_CLASS;
 		size_t j = t->i;
 		if (j >= t->n)
@@ -335,14 +355,16 @@ static int parse_escape(struct tr *t, bool in_class, enum esc_kind *kind, unsign
 		t->i = k + 1;
 		return 0;
 	}
-	case 'b': case 'B': case 'A': case 'z':
+	case 'b':
+	case 'B':
+	case 'A':
+	case 'z':
 		if (in_class)
 			return fail(t, at, "invalid escape sequence", t->p + at, 2);
 		*kind = E_ASSERT;
 		buf_printf(cls, "\\%c", c);
 		return 0;
-	default:
-		break;
+	default: break;
 	}
 	if (c < 0x80 && !is_alnum(c)) {
 		*cp = c;
@@ -350,9 +372,10 @@ static int parse_escape(struct tr *t, bool in_class, enum esc_kind *kind, unsign
 	}
 	const char *why = escape_name((char)c);
 	char what[96];
-	snprintf(what, sizeof what, "invalid escape sequence%s%s%s", why ? " (" : "", why ? why : "",
-		 why ? ")" : "");
-	return fail(t, at, what, t->p + at, c < 0x80 ? 2 : 1 + utf8_seq_len((const unsigned char *)t->p + at + 1));
+	snprintf(what, sizeof what, "invalid escape sequence%s%s%s", why ? " (" : "",
+		 why ? why : "", why ? ")" : "");
+	return fail(t, at, what, t->p + at,
+		    c < 0x80 ? 2 : 1 + utf8_seq_len((const unsigned char *)t->p + at + 1));
 }
 
 static const char *const posix_classes[] = {"alnum", "alpha", "ascii", "blank", "cntrl",
@@ -410,13 +433,16 @@ static int parse_class(struct tr *t)
 					name++;
 				size_t nl = (size_t)(end - name);
 				bool known = false;
-				for (size_t k = 0; k < sizeof posix_classes / sizeof *posix_classes; k++)
-					if (strlen(posix_classes[k]) == nl && !memcmp(posix_classes[k], name, nl))
+				for (size_t k = 0; k < sizeof posix_classes / sizeof *posix_classes;
+				     k++)
+					if (strlen(posix_classes[k]) == nl &&
+					    !memcmp(posix_classes[k], name, nl))
 						known = true;
 				size_t clen = (size_t)(end + 2 - (t->p + t->i));
 				if (!known) {
 					buf_free(&cls);
-					return fail(t, t->i, "invalid character class range", t->p + t->i, clen);
+					return fail(t, t->i, "invalid character class range",
+						    t->p + t->i, clen);
 				}
 				buf_append(&t->out, t->p + t->i, clen);
 				t->i += clen;
@@ -445,7 +471,8 @@ static int parse_class(struct tr *t)
 			}
 			if (hi_class || hi < lo) {
 				buf_free(&cls);
-				return fail(t, item, "invalid character class range", t->p + item, t->i - item);
+				return fail(t, item, "invalid character class range", t->p + item,
+					    t->i - item);
 			}
 		}
 		emit_cp(t, lo);
@@ -573,10 +600,14 @@ static int repetition(struct tr *t, size_t at, size_t len, long min, long max)
 		kind = R_NONE;
 	else
 		kind = R_COUNTED;
-	t->reps[t->nreps++] = (struct rep){.kind = kind, .nullable = t->last_null,
-					   .unbounded = hi < 0, .group = t->last_group,
-					   .start = t->last_out, .end = t->out.len,
-					   .cend = t->last_cend, .depth = t->depth};
+	t->reps[t->nreps++] = (struct rep){.kind = kind,
+					   .nullable = t->last_null,
+					   .unbounded = hi < 0,
+					   .group = t->last_group,
+					   .start = t->last_out,
+					   .end = t->out.len,
+					   .cend = t->last_cend,
+					   .depth = t->depth};
 	if (lo == 0)
 		t->last_null = true;
 	t->last = L_REPEAT;
@@ -593,8 +624,8 @@ static int parse_perl_group(struct tr *t)
 	const char *s = t->p + at + 2;
 	size_t left = t->n - at - 2;
 	/* Named captures: (?P<name>re), and (?<name>re) as Go 1.22 and RE2 accept. */
-	if ((left >= 2 && s[0] == 'P' && s[1] == '<') || (left >= 1 && s[0] == '<' &&
-							  !(left >= 2 && (s[1] == '=' || s[1] == '!')))) {
+	if ((left >= 2 && s[0] == 'P' && s[1] == '<') ||
+	    (left >= 1 && s[0] == '<' && !(left >= 2 && (s[1] == '=' || s[1] == '!')))) {
 		size_t k = s[0] == 'P' ? 2 : 1;
 		size_t name = k;
 		while (k < left && s[k] != '>')
@@ -635,11 +666,14 @@ static int parse_perl_group(struct tr *t)
 		case '#': what = "comment"; break;
 		case '|': what = "branch reset"; break;
 		case '(': what = "conditional"; break;
-		case 'R': case '+': case '&': what = "recursion"; break;
+		case 'R':
+		case '+':
+		case '&': what = "recursion"; break;
 		case 'C': what = "callout"; break;
 		case 'P':
-			what = left >= 2 && s[1] == '=' ? "backreference" :
-			       left >= 2 && s[1] == '>' ? "recursion" : NULL;
+			what = left >= 2 && s[1] == '='   ? "backreference"
+			       : left >= 2 && s[1] == '>' ? "recursion"
+							  : NULL;
 			break;
 		default:
 			if (s[0] >= '0' && s[0] <= '9')
@@ -695,8 +729,8 @@ static int open_group(struct tr *t, bool capture, bool already_emitted, size_t o
 		return failmsg(t, t->i, "expression nests too deeply");
 	begin_atom(t, 1, false);
 	t->depth++;
-	t->st[t->depth] = (struct frame){.maxc = 1, .capture = capture, .out_open = out_open,
-					 .cat_null = true};
+	t->st[t->depth] = (struct frame){
+		.maxc = 1, .capture = capture, .out_open = out_open, .cat_null = true};
 	if (capture) {
 		if (++t->ngroups > RX_MAX_GROUPS)
 			return failmsg(t, t->i, "too many capturing groups");
@@ -741,7 +775,8 @@ static int translate(struct tr *t)
 			break;
 		case ')': {
 			if (t->depth == 0)
-				return fail(t, at, "unexpected )", t->p + at, t->n - at < 60 ? t->n - at : 1);
+				return fail(t, at, "unexpected )", t->p + at,
+					    t->n - at < 60 ? t->n - at : 1);
 			fold_atom(t);
 			struct frame *f = &t->st[t->depth];
 			long cost = f->maxc;
@@ -749,7 +784,8 @@ static int translate(struct tr *t)
 			if (f->has_alt) {
 				if (grow((void **)&t->alts, &t->capalts, t->nalts, sizeof *t->alts))
 					return t->rc = GPULSE_ENOMEM;
-				t->alts[t->nalts++] = (struct altgroup){f->content, t->out.len, t->depth};
+				t->alts[t->nalts++] = (struct altgroup){f->content, t->out.len,
+									t->depth};
 			}
 			size_t open_out = f->out_open;
 			t->depth--;
@@ -775,7 +811,9 @@ static int translate(struct tr *t)
 			t->i++;
 			break;
 		}
-		case '*': case '+': case '?':
+		case '*':
+		case '+':
+		case '?':
 			if (c == '?' && t->last == L_REPEAT) {
 				t->last = L_LAZY;
 				emit(t, "?");
@@ -822,7 +860,8 @@ static int translate(struct tr *t)
 				/* \Q...\E: literal text up to \E or the end. */
 				t->i += 2;
 				while (t->i < t->n && !t->rc) {
-					if (t->p[t->i] == '\\' && t->i + 1 < t->n && t->p[t->i + 1] == 'E') {
+					if (t->p[t->i] == '\\' && t->i + 1 < t->n &&
+					    t->p[t->i + 1] == 'E') {
 						t->i += 2;
 						break;
 					}
@@ -902,12 +941,12 @@ static int translate(struct tr *t)
 
 struct ins {
 	size_t off;
-	int open;             /* 0: closes something (inner first), 1: opens (outer first) */
+	int open; /* 0: closes something (inner first), 1: opens (outer first) */
 	int ord;
 	const char *pre;
-	int state;            /* the choice point recorded, or -1 */
+	int state; /* the choice point recorded, or -1 */
 	const char *post;
-	uint32_t slot;        /* its recording group in xcode */
+	uint32_t slot; /* its recording group in xcode */
 };
 
 static int ins_cmp(const void *a, const void *b)
@@ -922,8 +961,8 @@ static int ins_cmp(const void *a, const void *b)
 
 static bool is_region(const struct rep *r)
 {
-	return r->nullable && (r->kind == R_STAR || r->kind == R_PLUS ||
-			       (r->kind == R_COUNTED && r->unbounded));
+	return r->nullable &&
+	       (r->kind == R_STAR || r->kind == R_PLUS || (r->kind == R_COUNTED && r->unbounded));
 }
 
 /* Whether [a, b) lies in the body of a region other than rep `self`. */
@@ -990,12 +1029,15 @@ static int instrument(struct tr *t, struct buf *x, uint32_t **gmap, uint32_t *xg
 			if (r->kind == R_STAR && inside)
 				entry = r->nullable ? nstates++ : end;
 			if (entry >= 0 || !r->group)
-				in[n++] = (struct ins){r->start, 1, 2 * r->depth + 1, "", entry,
-						       r->group ? "" : "(?:", 0};
+				in[n++] = (struct ins){r->start, 1,     2 * r->depth + 1,
+						       "",       entry, r->group ? "" : "(?:",
+						       0};
 			if (r->group)
-				in[n++] = (struct ins){r->cend, 0, 2 * (r->depth + 1) - 1, "", end, "", 0};
+				in[n++] = (struct ins){r->cend, 0, 2 * (r->depth + 1) - 1, "", end,
+						       "",      0};
 			else
-				in[n++] = (struct ins){r->end, 0, 2 * r->depth + 1, "", end, ")", 0};
+				in[n++] = (struct ins){r->end, 0, 2 * r->depth + 1, "", end,
+						       ")",    0};
 		}
 	}
 	qsort(in, n, sizeof *in, ins_cmp);
@@ -1111,8 +1153,9 @@ int rx_compile(const char *pattern, unsigned flags, struct rx **out, char *err, 
 	*out = NULL;
 	size_t n = strlen(pattern);
 	if (n > RX_MAX_PATTERN) {
-		str_errf(err, errlen, "error parsing regexp: expression too large (%zu bytes, at most %d)",
-			 n, RX_MAX_PATTERN);
+		str_errf(err, errlen,
+			 "error parsing regexp: expression too large (%zu bytes, at most %d)", n,
+			 RX_MAX_PATTERN);
 		return GPULSE_ELIMIT;
 	}
 	struct tr t;
@@ -1167,7 +1210,8 @@ refused:
 	 * reads it (struct subject), and with it PCRE2 10.42's JIT lets \W
 	 * and \D match no character above U+007F. */
 	uint32_t opts = PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_BACKSLASH_C;
-	r->code = pcre2_compile((PCRE2_SPTR)(t.out.data ? t.out.data : ""), t.out.len, opts, &ec, &eoff, cctx);
+	r->code = pcre2_compile((PCRE2_SPTR)(t.out.data ? t.out.data : ""), t.out.len, opts, &ec,
+				&eoff, cctx);
 	if (!r->code) {
 		PCRE2_UCHAR msg[160];
 		pcre2_get_error_message(ec, msg, sizeof msg);
@@ -1183,7 +1227,8 @@ refused:
 		/* No optimization that could skip a callout or a backtrack. */
 		r->xcode = pcre2_compile((PCRE2_SPTR)x.data, x.len,
 					 opts | PCRE2_NO_AUTO_POSSESS | PCRE2_NO_START_OPTIMIZE |
-					 PCRE2_NO_DOTSTAR_ANCHOR, &ec, &eoff, cctx);
+						 PCRE2_NO_DOTSTAR_ANCHOR,
+					 &ec, &eoff, cctx);
 		if (!r->xcode) {
 			PCRE2_UCHAR msg[160];
 			pcre2_get_error_message(ec, msg, sizeof msg);
@@ -1199,8 +1244,8 @@ refused:
 		goto out;
 	}
 	pcre2_set_callout(r->mctx, choice_callout, NULL);
-	pcre2_set_match_limit(r->mctx, (uint32_t)atomic_load_explicit(&match_limit,
-								      memory_order_relaxed));
+	pcre2_set_match_limit(r->mctx,
+			      (uint32_t)atomic_load_explicit(&match_limit, memory_order_relaxed));
 	pcre2_set_depth_limit(r->mctx, RX_DEPTH_LIMIT);
 	pcre2_set_heap_limit(r->mctx, RX_HEAP_LIMIT_KIB);
 	r->ngroups = t.ngroups;
@@ -1254,8 +1299,8 @@ static void md_init(void)
 	pthread_key_create(&md_key, md_free);
 }
 
-static int run(const struct rx *r, const pcre2_code *code, const char *s, size_t len,
-	       size_t start, pcre2_match_data *md, bool *found)
+static int run(const struct rx *r, const pcre2_code *code, const char *s, size_t len, size_t start,
+	       pcre2_match_data *md, bool *found)
 {
 	*found = false;
 	/* subject_open checked the whole subject: only an offset inside a
@@ -1283,11 +1328,11 @@ static int run(const struct rx *r, const pcre2_code *code, const char *s, size_t
  * subject is matched as a copy with each bad byte replaced by U+FFFD's
  * three bytes, and offsets are mapped back. */
 struct subject {
-	const char *s;            /* what PCRE2 matches */
+	const char *s; /* what PCRE2 matches */
 	size_t len;
-	char *copy;               /* owned, or NULL when s is the caller's */
-	size_t *to_old;           /* copy offset -> caller's offset */
-	size_t *to_new;           /* caller's offset -> copy offset */
+	char *copy;     /* owned, or NULL when s is the caller's */
+	size_t *to_old; /* copy offset -> caller's offset */
+	size_t *to_new; /* caller's offset -> copy offset */
 };
 
 /* Length of the well-formed UTF-8 sequence at p (n bytes left), or 0. */
@@ -1296,14 +1341,17 @@ static size_t seq_len(const unsigned char *p, size_t n)
 	unsigned c = p[0];
 	if (c < 0x80)
 		return 1;
-	size_t l = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	size_t l = c >= 0xc2 && c <= 0xdf   ? 2
+		   : c >= 0xe0 && c <= 0xef ? 3
+		   : c >= 0xf0 && c <= 0xf4 ? 4
+					    : 0;
 	if (l == 0 || l > n)
 		return 0;
 	for (size_t k = 1; k < l; k++)
 		if ((p[k] & 0xc0) != 0x80)
 			return 0;
-	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) || (c == 0xf0 && p[1] < 0x90) ||
-	    (c == 0xf4 && p[1] > 0x8f))
+	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) ||
+	    (c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] > 0x8f))
 		return 0;
 	return l;
 }
@@ -1374,8 +1422,8 @@ static int dfa_match(const struct rx *r, const char *s, size_t len, bool *matche
 		rc = GPULSE_ENOMEM;
 		goto out;
 	}
-	int m = pcre2_dfa_match(r->code, (PCRE2_SPTR)s, len, 0, PCRE2_NO_UTF_CHECK, md, r->mctx,
-				ws, ws_n);
+	int m = pcre2_dfa_match(r->code, (PCRE2_SPTR)s, len, 0, PCRE2_NO_UTF_CHECK, md, r->mctx, ws,
+				ws_n);
 	if (m >= 0)
 		*matched = true;
 	else if (m == PCRE2_ERROR_NOMEMORY)
@@ -1434,7 +1482,8 @@ int rx_exec(const struct rx *r, const char *s, size_t len, size_t start, struct 
 			size_t g = r->gmap && i > 0 && i <= r->ngroups ? r->gmap[i] : i;
 			if (i <= r->ngroups && g < have && ov[2 * g] != PCRE2_UNSET) {
 				sp[i].start = (long)(v.copy ? v.to_old[ov[2 * g]] : ov[2 * g]);
-				sp[i].end = (long)(v.copy ? v.to_old[ov[2 * g + 1]] : ov[2 * g + 1]);
+				sp[i].end = (long)(v.copy ? v.to_old[ov[2 * g + 1]]
+							  : ov[2 * g + 1]);
 			} else {
 				sp[i].start = sp[i].end = -1;
 			}
@@ -1495,8 +1544,10 @@ int rx_expand(const struct rx *r, struct buf *b, const char *tmpl, const char *s
 		} else {
 			/* Go's expand: the first group of that name that matched. */
 			for (size_t k = 0; k < r->nnames && g < 0; k++)
-				if (strlen(r->names[k].name) == nl && !memcmp(r->names[k].name, name, nl) &&
-				    (size_t)r->names[k].index < nsp && sp[r->names[k].index].start >= 0)
+				if (strlen(r->names[k].name) == nl &&
+				    !memcmp(r->names[k].name, name, nl) &&
+				    (size_t)r->names[k].index < nsp &&
+				    sp[r->names[k].index].start >= 0)
 					g = r->names[k].index;
 		}
 		if (g >= 0 && (size_t)g < nsp && sp[g].start >= 0)

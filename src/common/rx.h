@@ -26,7 +26,8 @@
 #define RX_DFA_WORKSPACE 65536     /* ints of PCRE2's DFA matcher, rx_match's fallback */
 
 /* Compile flags. */
-#define RX_ANCHORED 1u             /* as Prometheus: re must parse alone and as the
+#define RX_ANCHORED \
+	1u /* as Prometheus: re must parse alone and as the
 				    * text "^(?:" re ")$", which is what runs */
 
 struct rx;

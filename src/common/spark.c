@@ -4,8 +4,8 @@
 #include <math.h>
 #include <string.h>
 
-void spark_draw(const double *v, size_t n, double lo, double hi, bool utf8, size_t width,
-		char *out, size_t len)
+void spark_draw(const double *v, size_t n, double lo, double hi, bool utf8, size_t width, char *out,
+		size_t len)
 {
 	static const char *const blocks[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
 	static const char ascii[] = "_.-=#";

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SPARK_MAX_WIDTH 256   /* characters one sparkline may have */
+#define SPARK_MAX_WIDTH 256 /* characters one sparkline may have */
 
 /* Draw v[0..n) averaged into at most `width` buckets (width <=
  * SPARK_MAX_WIDTH), each bucket's mean scaled to lo..hi and drawn as one
@@ -15,7 +15,7 @@
  * (hi <= lo) is drawn at the middle level. The text, NUL-terminated,
  * goes to out (at most len bytes: 4 per character and 1 suffice; what
  * does not fit is cut at a character boundary). */
-void spark_draw(const double *v, size_t n, double lo, double hi, bool utf8, size_t width,
-		char *out, size_t len);
+void spark_draw(const double *v, size_t n, double lo, double hi, bool utf8, size_t width, char *out,
+		size_t len);
 
 #endif

@@ -32,7 +32,8 @@ int token_file_read(const char *path, bool private_only, char *tok, size_t tokle
 		goto out;
 	}
 	if (private_only && (st.st_mode & S_IROTH)) {
-		snprintf(why, whylen, "token file %s is readable by every user (mode %04o); run: chmod o-rwx %s",
+		snprintf(why, whylen,
+			 "token file %s is readable by every user (mode %04o); run: chmod o-rwx %s",
 			 path, (unsigned)(st.st_mode & 07777), path);
 		rc = GPULSE_EINVAL;
 		goto out;
@@ -43,7 +44,8 @@ int token_file_read(const char *path, bool private_only, char *tok, size_t tokle
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			snprintf(why, whylen, "cannot read token file %s: %s", path, strerror(errno));
+			snprintf(why, whylen, "cannot read token file %s: %s", path,
+				 strerror(errno));
 			rc = GPULSE_EIO;
 			goto out;
 		}
@@ -51,8 +53,9 @@ int token_file_read(const char *path, bool private_only, char *tok, size_t tokle
 			break;
 		len += (size_t)n;
 		if (len == toklen - 1) {
-			snprintf(why, whylen, "token file %s is too large for a token (over %zu bytes)",
-				 path, toklen - 2);
+			snprintf(why, whylen,
+				 "token file %s is too large for a token (over %zu bytes)", path,
+				 toklen - 2);
 			rc = GPULSE_EINVAL;
 			goto out;
 		}
@@ -70,7 +73,8 @@ int token_file_read(const char *path, bool private_only, char *tok, size_t tokle
 	}
 	for (size_t i = 0; i < len; i++)
 		if ((unsigned char)tok[i] <= ' ' || tok[i] == 0x7f) {
-			snprintf(why, whylen, "token file %s: the token holds a space or control character",
+			snprintf(why, whylen,
+				 "token file %s: the token holds a space or control character",
 				 path);
 			rc = GPULSE_EINVAL;
 			goto out;

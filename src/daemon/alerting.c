@@ -35,7 +35,7 @@ void alerting_queue_dir(const struct gpulse_config *c, char *out, size_t outlen)
 struct translation {
 	struct notify_receiver_config rc[2 * CONFIG_MAX_URLS + 1];
 	const char *args[CONFIG_MAX_ARGS];
-	struct alert_label ext[CONFIG_MAX_LABELS];
+	struct label ext[CONFIG_MAX_LABELS];
 	const char *group_by[CONFIG_MAX_LABELS];
 	const char *src[CONFIG_MAX_INHIBIT_RULES][CONFIG_MAX_MATCHERS];
 	const char *tgt[CONFIG_MAX_INHIBIT_RULES][CONFIG_MAX_MATCHERS];

@@ -6,7 +6,11 @@
  * reads its output through pipes, kills it when another process shows up
  * on its GPU, and, when it ends, compares the result with the history in
  * the store, keeps it, and publishes it. HTTP handlers only read and set
- * state under the mutex; /metrics renders the last result per GPU. */
+ * state under the mutex; /metrics renders the last result per GPU.
+ *
+ * Why one file: the scheduler thread and the state it owns are one concern
+ * (its endpoints are in src/api/bench.c); a split would only publish that
+ * state to a second file. */
 #include "daemon/benchd.h"
 
 #include <errno.h>

@@ -1,6 +1,11 @@
 /* gpulsed's glue; see daemon.h. Signals are blocked in every thread and
  * taken by the main thread with sigtimedwait, so handlers never run in
- * the middle of a collector or HTTP thread. */
+ * the middle of a collector or HTTP thread.
+ *
+ * Why one file: for now only. The HTTP endpoints have left for src/api
+ * (issue 35, deliverable 2); what remains is start-up as named steps,
+ * shutdown, the demo and the storage retry, which are still to move to
+ * files of their own. */
 #include "daemon/daemon.h"
 
 #include <errno.h>
@@ -438,7 +443,7 @@ static void start_remotes(struct daemon *d, struct tsdb *db)
 		for (size_t j = 0; j < CONFIG_MAX_LABELS && j < REMOTE_MAX_EXTERNAL &&
 				   c->alerting.external_labels[j][0][0]; j++)
 			if (c->alerting.external_labels[j][1][0])
-				o.external[o.nexternal++] = (struct tsdb_label){
+				o.external[o.nexternal++] = (struct label){
 					c->alerting.external_labels[j][0], c->alerting.external_labels[j][1]};
 		char qdir[CONFIG_PATH_LEN + 160];
 		if (r->queue_dir[0])
@@ -938,13 +943,13 @@ static int start_rules(struct daemon *d)
 		log_error("rules: out of memory");
 		return 1;
 	}
-	struct promql_label ext[CONFIG_MAX_LABELS];
+	struct label ext[CONFIG_MAX_LABELS];
 	size_t next = 0;
 	/* An empty value is no label (as in Prometheus): `instance: ""`
 	 * turns the default off. */
 	for (size_t i = 0; i < CONFIG_MAX_LABELS && d->cfg.alerting.external_labels[i][0][0]; i++)
 		if (d->cfg.alerting.external_labels[i][1][0])
-			ext[next++] = (struct promql_label){d->cfg.alerting.external_labels[i][0],
+			ext[next++] = (struct label){d->cfg.alerting.external_labels[i][0],
 							    d->cfg.alerting.external_labels[i][1]};
 	struct rules_engine_config rc = {
 		.db = d->db,

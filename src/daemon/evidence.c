@@ -488,7 +488,7 @@ void evidence_sink(void *ctx, const struct alert_notice *notices, size_t n)
 	/* Forwarded in batches, each notice with one more annotation; the
 	 * strings live in this frame until the forward returns. */
 	struct alert_notice out[NOTICE_BATCH];
-	struct alert_label ann[NOTICE_BATCH][32];
+	struct label ann[NOTICE_BATCH][32];
 	char text[NOTICE_BATCH][700];
 	for (size_t base = 0; base < n; base += NOTICE_BATCH) {
 		size_t k = n - base < NOTICE_BATCH ? n - base : NOTICE_BATCH;
@@ -505,7 +505,7 @@ void evidence_sink(void *ctx, const struct alert_notice *notices, size_t n)
 			else
 				snprintf(text[i], sizeof text[i], "%s", l->why);
 			memcpy(ann[i], in->annotations, in->nannotations * sizeof ann[i][0]);
-			ann[i][in->nannotations] = (struct alert_label){ANNOTATION, text[i]};
+			ann[i][in->nannotations] = (struct label){ANNOTATION, text[i]};
 			out[i].annotations = ann[i];
 			out[i].nannotations = in->nannotations + 1;
 		}

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/label.h"
 #include "common/clock.h"
 #include "export/expfmt.h"
 #include "common/hash.h"
@@ -28,7 +29,7 @@ struct lseries {
 	size_t keylen;
 	uint64_t names_gen;           /* the name set `wanted` was decided against */
 	bool wanted;
-	struct promql_label *labels;  /* wanted only: sorted, __name__ included */
+	struct label *labels;  /* wanted only: sorted, __name__ included */
 	size_t nlabels;
 	struct promql_sample *s;      /* s[start..n) held, oldest first */
 	size_t start, n, cap;
@@ -242,13 +243,8 @@ static void series_clear(struct livestore *ls, struct lseries *s)
 	s->start = s->n = s->cap = 0;
 }
 
-static int cmp_label(const void *a, const void *b)
-{
-	return strcmp(((const struct promql_label *)a)->name, ((const struct promql_label *)b)->name);
-}
-
 struct label_list {
-	struct promql_label *l;
+	struct label *l;
 	size_t n, cap;
 };
 
@@ -259,7 +255,7 @@ static int add_label(void *ctx, const char *name, const char *value)
 		ll->cap = ll->cap ? 2 * ll->cap : 8;
 		ll->l = xrealloc(ll->l, ll->cap * sizeof *ll->l);
 	}
-	ll->l[ll->n++] = (struct promql_label){xstrdup(name), xstrdup(value)};
+	ll->l[ll->n++] = (struct label){xstrdup(name), xstrdup(value)};
 	return 0;
 }
 
@@ -272,7 +268,7 @@ static void series_parse_labels(struct lseries *s)
 	expfmt_labels(s->key, s->keylen, strcspn(s->key, "{"), scratch, s->keylen + 2, add_label,
 		      &ll);
 	free(scratch);
-	qsort(ll.l, ll.n, sizeof *ll.l, cmp_label);
+	qsort(ll.l, ll.n, sizeof *ll.l, label_cmp_name);
 	s->labels = ll.l;
 	s->nlabels = ll.n;
 }
@@ -566,11 +562,11 @@ static int live_select(void *ctx, const struct promql_matcher *matchers, size_t 
 		for (size_t j = 0; j < s->nlabels; j++)
 			bytes += strlen(s->labels[j].name) + strlen(s->labels[j].value) + 2;
 	}
-	size_t total = ns * sizeof(struct promql_series) + nl * sizeof(struct promql_label) +
+	size_t total = ns * sizeof(struct promql_series) + nl * sizeof(struct label) +
 		       nsamp * sizeof(struct promql_sample) + bytes;
 	char *block = xmalloc(total ? total : 1);
 	struct promql_series *series = (struct promql_series *)(void *)block;
-	struct promql_label *labels = (struct promql_label *)(void *)(series + ns);
+	struct label *labels = (struct label *)(void *)(series + ns);
 	struct promql_sample *samples = (struct promql_sample *)(void *)(labels + nl);
 	char *str = (char *)(samples + nsamp);
 	size_t k = 0;
@@ -589,7 +585,7 @@ static int live_select(void *ctx, const struct promql_matcher *matchers, size_t 
 			size_t a = strlen(s->labels[j].name) + 1, b = strlen(s->labels[j].value) + 1;
 			memcpy(str, s->labels[j].name, a);
 			memcpy(str + a, s->labels[j].value, b);
-			labels[j] = (struct promql_label){str, str + a};
+			labels[j] = (struct label){str, str + a};
 			str += a + b;
 		}
 		memcpy(samples, s->s + lo, (hi - lo) * sizeof *samples);

@@ -65,7 +65,7 @@ struct selfscrape {
 
 /* The labels of a new series, for tsdb_series. */
 struct label_list {
-	struct tsdb_label l[MAX_LABELS + 1]; /* __name__ and MAX_LABELS others */
+	struct label l[MAX_LABELS + 1]; /* __name__ and MAX_LABELS others */
 	size_t n;
 };
 
@@ -74,7 +74,7 @@ static int add_label(void *ctx, const char *name, const char *value)
 	struct label_list *ll = ctx;
 	if (ll->n == sizeof ll->l / sizeof ll->l[0])
 		return GPULSE_ELIMIT;
-	ll->l[ll->n++] = (struct tsdb_label){name, value};
+	ll->l[ll->n++] = (struct label){name, value};
 	return 0;
 }
 

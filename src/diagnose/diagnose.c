@@ -12,7 +12,12 @@
  * saturated; is the GPU idle more than it works (starved); and only then,
  * for a GPU busy with kernels that fill it, which of its resources the
  * kernels exhaust. Findings (memory capacity, power, thermal, hardware,
- * ECC, XID) are judged independently of the class. */
+ * ECC, XID) are judged independently of the class.
+ *
+ * Why one file: the rules are one decision, walked in the order above
+ * over one window's reduced figures (struct wstats); the parts that
+ * stand alone already live beside it (peaks, JSON, live, history,
+ * health). */
 #include "diagnose/diagnose.h"
 
 #include <math.h>

@@ -147,7 +147,7 @@ static void series_of(int s, const char **name, const char **lname, const char *
 }
 
 /* The series index of a stored series' labels, or -1. */
-static int series_index(const struct tsdb_label *l, size_t n)
+static int series_index(const struct label *l, size_t n)
 {
 	const char *name = NULL, *cls = NULL, *fnd = NULL, *res = NULL, *path = NULL, *evd = NULL;
 	for (size_t i = 0; i < n; i++) {
@@ -198,7 +198,7 @@ static int make_refs(struct diag_history *h, struct hist_gpu *g, const struct gp
 	for (int s = 0; s < S_COUNT; s++) {
 		const char *name, *lname, *lvalue;
 		series_of(s, &name, &lname, &lvalue);
-		struct tsdb_label l[INGEST_GPU_LABELS_MAX];
+		struct label l[INGEST_GPU_LABELS_MAX];
 		size_t n = ingest_gpu_labels(l, name, gpu, id->uuid, id->name, gpu_source_label(id),
 					     lname, lvalue);
 		char err[160];
@@ -343,6 +343,10 @@ static void prune(struct diag_history *h)
 		log_debug("diagnosis history: pruned %zu record(s)", n);
 }
 
+/* Not common/periodic: a queue's writer, woken by each record queued; the
+ * queue's condition also wakes diag_history_sync's callers once drained,
+ * and a stop drains what is queued first. The 60 s wait is only for the
+ * prune when no record comes. */
 static void *writer(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-diaghist");
@@ -555,7 +559,7 @@ static int read_pass(struct diag_history *h, int gpu, bool classes, const char *
 	int r;
 	while ((r = tsdb_iter_next_series(it)) == 1) {
 		size_t nl;
-		const struct tsdb_label *l = tsdb_iter_labels(it, &nl);
+		const struct label *l = tsdb_iter_labels(it, &nl);
 		int s = series_index(l, nl);
 		if (s < 0 || (classes != (s < S_FINDING)))
 			continue;

@@ -352,6 +352,9 @@ uint64_t guard_sweeps(const struct http_guard *g)
  * one is (set_deadline tells it): an idle server's sweeper does not wake,
  * where it woke ten times a second (0.55 ms of CPU a second on the dev
  * VM, more than the collector's lane on the fake NVML). */
+/* Not common/periodic: the sweep is due at the earliest connection's
+ * deadline (no sooner than sweep_ns apart), and with no connection waiting
+ * the thread sleeps until one comes, not every period. */
 static void *sweep_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-httpgrd");

@@ -6,7 +6,12 @@
  * slots kept for scrapes), which MHD's own timeout and per-IP limit cannot
  * replace (see there). Error responses are built once at start and shared,
  * so a refused request costs no allocation. Routes that may take long run
- * on pools, their connections suspended meanwhile (the last section). */
+ * on pools, their connections suspended meanwhile (the last section).
+ *
+ * Why one file: routing, request policy, tokens and the pools are all
+ * callbacks of one MHD daemon over the private struct http_server; the
+ * parts that stand alone already live beside it (http_guard.c,
+ * http_basic.c, http_static.c). */
 #include "http/http_server.h"
 
 #include <arpa/inet.h>

@@ -319,7 +319,10 @@ static void *inject_main(void *arg)
 		 * subscribe (other_subscribe takes subs.mu). */
 		if (flushed && subs.ip.scanned && !lib.stepped_aside)
 			interpose_scan(&subs.ip);
-		/* Sleep until the next thing to do. */
+		/* Sleep until the next thing to do: the flush, a census window's
+		 * edge or the watchdog's look, whichever is first (not one
+		 * period, so not common/periodic; the thread also runs with
+		 * signals blocked and must not abort, see start_thread). */
 		int64_t until = next_flush;
 		if (lib.mode == WIRE_MODE_CONTINUOUS) {
 			int64_t start = atomic_load(&cen.census_start_ns);

@@ -71,14 +71,14 @@ static void store_sample(struct profile_emitter *e, const char *const *names,
 			 const char *const *values, size_t n, double v)
 {
 	struct profile_store_emitter *s = (struct profile_store_emitter *)e;
-	struct tsdb_label l[PROFILE_EMIT_MAX_LABELS + 1];
+	struct label l[PROFILE_EMIT_MAX_LABELS + 1];
 	if (n > PROFILE_EMIT_MAX_LABELS) {
 		s->refused++;
 		return;
 	}
-	l[0] = (struct tsdb_label){"__name__", s->name};
+	l[0] = (struct label){"__name__", s->name};
 	for (size_t i = 0; i < n; i++)
-		l[i + 1] = (struct tsdb_label){names[i], values[i]};
+		l[i + 1] = (struct label){names[i], values[i]};
 	uint32_t ref;
 	char err[256];
 	if (tsdb_series(s->db, l, n + 1, &ref, err, sizeof err) != 0 ||

@@ -6,7 +6,13 @@
  * emptied after each step of a range query; the result arena holds what
  * the caller gets back. Label strings are shared by pointer (into the
  * storage's series set, the AST or an arena) until the result is built,
- * which copies them, so the series set can be released at once. */
+ * which copies them, so the series set can be released at once.
+ *
+ * Why one file: it follows engine.go and functions.go as one unit: the
+ * functions, aggregations and binary operators all run on the evaluator's
+ * private arenas, series maps and step state, and keeping Prometheus's
+ * order of operations is easiest read in one place; a split needs those
+ * types in an internal header first. */
 #include "promql/eval.h"
 
 #include <ctype.h>
@@ -111,7 +117,7 @@ static void arena_free(struct arena *a)
 /* ---- label sets ---- */
 
 struct lset {
-	const struct promql_label *v;
+	const struct label *v;
 	size_t n;
 };
 
@@ -254,7 +260,7 @@ static bool ev_tick(struct ev *ev)
 static struct lset lset_filter(struct ev *ev, struct lset ls, bool drop_name, bool keep_mode,
 			       char *const *names, size_t nnames)
 {
-	struct promql_label *o = arena_alloc(&ev->step, (ls.n ? ls.n : 1) * sizeof *o);
+	struct label *o = arena_alloc(&ev->step, (ls.n ? ls.n : 1) * sizeof *o);
 	size_t n = 0;
 	for (size_t i = 0; i < ls.n; i++) {
 		bool is_name = strcmp(ls.v[i].name, "__name__") == 0;
@@ -276,7 +282,7 @@ static struct lset drop_name(struct ev *ev, struct lset ls)
 /* ls with name set to value (value "" deletes it). */
 static struct lset lset_set(struct ev *ev, struct lset ls, const char *name, const char *value)
 {
-	struct promql_label *o = arena_alloc(&ev->step, (ls.n + 1) * sizeof *o);
+	struct label *o = arena_alloc(&ev->step, (ls.n + 1) * sizeof *o);
 	size_t n = 0;
 	bool done = value[0] == '\0';
 	for (size_t i = 0; i < ls.n; i++) {
@@ -284,13 +290,13 @@ static struct lset lset_set(struct ev *ev, struct lset ls, const char *name, con
 		if (c == 0)
 			continue;
 		if (c > 0 && !done) {
-			o[n++] = (struct promql_label){name, value};
+			o[n++] = (struct label){name, value};
 			done = true;
 		}
 		o[n++] = ls.v[i];
 	}
 	if (!done)
-		o[n++] = (struct promql_label){name, value};
+		o[n++] = (struct label){name, value};
 	return (struct lset){o, n};
 }
 
@@ -2017,9 +2023,9 @@ struct rseries {
 	size_t n, cap;
 };
 
-static struct promql_label *copy_labels(struct arena *a, struct lset ls)
+static struct label *copy_labels(struct arena *a, struct lset ls)
 {
-	struct promql_label *o = arena_alloc(a, (ls.n ? ls.n : 1) * sizeof *o);
+	struct label *o = arena_alloc(a, (ls.n ? ls.n : 1) * sizeof *o);
 	for (size_t i = 0; i < ls.n; i++) {
 		o[i].name = arena_strdup(a, ls.v[i].name);
 		o[i].value = arena_strdup(a, ls.v[i].value);
@@ -2280,7 +2286,7 @@ int promql_format_value(struct buf *b, double v)
 	return gofloat_put(b, v, 'f');
 }
 
-int promql_put_json_labels(struct buf *b, const struct promql_label *l, size_t n)
+int promql_put_json_labels(struct buf *b, const struct label *l, size_t n)
 {
 	buf_putc(b, '{');
 	for (size_t i = 0; i < n; i++) {
@@ -2293,7 +2299,7 @@ int promql_put_json_labels(struct buf *b, const struct promql_label *l, size_t n
 	return buf_putc(b, '}');
 }
 
-int promql_format_labels(struct buf *b, const struct promql_label *labels, size_t n)
+int promql_format_labels(struct buf *b, const struct label *labels, size_t n)
 {
 	buf_putc(b, '{');
 	for (size_t i = 0; i < n; i++) {

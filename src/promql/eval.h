@@ -57,7 +57,7 @@ int promql_check_stop(const struct promql_opts *o, int64_t *next_poll_ns, const 
 /* One series of a result. For a vector every series has exactly one
  * point (at the evaluation time); for a matrix, points in time order. */
 struct promql_result_series {
-	const struct promql_label *labels; /* sorted by name */
+	const struct label *labels; /* sorted by name */
 	size_t nlabels;
 	const struct promql_sample *points;
 	size_t npoints;
@@ -103,9 +103,9 @@ int promql_format_value(struct buf *b, double v);
 
 /* Append a label set as a JSON object, {"a":"1","b":"2"}, as Prometheus's
  * APIs write labels. */
-int promql_put_json_labels(struct buf *b, const struct promql_label *l, size_t n);
+int promql_put_json_labels(struct buf *b, const struct label *l, size_t n);
 
 /* Append a label set as Prometheus prints one: {a="1", b="2"}. */
-int promql_format_labels(struct buf *b, const struct promql_label *labels, size_t n);
+int promql_format_labels(struct buf *b, const struct label *labels, size_t n);
 
 #endif

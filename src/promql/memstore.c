@@ -6,12 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/label.h"
 #include "common/status.h"
 #include "common/str.h"
 #include "common/xalloc.h"
 
 struct mseries {
-	struct promql_label *labels; /* owned strings, sorted by name */
+	struct label *labels; /* owned strings, sorted by name */
 	size_t nlabels;
 	struct promql_sample *samples;
 	size_t nsamples, cap;
@@ -53,19 +54,14 @@ size_t memstore_series_count(const struct memstore *ms)
 	return ms->nseries;
 }
 
-static int cmp_label(const void *a, const void *b)
-{
-	return strcmp(((const struct promql_label *)a)->name, ((const struct promql_label *)b)->name);
-}
-
-int memstore_add(struct memstore *ms, const struct promql_label *labels, size_t nlabels,
+int memstore_add(struct memstore *ms, const struct label *labels, size_t nlabels,
 		 int64_t t_ms, double v)
 {
 	if (nlabels == 0 || nlabels > 64)
 		return GPULSE_EINVAL;
-	struct promql_label sorted[64];
+	struct label sorted[64];
 	memcpy(sorted, labels, nlabels * sizeof *labels);
-	qsort(sorted, nlabels, sizeof *sorted, cmp_label);
+	qsort(sorted, nlabels, sizeof *sorted, label_cmp_name);
 	for (size_t i = 0; i < nlabels; i++)
 		if (sorted[i].name[0] == '\0' || (i > 0 && strcmp(sorted[i - 1].name, sorted[i].name) == 0))
 			return GPULSE_EINVAL;

@@ -25,7 +25,7 @@ void memstore_free(struct memstore *ms);
  * increasing time order: an older or equal timestamp gives GPULSE_EINVAL.
  * GPULSE_ELIMIT when a bound is hit, GPULSE_EINVAL for an empty or
  * duplicated label name. */
-int memstore_add(struct memstore *ms, const struct promql_label *labels, size_t nlabels,
+int memstore_add(struct memstore *ms, const struct label *labels, size_t nlabels,
 		 int64_t t_ms, double v);
 
 size_t memstore_series_count(const struct memstore *ms);

@@ -7,12 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/label.h"
 #include "promql/ast.h"
-
-struct promql_label {
-	const char *name;
-	const char *value;
-};
 
 struct promql_sample {
 	int64_t t_ms;
@@ -22,7 +18,7 @@ struct promql_sample {
 /* One series: labels sorted by name (including __name__), samples in
  * increasing time order, each at most once per timestamp. */
 struct promql_series {
-	const struct promql_label *labels;
+	const struct label *labels;
 	size_t nlabels;
 	const struct promql_sample *samples;
 	size_t nsamples;

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "promql/parser.h"
+#include "common/label.h"
 #include "common/stale.h"
 #include "common/status.h"
 #include "common/str.h"
@@ -148,12 +149,7 @@ int promql_parse_series_values(const char *text, struct promql_series_value **ou
 	return 0;
 }
 
-static int cmp_label(const void *a, const void *b)
-{
-	return strcmp(((const struct promql_label *)a)->name, ((const struct promql_label *)b)->name);
-}
-
-int promql_parse_series_labels(const char *text, struct promql_label **labels, size_t *n,
+int promql_parse_series_labels(const char *text, struct label **labels, size_t *n,
 			       char *err, size_t errlen)
 {
 	struct promql_expr *e;
@@ -170,7 +166,7 @@ int promql_parse_series_labels(const char *text, struct promql_label **labels, s
 		promql_expr_free(e);
 		return GPULSE_EPARSE;
 	}
-	size_t bytes = e->nmatchers * sizeof(struct promql_label);
+	size_t bytes = e->nmatchers * sizeof(struct label);
 	for (size_t i = 0; i < e->nmatchers; i++) {
 		if (e->matchers[i].op != PROMQL_MATCH_EQ) {
 			str_errf(err, errlen, "bad series \"%.60s\": only \"=\" may give a label", text);
@@ -179,7 +175,7 @@ int promql_parse_series_labels(const char *text, struct promql_label **labels, s
 		}
 		bytes += strlen(e->matchers[i].name) + strlen(e->matchers[i].value) + 2;
 	}
-	struct promql_label *l = xmalloc(bytes ? bytes : 1);
+	struct label *l = xmalloc(bytes ? bytes : 1);
 	char *s = (char *)(l + e->nmatchers);
 	size_t k = 0;
 	for (size_t i = 0; i < e->nmatchers; i++) {
@@ -194,7 +190,7 @@ int promql_parse_series_labels(const char *text, struct promql_label **labels, s
 		s += b;
 		k++;
 	}
-	qsort(l, k, sizeof *l, cmp_label);
+	qsort(l, k, sizeof *l, label_cmp_name);
 	for (size_t i = 1; i < k; i++)
 		if (strcmp(l[i - 1].name, l[i].name) == 0) {
 			str_errf(err, errlen, "bad series \"%.60s\": label \"%s\" given twice", text, l[i].name);

@@ -28,7 +28,7 @@ int promql_parse_series_values(const char *text, struct promql_series_value **ou
 /* Parse a series description such as 'up{job="a", instance="b"}' into a
  * label set sorted by name (the name as __name__). *labels is one
  * allocation the caller frees with free(); the strings live inside it. */
-int promql_parse_series_labels(const char *text, struct promql_label **labels, size_t *n,
+int promql_parse_series_labels(const char *text, struct label **labels, size_t *n,
 			       char *err, size_t errlen);
 
 #endif

@@ -92,8 +92,8 @@ static int tq_select_mode(void *ctx, const struct promql_matcher *matchers, size
 			goto fail;
 		}
 		size_t nl;
-		const struct tsdb_label *tl = tsdb_iter_labels(it, &nl);
-		struct promql_label *pl = xcalloc(nl ? nl : 1, sizeof *pl);
+		const struct label *tl = tsdb_iter_labels(it, &nl);
+		struct label *pl = xcalloc(nl ? nl : 1, sizeof *pl);
 		for (size_t i = 0; i < nl; i++) {
 			pl[i].name = keep(s, tl[i].name);
 			pl[i].value = keep(s, tl[i].value);

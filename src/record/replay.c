@@ -67,7 +67,9 @@ static int cmp_row_time(const void *a, const void *b, void *arg)
 	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
-/* Wait until monotonic `deadline` or stop; true if stopping. */
+/* Wait until monotonic `deadline` or stop; true if stopping. Replay paces
+ * each row by the recording's own timestamps (scaled by speed), not by a
+ * period, so common/periodic does not fit. */
 static bool replay_wait(struct replay *r, int64_t deadline)
 {
 	pthread_mutex_lock(&r->lock);

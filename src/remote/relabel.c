@@ -418,7 +418,7 @@ out:
 	return rc;
 }
 
-int relabel_apply(const struct relabel *r, const struct tsdb_label *in, size_t n,
+int relabel_apply(const struct relabel *r, const struct label *in, size_t n,
 		  struct relabel_set *out, bool *keep)
 {
 	relabel_set_clear(out);

@@ -63,7 +63,7 @@ void relabel_set_clear(struct relabel_set *s);
  * or GPULSE_ELIMIT when the set would pass RELABEL_MAX_LABELS or a
  * regex hit its cost limit (the series is then not kept). r NULL: a
  * copy. */
-int relabel_apply(const struct relabel *r, const struct tsdb_label *in, size_t n,
+int relabel_apply(const struct relabel *r, const struct label *in, size_t n,
 		  struct relabel_set *out, bool *keep);
 
 #endif

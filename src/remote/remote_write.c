@@ -12,6 +12,7 @@
 #include <curl/curl.h>
 #include <zlib.h>
 
+#include "common/label.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/mono_cond.h"
@@ -36,7 +37,7 @@ struct entry {
 struct cached {
 	int state;                 /* 0 unknown, 1 sent, 2 dropped by relabelling */
 	size_t n;
-	struct tsdb_label *labels; /* sorted; strings in `strings` */
+	struct label *labels; /* sorted; strings in `strings` */
 	char *strings;
 };
 
@@ -51,7 +52,7 @@ struct remote_write {
 	struct curl_slist *connect_to;  /* server_name: where to connect really */
 	char *host_hdr;            /* server_name: Host: as the URL says */
 	bool insecure;
-	struct tsdb_label ext[REMOTE_MAX_EXTERNAL];
+	struct label ext[REMOTE_MAX_EXTERNAL];
 	size_t next;
 	struct relabel *rl;
 	size_t capacity, max_per_send;
@@ -268,11 +269,6 @@ void remote_write_on_append(void *ctx, uint32_t ref, int64_t t_ms, double v)
 
 /* ---- the batcher ---- */
 
-static int label_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct tsdb_label *)a)->name, ((const struct tsdb_label *)b)->name);
-}
-
 /* Resolve a ref into its labels as sent (cached). NULL: not sent. */
 static const struct cached *resolve(struct remote_write *rw, uint32_t ref)
 {
@@ -293,11 +289,11 @@ static const struct cached *resolve(struct remote_write *rw, uint32_t ref)
 	if (c->state)
 		return c->state == 1 ? c : NULL;
 	struct tsdb *db = atomic_load(&rw->db);
-	const struct tsdb_label *sl = NULL;
+	const struct label *sl = NULL;
 	size_t sn = 0;
 	if (!db || tsdb_series_labels(db, ref, &sl, &sn) != 0)
 		return NULL;
-	struct tsdb_label in[TSDB_MAX_LABELS + REMOTE_MAX_EXTERNAL];
+	struct label in[TSDB_MAX_LABELS + REMOTE_MAX_EXTERNAL];
 	size_t n = 0;
 	for (size_t i = 0; i < sn; i++)
 		in[n++] = sl[i];
@@ -338,7 +334,7 @@ static const struct cached *resolve(struct remote_write *rw, uint32_t ref)
 		p += ln + lv;
 	}
 	c->n = set.n;
-	qsort(c->labels, c->n, sizeof *c->labels, label_cmp);
+	qsort(c->labels, c->n, sizeof *c->labels, label_cmp_name);
 	relabel_set_clear(&set);
 	c->state = 1;
 	return c;
@@ -347,7 +343,7 @@ static const struct cached *resolve(struct remote_write *rw, uint32_t ref)
 /* A sample to send, keyed by its series (same key, same labels). */
 struct out {
 	const void *key;
-	const struct tsdb_label *labels;
+	const struct label *labels;
 	size_t n;
 	int64_t t_ms;
 	double v;
@@ -359,7 +355,7 @@ struct outvec {
 	bool failed;
 };
 
-static void out_push(void *ctx, const void *key, const struct tsdb_label *labels, size_t n,
+static void out_push(void *ctx, const void *key, const struct label *labels, size_t n,
 		     int64_t t_ms, double v)
 {
 	struct outvec *o = ctx;
@@ -449,7 +445,7 @@ static void take_batch(struct remote_write *rw, const struct entry *e, size_t n,
 	struct tsdb *db = atomic_load(&rw->db);
 	for (size_t i = 0; i < n; i++) {
 		if (rw->sum && db) {
-			const struct tsdb_label *sl;
+			const struct label *sl;
 			size_t sn;
 			if (tsdb_series_labels(db, e[i].ref, &sl, &sn) == 0)
 				rw_summary_observe(rw->sum, sl, sn, e[i].t_ms, e[i].v);
@@ -474,6 +470,8 @@ static void take_batch(struct remote_write *rw, const struct entry *e, size_t n,
 	}
 }
 
+/* Not common/periodic: a batch is sent when it is full or its deadline
+ * passes, whichever is first, so the wait ends on samples arriving too. */
 static void *batcher_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-rw-batch");
@@ -620,7 +618,8 @@ static long post(struct remote_write *rw, CURL *c, const struct buf *body, char 
 	return code;
 }
 
-/* Sleep ms unless stopping (then return true). */
+/* Sleep ms unless stopping (then return true). The sender's back-off, a
+ * length picked after each failure: not a period (common/periodic). */
 static bool wait_or_stop(struct remote_write *rw, int64_t ms)
 {
 	int64_t until = clock_mono_ns() + ms * NS_PER_MS;

@@ -38,7 +38,7 @@ struct remote_write_opts {
 	bool insecure_skip_verify;
 	const struct relabel_spec *relabel;
 	size_t nrelabel;
-	struct tsdb_label external[REMOTE_MAX_EXTERNAL];  /* added where a series lacks them */
+	struct label external[REMOTE_MAX_EXTERNAL];  /* added where a series lacks them */
 	size_t nexternal;
 	size_t capacity;               /* ring slots; 0: 10000 */
 	size_t max_samples_per_send;   /* 0: 2000 */

@@ -23,7 +23,7 @@ struct rw_sample {
 /* One series of a request: its labels (sorted by name, __name__ among
  * them, as the receiver requires) and its samples, oldest first. */
 struct rw_series {
-	const struct tsdb_label *labels;
+	const struct label *labels;
 	size_t nlabels;
 	const struct rw_sample *samples;
 	size_t nsamples;

@@ -24,9 +24,9 @@ struct series_state {
 	int64_t last_t;
 	double last_v;
 	/* The summaries' label sets: labels with __name__ replaced. */
-	struct tsdb_label *agg_labels[NAGG];
+	struct label *agg_labels[NAGG];
 	char *agg_names[NAGG];
-	const struct tsdb_label *labels;
+	const struct label *labels;
 	size_t n;
 };
 
@@ -105,7 +105,7 @@ void rw_summary_destroy(struct rw_summary *s)
 	free(s);
 }
 
-static const char *label(const struct tsdb_label *l, size_t n, const char *name)
+static const char *label(const struct label *l, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(l[i].name, name) == 0)
@@ -133,7 +133,7 @@ static int gpu_index(struct rw_summary *s, const char *gpu)
 	return (int)s->ngpus++;
 }
 
-static int state_init(struct rw_summary *s, struct series_state *st, const struct tsdb_label *l,
+static int state_init(struct rw_summary *s, struct series_state *st, const struct label *l,
 		      size_t n)
 {
 	const char *name = label(l, n, "__name__");
@@ -193,7 +193,7 @@ static void close_bucket(struct rw_summary *s, struct series_state *st, rw_summa
 	st->have_last = false;
 }
 
-int rw_summary_add(struct rw_summary *s, uint32_t ref, const struct tsdb_label *labels, size_t n,
+int rw_summary_add(struct rw_summary *s, uint32_t ref, const struct label *labels, size_t n,
 		   int64_t t_ms, double v, rw_summary_emit_fn *emit, void *ctx)
 {
 	s->stats.samples_in_total++;
@@ -278,7 +278,7 @@ int rw_summary_add(struct rw_summary *s, uint32_t ref, const struct tsdb_label *
 	return 0;
 }
 
-void rw_summary_observe(struct rw_summary *s, const struct tsdb_label *labels, size_t n,
+void rw_summary_observe(struct rw_summary *s, const struct label *labels, size_t n,
 			int64_t t_ms, double v)
 {
 	if (isnan(v))

@@ -37,7 +37,7 @@ struct rw_summary_opts {
 };
 
 /* A sample to send: `key` identifies the series (same key, same labels). */
-typedef void rw_summary_emit_fn(void *ctx, const void *key, const struct tsdb_label *labels,
+typedef void rw_summary_emit_fn(void *ctx, const void *key, const struct label *labels,
 				size_t n, int64_t t_ms, double v);
 
 struct rw_summary;
@@ -50,14 +50,14 @@ void rw_summary_destroy(struct rw_summary *s);  /* accepts NULL */
  * due: the raw sample when its GPU is hot, the summaries of the
  * series' previous interval when this sample starts a new one. 0 or
  * GPULSE_ENOMEM (the sample is then not summarised; counted). */
-int rw_summary_add(struct rw_summary *s, uint32_t ref, const struct tsdb_label *labels, size_t n,
+int rw_summary_add(struct rw_summary *s, uint32_t ref, const struct label *labels, size_t n,
 		   int64_t t_ms, double v, rw_summary_emit_fn *emit, void *ctx);
 
 /* Note one sample of any stored series, before write_relabel_configs
  * (which may drop ALERTS from what is sent): an ALERTS sample of value 1
  * or a gpulse_anomaly_score over the threshold makes its `gpu` hot from
  * t_ms for hold_ms. Call it before rw_summary_add of the same sample. */
-void rw_summary_observe(struct rw_summary *s, const struct tsdb_label *labels, size_t n,
+void rw_summary_observe(struct rw_summary *s, const struct label *labels, size_t n,
 			int64_t t_ms, double v);
 
 /* Emit the summaries of every interval that ended at or before

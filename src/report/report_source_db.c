@@ -165,7 +165,7 @@ static int db_slots(void *ctx, const char *metric, int gpu, int64_t start_ms, in
 		if (np == 0)
 			continue;
 		size_t nl;
-		const struct tsdb_label *tl = tsdb_iter_labels(it, &nl);
+		const struct label *tl = tsdb_iter_labels(it, &nl);
 		out->series = xrealloc(out->series, (out->n + 1) * sizeof *out->series);
 		struct report_series *s = &out->series[out->n++];
 		memset(s, 0, sizeof *s);

@@ -31,7 +31,7 @@ const char *alert_state_name(enum alert_state s)
  * webhook's "fingerprint", so an upgrade must not change it. */
 #define ALERT_FP_SEED 1469598103934665603ULL
 
-uint64_t alert_fingerprint(const struct promql_label *l, size_t n)
+uint64_t alert_fingerprint(const struct label *l, size_t n)
 {
 	uint64_t h = ALERT_FP_SEED;
 	for (size_t i = 0; i < n; i++)
@@ -107,9 +107,9 @@ static char *expand(const struct tmpl *t, const char *text, const struct tmpl_da
 /* One sample of the result turned into an alert's labels and annotations
  * (not yet in the state). */
 struct candidate {
-	struct promql_label *labels;
+	struct label *labels;
 	size_t nlabels;
-	struct promql_label *ann;
+	struct label *ann;
 	size_t nann;
 	uint64_t fp;
 	double value;
@@ -121,12 +121,12 @@ static void candidate_free(struct candidate *c)
 	rules_labels_free(c->ann, c->nann);
 }
 
-static void make_candidate(const struct rules_rule *r, const struct promql_label *in, size_t nin,
+static void make_candidate(const struct rules_rule *r, const struct label *in, size_t nin,
 			   double v, const struct alert_opts *o, struct candidate *c)
 {
 	/* $labels: the sample's, then (ext_in_template_labels) each external
 	 * label it lacks, as alert_item_new adds them on the way out. */
-	struct promql_label *tl = NULL;
+	struct label *tl = NULL;
 	size_t ntl = nin;
 	if (o->ext_in_template_labels && o->next_labels) {
 		tl = xcalloc(nin + o->next_labels, sizeof *tl);
@@ -386,18 +386,18 @@ bool alert_needs_sending(const struct alert *a, int64_t t_ms, int64_t resend_ms)
 	return a->last_sent_ms + resend_ms < t_ms;
 }
 
-size_t alert_series_labels(const struct alert *a, bool for_state, struct promql_label *out,
+size_t alert_series_labels(const struct alert *a, bool for_state, struct label *out,
 			   size_t max)
 {
 	if (a->nlabels + 2 > max)
 		return 0;
 	size_t n = 0;
-	out[n++] = (struct promql_label){"__name__", for_state ? "ALERTS_FOR_STATE" : "ALERTS"};
+	out[n++] = (struct label){"__name__", for_state ? "ALERTS_FOR_STATE" : "ALERTS"};
 	for (size_t i = 0; i < a->nlabels; i++)
 		if (strcmp(a->labels[i].name, "alertstate") != 0)
 			out[n++] = a->labels[i];
 	if (!for_state)
-		out[n++] = (struct promql_label){"alertstate", alert_state_name(a->state)};
+		out[n++] = (struct label){"alertstate", alert_state_name(a->state)};
 	rules_labels_sort(out, n);
 	return n;
 }
@@ -482,13 +482,13 @@ int alert_to_json(const struct alert *a, struct buf *b)
 	return buf_puts(b, "]}");
 }
 
-static int labels_from(json_t *o, struct promql_label **out, size_t *n)
+static int labels_from(json_t *o, struct label **out, size_t *n)
 {
 	*out = NULL;
 	*n = 0;
 	if (!json_is_object(o) || json_object_size(o) > RULES_MAX_LABELS + 2)
 		return GPULSE_EPARSE;
-	struct promql_label *l = xcalloc(json_object_size(o) + 1, sizeof *l);
+	struct label *l = xcalloc(json_object_size(o) + 1, sizeof *l);
 	size_t k = 0;
 	const char *key;
 	json_t *v;

@@ -38,9 +38,9 @@ enum alert_state { ALERT_INACTIVE, ALERT_PENDING, ALERT_FIRING };
 const char *alert_state_name(enum alert_state s);
 
 struct alert {
-	struct promql_label *labels;      /* sorted by name, alertname included; owned */
+	struct label *labels;      /* sorted by name, alertname included; owned */
 	size_t nlabels;
-	struct promql_label *annotations; /* sorted by name; owned */
+	struct label *annotations; /* sorted by name; owned */
 	size_t nannotations;
 	uint64_t fp;                      /* alert_fingerprint(labels) */
 	enum alert_state state;
@@ -64,7 +64,7 @@ struct alert {
 };
 
 struct alert_opts {
-	const struct promql_label *ext_labels; /* $externalLabels */
+	const struct label *ext_labels; /* $externalLabels */
 	size_t next_labels;
 	const char *external_url;              /* $externalURL; NULL: "" */
 	/* Templates see, in $labels, the external labels the sample lacks:
@@ -85,7 +85,7 @@ struct alert_rule_state {
 };
 
 /* FNV-1a over name 0xff value 0xff ..., of labels sorted by name. */
-uint64_t alert_fingerprint(const struct promql_label *l, size_t n);
+uint64_t alert_fingerprint(const struct label *l, size_t n);
 
 /* Apply the result of evaluating r's expression at t_ms to s: Prometheus's
  * AlertingRule.Eval. `res` is a vector or scalar (a scalar is one sample
@@ -112,7 +112,7 @@ bool alert_needs_sending(const struct alert *a, int64_t t_ms, int64_t resend_ms)
  * ALERTS_FOR_STATE series of a, sorted, into out[max] (pointing into
  * a's strings and static names). Returns the count, or 0 if max is too
  * small. */
-size_t alert_series_labels(const struct alert *a, bool for_state, struct promql_label *out,
+size_t alert_series_labels(const struct alert *a, bool for_state, struct label *out,
 			   size_t max);
 
 /* The state the rule shows in /api/v1/rules: its highest alert state. */

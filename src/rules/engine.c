@@ -74,7 +74,7 @@ struct rules_engine {
 	struct group_state *groups;
 	size_t ngroups;
 	struct promql_opts opts;
-	struct promql_label *ext;  /* copies of the configured external labels */
+	struct label *ext;  /* copies of the configured external labels */
 	size_t next;
 	char *url;
 	uint64_t notifications_total, flaps_held_base, restored_total, persist_errors_total;
@@ -384,12 +384,12 @@ static int finish_rule(struct rules_engine *e, struct rule_state *st, int rc, co
 /* Write one result series as `record` with the rule's labels; its ref
  * goes to refs[*nrefs]. */
 static int write_series(struct rules_engine *e, const struct rules_rule *r,
-			const struct promql_label *ls, size_t nls, double v, int64_t t_ms,
+			const struct label *ls, size_t nls, double v, int64_t t_ms,
 			uint32_t *refs, size_t *nrefs, char *err, size_t errlen)
 {
-	struct tsdb_label out[TSDB_MAX_LABELS];
+	struct label out[TSDB_MAX_LABELS];
 	size_t n = 0;
-	out[n++] = (struct tsdb_label){"__name__", r->record};
+	out[n++] = (struct label){"__name__", r->record};
 	for (size_t i = 0; i < nls; i++) {
 		if (strcmp(ls[i].name, "__name__") == 0)
 			continue;
@@ -403,7 +403,7 @@ static int write_series(struct rules_engine *e, const struct rules_rule *r,
 			snprintf(err, errlen, "too many labels (at most %d)", TSDB_MAX_LABELS);
 			return GPULSE_ELIMIT;
 		}
-		out[n++] = (struct tsdb_label){ls[i].name, ls[i].value};
+		out[n++] = (struct label){ls[i].name, ls[i].value};
 	}
 	for (size_t j = 0; j < r->nlabels; j++) {
 		if (!r->labels[j].value[0])
@@ -412,7 +412,7 @@ static int write_series(struct rules_engine *e, const struct rules_rule *r,
 			snprintf(err, errlen, "too many labels (at most %d)", TSDB_MAX_LABELS);
 			return GPULSE_ELIMIT;
 		}
-		out[n++] = (struct tsdb_label){r->labels[j].name, r->labels[j].value};
+		out[n++] = (struct label){r->labels[j].name, r->labels[j].value};
 	}
 	uint32_t ref;
 	int rc = tsdb_series(engine_store(e), out, n, &ref, err, errlen);
@@ -512,10 +512,10 @@ static void record_key(const struct group_state *gs, const struct rules_rule *r,
 }
 
 /* Labels for the store from a PromQL label set. */
-static size_t to_tsdb(const struct promql_label *in, size_t n, struct tsdb_label *out)
+static size_t to_tsdb(const struct label *in, size_t n, struct label *out)
 {
 	for (size_t i = 0; i < n; i++)
-		out[i] = (struct tsdb_label){in[i].name, in[i].value};
+		out[i] = (struct label){in[i].name, in[i].value};
 	return n;
 }
 
@@ -525,8 +525,8 @@ static int write_alert_series(struct rules_engine *e, struct alert *a, int64_t t
 			      size_t *nrefs, char *err, size_t errlen)
 {
 	if (!a->refs_valid || a->ref_state != a->state) {
-		struct promql_label l[TSDB_MAX_LABELS + 2];
-		struct tsdb_label tl[TSDB_MAX_LABELS + 2];
+		struct label l[TSDB_MAX_LABELS + 2];
+		struct label tl[TSDB_MAX_LABELS + 2];
 		for (int fs = 0; fs < 2; fs++) {
 			size_t n = alert_series_labels(a, fs, l, TSDB_MAX_LABELS);
 			if (!n) {
@@ -613,7 +613,7 @@ static void send_alerts(struct rules_engine *e, struct group_state *gs, int64_t 
 	if (!due)
 		return;
 	struct alert_notice *nv = xcalloc(due, sizeof *nv);
-	struct alert_label *lv = xcalloc(nlab + 1, sizeof *lv);
+	struct label *lv = xcalloc(nlab + 1, sizeof *lv);
 	char **urls = xcalloc(due, sizeof *urls);
 	int64_t delta = e->cfg.resend_delay_ms > gs->interval_ms ? e->cfg.resend_delay_ms : gs->interval_ms;
 	size_t n = 0, li = 0;
@@ -630,11 +630,11 @@ static void send_alerts(struct rules_engine *e, struct group_state *gs, int64_t 
 			struct alert_notice *no = &nv[n];
 			no->labels = &lv[li];
 			for (size_t j = 0; j < a->nlabels; j++)
-				lv[li++] = (struct alert_label){a->labels[j].name, a->labels[j].value};
+				lv[li++] = (struct label){a->labels[j].name, a->labels[j].value};
 			no->nlabels = a->nlabels;
 			no->annotations = &lv[li];
 			for (size_t j = 0; j < a->nannotations; j++)
-				lv[li++] = (struct alert_label){a->annotations[j].name, a->annotations[j].value};
+				lv[li++] = (struct label){a->annotations[j].name, a->annotations[j].value};
 			no->nannotations = a->nannotations;
 			/* Prometheus: startsAt is when the alert fired. */
 			no->starts_at_ms = a->fired_at_ms ? a->fired_at_ms : a->active_at_ms;
@@ -726,7 +726,7 @@ static void persist_alerts(struct rules_engine *e, struct group_state *gs, int64
  * went down. 0 when none. */
 static int64_t last_for_state_sample(struct rules_engine *e, const struct alert *a, int64_t t_ms)
 {
-	struct promql_label l[TSDB_MAX_LABELS + 2];
+	struct label l[TSDB_MAX_LABELS + 2];
 	size_t n = alert_series_labels(a, true, l, TSDB_MAX_LABELS);
 	if (!n)
 		return 0;
@@ -929,7 +929,9 @@ static int64_t group_wait_ms(const struct rules_engine *e, int64_t iv, int64_t n
  * interval): a step back no longer holds every group until the clock
  * passes its old time again. Evaluation times go back with the clock, as
  * Prometheus's (its group ticker is monotonic, its timestamps the wall
- * clock's); the store takes their samples within its out-of-order window. */
+ * clock's); the store takes their samples within its out-of-order window.
+ * Not common/periodic: one thread serves many groups, each with its own
+ * interval and wall-clock phase, so the wait is to the earliest of them. */
 static void *engine_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gpulse-rules");

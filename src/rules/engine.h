@@ -56,7 +56,7 @@ struct rules_engine_config {
 	int64_t for_grace_period_ms;      /* Prometheus's for-grace-period at restore; 0: 10 min */
 	int flap_max_toggles;             /* more toggles in the window: held; 0: 4; < 0: off */
 	int64_t flap_window_ms;           /* 0: 10 min */
-	const struct promql_label *external_labels; /* $externalLabels; copied */
+	const struct label *external_labels; /* $externalLabels; copied */
 	size_t nexternal_labels;
 	const char *external_url;         /* $externalURL and generator URLs; NULL: none; copied */
 	bool ext_in_template_labels;      /* alert_opts.ext_in_template_labels */

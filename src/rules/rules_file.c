@@ -91,7 +91,7 @@ static const char *const top_keys[] = {"groups", NULL};
 
 /* Parse a label map into owned labels; complaints name `what`. */
 static int parse_label_map(struct ctx *c, const struct ynode *n, const char *what,
-			   struct promql_label **out, size_t *nout)
+			   struct label **out, size_t *nout)
 {
 	*out = NULL;
 	*nout = 0;
@@ -105,7 +105,7 @@ static int parse_label_map(struct ctx *c, const struct ynode *n, const char *wha
 		perr(c, n, "more than %d %s", RULES_MAX_LABELS, what);
 		return GPULSE_ELIMIT;
 	}
-	struct promql_label *l = xcalloc(n->n / 2 + 1, sizeof *l);
+	struct label *l = xcalloc(n->n / 2 + 1, sizeof *l);
 	size_t k = 0;
 	int rc = 0;
 	for (size_t i = 0; i + 1 < n->n; i += 2) {
@@ -154,7 +154,7 @@ static const char *scalar_or_null(struct ctx *c, const struct ynode *n, const ch
  * with the value's FILE:LINE:COL in front. */
 static struct tmpl **parse_templates(struct ctx *c, const struct rules_group *g, size_t idx,
 				     const char *rname, const struct ynode *n,
-				     const struct promql_label *l, size_t nl, const char *what)
+				     const struct label *l, size_t nl, const char *what)
 {
 	if (!nl)
 		return NULL;
@@ -381,7 +381,7 @@ int rules_file_load(const char *path, struct rules_file **out, struct buf *errs)
 
 /* One series a rule produced at its previous evaluation. */
 struct prev_series {
-	struct promql_label *labels; /* owned strings */
+	struct label *labels; /* owned strings */
 	size_t n;
 };
 
@@ -394,7 +394,7 @@ struct rules_group_state {
 	const struct rules_group *g;
 	struct rule_state *rules; /* one per rule of g */
 	struct alert_rule_state *alerts; /* one per rule of g (used by alerting rules) */
-	struct promql_label *ext;  /* owned strings */
+	struct label *ext;  /* owned strings */
 	size_t next;
 	char *url;
 };
@@ -417,7 +417,7 @@ struct rules_group_state *rules_group_state_new(const struct rules_group *g)
 	return s;
 }
 
-void rules_group_state_set_external(struct rules_group_state *s, const struct promql_label *ext,
+void rules_group_state_set_external(struct rules_group_state *s, const struct label *ext,
 				    size_t next, const char *url)
 {
 	rules_labels_free(s->ext, s->next);
@@ -462,7 +462,7 @@ static int prev_cmp(const void *a, const void *b)
 /* The labels of a recorded series: the result's labels without its name,
  * the rule's labels over them (an empty value removes the label), and
  * __name__ = record; sorted. */
-static struct prev_series relabel(const struct rules_rule *r, const struct promql_label *in, size_t nin)
+static struct prev_series relabel(const struct rules_rule *r, const struct label *in, size_t nin)
 {
 	struct prev_series p;
 	p.labels = xcalloc(nin + r->nlabels + 1, sizeof *p.labels);
@@ -494,7 +494,7 @@ static struct prev_series relabel(const struct rules_rule *r, const struct promq
 }
 
 /* An owned copy of a label set. */
-static struct prev_series copy_series(const struct promql_label *l, size_t n)
+static struct prev_series copy_series(const struct label *l, size_t n)
 {
 	struct prev_series p = {.labels = xcalloc(n + 1, sizeof *p.labels), .n = n};
 	for (size_t i = 0; i < n; i++) {
@@ -518,7 +518,7 @@ static int alert_series(const struct rules_rule *r, struct rules_group_state *gs
 	struct prev_series *cur = xcalloc(2 * as->n + 1, sizeof *cur);
 	double *vals = xcalloc(2 * as->n + 1, sizeof *vals);
 	size_t n = 0;
-	struct promql_label l[RULES_MAX_LABELS + 8];
+	struct label l[RULES_MAX_LABELS + 8];
 	for (size_t i = 0; i < as->n; i++) {
 		const struct alert *a = &as->alerts[i];
 		if (a->state == ALERT_INACTIVE)

@@ -28,9 +28,9 @@ struct rules_rule {
 	struct promql_expr *expr;  /* parsed expr_text */
 	int64_t for_ms;            /* alerting only */
 	int64_t keep_firing_for_ms;
-	struct promql_label *labels; /* owned strings */
+	struct label *labels; /* owned strings */
 	size_t nlabels;
-	struct promql_label *annotations;
+	struct label *annotations;
 	size_t nannotations;
 	/* Alerting rules: the parsed template of each label and annotation
 	 * value (template.h), parallel to labels / annotations; an entry is
@@ -99,7 +99,7 @@ int rules_group_eval(const struct rules_group *g, struct rules_group_state *s, s
 /* Template data for the alerting rules of s ($externalLabels,
  * $externalURL); both are copied. Flap holding stays off here (promtool
  * has none). */
-void rules_group_state_set_external(struct rules_group_state *s, const struct promql_label *ext,
+void rules_group_state_set_external(struct rules_group_state *s, const struct label *ext,
 				    size_t next, const char *url);
 
 /* The alerts of rule `ri` of the group (NULL for a recording rule). */

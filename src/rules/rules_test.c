@@ -178,7 +178,7 @@ static const char *const alert_test_keys[] = {"eval_time", "alertname", "exp_ale
 static const char *const exp_alert_keys[] = {"exp_labels", "exp_annotations", NULL};
 
 /* A map of strings (exp_labels, external_labels) into owned labels. */
-static void string_map(struct ctx *c, const struct ynode *n, const char *what, struct promql_label **out,
+static void string_map(struct ctx *c, const struct ynode *n, const char *what, struct label **out,
 		       size_t *nout)
 {
 	*out = NULL;
@@ -189,7 +189,7 @@ static void string_map(struct ctx *c, const struct ynode *n, const char *what, s
 		perr(c, n, "%s: cannot unmarshal %s into map[string]string", what, ynode_kind_name(n));
 		return;
 	}
-	struct promql_label *l = xcalloc(n->n / 2 + 1, sizeof *l);
+	struct label *l = xcalloc(n->n / 2 + 1, sizeof *l);
 	size_t k = 0;
 	for (size_t i = 0; i + 1 < n->n; i += 2) {
 		const struct ynode *key = n->items[i], *val = n->items[i + 1];
@@ -382,7 +382,7 @@ out:
 /* ---- running --------------------------------------------------------- */
 
 struct sample_set {
-	struct promql_label *labels; /* one allocation per sample (series.h) or owned by res */
+	struct label *labels; /* one allocation per sample (series.h) or owned by res */
 	size_t n;
 	double v;
 };
@@ -418,7 +418,7 @@ static void expr_head(struct buf *b, const struct rules_expr_test *e)
 }
 
 /* Parse an expected sample's labels; "" and "{}" are the empty set. */
-static int parse_exp_labels(const char *text, struct promql_label **l, size_t *n, char *err,
+static int parse_exp_labels(const char *text, struct label **l, size_t *n, char *err,
 			    size_t errlen)
 {
 	const char *p = text;
@@ -469,7 +469,7 @@ static void run_expr_test(const struct rules_expr_test *e, struct memstore *ms,
 		got = xcalloc(res->nseries + 1, sizeof *got);
 		for (; ngot < res->nseries; ngot++) {
 			/* The result owns these labels; got never frees them. */
-			got[ngot].labels = (struct promql_label *)(uintptr_t)res->series[ngot].labels;
+			got[ngot].labels = (struct label *)(uintptr_t)res->series[ngot].labels;
 			got[ngot].n = res->series[ngot].nlabels;
 			got[ngot].v = res->series[ngot].npoints ? res->series[ngot].points[0].v : NAN;
 		}
@@ -497,7 +497,7 @@ out:
 }
 
 struct input {
-	struct promql_label *labels;
+	struct label *labels;
 	size_t nlabels;
 	struct promql_series_value *vals;
 	size_t nvals;
@@ -532,9 +532,9 @@ static int i64_cmp(const void *a, const void *b)
 
 /* promtool's labelAndAnnotation. The strings are borrowed. */
 struct la {
-	const struct promql_label *labels;
+	const struct label *labels;
 	size_t nlabels;
-	const struct promql_label *ann;
+	const struct label *ann;
 	size_t nann;
 };
 
@@ -595,15 +595,15 @@ static void check_alerts(const struct rules_test_group *tg, int64_t t,
 			}
 		/* Expected labels get alertname added, as promtool adds it. */
 		struct la *exp = xcalloc(at->nexp + 1, sizeof *exp);
-		struct promql_label **owned = xcalloc(at->nexp + 1, sizeof *owned);
+		struct label **owned = xcalloc(at->nexp + 1, sizeof *owned);
 		for (size_t i = 0; i < at->nexp; i++) {
 			const struct rules_exp_alert *x = &at->exp[i];
-			struct promql_label *l = xcalloc(x->nlabels + 1, sizeof *l);
+			struct label *l = xcalloc(x->nlabels + 1, sizeof *l);
 			size_t n = 0;
 			for (size_t j = 0; j < x->nlabels; j++)
 				if (strcmp(x->labels[j].name, "alertname") != 0)
 					l[n++] = x->labels[j];
-			l[n++] = (struct promql_label){"alertname", at->alertname};
+			l[n++] = (struct label){"alertname", at->alertname};
 			rules_labels_sort(l, n);
 			owned[i] = l;
 			exp[i] = (struct la){l, n, x->ann, x->nann};

@@ -35,9 +35,9 @@ struct rules_expr_test {
 
 /* One expected alert: exp_labels (without alertname) and exp_annotations. */
 struct rules_exp_alert {
-	struct promql_label *labels;   /* owned strings */
+	struct label *labels;   /* owned strings */
 	size_t nlabels;
-	struct promql_label *ann;
+	struct label *ann;
 	size_t nann;
 };
 
@@ -64,7 +64,7 @@ struct rules_test_group {
 	size_t nexprs;
 	struct rules_alert_test *alerts;
 	size_t nalerts;
-	struct promql_label *ext_labels; /* external_labels; owned strings */
+	struct label *ext_labels; /* external_labels; owned strings */
 	size_t next_labels;
 	char *external_url;      /* NULL: none */
 	int line, col;

@@ -78,7 +78,7 @@ bool rules_valid_label_name(const char *s)
 	return str_is_label_name(s);
 }
 
-void rules_labels_free(struct promql_label *l, size_t n)
+void rules_labels_free(struct label *l, size_t n)
 {
 	if (!l)
 		return;
@@ -91,17 +91,17 @@ void rules_labels_free(struct promql_label *l, size_t n)
 
 static int label_name_cmp(const void *a, const void *b)
 {
-	const struct promql_label *x = a, *y = b;
+	const struct label *x = a, *y = b;
 	return strcmp(x->name, y->name);
 }
 
-void rules_labels_sort(struct promql_label *l, size_t n)
+void rules_labels_sort(struct label *l, size_t n)
 {
 	if (n > 1)
 		qsort(l, n, sizeof *l, label_name_cmp);
 }
 
-int rules_labels_cmp(const struct promql_label *a, size_t na, const struct promql_label *b,
+int rules_labels_cmp(const struct label *a, size_t na, const struct label *b,
 		     size_t nb)
 {
 	for (size_t i = 0; i < na && i < nb; i++) {

@@ -24,14 +24,14 @@ bool rules_valid_metric_name(const char *s);
 bool rules_valid_label_name(const char *s);
 
 /* Free labels whose name and value strings were each malloc'ed. */
-void rules_labels_free(struct promql_label *l, size_t n);
+void rules_labels_free(struct label *l, size_t n);
 
 /* Sort labels by name. */
-void rules_labels_sort(struct promql_label *l, size_t n);
+void rules_labels_sort(struct label *l, size_t n);
 
 /* Prometheus's labels.Compare: by name, then value, label by label,
  * then the shorter set first. */
-int rules_labels_cmp(const struct promql_label *a, size_t na, const struct promql_label *b,
+int rules_labels_cmp(const struct label *a, size_t na, const struct label *b,
 		     size_t nb);
 
 /* Read at most max bytes of the file at path into *data (NUL-terminated,

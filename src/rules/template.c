@@ -4,7 +4,12 @@
  * variable \"$x\"", "unexpected EOF"); the executor follows Go's exec
  * package for the value kinds that occur here (string, float64, int,
  * bool, label maps, nil), and the functions follow Prometheus's
- * template/template.go. */
+ * template/template.go.
+ *
+ * Why one file: the lexer, parser, executor and functions of Go's
+ * text/template share the private node and value types (struct tmpl,
+ * struct val) and the error sentences Go gives; splitting them means
+ * publishing those types for no other user. */
 #include "rules/template.h"
 
 #include <ctype.h>
@@ -131,7 +136,7 @@ struct val {
 	double f;
 	int64_t i;
 	bool b;
-	const struct promql_label *m;
+	const struct label *m;
 	size_t mn;
 };
 
@@ -1016,14 +1021,14 @@ static void put_cfmt(struct buf *b, const char *spec, double v)
 
 static int cmp_labels_by_name(const void *a, const void *b)
 {
-	const struct promql_label *x = *(const struct promql_label *const *)a;
-	const struct promql_label *y = *(const struct promql_label *const *)b;
+	const struct label *x = *(const struct label *const *)a;
+	const struct label *y = *(const struct label *const *)b;
 	return strcmp(x->name, y->name);
 }
 
-static void put_map(struct buf *b, const struct promql_label *m, size_t n)
+static void put_map(struct buf *b, const struct label *m, size_t n)
 {
-	const struct promql_label **s = xcalloc(n + 1, sizeof *s);
+	const struct label **s = xcalloc(n + 1, sizeof *s);
 	for (size_t i = 0; i < n; i++)
 		s[i] = &m[i];
 	qsort(s, n, sizeof *s, cmp_labels_by_name);
@@ -1234,7 +1239,7 @@ static int exec_range(struct ex *x, const struct node *n, const struct val *dot)
 		x->nvars = mark;
 		return rc;
 	}
-	const struct promql_label **sorted = xcalloc(v.mn, sizeof *sorted);
+	const struct label **sorted = xcalloc(v.mn, sizeof *sorted);
 	for (size_t i = 0; i < v.mn; i++)
 		sorted[i] = &v.m[i];
 	qsort(sorted, v.mn, sizeof *sorted, cmp_labels_by_name);

@@ -31,9 +31,9 @@ struct tmpl;
 
 /* What a template sees: Prometheus's alert template data. */
 struct tmpl_data {
-	const struct promql_label *labels;      /* the sample's labels ($labels) */
+	const struct label *labels;      /* the sample's labels ($labels) */
 	size_t nlabels;
-	const struct promql_label *ext_labels;  /* $externalLabels */
+	const struct label *ext_labels;  /* $externalLabels */
 	size_t next_labels;
 	const char *external_url;               /* $externalURL; NULL: "" */
 	double value;                           /* $value */

@@ -88,7 +88,7 @@ void ingest_get_stats(const struct ingest *ing, struct ingest_stats *out)
 /* Split fields.h's extra labels ("type=\"corrected\"", pairs joined by
  * commas, values without escapes) into `labels`, names and values written
  * into `text`. Returns the number of pairs. */
-static size_t parse_extra(const char *s, struct tsdb_label *labels, size_t max, char *text,
+static size_t parse_extra(const char *s, struct label *labels, size_t max, char *text,
 			  size_t textlen)
 {
 	size_t n = 0, o = 0;
@@ -127,21 +127,21 @@ static const char *slot_metric(int slot)
 	return field_table[slot].metric;
 }
 
-size_t ingest_gpu_labels(struct tsdb_label *l, const char *name, const char *gpu,
+size_t ingest_gpu_labels(struct label *l, const char *name, const char *gpu,
 			 const char *uuid, const char *model, const char *source, const char *lname,
 			 const char *lvalue)
 {
 	size_t n = 0;
-	l[n++] = (struct tsdb_label){"__name__", name};
-	l[n++] = (struct tsdb_label){"gpu", gpu};
+	l[n++] = (struct label){"__name__", name};
+	l[n++] = (struct label){"gpu", gpu};
 	if (uuid && uuid[0])
-		l[n++] = (struct tsdb_label){"uuid", uuid};
+		l[n++] = (struct label){"uuid", uuid};
 	if (model && model[0])
-		l[n++] = (struct tsdb_label){"model", model};
+		l[n++] = (struct label){"model", model};
 	if (source)
-		l[n++] = (struct tsdb_label){"source", source};
+		l[n++] = (struct label){"source", source};
 	if (lname)
-		l[n++] = (struct tsdb_label){lname, lvalue};
+		l[n++] = (struct label){lname, lvalue};
 	return n;
 }
 
@@ -177,7 +177,7 @@ static int create_ref(struct ingest *ing, int g, int slot, uint32_t *ref)
 		free(s);
 		gr->have_id = true;
 	}
-	struct tsdb_label l[INGEST_GPU_LABELS_MAX + EXTRA_LABELS_MAX];
+	struct label l[INGEST_GPU_LABELS_MAX + EXTRA_LABELS_MAX];
 	char text[EXTRA_TEXT_MAX];
 	size_t n = ingest_gpu_labels(l, slot_metric(slot), gr->gpu, gr->uuid, gr->model, gr->source, NULL,
 				     NULL);
@@ -253,7 +253,7 @@ void ingest_on_update(void *ctx, const struct gpu_update *u)
 static void tick_put(struct ingest *ing, const struct gpu_refs *gr, const char *name,
 		     const char *lname, const char *lvalue, int64_t t_ms, double v)
 {
-	struct tsdb_label l[INGEST_GPU_LABELS_MAX];
+	struct label l[INGEST_GPU_LABELS_MAX];
 	size_t n = ingest_gpu_labels(l, name, gr->gpu, gr->uuid, gr->model, gr->source, lname,
 				     lvalue);
 	char err[160];
@@ -336,23 +336,23 @@ static void tick_processes(struct ingest *ing, const struct gpu_refs *gr,
 		for (int m = 0; m < 2; m++) {
 			if (m == 0 ? !p->mem_valid : !p->util_valid)
 				continue;
-			struct tsdb_label l[INGEST_GPU_LABELS_MAX + 2 + OWNER_FIELD_COUNT];
+			struct label l[INGEST_GPU_LABELS_MAX + 2 + OWNER_FIELD_COUNT];
 			size_t n = ingest_gpu_labels(l,
 						     ingest_process_metrics[m],
 						     gr->gpu, gr->uuid, gr->model, gr->source, "pid",
 						     pid);
-			l[n++] = (struct tsdb_label){"comm", comm};
+			l[n++] = (struct label){"comm", comm};
 			char gi[16];
 			if (p->in_mig) {
 				snprintf(gi, sizeof gi, "%u", p->gpu_instance);
-				l[n++] = (struct tsdb_label){"gpu_instance", gi};
+				l[n++] = (struct label){"gpu_instance", gi};
 			}
 			/* The attribution labels /metrics shows (prom.c,
 			 * owner_labels), already bounded and UTF-8. */
 			for (int f = 0; f < OWNER_FIELD_COUNT; f++) {
 				const char *v = owner_field_value(&p->owner, (enum owner_field)f);
 				if ((p->owner.labels & 1u << f) && v[0])
-					l[n++] = (struct tsdb_label){
+					l[n++] = (struct label){
 						owner_field_name((enum owner_field)f), v};
 			}
 			char err[160];

@@ -56,7 +56,7 @@ int ingest_metric_names(const char **out, size_t cap, size_t *n);
  * gpu_source_label, as /metrics shows it), then lname=lvalue when lname
  * is not NULL. Fills l[INGEST_GPU_LABELS_MAX] with pointers to the given
  * strings; returns how many. */
-size_t ingest_gpu_labels(struct tsdb_label *l, const char *name, const char *gpu,
+size_t ingest_gpu_labels(struct label *l, const char *name, const char *gpu,
 			 const char *uuid, const char *model, const char *source, const char *lname,
 			 const char *lvalue);
 

@@ -1,6 +1,12 @@
 /* The store engine: series table, sharded in-memory head, flush into
  * SQLite, select, rollups, retention, records. The layout and the crash
- * model are in docs/internals/store.md; the contracts in tsdb.h. */
+ * model are in docs/internals/store.md; the contracts in tsdb.h.
+ *
+ * Why one file: every part (head, flush, select, rollups, retention,
+ * records) works on the private struct tsdb under the same locks (shards,
+ * series_mu, db_mu, fault_mu) and its SQLite statements; a split wants an
+ * internal header stating that state and the lock order first, as
+ * src/inject/inject_internal.h does, which is not done yet. */
 #include "store/tsdb.h"
 
 #include <errno.h>
@@ -18,11 +24,12 @@
 #include <unistd.h>
 
 #include "store/chunk.h"
+#include "common/label.h"
 #include "common/hash.h"
 #include "store/rollblock.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/mono_cond.h"
+#include "common/periodic.h"
 #include "common/rx.h"
 #include "common/status.h"
 #include "common/str.h"
@@ -57,7 +64,7 @@ struct pend {
 struct series {
 	uint32_t id;                 /* the ref; index + 1 */
 	uint32_t nlabels;
-	struct tsdb_label *labels;   /* sorted by name, pointing into blob */
+	struct label *labels;   /* sorted by name, pointing into blob */
 	uint8_t *blob;               /* name\0value\0... as stored on disk */
 	size_t blob_len;
 	uint64_t hash;
@@ -212,11 +219,12 @@ struct tsdb {
 	int flush_errno;              /* the system's errno of the last failed flush */
 	struct complaint fault_complaint;
 
-	pthread_t flusher;
-	bool flusher_running;
-	bool flusher_stop;
-	pthread_mutex_t fl_mu;
-	struct mono_cond fl_cv;
+	/* The flusher: a flush every flush_interval_ms, the first one a
+	 * period after the start; retention at most every
+	 * RETENTION_PERIOD_MS, the first at the first flush (next_ret_ns,
+	 * flusher thread only; 0 while it is not running). */
+	struct periodic flusher;
+	int64_t next_ret_ns;
 };
 
 /* ---- small helpers ---- */
@@ -261,12 +269,6 @@ static void series_free(struct series *s)
 	free(s->labels);
 	free(s->blob);
 	free(s);
-}
-
-static int label_cmp(const void *a, const void *b)
-{
-	const struct tsdb_label *x = a, *y = b;
-	return strcmp(x->name, y->name);
 }
 
 /* Build a series (labels parsed out of a blob that the caller hands over). */
@@ -710,6 +712,7 @@ int tsdb_set_max_db_pages(struct tsdb *db, int64_t pages)
 }
 
 static void db_disconnect(struct tsdb *db);
+static void flusher_run(void *arg);
 static void note_unwritable_at_open(struct tsdb *db);
 
 static void db_free(struct tsdb *db)
@@ -725,9 +728,8 @@ static void db_free(struct tsdb *db)
 		pthread_mutex_destroy(&db->shards[i].mu);
 	pthread_mutex_destroy(&db->db_mu);
 	pthread_mutex_destroy(&db->series_mu);
-	pthread_mutex_destroy(&db->fl_mu);
+	periodic_destroy(&db->flusher);
 	pthread_mutex_destroy(&db->fault_mu);
-	mono_cond_destroy(&db->fl_cv);
 	if (db->lock_fd >= 0)
 		close(db->lock_fd);   /* releases the flock */
 	free(db->path);
@@ -1222,8 +1224,7 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 	pthread_mutex_init(&db->fault_mu, NULL);
 	pthread_mutex_init(&db->db_mu, NULL);
 	pthread_mutex_init(&db->series_mu, NULL);
-	pthread_mutex_init(&db->fl_mu, NULL);
-	mono_cond_init(&db->fl_cv);
+	periodic_init(&db->flusher, "gpulse-flusher", true, flusher_run, db);
 	for (int i = 0; i < SHARDS; i++)
 		pthread_mutex_init(&db->shards[i].mu, NULL);
 	db->path = strdup(opts->path);
@@ -1285,10 +1286,10 @@ void tsdb_close(struct tsdb *db)
 
 /* ---- series ---- */
 
-int tsdb_series(struct tsdb *db, const struct tsdb_label *labels, size_t n, uint32_t *ref,
+int tsdb_series(struct tsdb *db, const struct label *labels, size_t n, uint32_t *ref,
 		char *err, size_t errlen)
 {
-	struct tsdb_label sorted[TSDB_MAX_LABELS];
+	struct label sorted[TSDB_MAX_LABELS];
 	if (n > TSDB_MAX_LABELS) {
 		atomic_fetch_add(&db->label_limit_hits, 1);
 		str_errf(err, errlen, "series has %zu labels; the limit is %d", n, TSDB_MAX_LABELS);
@@ -1322,7 +1323,7 @@ int tsdb_series(struct tsdb *db, const struct tsdb_label *labels, size_t n, uint
 		str_errf(err, errlen, "series has no __name__ label");
 		return GPULSE_EINVAL;
 	}
-	qsort(sorted, n, sizeof *sorted, label_cmp);
+	qsort(sorted, n, sizeof *sorted, label_cmp_name);
 	for (size_t i = 1; i < n; i++)
 		if (strcmp(sorted[i - 1].name, sorted[i].name) == 0) {
 			str_errf(err, errlen, "label %.64s given twice", sorted[i].name);
@@ -1478,7 +1479,7 @@ void tsdb_set_append_hook(struct tsdb *db, tsdb_append_hook_fn *fn, void *ctx)
 	atomic_store_explicit(&db->hook, fn, memory_order_release);
 }
 
-int tsdb_series_labels(struct tsdb *db, uint32_t ref, const struct tsdb_label **labels,
+int tsdb_series_labels(struct tsdb *db, uint32_t ref, const struct label **labels,
 		       size_t *n)
 {
 	struct series *s = series_at(db, ref);
@@ -2121,59 +2122,30 @@ static void note_clock_step(struct tsdb *db)
 	db->have_clock_off = true;
 }
 
-static void *flusher_main(void *arg)
+static void flusher_run(void *arg)
 {
-	pthread_setname_np(pthread_self(), "gpulse-flusher");
 	struct tsdb *db = arg;
-	int64_t next_ret = clock_mono_ns();
-	pthread_mutex_lock(&db->fl_mu);
-	while (!db->flusher_stop) {
-		int64_t until = clock_mono_ns() + db->o.flush_interval_ms * NS_PER_MS;
-		while (!db->flusher_stop &&
-		       mono_cond_wait_until(&db->fl_cv, &db->fl_mu, until) != ETIMEDOUT)
-			;
-		if (db->flusher_stop)
-			break;
-		pthread_mutex_unlock(&db->fl_mu);
-		note_clock_step(db);
-		tsdb_flush(db);
-		if (clock_mono_ns() >= next_ret) {
-			tsdb_enforce_retention(db, tsdb_now_ms(db));
-			next_ret = clock_mono_ns() + RETENTION_PERIOD_MS * NS_PER_MS;
-		}
-		pthread_mutex_lock(&db->fl_mu);
+	note_clock_step(db);
+	tsdb_flush(db);
+	if (clock_mono_ns() >= db->next_ret_ns) {
+		tsdb_enforce_retention(db, tsdb_now_ms(db));
+		db->next_ret_ns = clock_mono_ns() + RETENTION_PERIOD_MS * NS_PER_MS;
 	}
-	pthread_mutex_unlock(&db->fl_mu);
-	return NULL;
 }
 
 int tsdb_start_flusher(struct tsdb *db)
 {
 	if (db->o.read_only)
 		return GPULSE_ESTATE;
-	pthread_mutex_lock(&db->fl_mu);
-	if (db->flusher_running) {
-		pthread_mutex_unlock(&db->fl_mu);
-		return GPULSE_ESTATE;
-	}
-	db->flusher_stop = false;
-	pthread_mutex_unlock(&db->fl_mu);
-	if (pthread_create(&db->flusher, NULL, flusher_main, db) != 0)
-		return GPULSE_ENOMEM;
-	db->flusher_running = true;
-	return 0;
+	return periodic_start(&db->flusher, db->o.flush_interval_ms * NS_PER_MS);
 }
 
 void tsdb_stop_flusher(struct tsdb *db)
 {
-	if (!db || !db->flusher_running)
+	if (!db)
 		return;
-	pthread_mutex_lock(&db->fl_mu);
-	db->flusher_stop = true;
-	mono_cond_signal(&db->fl_cv);
-	pthread_mutex_unlock(&db->fl_mu);
-	pthread_join(db->flusher, NULL);
-	db->flusher_running = false;
+	periodic_stop(&db->flusher);
+	db->next_ret_ns = 0; /* the thread has ended: a new one enforces retention at its first flush */
 }
 
 void tsdb_get_stats(struct tsdb *db, struct tsdb_stats *out)
@@ -2711,7 +2683,7 @@ int tsdb_iter_next_series(struct tsdb_iter *it)
 	return 0;
 }
 
-const struct tsdb_label *tsdb_iter_labels(const struct tsdb_iter *it, size_t *n)
+const struct label *tsdb_iter_labels(const struct tsdb_iter *it, size_t *n)
 {
 	*n = it->cur ? it->cur->nlabels : 0;
 	return it->cur ? it->cur->labels : NULL;

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "common/clock.h"
+#include "common/label.h"
 
 #define TSDB_MAX_LABELS 32          /* labels per series, __name__ included */
 #define TSDB_MAX_LABEL_NAME 128     /* bytes */
@@ -80,11 +81,6 @@ struct tsdb_stats {
 	uint64_t db_bytes;                /* database file plus WAL */
 };
 
-struct tsdb_label {
-	const char *name;
-	const char *value;
-};
-
 /* Open (or create) the store. On success *out is the caller's, closed with
  * tsdb_close. A file that is not SQLite, an SQLite database of another
  * application, a newer schema or a damaged file is refused with
@@ -105,7 +101,7 @@ void tsdb_close(struct tsdb *db);
  * [a-zA-Z_][a-zA-Z0-9_]*, values be non-empty and within the bounds.
  * 0; GPULSE_EINVAL (bad label set), GPULSE_ELIMIT (a bound or max_series;
  * counted), with a sentence in err. References stay valid until close. */
-int tsdb_series(struct tsdb *db, const struct tsdb_label *labels, size_t n,
+int tsdb_series(struct tsdb *db, const struct label *labels, size_t n,
 		uint32_t *ref, char *err, size_t errlen);
 
 /* Append one sample: the hot path (no SQLite, no allocation except one
@@ -129,7 +125,7 @@ void tsdb_set_append_hook(struct tsdb *db, tsdb_append_hook_fn *fn, void *ctx);
 
 /* The labels of series ref, sorted by name, in *labels (n of them):
  * the store's, valid until close. 0 or GPULSE_EINVAL for a bad ref. */
-int tsdb_series_labels(struct tsdb *db, uint32_t ref, const struct tsdb_label **labels,
+int tsdb_series_labels(struct tsdb *db, uint32_t ref, const struct label **labels,
 		       size_t *n);
 
 /* Write every head chunk (full ones and the open one of each series) to
@@ -240,7 +236,7 @@ int tsdb_select(struct tsdb *db, const struct tsdb_matcher *m, size_t nm,
 int tsdb_iter_next_series(struct tsdb_iter *it);
 /* The current series' labels, sorted by name; valid until the next
  * tsdb_iter_next_series. */
-const struct tsdb_label *tsdb_iter_labels(const struct tsdb_iter *it, size_t *n);
+const struct label *tsdb_iter_labels(const struct tsdb_iter *it, size_t *n);
 /* Whether the iterator reads rollups (decided once, from the mode). */
 bool tsdb_iter_is_rollup(const struct tsdb_iter *it);
 /* The current series' next sample in time order (raw mode): 1 or 0. */

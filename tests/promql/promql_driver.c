@@ -202,7 +202,7 @@ int main(int argc, char **argv)
 					return 2;
 				}
 				*v++ = '\0';
-				struct promql_label *labels;
+				struct label *labels;
 				size_t nl, nv;
 				struct promql_series_value *vals;
 				char err[512];

@@ -25,7 +25,7 @@
 
 /* ---- templates --------------------------------------------------------- */
 
-static const struct promql_label sample_labels[] = {
+static const struct label sample_labels[] = {
 	{"__name__", "gpu_temp_celsius"}, {"gpu", "3"}, {"job", "node"}};
 
 /* Expand `text` with $value = v; the result is static until the next call. */
@@ -39,7 +39,7 @@ static const char *expand(const char *text, double v)
 		snprintf(out, sizeof out, "PARSE: %s", err);
 		return out;
 	}
-	struct promql_label ext[] = {{"site", "lab"}};
+	struct label ext[] = {{"site", "lab"}};
 	struct tmpl_data d = {.labels = sample_labels, .nlabels = 3, .ext_labels = ext, .next_labels = 1,
 			      .external_url = "http://x:9090", .value = v};
 	struct buf b;
@@ -174,7 +174,7 @@ static struct rules_file *parse_rules(const char *text)
 static void eval_at(struct alert_rule_state *s, const struct rules_rule *r, double v, int64_t t,
 		    const struct alert_opts *o)
 {
-	static const struct promql_label l[] = {{"__name__", "temp"}, {"gpu", "0"}};
+	static const struct label l[] = {{"__name__", "temp"}, {"gpu", "0"}};
 	struct promql_sample pt = {t, v};
 	struct promql_result_series rs = {l, 2, &pt, 1};
 	struct promql_result res = {.type = PROMQL_TYPE_VECTOR, .series = &rs, .nseries = isnan(v) ? 0 : 1};
@@ -278,7 +278,7 @@ static void test_duplicate_labelset(void **state)
 	struct rules_file *f = parse_rules(
 		"groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: x\n        labels: {gpu: same}\n");
 	const struct rules_rule *r = &f->groups[0].rules[0];
-	static const struct promql_label l0[] = {{"gpu", "0"}}, l1[] = {{"gpu", "1"}};
+	static const struct label l0[] = {{"gpu", "0"}}, l1[] = {{"gpu", "1"}};
 	struct promql_sample pt = {0, 1};
 	struct promql_result_series rs[2] = {{l0, 1, &pt, 1}, {l1, 1, &pt, 1}};
 	struct promql_result res = {.type = PROMQL_TYPE_VECTOR, .series = rs, .nseries = 2};
@@ -350,7 +350,7 @@ static void test_bounds(void **state)
 		"groups:\n  - name: g\n    rules:\n      - alert: Many\n        expr: x\n");
 	const struct rules_rule *r = &f->groups[0].rules[0];
 	size_t n = ALERT_MAX_PER_RULE + 1;
-	struct promql_label *l = calloc(n, sizeof *l);
+	struct label *l = calloc(n, sizeof *l);
 	char (*vals)[16] = calloc(n, sizeof *vals);
 	struct promql_result_series *rs = calloc(n, sizeof *rs);
 	struct promql_sample pt = {0, 1};
@@ -359,7 +359,7 @@ static void test_bounds(void **state)
 	assert_non_null(rs);
 	for (size_t i = 0; i < n; i++) {
 		snprintf(vals[i], sizeof vals[i], "%zu", i);
-		l[i] = (struct promql_label){"gpu", vals[i]};
+		l[i] = (struct label){"gpu", vals[i]};
 		rs[i] = (struct promql_result_series){&l[i], 1, &pt, 1};
 	}
 	struct promql_result res = {.type = PROMQL_TYPE_VECTOR, .series = rs, .nseries = n};
@@ -472,7 +472,7 @@ static int setup(void **state)
 	struct tsdb_opts o = {.path = path};
 	char err[256] = "";
 	assert_int_equal(tsdb_open(&db, &o, err, sizeof err), 0);
-	struct tsdb_label l[] = {{"__name__", "temp"}, {"gpu", "0"}};
+	struct label l[] = {{"__name__", "temp"}, {"gpu", "0"}};
 	assert_int_equal(tsdb_series(db, l, 2, &temp_ref, err, sizeof err), 0);
 	nsent = ncalls = 0;
 	return 0;

@@ -89,7 +89,7 @@ static int teardown(void **state)
 
 static uint32_t series(const char *name, const char *k, const char *v)
 {
-	struct tsdb_label l[2] = {{"__name__", name}, {k, v}};
+	struct label l[2] = {{"__name__", name}, {k, v}};
 	uint32_t ref = 0;
 	char err[256];
 	assert_int_equal(tsdb_series(fx.db, l, 2, &ref, err, sizeof err), 0);

@@ -181,8 +181,8 @@ static void test_disabled_forwards(void **state)
 	assert_int_equal(evidence_start(e, &src), GPULSE_OK);
 	char id[64];
 	assert_int_equal(evidence_trigger(e, 0, "alert", "GPUTest", id, sizeof id), GPULSE_ESTATE);
-	struct alert_label labels[] = {{"alertname", "GPUThermalSlowdown"}, {"gpu", "0"}};
-	struct alert_label ann[] = {{"summary", "hot"}};
+	struct label labels[] = {{"alertname", "GPUThermalSlowdown"}, {"gpu", "0"}};
+	struct label ann[] = {{"summary", "hot"}};
 	struct alert_notice n = {.labels = labels, .nlabels = 2, .annotations = ann,
 				 .nannotations = 1, .fingerprint = 42};
 	forwarded = forwarded_annotations = 0;
@@ -268,7 +268,7 @@ static void test_kept_across_restart(void **state)
 	char id[64], name[128];
 	assert_int_equal(evidence_trigger(e, 0, "anomaly", "power score 9", id, sizeof id), GPULSE_OK);
 	/* GPU 1 through an alert of the default set. */
-	struct alert_label labels[] = {{"alertname", "GPUThermalSlowdown"}, {"gpu", "1"}};
+	struct label labels[] = {{"alertname", "GPUThermalSlowdown"}, {"gpu", "1"}};
 	struct alert_notice n = {.labels = labels, .nlabels = 2, .fingerprint = 0xfeedfacecafe,
 				 .starts_at_ms = 1796658709050};
 	last_annotation[0] = '\0';

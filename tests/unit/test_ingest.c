@@ -125,7 +125,7 @@ static size_t read_series(const char *name, const char *lname, const char *lvalu
 	assert_int_equal(tsdb_select(fx.db, m, lname ? 2 : 1, &so, &it, err, sizeof err), 0);
 	size_t n = 0;
 	if (tsdb_iter_next_series(it) == 1) {
-		const struct tsdb_label *l = tsdb_iter_labels(it, nlabels);
+		const struct label *l = tsdb_iter_labels(it, nlabels);
 		bool have_uuid = false, have_model = false, have_gpu = false;
 		for (size_t i = 0; i < *nlabels; i++) {
 			have_uuid |= strcmp(l[i].name, "uuid") == 0 && strcmp(l[i].value, "GPU-0123") == 0;

@@ -40,10 +40,10 @@
 
 #define L(n, v) {.name = (n), .value = (v)}
 
-static struct alert_item *item(const struct alert_label *l, size_t n, uint64_t fp, int64_t starts,
+static struct alert_item *item(const struct label *l, size_t n, uint64_t fp, int64_t starts,
 			       int64_t ends, int resolved)
 {
-	struct alert_label ann[] = {L("summary", "s")};
+	struct label ann[] = {L("summary", "s")};
 	struct alert_notice no = {.labels = l, .nlabels = n, .annotations = ann, .nannotations = 1,
 				  .starts_at_ms = starts, .ends_at_ms = ends, .resolved = resolved,
 				  .fingerprint = fp};
@@ -57,7 +57,7 @@ static struct alert_item *item(const struct alert_label *l, size_t n, uint64_t f
 static void test_matchers(void **state)
 {
 	(void)state;
-	struct alert_label l[] = {L("alertname", "GPULost"), L("gpu", "3"), L("severity", "critical")};
+	struct label l[] = {L("alertname", "GPULost"), L("gpu", "3"), L("severity", "critical")};
 	struct {
 		const char *text;
 		bool match;
@@ -99,10 +99,10 @@ static void test_inhibit_rule(void **state)
 	struct alert_inhibit_rule r;
 	char err[256];
 	assert_int_equal(alert_inhibit_rule_init(&r, src, 1, NULL, 0, eq, 1, err, sizeof err), 0);
-	struct alert_label down0[] = {L("alertname", "GPUDown"), L("gpu", "0")};
-	struct alert_label lost0[] = {L("alertname", "GPULost"), L("gpu", "0")};
-	struct alert_label mem0[] = {L("alertname", "GPUMemoryHigh"), L("gpu", "0")};
-	struct alert_label mem1[] = {L("alertname", "GPUMemoryHigh"), L("gpu", "1")};
+	struct label down0[] = {L("alertname", "GPUDown"), L("gpu", "0")};
+	struct label lost0[] = {L("alertname", "GPULost"), L("gpu", "0")};
+	struct label mem0[] = {L("alertname", "GPUMemoryHigh"), L("gpu", "0")};
+	struct label mem1[] = {L("alertname", "GPUMemoryHigh"), L("gpu", "1")};
 	assert_true(alert_inhibit_rule_mutes(&r, down0, 2, mem0, 2));
 	assert_false(alert_inhibit_rule_mutes(&r, down0, 2, mem1, 2));
 	/* Both sides: sources never mute each other, nor themselves. */
@@ -155,8 +155,8 @@ static void test_grouping(void **state)
 	assert_int_equal(alert_groups_new(&g, &gc), 0);
 	struct sent s = {0};
 	int64_t t = 1000000;
-	struct alert_label a0[] = {L("alertname", "Hot"), L("gpu", "0")};
-	struct alert_label a1[] = {L("alertname", "Hot"), L("gpu", "1")};
+	struct label a0[] = {L("alertname", "Hot"), L("gpu", "0")};
+	struct label a1[] = {L("alertname", "Hot"), L("gpu", "1")};
 	struct alert_item *i0 = item(a0, 2, 10, t, t + 60000, 0);
 	assert_int_equal(alert_groups_update(g, i0, t, t), 0);
 	/* group_wait: nothing yet, the next check at t+1000. */
@@ -230,10 +230,10 @@ static void test_grouping_inhibit_and_bound(void **state)
 	struct alert_groups *g;
 	assert_int_equal(alert_groups_new(&g, &gc), 0);
 	int64_t t = 5000000;
-	struct alert_label down[] = {L("alertname", "GPUDown"), L("gpu", "0")};
-	struct alert_label hot0[] = {L("alertname", "Hot"), L("gpu", "0")};
-	struct alert_label hot1[] = {L("alertname", "Hot"), L("gpu", "1")};
-	struct alert_label hot2[] = {L("alertname", "Hot"), L("gpu", "2")};
+	struct label down[] = {L("alertname", "GPUDown"), L("gpu", "0")};
+	struct label hot0[] = {L("alertname", "Hot"), L("gpu", "0")};
+	struct label hot1[] = {L("alertname", "Hot"), L("gpu", "1")};
+	struct label hot2[] = {L("alertname", "Hot"), L("gpu", "2")};
 	struct alert_item *d = item(down, 2, 1, t, t + 60000, 0), *h0 = item(hot0, 2, 2, t, t + 60000, 0),
 			  *h1 = item(hot1, 2, 3, t, t + 60000, 0), *h2 = item(hot2, 2, 4, t, t + 60000, 0);
 	assert_int_equal(alert_groups_update(g, d, t, t), 0);
@@ -465,8 +465,8 @@ static bool wait_in_order(struct receiver_state *rs, const char *const *needles,
 /* Send one notice with alertname `name`, gpu `gpu`. */
 static void fire(struct notify *n, const char *name, const char *gpu, uint64_t fp, int resolved)
 {
-	struct alert_label l[] = {L("alertname", name), L("gpu", gpu)};
-	struct alert_label a[] = {L("summary", "GPU is hot")};
+	struct label l[] = {L("alertname", name), L("gpu", gpu)};
+	struct label a[] = {L("summary", "GPU is hot")};
 	int64_t now = clock_wall_ns() / NS_PER_MS;
 	struct alert_notice no = {.labels = l, .nlabels = 2, .annotations = a, .nannotations = 1,
 				  .starts_at_ms = now - 1000, .ends_at_ms = resolved ? now : now + 240000,
@@ -488,7 +488,7 @@ static void test_alertmanager_and_webhook(void **state)
 		{.kind = NOTIFY_ALERTMANAGER, .target = am, .timeout_ms = 2000, .bearer_token = "s3cret"},
 		{.kind = NOTIFY_WEBHOOK, .target = hook, .timeout_ms = 2000},
 	};
-	struct alert_label ext[] = {L("cluster", "c1"), L("gpu", "not-this")};
+	struct label ext[] = {L("cluster", "c1"), L("gpu", "not-this")};
 	const char *by[] = {"alertname"};
 	struct notify_config c = {.receivers = rc, .nreceivers = 2, .external_labels = ext,
 				  .nexternal_labels = 2, .external_url = "http://node:9401",
@@ -690,7 +690,7 @@ static int64_t fake_now(void *ctx)
  * one call (one dispatch, one batch). */
 static void fire_at(struct notify *n, const char *firing, const char *resolved, int64_t now)
 {
-	struct alert_label l[2][2] = {{L("alertname", firing), L("gpu", "0")},
+	struct label l[2][2] = {{L("alertname", firing), L("gpu", "0")},
 				      {L("alertname", resolved ? resolved : ""), L("gpu", "0")}};
 	struct alert_notice no[2] = {
 		{.labels = l[0], .nlabels = 2, .starts_at_ms = now - 60000,
@@ -853,7 +853,7 @@ static void test_queue_bound(void **state)
 	assert_int_equal(st.receivers[0].dropped_total, 2);
 	assert_true(count_batches(qdir) <= 2);
 	/* The ring: more notices in one call than it holds are counted. */
-	struct alert_label l[] = {L("alertname", "X")};
+	struct label l[] = {L("alertname", "X")};
 	struct alert_notice many[6];
 	for (int i = 0; i < 6; i++)
 		many[i] = (struct alert_notice){.labels = l, .nlabels = 1, .fingerprint = 7};
@@ -951,7 +951,7 @@ static void test_clock_step_back(void **state)
 	struct notify *n;
 	char err[256];
 	assert_int_equal(notify_new(&n, &c, err, sizeof err), 0);
-	struct alert_label l0[] = {L("alertname", "Hot"), L("gpu", "0")};
+	struct label l0[] = {L("alertname", "Hot"), L("gpu", "0")};
 	struct alert_notice a0 = {.labels = l0, .nlabels = 2, .starts_at_ms = t0 - 1000,
 				  .ends_at_ms = t0 + 240000, .fingerprint = 1};
 	notify_sink(n, &a0, 1);
@@ -959,7 +959,7 @@ static void test_clock_step_back(void **state)
 
 	const int64_t back = t0 - 3600000;
 	atomic_store(&fake_now_ms, back);
-	struct alert_label l1[] = {L("alertname", "Hot"), L("gpu", "1")};
+	struct label l1[] = {L("alertname", "Hot"), L("gpu", "1")};
 	struct alert_notice a1 = {.labels = l1, .nlabels = 2, .starts_at_ms = back - 1000,
 				  .ends_at_ms = back + 240000, .fingerprint = 2};
 	notify_sink(n, &a1, 1);

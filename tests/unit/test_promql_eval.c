@@ -30,7 +30,7 @@ static struct memstore *ms;
  * from t = 0. */
 static void load(int64_t interval_ms, const char *series, const char *values)
 {
-	struct promql_label *l = NULL;
+	struct label *l = NULL;
 	struct promql_series_value *v = NULL;
 	size_t nl = 0, nv = 0;
 	char err[256];
@@ -725,7 +725,7 @@ static void test_format_value(void **state)
 	assert_int_equal(b.data[325], '5');
 	buf_free(&b);
 	buf_init(&b, 4096);
-	struct promql_label l[2] = {{"__name__", "up"}, {"job", "a\"b"}};
+	struct label l[2] = {{"__name__", "up"}, {"job", "a\"b"}};
 	promql_format_labels(&b, l, 2);
 	assert_string_equal(b.data, "{__name__=\"up\", job=\"a\\\"b\"}");
 	buf_free(&b);

@@ -429,7 +429,7 @@ static void test_series_values(void **state)
 	assert_int_equal(promql_parse_series_values("1+x3", &v, &n, err, sizeof err), GPULSE_EPARSE);
 	assert_int_equal(promql_parse_series_values("1x99999999", &v, &n, err, sizeof err), GPULSE_ELIMIT);
 
-	struct promql_label *l;
+	struct label *l;
 	assert_int_equal(promql_parse_series_labels("up{job=\"a\", instance=\"b\"}", &l, &n, err, sizeof err), 0);
 	assert_int_equal(n, 3);
 	assert_string_equal(l[0].name, "__name__");

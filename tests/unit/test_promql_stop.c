@@ -38,13 +38,13 @@ static int setup(void **state)
 {
 	(void)state;
 	ms = memstore_new(100, 200000);
-	struct promql_label heavy[] = {{"__name__", "heavy"}, {"job", "x"}};
+	struct label heavy[] = {{"__name__", "heavy"}, {"job", "x"}};
 	for (int64_t t = 0; t <= 2 * HOUR_MS; t += 100)
 		if (memstore_add(ms, heavy, 2, t, (double)t / 1000) != 0)
 			return -1;
 	for (int i = 0; i < 3; i++) {
 		char v[2] = {(char)('a' + i), 0};
-		struct promql_label small[] = {{"__name__", "small"}, {"i", v}};
+		struct label small[] = {{"__name__", "small"}, {"i", v}};
 		for (int64_t t = 0; t <= 600000; t += 15000)
 			if (memstore_add(ms, small, 2, t, i + (double)t / 15000) != 0)
 				return -1;
@@ -241,7 +241,7 @@ static void test_tsdb_select_stops(void **state)
 	char err[256] = "";
 	if (tsdb_open(&db, &topts, err, sizeof err) != 0)
 		fail_msg("tsdb_open: %s", err);
-	struct tsdb_label l[] = {{"__name__", "m"}, {"gpu", "0"}};
+	struct label l[] = {{"__name__", "m"}, {"gpu", "0"}};
 	uint32_t ref;
 	assert_int_equal(tsdb_series(db, l, 2, &ref, err, sizeof err), 0);
 	int64_t now = clock_wall_ns() / 1000000;

@@ -27,8 +27,8 @@
 static void test_encode_decode(void **state)
 {
 	(void)state;
-	struct tsdb_label l1[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "0"}};
-	struct tsdb_label l2[] = {{"__name__", "gpulse_gpu_up"}, {"gpu", "1"}, {"uuid", "GPU-x"}};
+	struct label l1[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "0"}};
+	struct label l2[] = {{"__name__", "gpulse_gpu_up"}, {"gpu", "1"}, {"uuid", "GPU-x"}};
 	struct rw_sample s1[] = {{1000, 1.5}, {1100, 2.5}, {1200, -3}};
 	struct rw_sample s2[] = {{5000, 1}};
 	struct rw_series ser[] = {{l1, 2, s1, 3}, {l2, 3, s2, 1}};
@@ -92,10 +92,10 @@ static void test_snappy_round_trip(void **state)
 /* Relabel `in` (NULL-terminated name, value pairs) with one rule. */
 static bool relabel1(const struct relabel_spec *sp, const char *const *in, struct relabel_set *out)
 {
-	struct tsdb_label l[16];
+	struct label l[16];
 	size_t n = 0;
 	for (; in[2 * n]; n++)
-		l[n] = (struct tsdb_label){in[2 * n], in[2 * n + 1]};
+		l[n] = (struct label){in[2 * n], in[2 * n + 1]};
 	struct relabel *r = NULL;
 	char err[256];
 	assert_int_equal(relabel_compile(sp, 1, &r, err, sizeof err), 0);

@@ -63,13 +63,13 @@ static void put_series(struct tsdb *db, const char *name, const char *gpu, const
 		       const char *xn, const char *xv, const char *xn2, const char *xv2,
 		       int64_t t0, int nmin, double (*mean)(int), bool (*has)(int), bool scaled)
 {
-	struct tsdb_label l[8] = {{"__name__", name}, {"gpu", gpu}, {"uuid", uuid},
+	struct label l[8] = {{"__name__", name}, {"gpu", gpu}, {"uuid", uuid},
 				  {"model", "NVIDIA H200"}};
 	size_t n = 4;
 	if (xn)
-		l[n++] = (struct tsdb_label){xn, xv};
+		l[n++] = (struct label){xn, xv};
 	if (xn2)
-		l[n++] = (struct tsdb_label){xn2, xv2};
+		l[n++] = (struct label){xn2, xv2};
 	uint32_t ref;
 	char err[256];
 	assert_int_equal(tsdb_series(db, l, n, &ref, err, sizeof err), 0);
@@ -135,7 +135,7 @@ static void write_copy(struct tsdb *db, int64_t t0, bool with_gpu2)
 	if (with_gpu2) {
 		/* the injection library's kernel time of the trainer: no uuid,
 		 * 30 s of kernels a minute, the process restarted at minute 60 */
-		struct tsdb_label l[] = {{"__name__", "gpulse_process_kernel_seconds_total"},
+		struct label l[] = {{"__name__", "gpulse_process_kernel_seconds_total"},
 					 {"gpu", "0"}, {"pid", "100"}, {"comm", "trainer"},
 					 {"kernel", "gemm"}};
 		uint32_t ref;
@@ -632,7 +632,7 @@ static void test_read_only(void **state)
 	assert_int_equal(tsdb_open(&owner, &o, err, sizeof err), 0);
 	struct tsdb_opts ro = {.path = f->path, .read_only = true};
 	assert_int_equal(tsdb_open(&reader, &ro, err, sizeof err), 0);
-	struct tsdb_label l[] = {{"__name__", "x_new"}};
+	struct label l[] = {{"__name__", "x_new"}};
 	uint32_t ref;
 	assert_int_equal(tsdb_series(reader, l, 1, &ref, err, sizeof err), GPULSE_ESTATE);
 	assert_int_equal(tsdb_flush(reader), GPULSE_ESTATE);

@@ -118,7 +118,7 @@ static void test_rule_file_errors(void **state)
 /* Load promtool-notation values every minute from t = 0. */
 static void load(struct memstore *ms, const char *series, const char *values)
 {
-	struct promql_label *l;
+	struct label *l;
 	size_t nl, nv;
 	struct promql_series_value *v;
 	char err[256];

@@ -50,7 +50,7 @@ static int setup(void **state)
 	char err[256] = "";
 	assert_int_equal(tsdb_open(&db, &o, err, sizeof err), 0);
 	/* gpulse_gpu_power_watts{gpu="0"} = t/1000 at t = 500, 1500, ... 19500 ms. */
-	struct tsdb_label l[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "0"}};
+	struct label l[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "0"}};
 	uint32_t ref;
 	assert_int_equal(tsdb_series(db, l, 2, &ref, err, sizeof err), 0);
 	for (int64_t t = 500; t < 20000; t += 1000)

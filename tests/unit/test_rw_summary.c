@@ -26,7 +26,7 @@ struct got {
 static struct got got[100000];
 static size_t ngot;
 
-static void emit(void *ctx, const void *key, const struct tsdb_label *l, size_t n, int64_t t,
+static void emit(void *ctx, const void *key, const struct label *l, size_t n, int64_t t,
 		 double v)
 {
 	(void)ctx;
@@ -74,8 +74,8 @@ static void test_summaries(void **state)
 	struct rw_summary *s = NULL;
 	struct rw_summary_opts o = {.interval_ms = 60000, .quantile = 0.95};
 	assert_int_equal(rw_summary_create(&s, &o), 0);
-	struct tsdb_label g[] = {{"__name__", "gpulse_gpu_utilization_ratio"}, {"gpu", "0"}};
-	struct tsdb_label c[] = {{"__name__", "gpulse_gpu_xid_errors_total"}, {"gpu", "0"}};
+	struct label g[] = {{"__name__", "gpulse_gpu_utilization_ratio"}, {"gpu", "0"}};
+	struct label c[] = {{"__name__", "gpulse_gpu_xid_errors_total"}, {"gpu", "0"}};
 	double vals[600];
 	srand(7);
 	for (int i = 0; i < 600; i++) {   /* 10 Hz for one minute */
@@ -129,11 +129,11 @@ static void test_hot_gpu_passthrough(void **state)
 	struct rw_summary *s = NULL;
 	struct rw_summary_opts o = {.interval_ms = 60000, .hold_ms = 5000, .anomaly_threshold = 4};
 	assert_int_equal(rw_summary_create(&s, &o), 0);
-	struct tsdb_label g0[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "0"}};
-	struct tsdb_label g1[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "1"}};
-	struct tsdb_label al[] = {{"__name__", "ALERTS"}, {"alertname", "GPUHot"},
+	struct label g0[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "0"}};
+	struct label g1[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "1"}};
+	struct label al[] = {{"__name__", "ALERTS"}, {"alertname", "GPUHot"},
 				  {"alertstate", "firing"}, {"gpu", "1"}};
-	struct tsdb_label an[] = {{"__name__", "gpulse_anomaly_score"}, {"gpu", "0"},
+	struct label an[] = {{"__name__", "gpulse_anomaly_score"}, {"gpu", "0"},
 				  {"metric", "power"}};
 	for (int i = 0; i < 100; i++) {   /* 10 s at 10 Hz */
 		int64_t t = base + i * 100;
@@ -180,7 +180,7 @@ static void test_reservoir(void **state)
 	struct rw_summary *s = NULL;
 	struct rw_summary_opts o = {.interval_ms = 600000, .quantile = 0.95};
 	assert_int_equal(rw_summary_create(&s, &o), 0);
-	struct tsdb_label g[] = {{"__name__", "gpulse_gpu_sm_clock_hertz"}, {"gpu", "3"}};
+	struct label g[] = {{"__name__", "gpulse_gpu_sm_clock_hertz"}, {"gpu", "3"}};
 	int n = 6000;   /* 10 Hz for 10 minutes, three times the bound */
 	for (int i = 0; i < n; i++)
 		rw_summary_add(s, 1, g, 2, base + i * 100, (double)((i * 7919) % n) / n, emit, NULL);

@@ -96,7 +96,7 @@ static size_t samples(struct tsdb *db, const char *name, const char *k, const ch
 	while (tsdb_iter_next_series(it) == 1) {
 		if ((*nseries)++ == 0) {
 			size_t nl;
-			const struct tsdb_label *l = tsdb_iter_labels(it, &nl);
+			const struct label *l = tsdb_iter_labels(it, &nl);
 			size_t w = 0;
 			for (size_t i = 0; i < nl && labels; i++)
 				w += (size_t)snprintf(labels + w, lcap - w, "%s%s=%s", i ? "," : "",
@@ -133,7 +133,7 @@ static void test_owned_and_foreign(void **state)
 	(void)state;
 	struct tsdb *db = open_db();
 	/* Another writer stores gpulse_gpu_power_watts already, and says so. */
-	struct tsdb_label pl[2] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "0"}};
+	struct label pl[2] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "0"}};
 	uint32_t pref;
 	char err[256];
 	assert_int_equal(tsdb_series(db, pl, 2, &pref, err, sizeof err), 0);
@@ -531,7 +531,7 @@ static void store_series(struct tsdb *db, struct keyset *ks, int64_t since_ms, s
 	*fresh = 0;
 	while (tsdb_iter_next_series(it) == 1) {
 		size_t nl;
-		const struct tsdb_label *l = tsdb_iter_labels(it, &nl);
+		const struct label *l = tsdb_iter_labels(it, &nl);
 		struct pairs pp = {.n = 0};
 		for (size_t i = 0; i < nl; i++)
 			assert_int_equal(collect_label(&pp, l[i].name, l[i].value), 0);

@@ -107,7 +107,7 @@ static int rules_scenario(void *ctx)
 	}
 	for (int g = 0; g < 2 && rc == 0; g++) {
 		char gpu[2] = {(char)('0' + g), 0};
-		struct tsdb_label l[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", gpu}};
+		struct label l[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", gpu}};
 		uint32_t ref;
 		rc = tsdb_series(db, l, 2, &ref, err, sizeof err);
 		for (int64_t t = 500; rc == 0 && t < 60000; t += 1000)
@@ -118,7 +118,7 @@ static int rules_scenario(void *ctx)
 	struct rules_file **files;
 	if ((rc = parse_rules(&files)) != 0)
 		goto out;
-	static const struct promql_label ext[] = {{"site", "lab"}};
+	static const struct label ext[] = {{"site", "lab"}};
 	struct rules_engine_config c = {.db = db, .now_ms = test_now, .eval_delay_ms = -1,
 					.external_labels = ext, .nexternal_labels = 1,
 					.external_url = "http://gpulse.test"};
@@ -275,7 +275,7 @@ static int rules_io_scenario(long k, bool sticky, long *ops)
 	char err[256] = "";
 	if (tsdb_open(&db, &o, err, sizeof err) != 0)
 		return -1;
-	struct tsdb_label l[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "0"}};
+	struct label l[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "0"}};
 	uint32_t ref;
 	if (tsdb_series(db, l, 2, &ref, err, sizeof err) != 0)
 		return -1;
@@ -440,7 +440,7 @@ static void test_rules_restart(void **state)
 	struct tsdb *db = NULL;
 	char err[256] = "";
 	assert_int_equal(tsdb_open(&db, &o, err, sizeof err), 0);
-	struct tsdb_label l[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "0"}};
+	struct label l[] = {{"__name__", "gpulse_gpu_power_watts"}, {"gpu", "0"}};
 	uint32_t ref;
 	assert_int_equal(tsdb_series(db, l, 2, &ref, err, sizeof err), 0);
 	for (int64_t t = 500; t < 100000; t += 1000)

@@ -67,7 +67,7 @@ static int open_store(struct tsdb **db, int64_t raw_retention_ms)
 
 static int series(struct tsdb *db, const char *name, const char *gpu, uint32_t *ref)
 {
-	struct tsdb_label l[] = {{"__name__", name}, {"gpu", gpu}};
+	struct label l[] = {{"__name__", name}, {"gpu", gpu}};
 	char err[256] = "";
 	return tsdb_series(db, l, 2, ref, err, sizeof err);
 }

@@ -81,7 +81,7 @@ static struct tsdb *open_db(const struct tsdb_opts *extra)
 
 static uint32_t series2(struct tsdb *db, const char *name, const char *k, const char *v)
 {
-	struct tsdb_label l[2] = { { "__name__", name }, { k, v } };
+	struct label l[2] = { { "__name__", name }, { k, v } };
 	uint32_t ref = 0;
 	char err[256];
 	assert_int_equal(tsdb_series(db, l, k ? 2 : 1, &ref, err, sizeof err), 0);
@@ -253,7 +253,7 @@ static size_t select_names(struct tsdb *db, const struct tsdb_matcher *m, size_t
 	size_t n = 0;
 	while (tsdb_iter_next_series(it) == 1 && n < max) {
 		size_t nl;
-		const struct tsdb_label *l = tsdb_iter_labels(it, &nl);
+		const struct label *l = tsdb_iter_labels(it, &nl);
 		out[n][0] = 0;
 		for (size_t i = 0; i < nl; i++) {
 			size_t len = strlen(out[n]);
@@ -605,23 +605,23 @@ static void test_limits(void **state)
 	series2(db, "a", "i", "2");
 	series2(db, "a", "i", "3");
 	assert_int_equal(series2(db, "a", "i", "2"), 2);   /* existing: fine */
-	struct tsdb_label l4[2] = { { "i", "4" }, { "__name__", "a" } };
+	struct label l4[2] = { { "i", "4" }, { "__name__", "a" } };
 	assert_int_equal(tsdb_series(db, l4, 2, &ref, err, sizeof err), GPULSE_ELIMIT);
 	assert_non_null(strstr(err, "max_series"));
 
 	char longv[TSDB_MAX_LABEL_VALUE + 2];
 	memset(longv, 'v', sizeof longv - 1);
 	longv[sizeof longv - 1] = 0;
-	struct tsdb_label ll[2] = { { "__name__", "a" }, { "k", longv } };
+	struct label ll[2] = { { "__name__", "a" }, { "k", longv } };
 	assert_int_equal(tsdb_series(db, ll, 2, &ref, err, sizeof err), GPULSE_ELIMIT);
-	struct tsdb_label many[TSDB_MAX_LABELS + 1];
+	struct label many[TSDB_MAX_LABELS + 1];
 	assert_int_equal(tsdb_series(db, many, TSDB_MAX_LABELS + 1, &ref, err, sizeof err), GPULSE_ELIMIT);
-	struct tsdb_label noname[1] = { { "gpu", "0" } };
+	struct label noname[1] = { { "gpu", "0" } };
 	assert_int_equal(tsdb_series(db, noname, 1, &ref, err, sizeof err), GPULSE_EINVAL);
 	assert_non_null(strstr(err, "__name__"));
-	struct tsdb_label badname[2] = { { "__name__", "a" }, { "9x", "0" } };
+	struct label badname[2] = { { "__name__", "a" }, { "9x", "0" } };
 	assert_int_equal(tsdb_series(db, badname, 2, &ref, err, sizeof err), GPULSE_EINVAL);
-	struct tsdb_label dup[3] = { { "__name__", "a" }, { "x", "0" }, { "x", "1" } };
+	struct label dup[3] = { { "__name__", "a" }, { "x", "0" }, { "x", "1" } };
 	assert_int_equal(tsdb_series(db, dup, 3, &ref, err, sizeof err), GPULSE_EINVAL);
 	assert_int_equal(tsdb_append(db, 0, 1, 1), GPULSE_EINVAL);
 	assert_int_equal(tsdb_append(db, 99, 1, 1), GPULSE_EINVAL);
@@ -1103,7 +1103,7 @@ static void test_old_format(void **state)
 	assert_string_equal(r.json, "{\"old\":true}");
 	tsdb_record_clear(&r);
 	/* New samples after the old ones, in checksummed chunks. */
-	struct tsdb_label l[2] = { { "__name__", "old_metric" }, { "gpu", "0" } };
+	struct label l[2] = { { "__name__", "old_metric" }, { "gpu", "0" } };
 	uint32_t ref;
 	char err[256];
 	assert_int_equal(tsdb_series(db, l, 2, &ref, err, sizeof err), 0);
@@ -1391,7 +1391,7 @@ static void span_names(struct tsdb *db, int64_t lo, int64_t hi, char *out, size_
 	int more;
 	while ((more = tsdb_iter_next_series(it)) == 1) {
 		size_t n;
-		const struct tsdb_label *l = tsdb_iter_labels(it, &n);
+		const struct label *l = tsdb_iter_labels(it, &n);
 		size_t len = strlen(out);
 		snprintf(out + len, cap - len, "%s%s", len ? "," : "", l[0].value);
 	}

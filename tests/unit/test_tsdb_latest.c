@@ -74,7 +74,7 @@ static void latest_matches_raw(void **state)
 	uint32_t ref[NSERIES];
 	const char *names[NSERIES] = {"a", "b", "c"};
 	for (int i = 0; i < NSERIES; i++) {
-		struct tsdb_label l = {"__name__", names[i]};
+		struct label l = {"__name__", names[i]};
 		assert_int_equal(tsdb_series(db, &l, 1, &ref[i], err, sizeof err), GPULSE_OK);
 	}
 	/* 10 Hz for 40 minutes with gaps and staleness markers; flushed at

@@ -49,7 +49,7 @@ static struct tsdb *temp_store(char *dir, int64_t raw_ms, uint32_t *ref)
 	struct tsdb *db;
 	char err[256];
 	assert_int_equal(tsdb_open(&db, &opts, err, sizeof err), 0);
-	struct tsdb_label l[] = {{"__name__", "m"}, {"gpu", "0"}};
+	struct label l[] = {{"__name__", "m"}, {"gpu", "0"}};
 	assert_int_equal(tsdb_series(db, l, 2, ref, err, sizeof err), 0);
 	return db;
 }
