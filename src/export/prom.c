@@ -9,9 +9,11 @@
  * by hand (printf only for the few doubles that need 16 or 17 digits).
  *
  * Why one file: one render walks every snapshot into one reserved buffer
- * with the per-GPU label sets escaped once; the metric registry of issue
- * 35 (another branch) is to replace the hand-written families, and the
- * file's split follows that. */
+ * with the per-GPU label sets escaped once. The metric registry
+ * (export/families.h) carries the daemon's own families through a sink;
+ * the per-GPU, process, attribution and tenant families are still written
+ * here by hand (the sink has no per-GPU base labels yet), and the file's
+ * split follows their move to the registry. */
 #include "export/prom.h"
 
 #include <fcntl.h>
