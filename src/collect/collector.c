@@ -2047,3 +2047,15 @@ int collector_raise(struct collector *c, int slot, int64_t duration_ns)
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
+
+bool gpu_snapshot_holds(const struct gpu_snapshot *s, const struct attrib_allocation *al)
+{
+	if (al->job[0])
+		return al->minor >= 0 && s->id.minor_number == al->minor;
+	if (attrib_device_matches(al->device_id, s->id.uuid))
+		return true;
+	for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++)
+		if (attrib_device_matches(al->device_id, s->mig[k].uuid))
+			return true;
+	return false;
+}

@@ -84,4 +84,9 @@ int collector_raise(struct collector *c, int slot, int64_t duration_ns);
 void collector_read_identity(struct nvml_lib *nv, nvml_device_t dev, int index,
 			     struct gpu_identity *id);
 
+/* Whether allocation `al` (a pod-resources device ID, or a Slurm job's
+ * cgroup rule /dev/nvidiaN by minor number) names GPU s or one of its MIG
+ * instances (nvidia.com/mig-* resources list MIG UUIDs). */
+bool gpu_snapshot_holds(const struct gpu_snapshot *s, const struct attrib_allocation *al);
+
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collect/collector.h"
 #include "common/clock.h"
 #include "diagnose/diagnose.h"
 #include "common/status.h"
@@ -74,19 +75,6 @@ static void add_proc(struct tenantsd *d, const struct gpu_process *p, size_t nsu
 		in->no_learn = true;
 }
 
-/* Whether allocation al names GPU s or one of its MIG instances (a
- * Slurm job's device rule by the GPU's minor number). */
-static bool alloc_on_gpu(const struct attrib_allocation *al, const struct gpu_snapshot *s)
-{
-	if (al->job[0])
-		return al->minor >= 0 && s->id.minor_number == al->minor;
-	if (attrib_device_matches(al->device_id, s->id.uuid))
-		return true;
-	for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++)
-		if (attrib_device_matches(al->device_id, s->mig[k].uuid))
-			return true;
-	return false;
-}
 
 /* Who holds the GPU of snapshot s now (its allocations, and the pods of
  * its process rows), and whether each is idle by the split. */
@@ -96,7 +84,7 @@ static void hold_pending(struct tenantsd *d, const struct gpu_snapshot *s, bool 
 	size_t nal = d->attrib && d->al ? attrib_allocations(d->attrib, d->al, HOLD_ALLOCS) : 0;
 	size_t n = 0;
 	for (size_t k = 0; k < nal && k < HOLD_ALLOCS; k++) {
-		if (!alloc_on_gpu(&d->al[k], s))
+		if (!gpu_snapshot_holds(s, &d->al[k]))
 			continue;
 		struct tenants_alloc *h = &d->hold[n++];
 		memcpy(h->pod, d->al[k].pod, sizeof h->pod);

@@ -1085,19 +1085,6 @@ static void owner_labels(struct pw *w, const struct proc_owner *o, unsigned mask
 	}
 }
 
-/* Whether a pod-resources device ID names GPU s or one of its MIG
- * instances (nvidia.com/mig-* resources list MIG UUIDs). */
-static bool alloc_on_gpu(const struct attrib_allocation *al, const struct gpu_snapshot *s)
-{
-	if (al->job[0])   /* a Slurm job's cgroup rule: /dev/nvidiaN */
-		return al->minor >= 0 && s->id.minor_number == al->minor;
-	if (attrib_device_matches(al->device_id, s->id.uuid))
-		return true;
-	for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++)
-		if (attrib_device_matches(al->device_id, s->mig[k].uuid))
-			return true;
-	return false;
-}
 
 /* Whether a process on GPU snapshot s is the work of this allocation's
  * pod. A process in some pod whose name is not known might be, so it
@@ -1180,7 +1167,7 @@ static void render_attribution(struct render *r, const struct self_stats *self)
 	       "A GPU (or a time-slice of it) that the kubelet's pod-resources API says a pod's container holds.");
 	for (size_t k = 0; k < nal; k++) {
 		for (int i = 0; i < r->n; i++) {
-			if (!alloc_on_gpu(&al[k], &r->snap[i]))
+			if (!gpu_snapshot_holds(&r->snap[i], &al[k]))
 				continue;
 			gpu_sample(r, i);
 			alloc_labels(w, &al[k]);
@@ -1200,13 +1187,13 @@ static void render_attribution(struct render *r, const struct self_stats *self)
 	for (size_t k = 0; k < nal; k++) {
 		for (int i = 0; i < r->n; i++) {
 			const struct gpu_snapshot *s = &r->snap[i];
-			if (!s->procs_valid || !alloc_on_gpu(&al[k], s))
+			if (!s->procs_valid || !gpu_snapshot_holds(s, &al[k]))
 				continue;
 			/* One sample per (GPU, pod, container): replicas of a
 			 * time-sliced GPU held by the same container count once. */
 			bool seen = false;
 			for (size_t j = 0; j < k && !seen; j++)
-				seen = alloc_on_gpu(&al[j], s) && strcmp(al[j].job, al[k].job) == 0 &&
+				seen = gpu_snapshot_holds(s, &al[j]) && strcmp(al[j].job, al[k].job) == 0 &&
 				       strcmp(al[j].pod, al[k].pod) == 0 &&
 				       strcmp(al[j].namespace_, al[k].namespace_) == 0 &&
 				       strcmp(al[j].container, al[k].container) == 0;

@@ -593,19 +593,6 @@ static void render_gpu(struct jw *w, const struct gpu_snapshot *s,
 	lit(w, "}");
 }
 
-/* Whether a pod-resources device ID names GPU s or one of its MIG
- * instances (nvidia.com/mig-* resources list MIG UUIDs). */
-static bool alloc_on_gpu(const struct attrib_allocation *al, const struct gpu_snapshot *s)
-{
-	if (al->job[0])   /* a Slurm job's cgroup rule: /dev/nvidiaN */
-		return al->minor >= 0 && s->id.minor_number == al->minor;
-	if (attrib_device_matches(al->device_id, s->id.uuid))
-		return true;
-	for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++)
-		if (attrib_device_matches(al->device_id, s->mig[k].uuid))
-			return true;
-	return false;
-}
 
 /* The pod-resources allocations of GPU s: who holds it, and whether that
  * pod runs anything on it (as gpulse_gpu_allocated_idle on /metrics). */
@@ -616,7 +603,7 @@ static void render_allocations(struct jw *w, const struct gpu_snapshot *s,
 	lit(w, "[");
 	bool first = true;
 	for (size_t k = 0; k < nal; k++) {
-		if (!alloc_on_gpu(&al[k], s))
+		if (!gpu_snapshot_holds(s, &al[k]))
 			continue;
 		bool busy = false;
 		for (int p = 0; p < s->nprocs && p < GPU_PROC_MAX; p++) {
