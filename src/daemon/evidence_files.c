@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,11 +96,19 @@ int evidence_file_decode(const char *data, size_t len, struct evidence_file_meta
 			continue;
 		m->nlinks++;
 	}
+	/* crc_s lives in h: read it whole before h goes (reading `end` after
+	 * json_decref was a use after free that, now and then, called a
+	 * good file's CRC bad and renamed it .bad). */
 	char *end;
 	unsigned long crc = strtoul(crc_s, &end, 16);
+	bool crc_hex = *end == '\0';
 	json_decref(h);
 	size_t off = (size_t)(nl + 1 - data);
-	if (*end || (uint64_t)length != len - off) {
+	if (!crc_hex) {
+		str_errf(err, errlen, "bad header fields (crc32 is not 8 hex digits)");
+		return GPULSE_EPARSE;
+	}
+	if ((uint64_t)length != len - off) {
 		str_errf(err, errlen, "length %" PRId64 " does not match the file (%zu document bytes)",
 			 length, len - off);
 		return GPULSE_EPARSE;
