@@ -206,7 +206,11 @@ static int64_t ms_since(int64_t t0_ns)
 static void test_timeout_formatting(void **state)
 {
 	(void)state;
-	const int64_t timeout_ms = 1500;
+	/* A fifth of what writing the answer took on a 2-core machine (1.5 s
+	 * and more under load; one clock-400d run on a quiet moment wrote it
+	 * within a 1.5 s deadline and answered 200): the margin, not the
+	 * machine, decides. */
+	const int64_t timeout_ms = 300;
 	big_store(100);
 	fx.api.timeout_ns = timeout_ms * 1000000;
 	serve();
@@ -220,8 +224,9 @@ static void test_timeout_formatting(void **state)
 	assert_int_equal(r.status, 503);
 	assert_non_null(strstr(body(&r), "\"errorType\":\"timeout\""));
 	assert_non_null(strstr(body(&r), "query timed out in "));
-	/* Generous: the deadline is looked at every 4096 points. */
-	if (took_ms > 6 * timeout_ms)
+	/* Generous: the deadline is looked at every 4096 points, on a loaded
+	 * machine; the whole answer would take seconds more. */
+	if (took_ms > 9000)
 		fail_msg("the timeout came after %lld ms (query.timeout %lld ms)", (long long)took_ms,
 			 (long long)timeout_ms);
 	reply_free(&r);
