@@ -839,7 +839,8 @@ static void load_dir(struct evidence *e)
 	if (ld.oom)
 		log_warn("evidence: out of memory while loading %s; some evidence left unread",
 			 e->cfg.dir);
-	qsort(ld.v, ld.n, sizeof *ld.v, by_created);
+	if (ld.n) /* qsort of none: its array may be NULL, which qsort may not take */
+		qsort(ld.v, ld.n, sizeof *ld.v, by_created);
 	int64_t now_mono = clock_mono_ns(), now_wall_ms = clock_wall_ns() / NS_PER_MS;
 	size_t first = ld.n > e->cfg.max_records ? ld.n - e->cfg.max_records : 0;
 	size_t kept = 0;
