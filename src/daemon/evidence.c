@@ -504,7 +504,8 @@ void evidence_sink(void *ctx, const struct alert_notice *notices, size_t n)
 					 l->id);
 			else
 				snprintf(text[i], sizeof text[i], "%s", l->why);
-			memcpy(ann[i], in->annotations, in->nannotations * sizeof ann[i][0]);
+			if (in->nannotations) /* none: annotations may be NULL */
+				memcpy(ann[i], in->annotations, in->nannotations * sizeof ann[i][0]);
 			ann[i][in->nannotations] = (struct label){ANNOTATION, text[i]};
 			out[i].annotations = ann[i];
 			out[i].nannotations = in->nannotations + 1;
