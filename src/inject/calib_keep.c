@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/atomic_file.h"
+
 #define KEEP_MAGIC "gpulse-calibration 1"
 
 int calib_keep_dir(char *buf, size_t n)
@@ -122,7 +124,7 @@ static int make_dirs(const char *dir)
 int calib_keep_store(const char *dir, const char *key, const struct calib_result *r, long long now_s, char *why,
 		     size_t nwhy)
 {
-	char path[4096], tmp[4160];
+	char path[4096];
 	if (!r->ok || !keep_path(path, sizeof path, dir, key)) {
 		snprintf(why, nwhy, "nothing to keep for device key \"%.64s\"", key);
 		return 0;
@@ -131,23 +133,10 @@ int calib_keep_store(const char *dir, const char *key, const struct calib_result
 		snprintf(why, nwhy, "%s: %s", dir, strerror(errno));
 		return 0;
 	}
-	snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		snprintf(why, nwhy, "%s: %s", tmp, strerror(errno));
-		return 0;
-	}
 	char text[512];
 	int n = snprintf(text, sizeof text, KEEP_MAGIC "\nfloors %.6f\noffset_ns %.1f\nbound_ns %.1f\nfloor_ns %.1f\nat %lld\n",
 			 r->floors, r->offset_ns, r->bound_ns, r->floor_ns, now_s);
-	int ok = n > 0 && (size_t)n < sizeof text && write(fd, text, (size_t)n) == n;
-	if (close(fd) != 0)
-		ok = 0;
 	/* Readers see the old file or the new one whole, never a part. */
-	if (!ok || rename(tmp, path) != 0) {
-		snprintf(why, nwhy, "%s: %s", path, strerror(errno ? errno : EIO));
-		unlink(tmp);
-		return 0;
-	}
-	return 1;
+	return n > 0 && (size_t)n < sizeof text &&
+	       atomic_file_write(dir, path + strlen(dir) + 1, text, (size_t)n, why, nwhy) == 0;
 }
