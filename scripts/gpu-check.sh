@@ -134,8 +134,8 @@ fi
 #    sampling.adaptive: false. About 5 minutes. Each table is written to
 #    $OUT as soon as it is measured.
 if want cpu; then
-for load in none train flip; do
-	python3 bench/cpu_compare.py "$B/gpulsed" 30 9477 "$load" | tee "$OUT/cpu-compare-$load.txt"
+for load in ${CPU_LOADS:-none train flip}; do
+	python3 bench/cpu_compare.py "$B/gpulsed" ${CPU_SECONDS:-30} 9477 "$load" | tee "$OUT/cpu-compare-$load.txt"
 	row "cpu/GPU-sample, load $load" INFO "$(awk '/gpulsed defaults/{a=$(NF-1) " ms " $NF "x"} /adaptive: false/{b=$(NF-1) " ms " $NF "x"} END {print "adaptive " a ", fixed " b " (vs nvidia-smi)"}' "$OUT/cpu-compare-$load.txt")"
 done
 fi
