@@ -21,6 +21,7 @@
 #                                       names-uvm (kernel names whole, UVM in continuous mode)
 #                                       inject-stress (the library never hangs an application)
 #                                       screen (silent-corruption screening, issue 38)
+#                                       evidence (issue 37: trouble to linked evidence)
 #                                       tenants (issue 36: GPM activity split across two
 #                                       processes sharing GPU 0, against each alone; ~7 min)
 # Section bench (about 4 minutes): gpulse bench beside PyTorch: cuda_abi.h
@@ -442,6 +443,20 @@ else
 fi
 curl -s "http://127.0.0.1:$((PORT + 7))/metrics" | grep -E '^gpulse_(process|workload)_' >"$TD/metrics-end.txt"
 kill $TGP 2>/dev/null; wait $TGP 2>/dev/null
+fi
+
+# evidence (issue 37): from trouble on GPU 0 (a bf16 matmul loop under the
+# injection library) to the evidence linked from its alert, EVIDENCE_CYCLES
+# times (default 5, about 40 s each); p95 against the goal of 10 s.
+if want evidence; then
+mkdir -p "$OUT/evidence"
+if python3 tests/gpu/evidence_check.py "$B/gpulsed" "${INJECT_LIB:-$D/libgpulse-inject.so}" \
+	/tmp/gpulse-evidence "${EVIDENCE_CYCLES:-5}" >"$OUT/evidence.txt" 2>&1; then
+	row "evidence: trouble to linked evidence" PASS "$(tail -1 "$OUT/evidence.txt" | cut -c1-110)"
+else
+	row "evidence: trouble to linked evidence" FAIL "$(tail -1 "$OUT/evidence.txt" | cut -c1-110)"
+fi
+cp /tmp/gpulse-evidence/gpulsed.log "$OUT/evidence/" 2>/dev/null
 fi
 
 # 8. CUPTI's states and window edges, measured directly (no library)
