@@ -568,17 +568,21 @@ static void draw_procs(struct ui *u, int y, int rows)
 
 /* The per-owner view ('o'): each pod, container, job or user on each
  * GPU, with its processes' parts of the GPU's activity summed, and what
- * bounds it. */
+ * bounds it; and, in the IDLE column, the pods and jobs that gpulsed
+ * judges allocated but idle (/api/v1/gpus holders, as `gpulse status`
+ * shows them): "IDLE" and how long their part of the GPU's SM activity
+ * has stayed under the idle line. A pod that holds the GPU without a
+ * process there has a row of its own. */
 static void draw_owners(struct ui *u, int y, int rows)
 {
 	const struct top_data *d = u->data;
 	char head[LINE_MAX_BYTES + 64], owner[LINE_MAX_BYTES];
-	int ow = COLS - 56;
+	int ow = COLS - 68;
 	if (ow < 12)
 		ow = 12;
 	top_fit(owner, sizeof owner, "OWNER", ow, false, u->ascii);
-	snprintf(head, sizeof head, "%3s %s %5s %4s %4s %4s %4s %-7s %s", "GPU", owner, "PROCS",
-		 "BUSY", "SM.A", "TENS", "DRAM", "SOURCE", "BOUND");
+	snprintf(head, sizeof head, "%3s %s %-11s %5s %4s %4s %4s %4s %-7s %s", "GPU", owner, "IDLE",
+		 "PROCS", "BUSY", "SM.A", "TENS", "DRAM", "SOURCE", "BOUND");
 	style_on(u, CP_HEAD, A_REVERSE);
 	put(u, y, 0, COLS, head);
 	style_off(u, CP_HEAD, A_REVERSE);
@@ -594,19 +598,40 @@ static void draw_owners(struct ui *u, int y, int rows)
 			continue;
 		}
 		const struct top_workload *w = &d->workloads[r];
-		char act[TOP_ACT_COUNT][16], line[LINE_MAX_BYTES * 2];
+		char act[TOP_ACT_COUNT][16], busy[16], idle[24], line[LINE_MAX_BYTES * 2];
 		for (int m = 0; m < TOP_ACT_COUNT; m++) {
 			if (w->have_act & 1u << m)
 				snprintf(act[m], sizeof act[m], "%.0f%%", w->act[m] * 100);
 			else
 				snprintf(act[m], sizeof act[m], "-");
 		}
+		if (w->have_busy)
+			snprintf(busy, sizeof busy, "%3.0f%%", w->busy * 100);
+		else
+			snprintf(busy, sizeof busy, "-");
+		/* The mark is a word, not only a colour: it must show under
+		 * --no-color and in a capture of the screen. */
+		snprintf(idle, sizeof idle, "-");
+		if (w->idle == TOP_IDLE_IDLE) {
+			char age[16] = "";
+			if (isfinite(w->idle_for_s) && w->idle_for_s < 1e9)
+				fmt_age(age, sizeof age, (int64_t)(w->idle_for_s * NS_PER_SEC));
+			snprintf(idle, sizeof idle, "IDLE %s", age);
+		}
 		top_fit(owner, sizeof owner, w->owner[0] ? w->owner : "(no owner known)", ow, false,
 			u->ascii);
-		snprintf(line, sizeof line, "%3d %s %5u %3.0f%% %4s %4s %4s %-7s %s", w->gpu, owner,
-			 w->processes, w->busy * 100, act[TOP_ACT_SM], act[TOP_ACT_TENSOR],
-			 act[TOP_ACT_DRAM], w->source, w->bound);
+		snprintf(line, sizeof line, "%3d %s %-11s %5u %4s %4s %4s %4s %-7s %s", w->gpu, owner,
+			 idle, w->processes, busy, act[TOP_ACT_SM], act[TOP_ACT_TENSOR],
+			 act[TOP_ACT_DRAM], w->source,
+			 w->held_only ? (w->allocated ? "allocated, no activity of its own" : "")
+				      : w->bound);
 		put(u, y + 1 + r, 0, COLS, line);
+		if (w->idle == TOP_IDLE_IDLE) {
+			/* Column of the IDLE cell: after "GPU " and the owner. */
+			style_on(u, CP_WARN, A_BOLD);
+			put(u, y + 1 + r, 4 + ow + 1, 11, idle);
+			style_off(u, CP_WARN, A_BOLD);
+		}
 	}
 }
 
@@ -626,7 +651,8 @@ static const char *const help_lines[] = {
 	"  k, F9        send a signal to the selected process (asks first)",
 	"  g, Tab       next GPU for the graphs",
 	"  m            next metric for the graphs",
-	"  o            per-owner view (pod, container, job, user) / processes",
+	"  o            per-owner view (pod, container, job, user; IDLE: allocated",
+	"               but idle, and for how long) / processes",
 	"  + / -        refresh slower / faster",
 	"  Space        refresh now; Ctrl-L redraw",
 	"",

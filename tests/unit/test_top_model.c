@@ -50,11 +50,29 @@ static const char tenants_doc[] =
 	"{\"pid\":11,\"source\":\"nvml\",\"sm_active\":0.5,\"tensor_active\":0.01,"
 	"\"dram_bandwidth\":null,\"bound\":\"memory_bound\",\"bound_detail\":\"DRAM bandwidth\"},"
 	"{\"pid\":0,\"comm\":\"other\",\"sm_active\":0.1}],"
-	"\"workloads\":[{\"summary\":\"ml/trainer-0\",\"processes\":1,\"busy\":0.45,"
+	"\"workloads\":[{\"owner\":{\"pod\":\"trainer-0\",\"namespace\":\"ml\"},"
+	"\"summary\":\"ml/trainer-0\",\"processes\":1,\"busy\":0.45,"
 	"\"sm_active\":0.4,\"tensor_active\":0.29,\"dram_bandwidth\":0.05,\"source\":\"kernels\","
 	"\"bound\":\"compute_bound\",\"bound_detail\":\"tensor cores\"},"
-	"{\"summary\":\"\",\"processes\":2,\"busy\":0.5,\"sm_active\":0.6,\"bound\":\"mixed\","
-	"\"bound_detail\":\"\"}]}]}}";
+	"{\"owner\":{\"pod\":\"idle-0\",\"namespace\":\"ml\",\"container\":\"main\"},"
+	"\"summary\":\"ml/idle-0/main\",\"processes\":1,\"busy\":0,\"sm_active\":0,"
+	"\"bound\":\"idle\",\"bound_detail\":\"\"},"
+	"{\"owner\":{\"pod\":\"idle-0\",\"namespace\":\"dev\"},\"summary\":\"dev/idle-0\","
+	"\"processes\":1,\"busy\":0.2,\"bound\":\"mixed\"},"
+	"{\"owner\":{\"job\":\"4242\"},\"summary\":\"job 4242\",\"processes\":1},"
+	"{\"owner\":{\"pod\":\"idle-0\",\"namespace\":\"ml\"},\"other\":true,"
+	"\"summary\":\"\",\"processes\":2,\"busy\":0.5,\"sm_active\":0.6,\"bound\":\"mixed\","
+	"\"bound_detail\":\"\"}],"
+	"\"holders\":[{\"pod\":\"trainer-0\",\"namespace\":\"ml\",\"job\":\"\",\"allocated\":true,"
+	"\"processes\":1,\"sm_active\":0.4,\"idle_for_s\":0,\"idle\":false},"
+	"{\"pod\":\"idle-0\",\"namespace\":\"ml\",\"job\":\"\",\"allocated\":true,"
+	"\"processes\":1,\"sm_active\":0,\"idle_for_s\":612.5,\"idle\":true},"
+	"{\"pod\":\"notebook-3\",\"namespace\":\"research\",\"job\":\"\",\"allocated\":true,"
+	"\"processes\":0,\"sm_active\":0,\"idle_for_s\":30,\"idle\":true},"
+	"{\"pod\":\"\",\"namespace\":\"\",\"job\":\"4242\",\"job_user\":\"alice\","
+	"\"allocated\":false,\"processes\":1,\"sm_active\":null,\"idle_for_s\":null,\"idle\":null},"
+	"{\"pod\":\"x\\u001by\",\"namespace\":\"ns\",\"allocated\":false,\"processes\":-3,"
+	"\"idle_for_s\":-1,\"idle\":\"yes\"},7]}]}}";
 
 static const char procs_doc[] =
 	"{\"status\":\"success\",\"data\":{\"profiling\":{\"enabled\":true,\"serving\":true},"
@@ -127,12 +145,43 @@ static void test_parse_tenants(void **state)
 	/* A null part is missing, never zero. */
 	assert_int_equal(b->have_act, 1u << TOP_ACT_SM | 1u << TOP_ACT_TENSOR);
 	assert_string_equal(b->source, "nvml");
-	assert_int_equal(d->nworkloads, 2);
-	assert_string_equal(d->workloads[0].owner, "ml/trainer-0");
-	assert_int_equal(d->workloads[0].processes, 1);
-	assert_string_equal(d->workloads[0].bound, "compute_bound (tensor cores)");
-	assert_string_equal(d->workloads[1].bound, "mixed");
-	assert_int_equal(d->workloads[1].have_act, 1u << TOP_ACT_SM);
+	assert_int_equal(d->nworkloads, 7);
+	const struct top_workload *w = d->workloads;
+	assert_string_equal(w[0].owner, "ml/trainer-0");
+	assert_int_equal(w[0].processes, 1);
+	assert_string_equal(w[0].bound, "compute_bound (tensor cores)");
+	assert_true(w[0].have_busy);
+	/* The holders' verdicts onto the owners they name: trainer-0 works;
+	 * idle-0 of ml (by its container's row too) is allocated but idle, and
+	 * since when; idle-0 of dev is another pod; the job's is unjudged. */
+	assert_int_equal(w[0].idle, TOP_IDLE_WORKING);
+	assert_true(w[0].allocated && !w[0].held_only);
+	assert_true(w[0].idle_for_s == 0);
+	assert_int_equal(w[1].idle, TOP_IDLE_IDLE);
+	assert_true(w[1].idle_for_s == 612.5);
+	assert_int_equal(w[2].idle, TOP_IDLE_NONE);
+	assert_true(isnan(w[2].idle_for_s));
+	assert_int_equal(w[3].idle, TOP_IDLE_UNJUDGED);
+	assert_false(w[3].allocated);
+	/* The "other" group is nobody's, whatever its labels read. */
+	assert_string_equal(w[4].bound, "mixed");
+	assert_int_equal(w[4].have_act, 1u << TOP_ACT_SM);
+	assert_int_equal(w[4].idle, TOP_IDLE_NONE);
+	/* A pod holding the GPU with nothing there: a row of its own. */
+	assert_true(w[5].held_only && w[5].allocated);
+	assert_string_equal(w[5].owner, "research/notebook-3");
+	assert_int_equal(w[5].processes, 0);
+	assert_false(w[5].have_busy);
+	assert_int_equal(w[5].have_act, 1u << TOP_ACT_SM);
+	assert_int_equal(w[5].idle, TOP_IDLE_IDLE);
+	assert_true(w[5].idle_for_s == 30);
+	/* A holder of odd shape: cleaned, nothing made up. */
+	assert_true(w[6].held_only && !w[6].allocated);
+	assert_string_equal(w[6].owner, "ns/x?y");
+	assert_int_equal(w[6].processes, 0);
+	assert_int_equal(w[6].have_act, 0);
+	assert_int_equal(w[6].idle, TOP_IDLE_UNJUDGED);
+	assert_true(isnan(w[6].idle_for_s));
 	/* A second answer starts afresh. */
 	assert_int_equal(top_parse_gpus(d, gpus_doc, strlen(gpus_doc), err, sizeof err), 0);
 	assert_int_equal(d->nworkloads, 0);

@@ -239,6 +239,82 @@ static void get_bound(char *out, size_t len, json_t *j)
 	copy_text(out, len, text);
 }
 
+/* Whether holder h (a pod by namespace and name, or a Slurm job) is the
+ * owner whose labels are `owner` (a workload's; the namespace is held to
+ * only where the owner carries one: attribution.labels may leave it out). */
+static bool holder_names(json_t *h, json_t *owner)
+{
+	const char *job = json_string_value(json_object_get(h, "job"));
+	const char *pod = json_string_value(json_object_get(h, "pod"));
+	const char *ns = json_string_value(json_object_get(h, "namespace"));
+	if (!json_is_object(owner))
+		return false;
+	const char *o_job = json_string_value(json_object_get(owner, "job"));
+	const char *o_pod = json_string_value(json_object_get(owner, "pod"));
+	const char *o_ns = json_string_value(json_object_get(owner, "namespace"));
+	if (job && job[0])
+		return o_job && strcmp(o_job, job) == 0;
+	if (!pod || !pod[0] || !o_pod || strcmp(o_pod, pod) != 0)
+		return false;
+	return !o_ns || (ns && strcmp(o_ns, ns) == 0);
+}
+
+/* GPU gi's holders (who holds it, and whether allocated but idle by the
+ * split): each verdict onto the workload rows from `first` on whose owner
+ * it names (owners[row - first]), or onto a row of its own when none. */
+static void parse_holders(struct top_data *d, int gi, json_t *g, json_t *const *owners, int first)
+{
+	size_t k;
+	json_t *h;
+	json_array_foreach(json_object_get(g, "holders"), k, h) {
+		if (!json_is_object(h))
+			continue;
+		json_t *v = json_object_get(h, "idle");
+		enum top_idle idle = json_is_true(v)	? TOP_IDLE_IDLE
+				     : json_is_false(v) ? TOP_IDLE_WORKING
+							: TOP_IDLE_UNJUDGED;
+		double low = NAN;
+		if (!get_num(h, "idle_for_s", &low) || low < 0)
+			low = NAN;
+		bool allocated = json_is_true(json_object_get(h, "allocated"));
+		int last = d->nworkloads;
+		bool named = false;
+		for (int r = first; r < last; r++) {
+			if (!holder_names(h, owners[r - first]))
+				continue;
+			named = true;
+			d->workloads[r].idle = idle;
+			d->workloads[r].idle_for_s = low;
+			d->workloads[r].allocated = allocated;
+		}
+		if (named || d->nworkloads >= TOP_PROC_MAX)
+			continue;
+		struct top_workload *w = &d->workloads[d->nworkloads++];
+		memset(w, 0, sizeof *w);
+		w->gpu = gi;
+		w->held_only = true;
+		w->idle = idle;
+		w->idle_for_s = low;
+		w->allocated = allocated;
+		char a[64], b[64], who[140];
+		get_text(a, sizeof a, h, "job");
+		if (a[0]) {
+			get_text(b, sizeof b, h, "job_user");
+			snprintf(who, sizeof who, "job %s%s%s", a, b[0] ? " " : "", b);
+		} else {
+			get_text(a, sizeof a, h, "namespace");
+			get_text(b, sizeof b, h, "pod");
+			snprintf(who, sizeof who, "%s/%s", a, b);
+		}
+		copy_text(w->owner, sizeof w->owner, who);
+		double n = 0;
+		if (get_num(h, "processes", &n) && n >= 0 && n < 1e6)
+			w->processes = (unsigned)n;
+		if (get_num(h, "sm_active", &w->act[TOP_ACT_SM]) && w->act[TOP_ACT_SM] >= 0)
+			w->have_act = 1u << TOP_ACT_SM;
+	}
+}
+
 /* GPU gi's tenants onto its process rows, and its workloads. */
 static void parse_tenants(struct top_data *d, int gi, json_t *g)
 {
@@ -257,21 +333,29 @@ static void parse_tenants(struct top_data *d, int gi, json_t *g)
 			get_bound(p->bound, sizeof p->bound, tj);
 		}
 	}
+	/* Each row's owner labels (NULL: the "other" group, no owner), to
+	 * match the holders against below. */
+	json_t *owners[TOP_PROC_MAX];
+	int first = d->nworkloads;
 	json_array_foreach(json_object_get(g, "workloads"), k, tj) {
 		if (!json_is_object(tj) || d->nworkloads >= TOP_PROC_MAX)
 			break;
+		owners[d->nworkloads - first] =
+			json_is_true(json_object_get(tj, "other")) ? NULL : json_object_get(tj, "owner");
 		struct top_workload *w = &d->workloads[d->nworkloads++];
 		memset(w, 0, sizeof *w);
 		w->gpu = gi;
+		w->idle_for_s = NAN;
 		get_text(w->owner, sizeof w->owner, tj, "summary");
 		double n = 0;
 		if (get_num(tj, "processes", &n) && n >= 0 && n < 1e6)
 			w->processes = (unsigned)n;
-		get_num(tj, "busy", &w->busy);
+		w->have_busy = get_num(tj, "busy", &w->busy);
 		w->have_act = get_act(tj, w->act);
 		get_text(w->source, sizeof w->source, tj, "source");
 		get_bound(w->bound, sizeof w->bound, tj);
 	}
+	parse_holders(d, gi, g, owners, first);
 }
 
 int top_parse_gpus(struct top_data *d, const char *body, size_t len, char *err, size_t errlen)

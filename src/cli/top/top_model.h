@@ -101,17 +101,36 @@ struct top_proc {
 
 enum { TOP_ACT_SM, TOP_ACT_TENSOR, TOP_ACT_DRAM, TOP_ACT_COUNT };
 
+/* Whether a pod or job that holds the GPU is allocated but idle, as
+ * gpulsed judged it from the activity split (/api/v1/gpus holders, the
+ * verdict of gpulse_workload_allocated_idle; `gpulse status` shows the
+ * same). */
+enum top_idle {
+	TOP_IDLE_NONE,            /* no holder names the owner (a user, a container) */
+	TOP_IDLE_UNJUDGED,        /* held, but the GPU's SM activity was not split */
+	TOP_IDLE_WORKING,         /* held, its part over the idle line (or not long enough) */
+	TOP_IDLE_IDLE,            /* allocated but idle */
+};
+
 /* One owner's (pod, container, job, user) activity on one GPU: the
- * per-owner view (/api/v1/gpus workloads). */
+ * per-owner view (/api/v1/gpus workloads), and the pods and jobs that
+ * hold the GPU without a process there (an allocation only: holders
+ * with no workload row), which have no activity of their own. */
 struct top_workload {
 	int gpu;
 	char owner[96];           /* the summary; "" no owner known */
 	unsigned processes;
+	bool have_busy;           /* false on a holder-only row */
 	double busy;
 	unsigned have_act;
 	double act[TOP_ACT_COUNT];
 	char source[12];
 	char bound[48];
+	bool held_only;           /* a holder without a workload row */
+	bool allocated;           /* an allocation names its pod or job */
+	enum top_idle idle;
+	double idle_for_s;        /* how long its part has stayed under the idle
+	                           * line; NaN unknown */
 };
 
 struct top_alert {
@@ -149,7 +168,10 @@ struct top_data {
  * their fields and control bytes become '?'. */
 /* /api/v1/gpus: resets d, then fills mode, detail and gpus, and the
  * processes NVML lists (not yet injected) with their parts of the GPU's
- * activity, and the per-owner workloads. */
+ * activity, and the per-owner workloads with their holders' verdicts
+ * (a workload whose pod, or job, a holder names takes its verdict; a
+ * holder no workload matches gets a row of its own after its GPU's
+ * workloads). */
 int top_parse_gpus(struct top_data *d, const char *body, size_t len, char *err, size_t errlen);
 /* /api/v1/processes: marks injected rows, adds injected processes NVML
  * does not list (one row per GPU they use), fills uid and cmdline. */
