@@ -10,7 +10,9 @@
 #    attribution.idle_window has passed, trainer-0 never; idle-0 is not
 #    idle by the allocation-only series (a process of its is there);
 #  - /api/v1/gpus holders, workload classes and their share of what
-#    bounds the GPU; gpulse status; gpulse diagnose's per-owner line;
+#    bounds the GPU; gpulse status; gpulse top's per-owner view (tmux):
+#    the idle pods marked IDLE with the API's time, the busy one not;
+#    gpulse diagnose's per-owner line;
 #  - a pod whose allocation goes away leaves the idle series (staleness).
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}" "${GPULSE_SOURCE_DIR:?}"
@@ -130,6 +132,52 @@ grep -E "research/notebook-3 +allocated +0 proc .*\(allocated but idle\)" <<<"$S
 	fail "gpulse status: notebook-3 not flagged: $S"
 grep -E "trainer-0\S* .*compute_bound on tensor cores, 1 process; GPU [a-z_]+, 100% of its [a-z]+ activity" <<<"$S" >/dev/null ||
 	fail "gpulse status: trainer-0 against the device: $S"
+
+# gpulse top (in tmux, as test_top.sh drives it), per-owner view: idle-0
+# and notebook-3 (a row of its own: nothing of it runs) marked IDLE with
+# how long, trainer-0 not; the time shown is the API's (holders'
+# idle_for_s, read before and after), not made up.
+command -v tmux >/dev/null || fail "tmux is not installed (scripts/install-deps.sh)"
+TM=(tmux -S "$WORK/tmux.sock" -f /dev/null)  # its socket removed with $WORK
+trap 'rc=$?; "${TM[@]}" kill-server 2>/dev/null || true; set +e; (exit $rc); cleanup' EXIT
+"${TM[@]}" new-session -d -s top -x 120 -y 30 env LANG=C.UTF-8 LC_ALL=C.UTF-8 TERM=screen \
+	sh -c '"$0" top --url "$1"; echo "exit $?" >"$2"' "$GPULSE" "$URL" "$WORK/top.exit" \; \
+	set-option -t top remain-on-exit on
+pane() { "${TM[@]}" capture-pane -p -t top; }
+wait_for 'pane | grep -q "^GPU 0 "' || fail "gpulse top shows no GPU: $(pane; cat "$WORK/top.exit" 2>/dev/null)"
+"${TM[@]}" send-keys -t top o
+wait_for 'pane | grep -qE "^GPU OWNER +IDLE +PROCS"' || fail "no per-owner view: $(pane)"
+held_for() { # POD: the API's idle_for_s of the pod, on whichever GPU it holds
+	fetch /api/v1/gpus | python3 -c 'import json, sys
+print(min(h["idle_for_s"] for g in json.load(sys.stdin)["data"]["gpus"] for h in g["holders"] if h["pod"] == sys.argv[1]))' "$1"
+}
+top_ok() {
+	local a b
+	a=$(held_for idle-0) && pane >"$WORK/top.txt" && b=$(held_for idle-0) || return 1
+	python3 - "$WORK/top.txt" "$a" "$b" 2>"$WORK/top.err" <<'PY'
+import re, sys
+screen, a, b = open(sys.argv[1]).read(), float(sys.argv[2]), float(sys.argv[3])
+def row(gpu, owner):
+    m = [l for l in screen.splitlines() if re.match(r" *%d %s\S* " % (gpu, re.escape(owner)), l)]
+    assert len(m) == 1, (gpu, owner, m)
+    return m[0]
+def secs(t):  # top's ages: 12s, 3m05s, 1h02m
+    h, m, s = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", t).groups()
+    return int(h or 0) * 3600 + int(m or 0) * 60 + int(s or 0)
+idle = re.search(r" IDLE (\S+) ", row(0, "ml/idle-0"))
+assert idle, row(0, "ml/idle-0")
+# At least the idle window (3s), and what the API said: top refreshes
+# once a second, so its figure may be up to a period older than a.
+assert 3 <= secs(idle.group(1)) and a - 2 <= secs(idle.group(1)) <= b, (idle.group(1), a, b)
+assert "IDLE" not in row(0, "ml/trainer-0"), row(0, "ml/trainer-0")
+nb = row(1, "research/notebook-3")
+assert re.search(r" IDLE \d+[hms]\S* +0 +- ", nb), nb  # no process, no busy figure
+PY
+}
+until_ok 30 top_ok || fail "gpulse top's per-owner view: $(cat "$WORK/top.err"; cat "$WORK/top.txt")"
+"${TM[@]}" send-keys -t top q
+wait_for '[ -s "$WORK/top.exit" ]' || fail "gpulse top did not quit: $(pane)"
+[ "$(cat "$WORK/top.exit")" = "exit 0" ] || fail "gpulse top: $(cat "$WORK/top.exit")"
 
 # gpulse diagnose: per owner, against the window's class.
 diag_ok() {
