@@ -12,7 +12,8 @@
 #  - /api/v1/gpus holders, workload classes and their share of what
 #    bounds the GPU; gpulse status; gpulse top's per-owner view (tmux):
 #    the idle pods marked IDLE with the API's time, the busy one not;
-#    gpulse diagnose's per-owner line;
+#    gpulse diagnose's per-owner line; the capacity report's time
+#    allocated but idle per pod, against the stored series;
 #  - a pod whose allocation goes away leaves the idle series (staleness).
 source "$(dirname "$0")/lib.sh"
 : "${FAKE_NVML:?}" "${GPULSE_SOURCE_DIR:?}"
@@ -72,6 +73,9 @@ attribution:
   idle_window: 3s
 diagnosis:
   window: 2s
+storage:
+  path: "$WORK/store.db"
+  flush_interval: 1s
 YML
 start_daemon pods --config "$WORK/g.yml" --nvml-library "$FAKE_NVML"
 
@@ -186,6 +190,48 @@ diag_ok() {
 			grep -qE "idle-0\S*: idle"
 }
 until_ok 30 diag_ok || fail "gpulse diagnose: $(cat "$WORK/diag.txt")"
+
+# The capacity report: per pod, the time it held its GPU and, of it, the
+# time allocated but idle, from the stored gpulse_workload_allocated_idle
+# (this test's own count over the raw samples, per 1 s slot: held where
+# a sample is, idle where the slot's mean is 0.5 or more); the text's
+# PODS table says the same.
+SPAN=6
+stored() { fetch "/api/v1/query?query=count_over_time(gpulse_workload_allocated_idle%7Bpod%3D%22notebook-3%22%7D%5B${SPAN}s%5D)" |
+	python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(int(float(r[0]["value"][1])) if r else 0)'; }
+# notebook-3 judged idle over the whole span (its verdict came at 3 s
+# under the line), and stored.
+wait_for 'python3 -c "import sys; sys.exit(float(sys.argv[1]) < 3 + $SPAN + 2)" "$(held_for notebook-3)"' ||
+	fail "notebook-3 not idle for long: $(held_for notebook-3)"
+wait_for '[ "$(stored)" -ge "$SPAN" ]' || fail "the idle verdicts are not stored: $(stored)"
+T=$(($(date +%s) - 1))
+"$GPULSE" report capacity --url "$URL" --until "$T" --since "${SPAN}s" --step 1s --format json \
+	>"$WORK/report.json" || fail "gpulse report capacity"
+fetch "/api/v1/query?query=gpulse_workload_allocated_idle%5B$((SPAN + 1))s%5D&time=$T" >"$WORK/raw.json"
+python3 - "$WORK/report.json" "$WORK/raw.json" "$T" "$SPAN" <<'PY' || fail "report's pods: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pods"])' "$WORK/report.json")"
+import json, math, sys
+rep, raw = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["data"]["result"]
+T, span = int(sys.argv[3]), int(sys.argv[4])
+want = {}
+for s in raw:
+    b = {}
+    for t, v in s["values"]:
+        if T - span <= float(t) < T:
+            b.setdefault(int(math.floor(float(t) - (T - span))), []).append(float(v))
+    m = s["metric"]
+    want[(m["gpu"], m["pod"])] = (len(b), sum(1 for v in b.values() if sum(v) / len(v) >= 0.5))
+got = {(p["gpu"], p["pod"]): (round(p["held_h"] * 3600), round(p["allocated_idle_h"] * 3600))
+       for p in rep["pods"]}
+assert got == want, (got, want)
+assert got[("0", "idle-0")][1] > 0 and got[("1", "notebook-3")][1] == span, got
+assert got[("0", "trainer-0")] == (span, 0), got
+PY
+"$GPULSE" report capacity --url "$URL" --until "$T" --since "${SPAN}s" --step 1s >"$WORK/report.txt" ||
+	fail "gpulse report capacity (text)"
+sed -n '/^PODS/,/^$/p' "$WORK/report.txt" | grep -qE "^  research/notebook-3 +1 +6s +6s +100%$" ||
+	fail "report text: notebook-3: $(cat "$WORK/report.txt")"
+sed -n '/^PODS/,/^$/p' "$WORK/report.txt" | grep -qE "^  ml/trainer-0 +0 +6s +0s +0%$" ||
+	fail "report text: trainer-0: $(cat "$WORK/report.txt")"
 
 # notebook-3's allocation goes: its judgement is no longer current.
 write_pods no
