@@ -260,9 +260,11 @@ static bool holder_names(json_t *h, json_t *owner)
 }
 
 /* GPU gi's holders (who holds it, and whether allocated but idle by the
- * split): each verdict onto the workload rows from `first` on whose owner
- * it names (owners[row - first]), or onto a row of its own when none. */
-static void parse_holders(struct top_data *d, int gi, json_t *g, json_t *const *owners, int first)
+ * split): each verdict onto the nrows workload rows from `first` on whose
+ * owner it names (owners[row - first]), or onto a row of its own, after
+ * them, when none. */
+static void parse_holders(struct top_data *d, int gi, json_t *g, json_t *const *owners, int first,
+			  int nrows)
 {
 	size_t k;
 	json_t *h;
@@ -277,9 +279,8 @@ static void parse_holders(struct top_data *d, int gi, json_t *g, json_t *const *
 		if (!get_num(h, "idle_for_s", &low) || low < 0)
 			low = NAN;
 		bool allocated = json_is_true(json_object_get(h, "allocated"));
-		int last = d->nworkloads;
 		bool named = false;
-		for (int r = first; r < last; r++) {
+		for (int r = first; r < first + nrows; r++) {
 			if (!holder_names(h, owners[r - first]))
 				continue;
 			named = true;
@@ -355,7 +356,7 @@ static void parse_tenants(struct top_data *d, int gi, json_t *g)
 		get_text(w->source, sizeof w->source, tj, "source");
 		get_bound(w->bound, sizeof w->bound, tj);
 	}
-	parse_holders(d, gi, g, owners, first);
+	parse_holders(d, gi, g, owners, first, d->nworkloads - first);
 }
 
 int top_parse_gpus(struct top_data *d, const char *body, size_t len, char *err, size_t errlen)
