@@ -272,7 +272,7 @@ static void parse_holders(struct top_data *d, int gi, json_t *g, json_t *const *
 		if (!json_is_object(h))
 			continue;
 		json_t *v = json_object_get(h, "idle");
-		enum top_idle idle = json_is_true(v)	? TOP_IDLE_IDLE
+		enum top_idle idle = json_is_true(v)    ? TOP_IDLE_IDLE
 				     : json_is_false(v) ? TOP_IDLE_WORKING
 							: TOP_IDLE_UNJUDGED;
 		double low = NAN;
