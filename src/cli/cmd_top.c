@@ -577,11 +577,11 @@ static void draw_owners(struct ui *u, int y, int rows)
 {
 	const struct top_data *d = u->data;
 	char head[LINE_MAX_BYTES + 64], owner[LINE_MAX_BYTES];
-	int ow = COLS - 68;
+	int ow = COLS - 69;
 	if (ow < 12)
 		ow = 12;
 	top_fit(owner, sizeof owner, "OWNER", ow, false, u->ascii);
-	snprintf(head, sizeof head, "%3s %s %-11s %5s %4s %4s %4s %4s %-7s %s", "GPU", owner, "IDLE",
+	snprintf(head, sizeof head, "%3s %s %-12s %5s %4s %4s %4s %4s %-7s %s", "GPU", owner, "IDLE",
 		 "PROCS", "BUSY", "SM.A", "TENS", "DRAM", "SOURCE", "BOUND");
 	style_on(u, CP_HEAD, A_REVERSE);
 	put(u, y, 0, COLS, head);
@@ -610,7 +610,8 @@ static void draw_owners(struct ui *u, int y, int rows)
 		else
 			snprintf(busy, sizeof busy, "-");
 		/* The mark is a word, not only a colour: it must show under
-		 * --no-color and in a capture of the screen. */
+		 * --no-color and in a capture of the screen. 12 columns hold
+		 * "IDLE 999h59m", 41 days. */
 		snprintf(idle, sizeof idle, "-");
 		if (w->idle == TOP_IDLE_IDLE) {
 			char age[16] = "";
@@ -620,7 +621,7 @@ static void draw_owners(struct ui *u, int y, int rows)
 		}
 		top_fit(owner, sizeof owner, w->owner[0] ? w->owner : "(no owner known)", ow, false,
 			u->ascii);
-		snprintf(line, sizeof line, "%3d %s %-11s %5u %4s %4s %4s %4s %-7s %s", w->gpu, owner,
+		snprintf(line, sizeof line, "%3d %s %-12s %5u %4s %4s %4s %4s %-7s %s", w->gpu, owner,
 			 idle, w->processes, busy, act[TOP_ACT_SM], act[TOP_ACT_TENSOR],
 			 act[TOP_ACT_DRAM], w->source,
 			 w->held_only ? (w->allocated ? "allocated, no activity of its own" : "")
@@ -629,7 +630,7 @@ static void draw_owners(struct ui *u, int y, int rows)
 		if (w->idle == TOP_IDLE_IDLE) {
 			/* Column of the IDLE cell: after "GPU " and the owner. */
 			style_on(u, CP_WARN, A_BOLD);
-			put(u, y + 1 + r, 4 + ow + 1, 11, idle);
+			put(u, y + 1 + r, 4 + ow + 1, 12, idle);
 			style_off(u, CP_WARN, A_BOLD);
 		}
 	}
