@@ -3,15 +3,18 @@
  * renders the whole exposition and parses it back (the path before the
  * metric registry), "direct" gives the registry's families
  * (export/families.h) to the store through the metric sink and parses
- * only the rest. 8 GPUs filled from the real H200 recording, two
- * processes each, every NVML function called (its histogram), the
+ * only the rest; "render" is one /metrics render (prom_render, the whole
+ * text, nothing stored), the cost a scrape of the endpoint pays. 8 GPUs
+ * filled from the real H200 recording, NPROC processes each (default 8:
+ * 64 in all), each attributed to a pod's container (default labels and
+ * gpulse_process_info), every NVML function called (its histogram), the
  * collector's and the store's counters; each way into a store of its own,
- * one tick a simulated second, ticks interleaved in blocks. WAY "text"
- * or "direct" runs that one alone (for callgrind's instruction counts).
+ * one tick a simulated second, ticks interleaved in blocks. WAY "text",
+ * "direct" or "render" runs that one alone (for instruction counts).
  * Built with -DBENCH_OLD_PROM and linked with an earlier prom.c whose
  * prom_render is renamed old_prom_render (bench/prom_compare.sh shows
  * how), "text" is that prom.c's whole text parsed: the path before.
- *   build/bench/bench_selfscrape [recording.csv] [ticks] [WAY]  */
+ *   build/bench/bench_selfscrape [recording.csv] [ticks] [WAY|all] [NPROC]  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,7 @@ struct world {
 };
 
 static struct world w;
+static int nproc = 8;
 
 static void storage_stats(void *ctx, struct storage_self_stats *out)
 {
@@ -104,13 +108,22 @@ static void fill(const struct recording *rec)
 				}
 			if (t == TIER_NORMAL) {
 				u.has_procs = true;
-				u.nprocs = 2;
-				for (int p = 0; p < 2; p++) {
-					u.procs[p].pid = 1000 + (uint32_t)(10 * g + p);
-					snprintf(u.procs[p].comm, sizeof u.procs[p].comm, "python3");
-					u.procs[p].mem_valid = u.procs[p].util_valid = true;
-					u.procs[p].used_bytes = 1ULL << 34;
-					u.procs[p].sm_ratio = 0.5;
+				u.nprocs = nproc;
+				for (int p = 0; p < nproc; p++) {
+					struct gpu_process *q = &u.procs[p];
+					q->pid = 1000 + (uint32_t)(100 * g + p);
+					snprintf(q->comm, sizeof q->comm, "python3");
+					q->mem_valid = q->util_valid = true;
+					q->used_bytes = 1ULL << 34;
+					q->sm_ratio = 0.5;
+					q->owner.resolved = true;
+					q->owner.labels = OWNER_DEFAULT_LABELS;
+					snprintf(q->owner.cgroup, sizeof q->owner.cgroup,
+						 "/kubepods.slice/kubepods-pod%d.slice/cri-containerd-%d.scope", g, p);
+					snprintf(q->owner.pod, sizeof q->owner.pod, "train-%d-%d", g, p / 2);
+					snprintf(q->owner.namespace_, sizeof q->owner.namespace_, "ml");
+					snprintf(q->owner.container, sizeof q->owner.container, "worker");
+					snprintf(q->owner.user, sizeof q->owner.user, "alice");
 				}
 			}
 			bus_publish(w.bus, &u);
@@ -134,7 +147,13 @@ int main(int argc, char **argv)
 {
 	const char *path = argc > 1 ? argv[1] : GPULSE_SOURCE_DATADIR "/recordings/h200-phases-10hz.csv";
 	int ticks = argc > 2 ? atoi(argv[2]) : 2000;
-	const char *only = argc > 3 ? argv[3] : NULL;
+	const char *only = argc > 3 && strcmp(argv[3], "all") != 0 ? argv[3] : NULL;
+	if (argc > 4)
+		nproc = atoi(argv[4]);
+	if (nproc < 0 || nproc > GPU_PROC_MAX) {
+		fprintf(stderr, "NPROC: 0 to %d\n", GPU_PROC_MAX);
+		return 2;
+	}
 	char err[512];
 	struct recording *rec;
 	if (recording_load(path, &rec, err, sizeof err)) {
@@ -176,7 +195,27 @@ int main(int argc, char **argv)
 			cpu[k] += thread_cpu_ns() - c0;
 		}
 	}
+	/* /metrics itself: whole renders, nothing stored. */
+	int64_t render_cpu = 0;
+	size_t render_bytes = 0;
+	if (!only || strcmp(only, "render") == 0) {
+		struct buf b;
+		buf_init(&b, 64u << 20);
+		for (int done = 0; done < ticks; done += BLOCK) {
+			int64_t c0 = thread_cpu_ns();
+			for (int i = 0; i < BLOCK; i++) {
+				buf_reset(&b);
+				prom_render(&b, w.bus, w.nv, &w.cs, &w.self, false);
+			}
+			render_cpu += thread_cpu_ns() - c0;
+		}
+		render_bytes = b.len;
+		buf_free(&b);
+	}
 	int nt = (ticks + BLOCK - 1) / BLOCK * BLOCK;
+	if (!only || strcmp(only, "render") == 0)
+		printf("%-30s %8.1f us CPU per render, %zu bytes\n", "render (/metrics text)",
+		       (double)render_cpu / nt / 1e3, render_bytes);
 	for (int k = 0; k < 2; k++) {
 		struct selfscrape_stats st;
 		selfscrape_get_stats(s[k], &st);
