@@ -1,6 +1,9 @@
 /* /metrics byte for byte against an earlier prom.c: the old one built
  * with its entry points renamed old_* (bench/prom_compare.sh does it from
- * a git revision) renders the same inputs as this tree's: 3 GPUs, every
+ * a git revision) renders the same inputs as this tree's: 3 GPUs (one
+ * replayed, one lost; identities, peers, throttle reasons, XIDs, ECC
+ * events, diagnoses, health scores, processes with owners, MIG
+ * instances, with text to escape and invalid UTF-8), every
  * self-stats callback, NVML calls with errors and latencies, a mode
  * detail with quotes, a newline and invalid UTF-8, rule groups past the
  * 255-byte label cut, receivers with escapes; text and OpenMetrics, with
@@ -84,9 +87,22 @@ int main(void)
 		id.index = g;
 		snprintf(id.uuid, sizeof id.uuid, "GPU-cmp-%d", g);
 		snprintf(id.name, sizeof id.name, "NVIDIA H200");
-		snprintf(id.source, sizeof id.source, "nvml");
+		snprintf(id.source, sizeof id.source, g == 2 ? "replay" : "nvml");
+		/* Identity, topology: GPU 1 with text to escape and cut. */
+		snprintf(id.pci_bus_id, sizeof id.pci_bus_id, "00000000:%02X:00.0", 0x18 + g);
+		snprintf(id.serial, sizeof id.serial, g == 1 ? "S\"N\\1\xff" : "1650%d", g);
+		snprintf(id.driver_version, sizeof id.driver_version, "570.1%d", g);
+		snprintf(id.cuda_version, sizeof id.cuda_version, "12.8");
+		snprintf(id.architecture, sizeof id.architecture, "hopper");
+		id.cc_major = g == 1 ? 0 : 9; id.cc_minor = 0; id.mig_mode = g - 1;
+		id.max_sm_clock_hz = g ? 1.98e9 : 0; id.max_mem_clock_hz = 2.619e9;
+		id.pcie_max_gen = 5; id.pcie_max_width = g == 1 ? 0 : 16;
+		id.nvlink_count_valid = g != 1; id.nvlink_count = 18;
 		int slot;
 		bus_attach_gpu(bus, &id, &slot);
+		struct gpu_peer peers[2] = {{(g + 1) % 3, 10 * g, g == 0 ? 18 : -1},
+					    {(g + 2) % 3, g == 2 ? -1 : 50, 0}};
+		bus_set_peers(bus, slot, peers, 2);
 		static struct gpu_update u;
 		for (int t = 0; t < TIER_COUNT; t++) {
 			memset(&u, 0, sizeof u);
@@ -94,8 +110,56 @@ int main(void)
 			u.mask = fields_of_tier((enum tier)t);
 			for (int f = 0; f < FIELD_COUNT; f++)
 				if (u.mask & FIELD_BIT(f)) { u.v[f] = 0.25 * f + g; u.valid |= FIELD_BIT(f); }
+			if (u.valid & FIELD_BIT(F_CLOCK_REASONS))
+				u.v[F_CLOCK_REASONS] = 0x24;
+			if (t == TIER_NORMAL) {
+				/* Processes with owners (escapes, MIG, cut comm), and
+				 * MIG instances on GPU 0. */
+				u.has_procs = true; u.nprocs = 3; u.procs_dropped = g;
+				for (int p = 0; p < 3; p++) {
+					struct gpu_process *q = &u.procs[p];
+					q->pid = 100 * (uint32_t)g + (uint32_t)p + 1;
+					memcpy(q->comm, p == 1 ? "py\"th\xc3\n\xffxxxxxxxxxxx" : "python3",
+					       p == 1 ? GPU_COMM_LEN : 8);
+					q->mem_valid = p != 2; q->util_valid = p != 0;
+					q->used_bytes = (1ULL << 33) + (uint64_t)p; q->sm_ratio = 0.125 * p;
+					q->mem_ratio = 1.0 / 3; q->in_mig = g == 0 && p == 2; q->gpu_instance = 7;
+					q->owner.resolved = p != 0;
+					q->owner.labels = p == 2 ? 0x3ff : OWNER_DEFAULT_LABELS;
+					snprintf(q->owner.cgroup, sizeof q->owner.cgroup, "/kubepods/pod%d/c\"%d", g, p);
+					snprintf(q->owner.pod, sizeof q->owner.pod, "train-%d", g);
+					snprintf(q->owner.namespace_, sizeof q->owner.namespace_, "ml");
+					snprintf(q->owner.job, sizeof q->owner.job, p == 2 ? "4711" : "");
+					snprintf(q->owner.user, sizeof q->owner.user, "al\\ice");
+				}
+				if (g == 0) {
+					u.has_mig = true; u.nmig = 2;
+					for (int k = 0; k < 2; k++) {
+						struct gpu_mig *m = &u.mig[k];
+						snprintf(m->uuid, sizeof m->uuid, "MIG-%d-%d", g, k);
+						snprintf(m->profile, sizeof m->profile, k ? "3g.71gb" : "1g.18gb");
+						m->gpu_instance = 1 + (unsigned)k; m->compute_instance = 0;
+						m->mem_valid = k == 0; m->mem_used_bytes = 1ULL << 30;
+						m->mem_total_bytes = 18ULL << 30; m->gpm_valid = k ? 0x5 : 0xf;
+						for (int q = 0; q < MIG_GPM_COUNT; q++)
+							m->gpm[q] = 0.1 * (q + 1);
+					}
+				}
+			}
 			bus_publish(bus, &u);
 		}
+		bus_note_xid(bus, slot, 79, clock_wall_ns());
+		bus_note_xid(bus, slot, 13 + (uint32_t)g, clock_wall_ns());
+		bus_note_ecc_event(bus, slot, g == 1);
+		if (g != 1)
+			bus_set_diagnosis(bus, slot, g, 0x5, 1795965289.0);
+		struct gpu_health_score hs;
+		memset(&hs, 0, sizeof hs);
+		hs.valid = g != 2; hs.score = 87.5; hs.drain = g == 1; hs.top_reason = g == 1 ? 1 : -1;
+		hs.penalty[1] = 12.5;
+		bus_set_health_score(bus, slot, &hs);
+		if (g == 1)
+			bus_set_health(bus, slot, GPU_HEALTH_LOST, "lost");
 	}
 	static struct self_stats self;
 	memset(&self, 0, sizeof self);

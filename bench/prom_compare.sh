@@ -15,6 +15,7 @@ git -C "$src" show "$rev:src/export/prom.c" >"$tmp/prom_old.c"
 version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")
 cflags="-O2 -std=gnu11 -D_GNU_SOURCE -DGPULSE_VERSION=\"$version\" -I$src/src -I$build/generated"
 ren="-Dprom_render=old_prom_render -Dprom_format_double=old_prom_format_double
+ -Dprom_render_split=old_prom_render_split -Dmetric_families=old_metric_families
  -Dprom_wants_openmetrics=old_prom_wants_openmetrics
  -Dprom_content_type_text=old_prom_content_type_text
  -Dprom_content_type_openmetrics=old_prom_content_type_openmetrics"

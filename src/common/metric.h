@@ -19,7 +19,7 @@ enum metric_kind {
 	METRIC_KIND_INFO,      /* a gauge of value 1 in the text format */
 };
 
-#define METRIC_MAX_LABELS 8
+#define METRIC_MAX_LABELS 24
 
 /* One family. `labels` is NULL-terminated, in the order every sample
  * carries them (a histogram's _bucket adds le after them). */
@@ -36,7 +36,8 @@ struct metric_sink;
  * "_bucket", "_sum", "_count"): values[i] is the value of f->labels[i]
  * (and, for "_bucket", values[nlabels] is le's), each UTF-8 and unescaped
  * (the sink escapes as its format wants); an empty value is written in
- * the text but is no label to the store, as in Prometheus. f64 and u64
+ * the text but is no label to the store, as in Prometheus; a NULL value
+ * is no label anywhere (a label this sample does not carry). f64 and u64
  * are the same sample with its value as a double or an integer (the
  * text writes an integer's digits whole). */
 struct metric_sink_ops {

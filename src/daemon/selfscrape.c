@@ -173,10 +173,10 @@ static struct sseries *direct_series(struct selfscrape *s, const char *name, siz
 	key[0] = '\x03';
 	memcpy(key + 1, name, namelen);
 	for (size_t i = 0; i < n + le; i++) {
+		if (!values[i] || !values[i][0])
+			continue;
 		const char *ln = i < n ? f->labels[i] : "le";
 		size_t a = strlen(ln), b = strlen(values[i]);
-		if (!b)
-			continue;
 		if (len + a + b + 4 >= sizeof key)
 			return NULL;
 		key[len++] = (char)(a >> 8);
@@ -202,7 +202,8 @@ static struct sseries *direct_series(struct selfscrape *s, const char *name, siz
 	struct label_list ll = {.n = 0};
 	add_label(&ll, "__name__", name);
 	for (size_t i = 0; i < n + le; i++)
-		if (values[i][0] && add_label(&ll, i < n ? f->labels[i] : "le", values[i]))
+		if (values[i] && values[i][0] &&
+		    add_label(&ll, i < n ? f->labels[i] : "le", values[i]))
 			return NULL;
 	uint32_t ref;
 	char err[256];

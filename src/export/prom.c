@@ -10,10 +10,11 @@
  *
  * Why one file: one render walks every snapshot into one reserved buffer
  * with the per-GPU label sets escaped once. The metric registry
- * (export/families.h) carries the daemon's own families through a sink;
- * the per-GPU, process, attribution and tenant families are still written
- * here by hand (the sink has no per-GPU base labels yet), and the file's
- * split follows their move to the registry. */
+ * (export/families.h) declares every family written here but the fields'
+ * (collect/fields.h, text only: ingest stores them); each is emitted
+ * once through a metric sink, so the store's self-scrape takes them as
+ * samples. The text sink copies a GPU's label set escaped once
+ * (base_gpu) rather than escaping it per sample. */
 #include "export/prom.h"
 
 #include <fcntl.h>
@@ -44,7 +45,9 @@
 
 #define MF_ROW(id, name_, kind_, help_, labels_) \
 	[MF_##id] = {.name = name_, .kind = METRIC_KIND_##kind_, .help = help_, .labels = labels_},
-const struct metric_family metric_families[MF_COUNT] = {GPULSE_DAEMON_FAMILIES(MF_ROW)};
+const struct metric_family metric_families[MF_COUNT] = {
+	GPULSE_GPU_FAMILIES(MF_ROW) GPULSE_DAEMON_FAMILIES(MF_ROW)
+};
 #undef MF_ROW
 
 const char prom_content_type_text[] = PROM_CONTENT_TYPE_TEXT;
@@ -70,10 +73,19 @@ struct pw {
 	const char *help;
 };
 
+/* A GPU's labels as values for the sink: UTF-8 made, unescaped. */
+struct gpu_base {
+	char index[24];
+	char uuid[256];
+	char model[256];
+	const char *source;            /* gpu_source_label: NULL for most GPUs */
+};
+
 struct render {
 	struct pw w;
 	int n;
 	struct gpu_snapshot *snap;
+	struct gpu_base *base;         /* n of them */
 	struct buf labels;             /* every GPU's escaped label set, end to end */
 	size_t lab_off[GPU_MAX + 1];   /* GPU i's labels are [lab_off[i], lab_off[i+1]) */
 };
@@ -349,9 +361,10 @@ static void sample(struct pw *w, const char *suffix, size_t suffix_len)
 		put(w, suffix, suffix_len);
 }
 
-/* Start a per-GPU sample: name{gpu="..",uuid="..",model=".." (and
- * source="replay" for a replayed GPU, gpu_source_label) — the caller adds
- * any more labels and ends it with end_labels_*. */
+/* Start a per-GPU sample of the text-only families (render_fields):
+ * name{gpu="..",uuid="..",model=".." (and source="replay" for a replayed
+ * GPU, gpu_source_label) — the caller adds any more labels and ends it
+ * with end_value. */
 static void gpu_sample(struct render *r, int i)
 {
 	sample(&r->w, "", 0);
@@ -388,45 +401,40 @@ static void plain_tail_u64(struct pw *w, uint64_t v)
 	PUT_LIT(w, "\n");
 }
 
-/* A sample with no labels at all. */
-static void plain_value(struct pw *w, double v)
-{
-	sample(w, "", 0);
-	plain_tail_value(w, v);
-}
-
-static void plain_u64(struct pw *w, uint64_t v)
-{
-	sample(w, "", 0);
-	plain_tail_u64(w, v);
-}
-
-/* A sample whose labels are a fixed text, `{what="proc"}`. */
-#define LABELLED_U64(w, labels, v) \
-	do { \
-		sample((w), "", 0); \
-		PUT_LIT((w), labels " "); \
-		put_u64((w), (v)); \
-		PUT_LIT((w), "\n"); \
-	} while (0)
-
 /* ---- the text writer as a metric sink (common/metric.h) ------------- */
 
 struct text_sink {
 	struct metric_sink s;   /* first: the sink is the text_sink */
 	struct pw *w;
+	const struct render *r; /* its GPUs' labels, escaped once (prepare_labels) */
 };
+
+/* The GPU whose labels values[0..MF_GPU_BASE_LABELS) are, when they are
+ * the render's own (gpu_values), or -1: their text is copied whole. */
+static int base_gpu(const struct render *r, const char *const *values)
+{
+	if (!r || !r->base || !r->n)
+		return -1;
+	uintptr_t p = (uintptr_t)values[0], b = (uintptr_t)r->base;
+	if (p < b || p >= b + (size_t)r->n * sizeof *r->base)
+		return -1;
+	size_t i = (p - b) / sizeof *r->base;
+	const struct gpu_base *g = &r->base[i];
+	return values[0] == g->index && values[1] == g->uuid && values[2] == g->model &&
+	       values[3] == g->source ? (int)i : -1;
+}
 
 /* name+suffix{labels}, the family's HELP and TYPE first if it is new;
  * true when labels were written (the value follows "} "). The labels are
  * measured first and written with one reservation. */
-static bool text_start(struct pw *w, const struct metric_family *f, const char *suffix,
+static bool text_start(struct text_sink *ts, const struct metric_family *f, const char *suffix,
 		       const char *const *values)
 {
 	static const enum ftype kinds[] = {
 		[METRIC_KIND_GAUGE] = T_GAUGE, [METRIC_KIND_COUNTER] = T_COUNTER,
 		[METRIC_KIND_HISTOGRAM] = T_HISTOGRAM, [METRIC_KIND_INFO] = T_INFO,
 	};
+	struct pw *w = ts->w;
 	if (w->name != f->name)
 		family(w, f->name, kinds[f->kind], f->help);
 	size_t sl = strlen(suffix);
@@ -438,54 +446,69 @@ static bool text_start(struct pw *w, const struct metric_family *f, const char *
 		n = METRIC_MAX_LABELS + 1;
 	if (!n)
 		return false;
+	size_t i = 0;
+	bool any = false;
+	int g = n >= MF_GPU_BASE_LABELS ? base_gpu(ts->r, values) : -1;
+	if (g >= 0) {
+		const struct render *r = ts->r;
+		PUT_LIT(w, "{");
+		put(w, r->labels.data + r->lab_off[g], r->lab_off[g + 1] - r->lab_off[g]);
+		i = MF_GPU_BASE_LABELS;
+		any = true;
+	}
 	size_t ln[METRIC_MAX_LABELS + 1], lv[METRIC_MAX_LABELS + 1], need = 0;
 	bool esc[METRIC_MAX_LABELS + 1];
-	for (size_t i = 0; i < n; i++) {
-		ln[i] = f->labels[i] ? strlen(f->labels[i]) : 2;
-		lv[i] = strlen(values[i]);
-		esc[i] = needs_escape(values[i], lv[i]); /* most have not: copied */
-		need += ln[i] + (esc[i] ? 2 * lv[i] : lv[i]) + 4;
+	for (size_t k = i; k < n; k++) {
+		if (!values[k])
+			continue;
+		ln[k] = f->labels[k] ? strlen(f->labels[k]) : 2;
+		lv[k] = strlen(values[k]);
+		esc[k] = needs_escape(values[k], lv[k]); /* most have not: copied */
+		need += ln[k] + (esc[k] ? 2 * lv[k] : lv[k]) + 4;
 	}
 	char *p = room(w, need);
 	if (!p)
 		return true;
 	char *o = p;
-	for (size_t i = 0; i < n; i++) {
-		*o++ = i ? ',' : '{';
-		memcpy(o, f->labels[i] ? f->labels[i] : "le", ln[i]);
-		o += ln[i];
+	for (size_t k = i; k < n; k++) {
+		if (!values[k])
+			continue;
+		*o++ = any ? ',' : '{';
+		any = true;
+		memcpy(o, f->labels[k] ? f->labels[k] : "le", ln[k]);
+		o += ln[k];
 		*o++ = '=';
 		*o++ = '"';
-		if (esc[i]) {
-			o = escape_into(o, values[i], lv[i]);
+		if (esc[k]) {
+			o = escape_into(o, values[k], lv[k]);
 		} else {
-			memcpy(o, values[i], lv[i]);
-			o += lv[i];
+			memcpy(o, values[k], lv[k]);
+			o += lv[k];
 		}
 		*o++ = '"';
 	}
 	w->b->len += (size_t)(o - p);
-	return true;
+	return any;
 }
 
 static void text_f64(struct metric_sink *s, const struct metric_family *f, const char *suffix,
 		     const char *const *values, double v)
 {
-	struct pw *w = ((struct text_sink *)s)->w;
-	if (text_start(w, f, suffix, values))
-		end_value(w, v);
+	struct text_sink *ts = (struct text_sink *)s;
+	if (text_start(ts, f, suffix, values))
+		end_value(ts->w, v);
 	else
-		plain_tail_value(w, v);
+		plain_tail_value(ts->w, v);
 }
 
 static void text_u64(struct metric_sink *s, const struct metric_family *f, const char *suffix,
 		     const char *const *values, uint64_t v)
 {
-	struct pw *w = ((struct text_sink *)s)->w;
-	if (text_start(w, f, suffix, values))
-		end_u64(w, v);
+	struct text_sink *ts = (struct text_sink *)s;
+	if (text_start(ts, f, suffix, values))
+		end_u64(ts->w, v);
 	else
-		plain_tail_u64(w, v);
+		plain_tail_u64(ts->w, v);
 }
 
 static const struct metric_sink_ops text_ops = {.f64 = text_f64, .u64 = text_u64};
@@ -629,22 +652,29 @@ static void emit_rule_alert_stats(struct metric_sink *s, const struct self_stats
 
 /* ---- per-GPU families ------------------------------------------------ */
 
+/* Each GPU's labels twice: as values for the sink (r->base) and as text
+ * escaped once for the text writer (r->labels). */
 static void prepare_labels(struct render *r)
 {
 	struct pw lw = {.b = &r->labels};
 	for (int i = 0; i < r->n; i++) {
 		const struct gpu_identity *id = &r->snap[i].id;
+		struct gpu_base *g = &r->base[i];
+		g->index[format_u64(g->index, id->index >= 0 ? (uint64_t)id->index : 0)] = '\0';
+		utf8_clean(g->uuid, sizeof g->uuid, id->uuid);
+		utf8_clean(g->model, sizeof g->model, id->name);
+		g->source = gpu_source_label(id);
 		r->lab_off[i] = r->labels.len;
 		PUT_LIT(&lw, "gpu=\"");
-		put_u64(&lw, id->index >= 0 ? (uint64_t)id->index : 0);
+		put_str(&lw, g->index);
 		PUT_LIT(&lw, "\",uuid=\"");
-		put_label_text(&lw, id->uuid);
+		put_label_text(&lw, g->uuid);
 		PUT_LIT(&lw, "\",model=\"");
-		put_label_text(&lw, id->name);
+		put_label_text(&lw, g->model);
 		PUT_LIT(&lw, "\"");
-		if (gpu_source_label(id)) {
+		if (g->source) {
 			PUT_LIT(&lw, ",source=\"");
-			put_str(&lw, gpu_source_label(id));
+			put_str(&lw, g->source);
 			PUT_LIT(&lw, "\"");
 		}
 	}
@@ -653,18 +683,31 @@ static void prepare_labels(struct render *r)
 		r->w.rc = lw.rc;
 }
 
+/* The values of GPU i's labels, then a family's own. */
+#define GPU_VALUES(r, i, ...)                                                          \
+	((const char *const[]){(r)->base[i].index, (r)->base[i].uuid, (r)->base[i].model, \
+			       (r)->base[i].source, __VA_ARGS__})
+#define GPU_ONLY(r, i) GPU_VALUES(r, i, NULL)
+
+/* An outside value (NVML strings, comm) made UTF-8 into a label buffer. */
+typedef char label_text[256];
+
+static const char *clean(label_text out, const char *s)
+{
+	utf8_clean(out, sizeof(label_text), s);
+	return out;
+}
+
+/* An integer label's digits into `out`. */
+static const char *digits(char out[24], uint64_t v)
+{
+	out[format_u64(out, v)] = '\0';
+	return out;
+}
+
 static bool gpu_is_stale(const struct gpu_snapshot *s)
 {
 	return gpu_snapshot_is_stale(s);
-}
-
-static void info_label(struct pw *w, const char *name, const char *value)
-{
-	PUT_LIT(w, ",");
-	put_str(w, name);
-	PUT_LIT(w, "=\"");
-	put_label_text(w, value);
-	PUT_LIT(w, "\"");
 }
 
 static const char *mig_name(int mode)
@@ -680,9 +723,11 @@ static pthread_once_t host_name_once = PTHREAD_ONCE_INIT;
 
 static void host_name_read(void)
 {
-	if (gethostname(host_name_buf, sizeof host_name_buf - 1) != 0)
-		host_name_buf[0] = '\0';
-	host_name_buf[sizeof host_name_buf - 1] = '\0';
+	char raw[256];
+	if (gethostname(raw, sizeof raw - 1) != 0)
+		raw[0] = '\0';
+	raw[sizeof raw - 1] = '\0';
+	utf8_clean(host_name_buf, sizeof host_name_buf, raw);
 }
 
 static const char *host_name(void)
@@ -691,64 +736,43 @@ static const char *host_name(void)
 	return host_name_buf;
 }
 
-static void render_health(struct render *r)
+static void emit_health(struct render *r, struct metric_sink *s)
 {
-	struct pw *w = &r->w;
-	family(w, "gpulse_gpu_up", T_GAUGE,
-	       "1 while the GPU answers; 0 when it is lost or a call to it is stuck.");
-	for (int i = 0; i < r->n; i++) {
-		gpu_sample(r, i);
-		end_u64(w, r->snap[i].health == GPU_HEALTH_UP);
-	}
-	family(w, "gpulse_gpu_stale", T_GAUGE,
-	       "1 while the GPU's values are late (a stuck call or a late tier) and left out.");
-	for (int i = 0; i < r->n; i++) {
-		gpu_sample(r, i);
-		end_u64(w, gpu_is_stale(&r->snap[i]));
-	}
-	family(w, "gpulse_gpu_info", T_INFO, "Identity of the GPU; value 1.");
+	const struct metric_family *F = metric_families;
+	for (int i = 0; i < r->n; i++)
+		metric_u64(s, &F[MF_GPU_UP], GPU_ONLY(r, i), r->snap[i].health == GPU_HEALTH_UP);
+	for (int i = 0; i < r->n; i++)
+		metric_u64(s, &F[MF_GPU_STALE], GPU_ONLY(r, i), gpu_is_stale(&r->snap[i]));
 	for (int i = 0; i < r->n; i++) {
 		const struct gpu_identity *id = &r->snap[i].id;
-		gpu_sample(r, i);
-		info_label(w, "pci_bus_id", id->pci_bus_id);
-		info_label(w, "serial", id->serial);
-		info_label(w, "driver_version", id->driver_version);
-		info_label(w, "cuda_version", id->cuda_version);
-		info_label(w, "architecture", id->architecture);
-		PUT_LIT(w, ",compute_capability=\"");
-		if (id->cc_major > 0) {
-			put_u64(w, (uint64_t)id->cc_major);
-			PUT_LIT(w, ".");
-			put_u64(w, id->cc_minor > 0 ? (uint64_t)id->cc_minor : 0);
-		}
-		PUT_LIT(w, "\",mig_mode=\"");
-		put_str(w, mig_name(id->mig_mode));
-		PUT_LIT(w, "\"");
-		if (!gpu_source_label(id)) /* else among the GPU's labels already */
-			info_label(w, "source", id->source);
-		info_label(w, "hostname", host_name());
-		end_u64(w, 1);
+		label_text bus, serial, driver, cuda, arch, source;
+		char cc[64] = "";
+		if (id->cc_major > 0)
+			snprintf(cc, sizeof cc, "%d.%d", id->cc_major, id->cc_minor > 0 ? id->cc_minor : 0);
+		metric_u64(s, &F[MF_GPU_INFO],
+			   GPU_VALUES(r, i, clean(bus, id->pci_bus_id), clean(serial, id->serial),
+				      clean(driver, id->driver_version), clean(cuda, id->cuda_version),
+				      clean(arch, id->architecture), cc, mig_name(id->mig_mode),
+				      /* else among the GPU's labels already */
+				      gpu_source_label(id) ? NULL : clean(source, id->source),
+				      host_name()),
+			   1);
 	}
 }
 
-static void render_identity_numbers(struct render *r)
+static void emit_identity_numbers(struct render *r, struct metric_sink *s)
 {
 	static const struct {
-		const char *name, *help;
+		enum metric_family_id id;
 		size_t off;
 		bool is_double;
 	} rows[] = {
-		{"gpulse_gpu_max_sm_clock_hertz", "Highest SM clock the GPU supports.",
-		 offsetof(struct gpu_identity, max_sm_clock_hz), true},
-		{"gpulse_gpu_max_memory_clock_hertz", "Highest memory clock the GPU supports.",
-		 offsetof(struct gpu_identity, max_mem_clock_hz), true},
-		{"gpulse_gpu_pcie_link_max_generation", "Highest PCIe generation of the link.",
-		 offsetof(struct gpu_identity, pcie_max_gen), false},
-		{"gpulse_gpu_pcie_link_max_width", "Widest PCIe link the GPU supports (lanes).",
-		 offsetof(struct gpu_identity, pcie_max_width), false},
+		{MF_GPU_MAX_SM_CLOCK, offsetof(struct gpu_identity, max_sm_clock_hz), true},
+		{MF_GPU_MAX_MEM_CLOCK, offsetof(struct gpu_identity, max_mem_clock_hz), true},
+		{MF_GPU_PCIE_MAX_GEN, offsetof(struct gpu_identity, pcie_max_gen), false},
+		{MF_GPU_PCIE_MAX_WIDTH, offsetof(struct gpu_identity, pcie_max_width), false},
 	};
 	for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
-		family(&r->w, rows[k].name, T_GAUGE, rows[k].help);
 		for (int i = 0; i < r->n; i++) {
 			const char *base = (const char *)&r->snap[i].id + rows[k].off;
 			double v;
@@ -761,8 +785,7 @@ static void render_identity_numbers(struct render *r)
 			}
 			if (!(v > 0)) /* 0 means unknown */
 				continue;
-			gpu_sample(r, i);
-			end_value(&r->w, v);
+			metric_f64(s, &metric_families[rows[k].id], GPU_ONLY(r, i), v);
 		}
 	}
 }
@@ -782,52 +805,38 @@ static const char *topology_level_name(int level)
 	}
 }
 
-static void peer_label(struct pw *w, const struct gpu_peer *p)
-{
-	PUT_LIT(w, ",peer_gpu=\"");
-	put_u64(w, p->index >= 0 ? (uint64_t)p->index : 0);
-	PUT_LIT(w, "\"");
-}
-
 /* NVLinks and how the GPUs of a host reach each other, as read at
  * discovery: a pair family only where NVML told (a host with one GPU has
  * no pairs, and so no samples). */
-static void render_topology(struct render *r)
+static void emit_topology(struct render *r, struct metric_sink *s)
 {
-	struct pw *w = &r->w;
-	family(w, "gpulse_gpu_nvlinks", T_GAUGE,
-	       "NVLinks the GPU has (NVML's link count; absent when NVML knows none).");
+	const struct metric_family *F = metric_families;
 	for (int i = 0; i < r->n; i++) {
 		const struct gpu_identity *id = &r->snap[i].id;
-		if (!id->nvlink_count_valid)
-			continue;
-		gpu_sample(r, i);
-		end_u64(w, id->nvlink_count > 0 ? (uint64_t)id->nvlink_count : 0);
+		if (id->nvlink_count_valid)
+			metric_u64(s, &F[MF_GPU_NVLINKS], GPU_ONLY(r, i),
+				   id->nvlink_count > 0 ? (uint64_t)id->nvlink_count : 0);
 	}
-	family(w, "gpulse_gpu_topology_info", T_INFO,
-	       "How the GPU reaches peer_gpu over PCIe: their closest common ancestor (level: "
-	       "internal, single or multiple PCIe switches, hostbridge, node, system); value 1.");
+	char peer[24];
 	for (int i = 0; i < r->n; i++) {
 		const struct gpu_identity *id = &r->snap[i].id;
 		for (int k = 0; k < id->npeers && k < GPU_MAX - 1; k++) {
-			if (id->peers[k].level < 0)
-				continue;
-			gpu_sample(r, i);
-			peer_label(w, &id->peers[k]);
-			info_label(w, "level", topology_level_name(id->peers[k].level));
-			end_u64(w, 1);
+			const struct gpu_peer *p = &id->peers[k];
+			if (p->level >= 0)
+				metric_u64(s, &F[MF_GPU_TOPOLOGY],
+					   GPU_VALUES(r, i, digits(peer, p->index >= 0 ? (uint64_t)p->index : 0),
+						      topology_level_name(p->level)),
+					   1);
 		}
 	}
-	family(w, "gpulse_gpu_nvlink_peer_links", T_GAUGE,
-	       "NVLinks that go straight from the GPU to peer_gpu (not through an NVSwitch).");
 	for (int i = 0; i < r->n; i++) {
 		const struct gpu_identity *id = &r->snap[i].id;
 		for (int k = 0; k < id->npeers && k < GPU_MAX - 1; k++) {
-			if (id->peers[k].nvlinks < 0)
-				continue;
-			gpu_sample(r, i);
-			peer_label(w, &id->peers[k]);
-			end_u64(w, (uint64_t)id->peers[k].nvlinks);
+			const struct gpu_peer *p = &id->peers[k];
+			if (p->nvlinks >= 0)
+				metric_u64(s, &F[MF_GPU_NVLINK_PEER],
+					   GPU_VALUES(r, i, digits(peer, p->index >= 0 ? (uint64_t)p->index : 0)),
+					   (uint64_t)p->nvlinks);
 		}
 	}
 }
@@ -837,7 +846,10 @@ static bool same_metric(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-/* The field table's families: consecutive rows sharing a metric name. */
+/* The field table's families: consecutive rows sharing a metric name.
+ * Text only: the table (collect/fields.h) is their declaration, with
+ * their labels as text, and the store takes them from the bus
+ * (store/ingest.c), so the self-scrape's sink skips them whole. */
 static void render_fields(struct render *r)
 {
 	struct pw *w = &r->w;
@@ -867,60 +879,43 @@ static void render_fields(struct render *r)
 	}
 }
 
-static void render_throttle(struct render *r)
+static void emit_throttle(struct render *r, struct metric_sink *s)
 {
-	struct pw *w = &r->w;
-	family(w, "gpulse_gpu_throttle_active", T_GAUGE,
-	       "1 while the clocks are held down for this reason (NVML clock event reasons).");
 	for (int i = 0; i < r->n; i++) {
-		const struct gpu_snapshot *s = &r->snap[i];
-		if (!(s->valid & FIELD_BIT(F_CLOCK_REASONS)))
+		const struct gpu_snapshot *g = &r->snap[i];
+		if (!(g->valid & FIELD_BIT(F_CLOCK_REASONS)))
 			continue;
-		double v = s->v[F_CLOCK_REASONS];
+		double v = g->v[F_CLOCK_REASONS];
 		uint64_t mask = (v >= 0 && v < 18446744073709551616.0) ? (uint64_t)v : 0;
-		for (int k = 0; k < clock_reason_count; k++) {
-			gpu_sample(r, i);
-			PUT_LIT(w, ",reason=\"");
-			put_str(w, clock_reason_table[k].label);
-			PUT_LIT(w, "\"");
-			end_u64(w, (mask & clock_reason_table[k].bit) != 0);
-		}
+		for (int k = 0; k < clock_reason_count; k++)
+			metric_u64(s, &metric_families[MF_GPU_THROTTLE],
+				   GPU_VALUES(r, i, clock_reason_table[k].label),
+				   (mask & clock_reason_table[k].bit) != 0);
 	}
 }
 
 /* The live diagnosis's verdict on the last complete window: 1 for the
  * class, 0 for the others, so rules and dashboards can select on it. */
-static void render_bottleneck(struct render *r)
+static void emit_bottleneck(struct render *r, struct metric_sink *s)
 {
-	struct pw *w = &r->w;
-	family(w, "gpulse_gpu_bottleneck", T_GAUGE,
-	       "1 for what limits the GPU in the last complete diagnosis window, 0 for the other "
-	       "classes (docs/DIAGNOSIS.md).");
+	const struct metric_family *F = metric_families;
 	for (int i = 0; i < r->n; i++) {
-		const struct gpu_snapshot *s = &r->snap[i];
-		if (s->diag_class < 0)
+		const struct gpu_snapshot *g = &r->snap[i];
+		if (g->diag_class < 0)
 			continue;
-		for (int c = 0; c < DIAG_CLASS_COUNT; c++) {
-			gpu_sample(r, i);
-			PUT_LIT(w, ",class=\"");
-			put_str(w, diag_class_name((enum diag_class)c));
-			PUT_LIT(w, "\"");
-			end_u64(w, c == s->diag_class);
-		}
+		for (int c = 0; c < DIAG_CLASS_COUNT; c++)
+			metric_u64(s, &F[MF_GPU_BOTTLENECK],
+				   GPU_VALUES(r, i, diag_class_name((enum diag_class)c)),
+				   c == g->diag_class);
 	}
-	family(w, "gpulse_gpu_diagnosis_finding", T_GAUGE,
-	       "1 while the last complete diagnosis window carries this finding, 0 otherwise.");
 	for (int i = 0; i < r->n; i++) {
-		const struct gpu_snapshot *s = &r->snap[i];
-		if (s->diag_class < 0)
+		const struct gpu_snapshot *g = &r->snap[i];
+		if (g->diag_class < 0)
 			continue;
-		for (int f = 0; f < DIAG_FINDING_COUNT; f++) {
-			gpu_sample(r, i);
-			PUT_LIT(w, ",finding=\"");
-			put_str(w, diag_finding_name((enum diag_finding)f));
-			PUT_LIT(w, "\"");
-			end_u64(w, (s->diag_findings & DIAG_FINDING_BIT(f)) != 0);
-		}
+		for (int f = 0; f < DIAG_FINDING_COUNT; f++)
+			metric_u64(s, &F[MF_GPU_FINDING],
+				   GPU_VALUES(r, i, diag_finding_name((enum diag_finding)f)),
+				   (g->diag_findings & DIAG_FINDING_BIT(f)) != 0);
 	}
 }
 
@@ -928,163 +923,103 @@ static void render_bottleneck(struct render *r)
  * the score, the points each reason took off, and 1 for the reason a GPU
  * should be drained for (the dearest draining one), so a rule can say
  * "drain this GPU" with its reason. Only GPUs scored at least once. */
-static void render_health_score(struct render *r)
+static void emit_health_score(struct render *r, struct metric_sink *s)
 {
-	struct pw *w = &r->w;
-	family(w, "gpulse_gpu_health_score", T_GAUGE,
-	       "Health score from the GPU's own error history: 100 healthy, 0 worst "
-	       "(docs/internals/health.md).");
-	for (int i = 0; i < r->n; i++) {
-		if (!r->snap[i].health_score.valid)
-			continue;
-		gpu_sample(r, i);
-		end_value(w, r->snap[i].health_score.score);
-	}
-	family(w, "gpulse_gpu_health_penalty", T_GAUGE,
-	       "Points of the health score each reason takes off (0 when it saw nothing).");
+	const struct metric_family *F = metric_families;
+	for (int i = 0; i < r->n; i++)
+		if (r->snap[i].health_score.valid)
+			metric_f64(s, &F[MF_GPU_HEALTH_SCORE], GPU_ONLY(r, i),
+				   r->snap[i].health_score.score);
 	for (int i = 0; i < r->n; i++) {
 		const struct gpu_health_score *h = &r->snap[i].health_score;
 		if (!h->valid)
 			continue;
-		for (int k = 0; k < HEALTH_REASON_COUNT; k++) {
-			gpu_sample(r, i);
-			PUT_LIT(w, ",reason=\"");
-			put_str(w, health_reason_name(k));
-			PUT_LIT(w, "\"");
-			end_value(w, h->penalty[k]);
-		}
+		for (int k = 0; k < HEALTH_REASON_COUNT; k++)
+			metric_f64(s, &F[MF_GPU_HEALTH_PENALTY], GPU_VALUES(r, i, health_reason_name(k)),
+				   h->penalty[k]);
 	}
-	family(w, "gpulse_gpu_health_drain", T_GAUGE,
-	       "1 while the health score says to take the GPU out of service, with the reason "
-	       "that weighs most; 0 with reason=\"none\" otherwise.");
 	for (int i = 0; i < r->n; i++) {
 		const struct gpu_health_score *h = &r->snap[i].health_score;
-		if (!h->valid)
-			continue;
-		gpu_sample(r, i);
-		PUT_LIT(w, ",reason=\"");
-		put_str(w, h->drain && h->top_reason >= 0 ? health_reason_name(h->top_reason) : "none");
-		PUT_LIT(w, "\"");
-		end_u64(w, h->drain);
+		if (h->valid)
+			metric_u64(s, &F[MF_GPU_HEALTH_DRAIN],
+				   GPU_VALUES(r, i, h->drain && h->top_reason >= 0
+							    ? health_reason_name(h->top_reason)
+							    : "none"),
+				   h->drain);
 	}
 }
 
-/* The anomaly detector's scores (src/anomaly), one sample per watched
- * metric whose value the GPU reports now. */
-static void render_anomaly(struct render *r, const struct self_stats *self)
+/* Whether the sink keeps family f's samples (common/metric.h, wants). */
+static bool sink_wants(struct metric_sink *s, const struct metric_family *f)
 {
-	struct pw *w = &r->w;
+	return !s->ops->wants || s->ops->wants(s, f->name);
+}
+
+/* The anomaly detector's scores (src/anomaly), one sample per watched
+ * metric whose value the GPU reports now. The store takes them from the
+ * detector itself, so its sink does not want them: not computed then. */
+static void emit_anomaly(struct render *r, struct metric_sink *s, const struct self_stats *self)
+{
+	const struct metric_family *F = metric_families;
 	if (!self || !self->anomaly_scores)
 		return;
-	family(w, ANOMALY_METRIC, T_GAUGE,
-	       "How far the metric's last second is from its learned normal (robust z-score; "
-	       "docs/internals/anomaly.md).");
-	for (int i = 0; i < r->n; i++) {
-		const struct gpu_snapshot *s = &r->snap[i];
+	for (int i = 0; sink_wants(s, &F[MF_ANOMALY_SCORE]) && i < r->n; i++) {
+		const struct gpu_snapshot *g = &r->snap[i];
 		double sc[ANOMALY_WATCH_COUNT];
-		if (self->anomaly_scores(self->anomaly_ctx, s->id.uuid, sc, ANOMALY_WATCH_COUNT) != 0)
+		if (self->anomaly_scores(self->anomaly_ctx, g->id.uuid, sc, ANOMALY_WATCH_COUNT) != 0)
 			continue;
 		for (int k = 0; k < ANOMALY_WATCH_COUNT; k++) {
 			if (!isfinite(sc[k]) ||
-			    !(s->valid & FIELD_BIT(anomaly_watch_field((enum anomaly_watch)k))))
+			    !(g->valid & FIELD_BIT(anomaly_watch_field((enum anomaly_watch)k))))
 				continue;
-			gpu_sample(r, i);
-			PUT_LIT(w, ",metric=\"");
-			put_str(w, anomaly_watch_name((enum anomaly_watch)k));
-			PUT_LIT(w, "\"");
-			end_value(w, sc[k]);
+			metric_f64(s, &F[MF_ANOMALY_SCORE],
+				   GPU_VALUES(r, i, anomaly_watch_name((enum anomaly_watch)k)), sc[k]);
 		}
 	}
 	/* The detector's own counters; anomaly_ctx is its struct anomaly. */
 	struct anomaly_stats st;
 	anomaly_get_stats(self->anomaly_ctx, &st);
-	family(w, "gpulse_anomaly_ticks_total", T_COUNTER,
-	       "Values the anomaly detector judged (one per GPU, metric and step).");
-	plain_u64(w, st.ticks_total);
-	family(w, "gpulse_anomaly_scores_stored_total", T_COUNTER,
-	       "Anomaly scores appended to the store.");
-	plain_u64(w, st.scores_appended_total);
-	family(w, "gpulse_anomaly_store_errors_total", T_COUNTER,
-	       "Anomaly score series the store refused, or appends it dropped.");
-	plain_u64(w, st.store_errors_total);
-	family(w, "gpulse_anomaly_model_bytes", T_GAUGE,
-	       "Memory held by the anomaly detector's baselines.");
-	plain_u64(w, st.model_bytes);
+	metric_u64(s, &F[MF_ANOMALY_TICKS], NULL, st.ticks_total);
+	metric_u64(s, &F[MF_ANOMALY_STORED], NULL, st.scores_appended_total);
+	metric_u64(s, &F[MF_ANOMALY_STORE_ERRORS], NULL, st.store_errors_total);
+	metric_u64(s, &F[MF_ANOMALY_MODEL_BYTES], NULL, st.model_bytes);
 }
 
-static void render_events(struct render *r)
+static void emit_events(struct render *r, struct metric_sink *s)
 {
-	struct pw *w = &r->w;
-	family(w, "gpulse_gpu_xid_errors_total", T_COUNTER,
-	       "XID errors the driver reported, by code (\"other\" once the codes kept are full).");
+	const struct metric_family *F = metric_families;
+	char code[24];
 	for (int i = 0; i < r->n; i++) {
-		const struct gpu_snapshot *s = &r->snap[i];
-		for (int k = 0; k < s->nxid && k < GPU_XID_MAX; k++) {
-			gpu_sample(r, i);
-			PUT_LIT(w, ",xid=\"");
-			put_u64(w, s->xid[k].code);
-			PUT_LIT(w, "\"");
-			end_u64(w, s->xid[k].count);
-		}
-		if (s->xid_other > 0) {
-			gpu_sample(r, i);
-			PUT_LIT(w, ",xid=\"other\"");
-			end_u64(w, s->xid_other);
-		}
+		const struct gpu_snapshot *g = &r->snap[i];
+		for (int k = 0; k < g->nxid && k < GPU_XID_MAX; k++)
+			metric_u64(s, &F[MF_GPU_XID], GPU_VALUES(r, i, digits(code, g->xid[k].code)),
+				   g->xid[k].count);
+		if (g->xid_other > 0)
+			metric_u64(s, &F[MF_GPU_XID], GPU_VALUES(r, i, "other"), g->xid_other);
 	}
-	family(w, "gpulse_gpu_last_xid", T_GAUGE,
-	       "Code of the last XID error the driver reported since gpulsed started; 0 while none.");
+	for (int i = 0; i < r->n; i++)
+		metric_u64(s, &F[MF_GPU_LAST_XID], GPU_ONLY(r, i),
+			   r->snap[i].last_xid_wall_ns ? r->snap[i].last_xid : 0);
 	for (int i = 0; i < r->n; i++) {
-		gpu_sample(r, i);
-		end_u64(w, r->snap[i].last_xid_wall_ns ? r->snap[i].last_xid : 0);
+		metric_u64(s, &F[MF_GPU_ECC_EVENTS], GPU_VALUES(r, i, "single_bit"),
+			   r->snap[i].ecc_events[0]);
+		metric_u64(s, &F[MF_GPU_ECC_EVENTS], GPU_VALUES(r, i, "double_bit"),
+			   r->snap[i].ecc_events[1]);
 	}
-	family(w, "gpulse_gpu_ecc_events_total", T_COUNTER,
-	       "ECC error events received from the driver, by kind.");
-	for (int i = 0; i < r->n; i++) {
-		gpu_sample(r, i);
-		PUT_LIT(w, ",type=\"single_bit\"");
-		end_u64(w, r->snap[i].ecc_events[0]);
-		gpu_sample(r, i);
-		PUT_LIT(w, ",type=\"double_bit\"");
-		end_u64(w, r->snap[i].ecc_events[1]);
-	}
-	family(w, "gpulse_gpu_lost_total", T_COUNTER, "Times the GPU was found lost.");
-	for (int i = 0; i < r->n; i++) {
-		gpu_sample(r, i);
-		end_u64(w, r->snap[i].lost_total);
-	}
+	for (int i = 0; i < r->n; i++)
+		metric_u64(s, &F[MF_GPU_LOST], GPU_ONLY(r, i), r->snap[i].lost_total);
 }
 
-/* A value that is UTF-8 and free of control bytes already (owner.h's
- * promise for struct proc_owner): only \\ and " need escaping, and most
- * values have neither, so they are copied whole. */
-static void put_clean_label(struct pw *w, const char *s)
-{
-	size_t n = strlen(s);
-	if (!memchr(s, '\\', n) && !memchr(s, '"', n)) {
-		put(w, s, n);
-		return;
-	}
-	put_label_text(w, s);
-}
-
-/* ,name="value" for each field of o in `mask` that is known. */
-static void owner_labels(struct pw *w, const struct proc_owner *o, unsigned mask)
+/* The values of MF_OWNER: each field of o in `mask` that is known, NULL
+ * for the others. The values are UTF-8 and free of control bytes
+ * already (owner.h's promise for struct proc_owner). */
+static void owner_values(const char **out, const struct proc_owner *o, unsigned mask)
 {
 	for (int f = 0; f < OWNER_FIELD_COUNT; f++) {
-		if (!(mask & 1u << f))
-			continue;
 		const char *v = owner_field_value(o, (enum owner_field)f);
-		if (!v[0])
-			continue;
-		PUT_LIT(w, ",");
-		put_str(w, owner_field_name((enum owner_field)f));
-		PUT_LIT(w, "=\"");
-		put_clean_label(w, v);
-		PUT_LIT(w, "\"");
+		out[f] = mask & 1u << f && v[0] ? v : NULL;
 	}
 }
-
 
 /* Whether a process on GPU snapshot s is the work of this allocation's
  * pod. A process in some pod whose name is not known might be, so it
@@ -1108,48 +1043,69 @@ static bool pod_runs_on(const struct gpu_snapshot *s, const struct attrib_alloca
 	return false;
 }
 
-/* ,pod=..,namespace=..,container=.. or, for a Slurm job, ,job=..,job_user=.. */
-static void alloc_labels(struct pw *w, const struct attrib_allocation *al)
+/* A label set built up for one sample: the GPU's, then the family's own
+ * in the order it declares them. */
+struct vals {
+	const char *v[METRIC_MAX_LABELS];
+	size_t n;
+};
+
+static void vals_gpu(struct vals *x, const struct render *r, int i)
 {
-	if (al->job[0]) {
-		PUT_LIT(w, ",job=\"");
-		put_label_text(w, al->job);
-		PUT_LIT(w, "\",job_user=\"");
-		put_label_text(w, al->job_user);
-		PUT_LIT(w, "\"");
-		return;
+	const struct gpu_base *g = &r->base[i];
+	*x = (struct vals){.n = 0}; /* labels not added: not carried */
+	x->v[0] = g->index;
+	x->v[1] = g->uuid;
+	x->v[2] = g->model;
+	x->v[3] = g->source;
+	x->n = MF_GPU_BASE_LABELS;
+}
+
+static void vals_add(struct vals *x, const char *v)
+{
+	if (x->n < METRIC_MAX_LABELS)
+		x->v[x->n++] = v;
+}
+
+static void vals_owner(struct vals *x, const struct proc_owner *o, unsigned mask)
+{
+	if (x->n + OWNER_FIELD_COUNT <= METRIC_MAX_LABELS) {
+		owner_values(x->v + x->n, o, mask);
+		x->n += OWNER_FIELD_COUNT;
 	}
-	PUT_LIT(w, ",pod=\"");
-	put_label_text(w, al->pod);
-	PUT_LIT(w, "\",namespace=\"");
-	put_label_text(w, al->namespace_);
-	PUT_LIT(w, "\",container=\"");
-	put_label_text(w, al->container);
-	PUT_LIT(w, "\"");
+}
+
+/* MF_HOLDER (job, job_user | pod, namespace), cleaned into t[0..2). */
+static void vals_holder(struct vals *x, label_text t[2], const char *job, const char *job_user,
+			const char *pod, const char *ns)
+{
+	bool is_job = job[0];
+	vals_add(x, is_job ? clean(t[0], job) : NULL);
+	vals_add(x, is_job ? clean(t[1], job_user) : NULL);
+	vals_add(x, is_job ? NULL : clean(t[0], pod));
+	vals_add(x, is_job ? NULL : clean(t[1], ns));
 }
 
 /* gpulse_process_info (every known field of every process) and the
  * pod-resources allocations: which pod's container holds each GPU, and
  * whether it runs anything there. */
-static void render_attribution(struct render *r, const struct self_stats *self)
+static void emit_attribution(struct render *r, struct metric_sink *s, const struct self_stats *self)
 {
-	struct pw *w = &r->w;
-	family(w, "gpulse_process_info", T_INFO,
-	       "Who a GPU process belongs to: cgroup, container, pod, Slurm job, user.");
+	const struct metric_family *F = metric_families;
+	char pid[24];
 	for (int i = 0; i < r->n; i++) {
-		const struct gpu_snapshot *s = &r->snap[i];
-		if (!s->procs_valid)
+		const struct gpu_snapshot *g = &r->snap[i];
+		if (!g->procs_valid)
 			continue;
-		for (int k = 0; k < s->nprocs && k < GPU_PROC_MAX; k++) {
-			const struct gpu_process *p = &s->procs[k];
+		for (int k = 0; k < g->nprocs && k < GPU_PROC_MAX; k++) {
+			const struct gpu_process *p = &g->procs[k];
 			if (!p->owner.resolved)
 				continue;
-			gpu_sample(r, i);
-			PUT_LIT(w, ",pid=\"");
-			put_u64(w, p->pid);
-			PUT_LIT(w, "\"");
-			owner_labels(w, &p->owner, (1u << OWNER_FIELD_COUNT) - 1);
-			end_u64(w, 1);
+			struct vals x;
+			vals_gpu(&x, r, i);
+			vals_add(&x, digits(pid, p->pid));
+			vals_owner(&x, &p->owner, (1u << OWNER_FIELD_COUNT) - 1);
+			metric_u64(s, &F[MF_PROC_INFO], x.v, 1);
 		}
 	}
 	if (!self || !self->attrib)
@@ -1163,225 +1119,153 @@ static void render_attribution(struct render *r, const struct self_stats *self)
 		if (al)
 			nal = attrib_allocations(self->attrib, al, st.podres_allocations);
 	}
-	family(w, "gpulse_gpu_allocation_info", T_INFO,
-	       "A GPU (or a time-slice of it) that the kubelet's pod-resources API says a pod's container holds.");
+	label_text t[5]; /* holder (2), container, resource, device_id */
 	for (size_t k = 0; k < nal; k++) {
 		for (int i = 0; i < r->n; i++) {
 			if (!gpu_snapshot_holds(&r->snap[i], &al[k]))
 				continue;
-			gpu_sample(r, i);
-			alloc_labels(w, &al[k]);
-			PUT_LIT(w, ",resource=\"");
-			put_label_text(w, al[k].resource);
-			PUT_LIT(w, "\"");
-			if (al[k].device_id[0]) {
-				PUT_LIT(w, ",device_id=\"");
-				put_label_text(w, al[k].device_id);
-				PUT_LIT(w, "\"");
-			}
-			end_u64(w, 1);
+			struct vals x;
+			vals_gpu(&x, r, i);
+			vals_holder(&x, t, al[k].job, al[k].job_user, al[k].pod, al[k].namespace_);
+			vals_add(&x, al[k].job[0] ? NULL : clean(t[2], al[k].container));
+			vals_add(&x, clean(t[3], al[k].resource));
+			vals_add(&x, al[k].device_id[0] ? clean(t[4], al[k].device_id) : NULL);
+			metric_u64(s, &F[MF_GPU_ALLOCATION], x.v, 1);
 		}
 	}
-	family(w, "gpulse_gpu_allocated_idle", T_GAUGE,
-	       "1 while a pod holds the GPU and none of its processes runs on it (allocated but idle), else 0.");
 	for (size_t k = 0; k < nal; k++) {
 		for (int i = 0; i < r->n; i++) {
-			const struct gpu_snapshot *s = &r->snap[i];
-			if (!s->procs_valid || !gpu_snapshot_holds(s, &al[k]))
+			const struct gpu_snapshot *g = &r->snap[i];
+			if (!g->procs_valid || !gpu_snapshot_holds(g, &al[k]))
 				continue;
 			/* One sample per (GPU, pod, container): replicas of a
 			 * time-sliced GPU held by the same container count once. */
 			bool seen = false;
 			for (size_t j = 0; j < k && !seen; j++)
-				seen = gpu_snapshot_holds(s, &al[j]) && strcmp(al[j].job, al[k].job) == 0 &&
+				seen = gpu_snapshot_holds(g, &al[j]) && strcmp(al[j].job, al[k].job) == 0 &&
 				       strcmp(al[j].pod, al[k].pod) == 0 &&
 				       strcmp(al[j].namespace_, al[k].namespace_) == 0 &&
 				       strcmp(al[j].container, al[k].container) == 0;
 			if (seen)
 				continue;
-			gpu_sample(r, i);
-			alloc_labels(w, &al[k]);
-			end_u64(w, !pod_runs_on(s, &al[k]));
+			struct vals x;
+			vals_gpu(&x, r, i);
+			vals_holder(&x, t, al[k].job, al[k].job_user, al[k].pod, al[k].namespace_);
+			vals_add(&x, al[k].job[0] ? NULL : clean(t[2], al[k].container));
+			metric_u64(s, &F[MF_GPU_ALLOCATED_IDLE], x.v, !pod_runs_on(g, &al[k]));
 		}
 	}
 	free(al);
-	family(w, "gpulse_attribution_processes_resolved_total", T_COUNTER,
-	       "Processes whose owner was read from /proc (once each: later lookups hit the cache).");
-	plain_u64(w, st.resolved_total);
-	family(w, "gpulse_attribution_cache_hits_total", T_COUNTER,
-	       "Owner lookups answered from the cache.");
-	plain_u64(w, st.cache_hits_total);
-	family(w, "gpulse_attribution_cache_evictions_total", T_COUNTER,
-	       "Cached owners pushed out by the cache's bound.");
-	plain_u64(w, st.cache_evictions_total);
-	family(w, "gpulse_attribution_errors_total", T_COUNTER,
-	       "Processes whose owner could not be read, by what failed.");
-	LABELLED_U64(w, "{what=\"proc\"}", st.proc_errors_total);
-	LABELLED_U64(w, "{what=\"cgroup\"}", st.cgroup_errors_total);
-	LABELLED_U64(w, "{what=\"environ_queue_full\"}", st.environ_skipped_total);
-	family(w, "gpulse_attribution_truncated_total", T_COUNTER,
-	       "Attribution values cut to their bound, by what.");
-	LABELLED_U64(w, "{what=\"label\"}", st.labels_truncated_total);
-	LABELLED_U64(w, "{what=\"environ\"}", st.environ_truncated_total);
+	metric_u64(s, &F[MF_ATTRIB_RESOLVED], NULL, st.resolved_total);
+	metric_u64(s, &F[MF_ATTRIB_HITS], NULL, st.cache_hits_total);
+	metric_u64(s, &F[MF_ATTRIB_EVICTIONS], NULL, st.cache_evictions_total);
+	metric_u64(s, &F[MF_ATTRIB_ERRORS], (const char *const[]){"proc"}, st.proc_errors_total);
+	metric_u64(s, &F[MF_ATTRIB_ERRORS], (const char *const[]){"cgroup"}, st.cgroup_errors_total);
+	metric_u64(s, &F[MF_ATTRIB_ERRORS], (const char *const[]){"environ_queue_full"},
+		   st.environ_skipped_total);
+	metric_u64(s, &F[MF_ATTRIB_TRUNCATED], (const char *const[]){"label"},
+		   st.labels_truncated_total);
+	metric_u64(s, &F[MF_ATTRIB_TRUNCATED], (const char *const[]){"environ"},
+		   st.environ_truncated_total);
 	if (st.slurm_configured) {
-		family(w, "gpulse_slurm_jobs_with_gpus", T_GAUGE,
-		       "Slurm jobs whose cgroup device rules allow some GPU (cgroup v1), at the last scan.");
-		plain_u64(w, st.slurm_jobs);
-		family(w, "gpulse_slurm_scan_errors_total", T_COUNTER,
-		       "Slurm job devices.list files that could not be read.");
-		plain_u64(w, st.slurm_scan_errors_total);
+		metric_u64(s, &F[MF_SLURM_JOBS], NULL, st.slurm_jobs);
+		metric_u64(s, &F[MF_SLURM_SCAN_ERRORS], NULL, st.slurm_scan_errors_total);
 	}
 	if (!st.podres_configured)
 		return;
-	family(w, "gpulse_pod_resources_up", T_GAUGE,
-	       "1 when the last List call to the kubelet's pod-resources socket answered.");
-	plain_u64(w, st.podres_available);
-	family(w, "gpulse_pod_resources_refreshes_total", T_COUNTER,
-	       "List calls to the kubelet's pod-resources socket, by result.");
-	LABELLED_U64(w, "{result=\"success\"}", st.podres_refreshes_total);
-	LABELLED_U64(w, "{result=\"failure\"}", st.podres_failures_total);
-	family(w, "gpulse_pod_resources_allocations", T_GAUGE,
-	       "Device allocations the last List answer held.");
-	plain_u64(w, st.podres_allocations);
-	family(w, "gpulse_pod_resources_allocations_dropped_total", T_COUNTER,
-	       "Device allocations beyond the bound kept, left out.");
-	plain_u64(w, st.podres_allocations_dropped_total);
-}
-
-/* ,gpu_instance="..",compute_instance="..",profile="..",mig_uuid=".." */
-static void mig_labels(struct pw *w, const struct gpu_mig *m)
-{
-	PUT_LIT(w, ",gpu_instance=\"");
-	put_u64(w, m->gpu_instance);
-	PUT_LIT(w, "\",compute_instance=\"");
-	put_u64(w, m->compute_instance);
-	PUT_LIT(w, "\",profile=\"");
-	put_label_text(w, m->profile);
-	PUT_LIT(w, "\",mig_uuid=\"");
-	put_label_text(w, m->uuid);
-	PUT_LIT(w, "\"");
+	metric_u64(s, &F[MF_PODRES_UP], NULL, st.podres_available);
+	metric_u64(s, &F[MF_PODRES_REFRESHES], (const char *const[]){"success"},
+		   st.podres_refreshes_total);
+	metric_u64(s, &F[MF_PODRES_REFRESHES], (const char *const[]){"failure"},
+		   st.podres_failures_total);
+	metric_u64(s, &F[MF_PODRES_ALLOCATIONS], NULL, st.podres_allocations);
+	metric_u64(s, &F[MF_PODRES_DROPPED], NULL, st.podres_allocations_dropped_total);
 }
 
 /* Per MIG instance: identity, memory, GPM where the driver offers it. */
-static void render_mig(struct render *r)
+static void emit_mig(struct render *r, struct metric_sink *s)
 {
-	static const struct {
-		const char *name, *help;
-	} gpm[MIG_GPM_COUNT] = {
-		[MIG_GPM_SM_ACTIVE] = {"gpulse_mig_sm_active_ratio",
-				       "Fraction of the MIG instance's SMs' time with a warp resident (GPM)."},
-		[MIG_GPM_SM_OCCUPANCY] = {"gpulse_mig_sm_occupancy_ratio",
-					  "Warps resident on the MIG instance's SMs, of the most possible (GPM)."},
-		[MIG_GPM_TENSOR] = {"gpulse_mig_tensor_active_ratio",
-				    "Fraction of the MIG instance's time its tensor cores were busy (GPM)."},
-		[MIG_GPM_DRAM] = {"gpulse_mig_dram_active_ratio",
-				  "Fraction of the MIG instance's memory bandwidth in use (GPM)."},
+	static const enum metric_family_id gpm[MIG_GPM_COUNT] = {
+		[MIG_GPM_SM_ACTIVE] = MF_MIG_SM_ACTIVE,
+		[MIG_GPM_SM_OCCUPANCY] = MF_MIG_SM_OCCUPANCY,
+		[MIG_GPM_TENSOR] = MF_MIG_TENSOR,
+		[MIG_GPM_DRAM] = MF_MIG_DRAM,
 	};
-	struct pw *w = &r->w;
-	family(w, "gpulse_mig_info", T_INFO,
-	       "A MIG instance of the GPU: its GPU and compute instance IDs, profile and UUID.");
+	const struct metric_family *F = metric_families;
+	char gi[24], ci[24];
+	label_text profile, uuid;
+#define MIG_VALUES(r, i, m)                                                                 \
+	GPU_VALUES(r, i, digits(gi, (m)->gpu_instance), digits(ci, (m)->compute_instance), \
+		   clean(profile, (m)->profile), clean(uuid, (m)->uuid))
 	for (int i = 0; i < r->n; i++) {
-		const struct gpu_snapshot *s = &r->snap[i];
-		for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++) {
-			gpu_sample(r, i);
-			mig_labels(w, &s->mig[k]);
-			end_u64(w, 1);
-		}
+		const struct gpu_snapshot *g = &r->snap[i];
+		for (int k = 0; g->mig_valid && k < g->nmig && k < GPU_MIG_MAX; k++)
+			metric_u64(s, &F[MF_MIG_INFO], MIG_VALUES(r, i, &g->mig[k]), 1);
 	}
 	for (int m = 0; m < 2; m++) {
-		family(w, m ? "gpulse_mig_memory_total_bytes" : "gpulse_mig_memory_used_bytes", T_GAUGE,
-		       m ? "Device memory of the MIG instance." : "Device memory in use in the MIG instance.");
 		for (int i = 0; i < r->n; i++) {
-			const struct gpu_snapshot *s = &r->snap[i];
-			for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++) {
-				if (!s->mig[k].mem_valid)
-					continue;
-				gpu_sample(r, i);
-				mig_labels(w, &s->mig[k]);
-				end_u64(w, m ? s->mig[k].mem_total_bytes : s->mig[k].mem_used_bytes);
+			const struct gpu_snapshot *g = &r->snap[i];
+			for (int k = 0; g->mig_valid && k < g->nmig && k < GPU_MIG_MAX; k++) {
+				const struct gpu_mig *mi = &g->mig[k];
+				if (mi->mem_valid)
+					metric_u64(s, &F[m ? MF_MIG_MEM_TOTAL : MF_MIG_MEM_USED],
+						   MIG_VALUES(r, i, mi),
+						   m ? mi->mem_total_bytes : mi->mem_used_bytes);
 			}
 		}
 	}
-	for (int g = 0; g < MIG_GPM_COUNT; g++) {
-		family(w, gpm[g].name, T_GAUGE, gpm[g].help);
+	for (int q = 0; q < MIG_GPM_COUNT; q++) {
 		for (int i = 0; i < r->n; i++) {
-			const struct gpu_snapshot *s = &r->snap[i];
-			for (int k = 0; s->mig_valid && k < s->nmig && k < GPU_MIG_MAX; k++) {
-				if (!(s->mig[k].gpm_valid & 1u << g))
-					continue;
-				gpu_sample(r, i);
-				mig_labels(w, &s->mig[k]);
-				end_value(w, s->mig[k].gpm[g]);
+			const struct gpu_snapshot *g = &r->snap[i];
+			for (int k = 0; g->mig_valid && k < g->nmig && k < GPU_MIG_MAX; k++) {
+				const struct gpu_mig *mi = &g->mig[k];
+				if (mi->gpm_valid & 1u << q)
+					metric_f64(s, &F[gpm[q]], MIG_VALUES(r, i, mi), mi->gpm[q]);
 			}
 		}
 	}
+#undef MIG_VALUES
 }
 
-enum proc_metric { P_MEM, P_SM, P_MEMUTIL };
-
-static void render_processes(struct render *r)
+static void emit_processes(struct render *r, struct metric_sink *s)
 {
-	static const struct {
-		const char *name, *help;
-	} fams[] = {
-		[P_MEM] = {"gpulse_process_gpu_memory_bytes", "Device memory a process uses."},
-		[P_SM] = {"gpulse_process_sm_utilization_ratio",
-			  "Fraction of time a process's kernels ran on the SMs."},
-		[P_MEMUTIL] = {"gpulse_process_memory_utilization_ratio",
-			       "Fraction of time a process read or wrote device memory."},
-	};
-	struct pw *w = &r->w;
-	for (int m = P_MEM; m <= P_MEMUTIL; m++) {
-		family(w, fams[m].name, T_GAUGE, fams[m].help);
+	static const enum metric_family_id fams[] = {MF_PROC_MEMORY, MF_PROC_SM, MF_PROC_MEMUTIL};
+	const struct metric_family *F = metric_families;
+	char pid[24], gi[24];
+	label_text comm;
+	for (int m = 0; m < 3; m++) {
 		for (int i = 0; i < r->n; i++) {
-			const struct gpu_snapshot *s = &r->snap[i];
-			if (!s->procs_valid)
+			const struct gpu_snapshot *g = &r->snap[i];
+			if (!g->procs_valid)
 				continue;
-			for (int k = 0; k < s->nprocs && k < GPU_PROC_MAX; k++) {
-				const struct gpu_process *p = &s->procs[k];
-				if (m == P_MEM ? !p->mem_valid : !p->util_valid)
+			for (int k = 0; k < g->nprocs && k < GPU_PROC_MAX; k++) {
+				const struct gpu_process *p = &g->procs[k];
+				if (m == 0 ? !p->mem_valid : !p->util_valid)
 					continue;
-				gpu_sample(r, i);
-				PUT_LIT(w, ",pid=\"");
-				put_u64(w, p->pid);
-				PUT_LIT(w, "\",comm=\"");
-				char comm[GPU_COMM_LEN + 1];
-				memcpy(comm, p->comm, GPU_COMM_LEN);
-				comm[GPU_COMM_LEN] = '\0';
-				put_label_text(w, comm);
-				PUT_LIT(w, "\"");
-				if (p->in_mig) {   /* the MIG instance it runs in */
-					PUT_LIT(w, ",gpu_instance=\"");
-					put_u64(w, (uint64_t)p->gpu_instance);
-					PUT_LIT(w, "\"");
-				}
-				owner_labels(w, &p->owner, p->owner.labels);
-				if (m == P_MEM)
-					end_u64(w, p->used_bytes);
+				char raw[GPU_COMM_LEN + 1];
+				memcpy(raw, p->comm, GPU_COMM_LEN);
+				raw[GPU_COMM_LEN] = '\0';
+				struct vals x;
+				vals_gpu(&x, r, i);
+				vals_add(&x, digits(pid, p->pid));
+				vals_add(&x, clean(comm, raw));
+				/* the MIG instance it runs in */
+				vals_add(&x, p->in_mig ? digits(gi, (uint64_t)p->gpu_instance) : NULL);
+				vals_owner(&x, &p->owner, p->owner.labels);
+				if (m == 0)
+					metric_u64(s, &F[fams[m]], x.v, p->used_bytes);
 				else
-					end_value(w, m == P_SM ? p->sm_ratio : p->mem_ratio);
+					metric_f64(s, &F[fams[m]], x.v, m == 1 ? p->sm_ratio : p->mem_ratio);
 			}
 		}
 	}
-	family(w, "gpulse_gpu_processes_dropped", T_GAUGE,
-	       "Processes beyond the per-GPU limit, left out of the process metrics.");
-	for (int i = 0; i < r->n; i++) {
-		if (!r->snap[i].procs_valid || r->snap[i].procs_dropped == 0)
-			continue;
-		gpu_sample(r, i);
-		end_u64(w, r->snap[i].procs_dropped);
-	}
-	family(w, "gpulse_samples_total", T_COUNTER,
-	       "Tier updates received from the collector for the GPU.");
-	for (int i = 0; i < r->n; i++) {
-		for (int t = 0; t < TIER_COUNT; t++) {
-			gpu_sample(r, i);
-			PUT_LIT(w, ",tier=\"");
-			put_str(w, tier_name((enum tier)t));
-			PUT_LIT(w, "\"");
-			end_u64(w, r->snap[i].samples[t]);
-		}
-	}
+	for (int i = 0; i < r->n; i++)
+		if (r->snap[i].procs_valid && r->snap[i].procs_dropped != 0)
+			metric_u64(s, &F[MF_GPU_PROCS_DROPPED], GPU_ONLY(r, i), r->snap[i].procs_dropped);
+	for (int i = 0; i < r->n; i++)
+		for (int t = 0; t < TIER_COUNT; t++)
+			metric_u64(s, &F[MF_GPU_SAMPLES], GPU_VALUES(r, i, tier_name((enum tier)t)),
+				   r->snap[i].samples[t]);
 }
 
 /* ---- activity per process (src/attrib/tenants.h) ---------------------- */
@@ -1403,103 +1287,61 @@ static bool tenants_fresh(const struct gpu_snapshot *s)
 	return s->health == GPU_HEALTH_UP && s->procs_valid && !gpu_snapshot_is_stale(s);
 }
 
-static void tenant_row_labels(struct pw *w, const struct tenants_row *t, bool source)
+/* A row's labels: pid (or "other"), comm, gpu_instance, source (when
+ * asked), its owner's. `pid`, `gi` and `comm` hold their text. */
+static void vals_row(struct vals *x, const struct tenants_row *t, bool source, char pid[24],
+		     char gi[24], label_text comm)
 {
-	PUT_LIT(w, ",pid=\"");
+	vals_add(x, t->pid ? digits(pid, t->pid) : "other");
+	vals_add(x, clean(comm, t->comm));
+	vals_add(x, t->in_mig ? digits(gi, (uint64_t)t->gpu_instance) : NULL);
+	if (source)
+		vals_add(x, split_source_name(t->source));
 	if (t->pid)
-		put_u64(w, t->pid);
-	else
-		PUT_LIT(w, "other");
-	PUT_LIT(w, "\",comm=\"");
-	put_label_text(w, t->comm);
-	PUT_LIT(w, "\"");
-	if (t->in_mig) {
-		PUT_LIT(w, ",gpu_instance=\"");
-		put_u64(w, (uint64_t)t->gpu_instance);
-		PUT_LIT(w, "\"");
-	}
-	if (source) {
-		PUT_LIT(w, ",source=\"");
-		put_str(w, split_source_name(t->source));
-		PUT_LIT(w, "\"");
-	}
-	if (t->pid)
-		owner_labels(w, &t->owner, t->owner.labels);
+		vals_owner(x, &t->owner, t->owner.labels);
 }
 
-static void tenant_group_labels(struct pw *w, const struct tenants_group *g, bool source)
+static void vals_group(struct vals *x, const struct tenants_group *g, bool source, char gi[24])
 {
-	if (g->in_mig) {
-		PUT_LIT(w, ",gpu_instance=\"");
-		put_u64(w, (uint64_t)g->gpu_instance);
-		PUT_LIT(w, "\"");
-	}
-	if (source) {
-		PUT_LIT(w, ",source=\"");
-		put_str(w, split_source_name(g->source));
-		PUT_LIT(w, "\"");
-	}
-	owner_labels(w, &g->owner, g->owner.labels);
-}
-
-/* ,pod=..,namespace=.. or, for a Slurm job, ,job=..,job_user=.. */
-static void holder_labels(struct pw *w, const struct tenants_holder *h)
-{
-	if (h->job[0]) {
-		PUT_LIT(w, ",job=\"");
-		put_label_text(w, h->job);
-		PUT_LIT(w, "\",job_user=\"");
-		put_label_text(w, h->job_user);
-	} else {
-		PUT_LIT(w, ",pod=\"");
-		put_label_text(w, h->pod);
-		PUT_LIT(w, "\",namespace=\"");
-		put_label_text(w, h->namespace_);
-	}
-	PUT_LIT(w, "\"");
+	vals_add(x, g->in_mig ? digits(gi, (uint64_t)g->gpu_instance) : NULL);
+	if (source)
+		vals_add(x, split_source_name(g->source));
+	vals_owner(x, &g->owner, g->owner.labels);
 }
 
 /* Allocated but idle from the split (tenants_hold): each workload that
  * holds a GPU, while the GPU is fresh and its SM activity was split. */
-static void render_holders(struct render *r, struct tenants *t, const struct tenants_stats *st)
+static void emit_holders(struct render *r, struct metric_sink *s, struct tenants *t,
+			 const struct tenants_stats *st)
 {
-	struct pw *w = &r->w;
+	const struct metric_family *F = metric_families;
 	struct tenants_holder *h = st->holders ? malloc(st->holders * sizeof *h) : NULL;
 	size_t n = h ? tenants_holders(t, h, st->holders) : 0;
 	n = n < st->holders ? n : st->holders;
-	family(w, "gpulse_workload_allocated_idle", T_GAUGE,
-	       "1 while a pod or job holds the GPU (an allocation, or a process of its on it) and its "
-	       "part of the GPU's SM activity has stayed under attribution.idle_sm_ratio for "
-	       "attribution.idle_window, else 0.");
-	for (size_t k = 0; k < n; k++) {
-		int i = snap_of(r, h[k].gpu);
-		if (i < 0 || !h[k].current || !h[k].judged || !tenants_fresh(&r->snap[i]))
-			continue;
-		gpu_sample(r, i);
-		holder_labels(w, &h[k]);
-		end_u64(w, h[k].idle);
+	label_text lt[2];
+	for (int m = 0; m < 2; m++) {
+		for (size_t k = 0; k < n; k++) {
+			int i = snap_of(r, h[k].gpu);
+			if (i < 0 || !h[k].current || !h[k].judged || !tenants_fresh(&r->snap[i]))
+				continue;
+			struct vals x;
+			vals_gpu(&x, r, i);
+			vals_holder(&x, lt, h[k].job, h[k].job_user, h[k].pod, h[k].namespace_);
+			if (m == 0)
+				metric_u64(s, &F[MF_WORKLOAD_IDLE], x.v, h[k].idle);
+			else
+				metric_f64(s, &F[MF_WORKLOAD_IDLE_FOR], x.v, h[k].low_s);
+		}
 	}
-	family(w, "gpulse_workload_idle_for_seconds", T_GAUGE,
-	       "How long the workload's part of the GPU's SM activity has stayed under "
-	       "attribution.idle_sm_ratio (0 while over it).");
-	for (size_t k = 0; k < n; k++) {
-		int i = snap_of(r, h[k].gpu);
-		if (i < 0 || !h[k].current || !h[k].judged || !tenants_fresh(&r->snap[i]))
-			continue;
-		gpu_sample(r, i);
-		holder_labels(w, &h[k]);
-		end_value(w, h[k].low_s);
-	}
-	family(w, "gpulse_workload_holders_dropped_total", T_COUNTER,
-	       "Judgements of allocated-but-idle left out by the bound on (GPU, workload) rows.");
-	plain_u64(w, st->holders_dropped_total);
+	metric_u64(s, &F[MF_WORKLOAD_HOLDERS_DROPPED], NULL, st->holders_dropped_total);
 	free(h);
 }
 
-static void render_tenants(struct render *r, const struct self_stats *self)
+static void emit_tenants(struct render *r, struct metric_sink *s, const struct self_stats *self)
 {
 	if (!self || !self->tenants)
 		return;
+	const struct metric_family *F = metric_families;
 	struct tenants_stats st;
 	tenants_get_stats(self->tenants, &st);
 	struct tenants_row *rows = st.rows ? malloc(st.rows * sizeof *rows) : NULL;
@@ -1508,77 +1350,62 @@ static void render_tenants(struct render *r, const struct self_stats *self)
 	size_t ng = groups ? tenants_groups(self->tenants, groups, st.groups) : 0;
 	nr = nr < st.rows ? nr : st.rows;
 	ng = ng < st.groups ? ng : st.groups;
-	static const struct {
-		const char *proc, *group, *help;
-	} fams[SPLIT_METRIC_COUNT] = {
-		[SPLIT_SM] = {"gpulse_process_sm_active_ratio", "gpulse_workload_sm_active_ratio",
-			      "Its part of the GPU's SM activity (GPM SM active), apportioned by GPU "
-			      "time; the parts sum to the GPU's figure (an estimate: source says from what)."},
-		[SPLIT_TENSOR] = {"gpulse_process_tensor_active_ratio",
-				  "gpulse_workload_tensor_active_ratio",
-				  "Its part of the GPU's tensor activity (GPM), apportioned by GPU time and "
-				  "kind of work; the parts sum to the GPU's figure (an estimate)."},
-		[SPLIT_DRAM] = {"gpulse_process_dram_bandwidth_ratio",
-				"gpulse_workload_dram_bandwidth_ratio",
-				"Its part of the GPU's DRAM bandwidth (GPM), apportioned by GPU time and "
-				"kind of work; the parts sum to the GPU's figure (an estimate)."},
+	static const enum metric_family_id proc[SPLIT_METRIC_COUNT] = {
+		[SPLIT_SM] = MF_PROC_SM_ACTIVE, [SPLIT_TENSOR] = MF_PROC_TENSOR_ACTIVE,
+		[SPLIT_DRAM] = MF_PROC_DRAM,
 	};
-	struct pw *w = &r->w;
+	static const enum metric_family_id group[SPLIT_METRIC_COUNT] = {
+		[SPLIT_SM] = MF_WORKLOAD_SM_ACTIVE, [SPLIT_TENSOR] = MF_WORKLOAD_TENSOR_ACTIVE,
+		[SPLIT_DRAM] = MF_WORKLOAD_DRAM,
+	};
+	char pid[24], gi[24];
+	label_text comm;
 	for (int m = 0; m < SPLIT_METRIC_COUNT; m++) {
-		family(w, fams[m].proc, T_GAUGE, fams[m].help);
 		for (size_t k = 0; k < nr; k++) {
 			int i = snap_of(r, rows[k].gpu);
 			if (i < 0 || !rows[k].current || !(rows[k].valid & 1u << m) ||
 			    !tenants_fresh(&r->snap[i]))
 				continue;
-			gpu_sample(r, i);
-			tenant_row_labels(w, &rows[k], true);
-			end_value(w, rows[k].ratio[m]);
+			struct vals x;
+			vals_gpu(&x, r, i);
+			vals_row(&x, &rows[k], true, pid, gi, comm);
+			metric_f64(s, &F[proc[m]], x.v, rows[k].ratio[m]);
 		}
 	}
-	family(w, "gpulse_process_gpu_time_seconds_total", T_COUNTER,
-	       "GPU time of a process's kernels on this GPU while gpulsed watched (the library's "
-	       "kernel time, else NVML's per-process SM samples).");
 	for (size_t k = 0; k < nr; k++) {
 		int i = snap_of(r, rows[k].gpu);
 		if (i < 0)
 			continue;
-		gpu_sample(r, i);
-		tenant_row_labels(w, &rows[k], false);
-		end_value(w, rows[k].gpu_time_s);
+		struct vals x;
+		vals_gpu(&x, r, i);
+		vals_row(&x, &rows[k], false, pid, gi, comm);
+		metric_f64(s, &F[MF_PROC_GPU_TIME], x.v, rows[k].gpu_time_s);
 	}
 	for (int m = 0; m < SPLIT_METRIC_COUNT; m++) {
-		family(w, fams[m].group, T_GAUGE, fams[m].help);
 		for (size_t k = 0; k < ng; k++) {
 			int i = snap_of(r, groups[k].gpu);
 			if (i < 0 || !groups[k].current || !(groups[k].valid & 1u << m) ||
 			    !tenants_fresh(&r->snap[i]))
 				continue;
-			gpu_sample(r, i);
-			tenant_group_labels(w, &groups[k], true);
-			end_value(w, groups[k].ratio[m]);
+			struct vals x;
+			vals_gpu(&x, r, i);
+			vals_group(&x, &groups[k], true, gi);
+			metric_f64(s, &F[group[m]], x.v, groups[k].ratio[m]);
 		}
 	}
-	family(w, "gpulse_workload_gpu_time_seconds_total", T_COUNTER,
-	       "GPU time of the processes of one owner (the attribution labels) on this GPU.");
 	for (size_t k = 0; k < ng; k++) {
 		int i = snap_of(r, groups[k].gpu);
 		if (i < 0)
 			continue;
-		gpu_sample(r, i);
-		tenant_group_labels(w, &groups[k], false);
-		end_value(w, groups[k].gpu_time_s);
+		struct vals x;
+		vals_gpu(&x, r, i);
+		vals_group(&x, &groups[k], false, gi);
+		metric_f64(s, &F[MF_WORKLOAD_GPU_TIME], x.v, groups[k].gpu_time_s);
 	}
-	render_holders(r, self->tenants, &st);
-	family(w, "gpulse_process_activity_rows", T_GAUGE,
-	       "Process rows of the per-process activity split (bounded; the rest fold into \"other\").");
-	plain_u64(w, st.rows);
-	family(w, "gpulse_process_activity_folded_total", T_COUNTER,
-	       "Process-intervals folded into their GPU's \"other\" row by the row bound.");
-	plain_u64(w, st.folded_total);
-	family(w, "gpulse_process_activity_split_seconds_total", T_COUNTER,
-	       "Time gpulsed spent splitting GPU activity across processes.");
-	plain_value(w, (double)st.split_ns_total / 1e9);
+	emit_holders(r, s, self->tenants, &st);
+	metric_u64(s, &F[MF_PROC_ACTIVITY_ROWS], NULL, st.rows);
+	metric_u64(s, &F[MF_PROC_ACTIVITY_FOLDED], NULL, st.folded_total);
+	metric_f64(s, &F[MF_PROC_ACTIVITY_SPLIT], NULL, (double)st.split_ns_total / 1e9);
 	free(rows);
 	free(groups);
 }
@@ -1838,7 +1665,8 @@ int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *b
 		      const struct self_stats *self, bool openmetrics)
 {
 	struct render r = {.w = {.b = out, .om = openmetrics}};
-	struct text_sink text = {.s = {.ops = &text_ops, .openmetrics = openmetrics}, .w = &r.w};
+	struct text_sink text = {.s = {.ops = &text_ops, .openmetrics = openmetrics}, .w = &r.w,
+				 .r = &r};
 	r.w.store = direct;
 	if (!direct)
 		direct = &text.s;
@@ -1850,7 +1678,8 @@ int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *b
 		r.n = GPU_MAX;
 	if (r.n > 0) {
 		r.snap = malloc((size_t)r.n * sizeof *r.snap);
-		if (!r.snap) {
+		r.base = malloc((size_t)r.n * sizeof *r.base);
+		if (!r.snap || !r.base) {
 			r.w.rc = GPULSE_ENOMEM;
 			goto out;
 		}
@@ -1879,19 +1708,19 @@ int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *b
 		buf_reserve(out, est < avail ? est : avail);
 	}
 
-	render_health(&r);
-	render_identity_numbers(&r);
-	render_topology(&r);
+	emit_health(&r, direct);
+	emit_identity_numbers(&r, direct);
+	emit_topology(&r, direct);
 	render_fields(&r);
-	render_throttle(&r);
-	render_bottleneck(&r);
-	render_health_score(&r);
-	render_anomaly(&r, self);
-	render_events(&r);
-	render_processes(&r);
-	render_attribution(&r, self);
-	render_tenants(&r, self);
-	render_mig(&r);
+	emit_throttle(&r, direct);
+	emit_bottleneck(&r, direct);
+	emit_health_score(&r, direct);
+	emit_anomaly(&r, direct, self);
+	emit_events(&r, direct);
+	emit_processes(&r, direct);
+	emit_attribution(&r, direct, self);
+	emit_tenants(&r, direct, self);
+	emit_mig(&r, direct);
 	int nstale = 0;
 	for (int i = 0; i < r.n; i++)
 		nstale += gpu_is_stale(&r.snap[i]);
@@ -1908,6 +1737,7 @@ out:
 	if (out->data)
 		out->data[out->len] = '\0';
 	free(r.snap);
+	free(r.base);
 	buf_free(&r.labels);
 	if (!r.w.rc && out->failed)
 		r.w.rc = GPULSE_ELIMIT;

@@ -27,7 +27,10 @@
 
 #include "alert/notify.h"
 #include "collect/bus.h"
+#include "anomaly/anomaly.h"
+#include "attrib/owner.h"
 #include "collect/collector.h"
+#include "collect/fields.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/status.h"
@@ -616,6 +619,151 @@ static void test_store_holds_metrics(void **state)
 	world_free(&w);
 }
 
+/* The registry is the declaration of what /metrics shows: every family of
+ * the whole text (text format) but the fields' (collect/fields.h, their
+ * own table) is declared in export/families.h with the same type and
+ * help, and each sample carries a subsequence of the declared labels, in
+ * their order (a histogram's _bucket with le after them). */
+struct declared_label_check {
+	const struct metric_family *f;
+	size_t next; /* the next declared label a sample's may be */
+	bool ok;
+};
+
+static int check_label(void *ctx, const char *name, const char *value)
+{
+	(void)value;
+	struct declared_label_check *c = ctx;
+	if (strcmp(name, "__name__") == 0)
+		return 0;
+	size_t n = metric_family_nlabels(c->f);
+	while (c->next < n && strcmp(c->f->labels[c->next], name) != 0)
+		c->next++;
+	if (c->next < n) {
+		c->next++;
+		return 0;
+	}
+	if (strcmp(name, "le") != 0)
+		c->ok = false;
+	return 0;
+}
+
+static const struct metric_family *registry_family(const char *name, size_t len)
+{
+	for (size_t i = 0; i < MF_COUNT; i++)
+		if (strlen(metric_families[i].name) == len &&
+		    memcmp(metric_families[i].name, name, len) == 0)
+			return &metric_families[i];
+	return NULL;
+}
+
+static bool field_family(const char *name, size_t len)
+{
+	for (int f = 0; f < FIELD_COUNT; f++)
+		if (field_table[f].metric && strlen(field_table[f].metric) == len &&
+		    memcmp(field_table[f].metric, name, len) == 0)
+			return true;
+	return false;
+}
+
+static void test_registry_declares_metrics(void **state)
+{
+	(void)state;
+	static struct world w;
+	world_init(&w);
+	/* What the world lacks, for more families: MIG, owners on every
+	 * label, peers, XIDs, a diagnosis, a health score. */
+	struct gpu_update *u = calloc(1, sizeof *u);
+	assert_non_null(u);
+	u->gpu = 0;
+	u->tier = TIER_NORMAL;
+	u->wall_ns = (T0 - 500) * 1000000;
+	u->has_procs = true;
+	u->nprocs = 1;
+	u->procs[0].pid = 77;
+	u->procs[0].mem_valid = u->procs[0].util_valid = true;
+	u->procs[0].in_mig = true;
+	u->procs[0].owner.resolved = true;
+	u->procs[0].owner.labels = (1u << OWNER_FIELD_COUNT) - 1;
+	snprintf(u->procs[0].owner.pod, sizeof u->procs[0].owner.pod, "p");
+	snprintf(u->procs[0].owner.user, sizeof u->procs[0].owner.user, "u");
+	u->has_mig = true;
+	u->nmig = 1;
+	snprintf(u->mig[0].uuid, sizeof u->mig[0].uuid, "MIG-x");
+	u->mig[0].mem_valid = true;
+	u->mig[0].gpm_valid = 0xf;
+	bus_publish(w.bus, u);
+	free(u);
+	struct gpu_peer peer = {1, 10, 2};
+	bus_set_peers(w.bus, 0, &peer, 1);
+	bus_note_xid(w.bus, 0, 79, (T0 - 100) * 1000000);
+	bus_set_diagnosis(w.bus, 0, 1, 1, (double)T0 / 1000);
+	struct gpu_health_score hs = {.valid = true, .score = 90, .top_reason = -1};
+	bus_set_health_score(w.bus, 0, &hs);
+
+	/* The registry's own labels are the ones its code writes. */
+	for (int f = 0; f < OWNER_FIELD_COUNT; f++)
+		assert_string_equal(metric_families[MF_PROC_INFO].labels[MF_GPU_BASE_LABELS + 1 + f],
+				    owner_field_name((enum owner_field)f));
+	assert_string_equal(metric_families[MF_ANOMALY_SCORE].name, ANOMALY_METRIC);
+
+	struct buf b;
+	buf_init(&b, 16u << 20);
+	assert_int_equal(prom_render(&b, w.bus, w.nv, &w.cs, &w.self, false), 0);
+	static const char *const types[] = {"gauge", "counter", "histogram", "gauge"};
+	const struct metric_family *cur = NULL;
+	size_t families = 0, samples = 0, per_gpu = 0;
+	const char *p = b.data, *end = b.data + b.len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		if (strncmp(p, "# HELP ", 7) == 0) {
+			const char *name = p + 7, *sp = memchr(name, ' ', (size_t)(le - name));
+			assert_non_null(sp);
+			cur = registry_family(name, (size_t)(sp - name));
+			if (!cur) {
+				if (!field_family(name, (size_t)(sp - name)))
+					fail_msg("%.*s is on /metrics and not in the registry",
+						 (int)(sp - name), name);
+			} else {
+				families++;
+				if (strlen(cur->help) != (size_t)(le - sp - 1) ||
+				    memcmp(cur->help, sp + 1, (size_t)(le - sp - 1)) != 0)
+					fail_msg("%s: help differs from the registry's", cur->name);
+			}
+		} else if (strncmp(p, "# TYPE ", 7) == 0 && cur) {
+			const char *t = p + 7 + strlen(cur->name) + 1;
+			assert_true(t < le);
+			if (strlen(types[cur->kind]) != (size_t)(le - t) ||
+			    memcmp(types[cur->kind], t, (size_t)(le - t)) != 0)
+				fail_msg("%s: TYPE differs from the registry's", cur->name);
+		} else if (cur) {
+			struct expfmt_sample smp;
+			assert_int_equal(expfmt_line(p, le, &smp), EXPFMT_SAMPLE);
+			assert_true(strncmp(p, cur->name, strlen(cur->name)) == 0);
+			char scratch[4096];
+			struct declared_label_check c = {cur, 0, true};
+			assert_int_equal(expfmt_labels(p, smp.keylen, smp.namelen, scratch, sizeof scratch,
+						       check_label, &c), 0);
+			if (!c.ok)
+				fail_msg("%.*s: labels not declared, or not in the declared order",
+					 (int)smp.keylen, p);
+			samples++;
+			per_gpu += strncmp(p + smp.namelen, "{gpu=", 5) == 0;
+		}
+		p = nl ? nl + 1 : end;
+	}
+	/* Not vacuous: the per-GPU families and the daemon's are there. */
+	assert_true(families > 80);
+	assert_true(per_gpu > 50);
+	assert_true(strstr(b.data, "\ngpulse_mig_info{"));
+	assert_true(strstr(b.data, "\ngpulse_process_info{"));
+	assert_true(strstr(b.data, "\ngpulse_gpu_topology_info{"));
+	assert_true(samples > per_gpu);
+	buf_free(&b);
+	world_free(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -625,6 +773,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bench_results_left_to_benchd, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store_holds_metrics, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_registry_declares_metrics, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
