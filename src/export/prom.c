@@ -424,9 +424,26 @@ static int base_gpu(const struct render *r, const char *const *values)
 	       values[3] == g->source ? (int)i : -1;
 }
 
+/* The registry's label names measured once: a strlen per label per
+ * sample was a tenth of a render. */
+static uint8_t reg_nlabels[MF_COUNT];
+static uint8_t reg_label_len[MF_COUNT][METRIC_MAX_LABELS];
+static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
+
+static void reg_measure(void)
+{
+	for (size_t i = 0; i < MF_COUNT; i++) {
+		size_t n = metric_family_nlabels(&metric_families[i]);
+		reg_nlabels[i] = (uint8_t)(n < METRIC_MAX_LABELS ? n : METRIC_MAX_LABELS);
+		for (size_t k = 0; k < reg_nlabels[i]; k++) {
+			size_t len = strlen(metric_families[i].labels[k]);
+			reg_label_len[i][k] = (uint8_t)(len < 255 ? len : 255);
+		}
+	}
+}
+
 /* name+suffix{labels}, the family's HELP and TYPE first if it is new;
- * true when labels were written (the value follows "} "). The labels are
- * measured first and written with one reservation. */
+ * true when labels were written (the value follows "} "). */
 static bool text_start(struct text_sink *ts, const struct metric_family *f, const char *suffix,
 		       const char *const *values)
 {
@@ -437,9 +454,21 @@ static bool text_start(struct text_sink *ts, const struct metric_family *f, cons
 	struct pw *w = ts->w;
 	if (w->name != f->name)
 		family(w, f->name, kinds[f->kind], f->help);
-	size_t sl = strlen(suffix);
+	size_t sl = suffix[0] ? strlen(suffix) : 0;
 	sample(w, suffix, sl);
-	size_t n = metric_family_nlabels(f);
+	/* A family of the registry (every one prom.c emits) has its label
+	 * names measured (reg_measure, at the render's start). */
+	const uint8_t *known = NULL;
+	size_t nd;
+	uintptr_t fp = (uintptr_t)f, t0 = (uintptr_t)metric_families;
+	if (fp >= t0 && fp < t0 + sizeof metric_families) {
+		size_t id = (fp - t0) / sizeof *f;
+		known = reg_label_len[id];
+		nd = reg_nlabels[id];
+	} else {
+		nd = metric_family_nlabels(f);
+	}
+	size_t n = nd;
 	if (sl == 7 && memcmp(suffix, "_bucket", 7) == 0)
 		n++; /* le */
 	if (n > METRIC_MAX_LABELS + 1)
@@ -451,43 +480,43 @@ static bool text_start(struct text_sink *ts, const struct metric_family *f, cons
 	int g = n >= MF_GPU_BASE_LABELS ? base_gpu(ts->r, values) : -1;
 	if (g >= 0) {
 		const struct render *r = ts->r;
-		PUT_LIT(w, "{");
-		put(w, r->labels.data + r->lab_off[g], r->lab_off[g + 1] - r->lab_off[g]);
+		size_t len = r->lab_off[g + 1] - r->lab_off[g];
+		char *o = room(w, len + 1);
+		if (!o)
+			return true;
+		*o = '{';
+		memcpy(o + 1, r->labels.data + r->lab_off[g], len);
+		w->b->len += len + 1;
 		i = MF_GPU_BASE_LABELS;
 		any = true;
 	}
-	size_t ln[METRIC_MAX_LABELS + 1], lv[METRIC_MAX_LABELS + 1], need = 0;
-	bool esc[METRIC_MAX_LABELS + 1];
+	/* One label at a time: its room reserved (an inlined check), its
+	 * value copied whole unless it holds a byte to escape (most do not). */
 	for (size_t k = i; k < n; k++) {
-		if (!values[k])
+		const char *v = values[k];
+		if (!v)
 			continue;
-		ln[k] = f->labels[k] ? strlen(f->labels[k]) : 2;
-		lv[k] = strlen(values[k]);
-		esc[k] = needs_escape(values[k], lv[k]); /* most have not: copied */
-		need += ln[k] + (esc[k] ? 2 * lv[k] : lv[k]) + 4;
-	}
-	char *p = room(w, need);
-	if (!p)
-		return true;
-	char *o = p;
-	for (size_t k = i; k < n; k++) {
-		if (!values[k])
-			continue;
+		size_t ln = k >= nd ? 2 : known ? known[k] : strlen(f->labels[k]);
+		size_t lv = strlen(v);
+		char *o = room(w, ln + 2 * lv + 4);
+		if (!o)
+			return true;
+		char *o0 = o;
 		*o++ = any ? ',' : '{';
 		any = true;
-		memcpy(o, f->labels[k] ? f->labels[k] : "le", ln[k]);
-		o += ln[k];
+		memcpy(o, k < nd ? f->labels[k] : "le", ln);
+		o += ln;
 		*o++ = '=';
 		*o++ = '"';
-		if (esc[k]) {
-			o = escape_into(o, values[k], lv[k]);
+		if (needs_escape(v, lv)) {
+			o = escape_into(o, v, lv);
 		} else {
-			memcpy(o, values[k], lv[k]);
-			o += lv[k];
+			memcpy(o, v, lv);
+			o += lv;
 		}
 		*o++ = '"';
+		w->b->len += (size_t)(o - o0);
 	}
-	w->b->len += (size_t)(o - p);
 	return any;
 }
 
@@ -1016,8 +1045,8 @@ static void emit_events(struct render *r, struct metric_sink *s)
 static void owner_values(const char **out, const struct proc_owner *o, unsigned mask)
 {
 	for (int f = 0; f < OWNER_FIELD_COUNT; f++) {
-		const char *v = owner_field_value(o, (enum owner_field)f);
-		out[f] = mask & 1u << f && v[0] ? v : NULL;
+		const char *v = mask & 1u << f ? owner_field_value(o, (enum owner_field)f) : NULL;
+		out[f] = v && v[0] ? v : NULL;
 	}
 }
 
@@ -1672,6 +1701,7 @@ int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *b
 		direct = &text.s;
 	if (out->failed)
 		return GPULSE_ELIMIT;
+	pthread_once(&reg_once, reg_measure);
 	buf_init(&r.labels, 1u << 20);
 	r.n = bus ? bus_gpu_count(bus) : 0;
 	if (r.n > GPU_MAX)
