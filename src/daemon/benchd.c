@@ -508,15 +508,14 @@ static void emit_all(struct benchd *b, struct profile_emitter *e, const struct g
 	pthread_mutex_unlock(&b->mu);
 }
 
-int benchd_metrics(void *ctx, struct buf *out, bool openmetrics)
+void benchd_metrics(void *ctx, struct metric_sink *s)
 {
 	struct benchd *b = ctx;
 	if (!b)
-		return 0;
-	struct profile_prom_emitter pe;
-	profile_prom_emitter_init(&pe, out, openmetrics);
+		return;
+	struct profile_sink_emitter pe;
+	profile_sink_emitter_init(&pe, s);
 	emit_all(b, &pe.e, NULL);
-	return out->failed ? GPULSE_ELIMIT : 0;
 }
 
 /* ---- the child ---------------------------------------------------------- */

@@ -23,6 +23,7 @@
 #include "collect/bus.h"
 #include "http/http_server.h"
 #include "store/tsdb.h"
+#include "common/metric.h"
 
 #define BENCHD_MAX_GPUS 64
 #define BENCHD_RECORD_KIND "bench"
@@ -51,7 +52,7 @@ extern const char *const benchd_store_metrics[];
  * answer 503). */
 int benchd_register(struct benchd *b, struct http_server *s);
 /* The gpulse_bench_* families (the last run per GPU). ctx: struct benchd. */
-int benchd_metrics(void *ctx, struct buf *out, bool openmetrics);
+void benchd_metrics(void *ctx, struct metric_sink *s);
 /* Kill a run in progress, stop the thread, free. Accepts NULL. */
 void benchd_stop(struct benchd *b);
 

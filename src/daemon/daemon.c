@@ -329,18 +329,16 @@ static int exit_status(int rc)
 }
 
 /* self_stats.profile_metrics: the families of the parts outside the
- * exporter (profiling, benchmarks), one after the other. */
-static int extra_metrics(void *ctx, struct buf *out, bool openmetrics)
+ * exporter (profiling, remote write, systemd, evidence, benchmarks), one
+ * after the other, to the render's sink. */
+static void extra_metrics(void *ctx, struct metric_sink *s)
 {
 	struct daemon *d = ctx;
-	int rc = profiling_metrics(d->prof, out, openmetrics);
-	if (!rc)
-		rc = remote_write_metrics(d->remotes, atomic_load(&d->nremotes), out, openmetrics);
-	if (!rc)
-		rc = sdnotify_metrics(&d->sdn, out, openmetrics);
-	if (!rc)
-		rc = evidence_metrics(d->evidence, out, openmetrics);
-	return rc ? rc : benchd_metrics(d->bench, out, openmetrics);
+	profiling_metrics(d->prof, s);
+	remote_write_metrics(d->remotes, atomic_load(&d->nremotes), s);
+	sdnotify_metrics(&d->sdn, s);
+	evidence_metrics(d->evidence, s);
+	benchd_metrics(d->bench, s);
 }
 
 static const char *storage_path(const struct daemon *d);

@@ -1063,67 +1063,81 @@ int evidence_register(struct evidence *e, struct http_server *s)
 	return rc ? rc : http_route(s, "/api/v1/evidence/", handle_one, e);
 }
 
-int evidence_metrics(struct evidence *e, struct buf *out, bool om)
+#define EV_L0 ((const char *const[]){NULL})
+#define EV_L1(a) ((const char *const[]){a, NULL})
+static const struct metric_family ev_fam[] = {
+#define EV_TAKEN 0
+	{"gpulse_evidence_taken_total", METRIC_KIND_COUNTER,
+	 "Evidence gathered on trouble, by cause (alert, anomaly).", EV_L1("cause")},
+#define EV_CAPTURES 1
+	{"gpulse_evidence_captures_total", METRIC_KIND_COUNTER,
+	 "Captures of a process for evidence, by result.", EV_L1("result")},
+#define EV_BUDGET 2
+	{"gpulse_evidence_budget_hits_total", METRIC_KIND_COUNTER,
+	 "Triggers refused because a budget (per GPU or in all, per hour) was spent.",
+	 (const char *const[]){"gpu", "source", NULL}},
+#define EV_STORE_AVAILABLE 3
+	{"gpulse_evidence_store_available", METRIC_KIND_GAUGE,
+	 "1 while evidence.path can be written, 0 while evidence is held in memory only.",
+	 EV_L0},
+#define EV_UNSAVED 4
+	{"gpulse_evidence_unsaved", METRIC_KIND_GAUGE,
+	 "Evidence held in memory only: its file could not be written.", EV_L0},
+#define EV_STORE_ERRORS 5
+	{"gpulse_evidence_store_errors_total", METRIC_KIND_COUNTER,
+	 "Failures of evidence.path, by operation (write, remove, load: a damaged or unreadable "
+	 "file, a directory that cannot be read).",
+	 EV_L1("op")},
+#define EV_DROPPED 6
+	{"gpulse_evidence_dropped_total", METRIC_KIND_COUNTER,
+	 "Evidence dropped for retention, count or bytes.", EV_L0},
+#define EV_RECORDS 7
+	{"gpulse_evidence_records", METRIC_KIND_GAUGE, "Evidence held.", EV_L0},
+#define EV_BYTES 8
+	{"gpulse_evidence_bytes", METRIC_KIND_GAUGE, "Bytes of evidence held.", EV_L0},
+};
+#undef EV_L0
+#undef EV_L1
+
+void evidence_metrics(struct evidence *e, struct metric_sink *s)
 {
 	if (!e)
-		return 0;
-	const char *t = om ? "" : "_total";
-	buf_printf(out,
-		   "# HELP gpulse_evidence_taken%s Evidence gathered on trouble, by cause (alert, anomaly).\n"
-		   "# TYPE gpulse_evidence_taken%s counter\n"
-		   "gpulse_evidence_taken_total{cause=\"alert\"} %" PRIu64 "\n"
-		   "gpulse_evidence_taken_total{cause=\"anomaly\"} %" PRIu64 "\n",
-		   t, t, atomic_load(&e->taken_alert), atomic_load(&e->taken_anomaly));
-	buf_printf(out,
-		   "# HELP gpulse_evidence_captures%s Captures of a process for evidence, by result.\n"
-		   "# TYPE gpulse_evidence_captures%s counter\n"
-		   "gpulse_evidence_captures_total{result=\"taken\"} %" PRIu64 "\n"
-		   "gpulse_evidence_captures_total{result=\"skipped\"} %" PRIu64 "\n"
-		   "gpulse_evidence_captures_total{result=\"failed\"} %" PRIu64 "\n",
-		   t, t, atomic_load(&e->captures_taken), atomic_load(&e->captures_skipped),
+		return;
+	const struct metric_family *F = ev_fam;
+	metric_u64(s, &F[EV_TAKEN], (const char *const[]){"alert"}, atomic_load(&e->taken_alert));
+	metric_u64(s, &F[EV_TAKEN], (const char *const[]){"anomaly"},
+		   atomic_load(&e->taken_anomaly));
+	metric_u64(s, &F[EV_CAPTURES], (const char *const[]){"taken"},
+		   atomic_load(&e->captures_taken));
+	metric_u64(s, &F[EV_CAPTURES], (const char *const[]){"skipped"},
+		   atomic_load(&e->captures_skipped));
+	metric_u64(s, &F[EV_CAPTURES], (const char *const[]){"failed"},
 		   atomic_load(&e->captures_failed));
-	buf_printf(out,
-		   "# HELP gpulse_evidence_budget_hits%s Triggers refused because a budget (per GPU or in all, per hour) was spent.\n"
-		   "# TYPE gpulse_evidence_budget_hits%s counter\n", t, t);
 	int n = bus_gpu_count(e->bus);
 	for (int slot = 0; slot < n && slot < GPU_MAX; slot++) {
 		bool replay = false;
 		int gpu = gpu_of_slot_src(e, slot, &replay);
 		/* A replayed GPU's series say so, as every per-GPU series does
 		 * (gpu_source_label). */
-		if (gpu >= 0 && gpu < GPU_MAX)
-			buf_printf(out, "gpulse_evidence_budget_hits_total{gpu=\"%d\"%s} %" PRIu64 "\n", gpu,
-				   replay ? ",source=\"replay\"" : "", atomic_load(&e->budget_hits[gpu]));
+		if (gpu >= 0 && gpu < GPU_MAX) {
+			char idx[16];
+			snprintf(idx, sizeof idx, "%d", gpu);
+			metric_u64(s, &F[EV_BUDGET], (const char *const[]){idx, replay ? "replay" : NULL},
+				   atomic_load(&e->budget_hits[gpu]));
+		}
 	}
 	pthread_mutex_lock(&e->lock);
 	size_t nrec = e->nrec, bytes = e->bytes, nunsaved = unsaved(e);
 	bool store_ok = e->store_ok;
 	pthread_mutex_unlock(&e->lock);
 	if (e->cfg.dir[0]) {
-		buf_printf(out,
-			   "# HELP gpulse_evidence_store_available 1 while evidence.path can be written, 0 while evidence is held in memory only.\n"
-			   "# TYPE gpulse_evidence_store_available gauge\n"
-			   "gpulse_evidence_store_available %d\n"
-			   "# HELP gpulse_evidence_unsaved Evidence held in memory only: its file could not be written.\n"
-			   "# TYPE gpulse_evidence_unsaved gauge\n"
-			   "gpulse_evidence_unsaved %zu\n"
-			   "# HELP gpulse_evidence_store_errors%s Failures of evidence.path, by operation (write, remove, load: a damaged or unreadable file, a directory that cannot be read).\n"
-			   "# TYPE gpulse_evidence_store_errors%s counter\n",
-			   store_ok ? 1 : 0, nunsaved, t, t);
+		metric_u64(s, &F[EV_STORE_AVAILABLE], NULL, store_ok ? 1 : 0);
+		metric_u64(s, &F[EV_UNSAVED], NULL, nunsaved);
 		for (int op = 0; op < 3; op++)
-			buf_printf(out, "gpulse_evidence_store_errors_total{op=\"%s\"} %" PRIu64 "\n",
-				   store_op_name[op], atomic_load(&e->store_errors[op]));
+			metric_u64(s, &F[EV_STORE_ERRORS], (const char *const[]){store_op_name[op]},
+				   atomic_load(&e->store_errors[op]));
 	}
-	buf_printf(out,
-		   "# HELP gpulse_evidence_dropped%s Evidence dropped for retention, count or bytes.\n"
-		   "# TYPE gpulse_evidence_dropped%s counter\n"
-		   "gpulse_evidence_dropped_total %" PRIu64 "\n"
-		   "# HELP gpulse_evidence_records Evidence held.\n"
-		   "# TYPE gpulse_evidence_records gauge\n"
-		   "gpulse_evidence_records %zu\n"
-		   "# HELP gpulse_evidence_bytes Bytes of evidence held.\n"
-		   "# TYPE gpulse_evidence_bytes gauge\n"
-		   "gpulse_evidence_bytes %zu\n",
-		   t, t, atomic_load(&e->dropped), nrec, bytes);
-	return out->failed ? GPULSE_ELIMIT : 0;
+	metric_u64(s, &F[EV_DROPPED], NULL, atomic_load(&e->dropped));
+	metric_u64(s, &F[EV_RECORDS], NULL, nrec);
+	metric_u64(s, &F[EV_BYTES], NULL, bytes);
 }

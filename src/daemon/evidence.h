@@ -34,6 +34,7 @@
 #include "common/buf.h"
 #include "http/http_server.h"
 #include "alert/notice.h"
+#include "common/metric.h"
 
 struct anomaly;
 struct diag_live;
@@ -113,8 +114,9 @@ int evidence_trigger(struct evidence *e, int slot, const char *cause, const char
 
 /* GET /api/v1/evidence (the list) and /api/v1/evidence/ID. */
 int evidence_register(struct evidence *e, struct http_server *s);
-/* The gpulse_evidence_* families for /metrics. */
-int evidence_metrics(struct evidence *e, struct buf *out, bool openmetrics);
+/* The gpulse_evidence_* families, to a metric sink (/metrics' text
+ * writer or the store's). */
+void evidence_metrics(struct evidence *e, struct metric_sink *s);
 
 /* Fill the evidence section of a configuration with the defaults above
  * (config_defaults calls it). */

@@ -171,11 +171,11 @@ void profiling_stop(struct profiling *p)
 	free(p);
 }
 
-int profiling_metrics(void *ctx, struct buf *out, bool openmetrics)
+void profiling_metrics(void *ctx, struct metric_sink *s)
 {
 	struct profiling *p = ctx;
-	struct profile_prom_emitter pe;
-	profile_prom_emitter_init(&pe, out, openmetrics);
+	struct profile_sink_emitter pe;
+	profile_sink_emitter_init(&pe, s);
 	profile_family(&pe.e, "gpulse_profile_socket_up", PROFILE_GAUGE,
 		       "1 while gpulsed serves the injection library's socket (profiling.socket).");
 	pe.e.sample(&pe.e, NULL, NULL, 0, p->server ? 1 : 0);
@@ -192,7 +192,6 @@ int profiling_metrics(void *ctx, struct buf *out, bool openmetrics)
 		profile_server_emit(p->server, &pe.e);
 		profile_agg_emit(p->agg, &pe.e);
 	}
-	return out->failed ? GPULSE_ELIMIT : 0;
 }
 
 bool profiling_has_library(struct profiling *p, uint32_t pid)

@@ -16,6 +16,7 @@
 #include "http/http_server.h"
 #include "profile/profile_timeline.h"
 #include "store/tsdb.h"
+#include "common/metric.h"
 
 struct profiling;
 
@@ -44,7 +45,7 @@ bool profiling_has(struct profiling *p, uint32_t pid);
 int profiling_register(struct profiling *p, struct http_server *s);
 /* self_stats.profile_metrics: the gpulse_process_*, gpulse_inject_* and
  * gpulse_profile_* families. ctx is a struct profiling. */
-int profiling_metrics(void *ctx, struct buf *out, bool openmetrics);
+void profiling_metrics(void *ctx, struct metric_sink *s);
 /* Append the profiling series to `db` from now on (started without a
  * store: one that opened late). Any thread; accepts NULL. */
 void profiling_set_store(struct profiling *p, struct tsdb *db);

@@ -99,16 +99,16 @@ int64_t sdnotify_wait_ns(const struct sdnotify *n, int64_t now_ns)
 	return n->next_ping_ns > now_ns ? n->next_ping_ns - now_ns : 0;
 }
 
-int sdnotify_metrics(const struct sdnotify *n, struct buf *out, bool openmetrics)
+static const struct metric_family notifications = {
+	.name = "gpulse_systemd_notifications_total",
+	.kind = METRIC_KIND_COUNTER,
+	.help = "Messages to systemd's notification socket (READY, WATCHDOG, STATUS, ...), by result.",
+	.labels = (const char *const[]){"result", NULL},
+};
+
+void sdnotify_metrics(const struct sdnotify *n, struct metric_sink *s)
 {
-	const char *name = "gpulse_systemd_notifications";
-	buf_printf(out,
-		   "# HELP %s%s Messages to systemd's notification socket (READY, WATCHDOG, STATUS, ...), by result.\n"
-		   "# TYPE %s%s counter\n"
-		   "%s_total{result=\"sent\"} %llu\n"
-		   "%s_total{result=\"failed\"} %llu\n",
-		   name, openmetrics ? "" : "_total", name, openmetrics ? "" : "_total", name,
-		   (unsigned long long)atomic_load(&n->sent_total), name,
-		   (unsigned long long)atomic_load(&n->failed_total));
-	return out->failed ? GPULSE_ELIMIT : 0;
+	metric_u64(s, &notifications, (const char *const[]){"sent"}, atomic_load(&n->sent_total));
+	metric_u64(s, &notifications, (const char *const[]){"failed"},
+		   atomic_load(&n->failed_total));
 }

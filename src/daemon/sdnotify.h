@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include "common/metric.h"
 
 struct buf;
 
@@ -51,8 +52,8 @@ void sdnotify_watchdog(struct sdnotify *n, int64_t now_ns);
  * a watchdog: the longest the main loop may sleep. */
 int64_t sdnotify_wait_ns(const struct sdnotify *n, int64_t now_ns);
 
-/* gpulse_systemd_notifications_total{result="sent|failed"} in the
- * exposition format (OpenMetrics when openmetrics). 0 or GPULSE_ELIMIT. */
-int sdnotify_metrics(const struct sdnotify *n, struct buf *out, bool openmetrics);
+/* gpulse_systemd_notifications_total{result="sent|failed"} to a metric
+ * sink (/metrics' text writer or the store's). */
+void sdnotify_metrics(const struct sdnotify *n, struct metric_sink *s);
 
 #endif

@@ -1758,8 +1758,8 @@ int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *b
 	if (nvml)
 		emit_nvml(direct, nvml);
 	emit_self(direct, self);
-	if (self && self->profile_metrics && !r.w.rc)
-		r.w.rc = self->profile_metrics(self->profile_ctx, out, openmetrics);
+	if (self && self->profile_metrics)
+		self->profile_metrics(self->profile_ctx, direct);
 	r.w.skip = false;
 	if (openmetrics)
 		PUT_LIT(&r.w, "# EOF\n");
@@ -1769,6 +1769,21 @@ out:
 	free(r.snap);
 	free(r.base);
 	buf_free(&r.labels);
+	if (!r.w.rc && out->failed)
+		r.w.rc = GPULSE_ELIMIT;
+	return r.w.rc;
+}
+
+int prom_emit_text(struct buf *out, bool openmetrics, prom_emit_fn *emit, void *ctx)
+{
+	struct render r = {.w = {.b = out, .om = openmetrics}};
+	struct text_sink text = {.s = {.ops = &text_ops, .openmetrics = openmetrics}, .w = &r.w};
+	if (out->failed)
+		return GPULSE_ELIMIT;
+	pthread_once(&reg_once, reg_measure);
+	emit(ctx, &text.s);
+	if (out->data)
+		out->data[out->len] = '\0';
 	if (!r.w.rc && out->failed)
 		r.w.rc = GPULSE_ELIMIT;
 	return r.w.rc;

@@ -51,6 +51,14 @@ int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *b
 		      struct nvml_lib *nvml, const struct collector_stats *cs,
 		      const struct self_stats *self, bool openmetrics);
 
+/* A function that emits families to a metric sink (common/metric.h). */
+typedef void prom_emit_fn(void *ctx, struct metric_sink *s);
+
+/* What emit(ctx) emits, appended to `out` as /metrics writes it (text
+ * format 0.0.4, or OpenMetrics without its # EOF): for the emitters
+ * outside this module, their tests and tools. 0 or a status. */
+int prom_emit_text(struct buf *out, bool openmetrics, prom_emit_fn *emit, void *ctx);
+
 /* Content negotiation on an Accept header (NULL: none): true when it
  * lists application/openmetrics-text (version absent, 1.0.0 or 0.0.1)
  * with q > 0 and prefers it to text/plain, by q value and then by

@@ -13,6 +13,7 @@
 
 #include "attrib/attrib.h"
 #include "common/buf.h"
+#include "common/metric.h"
 #include "attrib/tenants.h"
 
 #define SELF_HTTP_SHED_REASONS 4
@@ -62,9 +63,9 @@ typedef size_t rule_stats_fn(void *ctx, struct rule_group_self_stats *out, size_
  * NaN where there is none. 0 when the GPU is known. */
 typedef int anomaly_scores_fn(void *ctx, const char *uuid, double *scores, size_t n);
 
-/* Append more families to a /metrics rendering (in its format); 0 or
- * the buf's error. */
-typedef int profile_metrics_fn(void *ctx, struct buf *out, bool openmetrics);
+/* More families of a /metrics rendering, emitted to its sink
+ * (common/metric.h). */
+typedef void profile_metrics_fn(void *ctx, struct metric_sink *s);
 
 /* Alert delivery's counters (gpulse_notifications_*), filled by a
  * callback like the store's: notify.h's struct notify_stats. */

@@ -1,5 +1,5 @@
-/* The two emitters of profile_emit.h: Prometheus text (both formats) and
- * the store. */
+/* The emitters of profile_emit.h: a metric sink, Prometheus text (both
+ * formats) and the store. */
 #include "profile/profile_emit.h"
 
 #include <string.h>
@@ -56,6 +56,43 @@ void profile_prom_emitter_init(struct profile_prom_emitter *p, struct buf *out, 
 	p->e.sample = prom_sample;
 	p->out = out;
 	p->om = om;
+}
+
+static void sink_family(struct profile_emitter *e, const char *name, enum profile_mtype type,
+			const char *help)
+{
+	struct profile_sink_emitter *p = (struct profile_sink_emitter *)e;
+	p->f = (struct metric_family){
+		.name = name,
+		.kind = type == PROFILE_COUNTER ? METRIC_KIND_COUNTER : METRIC_KIND_GAUGE,
+		.help = help,
+	};
+}
+
+static void sink_sample(struct profile_emitter *e, const char *const *names,
+			const char *const *values, size_t n, double v)
+{
+	struct profile_sink_emitter *p = (struct profile_sink_emitter *)e;
+	const char *labels[METRIC_MAX_LABELS + 1];
+	if (n > METRIC_MAX_LABELS)
+		n = METRIC_MAX_LABELS;
+	if (n)
+		memcpy(labels, names, n * sizeof *names);
+	labels[n] = NULL;
+	/* The family's name, kind and help stay the same pointers from one
+	 * sample to the next: the text writer starts a family when they
+	 * change. */
+	p->f.labels = labels;
+	p->sink->ops->f64(p->sink, &p->f, "", values, v);
+	p->f.labels = NULL;
+}
+
+void profile_sink_emitter_init(struct profile_sink_emitter *p, struct metric_sink *sink)
+{
+	memset(p, 0, sizeof *p);
+	p->e.family = sink_family;
+	p->e.sample = sink_sample;
+	p->sink = sink;
 }
 
 static void store_family(struct profile_emitter *e, const char *name, enum profile_mtype type,

@@ -1,8 +1,9 @@
-/* One walk, two outputs: the profiling series (per process, kernel, copy
- * kind, ...) are produced once, by walkers that call an emitter, and the
- * emitter writes either Prometheus/OpenMetrics text for /metrics or
- * samples into the store. So /metrics and the store always carry the same
- * names and labels. */
+/* One walk, several outputs: the profiling series (per process, kernel,
+ * copy kind, ...) are produced once, by walkers that call an emitter, and
+ * the emitter hands them to a metric sink (common/metric.h: /metrics'
+ * text writer, or the self-scrape's store sink), writes them as text, or
+ * appends them to the store. So /metrics and the store always carry the
+ * same names and labels. */
 #ifndef GPULSE_PROFILE_EMIT_H
 #define GPULSE_PROFILE_EMIT_H
 
@@ -11,6 +12,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "common/metric.h"
 #include "store/tsdb.h"
 
 enum profile_mtype { PROFILE_GAUGE, PROFILE_COUNTER };
@@ -39,6 +41,17 @@ struct profile_prom_emitter {
 	const char *help;
 };
 void profile_prom_emitter_init(struct profile_prom_emitter *p, struct buf *out, bool om);
+
+/* The metric-sink writer: each sample to `sink` as one of a family
+ * declared by the walker's profile_family call (its labels those the
+ * sample names). The way /metrics takes the profiling and bench
+ * families (daemon/profiling.h, daemon/benchd.h). */
+struct profile_sink_emitter {
+	struct profile_emitter e;
+	struct metric_sink *sink;
+	struct metric_family f;   /* the current family, labels per sample */
+};
+void profile_sink_emitter_init(struct profile_sink_emitter *p, struct metric_sink *sink);
 
 /* The store writer: every sample becomes tsdb_series + tsdb_append at
  * t_ms. Series the store refuses (its max_series, a bad label) and

@@ -14,6 +14,7 @@
 
 #include "common/label.h"
 #include "common/clock.h"
+#include "common/gofloat.h"
 #include "common/log.h"
 #include "common/mono_cond.h"
 #include "common/redact.h"
@@ -824,115 +825,103 @@ void remote_write_get_stats(struct remote_write *rw, struct remote_write_stats *
 
 /* ---- /metrics ---- */
 
-static int labels(struct buf *out, const struct remote_write *rw)
-{
-	buf_puts(out, "{remote_name=\"");
-	buf_put_label_value(out, rw->name);
-	buf_puts(out, "\",url=\"");
-	buf_put_label_value(out, rw->url_shown);
-	return buf_puts(out, "\"}");
-}
+/* The families of remote_write_metrics, in /metrics order, each per
+ * writer (remote_name, url). */
+#define RW_LABELS ((const char *const[]){"remote_name", "url", NULL})
+#define RW_CTR(id, name, help) [id] = {name, METRIC_KIND_COUNTER, help, RW_LABELS},
+#define RW_GAUGE(id, name, help) [id] = {name, METRIC_KIND_GAUGE, help, RW_LABELS},
+enum {
+	RW_SAMPLES, RW_FAILED, RW_RETRIED, RW_DROPPED, RW_BYTES, RW_PENDING, RW_HIGHEST,
+	RW_HIGHEST_SENT, RW_SHARDS, RW_LOST, RW_CORRUPT, RW_AGGREGATED, RW_PASSTHROUGH,
+	RW_REQUESTS_FAILED, RW_DURATION, RW_NFAM
+};
+static const struct metric_family rw_fam[RW_NFAM] = {
+	RW_CTR(RW_SAMPLES, "prometheus_remote_storage_samples_total",
+	       "Samples sent to the remote storage.")
+	RW_CTR(RW_FAILED, "prometheus_remote_storage_samples_failed_total",
+	       "Samples the remote storage refused (non-recoverable errors).")
+	RW_CTR(RW_RETRIED, "prometheus_remote_storage_samples_retried_total",
+	       "Samples whose send failed recoverably and was retried.")
+	RW_CTR(RW_DROPPED, "prometheus_remote_storage_samples_dropped_total",
+	       "Samples dropped by write_relabel_configs.")
+	RW_CTR(RW_BYTES, "prometheus_remote_storage_bytes_total",
+	       "Request bytes sent (after compression).")
+	RW_GAUGE(RW_PENDING, "prometheus_remote_storage_samples_pending",
+		 "Samples in the ring and the queue on disk, not yet sent.")
+	RW_GAUGE(RW_HIGHEST, "prometheus_remote_storage_highest_timestamp_in_seconds",
+		 "Newest sample time handed to the queue, in Unix seconds.")
+	RW_GAUGE(RW_HIGHEST_SENT, "prometheus_remote_storage_queue_highest_sent_timestamp_seconds",
+		 "Newest sample time the remote storage acknowledged, in Unix seconds.")
+	RW_GAUGE(RW_SHARDS, "prometheus_remote_storage_shards",
+		 "Sending shards (gpulse sends in order from one queue: one).")
+	RW_CTR(RW_LOST, "gpulse_remote_write_samples_lost_total",
+	       "Samples lost before reaching the disk queue or dropped from it (ring full, "
+	       "queue_max_bytes, damaged records, write errors).")
+	RW_CTR(RW_CORRUPT, "gpulse_remote_write_corrupt_records_total",
+	       "Torn or damaged queue records cut off or skipped.")
+	RW_CTR(RW_AGGREGATED, "gpulse_remote_write_aggregated_samples_total",
+	       "mode: summary: summary samples made (and counters' last samples).")
+	RW_CTR(RW_PASSTHROUGH, "gpulse_remote_write_passthrough_samples_total",
+	       "mode: summary: raw samples sent because their GPU was anomalous or alerting.")
+	RW_CTR(RW_REQUESTS_FAILED, "gpulse_remote_write_requests_failed_total",
+	       "Requests that failed (any reason).")
+	[RW_DURATION] = {"prometheus_remote_storage_sent_batch_duration_seconds",
+			 METRIC_KIND_HISTOGRAM, "Duration of successful sends to the remote storage.",
+			 RW_LABELS},
+};
+#undef RW_CTR
+#undef RW_GAUGE
+#undef RW_LABELS
 
-static void family(struct buf *out, const char *name, const char *type, const char *help)
-{
-	buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-int remote_write_metrics(struct remote_write *const *rws, size_t n, struct buf *out,
-			 bool openmetrics)
+void remote_write_metrics(struct remote_write *const *rws, size_t n, struct metric_sink *s)
 {
 	if (!n)
-		return 0;
+		return;
 	struct remote_write_stats *st = calloc(n, sizeof *st);
 	if (!st)
-		return GPULSE_ENOMEM;
+		return;
 	for (size_t i = 0; i < n; i++)
 		remote_write_get_stats(rws[i], &st[i]);
-#define PER(metric, type, help, expr)                                          \
-	do {                                                                   \
-		family(out, metric, type, help);                                \
-		for (size_t i = 0; i < n; i++) {                                \
-			buf_puts(out, metric);                                  \
-			labels(out, rws[i]);                                    \
-			buf_putc(out, ' ');                                     \
-			buf_put_double(out, (double)(expr));                    \
-			buf_putc(out, '\n');                                    \
-		}                                                               \
+#define PER(id, expr)                                                                   \
+	do {                                                                            \
+		for (size_t i = 0; i < n; i++)                                          \
+			metric_f64(s, &rw_fam[id],                                      \
+				   (const char *const[]){rws[i]->name, rws[i]->url_shown}, \
+				   (double)(expr));                                     \
 	} while (0)
-	/* OpenMetrics names a counter's family without _total. */
-#define CTR(base, help, expr)                                                  \
-	do {                                                                   \
-		family(out, openmetrics ? base : base "_total", "counter", help);  \
-		for (size_t i = 0; i < n; i++) {                                \
-			buf_puts(out, base "_total");                           \
-			labels(out, rws[i]);                                    \
-			buf_putc(out, ' ');                                     \
-			buf_put_double(out, (double)(expr));                    \
-			buf_putc(out, '\n');                                    \
-		}                                                               \
-	} while (0)
-	CTR("prometheus_remote_storage_samples", "Samples sent to the remote storage.",
-	    st[i].samples_total);
-	CTR("prometheus_remote_storage_samples_failed",
-	    "Samples the remote storage refused (non-recoverable errors).", st[i].samples_failed_total);
-	CTR("prometheus_remote_storage_samples_retried",
-	    "Samples whose send failed recoverably and was retried.", st[i].samples_retried_total);
-	CTR("prometheus_remote_storage_samples_dropped",
-	    "Samples dropped by write_relabel_configs.", st[i].samples_dropped_total);
-	CTR("prometheus_remote_storage_bytes", "Request bytes sent (after compression).",
-	    st[i].bytes_total);
-	PER("prometheus_remote_storage_samples_pending", "gauge",
-	    "Samples in the ring and the queue on disk, not yet sent.", st[i].samples_pending);
-	PER("prometheus_remote_storage_highest_timestamp_in_seconds", "gauge",
-	    "Newest sample time handed to the queue, in Unix seconds.",
-	    (double)st[i].highest_t_ms / 1000.0);
-	PER("prometheus_remote_storage_queue_highest_sent_timestamp_seconds", "gauge",
-	    "Newest sample time the remote storage acknowledged, in Unix seconds.",
-	    (double)st[i].highest_sent_t_ms / 1000.0);
-	PER("prometheus_remote_storage_shards", "gauge",
-	    "Sending shards (gpulse sends in order from one queue: one).", 1);
-	CTR("gpulse_remote_write_samples_lost",
-	    "Samples lost before reaching the disk queue or dropped from it (ring full, "
-	    "queue_max_bytes, damaged records, write errors).",
-	    st[i].samples_lost_ring_total + st[i].samples_lost_queue_total);
-	CTR("gpulse_remote_write_corrupt_records",
-	    "Torn or damaged queue records cut off or skipped.", st[i].corrupt_records_total);
-	CTR("gpulse_remote_write_aggregated_samples",
-	    "mode: summary: summary samples made (and counters' last samples).",
-	    st[i].summary_out_total);
-	CTR("gpulse_remote_write_passthrough_samples",
-	    "mode: summary: raw samples sent because their GPU was anomalous or alerting.",
-	    st[i].summary_raw_total);
-	CTR("gpulse_remote_write_requests_failed", "Requests that failed (any reason).",
-	    st[i].requests_failed_total);
-	family(out, "prometheus_remote_storage_sent_batch_duration_seconds", "histogram",
-	       "Duration of successful sends to the remote storage.");
+	PER(RW_SAMPLES, st[i].samples_total);
+	PER(RW_FAILED, st[i].samples_failed_total);
+	PER(RW_RETRIED, st[i].samples_retried_total);
+	PER(RW_DROPPED, st[i].samples_dropped_total);
+	PER(RW_BYTES, st[i].bytes_total);
+	PER(RW_PENDING, st[i].samples_pending);
+	PER(RW_HIGHEST, (double)st[i].highest_t_ms / 1000.0);
+	PER(RW_HIGHEST_SENT, (double)st[i].highest_sent_t_ms / 1000.0);
+	PER(RW_SHARDS, 1);
+	PER(RW_LOST, st[i].samples_lost_ring_total + st[i].samples_lost_queue_total);
+	PER(RW_CORRUPT, st[i].corrupt_records_total);
+	PER(RW_AGGREGATED, st[i].summary_out_total);
+	PER(RW_PASSTHROUGH, st[i].summary_raw_total);
+	PER(RW_REQUESTS_FAILED, st[i].requests_failed_total);
+#undef PER
+	/* le as Go writes it, in both formats (as before the sink). */
+	char le[NBUCKETS][GOFLOAT_CG_MAX];
+	for (size_t b = 0; b < NBUCKETS; b++)
+		le[b][gofloat_format_cg(le[b], dur_buckets[b])] = '\0';
+	const struct metric_family *h = &rw_fam[RW_DURATION];
 	for (size_t i = 0; i < n; i++) {
 		uint64_t cum = 0;
 		for (size_t b = 0; b <= NBUCKETS; b++) {
 			cum += atomic_load(&rws[i]->hist[b]);
-			buf_puts(out, "prometheus_remote_storage_sent_batch_duration_seconds_bucket"
-				      "{remote_name=\"");
-			buf_put_label_value(out, rws[i]->name);
-			buf_puts(out, "\",url=\"");
-			buf_put_label_value(out, rws[i]->url_shown);
-			buf_puts(out, "\",le=\"");
-			if (b < NBUCKETS)
-				buf_put_double(out, dur_buckets[b]);
-			else
-				buf_puts(out, "+Inf");
-			buf_printf(out, "\"} %llu\n", (unsigned long long)cum);
+			s->ops->u64(s, h, "_bucket",
+				    (const char *const[]){rws[i]->name, rws[i]->url_shown,
+							  b < NBUCKETS ? le[b] : "+Inf"},
+				    cum);
 		}
-		buf_puts(out, "prometheus_remote_storage_sent_batch_duration_seconds_sum");
-		labels(out, rws[i]);
-		buf_putc(out, ' ');
-		buf_put_double(out, atomic_load(&rws[i]->hist_sum));
-		buf_puts(out, "\nprometheus_remote_storage_sent_batch_duration_seconds_count");
-		labels(out, rws[i]);
-		buf_printf(out, " %llu\n", (unsigned long long)atomic_load(&rws[i]->hist_count));
+		s->ops->f64(s, h, "_sum", (const char *const[]){rws[i]->name, rws[i]->url_shown},
+			    atomic_load(&rws[i]->hist_sum));
+		s->ops->u64(s, h, "_count", (const char *const[]){rws[i]->name, rws[i]->url_shown},
+			    atomic_load(&rws[i]->hist_count));
 	}
-#undef PER
-#undef CTR
 	free(st);
-	return out->failed ? GPULSE_ELIMIT : 0;
 }

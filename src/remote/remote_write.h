@@ -21,6 +21,7 @@
 #include "common/buf.h"
 #include "remote/relabel.h"
 #include "store/tsdb.h"
+#include "common/metric.h"
 
 #define REMOTE_MAX_HEADERS 16
 #define REMOTE_MAX_EXTERNAL 16
@@ -73,10 +74,10 @@ int remote_write_start(struct remote_write *rw);
 void remote_write_stop(struct remote_write *rw);
 void remote_write_destroy(struct remote_write *rw);  /* stops; accepts NULL */
 
-/* Append the prometheus_remote_storage_* families of the n writers (text
- * format 0.0.4, or OpenMetrics) to out. 0 or the buffer's status. */
-int remote_write_metrics(struct remote_write *const *rws, size_t n, struct buf *out,
-			 bool openmetrics);
+/* The prometheus_remote_storage_* and gpulse_remote_write_* families of
+ * the n writers, to a metric sink (/metrics' text writer or the
+ * store's). */
+void remote_write_metrics(struct remote_write *const *rws, size_t n, struct metric_sink *s);
 
 struct remote_write_stats {
 	uint64_t samples_total;         /* delivered */

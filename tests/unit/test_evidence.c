@@ -23,7 +23,15 @@
 #include "common/clock.h"
 #include "daemon/evidence.h"
 #include "daemon/evidence_files.h"
+#include "export/prom.h"
 #include "common/status.h"
+
+
+/* The evidence families as /metrics writes them. */
+static void emit_evidence(void *ctx, struct metric_sink *s)
+{
+	evidence_metrics(ctx, s);
+}
 
 static int raises;
 
@@ -90,7 +98,7 @@ static void test_budgets_and_bounds(void **state)
 		for (int k = 0; k < 200 && rc == GPULSE_OK; k++) {
 			struct buf m;
 			buf_init(&m, 1 << 16);
-			evidence_metrics(e, &m, false);
+			assert_int_equal(prom_emit_text(&m, false, emit_evidence, e), 0);
 			double held = metric_value(m.data, "\ngpulse_evidence_records ");
 			buf_free(&m);
 			if (held <= 1)
@@ -113,7 +121,7 @@ static void test_budgets_and_bounds(void **state)
 	buf_init(&m, 1 << 16);
 	for (int k = 0; k < 500; k++) {
 		buf_reset(&m);
-		evidence_metrics(e, &m, false);
+		assert_int_equal(prom_emit_text(&m, false, emit_evidence, e), 0);
 		if (metric_value(m.data, "\ngpulse_evidence_records ") <= 2 &&
 		    metric_value(m.data, "\ngpulse_evidence_dropped_total ") >= 3)
 			break;
@@ -211,7 +219,7 @@ static bool wait_metric_cmp(struct evidence *e, struct buf *m, const char *prefi
 {
 	for (int k = 0; k < 500; k++) {
 		buf_reset(m);
-		evidence_metrics(e, m, false);
+		assert_int_equal(prom_emit_text(m, false, emit_evidence, e), 0);
 		const char *p = strstr(m->data, prefix);
 		double v = p ? strtod(p + strlen(prefix), NULL) : NAN;
 		if (at_least ? v >= want : v == want)
@@ -302,7 +310,7 @@ static void test_kept_across_restart(void **state)
 	assert_int_equal(evidence_create(&e, &c, b, keep_annotation, NULL), GPULSE_OK);
 	assert_int_equal(evidence_start(e, &src), GPULSE_OK);
 	buf_reset(&m);
-	evidence_metrics(e, &m, false);
+	assert_int_equal(prom_emit_text(&m, false, emit_evidence, e), 0);
 	assert_true(metric_value(m.data, "\ngpulse_evidence_records ") == 2);
 	assert_true(metric_value(m.data, "gpulse_evidence_store_errors_total{op=\"load\"} ") == 1);
 	assert_true(file_exists(dir, "1-0-1" EVIDENCE_FILE_SUFFIX ".bad"));
