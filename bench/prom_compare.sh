@@ -10,7 +10,11 @@ build=${2:-build}
 src=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-git -C "$src" show "$rev:src/export/prom.c" >"$tmp/prom_old.c"
+# The old prom.c with the headers of its own revision (the self-stats
+# hooks' types may differ; the structs it reads must not).
+mkdir "$tmp/old"
+git -C "$src" archive "$rev" src | tar -x -C "$tmp/old"
+cp "$tmp/old/src/export/prom.c" "$tmp/prom_old.c"
 # The old prom.c gets the version the build gave the new one.
 version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")
 cflags="-O2 -std=gnu11 -D_GNU_SOURCE -DGPULSE_VERSION=\"$version\" -I$src/src -I$build/generated"
@@ -19,7 +23,7 @@ ren="-Dprom_render=old_prom_render -Dprom_format_double=old_prom_format_double
  -Dprom_wants_openmetrics=old_prom_wants_openmetrics
  -Dprom_content_type_text=old_prom_content_type_text
  -Dprom_content_type_openmetrics=old_prom_content_type_openmetrics"
-cc $cflags $ren -c "$tmp/prom_old.c" -o "$tmp/prom_old.o"
+cc ${cflags%% -I*} -I"$tmp/old/src" -I"$build/generated" $ren -c "$tmp/prom_old.c" -o "$tmp/prom_old.o"
 cc $cflags -c "$src/bench/prom_compare.c" -o "$tmp/cmp.o"
 cc "$tmp/cmp.o" "$tmp/prom_old.o" -o "$tmp/prom_compare" \
   -Wl,--start-group "$build"/libgpulse_*.a -Wl,--end-group \

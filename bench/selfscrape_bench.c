@@ -1,20 +1,16 @@
 /* CPU per tick of the store's scrape of gpulsed's own /metrics
- * (src/daemon/selfscrape.c), both ways on the same inputs: "text"
- * renders the whole exposition and parses it back (the path before the
- * metric registry), "direct" gives the registry's families
- * (export/families.h) to the store through the metric sink and parses
- * only the rest; "render" is one /metrics render (prom_render, the whole
- * text, nothing stored), the cost a scrape of the endpoint pays. 8 GPUs
- * filled from the real H200 recording, NPROC processes each (default 8:
- * 64 in all), each attributed to a pod's container (default labels and
+ * (src/daemon/selfscrape.c: every family as samples through the metric
+ * sink, prom_emit) and of one /metrics render (prom_render, the whole
+ * text, nothing stored), on the same inputs: 8 GPUs filled from the real
+ * H200 recording, NPROC processes each (default 8: 64 in all), each
+ * attributed to a pod's container (default labels and
  * gpulse_process_info), every NVML function called (its histogram), the
- * collector's and the store's counters; each way into a store of its own,
- * one tick a simulated second, ticks interleaved in blocks. WAY "text",
- * "direct" or "render" runs that one alone (for instruction counts).
- * Built with -DBENCH_OLD_PROM and linked with an earlier prom.c whose
- * prom_render is renamed old_prom_render (bench/prom_compare.sh shows
- * how), "text" is that prom.c's whole text parsed: the path before.
+ * collector's and the store's counters; the scrape into a store of its
+ * own, one tick a simulated second, in blocks. WAY "render" or "store"
+ * runs that one alone (for instruction counts,
+ * bench/selfscrape_instructions.sh).
  *   build/bench/bench_selfscrape [recording.csv] [ticks] [WAY|all] [NPROC]  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,26 +48,10 @@ static void storage_stats(void *ctx, struct storage_self_stats *out)
 	out->series = 5000;
 }
 
-#ifdef BENCH_OLD_PROM
-int old_prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
-		    const struct collector_stats *cs, const struct self_stats *self, bool om);
-#endif
-
-static int render_text(void *ctx, struct buf *out, struct metric_sink *direct)
+static int render_store(void *ctx, struct metric_sink *sink)
 {
 	(void)ctx;
-	(void)direct;
-#ifdef BENCH_OLD_PROM
-	return old_prom_render(out, w.bus, w.nv, &w.cs, &w.self, false);
-#else
-	return prom_render_split(out, NULL, w.bus, w.nv, &w.cs, &w.self, false);
-#endif
-}
-
-static int render_direct(void *ctx, struct buf *out, struct metric_sink *direct)
-{
-	(void)ctx;
-	return prom_render_split(out, direct, w.bus, w.nv, &w.cs, &w.self, false);
+	return prom_emit(sink, w.bus, w.nv, &w.cs, &w.self);
 }
 
 static int64_t thread_cpu_ns(void)
@@ -170,66 +150,55 @@ int main(int argc, char **argv)
 	char dir[] = "/tmp/gpulse-scrbenchXXXXXX";
 	if (!mkdtemp(dir))
 		return 1;
-	static const char *const way[2] = {"text (render all, parse all)", "direct (registry by sink)"};
-	selfscrape_render_fn *render[2] = {render_text, render_direct};
-	struct tsdb *db[2];
-	struct selfscrape *s[2];
-	int64_t cpu[2] = {0, 0};
-	for (int k = 0; k < 2; k++) {
-		char p[128];
-		snprintf(p, sizeof p, "%s/store%d.db", dir, k);
-		struct tsdb_opts o = {.path = p};
-		if (tsdb_open(&db[k], &o, err, sizeof err) || selfscrape_create(&s[k], db[k], &so, render[k], NULL)) {
-			fprintf(stderr, "%s\n", err);
-			return 1;
-		}
+	char p[128];
+	snprintf(p, sizeof p, "%s/store.db", dir);
+	struct tsdb_opts o = {.path = p};
+	struct tsdb *db;
+	struct selfscrape *s;
+	if (tsdb_open(&db, &o, err, sizeof err) || selfscrape_create(&s, db, &so, render_store, NULL)) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
 	}
 	int64_t t_ms = clock_wall_ns() / 1000000;
-	for (int done = 0; done < ticks; done += BLOCK) {
-		for (int k = 0; k < 2; k++) {
-			if (only && strcmp(only, k ? "direct" : "text") != 0)
-				continue;
-			int64_t c0 = thread_cpu_ns();
-			for (int i = 0; i < BLOCK; i++)
-				selfscrape_scrape_at(s[k], t_ms + (int64_t)(done + i) * 1000);
-			cpu[k] += thread_cpu_ns() - c0;
-		}
-	}
-	/* /metrics itself: whole renders, nothing stored. */
-	int64_t render_cpu = 0;
+	int nt = (ticks + BLOCK - 1) / BLOCK * BLOCK;
+	bool run_render = !only || strcmp(only, "render") == 0;
+	bool run_store = !only || strcmp(only, "store") == 0;
+	int64_t cpu_render = 0, cpu_store = 0;
 	size_t render_bytes = 0;
-	if (!only || strcmp(only, "render") == 0) {
-		struct buf b;
-		buf_init(&b, 64u << 20);
-		for (int done = 0; done < ticks; done += BLOCK) {
+	struct buf b;
+	buf_init(&b, 64u << 20);
+	/* Blocks of each in turn, so the machine's load falls on both. */
+	for (int done = 0; done < nt; done += BLOCK) {
+		if (run_render) {
 			int64_t c0 = thread_cpu_ns();
 			for (int i = 0; i < BLOCK; i++) {
 				buf_reset(&b);
 				prom_render(&b, w.bus, w.nv, &w.cs, &w.self, false);
 			}
-			render_cpu += thread_cpu_ns() - c0;
+			cpu_render += thread_cpu_ns() - c0;
+			render_bytes = b.len;
 		}
-		render_bytes = b.len;
-		buf_free(&b);
+		if (run_store) {
+			int64_t c0 = thread_cpu_ns();
+			for (int i = 0; i < BLOCK; i++)
+				selfscrape_scrape_at(s, t_ms + (int64_t)(done + i) * 1000);
+			cpu_store += thread_cpu_ns() - c0;
+		}
 	}
-	int nt = (ticks + BLOCK - 1) / BLOCK * BLOCK;
-	if (!only || strcmp(only, "render") == 0)
-		printf("%-30s %8.1f us CPU per render, %zu bytes\n", "render (/metrics text)",
-		       (double)render_cpu / nt / 1e3, render_bytes);
-	for (int k = 0; k < 2; k++) {
+	buf_free(&b);
+	if (run_render)
+		printf("%-24s %8.1f us CPU per render, %zu bytes\n", "render (/metrics text)",
+		       (double)cpu_render / nt / 1e3, render_bytes);
+	if (run_store) {
 		struct selfscrape_stats st;
-		selfscrape_get_stats(s[k], &st);
-		printf("%-30s %8.1f us CPU per tick, %llu series, %.0f samples per tick\n", way[k],
-		       (double)cpu[k] / nt / 1e3, (unsigned long long)st.series,
-		       (double)st.samples_appended_total / nt);
+		selfscrape_get_stats(s, &st);
+		printf("%-24s %8.1f us CPU per tick, %llu series, %.0f samples per tick\n",
+		       "store (self-scrape)", (double)cpu_store / nt / 1e3,
+		       (unsigned long long)st.series, (double)st.samples_appended_total / nt);
 	}
-	if (!only)
-		printf("direct / text: %.2f (%d GPUs, %d ticks)\n", (double)cpu[1] / (double)cpu[0], NGPU,
-		       nt);
-	for (int k = 0; k < 2; k++) {
-		selfscrape_destroy(s[k]);
-		tsdb_close(db[k]);
-	}
+	printf("(%d GPUs, %d processes each, %d ticks)\n", NGPU, nproc, nt);
+	selfscrape_destroy(s);
+	tsdb_close(db);
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	if (system(cmd) != 0)

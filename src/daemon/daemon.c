@@ -486,8 +486,8 @@ static void stop_remotes(struct daemon *d)
 
 /* ---- /metrics: what the bus holds ------------------------------------ */
 
-/* /metrics in the format asked for, the registry's families to `direct`
- * (NULL: into the text too). */
+/* /metrics in the format asked for (out), or (out NULL) its families to
+ * the store's sink. */
 static int render_split(struct daemon *d, struct buf *out, struct metric_sink *direct, bool om)
 {
 	pthread_rwlock_rdlock(&d->source_lock);
@@ -495,8 +495,9 @@ static int render_split(struct daemon *d, struct buf *out, struct metric_sink *d
 	bool have_cs = d->col != NULL;
 	if (have_cs)
 		collector_get_stats(d->col, &cs);
-	int rc = prom_render_split(out, direct, d->bus, d->col ? collector_nvml(d->col) : NULL,
-				   have_cs ? &cs : NULL, &d->self, om);
+	struct nvml_lib *nv = d->col ? collector_nvml(d->col) : NULL;
+	int rc = out ? prom_render(out, d->bus, nv, have_cs ? &cs : NULL, &d->self, om)
+		     : prom_emit(direct, d->bus, nv, have_cs ? &cs : NULL, &d->self);
 	pthread_rwlock_unlock(&d->source_lock);
 	return rc;
 }
@@ -523,11 +524,11 @@ static int render_for_rules(void *ctx, struct buf *out)
 	return render_exposition(ctx, out, false);
 }
 
-/* The store's scrape of /metrics (selfscrape.h): the registry's families
- * to its sink, the rest as text; not counted as a scrape either. */
-static int render_for_store(void *ctx, struct buf *out, struct metric_sink *direct)
+/* The store's scrape of /metrics (selfscrape.h): every family to its
+ * sink, nothing rendered; not counted as a scrape either. */
+static int render_for_store(void *ctx, struct metric_sink *sink)
 {
-	return render_split(ctx, out, direct, false);
+	return render_split(ctx, NULL, sink, false);
 }
 
 /* What /api/v1/status/config shows: the running configuration, as

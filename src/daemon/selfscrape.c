@@ -1,9 +1,7 @@
-/* gpulsed's /metrics into its own store; see selfscrape.h. The
- * registry's families arrive through the direct sink as samples with
- * their labels; the rest is gpulsed's own text (prom.c), so the parser
- * reads exactly the text format 0.0.4 that prom.c writes and refuses,
- * counting, any other line. Both kinds share one table of series, so
- * staleness, forgetting and the bound treat them alike. */
+/* gpulsed's /metrics into its own store; see selfscrape.h. Every family
+ * arrives through the sink as samples with their labels (no text is
+ * rendered or parsed); one table of series gives staleness, forgetting
+ * and the bound. */
 #include "daemon/selfscrape.h"
 
 #include <math.h>
@@ -16,7 +14,6 @@
 #include <string.h>
 
 #include "common/clock.h"
-#include "export/expfmt.h"
 #include "common/hash.h"
 #include "common/metric.h"
 #include "common/periodic.h"
@@ -37,7 +34,7 @@ struct family {
 
 struct sseries {
 	struct sseries *next;        /* the bucket's chain */
-	char *key;                   /* name{labels} as rendered */
+	char *key;                   /* name and labels (sink_series) */
 	size_t len;                  /* of key */
 	uint64_t hash;
 	uint32_t ref;
@@ -56,10 +53,9 @@ struct selfscrape {
 	size_t nfam;
 	size_t last_fam;             /* the family of the last line: the next one's, mostly */
 	uint64_t gen;
-	struct metric_sink direct;  /* the render's sink for the registry's families */
+	struct metric_sink direct;  /* the render's sink */
 	int64_t t_ms;               /* the time of the scrape under way */
 	struct periodic ticker;     /* scrape, every interval_ms */
-	struct buf scrape_buf;      /* the scrape's text, the ticker's own */
 	atomic_uint_fast64_t scrapes, appended, append_errors, refused, nseries_pub, owned, foreign;
 };
 
@@ -80,9 +76,9 @@ static int add_label(void *ctx, const char *name, const char *value)
 
 static struct family *family_get(struct selfscrape *s, const char *name, size_t len)
 {
-	/* A family's lines come together: try the last line's first. The
-	 * lengths are kept (a strlen per family per line was the scrape's
-	 * largest cost on the dev VM). */
+	/* A family's samples come together: try the last sample's first.
+	 * The lengths are kept (a strlen per family per sample was the
+	 * scrape's largest cost on the dev VM). */
 	if (s->last_fam < s->nfam && s->fam[s->last_fam].len == len &&
 	    memcmp(s->fam[s->last_fam].name, name, len) == 0)
 		return &s->fam[s->last_fam];
@@ -112,41 +108,6 @@ static struct family *family_get(struct selfscrape *s, const char *name, size_t 
 	return &s->fam[s->nfam++];
 }
 
-static struct sseries *series_get(struct selfscrape *s, const char *key, size_t len,
-				  size_t namelen, bool *created)
-{
-	*created = false;
-	uint64_t h = fnv1a64(key, len);
-	struct sseries **b = &s->bucket[h & (s->nbuckets - 1)];
-	for (struct sseries *x = *b; x; x = x->next)
-		if (x->hash == h && x->len == len && memcmp(x->key, key, len) == 0)
-			return x;
-	if (s->nseries >= s->o.max_series) {
-		atomic_fetch_add(&s->refused, 1);
-		return NULL;
-	}
-	char scratch[4096];
-	struct label_list ll = {.n = 0};
-	uint32_t ref;
-	char err[256];
-	if (expfmt_labels(key, len, namelen, scratch, sizeof scratch, add_label, &ll) != 0 ||
-	    tsdb_series(s->db, ll.l, ll.n, &ref, err, sizeof err) != GPULSE_OK) {
-		atomic_fetch_add(&s->refused, 1);
-		return NULL;
-	}
-	struct sseries *x = calloc(1, sizeof *x);
-	char *k = x ? strndup(key, len) : NULL;
-	if (!k) {
-		free(x);
-		return NULL;
-	}
-	*x = (struct sseries){.next = *b, .key = k, .len = len, .hash = h, .ref = ref};
-	*b = x;
-	s->nseries++;
-	*created = true;
-	return x;
-}
-
 static void put(struct selfscrape *s, struct sseries *x, int64_t t_ms, double v)
 {
 	if (tsdb_append(s->db, x->ref, t_ms, v) == GPULSE_OK)
@@ -155,11 +116,10 @@ static void put(struct selfscrape *s, struct sseries *x, int64_t t_ms, double v)
 		atomic_fetch_add(&s->append_errors, 1);
 }
 
-/* The series of a sample that the render gave the direct sink. Its key
- * is \x03 (never the start of a text key, name{labels}), the name, then
- * each label with a value as its name and value, each after its length
- * in two bytes: no value, whatever its bytes, makes two label sets one
- * key. */
+/* The series of a sample that the render gave the sink. Its key is the
+ * name, then each label with a value as its name and value, each after
+ * its length in two bytes: no value, whatever its bytes, makes two label
+ * sets one key. */
 static struct sseries *direct_series(struct selfscrape *s, const char *name, size_t namelen,
 				     const struct metric_family *f, const char *suffix,
 				     const char *const *values)
@@ -167,11 +127,10 @@ static struct sseries *direct_series(struct selfscrape *s, const char *name, siz
 	char key[4096];
 	size_t n = metric_family_nlabels(f);
 	bool le = strcmp(suffix, "_bucket") == 0;
-	size_t len = 1 + namelen;
+	size_t len = namelen;
 	if (len >= sizeof key)
 		return NULL;
-	key[0] = '\x03';
-	memcpy(key + 1, name, namelen);
+	memcpy(key, name, namelen);
 	for (size_t i = 0; i < n + le; i++) {
 		if (!values[i] || !values[i][0])
 			continue;
@@ -197,8 +156,7 @@ static struct sseries *direct_series(struct selfscrape *s, const char *name, siz
 		atomic_fetch_add(&s->refused, 1);
 		return NULL;
 	}
-	/* A label with an empty value is no label, as the parse of the text
-	 * has it (expfmt_labels). */
+	/* A label with an empty value is no label, as Prometheus has it. */
 	struct label_list ll = {.n = 0};
 	add_label(&ll, "__name__", name);
 	for (size_t i = 0; i < n + le; i++)
@@ -260,8 +218,7 @@ static void direct_u64(struct metric_sink *sink, const struct metric_family *f, 
 	direct_f64(sink, f, suffix, values, (double)v);
 }
 
-/* The text's families the scrape would drop when parsing (another
- * writer's): not rendered at all. */
+/* Another writer's families: the render may leave out their work. */
 static bool direct_wants(struct metric_sink *sink, const char *name)
 {
 	struct selfscrape *s = (struct selfscrape *)((char *)sink - offsetof(struct selfscrape, direct));
@@ -279,30 +236,6 @@ static void scrape_begin(struct selfscrape *s, int64_t t_ms)
 	s->gen++;
 	s->t_ms = t_ms;
 	atomic_fetch_add(&s->scrapes, 1);
-}
-
-/* The sample lines of `text`, the part of the render not given to the
- * direct sink. */
-static void parse_text(struct selfscrape *s, const char *text, size_t len)
-{
-	const char *p = text, *end = text + len;
-	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end;
-		struct expfmt_sample smp;
-		if (expfmt_line(p, le, &smp) == EXPFMT_SAMPLE) {
-			struct family *f = family_get(s, p, smp.namelen);
-			bool created;
-			struct sseries *x = f && f->owner == O_OURS
-				? series_get(s, p, smp.keylen, smp.namelen, &created) : NULL;
-			if (x) {
-				put(s, x, s->t_ms, smp.v);
-				x->seen = s->gen;
-				x->live = true;
-			}
-		}
-		p = nl ? nl + 1 : end;
-	}
 }
 
 /* The scrape ends: end what it no longer has; forget what is long gone. */
@@ -328,24 +261,12 @@ static void scrape_end(struct selfscrape *s)
 	atomic_store(&s->nseries_pub, s->nseries);
 }
 
-void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64_t t_ms)
-{
-	scrape_begin(s, t_ms);
-	parse_text(s, text, len);
-	scrape_end(s);
-}
-
 void selfscrape_scrape_at(struct selfscrape *s, int64_t t_ms)
 {
-	struct buf *b = &s->scrape_buf;
-	buf_reset(b);
 	scrape_begin(s, t_ms);
-	/* A failed render ends no series: the direct sink's samples are
-	 * stored, the text is not read. */
-	if (s->render(s->render_ctx, b, &s->direct) == 0 && !b->failed) {
-		parse_text(s, b->data ? b->data : "", b->len);
+	/* A failed render ends no series: what it gave is stored. */
+	if (s->render(s->render_ctx, &s->direct) == 0)
 		scrape_end(s);
-	}
 }
 
 /* One scrape, on the ticker's thread. */
@@ -381,7 +302,6 @@ int selfscrape_create(struct selfscrape **out, struct tsdb *db, const struct sel
 		free(s);
 		return GPULSE_ENOMEM;
 	}
-	buf_init(&s->scrape_buf, 64u << 20);
 	periodic_init(&s->ticker, "gpulse-selfscr", false, scrape, s);
 	*out = s;
 	return GPULSE_OK;
@@ -403,7 +323,6 @@ void selfscrape_destroy(struct selfscrape *s)
 	if (!s)
 		return;
 	periodic_destroy(&s->ticker);
-	buf_free(&s->scrape_buf);
 	for (size_t i = 0; i < s->nbuckets; i++)
 		for (struct sseries *x = s->bucket[i]; x;) {
 			struct sseries *next = x->next;

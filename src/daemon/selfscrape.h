@@ -1,12 +1,12 @@
 /* Every series /metrics exports, stored (issue 18, item 3): a thread
  * runs gpulsed's own exposition every interval and appends into the
- * store the series that no other writer stores. The families of the
- * registry (export/families.h: the daemon's, the collector's, NVML
- * calls, HTTP, configuration, storage, the process) come to it as
- * samples through a metric sink, never as text; the rest it reads from
- * the text, as a Prometheus scraping it would (gpulse_gpu_info, the
- * per-process series, rules, alerts, profiling, remote write...),
- * histograms as _bucket/_sum/_count. What another writer
+ * store the series that no other writer stores. Every family comes to it
+ * as samples through a metric sink (common/metric.h), never as text: the
+ * registry's (export/families.h: per GPU, processes, attribution,
+ * tenants, the daemon's, the collector's, NVML calls, HTTP,
+ * configuration, storage, rules, alerts) and the other modules'
+ * (profiling, remote write, systemd, evidence, benchmarks), histograms
+ * as _bucket/_sum/_count. What another writer
  * of this process stores (the fields through ingest.c, the diagnosis, the
  * anomaly scores, the profiler's series, the bench results) is left to
  * it, so no series has two writers: each writer declares the metric names
@@ -26,7 +26,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/buf.h"
 #include "common/metric.h"
 #include "store/tsdb.h"
 
@@ -35,10 +34,9 @@
 #define SELFSCRAPE_FORGET_SCRAPES 60  /* absent this many scrapes: forgotten */
 #define SELFSCRAPE_MAX_FAMILIES 4096  /* metric names classified */
 
-/* Render the exposition: the families of the registry
- * (export/families.h) as samples to `direct`, the rest as text (format
- * 0.0.4) appended to `out`. 0 or a status. */
-typedef int selfscrape_render_fn(void *ctx, struct buf *out, struct metric_sink *direct);
+/* Emit the exposition's families as samples to `sink` (prom_emit). 0,
+ * or a status when the render failed (then no series is ended). */
+typedef int selfscrape_render_fn(void *ctx, struct metric_sink *sink);
 
 struct selfscrape;
 
@@ -72,13 +70,8 @@ void selfscrape_stop(struct selfscrape *s);
 /* Stops and frees. Accepts NULL. */
 void selfscrape_destroy(struct selfscrape *s);
 
-/* One scrape of `text` at t_ms, all of it parsed (for tests). Not
- * to be called while the thread runs. */
-void selfscrape_ingest(struct selfscrape *s, const char *text, size_t len, int64_t t_ms);
-
 /* One scrape through the render function at t_ms, as the thread does
- * it: the registry's families through the direct sink, the rest parsed
- * from the text (for tests). Not to be called while the thread runs. */
+ * it (for tests). Not to be called while the thread runs. */
 void selfscrape_scrape_at(struct selfscrape *s, int64_t t_ms);
 
 /* A snapshot of the counters (any thread); s NULL: zeros. */

@@ -7,9 +7,9 @@
  * topology, health, events, processes, attribution, tenants, MIG) and
  * the daemon's. The per-GPU fields have their own table
  * (collect/fields.h) and are stored by ingest, not the self-scrape; the
- * families written outside prom.c (profiling, remote write, systemd,
- * benchmarks, evidence) reach the store through the self-scrape's parse
- * (daemon/selfscrape.h).
+ * modules outside prom.c (profiling, remote write, systemd, benchmarks,
+ * evidence) declare theirs and emit to the same sink
+ * (selfstats.h, profile_metrics).
  *
  * X(ID, name, KIND, help, LABELS): KIND one of GAUGE, COUNTER, HISTOGRAM,
  * INFO; LABELS one of MF_L0, MF_L1(a), MF_L2(a, b), MF_GPU, MF_GPUL(...).

@@ -57,15 +57,11 @@ enum ftype { T_GAUGE, T_COUNTER, T_HISTOGRAM, T_INFO };
 
 /* The writer: the output buffer, the first append error, and the family
  * whose HELP and TYPE lines wait for its first sample (so a family with no
- * samples writes nothing). For the store's pass (prom_render_split),
- * `store` is the store's sink: a family of the text it does not want (the
- * fields, another writer's) is skipped whole. */
+ * samples writes nothing). */
 struct pw {
 	struct buf *b;
 	bool om;
 	int rc;
-	struct metric_sink *store;
-	bool skip;                  /* the current family is not written */
 	bool pending;
 	const char *name;
 	size_t name_len;
@@ -108,7 +104,7 @@ static bool grow(struct pw *w, size_t n)
 static inline char *room(struct pw *w, size_t n)
 {
 	struct buf *b = w->b;
-	if (w->rc || w->skip)
+	if (w->rc)
 		return NULL;
 	if (b->len + n >= b->cap && !grow(w, n))
 		return NULL;
@@ -315,13 +311,6 @@ static bool ends_with(const char *s, size_t n, const char *suffix, size_t sn)
 
 static void family(struct pw *w, const char *name, enum ftype type, const char *help)
 {
-	char bucket[256];
-	const char *kept = name;
-	if (type == T_HISTOGRAM) {
-		snprintf(bucket, sizeof bucket, "%s_bucket", name);
-		kept = bucket;
-	}
-	w->skip = w->store && w->store->ops->wants && !w->store->ops->wants(w->store, kept);
 	w->pending = true;
 	w->name = name;
 	w->name_len = strlen(name);
@@ -878,7 +867,7 @@ static bool same_metric(const char *a, const char *b)
 /* The field table's families: consecutive rows sharing a metric name.
  * Text only: the table (collect/fields.h) is their declaration, with
  * their labels as text, and the store takes them from the bus
- * (store/ingest.c), so the self-scrape's sink skips them whole. */
+ * (store/ingest.c), so the store's pass (prom_emit) leaves them out. */
 static void render_fields(struct render *r)
 {
 	struct pw *w = &r->w;
@@ -1682,25 +1671,21 @@ static void emit_self(struct metric_sink *s, const struct self_stats *self)
 
 /* ---- entry points ---------------------------------------------------- */
 
-int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
-		const struct collector_stats *cs, const struct self_stats *self,
-		bool openmetrics)
-{
-	return prom_render_split(out, NULL, bus, nvml, cs, self, openmetrics);
-}
-
-int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *bus,
+/* One render: the text (out) with every family written, or (out NULL)
+ * every family but the fields' emitted to `direct`, the store's pass. */
+static int render_all(struct buf *out, struct metric_sink *direct, struct bus *bus,
 		      struct nvml_lib *nvml, const struct collector_stats *cs,
 		      const struct self_stats *self, bool openmetrics)
 {
-	struct render r = {.w = {.b = out, .om = openmetrics}};
+	struct buf none;
+	buf_init(&none, 1);
+	struct render r = {.w = {.b = out ? out : &none, .om = openmetrics}};
 	struct text_sink text = {.s = {.ops = &text_ops, .openmetrics = openmetrics}, .w = &r.w,
 				 .r = &r};
-	r.w.store = direct;
+	if (out && out->failed)
+		return GPULSE_ELIMIT;
 	if (!direct)
 		direct = &text.s;
-	if (out->failed)
-		return GPULSE_ELIMIT;
 	pthread_once(&reg_once, reg_measure);
 	buf_init(&r.labels, 1u << 20);
 	r.n = bus ? bus_gpu_count(bus) : 0;
@@ -1733,7 +1718,7 @@ int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *b
 	if (nvml)
 		for (int fn = 0; fn < NVML_FN_COUNT; fn++)
 			est += ld(&nvml->stats[fn].calls) ? 1800 : 0;
-	if (out->max > out->len) {
+	if (out && out->max > out->len) {
 		size_t avail = out->max - out->len;
 		buf_reserve(out, est < avail ? est : avail);
 	}
@@ -1741,7 +1726,8 @@ int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *b
 	emit_health(&r, direct);
 	emit_identity_numbers(&r, direct);
 	emit_topology(&r, direct);
-	render_fields(&r);
+	if (out)
+		render_fields(&r);
 	emit_throttle(&r, direct);
 	emit_bottleneck(&r, direct);
 	emit_health_score(&r, direct);
@@ -1760,18 +1746,31 @@ int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *b
 	emit_self(direct, self);
 	if (self && self->profile_metrics)
 		self->profile_metrics(self->profile_ctx, direct);
-	r.w.skip = false;
-	if (openmetrics)
+	if (out && openmetrics)
 		PUT_LIT(&r.w, "# EOF\n");
 out:
-	if (out->data)
+	if (out && out->data)
 		out->data[out->len] = '\0';
 	free(r.snap);
 	free(r.base);
 	buf_free(&r.labels);
-	if (!r.w.rc && out->failed)
+	buf_free(&none);
+	if (!r.w.rc && out && out->failed)
 		r.w.rc = GPULSE_ELIMIT;
 	return r.w.rc;
+}
+
+int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
+		const struct collector_stats *cs, const struct self_stats *self,
+		bool openmetrics)
+{
+	return render_all(out, NULL, bus, nvml, cs, self, openmetrics);
+}
+
+int prom_emit(struct metric_sink *s, struct bus *bus, struct nvml_lib *nvml,
+	      const struct collector_stats *cs, const struct self_stats *self)
+{
+	return render_all(NULL, s, bus, nvml, cs, self, false);
 }
 
 int prom_emit_text(struct buf *out, bool openmetrics, prom_emit_fn *emit, void *ctx)

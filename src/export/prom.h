@@ -43,13 +43,12 @@ int prom_render(struct buf *out, struct bus *bus, struct nvml_lib *nvml,
 		const struct collector_stats *cs, const struct self_stats *self,
 		bool openmetrics);
 
-/* prom_render, with the families of the registry (export/families.h)
- * given to `direct` (NULL: written to `out` as prom_render does) and the
- * rest written to `out`: the store's pass, which takes those through its
- * sink and parses only the rest (daemon/selfscrape.h). */
-int prom_render_split(struct buf *out, struct metric_sink *direct, struct bus *bus,
-		      struct nvml_lib *nvml, const struct collector_stats *cs,
-		      const struct self_stats *self, bool openmetrics);
+/* prom_render's families as samples to `s` (common/metric.h), nothing
+ * rendered: the store's pass (daemon/selfscrape.h). All of them but the
+ * fields' (collect/fields.h), which the store takes from the bus
+ * (store/ingest.c). 0 or GPULSE_ENOMEM. */
+int prom_emit(struct metric_sink *s, struct bus *bus, struct nvml_lib *nvml,
+	      const struct collector_stats *cs, const struct self_stats *self);
 
 /* A function that emits families to a metric sink (common/metric.h). */
 typedef void prom_emit_fn(void *ctx, struct metric_sink *s);

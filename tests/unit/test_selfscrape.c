@@ -115,19 +115,46 @@ static size_t samples(struct tsdb *db, const char *name, const char *k, const ch
 	return n;
 }
 
-static const char scrape1[] =
-	"# HELP gpulse_gpu_info Identity.\n"
-	"# TYPE gpulse_gpu_info gauge\n"
-	"gpulse_gpu_info{gpu=\"0\",model=\"NVIDIA \\\"H200\\\"\",driver=\"\",source=\"a\\\\b\\nc\"} 1\n"
-	"gpulse_gpus 2\n"
-	"# TYPE gpulse_lat_seconds histogram\n"
-	"gpulse_lat_seconds_bucket{le=\"0.1\"} 3\n"
-	"gpulse_lat_seconds_bucket{le=\"+Inf\"} 5\n"
-	"gpulse_lat_seconds_sum 1.5\n"
-	"gpulse_lat_seconds_count 5\n"
-	"gpulse_gpu_power_watts{gpu=\"0\"} 100\n"
-	"gpulse_proc{pid=\"1\"} 7\n"
-	"not a sample line\n";
+/* The families of the scrapes below, as a module declares its own. */
+#define L0 ((const char *const[]){NULL})
+static const struct metric_family t_info = {
+	"gpulse_gpu_info", METRIC_KIND_INFO, "Identity.",
+	(const char *const[]){"gpu", "model", "driver", "source", "serial", NULL}};
+static const struct metric_family t_gpus = {"gpulse_gpus", METRIC_KIND_GAUGE, "GPUs.", L0};
+static const struct metric_family t_lat = {"gpulse_lat_seconds", METRIC_KIND_HISTOGRAM,
+					   "Latency.", L0};
+static const struct metric_family t_power = {"gpulse_gpu_power_watts", METRIC_KIND_GAUGE,
+					     "Power.", (const char *const[]){"gpu", NULL}};
+static const struct metric_family t_proc = {"gpulse_proc", METRIC_KIND_GAUGE, "A process.",
+					    (const char *const[]){"pid", NULL}};
+
+/* Which scrape render_scrape gives: 1 every family above, 2 gpulse_gpus
+ * alone; 0 fails (the render's error). */
+struct scrape_ctx {
+	int which;
+};
+
+static int render_scrape(void *ctx, struct metric_sink *s)
+{
+	struct scrape_ctx *c = ctx;
+	if (c->which == 0)
+		return GPULSE_ENOMEM;
+	if (c->which == 2) {
+		metric_u64(s, &t_gpus, NULL, 3);
+		return 0;
+	}
+	/* An empty value and a NULL one: no label in the store. */
+	metric_u64(s, &t_info,
+		   (const char *const[]){"0", "NVIDIA \"H200\"", "", "a\\b\nc", NULL}, 1);
+	metric_u64(s, &t_gpus, NULL, 2);
+	s->ops->u64(s, &t_lat, "_bucket", (const char *const[]){"0.1"}, 3);
+	s->ops->u64(s, &t_lat, "_bucket", (const char *const[]){"+Inf"}, 5);
+	s->ops->f64(s, &t_lat, "_sum", NULL, 1.5);
+	s->ops->u64(s, &t_lat, "_count", NULL, 5);
+	metric_u64(s, &t_power, (const char *const[]){"0"}, 100);
+	metric_u64(s, &t_proc, (const char *const[]){"1"}, 7);
+	return 0;
+}
 
 static const char *const power_writer[] = {"gpulse_gpu_power_watts", NULL};
 
@@ -144,19 +171,20 @@ static void test_owned_and_foreign(void **state)
 
 	struct selfscrape *s;
 	struct selfscrape_opts o = {.foreign_names = power_writer};
-	assert_int_equal(selfscrape_create(&s, db, &o, NULL, NULL), 0);
+	struct scrape_ctx c = {1};
+	assert_int_equal(selfscrape_create(&s, db, &o, render_scrape, &c), 0);
 	/* The first scrape stores already: no name waits on the store. */
-	selfscrape_ingest(s, scrape1, strlen(scrape1), T0 + 2000);
+	selfscrape_scrape_at(s, T0 + 2000);
 	double v[16];
 	size_t ns;
 	assert_int_equal(samples(db, "gpulse_gpus", NULL, NULL, v, 16, &ns, NULL, 0), 1);
 	assert_int_equal(ns, 1);
 	for (int i = 3; i <= 4; i++)
-		selfscrape_ingest(s, scrape1, strlen(scrape1), T0 + i * 1000);
+		selfscrape_scrape_at(s, T0 + i * 1000);
 	assert_int_equal(samples(db, "gpulse_gpus", NULL, NULL, v, 16, &ns, NULL, 0), 3);
 	assert_int_equal(ns, 1);
 	assert_true(v[0] == 2 && v[2] == 2);
-	/* Labels: escapes undone, the empty one dropped. */
+	/* Labels: the values as given, the empty and the absent dropped. */
 	char labels[512];
 	assert_int_equal(samples(db, "gpulse_gpu_info", NULL, NULL, v, 16, &ns, labels, sizeof labels), 3);
 	assert_string_equal(labels, "__name__=gpulse_gpu_info,gpu=0,model=NVIDIA \"H200\",source=a\\b\nc");
@@ -178,16 +206,21 @@ static void test_owned_and_foreign(void **state)
 	assert_int_equal(st.names_owned, 6); /* info, gpus, _bucket, _sum, _count, proc */
 	assert_int_equal(st.series, 7);
 
+	/* A failed render ends nothing and counts the scrape. */
+	c.which = 0;
+	selfscrape_scrape_at(s, T0 + 4500);
+	assert_int_equal(samples(db, "gpulse_proc", NULL, NULL, v, 16, &ns, NULL, 0), 3);
+	assert_false(isnan(v[2]));
 	/* gpulse_proc{pid="1"} goes away: one staleness marker, then nothing;
 	 * after SELFSCRAPE_FORGET_SCRAPES it is forgotten. */
-	static const char scrape2[] = "gpulse_gpus 3\n";
-	selfscrape_ingest(s, scrape2, strlen(scrape2), T0 + 5000);
-	selfscrape_ingest(s, scrape2, strlen(scrape2), T0 + 6000);
+	c.which = 2;
+	selfscrape_scrape_at(s, T0 + 5000);
+	selfscrape_scrape_at(s, T0 + 6000);
 	size_t n = samples(db, "gpulse_proc", NULL, NULL, v, 16, &ns, NULL, 0);
 	assert_int_equal(n, 4);
 	assert_true(isnan(v[3]) && v[2] == 7);
 	for (int i = 0; i < SELFSCRAPE_FORGET_SCRAPES; i++)
-		selfscrape_ingest(s, scrape2, strlen(scrape2), T0 + 7000 + i * 1000);
+		selfscrape_scrape_at(s, T0 + 7000 + i * 1000);
 	selfscrape_get_stats(s, &st);
 	assert_int_equal(st.series, 1);
 	assert_int_equal(samples(db, "gpulse_proc", NULL, NULL, v, 16, &ns, NULL, 0), 4);
@@ -205,15 +238,16 @@ static void test_reopened_store(void **state)
 	struct tsdb *db = open_db();
 	struct selfscrape_opts o = {.foreign_names = power_writer};
 	struct selfscrape *s;
-	assert_int_equal(selfscrape_create(&s, db, &o, NULL, NULL), 0);
+	struct scrape_ctx c = {1};
+	assert_int_equal(selfscrape_create(&s, db, &o, render_scrape, &c), 0);
 	for (int i = 1; i <= 3; i++)
-		selfscrape_ingest(s, scrape1, strlen(scrape1), T0 + i * 1000);
+		selfscrape_scrape_at(s, T0 + i * 1000);
 	selfscrape_destroy(s);
 	tsdb_close(db);
 
 	db = open_db();
-	assert_int_equal(selfscrape_create(&s, db, &o, NULL, NULL), 0);
-	selfscrape_ingest(s, scrape1, strlen(scrape1), T0 + 10000);
+	assert_int_equal(selfscrape_create(&s, db, &o, render_scrape, &c), 0);
+	selfscrape_scrape_at(s, T0 + 10000);
 	struct selfscrape_stats st;
 	selfscrape_get_stats(s, &st);
 	assert_int_equal(st.names_owned, 6); /* info, gpus, _bucket, _sum, _count, proc */
@@ -238,9 +272,10 @@ static void test_declared_foreign(void **state)
 	static const char *const foreign[] = {"gpulse_proc", NULL};
 	struct selfscrape_opts o = {.foreign_names = foreign};
 	struct selfscrape *s;
-	assert_int_equal(selfscrape_create(&s, db, &o, NULL, NULL), 0);
+	struct scrape_ctx c = {1};
+	assert_int_equal(selfscrape_create(&s, db, &o, render_scrape, &c), 0);
 	for (int i = 1; i <= 4; i++)
-		selfscrape_ingest(s, scrape1, strlen(scrape1), T0 + i * 1000);
+		selfscrape_scrape_at(s, T0 + i * 1000);
 	double v[16];
 	size_t ns;
 	assert_int_equal(samples(db, "gpulse_proc", NULL, NULL, v, 16, &ns, NULL, 0), 0);
@@ -259,24 +294,37 @@ static void test_declared_foreign(void **state)
  * holds none of them yet (opened after a run), while benchd's counters,
  * stored by no one else, are. The list is the daemon's: daemon.c hands
  * it to the scraper with the ingest's. */
+/* benchd's families as it emits them: each result, and its run counter. */
+static int render_bench(void *ctx, struct metric_sink *s)
+{
+	const struct metric_family *res = ctx;
+	for (; res->name; res++)
+		metric_f64(s, res, (const char *const[]){"0", "GPU-a", "matmul"}, 1.5);
+	static const char *const runs_labels[] = {"gpu", "outcome", NULL};
+	static const struct metric_family runs = {"gpulse_bench_runs_total", METRIC_KIND_COUNTER,
+						  "Runs.", runs_labels};
+	metric_u64(s, &runs, (const char *const[]){"0", "kept"}, 1);
+	return 0;
+}
+
 static void test_bench_results_left_to_benchd(void **state)
 {
 	(void)state;
 	struct tsdb *db = open_db();
 	struct selfscrape_opts o = {.foreign_names = benchd_store_metrics};
-	struct selfscrape *s;
-	assert_int_equal(selfscrape_create(&s, db, &o, NULL, NULL), 0);
-	struct buf text;
-	buf_init(&text, 1 << 16);
 	size_t nres = 0;
-	for (const char *const *n = benchd_store_metrics; *n; n++, nres++)
-		buf_printf(&text, "# TYPE %s gauge\n%s{gpu=\"0\",uuid=\"GPU-a\",figure=\"matmul\"} 1.5\n",
-			   *n, *n);
+	while (benchd_store_metrics[nres])
+		nres++;
 	assert_true(nres >= 10);
-	buf_puts(&text, "gpulse_bench_runs_total{gpu=\"0\",outcome=\"kept\"} 1\n");
-	assert_false(text.failed);
+	struct metric_family *res = calloc(nres + 1, sizeof *res);
+	assert_non_null(res);
+	for (size_t i = 0; i < nres; i++)
+		res[i] = (struct metric_family){benchd_store_metrics[i], METRIC_KIND_GAUGE, "A result.",
+						(const char *const[]){"gpu", "uuid", "figure", NULL}};
+	struct selfscrape *s;
+	assert_int_equal(selfscrape_create(&s, db, &o, render_bench, res), 0);
 	for (int i = 1; i <= 5; i++)
-		selfscrape_ingest(s, text.data, text.len, T0 + i * 1000);
+		selfscrape_scrape_at(s, T0 + i * 1000);
 	double v[16];
 	size_t ns;
 	for (const char *const *n = benchd_store_metrics; *n; n++) {
@@ -288,25 +336,32 @@ static void test_bench_results_left_to_benchd(void **state)
 	selfscrape_get_stats(s, &st);
 	assert_int_equal(st.names_foreign, nres);
 	assert_int_equal(st.names_owned, 1);
-	buf_free(&text);
+	free(res);
 	selfscrape_destroy(s);
 	tsdb_close(db);
 }
 
 /* More series than max_series: the rest are refused and counted. */
+static int render_twelve(void *ctx, struct metric_sink *s)
+{
+	(void)ctx;
+	for (int i = 0; i < 12; i++) {
+		char pid[16];
+		snprintf(pid, sizeof pid, "%d", i);
+		metric_u64(s, &t_proc, (const char *const[]){pid}, (uint64_t)i);
+	}
+	return 0;
+}
+
 static void test_bound(void **state)
 {
 	(void)state;
 	struct tsdb *db = open_db();
 	struct selfscrape *s;
 	struct selfscrape_opts o = {.max_series = 5};
-	assert_int_equal(selfscrape_create(&s, db, &o, NULL, NULL), 0);
-	char text[2048];
-	size_t w = 0;
-	for (int i = 0; i < 12; i++)
-		w += (size_t)snprintf(text + w, sizeof text - w, "gpulse_proc{pid=\"%d\"} %d\n", i, i);
+	assert_int_equal(selfscrape_create(&s, db, &o, render_twelve, NULL), 0);
 	for (int k = 0; k < 3; k++)
-		selfscrape_ingest(s, text, w, T0 + k * 1000);
+		selfscrape_scrape_at(s, T0 + k * 1000);
 	struct selfscrape_stats st;
 	selfscrape_get_stats(s, &st);
 	assert_int_equal(st.series, 5);
@@ -419,21 +474,13 @@ static void world_free(struct world *w)
 	pthread_mutex_destroy(&w->self.mode_lock);
 }
 
-/* The selfscrape's render: prom.c split, and a check that no family of
- * the registry was left in the text. */
-static int world_render(void *ctx, struct buf *out, struct metric_sink *direct)
+/* The selfscrape's render: prom.c's families to the store's sink. */
+static int world_render(void *ctx, struct metric_sink *sink)
 {
 	struct world *w = ctx;
 	w->renders++;
-	assert_non_null(direct);
-	int rc = prom_render_split(out, direct, w->bus, w->nv, &w->cs, &w->self, false);
-	for (size_t i = 0; i < MF_COUNT; i++) {
-		char line[128];
-		snprintf(line, sizeof line, "\n%s", metric_families[i].name);
-		if (out->data && strstr(out->data, line))
-			fail_msg("%s was rendered as text for the store", metric_families[i].name);
-	}
-	return rc;
+	assert_non_null(sink);
+	return prom_emit(sink, w->bus, w->nv, &w->cs, &w->self);
 }
 
 /* Label sets as sorted "k=v" joined by '\x1f'; a set of them, sorted. */
