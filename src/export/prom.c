@@ -1245,38 +1245,62 @@ static void emit_mig(struct render *r, struct metric_sink *s)
 #undef MIG_VALUES
 }
 
+/* A process's labels, made once per render for its three families. */
+struct proc_vals {
+	char pid[24], gi[24];
+	label_text comm;
+	struct vals x;
+};
+
 static void emit_processes(struct render *r, struct metric_sink *s)
 {
 	static const enum metric_family_id fams[] = {MF_PROC_MEMORY, MF_PROC_SM, MF_PROC_MEMUTIL};
 	const struct metric_family *F = metric_families;
-	char pid[24], gi[24];
-	label_text comm;
+	size_t np = 0;
+	for (int i = 0; i < r->n; i++)
+		if (r->snap[i].procs_valid)
+			np += (size_t)(r->snap[i].nprocs < GPU_PROC_MAX ? r->snap[i].nprocs : GPU_PROC_MAX);
+	struct proc_vals *pv = np ? malloc(np * sizeof *pv) : NULL;
+	if (np && !pv)
+		np = 0;
+	size_t j = 0;
+	for (int i = 0; i < r->n && j < np; i++) {
+		const struct gpu_snapshot *g = &r->snap[i];
+		if (!g->procs_valid)
+			continue;
+		for (int k = 0; k < g->nprocs && k < GPU_PROC_MAX; k++, j++) {
+			const struct gpu_process *p = &g->procs[k];
+			struct proc_vals *q = &pv[j];
+			char raw[GPU_COMM_LEN + 1];
+			memcpy(raw, p->comm, GPU_COMM_LEN);
+			raw[GPU_COMM_LEN] = '\0';
+			vals_gpu(&q->x, r, i);
+			vals_add(&q->x, digits(q->pid, p->pid));
+			vals_add(&q->x, clean(q->comm, raw));
+			/* the MIG instance it runs in */
+			vals_add(&q->x, p->in_mig ? digits(q->gi, (uint64_t)p->gpu_instance) : NULL);
+			vals_owner(&q->x, &p->owner, p->owner.labels);
+		}
+	}
 	for (int m = 0; m < 3; m++) {
-		for (int i = 0; i < r->n; i++) {
+		j = 0;
+		for (int i = 0; i < r->n && j < np; i++) {
 			const struct gpu_snapshot *g = &r->snap[i];
 			if (!g->procs_valid)
 				continue;
-			for (int k = 0; k < g->nprocs && k < GPU_PROC_MAX; k++) {
+			for (int k = 0; k < g->nprocs && k < GPU_PROC_MAX; k++, j++) {
 				const struct gpu_process *p = &g->procs[k];
 				if (m == 0 ? !p->mem_valid : !p->util_valid)
 					continue;
-				char raw[GPU_COMM_LEN + 1];
-				memcpy(raw, p->comm, GPU_COMM_LEN);
-				raw[GPU_COMM_LEN] = '\0';
-				struct vals x;
-				vals_gpu(&x, r, i);
-				vals_add(&x, digits(pid, p->pid));
-				vals_add(&x, clean(comm, raw));
-				/* the MIG instance it runs in */
-				vals_add(&x, p->in_mig ? digits(gi, (uint64_t)p->gpu_instance) : NULL);
-				vals_owner(&x, &p->owner, p->owner.labels);
 				if (m == 0)
-					metric_u64(s, &F[fams[m]], x.v, p->used_bytes);
+					metric_u64(s, &F[fams[m]], pv[j].x.v, p->used_bytes);
 				else
-					metric_f64(s, &F[fams[m]], x.v, m == 1 ? p->sm_ratio : p->mem_ratio);
+					metric_f64(s, &F[fams[m]], pv[j].x.v,
+						   m == 1 ? p->sm_ratio : p->mem_ratio);
 			}
 		}
 	}
+	free(pv);
 	for (int i = 0; i < r->n; i++)
 		if (r->snap[i].procs_valid && r->snap[i].procs_dropped != 0)
 			metric_u64(s, &F[MF_GPU_PROCS_DROPPED], GPU_ONLY(r, i), r->snap[i].procs_dropped);
