@@ -1,17 +1,18 @@
 /* The store's scrape of /metrics (src/daemon/selfscrape.c) against a real
- * store: a name no other writer declares is taken on its first scrape and
- * its series come back with their labels (escapes undone, empty values
- * dropped), histograms as _bucket/_sum/_count; a name another writer
- * declares is left alone, and so are the bench results benchd stores
- * (benchd_store_metrics) before the store holds any; a store reopened
- * after a restart, holding every name the last run stored, changes
- * nothing (the names are taken again at once); a series gone gets
- * one staleness marker and is forgotten after SELFSCRAPE_FORGET_SCRAPES;
- * max_series holds. With gpulsed's own renderer (prom.c), the registry's
- * families come through the direct sink, never as text, and the series
+ * store, every family through the metric sink: a name no other writer
+ * declares is taken on its first scrape and its series come back with
+ * their labels (empty and absent values dropped), histograms as
+ * _bucket/_sum/_count; a name another writer declares is left alone, and
+ * so are the bench results benchd stores (benchd_store_metrics) before
+ * the store holds any; a store reopened after a restart, holding every
+ * name the last run stored, changes nothing (the names are taken again at
+ * once); a failed render ends no series; a series gone gets one
+ * staleness marker and is forgotten after SELFSCRAPE_FORGET_SCRAPES;
+ * max_series holds. With gpulsed's own renderer (prom_emit), the series
  * the store holds after some scrapes, and again after a restart on the
  * same store, are exactly those /metrics shows that no other writer
- * declares. The clock is injected: samples are stamped relative
+ * declares, and every family /metrics shows but the fields' is declared
+ * in the registry. The clock is injected: samples are stamped relative
  * to a fixed T0. */
 #include <setjmp.h>
 #include <stdarg.h>
