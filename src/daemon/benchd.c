@@ -45,6 +45,7 @@
 #include "common/status.h"
 #include "common/str.h"
 #include "diagnose/health_live.h"
+#include "daemon/screend.h"
 
 extern char **environ;
 
@@ -82,6 +83,7 @@ struct benchd {
 	pthread_mutex_t mu;
 	struct bus *bus;
 	struct health_live *_Atomic health; /* told of regressions; NULL: none */
+	struct screend *screen;       /* the screening's schedule and results */
 	/* scheduler-thread only */
 	struct gpu_snapshot *snap;    /* bus_read's scratch */
 	unsigned ngpus;
@@ -99,6 +101,7 @@ struct benchd {
 	char run_mode[8];
 	int64_t run_started_ms;
 	bool run_scheduled;
+	bool run_screen;              /* the run is a screening (screend.h) */
 	pid_t pid;
 	int out_fd, err_fd;
 	struct buf out, err;
@@ -498,7 +501,7 @@ static void emit_all(struct benchd *b, struct profile_emitter *e, const struct g
 		}
 		profile_family(e, "gpulse_bench_running", PROFILE_GAUGE,
 			       "1 while a benchmark runs (on the GPU of its gpu label).");
-		if (b->pid > 0) {
+		if (b->pid > 0 && !b->run_screen) {
 			char idx[16];
 			snprintf(idx, sizeof idx, "%d", b->run_gpu);
 			static const char *const gl[] = {"gpu"};
@@ -516,12 +519,14 @@ int benchd_metrics(void *ctx, struct buf *out, bool openmetrics)
 	struct profile_prom_emitter pe;
 	profile_prom_emitter_init(&pe, out, openmetrics);
 	emit_all(b, &pe.e, NULL);
+	screend_emit(b->screen, &pe.e, b->ngpus);
 	return out->failed ? GPULSE_ELIMIT : 0;
 }
 
 /* ---- the child ---------------------------------------------------------- */
 
-static int spawn_run(struct benchd *b, int gpu, const char *mode, char *err, size_t errlen)
+static int spawn_run(struct benchd *b, int gpu, const char *mode, bool screen, char *err,
+		     size_t errlen)
 {
 	char cmd[CONFIG_PATH_LEN], gpu_s[16];
 	command_path(b, cmd, sizeof cmd);
@@ -532,11 +537,13 @@ static int spawn_run(struct benchd *b, int gpu, const char *mode, char *err, siz
 	int n = 0;
 	argv[n++] = cmd;
 	argv[n++] = "bench";
+	if (screen)
+		argv[n++] = "--screen";
 	argv[n++] = "--gpu";
 	argv[n++] = gpu_s;
 	argv[n++] = mode_opt;
 	argv[n++] = "--json";
-	if (b->cfg->bench.cublaslt[0]) {
+	if (b->cfg->bench.cublaslt[0] && !screen) {
 		argv[n++] = "--cublaslt";
 		argv[n++] = b->cfg->bench.cublaslt;
 	}
@@ -693,8 +700,10 @@ static void note_health(struct benchd *b, const struct bench_result *r,
 
 void benchd_set_health(struct benchd *b, struct health_live *hl)
 {
-	if (b)
+	if (b) {
 		atomic_store(&b->health, hl);
+		screend_set_health(b->screen, hl);
+	}
 }
 
 
@@ -818,6 +827,13 @@ static void finish_run(struct benchd *b, int status)
 	pthread_mutex_lock(&b->mu);
 	b->pid = 0;
 	pthread_mutex_unlock(&b->mu);
+	if (b->run_screen) {
+		char state[16], smsg[512];
+		screend_finish(b->screen, atomic_load(&b->db), gpu, status, &b->out, msg, b->abort_why,
+			       now_ms(b), state, sizeof state, smsg, sizeof smsg);
+		set_state(b, state, "%s", smsg);
+		return;
+	}
 	if (b->abort_why[0]) {
 		set_state(b, "aborted", "%s: run aborted, nothing kept%s", b->abort_why,
 			  b->run_scheduled ? "; tried again when the GPU is idle" : "");
@@ -859,20 +875,29 @@ static void finish_run(struct benchd *b, int status)
 
 /* Start run `id` (0: a new one, for the schedule; a request has been
  * given its id when it was accepted). */
-static void start_run(struct benchd *b, int gpu, const char *mode, bool scheduled, long long id)
+static void start_run(struct benchd *b, int gpu, const char *mode, bool screen, bool scheduled,
+		      long long id)
 {
 	char err[512];
 	pthread_mutex_lock(&b->mu);
 	b->run_id = id ? id : ++b->next_id;
 	b->run_gpu = gpu;
 	b->run_scheduled = scheduled;
+	b->run_screen = screen;
 	b->run_started_ms = now_ms(b);
 	str_copy(b->run_mode, sizeof b->run_mode, mode);
 	pthread_mutex_unlock(&b->mu);
 	set_state(b, "starting", NULL);
-	if (spawn_run(b, gpu, mode, err, sizeof err) != 0) {
+	if (spawn_run(b, gpu, mode, screen, err, sizeof err) != 0) {
 		set_state(b, "failed", "%s", err);
 		log_warn("bench: %s", err);
+		if (screen) {
+			struct buf none = {0};
+			char state[16], smsg[16];
+			screend_finish(b->screen, atomic_load(&b->db), gpu, 0, &none, err, "", now_ms(b),
+				       state, sizeof state, smsg, sizeof smsg);
+			return;
+		}
 		pthread_mutex_lock(&b->mu);
 		b->gpu[gpu].runs[OUT_FAILED]++;
 		b->gpu[gpu].next_due_ms = now_ms(b) + b->cfg->bench.retry_interval_ns / NS_PER_MS;
@@ -880,8 +905,10 @@ static void start_run(struct benchd *b, int gpu, const char *mode, bool schedule
 		return;
 	}
 	set_state(b, "running", NULL);
-	log_info("bench: GPU %d: %s run %lld started (%s)", gpu, mode, b->run_id,
-		 scheduled ? "idle window" : "requested");
+	if (screen)
+		screend_started(b->screen, gpu);
+	log_info("%s: GPU %d: %s %s %lld started (%s)", screen ? "screen" : "bench", gpu, mode,
+		 screen ? "screening" : "run", b->run_id, scheduled ? "idle window" : "requested");
 }
 
 /* While a run goes on: its output, its GPU, its deadline. */
@@ -956,12 +983,15 @@ static void schedule(struct benchd *b)
 			pthread_mutex_unlock(&b->mu);
 		}
 		pthread_mutex_lock(&b->mu);
-		bool go = gs->idle_since_ns && t - gs->idle_since_ns >= b->cfg->bench.idle_for_ns &&
-			  wall >= gs->next_due_ms;
+		bool quiet = gs->idle_since_ns && t - gs->idle_since_ns >= b->cfg->bench.idle_for_ns;
+		bool go = b->scheduled && quiet && wall >= gs->next_due_ms;
 		pthread_mutex_unlock(&b->mu);
-		if (go) {
+		/* The screening's due time is read even while the GPU is busy,
+		 * so a mismatch stored before a restart is reported at once. */
+		bool screen = !go && screend_due(b->screen, db, g, uuid, wall) && quiet;
+		if (go || screen) {
 			b->run_slot = (int)slot;
-			start_run(b, g, b->cfg->bench.mode, true, 0);
+			start_run(b, g, screen ? b->cfg->screen.variant : b->cfg->bench.mode, screen, true, 0);
 			return;
 		}
 	}
@@ -995,8 +1025,8 @@ static void scheduler_tick(void *arg)
 		watch_run(b);
 	} else if (req >= 0) {
 		b->run_slot = slot_of(b, req);
-		start_run(b, req, mode, false, req_id);
-	} else if (b->scheduled) {
+		start_run(b, req, mode, false, false, req_id);
+	} else if (b->scheduled || screend_scheduled(b->screen)) {
 		schedule(b);
 	}
 	pthread_mutex_lock(&b->mu);
@@ -1032,8 +1062,8 @@ static int request_run(void *ctx, int gpu, const char *mode, long long *id_out, 
 	struct benchd *b = ctx;
 	pthread_mutex_lock(&b->mu);
 	if (b->pid > 0 || b->request_gpu >= 0 || strcmp(b->run_state, "starting") == 0) {
-		snprintf(msg, msglen, "a benchmark is running on GPU %d (run %lld); one runs at a time",
-			 b->run_gpu, b->run_id);
+		snprintf(msg, msglen, "a %s is running on GPU %d (run %lld); one runs at a time",
+			 b->run_screen ? "screening" : "benchmark", b->run_gpu, b->run_id);
 		pthread_mutex_unlock(&b->mu);
 		return GPULSE_EBUSY;
 	}
@@ -1063,7 +1093,8 @@ static int status_json(void *ctx, int gpu, struct buf *o)
 	buf_puts(o, "{\"status\":\"success\",\"data\":{");
 	buf_printf(o, "\"gpu\":%d,\"scheduled\":%s", g, b->scheduled ? "true" : "false");
 	if (this_run && b->run_id) {
-		buf_printf(o, ",\"id\":%lld,\"state\":", b->run_id);
+		buf_printf(o, ",\"id\":%lld,\"kind\":\"%s\",\"state\":", b->run_id,
+			   b->run_screen ? "screen" : "bench");
 		buf_put_json_string(o, b->run_state);
 		buf_puts(o, ",\"mode\":");
 		buf_put_json_string(o, b->run_mode);
@@ -1079,7 +1110,7 @@ static int status_json(void *ctx, int gpu, struct buf *o)
 			buf_put_rfc3339(o, gs->next_due_ms, false);
 			buf_putc(o, '"');
 		}
-		if (gs->last && (!this_run || strcmp(b->run_state, "done") == 0 ||
+		if (gs->last && (!this_run || b->run_screen || strcmp(b->run_state, "done") == 0 ||
 				 strcmp(b->run_state, "running") == 0 || strcmp(b->run_state, "aborted") == 0)) {
 			buf_puts(o, ",\"result\":");
 			bench_result_to_json(gs->last, o);
@@ -1090,6 +1121,7 @@ static int status_json(void *ctx, int gpu, struct buf *o)
 		}
 	}
 	pthread_mutex_unlock(&b->mu);
+	screend_status_json(b->screen, g, o);
 	return buf_puts(o, "}}\n");
 }
 
@@ -1226,7 +1258,10 @@ int benchd_start(struct benchd **out, const struct gpulse_config *c, struct tsdb
 	if (!b)
 		return GPULSE_ENOMEM;
 	b->snap = malloc(sizeof *b->snap);
-	if (!b->snap) {
+	b->screen = screend_create(c);
+	if (!b->snap || !b->screen) {
+		free(b->snap);
+		screend_destroy(b->screen);
 		free(b);
 		*out = NULL;
 		return GPULSE_ENOMEM;
@@ -1257,6 +1292,13 @@ int benchd_start(struct benchd **out, const struct gpulse_config *c, struct tsdb
 		log_info("bench: %s %s benchmarks of each GPU idle for %s with no process (bench.schedule)",
 			 c->bench.schedule, c->bench.mode, idle);
 	}
+	if (screend_scheduled(b->screen)) {
+		char idle[32], every[32];
+		duration_format(c->bench.idle_for_ns, idle, sizeof idle);
+		duration_format(c->screen.interval_ns, every, sizeof every);
+		log_info("screen: a %s silent-corruption screening of each GPU idle for %s every %s "
+			 "(screen.interval)", c->screen.variant, idle, every);
+	}
 	return 0;
 }
 
@@ -1272,6 +1314,7 @@ void benchd_stop(struct benchd *b)
 		return;
 	periodic_destroy(&b->ticker);
 	end_run_left(b);
+	screend_destroy(b->screen);
 	free(b->snap);
 	for (unsigned g = 0; g < BENCHD_MAX_GPUS; g++) {
 		free(b->gpu[g].last);
