@@ -1,16 +1,18 @@
 /* gpulsed's baseline benchmarks; see benchd.h and docs/internals/bench.md.
  *
- * One thread (the scheduler) owns everything that takes time: it opens
- * NVML on its own (so a hung call stalls only it), watches each GPU's
- * utilization and processes once a second, spawns `gpulse bench --json`,
- * reads its output through pipes, kills it when another process shows up
- * on its GPU, and, when it ends, compares the result with the history in
- * the store, keeps it, and publishes it. HTTP handlers only read and set
- * state under the mutex; /metrics renders the last result per GPU.
+ * One thread (the scheduler) owns everything that takes time: it watches
+ * each GPU's utilization and processes once a second (from the bus),
+ * spawns `gpulse bench --json` (or, when the screening is due,
+ * `gpulse bench --screen --json`: screend.h), reads its output through
+ * pipes, kills it when another process shows up on its GPU, and, when it
+ * ends, compares the result with the history in the store, keeps it, and
+ * publishes it. HTTP handlers only read and set state under the mutex;
+ * /metrics renders the last result per GPU.
  *
  * Why one file: the scheduler thread and the state it owns are one concern
- * (its endpoints are in src/api/bench.c); a split would only publish that
- * state to a second file. */
+ * (its endpoints are in src/api/bench.c, the fleet's query in
+ * bench_fleet.c, what a screening's result means in screend.c); a further
+ * split would only publish the run's state to a second file. */
 #include "daemon/benchd.h"
 
 #include <errno.h>
@@ -28,7 +30,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "api/bench.h"
@@ -41,10 +42,10 @@
 #include "collect/fields.h"
 #include "common/periodic.h"
 #include "profile/profile_emit.h"
-#include "common/redact.h"
 #include "common/status.h"
 #include "common/str.h"
 #include "diagnose/health_live.h"
+#include "daemon/bench_fleet.h"
 #include "daemon/screend.h"
 
 extern char **environ;
@@ -56,7 +57,6 @@ extern char **environ;
 #define MAX_STDERR (64u << 10)
 #define HISTORY_RECORDS 64
 #define MAX_PROCS 64
-#define FLEET_MAX 256
 
 enum outcome { OUT_KEPT, OUT_NOT_BASELINE, OUT_ABORTED, OUT_REFUSED, OUT_FAILED, OUT_COUNT };
 static const char *const outcome_names[OUT_COUNT] = {"kept", "not_baseline", "aborted", "refused",
@@ -275,91 +275,6 @@ static size_t load_history(struct tsdb *db, const char *uuid, struct bench_resul
 	}
 	tsdb_records_free(recs, n);
 	return kept;
-}
-
-/* ---- the fleet from Prometheus ------------------------------------------ */
-
-struct curl_sink {
-	struct buf *b;
-};
-
-static size_t curl_write(char *p, size_t size, size_t n, void *ctx)
-{
-	struct curl_sink *s = ctx;
-	return buf_append(s->b, p, size * n) == 0 ? size * n : 0;
-}
-
-/* Other cards' latest baseline values of `model` for every figure, from
- * a central Prometheus: fills peers (a JSON object
- * "figure/variant/method" -> [values]; a series without a method label,
- * from a gpulsed before figures had one, is BENCH_METHOD_LEGACY's). NULL
- * when not configured or unreachable (logged). */
-static json_t *fleet_from_prometheus(struct benchd *b, const struct bench_result *r)
-{
-	const char *base = b->cfg->bench.fleet_prometheus_url;
-	if (!base[0])
-		return NULL;
-	CURL *c = curl_easy_init();
-	if (!c)
-		return NULL;
-	char q[512];
-	snprintf(q, sizeof q,
-		 "gpulse_bench_value{model=\"%s\",uuid!=\"%s\"} and on(uuid) "
-		 "(gpulse_bench_last_run_baseline == 1)", r->gpu.name, r->gpu.uuid);
-	char *enc = curl_easy_escape(c, q, 0);
-	struct buf url, body;
-	buf_init(&url, 4096);
-	buf_init(&body, 8u << 20);
-	buf_printf(&url, "%s/api/v1/query?query=%s", base, enc ? enc : "");
-	curl_free(enc);
-	json_t *out = NULL;
-	struct curl_sink sink = {&body};
-	if (!url.failed) {
-		curl_easy_setopt(c, CURLOPT_URL, url.data);
-		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, curl_write);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-		CURLcode cc = curl_easy_perform(c);
-		long status = 0;
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-		json_t *doc = cc == CURLE_OK && status == 200 ? json_loadb(body.data, body.len, 0, NULL) : NULL;
-		json_t *res = json_object_get(json_object_get(doc, "data"), "result");
-		if (json_is_array(res)) {
-			out = json_object();
-			size_t i;
-			json_t *s;
-			json_array_foreach(res, i, s) {
-				json_t *m = json_object_get(s, "metric");
-				const char *fig = json_string_value(json_object_get(m, "figure"));
-				const char *var = json_string_value(json_object_get(m, "variant"));
-				const char *meth = json_string_value(json_object_get(m, "method"));
-				const char *val = json_string_value(json_array_get(json_object_get(s, "value"), 1));
-				if (!fig || !val)
-					continue;
-				char key[96];
-				snprintf(key, sizeof key, "%s/%s/%s", fig, var ? var : "",
-					 meth && *meth ? meth : BENCH_METHOD_LEGACY);
-				json_t *arr = json_object_get(out, key);
-				if (!arr) {
-					arr = json_array();
-					json_object_set_new(out, key, arr);
-				}
-				if (json_array_size(arr) < FLEET_MAX)
-					json_array_append_new(arr, json_real(atof(val)));
-			}
-		} else {
-			char shown[256];
-			redact_url(shown, sizeof shown, base);
-			log_warn("bench: the fleet's results from %s: %s", shown,
-				 cc != CURLE_OK ? curl_easy_strerror(cc) : "no vector in the answer");
-		}
-		json_decref(doc);
-	}
-	buf_free(&url);
-	buf_free(&body);
-	curl_easy_cleanup(c);
-	return out;
 }
 
 /* ---- series: /metrics and the store from one walk ---------------------- */
@@ -714,7 +629,7 @@ static void keep_result(struct benchd *b, struct bench_result *r, int gpu)
 	struct tsdb *db = atomic_load(&b->db);
 	struct bench_result *hist = calloc(HISTORY_RECORDS, sizeof *hist);
 	size_t nh = hist ? load_history(db, r->gpu.uuid, hist, HISTORY_RECORDS) : 0;
-	json_t *fleet = r->baseline ? fleet_from_prometheus(b, r) : NULL;
+	json_t *fleet = r->baseline ? bench_fleet_query(b->cfg->bench.fleet_prometheus_url, r) : NULL;
 	struct bench_compare_opts co;
 	compare_opts(b, &co);
 	struct bench_verdict verdict[BENCH_MAX_FIGURES];
@@ -735,7 +650,7 @@ static void keep_result(struct benchd *b, struct bench_result *r, int gpu)
 			str_copy(pts[np].method, sizeof pts[np].method, hf->method);
 			np++;
 		}
-		double peers[FLEET_MAX];
+		double peers[BENCH_FLEET_MAX];
 		size_t npeers = 0;
 		char key[96];
 		snprintf(key, sizeof key, "%s/%s/%s", f->name, f->variant[0] ? f->variant : "none",
@@ -744,7 +659,7 @@ static void keep_result(struct benchd *b, struct bench_result *r, int gpu)
 		size_t k;
 		json_t *v;
 		json_array_foreach(arr, k, v) {
-			if (npeers < FLEET_MAX)
+			if (npeers < BENCH_FLEET_MAX)
 				peers[npeers++] = json_number_value(v);
 		}
 		bench_compare(pts, np, r->driver, f->method, f->value, f->higher_is_better, peers,
