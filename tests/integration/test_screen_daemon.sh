@@ -208,4 +208,7 @@ import json, sys
 s = json.load(sys.stdin)["data"]["screen"]["last"]
 assert s["passed"] and "reference" not in s["notes"], s
 ' || fail "the new driver's first run is not the reference: $(status)"
+# A clean stop (under ASan: no leak in the restored state).
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID" || fail "gpulsed did not stop cleanly after the restart"
 echo PASS
