@@ -86,7 +86,7 @@ struct benchd {
 	struct screend *screen;       /* the screening's schedule and results */
 	/* scheduler-thread only */
 	struct gpu_snapshot *snap;    /* bus_read's scratch */
-	unsigned ngpus;
+	unsigned ngpus;               /* written under mu: /metrics reads it */
 	/* under mu */
 	struct gpu_state gpu[BENCHD_MAX_GPUS];
 	int request_gpu;              /* -1: none */
@@ -434,7 +434,10 @@ int benchd_metrics(void *ctx, struct buf *out, bool openmetrics)
 	struct profile_prom_emitter pe;
 	profile_prom_emitter_init(&pe, out, openmetrics);
 	emit_all(b, &pe.e, NULL);
-	screend_emit(b->screen, &pe.e, b->ngpus);
+	pthread_mutex_lock(&b->mu);
+	unsigned ngpus = b->ngpus;
+	pthread_mutex_unlock(&b->mu);
+	screend_emit(b->screen, &pe.e, ngpus);
 	return out->failed ? GPULSE_ELIMIT : 0;
 }
 
@@ -864,8 +867,11 @@ static void schedule(struct benchd *b)
 	int64_t t = clock_mono_ns(), wall = now_ms(b);
 	struct tsdb *db = atomic_load(&b->db);
 	int n = bus_gpu_count(b->bus);
-	b->ngpus = n < 0 ? 0 : n > BENCHD_MAX_GPUS ? BENCHD_MAX_GPUS : (unsigned)n;
-	for (unsigned slot = 0; slot < b->ngpus; slot++) {
+	unsigned ngpus = n < 0 ? 0 : n > BENCHD_MAX_GPUS ? BENCHD_MAX_GPUS : (unsigned)n;
+	pthread_mutex_lock(&b->mu);
+	b->ngpus = ngpus;
+	pthread_mutex_unlock(&b->mu);
+	for (unsigned slot = 0; slot < ngpus; slot++) {
 		int util, g = -1;
 		char uuid[96] = "";
 		unsigned other = gpu_activity(b, (int)slot, 0, &util, &g, uuid, sizeof uuid);

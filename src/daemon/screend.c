@@ -45,6 +45,7 @@ struct last_run {
 	unsigned mismatches[SCREEN_TEST_COUNT]; /* tiles per test */
 	size_t nmm;
 	char first[512];                        /* the first mismatch, in words */
+	char reason[GPU_HEALTH_EVIDENCE_LEN];   /* the health score's evidence */
 	char notes[512];
 };
 
@@ -64,6 +65,8 @@ struct screend {
 	pthread_mutex_t mu;
 	struct gpu_state gpu[SCREEND_MAX_GPUS];
 };
+
+static void note_health(struct screend *s, const struct last_run *l);
 
 struct screend *screend_create(const struct gpulse_config *c)
 {
@@ -92,8 +95,16 @@ bool screend_scheduled(const struct screend *s)
 
 void screend_set_health(struct screend *s, struct health_live *hl)
 {
-	if (s)
-		atomic_store(&s->health, hl);
+	if (!s)
+		return;
+	atomic_store(&s->health, hl);
+	/* A verdict restored from the store before the health score was
+	 * wired is told now. */
+	pthread_mutex_lock(&s->mu);
+	for (unsigned g = 0; hl && g < SCREEND_MAX_GPUS; g++)
+		if (s->gpu[g].last.have && !s->gpu[g].last.passed)
+			note_health(s, &s->gpu[g].last);
+	pthread_mutex_unlock(&s->mu);
 }
 
 static struct gpu_state *gpu_of(struct screend *s, int gpu)
@@ -126,38 +137,28 @@ static int summary_of(const json_t *o, struct last_run *l)
 		for (int t = 0; test && t < SCREEN_TEST_COUNT; t++)
 			if (strcmp(test, test_names[t]) == 0)
 				l->mismatches[t]++;
-		if (!l->nmm)
+		if (!l->nmm) {
 			str_copy(l->first, sizeof l->first,
 				 json_string_value(json_object_get(m, "text")) ?: "");
+			snprintf(l->reason, sizeof l->reason, "screening: %s tile %lld differs (%s)",
+				 test ? test : "?", (long long)json_integer_value(json_object_get(m, "tile")),
+				 json_string_value(json_object_get(m, "basis")) ?: "?");
+		}
 		l->nmm++;
 	}
+	if (l->nmm > 1 && strlen(l->reason) + sizeof ", and more" <= sizeof l->reason)
+		strcat(l->reason, ", and more");
 	l->passed = l->nmm == 0;
 	return 0;
 }
 
 /* Tell the health score: a mismatch makes the card drain-worthy, with
  * the test and tile in the reason; a run that passed clears it. */
-static void note_health(struct screend *s, const struct last_run *l, const char *first_test,
-			long first_tile, const char *first_basis)
+static void note_health(struct screend *s, const struct last_run *l)
 {
 	struct health_live *hl = atomic_load(&s->health);
-	if (!hl)
-		return;
-	char text[GPU_HEALTH_EVIDENCE_LEN] = "";
-	if (!l->passed)
-		snprintf(text, sizeof text, "screening: %s tile %ld differs (%s)%s", first_test,
-			 first_tile, first_basis, l->nmm > 1 ? ", and more" : "");
-	health_live_note(hl, l->uuid, HEALTH_MEASURE_CORRUPTION, !l->passed, text);
-}
-
-/* The health note for a summary read back from a record: the first
- * mismatch's test, tile and basis from the document. */
-static void note_health_json(struct screend *s, const json_t *o, const struct last_run *l)
-{
-	json_t *m = json_array_get(json_object_get(o, "mismatches"), 0);
-	note_health(s, l, json_string_value(json_object_get(m, "test")) ?: "",
-		    (long)json_integer_value(json_object_get(m, "tile")),
-		    json_string_value(json_object_get(m, "basis")) ?: "");
+	if (hl)
+		health_live_note(hl, l->uuid, HEALTH_MEASURE_CORRUPTION, !l->passed, l->reason);
 }
 
 static void record_range(const char *uuid, char *lo, char *hi, size_t len)
@@ -201,7 +202,7 @@ bool screend_due(struct screend *s, struct tsdb *db, int gpu, const char *uuid, 
 		if (l.have && !l.passed) {
 			log_warn("screen: GPU %d (%s): its last screening found %zu mismatch%s: %s", gpu,
 				 uuid, l.nmm, l.nmm == 1 ? "" : "es", l.first);
-			note_health_json(s, o, &l);
+			note_health(s, &l);
 		}
 		json_decref(o);
 	}
@@ -367,7 +368,7 @@ void screend_finish(struct screend *s, struct tsdb *db, int gpu, int exit_status
 	if (g)
 		g->last = l;
 	pthread_mutex_unlock(&s->mu);
-	note_health_json(s, doc, &l);
+	note_health(s, &l);
 	json_decref(doc);
 	screen_result_free(&r);
 	retry = now_ms + s->period_ms;
