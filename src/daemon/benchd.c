@@ -1,16 +1,18 @@
 /* gpulsed's baseline benchmarks; see benchd.h and docs/internals/bench.md.
  *
- * One thread (the scheduler) owns everything that takes time: it opens
- * NVML on its own (so a hung call stalls only it), watches each GPU's
- * utilization and processes once a second, spawns `gpulse bench --json`,
- * reads its output through pipes, kills it when another process shows up
- * on its GPU, and, when it ends, compares the result with the history in
- * the store, keeps it, and publishes it. HTTP handlers only read and set
- * state under the mutex; /metrics renders the last result per GPU.
+ * One thread (the scheduler) owns everything that takes time: it watches
+ * each GPU's utilization and processes once a second (from the bus),
+ * spawns `gpulse bench --json` (or, when the screening is due,
+ * `gpulse bench --screen --json`: screend.h), reads its output through
+ * pipes, kills it when another process shows up on its GPU, and, when it
+ * ends, compares the result with the history in the store, keeps it, and
+ * publishes it. HTTP handlers only read and set state under the mutex;
+ * /metrics renders the last result per GPU.
  *
  * Why one file: the scheduler thread and the state it owns are one concern
- * (its endpoints are in src/api/bench.c); a split would only publish that
- * state to a second file. */
+ * (its endpoints are in src/api/bench.c, the fleet's query in
+ * bench_fleet.c, what a screening's result means in screend.c); a further
+ * split would only publish the run's state to a second file. */
 #include "daemon/benchd.h"
 
 #include <errno.h>
@@ -28,7 +30,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "api/bench.h"
@@ -41,10 +42,11 @@
 #include "collect/fields.h"
 #include "common/periodic.h"
 #include "profile/profile_emit.h"
-#include "common/redact.h"
 #include "common/status.h"
 #include "common/str.h"
 #include "diagnose/health_live.h"
+#include "daemon/bench_fleet.h"
+#include "daemon/screend.h"
 
 extern char **environ;
 
@@ -55,7 +57,6 @@ extern char **environ;
 #define MAX_STDERR (64u << 10)
 #define HISTORY_RECORDS 64
 #define MAX_PROCS 64
-#define FLEET_MAX 256
 
 enum outcome { OUT_KEPT, OUT_NOT_BASELINE, OUT_ABORTED, OUT_REFUSED, OUT_FAILED, OUT_COUNT };
 static const char *const outcome_names[OUT_COUNT] = {"kept", "not_baseline", "aborted", "refused",
@@ -82,9 +83,10 @@ struct benchd {
 	pthread_mutex_t mu;
 	struct bus *bus;
 	struct health_live *_Atomic health; /* told of regressions; NULL: none */
+	struct screend *screen;       /* the screening's schedule and results */
 	/* scheduler-thread only */
 	struct gpu_snapshot *snap;    /* bus_read's scratch */
-	unsigned ngpus;
+	unsigned ngpus;               /* written under mu: /metrics reads it */
 	/* under mu */
 	struct gpu_state gpu[BENCHD_MAX_GPUS];
 	int request_gpu;              /* -1: none */
@@ -99,6 +101,7 @@ struct benchd {
 	char run_mode[8];
 	int64_t run_started_ms;
 	bool run_scheduled;
+	bool run_screen;              /* the run is a screening (screend.h) */
 	pid_t pid;
 	int out_fd, err_fd;
 	struct buf out, err;
@@ -274,91 +277,6 @@ static size_t load_history(struct tsdb *db, const char *uuid, struct bench_resul
 	return kept;
 }
 
-/* ---- the fleet from Prometheus ------------------------------------------ */
-
-struct curl_sink {
-	struct buf *b;
-};
-
-static size_t curl_write(char *p, size_t size, size_t n, void *ctx)
-{
-	struct curl_sink *s = ctx;
-	return buf_append(s->b, p, size * n) == 0 ? size * n : 0;
-}
-
-/* Other cards' latest baseline values of `model` for every figure, from
- * a central Prometheus: fills peers (a JSON object
- * "figure/variant/method" -> [values]; a series without a method label,
- * from a gpulsed before figures had one, is BENCH_METHOD_LEGACY's). NULL
- * when not configured or unreachable (logged). */
-static json_t *fleet_from_prometheus(struct benchd *b, const struct bench_result *r)
-{
-	const char *base = b->cfg->bench.fleet_prometheus_url;
-	if (!base[0])
-		return NULL;
-	CURL *c = curl_easy_init();
-	if (!c)
-		return NULL;
-	char q[512];
-	snprintf(q, sizeof q,
-		 "gpulse_bench_value{model=\"%s\",uuid!=\"%s\"} and on(uuid) "
-		 "(gpulse_bench_last_run_baseline == 1)", r->gpu.name, r->gpu.uuid);
-	char *enc = curl_easy_escape(c, q, 0);
-	struct buf url, body;
-	buf_init(&url, 4096);
-	buf_init(&body, 8u << 20);
-	buf_printf(&url, "%s/api/v1/query?query=%s", base, enc ? enc : "");
-	curl_free(enc);
-	json_t *out = NULL;
-	struct curl_sink sink = {&body};
-	if (!url.failed) {
-		curl_easy_setopt(c, CURLOPT_URL, url.data);
-		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, curl_write);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-		CURLcode cc = curl_easy_perform(c);
-		long status = 0;
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-		json_t *doc = cc == CURLE_OK && status == 200 ? json_loadb(body.data, body.len, 0, NULL) : NULL;
-		json_t *res = json_object_get(json_object_get(doc, "data"), "result");
-		if (json_is_array(res)) {
-			out = json_object();
-			size_t i;
-			json_t *s;
-			json_array_foreach(res, i, s) {
-				json_t *m = json_object_get(s, "metric");
-				const char *fig = json_string_value(json_object_get(m, "figure"));
-				const char *var = json_string_value(json_object_get(m, "variant"));
-				const char *meth = json_string_value(json_object_get(m, "method"));
-				const char *val = json_string_value(json_array_get(json_object_get(s, "value"), 1));
-				if (!fig || !val)
-					continue;
-				char key[96];
-				snprintf(key, sizeof key, "%s/%s/%s", fig, var ? var : "",
-					 meth && *meth ? meth : BENCH_METHOD_LEGACY);
-				json_t *arr = json_object_get(out, key);
-				if (!arr) {
-					arr = json_array();
-					json_object_set_new(out, key, arr);
-				}
-				if (json_array_size(arr) < FLEET_MAX)
-					json_array_append_new(arr, json_real(atof(val)));
-			}
-		} else {
-			char shown[256];
-			redact_url(shown, sizeof shown, base);
-			log_warn("bench: the fleet's results from %s: %s", shown,
-				 cc != CURLE_OK ? curl_easy_strerror(cc) : "no vector in the answer");
-		}
-		json_decref(doc);
-	}
-	buf_free(&url);
-	buf_free(&body);
-	curl_easy_cleanup(c);
-	return out;
-}
-
 /* ---- series: /metrics and the store from one walk ---------------------- */
 
 /* The gauges of a run's result: written into the store by benchd itself at
@@ -498,7 +416,7 @@ static void emit_all(struct benchd *b, struct profile_emitter *e, const struct g
 		}
 		profile_family(e, "gpulse_bench_running", PROFILE_GAUGE,
 			       "1 while a benchmark runs (on the GPU of its gpu label).");
-		if (b->pid > 0) {
+		if (b->pid > 0 && !b->run_screen) {
 			char idx[16];
 			snprintf(idx, sizeof idx, "%d", b->run_gpu);
 			static const char *const gl[] = {"gpu"};
@@ -516,11 +434,16 @@ void benchd_metrics(void *ctx, struct metric_sink *s)
 	struct profile_sink_emitter pe;
 	profile_sink_emitter_init(&pe, s);
 	emit_all(b, &pe.e, NULL);
+	pthread_mutex_lock(&b->mu);
+	unsigned ngpus = b->ngpus;
+	pthread_mutex_unlock(&b->mu);
+	screend_emit(b->screen, &pe.e, ngpus);
 }
 
 /* ---- the child ---------------------------------------------------------- */
 
-static int spawn_run(struct benchd *b, int gpu, const char *mode, char *err, size_t errlen)
+static int spawn_run(struct benchd *b, int gpu, const char *mode, bool screen, char *err,
+		     size_t errlen)
 {
 	char cmd[CONFIG_PATH_LEN], gpu_s[16];
 	command_path(b, cmd, sizeof cmd);
@@ -531,11 +454,13 @@ static int spawn_run(struct benchd *b, int gpu, const char *mode, char *err, siz
 	int n = 0;
 	argv[n++] = cmd;
 	argv[n++] = "bench";
+	if (screen)
+		argv[n++] = "--screen";
 	argv[n++] = "--gpu";
 	argv[n++] = gpu_s;
 	argv[n++] = mode_opt;
 	argv[n++] = "--json";
-	if (b->cfg->bench.cublaslt[0]) {
+	if (b->cfg->bench.cublaslt[0] && !screen) {
 		argv[n++] = "--cublaslt";
 		argv[n++] = b->cfg->bench.cublaslt;
 	}
@@ -692,8 +617,10 @@ static void note_health(struct benchd *b, const struct bench_result *r,
 
 void benchd_set_health(struct benchd *b, struct health_live *hl)
 {
-	if (b)
+	if (b) {
 		atomic_store(&b->health, hl);
+		screend_set_health(b->screen, hl);
+	}
 }
 
 
@@ -704,7 +631,7 @@ static void keep_result(struct benchd *b, struct bench_result *r, int gpu)
 	struct tsdb *db = atomic_load(&b->db);
 	struct bench_result *hist = calloc(HISTORY_RECORDS, sizeof *hist);
 	size_t nh = hist ? load_history(db, r->gpu.uuid, hist, HISTORY_RECORDS) : 0;
-	json_t *fleet = r->baseline ? fleet_from_prometheus(b, r) : NULL;
+	json_t *fleet = r->baseline ? bench_fleet_query(b->cfg->bench.fleet_prometheus_url, r) : NULL;
 	struct bench_compare_opts co;
 	compare_opts(b, &co);
 	struct bench_verdict verdict[BENCH_MAX_FIGURES];
@@ -725,7 +652,7 @@ static void keep_result(struct benchd *b, struct bench_result *r, int gpu)
 			str_copy(pts[np].method, sizeof pts[np].method, hf->method);
 			np++;
 		}
-		double peers[FLEET_MAX];
+		double peers[BENCH_FLEET_MAX];
 		size_t npeers = 0;
 		char key[96];
 		snprintf(key, sizeof key, "%s/%s/%s", f->name, f->variant[0] ? f->variant : "none",
@@ -734,7 +661,7 @@ static void keep_result(struct benchd *b, struct bench_result *r, int gpu)
 		size_t k;
 		json_t *v;
 		json_array_foreach(arr, k, v) {
-			if (npeers < FLEET_MAX)
+			if (npeers < BENCH_FLEET_MAX)
 				peers[npeers++] = json_number_value(v);
 		}
 		bench_compare(pts, np, r->driver, f->method, f->value, f->higher_is_better, peers,
@@ -817,6 +744,13 @@ static void finish_run(struct benchd *b, int status)
 	pthread_mutex_lock(&b->mu);
 	b->pid = 0;
 	pthread_mutex_unlock(&b->mu);
+	if (b->run_screen) {
+		char state[16], smsg[512];
+		screend_finish(b->screen, atomic_load(&b->db), gpu, status, &b->out, msg, b->abort_why,
+			       now_ms(b), state, sizeof state, smsg, sizeof smsg);
+		set_state(b, state, "%s", smsg);
+		return;
+	}
 	if (b->abort_why[0]) {
 		set_state(b, "aborted", "%s: run aborted, nothing kept%s", b->abort_why,
 			  b->run_scheduled ? "; tried again when the GPU is idle" : "");
@@ -858,20 +792,29 @@ static void finish_run(struct benchd *b, int status)
 
 /* Start run `id` (0: a new one, for the schedule; a request has been
  * given its id when it was accepted). */
-static void start_run(struct benchd *b, int gpu, const char *mode, bool scheduled, long long id)
+static void start_run(struct benchd *b, int gpu, const char *mode, bool screen, bool scheduled,
+		      long long id)
 {
 	char err[512];
 	pthread_mutex_lock(&b->mu);
 	b->run_id = id ? id : ++b->next_id;
 	b->run_gpu = gpu;
 	b->run_scheduled = scheduled;
+	b->run_screen = screen;
 	b->run_started_ms = now_ms(b);
 	str_copy(b->run_mode, sizeof b->run_mode, mode);
 	pthread_mutex_unlock(&b->mu);
 	set_state(b, "starting", NULL);
-	if (spawn_run(b, gpu, mode, err, sizeof err) != 0) {
+	if (spawn_run(b, gpu, mode, screen, err, sizeof err) != 0) {
 		set_state(b, "failed", "%s", err);
 		log_warn("bench: %s", err);
+		if (screen) {
+			struct buf none = {0};
+			char state[16], smsg[16];
+			screend_finish(b->screen, atomic_load(&b->db), gpu, 0, &none, err, "", now_ms(b),
+				       state, sizeof state, smsg, sizeof smsg);
+			return;
+		}
 		pthread_mutex_lock(&b->mu);
 		b->gpu[gpu].runs[OUT_FAILED]++;
 		b->gpu[gpu].next_due_ms = now_ms(b) + b->cfg->bench.retry_interval_ns / NS_PER_MS;
@@ -879,8 +822,10 @@ static void start_run(struct benchd *b, int gpu, const char *mode, bool schedule
 		return;
 	}
 	set_state(b, "running", NULL);
-	log_info("bench: GPU %d: %s run %lld started (%s)", gpu, mode, b->run_id,
-		 scheduled ? "idle window" : "requested");
+	if (screen)
+		screend_started(b->screen, gpu);
+	log_info("%s: GPU %d: %s %s %lld started (%s)", screen ? "screen" : "bench", gpu, mode,
+		 screen ? "screening" : "run", b->run_id, scheduled ? "idle window" : "requested");
 }
 
 /* While a run goes on: its output, its GPU, its deadline. */
@@ -921,8 +866,11 @@ static void schedule(struct benchd *b)
 	int64_t t = clock_mono_ns(), wall = now_ms(b);
 	struct tsdb *db = atomic_load(&b->db);
 	int n = bus_gpu_count(b->bus);
-	b->ngpus = n < 0 ? 0 : n > BENCHD_MAX_GPUS ? BENCHD_MAX_GPUS : (unsigned)n;
-	for (unsigned slot = 0; slot < b->ngpus; slot++) {
+	unsigned ngpus = n < 0 ? 0 : n > BENCHD_MAX_GPUS ? BENCHD_MAX_GPUS : (unsigned)n;
+	pthread_mutex_lock(&b->mu);
+	b->ngpus = ngpus;
+	pthread_mutex_unlock(&b->mu);
+	for (unsigned slot = 0; slot < ngpus; slot++) {
 		int util, g = -1;
 		char uuid[96] = "";
 		unsigned other = gpu_activity(b, (int)slot, 0, &util, &g, uuid, sizeof uuid);
@@ -955,12 +903,15 @@ static void schedule(struct benchd *b)
 			pthread_mutex_unlock(&b->mu);
 		}
 		pthread_mutex_lock(&b->mu);
-		bool go = gs->idle_since_ns && t - gs->idle_since_ns >= b->cfg->bench.idle_for_ns &&
-			  wall >= gs->next_due_ms;
+		bool quiet = gs->idle_since_ns && t - gs->idle_since_ns >= b->cfg->bench.idle_for_ns;
+		bool go = b->scheduled && quiet && wall >= gs->next_due_ms;
 		pthread_mutex_unlock(&b->mu);
-		if (go) {
+		/* The screening's due time is read even while the GPU is busy,
+		 * so a mismatch stored before a restart is reported at once. */
+		bool screen = !go && screend_due(b->screen, db, g, uuid, wall) && quiet;
+		if (go || screen) {
 			b->run_slot = (int)slot;
-			start_run(b, g, b->cfg->bench.mode, true, 0);
+			start_run(b, g, screen ? b->cfg->screen.variant : b->cfg->bench.mode, screen, true, 0);
 			return;
 		}
 	}
@@ -994,8 +945,8 @@ static void scheduler_tick(void *arg)
 		watch_run(b);
 	} else if (req >= 0) {
 		b->run_slot = slot_of(b, req);
-		start_run(b, req, mode, false, req_id);
-	} else if (b->scheduled) {
+		start_run(b, req, mode, false, false, req_id);
+	} else if (b->scheduled || screend_scheduled(b->screen)) {
 		schedule(b);
 	}
 	pthread_mutex_lock(&b->mu);
@@ -1031,8 +982,8 @@ static int request_run(void *ctx, int gpu, const char *mode, long long *id_out, 
 	struct benchd *b = ctx;
 	pthread_mutex_lock(&b->mu);
 	if (b->pid > 0 || b->request_gpu >= 0 || strcmp(b->run_state, "starting") == 0) {
-		snprintf(msg, msglen, "a benchmark is running on GPU %d (run %lld); one runs at a time",
-			 b->run_gpu, b->run_id);
+		snprintf(msg, msglen, "a %s is running on GPU %d (run %lld); one runs at a time",
+			 b->run_screen ? "screening" : "benchmark", b->run_gpu, b->run_id);
 		pthread_mutex_unlock(&b->mu);
 		return GPULSE_EBUSY;
 	}
@@ -1062,7 +1013,8 @@ static int status_json(void *ctx, int gpu, struct buf *o)
 	buf_puts(o, "{\"status\":\"success\",\"data\":{");
 	buf_printf(o, "\"gpu\":%d,\"scheduled\":%s", g, b->scheduled ? "true" : "false");
 	if (this_run && b->run_id) {
-		buf_printf(o, ",\"id\":%lld,\"state\":", b->run_id);
+		buf_printf(o, ",\"id\":%lld,\"kind\":\"%s\",\"state\":", b->run_id,
+			   b->run_screen ? "screen" : "bench");
 		buf_put_json_string(o, b->run_state);
 		buf_puts(o, ",\"mode\":");
 		buf_put_json_string(o, b->run_mode);
@@ -1078,7 +1030,7 @@ static int status_json(void *ctx, int gpu, struct buf *o)
 			buf_put_rfc3339(o, gs->next_due_ms, false);
 			buf_putc(o, '"');
 		}
-		if (gs->last && (!this_run || strcmp(b->run_state, "done") == 0 ||
+		if (gs->last && (!this_run || b->run_screen || strcmp(b->run_state, "done") == 0 ||
 				 strcmp(b->run_state, "running") == 0 || strcmp(b->run_state, "aborted") == 0)) {
 			buf_puts(o, ",\"result\":");
 			bench_result_to_json(gs->last, o);
@@ -1089,6 +1041,7 @@ static int status_json(void *ctx, int gpu, struct buf *o)
 		}
 	}
 	pthread_mutex_unlock(&b->mu);
+	screend_status_json(b->screen, g, o);
 	return buf_puts(o, "}}\n");
 }
 
@@ -1225,7 +1178,10 @@ int benchd_start(struct benchd **out, const struct gpulse_config *c, struct tsdb
 	if (!b)
 		return GPULSE_ENOMEM;
 	b->snap = malloc(sizeof *b->snap);
-	if (!b->snap) {
+	b->screen = screend_create(c);
+	if (!b->snap || !b->screen) {
+		free(b->snap);
+		screend_destroy(b->screen);
 		free(b);
 		*out = NULL;
 		return GPULSE_ENOMEM;
@@ -1256,6 +1212,13 @@ int benchd_start(struct benchd **out, const struct gpulse_config *c, struct tsdb
 		log_info("bench: %s %s benchmarks of each GPU idle for %s with no process (bench.schedule)",
 			 c->bench.schedule, c->bench.mode, idle);
 	}
+	if (screend_scheduled(b->screen)) {
+		char idle[32], every[32];
+		duration_format(c->bench.idle_for_ns, idle, sizeof idle);
+		duration_format(c->screen.interval_ns, every, sizeof every);
+		log_info("screen: a %s silent-corruption screening of each GPU idle for %s every %s "
+			 "(screen.interval)", c->screen.variant, idle, every);
+	}
 	return 0;
 }
 
@@ -1271,6 +1234,7 @@ void benchd_stop(struct benchd *b)
 		return;
 	periodic_destroy(&b->ticker);
 	end_run_left(b);
+	screend_destroy(b->screen);
 	free(b->snap);
 	for (unsigned g = 0; g < BENCHD_MAX_GPUS; g++) {
 		free(b->gpu[g].last);

@@ -289,6 +289,12 @@ static const struct key_spec profiling_keys[] = {
 	RANGED("store_interval", DURATION, profiling.store_interval_ns, 1 * SEC, 3600 * SEC),
 };
 
+static const struct key_spec screen_keys[] = {
+	LEAF("enabled", BOOL, screen.enabled),
+	RANGED("interval", DURATION, screen.interval_ns, 60 * SEC, 366 * 86400 * SEC),
+	LEAF("variant", STRING, screen.variant),
+};
+
 static const struct key_spec bench_keys[] = {
 	LEAF("enabled", BOOL, bench.enabled),
 	LEAF("schedule", STRING, bench.schedule),
@@ -425,6 +431,7 @@ static const struct key_spec top_keys[] = {
 	SECTION("profiling", profiling_keys),
 	SECTION("attribution", attribution_keys),
 	SECTION("bench", bench_keys),
+	SECTION("screen", screen_keys),
 	RANGED("rule_evaluation_interval", DURATION, rule_evaluation_interval_ns, 1 * SEC, 86400 * SEC),
 	RANGED("rule_evaluation_delay", DURATION, rule_evaluation_delay_ns, 0, 60 * SEC),
 	{.name = "remote_write", .kind = KIND_REMOTE_WRITE, .offset = OFF(remote_write),
@@ -656,6 +663,19 @@ void benchd_config_defaults(struct gpulse_config *c)
 	c->bench.noise_floor = 0.02;
 	c->bench.noise_ceiling = 0.05;
 	c->bench.fleet_tolerance = 0.05;
+	c->screen.enabled = true;
+	c->screen.interval_ns = 86400LL * NS_PER_SEC;
+	str_copy(c->screen.variant, sizeof c->screen.variant, "quick");
+}
+
+int screend_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen)
+{
+	if (strcmp(c->screen.variant, "quick") != 0 && strcmp(c->screen.variant, "full") != 0) {
+		str_errf(err, errlen, "%s: screen.variant: \"%s\" is not quick or full", name,
+			 c->screen.variant);
+		return GPULSE_EINVAL;
+	}
+	return 0;
 }
 
 int64_t benchd_schedule_ns(const char *s)
@@ -717,7 +737,9 @@ bool benchd_config_equal(const struct gpulse_config *a, const struct gpulse_conf
 	       x->baseline_runs == y->baseline_runs && x->min_runs == y->min_runs &&
 	       x->noise_floor == y->noise_floor && x->noise_ceiling == y->noise_ceiling &&
 	       x->fleet_tolerance == y->fleet_tolerance &&
-	       strcmp(x->fleet_prometheus_url, y->fleet_prometheus_url) == 0;
+	       strcmp(x->fleet_prometheus_url, y->fleet_prometheus_url) == 0 &&
+	       a->screen.enabled == b->screen.enabled && a->screen.interval_ns == b->screen.interval_ns &&
+	       strcmp(a->screen.variant, b->screen.variant) == 0;
 }
 
 void profiling_config_defaults(struct gpulse_config *c)
@@ -2326,6 +2348,8 @@ int config_validate(const struct gpulse_config *c, const char *name, char *err, 
 	}
 
 	if ((rc = benchd_validate(c, name, err, errlen)) != 0)
+		return rc;
+	if ((rc = screend_validate(c, name, err, errlen)) != 0)
 		return rc;
 	if ((rc = profiling_validate(c, name, err, errlen)) != 0)
 		return rc;

@@ -277,6 +277,14 @@ struct gpulse_config {
 		double fleet_tolerance;                 /* below the fleet median by more */
 		char fleet_prometheus_url[CONFIG_PATH_LEN]; /* "": no fleet from Prometheus */
 	} bench;
+	/* Silent-corruption screening in the same quiet windows
+	 * (src/daemon/screend.h); bench's idle_*, retry_interval, command,
+	 * run_timeout and retention apply to it too. */
+	struct {
+		bool enabled;
+		int64_t interval_ns;                    /* a run this long after the last */
+		char variant[8];                        /* quick, full */
+	} screen;
 	enum log_level log_level;
 	/* remote_write: (src/remote/remote_write.h); nremote_write in use. */
 	struct config_remote_write remote_write[CONFIG_MAX_REMOTE_WRITE];
@@ -407,6 +415,9 @@ int benchd_validate(const struct gpulse_config *c, const char *name, char *err, 
 bool benchd_config_equal(const struct gpulse_config *a, const struct gpulse_config *b);
 /* The schedule's period in ns (0: off). */
 int64_t benchd_schedule_ns(const char *schedule);
+/* The screen section: variant is quick or full. 0 or GPULSE_EINVAL with
+ * "NAME: screen.KEY: ..." in err. */
+int screend_validate(const struct gpulse_config *c, const char *name, char *err, size_t errlen);
 
 /* The profiling section's defaults (config_defaults calls it). */
 void profiling_config_defaults(struct gpulse_config *c);

@@ -45,6 +45,8 @@
  *       and whose GPM metrics (nvmlGpmMigSampleGet) are the GPU's recorded
  *       ones times a fixed activity (1, 0.5 and 0: the 1g instance idles)
  *     Times are seconds of real (monotonic) time since nvmlInit_v2.
+ *   GPULSE_FAKE_NVML_DRIVER_VERSION=V  the driver version reported
+ *       (default 580.159.04), so a test can upgrade the driver
  *   GPULSE_FAKE_NVML_NVLINKS=N  NVLinks per GPU (default 18, an H200 SXM's;
  *       0: NVLink is NOT_SUPPORTED, as on a PCIe card without a bridge)
  *   GPULSE_FAKE_NVML_TOPOLOGY="A-B:LEVEL[:nvlink=K][,...]"  the PCIe
@@ -1216,7 +1218,8 @@ FAKE_API nvml_return_t nvmlSystemGetDriverVersion(char *buf, unsigned int len)
 {
 	struct call c;
 	nvml_return_t r = enter(NVML_FN_system_get_driver_version, NULL, false, &c);
-	return r ? r : leave(put_string(buf, len, "580.159.04"));
+	const char *v = getenv("GPULSE_FAKE_NVML_DRIVER_VERSION");
+	return r ? r : leave(put_string(buf, len, v && *v ? v : "580.159.04"));
 }
 
 FAKE_API nvml_return_t nvmlSystemGetNVMLVersion(char *buf, unsigned int len);

@@ -158,6 +158,44 @@ preload_asan_options() {
 	echo "${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 }
 
+# faketime_gpulsed : GPULSED becomes a wrapper that runs gpulsed (and the
+# children it starts) on libfaketime's wall clock, which faketime_offset
+# SECONDS then moves (the monotonic clock stays real), on top of the offset
+# the shifted-clock stages of scripts/test.sh give every test (FAKETIME,
+# e.g. +400d: FAKETIME_BASE, in seconds). Exits 77 (fails under CI) when
+# libfaketime is missing.
+faketime_gpulsed() {
+	local lib
+	lib=$(dpkg -L libfaketime 2>/dev/null | grep -m1 '/libfaketimeMT\.so\.1$' || true)
+	if [ -z "$lib" ]; then
+		[ "${CI:-}" = true ] && fail "libfaketime is not installed (make deps)"
+		echo "skipped: libfaketime is not installed"
+		exit 77
+	fi
+	FAKETIME_BASE=$(python3 -c '
+import re, sys
+m = re.fullmatch(r"([+-]?\d+(?:\.\d+)?)([smhdy]?)", sys.argv[1].strip() or "0")
+if not m: sys.exit("unknown FAKETIME offset: " + sys.argv[1])
+k = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "y": 31536000}[m.group(2)]
+print(int(float(m.group(1)) * k))' "${FAKETIME:-0}")
+	FAKETIME_CLOCK="$WORK/faketime"
+	faketime_offset 0
+	local real="$GPULSED"
+	GPULSED="$WORK/gpulsed-faketime"
+	cat >"$GPULSED" <<SH
+#!/bin/sh
+unset FAKETIME
+export ASAN_OPTIONS="$(preload_asan_options)"
+export LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE="$FAKETIME_CLOCK" FAKETIME_CACHE_DURATION=0 \
+	FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0
+exec "$real" "\$@"
+SH
+	chmod +x "$GPULSED"
+}
+faketime_offset() {
+	printf '%+ds\n' "$((FAKETIME_BASE + $1))" >"$FAKETIME_CLOCK.new" && mv "$FAKETIME_CLOCK.new" "$FAKETIME_CLOCK"
+}
+
 # metric NAME [MATCH...] : prints the value of the first sample of NAME
 # whose line contains every MATCH (e.g. 'gpu="0"' 'tier="fast"'), or
 # nothing. The exposition is fetched whole first: awk leaving early must

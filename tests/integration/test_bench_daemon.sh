@@ -81,6 +81,8 @@ bench:
   retry_interval: 1s
   command: "$GPULSE"
   fleet_prometheus_url: "$PROM"
+screen:
+  enabled: false
 YML
 start_daemon b --config "$WORK/g.yml" --nvml-library "$FAKE_NVML" --storage-path "$WORK/db"
 LOG="$WORK/b.log"

@@ -10,24 +10,9 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-lib=$(dpkg -L libfaketime 2>/dev/null | grep -m1 '/libfaketimeMT\.so\.1$' || true)
-if [ -z "$lib" ]; then
-	[ "${CI:-}" = true ] && fail "libfaketime is not installed (make deps)"
-	echo "skipped: libfaketime is not installed"
-	exit 77
-fi
-
-# The offset the shifted-clock stages of scripts/test.sh give every test
-# (FAKETIME=+400d), in seconds: the steps go on top of it.
-base=$(python3 -c '
-import re, sys
-m = re.fullmatch(r"([+-]?\d+(?:\.\d+)?)([smhdy]?)", sys.argv[1].strip() or "0")
-if not m: sys.exit("unknown FAKETIME offset: " + sys.argv[1])
-k = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "y": 31536000}[m.group(2)]
-print(int(float(m.group(1)) * k))' "${FAKETIME:-0}")
-CLOCK="$WORK/faketime"
-set_offset() { printf '%+ds\n' "$((base + $1))" >"$CLOCK.new" && mv "$CLOCK.new" "$CLOCK"; }
-set_offset 0
+faketime_gpulsed
+base=$FAKETIME_BASE
+set_offset() { faketime_offset "$1"; }
 
 cat >"$WORK/rules.yml" <<'YML'
 groups:
@@ -40,17 +25,6 @@ YML
 printf 'storage:\n  path: %s\n  flush_interval: 200ms\nrule_files:\n  - %s\n' \
 	"$WORK/store.db" "$WORK/rules.yml" >"$WORK/gpulsed.yml"
 
-real="$GPULSED"
-GPULSED="$WORK/gpulsed-faketime"
-cat >"$GPULSED" <<SH
-#!/bin/sh
-unset FAKETIME
-export ASAN_OPTIONS="$(preload_asan_options)"
-export LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_CACHE_DURATION=0 \
-	FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0
-exec "$real" "\$@"
-SH
-chmod +x "$GPULSED"
 start_daemon clock --config "$WORK/gpulsed.yml" --replay "$REC"
 
 # gpulsed's wall clock now, in seconds: the real clock (date without the

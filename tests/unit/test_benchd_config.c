@@ -80,6 +80,43 @@ static void parse_and_refuse(void **state)
 	assert_non_null(strstr(err, "idle_minutes"));
 }
 
+/* The screen section: its defaults, a variant that is not one, and an
+ * interval out of range refused with the file's line. */
+static void screen_section(void **state)
+{
+	(void)state;
+	struct gpulse_config c;
+	char err[256];
+	config_defaults(&c);
+	assert_true(c.screen.enabled);
+	assert_true(c.screen.interval_ns == 86400LL * NS_PER_SEC);
+	assert_string_equal(c.screen.variant, "quick");
+	const char *ok = "screen:\n  enabled: false\n  interval: 72h\n  variant: full\n";
+	assert_int_equal(config_parse(&c, ok, strlen(ok), "g.yml", err, sizeof err), 0);
+	assert_int_equal(config_validate(&c, "g.yml", err, sizeof err), 0);
+	assert_false(c.screen.enabled);
+	assert_true(c.screen.interval_ns == 72LL * 3600 * NS_PER_SEC);
+	assert_string_equal(c.screen.variant, "full");
+
+	config_defaults(&c);
+	const char *variant = "screen:\n  variant: slow\n";
+	assert_int_equal(config_parse(&c, variant, strlen(variant), "g.yml", err, sizeof err), 0);
+	assert_int_equal(config_validate(&c, "g.yml", err, sizeof err), GPULSE_EINVAL);
+	assert_non_null(strstr(err, "g.yml: screen.variant: \"slow\" is not quick or full"));
+	const char *often = "screen:\n  interval: 30s\n";
+	assert_int_equal(config_parse(&c, often, strlen(often), "g.yml", err, sizeof err), GPULSE_EPARSE);
+	assert_non_null(strstr(err, "g.yml:2:"));
+	assert_non_null(strstr(err, "interval"));
+	const char *word = "screen:\n  interval: daily-ish\n";
+	assert_int_equal(config_parse(&c, word, strlen(word), "g.yml", err, sizeof err), GPULSE_EPARSE);
+
+	struct gpulse_config a, b;
+	config_defaults(&a);
+	config_defaults(&b);
+	b.screen.interval_ns = 3600 * NS_PER_SEC;
+	assert_false(benchd_config_equal(&a, &b));
+}
+
 static void equality(void **state)
 {
 	(void)state;
@@ -100,6 +137,7 @@ int main(void)
 		cmocka_unit_test(defaults_validate),
 		cmocka_unit_test(parse_and_refuse),
 		cmocka_unit_test(equality),
+		cmocka_unit_test(screen_section),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
