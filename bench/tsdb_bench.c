@@ -9,7 +9,16 @@
  *     Stores the recording's columns as series gpulse_gpu_<column>{gpu="0"}
  *     (flushing every FLUSH_EVERY_ROWS rows, default only at the end),
  *     closes, and prints the file size, the chunk payload and bytes per
- *     sample. */
+ *     sample.
+ *   bench_tsdb flush [SECONDS [SERIES [FLUSH_MS]]]
+ *     The store's steady state: SERIES series (default 826, what gpulsed
+ *     keeps for one GPU) take one sample each every 100 ms of a virtual
+ *     clock (the recording's values), and tsdb_flush runs every FLUSH_MS
+ *     (default 1000) of it, for SECONDS (default 600) of data after a
+ *     first minute not timed (the chunks past their first flushes).
+ *     Prints the process CPU time (appends, flushes, SQLite, its
+ *     WAL checkpoints) per second of data; run it under `perf stat -e
+ *     instructions:u` for a count that does not move with the load. */
 #include <inttypes.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -190,6 +199,63 @@ static int bench_size(const char *csv, const char *path, size_t flush_every)
 	return 0;
 }
 
+static int bench_flush(const char *csv, int seconds, int nseries, int flush_ms)
+{
+	if (load_csv(csv) != 0 || nseries <= 0 || flush_ms <= 0 || seconds <= 0)
+		return 1;
+	char dir[] = "/tmp/gpulse-bench-tsdbXXXXXX", path[256];
+	if (!mkdtemp(dir))
+		return 1;
+	snprintf(path, sizeof path, "%s/bench.db", dir);
+	/* The store's own defaults, as gpulsed opens it. */
+	struct tsdb_opts o = { .path = path };
+	struct tsdb *db;
+	char err[512];
+	if (tsdb_open(&db, &o, err, sizeof err) != 0) {
+		fprintf(stderr, "bench_tsdb: %s\n", err);
+		return 1;
+	}
+	uint32_t *ref = malloc((size_t)nseries * sizeof *ref);
+	char gpu[16];
+	for (int s = 0; s < nseries; s++) {
+		snprintf(gpu, sizeof gpu, "%d", s / ncols);
+		ref[s] = ref_of(db, rnames[s % ncols], gpu);
+	}
+	const int warm = 60;
+	int64_t t_start = 1800000000000LL, c0 = 0, w0 = 0;
+	int64_t steps = (int64_t)(warm + seconds) * 10;
+	for (int64_t r = 0; r < steps; r++) {
+		if (r == (int64_t)warm * 10) {
+			c0 = clock_process_cpu_ns();
+			w0 = clock_mono_ns();
+		}
+		int64_t t = t_start + r * 100;
+		size_t row = (size_t)r % nrows;
+		for (int s = 0; s < nseries; s++)
+			if (tsdb_append(db, ref[s], t, rv[s % ncols][row]) != 0) {
+				fprintf(stderr, "bench_tsdb: append failed\n");
+				return 1;
+			}
+		if ((r + 1) * 100 % flush_ms == 0 && tsdb_flush(db) != 0) {
+			fprintf(stderr, "bench_tsdb: flush failed\n");
+			return 1;
+		}
+	}
+	int64_t c1 = clock_process_cpu_ns(), w1 = clock_mono_ns();
+	struct tsdb_stats st;
+	tsdb_get_stats(db, &st);
+	printf("flush: %d series at 10 Hz, a flush every %d ms, %d s of data: cpu %.3f ms per second of data "
+	       "(%.1f us per flush interval per series; wall %.3f s), %" PRIu64 " chunk writes, file+wal %.1f MB\n",
+	       nseries, flush_ms, seconds, (double)(c1 - c0) / 1e6 / seconds,
+	       (double)(c1 - c0) / 1e3 / ((double)seconds * 1000 / flush_ms) / nseries,
+	       (double)(w1 - w0) / 1e9, st.chunks_flushed_total, (double)st.db_bytes / 1e6);
+	tsdb_close(db);
+	free(ref);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *csv = getenv("GPULSE_RECORDING");
@@ -202,8 +268,11 @@ int main(int argc, char **argv)
 		return bench_ingest(csv, argc > 2 ? strtoull(argv[2], NULL, 10) : 20000000,
 				    argc > 3 ? atoi(argv[3]) : 1100,
 				    argc > 4 && strcmp(argv[4], "random") == 0);
+	if (argc >= 2 && strcmp(argv[1], "flush") == 0)
+		return bench_flush(csv, argc > 2 ? atoi(argv[2]) : 600, argc > 3 ? atoi(argv[3]) : 826,
+				   argc > 4 ? atoi(argv[4]) : 1000);
 	if (argc >= 4 && strcmp(argv[1], "size") == 0)
 		return bench_size(argv[2], argv[3], argc > 4 ? (size_t)atoi(argv[4]) : 0);
-	fprintf(stderr, "usage: bench_tsdb ingest [SAMPLES [SERIES [random]]] | size CSV DB [FLUSH_EVERY_ROWS]\n");
+	fprintf(stderr, "usage: bench_tsdb ingest [SAMPLES [SERIES [random]]] | size CSV DB [FLUSH_EVERY_ROWS] | flush [SECONDS [SERIES [FLUSH_MS]]]\n");
 	return 2;
 }

@@ -58,6 +58,7 @@ struct pend {
 	uint16_t len;
 	bool overlap;                /* starts below its series' newest sample */
 	bool saved;                  /* a flush wrote its row (as the open chunk) */
+	int64_t row;                 /* that row's id, 0: not known (put_chunk) */
 	uint8_t data[];
 };
 
@@ -80,6 +81,7 @@ struct series {
 	bool has_last;
 	int64_t last_t;              /* the newest sample */
 	uint16_t open_saved_n;       /* samples of the open chunk already on disk */
+	int64_t open_row;            /* the row holding them, 0: not known */
 	bool open_overlaps;          /* the open chunk starts below last_t */
 	bool ooo;                    /* took a sample older than last_t: chunks
 	                              * overlap, reads merge all of them */
@@ -95,7 +97,8 @@ struct shard {
 enum stmt_id {
 	ST_SERIES_INSERT, ST_CHUNK_PUT, ST_CHUNK_RANGE, ST_RBLOCK_PUT, ST_RBLOCK_RANGE, ST_RBLOCK_LAST,
 	ST_RBLOCK_OLDER, ST_RBLOCK_DEL, ST_SERIES_ROLLED, ST_RET_CHUNKS, ST_RET_RBLOCKS, ST_REC_PUT, ST_REC_GET, ST_REC_LIST,
-	ST_REC_DEL, ST_REC_PRUNE, ST_REC_KEYS, ST_CHUNK_AT, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_COUNT
+	ST_REC_DEL, ST_REC_PRUNE, ST_REC_KEYS, ST_CHUNK_AT, ST_CHUNK_UPDATE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK,
+	ST_COUNT
 };
 
 static const char *const stmt_sql[ST_COUNT] = {
@@ -122,6 +125,12 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_REC_PRUNE] = "DELETE FROM records WHERE kind = ?1 AND t_ms < ?2",
 	[ST_REC_KEYS] = "SELECT key, t_ms, json FROM records WHERE kind = ?1 AND key >= ?2 AND key <= ?3 ORDER BY key DESC LIMIT ?4",
 	[ST_CHUNK_AT] = "SELECT 1 FROM chunks WHERE series_id = ?1 AND mint = ?2",
+	/* The open chunk's row again, found by its id and rewritten in place:
+	 * its key (series, first time) is unchanged, so the index is not
+	 * touched and the row keeps its page (put_chunk). The key is checked
+	 * too: a row id remembered across retention or a new file may name
+	 * another row, or none; then the INSERT OR REPLACE writes it. */
+	[ST_CHUNK_UPDATE] = "UPDATE chunks SET maxt = ?3, n = ?4, data = ?5 WHERE id = ?6 AND series_id = ?1 AND mint = ?2",
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
@@ -1011,8 +1020,11 @@ static void forget_disk(struct tsdb *db)
 		s->rolled_until = 0;
 		pthread_mutex_lock(&sh->mu);
 		s->open_saved_n = 0;
-		for (struct pend *p = s->ph; p; p = p->next)
+		s->open_row = 0;
+		for (struct pend *p = s->ph; p; p = p->next) {
 			p->saved = false;
+			p->row = 0;
+		}
 		pthread_mutex_unlock(&sh->mu);
 	}
 	db->ncorrupt_seen = 0;
@@ -1402,6 +1414,7 @@ static void cut_chunk(struct tsdb *db, struct shard *sh, struct series *s)
 		p->maxt = e->t_last;
 		p->overlap = s->open_overlaps;
 		p->saved = s->open_saved_n > 0;
+		p->row = s->open_row;
 		p->next = NULL;
 		if (s->pt)
 			s->pt->next = p;
@@ -1416,6 +1429,7 @@ static void cut_chunk(struct tsdb *db, struct shard *sh, struct series *s)
 	}
 	chunk_enc_init(e);
 	s->open_saved_n = 0;
+	s->open_row = 0;
 	s->open_overlaps = false;
 }
 
@@ -1496,20 +1510,48 @@ struct flush_item {
 	struct series *s;
 	struct pend *list;      /* detached pending chunks */
 	struct pend *snap;      /* copy of the open chunk, or NULL */
+	int64_t snap_row;       /* the row snap was written to */
 	int64_t newest;         /* newest sample written, or INT64_MIN */
 	int64_t rolled_until;   /* new watermark */
 };
 
-static int put_chunk(struct tsdb *db, uint32_t id, const struct pend *p)
+/* Write chunk p of series id: over row p->row when that row still holds
+ * this chunk (an earlier flush wrote it as the open chunk), else as a
+ * row of its own, replacing any of the same series and first time. The
+ * open chunk of every active series is rewritten at each flush, so this
+ * is the flush's main cost: an update in place touches the row's page
+ * only, where a replace deletes the row and its index entry and inserts
+ * both anew. *row: the row written. 0 or an SQLite code. */
+static int put_chunk(struct tsdb *db, uint32_t id, const struct pend *p, int64_t *row)
 {
+	int rc;
+	if (p->row > 0) {
+		sqlite3_stmt *st = db->st[ST_CHUNK_UPDATE];
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_int64(st, 2, p->mint);
+		sqlite3_bind_int64(st, 3, p->maxt);
+		sqlite3_bind_int(st, 4, p->n);
+		sqlite3_bind_blob(st, 5, p->data, p->len, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 6, p->row);
+		rc = sql_step_done(st);
+		sqlite3_clear_bindings(st);
+		if (rc != 0)
+			return rc;
+		if (sqlite3_changes(db->sql) == 1) {
+			*row = p->row;
+			return 0;
+		}
+	}
 	sqlite3_stmt *st = db->st[ST_CHUNK_PUT];
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_int64(st, 2, p->mint);
 	sqlite3_bind_int64(st, 3, p->maxt);
 	sqlite3_bind_int(st, 4, p->n);
 	sqlite3_bind_blob(st, 5, p->data, p->len, SQLITE_STATIC);
-	int rc = sql_step_done(st);
+	rc = sql_step_done(st);
 	sqlite3_clear_bindings(st);
+	if (rc == 0)
+		*row = sqlite3_last_insert_rowid(db->sql);
 	return rc;
 }
 
@@ -1813,13 +1855,14 @@ static int write_items(struct tsdb *db, struct flush_item *items, size_t n, uint
 			rc = sql_step_done(st);
 			sqlite3_clear_bindings(st);
 		}
+		int64_t row;
 		for (struct pend *p = items[i].list; p && rc == 0; p = p->next) {
-			rc = put_chunk(db, s->id, p);
+			rc = put_chunk(db, s->id, p, &row);
 			items[i].newest = p->maxt;
 			(*chunks)++;
 		}
 		if (items[i].snap && rc == 0) {
-			rc = put_chunk(db, s->id, items[i].snap);
+			rc = put_chunk(db, s->id, items[i].snap, &items[i].snap_row);
 			items[i].newest = items[i].snap->maxt;
 			(*chunks)++;
 		}
@@ -1940,8 +1983,11 @@ int tsdb_flush(struct tsdb *db)
 			drop_duplicate_starts(db, sh, s);
 		it->list = s->ph;
 		s->ph = s->pt = NULL;
-		if (s->open->n > 0 && s->open->n != s->open_saved_n)
+		if (s->open->n > 0 && s->open->n != s->open_saved_n) {
 			it->snap = snapshot_open(s->open);
+			if (it->snap)
+				it->snap->row = s->open_row;
+		}
 		pthread_mutex_unlock(&sh->mu);
 		it->newest = INT64_MIN;
 		if (it->list || it->snap || !s->on_disk) {
@@ -1959,8 +2005,16 @@ int tsdb_flush(struct tsdb *db)
 		if (rc == 0) {
 			/* The open chunk may have been cut meanwhile: its full
 			 * version is pending and replaces the partial row. */
-			if (it->snap && s->open->n > 0 && s->open->t_first == it->snap->mint)
+			if (it->snap && s->open->n > 0 && s->open->t_first == it->snap->mint) {
 				s->open_saved_n = it->snap->n;
+				s->open_row = it->snap_row;
+			} else if (it->snap && s->ph && s->ph->mint == it->snap->mint) {
+				/* Cut meanwhile (the first chunk cut since the
+				 * snapshot is the one snapped): its full version
+				 * rewrites this row, its own. */
+				s->ph->saved = true;
+				s->ph->row = it->snap_row;
+			}
 		} else if (it->list) {
 			/* Put the chunks back in front of any cut since. */
 			struct pend *last = it->list;
