@@ -14,7 +14,7 @@
  *     The store's steady state: SERIES series (default 826, what gpulsed
  *     keeps for one GPU) take one sample each every 100 ms of a virtual
  *     clock (the recording's values), and tsdb_flush runs every FLUSH_MS
- *     (default 1000) of it, for SECONDS (default 600) of data after a
+ *     (default 1000) of it (tsdb_flush_periodic, as the flusher), for SECONDS (default 600) of data after a
  *     first minute not timed (the chunks past their first flushes).
  *     Prints the process CPU time (appends, flushes, SQLite, its
  *     WAL checkpoints) per second of data; run it under `perf stat -e
@@ -236,7 +236,7 @@ static int bench_flush(const char *csv, int seconds, int nseries, int flush_ms)
 				fprintf(stderr, "bench_tsdb: append failed\n");
 				return 1;
 			}
-		if ((r + 1) * 100 % flush_ms == 0 && tsdb_flush(db) != 0) {
+		if ((r + 1) * 100 % flush_ms == 0 && tsdb_flush_periodic(db) != 0) {
 			fprintf(stderr, "bench_tsdb: flush failed\n");
 			return 1;
 		}

@@ -1,7 +1,9 @@
 /* Helper of tests/integration/test_tsdb_crash.sh and test_tsdb_fulldisk.sh.
  *
- *   tsdb_crash_helper write DB LOG FLUSH_MS
- *     Appends to 8 series without end (about 400,000 samples/s), continuing
+ *   tsdb_crash_helper write DB LOG FLUSH_MS [PACE_MS]
+ *     Appends to 8 series without end (about 400,000 samples/s; with
+ *     PACE_MS, a sample to each every PACE_MS: few enough between flushes
+ *     for the store's head log, tsdb.h, to hold them), continuing
  *     after whatever DB holds, with the store's flusher running; every
  *     20 ms writes "INDEX MONO_MS FLUSHES" to LOG (write(2): a SIGKILL
  *     loses none), FLUSHES the flushes completed so far.
@@ -111,7 +113,7 @@ static int64_t verify_series(struct tsdb *db, int s)
 	return n;
 }
 
-static int do_write(const char *path, const char *log, int64_t flush_ms)
+static int do_write(const char *path, const char *log, int64_t flush_ms, int64_t pace_ms)
 {
 	struct tsdb *db = open_store(path, flush_ms);
 	uint32_t ref[NSERIES];
@@ -137,8 +139,8 @@ static int do_write(const char *path, const char *log, int64_t flush_ms)
 		for (int s = 0; s < NSERIES; s++)
 			if (i >= next[s] && tsdb_append(db, ref[s], BASE_T + i * STEP_MS, value_of(i, s)) != 0)
 				die("append failed at %lld", (long long)i);
-		if (i % 50 == 49) {
-			struct timespec ts = { 0, 1000000 };
+		if (pace_ms > 0 || i % 50 == 49) {
+			struct timespec ts = { pace_ms / 1000, pace_ms > 0 ? pace_ms % 1000 * 1000000 : 1000000 };
 			nanosleep(&ts, NULL);
 			int64_t now = clock_mono_ns() / NS_PER_MS;
 			if (now - last_log >= 20) {
@@ -167,6 +169,12 @@ static int do_check(const char *path, const char *log, int64_t flush_ms)
 	const char *res = (const char *)sqlite3_column_text(st, 0);
 	if (!res || strcmp(res, "ok") != 0)
 		die("integrity_check: %s", res ? res : "?");
+	sqlite3_finalize(st);
+	/* The head log rows the kill left, for the open to replay. */
+	long long log_rows = -1;
+	if (sqlite3_prepare_v2(sq, "SELECT count(*) FROM head_log", -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		log_rows = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	sqlite3_close(sq);
 
@@ -205,8 +213,9 @@ static int do_check(const char *path, const char *log, int64_t flush_ms)
 			must = idx[i];
 			break;
 		}
-	printf("samples per series on disk: %lld; appended by the kill: %lld; required: %lld\n",
-	       (long long)have, nl ? (long long)idx[nl - 1] + 1 : 0LL, (long long)must + 1);
+	printf("samples per series on disk: %lld; appended by the kill: %lld; required: %lld; "
+	       "head log rows replayed: %lld\n",
+	       (long long)have, nl ? (long long)idx[nl - 1] + 1 : 0LL, (long long)must + 1, log_rows);
 	if (have < must + 1)
 		die("lost samples a completed flush held: %lld missing",
 		    (long long)(must + 1 - have));
@@ -285,8 +294,8 @@ static int do_fulldisk(const char *path, const char *filler)
 
 int main(int argc, char **argv)
 {
-	if (argc == 5 && strcmp(argv[1], "write") == 0)
-		return do_write(argv[2], argv[3], atoll(argv[4]));
+	if ((argc == 5 || argc == 6) && strcmp(argv[1], "write") == 0)
+		return do_write(argv[2], argv[3], atoll(argv[4]), argc == 6 ? atoll(argv[5]) : 0);
 	if (argc == 5 && strcmp(argv[1], "check") == 0)
 		return do_check(argv[2], argv[3], atoll(argv[4]));
 	if (argc == 4 && strcmp(argv[1], "fulldisk") == 0)

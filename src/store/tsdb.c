@@ -49,6 +49,14 @@
 #define RECORD_LIST_MAX 10000
 #define RECORD_FIELD_MAX 65536          /* kind and key bytes */
 #define RECORD_JSON_MAX (16u << 20)
+/* The head log (docs/internals/store.md, "Head log"): between checkpoints
+ * a flusher flush appends one row of just the samples each series took
+ * since the last flush, up to LOG_BUF a series (more: its open chunk is
+ * written whole, as at a checkpoint); every CHECKPOINT_MS a flush writes
+ * every open chunk and empties the log. */
+#define LOG_BUF 16
+#define CHECKPOINT_MS 60000
+#define LOG_FORMAT 1
 
 /* A completed chunk waiting in the head for a flush. */
 struct pend {
@@ -82,6 +90,14 @@ struct series {
 	int64_t last_t;              /* the newest sample */
 	uint16_t open_saved_n;       /* samples of the open chunk already on disk */
 	int64_t open_row;            /* the row holding them, 0: not known */
+	uint16_t open_logged_n;      /* samples of the open chunk on disk or in
+	                              * the head log (>= open_saved_n) */
+	/* The samples taken since the last flush, open chunk samples
+	 * log_idx.. (log_over: more than LOG_BUF, or the chunk changed). */
+	uint16_t log_n, log_idx;
+	bool log_over;
+	int64_t log_t[LOG_BUF];
+	double log_v[LOG_BUF];
 	bool open_overlaps;          /* the open chunk starts below last_t */
 	bool ooo;                    /* took a sample older than last_t: chunks
 	                              * overlap, reads merge all of them */
@@ -97,8 +113,8 @@ struct shard {
 enum stmt_id {
 	ST_SERIES_INSERT, ST_CHUNK_PUT, ST_CHUNK_RANGE, ST_RBLOCK_PUT, ST_RBLOCK_RANGE, ST_RBLOCK_LAST,
 	ST_RBLOCK_OLDER, ST_RBLOCK_DEL, ST_SERIES_ROLLED, ST_RET_CHUNKS, ST_RET_RBLOCKS, ST_REC_PUT, ST_REC_GET, ST_REC_LIST,
-	ST_REC_DEL, ST_REC_PRUNE, ST_REC_KEYS, ST_CHUNK_AT, ST_CHUNK_UPDATE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK,
-	ST_COUNT
+	ST_REC_DEL, ST_REC_PRUNE, ST_REC_KEYS, ST_CHUNK_AT, ST_CHUNK_UPDATE, ST_LOG_PUT, ST_LOG_CLEAR,
+	ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_COUNT
 };
 
 static const char *const stmt_sql[ST_COUNT] = {
@@ -131,6 +147,8 @@ static const char *const stmt_sql[ST_COUNT] = {
 	 * too: a row id remembered across retention or a new file may name
 	 * another row, or none; then the INSERT OR REPLACE writes it. */
 	[ST_CHUNK_UPDATE] = "UPDATE chunks SET maxt = ?3, n = ?4, data = ?5 WHERE id = ?6 AND series_id = ?1 AND mint = ?2",
+	[ST_LOG_PUT] = "INSERT INTO head_log(data) VALUES (?1)",
+	[ST_LOG_CLEAR] = "DELETE FROM head_log",
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
@@ -167,6 +185,9 @@ static const char *const migrations[TSDB_SCHEMA_VERSION] = {
 	"CREATE TABLE rollup_blocks(id INTEGER PRIMARY KEY, series_id INTEGER NOT NULL,"
 	" mint INTEGER NOT NULL, maxt INTEGER NOT NULL, data BLOB NOT NULL);"
 	"CREATE UNIQUE INDEX rollup_blocks_series_time ON rollup_blocks(series_id, mint);",
+	/* 4: the head log, rows of the samples appended since the last
+	 * checkpoint (LOG_FORMAT; replayed into the chunks at open). */
+	"CREATE TABLE IF NOT EXISTS head_log(id INTEGER PRIMARY KEY, data BLOB NOT NULL);",
 };
 
 struct tsdb {
@@ -234,6 +255,10 @@ struct tsdb {
 	 * flusher thread only; 0 while it is not running). */
 	struct periodic flusher;
 	int64_t next_ret_ns;
+	int64_t log_flushes;          /* under db_mu: flushes to the head log
+	                               * since the last checkpoint */
+	bool log_replay_pending;      /* under db_mu: the head log of the last
+	                               * run is not yet in the chunks */
 };
 
 /* ---- small helpers ---- */
@@ -723,6 +748,7 @@ int tsdb_set_max_db_pages(struct tsdb *db, int64_t pages)
 static void db_disconnect(struct tsdb *db);
 static void flusher_run(void *arg);
 static void note_unwritable_at_open(struct tsdb *db);
+static int replay_log(struct tsdb *db);
 
 static void db_free(struct tsdb *db)
 {
@@ -1021,6 +1047,8 @@ static void forget_disk(struct tsdb *db)
 		pthread_mutex_lock(&sh->mu);
 		s->open_saved_n = 0;
 		s->open_row = 0;
+		s->open_logged_n = 0;
+		s->log_over = true;
 		for (struct pend *p = s->ph; p; p = p->next) {
 			p->saved = false;
 			p->row = 0;
@@ -1271,8 +1299,15 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 		db_free(db);
 		return r;
 	}
-	if (!db->o.read_only)
+	if (!db->o.read_only) {
 		note_unwritable_at_open(db);
+		/* Before the series load: appends go on after what it held.
+		 * An unwritable file: at the first flush that can write. */
+		db->log_replay_pending = true;
+		if (!db->fault && replay_log(db) != 0)
+			log_warn("tsdb: %s: replaying the head log failed (%s); retried at the next flush",
+				 db->path, sqlite3_errmsg(db->sql));
+	}
 	r = load_series(db, err, errlen);
 	if (r != 0) {
 		if (r == GPULSE_EPARSE)
@@ -1413,7 +1448,8 @@ static void cut_chunk(struct tsdb *db, struct shard *sh, struct series *s)
 		p->mint = e->t_first;
 		p->maxt = e->t_last;
 		p->overlap = s->open_overlaps;
-		p->saved = s->open_saved_n > 0;
+		/* Its first time is taken by a row or by log entries. */
+		p->saved = s->open_saved_n > 0 || s->open_logged_n > 0;
 		p->row = s->open_row;
 		p->next = NULL;
 		if (s->pt)
@@ -1430,6 +1466,9 @@ static void cut_chunk(struct tsdb *db, struct shard *sh, struct series *s)
 	chunk_enc_init(e);
 	s->open_saved_n = 0;
 	s->open_row = 0;
+	s->open_logged_n = 0;
+	s->log_n = 0;
+	s->log_over = false;
 	s->open_overlaps = false;
 }
 
@@ -1467,6 +1506,15 @@ int tsdb_append(struct tsdb *db, uint32_t ref, int64_t t_ms, double v)
 	if (rc == 0) {
 		if (s->open->n == 1)
 			s->open_overlaps = older;
+		if (s->log_n == 0)
+			s->log_idx = (uint16_t)(s->open->n - 1);
+		if (s->log_n < LOG_BUF) {
+			s->log_t[s->log_n] = t_ms;
+			s->log_v[s->log_n] = v;
+			s->log_n++;
+		} else {
+			s->log_over = true;
+		}
 		if (older) {
 			s->ooo = true;
 			sh->ooo++;
@@ -1513,6 +1561,12 @@ struct flush_item {
 	int64_t snap_row;       /* the row snap was written to */
 	int64_t newest;         /* newest sample written, or INT64_MIN */
 	int64_t rolled_until;   /* new watermark */
+	/* A head log entry: open chunk (first time log_mint) samples
+	 * log_idx.. (log_n of them, 0: none). */
+	uint16_t log_n, log_idx;
+	int64_t log_mint;
+	int64_t log_t[LOG_BUF];
+	double log_v[LOG_BUF];
 };
 
 /* Write chunk p of series id: over row p->row when that row still holds
@@ -1840,11 +1894,79 @@ static void free_list(struct pend *p)
 	}
 }
 
-static int write_items(struct tsdb *db, struct flush_item *items, size_t n, uint64_t *chunks)
+/* A head log row (LOG_FORMAT): byte 0 the format, then per entry the
+ * series id (4 bytes), the open chunk's first time (8), the index of the
+ * entry's first sample in that chunk (2) and the length (2) of a chunk
+ * (chunk.h, checksummed) holding the entry's samples; little endian. */
+static void put_le(uint8_t *p, uint64_t v, int bytes)
+{
+	for (int i = 0; i < bytes; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int bytes)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < bytes; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+#define LOG_ENTRY_HEAD 16
+
+/* The log row of the items' entries in *out (malloc'd; NULL, 0: none).
+ * 0 or GPULSE_ENOMEM. */
+static int log_encode(struct flush_item *items, size_t n, uint8_t **out, size_t *len)
+{
+	size_t cap = 1, used = 1;
+	*out = NULL;
+	*len = 0;
+	for (size_t i = 0; i < n; i++)
+		if (items[i].log_n)
+			cap += LOG_ENTRY_HEAD + CHUNK_MAX_BYTES;
+	if (cap == 1)
+		return 0;
+	uint8_t *b = malloc(cap);
+	if (!b)
+		return GPULSE_ENOMEM;
+	b[0] = LOG_FORMAT;
+	struct chunk_enc e;
+	for (size_t i = 0; i < n; i++) {
+		struct flush_item *it = &items[i];
+		if (!it->log_n)
+			continue;
+		chunk_enc_init(&e);
+		for (uint16_t j = 0; j < it->log_n; j++)
+			chunk_enc_append(&e, it->log_t[j], it->log_v[j]);   /* at most LOG_BUF: fits */
+		size_t cl = chunk_enc_len(&e);
+		uint8_t *h = b + used;
+		put_le(h, it->s->id, 4);
+		put_le(h + 4, (uint64_t)it->log_mint, 8);
+		put_le(h + 12, it->log_idx, 2);
+		put_le(h + 14, cl, 2);
+		memcpy(h + LOG_ENTRY_HEAD, chunk_enc_bytes(&e), cl);
+		used += LOG_ENTRY_HEAD + cl;
+	}
+	*out = b;
+	*len = used;
+	return 0;
+}
+
+static int write_items(struct tsdb *db, struct flush_item *items, size_t n, bool full,
+		       const uint8_t *log, size_t log_len, uint64_t *chunks)
 {
 	int rc = exec_stmt(db, ST_BEGIN);
 	if (rc != 0)
 		return rc;
+	if (log) {
+		sqlite3_stmt *st = db->st[ST_LOG_PUT];
+		sqlite3_bind_blob(st, 1, log, (int)log_len, SQLITE_STATIC);
+		rc = sql_step_done(st);
+		sqlite3_clear_bindings(st);
+	}
+	/* A checkpoint writes every open chunk: the log is then in the chunks. */
+	if (full && rc == 0)
+		rc = exec_stmt(db, ST_LOG_CLEAR);
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct series *s = items[i].s;
 		if (!s->on_disk) {
@@ -1949,21 +2071,70 @@ static void drop_duplicate_starts(struct tsdb *db, struct shard *sh, struct seri
 		free(p);
 		p = keep;   /* q is looked at again: its new first time */
 	}
-	while (s->open_overlaps && s->open_saved_n == 0 && s->open->n > 0 &&
+	while (s->open_overlaps && s->open_logged_n == 0 && s->open->n > 0 &&
 	       chunk_at(db, s, s->open->t_first)) {
 		chunk_drop_first(chunk_enc_bytes(s->open), chunk_enc_len(s->open), &e);
 		*s->open = e;
+		s->log_over = true;   /* the buffered samples' indices moved */
 		sh->dropped++;
 	}
 }
 
-int tsdb_flush(struct tsdb *db)
+/* Take series s's part of a flush into *it: its pending chunks, and the
+ * samples of its open chunk not yet on disk, as a head log entry (!full,
+ * when the buffer holds all of them) or as a copy of the whole chunk.
+ * Under the shard lock. */
+static void take_series(struct series *s, struct flush_item *it, bool full)
+{
+	it->list = s->ph;
+	s->ph = s->pt = NULL;
+	it->snap = NULL;
+	it->log_n = 0;
+	struct chunk_enc *o = s->open;
+	if (o->n > 0 && o->n != s->open_saved_n) {
+		uint16_t from = s->open_logged_n;
+		if (!full && o->n == from) {
+			/* All in the log already. */
+		} else if (!full && !s->log_over && s->log_n > 0 && s->log_idx <= from &&
+			   s->log_idx + s->log_n == o->n) {
+			uint16_t skip = (uint16_t)(from - s->log_idx);
+			it->log_n = (uint16_t)(s->log_n - skip);
+			it->log_idx = from;
+			it->log_mint = o->t_first;
+			memcpy(it->log_t, s->log_t + skip, it->log_n * sizeof *it->log_t);
+			memcpy(it->log_v, s->log_v + skip, it->log_n * sizeof *it->log_v);
+		} else {
+			it->snap = snapshot_open(o);
+			if (it->snap)
+				it->snap->row = s->open_row;
+		}
+	}
+	/* Logged or written whole: later samples are buffered afresh. */
+	s->log_n = 0;
+	s->log_over = false;
+}
+
+/* Flush; full: a checkpoint (every open chunk written, the log emptied);
+ * else one too when CHECKPOINT_MS of flush intervals went by since the
+ * last. */
+static int flush(struct tsdb *db, bool full)
 {
 	if (db->o.read_only)
 		return GPULSE_ESTATE;
 	pthread_mutex_lock(&db->db_mu);
+	if (db->log_flushes + 1 >= CHECKPOINT_MS / db->o.flush_interval_ms)
+		full = true;
 	if (check_store(db) != 0) {
 		/* Unwritable: the head keeps the samples, within its bound. */
+		pthread_mutex_unlock(&db->db_mu);
+		return GPULSE_EIO;
+	}
+	if (db->log_replay_pending && replay_log(db) != 0) {
+		/* The last run's log first: later chunks start after it. */
+		atomic_fetch_add(&db->storage_errors, 1);
+		complain(&db->flush_complaint, "tsdb: %s: replaying the head log failed, samples kept in memory: %s",
+			 db->path, sqlite3_errmsg(db->sql));
+		db->flush_failing = true;
 		pthread_mutex_unlock(&db->db_mu);
 		return GPULSE_EIO;
 	}
@@ -1981,22 +2152,23 @@ int tsdb_flush(struct tsdb *db)
 		pthread_mutex_lock(&sh->mu);
 		if (s->ooo)
 			drop_duplicate_starts(db, sh, s);
-		it->list = s->ph;
-		s->ph = s->pt = NULL;
-		if (s->open->n > 0 && s->open->n != s->open_saved_n) {
-			it->snap = snapshot_open(s->open);
-			if (it->snap)
-				it->snap->row = s->open_row;
-		}
+		take_series(s, it, full);
 		pthread_mutex_unlock(&sh->mu);
 		it->newest = INT64_MIN;
-		if (it->list || it->snap || !s->on_disk) {
+		if (it->list || it->snap || it->log_n || !s->on_disk) {
 			it->s = s;
 			m++;
 		}
 	}
 	uint64_t chunks = 0;
-	int rc = m ? write_items(db, items, m, &chunks) : 0;
+	uint8_t *log = NULL;
+	size_t log_len = 0;
+	int rc = log_encode(items, m, &log, &log_len);
+	if (rc == 0 && (m || full))
+		rc = write_items(db, items, m, full, log, log_len, &chunks);
+	else if (rc != 0)
+		rc = SQLITE_NOMEM;
+	free(log);
 	for (size_t i = 0; i < m; i++) {
 		struct flush_item *it = &items[i];
 		struct series *s = it->s;
@@ -2007,7 +2179,12 @@ int tsdb_flush(struct tsdb *db)
 			 * version is pending and replaces the partial row. */
 			if (it->snap && s->open->n > 0 && s->open->t_first == it->snap->mint) {
 				s->open_saved_n = it->snap->n;
+				s->open_logged_n = it->snap->n;
 				s->open_row = it->snap_row;
+			} else if (it->log_n && s->open->n > 0 && s->open->t_first == it->log_mint) {
+				s->open_logged_n = (uint16_t)(it->log_idx + it->log_n);
+			} else if (it->log_n && s->ph && s->ph->mint == it->log_mint) {
+				s->ph->saved = true;   /* cut meanwhile: log entries hold its time */
 			} else if (it->snap && s->ph && s->ph->mint == it->snap->mint) {
 				/* Cut meanwhile (the first chunk cut since the
 				 * snapshot is the one snapped): its full version
@@ -2039,6 +2216,8 @@ int tsdb_flush(struct tsdb *db)
 		free(it->snap);
 	}
 	free(items);
+	if (rc == 0)
+		db->log_flushes = full ? 0 : db->log_flushes + 1;
 	atomic_fetch_add(&db->flushes, 1);
 	if (rc != 0) {
 		atomic_fetch_add(&db->storage_errors, 1);
@@ -2071,6 +2250,128 @@ int tsdb_flush(struct tsdb *db)
 	}
 	pthread_mutex_unlock(&db->db_mu);
 	return rc == 0 ? 0 : GPULSE_EIO;
+}
+
+int tsdb_flush(struct tsdb *db)
+{
+	return flush(db, true);
+}
+
+int tsdb_flush_periodic(struct tsdb *db)
+{
+	return flush(db, false);
+}
+
+/* The head log a run left (a crash: its samples since the last
+ * checkpoint) into the chunks: each entry's samples that its chunk's row
+ * lacks are appended to that row (created when missing); entries whose
+ * samples a row already holds (the chunk was written whole later) are
+ * skipped. Then the log is emptied, all in one transaction. Under db_mu
+ * (or at open). 0 or an SQLite code. */
+static int replay_log(struct tsdb *db)
+{
+	sqlite3_stmt *q = NULL, *get = NULL;
+	uint64_t replayed = 0, bad = 0;
+	int64_t *et = malloc(CHUNK_MAX_SAMPLES * sizeof *et);
+	double *ev = malloc(CHUNK_MAX_SAMPLES * sizeof *ev);
+	int rc = et && ev ? exec_stmt(db, ST_BEGIN) : SQLITE_NOMEM;
+	if (rc != 0) {
+		free(et);
+		free(ev);
+		return rc;
+	}
+	rc = sqlite3_prepare_v2(db->sql, "SELECT data FROM head_log ORDER BY id", -1, &q, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(db->sql, "SELECT n, data FROM chunks WHERE series_id = ?1 AND mint = ?2",
+					-1, &get, NULL);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+		const uint8_t *b = sqlite3_column_blob(q, 0);
+		size_t len = (size_t)sqlite3_column_bytes(q, 0);
+		rc = SQLITE_OK;
+		if (!b || len < 1 || b[0] != LOG_FORMAT) {
+			bad++;
+			continue;
+		}
+		for (size_t pos = 1; pos < len && rc == SQLITE_OK;) {
+			if (len - pos < LOG_ENTRY_HEAD) {
+				bad++;
+				break;
+			}
+			const uint8_t *h = b + pos;
+			int64_t sid = (int64_t)get_le(h, 4), mint = (int64_t)get_le(h + 4, 8);
+			int idx = (int)get_le(h + 12, 2);
+			size_t cl = (size_t)get_le(h + 14, 2);
+			if (cl > len - pos - LOG_ENTRY_HEAD) {
+				bad++;
+				break;
+			}
+			pos += LOG_ENTRY_HEAD + cl;
+			int ne = chunk_decode_all(h + LOG_ENTRY_HEAD, cl, et, ev);
+			if (ne <= 0) {
+				bad++;
+				continue;
+			}
+			sqlite3_bind_int64(get, 1, sid);
+			sqlite3_bind_int64(get, 2, mint);
+			int nd = 0, grc = sqlite3_step(get);
+			struct chunk_enc e;
+			chunk_enc_init(&e);
+			if (grc == SQLITE_ROW) {
+				nd = sqlite3_column_int(get, 0);
+				int got = chunk_decode_all(sqlite3_column_blob(get, 1),
+							   (size_t)sqlite3_column_bytes(get, 1), db->scratch_t,
+							   db->scratch_v);
+				for (int j = 0; j < got; j++)
+					chunk_enc_append(&e, db->scratch_t[j], db->scratch_v[j]);
+				if (got != nd)
+					nd = -1;   /* damaged: left as it is */
+			} else if (grc != SQLITE_DONE) {
+				rc = grc;
+			}
+			sqlite3_reset(get);
+			if (rc != SQLITE_OK)
+				break;
+			/* The entry holds samples idx.. of the chunk, the row 0..nd-1. */
+			if (nd < 0 || idx > nd || idx + ne <= nd) {
+				bad += nd < 0 || idx > nd;
+				continue;
+			}
+			uint16_t before = e.n;
+			for (int j = nd - idx; j < ne; j++)
+				if (chunk_enc_append(&e, et[j], ev[j]) != 0)
+					break;
+			if (e.n == before)
+				continue;
+			sqlite3_stmt *st = db->st[ST_CHUNK_PUT];
+			sqlite3_bind_int64(st, 1, sid);
+			sqlite3_bind_int64(st, 2, e.t_first);
+			sqlite3_bind_int64(st, 3, e.t_last);
+			sqlite3_bind_int(st, 4, e.n);
+			sqlite3_bind_blob(st, 5, chunk_enc_bytes(&e), (int)chunk_enc_len(&e), SQLITE_STATIC);
+			rc = sql_step_done(st);
+			sqlite3_clear_bindings(st);
+			replayed += (uint64_t)(e.n - before);
+		}
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	sqlite3_finalize(q);
+	sqlite3_finalize(get);
+	free(et);
+	free(ev);
+	if (rc == SQLITE_OK)
+		rc = exec_stmt(db, ST_LOG_CLEAR);
+	if (rc == SQLITE_OK)
+		rc = exec_stmt(db, ST_COMMIT);
+	if (rc != SQLITE_OK) {
+		exec_stmt(db, ST_ROLLBACK);
+		return rc;
+	}
+	db->log_replay_pending = false;
+	if (replayed || bad)
+		log_info("tsdb: %s: %llu samples of the head log replayed into their chunks%s", db->path,
+			 (unsigned long long)replayed, bad ? " (damaged log entries skipped)" : "");
+	return 0;
 }
 
 /* Drop series s's rollup buckets older than `cutoff`: whole blocks, and
@@ -2180,7 +2481,7 @@ static void flusher_run(void *arg)
 {
 	struct tsdb *db = arg;
 	note_clock_step(db);
-	tsdb_flush(db);
+	tsdb_flush_periodic(db);
 	if (clock_mono_ns() >= db->next_ret_ns) {
 		tsdb_enforce_retention(db, tsdb_now_ms(db));
 		db->next_ret_ns = clock_mono_ns() + RETENTION_PERIOD_MS * NS_PER_MS;

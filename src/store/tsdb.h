@@ -25,7 +25,8 @@
 #define TSDB_MAX_LABEL_NAME 128     /* bytes */
 #define TSDB_MAX_LABEL_VALUE 1024   /* bytes */
 #define TSDB_MAX_MATCHERS 32
-#define TSDB_SCHEMA_VERSION 3         /* 2: chunks carry a checksum; 3: rollups packed in blocks */
+#define TSDB_SCHEMA_VERSION 4         /* 2: chunks carry a checksum; 3: rollups packed in blocks;
+                                       * 4: the head log */
 #define TSDB_APPLICATION_ID 0x47504c53  /* "GPLS" in the SQLite header */
 
 struct tsdb;
@@ -129,10 +130,21 @@ int tsdb_series_labels(struct tsdb *db, uint32_t ref, const struct label **label
 		       size_t *n);
 
 /* Write every head chunk (full ones and the open one of each series) to
- * SQLite in one transaction, then the rollups that became due. 0, or
+ * SQLite in one transaction, then the rollups that became due: a
+ * checkpoint (tsdb_flush_periodic), the head log emptied. 0, or
  * GPULSE_EIO when SQLite failed (disk full, I/O error): the chunks stay in
  * the head, the error is counted, and the next flush retries. */
 int tsdb_flush(struct tsdb *db);
+/* One flush as the flusher makes it every flush interval: the samples
+ * each series took since the last flush appended as one row to the head
+ * log (a series with more than 16 of them, or whose open chunk changed,
+ * has its open chunk written whole), the chunks cut since written; and
+ * every 60 s of flush intervals a
+ * checkpoint, tsdb_flush, which empties the log. Durable as tsdb_flush:
+ * the next tsdb_open replays the log into the chunks. The samples in the
+ * log alone are read by this store from its head; a read-only reader of
+ * the file sees them after the next checkpoint. 0 or as tsdb_flush. */
+int tsdb_flush_periodic(struct tsdb *db);
 /* 0 when the store can be written; GPULSE_EIO with the reason in why
  * when it cannot: the file is read-only (its mode, a read-only file
  * system: found at open, where SQLite would otherwise open it read-only

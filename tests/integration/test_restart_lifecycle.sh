@@ -167,11 +167,12 @@ stop TERM
 python3 - "$DB" <<'PY' || fail "cannot take the store back to schema 2"
 import sqlite3, sys
 c = sqlite3.connect(sys.argv[1], isolation_level=None)
-assert c.execute("PRAGMA user_version").fetchone()[0] == 3
+assert c.execute("PRAGMA user_version").fetchone()[0] == 4
 # Schema 2 as tsdb.c's migrations[] made it: the rollups as rows.
 c.executescript("""
 BEGIN;
 DROP TABLE rollup_blocks;
+DROP TABLE head_log;
 CREATE TABLE rollups(series_id INTEGER NOT NULL, t INTEGER NOT NULL, min REAL, max REAL,
   sum REAL, count INTEGER NOT NULL, PRIMARY KEY(series_id, t)) WITHOUT ROWID;
 INSERT INTO rollups SELECT id, (CAST(strftime('%s', 'now') AS INTEGER) / 60 - 60) * 60000,
@@ -184,7 +185,7 @@ run migrated restart
 python3 - "$DB" <<'PY' || fail "the store was not migrated"
 import sqlite3, sys
 c = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True)
-assert c.execute("PRAGMA user_version").fetchone()[0] == 3
+assert c.execute("PRAGMA user_version").fetchone()[0] == 4
 assert c.execute("SELECT count(*) FROM rollup_blocks").fetchone()[0] >= 1
 assert not c.execute("SELECT 1 FROM sqlite_master WHERE name = 'rollups'").fetchall()
 PY
