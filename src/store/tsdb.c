@@ -98,6 +98,11 @@ struct series {
 	bool log_over;
 	int64_t log_t[LOG_BUF];
 	double log_v[LOG_BUF];
+	/* A read-only reader's replay of the log into the head: samples
+	 * 0..read_n-1 of the chunk starting at read_mint are in its row or
+	 * the head (read_n 0: none yet). */
+	int64_t read_mint;
+	int read_n;
 	bool open_overlaps;          /* the open chunk starts below last_t */
 	bool ooo;                    /* took a sample older than last_t: chunks
 	                              * overlap, reads merge all of them */
@@ -748,7 +753,7 @@ int tsdb_set_max_db_pages(struct tsdb *db, int64_t pages)
 static void db_disconnect(struct tsdb *db);
 static void flusher_run(void *arg);
 static void note_unwritable_at_open(struct tsdb *db);
-static int replay_log(struct tsdb *db);
+static int replay_log(struct tsdb *db, bool into_head);
 
 static void db_free(struct tsdb *db)
 {
@@ -1304,7 +1309,7 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 		/* Before the series load: appends go on after what it held.
 		 * An unwritable file: at the first flush that can write. */
 		db->log_replay_pending = true;
-		if (!db->fault && replay_log(db) != 0)
+		if (!db->fault && replay_log(db, false) != 0)
 			log_warn("tsdb: %s: replaying the head log failed (%s); retried at the next flush",
 				 db->path, sqlite3_errmsg(db->sql));
 	}
@@ -1315,6 +1320,10 @@ int tsdb_open(struct tsdb **out, const struct tsdb_opts *opts, char *err, size_t
 		db_free(db);
 		return r;
 	}
+	/* A reader beside the owner: what its last flushes put in the log. */
+	if (db->o.read_only && replay_log(db, true) != 0)
+		log_warn("tsdb: %s: reading the head log failed (%s): the samples since the owner's "
+			 "last checkpoint are left out", db->path, sqlite3_errmsg(db->sql));
 	*out = db;
 	return 0;
 }
@@ -1472,10 +1481,18 @@ static void cut_chunk(struct tsdb *db, struct shard *sh, struct series *s)
 	s->open_overlaps = false;
 }
 
+static int head_append(struct tsdb *db, uint32_t ref, int64_t t_ms, double v, bool hook);
+
 int tsdb_append(struct tsdb *db, uint32_t ref, int64_t t_ms, double v)
 {
 	if (db->o.read_only)
 		return GPULSE_ESTATE;
+	return head_append(db, ref, t_ms, v, true);
+}
+
+/* tsdb_append's work; hook: call the append hook. */
+static int head_append(struct tsdb *db, uint32_t ref, int64_t t_ms, double v, bool hook)
+{
 	struct series *s = series_at(db, ref);
 	if (!s)
 		return GPULSE_EINVAL;
@@ -1527,7 +1544,7 @@ int tsdb_append(struct tsdb *db, uint32_t ref, int64_t t_ms, double v)
 		sh->dropped++;
 	}
 	pthread_mutex_unlock(&sh->mu);
-	if (rc == 0) {
+	if (rc == 0 && hook) {
 		tsdb_append_hook_fn *fn = atomic_load_explicit(&db->hook, memory_order_acquire);
 		if (fn)
 			fn(db->hook_ctx, ref, t_ms, v);
@@ -2129,7 +2146,7 @@ static int flush(struct tsdb *db, bool full)
 		pthread_mutex_unlock(&db->db_mu);
 		return GPULSE_EIO;
 	}
-	if (db->log_replay_pending && replay_log(db) != 0) {
+	if (db->log_replay_pending && replay_log(db, false) != 0) {
 		/* The last run's log first: later chunks start after it. */
 		atomic_fetch_add(&db->storage_errors, 1);
 		complain(&db->flush_complaint, "tsdb: %s: replaying the head log failed, samples kept in memory: %s",
@@ -2267,14 +2284,17 @@ int tsdb_flush_periodic(struct tsdb *db)
  * lacks are appended to that row (created when missing); entries whose
  * samples a row already holds (the chunk was written whole later) are
  * skipped. Then the log is emptied, all in one transaction. Under db_mu
- * (or at open). 0 or an SQLite code. */
-static int replay_log(struct tsdb *db)
+ * (or at open). into_head (a read-only reader, at open, after the series
+ * load): nothing is written; the samples the rows lack go into the head,
+ * which reads merge with the rows, so the reader sees what the owner's
+ * last flush held. 0 or an SQLite code. */
+static int replay_log(struct tsdb *db, bool into_head)
 {
 	sqlite3_stmt *q = NULL, *get = NULL;
 	uint64_t replayed = 0, bad = 0;
 	int64_t *et = malloc(CHUNK_MAX_SAMPLES * sizeof *et);
 	double *ev = malloc(CHUNK_MAX_SAMPLES * sizeof *ev);
-	int rc = et && ev ? exec_stmt(db, ST_BEGIN) : SQLITE_NOMEM;
+	int rc = !et || !ev ? SQLITE_NOMEM : into_head ? SQLITE_OK : exec_stmt(db, ST_BEGIN);
 	if (rc != 0) {
 		free(et);
 		free(ev);
@@ -2331,6 +2351,11 @@ static int replay_log(struct tsdb *db)
 			sqlite3_reset(get);
 			if (rc != SQLITE_OK)
 				break;
+			struct series *rs = into_head ? series_at(db, (uint32_t)sid) : NULL;
+			if (into_head && !rs)
+				continue;
+			if (rs && rs->read_n > 0 && rs->read_mint == mint && nd >= 0 && rs->read_n > nd)
+				nd = rs->read_n;   /* the head holds nd.. already */
 			/* The entry holds samples idx.. of the chunk, the row 0..nd-1. */
 			if (nd < 0 || idx > nd || idx + ne <= nd) {
 				bad += nd < 0 || idx > nd;
@@ -2342,6 +2367,14 @@ static int replay_log(struct tsdb *db)
 					break;
 			if (e.n == before)
 				continue;
+			if (into_head) {
+				for (int j = nd - idx; j < ne; j++)
+					if (head_append(db, (uint32_t)sid, et[j], ev[j], false) == 0)
+						replayed++;
+				rs->read_mint = mint;
+				rs->read_n = idx + ne;
+				continue;
+			}
 			sqlite3_stmt *st = db->st[ST_CHUNK_PUT];
 			sqlite3_bind_int64(st, 1, sid);
 			sqlite3_bind_int64(st, 2, e.t_first);
@@ -2359,6 +2392,8 @@ static int replay_log(struct tsdb *db)
 	sqlite3_finalize(get);
 	free(et);
 	free(ev);
+	if (into_head)
+		return rc;
 	if (rc == SQLITE_OK)
 		rc = exec_stmt(db, ST_LOG_CLEAR);
 	if (rc == SQLITE_OK)
