@@ -141,9 +141,8 @@ int tsdb_flush(struct tsdb *db);
  * has its open chunk written whole), the chunks cut since written; and
  * every 60 s of flush intervals a
  * checkpoint, tsdb_flush, which empties the log. Durable as tsdb_flush:
- * the next tsdb_open replays the log into the chunks. The samples in the
- * log alone are read by this store from its head; a read-only reader of
- * the file sees them after the next checkpoint. 0 or as tsdb_flush. */
+ * the next tsdb_open replays the log into the chunks; a read-only
+ * reader's open reads it into the reader's head. 0 or as tsdb_flush. */
 int tsdb_flush_periodic(struct tsdb *db);
 /* 0 when the store can be written; GPULSE_EIO with the reason in why
  * when it cannot: the file is read-only (its mode, a read-only file
