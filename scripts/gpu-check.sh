@@ -50,6 +50,40 @@ B=$D/bin   # wrappers that give our programs the bundled libraries
 PORT=9401
 declare -a TABLE
 row() { TABLE+=("$(printf '%-34s %-5s %s' "$1" "$2" "$3")"); }
+# Every thread's stack of process $1 into file $3 under the heading $2
+# (gdb, else each task's wait channel and system call), then the process
+# killed: what a run past its limit was doing is kept, not only that it hung.
+hang_stacks() {
+	{
+		echo "== $2"
+		if command -v gdb >/dev/null; then
+			gdb -p "$1" -batch -ex "thread apply all bt" 2>&1 | grep -E '^(Thread|#)' | head -150
+		else
+			for t in /proc/$1/task/*; do
+				echo "task $(basename $t) $(cat $t/comm) wchan=$(cat $t/wchan) syscall=$(cut -d' ' -f1 $t/syscall)"
+			done
+		fi
+	} >>"$3"
+	kill -9 "$1" 2>/dev/null
+}
+# Run "$@" for at most $1 seconds; past it, hang_stacks under heading $2
+# into $OUT/hangs.txt, and status 124 as timeout(1) gives.
+run_limited() {
+	local limit=$1 label=$2
+	shift 2
+	"$@" &
+	local pid=$! waited=0
+	while kill -0 $pid 2>/dev/null && [ $waited -lt $((limit * 10)) ]; do
+		sleep 0.1
+		waited=$((waited + 1))
+	done
+	if kill -0 $pid 2>/dev/null; then
+		hang_stacks $pid "$label: still running after $limit s" "$OUT/hangs.txt"
+		wait $pid 2>/dev/null
+		return 124
+	fi
+	wait $pid
+}
 
 nvidia-smi --query-gpu=name,driver_version,pstate,power.limit,clocks.max.sm --format=csv | tee "$OUT/device.txt"
 DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n1)
@@ -390,7 +424,10 @@ print(n)' "$AD/dump-$1-default-*.json"; }
 		else
 			cmd=(python3 bench/inject_torch.py $w --seconds ${ACC_SECONDS:-8})
 		fi
-		"${env[@]}" timeout "${ACC_TIMEOUT:-200}" "${cmd[@]}" >>$AD/out-$w.txt 2>>"$OUT/accuracy-stderr.txt" ||
+		# Past its limit, every thread's stack is kept ($OUT/hangs.txt):
+		# a default round of train hung so on the H100 (2026-12-08).
+		run_limited "${ACC_TIMEOUT:-200}" "accuracy $w $c" "${env[@]}" "${cmd[@]}" \
+			>>$AD/out-$w.txt 2>>"$OUT/accuracy-stderr.txt" ||
 			echo "$w $c: rc=$?" >>"$OUT/accuracy-stderr.txt"
 	}
 	for w in ${ACC_WORKLOADS:-known train gen1 gen32 vision}; do
@@ -479,17 +516,7 @@ if nvcc -O2 -arch=sm_90 -o $SD/kernel_lengths bench/kernel_lengths.cu 2>"$OUT/st
 			for _ in $(seq 1 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
 			if kill -0 $pid 2>/dev/null; then
 				hung=$((hung + 1))
-				{
-					echo "== $(basename "$lib") run $r: still running after 30 s"
-					if command -v gdb >/dev/null; then
-						gdb -p $pid -batch -ex "thread apply all bt" 2>&1 | grep -E '^(Thread|#)' | head -150
-					else
-						for t in /proc/$pid/task/*; do
-							echo "task $(basename $t) $(cat $t/comm) wchan=$(cat $t/wchan) syscall=$(cut -d' ' -f1 $t/syscall)"
-						done
-					fi
-				} >>"$OUT/stress-hangs.txt"
-				kill -9 $pid
+				hang_stacks $pid "$(basename "$lib") run $r: still running after 30 s" "$OUT/stress-hangs.txt"
 			fi
 			wait $pid 2>/dev/null
 		done

@@ -25,6 +25,9 @@ import urllib.request
 from datetime import datetime
 
 PORT = 9491
+# A trigger within raise_for of the last one on the GPU joins its evidence
+# (src/daemon/evidence.c, recent_for): each cycle starts after that.
+RAISE_S = 10
 URL = f"http://127.0.0.1:{PORT}"
 
 WORKLOAD = r"""
@@ -99,7 +102,7 @@ evidence:
   alerts: [GPUBusyNow]
   capture_seconds: 2
   settle: 3s
-  raise_for: 30s
+  raise_for: {RAISE_S}s
   per_gpu_per_hour: 60
   per_hour: 60
 """)
@@ -113,7 +116,8 @@ evidence:
         time.sleep(2)
         rows, seen = [], set()
         for cyc in range(cycles):
-            env = dict(os.environ, LD_PRELOAD=lib, GPULSE_SOCKET=sock)
+            # The library is loaded as CUDA loads an injection library.
+            env = dict(os.environ, CUDA_INJECTION64_PATH=lib, GPULSE_SOCKET=sock)
             w = subprocess.Popen([sys.executable, "-c", WORKLOAD, "25"], env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             line = w.stdout.readline()
@@ -149,6 +153,8 @@ evidence:
             t_notice = wait(notice, 20)
             doc = get("/api/v1/evidence/" + e["id"], timeout=30)["data"]
             t_trig = rfc3339(doc["triggered_at"])
+            if doc.get("ready_at"):
+                t_ready = rfc3339(doc["ready_at"])
             q = get("/api/v1/query?query=" + urllib.request.quote(
                 'gpulse_gpu_sm_active_ratio{gpu="0"}[60s]') + f"&time={time.time():.3f}")
             over = [float(t) for t, v in q["data"]["result"][0]["values"]
@@ -167,7 +173,8 @@ evidence:
             # The alert resolves before the next cycle fires it again.
             wait(lambda: not [a for a in get("/api/v1/alerts")["data"]["alerts"]
                               if a["labels"]["alertname"] == "GPUBusyNow"], 60, 0.2)
-            time.sleep(1)
+            # The next trigger must not join this cycle's evidence.
+            time.sleep(max(1.0, t_trig + RAISE_S + 1 - time.time()))
         ready = sorted(r[2] for r in rows)
         notice = sorted(r[3] for r in rows if r[3] == r[3])
 
