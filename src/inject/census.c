@@ -217,6 +217,28 @@ void census_means_discard(struct census_means *m, const char *key, uint32_t cont
 		e->discarded++;
 }
 
+void census_means_unclear(struct census_means *m, const char *key, uint32_t context, uint8_t cls)
+{
+	if (!m || !key)
+		return;
+	struct census_mean *e = mean_entry(m, key, context, cls);
+	if (!e)
+		return;
+	if (e->unclear < UINT32_MAX)
+		e->unclear++;
+	if (e->unclear >= CENSUS_HOLD_BUSY_AFTER && e->unclear > e->n)
+		e->hold_busy = 1;
+}
+
+int census_means_hold_busy(const struct census_means *m, const char *key, uint32_t context,
+			   uint8_t cls)
+{
+	if (!m || !key)
+		return 0;
+	int i = mean_index(m, key, context, cls);
+	return i >= 0 && m->m[i].used && m->m[i].hold_busy;
+}
+
 int census_means_get(const struct census_means *m, const char *key, uint32_t context, uint8_t cls,
 		     double *mean_ns)
 {

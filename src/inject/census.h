@@ -114,6 +114,8 @@ struct census_means {
 		uint64_t n, ns;
 		uint64_t drawn;    /* launches drawn for timing (census_means_draw) */
 		uint64_t discarded; /* ... whose sample was left out (census_means_discard) */
+		uint32_t unclear;  /* unheld samples left out as unclear (census_means_unclear) */
+		uint8_t hold_busy; /* its launches are held on a busy stream too */
 	} m[CENSUS_SLOTS];
 	unsigned count;
 };
@@ -162,6 +164,25 @@ void census_means_draw(struct census_means *m, const char *key, uint32_t context
  * sparsely all the same: the early rate costs a launch each). */
 #define SAMPLES_DRAWN_MAX (4 * SAMPLES_ENOUGH)
 void census_means_discard(struct census_means *m, const char *key, uint32_t context, uint8_t cls);
+
+/* An unheld sample of `key` of class `cls` in `context` was left out as
+ * unclear: its stream was busy as timing began and drained before the
+ * launch call returned (the start event had completed by then, or the
+ * floor was not met), so the interval holds part of the launch call. A
+ * kernel whose launch call outlasts the work queued before it meets that
+ * case every time: on the H100 a cuDNN flash-attention backward kernel
+ * (a 24 us kernel, 3.7% of a training step's GPU time) had all its
+ * samples so and read no time at all. Once CENSUS_HOLD_BUSY_AFTER of a
+ * kernel's samples were unclear and they outnumber its timed ones, its
+ * later draws are held on a busy stream as on an idle one (the stream
+ * waits on the launch's exit, so the GPU meets start, kernel and end
+ * back to back): census_means_hold_busy says so from then on. The cost
+ * is what holding costs where the stream would have drained anyway: the
+ * rest of the launch call, once per drawn sample. */
+#define CENSUS_HOLD_BUSY_AFTER 4
+void census_means_unclear(struct census_means *m, const char *key, uint32_t context, uint8_t cls);
+int census_means_hold_busy(const struct census_means *m, const char *key, uint32_t context,
+			   uint8_t cls);
 
 /* How many timed launches of `key` of class `cls` in `context` the table
  * holds (0 when none, or the kernel has no room). */

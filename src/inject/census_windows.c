@@ -244,14 +244,16 @@ void hold_release_all(void)
  * local memory, which waits on the device, and a held stream would make
  * that wait until the watchdog (HOLD_MAX_NS) lets it go. */
 static uint64_t census_time_start(int slot, const char *key, CUstream stream, int ptsz, int seen,
-				  uint32_t context, uint32_t device, uint8_t cls, int dense)
+				  uint32_t context, uint32_t device, uint8_t cls, int dense, int hold_busy)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	if ((ptsz ? drv.is_capturing_ptsz : drv.is_capturing)(stream, &st) != CUDA_SUCCESS ||
 	    st != CU_STREAM_CAPTURE_STATUS_NONE)
 		return 0;
 	int idle = (ptsz ? drv.stream_query_ptsz : drv.stream_query)(stream) == CUDA_SUCCESS;
-	uint32_t *flags = idle && seen ? hold_flags() : NULL;
+	/* A kernel whose unheld samples were unclear (census_means_unclear)
+	 * is held on a busy stream too. */
+	uint32_t *flags = (idle || hold_busy) && seen ? hold_flags() : NULL;
 	/* A kernel's first draws (every launch, `dense`) are kept to samples
 	 * the GPU meets back to back, held or behind earlier work: an idle
 	 * stream's launch that cannot be held reads the launch call less the
@@ -308,6 +310,7 @@ static uint64_t census_time_start(int slot, const char *key, CUstream stream, in
 	}
 	e->a = a, e->b = NULL, e->f = f, e->slot = slot, e->key = key, e->idle = idle && !seq;
 	e->hold_seq = seq, e->start_done_at_exit = 0, e->host_gap_ns = 0, e->t_ns = clock_mono_ns();
+	e->busy_held = seq && !idle;
 	e->gen = gen, e->context = context, e->device = device, e->cls = cls;
 	atomic_store(&e->late, 0);
 	atomic_store(&e->state, 1);
@@ -422,12 +425,16 @@ void census_api(CUpti_CallbackId cbid, const CUpti_CallbackData *d)
 		uint8_t cls = cen.census->k[slot].cls;
 		uint64_t drawn = census_means_drawn(cen.census_means, d->symbolName, d->contextUid, cls);
 		int take = drv.can_time && d->correlationData && sample_this(drawn);
-		if (take)
+		int hold_busy = 0;
+		if (take) {
 			census_means_draw(cen.census_means, d->symbolName, d->contextUid, cls);
+			hold_busy = census_means_hold_busy(cen.census_means, d->symbolName, d->contextUid, cls);
+		}
 		pthread_mutex_unlock(&cen.mu);
 		if (take) {
 			*d->correlationData = census_time_start(slot, d->symbolName, stream, ptsz, seen,
-								     d->contextUid, dev, cls, drawn < SAMPLES_FIRST);
+								     d->contextUid, dev, cls, drawn < SAMPLES_FIRST,
+								     hold_busy);
 			/* Not timed: the draw is given back (under the lock if
 			 * free now; else it stays counted, a sample fewer). */
 			if (!*d->correlationData && pthread_mutex_trylock(&cen.mu) == 0) {
@@ -547,6 +554,7 @@ void census_poll_samples(int64_t now)
 			todo[n].idle = e->idle, todo[n].host_gap_ns = e->host_gap_ns;
 			todo[n].start_done_at_exit = e->start_done_at_exit;
 			todo[n].hold_seq = atomic_load(&e->late) ? 0 : e->hold_seq;
+			todo[n].busy_held = e->busy_held;
 			todo[n].late = atomic_load(&e->late);
 			idx[n++] = i;
 		}
@@ -641,10 +649,14 @@ void census_poll_samples(int64_t now)
 			census_means_add(cen.census_means, todo[j].key, todo[j].context, todo[j].cls, kernel_ns);
 			if (todo[j].hold_seq)
 				cen.holds++;
+			if (todo[j].hold_seq && todo[j].busy_held)
+				cen.holds_busy++;
 		} else {
-			if (done[j] == -2)
+			if (done[j] == -2) {
 				cen.samples_ambiguous++;
-			else
+				census_means_unclear(cen.census_means, todo[j].key, todo[j].context,
+						     todo[j].cls);
+			} else
 				cen.samples_lost++;
 			/* Its draw is given back: a kernel whose samples are
 			 * often left out still gets its early ones. */

@@ -61,7 +61,7 @@ static void write_dump(void)
 		 "\"maxrss_kb\": %ld, \"source\": \"%s\", \"lasting_cost\": %s, "
 		 "\"census\": {\"busy\": %llu, \"samples_lost\": %llu, \"samples_ambiguous\": %llu, "
 		 "\"samples_unmet\": %llu, "
-		 "\"holds\": %llu, \"holds_late\": %llu, \"hold_state\": %d, \"floor_n\": %llu, "
+		 "\"holds\": %llu, \"holds_busy\": %llu, \"holds_late\": %llu, \"hold_state\": %d, \"floor_n\": %llu, "
 		 "\"floor_mean_ns\": %.1f, \"floor_outliers\": %llu, "
 		 "\"untimed_launches\": %llu, \"unpooled\": %llu, "
 		 "\"can_time\": %s, \"cb_cost_ns\": %.1f, \"sample_every\": %u, "
@@ -81,7 +81,7 @@ static void write_dump(void)
 		 lib.mode == WIRE_MODE_CONTINUOUS ? "census" : "trace", tracing.lasting ? "true" : "false",
 		 (unsigned long long)atomic_load(&cen.census_busy), (unsigned long long)cen.samples_lost,
 		 (unsigned long long)cen.samples_ambiguous, (unsigned long long)cen.samples_unmet,
-		 (unsigned long long)cen.holds,
+		 (unsigned long long)cen.holds, (unsigned long long)cen.holds_busy,
 		 (unsigned long long)cen.holds_late, atomic_load(&cen.hold_state), (unsigned long long)cen.floor_n,
 		 cen.floor_n ? (double)cen.floor_ns / (double)cen.floor_n : 0.0, (unsigned long long)cen.floor_outliers,
 		 (unsigned long long)cen.untimed_launches,

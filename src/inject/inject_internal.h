@@ -155,6 +155,7 @@ struct evpair {
 	int start_done_at_exit;   /* the start event had completed when the call returned */
 	CUevent f;                /* held: the event just before a (the pair's floor) */
 	uint32_t hold_seq;        /* held: the value its stream waits for; 0 none */
+	int busy_held;            /* held although its stream was busy (census_means_hold_busy) */
 	uint32_t gen;             /* in the ticket: a stale or foreign one is ignored */
 	uint32_t context;         /* CUPTI's context id of the launch */
 	uint32_t device;          /* CUPTI's device id of the launch */
@@ -222,6 +223,7 @@ struct inject_census {
 	uint64_t samples_ambiguous;       /* mu: timed launches left out: see census_poll_samples */
 	uint64_t samples_unmet;           /* mu: ... of those, unheld ones whose floor was not back to back */
 	uint64_t holds, holds_late;       /* mu: held samples; those let go by the watchdog */
+	uint64_t holds_busy;              /* mu: held samples whose stream was busy */
 	uint64_t floor_n, floor_ns;       /* mu: held pairs' event-to-event floors */
 	uint64_t floor_outliers;          /* mu: floors left out of floor_ns: not back to back */
 	double offset_floors;             /* the library thread: floors off the last device's held samples */

@@ -37,6 +37,8 @@ static struct {
 	pthread_cond_t taken;       /* fake_cupti_take_subscriber succeeded */
 	int gate;                   /* the next cuptiSubscribe waits for that */
 	int drop_exits;             /* launches whose exit is not delivered */
+	const char *slow_call_name; /* launches of this kernel ... */
+	int64_t slow_call_ns;       /* ... spend this long after submission before their exit */
 	CUpti_BuffersCallbackRequestFunc request;
 	CUpti_BuffersCallbackCompleteFunc complete;
 	uint8_t *buf;
@@ -401,6 +403,11 @@ static void driver_call(CUpti_CallbackId cbid, const char *symbol, const void *p
 	}
 	if (launched && cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
 		launched();
+	pthread_mutex_lock(&f.mu);
+	int64_t slow = f.slow_call_name && symbol && strcmp(symbol, f.slow_call_name) == 0 ? f.slow_call_ns : 0;
+	pthread_mutex_unlock(&f.mu);
+	for (uint64_t t0 = now_ns(); (int64_t)(now_ns() - t0) < slow;)
+		; /* the rest of a slow launch call, the kernel already submitted */
 	if (__atomic_load_n(&f.drop_exits, __ATOMIC_RELAXED) > 0 &&
 	    __atomic_sub_fetch(&f.drop_exits, 1, __ATOMIC_RELAXED) >= 0)
 		return; /* an exit that is never heard */
@@ -408,6 +415,17 @@ static void driver_call(CUpti_CallbackId cbid, const char *symbol, const void *p
 	in_api_exit = 1;
 	cb(user, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &d);
 	in_api_exit = 0;
+}
+
+/* Launches of kernel `name` (NULL: none) spend ns after the kernel's
+ * submission before their exit callback: a launch call that outlasts the
+ * work queued before it (a cuDNN kernel's on the H100). */
+API void fake_cupti_set_launch_call_ns(const char *name, int64_t ns)
+{
+	pthread_mutex_lock(&f.mu);
+	f.slow_call_name = name;
+	f.slow_call_ns = ns;
+	pthread_mutex_unlock(&f.mu);
 }
 
 /* The next n launches' exit callbacks are not delivered. */

@@ -36,6 +36,7 @@ void fake_cupti_api(int domain, int cbid, int site);
 void fake_cupti_launch(const char *name, uint64_t dur_ns, int n);
 /* The next n launches' exit callbacks are not delivered. */
 void fake_cupti_drop_exits(int n);
+void fake_cupti_set_launch_call_ns(const char *name, int64_t ns);
 /* cudaProfilerStart (start = 1: the callback at its exit) or
  * cudaProfilerStop (start = 0: at its entry). */
 void fake_cupti_profiler(int start);

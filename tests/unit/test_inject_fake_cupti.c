@@ -142,7 +142,8 @@ static void launch_until(const struct hooks *h, int rate, int64_t until)
 }
 
 enum scenario { FULL, CONTINUOUS, PROFILER_API, TAKEN_BEFORE, TAKEN_EARLY, TAKEN_LATER, NVTX_FOCUS, CAPTURE, DROPS, FORK, MARKERS, STUCK, CAPTURE_DETACH,
-		CAPTURE_SHORT, TIMED, TIMED_NO_EXIT, SUBSCRIBES_IN_WINDOW, SUBSCRIBES_LOADED_LATE, UVM_SHORT };
+		CAPTURE_SHORT, TIMED, TIMED_NO_EXIT, SUBSCRIBES_IN_WINDOW, SUBSCRIBES_LOADED_LATE, UVM_SHORT,
+		TIMED_SLOW_CALL };
 
 static const struct hooks *end_hooks;
 
@@ -200,7 +201,7 @@ static void play(enum scenario sc, struct outcome *o)
 	if (sc == TAKEN_BEFORE)
 		NEED(h.take_subscriber());
 	void *cuda = NULL;
-	if (sc == TIMED || sc == TIMED_NO_EXIT) {
+	if (sc == TIMED || sc == TIMED_NO_EXIT || sc == TIMED_SLOW_CALL) {
 		/* The driver stand-in, as the application's libcuda.so.1: the
 		 * library finds it loaded and times its samples with it. */
 		cuda = dlopen(cuda_path, RTLD_NOW | RTLD_GLOBAL);
@@ -364,6 +365,33 @@ static void play(enum scenario sc, struct outcome *o)
 			launch_idle(&h, clock_mono_ns() + ms(700));
 			usleep(400 * 1000);
 		}
+		waits(&o->cuda_waits, &o->cuda_holding, &o->cuda_longest_ns);
+		break;
+	}
+	case TIMED_SLOW_CALL: {
+		/* k_pre (5 us), then at once k_slow, whose launch call goes on
+		 * for 40 us after its kernel is submitted: the stream is busy
+		 * (k_pre) when k_slow's timing begins and drained before its
+		 * launch call returns, so every unheld sample of k_slow is
+		 * unclear. 600 rounds, about 1.5 ms apart. */
+		void (*slow_call)(const char *, int64_t);
+		void (*waits)(int *, int *, int64_t *);
+		int (*events_live)(void);
+		*(void **)(&slow_call) = dlsym(RTLD_DEFAULT, "fake_cupti_set_launch_call_ns");
+		*(void **)(&waits) = dlsym(cuda, "fake_cuda_waits");
+		*(void **)(&events_live) = dlsym(cuda, "fake_cuda_events_live");
+		NEED(slow_call && waits && events_live);
+		h.context_created();
+		slow_call("k_slow(float*)", 40000);
+		for (int i = 0; i < 600; i++) {
+			h.launch("k_pre(float*)", 5000, 1);
+			h.launch("k_slow(float*)", 5000, 1);
+			usleep(1500);
+		}
+		slow_call(NULL, 0);
+		int64_t until = clock_mono_ns() + ms(30000);
+		for (; events_live() > 0; usleep(2000))
+			NEED(clock_mono_ns() < until);
 		waits(&o->cuda_waits, &o->cuda_holding, &o->cuda_longest_ns);
 		break;
 	}
@@ -1391,6 +1419,42 @@ static void test_timed_samples_configured_offset(void **state)
  * watchdog within its next tick, and the sample is counted late, not
  * timed. (Without the watchdog the holds lasted until a window's end:
  * 218 and 223 ms in two runs; with it 5-9 ms.) */
+/* A kernel whose launch call outlasts the work queued before it: its
+ * stream is busy when timing begins and idle before the call returns, so
+ * each unheld sample is unclear and left out. On the H100 a cuDNN
+ * flash-attention backward kernel met that at every sample and read no
+ * time at all (3.7% of a training step's GPU time missing). After
+ * CENSUS_HOLD_BUSY_AFTER such samples its launches are held on the busy
+ * stream too, and its 5 us come back; every hold is let go. Without the
+ * hold, k_slow reads nothing: that is what this test fails on. */
+static void test_timed_slow_launch_call(void **state)
+{
+	(void)state;
+	struct outcome o;
+	json_t *d = run_case(TIMED_SLOW_CALL, "continuous", "50%", &o);
+	const json_t *c = json_object_get(d, "census");
+	assert_non_null(c);
+	json_int_t busy = num(c, "holds_busy"), unclear = num(c, "samples_ambiguous");
+	const json_t *k = NULL;
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(d, "kernels"), i, v)
+		if (strcmp(json_string_value(json_object_get(v, "name")), "k_slow(float*)") == 0)
+			k = v;
+	assert_non_null(k);
+	json_int_t mean = num(k, "mean_ns");
+	if (busy < 4 || mean < 4800 || mean > 5300)
+		fail_msg("k_slow: mean %lld ns, want the stand-in's 5000; %lld samples held on a busy "
+			 "stream, %lld left out as unclear", (long long)mean, (long long)busy,
+			 (long long)unclear);
+	/* The hold starts once CENSUS_HOLD_BUSY_AFTER (4) were unclear; k_pre's
+	 * samples are clear (its launch call returns while it runs). */
+	if (unclear < 4 || o.cuda_holding != 0)
+		fail_msg("%lld samples left out as unclear (want at least the 4 before the hold); %d "
+			 "stream waits not let go", (long long)unclear, o.cuda_holding);
+	json_decref(d);
+}
+
 static void test_timed_hold_without_exit(void **state)
 {
 	(void)state;
@@ -1607,6 +1671,7 @@ int main(void)
 		cmocka_unit_test(test_timed_samples_kept),
 		cmocka_unit_test(test_timed_samples_configured_offset),
 		cmocka_unit_test(test_timed_hold_without_exit),
+		cmocka_unit_test(test_timed_slow_launch_call),
 		cmocka_unit_test(test_drops_counted),
 		cmocka_unit_test(test_fork_child),
 		cmocka_unit_test(test_marker_ranges),
