@@ -1132,6 +1132,17 @@ static void test_capture_over_socket(void **state)
  * floors off each sample leave the kernel's own 5 us (unheld, a sample on
  * the idle stream would hold the host's time of the launch call too; with
  * no floor taken off, 7 us). */
+/* The dump's entry of kernel `name`, or NULL. */
+static const json_t *dump_kernel(const json_t *d, const char *name)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(d, "kernels"), i, v)
+		if (strcmp(json_string_value(json_object_get(v, "name")), name) == 0)
+			return v;
+	return NULL;
+}
+
 static void test_timed_samples(void **state)
 {
 	(void)state;
@@ -1151,12 +1162,7 @@ static void test_timed_samples(void **state)
 	double floor = json_number_value(json_object_get(c, "floor_mean_ns"));
 	if (floor < 990 || floor > 1010)
 		fail_msg("floor %.1f ns, want the stand-in's 1000", floor);
-	const json_t *k = NULL;
-	size_t i;
-	json_t *v;
-	json_array_foreach(json_object_get(d, "kernels"), i, v)
-		if (strcmp(json_string_value(json_object_get(v, "name")), "k_loop(float*)") == 0)
-			k = v;
+	const json_t *k = dump_kernel(d, "k_loop(float*)");
 	assert_non_null(k);
 	json_int_t mean = num(k, "mean_ns");
 	if (mean < 4800 || mean > 5300)
@@ -1195,12 +1201,8 @@ static json_int_t timed_mean(char *env, int cc_major, int64_t step_ns, double *f
 	const json_t *cal = json_object_get(so, "calibration");
 	*cal_offset_ns = json_is_true(json_object_get(cal, "ok")) ? json_number_value(json_object_get(cal, "offset_ns"))
 								 : -1;
-	json_int_t mean = -1;
-	size_t i;
-	json_t *v;
-	json_array_foreach(json_object_get(d, "kernels"), i, v)
-		if (strcmp(json_string_value(json_object_get(v, "name")), "k_loop(float*)") == 0)
-			mean = num(v, "mean_ns");
+	const json_t *k = dump_kernel(d, "k_loop(float*)");
+	json_int_t mean = k ? num(k, "mean_ns") : -1;
 	json_decref(d);
 	if (mean < 0)
 		fail_msg("no k_loop in the dump");
@@ -1435,12 +1437,7 @@ static void test_timed_slow_launch_call(void **state)
 	const json_t *c = json_object_get(d, "census");
 	assert_non_null(c);
 	json_int_t busy = num(c, "holds_busy"), unclear = num(c, "samples_ambiguous");
-	const json_t *k = NULL;
-	size_t i;
-	json_t *v;
-	json_array_foreach(json_object_get(d, "kernels"), i, v)
-		if (strcmp(json_string_value(json_object_get(v, "name")), "k_slow(float*)") == 0)
-			k = v;
+	const json_t *k = dump_kernel(d, "k_slow(float*)");
 	assert_non_null(k);
 	json_int_t mean = num(k, "mean_ns");
 	if (busy < 4 || mean < 4800 || mean > 5300)
